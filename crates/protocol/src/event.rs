@@ -1,0 +1,315 @@
+//! The event log: every transition, state delta, message and command of a run.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::{Answer, Command, EdgeSpec, Interrupt, NodeId, NodeState, RunId};
+
+/// One entry of a run's event log. `seq` starts at 1 and increases by one per event of the
+/// run; `ts` is milliseconds since the Unix epoch.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Event {
+    /// The run.
+    pub run: RunId,
+    /// Position in the run's log.
+    pub seq: u64,
+    /// Wall-clock time, ms since the epoch.
+    pub ts: i64,
+    /// What happened.
+    #[serde(flatten)]
+    pub kind: EventKind,
+}
+
+/// Where a forked run branched off.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ForkRef {
+    /// The run forked from.
+    pub run: RunId,
+    /// The checkpoint (a `stepCompleted` or `runStarted` event's seq) it continues from.
+    pub seq: u64,
+}
+
+/// The lifecycle status of a run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum RunStatus {
+    /// Nodes are ready or running.
+    Running,
+    /// Nothing can run until an interrupt is answered.
+    WaitingInput,
+    /// Reached a success terminal (or every branch ended without failure).
+    Succeeded,
+    /// Reached a failure terminal, or stopped on an error.
+    Failed,
+    /// Cancelled by a command.
+    Cancelled,
+}
+
+impl RunStatus {
+    /// Whether the run can never continue.
+    pub fn is_final(self) -> bool {
+        matches!(self, RunStatus::Succeeded | RunStatus::Failed | RunStatus::Cancelled)
+    }
+
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Running => "running",
+            RunStatus::WaitingInput => "waitingInput",
+            RunStatus::Succeeded => "succeeded",
+            RunStatus::Failed => "failed",
+            RunStatus::Cancelled => "cancelled",
+        }
+    }
+
+    /// Parses the wire name.
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "running" => RunStatus::Running,
+            "waitingInput" => RunStatus::WaitingInput,
+            "succeeded" => RunStatus::Succeeded,
+            "failed" => RunStatus::Failed,
+            "cancelled" => RunStatus::Cancelled,
+            _ => return None,
+        })
+    }
+}
+
+impl std::fmt::Display for RunStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Whether reaching a terminal node means success or failure.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum TerminalKind {
+    /// Like DONE.
+    Success,
+    /// Like ABORT.
+    Failure,
+}
+
+/// What happened. Replaying a run's events in order, against the same graph definition,
+/// rebuilds its exact state.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "camelCase", rename_all_fields = "camelCase")]
+pub enum EventKind {
+    /// The run was created.
+    RunStarted {
+        /// Graph name (resolved through a registry when resuming).
+        graph: String,
+        /// Structural fingerprint of the graph; resuming with a different one is refused.
+        fingerprint: String,
+        /// Parameters the graph was built with.
+        #[serde(default, skip_serializing_if = "Value::is_null")]
+        params: Value,
+        /// Initial channel values.
+        #[serde(default, skip_serializing_if = "Value::is_null")]
+        input: Value,
+        /// Set when this run was forked from another run's checkpoint.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        fork: Option<ForkRef>,
+    },
+    /// A process resumed the run from the store (after a crash, a pause or a restart).
+    RunResumed {
+        /// Activations that were RUNNING when the previous process stopped; they run again.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        requeued: Vec<NodeId>,
+    },
+    /// A node created at run time (spawned by fan-out or injected by a command).
+    NodeAdded {
+        /// Its id.
+        node: NodeId,
+        /// The template providing its handler.
+        template: String,
+        /// Its parent in the spawn tree.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        parent: Option<NodeId>,
+        /// Input handed to its handler.
+        #[serde(default, skip_serializing_if = "Value::is_null")]
+        input: Value,
+    },
+    /// An edge added by a command.
+    EdgeAdded {
+        /// The edge.
+        edge: EdgeSpec,
+    },
+    /// A node activation changed state (`from` is absent when the activation is created).
+    NodeTransition {
+        /// Node.
+        node: NodeId,
+        /// Activation number.
+        attempt: u32,
+        /// Previous state.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        from: Option<NodeState>,
+        /// New state.
+        to: NodeState,
+        /// Why (routing, pruning, recovery…).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
+    /// A handler finished: its result and the writes it asked for. Writes are applied to the
+    /// state at the end of the step, in node order (see `stepCompleted`).
+    NodeOutput {
+        /// Node.
+        node: NodeId,
+        /// Activation number.
+        attempt: u32,
+        /// Whether the outcome is a failure.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        failure: bool,
+        /// The recorded result (routers and collectors read it).
+        #[serde(default, skip_serializing_if = "Value::is_null")]
+        result: Value,
+        /// Error text when the handler returned an error.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+        /// Channel writes, in the order the handler made them.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        writes: Vec<(String, Value)>,
+        /// Named counter increments.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        counters: Vec<(String, i64)>,
+        /// Children to spawn, as (key, template, input).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        spawns: Vec<(String, String, Value)>,
+    },
+    /// A node stopped to ask something; it is now WAITING_INPUT.
+    InterruptRaised {
+        /// Node.
+        node: NodeId,
+        /// Activation number.
+        attempt: u32,
+        /// The question.
+        interrupt: Interrupt,
+        /// Data the handler keeps for when it runs again.
+        #[serde(default, skip_serializing_if = "Value::is_null")]
+        scratch: Value,
+    },
+    /// An answer arrived for a waiting node.
+    InputReceived {
+        /// Node.
+        node: NodeId,
+        /// Activation number.
+        attempt: u32,
+        /// The answer.
+        answer: Answer,
+    },
+    /// Routing decided where to go after an activation.
+    Routed {
+        /// Source node.
+        from: NodeId,
+        /// Its activation number.
+        attempt: u32,
+        /// Targets (empty when the branch ends).
+        to: Vec<NodeId>,
+        /// Which rule decided (success, failure, max_attempts, router…).
+        reason: String,
+    },
+    /// A step ended: the pending writes of the step's finished activations were applied to the
+    /// state in node order, and counters updated. This is a checkpoint: a fork or resume
+    /// starts from one.
+    StepCompleted {
+        /// Step number, from 1.
+        step: u64,
+        /// Channels whose value changed.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        changed: Vec<String>,
+    },
+    /// A command arrived.
+    CommandReceived {
+        /// Per-run command number.
+        id: u64,
+        /// The command.
+        command: Command,
+    },
+    /// A command could not apply.
+    CommandRefused {
+        /// The command number.
+        id: u64,
+        /// Why.
+        reason: String,
+    },
+    /// A message was buffered for a node or delivered to its running handler.
+    MessageQueued {
+        /// The command number that carried it.
+        id: u64,
+        /// Node.
+        node: NodeId,
+        /// Activation number that will see it.
+        attempt: u32,
+        /// Delivered to a running handler (otherwise buffered).
+        delivered: bool,
+    },
+    /// The run's status changed.
+    RunStatusChanged {
+        /// New status.
+        status: RunStatus,
+        /// The terminal node reached, if any.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        terminal: Option<NodeId>,
+        /// Error text for failures.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
+}
+
+impl EventKind {
+    /// The wire name of the variant (`nodeTransition`, …).
+    pub fn name(&self) -> &'static str {
+        match self {
+            EventKind::RunStarted { .. } => "runStarted",
+            EventKind::RunResumed { .. } => "runResumed",
+            EventKind::NodeAdded { .. } => "nodeAdded",
+            EventKind::EdgeAdded { .. } => "edgeAdded",
+            EventKind::NodeTransition { .. } => "nodeTransition",
+            EventKind::NodeOutput { .. } => "nodeOutput",
+            EventKind::InterruptRaised { .. } => "interruptRaised",
+            EventKind::InputReceived { .. } => "inputReceived",
+            EventKind::Routed { .. } => "routed",
+            EventKind::StepCompleted { .. } => "stepCompleted",
+            EventKind::CommandReceived { .. } => "commandReceived",
+            EventKind::CommandRefused { .. } => "commandRefused",
+            EventKind::MessageQueued { .. } => "messageQueued",
+            EventKind::RunStatusChanged { .. } => "runStatusChanged",
+        }
+    }
+
+    /// Whether a run may be forked at this event (the state is consistent right after it).
+    pub fn is_checkpoint(&self) -> bool {
+        matches!(self, EventKind::RunStarted { .. } | EventKind::StepCompleted { .. })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn event_round_trips_with_camel_case_tag() {
+        let ev = Event {
+            run: RunId::from_string("r1"),
+            seq: 3,
+            ts: 1,
+            kind: EventKind::NodeTransition {
+                node: NodeId::new("a"),
+                attempt: 1,
+                from: Some(NodeState::Ready),
+                to: NodeState::Running,
+                reason: None,
+            },
+        };
+        let s = serde_json::to_string(&ev).unwrap();
+        assert_eq!(
+            s,
+            r#"{"run":"r1","seq":3,"ts":1,"type":"nodeTransition","node":"a","attempt":1,"from":"READY","to":"RUNNING"}"#
+        );
+        let back: Event = serde_json::from_str(&s).unwrap();
+        assert_eq!(back, ev);
+    }
+}

@@ -1,0 +1,115 @@
+//! Newtype identifiers.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// Identifies one run (one execution of a graph). Time-ordered (UUID v7, 32 hex digits), so
+/// sorting ids sorts runs by creation time; clients may abbreviate it to a unique prefix.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct RunId(String);
+
+impl RunId {
+    /// A fresh, time-ordered run id.
+    pub fn new() -> Self {
+        Self(uuid::Uuid::now_v7().simple().to_string())
+    }
+
+    /// Wraps an existing id (read from storage or typed by a user).
+    pub fn from_string(id: impl Into<String>) -> Self {
+        Self(id.into())
+    }
+
+    /// The id as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The first 12 characters, enough to name a run in a terminal.
+    pub fn short(&self) -> &str {
+        self.0.get(..12).unwrap_or(&self.0)
+    }
+}
+
+impl Default for RunId {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl fmt::Display for RunId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Names a node of a graph. Static nodes carry the name they were declared with
+/// (`code_generation`, `DONE`); nodes spawned at run time are named
+/// `<spawner>/<key>` (for example `review/security`).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct NodeId(String);
+
+impl NodeId {
+    /// Wraps a node name.
+    pub fn new(id: impl Into<String>) -> Self {
+        Self(id.into())
+    }
+
+    /// The name as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The id of a child spawned by `self` under `key`.
+    pub fn child(&self, key: &str) -> Self {
+        Self(format!("{}/{}", self.0, key))
+    }
+}
+
+impl fmt::Display for NodeId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl From<&str> for NodeId {
+    fn from(s: &str) -> Self {
+        Self(s.to_owned())
+    }
+}
+
+impl From<String> for NodeId {
+    fn from(s: String) -> Self {
+        Self(s)
+    }
+}
+
+impl PartialEq<str> for NodeId {
+    fn eq(&self, other: &str) -> bool {
+        self.0 == other
+    }
+}
+
+impl PartialEq<&str> for NodeId {
+    fn eq(&self, other: &&str) -> bool {
+        self.0 == *other
+    }
+}
+
+/// One activation of a node: its `attempt`-th execution. Every time routing enters a node
+/// a new activation starts at READY; earlier activations keep their final state.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct ActivationId {
+    /// The node.
+    pub node: NodeId,
+    /// 1 for the first execution, 2 for the first retry, …
+    pub attempt: u32,
+}
+
+impl fmt::Display for ActivationId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}#{}", self.node, self.attempt)
+    }
+}

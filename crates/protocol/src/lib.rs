@@ -1,0 +1,16 @@
+//! Wire types shared by every Trellis front-end and backend crate.
+//!
+//! This crate holds data only: identifiers, the node state machine's states, the typed
+//! event log entries, and the commands a client can send to a live run. It has no
+//! behaviour beyond (de)serialisation and a few pure helpers, so every front-end (CLI,
+//! server, ACP, MCP) can depend on it without pulling in the engine.
+
+mod command;
+mod event;
+mod ids;
+mod state;
+
+pub use command::{Answer, Command, EdgeSpec, InjectNode, Interrupt, InterruptKind, Message};
+pub use event::{Event, EventKind, ForkRef, RunStatus, TerminalKind};
+pub use ids::{ActivationId, NodeId, RunId};
+pub use state::{InvalidTransition, NodeState};
