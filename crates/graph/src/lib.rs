@@ -1,6 +1,32 @@
 //! The Trellis graph engine.
 //!
-//! It runs nodes and routes on their outcomes; it knows nothing about models, tools or git.
-pub mod journal;
+//! One engine runs every workflow. A [`Graph`] is a set of nodes (async handlers), edges
+//! (unconditional, binary success/failure, or decided by a deterministic [`Router`]), an
+//! entry point and terminal nodes, plus named state channels merged by [`Reducer`]s.
+//!
+//! Execution proceeds in steps: every READY activation of a step runs concurrently (up to the
+//! graph's concurrency limit); when all have finished, their writes are merged in node
+//! declaration order — never in completion order — so state is deterministic; then routing
+//! creates the next step's activations. Node activations follow seed 004's state machine
+//! ([`NodeState`](trellis_protocol::NodeState)); every change is an
+//! [`Event`](trellis_protocol::Event) recorded in a [`Journal`] before it is published.
+//!
+//! It knows nothing about models, tools or git.
 
+pub mod demo;
+mod engine;
+mod error;
+mod handler;
+pub mod journal;
+mod spec;
+mod state;
+
+pub use engine::{Engine, EngineConfig, NodeView, RunHandle, RunOutcome};
+pub use error::{Error, Result};
+pub use handler::{Aggregate, ChildResult, NodeContext, NodeError, NodeHandler, NodeOutput, Resume, RouteContext};
 pub use journal::{Batch, Commit, Durability, Journal, JournalError, MemoryJournal, NullJournal, RunSummary};
+pub use spec::{
+    DEFAULT_CONCURRENCY, DEFAULT_MAX_STEPS, Edge, FailurePolicy, Graph, GraphBuilder, NodeDef, NodeKind, NodeOptions,
+    Router, nearest,
+};
+pub use state::{ReduceFn, Reducer, State};

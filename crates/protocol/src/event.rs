@@ -211,6 +211,12 @@ pub enum EventKind {
         /// Which rule decided (success, failure, max_attempts, router…).
         reason: String,
     },
+    /// A step started: the READY activations at this point run in it. Everything between a
+    /// `stepCompleted` and the next `stepStarted` is routing and commands.
+    StepStarted {
+        /// Step number, from 1.
+        step: u64,
+    },
     /// A step ended: the pending writes of the step's finished activations were applied to the
     /// state in node order, and counters updated. This is a checkpoint: a fork or resume
     /// starts from one.
@@ -272,6 +278,7 @@ impl EventKind {
             EventKind::InterruptRaised { .. } => "interruptRaised",
             EventKind::InputReceived { .. } => "inputReceived",
             EventKind::Routed { .. } => "routed",
+            EventKind::StepStarted { .. } => "stepStarted",
             EventKind::StepCompleted { .. } => "stepCompleted",
             EventKind::CommandReceived { .. } => "commandReceived",
             EventKind::CommandRefused { .. } => "commandRefused",
@@ -280,7 +287,9 @@ impl EventKind {
         }
     }
 
-    /// Whether a run may be forked at this event (the state is consistent right after it).
+    /// Whether a run may be forked at this event. A fork at a `stepCompleted` continues from
+    /// the state after that step, including the routing decided right after it (everything up
+    /// to the next `stepStarted`); a fork at `runStarted` starts over with the same input.
     pub fn is_checkpoint(&self) -> bool {
         matches!(self, EventKind::RunStarted { .. } | EventKind::StepCompleted { .. })
     }

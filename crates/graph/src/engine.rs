@@ -1,0 +1,320 @@
+//! Running graphs: start, resume, fork, commands, subscriptions.
+
+mod core;
+mod live;
+mod route;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Serialize;
+use serde_json::Value;
+use tokio::sync::{broadcast, mpsc, oneshot};
+use tokio::task::JoinHandle;
+use trellis_protocol::{Command, Event, EventKind, Interrupt, NodeId, NodeState, RunId, RunStatus};
+
+use self::core::RunCore;
+use self::live::Live;
+use crate::journal::{Durability, Journal};
+use crate::spec::Graph;
+use crate::state::State;
+use crate::{Error, Result};
+
+/// Engine settings.
+#[derive(Clone, Debug)]
+pub struct EngineConfig {
+    /// Commit pipelining (see [`Durability`]).
+    pub durability: Durability,
+    /// How often a live run polls the journal's command inbox (for commands sent by other
+    /// processes, e.g. `trellis runs cancel`).
+    pub inbox_poll: Duration,
+    /// Capacity of each run's event broadcast, in batches.
+    pub broadcast_capacity: usize,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        Self { durability: Durability::Async, inbox_poll: Duration::from_millis(250), broadcast_capacity: 1024 }
+    }
+}
+
+/// Runs graphs against a journal.
+#[derive(Clone)]
+pub struct Engine {
+    journal: Arc<dyn Journal>,
+    config: EngineConfig,
+}
+
+pub(crate) type CommandReply = oneshot::Sender<std::result::Result<(), String>>;
+
+/// A run being executed by this process.
+pub struct RunHandle {
+    run: RunId,
+    commands: mpsc::UnboundedSender<(Command, Option<CommandReply>)>,
+    events: broadcast::Sender<Arc<Vec<Event>>>,
+    first: Option<broadcast::Receiver<Arc<Vec<Event>>>>,
+    task: JoinHandle<Result<RunOutcome>>,
+}
+
+/// The state of a node as clients see it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeView {
+    /// Node id.
+    pub id: NodeId,
+    /// Latest activation number (0 if never reached).
+    pub attempt: u32,
+    /// State of the latest activation (`None` if never reached).
+    pub state: Option<NodeState>,
+    /// Parent in the spawn tree.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parent: Option<NodeId>,
+    /// Latest recorded result.
+    #[serde(skip_serializing_if = "Value::is_null")]
+    pub result: Value,
+    /// Latest error.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The pending question, when WAITING_INPUT.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interrupt: Option<Interrupt>,
+}
+
+/// Where a run stands: returned when it finishes or pauses, and by [`Engine::inspect`].
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunOutcome {
+    /// The run.
+    pub run: RunId,
+    /// Its status.
+    pub status: RunStatus,
+    /// Terminal reached.
+    pub terminal: Option<NodeId>,
+    /// Error text for failures.
+    pub error: Option<String>,
+    /// Steps executed.
+    pub steps: u64,
+    /// Seq of the last event.
+    pub last_seq: u64,
+    /// Final (or current) channel values.
+    #[serde(serialize_with = "ser_state")]
+    pub state: State,
+    /// Named counters.
+    pub counters: BTreeMap<String, i64>,
+    /// Every node.
+    pub nodes: Vec<NodeView>,
+    /// Questions waiting for an answer.
+    pub waiting: Vec<(NodeId, Interrupt)>,
+}
+
+fn ser_state<S: serde::Serializer>(state: &State, s: S) -> std::result::Result<S::Ok, S::Error> {
+    state.to_json().serialize(s)
+}
+
+impl RunOutcome {
+    fn of(core: &RunCore) -> Self {
+        let nodes = core
+            .nodes
+            .iter()
+            .map(|n| NodeView {
+                id: n.id.clone(),
+                attempt: n.attempt,
+                state: n.state,
+                parent: n.parent.map(|p| core.nodes[p].id.clone()),
+                result: n.result.clone(),
+                error: n.error.clone(),
+                interrupt: n.interrupt.clone().filter(|_| n.state == Some(NodeState::WaitingInput)),
+            })
+            .collect();
+        Self {
+            run: core.run.clone(),
+            status: core.status,
+            terminal: core.terminal.clone(),
+            error: core.error.clone(),
+            steps: core.step,
+            last_seq: core.last_seq,
+            state: core.state.clone(),
+            counters: core.counters.clone(),
+            nodes,
+            waiting: core.waiting(),
+        }
+    }
+
+    /// The node view for `id`.
+    pub fn node(&self, id: &str) -> Option<&NodeView> {
+        self.nodes.iter().find(|n| n.id == id)
+    }
+}
+
+impl Engine {
+    /// An engine recording into `journal` with default settings.
+    pub fn new(journal: Arc<dyn Journal>) -> Self {
+        Self::with_config(journal, EngineConfig::default())
+    }
+
+    /// An engine with explicit settings.
+    pub fn with_config(journal: Arc<dyn Journal>, config: EngineConfig) -> Self {
+        Self { journal, config }
+    }
+
+    /// The journal.
+    pub fn journal(&self) -> &Arc<dyn Journal> {
+        &self.journal
+    }
+
+    /// Starts a new run of `graph` with `input` (an object of initial channel values).
+    pub fn start(&self, graph: Arc<Graph>, input: Value) -> Result<RunHandle> {
+        let run = RunId::new();
+        self.journal.claim(&run)?;
+        let core = RunCore::new(run.clone(), graph.clone());
+        let started = EventKind::RunStarted {
+            graph: graph.name().to_owned(),
+            fingerprint: graph.fingerprint().to_owned(),
+            params: graph.params().clone(),
+            input,
+            fork: None,
+        };
+        let mut live = Live::new(core, self.journal.clone(), self.config.clone());
+        live.emit(started)?;
+        live.activate_entry()?;
+        Ok(self.spawn(live))
+    }
+
+    /// Starts and waits for the outcome.
+    pub async fn run(&self, graph: Arc<Graph>, input: Value) -> Result<RunOutcome> {
+        self.start(graph, input)?.wait().await
+    }
+
+    /// Resumes a stored run (after a crash, a pause on an interrupt, or a restart), applying
+    /// `commands` (answers, messages…) first. Activations that were RUNNING when the previous
+    /// process stopped run again; COMPLETED ones never do.
+    pub fn resume(&self, graph: Arc<Graph>, run: &RunId, commands: Vec<Command>) -> Result<RunHandle> {
+        let core = self.load(graph, run)?;
+        if core.status.is_final() {
+            return Err(Error::NotResumable(format!("run {run} already {}; fork it to run again", core.status)));
+        }
+        self.journal.claim(run)?;
+        let mut live = Live::new(core, self.journal.clone(), self.config.clone());
+        live.recover()?;
+        for c in commands {
+            live.command(c, None)?;
+        }
+        Ok(self.spawn(live))
+    }
+
+    /// Creates a new run continuing from checkpoint `seq` of `parent` (a `runStarted` or
+    /// `stepCompleted` event of that run's own log) and starts it. The parent is unchanged.
+    pub fn fork(&self, graph: Arc<Graph>, parent: &RunId, seq: u64, commands: Vec<Command>) -> Result<RunHandle> {
+        let mut segments = self.segments(parent)?;
+        let own = segments.pop().unwrap_or_default();
+        let Some(at) = own.iter().position(|e| e.seq == seq) else {
+            return Err(Error::NotResumable(format!("run {parent} has no event {seq} (last is {})", own.last().map_or(0, |e| e.seq))));
+        };
+        if !own[at].kind.is_checkpoint() {
+            let near: Vec<String> =
+                own.iter().filter(|e| e.kind.is_checkpoint()).map(|e| e.seq.to_string()).collect();
+            return Err(Error::NotResumable(format!(
+                "event {seq} of run {parent} is a {}, not a checkpoint; checkpoints are: {}",
+                own[at].kind.name(),
+                near.join(", ")
+            )));
+        }
+        let cut = own[at + 1..]
+            .iter()
+            .position(|e| matches!(e.kind, EventKind::StepStarted { .. }))
+            .map_or(own.len(), |p| at + 1 + p);
+        segments.push(own[..cut].to_vec());
+        let run = RunId::new();
+        let mut core = RunCore::replay(graph.clone(), run.clone(), &segments)?;
+        core.last_seq = 0;
+        core.status = RunStatus::Running;
+        self.journal.claim(&run)?;
+        let mut live = Live::new(core, self.journal.clone(), self.config.clone());
+        live.emit(EventKind::RunStarted {
+            graph: graph.name().to_owned(),
+            fingerprint: graph.fingerprint().to_owned(),
+            params: graph.params().clone(),
+            input: Value::Null,
+            fork: Some(trellis_protocol::ForkRef { run: parent.clone(), seq }),
+        })?;
+        for c in commands {
+            live.command(c, None)?;
+        }
+        Ok(self.spawn(live))
+    }
+
+    /// Rebuilds a stored run's current state without executing anything.
+    pub fn inspect(&self, graph: Arc<Graph>, run: &RunId) -> Result<RunOutcome> {
+        Ok(RunOutcome::of(&self.load(graph, run)?))
+    }
+
+    fn load(&self, graph: Arc<Graph>, run: &RunId) -> Result<RunCore> {
+        let segments = self.segments(run)?;
+        RunCore::replay(graph, run.clone(), &segments)
+    }
+
+    /// The run's log with its fork ancestry: the ancestors' prefixes first, its own log last.
+    fn segments(&self, run: &RunId) -> Result<Vec<Vec<Event>>> {
+        let own = self.journal.load(run)?;
+        let fork = match own.first().map(|e| &e.kind) {
+            Some(EventKind::RunStarted { fork, .. }) => fork.clone(),
+            _ => return Err(Error::Replay { run: run.to_string(), message: "log does not start with runStarted".into() }),
+        };
+        let Some(f) = fork else { return Ok(vec![own]) };
+        let mut segments = self.segments(&f.run)?;
+        let parent = segments.pop().unwrap_or_default();
+        let at = parent.iter().position(|e| e.seq == f.seq).ok_or_else(|| Error::Replay {
+            run: run.to_string(),
+            message: format!("fork point {} missing from parent run {}", f.seq, f.run),
+        })?;
+        let cut = parent[at + 1..]
+            .iter()
+            .position(|e| matches!(e.kind, EventKind::StepStarted { .. }))
+            .map_or(parent.len(), |p| at + 1 + p);
+        segments.push(parent[..cut].to_vec());
+        segments.push(own);
+        Ok(segments)
+    }
+
+    fn spawn(&self, live: Live) -> RunHandle {
+        let run = live.core.run.clone();
+        let commands = live.command_sender();
+        let events = live.events.clone();
+        let first = Some(events.subscribe());
+        let task = tokio::spawn(live.drive());
+        RunHandle { run, commands, events, first, task }
+    }
+}
+
+impl RunHandle {
+    /// The run's id.
+    pub fn id(&self) -> &RunId {
+        &self.run
+    }
+
+    /// Sends a command; resolves once the run has recorded it, with the refusal reason if it
+    /// could not apply.
+    pub async fn send(&self, command: Command) -> std::result::Result<(), String> {
+        let (tx, rx) = oneshot::channel();
+        self.commands
+            .send((command, Some(tx)))
+            .map_err(|_| "the run is no longer executing in this process".to_string())?;
+        rx.await.unwrap_or_else(|_| Err("the run stopped before handling the command".into()))
+    }
+
+    /// Events from the start of the run (first call) or from now on (later calls), in
+    /// committed batches. A receiver that falls behind by more than the broadcast capacity
+    /// gets `Lagged` and should re-read the journal.
+    pub fn subscribe(&mut self) -> broadcast::Receiver<Arc<Vec<Event>>> {
+        self.first.take().unwrap_or_else(|| self.events.subscribe())
+    }
+
+    /// Waits for the run to finish or pause.
+    pub async fn wait(self) -> Result<RunOutcome> {
+        match self.task.await {
+            Ok(r) => r,
+            Err(e) => Err(Error::Task(e.to_string())),
+        }
+    }
+}

@@ -1,0 +1,504 @@
+//! `RunCore`: the complete state of one run, changed only by applying events.
+//!
+//! The live driver decides *what* happens and expresses it as events; [`RunCore::apply`] is the
+//! only code that changes state. Replay after a crash, resume and fork feed the stored events
+//! through the same function, so a replayed run is identical to the live one by construction.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use serde_json::Value;
+use trellis_protocol::{
+    Command, Event, EventKind, ForkRef, Interrupt, Message, NodeId, NodeState, RunId, RunStatus,
+    TerminalKind,
+};
+
+use crate::handler::{Aggregate, ChildResult, Resume};
+use crate::spec::{Graph, NodeDef, NodeKind};
+use crate::state::State;
+use crate::{Error, Result};
+
+/// Routing reason recorded when a failed activation has nowhere to go.
+pub(crate) const NO_FAILURE_ROUTE: &str = "failure: no route";
+
+/// Run-time record of one node (static or dynamic).
+#[derive(Clone)]
+pub(crate) struct NodeRt {
+    pub id: NodeId,
+    pub def: NodeDef,
+    pub template: Option<String>,
+    pub parent: Option<usize>,
+    pub children: Vec<usize>,
+    pub input: Value,
+    /// Latest activation number (0: never activated).
+    pub attempt: u32,
+    /// State of the latest activation.
+    pub state: Option<NodeState>,
+    /// The step the latest READY activation may run in.
+    pub ready_step: u64,
+    /// Latest finished activation's record.
+    pub failed: bool,
+    pub result: Value,
+    pub error: Option<String>,
+    pub pruned: bool,
+    pub inbox: Vec<Message>,
+    pub interrupt: Option<Interrupt>,
+    pub scratch: Value,
+    pub resume: Option<Resume>,
+    /// For spawners: child ids of the latest fan-out, in spawn order, and its generation.
+    pub group: Vec<NodeId>,
+    pub group_gen: u64,
+    /// For collectors: the spawner generation last collected.
+    pub collected_gen: u64,
+}
+
+impl NodeRt {
+    fn new(id: NodeId, def: NodeDef) -> Self {
+        Self {
+            id,
+            def,
+            template: None,
+            parent: None,
+            children: Vec::new(),
+            input: Value::Null,
+            attempt: 0,
+            state: None,
+            ready_step: 0,
+            failed: false,
+            result: Value::Null,
+            error: None,
+            pruned: false,
+            inbox: Vec::new(),
+            interrupt: None,
+            scratch: Value::Null,
+            resume: None,
+            group: Vec::new(),
+            group_gen: 0,
+            collected_gen: 0,
+        }
+    }
+
+    /// Whether the latest activation is READY, RUNNING or WAITING_INPUT.
+    pub fn is_active(&self) -> bool {
+        matches!(self.state, Some(NodeState::Ready | NodeState::Running | NodeState::WaitingInput))
+    }
+}
+
+/// Writes, counters and spawns of a finished activation, applied at the end of its step.
+#[derive(Clone, Default)]
+pub(crate) struct Pending {
+    pub writes: Vec<(String, Value)>,
+    pub counters: Vec<(String, i64)>,
+    pub spawns: Vec<(String, String, Value)>,
+}
+
+/// The state of one run.
+pub(crate) struct RunCore {
+    pub run: RunId,
+    pub graph: Arc<Graph>,
+    pub nodes: Vec<NodeRt>,
+    pub by_id: HashMap<NodeId, usize>,
+    pub state: State,
+    pub counters: BTreeMap<String, i64>,
+    pub attempts: BTreeMap<NodeId, u32>,
+    pub extra_edges: HashMap<usize, Vec<NodeId>>,
+    pub status: RunStatus,
+    pub terminal: Option<NodeId>,
+    pub error: Option<String>,
+    /// Last started step.
+    pub step: u64,
+    pub step_open: bool,
+    /// Activations that finished (COMPLETED/FAILED) in the open step, for routing.
+    pub finished: Vec<usize>,
+    pub pending: BTreeMap<usize, Pending>,
+    /// Spawns applied by the last `stepCompleted` (the live driver creates the children).
+    pub spawned: Vec<(usize, Vec<(String, String, Value)>)>,
+    pub commands: HashMap<u64, Command>,
+    pub next_command: u64,
+    pub unrouted_failure: Option<String>,
+    pub fork: Option<ForkRef>,
+    pub created_ts: i64,
+    pub last_seq: u64,
+}
+
+impl RunCore {
+    /// A run of `graph` with no events applied yet.
+    pub fn new(run: RunId, graph: Arc<Graph>) -> Self {
+        let mut nodes = Vec::with_capacity(graph.nodes.len());
+        let mut by_id = HashMap::with_capacity(graph.nodes.len());
+        for (i, (id, def)) in graph.nodes.iter().enumerate() {
+            nodes.push(NodeRt::new(id.clone(), def.clone()));
+            by_id.insert(id.clone(), i);
+        }
+        Self {
+            run,
+            graph,
+            nodes,
+            by_id,
+            state: State::default(),
+            counters: BTreeMap::new(),
+            attempts: BTreeMap::new(),
+            extra_edges: HashMap::new(),
+            status: RunStatus::Running,
+            terminal: None,
+            error: None,
+            step: 0,
+            step_open: false,
+            finished: Vec::new(),
+            pending: BTreeMap::new(),
+            spawned: Vec::new(),
+            commands: HashMap::new(),
+            next_command: 1,
+            unrouted_failure: None,
+            fork: None,
+            created_ts: 0,
+            last_seq: 0,
+        }
+    }
+
+    /// The node with this id.
+    pub fn ordinal(&self, id: &NodeId) -> Option<usize> {
+        self.by_id.get(id).copied()
+    }
+
+    fn node_of(&self, id: &NodeId) -> Result<usize> {
+        self.ordinal(id).ok_or_else(|| self.mismatch(format!("event names unknown node `{id}`")))
+    }
+
+    fn mismatch(&self, message: String) -> Error {
+        Error::Replay { run: self.run.to_string(), message }
+    }
+
+    /// Applies one event. This is the only place run state changes.
+    pub fn apply(&mut self, event: &Event) -> Result<()> {
+        self.last_seq = event.seq;
+        match &event.kind {
+            EventKind::RunStarted { input, fork, fingerprint, .. } => {
+                if fingerprint != self.graph.fingerprint() {
+                    return Err(self.mismatch(format!(
+                        "it was recorded with graph fingerprint {fingerprint}, but graph `{}` now has {}; the graph definition changed since the run started",
+                        self.graph.name(),
+                        self.graph.fingerprint()
+                    )));
+                }
+                self.created_ts = event.ts;
+                self.status = RunStatus::Running;
+                match fork {
+                    Some(f) => self.fork = Some(f.clone()),
+                    None => self.init_input(input)?,
+                }
+            }
+            EventKind::RunResumed { .. } => self.status = RunStatus::Running,
+            EventKind::NodeAdded { node, template, parent, input } => {
+                self.add_node(node, template, parent.as_ref(), input)?
+            }
+            EventKind::EdgeAdded { edge } => {
+                let from = self.node_of(&edge.from)?;
+                self.node_of(&edge.to)?;
+                self.extra_edges.entry(from).or_default().push(edge.to.clone());
+            }
+            EventKind::NodeTransition { node, attempt, from, to, .. } => {
+                let o = self.node_of(node)?;
+                self.transition(o, *attempt, *from, *to)?;
+            }
+            EventKind::NodeOutput { node, attempt, failure, result, error, writes, counters, spawns } => {
+                let o = self.node_of(node)?;
+                let has_collectors = self.graph.collectors.contains_key(node);
+                let n = &mut self.nodes[o];
+                if n.attempt != *attempt || n.state != Some(NodeState::Running) {
+                    return Err(self.mismatch(format!("output of {node}#{attempt}, which is not running")));
+                }
+                n.failed = *failure;
+                n.result = result.clone();
+                n.error = error.clone();
+                if !writes.is_empty() || !counters.is_empty() || !spawns.is_empty() || has_collectors {
+                    self.pending.insert(
+                        o,
+                        Pending { writes: writes.clone(), counters: counters.clone(), spawns: spawns.clone() },
+                    );
+                }
+            }
+            EventKind::InterruptRaised { node, interrupt, scratch, .. } => {
+                let o = self.node_of(node)?;
+                self.nodes[o].interrupt = Some(interrupt.clone());
+                self.nodes[o].scratch = scratch.clone();
+            }
+            EventKind::InputReceived { node, answer, .. } => {
+                let o = self.node_of(node)?;
+                let n = &mut self.nodes[o];
+                n.resume = Some(Resume { answer: answer.clone(), scratch: std::mem::take(&mut n.scratch) });
+                n.interrupt = None;
+            }
+            EventKind::Routed { from, to, reason, .. } => {
+                if to.is_empty() && reason == NO_FAILURE_ROUTE {
+                    self.unrouted_failure = Some(format!("node {from} failed and has no failure route"));
+                }
+            }
+            EventKind::StepStarted { step } => {
+                self.step = *step;
+                self.step_open = true;
+                self.finished.clear();
+                self.spawned.clear();
+            }
+            EventKind::StepCompleted { .. } => self.complete_step()?,
+            EventKind::CommandReceived { id, command } => {
+                self.commands.insert(*id, command.clone());
+                self.next_command = self.next_command.max(id + 1);
+            }
+            EventKind::CommandRefused { .. } => {}
+            EventKind::MessageQueued { id, node, .. } => {
+                let o = self.node_of(node)?;
+                if let Some(Command::SendMessage { message, .. }) = self.commands.get(id) {
+                    let message = message.clone();
+                    self.nodes[o].inbox.push(message);
+                }
+            }
+            EventKind::RunStatusChanged { status, terminal, error } => {
+                self.status = *status;
+                if terminal.is_some() {
+                    self.terminal = terminal.clone();
+                }
+                if error.is_some() {
+                    self.error = error.clone();
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn init_input(&mut self, input: &Value) -> Result<()> {
+        let obj = match input {
+            Value::Null => return Ok(()),
+            Value::Object(o) => o,
+            other => {
+                return Err(Error::Input(format!("the input must be an object of channel values, got {other}")));
+            }
+        };
+        for (k, v) in obj {
+            if self.graph.channel(k).is_none() {
+                let hint = crate::spec::nearest(k, self.graph.channel_names())
+                    .map(|n| format!(" (did you mean `{n}`?)"))
+                    .unwrap_or_default();
+                return Err(Error::Input(format!("unknown channel `{k}`{hint}")));
+            }
+            self.state.channels.insert(k.clone(), Arc::new(v.clone()));
+        }
+        Ok(())
+    }
+
+    fn add_node(&mut self, id: &NodeId, template: &str, parent: Option<&NodeId>, input: &Value) -> Result<()> {
+        let parent = parent.map(|p| self.node_of(p)).transpose()?;
+        if let Some(&o) = self.by_id.get(id) {
+            // A re-spawn of an existing child: same template and parent, new input.
+            let n = &mut self.nodes[o];
+            if n.template.as_deref() != Some(template) || n.parent != parent {
+                return Err(self.mismatch(format!("node `{id}` added twice with different templates or parents")));
+            }
+            n.input = input.clone();
+            return Ok(());
+        }
+        let def = self
+            .graph
+            .template(template)
+            .cloned()
+            .ok_or_else(|| self.mismatch(format!("template `{template}` (for node `{id}`) is not registered")))?;
+        let mut n = NodeRt::new(id.clone(), def);
+        n.template = Some(template.to_owned());
+        n.parent = parent;
+        n.input = input.clone();
+        let o = self.nodes.len();
+        self.nodes.push(n);
+        self.by_id.insert(id.clone(), o);
+        if let Some(p) = parent {
+            self.nodes[p].children.push(o);
+        }
+        Ok(())
+    }
+
+    fn transition(&mut self, o: usize, attempt: u32, from: Option<NodeState>, to: NodeState) -> Result<()> {
+        let id = self.nodes[o].id.clone();
+        let step = self.step;
+        let n = &mut self.nodes[o];
+        match from {
+            None => {
+                if to != NodeState::Ready || attempt != n.attempt + 1 || n.is_active() {
+                    return Err(Error::InvalidTransition {
+                        node: id,
+                        attempt,
+                        source: trellis_protocol::InvalidTransition {
+                            from: n.state.unwrap_or(NodeState::Ready),
+                            to,
+                        },
+                    });
+                }
+                n.attempt = attempt;
+                n.state = Some(NodeState::Ready);
+                n.ready_step = step + 1;
+                self.attempts.insert(id, attempt);
+                if let NodeKind::Collector { of, .. } = &self.nodes[o].def.kind
+                    && let Some(&s) = self.by_id.get(of)
+                {
+                    let s = &s;
+                    let gen_ = self.nodes[*s].group_gen;
+                    self.nodes[o].collected_gen = gen_;
+                }
+                return Ok(());
+            }
+            Some(from) => {
+                if n.attempt != attempt || n.state != Some(from) {
+                    let message = format!(
+                        "transition {id}#{attempt} {from} → {to}, but the node is {}#{}",
+                        n.state.map(NodeState::as_str).unwrap_or("new"),
+                        n.attempt
+                    );
+                    return Err(Error::Replay { run: self.run.to_string(), message });
+                }
+                from.transition(to).map_err(|source| Error::InvalidTransition { node: id.clone(), attempt, source })?;
+            }
+        }
+        n.state = Some(to);
+        match to {
+            NodeState::Ready => {
+                // RUNNING → READY re-queues into the open step; WAITING → READY into the next.
+                n.ready_step = if from == Some(NodeState::Running) { step } else { step + 1 };
+            }
+            NodeState::Running => {}
+            NodeState::WaitingInput => {
+                n.inbox.clear();
+                n.resume = None;
+            }
+            NodeState::Completed | NodeState::Failed => {
+                n.inbox.clear();
+                n.resume = None;
+                n.interrupt = None;
+                self.finished.push(o);
+            }
+            NodeState::Pruned => {
+                n.inbox.clear();
+                n.resume = None;
+                n.interrupt = None;
+                n.pruned = true;
+                self.pending.remove(&o);
+            }
+            NodeState::Skipped => {
+                n.failed = false;
+                n.result = Value::Null;
+                n.error = None;
+            }
+        }
+        Ok(())
+    }
+
+    /// Applies the pending writes of the open step in node order.
+    fn complete_step(&mut self) -> Result<()> {
+        let pending = std::mem::take(&mut self.pending);
+        for (o, p) in pending {
+            let id = self.nodes[o].id.clone();
+            for (channel, value) in p.writes {
+                let reducer = self.graph.channel(&channel).cloned().ok_or_else(|| Error::Reducer {
+                    node: id.clone(),
+                    channel: channel.clone(),
+                    message: "channel is not declared".into(),
+                })?;
+                self.state.apply(&reducer, &channel, value).map_err(|message| Error::Reducer {
+                    node: id.clone(),
+                    channel: channel.clone(),
+                    message,
+                })?;
+            }
+            for (name, delta) in p.counters {
+                *self.counters.entry(name).or_insert(0) += delta;
+            }
+            if self.graph.collectors.contains_key(&id) || !p.spawns.is_empty() {
+                let n = &mut self.nodes[o];
+                n.group = p.spawns.iter().map(|(key, _, _)| id.child(key)).collect();
+                n.group_gen += 1;
+                self.spawned.push((o, p.spawns));
+            }
+        }
+        self.step_open = false;
+        Ok(())
+    }
+
+    /// Every child of the latest fan-out of `spawner`, with the collector's verdict.
+    pub fn collect(&self, spawner: usize, policy: crate::FailurePolicy) -> (Vec<ChildResult>, Aggregate) {
+        let mut children = Vec::new();
+        let (mut total, mut failures, mut pruned) = (0, 0, 0);
+        let prefix_len = self.nodes[spawner].id.as_str().len() + 1;
+        for id in &self.nodes[spawner].group {
+            let Some(&c) = self.by_id.get(id) else { continue };
+            let n = &self.nodes[c];
+            let state = n.state.unwrap_or(NodeState::Ready);
+            if n.pruned {
+                pruned += 1;
+            } else {
+                total += 1;
+                if state == NodeState::Failed {
+                    failures += 1;
+                }
+            }
+            children.push(ChildResult {
+                node: n.id.clone(),
+                key: n.id.as_str().get(prefix_len..).unwrap_or_default().to_owned(),
+                state,
+                attempt: n.attempt,
+                result: n.result.clone(),
+                error: n.error.clone(),
+            });
+        }
+        let failed = policy.group_failed(failures, total);
+        (children, Aggregate { policy, failed, total, failures, pruned })
+    }
+
+    /// Whether every non-pruned child of the latest fan-out of `spawner` is final.
+    pub fn group_done(&self, spawner: usize) -> bool {
+        self.nodes[spawner].group.iter().all(|id| match self.by_id.get(id) {
+            Some(&c) => self.nodes[c].pruned || self.nodes[c].state.is_some_and(NodeState::is_final),
+            None => false,
+        })
+    }
+
+    /// Ordinals of the node and its spawn-tree descendants (and collectors of spawners in it).
+    pub fn subtree(&self, root: usize) -> Vec<usize> {
+        let mut out = vec![root];
+        let mut i = 0;
+        while i < out.len() {
+            let o = out[i];
+            out.extend(self.nodes[o].children.iter().copied());
+            if let Some(cs) = self.graph.collectors.get(&self.nodes[o].id) {
+                out.extend(cs.iter().filter_map(|c| self.by_id.get(c).copied()));
+            }
+            i += 1;
+        }
+        out.dedup();
+        out
+    }
+
+    /// Activations waiting for input, with their questions.
+    pub fn waiting(&self) -> Vec<(NodeId, Interrupt)> {
+        self.nodes
+            .iter()
+            .filter(|n| n.state == Some(NodeState::WaitingInput))
+            .filter_map(|n| n.interrupt.clone().map(|i| (n.id.clone(), i)))
+            .collect()
+    }
+
+    /// The terminal kind of a node, if it is a terminal.
+    pub fn terminal_kind(&self, o: usize) -> Option<TerminalKind> {
+        match self.nodes[o].def.kind {
+            NodeKind::Terminal(k) => Some(k),
+            _ => None,
+        }
+    }
+
+    /// Rebuilds a run from its log segments (ancestors first for forks).
+    pub fn replay(graph: Arc<Graph>, run: RunId, segments: &[Vec<Event>]) -> Result<Self> {
+        let mut core = RunCore::new(run, graph);
+        for events in segments {
+            for e in events {
+                core.apply(e)?;
+            }
+        }
+        Ok(core)
+    }
+}

@@ -1,0 +1,513 @@
+//! The live driver: executes steps, records events, flushes them to the journal and publishes
+//! them once committed.
+
+use std::collections::{HashMap, VecDeque};
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use futures::FutureExt;
+use futures::future::{AbortHandle, BoxFuture, abortable};
+use futures::stream::{FuturesUnordered, StreamExt};
+use serde_json::Value;
+use tokio::sync::{broadcast, mpsc};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use trellis_protocol::{Command, Event, EventKind, Message, NodeState, RunStatus};
+
+use super::core::RunCore;
+use super::{CommandReply, EngineConfig, RunOutcome};
+use crate::handler::{NodeContext, NodeError, NodeOutput, Outcome};
+use crate::journal::{Batch, Commit, Durability, Journal, RunSummary};
+use crate::spec::NodeKind;
+use crate::{Error, Result};
+
+type Done = (usize, u32, Finished);
+
+enum Finished {
+    Output(std::result::Result<NodeOutput, NodeError>),
+    Panicked(String),
+    Aborted,
+}
+
+pub(super) struct Running {
+    pub mailbox: mpsc::UnboundedSender<Message>,
+    pub cancel: CancellationToken,
+    pub abort: AbortHandle,
+}
+
+pub(crate) struct Live {
+    pub core: RunCore,
+    journal: Arc<dyn Journal>,
+    config: EngineConfig,
+    buffer: Vec<Event>,
+    pub events: broadcast::Sender<Arc<Vec<Event>>>,
+    unpublished: VecDeque<(Arc<Vec<Event>>, Commit)>,
+    cmd_tx: mpsc::UnboundedSender<(Command, Option<CommandReply>)>,
+    cmd_rx: mpsc::UnboundedReceiver<(Command, Option<CommandReply>)>,
+    inflight: FuturesUnordered<BoxFuture<'static, Done>>,
+    pub(super) running: HashMap<usize, Running>,
+    run_cancel: CancellationToken,
+    next_inbox: Instant,
+}
+
+pub(crate) fn now_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+}
+
+impl Live {
+    pub fn new(core: RunCore, journal: Arc<dyn Journal>, config: EngineConfig) -> Self {
+        let (events, _) = broadcast::channel(config.broadcast_capacity.max(1));
+        let (cmd_tx, cmd_rx) = mpsc::unbounded_channel();
+        let next_inbox = Instant::now() + config.inbox_poll;
+        Self {
+            core,
+            journal,
+            config,
+            buffer: Vec::new(),
+            events,
+            unpublished: VecDeque::new(),
+            cmd_tx,
+            cmd_rx,
+            inflight: FuturesUnordered::new(),
+            running: HashMap::new(),
+            run_cancel: CancellationToken::new(),
+            next_inbox,
+        }
+    }
+
+    pub fn command_sender(&self) -> mpsc::UnboundedSender<(Command, Option<CommandReply>)> {
+        self.cmd_tx.clone()
+    }
+
+    /// Records an event: applies it to the run state, then buffers it for the next flush.
+    pub fn emit(&mut self, kind: EventKind) -> Result<()> {
+        let event = Event { run: self.core.run.clone(), seq: self.core.last_seq + 1, ts: now_ms(), kind };
+        self.core.apply(&event)?;
+        self.buffer.push(event);
+        Ok(())
+    }
+
+    /// Hands everything recorded since the last flush to the journal as one atomic batch.
+    fn flush(&mut self) {
+        if self.buffer.is_empty() {
+            return;
+        }
+        let events = Arc::new(std::mem::take(&mut self.buffer));
+        let core = &self.core;
+        let summary = RunSummary {
+            graph: core.graph.name().to_owned(),
+            status: core.status,
+            step: core.step,
+            last_seq: core.last_seq,
+            terminal: core.terminal.clone(),
+            error: core.error.clone(),
+            fork: core.fork.clone(),
+            created_ts: core.created_ts,
+            updated_ts: now_ms(),
+        };
+        let commit = self.journal.append(Batch { run: core.run.clone(), events: events.clone(), summary });
+        self.unpublished.push_back((events, commit));
+    }
+
+    /// Waits until every flushed batch is durable, publishing each as it commits.
+    async fn settle(&mut self) -> Result<()> {
+        while let Some((events, commit)) = self.unpublished.pop_front() {
+            commit.await?;
+            let _ = self.events.send(events);
+        }
+        Ok(())
+    }
+
+    /// Publishes the batches already committed, without waiting.
+    fn publish_committed(&mut self) -> Result<()> {
+        while let Some((_, commit)) = self.unpublished.front_mut() {
+            match commit.now_or_never() {
+                None => break,
+                Some(r) => {
+                    r?;
+                    if let Some((events, _)) = self.unpublished.pop_front() {
+                        let _ = self.events.send(events);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs until the run finishes or pauses, then reports where it stands.
+    pub async fn drive(mut self) -> Result<RunOutcome> {
+        let result = self.drive_steps().await;
+        let result = match result {
+            Ok(()) => Ok(()),
+            // A definition-level failure (router bug, reducer error, step limit) ends the run
+            // as FAILED with the reason; journal failures end the task with the error.
+            Err(Error::Journal(e)) => Err(Error::Journal(e)),
+            Err(e) => self.fail_run(e.to_string()),
+        };
+        let flushed = match result {
+            Ok(()) => {
+                self.flush();
+                self.settle().await
+            }
+            Err(e) => Err(e),
+        };
+        self.run_cancel.cancel();
+        self.journal.release(&self.core.run);
+        flushed.map(|()| RunOutcome::of(&self.core))
+    }
+
+    fn fail_run(&mut self, error: String) -> Result<()> {
+        self.stop_all("run failed")?;
+        self.emit(EventKind::RunStatusChanged { status: RunStatus::Failed, terminal: None, error: Some(error) })
+    }
+
+    async fn drive_steps(&mut self) -> Result<()> {
+        loop {
+            self.take_commands()?;
+            if self.core.status.is_final() {
+                return Ok(());
+            }
+            if !self.core.step_open {
+                let ready = self.core.nodes.iter().any(|n| n.state == Some(NodeState::Ready));
+                if !ready {
+                    let waiting = self.core.nodes.iter().any(|n| n.state == Some(NodeState::WaitingInput));
+                    let (status, error) = if waiting {
+                        (RunStatus::WaitingInput, None)
+                    } else if let Some(e) = self.core.unrouted_failure.clone() {
+                        (RunStatus::Failed, Some(e))
+                    } else {
+                        (RunStatus::Succeeded, None)
+                    };
+                    if self.core.status != status {
+                        self.emit(EventKind::RunStatusChanged { status, terminal: None, error })?;
+                    }
+                    return Ok(());
+                }
+                if self.core.step >= self.core.graph.max_steps {
+                    return Err(Error::StepLimit(self.core.graph.max_steps));
+                }
+                self.emit(EventKind::StepStarted { step: self.core.step + 1 })?;
+            }
+            self.run_step().await?;
+            if self.core.status.is_final() {
+                return Ok(());
+            }
+            self.end_step()?;
+            if self.config.durability == Durability::Sync {
+                self.flush();
+                self.settle().await?;
+            }
+        }
+    }
+
+    /// Takes commands queued locally and, when due, from the journal's inbox.
+    fn take_commands(&mut self) -> Result<()> {
+        while let Ok((cmd, reply)) = self.cmd_rx.try_recv() {
+            self.command(cmd, reply)?;
+        }
+        if self.journal.has_inbox() && Instant::now() >= self.next_inbox {
+            self.poll_inbox()?;
+        }
+        Ok(())
+    }
+
+    fn poll_inbox(&mut self) -> Result<()> {
+        self.next_inbox = Instant::now() + self.config.inbox_poll;
+        for cmd in self.journal.take_commands(&self.core.run)? {
+            self.command(cmd, None)?;
+        }
+        Ok(())
+    }
+
+    async fn run_step(&mut self) -> Result<()> {
+        let step = self.core.step;
+        let mut queue: VecDeque<usize> = self
+            .core
+            .nodes
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| n.state == Some(NodeState::Ready) && n.ready_step <= step)
+            .map(|(o, _)| o)
+            .collect();
+        let state = Arc::new(self.core.state.clone());
+        let counters = Arc::new(self.core.counters.clone());
+        let attempts = Arc::new(self.core.attempts.clone());
+        let limit = self.core.graph.concurrency;
+        loop {
+            while self.running.len() < limit
+                && let Some(o) = queue.pop_front()
+            {
+                if self.core.nodes[o].state == Some(NodeState::Ready) {
+                    self.start(o, &state, &counters, &attempts)?;
+                }
+            }
+            if self.inflight.is_empty() {
+                if queue.is_empty() {
+                    return Ok(());
+                }
+                continue;
+            }
+            // Fast path: handlers that finish without waiting are collected without flushing,
+            // so a burst of quick steps costs one commit.
+            if let Some(Some(done)) = self.inflight.next().now_or_never() {
+                self.finish(done)?;
+                continue;
+            }
+            // About to wait: make everything recorded so far durable first.
+            self.flush();
+            self.publish_committed()?;
+            let has_inbox = self.journal.has_inbox();
+            let inbox_at = self.next_inbox;
+            tokio::select! {
+                biased;
+                Some((cmd, reply)) = self.cmd_rx.recv() => self.command(cmd, reply)?,
+                Some(done) = self.inflight.next() => self.finish(done)?,
+                r = head_commit(&mut self.unpublished), if !self.unpublished.is_empty() => {
+                    r?;
+                    if let Some((events, _)) = self.unpublished.pop_front() {
+                        let _ = self.events.send(events);
+                    }
+                }
+                _ = tokio::time::sleep_until(inbox_at), if has_inbox => self.poll_inbox()?,
+            }
+            if self.core.status.is_final() {
+                return Ok(());
+            }
+        }
+    }
+
+    fn start(
+        &mut self,
+        o: usize,
+        state: &Arc<crate::State>,
+        counters: &Arc<std::collections::BTreeMap<String, i64>>,
+        attempts: &Arc<std::collections::BTreeMap<trellis_protocol::NodeId, u32>>,
+    ) -> Result<()> {
+        let attempt = self.core.nodes[o].attempt;
+        let id = self.core.nodes[o].id.clone();
+        self.emit(EventKind::NodeTransition {
+            node: id.clone(),
+            attempt,
+            from: Some(NodeState::Ready),
+            to: NodeState::Running,
+            reason: None,
+        })?;
+        let n = &self.core.nodes[o];
+        let children = match &n.def.kind {
+            NodeKind::Collector { of, policy } => {
+                self.core.ordinal(of).map(|s| self.core.collect(s, *policy))
+            }
+            _ => None,
+        };
+        let handler = n.def.handler.clone();
+        let fut: BoxFuture<'static, std::result::Result<NodeOutput, NodeError>> = match handler {
+            Some(h) => {
+                let (tx, rx) = mpsc::unbounded_channel();
+                let cancel = self.run_cancel.child_token();
+                let ctx = NodeContext {
+                    run: self.core.run.clone(),
+                    node: id,
+                    attempt,
+                    step: self.core.step,
+                    input: n.input.clone(),
+                    state: state.clone(),
+                    counters: counters.clone(),
+                    attempts: attempts.clone(),
+                    messages: n.inbox.clone(),
+                    mailbox: rx,
+                    resume: n.resume.clone(),
+                    previous: (attempt > 1).then(|| n.result.clone()),
+                    children,
+                    cancel: cancel.clone(),
+                };
+                let fut = h.call(ctx);
+                let (fut, abort) = abortable(AssertUnwindSafe(fut).catch_unwind());
+                self.running.insert(o, Running { mailbox: tx, cancel, abort });
+                self.inflight.push(Box::pin(fut.map(move |r| {
+                    let f = match r {
+                        Ok(Ok(out)) => Finished::Output(out),
+                        Ok(Err(panic)) => Finished::Panicked(panic_text(panic)),
+                        Err(_) => Finished::Aborted,
+                    };
+                    (o, attempt, f)
+                })));
+                return Ok(());
+            }
+            None => {
+                let out = match children {
+                    Some((children, agg)) => {
+                        let result = serde_json::json!({ "aggregate": agg, "children": children });
+                        if agg.failed {
+                            NodeOutput::failure("failure policy").result(result)
+                        } else {
+                            NodeOutput::success().result(result)
+                        }
+                    }
+                    None => NodeOutput::success(),
+                };
+                Box::pin(futures::future::ready(Ok(out)))
+            }
+        };
+        let (tx, _rx) = mpsc::unbounded_channel();
+        let (fut, abort) = abortable(fut);
+        self.running.insert(o, Running { mailbox: tx, cancel: self.run_cancel.child_token(), abort });
+        self.inflight.push(Box::pin(fut.map(move |r| {
+            (o, attempt, r.map_or(Finished::Aborted, Finished::Output))
+        })));
+        Ok(())
+    }
+
+    fn finish(&mut self, (o, attempt, finished): Done) -> Result<()> {
+        let n = &self.core.nodes[o];
+        if n.attempt != attempt || n.state != Some(NodeState::Running) {
+            return Ok(()); // pruned or cancelled meanwhile
+        }
+        self.running.remove(&o);
+        let node = n.id.clone();
+        let out = match finished {
+            Finished::Aborted => return Ok(()),
+            Finished::Output(Ok(out)) => match self.check_output(&out) {
+                Ok(()) => out,
+                Err(e) => return self.record_error(node, attempt, e),
+            },
+            Finished::Output(Err(e)) => return self.record_error(node, attempt, e.message),
+            Finished::Panicked(p) => return self.record_error(node, attempt, format!("handler panicked: {p}")),
+        };
+        match out.outcome {
+            Outcome::Interrupt { interrupt, scratch } => {
+                self.emit(EventKind::InterruptRaised { node: node.clone(), attempt, interrupt, scratch })?;
+                self.emit(EventKind::NodeTransition {
+                    node,
+                    attempt,
+                    from: Some(NodeState::Running),
+                    to: NodeState::WaitingInput,
+                    reason: None,
+                })
+            }
+            outcome => {
+                let failure = outcome == Outcome::Failure;
+                self.emit(EventKind::NodeOutput {
+                    node: node.clone(),
+                    attempt,
+                    failure,
+                    result: out.result,
+                    error: None,
+                    writes: out.writes,
+                    counters: out.counters,
+                    spawns: out.spawns,
+                })?;
+                let to = if failure { NodeState::Failed } else { NodeState::Completed };
+                self.emit(EventKind::NodeTransition { node, attempt, from: Some(NodeState::Running), to, reason: None })
+            }
+        }
+    }
+
+    fn record_error(&mut self, node: trellis_protocol::NodeId, attempt: u32, error: String) -> Result<()> {
+        self.emit(EventKind::NodeOutput {
+            node: node.clone(),
+            attempt,
+            failure: true,
+            result: Value::Null,
+            error: Some(error),
+            writes: Vec::new(),
+            counters: Vec::new(),
+            spawns: Vec::new(),
+        })?;
+        self.emit(EventKind::NodeTransition {
+            node,
+            attempt,
+            from: Some(NodeState::Running),
+            to: NodeState::Failed,
+            reason: None,
+        })
+    }
+
+    /// Rejects writes to undeclared channels, ill-typed writes and unknown templates, so a
+    /// handler bug fails that node with a precise message instead of corrupting the step.
+    fn check_output(&self, out: &NodeOutput) -> std::result::Result<(), String> {
+        let graph = &self.core.graph;
+        for (channel, value) in &out.writes {
+            let Some(reducer) = graph.channel(channel) else {
+                let hint = crate::spec::nearest(channel, graph.channel_names())
+                    .map(|n| format!("; did you mean `{n}`?"))
+                    .unwrap_or_default();
+                let declared: Vec<&str> = graph.channel_names().collect();
+                return Err(format!(
+                    "wrote undeclared channel `{channel}` (declared: {}){hint}",
+                    declared.join(", ")
+                ));
+            };
+            reducer.precheck(value).map_err(|e| format!("write to channel `{channel}`: {e}"))?;
+        }
+        for (key, template, _) in &out.spawns {
+            if graph.template(template).is_none() {
+                let names: Vec<&str> = graph.templates.keys().map(String::as_str).collect();
+                return Err(format!("spawned `{key}` from unknown template `{template}` (templates: {})", names.join(", ")));
+            }
+            if key.is_empty() || key.contains('/') {
+                return Err(format!("spawn key `{key}` must be non-empty and must not contain `/`"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Cancels every running handler and prunes every unfinished activation.
+    pub(super) fn stop_all(&mut self, reason: &str) -> Result<()> {
+        for o in 0..self.core.nodes.len() {
+            let n = &self.core.nodes[o];
+            if n.is_active() {
+                let (node, attempt, from) = (n.id.clone(), n.attempt, n.state);
+                if let Some(r) = self.running.remove(&o) {
+                    r.cancel.cancel();
+                    r.abort.abort();
+                }
+                self.emit(EventKind::NodeTransition {
+                    node,
+                    attempt,
+                    from,
+                    to: NodeState::Pruned,
+                    reason: Some(reason.to_owned()),
+                })?;
+            }
+        }
+        Ok(())
+    }
+
+    /// After loading a run: re-queue activations that were RUNNING when the last process
+    /// stopped (their handlers run again) and mark the run as running.
+    pub fn recover(&mut self) -> Result<()> {
+        let requeued: Vec<usize> =
+            (0..self.core.nodes.len()).filter(|&o| self.core.nodes[o].state == Some(NodeState::Running)).collect();
+        let ids = requeued.iter().map(|&o| self.core.nodes[o].id.clone()).collect();
+        self.emit(EventKind::RunResumed { requeued: ids })?;
+        for o in requeued {
+            let n = &self.core.nodes[o];
+            self.emit(EventKind::NodeTransition {
+                node: n.id.clone(),
+                attempt: n.attempt,
+                from: Some(NodeState::Running),
+                to: NodeState::Ready,
+                reason: Some("re-run: the process running it stopped".into()),
+            })?;
+        }
+        Ok(())
+    }
+}
+
+async fn head_commit(q: &mut VecDeque<(Arc<Vec<Event>>, Commit)>) -> std::result::Result<(), crate::JournalError> {
+    match q.front_mut() {
+        Some((_, commit)) => commit.await,
+        None => std::future::pending().await,
+    }
+}
+
+fn panic_text(p: Box<dyn std::any::Any + Send>) -> String {
+    if let Some(s) = p.downcast_ref::<&str>() {
+        (*s).to_owned()
+    } else if let Some(s) = p.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "unknown panic payload".into()
+    }
+}

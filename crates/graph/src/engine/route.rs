@@ -1,0 +1,340 @@
+//! End of a step: apply writes, create spawned children, route, fire collectors, stop at
+//! terminals. Also the command handlers, which share the activation logic.
+
+use trellis_protocol::{Command, EventKind, NodeId, NodeState, RunStatus, TerminalKind};
+
+use super::CommandReply;
+use super::core::NO_FAILURE_ROUTE;
+use super::live::Live;
+use crate::handler::RouteContext;
+use crate::spec::{Edge, NodeKind};
+use crate::{Error, Result};
+
+impl Live {
+    pub(super) fn end_step(&mut self) -> Result<()> {
+        let mut changed: Vec<String> =
+            self.core.pending.values().flat_map(|p| p.writes.iter().map(|(c, _)| c.clone())).collect();
+        changed.sort();
+        changed.dedup();
+        self.emit(EventKind::StepCompleted { step: self.core.step, changed })?;
+        let mut finished = std::mem::take(&mut self.core.finished);
+        finished.sort_unstable();
+        for (spawner, spawns) in std::mem::take(&mut self.core.spawned) {
+            self.spawn_children(spawner, spawns)?;
+        }
+        let mut reached = None;
+        for &o in &finished {
+            match self.core.terminal_kind(o) {
+                Some(kind) => {
+                    if reached.is_none() {
+                        let failed = self.core.nodes[o].state == Some(NodeState::Failed);
+                        reached = Some((o, kind, failed));
+                    }
+                }
+                None => self.route_from(o, 0)?,
+            }
+        }
+        self.fire_collectors()?;
+        if let Some((o, kind, failed)) = reached {
+            let id = self.core.nodes[o].id.clone();
+            self.stop_all(&format!("run ended at terminal {id}"))?;
+            let (status, error) = match (kind, failed) {
+                (_, true) => (RunStatus::Failed, Some(format!("terminal node {id} failed: {}", self.core.nodes[o].error.clone().unwrap_or_default()))),
+                (TerminalKind::Success, false) => (RunStatus::Succeeded, None),
+                (TerminalKind::Failure, false) => (RunStatus::Failed, Some(format!("reached failure terminal {id}"))),
+            };
+            self.emit(EventKind::RunStatusChanged { status, terminal: Some(id), error })?;
+        }
+        Ok(())
+    }
+
+    fn spawn_children(&mut self, spawner: usize, spawns: Vec<(String, String, serde_json::Value)>) -> Result<()> {
+        let parent = self.core.nodes[spawner].id.clone();
+        for (key, template, input) in spawns {
+            let id = parent.child(&key);
+            if let Some(c) = self.core.ordinal(&id) {
+                let n = &self.core.nodes[c];
+                // Completed children keep their result; pruned ones stay pruned; a child
+                // listed twice is activated once.
+                if n.pruned || n.is_active() || n.state == Some(NodeState::Completed) {
+                    continue;
+                }
+            }
+            self.emit(EventKind::NodeAdded { node: id.clone(), template, parent: Some(parent.clone()), input })?;
+            self.activate(&id, 0)?;
+        }
+        Ok(())
+    }
+
+    /// Decides where to go after activation `o` finished, and activates the targets.
+    fn route_from(&mut self, o: usize, depth: usize) -> Result<()> {
+        let n = &self.core.nodes[o];
+        let id = n.id.clone();
+        let attempt = n.attempt;
+        let failed = n.state == Some(NodeState::Failed);
+        let is_static = o < self.core.graph.nodes.len();
+        let extra = self.core.extra_edges.get(&o).cloned().unwrap_or_default();
+        let (mut targets, reason) = match (failed, n.def.max_attempts, &n.def.on_exhausted) {
+            (true, Some(max), Some(to)) if attempt >= max => (vec![to.clone()], format!("max_attempts ({max}) reached")),
+            _ => match is_static.then(|| self.core.graph.edge(&id)).flatten() {
+                None if extra.is_empty() && failed => (Vec::new(), NO_FAILURE_ROUTE.to_owned()),
+                None if extra.is_empty() => return Ok(()),
+                None => (extra, "always".to_owned()),
+                Some(Edge::Always(t)) => (t.iter().cloned().chain(extra).collect(), "always".to_owned()),
+                Some(Edge::Outcome { success, failure }) => {
+                    let (t, r) = if failed { (failure, "failure") } else { (success, "success") };
+                    (t.iter().cloned().chain(extra).collect(), r.to_owned())
+                }
+                Some(Edge::Conditional { router, targets }) => {
+                    let ctx = RouteContext {
+                        node: &id,
+                        attempt,
+                        failed,
+                        result: &n.result,
+                        error: n.error.as_deref(),
+                        state: &self.core.state,
+                        counters: &self.core.counters,
+                        attempts: &self.core.attempts,
+                    };
+                    let chosen = router.route(&ctx).map_err(|message| Error::Routing { node: id.clone(), message })?;
+                    if let Some(bad) = chosen.iter().find(|t| !targets.contains(t)) {
+                        return Err(Error::Routing {
+                            node: id.clone(),
+                            message: format!("router returned `{bad}`, which is not among its declared targets"),
+                        });
+                    }
+                    (chosen.into_iter().chain(extra).collect(), "router".to_owned())
+                }
+            },
+        };
+        targets.dedup();
+        self.emit(EventKind::Routed { from: id, attempt, to: targets.clone(), reason })?;
+        for t in targets {
+            self.activate(&t, depth)?;
+        }
+        Ok(())
+    }
+
+    /// Creates a new READY activation of `id` unless it is pruned or already active. A
+    /// skipped node is bypassed at once and routing continues after it.
+    pub(super) fn activate(&mut self, id: &NodeId, depth: usize) -> Result<()> {
+        let Some(o) = self.core.ordinal(id) else {
+            return Err(Error::Routing { node: id.clone(), message: "target node does not exist".into() });
+        };
+        let n = &self.core.nodes[o];
+        if n.pruned || n.is_active() {
+            return Ok(());
+        }
+        let attempt = n.attempt + 1;
+        let skip = n.def.skip;
+        self.emit(EventKind::NodeTransition { node: id.clone(), attempt, from: None, to: NodeState::Ready, reason: None })?;
+        if skip {
+            if depth > self.core.nodes.len() {
+                return Err(Error::Routing { node: id.clone(), message: "skipped nodes route to each other in a loop".into() });
+            }
+            self.emit(EventKind::NodeTransition {
+                node: id.clone(),
+                attempt,
+                from: Some(NodeState::Ready),
+                to: NodeState::Skipped,
+                reason: Some("stage skipped by the plan".into()),
+            })?;
+            self.route_from(o, depth + 1)?;
+        }
+        Ok(())
+    }
+
+    /// Activates each collector whose spawner's latest fan-out is entirely final.
+    pub(super) fn fire_collectors(&mut self) -> Result<()> {
+        for c in 0..self.core.graph.nodes.len() {
+            let NodeKind::Collector { of, .. } = &self.core.nodes[c].def.kind else { continue };
+            let Some(s) = self.core.ordinal(of) else { continue };
+            let (sn, cn) = (&self.core.nodes[s], &self.core.nodes[c]);
+            if sn.group_gen > cn.collected_gen && !cn.pruned && !cn.is_active() && self.core.group_done(s) {
+                let id = cn.id.clone();
+                self.activate(&id, 0)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Records a command and applies it (or records why it cannot apply).
+    pub fn command(&mut self, command: Command, reply: Option<CommandReply>) -> Result<()> {
+        let id = self.core.next_command;
+        self.emit(EventKind::CommandReceived { id, command: command.clone() })?;
+        let outcome = if self.core.status.is_final() {
+            Err(format!("run is already {}", self.core.status))
+        } else {
+            self.apply_command(id, command)
+        };
+        if let Err(reason) = &outcome {
+            self.emit(EventKind::CommandRefused { id, reason: reason.clone() })?;
+        }
+        if let Some(reply) = reply {
+            let _ = reply.send(outcome);
+        }
+        Ok(())
+    }
+
+    fn find(&self, node: &NodeId) -> std::result::Result<usize, String> {
+        self.core.ordinal(node).ok_or_else(|| {
+            let hint = crate::spec::nearest(node.as_str(), self.core.nodes.iter().map(|n| n.id.as_str()))
+                .map(|n| format!("; did you mean `{n}`?"))
+                .unwrap_or_default();
+            format!("no node named `{node}`{hint}")
+        })
+    }
+
+    fn apply_command(&mut self, id: u64, command: Command) -> std::result::Result<(), String> {
+        let fatal = |e: Error| e.to_string();
+        match command {
+            Command::SendMessage { node, message } => {
+                let o = self.find(&node)?;
+                let n = &self.core.nodes[o];
+                let attempt = n.attempt;
+                let delivered = match n.state {
+                    None | Some(NodeState::Ready | NodeState::WaitingInput) => false,
+                    Some(NodeState::Running) => true,
+                    Some(s) => {
+                        return Err(format!("node {node} is {s}; messages to finished nodes are discarded"));
+                    }
+                };
+                if delivered && let Some(r) = self.running.get(&o) {
+                    let _ = r.mailbox.send(message);
+                }
+                self.emit(EventKind::MessageQueued { id, node, attempt, delivered }).map_err(fatal)
+            }
+            Command::Answer { node, answer } => {
+                let o = self.find(&node)?;
+                let n = &self.core.nodes[o];
+                if n.state != Some(NodeState::WaitingInput) {
+                    return Err(format!(
+                        "node {node} is {}, not WAITING_INPUT; only waiting nodes take answers",
+                        n.state.map_or("not started", NodeState::as_str)
+                    ));
+                }
+                let attempt = n.attempt;
+                self.emit(EventKind::InputReceived { node: node.clone(), attempt, answer }).map_err(fatal)?;
+                self.emit(EventKind::NodeTransition {
+                    node,
+                    attempt,
+                    from: Some(NodeState::WaitingInput),
+                    to: NodeState::Ready,
+                    reason: Some("answered".into()),
+                })
+                .map_err(fatal)
+            }
+            Command::Prune { node, reason } => self.prune(&node, reason).map_err(fatal)?,
+            Command::Inject { nodes, edges } => self.inject(nodes, edges),
+            Command::Cancel { reason } => {
+                let why = reason.unwrap_or_else(|| "cancelled".into());
+                self.stop_all(&format!("run cancelled: {why}")).map_err(fatal)?;
+                self.emit(EventKind::RunStatusChanged { status: RunStatus::Cancelled, terminal: None, error: Some(why) })
+                    .map_err(fatal)
+            }
+        }
+    }
+
+    fn prune(&mut self, node: &NodeId, reason: Option<String>) -> Result<std::result::Result<(), String>> {
+        let o = match self.find(node) {
+            Ok(o) => o,
+            Err(e) => return Ok(Err(e)),
+        };
+        let root = &self.core.nodes[o];
+        if root.pruned {
+            return Ok(Err(format!("node {node} is already pruned")));
+        }
+        if let Some(s @ (NodeState::Completed | NodeState::Failed | NodeState::Skipped)) = root.state
+            && !root.is_active()
+        {
+            return Ok(Err(format!("cannot prune {node}: it is {s}, and finished nodes are final")));
+        }
+        let why = format!("pruned{}", reason.map(|r| format!(": {r}")).unwrap_or_default());
+        for c in self.core.subtree(o) {
+            let n = &self.core.nodes[c];
+            if n.pruned {
+                continue;
+            }
+            let (cid, attempt) = (n.id.clone(), n.attempt);
+            match n.state {
+                Some(from @ (NodeState::Ready | NodeState::Running | NodeState::WaitingInput)) => {
+                    if let Some(r) = self.running.remove(&c) {
+                        r.cancel.cancel();
+                        r.abort.abort();
+                    }
+                    self.emit(EventKind::NodeTransition { node: cid, attempt, from: Some(from), to: NodeState::Pruned, reason: Some(why.clone()) })?;
+                }
+                None => {
+                    // Never reached: record an activation so later routes to it are dropped.
+                    self.emit(EventKind::NodeTransition { node: cid.clone(), attempt: attempt + 1, from: None, to: NodeState::Ready, reason: None })?;
+                    self.emit(EventKind::NodeTransition { node: cid, attempt: attempt + 1, from: Some(NodeState::Ready), to: NodeState::Pruned, reason: Some(why.clone()) })?;
+                }
+                Some(_) => {}
+            }
+        }
+        if !self.core.step_open {
+            self.fire_collectors()?;
+        }
+        Ok(Ok(()))
+    }
+
+    fn inject(
+        &mut self,
+        nodes: Vec<trellis_protocol::InjectNode>,
+        edges: Vec<trellis_protocol::EdgeSpec>,
+    ) -> std::result::Result<(), String> {
+        let graph = self.core.graph.clone();
+        let mut new_ids = std::collections::HashSet::new();
+        for n in &nodes {
+            if self.core.ordinal(&n.id).is_some() || !new_ids.insert(n.id.clone()) {
+                return Err(format!("node `{}` already exists", n.id));
+            }
+            if n.id.as_str().is_empty() {
+                return Err("injected node ids must be non-empty".into());
+            }
+            if graph.template(&n.template).is_none() {
+                let names: Vec<&str> = graph.templates.keys().map(String::as_str).collect();
+                return Err(format!("unknown template `{}` (templates: {})", n.template, names.join(", ")));
+            }
+            if let Some(p) = &n.parent {
+                self.find(p)?;
+            }
+        }
+        for e in &edges {
+            for end in [&e.from, &e.to] {
+                if !new_ids.contains(end) {
+                    self.find(end)?;
+                }
+            }
+            if let Some(Edge::Conditional { .. } | Edge::Outcome { .. }) = graph.edge(&e.from) {
+                return Err(format!(
+                    "node {} routes conditionally; injected edges must start at a node without conditional routing",
+                    e.from
+                ));
+            }
+        }
+        let fatal = |e: Error| e.to_string();
+        for n in &nodes {
+            self.emit(EventKind::NodeAdded {
+                node: n.id.clone(),
+                template: n.template.clone(),
+                parent: n.parent.clone(),
+                input: n.input.clone(),
+            })
+            .map_err(fatal)?;
+        }
+        for e in edges {
+            self.emit(EventKind::EdgeAdded { edge: e }).map_err(fatal)?;
+        }
+        for n in nodes.iter().filter(|n| n.activate) {
+            self.activate(&n.id, 0).map_err(fatal)?;
+        }
+        Ok(())
+    }
+
+    /// Activates the entry node of a new run.
+    pub fn activate_entry(&mut self) -> Result<()> {
+        let entry = self.core.graph.entry().clone();
+        self.activate(&entry, 0)
+    }
+}

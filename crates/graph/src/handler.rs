@@ -1,0 +1,256 @@
+//! What a node's handler receives and returns, and what routers see.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use serde::Serialize;
+use serde_json::Value;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use trellis_protocol::{Answer, Interrupt, Message, NodeId, NodeState, RunId};
+
+use crate::spec::FailurePolicy;
+use crate::state::State;
+
+/// A node's behaviour. Implemented for every `Fn(NodeContext) -> impl Future<Output =
+/// Result<NodeOutput, NodeError>>`, so closures and `async fn`s can be handlers.
+///
+/// A handler must stop promptly when [`NodeContext::cancel`] fires (pruning, run
+/// cancellation); the engine also drops its future at that point.
+pub trait NodeHandler: Send + Sync + 'static {
+    /// Runs the node once.
+    fn call(&self, ctx: NodeContext) -> BoxFuture<'static, Result<NodeOutput, NodeError>>;
+}
+
+impl<F, Fut> NodeHandler for F
+where
+    F: Fn(NodeContext) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<NodeOutput, NodeError>> + Send + 'static,
+{
+    fn call(&self, ctx: NodeContext) -> BoxFuture<'static, Result<NodeOutput, NodeError>> {
+        Box::pin(self(ctx))
+    }
+}
+
+/// An error from a handler. The activation becomes FAILED with this text and routing follows
+/// the failure path.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct NodeError {
+    /// What went wrong.
+    pub message: String,
+}
+
+impl NodeError {
+    /// An error with this text.
+    pub fn new(message: impl Into<String>) -> Self {
+        Self { message: message.into() }
+    }
+}
+
+/// The answer and the handler's saved data when a node runs again after an interrupt.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Resume {
+    /// The submitted answer.
+    pub answer: Answer,
+    /// What the handler saved with [`NodeOutput::interrupt_with`].
+    pub scratch: Value,
+}
+
+/// One child's outcome, as a collector sees it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ChildResult {
+    /// Child node id (`<spawner>/<key>`).
+    pub node: NodeId,
+    /// The spawn key.
+    pub key: String,
+    /// Final state of its latest activation.
+    pub state: NodeState,
+    /// Its attempts so far.
+    pub attempt: u32,
+    /// Its recorded result.
+    pub result: Value,
+    /// Its error, if it failed with one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// The verdict of a collector's failure policy over its non-pruned children.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Aggregate {
+    /// The policy applied.
+    pub policy: FailurePolicy,
+    /// Whether the group failed.
+    pub failed: bool,
+    /// Non-pruned children.
+    pub total: usize,
+    /// How many of them failed.
+    pub failures: usize,
+    /// Children pruned (excluded from the verdict).
+    pub pruned: usize,
+}
+
+/// Everything a handler gets.
+pub struct NodeContext {
+    /// The run.
+    pub run: RunId,
+    /// This node.
+    pub node: NodeId,
+    /// Activation number (1 on the first execution).
+    pub attempt: u32,
+    /// The step this activation runs in.
+    pub step: u64,
+    /// Input given when the node was spawned or injected (`null` for static nodes).
+    pub input: Value,
+    /// Run state at the start of the step.
+    pub state: Arc<State>,
+    /// Named counters at the start of the step.
+    pub counters: Arc<BTreeMap<String, i64>>,
+    /// Attempts of every node so far.
+    pub attempts: Arc<BTreeMap<NodeId, u32>>,
+    /// Messages buffered for this node before it started (oldest first).
+    pub messages: Vec<Message>,
+    /// Messages sent while it runs.
+    pub mailbox: mpsc::UnboundedReceiver<Message>,
+    /// Set when the node runs again after answering its interrupt.
+    pub resume: Option<Resume>,
+    /// The previous activation's result (for retries), if any.
+    pub previous: Option<Value>,
+    /// For collectors: the children's outcomes in spawn order and the policy's verdict.
+    pub children: Option<(Vec<ChildResult>, Aggregate)>,
+    /// Fires when the activation is pruned or the run is cancelled.
+    pub cancel: CancellationToken,
+}
+
+impl NodeContext {
+    /// Messages that arrived while running, without waiting.
+    pub fn drain_mailbox(&mut self) -> Vec<Message> {
+        let mut out = Vec::new();
+        while let Ok(m) = self.mailbox.try_recv() {
+            out.push(m);
+        }
+        out
+    }
+
+    /// A named counter's value (0 when never incremented).
+    pub fn counter(&self, name: &str) -> i64 {
+        self.counters.get(name).copied().unwrap_or(0)
+    }
+}
+
+/// What a handler decided.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Outcome {
+    Success,
+    Failure,
+    Interrupt { interrupt: Interrupt, scratch: Value },
+}
+
+/// A handler's result: the outcome, a recorded result, channel writes, counter increments and
+/// children to spawn. Writes are applied at the end of the step, in node declaration order.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NodeOutput {
+    pub(crate) outcome: Outcome,
+    pub(crate) result: Value,
+    pub(crate) writes: Vec<(String, Value)>,
+    pub(crate) counters: Vec<(String, i64)>,
+    pub(crate) spawns: Vec<(String, String, Value)>,
+}
+
+impl NodeOutput {
+    fn with(outcome: Outcome) -> Self {
+        Self { outcome, result: Value::Null, writes: Vec::new(), counters: Vec::new(), spawns: Vec::new() }
+    }
+
+    /// A success.
+    pub fn success() -> Self {
+        Self::with(Outcome::Success)
+    }
+
+    /// A failure outcome (routing takes the failure path); `reason` becomes the result's
+    /// `reason` field unless a result is set.
+    pub fn failure(reason: impl Into<String>) -> Self {
+        let mut out = Self::with(Outcome::Failure);
+        out.result = serde_json::json!({ "reason": reason.into() });
+        out
+    }
+
+    /// Stops in WAITING_INPUT with a question or approval. The node runs again, from the
+    /// start, once answered ([`NodeContext::resume`] holds the answer). Writes of an
+    /// interrupting activation are discarded.
+    pub fn interrupt(interrupt: Interrupt) -> Self {
+        Self::interrupt_with(interrupt, Value::Null)
+    }
+
+    /// Like [`NodeOutput::interrupt`], saving `scratch` for the next run of the handler.
+    pub fn interrupt_with(interrupt: Interrupt, scratch: Value) -> Self {
+        Self::with(Outcome::Interrupt { interrupt, scratch })
+    }
+
+    /// Sets the recorded result (what routers, collectors and `runs show` see).
+    pub fn result(mut self, result: Value) -> Self {
+        self.result = result;
+        self
+    }
+
+    /// Writes `value` to `channel` (merged by the channel's reducer).
+    pub fn write(mut self, channel: impl Into<String>, value: Value) -> Self {
+        self.writes.push((channel.into(), value));
+        self
+    }
+
+    /// Adds `delta` to a named counter.
+    pub fn count(mut self, counter: impl Into<String>, delta: i64) -> Self {
+        self.counters.push((counter.into(), delta));
+        self
+    }
+
+    /// Spawns a child node `<this>/<key>` from `template` with `input` (dynamic fan-out).
+    /// Re-spawning a key whose child already COMPLETED keeps that result instead of running it
+    /// again, so a retried fan-out re-runs only the failed children.
+    pub fn spawn(mut self, key: impl Into<String>, template: impl Into<String>, input: Value) -> Self {
+        self.spawns.push((key.into(), template.into(), input));
+        self
+    }
+
+    /// Whether the outcome is a failure.
+    pub fn is_failure(&self) -> bool {
+        self.outcome == Outcome::Failure
+    }
+}
+
+/// What a router sees after an activation finished.
+pub struct RouteContext<'a> {
+    /// The node routed from.
+    pub node: &'a NodeId,
+    /// Its activation number.
+    pub attempt: u32,
+    /// Whether that activation failed.
+    pub failed: bool,
+    /// Its recorded result.
+    pub result: &'a Value,
+    /// Its error text, if any.
+    pub error: Option<&'a str>,
+    /// Run state after the step's writes.
+    pub state: &'a State,
+    /// Named counters after the step.
+    pub counters: &'a BTreeMap<String, i64>,
+    /// Attempts per node.
+    pub attempts: &'a BTreeMap<NodeId, u32>,
+}
+
+impl RouteContext<'_> {
+    /// A named counter's value (0 when never incremented).
+    pub fn counter(&self, name: &str) -> i64 {
+        self.counters.get(name).copied().unwrap_or(0)
+    }
+
+    /// Attempts of `node` so far.
+    pub fn attempts_of(&self, node: &str) -> u32 {
+        self.attempts.get(&NodeId::new(node)).copied().unwrap_or(0)
+    }
+}

@@ -1,0 +1,154 @@
+//! The store's error type.
+//!
+//! Every variant that concerns the database names its file, so a message printed by the CLI
+//! tells the user which `trellis.db` is at fault and what to do about it.
+
+use std::path::PathBuf;
+
+use trellis_graph::JournalError;
+
+/// Errors raised by the store.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The `.trellis/` directory could not be created.
+    #[error("cannot create the store directory {path}: {source}; check permissions and free space")]
+    CreateDir {
+        /// The directory.
+        path: PathBuf,
+        /// What the OS said.
+        source: std::io::Error,
+    },
+    /// The database file could not be opened or configured.
+    #[error(
+        "cannot open the trellis store {path}: {source}; check that the file is a trellis database \
+         and that its directory is writable"
+    )]
+    Open {
+        /// The database file.
+        path: PathBuf,
+        /// What SQLite said.
+        source: rusqlite::Error,
+    },
+    /// The database was written by a newer trellis.
+    #[error(
+        "the trellis store {path} was created by a newer trellis (schema version {found}, this \
+         binary knows up to {supported}); upgrade trellis to open it"
+    )]
+    NewerSchema {
+        /// The database file.
+        path: PathBuf,
+        /// The schema version found in the file.
+        found: i64,
+        /// The newest schema version this binary knows.
+        supported: i64,
+    },
+    /// A schema migration failed (nothing of it was applied).
+    #[error(
+        "cannot migrate the trellis store {path} to schema version {version} ({name}): {source}; \
+         the file is unchanged — back it up and report this"
+    )]
+    Migration {
+        /// The database file.
+        path: PathBuf,
+        /// The migration's version.
+        version: i64,
+        /// The migration's name.
+        name: &'static str,
+        /// What SQLite said.
+        source: rusqlite::Error,
+    },
+    /// A query failed.
+    #[error("trellis store {path}: {source}")]
+    Sqlite {
+        /// The database file.
+        path: PathBuf,
+        /// What SQLite said.
+        source: rusqlite::Error,
+    },
+    /// A write transaction failed; nothing of it was written.
+    #[error(
+        "trellis store {path}: the write transaction failed ({detail}); nothing of it was \
+         written — check free disk space and that no other program locks the file"
+    )]
+    Transaction {
+        /// The database file.
+        path: PathBuf,
+        /// What SQLite said.
+        detail: String,
+        /// Whether the failure was a lock held by another process.
+        retryable: bool,
+    },
+    /// A stored event blob could not be decoded.
+    #[error(
+        "trellis store {path}: the events of run {run} from seq {first_seq} are corrupt ({detail}); \
+         restore the file from a backup or delete the run"
+    )]
+    Corrupt {
+        /// The database file.
+        path: PathBuf,
+        /// The run.
+        run: String,
+        /// First seq of the damaged batch.
+        first_seq: u64,
+        /// What was wrong.
+        detail: String,
+    },
+    /// A value could not be encoded for storage.
+    #[error("cannot encode {what} for the trellis store: {source}")]
+    Encode {
+        /// What was being encoded.
+        what: &'static str,
+        /// The serializer's error.
+        source: serde_json::Error,
+    },
+    /// No run has this id or prefix.
+    #[error("no run matches '{0}'; see `trellis runs list` for the runs in this workspace")]
+    RunNotFound(String),
+    /// Several runs start with this prefix.
+    #[error(
+        "'{prefix}' matches several runs ({}); type more characters of the id",
+        candidates.join(", ")
+    )]
+    AmbiguousRun {
+        /// The prefix typed.
+        prefix: String,
+        /// The matching run ids (at most a handful).
+        candidates: Vec<String>,
+    },
+    /// The writer thread has stopped (the store is shutting down or it panicked).
+    #[error("the trellis store {0} is closed (its writer thread stopped)")]
+    Closed(PathBuf),
+}
+
+/// The store's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// Whether retrying the same operation later may succeed (the database was locked by
+    /// another process for longer than the busy timeout).
+    pub fn is_retryable(&self) -> bool {
+        if let Error::Transaction { retryable, .. } = self {
+            return *retryable;
+        }
+        let source = match self {
+            Error::Open { source, .. }
+            | Error::Sqlite { source, .. }
+            | Error::Migration { source, .. } => source,
+            _ => return false,
+        };
+        matches!(
+            source.sqlite_error_code(),
+            Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+        )
+    }
+}
+
+impl From<Error> for JournalError {
+    fn from(e: Error) -> Self {
+        match e {
+            Error::RunNotFound(id) => JournalError::RunNotFound(id),
+            Error::Closed(_) => JournalError::Closed,
+            other => JournalError::Backend(other.to_string()),
+        }
+    }
+}

@@ -1,0 +1,180 @@
+//! Versioned schema migrations.
+//!
+//! Migrations are an ordered, append-only list. Each is applied at most once, recorded in
+//! `schema_migrations`, and all pending ones run in one `BEGIN IMMEDIATE` transaction, so two
+//! processes opening a fresh file at once cannot both apply them and a failure leaves the file
+//! as it was. A file whose recorded version is newer than [`LATEST_VERSION`] is refused: an
+//! old binary must not write into a layout it does not understand.
+
+use std::path::Path;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior};
+
+use crate::error::{Error, Result};
+
+/// One schema change.
+pub(crate) struct Migration {
+    /// Monotonic version, from 1.
+    pub(crate) version: i64,
+    /// Short name, recorded beside the version.
+    pub(crate) name: &'static str,
+    /// The DDL.
+    pub(crate) sql: &'static str,
+}
+
+/// Every migration, in order. Never edit a released entry; append a new one.
+pub(crate) const MIGRATIONS: &[Migration] = &[Migration {
+    version: 1,
+    name: "initial",
+    sql: r#"
+        -- One row per run. `rk` is the compact integer key the event rows use, so the 32-char
+        -- run id is stored once per run instead of once per batch.
+        CREATE TABLE runs (
+            rk          INTEGER PRIMARY KEY,
+            id          TEXT    NOT NULL UNIQUE,
+            graph       TEXT    NOT NULL,
+            status      TEXT    NOT NULL,
+            step        INTEGER NOT NULL,
+            last_seq    INTEGER NOT NULL,
+            terminal    TEXT,
+            error       TEXT,
+            fork_run    TEXT,
+            fork_seq    INTEGER,
+            created_ts  INTEGER NOT NULL,
+            updated_ts  INTEGER NOT NULL
+        );
+
+        -- One row per appended batch; `data` is the codec's blob (see codec.rs).
+        CREATE TABLE events (
+            rk          INTEGER NOT NULL,
+            first_seq   INTEGER NOT NULL,
+            last_seq    INTEGER NOT NULL,
+            data        BLOB    NOT NULL,
+            PRIMARY KEY (rk, first_seq)
+        ) WITHOUT ROWID;
+
+        -- Which process executes a run. Kept apart from `runs` because a run is claimed
+        -- before its first batch creates its row, and released rows cost nothing.
+        CREATE TABLE run_owners (
+            run_id      TEXT    PRIMARY KEY,
+            pid         INTEGER NOT NULL,
+            host        TEXT    NOT NULL,
+            start_time  INTEGER,
+            claimed_at  INTEGER NOT NULL,
+            heartbeat   INTEGER NOT NULL
+        ) WITHOUT ROWID;
+
+        -- Cross-process command inbox.
+        CREATE TABLE commands (
+            id          INTEGER PRIMARY KEY,
+            run_id      TEXT    NOT NULL,
+            created_at  INTEGER NOT NULL,
+            body        TEXT    NOT NULL,
+            taken_at    INTEGER
+        );
+        CREATE INDEX commands_pending ON commands (run_id, id) WHERE taken_at IS NULL;
+    "#,
+}];
+
+/// The newest schema version this binary knows.
+pub const LATEST_VERSION: i64 = 1;
+
+const CREATE_TABLE: &str = "CREATE TABLE IF NOT EXISTS schema_migrations (
+    version     INTEGER PRIMARY KEY,
+    name        TEXT    NOT NULL,
+    applied_at  INTEGER NOT NULL
+)";
+
+/// The version recorded in the file (0 for a fresh file).
+pub(crate) fn current_version(conn: &Connection) -> rusqlite::Result<i64> {
+    let has_table: Option<i64> = conn
+        .query_row(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'",
+            [],
+            |r| r.get(0),
+        )
+        .optional()?;
+    if has_table.is_none() {
+        return Ok(0);
+    }
+    conn.query_row("SELECT COALESCE(MAX(version), 0) FROM schema_migrations", [], |r| r.get(0))
+}
+
+/// Brings the file up to [`LATEST_VERSION`]; returns the version it is at afterwards.
+pub(crate) fn migrate(conn: &mut Connection, path: &Path) -> Result<i64> {
+    let sqlite = |source| Error::Sqlite { path: path.to_owned(), source };
+    // Fast path without taking the write lock: opening a current file (the common case, and
+    // the CLI reading while a run writes) must not wait for writers.
+    let found = current_version(conn).map_err(sqlite)?;
+    check_not_newer(found, path)?;
+    if found == LATEST_VERSION {
+        return Ok(found);
+    }
+
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(sqlite)?;
+    tx.execute_batch(CREATE_TABLE).map_err(sqlite)?;
+    // Re-read under the lock: another process may have migrated meanwhile.
+    let found = current_version(&tx).map_err(sqlite)?;
+    check_not_newer(found, path)?;
+    let now = now_ms();
+    for m in MIGRATIONS.iter().filter(|m| m.version > found) {
+        let err = |source| Error::Migration {
+            path: path.to_owned(),
+            version: m.version,
+            name: m.name,
+            source,
+        };
+        tx.execute_batch(m.sql).map_err(err)?;
+        tx.execute(
+            "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?1, ?2, ?3)",
+            rusqlite::params![m.version, m.name, now],
+        )
+        .map_err(err)?;
+    }
+    tx.commit().map_err(sqlite)?;
+    Ok(LATEST_VERSION)
+}
+
+fn check_not_newer(found: i64, path: &Path) -> Result<()> {
+    if found > LATEST_VERSION {
+        return Err(Error::NewerSchema {
+            path: path.to_owned(),
+            found,
+            supported: LATEST_VERSION,
+        });
+    }
+    Ok(())
+}
+
+/// Milliseconds since the Unix epoch.
+pub(crate) fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn migrations_are_ordered_and_end_at_latest() {
+        for (i, m) in MIGRATIONS.iter().enumerate() {
+            assert_eq!(m.version, i as i64 + 1, "migration {} out of order", m.name);
+        }
+        assert_eq!(MIGRATIONS.last().map(|m| m.version), Some(LATEST_VERSION));
+    }
+
+    #[test]
+    fn migrate_twice_is_a_no_op() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        let p = Path::new(":memory:");
+        assert_eq!(migrate(&mut conn, p).unwrap(), LATEST_VERSION);
+        assert_eq!(migrate(&mut conn, p).unwrap(), LATEST_VERSION);
+        let n: i64 =
+            conn.query_row("SELECT COUNT(*) FROM schema_migrations", [], |r| r.get(0)).unwrap();
+        assert_eq!(n, LATEST_VERSION);
+    }
+}

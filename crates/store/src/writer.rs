@@ -1,0 +1,421 @@
+//! The writer thread: the only code that writes to the database from this process.
+//!
+//! It blocks for one message, drains whatever else is already queued, applies all of it in
+//! one `BEGIN IMMEDIATE` transaction — draining once more right before `COMMIT`, to take in
+//! what arrived while it worked — and only then answers every message. That is group commit:
+//! while one transaction's fsync runs, the next group queues up, so one fsync covers many
+//! steps of many runs.
+//!
+//! Each message runs inside its own savepoint: a failing batch (say, a duplicate seq) is
+//! rolled back alone and answered with its error, while the rest of the group commits. Later
+//! batches of that run in the same group are refused too, so a run's log never gets a hole.
+//! If `BEGIN` or `COMMIT` fails, every message of the group gets the error.
+
+use std::collections::HashSet;
+use PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, Sender, TryRecvError};
+
+use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
+use tokio::sync::oneshot;
+use trellis_graph::{Batch, JournalError};
+use trellis_protocol::{Command, RunId};
+
+use crate::claim::Owner;
+use crate::codec;
+use crate::error::{Error, Result};
+use crate::schema::now_ms;
+
+/// The most messages one transaction takes, so a flood cannot delay acks unboundedly.
+const MAX_GROUP: usize = 4096;
+
+/// A request to the writer thread.
+pub(crate) enum Msg {
+    /// Append a batch; answered through the engine's [`trellis_graph::Commit`].
+    Append(Batch, oneshot::Sender<Result<(), JournalError>>),
+    /// Claim a run for this process.
+    Claim(RunId, Sender<Result<(), JournalError>>),
+    /// Drop this process's claim (or, with `force`, anyone's).
+    Release { run: RunId, force: bool, reply: Sender<Result<()>> },
+    /// Queue a command (JSON body) for a run; answers the command's id.
+    Enqueue(RunId, String, Sender<Result<i64>>),
+    /// Take the run's pending commands.
+    Take(RunId, Sender<Result<Vec<Command>>>),
+    /// Answer once everything sent before is committed.
+    Flush(Sender<Result<()>>),
+    /// Rebuild the file compactly and truncate the WAL (runs outside any group).
+    Vacuum(Sender<Result<()>>),
+}
+
+/// Counters shared with [`crate::Store::stats`].
+#[derive(Default)]
+pub(crate) struct Counters {
+    pub(crate) commits: AtomicU64,
+    pub(crate) failed_commits: AtomicU64,
+    pub(crate) batches: AtomicU64,
+    pub(crate) events: AtomicU64,
+    pub(crate) bytes: AtomicU64,
+    pub(crate) largest_group: AtomicU64,
+}
+
+/// A message's answer, held until the group's fate is known.
+enum Ack {
+    Commit(oneshot::Sender<Result<(), JournalError>>, Result<(), JournalError>),
+    Claim(Sender<Result<(), JournalError>>, Result<(), JournalError>),
+    Unit(Sender<Result<()>>, Result<()>),
+    Id(Sender<Result<i64>>, Result<i64>),
+    Commands(Sender<Result<Vec<Command>>>, Result<Vec<Command>>),
+}
+
+impl Ack {
+    /// Sends the answer, replaced by `failure` when the transaction did not commit.
+    fn send(self, failure: Option<&dyn Fn() -> Error>) {
+        // A dropped receiver means the caller stopped waiting; nothing to do.
+        match self {
+            Ack::Commit(tx, r) => drop(tx.send(override_ok(r, failure.map(|f| f().into())))),
+            Ack::Claim(tx, r) => drop(tx.send(override_ok(r, failure.map(|f| f().into())))),
+            Ack::Unit(tx, r) => drop(tx.send(override_ok(r, failure.map(|f| f())))),
+            Ack::Id(tx, r) => drop(tx.send(override_ok(r, failure.map(|f| f())))),
+            Ack::Commands(tx, r) => drop(tx.send(override_ok(r, failure.map(|f| f())))),
+        }
+    }
+}
+
+fn override_ok<T, E>(r: Result<T, E>, failure: Option<E>) -> Result<T, E> {
+    match (r, failure) {
+        (Ok(_), Some(e)) => Err(e),
+        (r, _) => r,
+    }
+}
+
+/// What the successful batches of a group add to the counters.
+#[derive(Default)]
+struct Tally {
+    batches: u64,
+    events: u64,
+    bytes: u64,
+}
+
+pub(crate) struct Writer {
+    pub(crate) conn: Connection,
+    pub(crate) rx: Receiver<Msg>,
+    pub(crate) counters: Arc<Counters>,
+    pub(crate) path: PathBuf,
+    pub(crate) me: Owner,
+}
+
+impl Writer {
+    /// Serves messages until every sender is dropped, then returns (after committing all).
+    pub(crate) fn run(mut self) {
+        let mut stash: Option<Msg> = None;
+        loop {
+            let first = match stash.take() {
+                Some(m) => m,
+                None => match self.rx.recv() {
+                    Ok(m) => m,
+                    Err(_) => return,
+                },
+            };
+            if let Msg::Vacuum(reply) = first {
+                drop(reply.send(self.vacuum()));
+                continue;
+            }
+            self.group(first, &mut stash);
+        }
+    }
+
+    fn vacuum(&mut self) -> Result<()> {
+        self.conn
+            .execute_batch("VACUUM; PRAGMA wal_checkpoint(TRUNCATE);")
+            .map_err(|source| Error::Sqlite { path: self.path.clone(), source })
+    }
+
+    /// Applies `first` and everything queued behind it in one transaction.
+    fn group(&mut self, first: Msg, stash: &mut Option<Msg>) {
+        let mut msgs = vec![first];
+        drain(&self.rx, &mut msgs, stash, MAX_GROUP);
+        let path = self.path.clone();
+        let mut tx = match self.conn.transaction_with_behavior(TransactionBehavior::Immediate) {
+            Ok(tx) => tx,
+            Err(e) => {
+                self.counters.failed_commits.fetch_add(1, Ordering::Relaxed);
+                let fail = tx_failed(&path, &e);
+                for m in msgs {
+                    apply_failed(m).send(Some(&fail));
+                }
+                return;
+            }
+        };
+
+        let mut acks = Vec::with_capacity(msgs.len());
+        let mut failed_runs = HashSet::new();
+        let mut tally = Tally::default();
+        loop {
+            for m in msgs.drain(..) {
+                acks.push(apply(&mut tx, m, &self.me, &path, &mut failed_runs, &mut tally));
+            }
+            if stash.is_some() || acks.len() >= MAX_GROUP {
+                break;
+            }
+            drain(&self.rx, &mut msgs, stash, MAX_GROUP - acks.len());
+            if msgs.is_empty() {
+                break;
+            }
+        }
+
+        match tx.commit() {
+            Ok(()) => {
+                let c = &self.counters;
+                c.commits.fetch_add(1, Ordering::Relaxed);
+                c.batches.fetch_add(tally.batches, Ordering::Relaxed);
+                c.events.fetch_add(tally.events, Ordering::Relaxed);
+                c.bytes.fetch_add(tally.bytes, Ordering::Relaxed);
+                c.largest_group.fetch_max(acks.len() as u64, Ordering::Relaxed);
+                for ack in acks {
+                    ack.send(None);
+                }
+            }
+            Err(e) => {
+                // The transaction is rolled back when `commit` fails and `tx` is dropped.
+                self.counters.failed_commits.fetch_add(1, Ordering::Relaxed);
+                let fail = tx_failed(&path, &e);
+                for ack in acks {
+                    ack.send(Some(&fail));
+                }
+            }
+        }
+    }
+}
+
+/// Moves queued messages into `msgs` (at most `room`), stopping before a `Vacuum`, which is
+/// parked in `stash` to run after the group.
+fn drain(rx: &Receiver<Msg>, msgs: &mut Vec<Msg>, stash: &mut Option<Msg>, room: usize) {
+    while stash.is_none() && msgs.len() < room {
+        match rx.try_recv() {
+            Ok(m @ Msg::Vacuum(_)) => *stash = Some(m),
+            Ok(m) => msgs.push(m),
+            Err(TryRecvError::Empty | TryRecvError::Disconnected) => break,
+        }
+    }
+}
+
+/// The ack of a message that never ran (its transaction could not start).
+fn apply_failed(m: Msg) -> Ack {
+    match m {
+        Msg::Append(_, tx) => Ack::Commit(tx, Ok(())),
+        Msg::Claim(_, tx) => Ack::Claim(tx, Ok(())),
+        Msg::Release { reply, .. } | Msg::Flush(reply) | Msg::Vacuum(reply) => {
+            Ack::Unit(reply, Ok(()))
+        }
+        Msg::Enqueue(_, _, tx) => Ack::Id(tx, Ok(0)),
+        Msg::Take(_, tx) => Ack::Commands(tx, Ok(Vec::new())),
+    }
+}
+
+/// Runs one message inside its own savepoint.
+fn apply(
+    tx: &mut Transaction<'_>,
+    m: Msg,
+    me: &Owner,
+    path: &Path,
+    failed_runs: &mut HashSet<RunId>,
+    tally: &mut Tally,
+) -> Ack {
+    let sqlite = |source| Error::Sqlite { path: path.to_owned(), source };
+    match m {
+        Msg::Append(batch, ack) => {
+            if failed_runs.contains(&batch.run) {
+                let e = JournalError::Backend(format!(
+                    "an earlier batch of run {} failed in the same transaction",
+                    batch.run
+                ));
+                return Ack::Commit(ack, Err(e));
+            }
+            match in_savepoint(tx, path, |sp| append(sp, &batch, me, path)).map_err(|e| e.into()) {
+                Ok(bytes) => {
+                    tally.batches += 1;
+                    tally.events += batch.events.len() as u64;
+                    tally.bytes += bytes;
+                    Ack::Commit(ack, Ok(()))
+                }
+                Err(e) => {
+                    failed_runs.insert(batch.run);
+                    Ack::Commit(ack, Err(e))
+                }
+            }
+        }
+        Msg::Claim(run, reply) => {
+            let r = in_savepoint(tx, path, |sp| claim(sp, &run, me).map_err(sqlite));
+            Ack::Claim(reply, r.unwrap_or_else(|e| Err(e.into())))
+        }
+        Msg::Release { run, force, reply } => {
+            let r = in_savepoint(tx, path, |sp| {
+                let n = if force {
+                    sp.execute("DELETE FROM run_owners WHERE run_id = ?1", [run.as_str()])
+                } else {
+                    sp.execute(
+                        "DELETE FROM run_owners WHERE run_id = ?1 AND pid = ?2 AND host = ?3",
+                        params![run.as_str(), me.pid, me.host],
+                    )
+                };
+                n.map(drop).map_err(sqlite)
+            });
+            Ack::Unit(reply, r)
+        }
+        Msg::Enqueue(run, body, reply) => {
+            let r = in_savepoint(tx, path, |sp| {
+                sp.execute(
+                    "INSERT INTO commands (run_id, created_at, body) VALUES (?1, ?2, ?3)",
+                    params![run.as_str(), now_ms(), body],
+                )
+                .map(|_| sp.last_insert_rowid())
+                .map_err(sqlite)
+            });
+            Ack::Id(reply, r)
+        }
+        Msg::Take(run, reply) => {
+            let r = in_savepoint(tx, path, |sp| take_commands(sp, &run).map_err(sqlite));
+            Ack::Commands(reply, r)
+        }
+        Msg::Flush(reply) | Msg::Vacuum(reply) => Ack::Unit(reply, Ok(())),
+    }
+}
+
+/// Runs `f` in a savepoint: released on success, rolled back (when dropped) on error.
+fn in_savepoint<T>(
+    tx: &mut Transaction<'_>,
+    path: &Path,
+    f: impl FnOnce(&Connection) -> Result<T>,
+) -> Result<T> {
+    let sqlite = |source| Error::Sqlite { path: path.to_owned(), source };
+    let sp = tx.savepoint().map_err(sqlite)?;
+    let out = f(&sp)?;
+    sp.commit().map_err(sqlite)?;
+    Ok(out)
+}
+
+/// A factory for the error every message of a failed transaction receives.
+fn tx_failed(path: &Path, e: &rusqlite::Error) -> impl Fn() -> Error {
+    let path = path.to_owned();
+    let detail = e.to_string();
+    let retryable = matches!(
+        e.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+    );
+    move || Error::Transaction { path: path.clone(), detail: detail.clone(), retryable }
+}
+
+/// Writes a batch: the run summary first, then the events, so a failure of the event insert
+/// exercises the savepoint rollback of the summary. Returns the blob size.
+fn append(conn: &Connection, batch: &Batch, me: &Owner, path: &Path) -> Result<u64> {
+    let sqlite = |source| Error::Sqlite { path: path.to_owned(), source };
+    let s = &batch.summary;
+    let rk: i64 = conn
+        .prepare_cached(
+            "INSERT INTO runs (id, graph, status, step, last_seq, terminal, error, fork_run,
+                               fork_seq, created_ts, updated_ts)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
+             ON CONFLICT (id) DO UPDATE SET
+                graph = excluded.graph, status = excluded.status, step = excluded.step,
+                last_seq = excluded.last_seq, terminal = excluded.terminal,
+                error = excluded.error, fork_run = excluded.fork_run,
+                fork_seq = excluded.fork_seq, updated_ts = excluded.updated_ts
+             RETURNING rk",
+        )
+        .and_then(|mut st| {
+            st.query_row(
+                params![
+                    batch.run.as_str(),
+                    s.graph,
+                    s.status.as_str(),
+                    to_i64(s.step),
+                    to_i64(s.last_seq),
+                    s.terminal.as_ref().map(|t| t.as_str()),
+                    s.error,
+                    s.fork.as_ref().map(|f| f.run.as_str()),
+                    s.fork.as_ref().map(|f| to_i64(f.seq)),
+                    s.created_ts,
+                    s.updated_ts,
+                ],
+                |r| r.get(0),
+            )
+        })
+        .map_err(sqlite)?;
+
+    let (Some(first), Some(last)) = (batch.events.first(), batch.events.last()) else {
+        return Ok(0);
+    };
+    let blob = codec::encode(&batch.events).map_err(|source| Error::Encode { what: "events", source })?;
+    conn.prepare_cached(
+        "INSERT INTO events (rk, first_seq, last_seq, data) VALUES (?1, ?2, ?3, ?4)",
+    )
+    .and_then(|mut st| st.execute(params![rk, to_i64(first.seq), to_i64(last.seq), blob]))
+    .map_err(sqlite)?;
+    conn.prepare_cached(
+        "UPDATE run_owners SET heartbeat = ?2 WHERE run_id = ?1 AND pid = ?3 AND host = ?4",
+    )
+    .and_then(|mut st| st.execute(params![batch.run.as_str(), now_ms(), me.pid, me.host]))
+    .map_err(sqlite)?;
+    Ok(blob.len() as u64)
+}
+
+/// Claims `run` unless a live other process holds it.
+fn claim(
+    conn: &Connection,
+    run: &RunId,
+    me: &Owner,
+) -> rusqlite::Result<Result<(), JournalError>> {
+    let holder = conn
+        .query_row(
+            "SELECT pid, host, start_time FROM run_owners WHERE run_id = ?1",
+            [run.as_str()],
+            |r| {
+                Ok(Owner {
+                    pid: r.get(0)?,
+                    host: r.get(1)?,
+                    start_time: r.get::<_, Option<i64>>(2)?.map(|t| t as u64),
+                })
+            },
+        )
+        .optional()?;
+    if let Some(holder) = holder
+        && !holder.same_process(me)
+        && holder.is_alive(&me.host)
+    {
+        return Ok(Err(JournalError::Busy { run: run.to_string(), owner: holder.label() }));
+    }
+    let now = now_ms();
+    conn.execute(
+        "INSERT OR REPLACE INTO run_owners (run_id, pid, host, start_time, claimed_at, heartbeat)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?5)",
+        params![run.as_str(), me.pid, me.host, me.start_time.map(to_i64), now],
+    )?;
+    Ok(Ok(()))
+}
+
+/// Marks the run's pending commands taken and returns them in id order. Bodies this binary
+/// cannot parse (a newer trellis's command) stay pending for a process that can.
+fn take_commands(conn: &Connection, run: &RunId) -> rusqlite::Result<Vec<Command>> {
+    let mut st = conn.prepare_cached(
+        "SELECT id, body FROM commands WHERE run_id = ?1 AND taken_at IS NULL ORDER BY id",
+    )?;
+    let rows = st
+        .query_map([run.as_str()], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)))?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    let mut out = Vec::with_capacity(rows.len());
+    let now = now_ms();
+    let mut mark = conn.prepare_cached("UPDATE commands SET taken_at = ?2 WHERE id = ?1")?;
+    for (id, body) in rows {
+        if let Ok(cmd) = serde_json::from_str::<Command>(&body) {
+            mark.execute(params![id, now])?;
+            out.push(cmd);
+        }
+    }
+    Ok(out)
+}
+
+/// SQLite integers are signed; seqs and steps never come near `i64::MAX`.
+pub(crate) fn to_i64(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
