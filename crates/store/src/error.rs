@@ -42,6 +42,33 @@ pub enum Error {
         /// The newest schema version this binary knows.
         supported: i64,
     },
+    /// The file system does not support SQLite's write-ahead log (a network file system?).
+    #[error(
+        "the trellis store {path} cannot use SQLite's WAL mode (journal_mode stayed '{mode}'); \
+         keep the workspace on a local file system"
+    )]
+    NoWal {
+        /// The database file.
+        path: PathBuf,
+        /// The journal mode SQLite kept.
+        mode: String,
+    },
+    /// The writer thread could not be started.
+    #[error("cannot start the writer thread of the trellis store {path}: {source}")]
+    Thread {
+        /// The database file.
+        path: PathBuf,
+        /// What the OS said.
+        source: std::io::Error,
+    },
+    /// A file-system operation on the store failed.
+    #[error("trellis store {path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// What the OS said.
+        source: std::io::Error,
+    },
     /// A schema migration failed (nothing of it was applied).
     #[error(
         "cannot migrate the trellis store {path} to schema version {version} ({name}): {source}; \

@@ -3,7 +3,7 @@
 //! Reads use their own connections (WAL lets them run while the writer commits), taken from
 //! a small pool so concurrent readers do not serialise on one connection.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Mutex;
 
 use rusqlite::{Connection, OptionalExtension, Row, params};
@@ -93,10 +93,6 @@ pub(crate) struct Reader {
 impl Reader {
     pub(crate) fn new(path: PathBuf, busy_timeout: std::time::Duration, host: String) -> Self {
         Self { path, busy_timeout, idle: Mutex::new(Vec::new()), host }
-    }
-
-    pub(crate) fn path(&self) -> &Path {
-        &self.path
     }
 
     pub(crate) fn sqlite(&self) -> impl Fn(rusqlite::Error) -> Error + '_ {

@@ -12,7 +12,7 @@
 //! If `BEGIN` or `COMMIT` fails, every message of the group gets the error.
 
 use std::collections::HashSet;
-use PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, Sender, TryRecvError};
