@@ -154,12 +154,28 @@ pub trait Journal: Send + Sync + 'static {
 #[derive(Default)]
 pub struct MemoryJournal {
     runs: Mutex<HashMap<RunId, Vec<Event>>>,
+    batch_ends: Mutex<HashMap<RunId, Vec<u64>>>,
 }
 
 impl MemoryJournal {
     /// An empty journal.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// The seq of the last event of every batch appended for `run`: the points where a crash
+    /// can leave the log.
+    pub fn batch_ends(&self, run: &RunId) -> Vec<u64> {
+        self.batch_ends.lock().map(|b| b.get(run).cloned().unwrap_or_default()).unwrap_or_default()
+    }
+
+    /// A journal holding `events` as the log of their run (tests use it to simulate a crash).
+    pub fn with_log(events: Vec<Event>) -> Self {
+        let j = Self::new();
+        if let (Some(first), Ok(mut runs)) = (events.first(), j.runs.lock()) {
+            runs.insert(first.run.clone(), events);
+        }
+        j
     }
 
     /// Drops everything recorded after `seq` for `run` (tests use it to simulate a crash).
@@ -176,6 +192,9 @@ impl Journal for MemoryJournal {
     fn append(&self, batch: Batch) -> Commit {
         match self.runs.lock() {
             Ok(mut runs) => {
+                if let (Some(last), Ok(mut ends)) = (batch.events.last(), self.batch_ends.lock()) {
+                    ends.entry(batch.run.clone()).or_default().push(last.seq);
+                }
                 runs.entry(batch.run).or_default().extend(batch.events.iter().cloned());
                 Commit::done(Ok(()))
             }

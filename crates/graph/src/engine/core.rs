@@ -359,8 +359,12 @@ impl RunCore {
         n.state = Some(to);
         match to {
             NodeState::Ready => {
-                // RUNNING → READY re-queues into the open step; WAITING → READY into the next.
+                // RUNNING → READY re-queues into the open step (dropping any output recorded by
+                // the interrupted execution); WAITING → READY goes into the next step.
                 n.ready_step = if from == Some(NodeState::Running) { step } else { step + 1 };
+                if from == Some(NodeState::Running) {
+                    self.pending.remove(&o);
+                }
             }
             NodeState::Running => {}
             NodeState::WaitingInput => {

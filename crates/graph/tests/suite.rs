@@ -1,0 +1,7 @@
+mod aggregation;
+mod commands;
+mod common;
+mod interrupts;
+mod replay;
+mod replay_prop;
+mod routing;

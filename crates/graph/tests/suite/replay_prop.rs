@@ -1,0 +1,162 @@
+//! Property: for random graphs, runs are deterministic whatever the completion order, replay
+//! equals the live run, and resuming from any crash point reaches the same end.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use proptest::prelude::*;
+use serde_json::{Value, json};
+use trellis_graph::{Engine, FailurePolicy, Graph, GraphBuilder, Journal, MemoryJournal, NodeContext, NodeError, NodeOutput, Reducer};
+use trellis_protocol::{Event, NodeId, TerminalKind};
+
+#[derive(Clone, Debug)]
+enum Route {
+    End,
+    Always(Vec<usize>),
+    Outcome { ok: usize, fail: usize },
+    ByCounter { even: usize, odd: usize },
+}
+
+#[derive(Clone, Debug)]
+struct NodeSpec {
+    channel: usize,
+    fail_first: u32,
+    spawn: usize,
+    policy: u8,
+    route: Route,
+}
+
+const CHANNELS: [&str; 4] = ["list", "obj", "sum", "last"];
+
+fn node_spec(i: usize, n: usize) -> impl Strategy<Value = NodeSpec> {
+    let later = (i + 1)..=n; // n means DONE
+    let route = prop_oneof![
+        Just(Route::End),
+        proptest::collection::vec(later.clone(), 1..3).prop_map(Route::Always),
+        (later.clone(), 0..=i).prop_map(|(ok, fail)| Route::Outcome { ok, fail }),
+        (later.clone(), later).prop_map(|(even, odd)| Route::ByCounter { even, odd }),
+    ];
+    (0..4usize, 0..3u32, prop_oneof![3 => Just(0usize), 1 => 1..4usize], 0..4u8, route)
+        .prop_map(|(channel, fail_first, spawn, policy, route)| NodeSpec { channel, fail_first, spawn, policy, route })
+}
+
+fn graph_spec() -> impl Strategy<Value = Vec<NodeSpec>> {
+    (2..7usize).prop_flat_map(|n| (0..n).map(|i| node_spec(i, n)).collect::<Vec<_>>())
+}
+
+fn value_for(node: &NodeId, attempt: u32, channel: &str) -> Value {
+    match channel {
+        "list" => json!([format!("{node}#{attempt}")]),
+        "obj" => json!({ node.to_string(): attempt }),
+        "sum" => json!(node.as_str().len() as u64 * 10 + u64::from(attempt)),
+        _ => json!(format!("{node}#{attempt}")),
+    }
+}
+
+fn jitter(node: &NodeId, attempt: u32, salt: u64) -> Duration {
+    let h = node.as_str().bytes().fold(salt.wrapping_add(u64::from(attempt)), |h, b| h.wrapping_mul(131).wrapping_add(u64::from(b)));
+    Duration::from_micros(h % 1500)
+}
+
+fn build(spec: &[NodeSpec], salt: u64) -> Graph {
+    let n = spec.len();
+    let name = |i: usize| if i >= n { "DONE".to_string() } else { format!("s{i}") };
+    let mut b = GraphBuilder::new("prop").max_steps(200).concurrency(3);
+    b = b
+        .channel("list", Reducer::Append)
+        .channel("obj", Reducer::Merge)
+        .channel("sum", Reducer::Sum)
+        .channel("last", Reducer::Replace);
+    for (i, s) in spec.iter().enumerate() {
+        let s2 = s.clone();
+        let handler = move |ctx: NodeContext| {
+            let s = s2.clone();
+            async move {
+                tokio::time::sleep(jitter(&ctx.node, ctx.attempt, salt)).await;
+                let ch = CHANNELS[s.channel];
+                let mut out = if ctx.attempt <= s.fail_first && !matches!(s.route, Route::End) {
+                    NodeOutput::failure("scripted")
+                } else {
+                    NodeOutput::success()
+                };
+                out = out.write(ch, value_for(&ctx.node, ctx.attempt, ch)).count("steps", 1);
+                for k in 0..s.spawn {
+                    out = out.spawn(format!("c{k}"), "child", json!(k));
+                }
+                Ok::<_, NodeError>(out)
+            }
+        };
+        let id = name(i);
+        b = b.node_with(id.as_str(), handler, |o| o.max_attempts(3, "ABORT"));
+        let from = if s.spawn > 0 {
+            let col = format!("k{i}");
+            let policy = [FailurePolicy::AnyFails, FailurePolicy::AllFail, FailurePolicy::MajorityFail, FailurePolicy::Quorum(1)]
+                [usize::from(s.policy)];
+            b = b.collector(col.as_str(), id.as_str(), policy, None);
+            col
+        } else {
+            id
+        };
+        b = match &s.route {
+            Route::End => b,
+            Route::Always(t) => t.iter().fold(b, |b, &t| b.edge(from.as_str(), name(t).as_str())),
+            Route::Outcome { ok, fail } => b.outcome_edge(from.as_str(), name(*ok).as_str(), name(*fail).as_str()),
+            Route::ByCounter { even, odd } => {
+                let (e, o) = (name(*even), name(*odd));
+                let (e2, o2) = (e.clone(), o.clone());
+                b.conditional_edge(from.as_str(), [e, o], move |r: &trellis_graph::RouteContext<'_>| {
+                    Ok(vec![NodeId::from(if r.counter("steps") % 2 == 0 { e2.as_str() } else { o2.as_str() })])
+                })
+            }
+        };
+    }
+    let child = move |ctx: NodeContext| async move {
+        tokio::time::sleep(jitter(&ctx.node, ctx.attempt, salt ^ 7)).await;
+        let k = ctx.input.as_u64().unwrap_or(0);
+        let out = if k == 0 && ctx.attempt == 1 { NodeOutput::failure("first child fails once") } else { NodeOutput::success() };
+        Ok::<_, NodeError>(out.write("list", value_for(&ctx.node, ctx.attempt, "list")).count("children", 1))
+    };
+    b.template("child", child)
+        .terminal("DONE", TerminalKind::Success, None)
+        .terminal("ABORT", TerminalKind::Failure, None)
+        .entry("s0")
+        .build()
+        .unwrap()
+}
+
+type Key = (Value, std::collections::BTreeMap<String, i64>, Vec<(String, u32, Option<trellis_protocol::NodeState>)>, trellis_protocol::RunStatus);
+
+fn key(o: &trellis_graph::RunOutcome) -> Key {
+    (o.state.to_json(), o.counters.clone(), o.nodes.iter().map(|n| (n.id.to_string(), n.attempt, n.state)).collect(), o.status)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    #[test]
+    fn random_graphs_replay_deterministically(spec in graph_spec(), cut in 0.0f64..1.0) {
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+        rt.block_on(async {
+            let journal = Arc::new(MemoryJournal::new());
+            let engine = Engine::new(journal.clone());
+            let a = engine.run(Arc::new(build(&spec, 1)), json!({})).await.unwrap();
+            // Different sleeps → different completion order → same result.
+            let b = engine.run(Arc::new(build(&spec, 99)), json!({})).await.unwrap();
+            prop_assert_eq!(key(&a), key(&b));
+            // Replaying the log gives the live state.
+            let g = Arc::new(build(&spec, 1));
+            prop_assert_eq!(key(&engine.inspect(g.clone(), &a.run).unwrap()), key(&a));
+            // Resuming from a crash point gives the same end.
+            let ends = journal.batch_ends(&a.run);
+            let end = ends[((ends.len() as f64 - 1.0) * cut) as usize];
+            if end < a.last_seq {
+                let prefix: Vec<Event> = journal.load(&a.run).unwrap().into_iter().filter(|e| e.seq <= end).collect();
+                let crashed = Engine::new(Arc::new(MemoryJournal::with_log(prefix)));
+                let r = crashed.resume(g, &a.run, vec![]).unwrap().wait().await.unwrap();
+                prop_assert_eq!(key(&r).0, key(&a).0);
+                prop_assert_eq!(key(&r).3, key(&a).3);
+            }
+            Ok(())
+        })?;
+    }
+}
