@@ -28,7 +28,11 @@ impl Owner {
     /// This process.
     pub fn current() -> Self {
         let pid = std::process::id();
-        Self { pid, host: hostname(), start_time: proc_stat(pid).and_then(|s| s.start_time) }
+        Self {
+            pid,
+            host: hostname(),
+            start_time: proc_stat(pid).and_then(|s| s.start_time),
+        }
     }
 
     /// `pid@host`, as shown in messages.
@@ -98,15 +102,32 @@ mod tests {
         let me = Owner::current();
         assert!(me.start_time.is_some());
         assert!(me.is_alive(&hostname()));
-        let reused = Owner { start_time: me.start_time.map(|t| t + 1), ..me.clone() };
-        assert!(!reused.is_alive(&hostname()), "a different start time means pid reuse");
-        let remote = Owner { host: "elsewhere.invalid".into(), pid: u32::MAX, ..me };
-        assert!(remote.is_alive(&hostname()), "remote owners cannot be checked");
+        let reused = Owner {
+            start_time: me.start_time.map(|t| t + 1),
+            ..me.clone()
+        };
+        assert!(
+            !reused.is_alive(&hostname()),
+            "a different start time means pid reuse"
+        );
+        let remote = Owner {
+            host: "elsewhere.invalid".into(),
+            pid: u32::MAX,
+            ..me
+        };
+        assert!(
+            remote.is_alive(&hostname()),
+            "remote owners cannot be checked"
+        );
     }
 
     #[test]
     fn absent_pid_is_dead() {
-        let ghost = Owner { pid: u32::MAX - 1, host: hostname(), start_time: None };
+        let ghost = Owner {
+            pid: u32::MAX - 1,
+            host: hostname(),
+            start_time: None,
+        };
         assert!(!ghost.is_alive(&hostname()));
     }
 }

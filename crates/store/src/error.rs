@@ -105,6 +105,14 @@ pub enum Error {
         /// Whether the failure was a lock held by another process.
         retryable: bool,
     },
+    /// A value exceeds what the store's layout can hold.
+    #[error("trellis store {path}: {detail}")]
+    Limit {
+        /// The database file.
+        path: PathBuf,
+        /// What overflowed.
+        detail: String,
+    },
     /// A stored event blob could not be decoded.
     #[error(
         "trellis store {path}: the events of run {run} from seq {first_seq} are corrupt ({detail}); \

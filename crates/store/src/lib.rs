@@ -101,7 +101,10 @@ pub struct StoreOptions {
 
 impl Default for StoreOptions {
     fn default() -> Self {
-        Self { synchronous: Synchronous::Full, busy_timeout: Duration::from_secs(5) }
+        Self {
+            synchronous: Synchronous::Full,
+            busy_timeout: Duration::from_secs(5),
+        }
     }
 }
 
@@ -109,8 +112,12 @@ impl Default for StoreOptions {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct StoreStats {
-    /// Transactions committed (one fsync each under [`Synchronous::Full`]).
+    /// Transactions committed.
     pub commits: u64,
+    /// Of those, the ones committed with `synchronous = FULL` (one WAL fsync each): those
+    /// holding appended batches or enqueued commands under [`Synchronous::Full`]. Claims,
+    /// releases and command takes alone commit without an fsync.
+    pub synced_commits: u64,
     /// Transactions that failed to begin or commit.
     pub failed_commits: u64,
     /// Batches committed.
@@ -139,8 +146,10 @@ impl Store {
     /// Opens (creating if needed) the store of `workspace`: `<workspace>/.trellis/trellis.db`.
     pub fn open_workspace(workspace: impl AsRef<Path>, options: StoreOptions) -> Result<Self> {
         let dir = workspace.as_ref().join(STORE_DIR);
-        std::fs::create_dir_all(&dir)
-            .map_err(|source| Error::CreateDir { path: dir.clone(), source })?;
+        std::fs::create_dir_all(&dir).map_err(|source| Error::CreateDir {
+            path: dir.clone(),
+            source,
+        })?;
         Self::open(dir.join(DB_FILE), options)
     }
 
@@ -153,11 +162,22 @@ impl Store {
         let me = Owner::current();
         let counters = Arc::new(Counters::default());
         let (tx, rx) = mpsc::channel();
-        let writer = Writer { conn, rx, counters: counters.clone(), path: path.clone(), me: me.clone() };
+        let writer = Writer {
+            conn,
+            rx,
+            counters: counters.clone(),
+            path: path.clone(),
+            me: me.clone(),
+            synchronous: options.synchronous,
+            current: options.synchronous,
+        };
         let handle = std::thread::Builder::new()
             .name("trellis-store-writer".into())
             .spawn(move || writer.run())
-            .map_err(|source| Error::Thread { path: path.clone(), source })?;
+            .map_err(|source| Error::Thread {
+                path: path.clone(),
+                source,
+            })?;
         Ok(Self {
             reader: Reader::new(path.clone(), options.busy_timeout, me.host.clone()),
             path,
@@ -183,6 +203,7 @@ impl Store {
         let c = &self.counters;
         StoreStats {
             commits: c.commits.load(Ordering::Relaxed),
+            synced_commits: c.synced_commits.load(Ordering::Relaxed),
             failed_commits: c.failed_commits.load(Ordering::Relaxed),
             batches: c.batches.load(Ordering::Relaxed),
             events: c.events.load(Ordering::Relaxed),
@@ -218,15 +239,21 @@ impl Store {
     /// Queues `command` for `run`, to be taken by the process executing it (through
     /// [`Journal::take_commands`]). Returns the command's inbox id.
     pub fn enqueue_command(&self, run: &RunId, command: &Command) -> Result<i64> {
-        let body = serde_json::to_string(command)
-            .map_err(|source| Error::Encode { what: "command", source })?;
+        let body = serde_json::to_string(command).map_err(|source| Error::Encode {
+            what: "command",
+            source,
+        })?;
         self.request(|reply| Msg::Enqueue(run.clone(), body, reply))?
     }
 
     /// Removes the claim on `run` whoever holds it (for an owner on another host that is
     /// known to be gone).
     pub fn break_claim(&self, run: &RunId) -> Result<()> {
-        self.request(|reply| Msg::Release { run: run.clone(), force: true, reply })?
+        self.request(|reply| Msg::Release {
+            run: run.clone(),
+            force: true,
+            reply,
+        })?
     }
 
     /// Runs newest first.
@@ -268,7 +295,11 @@ impl Store {
     fn request<T>(&self, make: impl FnOnce(Sender<T>) -> Msg) -> Result<T> {
         let (reply, answer) = mpsc::channel();
         let closed = || Error::Closed(self.path.clone());
-        self.tx.as_ref().ok_or_else(closed)?.send(make(reply)).map_err(|_| closed())?;
+        self.tx
+            .as_ref()
+            .ok_or_else(closed)?
+            .send(make(reply))
+            .map_err(|_| closed())?;
         answer.recv().map_err(|_| closed())
     }
 }
@@ -292,12 +323,17 @@ impl Journal for Store {
     }
 
     fn claim(&self, run: &RunId) -> Result<(), JournalError> {
-        self.request(|reply| Msg::Claim(run.clone(), reply)).map_err(JournalError::from)?
+        self.request(|reply| Msg::Claim(run.clone(), reply))
+            .map_err(JournalError::from)?
     }
 
     fn release(&self, run: &RunId) {
         // Nothing useful to do on failure: a stale claim is taken over once we exit.
-        let _ = self.request(|reply| Msg::Release { run: run.clone(), force: false, reply });
+        let _ = self.request(|reply| Msg::Release {
+            run: run.clone(),
+            force: false,
+            reply,
+        });
     }
 
     fn take_commands(&self, run: &RunId) -> Result<Vec<Command>, JournalError> {
@@ -326,21 +362,32 @@ impl Drop for Store {
 
 impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Store").field("path", &self.path).field("stats", &self.stats()).finish()
+        f.debug_struct("Store")
+            .field("path", &self.path)
+            .field("stats", &self.stats())
+            .finish()
     }
 }
 
 /// Opens the writer's connection: WAL, the requested `synchronous`, the busy timeout.
 fn open_writer(path: &Path, options: StoreOptions) -> Result<Connection> {
-    let open = |source| Error::Open { path: path.to_owned(), source };
+    let open = |source| Error::Open {
+        path: path.to_owned(),
+        source,
+    };
     let conn = Connection::open(path).map_err(open)?;
     conn.busy_timeout(options.busy_timeout).map_err(open)?;
-    let mode: String =
-        conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0)).map_err(open)?;
+    let mode: String = conn
+        .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
+        .map_err(open)?;
     if !mode.eq_ignore_ascii_case("wal") {
-        return Err(Error::NoWal { path: path.to_owned(), mode });
+        return Err(Error::NoWal {
+            path: path.to_owned(),
+            mode,
+        });
     }
-    conn.pragma_update(None, "synchronous", options.synchronous.pragma()).map_err(open)?;
+    conn.pragma_update(None, "synchronous", options.synchronous.pragma())
+        .map_err(open)?;
     Ok(conn)
 }
 

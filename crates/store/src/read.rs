@@ -13,7 +13,7 @@ use trellis_protocol::{Event, ForkRef, NodeId, RunId, RunStatus};
 use crate::claim::Owner;
 use crate::codec;
 use crate::error::{Error, Result};
-use crate::writer::to_i64;
+use crate::writer::{event_key, to_i64};
 
 /// Connections kept for reuse; more may be open at once, the extras are closed after use.
 const POOL_SIZE: usize = 4;
@@ -92,11 +92,19 @@ pub(crate) struct Reader {
 
 impl Reader {
     pub(crate) fn new(path: PathBuf, busy_timeout: std::time::Duration, host: String) -> Self {
-        Self { path, busy_timeout, idle: Mutex::new(Vec::new()), host }
+        Self {
+            path,
+            busy_timeout,
+            idle: Mutex::new(Vec::new()),
+            host,
+        }
     }
 
     pub(crate) fn sqlite(&self) -> impl Fn(rusqlite::Error) -> Error + '_ {
-        |source| Error::Sqlite { path: self.path.clone(), source }
+        |source| Error::Sqlite {
+            path: self.path.clone(),
+            source,
+        }
     }
 
     /// Runs `f` on a pooled connection.
@@ -116,7 +124,10 @@ impl Reader {
     }
 
     fn connect(&self) -> Result<Connection> {
-        let open = |source| Error::Open { path: self.path.clone(), source };
+        let open = |source| Error::Open {
+            path: self.path.clone(),
+            source,
+        };
         let conn = Connection::open(&self.path).map_err(open)?;
         conn.busy_timeout(self.busy_timeout).map_err(open)?;
         // Reads only: a bug here must not write behind the writer thread's back.
@@ -127,9 +138,11 @@ impl Reader {
     /// The run's record, by exact id.
     pub(crate) fn run(&self, id: &str) -> Result<Option<RunRecord>> {
         self.with(|c| {
-            c.prepare_cached(&format!("SELECT {RUN_COLUMNS} FROM {RUN_FROM} WHERE r.id = ?1"))
-                .and_then(|mut st| st.query_row([id], |r| self.record(r)).optional())
-                .map_err(self.sqlite())
+            c.prepare_cached(&format!(
+                "SELECT {RUN_COLUMNS} FROM {RUN_FROM} WHERE r.id = ?1"
+            ))
+            .and_then(|mut st| st.query_row([id], |r| self.record(r)).optional())
+            .map_err(self.sqlite())
         })
     }
 
@@ -156,28 +169,38 @@ impl Reader {
         })?;
         match ids.as_slice() {
             [] => Err(Error::RunNotFound(id_or_prefix.to_owned())),
-            [one] => self.run(one)?.ok_or_else(|| Error::RunNotFound(id_or_prefix.to_owned())),
+            [one] => self
+                .run(one)?
+                .ok_or_else(|| Error::RunNotFound(id_or_prefix.to_owned())),
             _ => {
                 let mut candidates = ids;
                 if candidates.len() > MAX_CANDIDATES {
                     candidates.truncate(MAX_CANDIDATES);
                     candidates.push("…".to_owned());
                 }
-                Err(Error::AmbiguousRun { prefix: id_or_prefix.to_owned(), candidates })
+                Err(Error::AmbiguousRun {
+                    prefix: id_or_prefix.to_owned(),
+                    candidates,
+                })
             }
         }
     }
 
     /// Runs newest first.
     pub(crate) fn list(&self, filter: &RunFilter) -> Result<Vec<RunRecord>> {
-        let limit = filter.limit.map_or(-1, |l| i64::try_from(l).unwrap_or(i64::MAX));
+        let limit = filter
+            .limit
+            .map_or(-1, |l| i64::try_from(l).unwrap_or(i64::MAX));
         let status = filter.status.map(|s| s.as_str());
         self.with(|c| {
             c.prepare_cached(&format!(
                 "SELECT {RUN_COLUMNS} FROM {RUN_FROM} WHERE (?1 IS NULL OR r.status = ?1)
                  ORDER BY r.created_ts DESC, r.id DESC LIMIT ?2"
             ))
-            .and_then(|mut st| st.query_map(params![status, limit], |r| self.record(r))?.collect())
+            .and_then(|mut st| {
+                st.query_map(params![status, limit], |r| self.record(r))?
+                    .collect()
+            })
             .map_err(self.sqlite())
         })
     }
@@ -190,13 +213,20 @@ impl Reader {
                 .and_then(|mut st| st.query_row([run.as_str()], |r| r.get(0)).optional())
                 .map_err(self.sqlite())?;
             let Some(rk) = rk else { return Ok(None) };
+            // Keys run from `rk << 32 | 0`; a batch starting before `from` may reach into it.
+            let lo = event_key(rk, 0).unwrap_or(i64::MAX);
+            let hi = event_key(rk, to.min(u64::from(u32::MAX))).unwrap_or(i64::MIN);
             c.prepare_cached(
-                "SELECT first_seq, last_seq, data FROM events
-                 WHERE rk = ?1 AND last_seq >= ?2 AND first_seq <= ?3 ORDER BY first_seq",
+                "SELECT key & 4294967295, last_seq, data FROM events
+                 WHERE key BETWEEN ?1 AND ?2 AND last_seq >= ?3 ORDER BY key",
             )
             .and_then(|mut st| {
-                st.query_map(params![rk, to_i64(from), to_i64(to)], |r| {
-                    Ok((r.get::<_, i64>(0)? as u64, r.get::<_, i64>(1)? as u64, r.get(2)?))
+                st.query_map(params![lo, hi, to_i64(from)], |r| {
+                    Ok((
+                        r.get::<_, i64>(0)? as u64,
+                        r.get::<_, i64>(1)? as u64,
+                        r.get(2)?,
+                    ))
                 })?
                 .collect()
             })
@@ -207,7 +237,12 @@ impl Reader {
         let mut out = Vec::new();
         for (first_seq, last_seq, data) in rows {
             let batch = codec::decode(run, first_seq, last_seq, &data).map_err(|detail| {
-                Error::Corrupt { path: self.path.clone(), run: run.to_string(), first_seq, detail }
+                Error::Corrupt {
+                    path: self.path.clone(),
+                    run: run.to_string(),
+                    first_seq,
+                    detail,
+                }
             })?;
             out.extend(batch.into_iter().filter(|e| e.seq >= from && e.seq <= to));
         }
@@ -235,10 +270,16 @@ impl Reader {
             )
         })?;
         let fork = match (r.get::<_, Option<String>>(7)?, r.get::<_, Option<i64>>(8)?) {
-            (Some(run), Some(seq)) => Some(ForkRef { run: RunId::from_string(run), seq: seq as u64 }),
+            (Some(run), Some(seq)) => Some(ForkRef {
+                run: RunId::from_string(run),
+                seq: seq as u64,
+            }),
             _ => None,
         };
-        let owner = match (r.get::<_, Option<i64>>(11)?, r.get::<_, Option<String>>(12)?) {
+        let owner = match (
+            r.get::<_, Option<i64>>(11)?,
+            r.get::<_, Option<String>>(12)?,
+        ) {
             (Some(pid), Some(host)) => Some(Owner {
                 pid: u32::try_from(pid).unwrap_or(0),
                 host,

@@ -45,14 +45,16 @@ pub(crate) const MIGRATIONS: &[Migration] = &[Migration {
             updated_ts  INTEGER NOT NULL
         );
 
-        -- One row per appended batch; `data` is the codec's blob (see codec.rs).
+        -- One row per appended batch. The rowid is the key `(rk << 32) | first_seq`, so a
+        -- run's batches are one contiguous key range, the key costs no extra index, and the
+        -- row lives in a table b-tree, which keeps blobs of up to ~4 KB on the leaf page (an
+        -- index b-tree such as a WITHOUT ROWID table spills anything over ~1 KB to a mostly
+        -- empty overflow page). `data` is the codec's blob (see codec.rs).
         CREATE TABLE events (
-            rk          INTEGER NOT NULL,
-            first_seq   INTEGER NOT NULL,
+            key         INTEGER PRIMARY KEY,
             last_seq    INTEGER NOT NULL,
-            data        BLOB    NOT NULL,
-            PRIMARY KEY (rk, first_seq)
-        ) WITHOUT ROWID;
+            data        BLOB    NOT NULL
+        );
 
         -- Which process executes a run. Kept apart from `runs` because a run is claimed
         -- before its first batch creates its row, and released rows cost nothing.
@@ -98,12 +100,19 @@ pub(crate) fn current_version(conn: &Connection) -> rusqlite::Result<i64> {
     if has_table.is_none() {
         return Ok(0);
     }
-    conn.query_row("SELECT COALESCE(MAX(version), 0) FROM schema_migrations", [], |r| r.get(0))
+    conn.query_row(
+        "SELECT COALESCE(MAX(version), 0) FROM schema_migrations",
+        [],
+        |r| r.get(0),
+    )
 }
 
 /// Brings the file up to [`LATEST_VERSION`]; returns the version it is at afterwards.
 pub(crate) fn migrate(conn: &mut Connection, path: &Path) -> Result<i64> {
-    let sqlite = |source| Error::Sqlite { path: path.to_owned(), source };
+    let sqlite = |source| Error::Sqlite {
+        path: path.to_owned(),
+        source,
+    };
     // Fast path without taking the write lock: opening a current file (the common case, and
     // the CLI reading while a run writes) must not wait for writers.
     let found = current_version(conn).map_err(sqlite)?;
@@ -112,7 +121,9 @@ pub(crate) fn migrate(conn: &mut Connection, path: &Path) -> Result<i64> {
         return Ok(found);
     }
 
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(sqlite)?;
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(sqlite)?;
     tx.execute_batch(CREATE_TABLE).map_err(sqlite)?;
     // Re-read under the lock: another process may have migrated meanwhile.
     let found = current_version(&tx).map_err(sqlite)?;
@@ -173,8 +184,9 @@ mod tests {
         let p = Path::new(":memory:");
         assert_eq!(migrate(&mut conn, p).unwrap(), LATEST_VERSION);
         assert_eq!(migrate(&mut conn, p).unwrap(), LATEST_VERSION);
-        let n: i64 =
-            conn.query_row("SELECT COUNT(*) FROM schema_migrations", [], |r| r.get(0)).unwrap();
+        let n: i64 = conn
+            .query_row("SELECT COUNT(*) FROM schema_migrations", [], |r| r.get(0))
+            .unwrap();
         assert_eq!(n, LATEST_VERSION);
     }
 }

@@ -10,6 +10,15 @@
 //! rolled back alone and answered with its error, while the rest of the group commits. Later
 //! batches of that run in the same group are refused too, so a run's log never gets a hole.
 //! If `BEGIN` or `COMMIT` fails, every message of the group gets the error.
+//!
+//! Only appends and enqueued commands need to survive power loss. Claims, releases and
+//! command takes do not: after a power loss every process that held a claim is dead (so its
+//! claims are stale and taken over whether or not they were written), and a take that is lost
+//! re-delivers the command — which the engine had not durably acted on, or its later append
+//! would have synced the take too (the WAL is sequential). So under [`Synchronous::Full`] a
+//! group made only of those commits with `synchronous = NORMAL`, without an fsync, and the
+//! pre-commit drain stops at the first message that needs one (it starts the next group).
+//! A run then costs one fsync per committed batch, not three.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -22,6 +31,7 @@ use tokio::sync::oneshot;
 use trellis_graph::{Batch, JournalError};
 use trellis_protocol::{Command, RunId};
 
+use crate::Synchronous;
 use crate::claim::Owner;
 use crate::codec;
 use crate::error::{Error, Result};
@@ -37,7 +47,11 @@ pub(crate) enum Msg {
     /// Claim a run for this process.
     Claim(RunId, Sender<Result<(), JournalError>>),
     /// Drop this process's claim (or, with `force`, anyone's).
-    Release { run: RunId, force: bool, reply: Sender<Result<()>> },
+    Release {
+        run: RunId,
+        force: bool,
+        reply: Sender<Result<()>>,
+    },
     /// Queue a command (JSON body) for a run; answers the command's id.
     Enqueue(RunId, String, Sender<Result<i64>>),
     /// Take the run's pending commands.
@@ -48,10 +62,18 @@ pub(crate) enum Msg {
     Vacuum(Sender<Result<()>>),
 }
 
+impl Msg {
+    /// Whether the message's effect must survive power loss (see the module docs).
+    fn needs_sync(&self) -> bool {
+        matches!(self, Msg::Append(..) | Msg::Enqueue(..))
+    }
+}
+
 /// Counters shared with [`crate::Store::stats`].
 #[derive(Default)]
 pub(crate) struct Counters {
     pub(crate) commits: AtomicU64,
+    pub(crate) synced_commits: AtomicU64,
     pub(crate) failed_commits: AtomicU64,
     pub(crate) batches: AtomicU64,
     pub(crate) events: AtomicU64,
@@ -61,7 +83,10 @@ pub(crate) struct Counters {
 
 /// A message's answer, held until the group's fate is known.
 enum Ack {
-    Commit(oneshot::Sender<Result<(), JournalError>>, Result<(), JournalError>),
+    Commit(
+        oneshot::Sender<Result<(), JournalError>>,
+        Result<(), JournalError>,
+    ),
     Claim(Sender<Result<(), JournalError>>, Result<(), JournalError>),
     Unit(Sender<Result<()>>, Result<()>),
     Id(Sender<Result<i64>>, Result<i64>),
@@ -103,6 +128,10 @@ pub(crate) struct Writer {
     pub(crate) counters: Arc<Counters>,
     pub(crate) path: PathBuf,
     pub(crate) me: Owner,
+    /// The configured level.
+    pub(crate) synchronous: Synchronous,
+    /// The level currently set on the connection.
+    pub(crate) current: Synchronous,
 }
 
 impl Writer {
@@ -128,15 +157,42 @@ impl Writer {
     fn vacuum(&mut self) -> Result<()> {
         self.conn
             .execute_batch("VACUUM; PRAGMA wal_checkpoint(TRUNCATE);")
-            .map_err(|source| Error::Sqlite { path: self.path.clone(), source })
+            .map_err(|source| Error::Sqlite {
+                path: self.path.clone(),
+                source,
+            })
     }
 
     /// Applies `first` and everything queued behind it in one transaction.
     fn group(&mut self, first: Msg, stash: &mut Option<Msg>) {
         let mut msgs = vec![first];
-        drain(&self.rx, &mut msgs, stash, MAX_GROUP);
+        drain(&self.rx, &mut msgs, stash, MAX_GROUP, |_| true);
         let path = self.path.clone();
-        let mut tx = match self.conn.transaction_with_behavior(TransactionBehavior::Immediate) {
+        let strict = self.synchronous == Synchronous::Full;
+        let synced = strict && msgs.iter().any(Msg::needs_sync);
+        let accept = |m: &Msg| !strict || synced || !m.needs_sync();
+        let level = if synced {
+            Synchronous::Full
+        } else {
+            Synchronous::Normal
+        };
+        let level = if strict { level } else { self.synchronous };
+        if self.current != level {
+            // `synchronous` cannot change inside a transaction, hence the choice up front.
+            if let Err(e) = self.conn.pragma_update(None, "synchronous", level.pragma()) {
+                self.counters.failed_commits.fetch_add(1, Ordering::Relaxed);
+                let fail = tx_failed(&path, &e);
+                for m in msgs {
+                    apply_failed(m).send(Some(&fail));
+                }
+                return;
+            }
+            self.current = level;
+        }
+        let mut tx = match self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+        {
             Ok(tx) => tx,
             Err(e) => {
                 self.counters.failed_commits.fetch_add(1, Ordering::Relaxed);
@@ -153,12 +209,19 @@ impl Writer {
         let mut tally = Tally::default();
         loop {
             for m in msgs.drain(..) {
-                acks.push(apply(&mut tx, m, &self.me, &path, &mut failed_runs, &mut tally));
+                acks.push(apply(
+                    &mut tx,
+                    m,
+                    &self.me,
+                    &path,
+                    &mut failed_runs,
+                    &mut tally,
+                ));
             }
             if stash.is_some() || acks.len() >= MAX_GROUP {
                 break;
             }
-            drain(&self.rx, &mut msgs, stash, MAX_GROUP - acks.len());
+            drain(&self.rx, &mut msgs, stash, MAX_GROUP - acks.len(), accept);
             if msgs.is_empty() {
                 break;
             }
@@ -168,10 +231,14 @@ impl Writer {
             Ok(()) => {
                 let c = &self.counters;
                 c.commits.fetch_add(1, Ordering::Relaxed);
+                if synced {
+                    c.synced_commits.fetch_add(1, Ordering::Relaxed);
+                }
                 c.batches.fetch_add(tally.batches, Ordering::Relaxed);
                 c.events.fetch_add(tally.events, Ordering::Relaxed);
                 c.bytes.fetch_add(tally.bytes, Ordering::Relaxed);
-                c.largest_group.fetch_max(acks.len() as u64, Ordering::Relaxed);
+                c.largest_group
+                    .fetch_max(acks.len() as u64, Ordering::Relaxed);
                 for ack in acks {
                     ack.send(None);
                 }
@@ -188,12 +255,18 @@ impl Writer {
     }
 }
 
-/// Moves queued messages into `msgs` (at most `room`), stopping before a `Vacuum`, which is
-/// parked in `stash` to run after the group.
-fn drain(rx: &Receiver<Msg>, msgs: &mut Vec<Msg>, stash: &mut Option<Msg>, room: usize) {
+/// Moves queued messages into `msgs` (at most `room`), stopping before a `Vacuum` or a
+/// message `accept` refuses, which is parked in `stash` to start the next group.
+fn drain(
+    rx: &Receiver<Msg>,
+    msgs: &mut Vec<Msg>,
+    stash: &mut Option<Msg>,
+    room: usize,
+    accept: impl Fn(&Msg) -> bool,
+) {
     while stash.is_none() && msgs.len() < room {
         match rx.try_recv() {
-            Ok(m @ Msg::Vacuum(_)) => *stash = Some(m),
+            Ok(m) if matches!(m, Msg::Vacuum(_)) || !accept(&m) => *stash = Some(m),
             Ok(m) => msgs.push(m),
             Err(TryRecvError::Empty | TryRecvError::Disconnected) => break,
         }
@@ -222,7 +295,10 @@ fn apply(
     failed_runs: &mut HashSet<RunId>,
     tally: &mut Tally,
 ) -> Ack {
-    let sqlite = |source| Error::Sqlite { path: path.to_owned(), source };
+    let sqlite = |source| Error::Sqlite {
+        path: path.to_owned(),
+        source,
+    };
     match m {
         Msg::Append(batch, ack) => {
             if failed_runs.contains(&batch.run) {
@@ -288,7 +364,10 @@ fn in_savepoint<T>(
     path: &Path,
     f: impl FnOnce(&Connection) -> Result<T>,
 ) -> Result<T> {
-    let sqlite = |source| Error::Sqlite { path: path.to_owned(), source };
+    let sqlite = |source| Error::Sqlite {
+        path: path.to_owned(),
+        source,
+    };
     let sp = tx.savepoint().map_err(sqlite)?;
     let out = f(&sp)?;
     sp.commit().map_err(sqlite)?;
@@ -303,13 +382,20 @@ fn tx_failed(path: &Path, e: &rusqlite::Error) -> impl Fn() -> Error {
         e.sqlite_error_code(),
         Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
     );
-    move || Error::Transaction { path: path.clone(), detail: detail.clone(), retryable }
+    move || Error::Transaction {
+        path: path.clone(),
+        detail: detail.clone(),
+        retryable,
+    }
 }
 
 /// Writes a batch: the run summary first, then the events, so a failure of the event insert
 /// exercises the savepoint rollback of the summary. Returns the blob size.
 fn append(conn: &Connection, batch: &Batch, me: &Owner, path: &Path) -> Result<u64> {
-    let sqlite = |source| Error::Sqlite { path: path.to_owned(), source };
+    let sqlite = |source| Error::Sqlite {
+        path: path.to_owned(),
+        source,
+    };
     let s = &batch.summary;
     let rk: i64 = conn
         .prepare_cached(
@@ -346,12 +432,20 @@ fn append(conn: &Connection, batch: &Batch, me: &Owner, path: &Path) -> Result<u
     let (Some(first), Some(last)) = (batch.events.first(), batch.events.last()) else {
         return Ok(0);
     };
-    let blob = codec::encode(&batch.events).map_err(|source| Error::Encode { what: "events", source })?;
-    conn.prepare_cached(
-        "INSERT INTO events (rk, first_seq, last_seq, data) VALUES (?1, ?2, ?3, ?4)",
-    )
-    .and_then(|mut st| st.execute(params![rk, to_i64(first.seq), to_i64(last.seq), blob]))
-    .map_err(sqlite)?;
+    let key = event_key(rk, first.seq).ok_or_else(|| Error::Limit {
+        path: path.to_owned(),
+        detail: format!(
+            "run {} reached seq {} (at most 2^32 - 1 per run)",
+            batch.run, first.seq
+        ),
+    })?;
+    let blob = codec::encode(&batch.events).map_err(|source| Error::Encode {
+        what: "events",
+        source,
+    })?;
+    conn.prepare_cached("INSERT INTO events (key, last_seq, data) VALUES (?1, ?2, ?3)")
+        .and_then(|mut st| st.execute(params![key, to_i64(last.seq), blob]))
+        .map_err(sqlite)?;
     conn.prepare_cached(
         "UPDATE run_owners SET heartbeat = ?2 WHERE run_id = ?1 AND pid = ?3 AND host = ?4",
     )
@@ -361,11 +455,7 @@ fn append(conn: &Connection, batch: &Batch, me: &Owner, path: &Path) -> Result<u
 }
 
 /// Claims `run` unless a live other process holds it.
-fn claim(
-    conn: &Connection,
-    run: &RunId,
-    me: &Owner,
-) -> rusqlite::Result<Result<(), JournalError>> {
+fn claim(conn: &Connection, run: &RunId, me: &Owner) -> rusqlite::Result<Result<(), JournalError>> {
     let holder = conn
         .query_row(
             "SELECT pid, host, start_time FROM run_owners WHERE run_id = ?1",
@@ -383,13 +473,22 @@ fn claim(
         && !holder.same_process(me)
         && holder.is_alive(&me.host)
     {
-        return Ok(Err(JournalError::Busy { run: run.to_string(), owner: holder.label() }));
+        return Ok(Err(JournalError::Busy {
+            run: run.to_string(),
+            owner: holder.label(),
+        }));
     }
     let now = now_ms();
     conn.execute(
         "INSERT OR REPLACE INTO run_owners (run_id, pid, host, start_time, claimed_at, heartbeat)
          VALUES (?1, ?2, ?3, ?4, ?5, ?5)",
-        params![run.as_str(), me.pid, me.host, me.start_time.map(to_i64), now],
+        params![
+            run.as_str(),
+            me.pid,
+            me.host,
+            me.start_time.map(to_i64),
+            now
+        ],
     )?;
     Ok(Ok(()))
 }
@@ -401,7 +500,9 @@ fn take_commands(conn: &Connection, run: &RunId) -> rusqlite::Result<Vec<Command
         "SELECT id, body FROM commands WHERE run_id = ?1 AND taken_at IS NULL ORDER BY id",
     )?;
     let rows = st
-        .query_map([run.as_str()], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)))?
+        .query_map([run.as_str()], |r| {
+            Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?))
+        })?
         .collect::<rusqlite::Result<Vec<_>>>()?;
     let mut out = Vec::with_capacity(rows.len());
     let now = now_ms();
@@ -413,6 +514,15 @@ fn take_commands(conn: &Connection, run: &RunId) -> rusqlite::Result<Vec<Command
         }
     }
     Ok(out)
+}
+
+/// The `events` rowid of a run's batch: `(rk << 32) | first_seq`.
+pub(crate) fn event_key(rk: i64, first_seq: u64) -> Option<i64> {
+    let seq = u32::try_from(first_seq).ok()?;
+    if !(0..=i64::from(i32::MAX)).contains(&rk) {
+        return None;
+    }
+    Some((rk << 32) | i64::from(seq))
 }
 
 /// SQLite integers are signed; seqs and steps never come near `i64::MAX`.

@@ -1,5 +1,8 @@
 //! Integration tests of the store (one binary; modules in `suite/`).
 
+// Helpers outside `#[test]` functions panic on setup failures too.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod suite {
     mod atomicity;
     mod claims;

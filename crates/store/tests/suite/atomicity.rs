@@ -28,7 +28,10 @@ fn duplicate_seq_rolls_back_summary_and_events_alone() {
     lock.execute_batch("ROLLBACK").unwrap();
 
     let err = block_on(bad).unwrap_err();
-    assert!(matches!(&err, JournalError::Backend(m) if m.contains("UNIQUE")), "{err}");
+    assert!(
+        matches!(&err, JournalError::Backend(m) if m.contains("UNIQUE")),
+        "{err}"
+    );
     block_on(good).unwrap();
     let err = block_on(after_bad).unwrap_err();
     assert!(err.to_string().contains("earlier batch"), "{err}");
@@ -44,13 +47,20 @@ fn duplicate_seq_rolls_back_summary_and_events_alone() {
 #[test]
 fn a_transaction_that_cannot_start_fails_every_batch() {
     let dir = tempfile::tempdir().unwrap();
-    let opts = StoreOptions { busy_timeout: Duration::from_millis(50), ..Default::default() };
+    let opts = StoreOptions {
+        busy_timeout: Duration::from_millis(50),
+        ..Default::default()
+    };
     let store = Store::open_workspace(dir.path(), opts).unwrap();
     let run = RunId::new();
     let lock = hold_write_lock(store.db_path());
-    let commits: Vec<_> = (0..5u64).map(|i| store.append(batch(&run, i + 1, 1))).collect();
-    let errors: Vec<String> =
-        commits.into_iter().map(|c| block_on(c).unwrap_err().to_string()).collect();
+    let commits: Vec<_> = (0..5u64)
+        .map(|i| store.append(batch(&run, i + 1, 1)))
+        .collect();
+    let errors: Vec<String> = commits
+        .into_iter()
+        .map(|c| block_on(c).unwrap_err().to_string())
+        .collect();
     lock.execute_batch("ROLLBACK").unwrap();
     for e in &errors {
         assert!(e.contains("nothing of it was written"), "{e}");

@@ -18,17 +18,32 @@ pub fn store() -> (TempDir, Store) {
 
 /// Runs a future to completion on a throwaway current-thread runtime.
 pub fn block_on<F: Future>(f: F) -> F::Output {
-    tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(f)
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(f)
 }
 
 pub const T0: i64 = 1_763_700_000_000;
 
 pub fn ev(run: &RunId, seq: u64, kind: EventKind) -> Event {
-    Event { run: run.clone(), seq, ts: T0 + seq as i64 * 37, kind }
+    Event {
+        run: run.clone(),
+        seq,
+        ts: T0 + seq as i64 * 37,
+        kind,
+    }
 }
 
 pub fn transition(node: &str, from: Option<NodeState>, to: NodeState) -> EventKind {
-    EventKind::NodeTransition { node: NodeId::new(node), attempt: 1, from, to, reason: None }
+    EventKind::NodeTransition {
+        node: NodeId::new(node),
+        attempt: 1,
+        from,
+        to,
+        reason: None,
+    }
 }
 
 pub fn summary(status: RunStatus, step: u64, last_seq: u64) -> RunSummary {
@@ -48,7 +63,13 @@ pub fn summary(status: RunStatus, step: u64, last_seq: u64) -> RunSummary {
 /// A batch of `n` transition events of `run`, seqs `first..first+n`.
 pub fn batch(run: &RunId, first: u64, n: u64) -> Batch {
     let events = (first..first + n)
-        .map(|s| ev(run, s, transition("plan", Some(NodeState::Ready), NodeState::Running)))
+        .map(|s| {
+            ev(
+                run,
+                s,
+                transition("plan", Some(NodeState::Ready), NodeState::Running),
+            )
+        })
         .collect();
     Batch {
         run: run.clone(),
@@ -75,7 +96,12 @@ pub fn realistic_run(run: &RunId) -> Vec<Batch> {
     let mut seq = 0;
     let mut next = |kind: EventKind| {
         seq += 1;
-        Event { run: run.clone(), seq, ts: T0 + seq as i64 * 13 + (seq as i64 % 3) * 101, kind }
+        Event {
+            run: run.clone(),
+            seq,
+            ts: T0 + seq as i64 * 13 + (seq as i64 % 3) * 101,
+            kind,
+        }
     };
     let mut batches = Vec::new();
     let mut push = |events: Vec<Event>, status: RunStatus, step: u64| {
@@ -84,7 +110,11 @@ pub fn realistic_run(run: &RunId) -> Vec<Batch> {
         if status == RunStatus::Succeeded {
             s.terminal = Some(NodeId::new("DONE"));
         }
-        batches.push(Batch { run: run.clone(), events: Arc::new(events), summary: s });
+        batches.push(Batch {
+            run: run.clone(),
+            events: Arc::new(events),
+            summary: s,
+        });
     };
     push(
         vec![
@@ -104,7 +134,11 @@ pub fn realistic_run(run: &RunId) -> Vec<Batch> {
     for (i, (node, failure, to)) in steps.iter().enumerate() {
         let attempt = *attempts.entry(node).and_modify(|a| *a += 1).or_insert(1);
         let n = NodeId::new(*node);
-        let end = if *failure { NodeState::Failed } else { NodeState::Completed };
+        let end = if *failure {
+            NodeState::Failed
+        } else {
+            NodeState::Completed
+        };
         let events = vec![
             next(EventKind::NodeTransition {
                 node: n.clone(),
@@ -121,8 +155,14 @@ pub fn realistic_run(run: &RunId) -> Vec<Batch> {
                 error: failure.then(|| "simulated failure".to_owned()),
                 writes: vec![
                     ("current_stage".into(), json!(node)),
-                    ("stage_results".into(), json!({ *node: {"ok": !failure, "attempt": attempt} })),
-                    ("messages".into(), json!([{"role": "assistant", "stage": node, "content": format!("{node} #{attempt}")}])),
+                    (
+                        "stage_results".into(),
+                        json!({ *node: {"ok": !failure, "attempt": attempt} }),
+                    ),
+                    (
+                        "messages".into(),
+                        json!([{"role": "assistant", "stage": node, "content": format!("{node} #{attempt}")}]),
+                    ),
                 ],
                 counters: vec![],
                 spawns: vec![],
@@ -137,12 +177,24 @@ pub fn realistic_run(run: &RunId) -> Vec<Batch> {
             next(EventKind::Routed {
                 from: n,
                 attempt,
-                to: if to.is_empty() { vec![] } else { vec![NodeId::new(*to)] },
-                reason: if *failure { "failure".into() } else { "success".into() },
+                to: if to.is_empty() {
+                    vec![]
+                } else {
+                    vec![NodeId::new(*to)]
+                },
+                reason: if *failure {
+                    "failure".into()
+                } else {
+                    "success".into()
+                },
             }),
             next(EventKind::StepCompleted {
                 step: i as u64 + 1,
-                changed: vec!["current_stage".into(), "stage_results".into(), "messages".into()],
+                changed: vec![
+                    "current_stage".into(),
+                    "stage_results".into(),
+                    "messages".into(),
+                ],
             }),
         ];
         push(events, RunStatus::Running, i as u64 + 1);

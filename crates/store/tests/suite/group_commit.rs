@@ -45,7 +45,9 @@ fn batches_queued_behind_a_commit_share_one_transaction() {
 fn back_to_back_appends_group_without_help() {
     let (_dir, store) = store();
     let run = RunId::new();
-    let commits: Vec<_> = (0..200u64).map(|i| store.append(batch(&run, i * 2 + 1, 2))).collect();
+    let commits: Vec<_> = (0..200u64)
+        .map(|i| store.append(batch(&run, i * 2 + 1, 2)))
+        .collect();
     for c in commits {
         block_on(c).unwrap();
     }
@@ -105,14 +107,20 @@ fn many_threads_many_runs_keep_per_run_order() {
 
 /// Events already sent for `run` (its next batch starts after them).
 fn commits_len(commits: &[(RunId, u64, trellis_graph::Commit)], run: &RunId) -> u64 {
-    commits.iter().filter(|(r, _, _)| r == run).map(|(_, n, _)| n).sum()
+    commits
+        .iter()
+        .filter(|(r, _, _)| r == run)
+        .map(|(_, n, _)| n)
+        .sum()
 }
 
 #[test]
 fn dropping_the_store_commits_what_was_sent() {
     let (dir, store) = store();
     let run = RunId::new();
-    let commits: Vec<_> = (0..50u64).map(|i| store.append(batch(&run, i + 1, 1))).collect();
+    let commits: Vec<_> = (0..50u64)
+        .map(|i| store.append(batch(&run, i + 1, 1)))
+        .collect();
     let path = store.db_path().to_owned();
     drop(store);
     for c in commits {
@@ -121,4 +129,38 @@ fn dropping_the_store_commits_what_was_sent() {
     let reopened = trellis_store::Store::open(&path, Default::default()).unwrap();
     assert_eq!(reopened.load(&run).unwrap().len(), 50);
     drop(dir);
+}
+
+#[test]
+fn claims_and_releases_commit_without_an_fsync() {
+    let (_dir, store) = store();
+    let run = RunId::new();
+    store.claim(&run).unwrap();
+    block_on(store.append(batch(&run, 1, 4))).unwrap();
+    store.release(&run);
+    let stats = store.stats();
+    assert_eq!((stats.commits, stats.synced_commits), (3, 1), "{stats:?}");
+
+    // A claim waiting for the lock with appends queued behind it: the appends never ride in
+    // the claim's unsynced transaction.
+    let store = Arc::new(store);
+    let lock = hold_write_lock(store.db_path());
+    let other = RunId::new();
+    let claimer = {
+        let (store, other) = (store.clone(), other.clone());
+        std::thread::spawn(move || store.claim(&other))
+    };
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    let commits: Vec<_> = (0..10u64)
+        .map(|i| store.append(batch(&other, i + 1, 1)))
+        .collect();
+    lock.execute_batch("ROLLBACK").unwrap();
+    claimer.join().unwrap().unwrap();
+    for c in commits {
+        block_on(c).unwrap();
+    }
+    let after = store.stats();
+    assert_eq!(after.batches, 11);
+    assert_eq!(after.synced_commits, 2, "{after:?}");
+    assert!(after.commits - stats.commits <= 2, "{after:?}");
 }

@@ -18,17 +18,26 @@ fn commands_are_taken_once_in_order() {
     assert!(engine.take_commands(&run).unwrap().is_empty());
 
     let cmds = vec![
-        Command::SendMessage { node: NodeId::new("a"), message: Message::user("hello") },
-        Command::Cancel { reason: Some("from the CLI".into()) },
+        Command::SendMessage {
+            node: NodeId::new("a"),
+            message: Message::user("hello"),
+        },
+        Command::Cancel {
+            reason: Some("from the CLI".into()),
+        },
     ];
     let id1 = cli.enqueue_command(&run, &cmds[0]).unwrap();
     let id2 = cli.enqueue_command(&run, &cmds[1]).unwrap();
-    cli.enqueue_command(&other, &Command::Cancel { reason: None }).unwrap();
+    cli.enqueue_command(&other, &Command::Cancel { reason: None })
+        .unwrap();
     assert!(id2 > id1);
 
     assert_eq!(engine.take_commands(&run).unwrap(), cmds);
     assert!(engine.take_commands(&run).unwrap().is_empty());
-    assert_eq!(engine.take_commands(&other).unwrap(), vec![Command::Cancel { reason: None }]);
+    assert_eq!(
+        engine.take_commands(&other).unwrap(),
+        vec![Command::Cancel { reason: None }]
+    );
 }
 
 #[test]
@@ -39,7 +48,13 @@ fn concurrent_takers_split_the_commands_without_duplicates() {
     let run = RunId::new();
     const N: usize = 60;
     for i in 0..N {
-        a.enqueue_command(&run, &Command::Cancel { reason: Some(i.to_string()) }).unwrap();
+        a.enqueue_command(
+            &run,
+            &Command::Cancel {
+                reason: Some(i.to_string()),
+            },
+        )
+        .unwrap();
     }
     let takers: Vec<_> = [a, b]
         .into_iter()
@@ -78,7 +93,12 @@ fn unknown_command_bodies_stay_queued_for_a_newer_process() {
             [run.as_str()],
         )
         .unwrap();
-    store.enqueue_command(&run, &Command::Cancel { reason: None }).unwrap();
-    assert_eq!(store.take_commands(&run).unwrap(), vec![Command::Cancel { reason: None }]);
+    store
+        .enqueue_command(&run, &Command::Cancel { reason: None })
+        .unwrap();
+    assert_eq!(
+        store.take_commands(&run).unwrap(),
+        vec![Command::Cancel { reason: None }]
+    );
     assert!(store.take_commands(&run).unwrap().is_empty());
 }

@@ -5,14 +5,22 @@ use trellis_store::{Error, SCHEMA_VERSION, Store, StoreOptions};
 
 fn recorded(path: &std::path::Path) -> Vec<(i64, String)> {
     let conn = Connection::open(path).unwrap();
-    let mut st = conn.prepare("SELECT version, name FROM schema_migrations ORDER BY version").unwrap();
-    st.query_map([], |r| Ok((r.get(0)?, r.get(1)?))).unwrap().map(Result::unwrap).collect()
+    let mut st = conn
+        .prepare("SELECT version, name FROM schema_migrations ORDER BY version")
+        .unwrap();
+    st.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
 }
 
 #[test]
 fn reopening_applies_nothing_twice() {
     let dir = tempfile::tempdir().unwrap();
-    let path = Store::open_workspace(dir.path(), StoreOptions::default()).unwrap().db_path().to_owned();
+    let path = Store::open_workspace(dir.path(), StoreOptions::default())
+        .unwrap()
+        .db_path()
+        .to_owned();
     assert_eq!(path, dir.path().join(".trellis").join("trellis.db"));
     let first = recorded(&path);
     assert_eq!(first.len() as i64, SCHEMA_VERSION);
@@ -31,7 +39,10 @@ fn reopening_applies_nothing_twice() {
 #[test]
 fn a_newer_schema_is_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let path = Store::open_workspace(dir.path(), StoreOptions::default()).unwrap().db_path().to_owned();
+    let path = Store::open_workspace(dir.path(), StoreOptions::default())
+        .unwrap()
+        .db_path()
+        .to_owned();
     Connection::open(&path)
         .unwrap()
         .execute(
@@ -42,7 +53,10 @@ fn a_newer_schema_is_refused() {
     let err = Store::open(&path, StoreOptions::default()).unwrap_err();
     assert!(matches!(err, Error::NewerSchema { found, .. } if found == SCHEMA_VERSION + 1));
     let msg = err.to_string();
-    assert!(msg.contains("newer trellis") && msg.contains("upgrade"), "{msg}");
+    assert!(
+        msg.contains("newer trellis") && msg.contains("upgrade"),
+        "{msg}"
+    );
     assert!(msg.contains("trellis.db"), "{msg}");
 }
 
@@ -51,6 +65,8 @@ fn a_non_database_file_is_reported_with_its_path() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("junk.db");
     std::fs::write(&path, vec![b'x'; 8192]).unwrap();
-    let msg = Store::open(&path, StoreOptions::default()).unwrap_err().to_string();
+    let msg = Store::open(&path, StoreOptions::default())
+        .unwrap_err()
+        .to_string();
     assert!(msg.contains("junk.db"), "{msg}");
 }

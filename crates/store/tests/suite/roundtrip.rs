@@ -5,8 +5,8 @@ use std::sync::Arc;
 use serde_json::json;
 use trellis_graph::{Batch, Journal, JournalError};
 use trellis_protocol::{
-    Answer, Command, EdgeSpec, Event, EventKind, ForkRef, InjectNode, Interrupt, Message,
-    NodeId, NodeState, RunId, RunStatus,
+    Answer, Command, EdgeSpec, Event, EventKind, ForkRef, InjectNode, Interrupt, Message, NodeId,
+    NodeState, RunId, RunStatus,
 };
 
 use super::fixtures::{T0, block_on, ev, realistic_run, store, summary};
@@ -20,16 +20,26 @@ fn every_kind(run: &RunId) -> Vec<Event> {
             fingerprint: "abc".into(),
             params: json!({"fail_first": 2}),
             input: json!({"task": "ünïcødé \"quoted\" \n newline"}),
-            fork: Some(ForkRef { run: RunId::from_string("parent"), seq: 17 }),
+            fork: Some(ForkRef {
+                run: RunId::from_string("parent"),
+                seq: 17,
+            }),
         },
-        EventKind::RunResumed { requeued: vec![n.clone(), NodeId::new("b")] },
+        EventKind::RunResumed {
+            requeued: vec![n.clone(), NodeId::new("b")],
+        },
         EventKind::NodeAdded {
             node: n.clone(),
             template: "worker".into(),
             parent: Some(NodeId::new("review")),
             input: json!([1, 2.5, null, {"k": -3}]),
         },
-        EventKind::EdgeAdded { edge: EdgeSpec { from: NodeId::new("a"), to: n.clone() } },
+        EventKind::EdgeAdded {
+            edge: EdgeSpec {
+                from: NodeId::new("a"),
+                to: n.clone(),
+            },
+        },
         EventKind::NodeTransition {
             node: n.clone(),
             attempt: 3,
@@ -53,14 +63,21 @@ fn every_kind(run: &RunId) -> Vec<Event> {
             interrupt: Interrupt::approval("ship it?"),
             scratch: json!({"draft": "v1"}),
         },
-        EventKind::InputReceived { node: n.clone(), attempt: 1, answer: Answer::reject("no") },
+        EventKind::InputReceived {
+            node: n.clone(),
+            attempt: 1,
+            answer: Answer::reject("no"),
+        },
         EventKind::Routed {
             from: n.clone(),
             attempt: 1,
             to: vec![NodeId::new("DONE"), NodeId::new("ABORT")],
             reason: "router".into(),
         },
-        EventKind::StepCompleted { step: 4, changed: vec!["x".into(), "y".into()] },
+        EventKind::StepCompleted {
+            step: 4,
+            changed: vec!["x".into(), "y".into()],
+        },
         EventKind::CommandReceived {
             id: 1,
             command: Command::Inject {
@@ -74,11 +91,22 @@ fn every_kind(run: &RunId) -> Vec<Event> {
                 edges: vec![],
             },
         },
-        EventKind::CommandRefused { id: 2, reason: "node is final".into() },
-        EventKind::MessageQueued { id: 3, node: n, attempt: 2, delivered: true },
+        EventKind::CommandRefused {
+            id: 2,
+            reason: "node is final".into(),
+        },
+        EventKind::MessageQueued {
+            id: 3,
+            node: n,
+            attempt: 2,
+            delivered: true,
+        },
         EventKind::CommandReceived {
             id: 4,
-            command: Command::SendMessage { node: NodeId::new("a"), message: Message::user("hi") },
+            command: Command::SendMessage {
+                node: NodeId::new("a"),
+                message: Message::user("hi"),
+            },
         },
         EventKind::RunStatusChanged {
             status: RunStatus::Failed,
@@ -92,7 +120,12 @@ fn every_kind(run: &RunId) -> Vec<Event> {
         .map(|(i, kind)| {
             // Timestamps jump around (clock steps backwards too).
             let ts = T0 + [0, 5, -3_000, 1 << 40, 7][i % 5];
-            Event { run: run.clone(), seq: i as u64 + 1, ts, kind }
+            Event {
+                run: run.clone(),
+                seq: i as u64 + 1,
+                ts,
+                kind,
+            }
         })
         .collect()
 }
@@ -115,7 +148,10 @@ fn every_field_of_every_kind_survives() {
         first = last + 1;
     }
     assert_eq!(store.load(&run).unwrap(), events);
-    assert_eq!(store.events(&run, 5, Some(8)).unwrap(), events[4..8].to_vec());
+    assert_eq!(
+        store.events(&run, 5, Some(8)).unwrap(),
+        events[4..8].to_vec()
+    );
     assert_eq!(store.events(&run, 14, None).unwrap(), events[13..].to_vec());
 
     // A second store on the same file (another process, say) reads the same.
@@ -128,11 +164,17 @@ fn runs_row_follows_the_last_summary() {
     let (_dir, store) = store();
     let run = RunId::new();
     let batches = realistic_run(&run);
-    let all: Vec<Event> = batches.iter().flat_map(|b| b.events.iter().cloned()).collect();
+    let all: Vec<Event> = batches
+        .iter()
+        .flat_map(|b| b.events.iter().cloned())
+        .collect();
     let mut commits = Vec::new();
     for mut b in batches {
         if b.summary.status == RunStatus::Succeeded {
-            b.summary.fork = Some(ForkRef { run: RunId::from_string("p"), seq: 3 });
+            b.summary.fork = Some(ForkRef {
+                run: RunId::from_string("p"),
+                seq: 3,
+            });
             b.summary.error = Some("none really".into());
         }
         commits.push(store.append(b));
@@ -148,7 +190,13 @@ fn runs_row_follows_the_last_summary() {
     assert_eq!(rec.last_seq, all.len() as u64);
     assert_eq!(rec.terminal, Some(NodeId::new("DONE")));
     assert_eq!(rec.error.as_deref(), Some("none really"));
-    assert_eq!(rec.fork, Some(ForkRef { run: RunId::from_string("p"), seq: 3 }));
+    assert_eq!(
+        rec.fork,
+        Some(ForkRef {
+            run: RunId::from_string("p"),
+            seq: 3
+        })
+    );
     assert_eq!(rec.created_ts, T0);
     assert!(rec.owner.is_none() && !rec.owner_alive);
     assert_eq!(store.load(&run).unwrap(), all);
@@ -156,7 +204,10 @@ fn runs_row_follows_the_last_summary() {
     let cps = store.checkpoints(&run).unwrap();
     assert_eq!(cps.len(), 10, "runStarted + 9 stepCompleted");
     assert_eq!((cps[0].seq, cps[0].step), (1, 0));
-    assert_eq!(cps.iter().map(|c| c.step).collect::<Vec<_>>(), (0..=9).collect::<Vec<_>>());
+    assert_eq!(
+        cps.iter().map(|c| c.step).collect::<Vec<_>>(),
+        (0..=9).collect::<Vec<_>>()
+    );
     for cp in &cps {
         assert!(all[cp.seq as usize - 1].kind.is_checkpoint());
     }
@@ -166,8 +217,14 @@ fn runs_row_follows_the_last_summary() {
 fn unknown_runs_are_not_found() {
     let (_dir, store) = store();
     let ghost = RunId::from_string("nope");
-    assert!(matches!(store.load(&ghost), Err(JournalError::RunNotFound(_))));
-    assert!(matches!(store.events(&ghost, 0, None), Err(trellis_store::Error::RunNotFound(_))));
+    assert!(matches!(
+        store.load(&ghost),
+        Err(JournalError::RunNotFound(_))
+    ));
+    assert!(matches!(
+        store.events(&ghost, 0, None),
+        Err(trellis_store::Error::RunNotFound(_))
+    ));
     assert!(store.checkpoints(&ghost).is_err());
 }
 
@@ -177,13 +234,23 @@ fn summary_only_batches_update_the_row() {
     let run = RunId::new();
     let b = Batch {
         run: run.clone(),
-        events: Arc::new(vec![ev(&run, 1, EventKind::RunResumed { requeued: vec![] })]),
+        events: Arc::new(vec![ev(
+            &run,
+            1,
+            EventKind::RunResumed { requeued: vec![] },
+        )]),
         summary: summary(RunStatus::Running, 0, 1),
     };
     block_on(store.append(b)).unwrap();
-    let empty =
-        Batch { run: run.clone(), events: Arc::new(vec![]), summary: summary(RunStatus::Cancelled, 0, 1) };
+    let empty = Batch {
+        run: run.clone(),
+        events: Arc::new(vec![]),
+        summary: summary(RunStatus::Cancelled, 0, 1),
+    };
     block_on(store.append(empty)).unwrap();
-    assert_eq!(store.get_run(run.as_str()).unwrap().status, RunStatus::Cancelled);
+    assert_eq!(
+        store.get_run(run.as_str()).unwrap().status,
+        RunStatus::Cancelled
+    );
     assert_eq!(store.load(&run).unwrap().len(), 1);
 }

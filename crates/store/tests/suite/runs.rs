@@ -17,13 +17,35 @@ fn add(store: &trellis_store::Store, id: &str, status: RunStatus, created: i64) 
 #[test]
 fn prefixes_resolve_when_unique() {
     let (_dir, store) = store();
-    add(&store, "0199aa00000000000000000000000001", RunStatus::Running, 1);
-    add(&store, "0199aa00000000000000000000000002", RunStatus::Running, 2);
-    add(&store, "0199bb00000000000000000000000003", RunStatus::Running, 3);
+    add(
+        &store,
+        "0199aa00000000000000000000000001",
+        RunStatus::Running,
+        1,
+    );
+    add(
+        &store,
+        "0199aa00000000000000000000000002",
+        RunStatus::Running,
+        2,
+    );
+    add(
+        &store,
+        "0199bb00000000000000000000000003",
+        RunStatus::Running,
+        3,
+    );
 
-    assert_eq!(store.get_run("0199b").unwrap().id.as_str(), "0199bb00000000000000000000000003");
     assert_eq!(
-        store.get_run("0199aa00000000000000000000000002").unwrap().id.as_str(),
+        store.get_run("0199b").unwrap().id.as_str(),
+        "0199bb00000000000000000000000003"
+    );
+    assert_eq!(
+        store
+            .get_run("0199aa00000000000000000000000002")
+            .unwrap()
+            .id
+            .as_str(),
         "0199aa00000000000000000000000002"
     );
 
@@ -32,7 +54,10 @@ fn prefixes_resolve_when_unique() {
             assert_eq!(prefix, "0199aa");
             assert_eq!(
                 candidates,
-                ["0199aa00000000000000000000000001", "0199aa00000000000000000000000002"]
+                [
+                    "0199aa00000000000000000000000001",
+                    "0199aa00000000000000000000000002"
+                ]
             );
         }
         other => panic!("expected ambiguity, got {other:?}"),
@@ -55,12 +80,35 @@ fn list_is_newest_first_and_filters() {
     add(&store, "c", RunStatus::Failed, 20);
     add(&store, "d", RunStatus::Running, 40);
     let ids = |f: RunFilter| -> Vec<String> {
-        store.list_runs(&f).unwrap().into_iter().map(|r| r.id.to_string()).collect()
+        store
+            .list_runs(&f)
+            .unwrap()
+            .into_iter()
+            .map(|r| r.id.to_string())
+            .collect()
     };
     assert_eq!(ids(RunFilter::default()), ["d", "b", "c", "a"]);
-    assert_eq!(ids(RunFilter { status: Some(RunStatus::Running), limit: None }), ["d", "b"]);
-    assert_eq!(ids(RunFilter { status: None, limit: Some(2) }), ["d", "b"]);
-    assert!(ids(RunFilter { status: Some(RunStatus::Cancelled), limit: None }).is_empty());
+    assert_eq!(
+        ids(RunFilter {
+            status: Some(RunStatus::Running),
+            limit: None
+        }),
+        ["d", "b"]
+    );
+    assert_eq!(
+        ids(RunFilter {
+            status: None,
+            limit: Some(2)
+        }),
+        ["d", "b"]
+    );
+    assert!(
+        ids(RunFilter {
+            status: Some(RunStatus::Cancelled),
+            limit: None
+        })
+        .is_empty()
+    );
 
     let json = serde_json::to_value(store.get_run("a").unwrap()).unwrap();
     assert_eq!(json["status"], "succeeded");

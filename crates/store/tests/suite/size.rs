@@ -21,7 +21,11 @@ fn a_realistic_nine_step_run_fits_in_five_kilobytes() {
         let mut commits = Vec::new();
         for b in realistic_run(&run) {
             events += b.events.len() as u64;
-            json_bytes += b.events.iter().map(|e| serde_json::to_vec(e).unwrap().len() + 1).sum::<usize>();
+            json_bytes += b
+                .events
+                .iter()
+                .map(|e| serde_json::to_vec(e).unwrap().len() + 1)
+                .sum::<usize>();
             commits.push(store.append(b));
         }
         for c in commits {
