@@ -26,9 +26,10 @@ impl RunId {
         &self.0
     }
 
-    /// The first 12 characters, enough to name a run in a terminal.
+    /// The first 16 characters, enough to name a run in a terminal: the 12 hex digits of the
+    /// creation millisecond, the UUID version digit and 12 random bits.
     pub fn short(&self) -> &str {
-        self.0.get(..12).unwrap_or(&self.0)
+        self.0.get(..16).unwrap_or(&self.0)
     }
 }
 

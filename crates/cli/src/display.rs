@@ -1,0 +1,140 @@
+//! Human-readable rendering of runs and events.
+
+use serde_json::Value;
+use trellis_protocol::{Event, EventKind, NodeState, RunStatus};
+
+/// `2026-11-21 21:04:05.123Z` from milliseconds since the epoch (UTC).
+pub fn timestamp(ms: i64) -> String {
+    let secs = ms.div_euclid(1000);
+    let millis = ms.rem_euclid(1000);
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}.{millis:03}Z",
+        rem / 3600,
+        (rem % 3600) / 60,
+        rem % 60
+    )
+}
+
+/// Shortens `s` to at most `n` characters, marking the cut.
+pub fn truncate(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        s.to_owned()
+    } else {
+        let mut t: String = s.chars().take(n.saturating_sub(1)).collect();
+        t.push('…');
+        t
+    }
+}
+
+/// Compact one-line JSON.
+pub fn compact(v: &Value) -> String {
+    serde_json::to_string(v).unwrap_or_default()
+}
+
+/// A marker for a node state.
+pub fn mark(state: Option<NodeState>) -> &'static str {
+    match state {
+        None => "·",
+        Some(NodeState::Ready) => "○",
+        Some(NodeState::Running) => "▶",
+        Some(NodeState::Completed) => "✓",
+        Some(NodeState::Failed) => "✗",
+        Some(NodeState::WaitingInput) => "?",
+        Some(NodeState::Pruned) => "✂",
+        Some(NodeState::Skipped) => "↷",
+    }
+}
+
+/// A run status for tables.
+pub fn status(s: RunStatus) -> &'static str {
+    match s {
+        RunStatus::Running => "running",
+        RunStatus::WaitingInput => "waiting",
+        RunStatus::Succeeded => "succeeded",
+        RunStatus::Failed => "failed",
+        RunStatus::Cancelled => "cancelled",
+    }
+}
+
+/// The details of an event, for `runs events`.
+pub fn details(e: &Event) -> String {
+    match &e.kind {
+        EventKind::RunStarted { graph, fork, params, .. } => {
+            let mut s = format!("graph={graph}");
+            if !params.is_null() {
+                s.push_str(&format!(" params={}", truncate(&compact(params), 60)));
+            }
+            if let Some(f) = fork {
+                s.push_str(&format!(" forked from {}@{}", f.run.short(), f.seq));
+            }
+            s
+        }
+        EventKind::RunResumed { requeued } => {
+            if requeued.is_empty() {
+                String::new()
+            } else {
+                let ids: Vec<&str> = requeued.iter().map(|n| n.as_str()).collect();
+                format!("re-running {}", ids.join(", "))
+            }
+        }
+        EventKind::NodeAdded { node, template, parent, .. } => {
+            format!("{node} (template {template}{})", parent.as_ref().map(|p| format!(", parent {p}")).unwrap_or_default())
+        }
+        EventKind::EdgeAdded { edge } => format!("{} → {}", edge.from, edge.to),
+        EventKind::NodeTransition { node, attempt, from, to, reason } => format!(
+            "{node}#{attempt} {} → {to}{}",
+            from.map_or("new", NodeState::as_str),
+            reason.as_ref().map(|r| format!(" ({r})")).unwrap_or_default()
+        ),
+        EventKind::NodeOutput { node, attempt, failure, result, error, writes, spawns, .. } => {
+            let mut s = format!("{node}#{attempt} {}", if *failure { "failure" } else { "success" });
+            if let Some(e) = error {
+                s.push_str(&format!(" error={}", truncate(e, 60)));
+            } else if !result.is_null() {
+                s.push_str(&format!(" result={}", truncate(&compact(result), 60)));
+            }
+            if !writes.is_empty() {
+                let ch: Vec<&str> = writes.iter().map(|(c, _)| c.as_str()).collect();
+                s.push_str(&format!(" writes={}", ch.join(",")));
+            }
+            if !spawns.is_empty() {
+                s.push_str(&format!(" spawns={}", spawns.len()));
+            }
+            s
+        }
+        EventKind::InterruptRaised { node, attempt, interrupt, .. } => {
+            format!("{node}#{attempt} asks ({:?}): {}", interrupt.kind, interrupt.prompt)
+        }
+        EventKind::InputReceived { node, attempt, answer } => format!("{node}#{attempt} answer={}", compact(&answer.0)),
+        EventKind::Routed { from, attempt, to, reason } => {
+            let to: Vec<&str> = to.iter().map(|n| n.as_str()).collect();
+            format!("{from}#{attempt} → {} ({reason})", if to.is_empty() { "(end)".to_owned() } else { to.join(", ") })
+        }
+        EventKind::StepStarted { step } => format!("step {step}"),
+        EventKind::StepCompleted { step, changed } => {
+            format!("step {step}{}", if changed.is_empty() { String::new() } else { format!(" changed {}", changed.join(",")) })
+        }
+        EventKind::CommandReceived { id, command } => format!("#{id} {}", truncate(&serde_json::to_string(command).unwrap_or_default(), 80)),
+        EventKind::CommandRefused { id, reason } => format!("#{id} {reason}"),
+        EventKind::MessageQueued { id, node, attempt, delivered } => {
+            format!("#{id} → {node}#{attempt} {}", if *delivered { "delivered" } else { "buffered" })
+        }
+        EventKind::RunStatusChanged { status, terminal, error } => format!(
+            "{status}{}{}",
+            terminal.as_ref().map(|t| format!(" at {t}")).unwrap_or_default(),
+            error.as_ref().map(|e| format!(": {e}")).unwrap_or_default()
+        ),
+    }
+}

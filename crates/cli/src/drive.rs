@@ -1,0 +1,104 @@
+//! Drives a run in this process with live progress, and prints its outcome.
+
+use std::collections::HashMap;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use trellis_graph::{RunHandle, RunOutcome};
+use trellis_protocol::{EventKind, NodeState, RunStatus};
+
+use crate::display::{mark, status, truncate};
+
+/// How to show a run.
+#[derive(Clone, Copy, Debug)]
+pub struct Show {
+    /// Print the outcome as JSON (and no progress).
+    pub json: bool,
+    /// No progress lines.
+    pub quiet: bool,
+}
+
+/// Waits for the run, printing node progress as committed events arrive.
+pub async fn drive(mut handle: RunHandle, show: Show) -> anyhow::Result<(RunOutcome, ExitCode)> {
+    let started = Instant::now();
+    let run = handle.id().clone();
+    let mut events = handle.subscribe();
+    let progress = !show.json && !show.quiet;
+    let printer = tokio::spawn(async move {
+        let mut outputs: HashMap<String, String> = HashMap::new();
+        while let Ok(batch) = events.recv().await {
+            if !progress {
+                continue;
+            }
+            for e in batch.iter() {
+                match &e.kind {
+                    EventKind::NodeOutput { node, result, error, failure: true, .. } => {
+                        let text = |k: &str| result.get(k).and_then(|r| r.as_str()).map(str::to_owned);
+                        let why = error.clone().or_else(|| text("reason")).or_else(|| text("summary"));
+                        outputs.insert(node.to_string(), why.unwrap_or_default());
+                    }
+                    EventKind::NodeTransition { node, attempt, to, reason, .. } => {
+                        let extra = match to {
+                            NodeState::Failed => outputs.remove(node.as_str()).unwrap_or_default(),
+                            NodeState::Pruned | NodeState::Skipped | NodeState::Ready => {
+                                if *to == NodeState::Ready && reason.is_none() {
+                                    continue;
+                                }
+                                reason.clone().unwrap_or_default()
+                            }
+                            _ => String::new(),
+                        };
+                        println!("  {} {:<32} {:<13} {}", mark(Some(*to)), format!("{node}#{attempt}"), to.as_str(), truncate(&extra, 60));
+                    }
+                    EventKind::InterruptRaised { node, interrupt, .. } => {
+                        println!("    {node} asks: {}", interrupt.prompt);
+                    }
+                    EventKind::Routed { from, to, reason, .. } if reason != "always" && reason != "success" => {
+                        let to: Vec<&str> = to.iter().map(|n| n.as_str()).collect();
+                        println!("    {from} → {} ({reason})", if to.is_empty() { "(end)".into() } else { to.join(", ") });
+                    }
+                    EventKind::RunResumed { requeued } if !requeued.is_empty() => {
+                        let ids: Vec<&str> = requeued.iter().map(|n| n.as_str()).collect();
+                        println!("  re-running what was interrupted: {}", ids.join(", "));
+                    }
+                    _ => {}
+                }
+            }
+        }
+    });
+    let outcome = handle.wait().await?;
+    let _ = printer.await;
+    if show.json {
+        println!("{}", serde_json::to_string_pretty(&outcome)?);
+    } else {
+        print_summary(&outcome, started.elapsed());
+    }
+    let code = match outcome.status {
+        RunStatus::Succeeded | RunStatus::WaitingInput => ExitCode::SUCCESS,
+        _ => ExitCode::from(2),
+    };
+    debug_assert_eq!(outcome.run, run);
+    Ok((outcome, code))
+}
+
+fn print_summary(o: &RunOutcome, elapsed: std::time::Duration) {
+    let at = o.terminal.as_ref().map(|t| format!(" at {t}")).unwrap_or_default();
+    println!(
+        "run {} {}{at} after {} step{} ({:.1} ms)",
+        o.run,
+        status(o.status),
+        o.steps,
+        if o.steps == 1 { "" } else { "s" },
+        elapsed.as_secs_f64() * 1e3
+    );
+    if let Some(e) = &o.error {
+        println!("  error: {e}");
+    }
+    for (node, q) in &o.waiting {
+        println!("  {node} is waiting ({:?}): {}", q.kind, q.prompt);
+    }
+    if !o.waiting.is_empty() {
+        let (node, _) = &o.waiting[0];
+        println!("  answer with: trellis runs resume {} --answer {node}=yes", o.run.short());
+    }
+}

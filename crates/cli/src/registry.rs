@@ -1,0 +1,30 @@
+//! Finds a run's graph again from the name and parameters recorded in its `runStarted` event.
+
+use std::sync::Arc;
+
+use anyhow::{Context, bail};
+use serde_json::Value;
+use trellis_graph::Graph;
+use trellis_protocol::{EventKind, RunId};
+use trellis_store::Store;
+
+/// Builds graph `name` with `params`.
+pub fn build(name: &str, params: &Value) -> anyhow::Result<Arc<Graph>> {
+    if trellis_graph::demo::NAMES.contains(&name) {
+        return Ok(Arc::new(trellis_graph::demo::build(name, params)?));
+    }
+    let hint = trellis_graph::nearest(name, trellis_graph::demo::NAMES.into_iter())
+        .map(|n| format!(" (did you mean `{n}`?)"))
+        .unwrap_or_default();
+    bail!("unknown graph `{name}`{hint}; this build knows: {}", trellis_graph::demo::NAMES.join(", "))
+}
+
+/// The graph a stored run was started with.
+pub fn graph_of(store: &Store, run: &RunId) -> anyhow::Result<Arc<Graph>> {
+    let first = store.events(run, 1, Some(1))?;
+    let Some(EventKind::RunStarted { graph, params, .. }) = first.first().map(|e| &e.kind) else {
+        bail!("run {run} has no runStarted event; the store may be damaged");
+    };
+    build(graph, params)
+        .with_context(|| format!("rebuilding the graph of run {run} (was it recorded by another trellis version?)"))
+}

@@ -1,0 +1,322 @@
+//! `trellis runs list | show | events | resume | fork | cancel`.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use clap::Subcommand;
+use trellis_graph::{Engine, RunOutcome};
+use trellis_protocol::{Answer, Command, Message, NodeId, RunStatus};
+use trellis_store::{RunFilter, RunRecord, Store};
+
+use crate::display::{compact, details, mark, status, timestamp, truncate};
+use crate::drive::{Show, drive};
+
+/// `trellis runs` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum RunsCommand {
+    /// List runs, newest first.
+    List {
+        /// Only runs with this status (running, waitingInput, succeeded, failed, cancelled).
+        #[arg(long)]
+        status: Option<String>,
+        /// At most this many.
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show a run: status, nodes, counters, state, pending questions, checkpoints.
+    Show {
+        /// Run id or a unique prefix of it.
+        run: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print a run's event log.
+    Events {
+        /// Run id or a unique prefix of it.
+        run: String,
+        /// First seq to print.
+        #[arg(long, default_value_t = 1)]
+        from: u64,
+        /// Last seq to print.
+        #[arg(long)]
+        to: Option<u64>,
+        /// Keep printing new events until the run finishes.
+        #[arg(long, short)]
+        follow: bool,
+        /// One JSON event per line.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Continue a run that crashed, was interrupted or waits for input. Nodes that were
+    /// running when its process stopped run again; completed ones never do.
+    Resume {
+        /// Run id or a unique prefix of it.
+        run: String,
+        /// Answer a waiting node, `NODE=VALUE` (`yes`/`no` for approvals, or any text/JSON).
+        #[arg(long, value_name = "NODE=VALUE")]
+        answer: Vec<String>,
+        /// Send a message to a node, `NODE=TEXT`.
+        #[arg(long, value_name = "NODE=TEXT")]
+        message: Vec<String>,
+        /// Print the outcome as JSON.
+        #[arg(long)]
+        json: bool,
+        /// No progress lines.
+        #[arg(long, short)]
+        quiet: bool,
+    },
+    /// Start a new run from a checkpoint of another (time travel); the original is unchanged.
+    Fork {
+        /// Run id or a unique prefix of it.
+        run: String,
+        /// The checkpoint: an event seq listed by `runs show`, or `step:N` for the state after
+        /// step N (`step:0` starts over with the same input).
+        #[arg(long)]
+        at: String,
+        /// Answer a waiting node in the fork, `NODE=VALUE`.
+        #[arg(long, value_name = "NODE=VALUE")]
+        answer: Vec<String>,
+        /// Print the outcome as JSON.
+        #[arg(long)]
+        json: bool,
+        /// No progress lines.
+        #[arg(long, short)]
+        quiet: bool,
+    },
+    /// Cancel a run: a run executing in another process is stopped by that process;
+    /// otherwise it is marked cancelled here.
+    Cancel {
+        /// Run id or a unique prefix of it.
+        run: String,
+        /// Why (kept in the log).
+        #[arg(long)]
+        reason: Option<String>,
+    },
+}
+
+/// Executes a `runs` subcommand.
+pub async fn execute(cmd: RunsCommand, store: Store) -> anyhow::Result<ExitCode> {
+    let store = Arc::new(store);
+    match cmd {
+        RunsCommand::List { status, limit, json } => list(&store, status, limit, json),
+        RunsCommand::Show { run, json } => show(&store, &run, json),
+        RunsCommand::Events { run, from, to, follow, json } => events(&store, &run, from, to, follow, json).await,
+        RunsCommand::Resume { run, answer, message, json, quiet } => {
+            let rec = store.get_run(&run)?;
+            let mut commands = parse_answers(&answer)?;
+            for m in &message {
+                let (node, text) = m.split_once('=').with_context(|| format!("`{m}` is not NODE=TEXT"))?;
+                commands.push(Command::SendMessage { node: NodeId::new(node), message: Message::user(text) });
+            }
+            if rec.owner_alive {
+                bail!(
+                    "run {} is executing in process {}; wait for it, or stop that process first",
+                    rec.id,
+                    rec.owner.as_ref().map(|o| o.label()).unwrap_or_default()
+                );
+            }
+            let graph = crate::registry::graph_of(&store, &rec.id)?;
+            let handle = Engine::new(store.clone()).resume(graph, &rec.id, commands)?;
+            Ok(drive(handle, Show { json, quiet }).await?.1)
+        }
+        RunsCommand::Fork { run, at, answer, json, quiet } => {
+            let rec = store.get_run(&run)?;
+            let seq = checkpoint_seq(&store, &rec, &at)?;
+            let graph = crate::registry::graph_of(&store, &rec.id)?;
+            let handle = Engine::new(store.clone()).fork(graph, &rec.id, seq, parse_answers(&answer)?)?;
+            if !json && !quiet {
+                println!("run {} forked from {}@{seq}", handle.id(), rec.id.short());
+            }
+            Ok(drive(handle, Show { json, quiet }).await?.1)
+        }
+        RunsCommand::Cancel { run, reason } => cancel(&store, &run, reason).await,
+    }
+}
+
+fn parse_answers(pairs: &[String]) -> anyhow::Result<Vec<Command>> {
+    pairs
+        .iter()
+        .map(|p| {
+            let (node, v) = p.split_once('=').with_context(|| format!("`{p}` is not NODE=VALUE"))?;
+            let answer = match v.trim().to_ascii_lowercase().as_str() {
+                "yes" | "y" | "approve" | "approved" => Answer::approve(),
+                "no" | "n" | "reject" => Answer::reject("rejected from the command line"),
+                _ => Answer(serde_json::from_str(v).unwrap_or_else(|_| serde_json::Value::String(v.to_owned()))),
+            };
+            Ok(Command::Answer { node: NodeId::new(node), answer })
+        })
+        .collect()
+}
+
+fn checkpoint_seq(store: &Store, rec: &RunRecord, at: &str) -> anyhow::Result<u64> {
+    let cps = store.checkpoints(&rec.id)?;
+    if let Some(step) = at.strip_prefix("step:") {
+        let step: u64 = step.parse().with_context(|| format!("`{at}`: step must be a number"))?;
+        return cps.iter().find(|c| c.step == step).map(|c| c.seq).with_context(|| {
+            format!("run {} has no checkpoint after step {step} (it has steps 0..={})", rec.id.short(), cps.last().map_or(0, |c| c.step))
+        });
+    }
+    at.parse().with_context(|| format!("`--at {at}`: use an event seq or step:N"))
+}
+
+fn list(store: &Store, status_filter: Option<String>, limit: usize, json: bool) -> anyhow::Result<ExitCode> {
+    let wanted = status_filter
+        .map(|s| {
+            RunStatus::parse(&s).with_context(|| {
+                format!("unknown status `{s}`; use running, waitingInput, succeeded, failed or cancelled")
+            })
+        })
+        .transpose()?;
+    let runs = store.list_runs(&RunFilter { status: wanted, limit: Some(limit) })?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&runs)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    if runs.is_empty() {
+        println!("no runs in {} (start one with `trellis demo feature`)", store.db_path().display());
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!("{:<16}  {:<10}  {:<10}  {:>5}  {:<23}  NOTE", "RUN", "GRAPH", "STATUS", "STEPS", "UPDATED");
+    for r in runs {
+        println!(
+            "{:<16}  {:<10}  {:<10}  {:>5}  {:<23}  {}",
+            r.id.short(),
+            truncate(&r.graph, 10),
+            status(r.status),
+            r.step,
+            timestamp(r.updated_ts),
+            note(&r)
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn note(r: &RunRecord) -> String {
+    let mut parts = Vec::new();
+    if let Some(t) = &r.terminal {
+        parts.push(format!("at {t}"));
+    }
+    if r.status == RunStatus::Running {
+        parts.push(if r.owner_alive {
+            format!("live in {}", r.owner.as_ref().map(|o| o.label()).unwrap_or_default())
+        } else {
+            "interrupted: trellis runs resume".to_owned()
+        });
+    }
+    if let Some(f) = &r.fork {
+        parts.push(format!("fork of {}@{}", f.run.short(), f.seq));
+    }
+    if let Some(e) = &r.error {
+        parts.push(truncate(e, 50));
+    }
+    parts.join("; ")
+}
+
+fn show(store: &Arc<Store>, run: &str, json: bool) -> anyhow::Result<ExitCode> {
+    let rec = store.get_run(run)?;
+    let checkpoints = store.checkpoints(&rec.id)?;
+    let outcome: Option<RunOutcome> = match crate::registry::graph_of(store, &rec.id) {
+        Ok(graph) => Some(Engine::new(store.clone()).inspect(graph, &rec.id)?),
+        Err(e) if json => return Err(e),
+        Err(e) => {
+            println!("(node details unavailable: {e:#})");
+            None
+        }
+    };
+    if json {
+        let v = serde_json::json!({ "run": rec, "checkpoints": checkpoints, "outcome": outcome });
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!("run      {}", rec.id);
+    println!("graph    {}", rec.graph);
+    println!("status   {}{}", status(rec.status), rec.terminal.as_ref().map(|t| format!(" at {t}")).unwrap_or_default());
+    if let Some(e) = &rec.error {
+        println!("error    {e}");
+    }
+    println!("created  {}", timestamp(rec.created_ts));
+    println!("updated  {}  (step {}, {} events)", timestamp(rec.updated_ts), rec.step, rec.last_seq);
+    if let Some(f) = &rec.fork {
+        println!("fork of  {} at seq {}", f.run, f.seq);
+    }
+    if let Some(o) = &rec.owner {
+        println!("owner    {} ({})", o.label(), if rec.owner_alive { "alive" } else { "gone" });
+    }
+    let cps: Vec<String> = checkpoints.iter().map(|c| format!("{}(step {})", c.seq, c.step)).collect();
+    println!("checkpoints  {}", truncate(&cps.join(" "), 200));
+    let Some(o) = outcome else { return Ok(ExitCode::SUCCESS) };
+    println!("\nnodes");
+    for n in o.nodes.iter().filter(|n| n.state.is_some()) {
+        let detail = n.error.clone().unwrap_or_else(|| if n.result.is_null() { String::new() } else { compact(&n.result) });
+        println!("  {} {:<32} {:<13} {}", mark(n.state), format!("{}#{}", n.id, n.attempt), n.state.map_or("", |s| s.as_str()), truncate(&detail, 70));
+    }
+    let unreached: Vec<&str> = o.nodes.iter().filter(|n| n.state.is_none()).map(|n| n.id.as_str()).collect();
+    if !unreached.is_empty() {
+        println!("  · not reached: {}", unreached.join(", "));
+    }
+    if !o.counters.is_empty() {
+        println!("\ncounters");
+        for (k, v) in &o.counters {
+            println!("  {k} = {v}");
+        }
+    }
+    println!("\nstate");
+    for k in o.state.keys() {
+        println!("  {k} = {}", truncate(&o.state.get(k).map(compact).unwrap_or_default(), 100));
+    }
+    for (node, q) in &o.waiting {
+        println!("\n{node} is waiting ({:?}): {}\n  answer with: trellis runs resume {} --answer {node}=yes", q.kind, q.prompt, rec.id.short());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn events(store: &Store, run: &str, from: u64, to: Option<u64>, follow: bool, json: bool) -> anyhow::Result<ExitCode> {
+    let rec = store.get_run(run)?;
+    let mut next = from.max(1);
+    loop {
+        for e in store.events(&rec.id, next, to)? {
+            next = e.seq + 1;
+            if json {
+                println!("{}", serde_json::to_string(&e)?);
+            } else {
+                println!("{:>6}  {}  {:<17} {}", e.seq, timestamp(e.ts), e.kind.name(), details(&e));
+            }
+        }
+        if !follow || to.is_some_and(|t| next > t) {
+            return Ok(ExitCode::SUCCESS);
+        }
+        let now = store.get_run(rec.id.as_str())?;
+        if now.status.is_final() && now.last_seq < next {
+            return Ok(ExitCode::SUCCESS);
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+async fn cancel(store: &Arc<Store>, run: &str, reason: Option<String>) -> anyhow::Result<ExitCode> {
+    let rec = store.get_run(run)?;
+    if rec.status.is_final() {
+        bail!("run {} is already {}; nothing to cancel", rec.id, status(rec.status));
+    }
+    let command = Command::Cancel { reason: Some(reason.unwrap_or_else(|| "cancelled from the command line".into())) };
+    if rec.owner_alive {
+        store.enqueue_command(&rec.id, &command)?;
+        println!(
+            "cancel requested: run {} is executing in {}, which will stop it within a second",
+            rec.id.short(),
+            rec.owner.as_ref().map(|o| o.label()).unwrap_or_default()
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    let graph = crate::registry::graph_of(store, &rec.id)?;
+    let handle = Engine::new(store.clone()).resume(graph, &rec.id, vec![command])?;
+    let outcome = handle.wait().await?;
+    println!("run {} {}", outcome.run.short(), status(outcome.status));
+    Ok(ExitCode::SUCCESS)
+}

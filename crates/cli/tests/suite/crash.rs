@@ -1,0 +1,89 @@
+//! Kill a run with SIGKILL at many random points, resume it from the store alone, and check
+//! that no COMPLETED node ran twice and that the final state equals an uninterrupted run.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use rand::Rng;
+use serde_json::{Value, json};
+
+use super::common::{args, json as run_json, trellis};
+
+/// Executions logged by the handlers: (node#attempt, pid).
+fn executions(log: &Path) -> Vec<(String, u32)> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.split_once(' ').map(|(a, p)| (a.to_owned(), p.parse().unwrap())))
+        .collect()
+}
+
+fn completed_before_resume(repo: &Path, run: &str) -> Vec<String> {
+    let out = super::common::ok(args(trellis(repo), &["runs", "events", run, "--json"]));
+    out.lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|e| e["type"] == json!("nodeTransition") && e["to"] == json!("COMPLETED"))
+        .map(|e| format!("{}#{}", e["node"].as_str().unwrap(), e["attempt"]))
+        .collect()
+}
+
+#[test]
+fn sigkill_at_random_points_then_resume() {
+    let base = tempfile::tempdir().unwrap();
+    let sleep_us = "3000";
+    // The uninterrupted reference.
+    let reference = base.path().join("reference");
+    std::fs::create_dir_all(&reference).unwrap();
+    let started = Instant::now();
+    let full = run_json(args(
+        trellis(&reference),
+        &["demo", "crashtest", "--json", "--param", &format!("sleep_us={sleep_us}"), "--param", &format!("log={}", reference.join("exec.log").display())],
+    ));
+    let full_ms = started.elapsed().as_millis() as u64;
+    assert_eq!(full["status"], json!("succeeded"));
+
+    let mut rng = rand::rng();
+    let (mut mid_run, mut before_first_commit, mut after_end) = (0, 0, 0);
+    for i in 0..16 {
+        let repo = base.path().join(format!("kill{i}"));
+        std::fs::create_dir_all(&repo).unwrap();
+        let log = repo.join("exec.log");
+        let mut child = args(
+            trellis(&repo),
+            &["demo", "crashtest", "--quiet", "--param", &format!("sleep_us={sleep_us}"), "--param", &format!("log={}", log.display())],
+        )
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+        let delay = rng.random_range(1..full_ms.max(2) + 10);
+        std::thread::sleep(Duration::from_millis(delay));
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+
+        let runs = run_json(args(trellis(&repo), &["runs", "list", "--json"]));
+        let Some(run) = runs.as_array().unwrap().first().and_then(|r| r["id"].as_str()).map(str::to_owned) else {
+            before_first_commit += 1; // killed before anything was committed: nothing to resume
+            continue;
+        };
+        let status = runs[0]["status"].clone();
+        let completed = completed_before_resume(&repo, &run);
+        let before = executions(&log).len();
+        let final_state = if status == json!("succeeded") {
+            after_end += 1;
+            run_json(args(trellis(&repo), &["runs", "show", &run, "--json"]))["outcome"]["state"].clone()
+        } else {
+            mid_run += 1;
+            assert_eq!(status, json!("running"), "killed run {run} is recorded as running");
+            let resumed = run_json(args(trellis(&repo), &["runs", "resume", &run, "--json"]));
+            assert_eq!(resumed["status"], json!("succeeded"), "resume after kill #{i} at {delay} ms");
+            resumed["state"].clone()
+        };
+        assert_eq!(final_state, full["state"], "final state after kill #{i} at {delay} ms");
+        let resume_pid_runs: Vec<String> = executions(&log)[before..].iter().map(|(a, _)| a.clone()).collect();
+        for c in &completed {
+            assert!(!resume_pid_runs.contains(c), "{c} COMPLETED before the kill (#{i}, {delay} ms) and ran again");
+        }
+    }
+    eprintln!("kills: {mid_run} mid-run, {before_first_commit} before the first commit, {after_end} after the end");
+    assert!(mid_run >= 4, "most kills should land mid-run ({mid_run} did)");
+}
