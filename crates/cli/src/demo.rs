@@ -44,7 +44,9 @@ pub enum DurabilityArg {
 pub fn parse_params(pairs: &[String]) -> anyhow::Result<Value> {
     let mut map = Map::new();
     for p in pairs {
-        let (k, v) = p.split_once('=').with_context(|| format!("`{p}` is not KEY=VALUE"))?;
+        let (k, v) = p
+            .split_once('=')
+            .with_context(|| format!("`{p}` is not KEY=VALUE"))?;
         let value = serde_json::from_str(v).unwrap_or_else(|_| Value::String(v.to_owned()));
         map.insert(k.to_owned(), value);
     }
@@ -55,16 +57,33 @@ pub fn parse_params(pairs: &[String]) -> anyhow::Result<Value> {
 pub async fn execute(args: DemoArgs, store: Store) -> anyhow::Result<ExitCode> {
     let params = parse_params(&args.params)?;
     let graph = crate::registry::build(&args.graph, &params)?;
-    let input = if args.graph == "feature" { trellis_graph::demo::feature_input() } else { Value::Null };
+    let input = if args.graph == "feature" {
+        trellis_graph::demo::feature_input()
+    } else {
+        Value::Null
+    };
     let durability = match args.durability {
         DurabilityArg::Async => Durability::Async,
         DurabilityArg::Sync => Durability::Sync,
     };
-    let engine = Engine::with_config(Arc::new(store), EngineConfig { durability, ..EngineConfig::default() });
+    let engine = Engine::with_config(
+        Arc::new(store),
+        EngineConfig {
+            durability,
+            ..EngineConfig::default()
+        },
+    );
     let handle = engine.start(graph, input)?;
     if !args.json && !args.quiet {
         println!("run {} started ({} graph)", handle.id(), args.graph);
     }
-    let (_, code) = drive(handle, Show { json: args.json, quiet: args.quiet }).await?;
+    let (_, code) = drive(
+        handle,
+        Show {
+            json: args.json,
+            quiet: args.quiet,
+        },
+    )
+    .await?;
     Ok(code)
 }

@@ -71,7 +71,12 @@ pub fn status(s: RunStatus) -> &'static str {
 /// The details of an event, for `runs events`.
 pub fn details(e: &Event) -> String {
     match &e.kind {
-        EventKind::RunStarted { graph, fork, params, .. } => {
+        EventKind::RunStarted {
+            graph,
+            fork,
+            params,
+            ..
+        } => {
             let mut s = format!("graph={graph}");
             if !params.is_null() {
                 s.push_str(&format!(" params={}", truncate(&compact(params), 60)));
@@ -89,17 +94,49 @@ pub fn details(e: &Event) -> String {
                 format!("re-running {}", ids.join(", "))
             }
         }
-        EventKind::NodeAdded { node, template, parent, .. } => {
-            format!("{node} (template {template}{})", parent.as_ref().map(|p| format!(", parent {p}")).unwrap_or_default())
+        EventKind::NodeAdded {
+            node,
+            template,
+            parent,
+            ..
+        } => {
+            format!(
+                "{node} (template {template}{})",
+                parent
+                    .as_ref()
+                    .map(|p| format!(", parent {p}"))
+                    .unwrap_or_default()
+            )
         }
         EventKind::EdgeAdded { edge } => format!("{} → {}", edge.from, edge.to),
-        EventKind::NodeTransition { node, attempt, from, to, reason } => format!(
+        EventKind::NodeTransition {
+            node,
+            attempt,
+            from,
+            to,
+            reason,
+        } => format!(
             "{node}#{attempt} {} → {to}{}",
             from.map_or("new", NodeState::as_str),
-            reason.as_ref().map(|r| format!(" ({r})")).unwrap_or_default()
+            reason
+                .as_ref()
+                .map(|r| format!(" ({r})"))
+                .unwrap_or_default()
         ),
-        EventKind::NodeOutput { node, attempt, failure, result, error, writes, spawns, .. } => {
-            let mut s = format!("{node}#{attempt} {}", if *failure { "failure" } else { "success" });
+        EventKind::NodeOutput {
+            node,
+            attempt,
+            failure,
+            result,
+            error,
+            writes,
+            spawns,
+            ..
+        } => {
+            let mut s = format!(
+                "{node}#{attempt} {}",
+                if *failure { "failure" } else { "success" }
+            );
             if let Some(e) = error {
                 s.push_str(&format!(" error={}", truncate(e, 60)));
             } else if !result.is_null() {
@@ -114,26 +151,75 @@ pub fn details(e: &Event) -> String {
             }
             s
         }
-        EventKind::InterruptRaised { node, attempt, interrupt, .. } => {
-            format!("{node}#{attempt} asks ({:?}): {}", interrupt.kind, interrupt.prompt)
+        EventKind::InterruptRaised {
+            node,
+            attempt,
+            interrupt,
+            ..
+        } => {
+            format!(
+                "{node}#{attempt} asks ({:?}): {}",
+                interrupt.kind, interrupt.prompt
+            )
         }
-        EventKind::InputReceived { node, attempt, answer } => format!("{node}#{attempt} answer={}", compact(&answer.0)),
-        EventKind::Routed { from, attempt, to, reason } => {
+        EventKind::InputReceived {
+            node,
+            attempt,
+            answer,
+        } => format!("{node}#{attempt} answer={}", compact(&answer.0)),
+        EventKind::Routed {
+            from,
+            attempt,
+            to,
+            reason,
+        } => {
             let to: Vec<&str> = to.iter().map(|n| n.as_str()).collect();
-            format!("{from}#{attempt} → {} ({reason})", if to.is_empty() { "(end)".to_owned() } else { to.join(", ") })
+            format!(
+                "{from}#{attempt} → {} ({reason})",
+                if to.is_empty() {
+                    "(end)".to_owned()
+                } else {
+                    to.join(", ")
+                }
+            )
         }
         EventKind::StepStarted { step } => format!("step {step}"),
         EventKind::StepCompleted { step, changed } => {
-            format!("step {step}{}", if changed.is_empty() { String::new() } else { format!(" changed {}", changed.join(",")) })
+            format!(
+                "step {step}{}",
+                if changed.is_empty() {
+                    String::new()
+                } else {
+                    format!(" changed {}", changed.join(","))
+                }
+            )
         }
-        EventKind::CommandReceived { id, command } => format!("#{id} {}", truncate(&serde_json::to_string(command).unwrap_or_default(), 80)),
+        EventKind::CommandReceived { id, command } => format!(
+            "#{id} {}",
+            truncate(&serde_json::to_string(command).unwrap_or_default(), 80)
+        ),
         EventKind::CommandRefused { id, reason } => format!("#{id} {reason}"),
-        EventKind::MessageQueued { id, node, attempt, delivered } => {
-            format!("#{id} → {node}#{attempt} {}", if *delivered { "delivered" } else { "buffered" })
+        EventKind::MessageQueued {
+            id,
+            node,
+            attempt,
+            delivered,
+        } => {
+            format!(
+                "#{id} → {node}#{attempt} {}",
+                if *delivered { "delivered" } else { "buffered" }
+            )
         }
-        EventKind::RunStatusChanged { status, terminal, error } => format!(
+        EventKind::RunStatusChanged {
+            status,
+            terminal,
+            error,
+        } => format!(
             "{status}{}{}",
-            terminal.as_ref().map(|t| format!(" at {t}")).unwrap_or_default(),
+            terminal
+                .as_ref()
+                .map(|t| format!(" at {t}"))
+                .unwrap_or_default(),
             error.as_ref().map(|e| format!(": {e}")).unwrap_or_default()
         ),
     }

@@ -32,12 +32,28 @@ pub async fn drive(mut handle: RunHandle, show: Show) -> anyhow::Result<(RunOutc
             }
             for e in batch.iter() {
                 match &e.kind {
-                    EventKind::NodeOutput { node, result, error, failure: true, .. } => {
-                        let text = |k: &str| result.get(k).and_then(|r| r.as_str()).map(str::to_owned);
-                        let why = error.clone().or_else(|| text("reason")).or_else(|| text("summary"));
+                    EventKind::NodeOutput {
+                        node,
+                        result,
+                        error,
+                        failure: true,
+                        ..
+                    } => {
+                        let text =
+                            |k: &str| result.get(k).and_then(|r| r.as_str()).map(str::to_owned);
+                        let why = error
+                            .clone()
+                            .or_else(|| text("reason"))
+                            .or_else(|| text("summary"));
                         outputs.insert(node.to_string(), why.unwrap_or_default());
                     }
-                    EventKind::NodeTransition { node, attempt, to, reason, .. } => {
+                    EventKind::NodeTransition {
+                        node,
+                        attempt,
+                        to,
+                        reason,
+                        ..
+                    } => {
                         let extra = match to {
                             NodeState::Failed => outputs.remove(node.as_str()).unwrap_or_default(),
                             NodeState::Pruned | NodeState::Skipped | NodeState::Ready => {
@@ -48,14 +64,31 @@ pub async fn drive(mut handle: RunHandle, show: Show) -> anyhow::Result<(RunOutc
                             }
                             _ => String::new(),
                         };
-                        println!("  {} {:<32} {:<13} {}", mark(Some(*to)), format!("{node}#{attempt}"), to.as_str(), truncate(&extra, 60));
+                        println!(
+                            "  {} {:<32} {:<13} {}",
+                            mark(Some(*to)),
+                            format!("{node}#{attempt}"),
+                            to.as_str(),
+                            truncate(&extra, 60)
+                        );
                     }
-                    EventKind::InterruptRaised { node, interrupt, .. } => {
+                    EventKind::InterruptRaised {
+                        node, interrupt, ..
+                    } => {
                         println!("    {node} asks: {}", interrupt.prompt);
                     }
-                    EventKind::Routed { from, to, reason, .. } if reason != "always" && reason != "success" => {
+                    EventKind::Routed {
+                        from, to, reason, ..
+                    } if reason != "always" && reason != "success" => {
                         let to: Vec<&str> = to.iter().map(|n| n.as_str()).collect();
-                        println!("    {from} → {} ({reason})", if to.is_empty() { "(end)".into() } else { to.join(", ") });
+                        println!(
+                            "    {from} → {} ({reason})",
+                            if to.is_empty() {
+                                "(end)".into()
+                            } else {
+                                to.join(", ")
+                            }
+                        );
                     }
                     EventKind::RunResumed { requeued } if !requeued.is_empty() => {
                         let ids: Vec<&str> = requeued.iter().map(|n| n.as_str()).collect();
@@ -82,7 +115,11 @@ pub async fn drive(mut handle: RunHandle, show: Show) -> anyhow::Result<(RunOutc
 }
 
 fn print_summary(o: &RunOutcome, elapsed: std::time::Duration) {
-    let at = o.terminal.as_ref().map(|t| format!(" at {t}")).unwrap_or_default();
+    let at = o
+        .terminal
+        .as_ref()
+        .map(|t| format!(" at {t}"))
+        .unwrap_or_default();
     println!(
         "run {} {}{at} after {} step{} ({:.1} ms)",
         o.run,
@@ -99,6 +136,9 @@ fn print_summary(o: &RunOutcome, elapsed: std::time::Duration) {
     }
     if !o.waiting.is_empty() {
         let (node, _) = &o.waiting[0];
-        println!("  answer with: trellis runs resume {} --answer {node}=yes", o.run.short());
+        println!(
+            "  answer with: trellis runs resume {} --answer {node}=yes",
+            o.run.short()
+        );
     }
 }

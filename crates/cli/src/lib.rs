@@ -22,7 +22,13 @@ use trellis_store::{Store, StoreOptions, Synchronous};
 #[command(name = "trellis", version, about, propagate_version = true)]
 pub struct Cli {
     /// The workspace (repository) whose `.trellis/` store to use.
-    #[arg(long, short = 'C', global = true, default_value = ".", value_name = "DIR")]
+    #[arg(
+        long,
+        short = 'C',
+        global = true,
+        default_value = ".",
+        value_name = "DIR"
+    )]
     pub repo: PathBuf,
     /// Use this database file instead of `<repo>/.trellis/trellis.db`.
     #[arg(long, global = true, value_name = "PATH")]
@@ -68,7 +74,10 @@ pub fn main(cli: Cli) -> ExitCode {
 
 /// Executes `cli`.
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
     let store = open_store(&cli)?;
     match cli.command {
         Commands::Runs(cmd) => rt.block_on(runs::execute(cmd, store)),

@@ -16,7 +16,10 @@ pub fn build(name: &str, params: &Value) -> anyhow::Result<Arc<Graph>> {
     let hint = trellis_graph::nearest(name, trellis_graph::demo::NAMES.into_iter())
         .map(|n| format!(" (did you mean `{n}`?)"))
         .unwrap_or_default();
-    bail!("unknown graph `{name}`{hint}; this build knows: {}", trellis_graph::demo::NAMES.join(", "))
+    bail!(
+        "unknown graph `{name}`{hint}; this build knows: {}",
+        trellis_graph::demo::NAMES.join(", ")
+    )
 }
 
 /// The graph a stored run was started with.
@@ -25,6 +28,7 @@ pub fn graph_of(store: &Store, run: &RunId) -> anyhow::Result<Arc<Graph>> {
     let Some(EventKind::RunStarted { graph, params, .. }) = first.first().map(|e| &e.kind) else {
         bail!("run {run} has no runStarted event; the store may be damaged");
     };
-    build(graph, params)
-        .with_context(|| format!("rebuilding the graph of run {run} (was it recorded by another trellis version?)"))
+    build(graph, params).with_context(|| {
+        format!("rebuilding the graph of run {run} (was it recorded by another trellis version?)")
+    })
 }

@@ -104,15 +104,36 @@ pub enum RunsCommand {
 pub async fn execute(cmd: RunsCommand, store: Store) -> anyhow::Result<ExitCode> {
     let store = Arc::new(store);
     match cmd {
-        RunsCommand::List { status, limit, json } => list(&store, status, limit, json),
+        RunsCommand::List {
+            status,
+            limit,
+            json,
+        } => list(&store, status, limit, json),
         RunsCommand::Show { run, json } => show(&store, &run, json),
-        RunsCommand::Events { run, from, to, follow, json } => events(&store, &run, from, to, follow, json).await,
-        RunsCommand::Resume { run, answer, message, json, quiet } => {
+        RunsCommand::Events {
+            run,
+            from,
+            to,
+            follow,
+            json,
+        } => events(&store, &run, from, to, follow, json).await,
+        RunsCommand::Resume {
+            run,
+            answer,
+            message,
+            json,
+            quiet,
+        } => {
             let rec = store.get_run(&run)?;
             let mut commands = parse_answers(&answer)?;
             for m in &message {
-                let (node, text) = m.split_once('=').with_context(|| format!("`{m}` is not NODE=TEXT"))?;
-                commands.push(Command::SendMessage { node: NodeId::new(node), message: Message::user(text) });
+                let (node, text) = m
+                    .split_once('=')
+                    .with_context(|| format!("`{m}` is not NODE=TEXT"))?;
+                commands.push(Command::SendMessage {
+                    node: NodeId::new(node),
+                    message: Message::user(text),
+                });
             }
             if rec.owner_alive {
                 bail!(
@@ -125,11 +146,18 @@ pub async fn execute(cmd: RunsCommand, store: Store) -> anyhow::Result<ExitCode>
             let handle = Engine::new(store.clone()).resume(graph, &rec.id, commands)?;
             Ok(drive(handle, Show { json, quiet }).await?.1)
         }
-        RunsCommand::Fork { run, at, answer, json, quiet } => {
+        RunsCommand::Fork {
+            run,
+            at,
+            answer,
+            json,
+            quiet,
+        } => {
             let rec = store.get_run(&run)?;
             let seq = checkpoint_seq(&store, &rec, &at)?;
             let graph = crate::registry::graph_of(&store, &rec.id)?;
-            let handle = Engine::new(store.clone()).fork(graph, &rec.id, seq, parse_answers(&answer)?)?;
+            let handle =
+                Engine::new(store.clone()).fork(graph, &rec.id, seq, parse_answers(&answer)?)?;
             if !json && !quiet {
                 println!("run {} forked from {}@{seq}", handle.id(), rec.id.short());
             }
@@ -143,13 +171,21 @@ fn parse_answers(pairs: &[String]) -> anyhow::Result<Vec<Command>> {
     pairs
         .iter()
         .map(|p| {
-            let (node, v) = p.split_once('=').with_context(|| format!("`{p}` is not NODE=VALUE"))?;
+            let (node, v) = p
+                .split_once('=')
+                .with_context(|| format!("`{p}` is not NODE=VALUE"))?;
             let answer = match v.trim().to_ascii_lowercase().as_str() {
                 "yes" | "y" | "approve" | "approved" => Answer::approve(),
                 "no" | "n" | "reject" => Answer::reject("rejected from the command line"),
-                _ => Answer(serde_json::from_str(v).unwrap_or_else(|_| serde_json::Value::String(v.to_owned()))),
+                _ => Answer(
+                    serde_json::from_str(v)
+                        .unwrap_or_else(|_| serde_json::Value::String(v.to_owned())),
+                ),
             };
-            Ok(Command::Answer { node: NodeId::new(node), answer })
+            Ok(Command::Answer {
+                node: NodeId::new(node),
+                answer,
+            })
         })
         .collect()
 }
@@ -157,15 +193,31 @@ fn parse_answers(pairs: &[String]) -> anyhow::Result<Vec<Command>> {
 fn checkpoint_seq(store: &Store, rec: &RunRecord, at: &str) -> anyhow::Result<u64> {
     let cps = store.checkpoints(&rec.id)?;
     if let Some(step) = at.strip_prefix("step:") {
-        let step: u64 = step.parse().with_context(|| format!("`{at}`: step must be a number"))?;
-        return cps.iter().find(|c| c.step == step).map(|c| c.seq).with_context(|| {
-            format!("run {} has no checkpoint after step {step} (it has steps 0..={})", rec.id.short(), cps.last().map_or(0, |c| c.step))
-        });
+        let step: u64 = step
+            .parse()
+            .with_context(|| format!("`{at}`: step must be a number"))?;
+        return cps
+            .iter()
+            .find(|c| c.step == step)
+            .map(|c| c.seq)
+            .with_context(|| {
+                format!(
+                    "run {} has no checkpoint after step {step} (it has steps 0..={})",
+                    rec.id.short(),
+                    cps.last().map_or(0, |c| c.step)
+                )
+            });
     }
-    at.parse().with_context(|| format!("`--at {at}`: use an event seq or step:N"))
+    at.parse()
+        .with_context(|| format!("`--at {at}`: use an event seq or step:N"))
 }
 
-fn list(store: &Store, status_filter: Option<String>, limit: usize, json: bool) -> anyhow::Result<ExitCode> {
+fn list(
+    store: &Store,
+    status_filter: Option<String>,
+    limit: usize,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
     let wanted = status_filter
         .map(|s| {
             RunStatus::parse(&s).with_context(|| {
@@ -173,16 +225,25 @@ fn list(store: &Store, status_filter: Option<String>, limit: usize, json: bool) 
             })
         })
         .transpose()?;
-    let runs = store.list_runs(&RunFilter { status: wanted, limit: Some(limit) })?;
+    let runs = store.list_runs(&RunFilter {
+        status: wanted,
+        limit: Some(limit),
+    })?;
     if json {
         println!("{}", serde_json::to_string_pretty(&runs)?);
         return Ok(ExitCode::SUCCESS);
     }
     if runs.is_empty() {
-        println!("no runs in {} (start one with `trellis demo feature`)", store.db_path().display());
+        println!(
+            "no runs in {} (start one with `trellis demo feature`)",
+            store.db_path().display()
+        );
         return Ok(ExitCode::SUCCESS);
     }
-    println!("{:<16}  {:<10}  {:<10}  {:>5}  {:<23}  NOTE", "RUN", "GRAPH", "STATUS", "STEPS", "UPDATED");
+    println!(
+        "{:<16}  {:<10}  {:<10}  {:>5}  {:<23}  NOTE",
+        "RUN", "GRAPH", "STATUS", "STEPS", "UPDATED"
+    );
     for r in runs {
         println!(
             "{:<16}  {:<10}  {:<10}  {:>5}  {:<23}  {}",
@@ -204,7 +265,10 @@ fn note(r: &RunRecord) -> String {
     }
     if r.status == RunStatus::Running {
         parts.push(if r.owner_alive {
-            format!("live in {}", r.owner.as_ref().map(|o| o.label()).unwrap_or_default())
+            format!(
+                "live in {}",
+                r.owner.as_ref().map(|o| o.label()).unwrap_or_default()
+            )
         } else {
             "interrupted: trellis runs resume".to_owned()
         });
@@ -236,27 +300,65 @@ fn show(store: &Arc<Store>, run: &str, json: bool) -> anyhow::Result<ExitCode> {
     }
     println!("run      {}", rec.id);
     println!("graph    {}", rec.graph);
-    println!("status   {}{}", status(rec.status), rec.terminal.as_ref().map(|t| format!(" at {t}")).unwrap_or_default());
+    println!(
+        "status   {}{}",
+        status(rec.status),
+        rec.terminal
+            .as_ref()
+            .map(|t| format!(" at {t}"))
+            .unwrap_or_default()
+    );
     if let Some(e) = &rec.error {
         println!("error    {e}");
     }
     println!("created  {}", timestamp(rec.created_ts));
-    println!("updated  {}  (step {}, {} events)", timestamp(rec.updated_ts), rec.step, rec.last_seq);
+    println!(
+        "updated  {}  (step {}, {} events)",
+        timestamp(rec.updated_ts),
+        rec.step,
+        rec.last_seq
+    );
     if let Some(f) = &rec.fork {
         println!("fork of  {} at seq {}", f.run, f.seq);
     }
     if let Some(o) = &rec.owner {
-        println!("owner    {} ({})", o.label(), if rec.owner_alive { "alive" } else { "gone" });
+        println!(
+            "owner    {} ({})",
+            o.label(),
+            if rec.owner_alive { "alive" } else { "gone" }
+        );
     }
-    let cps: Vec<String> = checkpoints.iter().map(|c| format!("{}(step {})", c.seq, c.step)).collect();
+    let cps: Vec<String> = checkpoints
+        .iter()
+        .map(|c| format!("{}(step {})", c.seq, c.step))
+        .collect();
     println!("checkpoints  {}", truncate(&cps.join(" "), 200));
-    let Some(o) = outcome else { return Ok(ExitCode::SUCCESS) };
+    let Some(o) = outcome else {
+        return Ok(ExitCode::SUCCESS);
+    };
     println!("\nnodes");
     for n in o.nodes.iter().filter(|n| n.state.is_some()) {
-        let detail = n.error.clone().unwrap_or_else(|| if n.result.is_null() { String::new() } else { compact(&n.result) });
-        println!("  {} {:<32} {:<13} {}", mark(n.state), format!("{}#{}", n.id, n.attempt), n.state.map_or("", |s| s.as_str()), truncate(&detail, 70));
+        let detail = n.error.clone().unwrap_or_else(|| {
+            if n.result.is_null() {
+                String::new()
+            } else {
+                compact(&n.result)
+            }
+        });
+        println!(
+            "  {} {:<32} {:<13} {}",
+            mark(n.state),
+            format!("{}#{}", n.id, n.attempt),
+            n.state.map_or("", |s| s.as_str()),
+            truncate(&detail, 70)
+        );
     }
-    let unreached: Vec<&str> = o.nodes.iter().filter(|n| n.state.is_none()).map(|n| n.id.as_str()).collect();
+    let unreached: Vec<&str> = o
+        .nodes
+        .iter()
+        .filter(|n| n.state.is_none())
+        .map(|n| n.id.as_str())
+        .collect();
     if !unreached.is_empty() {
         println!("  · not reached: {}", unreached.join(", "));
     }
@@ -268,15 +370,30 @@ fn show(store: &Arc<Store>, run: &str, json: bool) -> anyhow::Result<ExitCode> {
     }
     println!("\nstate");
     for k in o.state.keys() {
-        println!("  {k} = {}", truncate(&o.state.get(k).map(compact).unwrap_or_default(), 100));
+        println!(
+            "  {k} = {}",
+            truncate(&o.state.get(k).map(compact).unwrap_or_default(), 100)
+        );
     }
     for (node, q) in &o.waiting {
-        println!("\n{node} is waiting ({:?}): {}\n  answer with: trellis runs resume {} --answer {node}=yes", q.kind, q.prompt, rec.id.short());
+        println!(
+            "\n{node} is waiting ({:?}): {}\n  answer with: trellis runs resume {} --answer {node}=yes",
+            q.kind,
+            q.prompt,
+            rec.id.short()
+        );
     }
     Ok(ExitCode::SUCCESS)
 }
 
-async fn events(store: &Store, run: &str, from: u64, to: Option<u64>, follow: bool, json: bool) -> anyhow::Result<ExitCode> {
+async fn events(
+    store: &Store,
+    run: &str,
+    from: u64,
+    to: Option<u64>,
+    follow: bool,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
     let rec = store.get_run(run)?;
     let mut next = from.max(1);
     loop {
@@ -285,7 +402,13 @@ async fn events(store: &Store, run: &str, from: u64, to: Option<u64>, follow: bo
             if json {
                 println!("{}", serde_json::to_string(&e)?);
             } else {
-                println!("{:>6}  {}  {:<17} {}", e.seq, timestamp(e.ts), e.kind.name(), details(&e));
+                println!(
+                    "{:>6}  {}  {:<17} {}",
+                    e.seq,
+                    timestamp(e.ts),
+                    e.kind.name(),
+                    details(&e)
+                );
             }
         }
         if !follow || to.is_some_and(|t| next > t) {
@@ -302,9 +425,15 @@ async fn events(store: &Store, run: &str, from: u64, to: Option<u64>, follow: bo
 async fn cancel(store: &Arc<Store>, run: &str, reason: Option<String>) -> anyhow::Result<ExitCode> {
     let rec = store.get_run(run)?;
     if rec.status.is_final() {
-        bail!("run {} is already {}; nothing to cancel", rec.id, status(rec.status));
+        bail!(
+            "run {} is already {}; nothing to cancel",
+            rec.id,
+            status(rec.status)
+        );
     }
-    let command = Command::Cancel { reason: Some(reason.unwrap_or_else(|| "cancelled from the command line".into())) };
+    let command = Command::Cancel {
+        reason: Some(reason.unwrap_or_else(|| "cancelled from the command line".into())),
+    };
     if rec.owner_alive {
         store.enqueue_command(&rec.id, &command)?;
         println!(

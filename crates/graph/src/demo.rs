@@ -22,29 +22,44 @@ use serde_json::{Value, json};
 use trellis_protocol::{Interrupt, NodeId, TerminalKind};
 
 use crate::{
-    Error, FailurePolicy, Graph, GraphBuilder, NodeContext, NodeError, NodeHandler, NodeOutput, Reducer,
-    Result,
+    Error, FailurePolicy, Graph, GraphBuilder, NodeContext, NodeError, NodeHandler, NodeOutput,
+    Reducer, Result,
 };
 
 /// Names of the built-in demo graphs.
 pub const NAMES: [&str; 4] = ["feature", "fanout", "chain", "crashtest"];
 
 /// The stages of the `feature` graph, in order.
-pub const FEATURE_STAGES: [&str; 4] = ["code_generation", "test_generation", "security_review", "lint_and_format"];
+pub const FEATURE_STAGES: [&str; 4] = [
+    "code_generation",
+    "test_generation",
+    "security_review",
+    "lint_and_format",
+];
 
 /// Builds demo graph `name` with `params` (a JSON object; missing keys take defaults).
 pub fn build(name: &str, params: &Value) -> Result<Graph> {
     let p = Params(params);
     match name {
-        "feature" => feature(p.u64("sleep_us", 0), p.u64("fail_first", 2) as u32, p.str("approval_stage")),
-        "fanout" => fanout(p.u64("n", 10) as usize, policy(params.get("policy"))?, p.u64("sleep_us", 0)),
+        "feature" => feature(
+            p.u64("sleep_us", 0),
+            p.u64("fail_first", 2) as u32,
+            p.str("approval_stage"),
+        ),
+        "fanout" => fanout(
+            p.u64("n", 10) as usize,
+            policy(params.get("policy"))?,
+            p.u64("sleep_us", 0),
+        ),
         "chain" => chain(p.u64("n", 100) as usize, p.u64("sleep_us", 0)),
         "crashtest" => crashtest(p.u64("sleep_us", 2000), p.str("log")),
         other => Err(Error::InvalidGraph {
             graph: other.to_owned(),
             problems: format!(
                 "unknown demo graph{}; known: {}",
-                crate::nearest(other, NAMES.into_iter()).map(|n| format!(" (did you mean `{n}`?)")).unwrap_or_default(),
+                crate::nearest(other, NAMES.into_iter())
+                    .map(|n| format!(" (did you mean `{n}`?)"))
+                    .unwrap_or_default(),
                 NAMES.join(", ")
             ),
         }),
@@ -74,7 +89,9 @@ fn policy(v: Option<&Value>) -> Result<FailurePolicy> {
         None => Ok(FailurePolicy::MajorityFail),
         Some(v) => serde_json::from_value(v.clone()).map_err(|e| Error::InvalidGraph {
             graph: "fanout".into(),
-            problems: format!("param `policy`: {e} (use any_fails, all_fail, majority_fail or {{\"quorum\": k}})"),
+            problems: format!(
+                "param `policy`: {e} (use any_fails, all_fail, majority_fail or {{\"quorum\": k}})"
+            ),
         }),
     }
 }
@@ -104,14 +121,20 @@ fn feature(sleep_us: u64, fail_first: u32, approval: Option<String>) -> Result<G
         .entry(FEATURE_STAGES[0]);
     for (i, stage) in FEATURE_STAGES.iter().enumerate() {
         let name = (*stage).to_owned();
-        let fails = if *stage == "test_generation" { fail_first } else { 0 };
+        let fails = if *stage == "test_generation" {
+            fail_first
+        } else {
+            0
+        };
         let ask = approval.as_deref() == Some(*stage);
         let handler = move |ctx: NodeContext| {
             let name = name.clone();
             async move {
                 pause(sleep_us).await;
                 if ask && !ctx.resume.as_ref().is_some_and(|r| r.answer.is_approval()) {
-                    return Ok(NodeOutput::interrupt(Interrupt::approval(format!("approve {name}?"))));
+                    return Ok(NodeOutput::interrupt(Interrupt::approval(format!(
+                        "approve {name}?"
+                    ))));
                 }
                 let failure = ctx.attempt <= fails;
                 let used_context = ctx.state.get_in("retrieval_context", &name).is_some();
@@ -121,7 +144,11 @@ fn feature(sleep_us: u64, fail_first: u32, approval: Option<String>) -> Result<G
                     "summary": format!("{name} attempt {} {}", ctx.attempt, if failure { "FAILED" } else { "ok" }),
                     "used_context": used_context,
                 });
-                let out = if failure { NodeOutput::failure("simulated failure") } else { NodeOutput::success() };
+                let out = if failure {
+                    NodeOutput::failure("simulated failure")
+                } else {
+                    NodeOutput::success()
+                };
                 Ok(out
                     .result(result.clone())
                     .write("current_stage", json!(name))
@@ -131,23 +158,30 @@ fn feature(sleep_us: u64, fail_first: u32, approval: Option<String>) -> Result<G
         };
         let next = FEATURE_STAGES.get(i + 1).copied().unwrap_or("DONE");
         let me = (*stage).to_owned();
-        b = b.node_with(*stage, handler, |o| o.max_attempts(3, "ABORT")).conditional_edge(
-            *stage,
-            [next, "adaptive_retrieval", *stage],
-            move |r: &crate::RouteContext<'_>| {
-                Ok(vec![NodeId::from(if !r.failed {
-                    next
-                } else if r.counter(&enrich_key(&me)) < 2 {
-                    "adaptive_retrieval"
-                } else {
-                    me.as_str()
-                })])
-            },
-        );
+        b = b
+            .node_with(*stage, handler, |o| o.max_attempts(3, "ABORT"))
+            .conditional_edge(
+                *stage,
+                [next, "adaptive_retrieval", *stage],
+                move |r: &crate::RouteContext<'_>| {
+                    Ok(vec![NodeId::from(if !r.failed {
+                        next
+                    } else if r.counter(&enrich_key(&me)) < 2 {
+                        "adaptive_retrieval"
+                    } else {
+                        me.as_str()
+                    })])
+                },
+            );
     }
     let retrieval = move |ctx: NodeContext| async move {
         pause(sleep_us).await;
-        let stage = ctx.state.get("current_stage").and_then(Value::as_str).unwrap_or_default().to_owned();
+        let stage = ctx
+            .state
+            .get("current_stage")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
         let round = ctx.counter(&enrich_key(&stage)) + 1;
         let docs: Vec<String> = (0..3).map(|i| format!("doc-{stage}-{round}-{i}")).collect();
         Ok::<_, NodeError>(
@@ -161,11 +195,18 @@ fn feature(sleep_us: u64, fail_first: u32, approval: Option<String>) -> Result<G
         "adaptive_retrieval",
         FEATURE_STAGES,
         |r: &crate::RouteContext<'_>| {
-            let stage = r.state.get("current_stage").and_then(Value::as_str).unwrap_or_default();
+            let stage = r
+                .state
+                .get("current_stage")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
             Ok(vec![NodeId::from(stage)])
         },
     );
-    for (name, kind) in [("DONE", TerminalKind::Success), ("ABORT", TerminalKind::Failure)] {
+    for (name, kind) in [
+        ("DONE", TerminalKind::Success),
+        ("ABORT", TerminalKind::Failure),
+    ] {
         let h: Arc<dyn NodeHandler> = Arc::new(move |_ctx: NodeContext| async move {
             pause(sleep_us).await;
             Ok::<_, NodeError>(
@@ -191,14 +232,25 @@ fn fanout(n: usize, policy: FailurePolicy, sleep_us: u64) -> Result<Graph> {
     let worker = move |ctx: NodeContext| async move {
         pause(sleep_us).await;
         let i = ctx.input.as_u64().unwrap_or(0);
-        let failure = i % 7 == 0;
-        let out = if failure { NodeOutput::failure("every 7th worker fails") } else { NodeOutput::success() };
-        Ok::<_, NodeError>(out.write("results", json!([{ "idx": i, "failure": failure, "value": i * i }])))
+        let failure = i.is_multiple_of(7);
+        let out = if failure {
+            NodeOutput::failure("every 7th worker fails")
+        } else {
+            NodeOutput::success()
+        };
+        Ok::<_, NodeError>(out.write(
+            "results",
+            json!([{ "idx": i, "failure": failure, "value": i * i }]),
+        ))
     };
     let collector: Arc<dyn NodeHandler> = Arc::new(move |ctx: NodeContext| async move {
         pause(sleep_us).await;
-        let Some((_, agg)) = ctx.children else { return Err(NodeError::new("collector got no children")) };
-        Ok(NodeOutput::success().write("failed", json!(agg.failed)).write("n_failed", json!(agg.failures)))
+        let Some((_, agg)) = ctx.children else {
+            return Err(NodeError::new("collector got no children"));
+        };
+        Ok(NodeOutput::success()
+            .write("failed", json!(agg.failed))
+            .write("n_failed", json!(agg.failures)))
     });
     GraphBuilder::new("fanout")
         .channel("results", Reducer::Append)
@@ -217,11 +269,17 @@ fn fanout(n: usize, policy: FailurePolicy, sleep_us: u64) -> Result<Graph> {
 fn chain(n: usize, sleep_us: u64) -> Result<Graph> {
     let inc = move |ctx: NodeContext| async move {
         pause(sleep_us).await;
-        let c = ctx.state.get("counter").and_then(Value::as_i64).unwrap_or(0);
+        let c = ctx
+            .state
+            .get("counter")
+            .and_then(Value::as_i64)
+            .unwrap_or(0);
         Ok::<_, NodeError>(NodeOutput::success().write("counter", json!(c + 1)))
     };
     let names: Vec<String> = (0..n.max(1)).map(|i| format!("n{i:03}")).collect();
-    let mut b = GraphBuilder::new("chain").channel("counter", Reducer::Replace).max_steps(n as u64 + 10);
+    let mut b = GraphBuilder::new("chain")
+        .channel("counter", Reducer::Replace)
+        .max_steps(n as u64 + 10);
     for name in &names {
         b = b.node(name.as_str(), inc);
     }
@@ -238,13 +296,18 @@ fn log_line(path: &Option<String>, ctx: &NodeContext) -> std::result::Result<(),
         .append(true)
         .open(path)
         .map_err(|e| NodeError::new(format!("open {path}: {e}")))?;
-    writeln!(f, "{}#{} {}", ctx.node, ctx.attempt, std::process::id()).map_err(|e| NodeError::new(format!("write {path}: {e}")))
+    writeln!(f, "{}#{} {}", ctx.node, ctx.attempt, std::process::id())
+        .map_err(|e| NodeError::new(format!("write {path}: {e}")))
 }
 
 fn crashtest(sleep_us: u64, log: Option<String>) -> Result<Graph> {
     // Sleeps vary per node so a kill lands in many different places.
     let jitter = move |ctx: &NodeContext| {
-        let h = ctx.node.as_str().bytes().fold(7u64, |h, b| h.wrapping_mul(31).wrapping_add(u64::from(b)));
+        let h = ctx
+            .node
+            .as_str()
+            .bytes()
+            .fold(7u64, |h, b| h.wrapping_mul(31).wrapping_add(u64::from(b)));
         sleep_us / 2 + h % sleep_us.max(1)
     };
     let (l1, l2, l3) = (log.clone(), log.clone(), log);
@@ -253,7 +316,8 @@ fn crashtest(sleep_us: u64, log: Option<String>) -> Result<Graph> {
         async move {
             pause(jitter(&ctx)).await;
             log_line(&log, &ctx)?;
-            let mut out = NodeOutput::success().write("trace", json!(format!("plan#{}", ctx.attempt)));
+            let mut out =
+                NodeOutput::success().write("trace", json!(format!("plan#{}", ctx.attempt)));
             for k in 0..4u64 {
                 out = out.spawn(format!("t{k}"), "work", json!(k));
             }
@@ -266,7 +330,11 @@ fn crashtest(sleep_us: u64, log: Option<String>) -> Result<Graph> {
             pause(jitter(&ctx)).await;
             log_line(&log, &ctx)?;
             let k = ctx.input.as_u64().unwrap_or(0);
-            let out = if k == 1 && ctx.attempt == 1 { NodeOutput::failure("flaky first attempt") } else { NodeOutput::success() };
+            let out = if k == 1 && ctx.attempt == 1 {
+                NodeOutput::failure("flaky first attempt")
+            } else {
+                NodeOutput::success()
+            };
             Ok(out
                 .write("trace", json!(format!("{}#{}", ctx.node, ctx.attempt)))
                 .write("sum", json!(k * 10 + u64::from(ctx.attempt)))

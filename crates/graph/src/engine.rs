@@ -35,7 +35,11 @@ pub struct EngineConfig {
 
 impl Default for EngineConfig {
     fn default() -> Self {
-        Self { durability: Durability::Async, inbox_poll: Duration::from_millis(250), broadcast_capacity: 1024 }
+        Self {
+            durability: Durability::Async,
+            inbox_poll: Duration::from_millis(250),
+            broadcast_capacity: 1024,
+        }
     }
 }
 
@@ -124,7 +128,10 @@ impl RunOutcome {
                 parent: n.parent.map(|p| core.nodes[p].id.clone()),
                 result: n.result.clone(),
                 error: n.error.clone(),
-                interrupt: n.interrupt.clone().filter(|_| n.state == Some(NodeState::WaitingInput)),
+                interrupt: n
+                    .interrupt
+                    .clone()
+                    .filter(|_| n.state == Some(NodeState::WaitingInput)),
             })
             .collect();
         Self {
@@ -189,10 +196,18 @@ impl Engine {
     /// Resumes a stored run (after a crash, a pause on an interrupt, or a restart), applying
     /// `commands` (answers, messages…) first. Activations that were RUNNING when the previous
     /// process stopped run again; COMPLETED ones never do.
-    pub fn resume(&self, graph: Arc<Graph>, run: &RunId, commands: Vec<Command>) -> Result<RunHandle> {
+    pub fn resume(
+        &self,
+        graph: Arc<Graph>,
+        run: &RunId,
+        commands: Vec<Command>,
+    ) -> Result<RunHandle> {
         let core = self.load(graph, run)?;
         if core.status.is_final() {
-            return Err(Error::NotResumable(format!("run {run} already {}; fork it to run again", core.status)));
+            return Err(Error::NotResumable(format!(
+                "run {run} already {}; fork it to run again",
+                core.status
+            )));
         }
         self.journal.claim(run)?;
         let mut live = Live::new(core, self.journal.clone(), self.config.clone());
@@ -205,15 +220,27 @@ impl Engine {
 
     /// Creates a new run continuing from checkpoint `seq` of `parent` (a `runStarted` or
     /// `stepCompleted` event of that run's own log) and starts it. The parent is unchanged.
-    pub fn fork(&self, graph: Arc<Graph>, parent: &RunId, seq: u64, commands: Vec<Command>) -> Result<RunHandle> {
+    pub fn fork(
+        &self,
+        graph: Arc<Graph>,
+        parent: &RunId,
+        seq: u64,
+        commands: Vec<Command>,
+    ) -> Result<RunHandle> {
         let mut segments = self.segments(parent)?;
         let own = segments.pop().unwrap_or_default();
         let Some(at) = own.iter().position(|e| e.seq == seq) else {
-            return Err(Error::NotResumable(format!("run {parent} has no event {seq} (last is {})", own.last().map_or(0, |e| e.seq))));
+            return Err(Error::NotResumable(format!(
+                "run {parent} has no event {seq} (last is {})",
+                own.last().map_or(0, |e| e.seq)
+            )));
         };
         if !own[at].kind.is_checkpoint() {
-            let near: Vec<String> =
-                own.iter().filter(|e| e.kind.is_checkpoint()).map(|e| e.seq.to_string()).collect();
+            let near: Vec<String> = own
+                .iter()
+                .filter(|e| e.kind.is_checkpoint())
+                .map(|e| e.seq.to_string())
+                .collect();
             return Err(Error::NotResumable(format!(
                 "event {seq} of run {parent} is a {}, not a checkpoint; checkpoints are: {}",
                 own[at].kind.name(),
@@ -236,7 +263,10 @@ impl Engine {
             fingerprint: graph.fingerprint().to_owned(),
             params: graph.params().clone(),
             input: Value::Null,
-            fork: Some(trellis_protocol::ForkRef { run: parent.clone(), seq }),
+            fork: Some(trellis_protocol::ForkRef {
+                run: parent.clone(),
+                seq,
+            }),
         })?;
         for c in commands {
             live.command(c, None)?;
@@ -259,15 +289,23 @@ impl Engine {
         let own = self.journal.load(run)?;
         let fork = match own.first().map(|e| &e.kind) {
             Some(EventKind::RunStarted { fork, .. }) => fork.clone(),
-            _ => return Err(Error::Replay { run: run.to_string(), message: "log does not start with runStarted".into() }),
+            _ => {
+                return Err(Error::Replay {
+                    run: run.to_string(),
+                    message: "log does not start with runStarted".into(),
+                });
+            }
         };
         let Some(f) = fork else { return Ok(vec![own]) };
         let mut segments = self.segments(&f.run)?;
         let parent = segments.pop().unwrap_or_default();
-        let at = parent.iter().position(|e| e.seq == f.seq).ok_or_else(|| Error::Replay {
-            run: run.to_string(),
-            message: format!("fork point {} missing from parent run {}", f.seq, f.run),
-        })?;
+        let at = parent
+            .iter()
+            .position(|e| e.seq == f.seq)
+            .ok_or_else(|| Error::Replay {
+                run: run.to_string(),
+                message: format!("fork point {} missing from parent run {}", f.seq, f.run),
+            })?;
         let cut = parent[at + 1..]
             .iter()
             .position(|e| matches!(e.kind, EventKind::StepStarted { .. }))
@@ -283,7 +321,13 @@ impl Engine {
         let events = live.events.clone();
         let first = Some(events.subscribe());
         let task = tokio::spawn(live.drive());
-        RunHandle { run, commands, events, first, task }
+        RunHandle {
+            run,
+            commands,
+            events,
+            first,
+            task,
+        }
     }
 }
 
@@ -300,7 +344,8 @@ impl RunHandle {
         self.commands
             .send((command, Some(tx)))
             .map_err(|_| "the run is no longer executing in this process".to_string())?;
-        rx.await.unwrap_or_else(|_| Err("the run stopped before handling the command".into()))
+        rx.await
+            .unwrap_or_else(|_| Err("the run stopped before handling the command".into()))
     }
 
     /// Events from the start of the run (first call) or from now on (later calls), in

@@ -47,7 +47,9 @@ pub enum Error {
     #[error("invalid run input: {0}")]
     Input(String),
     /// The step limit (loop guard) was reached.
-    #[error("step limit of {0} reached (raise it with GraphBuilder::max_steps if the loop is intended)")]
+    #[error(
+        "step limit of {0} reached (raise it with GraphBuilder::max_steps if the loop is intended)"
+    )]
     StepLimit(u64),
     /// The stored log cannot be replayed against this graph.
     #[error("cannot replay run {run}: {message}")]
@@ -72,7 +74,10 @@ impl Error {
     /// Whether retrying the same operation may succeed (journal hiccups); definition and
     /// replay errors are permanent.
     pub fn is_retryable(&self) -> bool {
-        matches!(self, Error::Journal(JournalError::Backend(_)) | Error::Journal(JournalError::Busy { .. }))
+        matches!(
+            self,
+            Error::Journal(JournalError::Backend(_)) | Error::Journal(JournalError::Busy { .. })
+        )
     }
 }
 

@@ -46,7 +46,9 @@ pub struct NodeError {
 impl NodeError {
     /// An error with this text.
     pub fn new(message: impl Into<String>) -> Self {
-        Self { message: message.into() }
+        Self {
+            message: message.into(),
+        }
     }
 }
 
@@ -147,7 +149,10 @@ impl NodeContext {
 pub(crate) enum Outcome {
     Success,
     Failure,
-    Interrupt { interrupt: Interrupt, scratch: Value },
+    Interrupt {
+        interrupt: Interrupt,
+        scratch: Value,
+    },
 }
 
 /// A handler's result: the outcome, a recorded result, channel writes, counter increments and
@@ -163,7 +168,13 @@ pub struct NodeOutput {
 
 impl NodeOutput {
     fn with(outcome: Outcome) -> Self {
-        Self { outcome, result: Value::Null, writes: Vec::new(), counters: Vec::new(), spawns: Vec::new() }
+        Self {
+            outcome,
+            result: Value::Null,
+            writes: Vec::new(),
+            counters: Vec::new(),
+            spawns: Vec::new(),
+        }
     }
 
     /// A success.
@@ -212,7 +223,12 @@ impl NodeOutput {
     /// Spawns a child node `<this>/<key>` from `template` with `input` (dynamic fan-out).
     /// Re-spawning a key whose child already COMPLETED keeps that result instead of running it
     /// again, so a retried fan-out re-runs only the failed children.
-    pub fn spawn(mut self, key: impl Into<String>, template: impl Into<String>, input: Value) -> Self {
+    pub fn spawn(
+        mut self,
+        key: impl Into<String>,
+        template: impl Into<String>,
+        input: Value,
+    ) -> Self {
         self.spawns.push((key.into(), template.into(), input));
         self
     }

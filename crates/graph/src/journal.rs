@@ -111,9 +111,9 @@ impl Future for Commit {
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         match &mut self.0 {
             CommitInner::Done(r) => Poll::Ready(r.take().unwrap_or(Err(JournalError::Closed))),
-            CommitInner::Pending(rx) => {
-                Pin::new(rx).poll(cx).map(|r| r.unwrap_or(Err(JournalError::Closed)))
-            }
+            CommitInner::Pending(rx) => Pin::new(rx)
+                .poll(cx)
+                .map(|r| r.unwrap_or(Err(JournalError::Closed))),
         }
     }
 }
@@ -166,7 +166,10 @@ impl MemoryJournal {
     /// The seq of the last event of every batch appended for `run`: the points where a crash
     /// can leave the log.
     pub fn batch_ends(&self, run: &RunId) -> Vec<u64> {
-        self.batch_ends.lock().map(|b| b.get(run).cloned().unwrap_or_default()).unwrap_or_default()
+        self.batch_ends
+            .lock()
+            .map(|b| b.get(run).cloned().unwrap_or_default())
+            .unwrap_or_default()
     }
 
     /// A journal holding `events` as the log of their run (tests use it to simulate a crash).
@@ -195,7 +198,9 @@ impl Journal for MemoryJournal {
                 if let (Some(last), Ok(mut ends)) = (batch.events.last(), self.batch_ends.lock()) {
                     ends.entry(batch.run.clone()).or_default().push(last.seq);
                 }
-                runs.entry(batch.run).or_default().extend(batch.events.iter().cloned());
+                runs.entry(batch.run)
+                    .or_default()
+                    .extend(batch.events.iter().cloned());
                 Commit::done(Ok(()))
             }
             Err(_) => Commit::done(Err(JournalError::Backend("memory journal poisoned".into()))),
@@ -207,7 +212,9 @@ impl Journal for MemoryJournal {
             .runs
             .lock()
             .map_err(|_| JournalError::Backend("memory journal poisoned".into()))?;
-        runs.get(run).cloned().ok_or_else(|| JournalError::RunNotFound(run.to_string()))
+        runs.get(run)
+            .cloned()
+            .ok_or_else(|| JournalError::RunNotFound(run.to_string()))
     }
 }
 

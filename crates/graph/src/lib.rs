@@ -23,10 +23,14 @@ mod state;
 
 pub use engine::{Engine, EngineConfig, NodeView, RunHandle, RunOutcome};
 pub use error::{Error, Result};
-pub use handler::{Aggregate, ChildResult, NodeContext, NodeError, NodeHandler, NodeOutput, Resume, RouteContext};
-pub use journal::{Batch, Commit, Durability, Journal, JournalError, MemoryJournal, NullJournal, RunSummary};
+pub use handler::{
+    Aggregate, ChildResult, NodeContext, NodeError, NodeHandler, NodeOutput, Resume, RouteContext,
+};
+pub use journal::{
+    Batch, Commit, Durability, Journal, JournalError, MemoryJournal, NullJournal, RunSummary,
+};
 pub use spec::{
-    DEFAULT_CONCURRENCY, DEFAULT_MAX_STEPS, Edge, FailurePolicy, Graph, GraphBuilder, NodeDef, NodeKind, NodeOptions,
-    Router, nearest,
+    DEFAULT_CONCURRENCY, DEFAULT_MAX_STEPS, Edge, FailurePolicy, Graph, GraphBuilder, NodeDef,
+    NodeKind, NodeOptions, Router, nearest,
 };
 pub use state::{ReduceFn, Reducer, State};

@@ -250,7 +250,10 @@ impl fmt::Debug for Graph {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Graph")
             .field("name", &self.name)
-            .field("nodes", &self.nodes.iter().map(|(id, _)| id).collect::<Vec<_>>())
+            .field(
+                "nodes",
+                &self.nodes.iter().map(|(id, _)| id).collect::<Vec<_>>(),
+            )
             .field("edges", &self.edges)
             .field("entry", &self.entry)
             .finish()
@@ -325,7 +328,9 @@ impl GraphBuilder {
     fn push(&mut self, id: NodeId, def: NodeDef) -> NodeOptions<'_> {
         self.nodes.push((id, def));
         let last = self.nodes.len() - 1;
-        NodeOptions { def: &mut self.nodes[last].1 }
+        NodeOptions {
+            def: &mut self.nodes[last].1,
+        }
     }
 
     /// Adds a task node.
@@ -357,7 +362,10 @@ impl GraphBuilder {
     ) -> Self {
         let def = NodeDef {
             handler,
-            kind: NodeKind::Collector { of: of.into(), policy },
+            kind: NodeKind::Collector {
+                of: of.into(),
+                policy,
+            },
             max_attempts: None,
             on_exhausted: None,
             skip: false,
@@ -388,7 +396,8 @@ impl GraphBuilder {
     /// Registers a template: a handler that nodes spawned at run time (fan-out) or injected
     /// by a command are instances of.
     pub fn template(mut self, name: impl Into<String>, handler: impl NodeHandler) -> Self {
-        self.templates.insert(name.into(), task(Some(Arc::new(handler))));
+        self.templates
+            .insert(name.into(), task(Some(Arc::new(handler))));
         self
     }
 
@@ -413,13 +422,21 @@ impl GraphBuilder {
     ) -> Self {
         self.edges.push((
             from.into(),
-            Edge::Outcome { success: vec![on_success.into()], failure: vec![on_failure.into()] },
+            Edge::Outcome {
+                success: vec![on_success.into()],
+                failure: vec![on_failure.into()],
+            },
         ));
         self
     }
 
     /// A conditional edge: `router` picks among `targets`.
-    pub fn conditional_edge<I, T>(mut self, from: impl Into<NodeId>, targets: I, router: impl Router) -> Self
+    pub fn conditional_edge<I, T>(
+        mut self,
+        from: impl Into<NodeId>,
+        targets: I,
+        router: impl Router,
+    ) -> Self
     where
         I: IntoIterator<Item = T>,
         T: Into<NodeId>,
@@ -440,7 +457,9 @@ impl GraphBuilder {
         let mut index = HashMap::new();
         for (i, (id, _)) in self.nodes.iter().enumerate() {
             if id.as_str().is_empty() || id.as_str().contains('/') {
-                problems.push(format!("node name `{id}` must be non-empty and must not contain `/`"));
+                problems.push(format!(
+                    "node name `{id}` must be non-empty and must not contain `/`"
+                ));
             }
             if index.insert(id.clone(), i).is_some() {
                 problems.push(format!("node `{id}` is declared twice"));
@@ -466,11 +485,17 @@ impl GraphBuilder {
         let mut edges = HashMap::new();
         for (from, edge) in self.edges {
             if !known(&from) {
-                problems.push(format!("edge from undeclared node `{from}`{}", suggest(&from)));
+                problems.push(format!(
+                    "edge from undeclared node `{from}`{}",
+                    suggest(&from)
+                ));
             }
             for t in edge.targets() {
                 if !known(t) {
-                    problems.push(format!("edge {from} → `{t}`: target is not declared{}", suggest(t)));
+                    problems.push(format!(
+                        "edge {from} → `{t}`: target is not declared{}",
+                        suggest(t)
+                    ));
                 }
             }
             if edges.insert(from.clone(), edge).is_some() {
@@ -484,12 +509,18 @@ impl GraphBuilder {
             if let Some(t) = &def.on_exhausted
                 && !known(t)
             {
-                problems.push(format!("node `{id}`: max_attempts failure target `{t}` is not declared{}", suggest(t)));
+                problems.push(format!(
+                    "node `{id}`: max_attempts failure target `{t}` is not declared{}",
+                    suggest(t)
+                ));
             }
             match &def.kind {
                 NodeKind::Collector { of, .. } => {
                     if !known(of) {
-                        problems.push(format!("collector `{id}` collects from undeclared node `{of}`{}", suggest(of)));
+                        problems.push(format!(
+                            "collector `{id}` collects from undeclared node `{of}`{}",
+                            suggest(of)
+                        ));
                     }
                     collectors.entry(of.clone()).or_default().push(id.clone());
                 }
@@ -502,12 +533,25 @@ impl GraphBuilder {
             }
         }
         if !problems.is_empty() {
-            return Err(Error::InvalidGraph { graph: self.name, problems: problems.join("\n  ") });
+            return Err(Error::InvalidGraph {
+                graph: self.name,
+                problems: problems.join("\n  "),
+            });
         }
         let Some(entry) = entry else {
-            return Err(Error::InvalidGraph { graph: self.name, problems: "no entry".into() });
+            return Err(Error::InvalidGraph {
+                graph: self.name,
+                problems: "no entry".into(),
+            });
         };
-        let fingerprint = fingerprint(&self.name, &self.nodes, &self.templates, &edges, &entry, &self.channels);
+        let fingerprint = fingerprint(
+            &self.name,
+            &self.nodes,
+            &self.templates,
+            &edges,
+            &entry,
+            &self.channels,
+        );
         Ok(Graph {
             name: self.name,
             params: self.params,
@@ -526,7 +570,13 @@ impl GraphBuilder {
 }
 
 fn task(handler: Option<Arc<dyn NodeHandler>>) -> NodeDef {
-    NodeDef { handler, kind: NodeKind::Task, max_attempts: None, on_exhausted: None, skip: false }
+    NodeDef {
+        handler,
+        kind: NodeKind::Task,
+        max_attempts: None,
+        on_exhausted: None,
+        skip: false,
+    }
 }
 
 /// FNV-1a over a canonical description: stable across builds and platforms.
@@ -545,7 +595,10 @@ fn fingerprint(
             NodeKind::Collector { of, policy } => format!("collector({of},{})", policy.name()),
             NodeKind::Terminal(k) => format!("terminal({k:?})"),
         };
-        format!("{kind} max={:?} exhausted={:?} skip={}", def.max_attempts, def.on_exhausted, def.skip)
+        format!(
+            "{kind} max={:?} exhausted={:?} skip={}",
+            def.max_attempts, def.on_exhausted, def.skip
+        )
     };
     for (id, def) in nodes {
         text.push_str(&format!("node {id} {}\n", describe(def)));
@@ -553,7 +606,10 @@ fn fingerprint(
     for (name, def) in templates {
         text.push_str(&format!("template {name} {}\n", describe(def)));
     }
-    let sorted: BTreeSet<String> = edges.iter().map(|(f, e)| format!("edge {f} {}", e.describe())).collect();
+    let sorted: BTreeSet<String> = edges
+        .iter()
+        .map(|(f, e)| format!("edge {f} {}", e.describe()))
+        .collect();
     for e in sorted {
         text.push_str(&e);
         text.push('\n');
@@ -584,7 +640,9 @@ fn levenshtein(a: &str, b: &str) -> usize {
     for (i, ca) in a.chars().enumerate() {
         let mut cur = vec![i + 1; b.len() + 1];
         for (j, cb) in b.iter().enumerate() {
-            cur[j + 1] = (prev[j] + usize::from(ca != *cb)).min(prev[j + 1] + 1).min(cur[j] + 1);
+            cur[j + 1] = (prev[j] + usize::from(ca != *cb))
+                .min(prev[j + 1] + 1)
+                .min(cur[j] + 1);
         }
         prev = cur;
     }

@@ -36,7 +36,10 @@ impl Reducer {
         name: impl Into<String>,
         f: impl Fn(Option<&Value>, Value) -> Result<Value, String> + Send + Sync + 'static,
     ) -> Self {
-        Reducer::Custom { name: name.into(), f: Arc::new(f) }
+        Reducer::Custom {
+            name: name.into(),
+            f: Arc::new(f),
+        }
     }
 
     /// The reducer's name.
@@ -55,7 +58,9 @@ impl Reducer {
     pub(crate) fn precheck(&self, update: &Value) -> Result<(), String> {
         match (self, update) {
             (Reducer::Merge, Value::Object(_) | Value::Null) => Ok(()),
-            (Reducer::Merge, other) => Err(format!("merge expects an object, got {}", kind_of(other))),
+            (Reducer::Merge, other) => {
+                Err(format!("merge expects an object, got {}", kind_of(other)))
+            }
             (Reducer::Sum, Value::Number(_)) => Ok(()),
             (Reducer::Sum, other) => Err(format!("sum expects a number, got {}", kind_of(other))),
             _ => Ok(()),
@@ -84,7 +89,11 @@ impl Reducer {
             }
             Reducer::Merge => {
                 let Value::Object(update) = update else {
-                    return if update.is_null() { Ok(()) } else { Err(format!("merge expects an object, got {}", kind_of(&update))) };
+                    return if update.is_null() {
+                        Ok(())
+                    } else {
+                        Err(format!("merge expects an object, got {}", kind_of(&update)))
+                    };
                 };
                 let cur = slot.get_or_insert_with(|| Arc::new(Value::Object(Map::new())));
                 let cur = Arc::make_mut(cur);
@@ -92,12 +101,17 @@ impl Reducer {
                     *cur = Value::Object(Map::new());
                 }
                 let Value::Object(map) = cur else {
-                    return Err(format!("merge needs an object value, found {}", kind_of(cur)));
+                    return Err(format!(
+                        "merge needs an object value, found {}",
+                        kind_of(cur)
+                    ));
                 };
                 map.extend(update);
             }
             Reducer::Sum => {
-                let add = update.as_f64().ok_or_else(|| format!("sum expects a number, got {}", kind_of(&update)))?;
+                let add = update
+                    .as_f64()
+                    .ok_or_else(|| format!("sum expects a number, got {}", kind_of(&update)))?;
                 let cur = slot.as_deref().cloned().unwrap_or(Value::from(0));
                 let sum = match (cur.as_i64(), update.as_i64()) {
                     (Some(a), Some(b)) => Value::from(a.wrapping_add(b)),
@@ -145,7 +159,10 @@ impl State {
     }
 
     /// A channel's value deserialised into `T` (`None` if unset).
-    pub fn get_as<T: DeserializeOwned>(&self, channel: &str) -> Result<Option<T>, serde_json::Error> {
+    pub fn get_as<T: DeserializeOwned>(
+        &self,
+        channel: &str,
+    ) -> Result<Option<T>, serde_json::Error> {
         self.get(channel).map(|v| T::deserialize(v)).transpose()
     }
 
@@ -156,7 +173,12 @@ impl State {
 
     /// All channels as one JSON object.
     pub fn to_json(&self) -> Value {
-        Value::Object(self.channels.iter().map(|(k, v)| (k.clone(), (**v).clone())).collect())
+        Value::Object(
+            self.channels
+                .iter()
+                .map(|(k, v)| (k.clone(), (**v).clone()))
+                .collect(),
+        )
     }
 
     /// Channel names that have a value.
@@ -164,7 +186,12 @@ impl State {
         self.channels.keys().map(String::as_str)
     }
 
-    pub(crate) fn apply(&mut self, reducer: &Reducer, channel: &str, update: Value) -> Result<(), String> {
+    pub(crate) fn apply(
+        &mut self,
+        reducer: &Reducer,
+        channel: &str,
+        update: Value,
+    ) -> Result<(), String> {
         let mut slot = self.channels.remove(channel);
         let res = reducer.apply(&mut slot, update);
         if let Some(v) = slot {
@@ -196,19 +223,37 @@ mod tests {
 
     #[test]
     fn replace_keeps_last() {
-        assert_eq!(run(&Reducer::Replace, Some(json!(1)), vec![json!(2), json!("x")]).unwrap(), json!("x"));
+        assert_eq!(
+            run(
+                &Reducer::Replace,
+                Some(json!(1)),
+                vec![json!(2), json!("x")]
+            )
+            .unwrap(),
+            json!("x")
+        );
     }
 
     #[test]
     fn append_extends_arrays_and_pushes_scalars() {
-        let v = run(&Reducer::Append, None, vec![json!([1, 2]), json!(3), json!([[4]])]).unwrap();
+        let v = run(
+            &Reducer::Append,
+            None,
+            vec![json!([1, 2]), json!(3), json!([[4]])],
+        )
+        .unwrap();
         assert_eq!(v, json!([1, 2, 3, [4]]));
         assert!(run(&Reducer::Append, Some(json!({"a": 1})), vec![json!(1)]).is_err());
     }
 
     #[test]
     fn merge_is_shallow_and_right_wins() {
-        let v = run(&Reducer::Merge, Some(json!({"a": 1, "b": {"x": 1}})), vec![json!({"b": {"y": 2}, "c": 3})]).unwrap();
+        let v = run(
+            &Reducer::Merge,
+            Some(json!({"a": 1, "b": {"x": 1}})),
+            vec![json!({"b": {"y": 2}, "c": 3})],
+        )
+        .unwrap();
         assert_eq!(v, json!({"a": 1, "b": {"y": 2}, "c": 3}));
         let err = run(&Reducer::Merge, None, vec![json!([1])]).unwrap_err();
         assert_eq!(err, "merge expects an object, got a list");
@@ -216,8 +261,14 @@ mod tests {
 
     #[test]
     fn sum_adds_integers_and_floats() {
-        assert_eq!(run(&Reducer::Sum, None, vec![json!(2), json!(3)]).unwrap(), json!(5));
-        assert_eq!(run(&Reducer::Sum, Some(json!(1)), vec![json!(0.5)]).unwrap(), json!(1.5));
+        assert_eq!(
+            run(&Reducer::Sum, None, vec![json!(2), json!(3)]).unwrap(),
+            json!(5)
+        );
+        assert_eq!(
+            run(&Reducer::Sum, Some(json!(1)), vec![json!(0.5)]).unwrap(),
+            json!(1.5)
+        );
         assert!(Reducer::Sum.precheck(&json!("1")).is_err());
     }
 
@@ -228,7 +279,13 @@ mod tests {
             let b = new.as_i64().ok_or("not an integer")?;
             Ok(json!(a.max(b)))
         });
-        assert_eq!(run(&max, None, vec![json!(3), json!(9), json!(4)]).unwrap(), json!(9));
-        assert_eq!(run(&max, None, vec![json!("a")]).unwrap_err(), "not an integer");
+        assert_eq!(
+            run(&max, None, vec![json!(3), json!(9), json!(4)]).unwrap(),
+            json!(9)
+        );
+        assert_eq!(
+            run(&max, None, vec![json!("a")]).unwrap_err(),
+            "not an integer"
+        );
     }
 }

@@ -10,7 +10,11 @@ use crate::NodeId;
 /// Commands are recorded in the run's event log (`commandReceived`) before they take effect;
 /// a command that cannot apply is answered with `commandRefused` and a reason.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "camelCase", rename_all_fields = "camelCase")]
+#[serde(
+    tag = "type",
+    rename_all = "camelCase",
+    rename_all_fields = "camelCase"
+)]
 pub enum Command {
     /// Send a message to a node: buffered while it is READY or WAITING_INPUT, delivered to the
     /// mailbox of a RUNNING handler, refused once the node is final.
@@ -80,7 +84,10 @@ pub struct Message {
 impl Message {
     /// A message from the user.
     pub fn user(text: impl Into<String>) -> Self {
-        Self { text: text.into(), from: Some("user".into()) }
+        Self {
+            text: text.into(),
+            from: Some("user".into()),
+        }
     }
 }
 
@@ -100,17 +107,29 @@ pub struct Interrupt {
 impl Interrupt {
     /// A free-text question.
     pub fn question(prompt: impl Into<String>) -> Self {
-        Self { kind: InterruptKind::Question, prompt: prompt.into(), data: Value::Null }
+        Self {
+            kind: InterruptKind::Question,
+            prompt: prompt.into(),
+            data: Value::Null,
+        }
     }
 
     /// A yes/no approval gate (seed 003).
     pub fn approval(prompt: impl Into<String>) -> Self {
-        Self { kind: InterruptKind::Approval, prompt: prompt.into(), data: Value::Null }
+        Self {
+            kind: InterruptKind::Approval,
+            prompt: prompt.into(),
+            data: Value::Null,
+        }
     }
 
     /// A human review request (seed 004 HUMAN_REVIEW_REQUESTED).
     pub fn review(prompt: impl Into<String>) -> Self {
-        Self { kind: InterruptKind::Review, prompt: prompt.into(), data: Value::Null }
+        Self {
+            kind: InterruptKind::Review,
+            prompt: prompt.into(),
+            data: Value::Null,
+        }
     }
 }
 
@@ -153,7 +172,10 @@ impl Answer {
         match &self.0 {
             Value::Bool(b) => *b,
             Value::String(s) => {
-                matches!(s.trim().to_ascii_lowercase().as_str(), "y" | "yes" | "approve" | "approved")
+                matches!(
+                    s.trim().to_ascii_lowercase().as_str(),
+                    "y" | "yes" | "approve" | "approved"
+                )
             }
             Value::Object(o) => o.get("approved").and_then(Value::as_bool).unwrap_or(false),
             _ => false,

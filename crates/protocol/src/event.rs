@@ -50,7 +50,10 @@ pub enum RunStatus {
 impl RunStatus {
     /// Whether the run can never continue.
     pub fn is_final(self) -> bool {
-        matches!(self, RunStatus::Succeeded | RunStatus::Failed | RunStatus::Cancelled)
+        matches!(
+            self,
+            RunStatus::Succeeded | RunStatus::Failed | RunStatus::Cancelled
+        )
     }
 
     /// The wire name.
@@ -96,7 +99,11 @@ pub enum TerminalKind {
 /// What happened. Replaying a run's events in order, against the same graph definition,
 /// rebuilds its exact state.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "camelCase", rename_all_fields = "camelCase")]
+#[serde(
+    tag = "type",
+    rename_all = "camelCase",
+    rename_all_fields = "camelCase"
+)]
 pub enum EventKind {
     /// The run was created.
     RunStarted {
@@ -291,7 +298,10 @@ impl EventKind {
     /// the state after that step, including the routing decided right after it (everything up
     /// to the next `stepStarted`); a fork at `runStarted` starts over with the same input.
     pub fn is_checkpoint(&self) -> bool {
-        matches!(self, EventKind::RunStarted { .. } | EventKind::StepCompleted { .. })
+        matches!(
+            self,
+            EventKind::RunStarted { .. } | EventKind::StepCompleted { .. }
+        )
     }
 }
 

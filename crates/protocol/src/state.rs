@@ -121,7 +121,10 @@ mod tests {
     fn final_states_have_no_exit() {
         for from in NodeState::ALL.iter().copied().filter(|s| s.is_final()) {
             for to in NodeState::ALL {
-                assert!(from.transition(to).is_err(), "{from} → {to} must be refused");
+                assert!(
+                    from.transition(to).is_err(),
+                    "{from} → {to} must be refused"
+                );
             }
         }
     }

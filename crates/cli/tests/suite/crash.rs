@@ -14,7 +14,10 @@ fn executions(log: &Path) -> Vec<(String, u32)> {
     std::fs::read_to_string(log)
         .unwrap_or_default()
         .lines()
-        .filter_map(|l| l.split_once(' ').map(|(a, p)| (a.to_owned(), p.parse().unwrap())))
+        .filter_map(|l| {
+            l.split_once(' ')
+                .map(|(a, p)| (a.to_owned(), p.parse().unwrap()))
+        })
         .collect()
 }
 
@@ -37,7 +40,15 @@ fn sigkill_at_random_points_then_resume() {
     let started = Instant::now();
     let full = run_json(args(
         trellis(&reference),
-        &["demo", "crashtest", "--json", "--param", &format!("sleep_us={sleep_us}"), "--param", &format!("log={}", reference.join("exec.log").display())],
+        &[
+            "demo",
+            "crashtest",
+            "--json",
+            "--param",
+            &format!("sleep_us={sleep_us}"),
+            "--param",
+            &format!("log={}", reference.join("exec.log").display()),
+        ],
     ));
     let full_ms = started.elapsed().as_millis() as u64;
     assert_eq!(full["status"], json!("succeeded"));
@@ -50,7 +61,15 @@ fn sigkill_at_random_points_then_resume() {
         let log = repo.join("exec.log");
         let mut child = args(
             trellis(&repo),
-            &["demo", "crashtest", "--quiet", "--param", &format!("sleep_us={sleep_us}"), "--param", &format!("log={}", log.display())],
+            &[
+                "demo",
+                "crashtest",
+                "--quiet",
+                "--param",
+                &format!("sleep_us={sleep_us}"),
+                "--param",
+                &format!("log={}", log.display()),
+            ],
         )
         .stdout(std::process::Stdio::null())
         .spawn()
@@ -61,7 +80,13 @@ fn sigkill_at_random_points_then_resume() {
         child.wait().unwrap();
 
         let runs = run_json(args(trellis(&repo), &["runs", "list", "--json"]));
-        let Some(run) = runs.as_array().unwrap().first().and_then(|r| r["id"].as_str()).map(str::to_owned) else {
+        let Some(run) = runs
+            .as_array()
+            .unwrap()
+            .first()
+            .and_then(|r| r["id"].as_str())
+            .map(str::to_owned)
+        else {
             before_first_commit += 1; // killed before anything was committed: nothing to resume
             continue;
         };
@@ -70,20 +95,43 @@ fn sigkill_at_random_points_then_resume() {
         let before = executions(&log).len();
         let final_state = if status == json!("succeeded") {
             after_end += 1;
-            run_json(args(trellis(&repo), &["runs", "show", &run, "--json"]))["outcome"]["state"].clone()
+            run_json(args(trellis(&repo), &["runs", "show", &run, "--json"]))["outcome"]["state"]
+                .clone()
         } else {
             mid_run += 1;
-            assert_eq!(status, json!("running"), "killed run {run} is recorded as running");
+            assert_eq!(
+                status,
+                json!("running"),
+                "killed run {run} is recorded as running"
+            );
             let resumed = run_json(args(trellis(&repo), &["runs", "resume", &run, "--json"]));
-            assert_eq!(resumed["status"], json!("succeeded"), "resume after kill #{i} at {delay} ms");
+            assert_eq!(
+                resumed["status"],
+                json!("succeeded"),
+                "resume after kill #{i} at {delay} ms"
+            );
             resumed["state"].clone()
         };
-        assert_eq!(final_state, full["state"], "final state after kill #{i} at {delay} ms");
-        let resume_pid_runs: Vec<String> = executions(&log)[before..].iter().map(|(a, _)| a.clone()).collect();
+        assert_eq!(
+            final_state, full["state"],
+            "final state after kill #{i} at {delay} ms"
+        );
+        let resume_pid_runs: Vec<String> = executions(&log)[before..]
+            .iter()
+            .map(|(a, _)| a.clone())
+            .collect();
         for c in &completed {
-            assert!(!resume_pid_runs.contains(c), "{c} COMPLETED before the kill (#{i}, {delay} ms) and ran again");
+            assert!(
+                !resume_pid_runs.contains(c),
+                "{c} COMPLETED before the kill (#{i}, {delay} ms) and ran again"
+            );
         }
     }
-    eprintln!("kills: {mid_run} mid-run, {before_first_commit} before the first commit, {after_end} after the end");
-    assert!(mid_run >= 4, "most kills should land mid-run ({mid_run} did)");
+    eprintln!(
+        "kills: {mid_run} mid-run, {before_first_commit} before the first commit, {after_end} after the end"
+    );
+    assert!(
+        mid_run >= 4,
+        "most kills should land mid-run ({mid_run} did)"
+    );
 }

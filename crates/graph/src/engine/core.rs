@@ -80,16 +80,22 @@ impl NodeRt {
 
     /// Whether the latest activation is READY, RUNNING or WAITING_INPUT.
     pub fn is_active(&self) -> bool {
-        matches!(self.state, Some(NodeState::Ready | NodeState::Running | NodeState::WaitingInput))
+        matches!(
+            self.state,
+            Some(NodeState::Ready | NodeState::Running | NodeState::WaitingInput)
+        )
     }
 }
+
+/// A child to spawn: (key, template, input).
+pub(crate) type Spawn = (String, String, Value);
 
 /// Writes, counters and spawns of a finished activation, applied at the end of its step.
 #[derive(Clone, Default)]
 pub(crate) struct Pending {
     pub writes: Vec<(String, Value)>,
     pub counters: Vec<(String, i64)>,
-    pub spawns: Vec<(String, String, Value)>,
+    pub spawns: Vec<Spawn>,
 }
 
 /// The state of one run.
@@ -112,7 +118,7 @@ pub(crate) struct RunCore {
     pub finished: Vec<usize>,
     pub pending: BTreeMap<usize, Pending>,
     /// Spawns applied by the last `stepCompleted` (the live driver creates the children).
-    pub spawned: Vec<(usize, Vec<(String, String, Value)>)>,
+    pub spawned: Vec<(usize, Vec<Spawn>)>,
     pub commands: HashMap<u64, Command>,
     pub next_command: u64,
     pub unrouted_failure: Option<String>,
@@ -162,18 +168,27 @@ impl RunCore {
     }
 
     fn node_of(&self, id: &NodeId) -> Result<usize> {
-        self.ordinal(id).ok_or_else(|| self.mismatch(format!("event names unknown node `{id}`")))
+        self.ordinal(id)
+            .ok_or_else(|| self.mismatch(format!("event names unknown node `{id}`")))
     }
 
     fn mismatch(&self, message: String) -> Error {
-        Error::Replay { run: self.run.to_string(), message }
+        Error::Replay {
+            run: self.run.to_string(),
+            message,
+        }
     }
 
     /// Applies one event. This is the only place run state changes.
     pub fn apply(&mut self, event: &Event) -> Result<()> {
         self.last_seq = event.seq;
         match &event.kind {
-            EventKind::RunStarted { input, fork, fingerprint, .. } => {
+            EventKind::RunStarted {
+                input,
+                fork,
+                fingerprint,
+                ..
+            } => {
                 if fingerprint != self.graph.fingerprint() {
                     return Err(self.mismatch(format!(
                         "it was recorded with graph fingerprint {fingerprint}, but graph `{}` now has {}; the graph definition changed since the run started",
@@ -189,36 +204,72 @@ impl RunCore {
                 }
             }
             EventKind::RunResumed { .. } => self.status = RunStatus::Running,
-            EventKind::NodeAdded { node, template, parent, input } => {
-                self.add_node(node, template, parent.as_ref(), input)?
-            }
+            EventKind::NodeAdded {
+                node,
+                template,
+                parent,
+                input,
+            } => self.add_node(node, template, parent.as_ref(), input)?,
             EventKind::EdgeAdded { edge } => {
                 let from = self.node_of(&edge.from)?;
                 self.node_of(&edge.to)?;
-                self.extra_edges.entry(from).or_default().push(edge.to.clone());
+                self.extra_edges
+                    .entry(from)
+                    .or_default()
+                    .push(edge.to.clone());
             }
-            EventKind::NodeTransition { node, attempt, from, to, .. } => {
+            EventKind::NodeTransition {
+                node,
+                attempt,
+                from,
+                to,
+                ..
+            } => {
                 let o = self.node_of(node)?;
                 self.transition(o, *attempt, *from, *to)?;
             }
-            EventKind::NodeOutput { node, attempt, failure, result, error, writes, counters, spawns } => {
+            EventKind::NodeOutput {
+                node,
+                attempt,
+                failure,
+                result,
+                error,
+                writes,
+                counters,
+                spawns,
+            } => {
                 let o = self.node_of(node)?;
                 let has_collectors = self.graph.collectors.contains_key(node);
                 let n = &mut self.nodes[o];
                 if n.attempt != *attempt || n.state != Some(NodeState::Running) {
-                    return Err(self.mismatch(format!("output of {node}#{attempt}, which is not running")));
+                    return Err(
+                        self.mismatch(format!("output of {node}#{attempt}, which is not running"))
+                    );
                 }
                 n.failed = *failure;
                 n.result = result.clone();
                 n.error = error.clone();
-                if !writes.is_empty() || !counters.is_empty() || !spawns.is_empty() || has_collectors {
+                if !writes.is_empty()
+                    || !counters.is_empty()
+                    || !spawns.is_empty()
+                    || has_collectors
+                {
                     self.pending.insert(
                         o,
-                        Pending { writes: writes.clone(), counters: counters.clone(), spawns: spawns.clone() },
+                        Pending {
+                            writes: writes.clone(),
+                            counters: counters.clone(),
+                            spawns: spawns.clone(),
+                        },
                     );
                 }
             }
-            EventKind::InterruptRaised { node, interrupt, scratch, .. } => {
+            EventKind::InterruptRaised {
+                node,
+                interrupt,
+                scratch,
+                ..
+            } => {
                 let o = self.node_of(node)?;
                 self.nodes[o].interrupt = Some(interrupt.clone());
                 self.nodes[o].scratch = scratch.clone();
@@ -226,12 +277,18 @@ impl RunCore {
             EventKind::InputReceived { node, answer, .. } => {
                 let o = self.node_of(node)?;
                 let n = &mut self.nodes[o];
-                n.resume = Some(Resume { answer: answer.clone(), scratch: std::mem::take(&mut n.scratch) });
+                n.resume = Some(Resume {
+                    answer: answer.clone(),
+                    scratch: std::mem::take(&mut n.scratch),
+                });
                 n.interrupt = None;
             }
-            EventKind::Routed { from, to, reason, .. } => {
+            EventKind::Routed {
+                from, to, reason, ..
+            } => {
                 if to.is_empty() && reason == NO_FAILURE_ROUTE {
-                    self.unrouted_failure = Some(format!("node {from} failed and has no failure route"));
+                    self.unrouted_failure =
+                        Some(format!("node {from} failed and has no failure route"));
                 }
             }
             EventKind::StepStarted { step } => {
@@ -253,7 +310,11 @@ impl RunCore {
                     self.nodes[o].inbox.push(message);
                 }
             }
-            EventKind::RunStatusChanged { status, terminal, error } => {
+            EventKind::RunStatusChanged {
+                status,
+                terminal,
+                error,
+            } => {
                 self.status = *status;
                 if terminal.is_some() {
                     self.terminal = terminal.clone();
@@ -271,7 +332,9 @@ impl RunCore {
             Value::Null => return Ok(()),
             Value::Object(o) => o,
             other => {
-                return Err(Error::Input(format!("the input must be an object of channel values, got {other}")));
+                return Err(Error::Input(format!(
+                    "the input must be an object of channel values, got {other}"
+                )));
             }
         };
         for (k, v) in obj {
@@ -286,22 +349,30 @@ impl RunCore {
         Ok(())
     }
 
-    fn add_node(&mut self, id: &NodeId, template: &str, parent: Option<&NodeId>, input: &Value) -> Result<()> {
+    fn add_node(
+        &mut self,
+        id: &NodeId,
+        template: &str,
+        parent: Option<&NodeId>,
+        input: &Value,
+    ) -> Result<()> {
         let parent = parent.map(|p| self.node_of(p)).transpose()?;
         if let Some(&o) = self.by_id.get(id) {
             // A re-spawn of an existing child: same template and parent, new input.
             let n = &mut self.nodes[o];
             if n.template.as_deref() != Some(template) || n.parent != parent {
-                return Err(self.mismatch(format!("node `{id}` added twice with different templates or parents")));
+                return Err(self.mismatch(format!(
+                    "node `{id}` added twice with different templates or parents"
+                )));
             }
             n.input = input.clone();
             return Ok(());
         }
-        let def = self
-            .graph
-            .template(template)
-            .cloned()
-            .ok_or_else(|| self.mismatch(format!("template `{template}` (for node `{id}`) is not registered")))?;
+        let def = self.graph.template(template).cloned().ok_or_else(|| {
+            self.mismatch(format!(
+                "template `{template}` (for node `{id}`) is not registered"
+            ))
+        })?;
         let mut n = NodeRt::new(id.clone(), def);
         n.template = Some(template.to_owned());
         n.parent = parent;
@@ -315,7 +386,13 @@ impl RunCore {
         Ok(())
     }
 
-    fn transition(&mut self, o: usize, attempt: u32, from: Option<NodeState>, to: NodeState) -> Result<()> {
+    fn transition(
+        &mut self,
+        o: usize,
+        attempt: u32,
+        from: Option<NodeState>,
+        to: NodeState,
+    ) -> Result<()> {
         let id = self.nodes[o].id.clone();
         let step = self.step;
         let n = &mut self.nodes[o];
@@ -351,9 +428,17 @@ impl RunCore {
                         n.state.map(NodeState::as_str).unwrap_or("new"),
                         n.attempt
                     );
-                    return Err(Error::Replay { run: self.run.to_string(), message });
+                    return Err(Error::Replay {
+                        run: self.run.to_string(),
+                        message,
+                    });
                 }
-                from.transition(to).map_err(|source| Error::InvalidTransition { node: id.clone(), attempt, source })?;
+                from.transition(to)
+                    .map_err(|source| Error::InvalidTransition {
+                        node: id.clone(),
+                        attempt,
+                        source,
+                    })?;
             }
         }
         n.state = Some(to);
@@ -361,7 +446,11 @@ impl RunCore {
             NodeState::Ready => {
                 // RUNNING → READY re-queues into the open step (dropping any output recorded by
                 // the interrupted execution); WAITING → READY goes into the next step.
-                n.ready_step = if from == Some(NodeState::Running) { step } else { step + 1 };
+                n.ready_step = if from == Some(NodeState::Running) {
+                    step
+                } else {
+                    step + 1
+                };
                 if from == Some(NodeState::Running) {
                     self.pending.remove(&o);
                 }
@@ -399,16 +488,22 @@ impl RunCore {
         for (o, p) in pending {
             let id = self.nodes[o].id.clone();
             for (channel, value) in p.writes {
-                let reducer = self.graph.channel(&channel).cloned().ok_or_else(|| Error::Reducer {
-                    node: id.clone(),
-                    channel: channel.clone(),
-                    message: "channel is not declared".into(),
-                })?;
-                self.state.apply(&reducer, &channel, value).map_err(|message| Error::Reducer {
-                    node: id.clone(),
-                    channel: channel.clone(),
-                    message,
-                })?;
+                let reducer =
+                    self.graph
+                        .channel(&channel)
+                        .cloned()
+                        .ok_or_else(|| Error::Reducer {
+                            node: id.clone(),
+                            channel: channel.clone(),
+                            message: "channel is not declared".into(),
+                        })?;
+                self.state
+                    .apply(&reducer, &channel, value)
+                    .map_err(|message| Error::Reducer {
+                        node: id.clone(),
+                        channel: channel.clone(),
+                        message,
+                    })?;
             }
             for (name, delta) in p.counters {
                 *self.counters.entry(name).or_insert(0) += delta;
@@ -425,12 +520,18 @@ impl RunCore {
     }
 
     /// Every child of the latest fan-out of `spawner`, with the collector's verdict.
-    pub fn collect(&self, spawner: usize, policy: crate::FailurePolicy) -> (Vec<ChildResult>, Aggregate) {
+    pub fn collect(
+        &self,
+        spawner: usize,
+        policy: crate::FailurePolicy,
+    ) -> (Vec<ChildResult>, Aggregate) {
         let mut children = Vec::new();
         let (mut total, mut failures, mut pruned) = (0, 0, 0);
         let prefix_len = self.nodes[spawner].id.as_str().len() + 1;
         for id in &self.nodes[spawner].group {
-            let Some(&c) = self.by_id.get(id) else { continue };
+            let Some(&c) = self.by_id.get(id) else {
+                continue;
+            };
             let n = &self.nodes[c];
             let state = n.state.unwrap_or(NodeState::Ready);
             if n.pruned {
@@ -443,7 +544,12 @@ impl RunCore {
             }
             children.push(ChildResult {
                 node: n.id.clone(),
-                key: n.id.as_str().get(prefix_len..).unwrap_or_default().to_owned(),
+                key: n
+                    .id
+                    .as_str()
+                    .get(prefix_len..)
+                    .unwrap_or_default()
+                    .to_owned(),
                 state,
                 attempt: n.attempt,
                 result: n.result.clone(),
@@ -451,15 +557,29 @@ impl RunCore {
             });
         }
         let failed = policy.group_failed(failures, total);
-        (children, Aggregate { policy, failed, total, failures, pruned })
+        (
+            children,
+            Aggregate {
+                policy,
+                failed,
+                total,
+                failures,
+                pruned,
+            },
+        )
     }
 
     /// Whether every non-pruned child of the latest fan-out of `spawner` is final.
     pub fn group_done(&self, spawner: usize) -> bool {
-        self.nodes[spawner].group.iter().all(|id| match self.by_id.get(id) {
-            Some(&c) => self.nodes[c].pruned || self.nodes[c].state.is_some_and(NodeState::is_final),
-            None => false,
-        })
+        self.nodes[spawner]
+            .group
+            .iter()
+            .all(|id| match self.by_id.get(id) {
+                Some(&c) => {
+                    self.nodes[c].pruned || self.nodes[c].state.is_some_and(NodeState::is_final)
+                }
+                None => false,
+            })
     }
 
     /// Ordinals of the node and its spawn-tree descendants (and collectors of spawners in it).

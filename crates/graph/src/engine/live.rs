@@ -52,7 +52,9 @@ pub(crate) struct Live {
 }
 
 pub(crate) fn now_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
 }
 
 impl Live {
@@ -82,7 +84,12 @@ impl Live {
 
     /// Records an event: applies it to the run state, then buffers it for the next flush.
     pub fn emit(&mut self, kind: EventKind) -> Result<()> {
-        let event = Event { run: self.core.run.clone(), seq: self.core.last_seq + 1, ts: now_ms(), kind };
+        let event = Event {
+            run: self.core.run.clone(),
+            seq: self.core.last_seq + 1,
+            ts: now_ms(),
+            kind,
+        };
         self.core.apply(&event)?;
         self.buffer.push(event);
         Ok(())
@@ -106,7 +113,11 @@ impl Live {
             created_ts: core.created_ts,
             updated_ts: now_ms(),
         };
-        let commit = self.journal.append(Batch { run: core.run.clone(), events: events.clone(), summary });
+        let commit = self.journal.append(Batch {
+            run: core.run.clone(),
+            events: events.clone(),
+            summary,
+        });
         self.unpublished.push_back((events, commit));
     }
 
@@ -159,7 +170,11 @@ impl Live {
 
     fn fail_run(&mut self, error: String) -> Result<()> {
         self.stop_all("run failed")?;
-        self.emit(EventKind::RunStatusChanged { status: RunStatus::Failed, terminal: None, error: Some(error) })
+        self.emit(EventKind::RunStatusChanged {
+            status: RunStatus::Failed,
+            terminal: None,
+            error: Some(error),
+        })
     }
 
     async fn drive_steps(&mut self) -> Result<()> {
@@ -169,9 +184,17 @@ impl Live {
                 return Ok(());
             }
             if !self.core.step_open {
-                let ready = self.core.nodes.iter().any(|n| n.state == Some(NodeState::Ready));
+                let ready = self
+                    .core
+                    .nodes
+                    .iter()
+                    .any(|n| n.state == Some(NodeState::Ready));
                 if !ready {
-                    let waiting = self.core.nodes.iter().any(|n| n.state == Some(NodeState::WaitingInput));
+                    let waiting = self
+                        .core
+                        .nodes
+                        .iter()
+                        .any(|n| n.state == Some(NodeState::WaitingInput));
                     let (status, error) = if waiting {
                         (RunStatus::WaitingInput, None)
                     } else if let Some(e) = self.core.unrouted_failure.clone() {
@@ -180,14 +203,20 @@ impl Live {
                         (RunStatus::Succeeded, None)
                     };
                     if self.core.status != status {
-                        self.emit(EventKind::RunStatusChanged { status, terminal: None, error })?;
+                        self.emit(EventKind::RunStatusChanged {
+                            status,
+                            terminal: None,
+                            error,
+                        })?;
                     }
                     return Ok(());
                 }
                 if self.core.step >= self.core.graph.max_steps {
                     return Err(Error::StepLimit(self.core.graph.max_steps));
                 }
-                self.emit(EventKind::StepStarted { step: self.core.step + 1 })?;
+                self.emit(EventKind::StepStarted {
+                    step: self.core.step + 1,
+                })?;
             }
             self.run_step().await?;
             if self.core.status.is_final() {
@@ -323,7 +352,14 @@ impl Live {
                 };
                 let fut = h.call(ctx);
                 let (fut, abort) = abortable(AssertUnwindSafe(fut).catch_unwind());
-                self.running.insert(o, Running { mailbox: tx, cancel, abort });
+                self.running.insert(
+                    o,
+                    Running {
+                        mailbox: tx,
+                        cancel,
+                        abort,
+                    },
+                );
                 self.inflight.push(Box::pin(fut.map(move |r| {
                     let f = match r {
                         Ok(Ok(out)) => Finished::Output(out),
@@ -351,10 +387,17 @@ impl Live {
         };
         let (tx, _rx) = mpsc::unbounded_channel();
         let (fut, abort) = abortable(fut);
-        self.running.insert(o, Running { mailbox: tx, cancel: self.run_cancel.child_token(), abort });
-        self.inflight.push(Box::pin(fut.map(move |r| {
-            (o, attempt, r.map_or(Finished::Aborted, Finished::Output))
-        })));
+        self.running.insert(
+            o,
+            Running {
+                mailbox: tx,
+                cancel: self.run_cancel.child_token(),
+                abort,
+            },
+        );
+        self.inflight.push(Box::pin(
+            fut.map(move |r| (o, attempt, r.map_or(Finished::Aborted, Finished::Output))),
+        ));
         Ok(())
     }
 
@@ -372,11 +415,18 @@ impl Live {
                 Err(e) => return self.record_error(node, attempt, e),
             },
             Finished::Output(Err(e)) => return self.record_error(node, attempt, e.message),
-            Finished::Panicked(p) => return self.record_error(node, attempt, format!("handler panicked: {p}")),
+            Finished::Panicked(p) => {
+                return self.record_error(node, attempt, format!("handler panicked: {p}"));
+            }
         };
         match out.outcome {
             Outcome::Interrupt { interrupt, scratch } => {
-                self.emit(EventKind::InterruptRaised { node: node.clone(), attempt, interrupt, scratch })?;
+                self.emit(EventKind::InterruptRaised {
+                    node: node.clone(),
+                    attempt,
+                    interrupt,
+                    scratch,
+                })?;
                 self.emit(EventKind::NodeTransition {
                     node,
                     attempt,
@@ -397,13 +447,28 @@ impl Live {
                     counters: out.counters,
                     spawns: out.spawns,
                 })?;
-                let to = if failure { NodeState::Failed } else { NodeState::Completed };
-                self.emit(EventKind::NodeTransition { node, attempt, from: Some(NodeState::Running), to, reason: None })
+                let to = if failure {
+                    NodeState::Failed
+                } else {
+                    NodeState::Completed
+                };
+                self.emit(EventKind::NodeTransition {
+                    node,
+                    attempt,
+                    from: Some(NodeState::Running),
+                    to,
+                    reason: None,
+                })
             }
         }
     }
 
-    fn record_error(&mut self, node: trellis_protocol::NodeId, attempt: u32, error: String) -> Result<()> {
+    fn record_error(
+        &mut self,
+        node: trellis_protocol::NodeId,
+        attempt: u32,
+        error: String,
+    ) -> Result<()> {
         self.emit(EventKind::NodeOutput {
             node: node.clone(),
             attempt,
@@ -438,15 +503,22 @@ impl Live {
                     declared.join(", ")
                 ));
             };
-            reducer.precheck(value).map_err(|e| format!("write to channel `{channel}`: {e}"))?;
+            reducer
+                .precheck(value)
+                .map_err(|e| format!("write to channel `{channel}`: {e}"))?;
         }
         for (key, template, _) in &out.spawns {
             if graph.template(template).is_none() {
                 let names: Vec<&str> = graph.templates.keys().map(String::as_str).collect();
-                return Err(format!("spawned `{key}` from unknown template `{template}` (templates: {})", names.join(", ")));
+                return Err(format!(
+                    "spawned `{key}` from unknown template `{template}` (templates: {})",
+                    names.join(", ")
+                ));
             }
             if key.is_empty() || key.contains('/') {
-                return Err(format!("spawn key `{key}` must be non-empty and must not contain `/`"));
+                return Err(format!(
+                    "spawn key `{key}` must be non-empty and must not contain `/`"
+                ));
             }
         }
         Ok(())
@@ -477,9 +549,13 @@ impl Live {
     /// After loading a run: re-queue activations that were RUNNING when the last process
     /// stopped (their handlers run again) and mark the run as running.
     pub fn recover(&mut self) -> Result<()> {
-        let requeued: Vec<usize> =
-            (0..self.core.nodes.len()).filter(|&o| self.core.nodes[o].state == Some(NodeState::Running)).collect();
-        let ids = requeued.iter().map(|&o| self.core.nodes[o].id.clone()).collect();
+        let requeued: Vec<usize> = (0..self.core.nodes.len())
+            .filter(|&o| self.core.nodes[o].state == Some(NodeState::Running))
+            .collect();
+        let ids = requeued
+            .iter()
+            .map(|&o| self.core.nodes[o].id.clone())
+            .collect();
         self.emit(EventKind::RunResumed { requeued: ids })?;
         for o in requeued {
             let n = &self.core.nodes[o];
@@ -495,7 +571,9 @@ impl Live {
     }
 }
 
-async fn head_commit(q: &mut VecDeque<(Arc<Vec<Event>>, Commit)>) -> std::result::Result<(), crate::JournalError> {
+async fn head_commit(
+    q: &mut VecDeque<(Arc<Vec<Event>>, Commit)>,
+) -> std::result::Result<(), crate::JournalError> {
     match q.front_mut() {
         Some((_, commit)) => commit.await,
         None => std::future::pending().await,

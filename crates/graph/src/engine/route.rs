@@ -12,11 +12,18 @@ use crate::{Error, Result};
 
 impl Live {
     pub(super) fn end_step(&mut self) -> Result<()> {
-        let mut changed: Vec<String> =
-            self.core.pending.values().flat_map(|p| p.writes.iter().map(|(c, _)| c.clone())).collect();
+        let mut changed: Vec<String> = self
+            .core
+            .pending
+            .values()
+            .flat_map(|p| p.writes.iter().map(|(c, _)| c.clone()))
+            .collect();
         changed.sort();
         changed.dedup();
-        self.emit(EventKind::StepCompleted { step: self.core.step, changed })?;
+        self.emit(EventKind::StepCompleted {
+            step: self.core.step,
+            changed,
+        })?;
         let mut finished = std::mem::take(&mut self.core.finished);
         finished.sort_unstable();
         for (spawner, spawns) in std::mem::take(&mut self.core.spawned) {
@@ -39,16 +46,33 @@ impl Live {
             let id = self.core.nodes[o].id.clone();
             self.stop_all(&format!("run ended at terminal {id}"))?;
             let (status, error) = match (kind, failed) {
-                (_, true) => (RunStatus::Failed, Some(format!("terminal node {id} failed: {}", self.core.nodes[o].error.clone().unwrap_or_default()))),
+                (_, true) => (
+                    RunStatus::Failed,
+                    Some(format!(
+                        "terminal node {id} failed: {}",
+                        self.core.nodes[o].error.clone().unwrap_or_default()
+                    )),
+                ),
                 (TerminalKind::Success, false) => (RunStatus::Succeeded, None),
-                (TerminalKind::Failure, false) => (RunStatus::Failed, Some(format!("reached failure terminal {id}"))),
+                (TerminalKind::Failure, false) => (
+                    RunStatus::Failed,
+                    Some(format!("reached failure terminal {id}")),
+                ),
             };
-            self.emit(EventKind::RunStatusChanged { status, terminal: Some(id), error })?;
+            self.emit(EventKind::RunStatusChanged {
+                status,
+                terminal: Some(id),
+                error,
+            })?;
         }
         Ok(())
     }
 
-    fn spawn_children(&mut self, spawner: usize, spawns: Vec<(String, String, serde_json::Value)>) -> Result<()> {
+    fn spawn_children(
+        &mut self,
+        spawner: usize,
+        spawns: Vec<(String, String, serde_json::Value)>,
+    ) -> Result<()> {
         let parent = self.core.nodes[spawner].id.clone();
         for (key, template, input) in spawns {
             let id = parent.child(&key);
@@ -60,7 +84,12 @@ impl Live {
                     continue;
                 }
             }
-            self.emit(EventKind::NodeAdded { node: id.clone(), template, parent: Some(parent.clone()), input })?;
+            self.emit(EventKind::NodeAdded {
+                node: id.clone(),
+                template,
+                parent: Some(parent.clone()),
+                input,
+            })?;
             self.activate(&id, 0)?;
         }
         Ok(())
@@ -75,14 +104,23 @@ impl Live {
         let is_static = o < self.core.graph.nodes.len();
         let extra = self.core.extra_edges.get(&o).cloned().unwrap_or_default();
         let (mut targets, reason) = match (failed, n.def.max_attempts, &n.def.on_exhausted) {
-            (true, Some(max), Some(to)) if attempt >= max => (vec![to.clone()], format!("max_attempts ({max}) reached")),
+            (true, Some(max), Some(to)) if attempt >= max => {
+                (vec![to.clone()], format!("max_attempts ({max}) reached"))
+            }
             _ => match is_static.then(|| self.core.graph.edge(&id)).flatten() {
                 None if extra.is_empty() && failed => (Vec::new(), NO_FAILURE_ROUTE.to_owned()),
                 None if extra.is_empty() => return Ok(()),
                 None => (extra, "always".to_owned()),
-                Some(Edge::Always(t)) => (t.iter().cloned().chain(extra).collect(), "always".to_owned()),
+                Some(Edge::Always(t)) => (
+                    t.iter().cloned().chain(extra).collect(),
+                    "always".to_owned(),
+                ),
                 Some(Edge::Outcome { success, failure }) => {
-                    let (t, r) = if failed { (failure, "failure") } else { (success, "success") };
+                    let (t, r) = if failed {
+                        (failure, "failure")
+                    } else {
+                        (success, "success")
+                    };
                     (t.iter().cloned().chain(extra).collect(), r.to_owned())
                 }
                 Some(Edge::Conditional { router, targets }) => {
@@ -96,19 +134,32 @@ impl Live {
                         counters: &self.core.counters,
                         attempts: &self.core.attempts,
                     };
-                    let chosen = router.route(&ctx).map_err(|message| Error::Routing { node: id.clone(), message })?;
+                    let chosen = router.route(&ctx).map_err(|message| Error::Routing {
+                        node: id.clone(),
+                        message,
+                    })?;
                     if let Some(bad) = chosen.iter().find(|t| !targets.contains(t)) {
                         return Err(Error::Routing {
                             node: id.clone(),
-                            message: format!("router returned `{bad}`, which is not among its declared targets"),
+                            message: format!(
+                                "router returned `{bad}`, which is not among its declared targets"
+                            ),
                         });
                     }
-                    (chosen.into_iter().chain(extra).collect(), "router".to_owned())
+                    (
+                        chosen.into_iter().chain(extra).collect(),
+                        "router".to_owned(),
+                    )
                 }
             },
         };
         targets.dedup();
-        self.emit(EventKind::Routed { from: id, attempt, to: targets.clone(), reason })?;
+        self.emit(EventKind::Routed {
+            from: id,
+            attempt,
+            to: targets.clone(),
+            reason,
+        })?;
         for t in targets {
             self.activate(&t, depth)?;
         }
@@ -119,7 +170,10 @@ impl Live {
     /// skipped node is bypassed at once and routing continues after it.
     pub(super) fn activate(&mut self, id: &NodeId, depth: usize) -> Result<()> {
         let Some(o) = self.core.ordinal(id) else {
-            return Err(Error::Routing { node: id.clone(), message: "target node does not exist".into() });
+            return Err(Error::Routing {
+                node: id.clone(),
+                message: "target node does not exist".into(),
+            });
         };
         let n = &self.core.nodes[o];
         if n.pruned || n.is_active() {
@@ -127,10 +181,19 @@ impl Live {
         }
         let attempt = n.attempt + 1;
         let skip = n.def.skip;
-        self.emit(EventKind::NodeTransition { node: id.clone(), attempt, from: None, to: NodeState::Ready, reason: None })?;
+        self.emit(EventKind::NodeTransition {
+            node: id.clone(),
+            attempt,
+            from: None,
+            to: NodeState::Ready,
+            reason: None,
+        })?;
         if skip {
             if depth > self.core.nodes.len() {
-                return Err(Error::Routing { node: id.clone(), message: "skipped nodes route to each other in a loop".into() });
+                return Err(Error::Routing {
+                    node: id.clone(),
+                    message: "skipped nodes route to each other in a loop".into(),
+                });
             }
             self.emit(EventKind::NodeTransition {
                 node: id.clone(),
@@ -147,10 +210,18 @@ impl Live {
     /// Activates each collector whose spawner's latest fan-out is entirely final.
     pub(super) fn fire_collectors(&mut self) -> Result<()> {
         for c in 0..self.core.graph.nodes.len() {
-            let NodeKind::Collector { of, .. } = &self.core.nodes[c].def.kind else { continue };
-            let Some(s) = self.core.ordinal(of) else { continue };
+            let NodeKind::Collector { of, .. } = &self.core.nodes[c].def.kind else {
+                continue;
+            };
+            let Some(s) = self.core.ordinal(of) else {
+                continue;
+            };
             let (sn, cn) = (&self.core.nodes[s], &self.core.nodes[c]);
-            if sn.group_gen > cn.collected_gen && !cn.pruned && !cn.is_active() && self.core.group_done(s) {
+            if sn.group_gen > cn.collected_gen
+                && !cn.pruned
+                && !cn.is_active()
+                && self.core.group_done(s)
+            {
                 let id = cn.id.clone();
                 self.activate(&id, 0)?;
             }
@@ -161,14 +232,20 @@ impl Live {
     /// Records a command and applies it (or records why it cannot apply).
     pub fn command(&mut self, command: Command, reply: Option<CommandReply>) -> Result<()> {
         let id = self.core.next_command;
-        self.emit(EventKind::CommandReceived { id, command: command.clone() })?;
+        self.emit(EventKind::CommandReceived {
+            id,
+            command: command.clone(),
+        })?;
         let outcome = if self.core.status.is_final() {
             Err(format!("run is already {}", self.core.status))
         } else {
             self.apply_command(id, command)
         };
         if let Err(reason) = &outcome {
-            self.emit(EventKind::CommandRefused { id, reason: reason.clone() })?;
+            self.emit(EventKind::CommandRefused {
+                id,
+                reason: reason.clone(),
+            })?;
         }
         if let Some(reply) = reply {
             let _ = reply.send(outcome);
@@ -178,9 +255,10 @@ impl Live {
 
     fn find(&self, node: &NodeId) -> std::result::Result<usize, String> {
         self.core.ordinal(node).ok_or_else(|| {
-            let hint = crate::spec::nearest(node.as_str(), self.core.nodes.iter().map(|n| n.id.as_str()))
-                .map(|n| format!("; did you mean `{n}`?"))
-                .unwrap_or_default();
+            let hint =
+                crate::spec::nearest(node.as_str(), self.core.nodes.iter().map(|n| n.id.as_str()))
+                    .map(|n| format!("; did you mean `{n}`?"))
+                    .unwrap_or_default();
             format!("no node named `{node}`{hint}")
         })
     }
@@ -196,13 +274,21 @@ impl Live {
                     None | Some(NodeState::Ready | NodeState::WaitingInput) => false,
                     Some(NodeState::Running) => true,
                     Some(s) => {
-                        return Err(format!("node {node} is {s}; messages to finished nodes are discarded"));
+                        return Err(format!(
+                            "node {node} is {s}; messages to finished nodes are discarded"
+                        ));
                     }
                 };
                 if delivered && let Some(r) = self.running.get(&o) {
                     let _ = r.mailbox.send(message);
                 }
-                self.emit(EventKind::MessageQueued { id, node, attempt, delivered }).map_err(fatal)
+                self.emit(EventKind::MessageQueued {
+                    id,
+                    node,
+                    attempt,
+                    delivered,
+                })
+                .map_err(fatal)
             }
             Command::Answer { node, answer } => {
                 let o = self.find(&node)?;
@@ -214,7 +300,12 @@ impl Live {
                     ));
                 }
                 let attempt = n.attempt;
-                self.emit(EventKind::InputReceived { node: node.clone(), attempt, answer }).map_err(fatal)?;
+                self.emit(EventKind::InputReceived {
+                    node: node.clone(),
+                    attempt,
+                    answer,
+                })
+                .map_err(fatal)?;
                 self.emit(EventKind::NodeTransition {
                     node,
                     attempt,
@@ -228,14 +319,23 @@ impl Live {
             Command::Inject { nodes, edges } => self.inject(nodes, edges),
             Command::Cancel { reason } => {
                 let why = reason.unwrap_or_else(|| "cancelled".into());
-                self.stop_all(&format!("run cancelled: {why}")).map_err(fatal)?;
-                self.emit(EventKind::RunStatusChanged { status: RunStatus::Cancelled, terminal: None, error: Some(why) })
-                    .map_err(fatal)
+                self.stop_all(&format!("run cancelled: {why}"))
+                    .map_err(fatal)?;
+                self.emit(EventKind::RunStatusChanged {
+                    status: RunStatus::Cancelled,
+                    terminal: None,
+                    error: Some(why),
+                })
+                .map_err(fatal)
             }
         }
     }
 
-    fn prune(&mut self, node: &NodeId, reason: Option<String>) -> Result<std::result::Result<(), String>> {
+    fn prune(
+        &mut self,
+        node: &NodeId,
+        reason: Option<String>,
+    ) -> Result<std::result::Result<(), String>> {
         let o = match self.find(node) {
             Ok(o) => o,
             Err(e) => return Ok(Err(e)),
@@ -244,12 +344,18 @@ impl Live {
         if root.pruned {
             return Ok(Err(format!("node {node} is already pruned")));
         }
-        if let Some(s @ (NodeState::Completed | NodeState::Failed | NodeState::Skipped)) = root.state
+        if let Some(s @ (NodeState::Completed | NodeState::Failed | NodeState::Skipped)) =
+            root.state
             && !root.is_active()
         {
-            return Ok(Err(format!("cannot prune {node}: it is {s}, and finished nodes are final")));
+            return Ok(Err(format!(
+                "cannot prune {node}: it is {s}, and finished nodes are final"
+            )));
         }
-        let why = format!("pruned{}", reason.map(|r| format!(": {r}")).unwrap_or_default());
+        let why = format!(
+            "pruned{}",
+            reason.map(|r| format!(": {r}")).unwrap_or_default()
+        );
         for c in self.core.subtree(o) {
             let n = &self.core.nodes[c];
             if n.pruned {
@@ -262,12 +368,30 @@ impl Live {
                         r.cancel.cancel();
                         r.abort.abort();
                     }
-                    self.emit(EventKind::NodeTransition { node: cid, attempt, from: Some(from), to: NodeState::Pruned, reason: Some(why.clone()) })?;
+                    self.emit(EventKind::NodeTransition {
+                        node: cid,
+                        attempt,
+                        from: Some(from),
+                        to: NodeState::Pruned,
+                        reason: Some(why.clone()),
+                    })?;
                 }
                 None => {
                     // Never reached: record an activation so later routes to it are dropped.
-                    self.emit(EventKind::NodeTransition { node: cid.clone(), attempt: attempt + 1, from: None, to: NodeState::Ready, reason: None })?;
-                    self.emit(EventKind::NodeTransition { node: cid, attempt: attempt + 1, from: Some(NodeState::Ready), to: NodeState::Pruned, reason: Some(why.clone()) })?;
+                    self.emit(EventKind::NodeTransition {
+                        node: cid.clone(),
+                        attempt: attempt + 1,
+                        from: None,
+                        to: NodeState::Ready,
+                        reason: None,
+                    })?;
+                    self.emit(EventKind::NodeTransition {
+                        node: cid,
+                        attempt: attempt + 1,
+                        from: Some(NodeState::Ready),
+                        to: NodeState::Pruned,
+                        reason: Some(why.clone()),
+                    })?;
                 }
                 Some(_) => {}
             }
@@ -294,7 +418,11 @@ impl Live {
             }
             if graph.template(&n.template).is_none() {
                 let names: Vec<&str> = graph.templates.keys().map(String::as_str).collect();
-                return Err(format!("unknown template `{}` (templates: {})", n.template, names.join(", ")));
+                return Err(format!(
+                    "unknown template `{}` (templates: {})",
+                    n.template,
+                    names.join(", ")
+                ));
             }
             if let Some(p) = &n.parent {
                 self.find(p)?;

@@ -21,7 +21,10 @@ pub fn feature() -> Arc<Graph> {
 pub fn counting(
     count: Arc<AtomicUsize>,
     sleep_ms: u64,
-) -> impl Fn(NodeContext) -> futures::future::BoxFuture<'static, Result<NodeOutput, NodeError>> + Send + Sync + 'static {
+) -> impl Fn(NodeContext) -> futures::future::BoxFuture<'static, Result<NodeOutput, NodeError>>
++ Send
++ Sync
++ 'static {
     move |ctx: NodeContext| {
         let count = count.clone();
         Box::pin(async move {

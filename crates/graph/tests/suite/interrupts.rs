@@ -13,29 +13,61 @@ async fn approval_gate_pauses_and_resumes_with_the_answer() {
     let (node, question) = &out.waiting[0];
     assert_eq!(node, &NodeId::new("security_review"));
     assert_eq!(question.kind, InterruptKind::Approval);
-    assert_eq!(out.node("security_review").unwrap().state, Some(NodeState::WaitingInput));
+    assert_eq!(
+        out.node("security_review").unwrap().state,
+        Some(NodeState::WaitingInput)
+    );
 
     // An answer to a node that is not waiting is refused, with the reason recorded.
     let bad = engine
-        .resume(g.clone(), &out.run, vec![Command::Answer { node: "code_generation".into(), answer: Answer::approve() }])
+        .resume(
+            g.clone(),
+            &out.run,
+            vec![Command::Answer {
+                node: "code_generation".into(),
+                answer: Answer::approve(),
+            }],
+        )
         .unwrap()
         .wait()
         .await
         .unwrap();
-    assert_eq!(bad.status, RunStatus::WaitingInput, "still waiting after a refused answer");
+    assert_eq!(
+        bad.status,
+        RunStatus::WaitingInput,
+        "still waiting after a refused answer"
+    );
 
     // A rejection makes the handler ask again.
     let again = engine
-        .resume(g.clone(), &out.run, vec![Command::Answer { node: "security_review".into(), answer: Answer::reject("no") }])
+        .resume(
+            g.clone(),
+            &out.run,
+            vec![Command::Answer {
+                node: "security_review".into(),
+                answer: Answer::reject("no"),
+            }],
+        )
         .unwrap()
         .wait()
         .await
         .unwrap();
     assert_eq!(again.status, RunStatus::WaitingInput);
-    assert_eq!(again.node("security_review").unwrap().attempt, 1, "same activation asks again");
+    assert_eq!(
+        again.node("security_review").unwrap().attempt,
+        1,
+        "same activation asks again"
+    );
 
     let done = engine
-        .resume(g, &out.run, vec![Command::Answer { node: "security_review".into(), answer: Answer::approve() }])
+        .resume(
+            g,
+            &out.run,
+            vec![Command::Answer {
+                node: "security_review".into(),
+                answer: Answer::approve(),
+            }],
+        )
         .unwrap()
         .wait()
         .await
@@ -50,7 +82,14 @@ async fn refused_answer_is_in_the_log() {
     let g = demo("feature", json!({"approval_stage": "code_generation"}));
     let out = engine.run(g.clone(), json!({})).await.unwrap();
     engine
-        .resume(g, &out.run, vec![Command::Answer { node: "DONE".into(), answer: Answer::approve() }])
+        .resume(
+            g,
+            &out.run,
+            vec![Command::Answer {
+                node: "DONE".into(),
+                answer: Answer::approve(),
+            }],
+        )
         .unwrap()
         .wait()
         .await
@@ -60,5 +99,8 @@ async fn refused_answer_is_in_the_log() {
         trellis_protocol::EventKind::CommandRefused { reason, .. } => Some(reason.clone()),
         _ => None,
     });
-    assert_eq!(refused.as_deref(), Some("node DONE is not started, not WAITING_INPUT; only waiting nodes take answers"));
+    assert_eq!(
+        refused.as_deref(),
+        Some("node DONE is not started, not WAITING_INPUT; only waiting nodes take answers")
+    );
 }

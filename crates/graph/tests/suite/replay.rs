@@ -7,11 +7,20 @@ use trellis_protocol::{Event, EventKind, NodeState, RunStatus};
 
 use super::common::{demo, feature, mem};
 
-fn outcome_key(o: &trellis_graph::RunOutcome) -> (Value, BTreeMap<String, i64>, Vec<(String, u32, Option<NodeState>)>) {
+fn outcome_key(
+    o: &trellis_graph::RunOutcome,
+) -> (
+    Value,
+    BTreeMap<String, i64>,
+    Vec<(String, u32, Option<NodeState>)>,
+) {
     (
         o.state.to_json(),
         o.counters.clone(),
-        o.nodes.iter().map(|n| (n.id.to_string(), n.attempt, n.state)).collect(),
+        o.nodes
+            .iter()
+            .map(|n| (n.id.to_string(), n.attempt, n.state))
+            .collect(),
     )
 }
 
@@ -46,33 +55,62 @@ async fn resume_from_every_batch_boundary_matches_the_uninterrupted_run() {
     let dir = std::env::temp_dir().join(format!("trellis-graph-resume-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let log = dir.join("full.log");
-    let g = demo("crashtest", json!({"sleep_us": 500, "log": log.to_str().unwrap()}));
+    let g = demo(
+        "crashtest",
+        json!({"sleep_us": 500, "log": log.to_str().unwrap()}),
+    );
     let (engine, journal) = mem();
     let full = engine.run(g.clone(), json!({})).await.unwrap();
     assert_eq!(full.status, RunStatus::Succeeded);
     let events = journal.load(&full.run).unwrap();
     let ends = journal.batch_ends(&full.run);
-    assert!(ends.len() > 5, "sleeping handlers split the run into many batches: {ends:?}");
+    assert!(
+        ends.len() > 5,
+        "sleeping handlers split the run into many batches: {ends:?}"
+    );
     for (i, &end) in ends.iter().enumerate().filter(|(_, e)| **e < full.last_seq) {
         let prefix: Vec<Event> = events.iter().filter(|e| e.seq <= end).cloned().collect();
         let completed: Vec<(String, u32)> = prefix
             .iter()
             .filter_map(|e| match &e.kind {
-                EventKind::NodeTransition { node, attempt, to: NodeState::Completed, .. } => Some((node.to_string(), *attempt)),
+                EventKind::NodeTransition {
+                    node,
+                    attempt,
+                    to: NodeState::Completed,
+                    ..
+                } => Some((node.to_string(), *attempt)),
                 _ => None,
             })
             .collect();
         let log_i = dir.join(format!("resume-{i}.log"));
-        let g_i = demo("crashtest", json!({"sleep_us": 500, "log": log_i.to_str().unwrap()}));
+        let g_i = demo(
+            "crashtest",
+            json!({"sleep_us": 500, "log": log_i.to_str().unwrap()}),
+        );
         let crashed = Arc::new(MemoryJournal::with_log(prefix));
         let engine = Engine::new(crashed);
-        let resumed = engine.resume(g_i, &full.run, vec![]).unwrap().wait().await.unwrap();
-        assert_eq!(outcome_key(&resumed).0, outcome_key(&full).0, "state after resuming at seq {end}");
-        assert_eq!(resumed.counters, full.counters, "counters after resuming at seq {end}");
+        let resumed = engine
+            .resume(g_i, &full.run, vec![])
+            .unwrap()
+            .wait()
+            .await
+            .unwrap();
+        assert_eq!(
+            outcome_key(&resumed).0,
+            outcome_key(&full).0,
+            "state after resuming at seq {end}"
+        );
+        assert_eq!(
+            resumed.counters, full.counters,
+            "counters after resuming at seq {end}"
+        );
         assert_eq!(resumed.status, RunStatus::Succeeded);
         let rerun = executions(&log_i);
         for c in &completed {
-            assert!(!rerun.contains(c), "{c:?} COMPLETED before the crash at seq {end} but ran again");
+            assert!(
+                !rerun.contains(c),
+                "{c:?} COMPLETED before the crash at seq {end} but ran again"
+            );
         }
     }
     std::fs::remove_dir_all(&dir).unwrap();
@@ -84,40 +122,85 @@ async fn fork_from_every_checkpoint_reaches_the_same_end_and_leaves_the_parent_a
     let g = feature();
     let full = engine.run(g.clone(), json!({})).await.unwrap();
     let parent_log = journal.load(&full.run).unwrap();
-    let checkpoints: Vec<u64> = parent_log.iter().filter(|e| e.kind.is_checkpoint()).map(|e| e.seq).collect();
+    let checkpoints: Vec<u64> = parent_log
+        .iter()
+        .filter(|e| e.kind.is_checkpoint())
+        .map(|e| e.seq)
+        .collect();
     assert_eq!(checkpoints.len(), 10, "runStarted + 9 steps");
     for seq in checkpoints {
-        let forked = engine.fork(g.clone(), &full.run, seq, vec![]).unwrap().wait().await.unwrap();
+        let forked = engine
+            .fork(g.clone(), &full.run, seq, vec![])
+            .unwrap()
+            .wait()
+            .await
+            .unwrap();
         assert_ne!(forked.run, full.run);
-        assert_eq!(outcome_key(&forked).0, outcome_key(&full).0, "fork at {seq}");
+        assert_eq!(
+            outcome_key(&forked).0,
+            outcome_key(&full).0,
+            "fork at {seq}"
+        );
         assert_eq!(forked.status, RunStatus::Succeeded);
         // A fork of the fork works too (ancestry is resolved recursively).
         if seq == 1 {
             let log = journal.load(&forked.run).unwrap();
-            let cp = log.iter().filter(|e| e.kind.is_checkpoint()).nth(3).unwrap().seq;
-            let grand = engine.fork(g.clone(), &forked.run, cp, vec![]).unwrap().wait().await.unwrap();
+            let cp = log
+                .iter()
+                .filter(|e| e.kind.is_checkpoint())
+                .nth(3)
+                .unwrap()
+                .seq;
+            let grand = engine
+                .fork(g.clone(), &forked.run, cp, vec![])
+                .unwrap()
+                .wait()
+                .await
+                .unwrap();
             assert_eq!(outcome_key(&grand).0, outcome_key(&full).0);
         }
     }
-    assert_eq!(journal.load(&full.run).unwrap(), parent_log, "forks never touch the parent's log");
+    assert_eq!(
+        journal.load(&full.run).unwrap(),
+        parent_log,
+        "forks never touch the parent's log"
+    );
 }
 
 #[tokio::test]
 async fn fork_at_a_non_checkpoint_names_the_valid_ones() {
     let (engine, _) = mem();
     let full = engine.run(feature(), json!({})).await.unwrap();
-    let err = engine.fork(feature(), &full.run, 3, vec![]).err().unwrap().to_string();
+    let err = engine
+        .fork(feature(), &full.run, 3, vec![])
+        .err()
+        .unwrap()
+        .to_string();
     assert!(err.starts_with("event 3 of run"), "{err}");
-    assert!(err.contains("not a checkpoint; checkpoints are: 1, "), "{err}");
+    assert!(
+        err.contains("not a checkpoint; checkpoints are: 1, "),
+        "{err}"
+    );
 }
 
 #[tokio::test]
 async fn resume_refuses_finished_runs_and_changed_graphs() {
     let (engine, _) = mem();
     let full = engine.run(feature(), json!({})).await.unwrap();
-    let err = engine.resume(feature(), &full.run, vec![]).err().unwrap().to_string();
-    assert!(err.contains("already succeeded; fork it to run again"), "{err}");
-    let err = engine.inspect(demo("chain", json!({"n": 3})), &full.run).err().unwrap().to_string();
+    let err = engine
+        .resume(feature(), &full.run, vec![])
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        err.contains("already succeeded; fork it to run again"),
+        "{err}"
+    );
+    let err = engine
+        .inspect(demo("chain", json!({"n": 3})), &full.run)
+        .err()
+        .unwrap()
+        .to_string();
     assert!(err.contains("graph definition changed"), "{err}");
 }
 
@@ -129,12 +212,27 @@ async fn a_log_with_an_invalid_transition_is_rejected() {
     // Turn the first READY → RUNNING into READY → COMPLETED.
     let e = log
         .iter_mut()
-        .find(|e| matches!(e.kind, EventKind::NodeTransition { to: NodeState::Running, .. }))
+        .find(|e| {
+            matches!(
+                e.kind,
+                EventKind::NodeTransition {
+                    to: NodeState::Running,
+                    ..
+                }
+            )
+        })
         .unwrap();
     if let EventKind::NodeTransition { to, .. } = &mut e.kind {
         *to = NodeState::Completed;
     }
     let engine = Engine::new(Arc::new(MemoryJournal::with_log(log)));
-    let err = engine.inspect(feature(), &full.run).err().unwrap().to_string();
-    assert_eq!(err, "node code_generation#1: invalid node transition READY → COMPLETED");
+    let err = engine
+        .inspect(feature(), &full.run)
+        .err()
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        err,
+        "node code_generation#1: invalid node transition READY → COMPLETED"
+    );
 }

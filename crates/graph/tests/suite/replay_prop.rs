@@ -6,7 +6,10 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 use serde_json::{Value, json};
-use trellis_graph::{Engine, FailurePolicy, Graph, GraphBuilder, Journal, MemoryJournal, NodeContext, NodeError, NodeOutput, Reducer};
+use trellis_graph::{
+    Engine, FailurePolicy, Graph, GraphBuilder, Journal, MemoryJournal, NodeContext, NodeError,
+    NodeOutput, Reducer,
+};
 use trellis_protocol::{Event, NodeId, TerminalKind};
 
 #[derive(Clone, Debug)]
@@ -36,8 +39,20 @@ fn node_spec(i: usize, n: usize) -> impl Strategy<Value = NodeSpec> {
         (later.clone(), 0..=i).prop_map(|(ok, fail)| Route::Outcome { ok, fail }),
         (later.clone(), later).prop_map(|(even, odd)| Route::ByCounter { even, odd }),
     ];
-    (0..4usize, 0..3u32, prop_oneof![3 => Just(0usize), 1 => 1..4usize], 0..4u8, route)
-        .prop_map(|(channel, fail_first, spawn, policy, route)| NodeSpec { channel, fail_first, spawn, policy, route })
+    (
+        0..4usize,
+        0..3u32,
+        prop_oneof![3 => Just(0usize), 1 => 1..4usize],
+        0..4u8,
+        route,
+    )
+        .prop_map(|(channel, fail_first, spawn, policy, route)| NodeSpec {
+            channel,
+            fail_first,
+            spawn,
+            policy,
+            route,
+        })
 }
 
 fn graph_spec() -> impl Strategy<Value = Vec<NodeSpec>> {
@@ -54,13 +69,24 @@ fn value_for(node: &NodeId, attempt: u32, channel: &str) -> Value {
 }
 
 fn jitter(node: &NodeId, attempt: u32, salt: u64) -> Duration {
-    let h = node.as_str().bytes().fold(salt.wrapping_add(u64::from(attempt)), |h, b| h.wrapping_mul(131).wrapping_add(u64::from(b)));
+    let h = node
+        .as_str()
+        .bytes()
+        .fold(salt.wrapping_add(u64::from(attempt)), |h, b| {
+            h.wrapping_mul(131).wrapping_add(u64::from(b))
+        });
     Duration::from_micros(h % 1500)
 }
 
 fn build(spec: &[NodeSpec], salt: u64) -> Graph {
     let n = spec.len();
-    let name = |i: usize| if i >= n { "DONE".to_string() } else { format!("s{i}") };
+    let name = |i: usize| {
+        if i >= n {
+            "DONE".to_string()
+        } else {
+            format!("s{i}")
+        }
+    };
     let mut b = GraphBuilder::new("prop").max_steps(200).concurrency(3);
     b = b
         .channel("list", Reducer::Append)
@@ -79,7 +105,9 @@ fn build(spec: &[NodeSpec], salt: u64) -> Graph {
                 } else {
                     NodeOutput::success()
                 };
-                out = out.write(ch, value_for(&ctx.node, ctx.attempt, ch)).count("steps", 1);
+                out = out
+                    .write(ch, value_for(&ctx.node, ctx.attempt, ch))
+                    .count("steps", 1);
                 for k in 0..s.spawn {
                     out = out.spawn(format!("c{k}"), "child", json!(k));
                 }
@@ -90,8 +118,12 @@ fn build(spec: &[NodeSpec], salt: u64) -> Graph {
         b = b.node_with(id.as_str(), handler, |o| o.max_attempts(3, "ABORT"));
         let from = if s.spawn > 0 {
             let col = format!("k{i}");
-            let policy = [FailurePolicy::AnyFails, FailurePolicy::AllFail, FailurePolicy::MajorityFail, FailurePolicy::Quorum(1)]
-                [usize::from(s.policy)];
+            let policy = [
+                FailurePolicy::AnyFails,
+                FailurePolicy::AllFail,
+                FailurePolicy::MajorityFail,
+                FailurePolicy::Quorum(1),
+            ][usize::from(s.policy)];
             b = b.collector(col.as_str(), id.as_str(), policy, None);
             col
         } else {
@@ -99,22 +131,41 @@ fn build(spec: &[NodeSpec], salt: u64) -> Graph {
         };
         b = match &s.route {
             Route::End => b,
-            Route::Always(t) => t.iter().fold(b, |b, &t| b.edge(from.as_str(), name(t).as_str())),
-            Route::Outcome { ok, fail } => b.outcome_edge(from.as_str(), name(*ok).as_str(), name(*fail).as_str()),
+            Route::Always(t) => t
+                .iter()
+                .fold(b, |b, &t| b.edge(from.as_str(), name(t).as_str())),
+            Route::Outcome { ok, fail } => {
+                b.outcome_edge(from.as_str(), name(*ok).as_str(), name(*fail).as_str())
+            }
             Route::ByCounter { even, odd } => {
                 let (e, o) = (name(*even), name(*odd));
                 let (e2, o2) = (e.clone(), o.clone());
-                b.conditional_edge(from.as_str(), [e, o], move |r: &trellis_graph::RouteContext<'_>| {
-                    Ok(vec![NodeId::from(if r.counter("steps") % 2 == 0 { e2.as_str() } else { o2.as_str() })])
-                })
+                b.conditional_edge(
+                    from.as_str(),
+                    [e, o],
+                    move |r: &trellis_graph::RouteContext<'_>| {
+                        Ok(vec![NodeId::from(if r.counter("steps") % 2 == 0 {
+                            e2.as_str()
+                        } else {
+                            o2.as_str()
+                        })])
+                    },
+                )
             }
         };
     }
     let child = move |ctx: NodeContext| async move {
         tokio::time::sleep(jitter(&ctx.node, ctx.attempt, salt ^ 7)).await;
         let k = ctx.input.as_u64().unwrap_or(0);
-        let out = if k == 0 && ctx.attempt == 1 { NodeOutput::failure("first child fails once") } else { NodeOutput::success() };
-        Ok::<_, NodeError>(out.write("list", value_for(&ctx.node, ctx.attempt, "list")).count("children", 1))
+        let out = if k == 0 && ctx.attempt == 1 {
+            NodeOutput::failure("first child fails once")
+        } else {
+            NodeOutput::success()
+        };
+        Ok::<_, NodeError>(
+            out.write("list", value_for(&ctx.node, ctx.attempt, "list"))
+                .count("children", 1),
+        )
     };
     b.template("child", child)
         .terminal("DONE", TerminalKind::Success, None)
@@ -124,10 +175,23 @@ fn build(spec: &[NodeSpec], salt: u64) -> Graph {
         .unwrap()
 }
 
-type Key = (Value, std::collections::BTreeMap<String, i64>, Vec<(String, u32, Option<trellis_protocol::NodeState>)>, trellis_protocol::RunStatus);
+type Key = (
+    Value,
+    std::collections::BTreeMap<String, i64>,
+    Vec<(String, u32, Option<trellis_protocol::NodeState>)>,
+    trellis_protocol::RunStatus,
+);
 
 fn key(o: &trellis_graph::RunOutcome) -> Key {
-    (o.state.to_json(), o.counters.clone(), o.nodes.iter().map(|n| (n.id.to_string(), n.attempt, n.state)).collect(), o.status)
+    (
+        o.state.to_json(),
+        o.counters.clone(),
+        o.nodes
+            .iter()
+            .map(|n| (n.id.to_string(), n.attempt, n.state))
+            .collect(),
+        o.status,
+    )
 }
 
 proptest! {

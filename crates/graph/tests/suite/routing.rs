@@ -7,24 +7,45 @@ use super::common::{demo, feature, mem};
 #[tokio::test]
 async fn feature_loop_enriches_twice_then_succeeds() {
     let (engine, _) = mem();
-    let out = engine.run(feature(), trellis_graph::demo::feature_input()).await.unwrap();
+    let out = engine
+        .run(feature(), trellis_graph::demo::feature_input())
+        .await
+        .unwrap();
     assert_eq!(out.status, RunStatus::Succeeded);
     assert_eq!(out.terminal, Some(NodeId::new("DONE")));
-    assert_eq!(out.steps, 9, "code, test(F), enrich, test(F), enrich, test, security, lint, DONE");
+    assert_eq!(
+        out.steps, 9,
+        "code, test(F), enrich, test(F), enrich, test, security, lint, DONE"
+    );
     assert_eq!(out.node("test_generation").unwrap().attempt, 3);
     assert_eq!(out.node("adaptive_retrieval").unwrap().attempt, 2);
     assert_eq!(out.counters["enrichment_attempts:test_generation"], 2);
-    assert_eq!(out.state.get("messages").unwrap().as_array().unwrap().len(), 10);
+    assert_eq!(
+        out.state.get("messages").unwrap().as_array().unwrap().len(),
+        10
+    );
     assert_eq!(out.state.get("outcome"), Some(&json!("DONE")));
-    assert_eq!(out.node("ABORT").unwrap().state, None, "ABORT never reached");
+    assert_eq!(
+        out.node("ABORT").unwrap().state,
+        None,
+        "ABORT never reached"
+    );
     // The third attempt saw the context added by the second enrichment.
-    assert_eq!(out.state.get_in("stage_results", "test_generation").unwrap()["used_context"], json!(true));
+    assert_eq!(
+        out.state
+            .get_in("stage_results", "test_generation")
+            .unwrap()["used_context"],
+        json!(true)
+    );
 }
 
 #[tokio::test]
 async fn max_attempts_routes_to_failure_path_immediately() {
     let (engine, _) = mem();
-    let out = engine.run(demo("feature", json!({"fail_first": 10})), json!({})).await.unwrap();
+    let out = engine
+        .run(demo("feature", json!({"fail_first": 10})), json!({}))
+        .await
+        .unwrap();
     assert_eq!(out.status, RunStatus::Failed);
     assert_eq!(out.terminal, Some(NodeId::new("ABORT")));
     // attempts 1 and 2 enrich; attempt 3 reaches max_attempts → ABORT without asking the router.
@@ -35,7 +56,9 @@ async fn max_attempts_routes_to_failure_path_immediately() {
 }
 
 fn ok(ctx: NodeContext) -> futures::future::Ready<Result<NodeOutput, NodeError>> {
-    futures::future::ready(Ok(NodeOutput::success().write("seen", json!([ctx.node.to_string()]))))
+    futures::future::ready(Ok(
+        NodeOutput::success().write("seen", json!([ctx.node.to_string()]))
+    ))
 }
 
 fn fail(_ctx: NodeContext) -> futures::future::Ready<Result<NodeOutput, NodeError>> {
@@ -55,18 +78,29 @@ async fn outcome_edges_follow_success_and_failure() {
         .unwrap();
     let (engine, _) = mem();
     let out = engine.run(g.into(), json!({})).await.unwrap();
-    assert_eq!(out.status, RunStatus::Succeeded, "branch ended without failure");
+    assert_eq!(
+        out.status,
+        RunStatus::Succeeded,
+        "branch ended without failure"
+    );
     assert_eq!(out.node("a").unwrap().error.as_deref(), Some("boom"));
     assert_eq!(out.state.get("seen"), Some(&json!(["on_fail"])));
 }
 
 #[tokio::test]
 async fn failure_without_route_fails_the_run() {
-    let g = GraphBuilder::new("t").node("a", fail).entry("a").build().unwrap();
+    let g = GraphBuilder::new("t")
+        .node("a", fail)
+        .entry("a")
+        .build()
+        .unwrap();
     let (engine, _) = mem();
     let out = engine.run(g.into(), json!({})).await.unwrap();
     assert_eq!(out.status, RunStatus::Failed);
-    assert_eq!(out.error.as_deref(), Some("node a failed and has no failure route"));
+    assert_eq!(
+        out.error.as_deref(),
+        Some("node a failed and has no failure route")
+    );
 }
 
 #[tokio::test]
@@ -74,7 +108,9 @@ async fn router_returning_undeclared_target_fails_the_run_with_reason() {
     let g = GraphBuilder::new("t")
         .node("a", ok)
         .node("b", ok)
-        .conditional_edge("a", ["b"], |_r: &trellis_graph::RouteContext<'_>| Ok(vec![NodeId::new("zzz")]))
+        .conditional_edge("a", ["b"], |_r: &trellis_graph::RouteContext<'_>| {
+            Ok(vec![NodeId::new("zzz")])
+        })
         .channel("seen", Reducer::Append)
         .entry("a")
         .build()
@@ -99,7 +135,11 @@ async fn step_limit_guards_loops() {
     let out = engine.run(g.into(), json!({})).await.unwrap();
     assert_eq!(out.status, RunStatus::Failed);
     assert!(out.error.as_deref().unwrap().contains("step limit of 5"));
-    assert_eq!(out.node("a").unwrap().attempt, 6, "the 6th activation is pruned, never run");
+    assert_eq!(
+        out.node("a").unwrap().attempt,
+        6,
+        "the 6th activation is pruned, never run"
+    );
     assert_eq!(out.node("a").unwrap().state, Some(NodeState::Pruned));
 }
 
@@ -135,11 +175,24 @@ fn invalid_graphs_report_every_problem_with_suggestions() {
         .entry("code_generatio")
         .build()
         .unwrap_err();
-    let Error::InvalidGraph { problems, .. } = err else { panic!("{err}") };
-    assert!(problems.contains("entry node `code_generatio` is not declared (did you mean `code_generation`?)"), "{problems}");
+    let Error::InvalidGraph { problems, .. } = err else {
+        panic!("{err}")
+    };
+    assert!(
+        problems.contains(
+            "entry node `code_generatio` is not declared (did you mean `code_generation`?)"
+        ),
+        "{problems}"
+    );
     assert!(problems.contains("target is not declared"), "{problems}");
-    assert!(problems.contains("edge from undeclared node `nowhere`"), "{problems}");
-    assert!(problems.contains("terminal node `DONE` must not have outgoing edges"), "{problems}");
+    assert!(
+        problems.contains("edge from undeclared node `nowhere`"),
+        "{problems}"
+    );
+    assert!(
+        problems.contains("terminal node `DONE` must not have outgoing edges"),
+        "{problems}"
+    );
 }
 
 #[tokio::test]
@@ -147,10 +200,18 @@ async fn writes_merge_in_declaration_order_not_completion_order() {
     // `slow` is declared first but finishes last; its write must still come first.
     let slow = |_ctx: NodeContext| async {
         tokio::time::sleep(std::time::Duration::from_millis(30)).await;
-        Ok::<_, NodeError>(NodeOutput::success().write("seen", json!(["slow"])).write("last", json!("slow")))
+        Ok::<_, NodeError>(
+            NodeOutput::success()
+                .write("seen", json!(["slow"]))
+                .write("last", json!("slow")),
+        )
     };
     let fast = |_ctx: NodeContext| async {
-        Ok::<_, NodeError>(NodeOutput::success().write("seen", json!(["fast"])).write("last", json!("fast")))
+        Ok::<_, NodeError>(
+            NodeOutput::success()
+                .write("seen", json!(["fast"]))
+                .write("last", json!("fast")),
+        )
     };
     let g = GraphBuilder::new("order")
         .channel("seen", Reducer::Append)
@@ -165,26 +226,45 @@ async fn writes_merge_in_declaration_order_not_completion_order() {
         .unwrap();
     let (engine, _) = mem();
     let out = engine.run(g.into(), json!({})).await.unwrap();
-    assert_eq!(out.state.get("seen"), Some(&json!(["start", "slow", "fast"])));
+    assert_eq!(
+        out.state.get("seen"),
+        Some(&json!(["start", "slow", "fast"]))
+    );
     assert_eq!(out.state.get("last"), Some(&json!("fast")));
 }
 
 #[tokio::test]
 async fn bad_writes_fail_the_node_with_a_precise_message() {
-    let bad = |_ctx: NodeContext| async { Ok::<_, NodeError>(NodeOutput::success().write("seem", json!([1]))) };
-    let g = GraphBuilder::new("t").channel("seen", Reducer::Append).node("a", bad).entry("a").build().unwrap();
+    let bad = |_ctx: NodeContext| async {
+        Ok::<_, NodeError>(NodeOutput::success().write("seem", json!([1])))
+    };
+    let g = GraphBuilder::new("t")
+        .channel("seen", Reducer::Append)
+        .node("a", bad)
+        .entry("a")
+        .build()
+        .unwrap();
     let (engine, _) = mem();
     let out = engine.run(g.into(), json!({})).await.unwrap();
     let a = out.node("a").unwrap();
     assert_eq!(a.state, Some(NodeState::Failed));
-    assert_eq!(a.error.as_deref(), Some("wrote undeclared channel `seem` (declared: seen); did you mean `seen`?"));
+    assert_eq!(
+        a.error.as_deref(),
+        Some("wrote undeclared channel `seem` (declared: seen); did you mean `seen`?")
+    );
 }
 
 #[tokio::test]
 async fn unknown_input_channel_is_rejected() {
     let (engine, _) = mem();
-    let err = engine.start(feature(), json!({"mesages": []})).err().unwrap();
-    assert_eq!(err.to_string(), "invalid run input: unknown channel `mesages` (did you mean `messages`?)");
+    let err = engine
+        .start(feature(), json!({"mesages": []}))
+        .err()
+        .unwrap();
+    assert_eq!(
+        err.to_string(),
+        "invalid run input: unknown channel `mesages` (did you mean `messages`?)"
+    );
 }
 
 #[tokio::test]
@@ -195,9 +275,16 @@ async fn handler_panic_fails_only_that_node() {
         }
         Ok::<_, NodeError>(NodeOutput::success())
     };
-    let g = GraphBuilder::new("t").node("a", boom).entry("a").build().unwrap();
+    let g = GraphBuilder::new("t")
+        .node("a", boom)
+        .entry("a")
+        .build()
+        .unwrap();
     let (engine, _) = mem();
     let out = engine.run(g.into(), json!({})).await.unwrap();
-    assert_eq!(out.node("a").unwrap().error.as_deref(), Some("handler panicked: kaboom"));
+    assert_eq!(
+        out.node("a").unwrap().error.as_deref(),
+        Some("handler panicked: kaboom")
+    );
     assert_eq!(out.status, RunStatus::Failed);
 }
