@@ -13,7 +13,7 @@ use trellis_protocol::{Event, ForkRef, NodeId, RunId, RunStatus};
 use crate::claim::Owner;
 use crate::codec;
 use crate::error::{Error, Result};
-use crate::writer::{event_key, to_i64};
+use crate::ops::{event_key, to_i64};
 
 /// Connections kept for reuse; more may be open at once, the extras are closed after use.
 const POOL_SIZE: usize = 4;

@@ -26,24 +26,25 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, Sender, TryRecvError};
 
-use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
+use rusqlite::{Connection, Transaction, TransactionBehavior};
 use tokio::sync::oneshot;
 use trellis_graph::{Batch, JournalError};
 use trellis_protocol::{Command, RunId};
 
 use crate::Synchronous;
 use crate::claim::Owner;
-use crate::codec;
 use crate::error::{Error, Result};
-use crate::schema::now_ms;
+use crate::ops;
 
 /// The most messages one transaction takes, so a flood cannot delay acks unboundedly.
 const MAX_GROUP: usize = 4096;
 
 /// A request to the writer thread.
 pub(crate) enum Msg {
-    /// Append a batch; answered through the engine's [`trellis_graph::Commit`].
-    Append(Batch, oneshot::Sender<Result<(), JournalError>>),
+    /// Append a batch with its encoded events (encoded on the caller's thread, so the one
+    /// writer thread spends its time in SQLite only); answered through the engine's
+    /// [`trellis_graph::Commit`].
+    Append(Batch, Vec<u8>, oneshot::Sender<Result<(), JournalError>>),
     /// Claim a run for this process.
     Claim(RunId, Sender<Result<(), JournalError>>),
     /// Drop this process's claim (or, with `force`, anyone's).
@@ -276,7 +277,7 @@ fn drain(
 /// The ack of a message that never ran (its transaction could not start).
 fn apply_failed(m: Msg) -> Ack {
     match m {
-        Msg::Append(_, tx) => Ack::Commit(tx, Ok(())),
+        Msg::Append(_, _, tx) => Ack::Commit(tx, Ok(())),
         Msg::Claim(_, tx) => Ack::Claim(tx, Ok(())),
         Msg::Release { reply, .. } | Msg::Flush(reply) | Msg::Vacuum(reply) => {
             Ack::Unit(reply, Ok(()))
@@ -300,7 +301,7 @@ fn apply(
         source,
     };
     match m {
-        Msg::Append(batch, ack) => {
+        Msg::Append(batch, blob, ack) => {
             if failed_runs.contains(&batch.run) {
                 let e = JournalError::Backend(format!(
                     "an earlier batch of run {} failed in the same transaction",
@@ -308,11 +309,13 @@ fn apply(
                 ));
                 return Ack::Commit(ack, Err(e));
             }
-            match in_savepoint(tx, path, |sp| append(sp, &batch, me, path)).map_err(|e| e.into()) {
-                Ok(bytes) => {
+            match in_savepoint(tx, path, |sp| ops::append(sp, &batch, &blob, me, path))
+                .map_err(|e| e.into())
+            {
+                Ok(()) => {
                     tally.batches += 1;
                     tally.events += batch.events.len() as u64;
-                    tally.bytes += bytes;
+                    tally.bytes += blob.len() as u64;
                     Ack::Commit(ack, Ok(()))
                 }
                 Err(e) => {
@@ -322,36 +325,20 @@ fn apply(
             }
         }
         Msg::Claim(run, reply) => {
-            let r = in_savepoint(tx, path, |sp| claim(sp, &run, me).map_err(sqlite));
+            let r = in_savepoint(tx, path, |sp| ops::claim(sp, &run, me).map_err(sqlite));
             Ack::Claim(reply, r.unwrap_or_else(|e| Err(e.into())))
         }
         Msg::Release { run, force, reply } => {
-            let r = in_savepoint(tx, path, |sp| {
-                let n = if force {
-                    sp.execute("DELETE FROM run_owners WHERE run_id = ?1", [run.as_str()])
-                } else {
-                    sp.execute(
-                        "DELETE FROM run_owners WHERE run_id = ?1 AND pid = ?2 AND host = ?3",
-                        params![run.as_str(), me.pid, me.host],
-                    )
-                };
-                n.map(drop).map_err(sqlite)
-            });
+            let owner = (!force).then_some(me);
+            let r = in_savepoint(tx, path, |sp| ops::release(sp, &run, owner).map_err(sqlite));
             Ack::Unit(reply, r)
         }
         Msg::Enqueue(run, body, reply) => {
-            let r = in_savepoint(tx, path, |sp| {
-                sp.execute(
-                    "INSERT INTO commands (run_id, created_at, body) VALUES (?1, ?2, ?3)",
-                    params![run.as_str(), now_ms(), body],
-                )
-                .map(|_| sp.last_insert_rowid())
-                .map_err(sqlite)
-            });
+            let r = in_savepoint(tx, path, |sp| ops::enqueue(sp, &run, &body).map_err(sqlite));
             Ack::Id(reply, r)
         }
         Msg::Take(run, reply) => {
-            let r = in_savepoint(tx, path, |sp| take_commands(sp, &run).map_err(sqlite));
+            let r = in_savepoint(tx, path, |sp| ops::take_commands(sp, &run).map_err(sqlite));
             Ack::Commands(reply, r)
         }
         Msg::Flush(reply) | Msg::Vacuum(reply) => Ack::Unit(reply, Ok(())),
@@ -387,145 +374,4 @@ fn tx_failed(path: &Path, e: &rusqlite::Error) -> impl Fn() -> Error {
         detail: detail.clone(),
         retryable,
     }
-}
-
-/// Writes a batch: the run summary first, then the events, so a failure of the event insert
-/// exercises the savepoint rollback of the summary. Returns the blob size.
-fn append(conn: &Connection, batch: &Batch, me: &Owner, path: &Path) -> Result<u64> {
-    let sqlite = |source| Error::Sqlite {
-        path: path.to_owned(),
-        source,
-    };
-    let s = &batch.summary;
-    let rk: i64 = conn
-        .prepare_cached(
-            "INSERT INTO runs (id, graph, status, step, last_seq, terminal, error, fork_run,
-                               fork_seq, created_ts, updated_ts)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
-             ON CONFLICT (id) DO UPDATE SET
-                graph = excluded.graph, status = excluded.status, step = excluded.step,
-                last_seq = excluded.last_seq, terminal = excluded.terminal,
-                error = excluded.error, fork_run = excluded.fork_run,
-                fork_seq = excluded.fork_seq, updated_ts = excluded.updated_ts
-             RETURNING rk",
-        )
-        .and_then(|mut st| {
-            st.query_row(
-                params![
-                    batch.run.as_str(),
-                    s.graph,
-                    s.status.as_str(),
-                    to_i64(s.step),
-                    to_i64(s.last_seq),
-                    s.terminal.as_ref().map(|t| t.as_str()),
-                    s.error,
-                    s.fork.as_ref().map(|f| f.run.as_str()),
-                    s.fork.as_ref().map(|f| to_i64(f.seq)),
-                    s.created_ts,
-                    s.updated_ts,
-                ],
-                |r| r.get(0),
-            )
-        })
-        .map_err(sqlite)?;
-
-    let (Some(first), Some(last)) = (batch.events.first(), batch.events.last()) else {
-        return Ok(0);
-    };
-    let key = event_key(rk, first.seq).ok_or_else(|| Error::Limit {
-        path: path.to_owned(),
-        detail: format!(
-            "run {} reached seq {} (at most 2^32 - 1 per run)",
-            batch.run, first.seq
-        ),
-    })?;
-    let blob = codec::encode(&batch.events).map_err(|source| Error::Encode {
-        what: "events",
-        source,
-    })?;
-    conn.prepare_cached("INSERT INTO events (key, last_seq, data) VALUES (?1, ?2, ?3)")
-        .and_then(|mut st| st.execute(params![key, to_i64(last.seq), blob]))
-        .map_err(sqlite)?;
-    conn.prepare_cached(
-        "UPDATE run_owners SET heartbeat = ?2 WHERE run_id = ?1 AND pid = ?3 AND host = ?4",
-    )
-    .and_then(|mut st| st.execute(params![batch.run.as_str(), now_ms(), me.pid, me.host]))
-    .map_err(sqlite)?;
-    Ok(blob.len() as u64)
-}
-
-/// Claims `run` unless a live other process holds it.
-fn claim(conn: &Connection, run: &RunId, me: &Owner) -> rusqlite::Result<Result<(), JournalError>> {
-    let holder = conn
-        .query_row(
-            "SELECT pid, host, start_time FROM run_owners WHERE run_id = ?1",
-            [run.as_str()],
-            |r| {
-                Ok(Owner {
-                    pid: r.get(0)?,
-                    host: r.get(1)?,
-                    start_time: r.get::<_, Option<i64>>(2)?.map(|t| t as u64),
-                })
-            },
-        )
-        .optional()?;
-    if let Some(holder) = holder
-        && !holder.same_process(me)
-        && holder.is_alive(&me.host)
-    {
-        return Ok(Err(JournalError::Busy {
-            run: run.to_string(),
-            owner: holder.label(),
-        }));
-    }
-    let now = now_ms();
-    conn.execute(
-        "INSERT OR REPLACE INTO run_owners (run_id, pid, host, start_time, claimed_at, heartbeat)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?5)",
-        params![
-            run.as_str(),
-            me.pid,
-            me.host,
-            me.start_time.map(to_i64),
-            now
-        ],
-    )?;
-    Ok(Ok(()))
-}
-
-/// Marks the run's pending commands taken and returns them in id order. Bodies this binary
-/// cannot parse (a newer trellis's command) stay pending for a process that can.
-fn take_commands(conn: &Connection, run: &RunId) -> rusqlite::Result<Vec<Command>> {
-    let mut st = conn.prepare_cached(
-        "SELECT id, body FROM commands WHERE run_id = ?1 AND taken_at IS NULL ORDER BY id",
-    )?;
-    let rows = st
-        .query_map([run.as_str()], |r| {
-            Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?))
-        })?
-        .collect::<rusqlite::Result<Vec<_>>>()?;
-    let mut out = Vec::with_capacity(rows.len());
-    let now = now_ms();
-    let mut mark = conn.prepare_cached("UPDATE commands SET taken_at = ?2 WHERE id = ?1")?;
-    for (id, body) in rows {
-        if let Ok(cmd) = serde_json::from_str::<Command>(&body) {
-            mark.execute(params![id, now])?;
-            out.push(cmd);
-        }
-    }
-    Ok(out)
-}
-
-/// The `events` rowid of a run's batch: `(rk << 32) | first_seq`.
-pub(crate) fn event_key(rk: i64, first_seq: u64) -> Option<i64> {
-    let seq = u32::try_from(first_seq).ok()?;
-    if !(0..=i64::from(i32::MAX)).contains(&rk) {
-        return None;
-    }
-    Some((rk << 32) | i64::from(seq))
-}
-
-/// SQLite integers are signed; seqs and steps never come near `i64::MAX`.
-pub(crate) fn to_i64(v: u64) -> i64 {
-    i64::try_from(v).unwrap_or(i64::MAX)
 }

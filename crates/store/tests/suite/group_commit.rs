@@ -164,3 +164,24 @@ fn claims_and_releases_commit_without_an_fsync() {
     assert_eq!(after.synced_commits, 2, "{after:?}");
     assert!(after.commits - stats.commits <= 2, "{after:?}");
 }
+
+#[test]
+fn synchronous_normal_never_asks_for_an_fsync() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = trellis_store::StoreOptions {
+        synchronous: trellis_store::Synchronous::Normal,
+        ..Default::default()
+    };
+    let store = trellis_store::Store::open_workspace(dir.path(), opts).unwrap();
+    let run = RunId::new();
+    store.claim(&run).unwrap();
+    block_on(store.append(batch(&run, 1, 2))).unwrap();
+    store.release(&run);
+    let stats = store.stats();
+    assert_eq!(
+        (stats.commits, stats.synced_commits, stats.batches),
+        (3, 0, 1),
+        "{stats:?}"
+    );
+    assert_eq!(store.load(&run).unwrap().len(), 2);
+}
