@@ -52,8 +52,8 @@ fn executions(path: &std::path::Path) -> Vec<(String, u32)> {
 /// again.
 #[tokio::test]
 async fn resume_from_every_batch_boundary_matches_the_uninterrupted_run() {
-    let dir = std::env::temp_dir().join(format!("trellis-graph-resume-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let ws = trellis_test_support::TempWorkspace::new("graph-resume").unwrap();
+    let dir = ws.path();
     let log = dir.join("full.log");
     let g = demo(
         "crashtest",
@@ -113,7 +113,6 @@ async fn resume_from_every_batch_boundary_matches_the_uninterrupted_run() {
             );
         }
     }
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[tokio::test]
