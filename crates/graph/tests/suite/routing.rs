@@ -288,3 +288,51 @@ async fn handler_panic_fails_only_that_node() {
     );
     assert_eq!(out.status, RunStatus::Failed);
 }
+
+#[tokio::test]
+async fn ready_nodes_run_concurrently_up_to_the_limit() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    for limit in [1usize, 3, 8] {
+        let now = Arc::new(AtomicUsize::new(0));
+        let peak = Arc::new(AtomicUsize::new(0));
+        let (n2, p2) = (now.clone(), peak.clone());
+        let worker = move |_ctx: NodeContext| {
+            let (now, peak) = (n2.clone(), p2.clone());
+            async move {
+                let cur = now.fetch_add(1, Ordering::SeqCst) + 1;
+                peak.fetch_max(cur, Ordering::SeqCst);
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                now.fetch_sub(1, Ordering::SeqCst);
+                Ok::<_, NodeError>(NodeOutput::success())
+            }
+        };
+        let spawner = |_ctx: NodeContext| async {
+            let mut out = NodeOutput::success();
+            for i in 0..8 {
+                out = out.spawn(format!("w{i}"), "w", json!(i));
+            }
+            Ok::<_, NodeError>(out)
+        };
+        let g = GraphBuilder::new("limit")
+            .concurrency(limit)
+            .node("s", spawner)
+            .template("w", worker)
+            .entry("s")
+            .build()
+            .unwrap();
+        let (engine, _) = mem();
+        let started = std::time::Instant::now();
+        let out = engine.run(g.into(), json!({})).await.unwrap();
+        assert_eq!(out.status, RunStatus::Succeeded);
+        assert_eq!(
+            peak.load(Ordering::SeqCst),
+            limit,
+            "peak concurrency with limit {limit}"
+        );
+        // 8 children of 20 ms each in ceil(8 / limit) waves.
+        assert!(
+            started.elapsed() >= std::time::Duration::from_millis(20 * 8u64.div_ceil(limit as u64))
+        );
+    }
+}
