@@ -1,0 +1,218 @@
+//! What the benchmark learns from the operating system: CPU time, memory, load, the machine.
+//!
+//! Everything comes from `/proc` (the workspace denies `unsafe_code`, so no `getrusage`).
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::Serialize;
+
+/// CPU time (user + system) consumed so far by every live thread of this process, in
+/// seconds: the sum of the first field of `/proc/self/task/*/schedstat` (nanoseconds). Threads
+/// that already exited are not counted, so callers measure across spans in which the
+/// runtime's and the store's threads stay alive. Falls back to `/proc/self/stat`
+/// (utime + stime, 10 ms ticks) when schedstat is unavailable.
+pub fn cpu_seconds() -> f64 {
+    schedstat_seconds().unwrap_or_else(stat_seconds)
+}
+
+fn schedstat_seconds() -> Option<f64> {
+    let mut total_ns: u64 = 0;
+    for entry in std::fs::read_dir("/proc/self/task").ok()? {
+        let path = entry.ok()?.path().join("schedstat");
+        // A thread may exit between listing and reading: skip it.
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            continue;
+        };
+        total_ns += text.split_whitespace().next()?.parse::<u64>().ok()?;
+    }
+    Some(total_ns as f64 * 1e-9)
+}
+
+fn stat_seconds() -> f64 {
+    let Ok(text) = std::fs::read_to_string("/proc/self/stat") else {
+        return f64::NAN;
+    };
+    // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
+    let rest = text.rsplit_once(')').map_or("", |(_, r)| r);
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let tick = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<f64>().ok())
+            .unwrap_or(f64::NAN)
+    };
+    // fields[0] is field 3 (state), so field 14 is fields[11].
+    (tick(11) + tick(12)) / 100.0
+}
+
+/// A `VmXXX:` line of `/proc/self/status`, in MiB.
+fn status_mib(key: &str) -> f64 {
+    let Ok(text) = std::fs::read_to_string("/proc/self/status") else {
+        return f64::NAN;
+    };
+    text.lines()
+        .find_map(|l| l.strip_prefix(key))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|kib| kib.parse::<f64>().ok())
+        .map_or(f64::NAN, |kib| kib / 1024.0)
+}
+
+/// Current resident set size, MiB.
+pub fn rss_mib() -> f64 {
+    status_mib("VmRSS:")
+}
+
+/// Peak resident set size of this process, MiB (what Python's `ru_maxrss` reports).
+pub fn peak_rss_mib() -> f64 {
+    status_mib("VmHWM:")
+}
+
+/// The 1/5/15-minute load averages.
+pub fn loadavg() -> [f64; 3] {
+    let text = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let mut it = text
+        .split_whitespace()
+        .map(|v| v.parse::<f64>().unwrap_or(f64::NAN));
+    [
+        it.next().unwrap_or(f64::NAN),
+        it.next().unwrap_or(f64::NAN),
+        it.next().unwrap_or(f64::NAN),
+    ]
+}
+
+/// The machine and software the numbers were measured on.
+#[derive(Clone, Debug, Serialize)]
+pub struct Machine {
+    /// Logical CPUs available to this process.
+    pub nproc: usize,
+    /// `lscpu`'s model name.
+    pub cpu_model: String,
+    /// `lscpu`'s hypervisor vendor, if any.
+    pub hypervisor: Option<String>,
+    /// Kernel release.
+    pub kernel: String,
+    /// `rustc --version`.
+    pub rustc: String,
+    /// Trellis commit (`git rev-parse --short HEAD`, `+dirty` when the tree has changes).
+    pub commit: String,
+    /// SQLite compiled into the store.
+    pub sqlite: String,
+    /// Total memory, MiB.
+    pub mem_total_mib: f64,
+}
+
+/// Output of a command, trimmed, or `"?"` when it cannot run.
+fn output(cmd: &str, args: &[&str], dir: &Path) -> String {
+    Command::new(cmd)
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map_or_else(
+            || "?".to_owned(),
+            |o| String::from_utf8_lossy(&o.stdout).trim().to_owned(),
+        )
+}
+
+impl Machine {
+    /// Collects the description (`repo` is the Trellis checkout).
+    pub fn detect(repo: &Path) -> Self {
+        let lscpu = output("lscpu", &[], repo);
+        let field = |name: &str| {
+            lscpu
+                .lines()
+                .find_map(|l| l.strip_prefix(name))
+                .map(|v| v.trim_start_matches(':').trim().to_owned())
+        };
+        let dirty = !output(
+            "git",
+            &["status", "--porcelain", "--untracked-files=no"],
+            repo,
+        )
+        .is_empty();
+        let commit = output("git", &["rev-parse", "--short", "HEAD"], repo);
+        let mem_total_mib = std::fs::read_to_string("/proc/meminfo")
+            .ok()
+            .and_then(|t| {
+                t.lines()
+                    .find_map(|l| l.strip_prefix("MemTotal:"))
+                    .map(str::to_owned)
+            })
+            .and_then(|v| {
+                v.split_whitespace()
+                    .next()
+                    .and_then(|k| k.parse::<f64>().ok())
+            })
+            .map_or(f64::NAN, |kib| kib / 1024.0);
+        Self {
+            nproc: std::thread::available_parallelism().map_or(0, usize::from),
+            cpu_model: field("Model name").unwrap_or_else(|| "?".into()),
+            hypervisor: field("Hypervisor vendor"),
+            kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
+                .map_or_else(|_| "?".into(), |s| s.trim().to_owned()),
+            rustc: output("rustc", &["--version"], repo),
+            commit: if dirty {
+                format!("{commit}+dirty")
+            } else {
+                commit
+            },
+            sqlite: rusqlite::version().to_owned(),
+            mem_total_mib,
+        }
+    }
+}
+
+/// Now as `YYYY-MM-DD HH:MM:SS UTC`.
+pub fn utc_now() -> String {
+    let secs = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    let (y, m, d) = civil_from_days(days as i64);
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// Days since 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's algorithm).
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn civil_dates() {
+        assert_eq!(civil_from_days(0), (1970, 1, 1));
+        assert_eq!(civil_from_days(19_723), (2024, 1, 1));
+        assert_eq!(civil_from_days(11_016), (2000, 2, 29));
+    }
+
+    #[test]
+    fn cpu_time_advances() {
+        let a = cpu_seconds();
+        let mut x = 0u64;
+        for i in 0..5_000_000u64 {
+            x = x.wrapping_add(i * i);
+        }
+        std::hint::black_box(x);
+        assert!(cpu_seconds() > a);
+    }
+}
