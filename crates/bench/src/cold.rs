@@ -27,14 +27,18 @@ pub fn locate_cli(explicit: Option<&Path>, repo: &Path) -> PathBuf {
     if let Some(p) = explicit {
         return p.to_owned();
     }
+    target_dir(repo).join("release").join("trellis")
+}
+
+/// `$CARGO_TARGET_DIR` (relative to `repo` if relative), else `<repo>/target`.
+pub fn target_dir(repo: &Path) -> PathBuf {
     let target =
         std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| repo.join("target"), PathBuf::from);
-    let target = if target.is_relative() {
+    if target.is_relative() {
         repo.join(target)
     } else {
         target
-    };
-    target.join("release").join("trellis")
+    }
 }
 
 fn time(cmd: &mut Command) -> anyhow::Result<(f64, Output)> {

@@ -143,7 +143,7 @@ pub fn run(scale: f64, dir: &Path) -> anyhow::Result<Vec<Throughput>> {
         let t: Throughput = serde_json::from_str(line.trim())
             .with_context(|| format!("parsing child output {line}"))?;
         crate::progress(&format!(
-            "concurrent {:<30} runs={:<5} {:7.1} runs/s (ideal {}) cpu/run {:6.3} ms  latency median {:7.1} ms p90 {:7.1} ms  RSS {:.1} -> peak {:.1} MiB  commits/run {}",
+            "concurrent {:<30} runs={:<5} {:7.1} runs/s (ideal {}) cpu/run {:6.3} ms  latency median {:7.1} ms p90 {:7.1} ms  RSS {:.1} -> peak {:.1} MiB  commits/fsyncs per run {}",
             t.key,
             t.runs,
             t.runs_per_s,
@@ -153,7 +153,7 @@ pub fn run(scale: f64, dir: &Path) -> anyhow::Result<Vec<Throughput>> {
             t.latency.p90_ms,
             t.rss_before_mib,
             t.peak_rss_mib,
-            t.commits_per_run.map_or("-".into(), |c| format!("{c:.3}")),
+            crate::results::Commits::show(t.commits_per_run, 3),
         ));
         out.push(t);
     }

@@ -75,13 +75,13 @@ pub async fn run(scale: f64, dir: &Path) -> anyhow::Result<Area> {
                 .as_ref()
                 .map(|_| commits_per_run(before, setup.store_stats(), i.get()));
             crate::progress(&format!(
-                "G2 {key:<22} n={:<5} median {:9.3} ms  p90 {:9.3} ms  cpu/run {:9.3} ms  per worker {:7.2} us  commits/run {}",
+                "G2 {key:<22} n={:<5} median {:9.3} ms  p90 {:9.3} ms  cpu/run {:9.3} ms  per worker {:7.2} us  commits/fsyncs per run {}",
                 stats.n,
                 stats.median_ms,
                 stats.p90_ms,
                 stats.cpu_mean_ms.unwrap_or(f64::NAN),
                 stats.median_ms / n as f64 * 1e3,
-                commits.map_or("-".into(), |c| format!("{c:.2}")),
+                crate::results::Commits::show(commits, 2),
             ));
             area.cases.push(Case {
                 key,

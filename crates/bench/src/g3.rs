@@ -62,15 +62,14 @@ pub async fn run(scale: f64, dir: &Path) -> anyhow::Result<Area> {
             )
             .await?;
             crate::progress(&format!(
-                "G3 {:<22} n={:<5} median {:8.3} ms  p90 {:8.3} ms  cpu/run {:8.3} ms  per node {:7.2} us  commits/run {}",
+                "G3 {:<22} n={:<5} median {:8.3} ms  p90 {:8.3} ms  cpu/run {:8.3} ms  per node {:7.2} us  commits/fsyncs per run {}",
                 case.key,
                 case.stats.n,
                 case.stats.median_ms,
                 case.stats.p90_ms,
                 case.stats.cpu_mean_ms.unwrap_or(f64::NAN),
                 case.stats.median_ms / n as f64 * 1e3,
-                case.commits_per_run
-                    .map_or("-".into(), |c| format!("{c:.2}")),
+                crate::results::Commits::show(case.commits_per_run, 2),
             ));
             area.cases.push(case);
         }

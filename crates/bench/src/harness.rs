@@ -231,9 +231,17 @@ pub fn check_g3(out: &RunOutcome, n: usize) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Commits per run between two snapshots of the store counters.
-pub fn commits_per_run(before: StoreStats, after: StoreStats, runs: usize) -> f64 {
-    (after.commits - before.commits) as f64 / runs.max(1) as f64
+/// Commits and fsyncs per run between two snapshots of the store counters.
+pub fn commits_per_run(
+    before: StoreStats,
+    after: StoreStats,
+    runs: usize,
+) -> crate::results::Commits {
+    let per = |a: u64, b: u64| a.saturating_sub(b) as f64 / runs.max(1) as f64;
+    crate::results::Commits {
+        commits: per(after.commits, before.commits),
+        fsyncs: per(after.synced_commits, before.synced_commits),
+    }
 }
 
 /// Times `n` runs of `graph` (after `warmup` untimed ones), each a fresh run started from

@@ -59,7 +59,8 @@ struct Args {
     /// The `trellis` CLI binary for the cold-start case (default: target/release/trellis).
     #[arg(long)]
     cli: Option<PathBuf>,
-    /// Scratch directory for databases and raw results (default target/trellis-bench/<time>).
+    /// Scratch directory for databases and raw results (default
+    /// `$CARGO_TARGET_DIR`/trellis-bench/<time>, else target/trellis-bench/<time>).
     #[arg(long)]
     work_dir: Option<PathBuf>,
     /// Internal: measure one throughput configuration and print it as JSON.
@@ -100,7 +101,7 @@ fn main() -> anyhow::Result<()> {
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
     let work = args.work_dir.clone().unwrap_or_else(|| {
-        repo.join("target")
+        cold::target_dir(&repo)
             .join("trellis-bench")
             .join(stamp.to_string())
     });

@@ -258,14 +258,14 @@ fn summary(out: &mut String, t: &Trellis, lg: Option<&LangGraph>) {
             let l = lg_med("g1", &["cases", theirs]);
             let r = speedup(l, o);
             let commits = c.and_then(|c| c.commits_per_run);
-            let fsync = if ours.starts_with("durable_full") {
-                " = fsyncs"
-            } else {
-                ""
-            };
             tab.row(vec![
                 format!("durable G1 run (SQLite WAL), {label}"),
-                format!("{} ms, {} commits{fsync}/run", ms_opt(o), num(commits, 2)),
+                format!(
+                    "{} ms; {} commits, {} fsyncs per run",
+                    ms_opt(o),
+                    num(commits.map(|c| c.commits), 2),
+                    num(commits.map(|c| c.fsyncs), 2)
+                ),
                 format!("{} ms{}", ms_opt(l), lg_commits(lg, theirs)),
                 ratio(r),
                 "≥ 10× faster".into(),
@@ -369,8 +369,10 @@ fn lg_commits(lg: Option<&LangGraph>, case: &str) -> String {
         .and_then(Value::as_object)
         .map(|o| o.values().filter_map(Value::as_f64).sum());
     match total {
-        Some(n) if case.starts_with("sqlite/") => format!(", {n:.0} commits = fsyncs/run"),
-        Some(n) => format!(", {n:.0} commits/run"),
+        Some(n) if case.starts_with("sqlite/") => {
+            format!("; {n:.0} commits, {n:.0} fsyncs per run")
+        }
+        Some(n) => format!("; {n:.0} commits, no fsync, per run"),
         None => String::new(),
     }
 }

@@ -4,6 +4,26 @@ use serde::{Deserialize, Serialize};
 
 use crate::stats::Stats;
 
+/// Store transactions per run, and how many of them fsynced the WAL.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
+pub struct Commits {
+    /// Transactions committed per run (`StoreStats::commits`).
+    pub commits: f64,
+    /// Of those, committed with `synchronous = FULL`, one WAL fsync each
+    /// (`StoreStats::synced_commits`).
+    pub fsyncs: f64,
+}
+
+impl Commits {
+    /// `commits / fsyncs` with `digits` decimals.
+    pub fn show(c: Option<Self>, digits: usize) -> String {
+        c.map_or_else(
+            || "–".into(),
+            |c| format!("{:.digits$} / {:.digits$}", c.commits, c.fsyncs),
+        )
+    }
+}
+
 /// One latency case: a key like `memory/async` or `N=100/none` and its samples.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Case {
@@ -11,8 +31,8 @@ pub struct Case {
     pub key: String,
     /// Per-run wall time.
     pub stats: Stats,
-    /// Store transactions per run (each one fsync of the WAL under `synchronous=FULL`).
-    pub commits_per_run: Option<f64>,
+    /// Store transactions and WAL fsyncs per run.
+    pub commits_per_run: Option<Commits>,
 }
 
 /// The cases of one area with the load average around them.
@@ -58,8 +78,8 @@ pub struct Throughput {
     pub rss_before_mib: f64,
     /// Peak resident set of the process, MiB.
     pub peak_rss_mib: f64,
-    /// Store transactions per run.
-    pub commits_per_run: Option<f64>,
+    /// Store transactions and WAL fsyncs per run.
+    pub commits_per_run: Option<Commits>,
     /// Load averages around the measurement.
     pub load: [f64; 2],
 }
@@ -83,8 +103,8 @@ pub struct Size {
     pub blob_bytes_per_run: f64,
     /// Events per run.
     pub events_per_run: f64,
-    /// Store transactions per run.
-    pub commits_per_run: f64,
+    /// Store transactions and WAL fsyncs per run.
+    pub commits_per_run: Commits,
 }
 
 /// Resume of a paused G1 run.

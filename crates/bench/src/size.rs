@@ -53,7 +53,7 @@ pub async fn run(scale: f64, dir: &Path) -> anyhow::Result<Vec<Size>> {
             bytes_per_run_net: per(file_bytes.saturating_sub(empty_bytes)),
             blob_bytes_per_run: per(after.bytes_written - before.bytes_written),
             events_per_run: per(after.events - before.events),
-            commits_per_run: per(after.commits - before.commits),
+            commits_per_run: crate::harness::commits_per_run(before, after, runs),
         };
         crate::progress(&format!(
             "size {:<22} {} runs: {:.0} B/run on disk after VACUUM ({:.0} B/run net of the empty schema), blobs {:.0} B/run, {:.1} events/run",

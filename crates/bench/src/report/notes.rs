@@ -31,7 +31,7 @@ and G3 inside the timed region). Repetition and warm-up counts are the anchor's,
 - `Durability::Async` (Trellis default; compared with LangGraph `durability="async"`): commits are
   pipelined — the engine keeps executing while earlier batches commit. Events are published to
   subscribers only after their batch is committed, and a run reports completion (`engine.run` returns)
-  only after its last commit, so every completed run measured here is durable. Node completions that
+  only after its last commit, so every run counted here had all its events committed. Node completions that
   arrive without the handler ever waiting are recorded without an intermediate flush, so a burst of
   instantaneous steps shares one commit; the *commits/run* column shows how many transactions a run really
   took. A crash can lose the steps after the last commit; resume re-runs exactly those (never a step whose
@@ -40,11 +40,13 @@ and G3 inside the timed region). Repetition and warm-up counts are the anchor's,
   commit before starting the next step, so a successor never starts before its predecessor's completion
   is durable.
 
-**Commits/run** is the store writer's transaction counter (`Store::stats().commits`) divided by the runs of
-the case (warm-up included; every run is identical). It includes the transactions that claim and release
-a run (ownership for cross-process safety). Under FULL each commit is one fsync of the WAL (SQLite's
-periodic WAL checkpoints add a few fsyncs of the database file, not counted). The LangGraph figure is
-`put` + `put_writes` calls per run from the anchor's `probe_commits.py`; each is its own transaction.
+**Commits / fsyncs per run** are the store writer's counters (`Store::stats()`: `commits`, and
+`synced_commits` = transactions committed with `synchronous=FULL`, one WAL fsync each) divided by the runs
+of the case (warm-up included; every run is identical). Commits include the transactions that claim and
+release a run (ownership for cross-process safety); those never need an fsync, so the store commits them
+without one even under FULL. SQLite's periodic WAL checkpoints add a few fsyncs of the database file, not
+counted. Under NORMAL no commit fsyncs. The LangGraph figure is `put` + `put_writes` calls per run from the
+anchor's `probe_commits.py`, each its own transaction (one fsync each under FULL).
 
 **Runtime and CPU.** The Trellis binary is a release build. Latency cases run on one Tokio multi-thread
 runtime with one worker per CPU: the measuring loop runs in `block_on` on the main thread and each run is a
@@ -60,8 +62,8 @@ anchor's synchronous `invoke` runs Send workers in a thread pool.
 tasks that each start the next G1 run as soon as theirs finishes, until the run count is reached (the
 anchor: 100 asyncio workers around `ainvoke`). Every node sleeps 10 ms with `tokio::time::sleep`; the
 ideal is 100 / (9 × 10 ms) = 1111 runs/s. The `sleep_only` row is the runtime's own floor: the same pool
-doing 9 sequential 10 ms sleeps per "run" with no engine at all (Tokio timers have millisecond
-granularity, so this floor is below 100 % by itself). `sleep=0us` rows are CPU-bound throughput. RSS is
+doing 9 sequential 10 ms sleeps per "run" with no engine at all; the *of floor* column divides each
+row's throughput by it. `sleep=0us` rows are CPU-bound throughput. RSS is
 read from `/proc/self/status` (VmRSS before creating the runtime, VmHWM at the end).
 
 **Bytes per run.** M G1 runs (200 at scale 1) into a fresh store, then `Store::vacuum()` (WAL checkpoint +
@@ -87,6 +89,22 @@ succeeded afterwards.
 /// Appends the notes.
 pub fn write(out: &mut String, t: &Trellis) {
     out.push_str(NOTES);
+    if let Some(floor) = t
+        .concurrent
+        .iter()
+        .flatten()
+        .find(|c| c.key.starts_with("sleep_only"))
+    {
+        out.push_str(&format!(
+            "\nIn this invocation the `sleep_only` floor reached {:.0} runs/s ({:.1} % of the ideal): one \
+             \"run\" of 9 bare 10 ms sleeps took {:.2} ms at the median ({:.2} ms per sleep), so the \
+             runtime's timers alone cap the concurrent rows at about that fraction of the ideal.\n",
+            floor.runs_per_s,
+            floor.ideal_runs_per_s.map_or(f64::NAN, |i| floor.runs_per_s / i * 100.0),
+            floor.latency.median_ms,
+            floor.latency.median_ms / crate::harness::G1_NODE_STEPS as f64,
+        ));
+    }
     if let Some(cold) = &t.cold
         && cold.not_measured.is_some()
     {

@@ -4,7 +4,7 @@ use super::fmt::{Table, ms, ms_opt, num, pct, ratio, speedup, us, us_opt};
 use super::{lg_async_file, lg_backend};
 use crate::harness::G1_NODE_STEPS;
 use crate::langgraph::LangGraph;
-use crate::results::{Area, Trellis};
+use crate::results::{Area, Commits, Trellis};
 
 /// Renders every area that was measured.
 pub fn all(out: &mut String, t: &Trellis, lg: Option<&LangGraph>) {
@@ -55,7 +55,7 @@ fn g1(out: &mut String, a: &Area, lg: Option<&LangGraph>) {
         "p90 ms",
         "CPU ms/run",
         "µs/step (median / p90)",
-        "commits/run",
+        "commits / fsyncs per run",
         "LangGraph case",
         "median ms",
         "p90 ms",
@@ -83,7 +83,7 @@ fn g1(out: &mut String, a: &Area, lg: Option<&LangGraph>) {
                 us(step(c.stats.median_ms)),
                 us(step(c.stats.p90_ms))
             ),
-            num(c.commits_per_run, 2),
+            Commits::show(c.commits_per_run, 2),
             theirs.to_owned(),
             ms_opt(m),
             ms_opt(p),
@@ -103,7 +103,7 @@ fn g2(out: &mut String, a: &Area, lg: Option<&LangGraph>) {
         "p90 ms",
         "CPU ms/run",
         "µs/worker",
-        "commits/run",
+        "commits / fsyncs per run",
         "LangGraph case",
         "median ms",
         "p90 ms",
@@ -126,7 +126,7 @@ fn g2(out: &mut String, a: &Area, lg: Option<&LangGraph>) {
             ms(c.stats.p90_ms),
             ms_opt(c.stats.cpu_mean_ms),
             us(c.stats.median_ms / n * 1e3),
-            num(c.commits_per_run, 2),
+            Commits::show(c.commits_per_run, 2),
             theirs,
             ms_opt(m),
             ms_opt(p),
@@ -146,7 +146,7 @@ fn g3(out: &mut String, a: &Area, lg: Option<&LangGraph>) {
         "p90 ms",
         "CPU ms/run",
         "µs/node",
-        "commits/run",
+        "commits / fsyncs per run",
         "LangGraph case",
         "median ms",
         "p90 ms",
@@ -169,7 +169,7 @@ fn g3(out: &mut String, a: &Area, lg: Option<&LangGraph>) {
             ms(c.stats.p90_ms),
             ms_opt(c.stats.cpu_mean_ms),
             us(c.stats.median_ms / nodes * 1e3),
-            num(c.commits_per_run, 2),
+            Commits::show(c.commits_per_run, 2),
             theirs,
             ms_opt(m),
             ms_opt(p),
@@ -214,10 +214,11 @@ fn concurrent(out: &mut String, tr: &Trellis, lg: Option<&LangGraph>) {
         "runs",
         "runs/s",
         "of ideal",
+        "of floor",
         "CPU ms/run",
         "run latency median / p90 ms",
         "RSS before / peak MiB",
-        "commits/run",
+        "commits / fsyncs per run",
         "load",
         "LangGraph config",
         "runs/s",
@@ -227,6 +228,10 @@ fn concurrent(out: &mut String, tr: &Trellis, lg: Option<&LangGraph>) {
         "RSS before / peak MiB",
         "× runs/s",
     ]);
+    let floor = conc
+        .iter()
+        .find(|c| c.key.starts_with("sleep_only"))
+        .map(|c| c.runs_per_s);
     for th in conc {
         let file = lg_async_file(&th.key);
         let n = |k: &str| file.and_then(|f| lg.and_then(|l| l.num(f, &[k])));
@@ -237,10 +242,11 @@ fn concurrent(out: &mut String, tr: &Trellis, lg: Option<&LangGraph>) {
             th.runs.to_string(),
             format!("{:.1}", th.runs_per_s),
             pct(th.ideal_runs_per_s.map(|i| th.runs_per_s / i)),
+            pct(floor.filter(|_| th.sleep_us > 0).map(|f| th.runs_per_s / f)),
             ms(th.cpu_ms_per_run),
             format!("{} / {}", ms(th.latency.median_ms), ms(th.latency.p90_ms)),
             format!("{:.1} / {:.1}", th.rss_before_mib, th.peak_rss_mib),
-            num(th.commits_per_run, 3),
+            Commits::show(th.commits_per_run, 3),
             format!("{:.2}→{:.2}", th.load[0], th.load[1]),
             file.unwrap_or("–").to_owned(),
             num(lg_rps, 1),
@@ -269,7 +275,7 @@ fn size(out: &mut String, tr: &Trellis, lg: Option<&LangGraph>) {
         "B/run net of empty schema",
         "event blob B/run",
         "events/run",
-        "commits/run",
+        "commits / fsyncs per run",
         "LangGraph B/run (async / exit)",
         "LangGraph raw blob B/run",
         "× smaller",
@@ -285,7 +291,7 @@ fn size(out: &mut String, tr: &Trellis, lg: Option<&LangGraph>) {
             format!("{:.0}", s.bytes_per_run_net),
             format!("{:.0}", s.blob_bytes_per_run),
             format!("{:.1}", s.events_per_run),
-            format!("{:.2}", s.commits_per_run),
+            Commits::show(Some(s.commits_per_run), 2),
             format!(
                 "{} / {}",
                 num(theirs, 0),
@@ -394,7 +400,14 @@ fn floor(out: &mut String, lg: Option<&LangGraph>) {
     if get("insert_commit_FULL").is_none() {
         return;
     }
-    out.push_str("### The disk's floor (measured by the anchor's bench_sqlite_floor.py in this invocation)\n\n");
+    let when = if lg.ran_now {
+        "in this invocation"
+    } else {
+        "in the stored run"
+    };
+    out.push_str(&format!(
+        "### The disk's floor (the anchor's bench_sqlite_floor.py, {when})\n\n"
+    ));
     let mut t = Table::new(&["operation", "median ms", "p90 ms"]);
     for (label, k) in [
         (
