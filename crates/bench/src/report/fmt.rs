@@ -20,6 +20,11 @@ impl Table {
         self.rows.push(cells);
     }
 
+    /// The cells of column `i` (rows without it are skipped).
+    pub fn column(&self, i: usize) -> Vec<&String> {
+        self.rows.iter().filter_map(|r| r.get(i)).collect()
+    }
+
     /// Renders the table followed by a blank line.
     pub fn render(&self, out: &mut String) {
         let line = |cells: &[String]| {

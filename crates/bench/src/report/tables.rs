@@ -59,6 +59,7 @@ fn g1(out: &mut String, a: &Area, lg: Option<&LangGraph>) {
         "LangGraph case",
         "median ms",
         "p90 ms",
+        "CPU ms/run",
         "µs/step (median)",
         "× faster (median)",
     ]);
@@ -71,6 +72,7 @@ fn g1(out: &mut String, a: &Area, lg: Option<&LangGraph>) {
             k => k,
         };
         let (m, p) = lg_stats(lg, "g1", &["cases", theirs]);
+        let cpu = lg.and_then(|l| l.num("g1", &["cases", theirs, "cpu_mean_ms"]));
         let step = |x: f64| x / G1_NODE_STEPS as f64 * 1e3;
         t.row(vec![
             c.key.clone(),
@@ -87,6 +89,7 @@ fn g1(out: &mut String, a: &Area, lg: Option<&LangGraph>) {
             theirs.to_owned(),
             ms_opt(m),
             ms_opt(p),
+            ms_opt(cpu),
             us_opt(m.map(step)),
             ratio(speedup(m, Some(c.stats.median_ms))),
         ]);
@@ -107,6 +110,7 @@ fn g2(out: &mut String, a: &Area, lg: Option<&LangGraph>) {
         "LangGraph case",
         "median ms",
         "p90 ms",
+        "CPU ms/run",
         "µs/worker",
         "× faster (median)",
     ]);
@@ -119,6 +123,7 @@ fn g2(out: &mut String, a: &Area, lg: Option<&LangGraph>) {
         let n: f64 = n_text.parse().unwrap_or(f64::NAN);
         let theirs = format!("N={n_text}/{}", lg_backend(backend));
         let (m, p) = lg_stats(lg, "g2", &["cases", &theirs]);
+        let cpu = lg.and_then(|l| l.num("g2", &["cases", &theirs, "cpu_mean_ms"]));
         t.row(vec![
             c.key.clone(),
             c.stats.n.to_string(),
@@ -130,6 +135,7 @@ fn g2(out: &mut String, a: &Area, lg: Option<&LangGraph>) {
             theirs,
             ms_opt(m),
             ms_opt(p),
+            ms_opt(cpu),
             us_opt(m.map(|m| m / n * 1e3)),
             ratio(speedup(m, Some(c.stats.median_ms))),
         ]);
@@ -150,6 +156,7 @@ fn g3(out: &mut String, a: &Area, lg: Option<&LangGraph>) {
         "LangGraph case",
         "median ms",
         "p90 ms",
+        "CPU ms/run",
         "µs/node",
         "× faster (median)",
     ]);
@@ -162,6 +169,7 @@ fn g3(out: &mut String, a: &Area, lg: Option<&LangGraph>) {
         let nodes: f64 = n.parse().unwrap_or(f64::NAN);
         let theirs = format!("len={n}/{}", lg_backend(backend));
         let (m, p) = lg_stats(lg, "g3", &["cases", &theirs]);
+        let cpu = lg.and_then(|l| l.num("g3", &["cases", &theirs, "cpu_mean_ms"]));
         t.row(vec![
             c.key.clone(),
             c.stats.n.to_string(),
@@ -173,6 +181,7 @@ fn g3(out: &mut String, a: &Area, lg: Option<&LangGraph>) {
             theirs,
             ms_opt(m),
             ms_opt(p),
+            ms_opt(cpu),
             us_opt(m.map(|m| m / nodes * 1e3)),
             ratio(speedup(m, Some(c.stats.median_ms))),
         ]);
