@@ -60,7 +60,7 @@ struct Args {
     #[arg(long)]
     cli: Option<PathBuf>,
     /// Scratch directory for databases and raw results (default
-    /// `$CARGO_TARGET_DIR`/trellis-bench/<time>, else target/trellis-bench/<time>).
+    /// `$CARGO_TARGET_DIR/trellis-bench/TIME`, else `target/trellis-bench/TIME`).
     #[arg(long)]
     work_dir: Option<PathBuf>,
     /// Internal: measure one throughput configuration and print it as JSON.

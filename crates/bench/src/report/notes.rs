@@ -81,8 +81,10 @@ sides.
 
 **Cold start.** The wall time, taken in the parent around spawn → exit, of the CLI resuming a run paused at
 `security_review` in a fresh store (runs prepared by this binary, store closed first, one discarded
-warm-up invocation, warm page cache), versus the anchor's `cold_child.py sqlite_resume` (Python start +
-`import langgraph` + compile G1 + `SqliteSaver` + resume one thread). Every resumed run is checked to have
+warm-up invocation, warm page cache; the CLI opens the store with its defaults, `synchronous=FULL`,
+pipelined commits), versus the anchor's `cold_child.py sqlite_resume` (Python start +
+`import langgraph` + compile G1 + `SqliteSaver` + resume one thread interrupted before
+security_review with `invoke(None)`). Every resumed run is checked to have
 succeeded afterwards.
 "#;
 
