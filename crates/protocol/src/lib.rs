@@ -9,8 +9,10 @@ mod command;
 mod event;
 mod ids;
 mod state;
+mod time;
 
 pub use command::{Answer, Command, EdgeSpec, InjectNode, Interrupt, InterruptKind, Message};
 pub use event::{Event, EventKind, ForkRef, RunStatus, TerminalKind};
 pub use ids::{ActivationId, NodeId, RunId};
 pub use state::{InvalidTransition, NodeState};
+pub use time::{format_utc_ms, now_ms};

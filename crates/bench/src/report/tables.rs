@@ -98,32 +98,52 @@ fn g1(out: &mut String, a: &Area, lg: Option<&LangGraph>) {
 }
 
 fn g2(out: &mut String, a: &Area, lg: Option<&LangGraph>) {
-    loads(out, "G2 fan-out N workers + collector", a, lg, "g2");
+    per_unit(
+        out,
+        a,
+        lg,
+        ("G2 fan-out N workers + collector", "g2", "N=", "µs/worker"),
+    );
+}
+
+fn g3(out: &mut String, a: &Area, lg: Option<&LangGraph>) {
+    per_unit(out, a, lg, ("G3 linear chain", "g3", "len=", "µs/node"));
+}
+
+/// A table of cases keyed `<prefix><units>/<backend>` (G2: workers, G3: nodes), with the
+/// cost per unit on both sides.
+fn per_unit(
+    out: &mut String,
+    a: &Area,
+    lg: Option<&LangGraph>,
+    (title, area, prefix, unit): (&str, &str, &str, &str),
+) {
+    loads(out, title, a, lg, area);
     let mut t = Table::new(&[
         "Trellis case",
         "runs",
         "median ms",
         "p90 ms",
         "CPU ms/run",
-        "µs/worker",
+        unit,
         "commits / fsyncs per run",
         "LangGraph case",
         "median ms",
         "p90 ms",
         "CPU ms/run",
-        "µs/worker",
+        unit,
         "× faster (median)",
     ]);
     for c in &a.cases {
         let (n_text, backend) = c
             .key
-            .trim_start_matches("N=")
+            .trim_start_matches(prefix)
             .split_once('/')
             .unwrap_or(("0", ""));
         let n: f64 = n_text.parse().unwrap_or(f64::NAN);
-        let theirs = format!("N={n_text}/{}", lg_backend(backend));
-        let (m, p) = lg_stats(lg, "g2", &["cases", &theirs]);
-        let cpu = lg.and_then(|l| l.num("g2", &["cases", &theirs, "cpu_mean_ms"]));
+        let theirs = format!("{prefix}{n_text}/{}", lg_backend(backend));
+        let (m, p) = lg_stats(lg, area, &["cases", &theirs]);
+        let cpu = lg.and_then(|l| l.num(area, &["cases", &theirs, "cpu_mean_ms"]));
         t.row(vec![
             c.key.clone(),
             c.stats.n.to_string(),
@@ -138,77 +158,6 @@ fn g2(out: &mut String, a: &Area, lg: Option<&LangGraph>) {
             ms_opt(cpu),
             us_opt(m.map(|m| m / n * 1e3)),
             ratio(speedup(m, Some(c.stats.median_ms))),
-        ]);
-    }
-    t.render(out);
-}
-
-fn g3(out: &mut String, a: &Area, lg: Option<&LangGraph>) {
-    loads(out, "G3 linear chain", a, lg, "g3");
-    let mut t = Table::new(&[
-        "Trellis case",
-        "runs",
-        "median ms",
-        "p90 ms",
-        "CPU ms/run",
-        "µs/node",
-        "commits / fsyncs per run",
-        "LangGraph case",
-        "median ms",
-        "p90 ms",
-        "CPU ms/run",
-        "µs/node",
-        "× faster (median)",
-    ]);
-    for c in &a.cases {
-        let (n, backend) = c
-            .key
-            .trim_start_matches("len=")
-            .split_once('/')
-            .unwrap_or(("0", ""));
-        let nodes: f64 = n.parse().unwrap_or(f64::NAN);
-        let theirs = format!("len={n}/{}", lg_backend(backend));
-        let (m, p) = lg_stats(lg, "g3", &["cases", &theirs]);
-        let cpu = lg.and_then(|l| l.num("g3", &["cases", &theirs, "cpu_mean_ms"]));
-        t.row(vec![
-            c.key.clone(),
-            c.stats.n.to_string(),
-            ms(c.stats.median_ms),
-            ms(c.stats.p90_ms),
-            ms_opt(c.stats.cpu_mean_ms),
-            us(c.stats.median_ms / nodes * 1e3),
-            Commits::show(c.commits_per_run, 2),
-            theirs,
-            ms_opt(m),
-            ms_opt(p),
-            ms_opt(cpu),
-            us_opt(m.map(|m| m / nodes * 1e3)),
-            ratio(speedup(m, Some(c.stats.median_ms))),
-        ]);
-    }
-    t.render(out);
-    let mut t = Table::new(&[
-        "per node",
-        "Trellis T100/100 µs",
-        "Trellis slope µs",
-        "LangGraph T100/100 µs",
-        "LangGraph slope µs",
-        "× (T100/100)",
-        "× (slope)",
-    ]);
-    for backend in ["none", "memory", "durable_full"] {
-        let ours = crate::g3::per_node_us(a, backend);
-        let mode = lg_backend(backend);
-        let l = |k: &str| lg.and_then(|l| l.num("g3", &["per_node", mode, k]));
-        let (lt, ls) = (l("T100_div_100_us"), l("slope_us"));
-        t.row(vec![
-            format!("{backend} vs {mode}"),
-            us_opt(ours.map(|o| o.0)),
-            us_opt(ours.map(|o| o.1)),
-            us_opt(lt),
-            us_opt(ls),
-            ratio(speedup(lt, ours.map(|o| o.0))),
-            ratio(speedup(ls, ours.map(|o| o.1))),
         ]);
     }
     t.render(out);

@@ -4,7 +4,6 @@
 use std::collections::{HashMap, VecDeque};
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use futures::FutureExt;
 use futures::future::{AbortHandle, BoxFuture, abortable};
@@ -51,11 +50,7 @@ pub(crate) struct Live {
     next_inbox: Instant,
 }
 
-pub(crate) fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}
+pub(crate) use trellis_protocol::now_ms;
 
 impl Live {
     pub fn new(core: RunCore, journal: Arc<dyn Journal>, config: EngineConfig) -> Self {
