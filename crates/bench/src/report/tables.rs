@@ -108,6 +108,31 @@ fn g2(out: &mut String, a: &Area, lg: Option<&LangGraph>) {
 
 fn g3(out: &mut String, a: &Area, lg: Option<&LangGraph>) {
     per_unit(out, a, lg, ("G3 linear chain", "g3", "len=", "µs/node"));
+    let mut t = Table::new(&[
+        "per node",
+        "Trellis T100/100 µs",
+        "Trellis slope µs",
+        "LangGraph T100/100 µs",
+        "LangGraph slope µs",
+        "× (T100/100)",
+        "× (slope)",
+    ]);
+    for backend in ["none", "memory", "durable_full"] {
+        let ours = crate::g3::per_node_us(a, backend);
+        let mode = lg_backend(backend);
+        let l = |k: &str| lg.and_then(|l| l.num("g3", &["per_node", mode, k]));
+        let (lt, ls) = (l("T100_div_100_us"), l("slope_us"));
+        t.row(vec![
+            format!("{backend} vs {mode}"),
+            us_opt(ours.map(|o| o.0)),
+            us_opt(ours.map(|o| o.1)),
+            us_opt(lt),
+            us_opt(ls),
+            ratio(speedup(lt, ours.map(|o| o.0))),
+            ratio(speedup(ls, ours.map(|o| o.1))),
+        ]);
+    }
+    t.render(out);
 }
 
 /// A table of cases keyed `<prefix><units>/<backend>` (G2: workers, G3: nodes), with the
