@@ -7,8 +7,8 @@
 use std::io::Write;
 use std::path::Path;
 use std::process::Command;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use anyhow::{Context, bail};
@@ -226,49 +226,22 @@ async fn measure(config: Config, dir: &Path) -> anyhow::Result<Throughput> {
     })
 }
 
-/// `runs` G1 runs, at most `concurrency` at once; returns each run's latency (s).
+/// Runs `runs` G1 runs through the engine, `concurrency` at a time; returns each latency (s).
 async fn drive(
     setup: &Arc<Setup>,
     graph: &Arc<trellis_graph::Graph>,
     runs: usize,
     concurrency: usize,
 ) -> anyhow::Result<Vec<f64>> {
-    let next = Arc::new(AtomicUsize::new(0));
-    let latencies = Arc::new(Mutex::new(Vec::with_capacity(runs)));
-    let mut workers = Vec::with_capacity(concurrency);
-    for _ in 0..concurrency {
-        let (setup, graph, next, latencies) = (
-            setup.clone(),
-            graph.clone(),
-            next.clone(),
-            latencies.clone(),
-        );
-        workers.push(tokio::spawn(async move {
-            while next.fetch_add(1, Ordering::Relaxed) < runs {
-                let t0 = Instant::now();
-                let out = setup
-                    .engine
-                    .run(graph.clone(), demo::feature_input())
-                    .await?;
-                let dt = t0.elapsed().as_secs_f64();
-                check_g1(&out)?;
-                latencies
-                    .lock()
-                    .map_err(|_| anyhow::anyhow!("latency list poisoned"))?
-                    .push(dt);
-            }
-            anyhow::Ok(())
-        }));
-    }
-    for w in workers {
-        w.await??;
-    }
-    let latencies = std::mem::take(
-        &mut *latencies
-            .lock()
-            .map_err(|_| anyhow::anyhow!("latency list poisoned"))?,
-    );
-    Ok(latencies)
+    let (setup, graph) = (setup.clone(), graph.clone());
+    pool(runs, concurrency, move || {
+        let (setup, graph) = (setup.clone(), graph.clone());
+        async move {
+            let out = setup.engine.run(graph, demo::feature_input()).await?;
+            check_g1(&out)
+        }
+    })
+    .await
 }
 
 /// Like [`drive`] without the engine: each "run" is 9 sequential `tokio::time::sleep`s.
@@ -277,33 +250,39 @@ async fn drive_sleep_only(
     runs: usize,
     concurrency: usize,
 ) -> anyhow::Result<Vec<f64>> {
+    pool(runs, concurrency, move || async move {
+        for _ in 0..G1_NODE_STEPS {
+            tokio::time::sleep(std::time::Duration::from_micros(sleep_us)).await;
+        }
+        anyhow::Ok(())
+    })
+    .await
+}
+
+/// `concurrency` tasks take turns running `one()` until `runs` have been done; returns the
+/// latency of each (s).
+async fn pool<F, Fut>(runs: usize, concurrency: usize, one: F) -> anyhow::Result<Vec<f64>>
+where
+    F: Fn() -> Fut + Clone + Send + 'static,
+    Fut: std::future::Future<Output = anyhow::Result<()>> + Send,
+{
     let next = Arc::new(AtomicUsize::new(0));
-    let latencies = Arc::new(Mutex::new(Vec::with_capacity(runs)));
     let mut workers = Vec::with_capacity(concurrency);
     for _ in 0..concurrency {
-        let (next, latencies) = (next.clone(), latencies.clone());
+        let (next, one) = (next.clone(), one.clone());
         workers.push(tokio::spawn(async move {
+            let mut latencies = Vec::new();
             while next.fetch_add(1, Ordering::Relaxed) < runs {
                 let t0 = Instant::now();
-                for _ in 0..G1_NODE_STEPS {
-                    tokio::time::sleep(std::time::Duration::from_micros(sleep_us)).await;
-                }
-                let dt = t0.elapsed().as_secs_f64();
-                latencies
-                    .lock()
-                    .map_err(|_| anyhow::anyhow!("latency list poisoned"))?
-                    .push(dt);
+                one().await?;
+                latencies.push(t0.elapsed().as_secs_f64());
             }
-            anyhow::Ok(())
+            anyhow::Ok(latencies)
         }));
     }
+    let mut all = Vec::with_capacity(runs);
     for w in workers {
-        w.await??;
+        all.extend(w.await??);
     }
-    let latencies = std::mem::take(
-        &mut *latencies
-            .lock()
-            .map_err(|_| anyhow::anyhow!("latency list poisoned"))?,
-    );
-    Ok(latencies)
+    Ok(all)
 }

@@ -21,7 +21,6 @@ pub struct Show {
 /// Waits for the run, printing node progress as committed events arrive.
 pub async fn drive(mut handle: RunHandle, show: Show) -> anyhow::Result<(RunOutcome, ExitCode)> {
     let started = Instant::now();
-    let run = handle.id().clone();
     let mut events = handle.subscribe();
     let progress = !show.json && !show.quiet;
     let printer = tokio::spawn(async move {
@@ -110,7 +109,6 @@ pub async fn drive(mut handle: RunHandle, show: Show) -> anyhow::Result<(RunOutc
         RunStatus::Succeeded | RunStatus::WaitingInput => ExitCode::SUCCESS,
         _ => ExitCode::from(2),
     };
-    debug_assert_eq!(outcome.run, run);
     Ok((outcome, code))
 }
 

@@ -64,12 +64,10 @@ pub fn build(name: &str, params: &Value) -> Result<Graph> {
             ),
         }),
     }
-    .map(|g| with_params(g, name, params))
-}
-
-fn with_params(mut g: Graph, _name: &str, params: &Value) -> Graph {
-    g.params = params.clone();
-    g
+    .map(|mut g| {
+        g.params = params.clone();
+        g
+    })
 }
 
 struct Params<'a>(&'a Value);

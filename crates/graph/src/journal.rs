@@ -180,15 +180,6 @@ impl MemoryJournal {
         }
         j
     }
-
-    /// Drops everything recorded after `seq` for `run` (tests use it to simulate a crash).
-    pub fn truncate(&self, run: &RunId, seq: u64) {
-        if let Ok(mut runs) = self.runs.lock()
-            && let Some(events) = runs.get_mut(run)
-        {
-            events.retain(|e| e.seq <= seq);
-        }
-    }
 }
 
 impl Journal for MemoryJournal {
