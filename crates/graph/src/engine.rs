@@ -38,7 +38,7 @@ impl Default for EngineConfig {
         Self {
             durability: Durability::Async,
             inbox_poll: Duration::from_millis(250),
-            broadcast_capacity: 1024,
+            broadcast_capacity: 128,
         }
     }
 }
@@ -141,8 +141,8 @@ impl RunOutcome {
             error: core.error.clone(),
             steps: core.step,
             last_seq: core.last_seq,
-            state: core.state.clone(),
-            counters: core.counters.clone(),
+            state: (*core.state).clone(),
+            counters: (*core.counters).clone(),
             nodes,
             waiting: core.waiting(),
         }

@@ -192,10 +192,22 @@ impl State {
         channel: &str,
         update: Value,
     ) -> Result<(), String> {
-        let mut slot = self.channels.remove(channel);
+        static UNSET: std::sync::LazyLock<Arc<Value>> =
+            std::sync::LazyLock::new(|| Arc::new(Value::Null));
+        let Some(value) = self.channels.get_mut(channel) else {
+            let mut slot = None;
+            let res = reducer.apply(&mut slot, update);
+            if let Some(v) = slot {
+                self.channels.insert(channel.to_owned(), v);
+            }
+            return res;
+        };
+        // Updated in place: the value is moved out (so `Arc::make_mut` does not copy it when
+        // no snapshot shares it) and always put back, also when the reducer fails.
+        let mut slot = Some(std::mem::replace(value, UNSET.clone()));
         let res = reducer.apply(&mut slot, update);
         if let Some(v) = slot {
-            self.channels.insert(channel.to_owned(), v);
+            *value = v;
         }
         res
     }

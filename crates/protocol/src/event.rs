@@ -1,5 +1,7 @@
 //! The event log: every transition, state delta, message and command of a run.
 
+use std::borrow::Cow;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -216,7 +218,7 @@ pub enum EventKind {
         /// Targets (empty when the branch ends).
         to: Vec<NodeId>,
         /// Which rule decided (success, failure, max_attempts, router…).
-        reason: String,
+        reason: Cow<'static, str>,
     },
     /// A step started: the READY activations at this point run in it. Everything between a
     /// `stepCompleted` and the next `stepStarted` is routing and commands.
