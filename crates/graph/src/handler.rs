@@ -247,7 +247,7 @@ pub(crate) enum Outcome {
 pub struct NodeOutput {
     pub(crate) outcome: Outcome,
     pub(crate) result: Value,
-    pub(crate) writes: Vec<(String, Value)>,
+    pub(crate) writes: Vec<(String, Arc<Value>)>,
     pub(crate) counters: Vec<(String, i64)>,
     pub(crate) spawns: Vec<(String, String, Value)>,
 }
@@ -296,7 +296,7 @@ impl NodeOutput {
 
     /// Writes `value` to `channel` (merged by the channel's reducer).
     pub fn write(mut self, channel: impl Into<String>, value: Value) -> Self {
-        self.writes.push((channel.into(), value));
+        self.writes.push((channel.into(), Arc::new(value)));
         self
     }
 

@@ -1,6 +1,7 @@
 //! The event log: every transition, state delta, message and command of a run.
 
 use std::borrow::Cow;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -172,15 +173,16 @@ pub enum EventKind {
         /// Whether the outcome is a failure.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         failure: bool,
-        /// The recorded result (routers and collectors read it).
-        #[serde(default, skip_serializing_if = "Value::is_null")]
-        result: Value,
+        /// The recorded result (routers and collectors read it; shared with the run state).
+        #[serde(default, skip_serializing_if = "is_null")]
+        result: Arc<Value>,
         /// Error text when the handler returned an error.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error: Option<String>,
-        /// Channel writes, in the order the handler made them.
+        /// Channel writes, in the order the handler made them. Values are shared with the
+        /// run state (a `replace` channel holds the written value itself, not a copy).
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
-        writes: Vec<(String, Value)>,
+        writes: Vec<(String, Arc<Value>)>,
         /// Named counter increments.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         counters: Vec<(String, i64)>,
@@ -333,4 +335,8 @@ mod tests {
         let back: Event = serde_json::from_str(&s).unwrap();
         assert_eq!(back, ev);
     }
+}
+
+fn is_null(v: &Arc<Value>) -> bool {
+    v.is_null()
 }

@@ -40,7 +40,7 @@ pub(crate) struct NodeRt {
     pub ready_step: u64,
     /// Latest finished activation's record.
     pub failed: bool,
-    pub result: Value,
+    pub result: Arc<Value>,
     pub error: Option<String>,
     pub pruned: bool,
     pub inbox: Vec<Message>,
@@ -67,7 +67,7 @@ impl NodeRt {
             state: None,
             ready_step: 0,
             failed: false,
-            result: Value::Null,
+            result: Arc::default(),
             error: None,
             pruned: false,
             inbox: Vec::new(),
@@ -95,7 +95,7 @@ pub(crate) type Spawn = (String, String, Value);
 /// Writes, counters and spawns of a finished activation, applied at the end of its step.
 #[derive(Clone, Default)]
 pub(crate) struct Pending {
-    pub writes: Vec<(String, Value)>,
+    pub writes: Vec<(String, Arc<Value>)>,
     pub counters: Vec<(String, i64)>,
     pub spawns: Vec<Spawn>,
 }
@@ -495,7 +495,7 @@ impl RunCore {
             }
             NodeState::Skipped => {
                 n.failed = false;
-                n.result = Value::Null;
+                n.result = Arc::default();
                 n.error = None;
             }
         }
@@ -598,7 +598,7 @@ impl RunCore {
                     .to_owned(),
                 state,
                 attempt: n.attempt,
-                result: n.result.clone(),
+                result: (*n.result).clone(),
                 error: n.error.clone(),
             });
         }

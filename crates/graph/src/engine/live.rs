@@ -11,7 +11,6 @@ use std::task::Poll;
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use futures::stream::{FuturesUnordered, StreamExt};
-use serde_json::Value;
 use tokio::sync::{broadcast, mpsc};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -191,7 +190,6 @@ impl Live {
             Err(e) => Err(e),
         };
         self.stop_handlers();
-        self.journal.release(&self.core.run);
         flushed.map(|()| RunOutcome::of(&self.core))
     }
 
@@ -390,7 +388,7 @@ impl Live {
             messages: n.inbox.clone(),
             mailbox,
             resume: n.resume.clone(),
-            previous: (attempt > 1).then(|| n.result.clone()),
+            previous: (attempt > 1).then(|| (*n.result).clone()),
             children,
             cancel: cancel.clone(),
         };
@@ -490,7 +488,7 @@ impl Live {
                     node: node.clone(),
                     attempt,
                     failure,
-                    result: out.result,
+                    result: Arc::new(out.result),
                     error: None,
                     writes: out.writes,
                     counters: out.counters,
@@ -522,7 +520,7 @@ impl Live {
             node: node.clone(),
             attempt,
             failure: true,
-            result: Value::Null,
+            result: Arc::default(),
             error: Some(error),
             writes: Vec::new(),
             counters: Vec::new(),
@@ -621,8 +619,12 @@ impl Live {
 }
 
 impl Drop for Live {
+    /// Runs when the driver finishes — or is dropped mid-run (a dropped `Engine::run`
+    /// future, a runtime shutting down): handlers are stopped and the claim released, so the
+    /// run can be resumed.
     fn drop(&mut self) {
         self.stop_handlers();
+        self.journal.release(&self.core.run);
     }
 }
 
