@@ -309,6 +309,10 @@ impl EventKind {
     }
 }
 
+fn is_null(v: &Arc<Value>) -> bool {
+    v.is_null()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -335,8 +339,4 @@ mod tests {
         let back: Event = serde_json::from_str(&s).unwrap();
         assert_eq!(back, ev);
     }
-}
-
-fn is_null(v: &Arc<Value>) -> bool {
-    v.is_null()
 }
