@@ -21,13 +21,39 @@ fn temp_sibling(path: &Path) -> PathBuf {
 /// `durable`) and renamed over `path`. An existing file's permissions are kept; `mode`
 /// overrides them (Unix permission bits).
 pub fn write_atomic(path: &Path, bytes: &[u8], mode: Option<u32>, durable: bool) -> Result<()> {
+    replace(path, bytes, mode, durable)?;
+    if durable && let Some(dir) = path.parent() {
+        fsync_dir(dir)?;
+    }
+    Ok(())
+}
+
+/// Like [`write_atomic`] but leaves fsyncing the directory (which makes the rename itself
+/// durable) to the caller, who can then sync each directory once for many files.
+pub fn replace(path: &Path, bytes: &[u8], mode: Option<u32>, durable: bool) -> Result<()> {
     let tmp = write_temp(path, bytes, mode, durable)?;
     std::fs::rename(&tmp, path).map_err(|e| {
         let _ = std::fs::remove_file(&tmp);
         Error::io("cannot replace", path)(e)
-    })?;
-    if durable && let Some(dir) = path.parent() {
-        fsync_dir(dir)?;
+    })
+}
+
+/// Removes temporary siblings of `path` left behind by a process that died between
+/// writing one and renaming it.
+pub fn remove_stale_temps(path: &Path) -> Result<()> {
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+        return Ok(());
+    };
+    let prefix = format!(".{}.trellis-tmp-", name.to_string_lossy());
+    let entries = match std::fs::read_dir(dir) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(Error::io("cannot list", dir)(e)),
+    };
+    for e in entries.flatten() {
+        if e.file_name().to_string_lossy().starts_with(&prefix) {
+            std::fs::remove_file(e.path()).map_err(Error::io("cannot remove", e.path()))?;
+        }
     }
     Ok(())
 }

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use trellis_protocol::RunId;
 
 use crate::error::{Error, Result};
-use crate::fsutil::{fsync_dir, write_atomic};
+use crate::fsutil::{fsync_dir, remove_stale_temps, replace, write_atomic};
 
 /// What an operation does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -111,8 +111,16 @@ pub fn prepare(
         let side = |name: &str, s: Side| -> Result<FileState> {
             Ok(match s {
                 Some((bytes, mode)) => {
+                    // A fresh directory that only the manifest makes meaningful: plain
+                    // writes, fsynced, are enough.
                     let file = format!("{i}.{name}");
-                    write_atomic(&blobs.join(&file), &bytes, Some(0o600), true)?;
+                    let path = blobs.join(&file);
+                    std::fs::File::create(&path)
+                        .and_then(|mut f| {
+                            std::io::Write::write_all(&mut f, &bytes)?;
+                            f.sync_all()
+                        })
+                        .map_err(Error::io("cannot write", &path))?;
                     FileState {
                         blob: Some(file),
                         mode: Some(mode),
@@ -131,6 +139,7 @@ pub fn prepare(
         });
     }
     fsync_dir(&blobs)?;
+    fsync_dir(&dir)?;
     let manifest = Manifest {
         version: 1,
         run: run.clone(),
@@ -184,8 +193,11 @@ pub fn execute(op: &Path) -> Result<Manifest> {
     let mut touched_dirs = Vec::new();
     for e in &m.entries {
         let target = m.repo.join(&e.path);
+        // A crash between writing a temporary sibling and renaming it leaves the sibling.
+        remove_stale_temps(&target)?;
         match read_side(op, &e.after)? {
-            Some(bytes) => write_atomic(&target, &bytes, e.after.mode, true)?,
+            // Directories are fsynced once each below, before `done` is written.
+            Some(bytes) => replace(&target, &bytes, e.after.mode, true)?,
             None => match std::fs::remove_file(&target) {
                 Ok(()) => {}
                 Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
