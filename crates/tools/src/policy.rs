@@ -510,22 +510,13 @@ fn classify_argv(argv: &[Word], ws: &Workspace) -> CommandClass {
                 CommandClass::ReadOnly
             }
         }
-        "xargs" => {
+        // Wrappers: what runs is the command after their options (and, for `env`, the
+        // assignments); alone they only print.
+        "xargs" | "env" | "nice" | "nohup" | "command" | "builtin" | "exec" | "stdbuf"
+        | "ionice" => {
             let inner: Vec<Word> = args
                 .iter()
-                .skip_while(|a| a.text.starts_with('-'))
-                .cloned()
-                .collect();
-            if inner.is_empty() {
-                CommandClass::ReadOnly
-            } else {
-                classify_argv(&inner, ws)
-            }
-        }
-        "env" | "nice" | "nohup" | "command" | "builtin" | "exec" | "stdbuf" | "ionice" => {
-            let inner: Vec<Word> = args
-                .iter()
-                .skip_while(|a| a.text.starts_with('-') || a.text.contains('='))
+                .skip_while(|a| a.text.starts_with('-') || (name == "env" && a.text.contains('=')))
                 .cloned()
                 .collect();
             if inner.is_empty() {
