@@ -9,6 +9,7 @@ mod demo;
 mod display;
 mod drive;
 mod registry;
+mod review;
 mod runs;
 
 use std::path::PathBuf;
@@ -59,6 +60,14 @@ pub enum Commands {
     Runs(runs::RunsCommand),
     /// Run a built-in demonstration graph (feature, fanout, chain, crashtest).
     Demo(demo::DemoArgs),
+    /// Review a run's changes: approve all, per file or per hunk, request changes, or
+    /// reject; approved hunks are applied to the working tree.
+    Review(review::ReviewArgs),
+    /// Reverse an applied run exactly (undoing an undo re-applies it).
+    Undo(review::UndoArgs),
+    /// Developer helper: create a run worktree and edit it through the tools.
+    #[command(subcommand, hide = true)]
+    Sandbox(review::SandboxCommand),
 }
 
 /// Runs the command line and maps errors to exit code 1 (printed on stderr).
@@ -82,6 +91,9 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Commands::Runs(cmd) => rt.block_on(runs::execute(cmd, store)),
         Commands::Demo(args) => rt.block_on(demo::execute(args, store)),
+        Commands::Review(args) => review::review(args, store),
+        Commands::Undo(args) => review::undo(args, store),
+        Commands::Sandbox(cmd) => rt.block_on(review::sandbox(cmd, &cli.repo, store)),
     }
 }
 

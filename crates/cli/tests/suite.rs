@@ -1,3 +1,4 @@
 mod common;
 mod crash;
+mod review;
 mod runs;
