@@ -29,10 +29,10 @@ fn main() {
         .build()
         .unwrap();
     let graph = Arc::new(demo::build(name, &params).unwrap());
-    let input = if name == "feature" {
-        demo::feature_input()
-    } else {
-        json!({"counter": 0})
+    let input = match name {
+        "feature" => demo::feature_input(),
+        "chain" => json!({"counter": 0}),
+        _ => json!({}),
     };
     rt.block_on(async {
         let engine = Engine::new(Arc::new(MemoryJournal::new()));

@@ -187,8 +187,8 @@ pub enum EventKind {
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         counters: Vec<(String, i64)>,
         /// Children to spawn, as (key, template, input).
-        #[serde(default, skip_serializing_if = "Vec::is_empty")]
-        spawns: Vec<(String, String, Value)>,
+        #[serde(default, skip_serializing_if = "is_empty")]
+        spawns: Arc<[(String, String, Value)]>,
     },
     /// A node stopped to ask something; it is now WAITING_INPUT.
     InterruptRaised {
@@ -307,6 +307,10 @@ impl EventKind {
             EventKind::RunStarted { .. } | EventKind::StepCompleted { .. }
         )
     }
+}
+
+fn is_empty<T>(v: &Arc<[T]>) -> bool {
+    v.is_empty()
 }
 
 fn is_null(v: &Arc<Value>) -> bool {

@@ -97,7 +97,7 @@ pub(crate) type Spawn = (String, String, Value);
 pub(crate) struct Pending {
     pub writes: Vec<(String, Arc<Value>)>,
     pub counters: Vec<(String, i64)>,
-    pub spawns: Vec<Spawn>,
+    pub spawns: Arc<[Spawn]>,
 }
 
 /// The state of one run.
@@ -126,7 +126,7 @@ pub(crate) struct RunCore {
     pub ready: Vec<usize>,
     pub pending: BTreeMap<usize, Pending>,
     /// Spawns applied by the last `stepCompleted` (the live driver creates the children).
-    pub spawned: Vec<(usize, Vec<Spawn>)>,
+    pub spawned: Vec<(usize, Arc<[Spawn]>)>,
     pub commands: FxHashMap<u64, Command>,
     pub next_command: u64,
     pub unrouted_failure: Option<String>,

@@ -97,6 +97,12 @@ impl Live {
         self.cmd_tx.clone()
     }
 
+    /// Makes room for `n` more events in the unflushed batch (one allocation instead of
+    /// repeated doubling when a fan-out is about to record thousands).
+    pub fn reserve_events(&mut self, n: usize) {
+        self.buffer.reserve(n);
+    }
+
     /// Reads the clock for the events recorded next.
     pub fn tick(&mut self) {
         self.now = now_ms();
@@ -492,7 +498,7 @@ impl Live {
                     error: None,
                     writes: out.writes,
                     counters: out.counters,
-                    spawns: out.spawns,
+                    spawns: out.spawns.into(),
                 })?;
                 let to = if failure {
                     NodeState::Failed
@@ -524,7 +530,7 @@ impl Live {
             error: Some(error),
             writes: Vec::new(),
             counters: Vec::new(),
-            spawns: Vec::new(),
+            spawns: Arc::from([]),
         })?;
         self.emit(EventKind::NodeTransition {
             node,

@@ -84,11 +84,16 @@ impl Live {
     fn spawn_children(
         &mut self,
         spawner: usize,
-        spawns: Vec<(String, String, serde_json::Value)>,
+        spawns: std::sync::Arc<[(String, String, serde_json::Value)]>,
     ) -> Result<()> {
         let parent = self.core.nodes[spawner].id.clone();
-        for (key, template, input) in spawns {
-            let id = parent.child(&key);
+        // Each child records about seven events before the next flush.
+        self.reserve_events(spawns.len() * 7);
+        for (i, (_, template, input)) in spawns.iter().enumerate() {
+            // The ids were formed when the spawns were applied (the spawner's group).
+            let Some(id) = self.core.nodes[spawner].group.get(i).cloned() else {
+                break;
+            };
             if let Some(c) = self.core.ordinal(&id) {
                 let n = &self.core.nodes[c];
                 // Completed children keep their result; pruned ones stay pruned; a child
@@ -99,9 +104,9 @@ impl Live {
             }
             self.emit(EventKind::NodeAdded {
                 node: id.clone(),
-                template,
+                template: template.clone(),
                 parent: Some(parent.clone()),
-                input,
+                input: input.clone(),
             })?;
             self.activate(&id, 0)?;
         }

@@ -165,7 +165,7 @@ pub fn realistic_run(run: &RunId) -> Vec<Batch> {
                     ),
                 ],
                 counters: vec![],
-                spawns: vec![],
+                spawns: vec![].into(),
             }),
             next(EventKind::NodeTransition {
                 node: n.clone(),

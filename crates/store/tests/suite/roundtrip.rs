@@ -58,7 +58,7 @@ fn every_kind(run: &RunId) -> Vec<Event> {
                 ("y".into(), json!("two").into()),
             ],
             counters: vec![("retries".into(), -1)],
-            spawns: vec![("k".into(), "worker".into(), json!({"i": 9}))],
+            spawns: vec![("k".into(), "worker".into(), json!({"i": 9}))].into(),
         },
         EventKind::InterruptRaised {
             node: n.clone(),
