@@ -310,7 +310,9 @@ fn ask(prompt: &str) -> anyhow::Result<String> {
     print!("{prompt}");
     std::io::stdout().flush()?;
     let mut line = String::new();
-    std::io::stdin().lock().read_line(&mut line)?;
+    if std::io::stdin().lock().read_line(&mut line)? == 0 {
+        anyhow::bail!("input ended before the review was finished; nothing was applied");
+    }
     Ok(line.trim().to_lowercase())
 }
 

@@ -72,6 +72,55 @@ fn new_run(repo: &Path) -> (String, std::path::PathBuf) {
     )
 }
 
+/// The interactive per-hunk prompts, answered through a pseudo-terminal (`script` from
+/// util-linux gives the review a terminal; our answers go to it as typed lines).
+#[test]
+fn interactive_review_applies_exactly_the_hunks_answered_yes() {
+    let lines: String = (1..=20).map(|i| format!("line {i}\n")).collect();
+    let dir = repo(&[
+        ("a.txt".into(), lines.clone()),
+        ("b.txt".into(), "b\n".into()),
+    ]);
+    let p = dir.path();
+    let (run, wt) = new_run(p);
+    std::fs::write(
+        wt.join("a.txt"),
+        lines
+            .replace("line 2\n", "line two\n")
+            .replace("line 19\n", "line nineteen\n"),
+    )
+    .unwrap();
+    std::fs::write(wt.join("b.txt"), "B\n").unwrap();
+    ok(args(trellis(p), &["sandbox", "commit", &run]));
+
+    let exe = env!("CARGO_BIN_EXE_trellis");
+    let command = format!("{exe} -C {} review {run}", p.display());
+    let mut child = Command::new("script")
+        .args(["-qec", &command, "/dev/null"])
+        .env("NO_COLOR", "1")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        // a.txt: first hunk yes, second hunk no; b.txt: yes.
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(b"y\nn\ny\n").unwrap();
+    }
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("Apply this hunk (1/2)"), "{text}");
+    assert!(text.contains("applied run"), "{text}");
+    let after = files(p);
+    assert_eq!(
+        String::from_utf8_lossy(&after["a.txt"]),
+        lines.replace("line 2\n", "line two\n")
+    );
+    assert_eq!(after["b.txt"], b"B\n");
+}
+
 #[test]
 fn review_select_undo_and_redo_through_the_cli() {
     let dir = repo(&[
