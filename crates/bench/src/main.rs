@@ -7,6 +7,10 @@
 //! cargo run --release -p trellis-bench -- --quick   # smoke test, < 1 min, no LangGraph
 //! ```
 
+/// The same allocator as the `trellis` binary, so the engine is measured as it ships.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 mod cold;
 mod concurrent;
 mod g1;
