@@ -9,6 +9,7 @@ mod demo;
 mod display;
 mod drive;
 mod registry;
+mod retrieval;
 mod runs;
 
 use std::path::PathBuf;
@@ -59,6 +60,12 @@ pub enum Commands {
     Runs(runs::RunsCommand),
     /// Run a built-in demonstration graph (feature, fanout, chain, crashtest).
     Demo(demo::DemoArgs),
+    /// Index the workspace (symbols, document sections, full text, embeddings).
+    Index(retrieval::IndexArgs),
+    /// Search the workspace index and print packed, attributed context.
+    Search(retrieval::SearchArgs),
+    /// Print the repo map (definitions ranked by PageRank) or the AST context map.
+    Map(retrieval::MapArgs),
 }
 
 /// Runs the command line and maps errors to exit code 1 (printed on stderr).
@@ -74,6 +81,9 @@ pub fn main(cli: Cli) -> ExitCode {
 
 /// Executes `cli`.
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    if retrieval::handles(&cli.command) {
+        return retrieval::execute(&cli.repo, cli.command);
+    }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -82,6 +92,9 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Commands::Runs(cmd) => rt.block_on(runs::execute(cmd, store)),
         Commands::Demo(args) => rt.block_on(demo::execute(args, store)),
+        Commands::Index(_) | Commands::Search(_) | Commands::Map(_) => {
+            unreachable!("handled before the store is opened")
+        }
     }
 }
 
