@@ -198,12 +198,22 @@ fn main() -> anyhow::Result<()> {
         trellis_elapsed_s,
         work_dir: work.display().to_string(),
     };
-    let doc = report::render(&meta, &t, lg.as_ref());
+    let mut doc = report::render(&meta, &t, lg.as_ref());
     let out = match (&args.out, args.quick) {
         (Some(p), _) => p.clone(),
         (None, true) => work.join("benchmarks-quick.md"),
         (None, false) => repo.join("docs").join("benchmarks.md"),
     };
+    // Sections written by the other benchmark commands (models, retrieval) follow the marker
+    // and are kept as they are.
+    if let Ok(old) = std::fs::read_to_string(&out)
+        && let Some(at) = old.find(report::OTHER_SECTIONS_MARKER)
+    {
+        doc.push_str(&old[at..]);
+    } else {
+        doc.push_str(report::OTHER_SECTIONS_MARKER);
+        doc.push('\n');
+    }
     std::fs::write(&out, doc).with_context(|| format!("writing {}", out.display()))?;
     // Scratch databases are not needed once measured.
     let _ = std::fs::remove_dir_all(&db_dir);

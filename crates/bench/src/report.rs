@@ -170,6 +170,11 @@ fn header(out: &mut String, meta: &Meta, lg: Option<&LangGraph>) {
     );
 }
 
+/// Everything after this line of `docs/benchmarks.md` belongs to other benchmark commands
+/// (`trellis-llm`'s and `trellis-index`'s) and is preserved when the engine report is rewritten.
+pub const OTHER_SECTIONS_MARKER: &str =
+    "<!-- Sections below are written by other benchmark commands; trellis-bench keeps them. -->";
+
 /// The targets of issue 2, item 5.
 fn summary(out: &mut String, t: &Trellis, lg: Option<&LangGraph>) {
     out.push_str("## Targets\n\n");

@@ -10,6 +10,7 @@ mod display;
 mod drive;
 mod registry;
 mod review;
+mod retrieval;
 mod runs;
 
 use std::path::PathBuf;
@@ -68,6 +69,12 @@ pub enum Commands {
     /// Developer helper: create a run worktree and edit it through the tools.
     #[command(subcommand, hide = true)]
     Sandbox(review::SandboxCommand),
+    /// Index the workspace (symbols, document sections, full text, embeddings).
+    Index(retrieval::IndexArgs),
+    /// Search the workspace index and print packed, attributed context.
+    Search(retrieval::SearchArgs),
+    /// Print the repo map (definitions ranked by PageRank) or the AST context map.
+    Map(retrieval::MapArgs),
 }
 
 /// Runs the command line and maps errors to exit code 1 (printed on stderr).
@@ -83,6 +90,9 @@ pub fn main(cli: Cli) -> ExitCode {
 
 /// Executes `cli`.
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    if retrieval::handles(&cli.command) {
+        return retrieval::execute(&cli.repo, cli.command);
+    }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -94,6 +104,9 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Commands::Review(args) => review::review(args, store),
         Commands::Undo(args) => review::undo(args, store),
         Commands::Sandbox(cmd) => rt.block_on(review::sandbox(cmd, &cli.repo, store)),
+        Commands::Index(_) | Commands::Search(_) | Commands::Map(_) => {
+            unreachable!("handled before the store is opened")
+        }
     }
 }
 
