@@ -10,7 +10,7 @@
 //!   `next_stage_on_failure`; reaching `max_attempts` goes to ABORT first;
 //! - `DONE` and `ABORT` terminals.
 //!
-//! Channels: `current_stage` (replace; the stage node that ran last), `stage_results` (merge;
+//! Channels: `task` (replace; the run's input `{"task": "…"}`), `current_stage` (replace; the stage node that ran last), `stage_results` (merge;
 //! `{stage: {failure, attempt}}`), `retrieval_context` (merge; for the retrieval handler to
 //! fill per stage), `outcome` (replace; `DONE` or `ABORT`).
 
@@ -123,6 +123,7 @@ fn terminal(name: &'static str) -> Arc<dyn NodeHandler> {
 pub fn compile(plan: &Plan, handlers: &dyn StageHandlers) -> Result<Graph> {
     let mut b = GraphBuilder::new(plan.workflow.clone())
         .params(serde_json::to_value(plan).unwrap_or(Value::Null))
+        .channel("task", Reducer::Replace)
         .channel("current_stage", Reducer::Replace)
         .channel("stage_results", Reducer::Merge)
         .channel("retrieval_context", Reducer::Merge)

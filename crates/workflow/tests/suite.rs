@@ -1,1 +1,2 @@
 mod load;
+mod plan;
