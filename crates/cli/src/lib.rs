@@ -11,6 +11,7 @@ mod drive;
 mod registry;
 mod review;
 mod runs;
+mod workflows;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -68,6 +69,10 @@ pub enum Commands {
     /// Developer helper: create a run worktree and edit it through the tools.
     #[command(subcommand, hide = true)]
     Sandbox(review::SandboxCommand),
+    /// List, show and validate workflows (built-in, `.trellis/workflows`, `--workflows-dir`).
+    Workflows(workflows::WorkflowsArgs),
+    /// Run a request through a workflow (this build: `--plan-only` prints the compiled plan).
+    Run(workflows::RunArgs),
 }
 
 /// Runs the command line and maps errors to exit code 1 (printed on stderr).
@@ -87,6 +92,12 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         .worker_threads(2)
         .enable_all()
         .build()?;
+    // Workflow commands need no store; dispatch them before one is created.
+    match cli.command {
+        Commands::Workflows(args) => return workflows::workflows(args, &cli.repo),
+        Commands::Run(args) => return workflows::run(args, &cli.repo),
+        _ => {}
+    }
     let store = open_store(&cli)?;
     match cli.command {
         Commands::Runs(cmd) => rt.block_on(runs::execute(cmd, store)),
@@ -94,6 +105,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Commands::Review(args) => review::review(args, store),
         Commands::Undo(args) => review::undo(args, store),
         Commands::Sandbox(cmd) => rt.block_on(review::sandbox(cmd, &cli.repo, store)),
+        Commands::Workflows(_) | Commands::Run(_) => Ok(ExitCode::SUCCESS),
     }
 }
 

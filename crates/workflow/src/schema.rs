@@ -202,6 +202,15 @@ impl Aggregation {
         ("majority", Aggregation::MajorityFail),
     ];
 
+    /// The canonical name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Aggregation::AnyFails => "any_fails",
+            Aggregation::AllFail => "all_fail",
+            Aggregation::MajorityFail => "majority_fail",
+        }
+    }
+
     /// Parses one of [`Aggregation::NAMES`].
     pub fn parse(text: &str) -> Option<Self> {
         Self::NAMES
