@@ -262,8 +262,8 @@ async fn parallel_stage_uses_the_failure_aggregation() {
         ..Script::default()
     };
     // One of three fails: majority_fail passes; any_fails routes back to the stage itself (no
-    // retrieval config, so
-    // enrichment) until max_attempts and aborts; only the failed child re-runs.
+    // retrieval config, so no enrichment) until max_attempts and aborts; only the failed child
+    // re-runs.
     let plan = assemble(
         &load_str("p", &yaml("majority_fail"), None).unwrap(),
         &Decisions::default(),
