@@ -9,9 +9,10 @@ mod demo;
 mod display;
 mod drive;
 mod registry;
-mod review;
 mod retrieval;
+mod review;
 mod runs;
+mod workflows;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -75,6 +76,10 @@ pub enum Commands {
     Search(retrieval::SearchArgs),
     /// Print the repo map (definitions ranked by PageRank) or the AST context map.
     Map(retrieval::MapArgs),
+    /// List, show and validate workflows (built-in, `.trellis/workflows`, `--workflows-dir`).
+    Workflows(workflows::WorkflowsArgs),
+    /// Run a request through a workflow (this build: `--plan-only` prints the compiled plan).
+    Run(workflows::RunArgs),
 }
 
 /// Runs the command line and maps errors to exit code 1 (printed on stderr).
@@ -97,6 +102,12 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         .worker_threads(2)
         .enable_all()
         .build()?;
+    // Workflow commands need no store; dispatch them before one is created.
+    match cli.command {
+        Commands::Workflows(args) => return workflows::workflows(args, &cli.repo),
+        Commands::Run(args) => return workflows::run(args, &cli.repo),
+        _ => {}
+    }
     let store = open_store(&cli)?;
     match cli.command {
         Commands::Runs(cmd) => rt.block_on(runs::execute(cmd, store)),
@@ -104,9 +115,11 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Commands::Review(args) => review::review(args, store),
         Commands::Undo(args) => review::undo(args, store),
         Commands::Sandbox(cmd) => rt.block_on(review::sandbox(cmd, &cli.repo, store)),
-        Commands::Index(_) | Commands::Search(_) | Commands::Map(_) => {
-            unreachable!("handled before the store is opened")
-        }
+        Commands::Index(_)
+        | Commands::Search(_)
+        | Commands::Map(_)
+        | Commands::Workflows(_)
+        | Commands::Run(_) => unreachable!("handled before the store is opened"),
     }
 }
 

@@ -2,3 +2,4 @@ mod common;
 mod crash;
 mod review;
 mod runs;
+mod workflows;
