@@ -185,7 +185,7 @@ impl Engine {
 
     fn prepare(&self, graph: Arc<Graph>, input: Value) -> Result<Live> {
         let run = RunId::new();
-        self.journal.claim(&run)?;
+        self.journal.claim_new(&run)?;
         let core = RunCore::new(run.clone(), graph.clone());
         let started = EventKind::RunStarted {
             graph: graph.name().to_owned(),

@@ -134,6 +134,12 @@ pub trait Journal: Send + Sync + 'static {
         Ok(())
     }
 
+    /// Claims a run id created a moment ago by this process (no other process can hold it), so
+    /// a backend may record the claim without waiting for it. Defaults to [`Journal::claim`].
+    fn claim_new(&self, run: &RunId) -> Result<(), JournalError> {
+        self.claim(run)
+    }
+
     /// Releases the claim taken by [`Journal::claim`].
     fn release(&self, _run: &RunId) {}
 

@@ -352,6 +352,16 @@ impl Store {
         self.reader.change_ops(run)
     }
 
+    /// Sends a request built around a reply channel without waiting for the answer.
+    fn post<T>(&self, make: impl FnOnce(Sender<T>) -> Msg) -> Result<()> {
+        let (reply, _ignored) = mpsc::channel();
+        self.tx
+            .as_ref()
+            .ok_or_else(|| Error::Closed(self.path.clone()))?
+            .send(make(reply))
+            .map_err(|_| Error::Closed(self.path.clone()))
+    }
+
     /// Sends a request built around a reply channel and waits for the answer.
     fn request<T>(&self, make: impl FnOnce(Sender<T>) -> Msg) -> Result<T> {
         let (reply, answer) = mpsc::channel();
@@ -394,9 +404,18 @@ impl Journal for Store {
             .map_err(JournalError::from)?
     }
 
+    fn claim_new(&self, run: &RunId) -> Result<(), JournalError> {
+        // Nobody else can own an id minted a moment ago: queue the claim ahead of the run's
+        // first batch without waiting for it (a blocking round trip to the writer would stall
+        // the runtime thread behind other runs' fsyncs).
+        self.post(|reply| Msg::Claim(run.clone(), reply))
+            .map_err(JournalError::from)
+    }
+
     fn release(&self, run: &RunId) {
-        // Nothing useful to do on failure: a stale claim is taken over once we exit.
-        let _ = self.request(|reply| Msg::Release {
+        // Queued behind the run's last batch, not waited for. Nothing useful to do on
+        // failure: a stale claim is taken over once this process exits.
+        let _ = self.post(|reply| Msg::Release {
             run: run.clone(),
             force: false,
             reply,

@@ -71,6 +71,7 @@ fn live_owner_refuses_and_dead_owner_is_taken_over() {
     // Re-claiming our own run is fine; releasing clears it.
     store.claim(&run).unwrap();
     store.release(&run);
+    store.flush().unwrap(); // release is queued, not waited for
     let rec = store.get_run(run.as_str()).unwrap();
     assert!(rec.owner.is_none() && !rec.owner_alive);
 }
@@ -83,6 +84,7 @@ fn release_leaves_other_owners_alone_but_break_claim_does_not() {
     claim_as(&store, &run, child.0.id());
     block_on(store.append(batch(&run, 1, 1))).unwrap();
     store.release(&run);
+    store.flush().unwrap();
     let rec = store.get_run(run.as_str()).unwrap();
     assert_eq!(rec.owner.map(|o| o.pid), Some(child.0.id()));
     assert!(rec.owner_alive);

@@ -138,6 +138,7 @@ fn claims_and_releases_commit_without_an_fsync() {
     store.claim(&run).unwrap();
     block_on(store.append(batch(&run, 1, 4))).unwrap();
     store.release(&run);
+    store.flush().unwrap(); // release is queued, not waited for
     let stats = store.stats();
     assert_eq!((stats.commits, stats.synced_commits), (3, 1), "{stats:?}");
 
@@ -177,6 +178,7 @@ fn synchronous_normal_never_asks_for_an_fsync() {
     store.claim(&run).unwrap();
     block_on(store.append(batch(&run, 1, 2))).unwrap();
     store.release(&run);
+    store.flush().unwrap(); // release is queued, not waited for
     let stats = store.stats();
     assert_eq!(
         (stats.commits, stats.synced_commits, stats.batches),
