@@ -8,6 +8,7 @@
 mod demo;
 mod display;
 mod drive;
+mod models;
 mod registry;
 mod runs;
 
@@ -37,6 +38,9 @@ pub struct Cli {
     /// process crashes and is faster.
     #[arg(long, global = true, value_enum, default_value_t = SyncArg::Full)]
     pub synchronous: SyncArg,
+    /// Override a configuration key (`-c models.default=fast`, TOML value syntax; repeatable).
+    #[arg(short = 'c', long = "config", global = true, value_name = "KEY=VALUE")]
+    pub config: Vec<String>,
     /// What to do.
     #[command(subcommand)]
     pub command: Commands,
@@ -59,6 +63,9 @@ pub enum Commands {
     Runs(runs::RunsCommand),
     /// Run a built-in demonstration graph (feature, fanout, chain, crashtest).
     Demo(demo::DemoArgs),
+    /// List and test model profiles (`list`, `test [PROFILE]`).
+    #[command(subcommand)]
+    Models(models::ModelsCommand),
 }
 
 /// Runs the command line and maps errors to exit code 1 (printed on stderr).
@@ -78,10 +85,14 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         .worker_threads(2)
         .enable_all()
         .build()?;
+    if let Commands::Models(cmd) = &cli.command {
+        return rt.block_on(models::execute(cmd, &cli.repo, &cli.config));
+    }
     let store = open_store(&cli)?;
     match cli.command {
         Commands::Runs(cmd) => rt.block_on(runs::execute(cmd, store)),
         Commands::Demo(args) => rt.block_on(demo::execute(args, store)),
+        Commands::Models(_) => unreachable!("handled above"),
     }
 }
 

@@ -1,3 +1,4 @@
 mod common;
 mod crash;
+mod models;
 mod runs;
