@@ -8,9 +8,12 @@
 //! cargo run --release -p trellis-bench --bin trellis-llm-bench -- --threads 1,2 --reps 5
 //! ```
 //!
-//! `llama-bench` is built once from the llama.cpp sources vendored in the `llama-cpp-sys-2`
-//! crate (the exact version trellis-llm links), with the `GGML_*` options of this workspace
-//! (`.cargo/config.toml`), into `$CARGO_TARGET_DIR/llama-bench-<version>`.
+//! `llama-bench` is built once, into `$CARGO_TARGET_DIR/llama-bench-<version>`, from the
+//! llama.cpp sources vendored in the `llama-cpp-sys-2` crate (the exact llama.cpp trellis-llm
+//! links) with the same options (and any `GGML_*` variables in the environment). That crate ships
+//! llama.cpp without its tools, so the llama-bench driver (`tools/llama-bench/*.cpp`, which
+//! only calls the public llama API) is taken from the llama.cpp vendored in the PyPI sdist of
+//! `llama-cpp-python` 0.3.36 (pinned by SHA-256) and compiled against the crate's sources.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 use std::path::{Path, PathBuf};
@@ -26,6 +29,9 @@ use trellis_llm::embedded::{EmbeddedProvider, EmbeddedSettings, ModelSource};
 use trellis_llm::{ChatRequest, Message, ModelProvider, StreamEvent};
 
 const LLAMA_CPP_SYS_VERSION: &str = "0.1.160";
+const SDIST_URL: &str = "https://files.pythonhosted.org/packages/ec/e9/e7de2b0463ea3ffbf0ede6cb21b58c1258a8f6521aae45ca773a59fe7cf3/llama_cpp_python-0.3.36.tar.gz";
+const SDIST_SHA256: &str = "832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e";
+const SDIST_BENCH_DIR: &str = "llama_cpp_python-0.3.36/vendor/llama.cpp/tools/llama-bench";
 const BEGIN: &str = "<!-- trellis-llm-bench:begin -->";
 const END: &str = "<!-- trellis-llm-bench:end -->";
 
@@ -95,7 +101,7 @@ fn llama_src() -> anyhow::Result<PathBuf> {
     )
 }
 
-/// The `GGML_*` options in effect (from `.cargo/config.toml` via cargo, or the environment).
+/// `GGML_*` options set in the environment (llama-cpp-sys-2 passes the same ones to its build).
 fn ggml_flags() -> Vec<(String, String)> {
     let mut flags: Vec<(String, String)> = std::env::vars()
         .filter(|(k, _)| k.starts_with("GGML_"))
@@ -104,19 +110,71 @@ fn ggml_flags() -> Vec<(String, String)> {
     flags
 }
 
+fn run(cmd: &mut Command) -> anyhow::Result<()> {
+    let status = cmd.status().with_context(|| format!("running {cmd:?}"))?;
+    if !status.success() {
+        bail!("{cmd:?} failed ({status})");
+    }
+    Ok(())
+}
+
+/// The llama-bench driver sources from the pinned sdist (downloaded once, checksum-checked).
+fn bench_driver_sources(work: &Path) -> anyhow::Result<PathBuf> {
+    let dir = work.join(SDIST_BENCH_DIR);
+    if dir.join("llama-bench.cpp").is_file() {
+        return Ok(dir);
+    }
+    std::fs::create_dir_all(work)?;
+    let sdist = work.join("llama_cpp_python-0.3.36.tar.gz");
+    if !sdist.is_file() {
+        log("downloading the llama-bench driver (llama-cpp-python 0.3.36 sdist from PyPI)");
+        run(Command::new("curl")
+            .args(["-fsSL", "--retry", "3", "-o"])
+            .arg(&sdist)
+            .arg(SDIST_URL))?;
+    }
+    let sum = sh("sha256sum", &[&sdist.to_string_lossy()]);
+    if !sum.starts_with(SDIST_SHA256) {
+        let _ = std::fs::remove_file(&sdist);
+        bail!("{SDIST_URL}: checksum mismatch ({sum})");
+    }
+    run(Command::new("tar")
+        .arg("-xzf")
+        .arg(&sdist)
+        .arg("-C")
+        .arg(work)
+        .arg(SDIST_BENCH_DIR))?;
+    Ok(dir)
+}
+
 fn build_llama_bench(repo: &Path) -> anyhow::Result<PathBuf> {
-    let src = llama_src()?;
-    let build = target_dir(repo).join(format!("llama-bench-{LLAMA_CPP_SYS_VERSION}"));
+    let root = target_dir(repo).join(format!("llama-bench-{LLAMA_CPP_SYS_VERSION}"));
+    let build = root.join("build");
     let bin = build.join("bin").join("llama-bench");
     if bin.is_file() {
         return Ok(bin);
     }
+    let src = llama_src()?;
+    let driver = bench_driver_sources(&root.join("sdist"))?;
     log(&format!(
-        "building llama-bench from {} (a few minutes)",
+        "building llama-bench against {} (a few minutes)",
         src.display()
     ));
+    // A private copy of the crate's llama.cpp with the driver added and the tools list cut
+    // down to it (the crate ships no other tool sources).
+    let tree = root.join("llama.cpp");
+    let _ = std::fs::remove_dir_all(&tree);
+    run(Command::new("cp").arg("-r").arg(&src).arg(&tree))?;
+    run(Command::new("cp")
+        .arg("-r")
+        .arg(&driver)
+        .arg(tree.join("tools")))?;
+    std::fs::write(
+        tree.join("tools").join("CMakeLists.txt"),
+        "find_package(Threads REQUIRED)\nllama_add_compile_flags()\nadd_subdirectory(llama-bench)\n",
+    )?;
     let mut configure = Command::new("cmake");
-    configure.arg("-S").arg(&src).arg("-B").arg(&build).args([
+    configure.arg("-S").arg(&tree).arg("-B").arg(&build).args([
         "-DCMAKE_BUILD_TYPE=Release",
         "-DGGML_NATIVE=OFF",
         "-DGGML_OPENMP=OFF",
@@ -124,25 +182,22 @@ fn build_llama_bench(repo: &Path) -> anyhow::Result<PathBuf> {
         "-DLLAMA_BUILD_TESTS=OFF",
         "-DLLAMA_BUILD_EXAMPLES=OFF",
         "-DLLAMA_BUILD_SERVER=OFF",
+        "-DLLAMA_BUILD_APP=OFF",
         "-DLLAMA_BUILD_TOOLS=ON",
         "-DBUILD_SHARED_LIBS=OFF",
     ]);
     for (k, v) in ggml_flags() {
         configure.arg(format!("-D{k}={v}"));
     }
-    let status = configure
-        .status()
-        .context("running cmake (apt-get install cmake)")?;
-    if !status.success() {
-        bail!("cmake configure failed");
-    }
-    let status = Command::new("cmake")
-        .arg("--build")
-        .arg(&build)
-        .args(["--target", "llama-bench", "-j", "2"])
-        .status()?;
-    if !status.success() || !bin.is_file() {
-        bail!("building llama-bench failed");
+    run(&mut configure)?;
+    run(Command::new("cmake").arg("--build").arg(&build).args([
+        "--target",
+        "llama-bench",
+        "-j",
+        "2",
+    ]))?;
+    if !bin.is_file() {
+        bail!("{} was not built", bin.display());
     }
     Ok(bin)
 }
@@ -333,7 +388,7 @@ fn main() -> anyhow::Result<()> {
     ));
     s.push_str(&format!(
         "Model `{}`; {} repetitions after a warm-up, medians; greedy sampling, end-of-generation ignored. \
-         Both sides are the same llama.cpp (llama-cpp-sys-2 {LLAMA_CPP_SYS_VERSION}) built Release, without OpenMP or GGML_NATIVE, with {}. \
+         Both sides are the same llama.cpp sources (vendored in llama-cpp-sys-2 {LLAMA_CPP_SYS_VERSION}; llama-bench's driver from llama-cpp-python 0.3.36's llama.cpp) built Release (-O3), without OpenMP or GGML_NATIVE, with {}. \
          Trellis is measured through `EmbeddedProvider::stream` (tokenise, template, context per call, sampling, channel): \
          prompt speed = prompt tokens ÷ time to the first streamed token, generation speed = (tokens − 1) ÷ time from the first to the last token. \
          llama-bench reports pp (prompt batch) and tg (single-token decode, no sampling) on random tokens. \

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::http::{self, Decoded, Endpoint, SseHandler};
+use crate::http::{Decoded, Endpoint, KeyHeader, SseHandler};
 use crate::provider::{ChatStream, ModelProvider, ProviderInfo, spawn_stream};
 use crate::sse::SseEvent;
 use crate::structured::{StructuredMode, schema_instruction};
@@ -168,26 +168,6 @@ impl ModelProvider for AnthropicProvider {
         let structured_tool = self.structured_tool(&request);
         let endpoint = self.endpoint.clone();
         spawn_stream(move |tx| async move {
-            let mut headers = endpoint.headers.clone();
-            if let Some(key) = endpoint.api_key()? {
-                let value = reqwest::header::HeaderValue::from_str(&key)
-                    .map_err(|_| Error::Config(format!("{}: invalid API key", endpoint.profile)))?;
-                headers.insert("x-api-key", value);
-            }
-            headers.insert(
-                "anthropic-version",
-                reqwest::header::HeaderValue::from_static(ANTHROPIC_VERSION),
-            );
-            let url = endpoint.url("messages");
-            let response = http::post(
-                &endpoint.profile,
-                &endpoint.client,
-                &url,
-                headers,
-                &body,
-                &cancel,
-            )
-            .await?;
             let mut decoder = EventDecoder {
                 profile: endpoint.profile.clone(),
                 structured_tool,
@@ -196,7 +176,18 @@ impl ModelProvider for AnthropicProvider {
                 usage: Usage::default(),
                 finish: None,
             };
-            http::forward_sse(&endpoint.profile, response, &cancel, &tx, &mut decoder).await
+            let version = [("anthropic-version", ANTHROPIC_VERSION)];
+            endpoint
+                .stream_sse(
+                    "messages",
+                    KeyHeader::Named("x-api-key"),
+                    &version,
+                    &body,
+                    &cancel,
+                    &tx,
+                    &mut decoder,
+                )
+                .await
         })
     }
 }

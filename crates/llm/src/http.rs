@@ -201,6 +201,15 @@ pub(crate) trait SseHandler {
     fn eof(&mut self) -> Option<Vec<StreamEvent>>;
 }
 
+/// How an endpoint expects its API key.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum KeyHeader {
+    /// `Authorization: Bearer KEY`.
+    Bearer,
+    /// `NAME: KEY` (a lowercase header name).
+    Named(&'static str),
+}
+
 /// An endpoint's resolved connection settings.
 #[derive(Clone, Debug)]
 pub(crate) struct Endpoint {
@@ -219,6 +228,47 @@ impl Endpoint {
             self.base_url.trim_end_matches('/'),
             path.trim_start_matches('/')
         )
+    }
+
+    /// POSTs `body` to `path` with the API key (as `key`) and `extra` headers, then forwards
+    /// the SSE response through `handler` to `tx`.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) async fn stream_sse(
+        &self,
+        path: &str,
+        key: KeyHeader,
+        extra: &[(&'static str, &'static str)],
+        body: &serde_json::Value,
+        cancel: &CancellationToken,
+        tx: &EventSender,
+        handler: &mut (dyn SseHandler + Send),
+    ) -> Result<()> {
+        let mut headers = self.headers.clone();
+        if let Some(key_value) = self.api_key()? {
+            let (name, text) = match key {
+                KeyHeader::Bearer => (
+                    reqwest::header::AUTHORIZATION,
+                    format!("Bearer {key_value}"),
+                ),
+                KeyHeader::Named(n) => (HeaderName::from_static(n), key_value),
+            };
+            let value = HeaderValue::from_str(&text)
+                .map_err(|_| Error::Config(format!("{}: invalid API key", self.profile)))?;
+            headers.insert(name, value);
+        }
+        for (k, v) in extra {
+            headers.insert(HeaderName::from_static(k), HeaderValue::from_static(v));
+        }
+        let response = post(
+            &self.profile,
+            &self.client,
+            &self.url(path),
+            headers,
+            body,
+            cancel,
+        )
+        .await?;
+        forward_sse(&self.profile, response, cancel, tx, handler).await
     }
 
     /// The API key from the environment; `None` when no variable is configured.

@@ -7,7 +7,7 @@
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::http::{self, Decoded, Endpoint, SseHandler};
+use crate::http::{Decoded, Endpoint, KeyHeader, SseHandler};
 use crate::provider::{ChatStream, ModelProvider, ProviderInfo, spawn_stream};
 use crate::sse::SseEvent;
 use crate::structured::{StructuredMode, schema_instruction};
@@ -156,27 +156,21 @@ impl ModelProvider for OpenAiProvider {
         let body = self.request_body(&request);
         let endpoint = self.endpoint.clone();
         spawn_stream(move |tx| async move {
-            let mut headers = endpoint.headers.clone();
-            if let Some(key) = endpoint.api_key()? {
-                let value = reqwest::header::HeaderValue::from_str(&format!("Bearer {key}"))
-                    .map_err(|_| Error::Config(format!("{}: invalid API key", endpoint.profile)))?;
-                headers.insert(reqwest::header::AUTHORIZATION, value);
-            }
-            let url = endpoint.url("chat/completions");
-            let response = http::post(
-                &endpoint.profile,
-                &endpoint.client,
-                &url,
-                headers,
-                &body,
-                &cancel,
-            )
-            .await?;
             let mut decoder = ChunkDecoder {
                 profile: endpoint.profile.clone(),
                 finish: None,
             };
-            http::forward_sse(&endpoint.profile, response, &cancel, &tx, &mut decoder).await
+            endpoint
+                .stream_sse(
+                    "chat/completions",
+                    KeyHeader::Bearer,
+                    &[],
+                    &body,
+                    &cancel,
+                    &tx,
+                    &mut decoder,
+                )
+                .await
         })
     }
 }

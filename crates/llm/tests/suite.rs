@@ -6,3 +6,4 @@ mod mock;
 mod normalise;
 mod openai;
 mod registry;
+mod structured;

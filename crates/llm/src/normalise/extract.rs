@@ -23,9 +23,10 @@ pub(super) fn extract_json(
     }
     let open = if want_array { b'[' } else { b'{' };
     let start = body.bytes().position(|b| b == open)?;
-    let (end, closing) = match balanced_end(&body.as_bytes()[start..]) {
-        Some(len) => (start + len, String::new()),
-        None => (body.len(), closers(&body.as_bytes()[start..])?),
+    let (end, closing) = match scan(&body.as_bytes()[start..]) {
+        Scan::Complete(len) => (start + len, String::new()),
+        Scan::Open(closing) => (body.len(), closing),
+        Scan::Broken => return None,
     };
     let candidate = &body[start..end];
     if start > 0 || end < body.len() {
@@ -63,9 +64,19 @@ fn fenced(text: &str) -> Option<&str> {
     Some(&body[..end])
 }
 
-/// Length of the balanced value starting at `bytes[0]`, string- and escape-aware.
-fn balanced_end(bytes: &[u8]) -> Option<usize> {
-    let mut depth = 0usize;
+/// Where a JSON value starting at `bytes[0]` ends, scanning string- and escape-aware.
+enum Scan {
+    /// Balanced: its length.
+    Complete(usize),
+    /// Cut off: the characters that would close it (a quote if inside a string, then the
+    /// open brackets in reverse).
+    Open(String),
+    /// A closing bracket without an opener.
+    Broken,
+}
+
+fn scan(bytes: &[u8]) -> Scan {
+    let mut stack = Vec::new();
     let mut in_string = false;
     let mut escaped = false;
     for (i, &b) in bytes.iter().enumerate() {
@@ -80,46 +91,18 @@ fn balanced_end(bytes: &[u8]) -> Option<usize> {
         }
         match b {
             b'"' => in_string = true,
-            b'{' | b'[' => depth += 1,
+            b'{' => stack.push('}'),
+            b'[' => stack.push(']'),
             b'}' | b']' => {
-                depth = depth.checked_sub(1)?;
-                if depth == 0 {
-                    return Some(i + 1);
+                if stack.pop().is_none() {
+                    return Scan::Broken;
+                }
+                if stack.is_empty() {
+                    return Scan::Complete(i + 1);
                 }
             }
             _ => {}
         }
-    }
-    None
-}
-
-/// For an unterminated value: the characters that would close it (a quote, then brackets).
-fn closers(bytes: &[u8]) -> Option<String> {
-    let mut stack = Vec::new();
-    let mut in_string = false;
-    let mut escaped = false;
-    for &b in bytes {
-        if in_string {
-            match (escaped, b) {
-                (true, _) => escaped = false,
-                (false, b'\\') => escaped = true,
-                (false, b'"') => in_string = false,
-                _ => {}
-            }
-            continue;
-        }
-        match b {
-            b'"' => in_string = true,
-            b'{' => stack.push('}'),
-            b'[' => stack.push(']'),
-            b'}' | b']' => {
-                stack.pop()?;
-            }
-            _ => {}
-        }
-    }
-    if stack.is_empty() {
-        return None;
     }
     let mut out = String::new();
     if in_string {
@@ -129,7 +112,7 @@ fn closers(bytes: &[u8]) -> Option<String> {
         out.push('"');
     }
     out.extend(stack.iter().rev());
-    Some(out)
+    Scan::Open(out)
 }
 
 /// Appends `closing` after dropping what cannot stand at the cut: a trailing `,`, a key

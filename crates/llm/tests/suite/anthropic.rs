@@ -4,13 +4,11 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
-use trellis_config::Config;
 use trellis_llm::{
-    ChatRequest, Error, FinishReason, Message, ModelProvider, ModelRegistry, StructuredOptions,
-    ToolSpec, complete_structured,
+    Error, FinishReason, Message, ModelProvider, StructuredOptions, ToolSpec, complete_structured,
 };
 
-use super::mock::{MockServer, Reply, fixture};
+use super::mock::{MockServer, Reply, fixture, hello, profile};
 
 fn provider(server: &MockServer, extra: &str) -> Arc<dyn ModelProvider> {
     let toml = format!(
@@ -25,15 +23,7 @@ max_retries = 1
 "#,
         server.base_url
     );
-    let config = Config::from_toml(std::path::Path::new("test.toml"), &toml).unwrap();
-    ModelRegistry::from_config(&config)
-        .unwrap()
-        .provider("claude")
-        .unwrap()
-}
-
-fn hello() -> ChatRequest {
-    ChatRequest::new(vec![Message::system("Be brief."), Message::user("Hi")])
+    profile(&toml, "claude")
 }
 
 #[tokio::test]

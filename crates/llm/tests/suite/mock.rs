@@ -216,3 +216,21 @@ pub fn fixture(path: &str) -> String {
         .join(path);
     std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
+
+/// The provider of profile `name` defined by `toml` — built exactly as configuration builds it.
+pub fn profile(toml: &str, name: &str) -> std::sync::Arc<dyn trellis_llm::ModelProvider> {
+    let config =
+        trellis_config::Config::from_toml(std::path::Path::new("test.toml"), toml).unwrap();
+    trellis_llm::ModelRegistry::from_config(&config)
+        .unwrap()
+        .provider(name)
+        .unwrap()
+}
+
+/// A system and a user message.
+pub fn hello() -> trellis_llm::ChatRequest {
+    trellis_llm::ChatRequest::new(vec![
+        trellis_llm::Message::system("Be brief."),
+        trellis_llm::Message::user("Hi"),
+    ])
+}

@@ -6,13 +6,12 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
-use trellis_config::Config;
 use trellis_llm::{
-    ChatRequest, Error, FinishReason, Message, ModelProvider, ModelRegistry, StreamEvent,
-    StructuredOptions, ToolCall, ToolSpec, complete_structured,
+    Error, FinishReason, Message, ModelProvider, StreamEvent, StructuredOptions, ToolCall,
+    ToolSpec, complete_structured,
 };
 
-use super::mock::{MockServer, Reply, fixture};
+use super::mock::{MockServer, Reply, fixture, hello, profile};
 
 fn provider(server: &MockServer, extra: &str) -> Arc<dyn ModelProvider> {
     let key = if extra.contains("api_key_env") {
@@ -33,15 +32,7 @@ headers = {{ "X-Title" = "trellis-tests" }}
 "#,
         server.base_url
     );
-    let config = Config::from_toml(std::path::Path::new("test.toml"), &toml).unwrap();
-    ModelRegistry::from_config(&config)
-        .unwrap()
-        .provider("mock")
-        .unwrap()
-}
-
-fn hello() -> ChatRequest {
-    ChatRequest::new(vec![Message::system("Be brief."), Message::user("Hi")])
+    profile(&toml, "mock")
 }
 
 #[tokio::test]
