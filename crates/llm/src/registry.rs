@@ -9,7 +9,7 @@ use serde::Serialize;
 use trellis_config::Config;
 
 use crate::anthropic::AnthropicProvider;
-use crate::budget::{Budget, Price};
+use crate::budget::{Budget, BudgetLedger, Budgeted, CallScope, Price};
 use crate::config::{
     BudgetsSection, ModelsSection, ProfileConfig, ProviderName, ROLES, RolesSection,
 };
@@ -26,6 +26,9 @@ pub const DEFAULT_PROFILE: &str = "local";
 
 /// Default `max_tokens` of remote profiles (Anthropic requires one).
 const REMOTE_MAX_TOKENS: u32 = 4096;
+
+/// Default `max_tokens` of embedded profiles.
+const EMBEDDED_MAX_TOKENS: u32 = 512;
 
 fn builtin_profiles() -> BTreeMap<String, ProfileConfig> {
     let mut m = BTreeMap::new();
@@ -257,6 +260,34 @@ impl ModelRegistry {
     /// The provider for a role.
     pub fn for_role(&self, role: &str) -> Result<Arc<dyn ModelProvider>> {
         self.provider(self.profile_for_role(role))
+    }
+
+    /// The provider for a role, with every call checked against and booked to `ledger` under
+    /// `scope` (using the profile's price and its default `max_tokens` as the projection of
+    /// requests that set none).
+    pub fn budgeted(
+        &self,
+        role: &str,
+        ledger: Arc<BudgetLedger>,
+        scope: CallScope,
+    ) -> Result<Arc<dyn ModelProvider>> {
+        let name = self.profile_for_role(role);
+        let inner = self.provider(name)?;
+        let profile = self.profiles.get(name);
+        let default_max =
+            profile
+                .and_then(|p| p.max_tokens)
+                .unwrap_or(match profile.and_then(|p| p.provider) {
+                    Some(ProviderName::Embedded) | None => EMBEDDED_MAX_TOKENS,
+                    _ => REMOTE_MAX_TOKENS,
+                });
+        Ok(Arc::new(Budgeted::new(
+            inner,
+            ledger,
+            scope,
+            self.price(name),
+            default_max,
+        )))
     }
 
     /// The provider of a profile (built once, then shared).

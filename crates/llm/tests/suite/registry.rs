@@ -106,3 +106,34 @@ fn remote_profiles_need_a_model_and_a_provider() {
     let err = ModelRegistry::from_config(&config).unwrap_err();
     assert!(err.to_string().contains("set `provider`"), "{err}");
 }
+
+#[cfg(feature = "embedded")]
+#[tokio::test]
+async fn budgets_from_configuration_guard_a_role() {
+    use std::sync::Arc;
+    use tokio_util::sync::CancellationToken;
+    use trellis_llm::{BudgetLedger, CallScope, ChatRequest, Message};
+
+    let config = Config::from_toml(
+        Path::new("c.toml"),
+        "[roles]\ncoder = \"tiny\"\n[budgets.agents.coder]\ntokens = 100\n",
+    )
+    .unwrap();
+    let reg = ModelRegistry::from_config(&config).unwrap();
+    assert_eq!(reg.budget().agents["coder"].tokens, Some(100));
+    let ledger = Arc::new(BudgetLedger::new(reg.budget().clone()));
+    let scope = CallScope {
+        stage: None,
+        agent: Some("coder".into()),
+    };
+    let p = reg.budgeted("coder", ledger, scope).unwrap();
+    // No max_tokens: the projection uses the embedded default (512) > 100 — refused.
+    let err = p
+        .complete(
+            ChatRequest::new(vec![Message::user("hi")]),
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Budget(_)), "{err}");
+}
