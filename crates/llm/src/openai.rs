@@ -41,6 +41,16 @@ impl OpenAiProvider {
         }
     }
 
+    /// OpenAI itself takes `max_completion_tokens` (its reasoning models reject `max_tokens`);
+    /// compatible servers take `max_tokens`.
+    fn max_tokens_field(&self) -> &'static str {
+        if self.endpoint.base_url.contains("api.openai.com") {
+            "max_completion_tokens"
+        } else {
+            "max_tokens"
+        }
+    }
+
     /// The JSON body sent for `request` (public for tests and `--dry-run` style tooling).
     pub fn request_body(&self, request: &ChatRequest) -> Value {
         let mut messages: Vec<Message> = request.messages.clone();
@@ -83,7 +93,7 @@ impl OpenAiProvider {
             body.insert("tools".into(), Value::Array(tools));
         }
         if let Some(n) = request.max_tokens.or(self.default_max_tokens) {
-            body.insert("max_tokens".into(), json!(n));
+            body.insert(self.max_tokens_field().into(), json!(n));
         }
         if let Some(t) = request.temperature.or(self.default_temperature) {
             body.insert("temperature".into(), json!(t));
@@ -284,5 +294,39 @@ impl SseHandler for ChunkDecoder {
         self.finish
             .take()
             .map(|reason| vec![StreamEvent::Finish { reason }])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::provider::ProviderKind;
+
+    fn provider(base_url: &str) -> OpenAiProvider {
+        let endpoint = Endpoint {
+            profile: "p".into(),
+            client: crate::http::client(std::time::Duration::from_secs(1), None).unwrap(),
+            base_url: base_url.into(),
+            api_key_env: None,
+            headers: reqwest::header::HeaderMap::new(),
+        };
+        let info = ProviderInfo {
+            profile: "p".into(),
+            kind: ProviderKind::Openai,
+            model: "m".into(),
+            native_structured_output: true,
+            context_window: None,
+        };
+        OpenAiProvider::new(info, endpoint, StructuredMode::Native, Some(100), None)
+    }
+
+    #[test]
+    fn max_tokens_field_depends_on_the_server() {
+        let req = ChatRequest::new(vec![Message::user("x")]);
+        let openai = provider("https://api.openai.com/v1").request_body(&req);
+        assert_eq!(openai["max_completion_tokens"], 100);
+        assert!(openai.get("max_tokens").is_none());
+        let ollama = provider("http://localhost:11434/v1").request_body(&req);
+        assert_eq!(ollama["max_tokens"], 100);
     }
 }

@@ -1,5 +1,6 @@
 mod anthropic;
 mod budget;
+mod download;
 #[cfg(feature = "embedded")]
 mod embedded;
 mod mock;
