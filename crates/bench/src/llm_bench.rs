@@ -213,41 +213,57 @@ fn median(v: &mut [f64]) -> f64 {
     v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
 }
 
-/// Trellis: prompt tokens / time to the first delta; (generated − 1) / time from the first
-/// to the last delta.
-async fn trellis_speed(
-    model: &Path,
-    threads: u32,
-    prompt_tokens: usize,
+/// The Trellis side: the embedded provider and a prompt of about the wanted length.
+struct Ours {
+    provider: EmbeddedProvider,
+    request: ChatRequest,
+    n_prompt: u64,
     generate: u32,
-    reps: usize,
-) -> anyhow::Result<(Speed, u64)> {
-    let provider = EmbeddedProvider::new(
-        "bench",
-        ModelSource::Path(model.to_path_buf()),
-        EmbeddedSettings {
-            threads,
-            max_tokens: generate,
-            context: 2048,
-            ignore_eos: true,
-            ..EmbeddedSettings::default()
-        },
-    );
-    provider.prepare().await?;
-    let words = "the quick brown fox jumps over the lazy dog ".repeat(prompt_tokens / 9 + 1);
-    let mut request = ChatRequest::new(vec![Message::user(words)]);
-    // Trim the prompt to about `prompt_tokens` using the model's own count.
-    while provider.count_tokens(&request)?.tokens as usize > prompt_tokens {
-        let text = &mut request.messages[0].content;
-        let cut = text.trim_end().rfind(' ').unwrap_or(0);
-        text.truncate(cut);
+}
+
+impl Ours {
+    async fn new(
+        model: &Path,
+        threads: u32,
+        prompt_tokens: usize,
+        generate: u32,
+    ) -> anyhow::Result<Self> {
+        let provider = EmbeddedProvider::new(
+            "bench",
+            ModelSource::Path(model.to_path_buf()),
+            EmbeddedSettings {
+                threads,
+                max_tokens: generate,
+                context: 2048,
+                ignore_eos: true,
+                ..EmbeddedSettings::default()
+            },
+        );
+        provider.prepare().await?;
+        let words = "the quick brown fox jumps over the lazy dog ".repeat(prompt_tokens / 9 + 1);
+        let mut request = ChatRequest::new(vec![Message::user(words)]);
+        // Trim the prompt to about `prompt_tokens` using the model's own count.
+        while provider.count_tokens(&request)?.tokens as usize > prompt_tokens {
+            let text = &mut request.messages[0].content;
+            let cut = text.trim_end().rfind(' ').unwrap_or(0);
+            text.truncate(cut);
+        }
+        let n_prompt = provider.count_tokens(&request)?.tokens;
+        Ok(Self {
+            provider,
+            request,
+            n_prompt,
+            generate,
+        })
     }
-    let n_prompt = provider.count_tokens(&request)?.tokens;
-    let mut pp = Vec::new();
-    let mut tg = Vec::new();
-    for rep in 0..=reps {
+
+    /// One call: prompt tokens ÷ time to the first delta; (generated − 1) ÷ time from the
+    /// first to the last delta.
+    async fn once(&self) -> anyhow::Result<Speed> {
         let start = Instant::now();
-        let mut stream = provider.stream(request.clone(), CancellationToken::new());
+        let mut stream = self
+            .provider
+            .stream(self.request.clone(), CancellationToken::new());
         let mut first = None;
         let mut last = start;
         let mut generated = 0;
@@ -263,21 +279,14 @@ async fn trellis_speed(
             }
         }
         let first = first.context("no output")?;
-        if generated != u64::from(generate) {
-            bail!("generated {generated} tokens, wanted {generate}");
+        if generated != u64::from(self.generate) {
+            bail!("generated {generated} tokens, wanted {}", self.generate);
         }
-        if rep > 0 {
-            pp.push(n_prompt as f64 / (first - start).as_secs_f64());
-            tg.push((generated - 1) as f64 / (last - first).as_secs_f64());
-        }
+        Ok(Speed {
+            pp: self.n_prompt as f64 / (first - start).as_secs_f64(),
+            tg: (generated - 1) as f64 / (last - first).as_secs_f64(),
+        })
     }
-    Ok((
-        Speed {
-            pp: median(&mut pp),
-            tg: median(&mut tg),
-        },
-        n_prompt,
-    ))
 }
 
 fn llama_bench_speed(
@@ -356,38 +365,61 @@ fn main() -> anyhow::Result<()> {
     let started = sh("date", &["-u", "+%Y-%m-%d %H:%M:%S UTC"]);
     let mut rows = Vec::new();
     for &threads in &args.threads {
-        log(&format!("threads {threads}: trellis-llm embedded"));
-        let (ours, n_prompt) = rt.block_on(trellis_speed(
-            &model,
-            threads,
-            args.prompt,
-            args.generate,
-            args.reps,
-        ))?;
+        // Interleave the two sides round by round so that a change in machine load hits both.
         log(&format!(
-            "threads {threads}: llama-bench -p {n_prompt} -n {}",
-            args.generate
+            "threads {threads}: {} rounds of trellis-llm + llama-bench",
+            args.reps
         ));
-        let theirs = llama_bench_speed(&bin, &model, threads, n_prompt, args.generate, args.reps)?;
-        rows.push((threads, n_prompt, ours, theirs));
+        let ours = rt.block_on(Ours::new(&model, threads, args.prompt, args.generate))?;
+        rt.block_on(ours.once())?; // warm-up
+        let (mut op, mut ot, mut tp, mut tt) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for _ in 0..args.reps {
+            let o = rt.block_on(ours.once())?;
+            let t = llama_bench_speed(&bin, &model, threads, ours.n_prompt, args.generate, 1)?;
+            op.push(o.pp);
+            ot.push(o.tg);
+            tp.push(t.pp);
+            tt.push(t.tg);
+        }
+        let mine = Speed {
+            pp: median(&mut op),
+            tg: median(&mut ot),
+        };
+        let theirs = Speed {
+            pp: median(&mut tp),
+            tg: median(&mut tt),
+        };
+        rows.push((threads, ours.n_prompt, mine, theirs));
     }
     let load_after = sh("cat", &["/proc/loadavg"]);
-    let flags: Vec<String> = ggml_flags()
+    let mut flags: Vec<String> = ggml_flags()
         .iter()
         .map(|(k, v)| format!("{k}={v}"))
         .collect();
+    if flags.is_empty() {
+        flags.push(
+            "ggml's default x86 kernels for GGML_NATIVE=OFF (SSE4.2, AVX, AVX2, FMA, F16C, BMI2)"
+                .into(),
+        );
+    }
     let mut s = String::new();
     s.push_str(&format!(
         "{BEGIN}\n## Embedded model vs llama.cpp (`trellis-llm-bench`)\n\n"
     ));
     s.push_str("Generated by `trellis-llm-bench` (crates/bench/src/llm_bench.rs); re-run to update:\n\n```sh\n");
     let argv: Vec<String> = std::env::args().skip(1).collect();
+    // llama.cpp is -O3 in both profiles (see the root Cargo.toml); say which one ran.
+    let release = if cfg!(debug_assertions) {
+        ""
+    } else {
+        "--release "
+    };
     s.push_str(&format!(
-        "cargo run --release -p trellis-bench --bin trellis-llm-bench -- {}\n```\n\n",
+        "cargo run {release}-p trellis-bench --bin trellis-llm-bench -- {}\n```\n\n",
         argv.join(" ")
     ));
     s.push_str(&format!(
-        "Model `{}`; {} repetitions after a warm-up, medians; greedy sampling, end-of-generation ignored. \
+        "Model `{}`; {} rounds, each one Trellis call then one llama-bench run (`-r 1`, after its own warm-up), medians over the rounds; greedy sampling, end-of-generation ignored. \
          Both sides are the same llama.cpp sources (vendored in llama-cpp-sys-2 {LLAMA_CPP_SYS_VERSION}; llama-bench's driver from llama-cpp-python 0.3.36's llama.cpp) built Release (-O3), without OpenMP or GGML_NATIVE, with {}. \
          Trellis is measured through `EmbeddedProvider::stream` (tokenise, template, context per call, sampling, channel): \
          prompt speed = prompt tokens ÷ time to the first streamed token, generation speed = (tokens − 1) ÷ time from the first to the last token. \
