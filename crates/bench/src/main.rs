@@ -247,3 +247,20 @@ fn shell_quote(a: &str) -> String {
         format!("'{}'", a.replace('\'', "'\\''"))
     }
 }
+
+#[cfg(test)]
+mod llm_section_tests {
+    #[test]
+    fn the_llm_bench_section_survives_a_regenerated_report() {
+        let dir = std::env::temp_dir().join(format!("trellis-bench-keep-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let out = dir.join("benchmarks.md");
+        let block =
+            "<!-- trellis-llm-bench:begin -->\n## LLM\n| x |\n<!-- trellis-llm-bench:end -->";
+        std::fs::write(&out, format!("# old report\n\n{block}\n")).unwrap();
+        let doc = super::keep_llm_section(&out, "# new report\n".to_owned());
+        assert_eq!(doc, format!("# new report\n\n{block}\n"));
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(super::keep_llm_section(&out, "x".into()), "x");
+    }
+}

@@ -90,3 +90,79 @@ fn test_with_no_configuration_uses_the_default_model() {
     );
     assert!(text.contains("ok: structured answer parsed"), "{text}");
 }
+
+/// Serves one canned SSE response on 127.0.0.1 and returns its base URL and the request it
+/// received (first line and body).
+fn one_shot_server(fixture: &str) -> (String, std::thread::JoinHandle<(String, String)>) {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let body = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../llm/tests/fixtures")
+            .join(fixture),
+    )
+    .unwrap();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    let handle = std::thread::spawn(move || {
+        let (mut sock, _) = listener.accept().unwrap();
+        let mut reader = BufReader::new(sock.try_clone().unwrap());
+        let mut first = String::new();
+        reader.read_line(&mut first).unwrap();
+        let mut len = 0;
+        loop {
+            let mut line = String::new();
+            reader.read_line(&mut line).unwrap();
+            if line.trim().is_empty() {
+                break;
+            }
+            if let Some(v) = line.to_lowercase().strip_prefix("content-length:") {
+                len = v.trim().parse().unwrap();
+            }
+        }
+        let mut req = vec![0; len];
+        reader.read_exact(&mut req).unwrap();
+        write!(
+            sock,
+            "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+        (first, String::from_utf8(req).unwrap())
+    });
+    (url, handle)
+}
+
+/// The same command reaches an OpenAI-compatible or an Anthropic endpoint by configuration
+/// alone (here loopback servers replaying each format's stream).
+#[test]
+fn test_reaches_remote_endpoints_by_configuration_alone() {
+    for (provider, fixture, path) in [
+        (
+            "openai",
+            "openai/structured.sse",
+            "POST /v1/chat/completions",
+        ),
+        ("anthropic", "anthropic/structured.sse", "POST /v1/messages"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let (url, server) = one_shot_server(fixture);
+        std::fs::create_dir_all(dir.path().join(".trellis")).unwrap();
+        std::fs::write(
+            dir.path().join(".trellis/config.toml"),
+            format!(
+                "[models]\ndefault = \"remote\"\n[models.profiles.remote]\nprovider = \"{provider}\"\nbase_url = \"{url}\"\nmodel = \"served-model\"\nmax_retries = 0\n"
+            ),
+        )
+        .unwrap();
+        let mut c = isolated(dir.path());
+        c.args(["models", "test", "--json"]);
+        let v = json(c);
+        assert_eq!(v["provider"], provider);
+        assert_eq!(v["answer"]["city"], "Paris", "{v}");
+        let (first, body) = server.join().unwrap();
+        assert!(first.starts_with(path), "{first}");
+        let body: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(body["model"], "served-model");
+        assert_eq!(body["stream"], true);
+    }
+}
