@@ -186,6 +186,8 @@ impl Config {
 
     /// Reads section `name` into `T` (an empty table when absent). Keys not in `T`'s schema
     /// are rejected with the nearest valid key; type errors name the key and its origin.
+    /// This is the recommended way: it finds unknown keys at any depth, whatever serde
+    /// attributes the section types use.
     pub fn section<T>(&self, name: &str) -> Result<T>
     where
         T: DeserializeOwned + schemars::JsonSchema,
@@ -206,6 +208,22 @@ impl Config {
                 suggestion: unknown.suggestion.map(|s| format!("{name}.{s}")),
             });
         }
+        self.deserialize_section(name, value)
+    }
+
+    /// Reads section `name` into a `T` without a JSON Schema. Unknown keys are caught only
+    /// where `T`'s types use `#[serde(deny_unknown_fields)]`; serde's list of expected fields
+    /// still yields the nearest valid key, and the file and line are found as usual.
+    pub fn section_serde<T: DeserializeOwned>(&self, name: &str) -> Result<T> {
+        let table = self.raw_section(name).cloned().unwrap_or_default();
+        self.deserialize_section(name, toml::Value::Table(table))
+    }
+
+    fn deserialize_section<T: DeserializeOwned>(
+        &self,
+        name: &str,
+        value: toml::Value,
+    ) -> Result<T> {
         serde_path_to_error::deserialize(value).map_err(|e| {
             let inner = e.path().to_string();
             let key = if inner == "." || inner.is_empty() {
@@ -213,9 +231,22 @@ impl Config {
             } else {
                 format!("{name}.{inner}")
             };
+            let message = e.into_inner().to_string();
+            if let Some((unknown, expected)) = schema::serde_unknown_field(&message) {
+                // The path usually ends with the unknown key itself.
+                let suffix = format!(".{unknown}");
+                let parent = key.strip_suffix(&suffix).unwrap_or(&key).to_string();
+                let full = format!("{parent}.{unknown}");
+                return Error::UnknownKey {
+                    origin: self.origin_text(&full),
+                    suggestion: nearest(&unknown, expected.iter().map(String::as_str))
+                        .map(|s| format!("{parent}.{s}")),
+                    key: full,
+                };
+            }
             Error::Invalid {
                 origin: self.origin_text(&key),
-                message: e.into_inner().to_string(),
+                message,
                 key,
             }
         })

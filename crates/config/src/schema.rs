@@ -29,6 +29,19 @@ pub fn nearest<'a>(key: &str, candidates: impl IntoIterator<Item = &'a str>) -> 
     close.then(|| best.to_string())
 }
 
+/// Parses serde's "unknown field `x`, expected one of `a`, `b`" (or "expected `a`").
+pub(crate) fn serde_unknown_field(message: &str) -> Option<(String, Vec<String>)> {
+    let rest = message.strip_prefix("unknown field `")?;
+    let (field, rest) = rest.split_once('`')?;
+    let expected = rest
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .map(str::to_string)
+        .collect();
+    Some((field.to_string(), expected))
+}
+
 fn resolve<'a>(root: &'a Value, schema: &'a Value, out: &mut Vec<&'a Value>, depth: usize) {
     if depth > 32 {
         return;

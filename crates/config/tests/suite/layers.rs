@@ -189,3 +189,36 @@ fn override_syntax() {
     });
     assert!(matches!(bad, Err(Error::Override { .. })));
 }
+
+#[test]
+fn sections_without_a_schema_still_name_the_nearest_key() {
+    #[derive(Debug, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Tools {
+        #[serde(default)]
+        shell_timeout_secs: Option<u64>,
+        #[serde(default)]
+        allow_network: Option<bool>,
+    }
+    let p = std::path::Path::new("tools.toml");
+    let cfg = Config::from_toml(p, "[tools]\nallow_network = true\nshell_timeout = 5\n").unwrap();
+    let err = cfg.section_serde::<Tools>("tools").unwrap_err();
+    match &err {
+        Error::UnknownKey {
+            key,
+            origin,
+            suggestion,
+        } => {
+            assert_eq!(key, "tools.shell_timeout");
+            assert_eq!(origin, "tools.toml:3");
+            assert_eq!(suggestion.as_deref(), Some("tools.shell_timeout_secs"));
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+    let ok = Config::from_toml(p, "[tools]\nallow_network = true\n").unwrap();
+    assert_eq!(
+        ok.section_serde::<Tools>("tools").unwrap().allow_network,
+        Some(true)
+    );
+}
