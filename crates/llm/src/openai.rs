@@ -255,11 +255,12 @@ impl SseHandler for ChunkDecoder {
                             .get("name")
                             .and_then(Value::as_str)
                             .map(str::to_string),
-                        arguments: function
-                            .get("arguments")
-                            .and_then(Value::as_str)
-                            .unwrap_or_default()
-                            .to_string(),
+                        // Some servers send the arguments as an object, not JSON text.
+                        arguments: match function.get("arguments") {
+                            Some(Value::String(a)) => a.clone(),
+                            Some(Value::Null) | None => String::new(),
+                            Some(other) => other.to_string(),
+                        },
                     });
                 }
             }
@@ -318,6 +319,30 @@ mod tests {
             context_window: None,
         };
         OpenAiProvider::new(info, endpoint, StructuredMode::Native, Some(100), None)
+    }
+
+    #[test]
+    fn tool_arguments_given_as_an_object_are_kept_as_json_text() {
+        let mut d = ChunkDecoder {
+            profile: "p".into(),
+            finish: None,
+        };
+        let data = r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"id":"c1","function":{"name":"f","arguments":{"a":1}}}]}}]}"#;
+        let out = d
+            .event(SseEvent {
+                event: None,
+                data: data.into(),
+            })
+            .unwrap();
+        assert_eq!(
+            out.events,
+            vec![StreamEvent::ToolCallDelta {
+                index: 0,
+                id: Some("c1".into()),
+                name: Some("f".into()),
+                arguments: r#"{"a":1}"#.into(),
+            }]
+        );
     }
 
     #[test]
