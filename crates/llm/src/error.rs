@@ -111,6 +111,34 @@ impl Error {
         }
     }
 
+    /// A stable, machine-readable name of the error's kind (for events and clients).
+    pub fn code(&self) -> &'static str {
+        match self {
+            Error::Http { status: 429, .. } => "rate_limited",
+            Error::Http {
+                status: 401 | 403, ..
+            } => "unauthorized",
+            Error::Http { .. } => "http",
+            Error::Transport { timeout: true, .. } => "timeout",
+            Error::Transport { .. } => "transport",
+            Error::StreamCut { .. } => "stream_cut",
+            Error::Protocol {
+                overloaded: true, ..
+            } => "overloaded",
+            Error::Protocol { .. } => "protocol",
+            Error::Cancelled => "cancelled",
+            Error::Budget(_) => "budget_exceeded",
+            Error::Config(_) | Error::ConfigFile(_) => "config",
+            Error::Unsupported { .. } => "unsupported",
+            Error::MissingApiKey { .. } => "missing_api_key",
+            Error::Embedded(_) => "embedded",
+            Error::Download(_) => "download",
+            Error::Structured(_) => "structured_output",
+            Error::Scripted(_) => "scripted",
+            Error::Io { .. } => "io",
+        }
+    }
+
     /// The delay the server asked for, if any.
     pub fn retry_after(&self) -> Option<Duration> {
         match self {

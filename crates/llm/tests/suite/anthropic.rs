@@ -158,6 +158,27 @@ async fn structured_output_through_a_forced_tool() {
 }
 
 #[tokio::test]
+async fn with_thinking_the_schema_goes_in_the_system_prompt() {
+    let server = MockServer::start(vec![Reply::sse(&fixture("anthropic/text.sse"))]).await;
+    let p = provider(&server, "");
+    let mut req = hello();
+    req.thinking_budget = Some(1024);
+    req.response_format = Some(trellis_llm::structured::response_format::<CapitalAnswer>());
+    p.complete(req, CancellationToken::new()).await.unwrap();
+    let body = &server.requests()[0].body;
+    assert!(
+        body.get("tool_choice").is_none(),
+        "no forced tool with thinking"
+    );
+    assert!(body.get("tools").is_none());
+    let system = body["system"].as_str().unwrap();
+    assert!(
+        system.starts_with("Be brief.\n\nAnswer with a single JSON value"),
+        "{system}"
+    );
+}
+
+#[tokio::test]
 async fn overloaded_before_output_is_retried() {
     let server = MockServer::start(vec![
         Reply::sse(&fixture("anthropic/overloaded.sse")),

@@ -212,6 +212,26 @@ async fn structured_output_native_and_prompt_modes() {
     let system = body["messages"][0]["content"].as_str().unwrap();
     assert!(system.starts_with("Be brief.\n\nAnswer with a single JSON value"));
     assert!(system.contains("\"country\""));
+
+    // JSON mode plus the schema in the prompt.
+    let server = MockServer::start(vec![Reply::sse(&fixture("openai/structured.sse"))]).await;
+    let json_mode = provider(&server, "structured_output = \"json_object\"");
+    complete_structured::<CapitalAnswer>(
+        json_mode.as_ref(),
+        hello(),
+        StructuredOptions::default(),
+        CancellationToken::new(),
+    )
+    .await
+    .unwrap();
+    let body = &server.requests()[0].body;
+    assert_eq!(body["response_format"], json!({"type": "json_object"}));
+    assert!(
+        body["messages"][0]["content"]
+            .as_str()
+            .unwrap()
+            .contains("JSON Schema")
+    );
 }
 
 #[tokio::test]
@@ -265,6 +285,7 @@ async fn retries_give_up_after_max_retries() {
         .await
         .unwrap_err();
     assert!(matches!(err, Error::Http { status: 503, .. }), "{err}");
+    assert_eq!(err.code(), "http");
     assert_eq!(server.requests().len(), 3, "1 attempt + max_retries = 2");
 }
 
