@@ -244,7 +244,8 @@ async fn drive(
     .await
 }
 
-/// Like [`drive`] without the engine: each "run" is 9 sequential `tokio::time::sleep`s.
+/// Like [`drive`] without the engine: each "run" is 9 sequential sleeps, with the same
+/// precise sleep as the demo handlers (`trellis_graph::demo::precise_sleep`).
 async fn drive_sleep_only(
     sleep_us: u64,
     runs: usize,
@@ -252,7 +253,7 @@ async fn drive_sleep_only(
 ) -> anyhow::Result<Vec<f64>> {
     pool(runs, concurrency, move || async move {
         for _ in 0..G1_NODE_STEPS {
-            tokio::time::sleep(std::time::Duration::from_micros(sleep_us)).await;
+            trellis_graph::demo::precise_sleep(std::time::Duration::from_micros(sleep_us)).await;
         }
         anyhow::Ok(())
     })

@@ -25,7 +25,14 @@ pub async fn drive(mut handle: RunHandle, show: Show) -> anyhow::Result<(RunOutc
     let progress = !show.json && !show.quiet;
     let printer = tokio::spawn(async move {
         let mut outputs: HashMap<String, String> = HashMap::new();
-        while let Ok(batch) = events.recv().await {
+        loop {
+            let batch = match events.recv().await {
+                Ok(batch) => batch,
+                // Fell behind a burst of batches: the outcome is printed from the run itself,
+                // so skipping progress lines loses nothing.
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
+            };
             if !progress {
                 continue;
             }

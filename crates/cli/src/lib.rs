@@ -10,7 +10,10 @@ mod display;
 mod drive;
 mod models;
 mod registry;
+mod retrieval;
+mod review;
 mod runs;
+mod workflows;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -66,6 +69,24 @@ pub enum Commands {
     /// List and test model profiles (`list`, `test [PROFILE]`).
     #[command(subcommand)]
     Models(models::ModelsCommand),
+    /// Review a run's changes: approve all, per file or per hunk, request changes, or
+    /// reject; approved hunks are applied to the working tree.
+    Review(review::ReviewArgs),
+    /// Reverse an applied run exactly (undoing an undo re-applies it).
+    Undo(review::UndoArgs),
+    /// Developer helper: create a run worktree and edit it through the tools.
+    #[command(subcommand, hide = true)]
+    Sandbox(review::SandboxCommand),
+    /// Index the workspace (symbols, document sections, full text, embeddings).
+    Index(retrieval::IndexArgs),
+    /// Search the workspace index and print packed, attributed context.
+    Search(retrieval::SearchArgs),
+    /// Print the repo map (definitions ranked by PageRank) or the AST context map.
+    Map(retrieval::MapArgs),
+    /// List, show and validate workflows (built-in, `.trellis/workflows`, `--workflows-dir`).
+    Workflows(workflows::WorkflowsArgs),
+    /// Run a request through a workflow (this build: `--plan-only` prints the compiled plan).
+    Run(workflows::RunArgs),
 }
 
 /// Runs the command line and maps errors to exit code 1 (printed on stderr).
@@ -81,6 +102,9 @@ pub fn main(cli: Cli) -> ExitCode {
 
 /// Executes `cli`.
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    if retrieval::handles(&cli.command) {
+        return retrieval::execute(&cli.repo, cli.command);
+    }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -88,11 +112,25 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     if let Commands::Models(cmd) = &cli.command {
         return rt.block_on(models::execute(cmd, &cli.repo, &cli.config));
     }
+    // Workflow commands need no store; dispatch them before one is created.
+    match cli.command {
+        Commands::Workflows(args) => return workflows::workflows(args, &cli.repo),
+        Commands::Run(args) => return workflows::run(args, &cli.repo),
+        _ => {}
+    }
     let store = open_store(&cli)?;
     match cli.command {
         Commands::Runs(cmd) => rt.block_on(runs::execute(cmd, store)),
         Commands::Demo(args) => rt.block_on(demo::execute(args, store)),
-        Commands::Models(_) => unreachable!("handled above"),
+        Commands::Review(args) => review::review(args, store),
+        Commands::Undo(args) => review::undo(args, store),
+        Commands::Sandbox(cmd) => rt.block_on(review::sandbox(cmd, &cli.repo, store)),
+        Commands::Index(_)
+        | Commands::Search(_)
+        | Commands::Map(_)
+        | Commands::Workflows(_)
+        | Commands::Run(_)
+        | Commands::Models(_) => unreachable!("handled before the store is opened"),
     }
 }
 

@@ -12,7 +12,8 @@
 //!   failed child, and a review stage; every handler appends `node#attempt` to a log file so a
 //!   test can prove which nodes ran in which process.
 //!
-//! Every graph accepts `sleep_us` (each handler sleeps that long, to simulate I/O).
+//! Every graph accepts `sleep_us` (each handler sleeps that long, to simulate I/O, with
+//! [`precise_sleep`]).
 
 use std::io::Write;
 use std::sync::Arc;
@@ -94,9 +95,14 @@ fn policy(v: Option<&Value>) -> Result<FailurePolicy> {
     }
 }
 
+mod timer;
+
+pub use timer::sleep as precise_sleep;
+
+/// Simulated I/O of `sleep_us` microseconds (a precise sleep: see [`precise_sleep`]).
 async fn pause(sleep_us: u64) {
     if sleep_us > 0 {
-        tokio::time::sleep(Duration::from_micros(sleep_us)).await;
+        precise_sleep(Duration::from_micros(sleep_us)).await;
     }
 }
 

@@ -38,7 +38,7 @@ impl Default for EngineConfig {
         Self {
             durability: Durability::Async,
             inbox_poll: Duration::from_millis(250),
-            broadcast_capacity: 1024,
+            broadcast_capacity: 128,
         }
     }
 }
@@ -126,7 +126,7 @@ impl RunOutcome {
                 attempt: n.attempt,
                 state: n.state,
                 parent: n.parent.map(|p| core.nodes[p].id.clone()),
-                result: n.result.clone(),
+                result: (*n.result).clone(),
                 error: n.error.clone(),
                 interrupt: n
                     .interrupt
@@ -141,8 +141,8 @@ impl RunOutcome {
             error: core.error.clone(),
             steps: core.step,
             last_seq: core.last_seq,
-            state: core.state.clone(),
-            counters: core.counters.clone(),
+            state: (*core.state).clone(),
+            counters: (*core.counters).clone(),
             nodes,
             waiting: core.waiting(),
         }
@@ -170,8 +170,20 @@ impl Engine {
         &self.journal
     }
 
-    /// Starts a new run of `graph` with `input` (an object of initial channel values).
+    /// Starts a new run of `graph` with `input` (an object of initial channel values) on its
+    /// own task, returning a handle to command, observe and await it.
     pub fn start(&self, graph: Arc<Graph>, input: Value) -> Result<RunHandle> {
+        Ok(self.spawn(self.prepare(graph, input)?))
+    }
+
+    /// Runs a new run of `graph` to its outcome on the calling task (no task hand-off, so a
+    /// short run costs no cross-thread wake-ups). Dropping the future stops the run where it
+    /// is; it stays resumable from the journal.
+    pub async fn run(&self, graph: Arc<Graph>, input: Value) -> Result<RunOutcome> {
+        self.prepare(graph, input)?.drive().await
+    }
+
+    fn prepare(&self, graph: Arc<Graph>, input: Value) -> Result<Live> {
         let run = RunId::new();
         self.journal.claim(&run)?;
         let core = RunCore::new(run.clone(), graph.clone());
@@ -185,12 +197,7 @@ impl Engine {
         let mut live = Live::new(core, self.journal.clone(), self.config.clone());
         live.emit(started)?;
         live.activate_entry()?;
-        Ok(self.spawn(live))
-    }
-
-    /// Starts and waits for the outcome.
-    pub async fn run(&self, graph: Arc<Graph>, input: Value) -> Result<RunOutcome> {
-        self.start(graph, input)?.wait().await
+        Ok(live)
     }
 
     /// Resumes a stored run (after a crash, a pause on an interrupt, or a restart), applying

@@ -1,13 +1,13 @@
 //! What a node's handler receives and returns, and what routers see.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use futures::future::BoxFuture;
 use serde::Serialize;
 use serde_json::Value;
-use tokio::sync::mpsc;
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use trellis_protocol::{Answer, Interrupt, Message, NodeId, NodeState, RunId};
 
@@ -96,6 +96,9 @@ pub struct Aggregate {
     pub pruned: usize,
 }
 
+/// The latest activation number of every node activated so far (look up by node id).
+pub type Attempts = std::collections::HashMap<NodeId, u32, rustc_hash::FxBuildHasher>;
+
 /// Everything a handler gets.
 pub struct NodeContext {
     /// The run.
@@ -113,11 +116,11 @@ pub struct NodeContext {
     /// Named counters at the start of the step.
     pub counters: Arc<BTreeMap<String, i64>>,
     /// Attempts of every node so far.
-    pub attempts: Arc<BTreeMap<NodeId, u32>>,
+    pub attempts: Arc<Attempts>,
     /// Messages buffered for this node before it started (oldest first).
     pub messages: Vec<Message>,
     /// Messages sent while it runs.
-    pub mailbox: mpsc::UnboundedReceiver<Message>,
+    pub mailbox: Mailbox,
     /// Set when the node runs again after answering its interrupt.
     pub resume: Option<Resume>,
     /// The previous activation's result (for retries), if any.
@@ -132,7 +135,7 @@ impl NodeContext {
     /// Messages that arrived while running, without waiting.
     pub fn drain_mailbox(&mut self) -> Vec<Message> {
         let mut out = Vec::new();
-        while let Ok(m) = self.mailbox.try_recv() {
+        while let Some(m) = self.mailbox.try_recv() {
             out.push(m);
         }
         out
@@ -141,6 +144,89 @@ impl NodeContext {
     /// A named counter's value (0 when never incremented).
     pub fn counter(&self, name: &str) -> i64 {
         self.counters.get(name).copied().unwrap_or(0)
+    }
+}
+
+/// Messages sent to a RUNNING activation (seed 004: messages to running agents). Closed once
+/// the activation finishes or is pruned.
+#[derive(Debug)]
+pub struct Mailbox {
+    shared: Arc<MailboxShared>,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct MailboxShared {
+    queue: Mutex<MailboxQueue>,
+    notify: Notify,
+}
+
+#[derive(Debug, Default)]
+struct MailboxQueue {
+    messages: VecDeque<Message>,
+    closed: bool,
+}
+
+impl MailboxShared {
+    fn lock(&self) -> MutexGuard<'_, MailboxQueue> {
+        // A panic while holding this lock cannot leave the queue inconsistent.
+        self.queue.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl Mailbox {
+    /// A mailbox and the engine's side of it.
+    pub(crate) fn pair() -> (Self, MailboxSender) {
+        let shared = Arc::new(MailboxShared::default());
+        (
+            Self {
+                shared: shared.clone(),
+            },
+            MailboxSender { shared },
+        )
+    }
+
+    /// Waits for the next message; `None` once the activation is over and the queue is empty.
+    pub async fn recv(&mut self) -> Option<Message> {
+        loop {
+            {
+                let mut q = self.shared.lock();
+                if let Some(m) = q.messages.pop_front() {
+                    return Some(m);
+                }
+                if q.closed {
+                    return None;
+                }
+            }
+            // `notify_one` stores a permit when nobody waits, so a message sent between the
+            // check above and this await is not missed.
+            self.shared.notify.notified().await;
+        }
+    }
+
+    /// The next message if one is queued, without waiting.
+    pub fn try_recv(&mut self) -> Option<Message> {
+        self.shared.lock().messages.pop_front()
+    }
+}
+
+/// The engine's side of a [`Mailbox`]; closes it when dropped.
+#[derive(Debug)]
+pub(crate) struct MailboxSender {
+    shared: Arc<MailboxShared>,
+}
+
+impl MailboxSender {
+    /// Queues a message and wakes the handler if it waits.
+    pub fn send(&self, message: Message) {
+        self.shared.lock().messages.push_back(message);
+        self.shared.notify.notify_one();
+    }
+}
+
+impl Drop for MailboxSender {
+    fn drop(&mut self) {
+        self.shared.lock().closed = true;
+        self.shared.notify.notify_one();
     }
 }
 
@@ -161,7 +247,7 @@ pub(crate) enum Outcome {
 pub struct NodeOutput {
     pub(crate) outcome: Outcome,
     pub(crate) result: Value,
-    pub(crate) writes: Vec<(String, Value)>,
+    pub(crate) writes: Vec<(String, Arc<Value>)>,
     pub(crate) counters: Vec<(String, i64)>,
     pub(crate) spawns: Vec<(String, String, Value)>,
 }
@@ -210,7 +296,7 @@ impl NodeOutput {
 
     /// Writes `value` to `channel` (merged by the channel's reducer).
     pub fn write(mut self, channel: impl Into<String>, value: Value) -> Self {
-        self.writes.push((channel.into(), value));
+        self.writes.push((channel.into(), Arc::new(value)));
         self
     }
 
@@ -256,7 +342,7 @@ pub struct RouteContext<'a> {
     /// Named counters after the step.
     pub counters: &'a BTreeMap<String, i64>,
     /// Attempts per node.
-    pub attempts: &'a BTreeMap<NodeId, u32>,
+    pub attempts: &'a Attempts,
 }
 
 impl RouteContext<'_> {

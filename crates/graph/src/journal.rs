@@ -153,7 +153,8 @@ pub trait Journal: Send + Sync + 'static {
 /// resumed and forked within the process.
 #[derive(Default)]
 pub struct MemoryJournal {
-    runs: Mutex<HashMap<RunId, Vec<Event>>>,
+    /// Each run's batches, shared with the engine (no event is copied on append).
+    runs: Mutex<HashMap<RunId, Vec<Arc<Vec<Event>>>>>,
     batch_ends: Mutex<HashMap<RunId, Vec<u64>>>,
 }
 
@@ -176,7 +177,7 @@ impl MemoryJournal {
     pub fn with_log(events: Vec<Event>) -> Self {
         let j = Self::new();
         if let (Some(first), Ok(mut runs)) = (events.first(), j.runs.lock()) {
-            runs.insert(first.run.clone(), events);
+            runs.insert(first.run.clone(), vec![Arc::new(events)]);
         }
         j
     }
@@ -189,9 +190,7 @@ impl Journal for MemoryJournal {
                 if let (Some(last), Ok(mut ends)) = (batch.events.last(), self.batch_ends.lock()) {
                     ends.entry(batch.run.clone()).or_default().push(last.seq);
                 }
-                runs.entry(batch.run)
-                    .or_default()
-                    .extend(batch.events.iter().cloned());
+                runs.entry(batch.run).or_default().push(batch.events);
                 Commit::done(Ok(()))
             }
             Err(_) => Commit::done(Err(JournalError::Backend("memory journal poisoned".into()))),
@@ -204,7 +203,7 @@ impl Journal for MemoryJournal {
             .lock()
             .map_err(|_| JournalError::Backend("memory journal poisoned".into()))?;
         runs.get(run)
-            .cloned()
+            .map(|batches| batches.iter().flat_map(|b| b.iter().cloned()).collect())
             .ok_or_else(|| JournalError::RunNotFound(run.to_string()))
     }
 }

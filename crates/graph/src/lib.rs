@@ -24,7 +24,8 @@ mod state;
 pub use engine::{Engine, EngineConfig, NodeView, RunHandle, RunOutcome};
 pub use error::{Error, Result};
 pub use handler::{
-    Aggregate, ChildResult, NodeContext, NodeError, NodeHandler, NodeOutput, Resume, RouteContext,
+    Aggregate, Attempts, ChildResult, Mailbox, NodeContext, NodeError, NodeHandler, NodeOutput,
+    Resume, RouteContext,
 };
 pub use journal::{
     Batch, Commit, Durability, Journal, JournalError, MemoryJournal, NullJournal, RunSummary,

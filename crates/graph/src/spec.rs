@@ -1,6 +1,8 @@
 //! Graph definitions: nodes, templates, edges, routers, channels, limits.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
+
+use rustc_hash::FxHashMap;
 use std::fmt;
 use std::sync::Arc;
 
@@ -173,12 +175,12 @@ pub struct Graph {
     pub(crate) name: String,
     pub(crate) params: Value,
     pub(crate) nodes: Vec<(NodeId, NodeDef)>,
-    pub(crate) index: HashMap<NodeId, usize>,
+    pub(crate) index: FxHashMap<NodeId, usize>,
     pub(crate) templates: BTreeMap<String, NodeDef>,
-    pub(crate) edges: HashMap<NodeId, Edge>,
+    pub(crate) edges: FxHashMap<NodeId, Edge>,
     pub(crate) entry: NodeId,
     pub(crate) channels: BTreeMap<String, Reducer>,
-    pub(crate) collectors: HashMap<NodeId, Vec<NodeId>>,
+    pub(crate) collectors: FxHashMap<NodeId, Vec<NodeId>>,
     pub(crate) max_steps: u64,
     pub(crate) concurrency: usize,
     pub(crate) fingerprint: String,
@@ -454,7 +456,7 @@ impl GraphBuilder {
     /// Validates and compiles the graph. Every problem is reported at once.
     pub fn build(self) -> Result<Graph> {
         let mut problems = Vec::new();
-        let mut index = HashMap::new();
+        let mut index = FxHashMap::default();
         for (i, (id, _)) in self.nodes.iter().enumerate() {
             if id.as_str().is_empty() || id.as_str().contains('/') {
                 problems.push(format!(
@@ -482,7 +484,7 @@ impl GraphBuilder {
                 None
             }
         };
-        let mut edges = HashMap::new();
+        let mut edges = FxHashMap::default();
         for (from, edge) in self.edges {
             if !known(&from) {
                 problems.push(format!(
@@ -504,7 +506,7 @@ impl GraphBuilder {
                 ));
             }
         }
-        let mut collectors: HashMap<NodeId, Vec<NodeId>> = HashMap::new();
+        let mut collectors: FxHashMap<NodeId, Vec<NodeId>> = FxHashMap::default();
         for (id, def) in &self.nodes {
             if let Some(t) = &def.on_exhausted
                 && !known(t)
@@ -584,7 +586,7 @@ fn fingerprint(
     name: &str,
     nodes: &[(NodeId, NodeDef)],
     templates: &BTreeMap<String, NodeDef>,
-    edges: &HashMap<NodeId, Edge>,
+    edges: &FxHashMap<NodeId, Edge>,
     entry: &NodeId,
     channels: &BTreeMap<String, Reducer>,
 ) -> String {

@@ -67,8 +67,18 @@ impl Reducer {
         }
     }
 
-    /// Merges `update` into `slot`.
-    pub(crate) fn apply(&self, slot: &mut Option<Arc<Value>>, update: Value) -> Result<(), String> {
+    /// Merges `update` into `slot`. `replace` keeps the written value itself (shared with
+    /// the event that recorded it); the others copy what they merge.
+    pub(crate) fn apply(
+        &self,
+        slot: &mut Option<Arc<Value>>,
+        update: Arc<Value>,
+    ) -> Result<(), String> {
+        if let Reducer::Replace = self {
+            *slot = Some(update);
+            return Ok(());
+        }
+        let update = Arc::unwrap_or_clone(update);
         match self {
             Reducer::Replace => {
                 *slot = Some(Arc::new(update));
@@ -190,12 +200,24 @@ impl State {
         &mut self,
         reducer: &Reducer,
         channel: &str,
-        update: Value,
+        update: Arc<Value>,
     ) -> Result<(), String> {
-        let mut slot = self.channels.remove(channel);
+        static UNSET: std::sync::LazyLock<Arc<Value>> =
+            std::sync::LazyLock::new(|| Arc::new(Value::Null));
+        let Some(value) = self.channels.get_mut(channel) else {
+            let mut slot = None;
+            let res = reducer.apply(&mut slot, update);
+            if let Some(v) = slot {
+                self.channels.insert(channel.to_owned(), v);
+            }
+            return res;
+        };
+        // Updated in place: the value is moved out (so `Arc::make_mut` does not copy it when
+        // no snapshot shares it) and always put back, also when the reducer fails.
+        let mut slot = Some(std::mem::replace(value, UNSET.clone()));
         let res = reducer.apply(&mut slot, update);
         if let Some(v) = slot {
-            self.channels.insert(channel.to_owned(), v);
+            *value = v;
         }
         res
     }
@@ -216,7 +238,7 @@ mod tests {
     fn run(r: &Reducer, init: Option<Value>, updates: Vec<Value>) -> Result<Value, String> {
         let mut slot = init.map(Arc::new);
         for u in updates {
-            r.apply(&mut slot, u)?;
+            r.apply(&mut slot, Arc::new(u))?;
         }
         Ok(slot.map(|v| (*v).clone()).unwrap_or(Value::Null))
     }

@@ -232,7 +232,14 @@ pub fn sha256_file(path: &Path) -> Result<String> {
     let mut f =
         std::fs::File::open(path).map_err(|e| Error::io(format!("open {}", path.display()), e))?;
     let mut hasher = Sha256::new();
-    std::io::copy(&mut f, &mut hasher).map_err(|e| Error::io("hash", e))?;
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        let n = f.read(&mut buf).map_err(|e| Error::io("hash", e))?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+    }
     Ok(hex(&hasher.finalize()))
 }
 

@@ -1,5 +1,8 @@
 //! The event log: every transition, state delta, message and command of a run.
 
+use std::borrow::Cow;
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -170,21 +173,22 @@ pub enum EventKind {
         /// Whether the outcome is a failure.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         failure: bool,
-        /// The recorded result (routers and collectors read it).
-        #[serde(default, skip_serializing_if = "Value::is_null")]
-        result: Value,
+        /// The recorded result (routers and collectors read it; shared with the run state).
+        #[serde(default, skip_serializing_if = "is_null")]
+        result: Arc<Value>,
         /// Error text when the handler returned an error.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error: Option<String>,
-        /// Channel writes, in the order the handler made them.
+        /// Channel writes, in the order the handler made them. Values are shared with the
+        /// run state (a `replace` channel holds the written value itself, not a copy).
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
-        writes: Vec<(String, Value)>,
+        writes: Vec<(String, Arc<Value>)>,
         /// Named counter increments.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         counters: Vec<(String, i64)>,
         /// Children to spawn, as (key, template, input).
-        #[serde(default, skip_serializing_if = "Vec::is_empty")]
-        spawns: Vec<(String, String, Value)>,
+        #[serde(default, skip_serializing_if = "is_empty")]
+        spawns: Arc<[(String, String, Value)]>,
     },
     /// A node stopped to ask something; it is now WAITING_INPUT.
     InterruptRaised {
@@ -216,7 +220,7 @@ pub enum EventKind {
         /// Targets (empty when the branch ends).
         to: Vec<NodeId>,
         /// Which rule decided (success, failure, max_attempts, router…).
-        reason: String,
+        reason: Cow<'static, str>,
     },
     /// A step started: the READY activations at this point run in it. Everything between a
     /// `stepCompleted` and the next `stepStarted` is routing and commands.
@@ -303,6 +307,14 @@ impl EventKind {
             EventKind::RunStarted { .. } | EventKind::StepCompleted { .. }
         )
     }
+}
+
+fn is_empty<T>(v: &Arc<[T]>) -> bool {
+    v.is_empty()
+}
+
+fn is_null(v: &Arc<Value>) -> bool {
+    v.is_null()
 }
 
 #[cfg(test)]

@@ -1,24 +1,26 @@
 //! Newtype identifiers.
 
 use std::fmt;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
 /// Identifies one run (one execution of a graph). Time-ordered (UUID v7, 32 hex digits), so
 /// sorting ids sorts runs by creation time; clients may abbreviate it to a unique prefix.
+/// Cloning is a reference-count increment (every event carries its run id).
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(transparent)]
-pub struct RunId(String);
+pub struct RunId(Arc<str>);
 
 impl RunId {
     /// A fresh, time-ordered run id.
     pub fn new() -> Self {
-        Self(uuid::Uuid::now_v7().simple().to_string())
+        Self(Arc::from(uuid::Uuid::now_v7().simple().to_string()))
     }
 
     /// Wraps an existing id (read from storage or typed by a user).
     pub fn from_string(id: impl Into<String>) -> Self {
-        Self(id.into())
+        Self(Arc::from(id.into()))
     }
 
     /// The id as text.
@@ -47,15 +49,15 @@ impl fmt::Display for RunId {
 
 /// Names a node of a graph. Static nodes carry the name they were declared with
 /// (`code_generation`, `DONE`); nodes spawned at run time are named
-/// `<spawner>/<key>` (for example `review/security`).
+/// `<spawner>/<key>` (for example `review/security`). Cloning is a reference-count increment.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(transparent)]
-pub struct NodeId(String);
+pub struct NodeId(Arc<str>);
 
 impl NodeId {
     /// Wraps a node name.
     pub fn new(id: impl Into<String>) -> Self {
-        Self(id.into())
+        Self(Arc::from(id.into()))
     }
 
     /// The name as text.
@@ -65,7 +67,7 @@ impl NodeId {
 
     /// The id of a child spawned by `self` under `key`.
     pub fn child(&self, key: &str) -> Self {
-        Self(format!("{}/{}", self.0, key))
+        Self(Arc::from(format!("{}/{}", self.0, key)))
     }
 }
 
@@ -77,25 +79,25 @@ impl fmt::Display for NodeId {
 
 impl From<&str> for NodeId {
     fn from(s: &str) -> Self {
-        Self(s.to_owned())
+        Self(Arc::from(s))
     }
 }
 
 impl From<String> for NodeId {
     fn from(s: String) -> Self {
-        Self(s)
+        Self(Arc::from(s))
     }
 }
 
 impl PartialEq<str> for NodeId {
     fn eq(&self, other: &str) -> bool {
-        self.0 == other
+        &*self.0 == other
     }
 }
 
 impl PartialEq<&str> for NodeId {
     fn eq(&self, other: &&str) -> bool {
-        self.0 == *other
+        &*self.0 == *other
     }
 }
 

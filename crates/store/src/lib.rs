@@ -12,6 +12,9 @@
 //! | `events` | appended batch | rowid `(rk << 32) \| first_seq`, `last_seq`, `data` blob |
 //! | `run_owners` | claimed run | `pid`, `host`, process start time, claim time, heartbeat |
 //! | `commands` | queued command | run id, JSON body of a [`trellis_protocol::Command`], `taken_at` |
+//! | `tool_calls` | tool call | run and node id, tool, JSON arguments, decision, error flag, summary, duration |
+//! | `change_sets` | run with a worktree | repository, branch, base commit, worktree, review state and outcome |
+//! | `change_ops` | apply / undo / redo | run id, seq, kind, state, journal directory, file count |
 //!
 //! An event blob holds a batch's events as compact JSON — the run id not repeated, seqs
 //! implied by the row's range, timestamps as deltas — compressed with LZ4 against a static
@@ -51,6 +54,7 @@ mod codec;
 mod error;
 mod ops;
 mod read;
+mod records;
 mod schema;
 mod writer;
 
@@ -69,6 +73,7 @@ use trellis_protocol::{Command, Event, EventKind, RunId};
 pub use claim::{Owner, hostname};
 pub use error::{Error, Result};
 pub use read::{Checkpoint, RunFilter, RunRecord};
+pub use records::{ChangeOpRecord, ChangeSetRecord, ToolCallRecord};
 pub use schema::LATEST_VERSION as SCHEMA_VERSION;
 
 use read::Reader;
@@ -299,6 +304,52 @@ impl Store {
                 },
             })
             .collect())
+    }
+
+    /// Records a tool call; returns its row id once committed.
+    pub fn record_tool_call(&self, record: ToolCallRecord) -> Result<i64> {
+        self.request(|reply| Msg::Record(records::Record::ToolCall(record), reply))?
+    }
+
+    /// Queues a tool-call record without waiting for its commit (for callers on an async
+    /// executor; [`Store::flush`] waits for it). A failure is not reported.
+    pub fn record_tool_call_nowait(&self, record: ToolCallRecord) {
+        if let Some(tx) = &self.tx {
+            let (reply, _) = mpsc::channel();
+            drop(tx.send(Msg::Record(records::Record::ToolCall(record), reply)));
+        }
+    }
+
+    /// The run's tool calls, in order.
+    pub fn tool_calls(&self, run: &RunId) -> Result<Vec<ToolCallRecord>> {
+        self.reader.tool_calls(run)
+    }
+
+    /// Inserts or updates a change set (keyed by run id).
+    pub fn put_change_set(&self, record: ChangeSetRecord) -> Result<()> {
+        self.request(|reply| Msg::Record(records::Record::ChangeSet(record), reply))?
+            .map(drop)
+    }
+
+    /// The change set of the run `id_or_prefix` (an id or a unique prefix).
+    pub fn change_set(&self, id_or_prefix: &str) -> Result<ChangeSetRecord> {
+        self.reader.change_set(id_or_prefix)
+    }
+
+    /// Every change set, newest first.
+    pub fn change_sets(&self) -> Result<Vec<ChangeSetRecord>> {
+        self.reader.change_sets()
+    }
+
+    /// Inserts or updates a change operation (keyed by run id and seq).
+    pub fn put_change_op(&self, record: ChangeOpRecord) -> Result<()> {
+        self.request(|reply| Msg::Record(records::Record::ChangeOp(record), reply))?
+            .map(drop)
+    }
+
+    /// The run's change operations, in order.
+    pub fn change_ops(&self, run: &RunId) -> Result<Vec<ChangeOpRecord>> {
+        self.reader.change_ops(run)
     }
 
     /// Sends a request built around a reply channel and waits for the answer.

@@ -24,10 +24,11 @@ pub(crate) struct Migration {
 }
 
 /// Every migration, in order. Never edit a released entry; append a new one.
-pub(crate) const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    name: "initial",
-    sql: r#"
+pub(crate) const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "initial",
+        sql: r#"
         -- One row per run. `rk` is the compact integer key the event rows use, so the 32-char
         -- run id is stored once per run instead of once per batch.
         CREATE TABLE runs (
@@ -77,10 +78,60 @@ pub(crate) const MIGRATIONS: &[Migration] = &[Migration {
         );
         CREATE INDEX commands_pending ON commands (run_id, id) WHERE taken_at IS NULL;
     "#,
-}];
+    },
+    Migration {
+        version: 2,
+        name: "tool_calls_and_changes",
+        sql: r#"
+        -- Every tool call an agent made: arguments, decision, outcome. `run_id` and
+        -- `node_id` are NULL for calls outside a run.
+        CREATE TABLE tool_calls (
+            id          INTEGER PRIMARY KEY,
+            run_id      TEXT,
+            node_id     TEXT,
+            tool        TEXT    NOT NULL,
+            args        TEXT    NOT NULL,
+            decision    TEXT    NOT NULL,
+            is_error    INTEGER NOT NULL,
+            summary     TEXT    NOT NULL,
+            duration_ms INTEGER NOT NULL,
+            started_at  INTEGER NOT NULL
+        );
+        CREATE INDEX tool_calls_run ON tool_calls (run_id, id);
+
+        -- A run's change set: its worktree branch and base commit, and where its review
+        -- stands (`open`, `changes_requested`, `rejected`, `applied`, `undone`, `pruned`).
+        CREATE TABLE change_sets (
+            run_id      TEXT    PRIMARY KEY,
+            repo        TEXT    NOT NULL,
+            branch      TEXT    NOT NULL,
+            base_commit TEXT    NOT NULL,
+            worktree    TEXT,
+            state       TEXT    NOT NULL,
+            review      TEXT,
+            created_at  INTEGER NOT NULL,
+            updated_at  INTEGER NOT NULL
+        ) WITHOUT ROWID;
+
+        -- Apply / undo / redo operations on the user's working tree, in order per run.
+        -- `journal` is the operation's directory (manifest and file contents).
+        CREATE TABLE change_ops (
+            run_id      TEXT    NOT NULL,
+            seq         INTEGER NOT NULL,
+            kind        TEXT    NOT NULL,
+            state       TEXT    NOT NULL,
+            journal     TEXT    NOT NULL,
+            files       INTEGER NOT NULL,
+            created_at  INTEGER NOT NULL,
+            finished_at INTEGER,
+            PRIMARY KEY (run_id, seq)
+        ) WITHOUT ROWID;
+    "#,
+    },
+];
 
 /// The newest schema version this binary knows.
-pub const LATEST_VERSION: i64 = 1;
+pub const LATEST_VERSION: i64 = 2;
 
 const CREATE_TABLE: &str = "CREATE TABLE IF NOT EXISTS schema_migrations (
     version     INTEGER PRIMARY KEY,

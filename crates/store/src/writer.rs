@@ -35,6 +35,7 @@ use crate::Synchronous;
 use crate::claim::Owner;
 use crate::error::{Error, Result};
 use crate::ops;
+use crate::records::{self, Record};
 
 /// The most messages one transaction takes, so a flood cannot delay acks unboundedly.
 const MAX_GROUP: usize = 4096;
@@ -61,12 +62,14 @@ pub(crate) enum Msg {
     Flush(Sender<Result<()>>),
     /// Rebuild the file compactly and truncate the WAL (runs outside any group).
     Vacuum(Sender<Result<()>>),
+    /// Write a tool-call or change record; answers the new row id (0 for upserts).
+    Record(Record, Sender<Result<i64>>),
 }
 
 impl Msg {
     /// Whether the message's effect must survive power loss (see the module docs).
     fn needs_sync(&self) -> bool {
-        matches!(self, Msg::Append(..) | Msg::Enqueue(..))
+        matches!(self, Msg::Append(..) | Msg::Enqueue(..) | Msg::Record(..))
     }
 }
 
@@ -282,7 +285,7 @@ fn apply_failed(m: Msg) -> Ack {
         Msg::Release { reply, .. } | Msg::Flush(reply) | Msg::Vacuum(reply) => {
             Ack::Unit(reply, Ok(()))
         }
-        Msg::Enqueue(_, _, tx) => Ack::Id(tx, Ok(0)),
+        Msg::Enqueue(_, _, tx) | Msg::Record(_, tx) => Ack::Id(tx, Ok(0)),
         Msg::Take(_, tx) => Ack::Commands(tx, Ok(Vec::new())),
     }
 }
@@ -340,6 +343,10 @@ fn apply(
         Msg::Take(run, reply) => {
             let r = in_savepoint(tx, path, |sp| ops::take_commands(sp, &run).map_err(sqlite));
             Ack::Commands(reply, r)
+        }
+        Msg::Record(record, reply) => {
+            let r = in_savepoint(tx, path, |sp| records::write(sp, &record).map_err(sqlite));
+            Ack::Id(reply, r)
         }
         Msg::Flush(reply) | Msg::Vacuum(reply) => Ack::Unit(reply, Ok(())),
     }

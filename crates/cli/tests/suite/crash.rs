@@ -33,12 +33,12 @@ fn completed_before_resume(repo: &Path, run: &str) -> Vec<String> {
 #[test]
 fn sigkill_at_random_points_then_resume() {
     let base = tempfile::tempdir().unwrap();
-    let sleep_us = "3000";
+    let sleep_us = "5000";
     // The uninterrupted reference.
     let reference = base.path().join("reference");
     std::fs::create_dir_all(&reference).unwrap();
-    let started = Instant::now();
-    let full = run_json(args(
+    let reference_log = reference.join("exec.log");
+    let child = args(
         trellis(&reference),
         &[
             "demo",
@@ -47,15 +47,30 @@ fn sigkill_at_random_points_then_resume() {
             "--param",
             &format!("sleep_us={sleep_us}"),
             "--param",
-            &format!("log={}", reference.join("exec.log").display()),
+            &format!("log={}", reference_log.display()),
         ],
-    ));
+    )
+    .stdout(std::process::Stdio::piped())
+    .spawn()
+    .unwrap();
+    // How long handlers run: from the first handler's log line to the process's exit.
+    let waited = Instant::now();
+    while executions(&reference_log).is_empty() && waited.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let started = Instant::now();
+    let output = child.wait_with_output().unwrap();
     let full_ms = started.elapsed().as_millis() as u64;
+    let full: Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(full["status"], json!("succeeded"));
 
     let mut rng = rand::rng();
     let (mut mid_run, mut before_first_commit, mut after_end) = (0, 0, 0);
-    for i in 0..16 {
+    // Kill until 12 kills have landed mid-run (a kill can also land before the first commit
+    // or after the end, depending on timing and machine load), trying at most 60 times.
+    let mut i = 0;
+    while mid_run < 12 && i < 60 {
+        i += 1;
         let repo = base.path().join(format!("kill{i}"));
         std::fs::create_dir_all(&repo).unwrap();
         let log = repo.join("exec.log");
@@ -74,7 +89,13 @@ fn sigkill_at_random_points_then_resume() {
         .stdout(std::process::Stdio::null())
         .spawn()
         .unwrap();
-        let delay = rng.random_range(1..full_ms.max(2) + 10);
+        // Most kills should land while handlers run: wait for the first handler to log, then
+        // kill at a random point within the length of a whole run (some land after the end).
+        let waited = Instant::now();
+        while executions(&log).is_empty() && waited.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let delay = rng.random_range(0..full_ms.max(2));
         std::thread::sleep(Duration::from_millis(delay));
         child.kill().unwrap(); // SIGKILL
         child.wait().unwrap();
@@ -131,7 +152,7 @@ fn sigkill_at_random_points_then_resume() {
         "kills: {mid_run} mid-run, {before_first_commit} before the first commit, {after_end} after the end"
     );
     assert!(
-        mid_run >= 4,
-        "most kills should land mid-run ({mid_run} did)"
+        mid_run >= 12,
+        "12 of at most 60 kills should land mid-run ({mid_run} did)"
     );
 }

@@ -4,7 +4,9 @@
 //! only code that changes state. Replay after a crash, resume and fork feed the stored events
 //! through the same function, so a replayed run is identical to the live one by construction.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+use rustc_hash::FxHashMap;
 use std::sync::Arc;
 
 use serde_json::Value;
@@ -38,7 +40,7 @@ pub(crate) struct NodeRt {
     pub ready_step: u64,
     /// Latest finished activation's record.
     pub failed: bool,
-    pub result: Value,
+    pub result: Arc<Value>,
     pub error: Option<String>,
     pub pruned: bool,
     pub inbox: Vec<Message>,
@@ -65,7 +67,7 @@ impl NodeRt {
             state: None,
             ready_step: 0,
             failed: false,
-            result: Value::Null,
+            result: Arc::default(),
             error: None,
             pruned: false,
             inbox: Vec::new(),
@@ -93,9 +95,9 @@ pub(crate) type Spawn = (String, String, Value);
 /// Writes, counters and spawns of a finished activation, applied at the end of its step.
 #[derive(Clone, Default)]
 pub(crate) struct Pending {
-    pub writes: Vec<(String, Value)>,
+    pub writes: Vec<(String, Arc<Value>)>,
     pub counters: Vec<(String, i64)>,
-    pub spawns: Vec<Spawn>,
+    pub spawns: Arc<[Spawn]>,
 }
 
 /// The state of one run.
@@ -103,11 +105,14 @@ pub(crate) struct RunCore {
     pub run: RunId,
     pub graph: Arc<Graph>,
     pub nodes: Vec<NodeRt>,
-    pub by_id: HashMap<NodeId, usize>,
-    pub state: State,
-    pub counters: BTreeMap<String, i64>,
-    pub attempts: BTreeMap<NodeId, u32>,
-    pub extra_edges: HashMap<usize, Vec<NodeId>>,
+    /// Ordinals of the graph's collector nodes, in declaration order.
+    pub collectors: Vec<usize>,
+    pub by_id: FxHashMap<NodeId, usize>,
+    /// Shared with the activations of the open step (copy-on-write: `Arc::make_mut`).
+    pub state: Arc<State>,
+    pub counters: Arc<BTreeMap<String, i64>>,
+    pub attempts: Arc<crate::handler::Attempts>,
+    pub extra_edges: FxHashMap<usize, Vec<NodeId>>,
     pub status: RunStatus,
     pub terminal: Option<NodeId>,
     pub error: Option<String>,
@@ -116,10 +121,13 @@ pub(crate) struct RunCore {
     pub step_open: bool,
     /// Activations that finished (COMPLETED/FAILED) in the open step, for routing.
     pub finished: Vec<usize>,
+    /// Nodes that became READY (possibly stale: check the state), so a step does not scan
+    /// every node.
+    pub ready: Vec<usize>,
     pub pending: BTreeMap<usize, Pending>,
     /// Spawns applied by the last `stepCompleted` (the live driver creates the children).
-    pub spawned: Vec<(usize, Vec<Spawn>)>,
-    pub commands: HashMap<u64, Command>,
+    pub spawned: Vec<(usize, Arc<[Spawn]>)>,
+    pub commands: FxHashMap<u64, Command>,
     pub next_command: u64,
     pub unrouted_failure: Option<String>,
     pub fork: Option<ForkRef>,
@@ -131,29 +139,37 @@ impl RunCore {
     /// A run of `graph` with no events applied yet.
     pub fn new(run: RunId, graph: Arc<Graph>) -> Self {
         let mut nodes = Vec::with_capacity(graph.nodes.len());
-        let mut by_id = HashMap::with_capacity(graph.nodes.len());
+        let mut by_id = FxHashMap::with_capacity_and_hasher(graph.nodes.len(), Default::default());
         for (i, (id, def)) in graph.nodes.iter().enumerate() {
             nodes.push(NodeRt::new(id.clone(), def.clone()));
             by_id.insert(id.clone(), i);
         }
+        let collectors = nodes
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| matches!(n.def.kind, NodeKind::Collector { .. }))
+            .map(|(o, _)| o)
+            .collect();
         Self {
             run,
             graph,
             nodes,
+            collectors,
             by_id,
-            state: State::default(),
-            counters: BTreeMap::new(),
-            attempts: BTreeMap::new(),
-            extra_edges: HashMap::new(),
+            state: Arc::default(),
+            counters: Arc::default(),
+            attempts: Arc::default(),
+            extra_edges: FxHashMap::default(),
             status: RunStatus::Running,
             terminal: None,
             error: None,
             step: 0,
             step_open: false,
             finished: Vec::new(),
+            ready: Vec::new(),
             pending: BTreeMap::new(),
             spawned: Vec::new(),
-            commands: HashMap::new(),
+            commands: FxHashMap::default(),
             next_command: 1,
             unrouted_failure: None,
             fork: None,
@@ -344,7 +360,9 @@ impl RunCore {
                     .unwrap_or_default();
                 return Err(Error::Input(format!("unknown channel `{k}`{hint}")));
             }
-            self.state.channels.insert(k.clone(), Arc::new(v.clone()));
+            Arc::make_mut(&mut self.state)
+                .channels
+                .insert(k.clone(), Arc::new(v.clone()));
         }
         Ok(())
     }
@@ -411,7 +429,8 @@ impl RunCore {
                 n.attempt = attempt;
                 n.state = Some(NodeState::Ready);
                 n.ready_step = step + 1;
-                self.attempts.insert(id, attempt);
+                self.ready.push(o);
+                Arc::make_mut(&mut self.attempts).insert(id, attempt);
                 if let NodeKind::Collector { of, .. } = &self.nodes[o].def.kind
                     && let Some(&s) = self.by_id.get(of)
                 {
@@ -444,6 +463,7 @@ impl RunCore {
         n.state = Some(to);
         match to {
             NodeState::Ready => {
+                self.ready.push(o);
                 // RUNNING → READY re-queues into the open step (dropping any output recorded by
                 // the interrupted execution); WAITING → READY goes into the next step.
                 n.ready_step = if from == Some(NodeState::Running) {
@@ -475,7 +495,7 @@ impl RunCore {
             }
             NodeState::Skipped => {
                 n.failed = false;
-                n.result = Value::Null;
+                n.result = Arc::default();
                 n.error = None;
             }
         }
@@ -497,7 +517,7 @@ impl RunCore {
                             channel: channel.clone(),
                             message: "channel is not declared".into(),
                         })?;
-                self.state
+                Arc::make_mut(&mut self.state)
                     .apply(&reducer, &channel, value)
                     .map_err(|message| Error::Reducer {
                         node: id.clone(),
@@ -506,7 +526,7 @@ impl RunCore {
                     })?;
             }
             for (name, delta) in p.counters {
-                *self.counters.entry(name).or_insert(0) += delta;
+                *Arc::make_mut(&mut self.counters).entry(name).or_insert(0) += delta;
             }
             if self.graph.collectors.contains_key(&id) || !p.spawns.is_empty() {
                 let n = &mut self.nodes[o];
@@ -517,6 +537,32 @@ impl RunCore {
         }
         self.step_open = false;
         Ok(())
+    }
+
+    /// Whether any activation is READY (drops stale entries of the ready list).
+    pub fn has_ready(&mut self) -> bool {
+        let nodes = &self.nodes;
+        self.ready
+            .retain(|&o| nodes[o].state == Some(NodeState::Ready));
+        !self.ready.is_empty()
+    }
+
+    /// Moves the READY activations that may run in `step` into `queue`, in node order.
+    pub fn take_ready(&mut self, step: u64, queue: &mut std::collections::VecDeque<usize>) {
+        self.ready.sort_unstable();
+        self.ready.dedup();
+        let nodes = &self.nodes;
+        self.ready.retain(|&o| {
+            let n = &nodes[o];
+            if n.state != Some(NodeState::Ready) {
+                return false;
+            }
+            if n.ready_step <= step {
+                queue.push_back(o);
+                return false;
+            }
+            true
+        });
     }
 
     /// Every child of the latest fan-out of `spawner`, with the collector's verdict.
@@ -552,7 +598,7 @@ impl RunCore {
                     .to_owned(),
                 state,
                 attempt: n.attempt,
-                result: n.result.clone(),
+                result: (*n.result).clone(),
                 error: n.error.clone(),
             });
         }

@@ -1,22 +1,24 @@
 //! The live driver: executes steps, records events, flushes them to the journal and publishes
 //! them once committed.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+
+use rustc_hash::FxHashMap;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
+use std::task::Poll;
 
 use futures::FutureExt;
-use futures::future::{AbortHandle, BoxFuture, abortable};
+use futures::future::BoxFuture;
 use futures::stream::{FuturesUnordered, StreamExt};
-use serde_json::Value;
 use tokio::sync::{broadcast, mpsc};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use trellis_protocol::{Command, Event, EventKind, Message, NodeState, RunStatus};
+use trellis_protocol::{Command, Event, EventKind, NodeState, RunStatus};
 
 use super::core::RunCore;
 use super::{CommandReply, EngineConfig, RunOutcome};
-use crate::handler::{NodeContext, NodeError, NodeOutput, Outcome};
+use crate::handler::{Mailbox, MailboxSender, NodeContext, NodeError, NodeOutput, Outcome};
 use crate::journal::{Batch, Commit, Durability, Journal, RunSummary};
 use crate::spec::NodeKind;
 use crate::{Error, Result};
@@ -29,11 +31,21 @@ enum Finished {
     Aborted,
 }
 
+/// A handler that has started and not finished. Dropping it closes the mailbox; cancelling
+/// it fires the handler's token and makes its in-flight future resolve as aborted.
 pub(super) struct Running {
-    pub mailbox: mpsc::UnboundedSender<Message>,
+    pub mailbox: MailboxSender,
     pub cancel: CancellationToken,
-    pub abort: AbortHandle,
 }
+
+impl Running {
+    /// Stops the handler (pruning, run cancellation).
+    pub fn stop(self) {
+        self.cancel.cancel();
+    }
+}
+
+type HandlerFuture = BoxFuture<'static, std::result::Result<NodeOutput, NodeError>>;
 
 pub(crate) struct Live {
     pub core: RunCore,
@@ -45,9 +57,14 @@ pub(crate) struct Live {
     cmd_tx: mpsc::UnboundedSender<(Command, Option<CommandReply>)>,
     cmd_rx: mpsc::UnboundedReceiver<(Command, Option<CommandReply>)>,
     inflight: FuturesUnordered<BoxFuture<'static, Done>>,
-    pub(super) running: HashMap<usize, Running>,
-    run_cancel: CancellationToken,
+    pub(super) running: FxHashMap<usize, Running>,
     next_inbox: Instant,
+    /// Timestamp given to recorded events, read from the clock at every point where the
+    /// driver resumes work (step start, a handler finishing, a command, end of step) rather
+    /// than once per event.
+    now: i64,
+    /// Reused buffer for the activations of a step.
+    queue: VecDeque<usize>,
 }
 
 pub(crate) use trellis_protocol::now_ms;
@@ -57,19 +74,22 @@ impl Live {
         let (events, _) = broadcast::channel(config.broadcast_capacity.max(1));
         let (cmd_tx, cmd_rx) = mpsc::unbounded_channel();
         let next_inbox = Instant::now() + config.inbox_poll;
+        // A run of quick steps records ~7 events per node before its first flush.
+        let buffer = Vec::with_capacity((core.graph.nodes.len() * 8).clamp(64, 1024));
         Self {
             core,
             journal,
             config,
-            buffer: Vec::new(),
+            buffer,
             events,
             unpublished: VecDeque::new(),
             cmd_tx,
             cmd_rx,
             inflight: FuturesUnordered::new(),
-            running: HashMap::new(),
-            run_cancel: CancellationToken::new(),
+            running: FxHashMap::default(),
             next_inbox,
+            now: now_ms(),
+            queue: VecDeque::new(),
         }
     }
 
@@ -77,12 +97,23 @@ impl Live {
         self.cmd_tx.clone()
     }
 
+    /// Makes room for `n` more events in the unflushed batch (one allocation instead of
+    /// repeated doubling when a fan-out is about to record thousands).
+    pub fn reserve_events(&mut self, n: usize) {
+        self.buffer.reserve(n);
+    }
+
+    /// Reads the clock for the events recorded next.
+    pub fn tick(&mut self) {
+        self.now = now_ms();
+    }
+
     /// Records an event: applies it to the run state, then buffers it for the next flush.
     pub fn emit(&mut self, kind: EventKind) -> Result<()> {
         let event = Event {
             run: self.core.run.clone(),
             seq: self.core.last_seq + 1,
-            ts: now_ms(),
+            ts: self.now,
             kind,
         };
         self.core.apply(&event)?;
@@ -95,7 +126,13 @@ impl Live {
         if self.buffer.is_empty() {
             return;
         }
-        let events = Arc::new(std::mem::take(&mut self.buffer));
+        // The next batch is likely as long as this one: keep the capacity, so recording a
+        // long burst of quick steps does not copy the events again and again while growing.
+        let capacity = self.buffer.len();
+        let events = Arc::new(std::mem::replace(
+            &mut self.buffer,
+            Vec::with_capacity(capacity),
+        ));
         let core = &self.core;
         let summary = RunSummary {
             graph: core.graph.name().to_owned(),
@@ -158,12 +195,12 @@ impl Live {
             }
             Err(e) => Err(e),
         };
-        self.run_cancel.cancel();
-        self.journal.release(&self.core.run);
+        self.stop_handlers();
         flushed.map(|()| RunOutcome::of(&self.core))
     }
 
     fn fail_run(&mut self, error: String) -> Result<()> {
+        self.tick();
         self.stop_all("run failed")?;
         self.emit(EventKind::RunStatusChanged {
             status: RunStatus::Failed,
@@ -174,17 +211,13 @@ impl Live {
 
     async fn drive_steps(&mut self) -> Result<()> {
         loop {
+            self.tick();
             self.take_commands()?;
             if self.core.status.is_final() {
                 return Ok(());
             }
             if !self.core.step_open {
-                let ready = self
-                    .core
-                    .nodes
-                    .iter()
-                    .any(|n| n.state == Some(NodeState::Ready));
-                if !ready {
+                if !self.core.has_ready() {
                     let waiting = self
                         .core
                         .nodes
@@ -246,24 +279,31 @@ impl Live {
 
     async fn run_step(&mut self) -> Result<()> {
         let step = self.core.step;
-        let mut queue: VecDeque<usize> = self
-            .core
-            .nodes
-            .iter()
-            .enumerate()
-            .filter(|(_, n)| n.state == Some(NodeState::Ready) && n.ready_step <= step)
-            .map(|(o, _)| o)
-            .collect();
-        let state = Arc::new(self.core.state.clone());
-        let counters = Arc::new(self.core.counters.clone());
-        let attempts = Arc::new(self.core.attempts.clone());
+        let mut queue = std::mem::take(&mut self.queue);
+        queue.clear();
+        self.core.take_ready(step, &mut queue);
+        let result = self.run_queue(&mut queue).await;
+        self.queue = queue;
+        result
+    }
+
+    async fn run_queue(&mut self, queue: &mut VecDeque<usize>) -> Result<()> {
+        let state = self.core.state.clone();
+        let counters = self.core.counters.clone();
+        let attempts = self.core.attempts.clone();
         let limit = self.core.graph.concurrency;
         loop {
             while self.running.len() < limit
                 && let Some(o) = queue.pop_front()
             {
                 if self.core.nodes[o].state == Some(NodeState::Ready) {
-                    self.start(o, &state, &counters, &attempts)?;
+                    let attempt = self.core.nodes[o].attempt;
+                    match self.start(o, &state, &counters, &attempts)? {
+                        Started::Finished(f) => self.finish((o, attempt, f))?,
+                        Started::Handler(fut, cancel) => {
+                            self.poll_first(o, attempt, fut, cancel).await?;
+                        }
+                    }
                 }
             }
             if self.inflight.is_empty() {
@@ -301,13 +341,15 @@ impl Live {
         }
     }
 
+    /// Marks activation `o` RUNNING and either finishes it on the spot (nodes without a
+    /// handler) or hands back its handler's future.
     fn start(
         &mut self,
         o: usize,
         state: &Arc<crate::State>,
         counters: &Arc<std::collections::BTreeMap<String, i64>>,
-        attempts: &Arc<std::collections::BTreeMap<trellis_protocol::NodeId, u32>>,
-    ) -> Result<()> {
+        attempts: &Arc<crate::handler::Attempts>,
+    ) -> Result<Started> {
         let attempt = self.core.nodes[o].attempt;
         let id = self.core.nodes[o].id.clone();
         self.emit(EventKind::NodeTransition {
@@ -324,79 +366,95 @@ impl Live {
             }
             _ => None,
         };
-        let handler = n.def.handler.clone();
-        let fut: BoxFuture<'static, std::result::Result<NodeOutput, NodeError>> = match handler {
-            Some(h) => {
-                let (tx, rx) = mpsc::unbounded_channel();
-                let cancel = self.run_cancel.child_token();
-                let ctx = NodeContext {
-                    run: self.core.run.clone(),
-                    node: id,
-                    attempt,
-                    step: self.core.step,
-                    input: n.input.clone(),
-                    state: state.clone(),
-                    counters: counters.clone(),
-                    attempts: attempts.clone(),
-                    messages: n.inbox.clone(),
-                    mailbox: rx,
-                    resume: n.resume.clone(),
-                    previous: (attempt > 1).then(|| n.result.clone()),
-                    children,
-                    cancel: cancel.clone(),
-                };
-                let fut = h.call(ctx);
-                let (fut, abort) = abortable(AssertUnwindSafe(fut).catch_unwind());
-                self.running.insert(
-                    o,
-                    Running {
-                        mailbox: tx,
-                        cancel,
-                        abort,
-                    },
-                );
-                self.inflight.push(Box::pin(fut.map(move |r| {
-                    let f = match r {
-                        Ok(Ok(out)) => Finished::Output(out),
-                        Ok(Err(panic)) => Finished::Panicked(panic_text(panic)),
-                        Err(_) => Finished::Aborted,
-                    };
-                    (o, attempt, f)
-                })));
-                return Ok(());
-            }
-            None => {
-                let out = match children {
-                    Some((children, agg)) => {
-                        let result = serde_json::json!({ "aggregate": agg, "children": children });
-                        if agg.failed {
-                            NodeOutput::failure("failure policy").result(result)
-                        } else {
-                            NodeOutput::success().result(result)
-                        }
+        let Some(handler) = &n.def.handler else {
+            let out = match children {
+                Some((children, agg)) => {
+                    let result = serde_json::json!({ "aggregate": agg, "children": children });
+                    if agg.failed {
+                        NodeOutput::failure("failure policy").result(result)
+                    } else {
+                        NodeOutput::success().result(result)
                     }
-                    None => NodeOutput::success(),
-                };
-                Box::pin(futures::future::ready(Ok(out)))
-            }
+                }
+                None => NodeOutput::success(),
+            };
+            return Ok(Started::Finished(Finished::Output(Ok(out))));
         };
-        let (tx, _rx) = mpsc::unbounded_channel();
-        let (fut, abort) = abortable(fut);
+        let (mailbox, sender) = Mailbox::pair();
+        let cancel = CancellationToken::new();
+        let ctx = NodeContext {
+            run: self.core.run.clone(),
+            node: id,
+            attempt,
+            step: self.core.step,
+            input: n.input.clone(),
+            state: state.clone(),
+            counters: counters.clone(),
+            attempts: attempts.clone(),
+            messages: n.inbox.clone(),
+            mailbox,
+            resume: n.resume.clone(),
+            previous: (attempt > 1).then(|| (*n.result).clone()),
+            children,
+            cancel: cancel.clone(),
+        };
+        let fut = handler.call(ctx);
         self.running.insert(
             o,
             Running {
-                mailbox: tx,
-                cancel: self.run_cancel.child_token(),
-                abort,
+                mailbox: sender,
+                cancel: cancel.clone(),
             },
         );
-        self.inflight.push(Box::pin(
-            fut.map(move |r| (o, attempt, r.map_or(Finished::Aborted, Finished::Output))),
-        ));
+        Ok(Started::Handler(fut, cancel))
+    }
+
+    /// Polls a handler once in place: most handlers finish without waiting, and those are
+    /// recorded without the cost of a task. The others join the in-flight set, racing their
+    /// cancellation token.
+    async fn poll_first(
+        &mut self,
+        o: usize,
+        attempt: u32,
+        mut fut: HandlerFuture,
+        cancel: CancellationToken,
+    ) -> Result<()> {
+        let first = std::future::poll_fn(|cx| {
+            Poll::Ready(
+                match std::panic::catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(cx))) {
+                    Ok(Poll::Ready(out)) => Some(Finished::Output(out)),
+                    Ok(Poll::Pending) => None,
+                    Err(panic) => Some(Finished::Panicked(panic_text(panic))),
+                },
+            )
+        })
+        .await;
+        if let Some(f) = first {
+            return self.finish((o, attempt, f));
+        }
+        self.inflight.push(Box::pin(async move {
+            let f = tokio::select! {
+                biased;
+                () = cancel.cancelled() => Finished::Aborted,
+                r = AssertUnwindSafe(fut).catch_unwind() => match r {
+                    Ok(out) => Finished::Output(out),
+                    Err(panic) => Finished::Panicked(panic_text(panic)),
+                },
+            };
+            (o, attempt, f)
+        }));
         Ok(())
     }
 
+    /// Stops every running handler (the run ended or the driver is going away).
+    fn stop_handlers(&mut self) {
+        for (_, r) in self.running.drain() {
+            r.stop();
+        }
+    }
+
     fn finish(&mut self, (o, attempt, finished): Done) -> Result<()> {
+        self.tick();
         let n = &self.core.nodes[o];
         if n.attempt != attempt || n.state != Some(NodeState::Running) {
             return Ok(()); // pruned or cancelled meanwhile
@@ -436,11 +494,11 @@ impl Live {
                     node: node.clone(),
                     attempt,
                     failure,
-                    result: out.result,
+                    result: Arc::new(out.result),
                     error: None,
                     writes: out.writes,
                     counters: out.counters,
-                    spawns: out.spawns,
+                    spawns: out.spawns.into(),
                 })?;
                 let to = if failure {
                     NodeState::Failed
@@ -468,11 +526,11 @@ impl Live {
             node: node.clone(),
             attempt,
             failure: true,
-            result: Value::Null,
+            result: Arc::default(),
             error: Some(error),
             writes: Vec::new(),
             counters: Vec::new(),
-            spawns: Vec::new(),
+            spawns: Arc::from([]),
         })?;
         self.emit(EventKind::NodeTransition {
             node,
@@ -526,8 +584,7 @@ impl Live {
             if n.is_active() {
                 let (node, attempt, from) = (n.id.clone(), n.attempt, n.state);
                 if let Some(r) = self.running.remove(&o) {
-                    r.cancel.cancel();
-                    r.abort.abort();
+                    r.stop();
                 }
                 self.emit(EventKind::NodeTransition {
                     node,
@@ -544,6 +601,7 @@ impl Live {
     /// After loading a run: re-queue activations that were RUNNING when the last process
     /// stopped (their handlers run again) and mark the run as running.
     pub fn recover(&mut self) -> Result<()> {
+        self.tick();
         let requeued: Vec<usize> = (0..self.core.nodes.len())
             .filter(|&o| self.core.nodes[o].state == Some(NodeState::Running))
             .collect();
@@ -564,6 +622,24 @@ impl Live {
         }
         Ok(())
     }
+}
+
+impl Drop for Live {
+    /// Runs when the driver finishes — or is dropped mid-run (a dropped `Engine::run`
+    /// future, a runtime shutting down): handlers are stopped and the claim released, so the
+    /// run can be resumed.
+    fn drop(&mut self) {
+        self.stop_handlers();
+        self.journal.release(&self.core.run);
+    }
+}
+
+/// What starting an activation produced.
+enum Started {
+    /// It finished on the spot (no handler).
+    Finished(Finished),
+    /// Its handler's future, with the activation's cancellation token.
+    Handler(HandlerFuture, CancellationToken),
 }
 
 async fn head_commit(

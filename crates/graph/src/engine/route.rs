@@ -1,6 +1,8 @@
 //! End of a step: apply writes, create spawned children, route, fire collectors, stop at
 //! terminals. Also the command handlers, which share the activation logic.
 
+use std::borrow::Cow;
+
 use trellis_protocol::{Command, EventKind, NodeId, NodeState, RunStatus, TerminalKind};
 
 use super::CommandReply;
@@ -12,6 +14,7 @@ use crate::{Error, Result};
 
 impl Live {
     pub(super) fn end_step(&mut self) -> Result<()> {
+        self.tick();
         let mut changed: Vec<String> = self
             .core
             .pending
@@ -26,11 +29,21 @@ impl Live {
         })?;
         let mut finished = std::mem::take(&mut self.core.finished);
         finished.sort_unstable();
+        let result = self.route_finished(&finished);
+        if self.core.finished.is_empty() {
+            // Keep the allocation for the next step.
+            finished.clear();
+            self.core.finished = finished;
+        }
+        result
+    }
+
+    fn route_finished(&mut self, finished: &[usize]) -> Result<()> {
         for (spawner, spawns) in std::mem::take(&mut self.core.spawned) {
             self.spawn_children(spawner, spawns)?;
         }
         let mut reached = None;
-        for &o in &finished {
+        for &o in finished {
             match self.core.terminal_kind(o) {
                 Some(kind) => {
                     if reached.is_none() {
@@ -71,11 +84,16 @@ impl Live {
     fn spawn_children(
         &mut self,
         spawner: usize,
-        spawns: Vec<(String, String, serde_json::Value)>,
+        spawns: std::sync::Arc<[(String, String, serde_json::Value)]>,
     ) -> Result<()> {
         let parent = self.core.nodes[spawner].id.clone();
-        for (key, template, input) in spawns {
-            let id = parent.child(&key);
+        // Each child records about seven events before the next flush.
+        self.reserve_events(spawns.len() * 7);
+        for (i, (_, template, input)) in spawns.iter().enumerate() {
+            // The ids were formed when the spawns were applied (the spawner's group).
+            let Some(id) = self.core.nodes[spawner].group.get(i).cloned() else {
+                break;
+            };
             if let Some(c) = self.core.ordinal(&id) {
                 let n = &self.core.nodes[c];
                 // Completed children keep their result; pruned ones stay pruned; a child
@@ -86,9 +104,9 @@ impl Live {
             }
             self.emit(EventKind::NodeAdded {
                 node: id.clone(),
-                template,
+                template: template.clone(),
                 parent: Some(parent.clone()),
-                input,
+                input: input.clone(),
             })?;
             self.activate(&id, 0)?;
         }
@@ -102,18 +120,22 @@ impl Live {
         let attempt = n.attempt;
         let failed = n.state == Some(NodeState::Failed);
         let is_static = o < self.core.graph.nodes.len();
-        let extra = self.core.extra_edges.get(&o).cloned().unwrap_or_default();
+        let extra = match self.core.extra_edges.get(&o) {
+            Some(e) => e.clone(),
+            None => Vec::new(),
+        };
         let (mut targets, reason) = match (failed, n.def.max_attempts, &n.def.on_exhausted) {
-            (true, Some(max), Some(to)) if attempt >= max => {
-                (vec![to.clone()], format!("max_attempts ({max}) reached"))
-            }
+            (true, Some(max), Some(to)) if attempt >= max => (
+                vec![to.clone()],
+                Cow::Owned(format!("max_attempts ({max}) reached")),
+            ),
             _ => match is_static.then(|| self.core.graph.edge(&id)).flatten() {
-                None if extra.is_empty() && failed => (Vec::new(), NO_FAILURE_ROUTE.to_owned()),
+                None if extra.is_empty() && failed => (Vec::new(), Cow::Borrowed(NO_FAILURE_ROUTE)),
                 None if extra.is_empty() => return Ok(()),
-                None => (extra, "always".to_owned()),
+                None => (extra, Cow::Borrowed("always")),
                 Some(Edge::Always(t)) => (
                     t.iter().cloned().chain(extra).collect(),
-                    "always".to_owned(),
+                    Cow::Borrowed("always"),
                 ),
                 Some(Edge::Outcome { success, failure }) => {
                     let (t, r) = if failed {
@@ -121,7 +143,7 @@ impl Live {
                     } else {
                         (success, "success")
                     };
-                    (t.iter().cloned().chain(extra).collect(), r.to_owned())
+                    (t.iter().cloned().chain(extra).collect(), Cow::Borrowed(r))
                 }
                 Some(Edge::Conditional { router, targets }) => {
                     let ctx = RouteContext {
@@ -148,7 +170,7 @@ impl Live {
                     }
                     (
                         chosen.into_iter().chain(extra).collect(),
-                        "router".to_owned(),
+                        Cow::Borrowed("router"),
                     )
                 }
             },
@@ -209,7 +231,8 @@ impl Live {
 
     /// Activates each collector whose spawner's latest fan-out is entirely final.
     pub(super) fn fire_collectors(&mut self) -> Result<()> {
-        for c in 0..self.core.graph.nodes.len() {
+        for i in 0..self.core.collectors.len() {
+            let c = self.core.collectors[i];
             let NodeKind::Collector { of, .. } = &self.core.nodes[c].def.kind else {
                 continue;
             };
@@ -231,6 +254,7 @@ impl Live {
 
     /// Records a command and applies it (or records why it cannot apply).
     pub fn command(&mut self, command: Command, reply: Option<CommandReply>) -> Result<()> {
+        self.tick();
         let id = self.core.next_command;
         self.emit(EventKind::CommandReceived {
             id,
@@ -280,7 +304,7 @@ impl Live {
                     }
                 };
                 if delivered && let Some(r) = self.running.get(&o) {
-                    let _ = r.mailbox.send(message);
+                    r.mailbox.send(message);
                 }
                 self.emit(EventKind::MessageQueued {
                     id,
@@ -365,8 +389,7 @@ impl Live {
             match n.state {
                 Some(from @ (NodeState::Ready | NodeState::Running | NodeState::WaitingInput)) => {
                     if let Some(r) = self.running.remove(&c) {
-                        r.cancel.cancel();
-                        r.abort.abort();
+                        r.stop();
                     }
                     self.emit(EventKind::NodeTransition {
                         node: cid,

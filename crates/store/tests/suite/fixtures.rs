@@ -151,21 +151,21 @@ pub fn realistic_run(run: &RunId) -> Vec<Batch> {
                 node: n.clone(),
                 attempt,
                 failure: *failure,
-                result: json!({"stage": node, "attempt": attempt, "passed": !failure, "files": ["src/feature_x.rs", "tests/feature_x.rs"]}),
+                result: json!({"stage": node, "attempt": attempt, "passed": !failure, "files": ["src/feature_x.rs", "tests/feature_x.rs"]}).into(),
                 error: failure.then(|| "simulated failure".to_owned()),
                 writes: vec![
-                    ("current_stage".into(), json!(node)),
+                    ("current_stage".into(), json!(node).into()),
                     (
                         "stage_results".into(),
-                        json!({ *node: {"ok": !failure, "attempt": attempt} }),
+                        json!({ *node: {"ok": !failure, "attempt": attempt} }).into(),
                     ),
                     (
                         "messages".into(),
-                        json!([{"role": "assistant", "stage": node, "content": format!("{node} #{attempt}")}]),
+                        json!([{"role": "assistant", "stage": node, "content": format!("{node} #{attempt}")}]).into(),
                     ),
                 ],
                 counters: vec![],
-                spawns: vec![],
+                spawns: vec![].into(),
             }),
             next(EventKind::NodeTransition {
                 node: n.clone(),

@@ -51,11 +51,14 @@ fn every_kind(run: &RunId) -> Vec<Event> {
             node: n.clone(),
             attempt: 3,
             failure: true,
-            result: json!({"score": 0.25}),
+            result: json!({"score": 0.25}).into(),
             error: Some("boom".into()),
-            writes: vec![("x".into(), json!(1)), ("y".into(), json!("two"))],
+            writes: vec![
+                ("x".into(), json!(1).into()),
+                ("y".into(), json!("two").into()),
+            ],
             counters: vec![("retries".into(), -1)],
-            spawns: vec![("k".into(), "worker".into(), json!({"i": 9}))],
+            spawns: vec![("k".into(), "worker".into(), json!({"i": 9}))].into(),
         },
         EventKind::InterruptRaised {
             node: n.clone(),

@@ -1,0 +1,485 @@
+//! `trellis review <run>`, `trellis undo <run>` and the hidden `trellis sandbox …` helper
+//! that creates a run worktree and edits it through the tools (until agents do).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{BufRead, IsTerminal, Write};
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::{Context, bail};
+use clap::{Args, Subcommand};
+use tokio_util::sync::CancellationToken;
+use trellis_protocol::RunId;
+use trellis_store::{ChangeSetRecord, Store};
+use trellis_tools::git::Git;
+use trellis_tools::review::{
+    self, ChangeSet, FileChange, FileSelection, LineKind, ReviewComment, ReviewOutcome, Selection,
+};
+use trellis_tools::worktree::RunWorktree;
+use trellis_tools::{NonInteractive, Registry, ToolEnv, ToolsConfig, Workspace};
+
+/// `trellis review` arguments.
+#[derive(Debug, Args)]
+pub struct ReviewArgs {
+    /// Run id or a unique prefix of it.
+    pub run: String,
+    /// Approve and apply everything.
+    #[arg(long, conflicts_with_all = ["select", "reject", "request_changes"])]
+    pub approve_all: bool,
+    /// Approve and apply only these: `PATH` (whole file) or `PATH:0,2` (hunks by index);
+    /// repeatable.
+    #[arg(long, value_name = "PATH[:HUNKS]")]
+    pub select: Vec<String>,
+    /// Reject the whole change.
+    #[arg(long)]
+    pub reject: bool,
+    /// Request changes with this comment (repeatable) instead of applying.
+    #[arg(long, value_name = "COMMENT")]
+    pub request_changes: Vec<String>,
+    /// The stage that should address the requested changes.
+    #[arg(long, requires = "request_changes")]
+    pub stage: Option<String>,
+    /// Print JSON: the change set (without a decision flag), or the result.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `trellis undo` arguments.
+#[derive(Debug, Args)]
+pub struct UndoArgs {
+    /// Run id or a unique prefix of it. Undoing an undone run re-applies it.
+    pub run: String,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `trellis sandbox` (hidden): exercise worktrees, tools and review without an agent.
+#[derive(Debug, Subcommand)]
+pub enum SandboxCommand {
+    /// Create a run worktree from the repository's current state; prints the run id.
+    New {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Call one tool in the run's worktree (as role `implementor`, non-interactive).
+    Tool {
+        /// Run id or prefix.
+        run: String,
+        /// Tool name.
+        tool: String,
+        /// JSON arguments.
+        args: String,
+        /// Approve what the policy would ask about (otherwise it is denied).
+        #[arg(long)]
+        yes: bool,
+    },
+    /// Commit the worktree's changes on the run's branch.
+    Commit {
+        /// Run id or prefix.
+        run: String,
+        /// The stage named in the commit message.
+        #[arg(long, default_value = "manual")]
+        stage: String,
+        /// Summary line.
+        #[arg(long, default_value = "changes")]
+        message: String,
+    },
+    /// Print every tool's name, description and input schema as JSON.
+    Tools,
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+/// Loads the run's change set (after finishing any interrupted apply).
+fn load(store: &Store, run: &str) -> anyhow::Result<(ChangeSetRecord, ChangeSet)> {
+    let rec = store
+        .change_set(run)
+        .with_context(|| format!("no change set for run `{run}`"))?;
+    review::recover(store, Path::new(&rec.repo))?;
+    let wt = RunWorktree::from_record(&rec);
+    let head = wt.head()?;
+    let set = review::load(&Git::new(&rec.repo), &rec.run_id, &rec.base_commit, &head)?;
+    Ok((rec, set))
+}
+
+/// `trellis review`.
+pub fn review(args: ReviewArgs, store: Store) -> anyhow::Result<ExitCode> {
+    let (rec, set) = load(&store, &args.run)?;
+    let decided = args.approve_all
+        || !args.select.is_empty()
+        || args.reject
+        || !args.request_changes.is_empty();
+    if args.json && !decided {
+        println!("{}", serde_json::to_string_pretty(&set)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let color =
+        !args.json && std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+    let outcome = if args.approve_all {
+        ReviewOutcome::Approved {
+            selection: Selection::all(&set),
+            partial: false,
+        }
+    } else if !args.select.is_empty() {
+        let selection = parse_selection(&args.select, &set)?;
+        ReviewOutcome::Approved {
+            partial: selection != Selection::all(&set),
+            selection,
+        }
+    } else if args.reject {
+        ReviewOutcome::Rejected { reason: None }
+    } else if !args.request_changes.is_empty() {
+        ReviewOutcome::ChangesRequested {
+            comments: args
+                .request_changes
+                .iter()
+                .map(|c| ReviewComment {
+                    path: None,
+                    hunk: None,
+                    body: c.clone(),
+                })
+                .collect(),
+            stage: args.stage.clone(),
+        }
+    } else {
+        if set.files.is_empty() {
+            println!("run {} changed nothing.", rec.run_id.short());
+            return Ok(ExitCode::SUCCESS);
+        }
+        if !std::io::stdin().is_terminal() {
+            bail!(
+                "stdin is not a terminal: use --approve-all, --select, --reject, --request-changes or --json"
+            );
+        }
+        interactive(&set, color)?
+    };
+    match &outcome {
+        ReviewOutcome::Approved { selection, .. } => {
+            if selection.is_empty(&set) {
+                review::record_outcome(
+                    &store,
+                    &rec,
+                    &ReviewOutcome::Rejected {
+                        reason: Some("nothing approved".into()),
+                    },
+                )?;
+                println!("nothing approved; the change was rejected.");
+                return Ok(ExitCode::SUCCESS);
+            }
+            let report = review::apply(&store, &rec, &set, selection)?;
+            let _ = RunWorktree::from_record(&rec).remove();
+            if args.json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(
+                        &serde_json::json!({"outcome": outcome, "applied": report})
+                    )?
+                );
+            } else {
+                for (path, what) in &report.files {
+                    println!("{what:>16}  {path}");
+                }
+                println!(
+                    "applied run {} ({} file(s)); `trellis undo {}` reverses it.",
+                    rec.run_id.short(),
+                    report.files.len(),
+                    rec.run_id.short()
+                );
+            }
+        }
+        other => {
+            review::record_outcome(&store, &rec, other)?;
+            if matches!(other, ReviewOutcome::Rejected { .. }) {
+                let _ = RunWorktree::from_record(&rec).remove();
+            }
+            if args.json {
+                println!("{}", serde_json::to_string_pretty(other)?);
+            } else {
+                println!("recorded: {}", other.code());
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn parse_selection(specs: &[String], set: &ChangeSet) -> anyhow::Result<Selection> {
+    let mut files = BTreeMap::new();
+    for spec in specs {
+        let (path, hunks) = match spec.rsplit_once(':') {
+            Some((p, h)) if set.files.iter().any(|f| f.path == p) => (p, Some(h)),
+            _ => (spec.as_str(), None),
+        };
+        let Some(file) = set.files.iter().find(|f| f.path == path) else {
+            bail!(
+                "`{path}` is not part of this change (changed files: {})",
+                set.files
+                    .iter()
+                    .map(|f| f.path.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        };
+        let sel = match hunks {
+            None => FileSelection::All,
+            Some(h) => {
+                let mut set = BTreeSet::new();
+                for n in h.split(',').filter(|s| !s.is_empty()) {
+                    let i: usize = n
+                        .trim()
+                        .parse()
+                        .with_context(|| format!("bad hunk index `{n}` in `{spec}`"))?;
+                    if i >= file.hunks.len() {
+                        bail!(
+                            "`{path}` has {} hunk(s) (0..{}); `{i}` does not exist",
+                            file.hunks.len(),
+                            file.hunks.len()
+                        );
+                    }
+                    set.insert(i);
+                }
+                FileSelection::Hunks(set)
+            }
+        };
+        files.insert(path.to_owned(), sel);
+    }
+    Ok(Selection { files })
+}
+
+struct Paint(bool);
+
+impl Paint {
+    fn c(&self, code: &str, s: &str) -> String {
+        if self.0 {
+            format!("\x1b[{code}m{s}\x1b[0m")
+        } else {
+            s.to_owned()
+        }
+    }
+}
+
+/// Prints one file's header and returns the painter.
+fn print_file(f: &FileChange, p: &Paint) {
+    println!(
+        "{}",
+        p.c(
+            "1",
+            &format!(
+                "── {} ({:?}, +{} -{})",
+                f.path, f.status, f.additions, f.deletions
+            )
+        )
+    );
+    if f.old_mode != f.new_mode && f.old_mode.is_some() && f.new_mode.is_some() {
+        println!(
+            "   mode {:o} → {:o}",
+            f.old_mode.unwrap_or(0),
+            f.new_mode.unwrap_or(0)
+        );
+    }
+}
+
+fn print_hunk(h: &review::Hunk, p: &Paint) {
+    println!(
+        "{}",
+        p.c(
+            "36",
+            &format!(
+                "@@ -{},{} +{},{} @@  (hunk {})",
+                h.old_start, h.old_lines, h.new_start, h.new_lines, h.index
+            )
+        )
+    );
+    for l in &h.lines {
+        match l.kind {
+            LineKind::Added => println!("{}", p.c("32", &format!("+{}", l.text))),
+            LineKind::Removed => println!("{}", p.c("31", &format!("-{}", l.text))),
+            LineKind::Context => println!(" {}", l.text),
+        }
+    }
+}
+
+fn ask(prompt: &str) -> anyhow::Result<String> {
+    print!("{prompt}");
+    std::io::stdout().flush()?;
+    let mut line = String::new();
+    if std::io::stdin().lock().read_line(&mut line)? == 0 {
+        anyhow::bail!("input ended before the review was finished; nothing was applied");
+    }
+    Ok(line.trim().to_lowercase())
+}
+
+/// Per-hunk prompts: y/n, a/d for the rest of the file, q to stop, c to request changes.
+fn interactive(set: &ChangeSet, color: bool) -> anyhow::Result<ReviewOutcome> {
+    let p = Paint(color);
+    let mut files = BTreeMap::new();
+    'files: for f in &set.files {
+        print_file(f, &p);
+        let mut approved = BTreeSet::new();
+        let n = f.hunks.len().max(1);
+        let mut i = 0;
+        while i < n {
+            if let Some(h) = f.hunks.get(i) {
+                print_hunk(h, &p);
+            }
+            let answer = ask(&format!(
+                "Apply this hunk ({}/{n}) [y,n,a=rest of file,d=skip rest of file,q=stop,c=request changes,?]? ",
+                i + 1
+            ))?;
+            match answer.as_str() {
+                "y" => {
+                    approved.insert(i);
+                }
+                "n" => {}
+                "a" => {
+                    approved.extend(i..n);
+                    break;
+                }
+                "d" => break,
+                "q" => {
+                    files.insert(f.path.clone(), FileSelection::Hunks(approved));
+                    break 'files;
+                }
+                "c" => {
+                    let body = ask("Comment for the agent: ")?;
+                    let stage = ask("Stage to address it (empty: let the workflow decide): ")?;
+                    return Ok(ReviewOutcome::ChangesRequested {
+                        comments: vec![ReviewComment {
+                            path: Some(f.path.clone()),
+                            hunk: Some(i),
+                            body,
+                        }],
+                        stage: (!stage.is_empty()).then_some(stage),
+                    });
+                }
+                _ => {
+                    println!(
+                        "y apply, n skip, a apply this and the rest of the file, d skip the rest of the file, q stop (skip everything left), c request changes"
+                    );
+                    continue;
+                }
+            }
+            i += 1;
+        }
+        files.insert(f.path.clone(), FileSelection::Hunks(approved));
+    }
+    // Hunk-less files (mode-only changes) count as approved when index 0 was.
+    let selection = Selection {
+        files: files
+            .into_iter()
+            .map(|(k, v)| match v {
+                FileSelection::Hunks(h)
+                    if set.files.iter().any(|f| f.path == k && f.hunks.is_empty())
+                        && h.contains(&0) =>
+                {
+                    (k, FileSelection::All)
+                }
+                other => (k, other),
+            })
+            .collect(),
+    };
+    Ok(ReviewOutcome::Approved {
+        partial: selection != Selection::all(set),
+        selection,
+    })
+}
+
+/// `trellis undo`.
+pub fn undo(args: UndoArgs, store: Store) -> anyhow::Result<ExitCode> {
+    let rec = store
+        .change_set(&args.run)
+        .with_context(|| format!("no change set for run `{}`", args.run))?;
+    let report = review::undo(&store, &rec)?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        println!(
+            "{} of run {}: restored {} file(s): {}",
+            report.kind,
+            rec.run_id.short(),
+            report.files.len(),
+            report.files.join(", ")
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `trellis sandbox`.
+pub async fn sandbox(cmd: SandboxCommand, repo: &Path, store: Store) -> anyhow::Result<ExitCode> {
+    match cmd {
+        SandboxCommand::New { json } => {
+            let run = RunId::new();
+            let wt = RunWorktree::create(repo, &run)?;
+            store.put_change_set(wt.record(now_ms()))?;
+            if json {
+                println!(
+                    "{}",
+                    serde_json::json!({"run": run, "worktree": wt.path, "branch": wt.branch, "base": wt.base})
+                );
+            } else {
+                println!(
+                    "{run}\n  worktree {}\n  branch   {}\n  base     {}",
+                    wt.path.display(),
+                    wt.branch,
+                    wt.base
+                );
+            }
+        }
+        SandboxCommand::Tool {
+            run,
+            tool,
+            args,
+            yes,
+        } => {
+            let rec = store.change_set(&run)?;
+            let wt = RunWorktree::from_record(&rec);
+            let config = Arc::new(ToolsConfig::default());
+            let ws = Workspace::new(&wt.path, &config.secrets)?;
+            let mut env = ToolEnv::new(
+                ws,
+                config.clone(),
+                Arc::new(NonInteractive { approve: yes }),
+            );
+            env.run = Some(rec.run_id.clone());
+            env.node = Some("sandbox".into());
+            env.base_commit = Some(rec.base_commit.clone());
+            let args: serde_json::Value =
+                serde_json::from_str(&args).context("tool arguments must be JSON")?;
+            let store = Arc::new(store);
+            let registry = Registry::builtin(&config.roles).with_sink(store.clone());
+            let result = registry
+                .call(&env, "implementor", &tool, args, CancellationToken::new())
+                .await;
+            store.flush()?;
+            println!("{}", result.content);
+            return Ok(if result.is_error {
+                ExitCode::FAILURE
+            } else {
+                ExitCode::SUCCESS
+            });
+        }
+        SandboxCommand::Commit {
+            run,
+            stage,
+            message,
+        } => {
+            let rec = store.change_set(&run)?;
+            match RunWorktree::from_record(&rec).commit(&stage, &message)? {
+                Some(c) => println!("{c}"),
+                None => println!("nothing to commit"),
+            }
+        }
+        SandboxCommand::Tools => {
+            let registry = Registry::builtin(&BTreeMap::new());
+            println!("{}", serde_json::to_string_pretty(&registry.specs())?);
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

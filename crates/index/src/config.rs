@@ -1,0 +1,138 @@
+//! Index configuration (`[index]` in the layered Trellis configuration). Every field is
+//! optional; [`IndexConfig::default`] is what the CLI uses when nothing is configured.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+/// Directories and files never indexed, in addition to `.gitignore` rules: dependency trees,
+/// version-control metadata, build outputs, caches and lockfiles.
+pub const DEFAULT_EXCLUDES: &[&str] = &[
+    "**/node_modules/**",
+    "**/.git/**",
+    "**/.hg/**",
+    "**/.svn/**",
+    "**/.trellis/**",
+    "**/target/**",
+    "**/build/**",
+    "**/dist/**",
+    "**/out/**",
+    "**/.next/**",
+    "**/.nuxt/**",
+    "**/__pycache__/**",
+    "**/.venv/**",
+    "**/venv/**",
+    "**/.tox/**",
+    "**/.mypy_cache/**",
+    "**/.pytest_cache/**",
+    "**/.gradle/**",
+    "**/.idea/**",
+    "**/coverage/**",
+    "**/*.min.js",
+    "**/*.min.css",
+    "**/*.map",
+    "**/*.lock",
+    "**/package-lock.json",
+    "**/pnpm-lock.yaml",
+    "**/go.sum",
+];
+
+/// Configuration of the workspace index.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct IndexConfig {
+    /// Extra globs (gitignore-style `**` allowed, relative to the workspace root) to exclude.
+    pub exclude: Vec<String>,
+    /// Files larger than this many bytes are not indexed.
+    pub max_file_bytes: u64,
+    /// Dense embeddings.
+    pub embedding: EmbeddingConfig,
+    /// Hybrid search weights.
+    pub search: SearchConfig,
+}
+
+impl Default for IndexConfig {
+    fn default() -> Self {
+        IndexConfig {
+            exclude: Vec::new(),
+            max_file_bytes: 1_000_000,
+            embedding: EmbeddingConfig::default(),
+            search: SearchConfig::default(),
+        }
+    }
+}
+
+/// Which embedding backend computes vectors.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EmbeddingBackend {
+    /// all-MiniLM-L6-v2 run in-process (fetched once into the model cache).
+    #[default]
+    Local,
+    /// An OpenAI-compatible `/v1/embeddings` endpoint (Ollama, vLLM, llama.cpp server, OpenAI).
+    Openai,
+    /// No embeddings: BM25 only.
+    None,
+}
+
+/// Embedding configuration.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct EmbeddingConfig {
+    /// The backend.
+    pub backend: EmbeddingBackend,
+    /// Endpoint base URL including `/v1` (for `openai`), e.g. `http://127.0.0.1:11434/v1`.
+    pub base_url: Option<String>,
+    /// Model name sent to the endpoint (for `openai`), e.g. `nomic-embed-text`.
+    pub model: Option<String>,
+    /// Name of the environment variable holding the endpoint's API key (never the key itself).
+    pub api_key_env: Option<String>,
+    /// Texts per embedding call.
+    pub batch_size: usize,
+    /// Where downloaded models are cached (default `~/.cache/trellis/models`).
+    pub cache_dir: Option<PathBuf>,
+    /// Threads for the local model (default: all cores).
+    pub threads: Option<usize>,
+}
+
+impl Default for EmbeddingConfig {
+    fn default() -> Self {
+        EmbeddingConfig {
+            backend: EmbeddingBackend::Local,
+            base_url: None,
+            model: None,
+            api_key_env: None,
+            batch_size: 32,
+            cache_dir: None,
+            threads: None,
+        }
+    }
+}
+
+/// Hybrid search configuration.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SearchConfig {
+    /// Weight of the BM25 ranking in reciprocal rank fusion.
+    pub bm25_weight: f32,
+    /// Weight of the vector ranking in reciprocal rank fusion.
+    pub vector_weight: f32,
+    /// The RRF constant `k` in `weight / (k + rank)`.
+    pub rrf_k: f32,
+    /// Candidates taken from each ranking before fusion.
+    pub candidates: usize,
+    /// Cosine similarity above which two chunks count as duplicates.
+    pub dedup_cosine: f32,
+}
+
+impl Default for SearchConfig {
+    fn default() -> Self {
+        SearchConfig {
+            bm25_weight: 1.0,
+            vector_weight: 1.0,
+            rrf_k: 60.0,
+            candidates: 100,
+            dedup_cosine: 0.95,
+        }
+    }
+}

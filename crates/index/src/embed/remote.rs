@@ -1,0 +1,139 @@
+//! An OpenAI-compatible `/v1/embeddings` endpoint (OpenAI, Ollama, vLLM, llama.cpp server).
+
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::{Embedder, check_shape};
+use crate::config::EmbeddingConfig;
+use crate::error::{Error, Result};
+use crate::vectors::normalize;
+
+/// Calls `POST {base_url}/embeddings` with `{"model", "input": [...]}`.
+pub struct RemoteEmbedder {
+    url: String,
+    model: String,
+    api_key: Option<String>,
+    agent: ureq::Agent,
+    dim: OnceLock<usize>,
+}
+
+impl std::fmt::Debug for RemoteEmbedder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RemoteEmbedder")
+            .field("url", &self.url)
+            .field("model", &self.model)
+            .finish_non_exhaustive()
+    }
+}
+
+#[derive(Deserialize)]
+struct Response {
+    data: Vec<Item>,
+}
+
+#[derive(Deserialize)]
+struct Item {
+    #[serde(default)]
+    index: Option<usize>,
+    embedding: Vec<f32>,
+}
+
+impl RemoteEmbedder {
+    /// Builds the client from configuration (`base_url` and `model` are required; the API key
+    /// is read from the environment variable named by `api_key_env`, if set).
+    pub fn new(config: &EmbeddingConfig) -> Result<Self> {
+        let base = config.base_url.as_deref().ok_or_else(|| {
+            Error::Config("embedding.base_url is required for backend \"openai\"".into())
+        })?;
+        let model = config.model.clone().ok_or_else(|| {
+            Error::Config("embedding.model is required for backend \"openai\"".into())
+        })?;
+        let api_key = match &config.api_key_env {
+            Some(var) => Some(std::env::var(var).map_err(|_| {
+                Error::Config(format!(
+                    "embedding.api_key_env names `{var}`, which is not set in the environment"
+                ))
+            })?),
+            None => None,
+        };
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .timeout_global(Some(Duration::from_secs(120)))
+            .http_status_as_error(false)
+            .build()
+            .into();
+        Ok(RemoteEmbedder {
+            url: format!("{}/embeddings", base.trim_end_matches('/')),
+            model,
+            api_key,
+            agent,
+            dim: OnceLock::new(),
+        })
+    }
+
+    fn call(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
+        let err = |message: String| Error::Endpoint {
+            url: self.url.clone(),
+            message,
+        };
+        let body = serde_json::json!({ "model": self.model, "input": texts });
+        let mut req = self.agent.post(&self.url);
+        if let Some(k) = &self.api_key {
+            req = req.header("Authorization", &format!("Bearer {k}"));
+        }
+        let mut resp = req.send_json(&body).map_err(|e| err(e.to_string()))?;
+        let status = resp.status().as_u16();
+        let text = resp
+            .body_mut()
+            .read_to_string()
+            .map_err(|e| err(e.to_string()))?;
+        if status >= 400 {
+            let snippet: String = text.chars().take(300).collect();
+            return Err(err(format!("HTTP {status}: {snippet}")));
+        }
+        let parsed: Response =
+            serde_json::from_str(&text).map_err(|e| err(format!("unexpected body: {e}")))?;
+        let mut items = parsed.data;
+        if items.iter().all(|i| i.index.is_some()) {
+            items.sort_by_key(|i| i.index);
+        }
+        let mut out: Vec<Vec<f32>> = items.into_iter().map(|i| i.embedding).collect();
+        check_shape(&out, texts.len(), &self.url)?;
+        for v in &mut out {
+            normalize(v);
+        }
+        Ok(out)
+    }
+}
+
+impl Embedder for RemoteEmbedder {
+    fn id(&self) -> String {
+        format!("openai:{}:{}", self.url, self.model)
+    }
+
+    fn dim(&self) -> usize {
+        if let Some(d) = self.dim.get() {
+            return *d;
+        }
+        // Probe once: the dimension is whatever the endpoint returns.
+        match self.call(&["dimension probe"]) {
+            Ok(v) => *self.dim.get_or_init(|| v.first().map_or(0, Vec::len)),
+            Err(e) => {
+                tracing::warn!("embedding endpoint probe failed: {e}");
+                0
+            }
+        }
+    }
+
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
+        if texts.is_empty() {
+            return Ok(Vec::new());
+        }
+        let out = self.call(texts)?;
+        if let Some(d) = out.first().map(Vec::len) {
+            let _ = self.dim.set(d);
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,531 @@
+//! The workspace index: one per workspace under `<root>/.trellis/index/`, updated
+//! incrementally by content hash, in committed batches so that an interrupted run resumes.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::Instant;
+
+use rayon::prelude::*;
+use serde::Serialize;
+
+use crate::analyze::{FileAnalysis, analyze};
+use crate::bm25::Bm25;
+use crate::chunk::Chunk;
+use crate::config::IndexConfig;
+use crate::embed::Embedder;
+use crate::error::{Error, Result};
+use crate::lang::Lang;
+use crate::meta::{Counts, FileRecord, FileState, Meta};
+use crate::scan::{self, Excludes, ScannedFile};
+use crate::vectors::{VectorFile, VectorIndex};
+
+/// Which files an update covers.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Scope {
+    /// Every indexable file: code parsed into symbols, documents into sections.
+    #[default]
+    All,
+    /// Documents only (Markdown, reStructuredText, text); code files are neither parsed nor
+    /// touched — what document workflows (`ast_parsing: false`) need.
+    Documents,
+}
+
+/// A progress report during an update.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Progress {
+    /// The walk found this many candidate files.
+    Scanned {
+        /// Files found.
+        files: usize,
+        /// Files whose size or modification time changed (to be read and hashed).
+        stale: usize,
+    },
+    /// Files processed so far.
+    Parsed {
+        /// Done.
+        done: usize,
+        /// Of.
+        total: usize,
+    },
+    /// Chunks embedded so far.
+    Embedded {
+        /// Done.
+        done: u64,
+        /// Of.
+        total: u64,
+    },
+}
+
+/// Options of [`Index::update`].
+#[derive(Default)]
+pub struct UpdateOptions<'a> {
+    /// Which files.
+    pub scope: Scope,
+    /// Also compute missing embeddings (needs an embedder).
+    pub embed: bool,
+    /// Called with progress reports.
+    pub progress: Option<&'a (dyn Fn(Progress) + Sync)>,
+    /// Set to stop at the next batch boundary (the index stays consistent).
+    pub cancel: Option<&'a AtomicBool>,
+    /// Files per committed batch (default 4000).
+    pub batch_files: Option<usize>,
+}
+
+/// What an update did.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct UpdateStats {
+    /// Files found by the walk.
+    pub files_seen: usize,
+    /// Files read, hashed and (if their content changed) re-parsed.
+    pub files_read: usize,
+    /// Files whose content changed and were re-parsed and re-indexed.
+    pub files_indexed: usize,
+    /// Files removed from the index.
+    pub files_removed: usize,
+    /// Chunks written.
+    pub chunks_written: usize,
+    /// Embeddings computed.
+    pub embedded: u64,
+    /// Wall time of the walk, ms.
+    pub scan_ms: u64,
+    /// Wall time of reading, parsing and indexing, ms.
+    pub index_ms: u64,
+    /// Wall time of embedding, ms.
+    pub embed_ms: u64,
+    /// Totals after the update.
+    pub files: u64,
+    /// Symbol chunks after the update.
+    pub symbols: u64,
+    /// Document sections after the update.
+    pub sections: u64,
+    /// All chunks after the update.
+    pub chunks: u64,
+    /// Chunks with an embedding after the update.
+    pub chunks_embedded: u64,
+}
+
+/// A workspace index.
+pub struct Index {
+    root: PathBuf,
+    dir: PathBuf,
+    config: IndexConfig,
+    excludes: Excludes,
+    pub(crate) meta: Meta,
+    pub(crate) bm25: Bm25,
+    pub(crate) embedder: Option<Box<dyn Embedder>>,
+    vectors: RwLock<Option<Arc<VectorIndex>>>,
+}
+
+impl std::fmt::Debug for Index {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Index")
+            .field("root", &self.root)
+            .field("dir", &self.dir)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The index directory of a workspace.
+pub fn index_dir(root: &Path) -> PathBuf {
+    root.join(".trellis").join("index")
+}
+
+struct Processed {
+    file: ScannedFile,
+    hash: i64,
+    analysis: Option<FileAnalysis>,
+}
+
+impl Index {
+    /// Opens (creating if needed) the index of the workspace at `root`. No embedder is
+    /// attached; see [`Index::set_embedder`].
+    pub fn open(root: &Path, config: IndexConfig) -> Result<Self> {
+        let canonical = root.canonicalize().map_err(|e| Error::io(root, e))?;
+        let dir = index_dir(&canonical);
+        Self::open_at(&canonical, &dir, config)
+    }
+
+    /// Opens an index of `root` stored in `dir` instead of `<root>/.trellis/index` (for
+    /// read-only trees and benchmarks).
+    pub fn open_at(root: &Path, dir: &Path, config: IndexConfig) -> Result<Self> {
+        let root = root.canonicalize().map_err(|e| Error::io(root, e))?;
+        let dir = dir.to_path_buf();
+        std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+        let meta = Meta::open(&dir.join("meta.db"))?;
+        let bm25 = Bm25::open(&dir.join("tantivy"))?;
+        let excludes = Excludes::new(&config)?;
+        Ok(Index {
+            root,
+            dir,
+            config,
+            excludes,
+            meta,
+            bm25,
+            embedder: None,
+            vectors: RwLock::new(None),
+        })
+    }
+
+    /// The workspace root.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &IndexConfig {
+        &self.config
+    }
+
+    /// Attaches an embedder (vectors from a different model are discarded at the next update).
+    pub fn set_embedder(&mut self, embedder: Box<dyn Embedder>) {
+        self.embedder = Some(embedder);
+        self.invalidate_vectors();
+    }
+
+    /// The attached embedder.
+    pub fn embedder(&self) -> Option<&dyn Embedder> {
+        self.embedder.as_deref()
+    }
+
+    /// Whether embeddings have been computed for this index (by any model).
+    pub fn has_embeddings(&self) -> Result<bool> {
+        Ok(self.meta.get("embedding_model")?.is_some())
+    }
+
+    /// Summary counts.
+    pub fn counts(&self) -> Result<Counts> {
+        self.meta.counts()
+    }
+
+    /// Brings the index up to date with the workspace.
+    pub fn update(&mut self, opts: &UpdateOptions<'_>) -> Result<UpdateStats> {
+        let t0 = Instant::now();
+        let scanned = scan::scan(&self.root, &self.excludes)?;
+        let scanned: Vec<ScannedFile> = scanned
+            .into_iter()
+            .filter(|f| in_scope(opts.scope, &f.path))
+            .collect();
+        let mut states = self.meta.file_states()?;
+        // Files of an interrupted batch: their full-text documents may not match the
+        // recorded hash, so forget the hash and index them again.
+        for p in self.meta.pending()? {
+            if let Some(s) = states.get_mut(&p) {
+                s.hash = 0;
+                s.mtime_ns = -1;
+            }
+        }
+        let seen: HashSet<&str> = scanned.iter().map(|f| f.path.as_str()).collect();
+        let removed: Vec<String> = states
+            .keys()
+            .filter(|p| in_scope(opts.scope, p) && !seen.contains(p.as_str()))
+            .cloned()
+            .collect();
+        let stale: Vec<ScannedFile> = scanned
+            .iter()
+            .filter(|f| {
+                states
+                    .get(&f.path)
+                    .is_none_or(|s| s.size != f.size || s.mtime_ns != f.mtime_ns)
+            })
+            .cloned()
+            .collect();
+        let mut stats = UpdateStats {
+            files_seen: scanned.len(),
+            scan_ms: t0.elapsed().as_millis() as u64,
+            ..UpdateStats::default()
+        };
+        if let Some(p) = opts.progress {
+            p(Progress::Scanned {
+                files: scanned.len(),
+                stale: stale.len(),
+            });
+        }
+        let t1 = Instant::now();
+        self.process(&stale, removed, &states, opts, &mut stats)?;
+        stats.index_ms = t1.elapsed().as_millis() as u64;
+        if opts.embed {
+            let t2 = Instant::now();
+            stats.embedded = self.embed_pending(opts)?;
+            stats.embed_ms = t2.elapsed().as_millis() as u64;
+        }
+        self.fill_totals(&mut stats)?;
+        Ok(stats)
+    }
+
+    /// Re-indexes just these paths (relative to the root or absolute), without a walk: the
+    /// fast path for editors and watchers. Deleted or now-excluded paths are removed.
+    pub fn update_paths(&mut self, paths: &[&str], embed: bool) -> Result<UpdateStats> {
+        let t1 = Instant::now();
+        let mut stale = Vec::new();
+        let mut removed = Vec::new();
+        let mut states = HashMap::new();
+        for p in paths {
+            let rel = self.relative(p);
+            if let Some(st) = self.meta.file_state(&rel)? {
+                states.insert(rel.clone(), st);
+            }
+            match scan::stat(&self.root, &rel, &self.excludes) {
+                Some(f) => stale.push(f),
+                None => removed.push(rel),
+            }
+        }
+        let mut stats = UpdateStats {
+            files_seen: stale.len(),
+            ..UpdateStats::default()
+        };
+        let opts = UpdateOptions {
+            embed,
+            ..UpdateOptions::default()
+        };
+        self.process(&stale, removed, &states, &opts, &mut stats)?;
+        stats.index_ms = t1.elapsed().as_millis() as u64;
+        if embed {
+            stats.embedded = self.embed_pending(&opts)?;
+        }
+        Ok(stats)
+    }
+
+    fn relative(&self, p: &str) -> String {
+        let path = Path::new(p);
+        let rel = path.strip_prefix(&self.root).unwrap_or(path);
+        rel.to_string_lossy().replace('\\', "/")
+    }
+
+    fn fill_totals(&self, stats: &mut UpdateStats) -> Result<()> {
+        let c = self.meta.counts()?;
+        stats.files = c.files;
+        stats.symbols = c.symbols;
+        stats.sections = c.sections;
+        stats.chunks = c.chunks;
+        stats.chunks_embedded = c.embedded;
+        Ok(())
+    }
+
+    fn process(
+        &mut self,
+        stale: &[ScannedFile],
+        removed: Vec<String>,
+        states: &HashMap<String, FileState>,
+        opts: &UpdateOptions<'_>,
+        stats: &mut UpdateStats,
+    ) -> Result<()> {
+        let batch = opts.batch_files.unwrap_or(4000).max(1);
+        let mut removed = Some(removed);
+        let mut done = 0;
+        let root = self.root.clone();
+        let batches: Vec<&[ScannedFile]> = if stale.is_empty() {
+            vec![&[]]
+        } else {
+            stale.chunks(batch).collect()
+        };
+        for files in batches {
+            if opts.cancel.is_some_and(|c| c.load(Ordering::Relaxed)) {
+                return Err(Error::Cancelled);
+            }
+            let processed: Vec<Processed> = files
+                .par_iter()
+                .map(|f| process_file(&root, f, states.get(&f.path)))
+                .collect();
+            let removed_now = removed.take().unwrap_or_default();
+            let journal: Vec<&str> = processed
+                .iter()
+                .filter(|p| p.analysis.is_some())
+                .map(|p| p.file.path.as_str())
+                .chain(removed_now.iter().map(String::as_str))
+                .collect();
+            if !journal.is_empty() {
+                self.meta.mark_pending(&journal)?;
+            }
+            for p in &removed_now {
+                self.bm25.delete_path(p)?;
+            }
+            let mut records = Vec::new();
+            let mut touched = Vec::new();
+            for p in &processed {
+                let state = FileState {
+                    hash: p.hash,
+                    size: p.file.size,
+                    mtime_ns: p.file.mtime_ns,
+                };
+                match &p.analysis {
+                    Some(a) => {
+                        self.bm25.delete_path(&p.file.path)?;
+                        for c in &a.chunks {
+                            self.bm25.add(c)?;
+                        }
+                        stats.chunks_written += a.chunks.len();
+                        records.push(FileRecord {
+                            path: &p.file.path,
+                            state,
+                            analysis: a,
+                        });
+                    }
+                    None => touched.push((p.file.path.clone(), state)),
+                }
+            }
+            // Full-text first, then metadata: a crash in between leaves the metadata saying
+            // "stale", and the next run rewrites the file's documents (delete + add).
+            if !records.is_empty() || !removed_now.is_empty() {
+                self.bm25.commit()?;
+            }
+            self.meta.apply(&records, &removed_now, &touched)?;
+            stats.files_read += processed.len();
+            stats.files_indexed += records.len();
+            stats.files_removed += removed_now.len();
+            done += files.len();
+            if let Some(p) = opts.progress {
+                p(Progress::Parsed {
+                    done,
+                    total: stale.len(),
+                });
+            }
+        }
+        if stats.files_indexed > 0 || stats.files_removed > 0 {
+            self.invalidate_vectors();
+        }
+        Ok(())
+    }
+
+    /// Computes embeddings for chunks that lack one; returns how many were computed.
+    pub fn embed_pending(&mut self, opts: &UpdateOptions<'_>) -> Result<u64> {
+        let Some(embedder) = self.embedder.as_deref() else {
+            return Ok(0);
+        };
+        let model_id = embedder.id();
+        let dim = embedder.dim();
+        if dim == 0 {
+            return Err(Error::Embedding(format!("{model_id}: unknown dimension")));
+        }
+        let file = VectorFile::new(&self.dir.join("vectors.f32"), dim);
+        if self.meta.get("embedding_model")?.as_deref() != Some(model_id.as_str()) {
+            self.meta.clear_vectors()?;
+            file.reset()?;
+            self.meta.set("embedding_model", &model_id)?;
+            self.meta.set("embedding_dim", &dim.to_string())?;
+        }
+        let total = self.meta.unembedded_count()?;
+        let mut done = 0u64;
+        let batch = (self.config.embedding.batch_size.max(1) * 8).min(512);
+        loop {
+            if opts.cancel.is_some_and(|c| c.load(Ordering::Relaxed)) {
+                self.invalidate_vectors();
+                return Err(Error::Cancelled);
+            }
+            let chunks = self.meta.unembedded(batch)?;
+            if chunks.is_empty() {
+                break;
+            }
+            let texts: Vec<String> = chunks.iter().map(Chunk::embedding_text).collect();
+            let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+            let vecs = embedder.embed(&refs)?;
+            let first = file.append(&vecs)?;
+            let rows: Vec<(i64, u64)> = chunks
+                .iter()
+                .enumerate()
+                .map(|(i, c)| (c.text_hash(), first + i as u64))
+                .collect();
+            self.meta.add_vectors(&rows)?;
+            done += chunks.len() as u64;
+            if let Some(p) = opts.progress {
+                p(Progress::Embedded { done, total });
+            }
+        }
+        self.invalidate_vectors();
+        Ok(done)
+    }
+
+    fn invalidate_vectors(&self) {
+        if let Ok(mut g) = self.vectors.write() {
+            *g = None;
+        }
+    }
+
+    /// The vector matrix of live chunks (loaded on first use, cached until the next update).
+    pub fn vector_index(&self) -> Result<Option<Arc<VectorIndex>>> {
+        if let Ok(g) = self.vectors.read()
+            && let Some(v) = g.as_ref()
+        {
+            return Ok(Some(v.clone()));
+        }
+        let Some(dim) = self
+            .meta
+            .get("embedding_dim")?
+            .and_then(|d| d.parse::<usize>().ok())
+        else {
+            return Ok(None);
+        };
+        if let (Some(e), Some(model)) = (self.embedder(), self.meta.get("embedding_model")?)
+            && e.id() != model
+        {
+            return Ok(None);
+        }
+        let file = VectorFile::new(&self.dir.join("vectors.f32"), dim);
+        let rows = file.read_all()?;
+        let live = self.meta.live_vectors()?;
+        let vi = Arc::new(VectorIndex::build(dim, &rows, &live));
+        if let Ok(mut g) = self.vectors.write() {
+            *g = Some(vi.clone());
+        }
+        Ok(Some(vi))
+    }
+
+    /// Loads chunks by id.
+    pub fn chunks(&self, ids: &[crate::chunk::ChunkId]) -> Result<Vec<Chunk>> {
+        self.meta.chunks(ids)
+    }
+
+    /// Chunks of one file in line order.
+    pub fn chunks_of(&self, path: &str) -> Result<Vec<Chunk>> {
+        self.meta.chunks_of(path)
+    }
+
+    /// Up to `n` chunk ids, spread evenly over the index (benchmarks, sampling).
+    pub fn sample_chunk_ids(&self, n: usize) -> Result<Vec<crate::chunk::ChunkId>> {
+        self.meta.sample_ids(n)
+    }
+
+    /// A code file with symbols (benchmarks): the first indexed Rust file.
+    pub fn chunks_of_kind_sample(&self) -> Result<Option<String>> {
+        self.meta.first_path_with_lang("rust")
+    }
+
+    /// Releases the full-text writer (its lock and memory); call when done updating.
+    pub fn close_writer(&mut self) -> Result<()> {
+        self.bm25.close_writer()
+    }
+}
+
+fn in_scope(scope: Scope, path: &str) -> bool {
+    match scope {
+        Scope::All => true,
+        Scope::Documents => {
+            let l = Lang::detect(path);
+            l.is_document() || path.to_ascii_lowercase().ends_with(".txt")
+        }
+    }
+}
+
+fn process_file(root: &Path, f: &ScannedFile, old: Option<&FileState>) -> Processed {
+    let bytes = std::fs::read(root.join(&f.path)).unwrap_or_default();
+    let hash = xxhash_rust::xxh3::xxh3_64(&bytes) as i64;
+    if old.is_some_and(|o| o.hash == hash) {
+        return Processed {
+            file: f.clone(),
+            hash,
+            analysis: None,
+        };
+    }
+    let head = &bytes[..bytes.len().min(8192)];
+    let analysis = match std::str::from_utf8(&bytes) {
+        Ok(text) if !head.contains(&0) => analyze(&f.path, text, true),
+        // Binary or not UTF-8: remembered (so it is not re-read) but not indexed.
+        _ => FileAnalysis::default(),
+    };
+    Processed {
+        file: f.clone(),
+        hash,
+        analysis: Some(analysis),
+    }
+}

@@ -1,0 +1,45 @@
+//! Workspace indexing and retrieval for Trellis.
+//!
+//! One index per workspace lives under `<repo>/.trellis/index/`: a SQLite metadata database
+//! (files and content hashes, chunks with attribution, symbols, references), a tantivy
+//! full-text index with a code-aware tokenizer, and a flat file of embeddings.
+//!
+//! - [`Index::update`] walks the workspace (`.gitignore`-aware, default and configured
+//!   exclusions), re-parses only files whose content hash changed, in committed batches.
+//! - Code is parsed with tree-sitter into symbols ([`symbols`]); documents are split into
+//!   heading-scoped sections ([`docs`]); decision records and specifications are recognised.
+//! - [`Index::search`] fuses BM25 and embedding rankings with reciprocal rank fusion.
+//! - [`Index::retrieve`] drives retrieval from a workflow's [`RetrievalStrategyConfig`]:
+//!   rerank, deduplicate, ground against the workspace, pack into a token budget.
+//! - [`Index::repo_map`] renders a PageRank-ranked outline; [`Index::ast_context_map`] exports
+//!   functions, classes and imports as JSON.
+
+pub mod analyze;
+pub mod astmap;
+mod bm25;
+pub mod chunk;
+pub mod config;
+pub mod docs;
+pub mod embed;
+mod error;
+mod index;
+pub mod lang;
+pub mod meta;
+pub mod repomap;
+pub mod retrieve;
+pub mod scan;
+pub mod search;
+pub mod strategy;
+pub mod symbols;
+pub mod tokenize;
+pub mod vectors;
+
+pub use chunk::{Category, Chunk, ChunkId, ChunkKind};
+pub use config::{EmbeddingBackend, EmbeddingConfig, IndexConfig, SearchConfig};
+pub use embed::Embedder;
+pub use error::{Error, Result};
+pub use index::{Index, Progress, Scope, UpdateOptions, UpdateStats, index_dir};
+pub use repomap::{RepoMap, RepoMapRequest};
+pub use retrieve::{Attribution, ContextItem, ContextPack, RetrievalRequest};
+pub use search::{SearchHit, SearchMode, SearchRequest};
+pub use strategy::RetrievalStrategyConfig;

@@ -1,0 +1,365 @@
+//! Context fusion (seed 000 layers 3 and 4): per-source hybrid retrieval driven by a
+//! [`RetrievalStrategyConfig`], reranking, exact and semantic deduplication, a grounding check
+//! against the workspace, and packing into a token budget, with attribution on every item.
+//!
+//! Reranking: no package ships cross-encoder weights, so the default scorer blends the fused
+//! hybrid rank (normalised to 0..1) with the embedding cosine between query and chunk, then
+//! weights by the source's priority and the strategy's hints (see docs/retrieval.md).
+
+use std::collections::{HashMap, HashSet};
+
+use serde::Serialize;
+
+use crate::analyze::join;
+use crate::chunk::{Category, Chunk, ChunkId, ChunkKind, estimate_tokens};
+use crate::error::Result;
+use crate::index::Index;
+use crate::search::{SearchMode, SearchRequest};
+use crate::strategy::{DEFAULT_TOKEN_BUDGET, Priority, RetrievalStrategyConfig, source_categories};
+use crate::vectors::dot;
+
+/// A retrieval for one stage.
+#[derive(Clone, Debug)]
+pub struct RetrievalRequest<'a> {
+    /// The task or question.
+    pub query: String,
+    /// The workflow's strategy.
+    pub strategy: &'a RetrievalStrategyConfig,
+    /// The stage (name or id) whose budget applies.
+    pub stage: Option<String>,
+    /// Overrides the strategy's budget.
+    pub budget_tokens: Option<usize>,
+    /// Candidates per source before fusion (default 50).
+    pub candidates: Option<usize>,
+}
+
+/// Where a context item comes from.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Attribution {
+    /// Path relative to the workspace root.
+    pub path: String,
+    /// First line (1-based).
+    pub start_line: u32,
+    /// Last line (1-based, inclusive).
+    pub end_line: u32,
+    /// Symbol id (qualified name) for code.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub symbol: Option<String>,
+    /// Section path for documents.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub section: Option<String>,
+}
+
+/// One packed piece of context.
+#[derive(Clone, Debug, Serialize)]
+pub struct ContextItem {
+    /// The source that found it (`codebase_semantic_search`, …).
+    pub source: String,
+    /// The source's priority.
+    pub priority: Priority,
+    /// Where it is.
+    pub attribution: Attribution,
+    /// What it is.
+    pub kind: ChunkKind,
+    /// Which corpus.
+    pub category: Category,
+    /// The signature (code).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub signature: String,
+    /// The text, verified against the workspace.
+    pub text: String,
+    /// Estimated tokens.
+    pub tokens: usize,
+    /// Final score.
+    pub score: f32,
+    /// Cosine between query and chunk embeddings, when both exist.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cosine: Option<f32>,
+}
+
+/// Why candidates were left out.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Dropped {
+    /// Same text as a kept item.
+    pub duplicates: usize,
+    /// Inside the line range of a kept item of the same file.
+    pub overlapping: usize,
+    /// Cosine above the threshold with a kept item.
+    pub near_duplicates: usize,
+    /// The text is no longer at that location on disk.
+    pub ungrounded: usize,
+    /// Matched an `avoid` hint.
+    pub avoided: usize,
+    /// Did not fit the remaining budget.
+    pub over_budget: usize,
+}
+
+/// The result of a retrieval.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct ContextPack {
+    /// The budget applied.
+    pub budget_tokens: usize,
+    /// Tokens used.
+    pub used_tokens: usize,
+    /// Packed items, best first.
+    pub items: Vec<ContextItem>,
+    /// Sources named by the strategy that the index does not serve (LSP, web, CVE).
+    pub external_sources: Vec<String>,
+    /// What was dropped and why.
+    pub dropped: Dropped,
+}
+
+struct Candidate {
+    chunk: Chunk,
+    source: String,
+    priority: Priority,
+    score: f32,
+    cosine: Option<f32>,
+}
+
+/// Paths that look like tests.
+pub fn is_test_path(path: &str) -> bool {
+    let p = path.to_ascii_lowercase();
+    let file = p.rsplit('/').next().unwrap_or(&p);
+    p.split('/').any(|s| {
+        matches!(
+            s,
+            "test" | "tests" | "__tests__" | "testing" | "spec" | "testdata"
+        )
+    }) || file.starts_with("test_")
+        || file.contains("_test.")
+        || file.contains(".test.")
+        || file.contains(".spec.")
+        || file.ends_with("test.java")
+        || file.ends_with("tests.rs")
+}
+
+fn hint_factor(hints: &crate::strategy::RetrievalHints, c: &Chunk) -> f32 {
+    let mut f = 1.0;
+    for h in &hints.focus_on {
+        let boost = match h.as_str() {
+            "type_signatures" => matches!(
+                c.kind,
+                ChunkKind::Class | ChunkKind::Interface | ChunkKind::Type | ChunkKind::Enum
+            ),
+            "dependencies" => c.kind == ChunkKind::File,
+            "existing_decisions" => c.category == Category::Decision,
+            "rationale" | "options" | "architectural_implications" => {
+                let n = c.qualified_name.to_ascii_lowercase();
+                [
+                    "rationale",
+                    "option",
+                    "alternative",
+                    "consequence",
+                    "decision",
+                    "trade",
+                ]
+                .iter()
+                .any(|w| n.contains(w))
+            }
+            _ => false,
+        };
+        if boost {
+            f *= 1.2;
+        }
+    }
+    f
+}
+
+fn avoided(hints: &crate::strategy::RetrievalHints, c: &Chunk) -> bool {
+    hints.avoid.iter().any(|a| match a.as_str() {
+        "test_code" => is_test_path(&c.path),
+        "deprecated_patterns" => {
+            let t = c.text.to_ascii_lowercase();
+            t.contains("#[deprecated") || t.contains("@deprecated") || t.contains("deprecated(")
+        }
+        "implementation_details" => c.category == Category::Code,
+        _ => false,
+    })
+}
+
+impl Index {
+    /// Retrieves, reranks, deduplicates, grounds and packs context for a stage.
+    pub fn retrieve(&self, req: &RetrievalRequest<'_>) -> Result<ContextPack> {
+        let strategy = req.strategy;
+        let budget = req
+            .budget_tokens
+            .or_else(|| {
+                strategy
+                    .budget_for(req.stage.as_deref())
+                    .map(|b| b as usize)
+            })
+            .unwrap_or(DEFAULT_TOKEN_BUDGET as usize);
+        let mut pack = ContextPack {
+            budget_tokens: budget,
+            ..ContextPack::default()
+        };
+        if !strategy.enabled || budget == 0 {
+            return Ok(pack);
+        }
+        let ast = strategy.ast_enabled();
+        let mut sources = strategy.sources();
+        if sources.is_empty() {
+            sources = if ast {
+                RetrievalStrategyConfig::code().sources()
+            } else {
+                RetrievalStrategyConfig::docs().sources()
+            };
+        }
+        let qv = self.embed_query(&req.query)?;
+        let vi = if qv.is_some() {
+            self.vector_index()?
+        } else {
+            None
+        };
+        let n = req.candidates.unwrap_or(50);
+        let mut candidates: HashMap<ChunkId, Candidate> = HashMap::new();
+        for src in &sources {
+            if !src.applies_in(req.stage.as_deref()) {
+                continue;
+            }
+            let Some(categories) = source_categories(src, ast) else {
+                pack.external_sources.push(src.source.clone());
+                continue;
+            };
+            let (priority, _) = src.priority();
+            let hits = self.search_with_vector(
+                &SearchRequest {
+                    query: req.query.clone(),
+                    categories,
+                    limit: n,
+                    mode: SearchMode::Hybrid,
+                },
+                qv.as_deref(),
+            )?;
+            let max = hits.first().map_or(1.0, |h| h.score).max(f32::EPSILON);
+            for h in hits {
+                if !ast && h.chunk.kind.is_symbol() {
+                    continue;
+                }
+                if avoided(&strategy.retrieval_hints, &h.chunk) {
+                    pack.dropped.avoided += 1;
+                    continue;
+                }
+                let cosine = match (&qv, &vi) {
+                    (Some(q), Some(v)) => v.get(h.chunk.id).map(|cv| dot(q, cv)),
+                    _ => None,
+                };
+                let base = h.score / max;
+                let blended = match cosine {
+                    Some(c) => 0.5 * base + 0.5 * c.max(0.0),
+                    None => base,
+                };
+                let score =
+                    blended * priority.weight() * hint_factor(&strategy.retrieval_hints, &h.chunk);
+                let keep = candidates.get(&h.chunk.id).is_none_or(|c| c.score < score);
+                if keep {
+                    candidates.insert(
+                        h.chunk.id,
+                        Candidate {
+                            chunk: h.chunk,
+                            source: src.source.clone(),
+                            priority,
+                            score,
+                            cosine,
+                        },
+                    );
+                }
+            }
+        }
+        let mut ranked: Vec<Candidate> = candidates.into_values().collect();
+        ranked.sort_by(|a, b| {
+            b.score
+                .total_cmp(&a.score)
+                .then(a.chunk.id.cmp(&b.chunk.id))
+        });
+        let dedup_cos = self.config().search.dedup_cosine;
+        let mut seen_text: HashSet<i64> = HashSet::new();
+        let mut kept_ranges: Vec<(String, u32, u32)> = Vec::new();
+        let mut kept_vecs: Vec<&[f32]> = Vec::new();
+        let mut files: HashMap<String, Option<String>> = HashMap::new();
+        let mut remaining = budget;
+        for c in ranked {
+            if remaining < 16 {
+                pack.dropped.over_budget += 1;
+                continue;
+            }
+            if !seen_text.insert(c.chunk.text_hash()) {
+                pack.dropped.duplicates += 1;
+                continue;
+            }
+            if kept_ranges.iter().any(|(p, s, e)| {
+                *p == c.chunk.path && *s <= c.chunk.start_line && c.chunk.end_line <= *e
+            }) {
+                pack.dropped.overlapping += 1;
+                continue;
+            }
+            let vec = vi.as_ref().and_then(|v| v.get(c.chunk.id));
+            if let Some(v) = vec
+                && kept_vecs.iter().any(|k| dot(k, v) > dedup_cos)
+            {
+                pack.dropped.near_duplicates += 1;
+                continue;
+            }
+            let tokens = estimate_tokens(&c.chunk.text) + estimate_tokens(&c.chunk.path) + 4;
+            if tokens > remaining {
+                pack.dropped.over_budget += 1;
+                continue;
+            }
+            if !self.grounded(&c.chunk, &mut files) {
+                pack.dropped.ungrounded += 1;
+                continue;
+            }
+            remaining -= tokens;
+            kept_ranges.push((c.chunk.path.clone(), c.chunk.start_line, c.chunk.end_line));
+            if let Some(v) = vec {
+                kept_vecs.push(v);
+            }
+            let ch = c.chunk;
+            let (symbol, section) = if ch.kind == ChunkKind::Section {
+                (None, Some(ch.qualified_name.clone()))
+            } else if ch.kind.is_symbol() {
+                (Some(ch.qualified_name.clone()), None)
+            } else {
+                (None, None)
+            };
+            pack.items.push(ContextItem {
+                source: c.source,
+                priority: c.priority,
+                attribution: Attribution {
+                    path: ch.path.clone(),
+                    start_line: ch.start_line,
+                    end_line: ch.end_line,
+                    symbol,
+                    section,
+                },
+                kind: ch.kind,
+                category: ch.category,
+                signature: ch.signature,
+                text: ch.text,
+                tokens,
+                score: c.score,
+                cosine: c.cosine,
+            });
+        }
+        pack.used_tokens = budget - remaining;
+        Ok(pack)
+    }
+
+    /// Whether the chunk's text is still at its location in the workspace.
+    pub fn is_grounded(&self, chunk: &Chunk) -> bool {
+        self.grounded(chunk, &mut HashMap::new())
+    }
+
+    fn grounded(&self, chunk: &Chunk, files: &mut HashMap<String, Option<String>>) -> bool {
+        let content = files
+            .entry(chunk.path.clone())
+            .or_insert_with(|| std::fs::read_to_string(self.root().join(&chunk.path)).ok());
+        let Some(content) = content else {
+            return false;
+        };
+        let lines: Vec<&str> = content.lines().collect();
+        (chunk.end_line as usize) <= lines.len()
+            && join(&lines, chunk.start_line, chunk.end_line) == chunk.text
+    }
+}

@@ -1,0 +1,169 @@
+//! Hybrid search: BM25 and vector rankings fused with weighted reciprocal rank fusion.
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+
+use crate::chunk::{Category, Chunk, ChunkId};
+use crate::error::Result;
+use crate::index::Index;
+use crate::vectors::VectorIndex;
+
+/// Which rankings to use.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SearchMode {
+    /// BM25 and vectors (vectors only when an embedder and embeddings exist).
+    #[default]
+    Hybrid,
+    /// BM25 only.
+    Bm25,
+    /// Vectors only.
+    Vector,
+}
+
+/// A search.
+#[derive(Clone, Debug, Default)]
+pub struct SearchRequest {
+    /// The query text.
+    pub query: String,
+    /// Restrict to these categories (all when empty).
+    pub categories: Vec<Category>,
+    /// How many results.
+    pub limit: usize,
+    /// Which rankings.
+    pub mode: SearchMode,
+}
+
+/// One result.
+#[derive(Clone, Debug, Serialize)]
+pub struct SearchHit {
+    /// The chunk.
+    pub chunk: Chunk,
+    /// The fused score.
+    pub score: f32,
+    /// 1-based rank in the BM25 list, if present there.
+    pub bm25_rank: Option<usize>,
+    /// 1-based rank in the vector list, if present there.
+    pub vector_rank: Option<usize>,
+    /// Cosine similarity to the query, if known.
+    pub cosine: Option<f32>,
+}
+
+/// Weighted reciprocal rank fusion: `score(d) = Σ wᵢ / (k + rankᵢ(d))` with 1-based ranks.
+/// Returns ids by decreasing fused score (ties keep first-seen order).
+pub fn rrf(lists: &[(&[ChunkId], f32)], k: f32) -> Vec<(ChunkId, f32)> {
+    let mut scores: HashMap<ChunkId, (f32, usize)> = HashMap::new();
+    let mut order = 0;
+    for (ids, weight) in lists {
+        for (rank, id) in ids.iter().enumerate() {
+            let e = scores.entry(*id).or_insert_with(|| {
+                order += 1;
+                (0.0, order)
+            });
+            e.0 += weight / (k + rank as f32 + 1.0);
+        }
+    }
+    let mut out: Vec<(ChunkId, f32, usize)> =
+        scores.into_iter().map(|(id, (s, o))| (id, s, o)).collect();
+    out.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.2.cmp(&b.2)));
+    out.into_iter().map(|(id, s, _)| (id, s)).collect()
+}
+
+impl Index {
+    /// Embeds a query with the attached embedder.
+    pub fn embed_query(&self, query: &str) -> Result<Option<Vec<f32>>> {
+        match self.embedder() {
+            Some(e) => Ok(e.embed(&[query])?.into_iter().next()),
+            None => Ok(None),
+        }
+    }
+
+    /// Runs a search and returns hits with their chunks.
+    pub fn search(&self, req: &SearchRequest) -> Result<Vec<SearchHit>> {
+        let qv = if req.mode == SearchMode::Bm25 {
+            None
+        } else {
+            self.embed_query(&req.query)?
+        };
+        self.search_with_vector(req, qv.as_deref())
+    }
+
+    /// Like [`Index::search`] with a precomputed query embedding.
+    pub fn search_with_vector(
+        &self,
+        req: &SearchRequest,
+        query_vector: Option<&[f32]>,
+    ) -> Result<Vec<SearchHit>> {
+        let vi = match (req.mode, query_vector) {
+            (SearchMode::Bm25, _) | (_, None) => None,
+            _ => self.vector_index()?,
+        };
+        self.search_in(req, query_vector, vi.as_deref())
+    }
+
+    /// Like [`Index::search_with_vector`] against an explicit vector matrix (benchmarks,
+    /// experiments with other embeddings).
+    pub fn search_in(
+        &self,
+        req: &SearchRequest,
+        query_vector: Option<&[f32]>,
+        vector_index: Option<&VectorIndex>,
+    ) -> Result<Vec<SearchHit>> {
+        let cfg = &self.config().search;
+        let n = cfg.candidates.max(req.limit);
+        let bm25 = if req.mode == SearchMode::Vector {
+            Vec::new()
+        } else {
+            self.bm25.search(&req.query, &req.categories, n)?
+        };
+        let vectors = match (req.mode, query_vector, vector_index) {
+            (SearchMode::Bm25, _, _) | (_, None, _) | (_, _, None) => Vec::new(),
+            (_, Some(q), Some(vi)) => vi.search(q, &req.categories, n),
+        };
+        let bm25_ids: Vec<ChunkId> = bm25.iter().map(|x| x.0).collect();
+        let vec_ids: Vec<ChunkId> = vectors.iter().map(|x| x.0).collect();
+        let fused = rrf(
+            &[(&bm25_ids, cfg.bm25_weight), (&vec_ids, cfg.vector_weight)],
+            cfg.rrf_k,
+        );
+        let top: Vec<(ChunkId, f32)> = fused.into_iter().take(req.limit).collect();
+        let ids: Vec<ChunkId> = top.iter().map(|x| x.0).collect();
+        let chunks = self.chunks(&ids)?;
+        let by_id: HashMap<ChunkId, Chunk> = chunks.into_iter().map(|c| (c.id, c)).collect();
+        let cos: HashMap<ChunkId, f32> = vectors.iter().copied().collect();
+        let mut out = Vec::with_capacity(top.len());
+        for (id, score) in top {
+            if let Some(chunk) = by_id.get(&id) {
+                out.push(SearchHit {
+                    chunk: chunk.clone(),
+                    score,
+                    bm25_rank: bm25_ids.iter().position(|x| *x == id).map(|p| p + 1),
+                    vector_rank: vec_ids.iter().position(|x| *x == id).map(|p| p + 1),
+                    cosine: cos.get(&id).copied(),
+                });
+            }
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rrf_rewards_agreement_and_respects_weights() {
+        let a = [ChunkId(1), ChunkId(2), ChunkId(3)];
+        let b = [ChunkId(3), ChunkId(4)];
+        let fused = rrf(&[(&a, 1.0), (&b, 1.0)], 60.0);
+        // 3 is in both lists, so it wins despite rank 3 in `a`.
+        assert_eq!(fused[0].0, ChunkId(3));
+        assert!((fused[0].1 - (1.0 / 63.0 + 1.0 / 61.0)).abs() < 1e-6);
+        assert_eq!(fused[1].0, ChunkId(1));
+        // With the second list weighted to zero, the first list's order is kept.
+        let only_a = rrf(&[(&a, 1.0), (&b, 0.0)], 60.0);
+        let ids: Vec<i64> = only_a.iter().take(3).map(|x| x.0.0).collect();
+        assert_eq!(ids, [1, 2, 3]);
+    }
+}

@@ -1,0 +1,185 @@
+//! Symbol extraction with tree-sitter: definitions (functions, methods, classes, structs, enums,
+//! traits, interfaces, types, constants), imports and identifier references, per file.
+
+mod rules;
+
+use std::collections::HashMap;
+
+use serde::{Deserialize, Serialize};
+use tree_sitter::{Node, Parser, Tree};
+
+use crate::chunk::ChunkKind;
+use crate::lang::Lang;
+
+/// A definition found in a source file.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Symbol {
+    /// What it is.
+    pub kind: ChunkKind,
+    /// Its name.
+    pub name: String,
+    /// Enclosing symbols and the name, joined by the language's separator (`Type::method`).
+    pub qualified_name: String,
+    /// The enclosing symbol's qualified name, empty at top level.
+    pub parent: String,
+    /// The declaration without its body, whitespace collapsed.
+    pub signature: String,
+    /// The parameter list as written.
+    pub params: String,
+    /// The return type as written.
+    pub returns: String,
+    /// The doc comment or docstring, markers stripped.
+    pub doc: String,
+    /// First line (1-based), including the doc comment.
+    pub start_line: u32,
+    /// Last line (1-based, inclusive).
+    pub end_line: u32,
+    /// Whether the symbol contains other definitions (class, impl, trait, module).
+    pub container: bool,
+}
+
+/// An import, include or use declaration.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Import {
+    /// The declaration text, whitespace collapsed.
+    pub text: String,
+    /// Its line (1-based).
+    pub line: u32,
+}
+
+/// Everything extracted from one source file.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct FileSymbols {
+    /// Definitions in document order.
+    pub symbols: Vec<Symbol>,
+    /// Imports in document order.
+    pub imports: Vec<Import>,
+    /// Identifier occurrences that are not the name of a definition in this file, by name.
+    pub refs: HashMap<String, u32>,
+}
+
+thread_local! {
+    static PARSERS: std::cell::RefCell<HashMap<Lang, Parser>> = std::cell::RefCell::new(HashMap::new());
+}
+
+/// Parses `source` as `lang`, reusing a per-thread parser.
+fn parse(lang: Lang, source: &str) -> Option<Tree> {
+    let grammar = lang.grammar()?;
+    PARSERS.with(|cell| {
+        let mut parsers = cell.borrow_mut();
+        let parser = match parsers.entry(lang) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(v) => {
+                let mut p = Parser::new();
+                p.set_language(&grammar).ok()?;
+                v.insert(p)
+            }
+        };
+        parser.parse(source, None)
+    })
+}
+
+/// Extracts definitions, imports and references from a source file. Returns `None` when the
+/// language has no grammar or the parser gives up.
+pub fn extract(lang: Lang, source: &str) -> Option<FileSymbols> {
+    let tree = parse(lang, source)?;
+    let mut out = FileSymbols::default();
+    let mut refs: HashMap<&str, u32> = HashMap::new();
+    let src = source.as_bytes();
+    let sep = lang.path_separator();
+    // (node id, qualified name, is a type container) for the definitions enclosing the
+    // cursor. Namespaces and modules qualify names but do not make functions methods.
+    let mut scopes: Vec<(usize, String, bool)> = Vec::new();
+    let mut cursor = tree.walk();
+    loop {
+        let node = cursor.node();
+        let in_container = scopes.last().is_some_and(|s| s.2);
+        let mut entered = false;
+        if node.is_named() {
+            if let Some(def) = rules::classify(lang, node, src, in_container) {
+                let parent_q = match (&def.explicit_parent, scopes.last()) {
+                    (Some(p), Some(s)) => format!("{}{sep}{p}", s.1),
+                    (Some(p), None) => p.clone(),
+                    (None, Some(s)) => s.1.clone(),
+                    (None, None) => String::new(),
+                };
+                let qualified = if parent_q.is_empty() {
+                    def.name.clone()
+                } else {
+                    format!("{parent_q}{sep}{}", def.name)
+                };
+                let (doc, doc_start) = rules::doc_comment(lang, node, src);
+                let start_line = doc_start.unwrap_or(node.start_position().row) as u32 + 1;
+                out.symbols.push(Symbol {
+                    kind: def.kind,
+                    name: def.name,
+                    qualified_name: qualified.clone(),
+                    parent: parent_q,
+                    signature: rules::signature(node, src),
+                    params: def.params,
+                    returns: def.returns,
+                    doc,
+                    start_line,
+                    end_line: node.end_position().row as u32 + 1,
+                    container: def.container,
+                });
+                let is_type =
+                    def.container && (def.kind != ChunkKind::Module || node.kind() == "impl_item");
+                scopes.push((node.id(), qualified, is_type));
+                entered = true;
+            } else if let Some(text) = rules::import(lang, node, src) {
+                out.imports.push(Import {
+                    text,
+                    line: node.start_position().row as u32 + 1,
+                });
+            }
+        }
+        if node.child_count() == 0
+            && rules::is_identifier(node.kind())
+            && let Ok(t) = node.utf8_text(src)
+            && t.len() >= 2
+        {
+            *refs.entry(t).or_insert(0) += 1;
+        }
+        if cursor.goto_first_child() {
+            continue;
+        }
+        if entered {
+            scopes.pop();
+        }
+        // Climb until a sibling exists, closing scopes of the nodes we leave.
+        loop {
+            if cursor.goto_next_sibling() {
+                break;
+            }
+            if !cursor.goto_parent() {
+                finish(&mut out, refs);
+                return Some(out);
+            }
+            let left = cursor.node().id();
+            if scopes.last().is_some_and(|s| s.0 == left) {
+                scopes.pop();
+            }
+        }
+    }
+}
+
+/// Removes one occurrence per definition name from the reference counts (the name at the
+/// definition site is not a reference) and stores them owned.
+fn finish(out: &mut FileSymbols, mut refs: HashMap<&str, u32>) {
+    for s in &out.symbols {
+        if let Some(c) = refs.get_mut(s.name.as_str()) {
+            *c = c.saturating_sub(1);
+        }
+    }
+    out.refs = refs
+        .into_iter()
+        .filter(|(_, c)| *c > 0)
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+}
+
+/// The text of `node`, or an empty string when it is not valid UTF-8.
+pub(crate) fn text<'a>(node: Node<'_>, src: &'a [u8]) -> &'a str {
+    std::str::from_utf8(&src[node.byte_range()]).unwrap_or("")
+}

@@ -1,0 +1,8 @@
+mod common;
+mod docs;
+#[cfg(feature = "embed")]
+mod embedding;
+mod extract;
+mod incremental;
+mod retrieve;
+mod strategy;

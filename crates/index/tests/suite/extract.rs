@@ -1,0 +1,360 @@
+//! Per-language symbol extraction fixtures.
+
+use trellis_index::ChunkKind;
+use trellis_index::lang::Lang;
+use trellis_index::symbols::{FileSymbols, Symbol, extract};
+
+fn parse(path: &str, src: &str) -> FileSymbols {
+    extract(Lang::detect(path), src).expect("parses")
+}
+
+fn find<'a>(fs: &'a FileSymbols, qualified: &str) -> &'a Symbol {
+    fs.symbols
+        .iter()
+        .find(|s| s.qualified_name == qualified)
+        .unwrap_or_else(|| {
+            let all: Vec<_> = fs.symbols.iter().map(|s| &s.qualified_name).collect();
+            panic!("no symbol {qualified}; have {all:?}")
+        })
+}
+
+#[test]
+fn rust() {
+    let src = r#"use std::collections::HashMap;
+use crate::x::{A, B};
+
+/// A store of things.
+/// Second line.
+#[derive(Debug)]
+pub struct Store {
+    items: HashMap<String, u32>,
+}
+
+pub enum Mode { Fast, Slow }
+
+pub trait Backend {
+    /// Reads a key.
+    fn read(&self, key: &str) -> Option<u32>;
+}
+
+impl Store {
+    /// Makes one.
+    pub fn new() -> Self {
+        Store { items: HashMap::new() }
+    }
+
+    fn get(&self, key: &str) -> Option<u32> {
+        self.items.get(key).copied()
+    }
+}
+
+impl Backend for Store {
+    fn read(&self, key: &str) -> Option<u32> { self.get(key) }
+}
+
+pub fn helper(a: u32, b: u32) -> u32 { a + b }
+
+const LIMIT: usize = 3;
+type Map = HashMap<String, u32>;
+mod inner { pub fn deep() {} }
+"#;
+    let fs = parse("src/store.rs", src);
+    let store = find(&fs, "Store");
+    assert_eq!(store.kind, ChunkKind::Class);
+    assert_eq!(store.doc, "A store of things.\nSecond line.");
+    assert_eq!(store.start_line, 4, "doc comment starts the symbol");
+    assert_eq!(find(&fs, "Mode").kind, ChunkKind::Enum);
+    assert_eq!(find(&fs, "Backend").kind, ChunkKind::Interface);
+    let read = find(&fs, "Backend::read");
+    assert_eq!(read.kind, ChunkKind::Method);
+    assert_eq!(read.doc, "Reads a key.");
+    let new = find(&fs, "Store::new");
+    assert_eq!(new.kind, ChunkKind::Method);
+    assert_eq!(new.parent, "Store");
+    assert_eq!(new.returns, "Self");
+    assert_eq!(new.doc, "Makes one.");
+    let get = find(&fs, "Store::get");
+    assert_eq!(get.params, "(&self, key: &str)");
+    assert_eq!(get.returns, "Option<u32>");
+    assert_eq!(get.signature, "fn get(&self, key: &str) -> Option<u32>");
+    let helper = find(&fs, "helper");
+    assert_eq!(helper.kind, ChunkKind::Function);
+    assert_eq!((helper.start_line, helper.end_line), (33, 33));
+    assert_eq!(find(&fs, "LIMIT").kind, ChunkKind::Constant);
+    assert_eq!(find(&fs, "Map").kind, ChunkKind::Type);
+    assert_eq!(find(&fs, "inner::deep").kind, ChunkKind::Function);
+    assert_eq!(fs.imports.len(), 2);
+    assert_eq!(fs.imports[0].text, "use std::collections::HashMap;");
+    // `get` is referenced from `read` (beyond its definition).
+    assert!(fs.refs.get("get").copied().unwrap_or(0) >= 1);
+    assert!(fs.refs.contains_key("HashMap"));
+}
+
+#[test]
+fn python() {
+    let src = r#"import os
+from typing import Optional
+
+class Cache(Base):
+    """Caches values.
+
+    Long description."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+
+    @property
+    def full(self) -> bool:
+        return False
+
+def load(path: str, *, strict: bool = True) -> Optional[dict]:
+    """Loads a file."""
+    return None
+"#;
+    let fs = parse("pkg/cache.py", src);
+    let c = find(&fs, "Cache");
+    assert_eq!(c.kind, ChunkKind::Class);
+    assert_eq!(c.doc, "Caches values.\n\nLong description.");
+    let init = find(&fs, "Cache.__init__");
+    assert_eq!(init.kind, ChunkKind::Method);
+    assert_eq!(init.params, "(self, size: int)");
+    assert_eq!(init.returns, "None");
+    assert_eq!(find(&fs, "Cache.full").kind, ChunkKind::Method);
+    let load = find(&fs, "load");
+    assert_eq!(load.kind, ChunkKind::Function);
+    assert_eq!(load.doc, "Loads a file.");
+    assert_eq!(load.returns, "Optional[dict]");
+    assert_eq!(fs.imports.len(), 2);
+}
+
+#[test]
+fn javascript() {
+    let src = r#"import { x } from './x.js';
+
+/** Adds numbers. */
+export function add(a, b) { return a + b; }
+
+export class Counter extends Base {
+  constructor(start) { super(); this.n = start; }
+  increment(by = 1) { this.n += by; }
+}
+
+const square = (v) => v * v;
+"#;
+    let fs = parse("web/app.js", src);
+    let add = find(&fs, "add");
+    assert_eq!(add.kind, ChunkKind::Function);
+    assert_eq!(add.doc, "Adds numbers.");
+    assert_eq!(add.params, "(a, b)");
+    assert_eq!(find(&fs, "Counter").kind, ChunkKind::Class);
+    assert_eq!(find(&fs, "Counter.increment").kind, ChunkKind::Method);
+    assert_eq!(find(&fs, "Counter.constructor").kind, ChunkKind::Method);
+    assert_eq!(find(&fs, "square").kind, ChunkKind::Function);
+    assert_eq!(fs.imports.len(), 1);
+}
+
+#[test]
+fn typescript_and_tsx() {
+    let src = r#"import type { A } from "./a";
+
+export interface Shape {
+  area(): number;
+}
+
+export type Id = string;
+
+export enum Color { Red, Green }
+
+export abstract class Base implements Shape {
+  abstract area(): number;
+  describe(prefix: string): string { return prefix + this.area(); }
+}
+
+export function make(id: Id): Shape | null { return null; }
+
+namespace Geo { export function origin(): number { return 0; } }
+"#;
+    let fs = parse("src/shape.ts", src);
+    assert_eq!(find(&fs, "Shape").kind, ChunkKind::Interface);
+    assert_eq!(find(&fs, "Shape.area").kind, ChunkKind::Method);
+    assert_eq!(find(&fs, "Id").kind, ChunkKind::Type);
+    assert_eq!(find(&fs, "Color").kind, ChunkKind::Enum);
+    assert_eq!(find(&fs, "Base").kind, ChunkKind::Class);
+    let d = find(&fs, "Base.describe");
+    assert_eq!(d.params, "(prefix: string)");
+    assert_eq!(d.returns, ": string");
+    assert_eq!(find(&fs, "make").returns, ": Shape | null");
+    assert_eq!(find(&fs, "Geo.origin").kind, ChunkKind::Function);
+    assert_eq!(fs.imports.len(), 1);
+
+    let tsx = r#"export function Button(props: { label: string }) {
+  return <button>{props.label}</button>;
+}
+"#;
+    let fs = parse("ui/Button.tsx", tsx);
+    assert_eq!(find(&fs, "Button").kind, ChunkKind::Function);
+}
+
+#[test]
+fn go() {
+    let src = r#"package server
+
+import (
+	"fmt"
+	"net/http"
+)
+
+// Server serves.
+type Server struct {
+	addr string
+}
+
+type Handler interface {
+	Serve(w http.ResponseWriter) error
+}
+
+// Start starts it.
+func (s *Server) Start(port int) error {
+	fmt.Println(s.addr)
+	return nil
+}
+
+func New(addr string) *Server { return &Server{addr: addr} }
+"#;
+    let fs = parse("server/server.go", src);
+    let s = find(&fs, "Server");
+    assert_eq!(s.kind, ChunkKind::Class);
+    assert_eq!(s.doc, "Server serves.");
+    assert_eq!(find(&fs, "Handler").kind, ChunkKind::Interface);
+    let start = find(&fs, "Server.Start");
+    assert_eq!(start.kind, ChunkKind::Method);
+    assert_eq!(start.parent, "Server");
+    assert_eq!(start.returns, "error");
+    assert_eq!(start.doc, "Start starts it.");
+    assert_eq!(find(&fs, "New").returns, "*Server");
+    assert_eq!(fs.imports.len(), 1);
+}
+
+#[test]
+fn java() {
+    let src = r#"package com.example;
+
+import java.util.List;
+
+/**
+ * A repository.
+ */
+public class Repo<T> {
+    private final List<T> items;
+
+    public Repo(List<T> items) { this.items = items; }
+
+    /** Finds one. */
+    public T find(int id) { return items.get(id); }
+
+    interface Listener { void changed(T item); }
+}
+
+enum Level { LOW, HIGH }
+"#;
+    let fs = parse("src/main/java/com/example/Repo.java", src);
+    let r = find(&fs, "Repo");
+    assert_eq!(r.kind, ChunkKind::Class);
+    assert_eq!(r.doc, "A repository.");
+    assert_eq!(find(&fs, "Repo.Repo").kind, ChunkKind::Method);
+    let f = find(&fs, "Repo.find");
+    assert_eq!(f.params, "(int id)");
+    assert_eq!(f.returns, "T");
+    assert_eq!(f.doc, "Finds one.");
+    assert_eq!(find(&fs, "Repo.Listener").kind, ChunkKind::Interface);
+    assert_eq!(find(&fs, "Repo.Listener.changed").kind, ChunkKind::Method);
+    assert_eq!(find(&fs, "Level").kind, ChunkKind::Enum);
+    assert_eq!(fs.imports.len(), 1);
+}
+
+#[test]
+fn c() {
+    let src = r#"#include <stdio.h>
+#include "list.h"
+
+#define MAX_ITEMS 16
+
+/* A list node. */
+struct node {
+    int value;
+    struct node *next;
+};
+
+typedef struct node node_t;
+
+enum color { RED, GREEN };
+
+int list_len(const struct node *head);
+
+/* Counts nodes. */
+static int count(const struct node *head) {
+    int n = 0;
+    while (head) { n++; head = head->next; }
+    return n;
+}
+
+char *name_of(int id) { return 0; }
+"#;
+    let fs = parse("src/list.c", src);
+    let n = find(&fs, "node");
+    assert_eq!(n.kind, ChunkKind::Class);
+    assert_eq!(n.doc, "A list node.");
+    assert_eq!(find(&fs, "node_t").kind, ChunkKind::Type);
+    assert_eq!(find(&fs, "color").kind, ChunkKind::Enum);
+    assert_eq!(find(&fs, "MAX_ITEMS").kind, ChunkKind::Constant);
+    assert_eq!(find(&fs, "list_len").kind, ChunkKind::Function);
+    let count = find(&fs, "count");
+    assert_eq!(count.kind, ChunkKind::Function);
+    assert_eq!(count.params, "(const struct node *head)");
+    assert_eq!(count.returns, "int");
+    assert_eq!(count.doc, "Counts nodes.");
+    assert_eq!(find(&fs, "name_of").kind, ChunkKind::Function);
+    assert_eq!(fs.imports.len(), 2);
+}
+
+#[test]
+fn cpp() {
+    let src = r#"#include <vector>
+
+namespace geo {
+
+/// A point.
+class Point {
+public:
+    Point(double x, double y);
+    double norm() const;
+private:
+    double x_, y_;
+};
+
+double Point::norm() const { return x_ * x_ + y_ * y_; }
+
+template <typename T>
+T twice(T v) { return v + v; }
+
+}
+"#;
+    let fs = parse("src/point.cpp", src);
+    assert_eq!(find(&fs, "geo").kind, ChunkKind::Module);
+    let p = find(&fs, "geo::Point");
+    assert_eq!(p.kind, ChunkKind::Class);
+    assert_eq!(p.doc, "A point.");
+    assert_eq!(find(&fs, "geo::Point::norm").kind, ChunkKind::Method);
+    // The out-of-class definition names its class explicitly.
+    let defs: Vec<_> = fs
+        .symbols
+        .iter()
+        .filter(|s| s.name == "norm")
+        .map(|s| (s.qualified_name.as_str(), s.start_line))
+        .collect();
+    assert!(defs.contains(&("geo::Point::norm", 14)), "{defs:?}");
+    let t = find(&fs, "geo::twice");
+    assert_eq!(t.kind, ChunkKind::Function);
+    assert_eq!(t.returns, "T");
+    assert_eq!(fs.imports.len(), 1);
+}

@@ -1,0 +1,201 @@
+//! Incremental updates by content hash, exclusions, interruption and resume.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use trellis_index::meta::Meta;
+use trellis_index::{
+    Category, Error, Progress, SearchMode, SearchRequest, UpdateOptions, index_dir,
+};
+
+use super::common::{open, update, write};
+
+fn names(index: &trellis_index::Index, q: &str) -> Vec<String> {
+    index
+        .search(&SearchRequest {
+            query: q.into(),
+            limit: 10,
+            mode: SearchMode::Bm25,
+            ..SearchRequest::default()
+        })
+        .unwrap()
+        .into_iter()
+        .map(|h| h.chunk.qualified_name)
+        .collect()
+}
+
+#[test]
+fn only_changed_files_are_reparsed() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    write(root, "src/a.rs", "pub fn alpha_handler() -> u32 { 1 }\n");
+    write(
+        root,
+        "pkg/b.py",
+        "def beta_loader(path):\n    return path\n",
+    );
+    write(
+        root,
+        "docs/guide.md",
+        "# Guide\n\n## Setup\n\nInstall gamma.\n",
+    );
+    write(
+        root,
+        "node_modules/dep/x.js",
+        "function excludedThing() {}\n",
+    );
+    write(
+        root,
+        "target/debug/out.rs",
+        "fn excluded_build_output() {}\n",
+    );
+    write(root, ".gitignore", "ignored.txt\n");
+    write(root, "ignored.txt", "zqxjunique\n");
+
+    let mut index = open(root);
+    let s = update(&mut index);
+    assert_eq!(s.files_seen, 4, "{s:?}"); // a.rs, b.py, guide.md, .gitignore
+    assert_eq!(s.files_indexed, 4);
+    assert_eq!(s.symbols, 2);
+    assert_eq!(s.sections, 2);
+    assert!(names(&index, "excludedThing").is_empty());
+    assert!(names(&index, "zqxjunique").is_empty());
+    assert!(names(&index, "excluded_build_output").is_empty());
+    assert!(names(&index, "alpha handler").contains(&"alpha_handler".to_string()));
+
+    // Nothing changed: nothing is read.
+    let s = update(&mut index);
+    assert_eq!((s.files_read, s.files_indexed), (0, 0), "{s:?}");
+
+    // One file changed: only it is re-parsed.
+    write(
+        root,
+        "src/a.rs",
+        "pub fn alpha_renamed() -> u32 { 2 }\n\npub fn delta() {}\n",
+    );
+    let s = update(&mut index);
+    assert_eq!((s.files_read, s.files_indexed), (1, 1), "{s:?}");
+    assert!(!names(&index, "alpha_handler").contains(&"alpha_handler".to_string()));
+    assert!(names(&index, "alpha_renamed").contains(&"alpha_renamed".to_string()));
+    assert_eq!(s.symbols, 3);
+
+    // Same content rewritten (new mtime): read and hashed, not re-parsed.
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    write(
+        root,
+        "pkg/b.py",
+        "def beta_loader(path):\n    return path\n",
+    );
+    let s = update(&mut index);
+    assert_eq!((s.files_read, s.files_indexed), (1, 0), "{s:?}");
+
+    // Deleted: removed from both indexes.
+    std::fs::remove_file(root.join("pkg/b.py")).unwrap();
+    let s = update(&mut index);
+    assert_eq!(s.files_removed, 1);
+    assert!(!names(&index, "beta_loader").contains(&"beta_loader".to_string()));
+    assert_eq!(s.files, 3);
+
+    // The single-path fast path.
+    write(root, "src/a.rs", "pub fn epsilon_fast() {}\n");
+    let s = index.update_paths(&["src/a.rs"], false).unwrap();
+    assert_eq!(s.files_indexed, 1);
+    assert!(names(&index, "epsilon_fast").contains(&"epsilon_fast".to_string()));
+    assert!(!names(&index, "alpha_renamed").contains(&"alpha_renamed".to_string()));
+}
+
+#[test]
+fn documents_scope_skips_code() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    write(root, "src/a.rs", "pub fn code_only() {}\n");
+    write(
+        root,
+        "docs/adr/0001-storage.md",
+        "# Use SQLite\n\n## Status\n\nAccepted.\n",
+    );
+    let mut index = open(root);
+    let s = index
+        .update(&UpdateOptions {
+            scope: trellis_index::Scope::Documents,
+            ..UpdateOptions::default()
+        })
+        .unwrap();
+    assert_eq!(s.files_indexed, 1);
+    assert_eq!(s.symbols, 0);
+    let hits = index
+        .search(&SearchRequest {
+            query: "sqlite".into(),
+            categories: vec![Category::Decision],
+            limit: 5,
+            mode: SearchMode::Bm25,
+        })
+        .unwrap();
+    assert_eq!(hits[0].chunk.path, "docs/adr/0001-storage.md");
+}
+
+#[test]
+fn interrupted_index_resumes() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    for i in 0..10 {
+        write(
+            root,
+            &format!("src/m{i}.rs"),
+            &format!("pub fn func_number_{i}() {{}}\n"),
+        );
+    }
+    let cancel = AtomicBool::new(false);
+    let stop_after_first = |p: Progress| {
+        if matches!(p, Progress::Parsed { .. }) {
+            cancel.store(true, Ordering::Relaxed);
+        }
+    };
+    {
+        let mut index = open(root);
+        let err = index
+            .update(&UpdateOptions {
+                progress: Some(&stop_after_first),
+                cancel: Some(&cancel),
+                batch_files: Some(3),
+                ..UpdateOptions::default()
+            })
+            .unwrap_err();
+        assert!(matches!(err, Error::Cancelled));
+        // The first batch is committed and searchable.
+        assert_eq!(index.counts().unwrap().files, 3);
+    }
+    let mut index = open(root);
+    let s = update(&mut index);
+    assert_eq!(s.files_indexed, 7, "only the rest is indexed: {s:?}");
+    assert_eq!(s.files, 10);
+    for i in 0..10 {
+        assert_eq!(
+            names(&index, &format!("func_number_{i}"))[0],
+            format!("func_number_{i}")
+        );
+    }
+}
+
+#[test]
+fn a_batch_interrupted_between_commits_is_redone() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    write(root, "src/a.rs", "pub fn stable_fn() {}\n");
+    {
+        let mut index = open(root);
+        update(&mut index);
+    }
+    // Simulate a crash after the full-text commit of a batch containing src/a.rs but before
+    // its metadata was recorded: the journal still lists it.
+    {
+        let mut meta =
+            Meta::open(&index_dir(&root.canonicalize().unwrap()).join("meta.db")).unwrap();
+        meta.mark_pending(&["src/a.rs"]).unwrap();
+    }
+    let mut index = open(root);
+    let s = update(&mut index);
+    assert_eq!((s.files_read, s.files_indexed), (1, 1), "{s:?}");
+    let s = update(&mut index);
+    assert_eq!(s.files_read, 0, "journal cleared: {s:?}");
+    assert_eq!(names(&index, "stable_fn")[0], "stable_fn");
+}

@@ -1,0 +1,276 @@
+//! Records of tools and changes: the `tool_calls`, `change_sets` and `change_ops` tables.
+//!
+//! Writes go through the writer thread like everything else (one message kind,
+//! [`Record`]); reads use the reader pool.
+
+use rusqlite::{Connection, OptionalExtension, Row, params};
+use serde::Serialize;
+use trellis_protocol::RunId;
+
+use crate::error::{Error, Result};
+use crate::read::Reader;
+
+/// One recorded tool call.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolCallRecord {
+    /// Row id (0 before insertion).
+    pub id: i64,
+    /// The run, if the call belonged to one.
+    pub run_id: Option<RunId>,
+    /// The graph node, if known.
+    pub node_id: Option<String>,
+    /// The tool's name.
+    pub tool: String,
+    /// The arguments, as JSON text.
+    pub args: String,
+    /// How it was authorised (`auto`, `allowed`, `approved`, `denied`, `policy_denied`).
+    pub decision: String,
+    /// Whether the result was an error.
+    pub is_error: bool,
+    /// A short summary of the result.
+    pub summary: String,
+    /// Wall time of the call.
+    pub duration_ms: i64,
+    /// When it started (ms since epoch).
+    pub started_at: i64,
+}
+
+/// A run's change set and its review state.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ChangeSetRecord {
+    /// The run.
+    pub run_id: RunId,
+    /// The user's repository (working tree root).
+    pub repo: String,
+    /// The run's branch (`trellis/run-<id>`).
+    pub branch: String,
+    /// The commit the run started from (HEAD plus the user's uncommitted changes).
+    pub base_commit: String,
+    /// The worktree directory while it exists.
+    pub worktree: Option<String>,
+    /// Review state.
+    pub state: String,
+    /// The last review outcome, as JSON text.
+    pub review: Option<String>,
+    /// Creation time (ms since epoch).
+    pub created_at: i64,
+    /// Last update (ms since epoch).
+    pub updated_at: i64,
+}
+
+/// One apply / undo / redo of a change set onto the user's working tree.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ChangeOpRecord {
+    /// The run.
+    pub run_id: RunId,
+    /// Order within the run, from 1.
+    pub seq: i64,
+    /// `apply`, `undo` or `redo`.
+    pub kind: String,
+    /// `pending` or `done`.
+    pub state: String,
+    /// The operation's journal directory.
+    pub journal: String,
+    /// Files it touches.
+    pub files: i64,
+    /// When it was prepared (ms since epoch).
+    pub created_at: i64,
+    /// When it completed.
+    pub finished_at: Option<i64>,
+}
+
+/// A record for the writer thread.
+pub(crate) enum Record {
+    ToolCall(ToolCallRecord),
+    ChangeSet(ChangeSetRecord),
+    ChangeOp(ChangeOpRecord),
+}
+
+/// Writes `record`; returns the new row id for tool calls, 0 otherwise.
+pub(crate) fn write(conn: &Connection, record: &Record) -> rusqlite::Result<i64> {
+    match record {
+        Record::ToolCall(r) => {
+            conn.prepare_cached(
+                "INSERT INTO tool_calls (run_id, node_id, tool, args, decision, is_error, summary,
+                                         duration_ms, started_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+            )?
+            .execute(params![
+                r.run_id.as_ref().map(RunId::as_str),
+                r.node_id,
+                r.tool,
+                r.args,
+                r.decision,
+                r.is_error,
+                r.summary,
+                r.duration_ms,
+                r.started_at
+            ])?;
+            Ok(conn.last_insert_rowid())
+        }
+        Record::ChangeSet(r) => {
+            conn.prepare_cached(
+                "INSERT INTO change_sets (run_id, repo, branch, base_commit, worktree, state,
+                                          review, created_at, updated_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+                 ON CONFLICT (run_id) DO UPDATE SET
+                    repo = excluded.repo, branch = excluded.branch,
+                    base_commit = excluded.base_commit, worktree = excluded.worktree,
+                    state = excluded.state, review = excluded.review,
+                    updated_at = excluded.updated_at",
+            )?
+            .execute(params![
+                r.run_id.as_str(),
+                r.repo,
+                r.branch,
+                r.base_commit,
+                r.worktree,
+                r.state,
+                r.review,
+                r.created_at,
+                r.updated_at
+            ])?;
+            Ok(0)
+        }
+        Record::ChangeOp(r) => {
+            conn.prepare_cached(
+                "INSERT INTO change_ops (run_id, seq, kind, state, journal, files, created_at,
+                                         finished_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+                 ON CONFLICT (run_id, seq) DO UPDATE SET
+                    kind = excluded.kind, state = excluded.state, journal = excluded.journal,
+                    files = excluded.files, finished_at = excluded.finished_at",
+            )?
+            .execute(params![
+                r.run_id.as_str(),
+                r.seq,
+                r.kind,
+                r.state,
+                r.journal,
+                r.files,
+                r.created_at,
+                r.finished_at
+            ])?;
+            Ok(0)
+        }
+    }
+}
+
+const CHANGE_SET_COLUMNS: &str =
+    "run_id, repo, branch, base_commit, worktree, state, review, created_at, updated_at";
+
+fn change_set_row(r: &Row<'_>) -> rusqlite::Result<ChangeSetRecord> {
+    Ok(ChangeSetRecord {
+        run_id: RunId::from_string(r.get::<_, String>(0)?),
+        repo: r.get(1)?,
+        branch: r.get(2)?,
+        base_commit: r.get(3)?,
+        worktree: r.get(4)?,
+        state: r.get(5)?,
+        review: r.get(6)?,
+        created_at: r.get(7)?,
+        updated_at: r.get(8)?,
+    })
+}
+
+impl Reader {
+    /// The run's tool calls in order.
+    pub(crate) fn tool_calls(&self, run: &RunId) -> Result<Vec<ToolCallRecord>> {
+        self.with(|c| {
+            c.prepare_cached(
+                "SELECT id, run_id, node_id, tool, args, decision, is_error, summary,
+                        duration_ms, started_at
+                 FROM tool_calls WHERE run_id = ?1 ORDER BY id",
+            )
+            .and_then(|mut st| {
+                st.query_map([run.as_str()], |r| {
+                    Ok(ToolCallRecord {
+                        id: r.get(0)?,
+                        run_id: r.get::<_, Option<String>>(1)?.map(RunId::from_string),
+                        node_id: r.get(2)?,
+                        tool: r.get(3)?,
+                        args: r.get(4)?,
+                        decision: r.get(5)?,
+                        is_error: r.get(6)?,
+                        summary: r.get(7)?,
+                        duration_ms: r.get(8)?,
+                        started_at: r.get(9)?,
+                    })
+                })?
+                .collect()
+            })
+            .map_err(self.sqlite())
+        })
+    }
+
+    /// Every change set, newest first.
+    pub(crate) fn change_sets(&self) -> Result<Vec<ChangeSetRecord>> {
+        self.with(|c| {
+            c.prepare_cached(&format!(
+                "SELECT {CHANGE_SET_COLUMNS} FROM change_sets ORDER BY created_at DESC, run_id DESC"
+            ))
+            .and_then(|mut st| st.query_map([], change_set_row)?.collect())
+            .map_err(self.sqlite())
+        })
+    }
+
+    /// The change set of the run whose id is `id_or_prefix` or, failing that, the only one
+    /// whose run id starts with it.
+    pub(crate) fn change_set(&self, id_or_prefix: &str) -> Result<ChangeSetRecord> {
+        let exact = self.with(|c| {
+            c.prepare_cached(&format!(
+                "SELECT {CHANGE_SET_COLUMNS} FROM change_sets WHERE run_id = ?1"
+            ))
+            .and_then(|mut st| st.query_row([id_or_prefix], change_set_row).optional())
+            .map_err(self.sqlite())
+        })?;
+        if let Some(rec) = exact {
+            return Ok(rec);
+        }
+        let matches: Vec<ChangeSetRecord> = self
+            .change_sets()?
+            .into_iter()
+            .filter(|c| !id_or_prefix.is_empty() && c.run_id.as_str().starts_with(id_or_prefix))
+            .collect();
+        match matches.len() {
+            1 => matches
+                .into_iter()
+                .next()
+                .ok_or_else(|| Error::RunNotFound(id_or_prefix.to_owned())),
+            0 => Err(Error::RunNotFound(id_or_prefix.to_owned())),
+            _ => Err(Error::AmbiguousRun {
+                prefix: id_or_prefix.to_owned(),
+                candidates: matches.into_iter().map(|c| c.run_id.to_string()).collect(),
+            }),
+        }
+    }
+
+    /// The run's change operations in order.
+    pub(crate) fn change_ops(&self, run: &RunId) -> Result<Vec<ChangeOpRecord>> {
+        self.with(|c| {
+            c.prepare_cached(
+                "SELECT run_id, seq, kind, state, journal, files, created_at, finished_at
+                 FROM change_ops WHERE run_id = ?1 ORDER BY seq",
+            )
+            .and_then(|mut st| {
+                st.query_map([run.as_str()], |r| {
+                    Ok(ChangeOpRecord {
+                        run_id: RunId::from_string(r.get::<_, String>(0)?),
+                        seq: r.get(1)?,
+                        kind: r.get(2)?,
+                        state: r.get(3)?,
+                        journal: r.get(4)?,
+                        files: r.get(5)?,
+                        created_at: r.get(6)?,
+                        finished_at: r.get(7)?,
+                    })
+                })?
+                .collect()
+            })
+            .map_err(self.sqlite())
+        })
+    }
+}

@@ -1,0 +1,161 @@
+//! Configuration of the tools: the `tools` section of the layered configuration.
+//!
+//! Every field has a default, so an empty section (or none) gives the safe defaults
+//! documented in `docs/tools.md`. Unknown fields are refused so a typo is an error, not a
+//! silently ignored rule.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// What the policy does with an action.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Action {
+    /// Run it without asking.
+    Allow,
+    /// Ask the user (an approval interrupt); run only if approved.
+    Ask,
+    /// Refuse it.
+    Deny,
+}
+
+/// The `tools` configuration section.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ToolsConfig {
+    /// Shell command policy.
+    pub policy: PolicyConfig,
+    /// The `shell` tool's limits and environment.
+    pub shell: ShellConfig,
+    /// Which files count as secrets.
+    pub secrets: SecretsConfig,
+    /// Limits of the file tools.
+    pub files: FilesConfig,
+    /// Per-role allow lists of tool names, replacing the built-in defaults for the roles
+    /// named here (see [`crate::Registry::default_roles`]).
+    pub roles: BTreeMap<String, Vec<String>>,
+}
+
+/// Allow / ask / deny per command class, plus per-command rules.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PolicyConfig {
+    /// Commands that only read (`ls`, `cat`, `git status`, `grep` …).
+    pub read_only: Action,
+    /// Commands that change files inside the workspace (`cargo build`, `mkdir`, `sed -i` …).
+    pub writes_workspace: Action,
+    /// Commands that talk to the network (`curl`, `git push`, `cargo install` …).
+    pub network: Action,
+    /// Commands that destroy data or reach outside the workspace (`rm -rf`, `git reset
+    /// --hard`, `sudo`, writes to absolute paths outside the workspace …).
+    pub destructive: Action,
+    /// Commands the classifier does not know (local scripts, unknown programs, `eval` …).
+    pub unknown: Action,
+    /// Reading a secret file (`.env`, keys …) with `read_file`, or naming one in a command.
+    pub secret_access: Action,
+    /// Per-command rules, checked before the classes: the first rule whose `command`
+    /// words are a prefix of a simple command's words decides that simple command.
+    pub rules: Vec<CommandRule>,
+}
+
+impl Default for PolicyConfig {
+    fn default() -> Self {
+        Self {
+            read_only: Action::Allow,
+            writes_workspace: Action::Allow,
+            network: Action::Ask,
+            destructive: Action::Ask,
+            unknown: Action::Ask,
+            secret_access: Action::Ask,
+            rules: Vec::new(),
+        }
+    }
+}
+
+/// One per-command rule, e.g. `{ command = "cargo test", action = "allow" }` or
+/// `{ command = "git push", action = "deny" }`.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct CommandRule {
+    /// Leading words of the command (the program name matches by its base name).
+    pub command: String,
+    /// What to do with matching commands.
+    pub action: Action,
+}
+
+/// The `shell` tool's settings.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ShellConfig {
+    /// Default timeout of a command, in seconds (the model may ask for less or up to
+    /// `max_timeout_secs`).
+    pub timeout_secs: u64,
+    /// The longest timeout a call may request, in seconds.
+    pub max_timeout_secs: u64,
+    /// Bytes of stdout and of stderr kept (the head and the tail; the middle is elided).
+    pub max_output_bytes: usize,
+    /// Extra environment variables passed through to commands (besides the built-in
+    /// allow list). Names that look like secrets are dropped even if listed here.
+    pub env_allow: Vec<String>,
+    /// The shell used to run commands (`-c <command>`).
+    pub shell: String,
+}
+
+impl Default for ShellConfig {
+    fn default() -> Self {
+        Self {
+            timeout_secs: 120,
+            max_timeout_secs: 1800,
+            max_output_bytes: 32 * 1024,
+            env_allow: Vec::new(),
+            shell: "bash".into(),
+        }
+    }
+}
+
+/// Which files are secrets.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SecretsConfig {
+    /// Use the built-in patterns ([`crate::workspace::DEFAULT_SECRET_GLOBS`]).
+    pub use_defaults: bool,
+    /// Extra glob patterns (matched at any depth unless the pattern starts with `/`).
+    pub globs: Vec<String>,
+    /// Patterns that are never secrets even if another pattern matches
+    /// (default: `.env.example`, `.env.sample`, `.env.template`).
+    pub exempt: Vec<String>,
+}
+
+impl Default for SecretsConfig {
+    fn default() -> Self {
+        Self {
+            use_defaults: true,
+            globs: Vec::new(),
+            exempt: vec![
+                ".env.example".into(),
+                ".env.sample".into(),
+                ".env.template".into(),
+            ],
+        }
+    }
+}
+
+/// Limits of the file tools.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct FilesConfig {
+    /// The most bytes `read_file` returns in one call.
+    pub max_read_bytes: usize,
+    /// The most results `glob_search` and `grep` return.
+    pub max_results: usize,
+}
+
+impl Default for FilesConfig {
+    fn default() -> Self {
+        Self {
+            max_read_bytes: 256 * 1024,
+            max_results: 500,
+        }
+    }
+}

@@ -1,0 +1,53 @@
+//! Recording tool calls: the [`ToolCallSink`] seam and its store implementation.
+
+use std::sync::Mutex;
+
+use trellis_store::{Store, ToolCallRecord};
+
+/// Receives one record per tool call. Must not block for long: it is called on the
+/// agent's async task.
+pub trait ToolCallSink: Send + Sync {
+    /// Records a finished call.
+    fn record(&self, record: ToolCallRecord);
+}
+
+impl ToolCallSink for Store {
+    fn record(&self, record: ToolCallRecord) {
+        self.record_tool_call_nowait(record);
+    }
+}
+
+/// Keeps records in memory (tests, and runs without a store).
+#[derive(Debug, Default)]
+pub struct MemorySink {
+    records: Mutex<Vec<ToolCallRecord>>,
+}
+
+impl MemorySink {
+    /// The records so far.
+    pub fn records(&self) -> Vec<ToolCallRecord> {
+        self.records.lock().map(|r| r.clone()).unwrap_or_default()
+    }
+}
+
+impl ToolCallSink for MemorySink {
+    fn record(&self, record: ToolCallRecord) {
+        if let Ok(mut r) = self.records.lock() {
+            r.push(record);
+        }
+    }
+}
+
+/// The first line of `text`, cut to `max` characters, for summaries.
+pub fn summarize(text: &str, max: usize) -> String {
+    let first = text.lines().next().unwrap_or("");
+    let lines = text.lines().count();
+    let mut s: String = first.chars().take(max).collect();
+    if first.chars().count() > max {
+        s.push('…');
+    }
+    if lines > 1 {
+        s.push_str(&format!(" (+{} lines)", lines - 1));
+    }
+    s
+}

@@ -1,0 +1,218 @@
+//! The tool registry: tools by name, per-role allow lists, and the one entry point that
+//! runs a call, turns every failure into an error *result*, and records the call.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde::Serialize;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+use trellis_store::ToolCallRecord;
+
+use crate::context::{ToolContext, ToolEnv};
+use crate::error::Error;
+use crate::record::{ToolCallSink, summarize};
+use crate::tool::{Tool, ToolSpec};
+
+/// Tools that only look: every role may use them.
+pub const READ_TOOLS: &[&str] = &[
+    "read_file",
+    "list_directory",
+    "glob_search",
+    "grep",
+    "git_status",
+    "git_diff",
+    "git_log",
+    "take_note",
+    "ask_questions",
+];
+
+/// Tools that change the workspace.
+pub const WRITE_TOOLS: &[&str] = &[
+    "write_file",
+    "edit_file",
+    "multi_edit",
+    "apply_patch",
+    "shell",
+];
+
+/// The result of a call, as the model sees it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolResult {
+    /// The tool called.
+    pub tool: String,
+    /// The text for the model (the error message when `is_error`).
+    pub content: String,
+    /// The structured result, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub data: Option<Value>,
+    /// Whether the call failed.
+    pub is_error: bool,
+    /// Whether the call was cancelled (the agent should stop, not retry).
+    pub cancelled: bool,
+}
+
+/// Tools by name, with per-role allow lists.
+#[derive(Clone, Default)]
+pub struct Registry {
+    tools: BTreeMap<String, Arc<dyn Tool>>,
+    roles: BTreeMap<String, BTreeSet<String>>,
+    sink: Option<Arc<dyn ToolCallSink>>,
+}
+
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Registry")
+            .field("tools", &self.tools.keys().collect::<Vec<_>>())
+            .field("roles", &self.roles)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Registry {
+    /// An empty registry.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Every built-in tool, with the default roles ([`Registry::default_roles`]) and the
+    /// role overrides of `roles` (from [`crate::ToolsConfig::roles`]).
+    pub fn builtin(roles: &BTreeMap<String, Vec<String>>) -> Self {
+        let mut r = Self::new();
+        for tool in crate::builtin::all() {
+            r.register(tool);
+        }
+        for (role, tools) in Self::default_roles() {
+            r.allow(&role, tools.iter().map(String::as_str));
+        }
+        for (role, tools) in roles {
+            r.roles.remove(role);
+            r.allow(role, tools.iter().map(String::as_str));
+        }
+        r
+    }
+
+    /// The built-in roles: `implementor` (everything), `researcher`, `planner` and
+    /// `reviewer` (the read tools).
+    pub fn default_roles() -> BTreeMap<String, Vec<String>> {
+        let read: Vec<String> = READ_TOOLS.iter().map(|s| (*s).to_owned()).collect();
+        let all: Vec<String> = READ_TOOLS
+            .iter()
+            .chain(WRITE_TOOLS)
+            .map(|s| (*s).to_owned())
+            .collect();
+        BTreeMap::from([
+            ("implementor".to_owned(), all),
+            ("researcher".to_owned(), read.clone()),
+            ("planner".to_owned(), read.clone()),
+            ("reviewer".to_owned(), read),
+        ])
+    }
+
+    /// Adds (or replaces) a tool.
+    pub fn register(&mut self, tool: Arc<dyn Tool>) {
+        self.tools.insert(tool.spec().name.clone(), tool);
+    }
+
+    /// Lets `role` use the named tools (in addition to what it had).
+    pub fn allow<'a>(&mut self, role: &str, tools: impl IntoIterator<Item = &'a str>) {
+        self.roles
+            .entry(role.to_owned())
+            .or_default()
+            .extend(tools.into_iter().map(str::to_owned));
+    }
+
+    /// Records every call into `sink`.
+    pub fn with_sink(mut self, sink: Arc<dyn ToolCallSink>) -> Self {
+        self.sink = Some(sink);
+        self
+    }
+
+    /// Every tool's spec.
+    pub fn specs(&self) -> Vec<ToolSpec> {
+        self.tools.values().map(|t| t.spec().clone()).collect()
+    }
+
+    /// The specs of the tools `role` may use (none for an unknown role).
+    pub fn specs_for(&self, role: &str) -> Vec<ToolSpec> {
+        self.roles
+            .get(role)
+            .map(|names| {
+                names
+                    .iter()
+                    .filter_map(|n| self.tools.get(n))
+                    .map(|t| t.spec().clone())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Whether `role` may call `tool`.
+    pub fn allows(&self, role: &str, tool: &str) -> bool {
+        self.roles.get(role).is_some_and(|r| r.contains(tool))
+    }
+
+    /// Runs one call for `role`. Never fails: unknown tools, refused roles, bad arguments,
+    /// denials and tool errors all come back as a result with `is_error` set, so the agent
+    /// loop hands them to the model. Every call is recorded in the sink.
+    pub async fn call(
+        &self,
+        env: &ToolEnv,
+        role: &str,
+        tool: &str,
+        args: Value,
+        cancel: CancellationToken,
+    ) -> ToolResult {
+        let started_at = now_ms();
+        let clock = Instant::now();
+        let ctx = ToolContext::new(env.clone(), tool, args.clone(), cancel);
+        let outcome = match self.tools.get(tool) {
+            None => Err(Error::UnknownTool(tool.to_owned())),
+            Some(_) if !self.allows(role, tool) => Err(Error::NotAllowed {
+                tool: tool.to_owned(),
+                role: role.to_owned(),
+            }),
+            Some(t) => t.call(&ctx, args.clone()).await,
+        };
+        let result = match outcome {
+            Ok(out) => ToolResult {
+                tool: tool.to_owned(),
+                content: out.text,
+                data: out.data,
+                is_error: false,
+                cancelled: false,
+            },
+            Err(e) => ToolResult {
+                tool: tool.to_owned(),
+                cancelled: e.is_cancelled(),
+                content: e.to_string(),
+                data: None,
+                is_error: true,
+            },
+        };
+        if let Some(sink) = &self.sink {
+            sink.record(ToolCallRecord {
+                id: 0,
+                run_id: env.run.clone(),
+                node_id: env.node.clone(),
+                tool: tool.to_owned(),
+                args: args.to_string(),
+                decision: ctx.decision().as_str().to_owned(),
+                is_error: result.is_error,
+                summary: summarize(&result.content, 200),
+                duration_ms: i64::try_from(clock.elapsed().as_millis()).unwrap_or(i64::MAX),
+                started_at,
+            });
+        }
+        result
+    }
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}

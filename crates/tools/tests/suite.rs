@@ -1,0 +1,6 @@
+mod edit;
+mod review;
+mod safety;
+mod shell;
+mod support;
+mod worktree;

@@ -1,0 +1,119 @@
+//! Helpers: git repositories and tool environments.
+
+use std::path::Path;
+use std::process::Command;
+use std::sync::Arc;
+
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+use trellis_tools::{
+    Interaction, MemorySink, Registry, ToolEnv, ToolResult, ToolsConfig, Workspace,
+};
+
+pub fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .current_dir(dir)
+        .args(args)
+        .env("GIT_AUTHOR_NAME", "User")
+        .env("GIT_AUTHOR_EMAIL", "user@example.com")
+        .env("GIT_COMMITTER_NAME", "User")
+        .env("GIT_COMMITTER_EMAIL", "user@example.com")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A repository with one commit of `files`.
+pub fn repo(files: &[(&str, &str)]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    git(dir.path(), &["init", "-q", "-b", "main"]);
+    for (p, c) in files {
+        let path = dir.path().join(p);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, c).unwrap();
+    }
+    git(dir.path(), &["add", "-A"]);
+    git(dir.path(), &["commit", "-q", "-m", "init"]);
+    dir
+}
+
+pub struct Tools {
+    pub env: ToolEnv,
+    pub registry: Registry,
+    pub sink: Arc<MemorySink>,
+}
+
+impl Tools {
+    pub fn new(root: &Path, config: ToolsConfig, interaction: Arc<dyn Interaction>) -> Self {
+        let config = Arc::new(config);
+        let ws = Workspace::new(root, &config.secrets).unwrap();
+        let sink = Arc::new(MemorySink::default());
+        let registry = Registry::builtin(&config.roles).with_sink(sink.clone());
+        Self {
+            env: ToolEnv::new(ws, config, interaction),
+            registry,
+            sink,
+        }
+    }
+
+    pub async fn call(&self, tool: &str, args: Value) -> ToolResult {
+        self.registry
+            .call(
+                &self.env,
+                "implementor",
+                tool,
+                args,
+                CancellationToken::new(),
+            )
+            .await
+    }
+}
+
+pub fn auto() -> Arc<dyn Interaction> {
+    Arc::new(trellis_tools::NonInteractive { approve: false })
+}
+
+/// Every file and directory of a working tree (without `.git` and `.trellis`) with its
+/// bytes and permission bits.
+pub fn snapshot(root: &Path) -> std::collections::BTreeMap<String, (Vec<u8>, u32)> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut out = std::collections::BTreeMap::new();
+    let mut stack = vec![root.to_owned()];
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let e = e.unwrap();
+            let p = e.path();
+            let rel = p.strip_prefix(root).unwrap().to_string_lossy().into_owned();
+            if rel == ".git" || rel == ".trellis" {
+                continue;
+            }
+            let meta = std::fs::symlink_metadata(&p).unwrap();
+            let mode = meta.permissions().mode() & 0o7777;
+            if meta.is_dir() {
+                out.insert(format!("{rel}/"), (Vec::new(), mode));
+                stack.push(p);
+            } else {
+                out.insert(rel, (std::fs::read(&p).unwrap(), mode));
+            }
+        }
+    }
+    out
+}
+
+/// Bytes of the files under `.git` that describe the user's state: index, config, HEAD.
+pub fn git_state(root: &Path) -> Vec<(String, Vec<u8>)> {
+    ["index", "config", "HEAD"]
+        .iter()
+        .map(|f| {
+            (
+                f.to_string(),
+                std::fs::read(root.join(".git").join(f)).unwrap_or_default(),
+            )
+        })
+        .collect()
+}

@@ -1,0 +1,229 @@
+//! Compiling a [`Plan`] into an engine [`Graph`] (seed 000, layer 2.5).
+//!
+//! - one node per stage, named after the stage; skipped stages are SKIPPED nodes the engine
+//!   bypasses along their success route;
+//! - a stage with several agents is a fan-out node (one child per agent) plus a collector
+//!   `<stage>:collect` applying the stage's failure aggregation; routing leaves from the
+//!   collector;
+//! - after a failure: while the stage's enrichment counter is below [`MAX_ENRICHMENTS`], to
+//!   `adaptive_retrieval`, which routes back to the failed stage; then to
+//!   `next_stage_on_failure`; reaching `max_attempts` goes to ABORT first;
+//! - `DONE` and `ABORT` terminals.
+//!
+//! Channels: `task` (replace; the run's input `{"task": "…"}`), `current_stage` (replace; the stage node that ran last), `stage_results` (merge;
+//! `{stage: {failure, attempt}}`), `retrieval_context` (merge; for the retrieval handler to
+//! fill per stage), `outcome` (replace; `DONE` or `ABORT`).
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+use trellis_graph::{
+    Graph, GraphBuilder, NodeContext, NodeError, NodeHandler, NodeOutput, Reducer, RouteContext,
+};
+use trellis_protocol::{NodeId, TerminalKind};
+
+use crate::error::Result;
+use crate::plan::{Plan, StageContext};
+use crate::schema::AgentSpec;
+
+/// The adaptive-retrieval node's id.
+pub const ADAPTIVE_RETRIEVAL: &str = "adaptive_retrieval";
+/// Enrichments per stage before a failure follows `next_stage_on_failure` (seed 000).
+pub const MAX_ENRICHMENTS: i64 = 2;
+
+/// The counter of enrichments of `stage`.
+pub fn enrichment_counter(stage: &str) -> String {
+    format!("enrichment_attempts:{stage}")
+}
+
+/// The collector node of a stage with several agents.
+pub fn collector_id(stage: &str) -> String {
+    format!("{stage}:collect")
+}
+
+/// Supplies the handlers of a compiled plan, so agents plug in without this crate knowing
+/// them. A handler of a stage agent receives the stage's [`StageContext`] as JSON in
+/// `ctx.input`; the retrieval handler receives `{retry_stage, round, failure}`.
+pub trait StageHandlers: Send + Sync {
+    /// The handler of `agent` in `stage`.
+    fn agent(&self, stage: &StageContext, agent: &AgentSpec) -> Arc<dyn NodeHandler>;
+    /// The handler of the adaptive-retrieval node.
+    fn adaptive_retrieval(&self, plan: &Plan) -> Arc<dyn NodeHandler>;
+}
+
+/// A handler's error becomes a failure outcome, so the writes that routing relies on
+/// (`current_stage`, the enrichment counter) still apply.
+async fn call(inner: &Arc<dyn NodeHandler>, ctx: NodeContext) -> NodeOutput {
+    match inner.call(ctx).await {
+        Ok(out) => out,
+        Err(NodeError { message }) => NodeOutput::failure(message),
+    }
+}
+
+fn stage_node(stage: String, input: Value, inner: Arc<dyn NodeHandler>) -> impl NodeHandler {
+    move |mut ctx: NodeContext| {
+        let (stage, inner) = (stage.clone(), inner.clone());
+        ctx.input = input.clone();
+        async move {
+            let attempt = ctx.attempt;
+            let out = call(&inner, ctx).await;
+            let failure = out.is_failure();
+            Ok(out.write("current_stage", json!(stage)).write(
+                "stage_results",
+                json!({ stage: { "failure": failure, "attempt": attempt } }),
+            ))
+        }
+    }
+}
+
+fn fan_out(stage: String, input: Value, children: Vec<(String, String)>) -> impl NodeHandler {
+    move |_ctx: NodeContext| {
+        let mut out = NodeOutput::success().write("current_stage", json!(stage));
+        for (key, template) in &children {
+            out = out.spawn(key.clone(), template.clone(), input.clone());
+        }
+        async move { Ok(out) }
+    }
+}
+
+fn child(inner: Arc<dyn NodeHandler>) -> impl NodeHandler {
+    move |ctx: NodeContext| {
+        let inner = inner.clone();
+        async move { Ok(call(&inner, ctx).await) }
+    }
+}
+
+fn retrieval(inner: Arc<dyn NodeHandler>) -> impl NodeHandler {
+    move |mut ctx: NodeContext| {
+        let inner = inner.clone();
+        let stage = ctx
+            .state
+            .get("current_stage")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        let counter = enrichment_counter(&stage);
+        ctx.input = json!({
+            "retry_stage": stage,
+            "round": ctx.counter(&counter) + 1,
+            "failure": ctx.state.get_in("stage_results", &stage).cloned().unwrap_or(Value::Null),
+        });
+        async move { Ok(call(&inner, ctx).await.count(counter, 1)) }
+    }
+}
+
+fn terminal(name: &'static str) -> Arc<dyn NodeHandler> {
+    Arc::new(move |_ctx: NodeContext| async move {
+        Ok::<_, NodeError>(NodeOutput::success().write("outcome", json!(name)))
+    })
+}
+
+/// Compiles `plan` into a graph named after the workflow (the plan is its params, so a
+/// registry can rebuild it on resume).
+pub fn compile(plan: &Plan, handlers: &dyn StageHandlers) -> Result<Graph> {
+    let mut b = GraphBuilder::new(plan.workflow.clone())
+        .params(serde_json::to_value(plan).unwrap_or(Value::Null))
+        .channel("task", Reducer::Replace)
+        .channel("current_stage", Reducer::Replace)
+        .channel("stage_results", Reducer::Merge)
+        .channel("retrieval_context", Reducer::Merge)
+        .channel("outcome", Reducer::Replace)
+        .entry(plan.entry.clone());
+    let adaptive = plan.adaptive_retrieval && !plan.planned.is_empty();
+    for route in &plan.routing {
+        let stage = route.stage.clone();
+        let planned = plan
+            .planned
+            .iter()
+            .find(|p| p.context.stage_name == stage)
+            .map(|p| &p.context);
+        let max = route.max_attempts;
+        let mut from = stage.clone();
+        // Engine-enforced max_attempts applies to task nodes; a collector checks it itself.
+        let mut collector_max = None;
+        match planned {
+            None => {
+                let noop = |_ctx: NodeContext| async { Ok::<_, NodeError>(NodeOutput::success()) };
+                b = b.node_with(stage.as_str(), noop, |o| o.skipped());
+            }
+            Some(ctx) if ctx.agents.len() == 1 => {
+                let input = serde_json::to_value(ctx).unwrap_or(Value::Null);
+                let h = stage_node(stage.clone(), input, handlers.agent(ctx, &ctx.agents[0]));
+                b = match max {
+                    Some(n) => b.node_with(stage.as_str(), h, |o| o.max_attempts(n, "ABORT")),
+                    None => b.node(stage.as_str(), h),
+                };
+            }
+            Some(ctx) => {
+                let input = serde_json::to_value(ctx).unwrap_or(Value::Null);
+                let mut children = Vec::new();
+                for (i, agent) in ctx.agents.iter().enumerate() {
+                    let dup = ctx.agents.iter().filter(|a| a.agent == agent.agent).count() > 1;
+                    let key = if dup {
+                        format!("{}_{}", agent.agent, i + 1)
+                    } else {
+                        agent.agent.clone()
+                    };
+                    let template = format!("{stage}:{key}");
+                    b = b.template(template.clone(), child(handlers.agent(ctx, agent)));
+                    children.push((key, template));
+                }
+                from = collector_id(&stage);
+                collector_max = max;
+                b = b
+                    .node(stage.as_str(), fan_out(stage.clone(), input, children))
+                    .collector(
+                        from.as_str(),
+                        stage.as_str(),
+                        route.failure_aggregation.policy(),
+                        None,
+                    );
+            }
+        }
+        let (success, failure) = (route.next_on_success.clone(), route.next_on_failure.clone());
+        let mut targets = vec![success.clone(), failure.clone()];
+        if adaptive {
+            targets.push(ADAPTIVE_RETRIEVAL.to_owned());
+        }
+        if collector_max.is_some() {
+            targets.push("ABORT".to_owned());
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        targets.retain(|t| seen.insert(t.clone()));
+        let counter = enrichment_counter(&stage);
+        b = b.conditional_edge(from.as_str(), targets, move |r: &RouteContext<'_>| {
+            let to = if !r.failed {
+                success.as_str()
+            } else if collector_max.is_some_and(|m| r.attempt >= m) {
+                "ABORT"
+            } else if adaptive && r.counter(&counter) < MAX_ENRICHMENTS {
+                ADAPTIVE_RETRIEVAL
+            } else {
+                failure.as_str()
+            };
+            Ok(vec![NodeId::from(to)])
+        });
+    }
+    if adaptive {
+        let stages: Vec<String> = plan
+            .planned
+            .iter()
+            .map(|p| p.context.stage_name.clone())
+            .collect();
+        b = b
+            .node(
+                ADAPTIVE_RETRIEVAL,
+                retrieval(handlers.adaptive_retrieval(plan)),
+            )
+            .conditional_edge(ADAPTIVE_RETRIEVAL, stages, |r: &RouteContext<'_>| {
+                match r.state.get("current_stage").and_then(Value::as_str) {
+                    Some(stage) => Ok(vec![NodeId::from(stage)]),
+                    None => Err("adaptive retrieval ran before any stage".to_owned()),
+                }
+            });
+    }
+    b = b
+        .terminal("DONE", TerminalKind::Success, Some(terminal("DONE")))
+        .terminal("ABORT", TerminalKind::Failure, Some(terminal("ABORT")));
+    Ok(b.build()?)
+}

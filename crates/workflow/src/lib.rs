@@ -1,0 +1,28 @@
+//! Workflows (seed 000): YAML specs with positioned validation, discovery (built-ins, the
+//! repository's `.trellis/workflows`, configured directories), deterministic plan assembly
+//! and compilation of a plan into a [`trellis_graph::Graph`].
+//!
+//! ```text
+//! YAML ──load_str──▶ Workflow ──assemble(decisions, task)──▶ Plan ──compile(handlers)──▶ Graph
+//! ```
+
+mod catalog;
+mod compile;
+mod decode;
+mod error;
+mod plan;
+mod schema;
+mod validate;
+pub mod yaml;
+
+pub use catalog::{BUILTINS, Catalog, Entry, Source, builtin_label, load_file, yaml_files};
+pub use compile::{
+    ADAPTIVE_RETRIEVAL, MAX_ENRICHMENTS, StageHandlers, collector_id, compile, enrichment_counter,
+};
+pub use error::{Error, Problem, Problems, Result};
+pub use plan::{Decision, Decisions, Plan, Planned, Route, Skipped, StageContext, assemble};
+pub use schema::{
+    AgentSpec, Aggregation, Metadata, Routing, SelectionCriteria, Spanned, Stage, StageId, Target,
+    Workflow,
+};
+pub use validate::{ConfigCheck, RESERVED_NAMES, load_str};

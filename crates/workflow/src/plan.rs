@@ -1,0 +1,257 @@
+//! Deterministic plan assembly (seed 000, layer 2): no model, the same input gives the same
+//! plan. Required stages are planned; optional stages are planned when the decisions include
+//! them and skipped otherwise.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use trellis_graph::nearest;
+
+use crate::error::{Error, Result};
+use crate::schema::{AgentSpec, Aggregation, Target, Workflow};
+
+/// Include or skip an optional stage.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Decision {
+    /// Run it.
+    Include,
+    /// Skip it.
+    Skip,
+}
+
+/// Decisions about optional stages, keyed by stage id or name, each with an optional reason
+/// (the orchestrator's reasoning, or "--include on the command line").
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Decisions(pub BTreeMap<String, (Decision, Option<String>)>);
+
+impl Decisions {
+    /// Records a decision.
+    pub fn set(&mut self, stage: impl Into<String>, decision: Decision, reason: Option<String>) {
+        self.0.insert(stage.into(), (decision, reason));
+    }
+}
+
+/// Everything an agent of a stage is told (seed 000's task_context, plus the stage's guidance).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StageContext {
+    /// `stage_id`.
+    pub stage_id: String,
+    /// `name`; also the stage's node id in the graph.
+    pub stage_name: String,
+    /// `description`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stage_description: Option<String>,
+    /// `type`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stage_type: Option<String>,
+    /// The user's request.
+    pub task: String,
+    /// The agents, run in parallel.
+    pub agents: Vec<AgentSpec>,
+    /// Every MCP tool of the stage's agents, sorted, deduplicated.
+    pub tools: Vec<String>,
+    /// `reasoning_guidance`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reasoning_guidance: Option<String>,
+    /// `retrieval_guidance`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retrieval_guidance: Option<String>,
+    /// `failure_criteria`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failure_criteria: Option<Value>,
+    /// `retrieval_strategy_config.retrieval_hints.token_budget.<stage name>`, if set.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub token_budget: Option<u64>,
+}
+
+/// One row of the routing table, in graph node ids (stage names, DONE, ABORT).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Route {
+    /// The stage's node.
+    pub stage: String,
+    /// After success.
+    pub next_on_success: String,
+    /// After failure, once adaptive retrieval is spent.
+    pub next_on_failure: String,
+    /// Activations before a failure goes to ABORT (`None`: unlimited).
+    pub max_attempts: Option<u32>,
+    /// How parallel agents' failures combine.
+    pub failure_aggregation: Aggregation,
+}
+
+/// A stage the plan leaves out, and why.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Skipped {
+    /// `stage_id`.
+    pub stage_id: String,
+    /// `name`.
+    pub stage_name: String,
+    /// Why it is skipped.
+    pub reason: String,
+}
+
+/// A planned stage and why it runs.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Planned {
+    /// The stage's context.
+    pub context: StageContext,
+    /// Why it runs.
+    pub reason: String,
+}
+
+/// The execution plan: fixed once assembled; storable as JSON.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Plan {
+    /// The workflow's name.
+    pub workflow: String,
+    /// `metadata.workflow_type`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workflow_type: Option<String>,
+    /// The user's request.
+    pub task: String,
+    /// The entry node (the first stage in the file; bypassed if skipped).
+    pub entry: String,
+    /// Whether failed stages go through adaptive retrieval.
+    pub adaptive_retrieval: bool,
+    /// The retrieval strategy, as written.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retrieval_strategy_config: Option<Value>,
+    /// Planned stages in file order.
+    pub planned: Vec<Planned>,
+    /// Skipped stages in file order.
+    pub skipped: Vec<Skipped>,
+    /// Routing of every stage (skipped stages route on as after a success).
+    pub routing: Vec<Route>,
+}
+
+impl Plan {
+    /// Whether `stage` (a node id) is planned.
+    pub fn is_planned(&self, stage: &str) -> bool {
+        self.planned.iter().any(|p| p.context.stage_name == stage)
+    }
+}
+
+/// Assembles the plan of `workflow` for `task` with the given decisions.
+pub fn assemble(workflow: &Workflow, decisions: &Decisions, task: &str) -> Result<Plan> {
+    let err = |message: String| Error::Decision {
+        workflow: workflow.name().to_owned(),
+        message,
+    };
+    for key in decisions.0.keys() {
+        match workflow.stage(key) {
+            None => {
+                let names = workflow.stages.iter().map(|s| s.name.value.as_str());
+                return Err(err(format!(
+                    "no stage `{key}`{}; stages: {}",
+                    nearest(key, names)
+                        .map(|n| format!(" (did you mean `{n}`?)"))
+                        .unwrap_or_default(),
+                    workflow
+                        .stages
+                        .iter()
+                        .map(|s| format!("{} {}", s.stage_id.value, s.name.value))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )));
+            }
+            Some(s) if s.required && decisions.0[key].0 == Decision::Skip => {
+                return Err(err(format!(
+                    "stage `{}` is required and cannot be skipped",
+                    s.name.value
+                )));
+            }
+            Some(_) => {}
+        }
+    }
+    let budgets = workflow
+        .retrieval_strategy_config
+        .as_ref()
+        .and_then(|c| c.value.pointer("/retrieval_hints/token_budget"));
+    let node = |t: &Target| match t {
+        Target::Stage(id) => workflow
+            .stages
+            .iter()
+            .find(|s| s.stage_id.value == *id)
+            .map_or_else(|| id.to_string(), |s| s.name.value.clone()),
+        other => other.to_string(),
+    };
+    let mut planned = Vec::new();
+    let mut skipped = Vec::new();
+    let mut routing = Vec::new();
+    for s in &workflow.stages {
+        let decision = decisions
+            .0
+            .get(s.stage_id.value.as_str())
+            .or_else(|| decisions.0.get(&s.name.value));
+        let name = s.name.value.clone();
+        routing.push(Route {
+            stage: name.clone(),
+            next_on_success: node(&s.routing.next_stage_on_success.value),
+            next_on_failure: node(&s.routing.next_stage_on_failure.value),
+            max_attempts: s.routing.max_attempts,
+            failure_aggregation: s.failure_aggregation.value,
+        });
+        let reason = |default: &str| {
+            decision
+                .and_then(|(_, r)| r.clone())
+                .unwrap_or_else(|| default.to_owned())
+        };
+        let include = match decision {
+            _ if s.required => Some("required".to_owned()),
+            Some((Decision::Include, _)) => Some(reason("included")),
+            Some((Decision::Skip, _)) => None,
+            None => None,
+        };
+        let Some(why) = include else {
+            skipped.push(Skipped {
+                stage_id: s.stage_id.value.to_string(),
+                stage_name: name,
+                reason: reason("optional stage not included"),
+            });
+            continue;
+        };
+        let mut tools: Vec<String> = s
+            .parallel_agents
+            .iter()
+            .flat_map(|a| a.mcp_tools.iter().cloned())
+            .collect();
+        tools.sort();
+        tools.dedup();
+        planned.push(Planned {
+            context: StageContext {
+                stage_id: s.stage_id.value.to_string(),
+                stage_description: s.description.clone(),
+                stage_type: s.stage_type.clone(),
+                task: task.to_owned(),
+                agents: s.parallel_agents.clone(),
+                tools,
+                reasoning_guidance: s.reasoning_guidance.clone(),
+                retrieval_guidance: s.retrieval_guidance.clone(),
+                failure_criteria: s.failure_criteria.clone(),
+                token_budget: budgets.and_then(|b| b.get(&name)).and_then(Value::as_u64),
+                stage_name: name,
+            },
+            reason: why,
+        });
+    }
+    Ok(Plan {
+        workflow: workflow.name().to_owned(),
+        workflow_type: workflow.metadata.workflow_type.clone(),
+        task: task.to_owned(),
+        entry: workflow
+            .stages
+            .first()
+            .map(|s| s.name.value.clone())
+            .unwrap_or_else(|| "DONE".into()),
+        adaptive_retrieval: workflow.allows_enrichment(),
+        retrieval_strategy_config: workflow
+            .retrieval_strategy_config
+            .as_ref()
+            .map(|c| c.value.clone()),
+        planned,
+        skipped,
+        routing,
+    })
+}

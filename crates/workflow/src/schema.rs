@@ -1,0 +1,246 @@
+//! The workflow schema of seed 000: `metadata`, `retrieval_strategy_config`, `stages`.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize, Serializer};
+use serde_json::Value;
+use trellis_graph::FailurePolicy;
+
+use crate::yaml::Pos;
+
+/// A value and where it was written.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Spanned<T> {
+    /// The value.
+    pub value: T,
+    /// Its position in the file.
+    pub pos: Pos,
+}
+
+impl<T: Serialize> Serialize for Spanned<T> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.value.serialize(s)
+    }
+}
+
+/// A validated workflow.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Workflow {
+    /// Name, description, type, selection criteria.
+    pub metadata: Metadata,
+    /// The retrieval strategy, kept as data: the index crate interprets it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retrieval_strategy_config: Option<Spanned<Value>>,
+    /// Stages in file order; the first one is the entry.
+    pub stages: Vec<Stage>,
+}
+
+impl Workflow {
+    /// The workflow's name.
+    pub fn name(&self) -> &str {
+        &self.metadata.name
+    }
+
+    /// A stage by id or by name.
+    pub fn stage(&self, key: &str) -> Option<&Stage> {
+        self.stages
+            .iter()
+            .find(|s| s.stage_id.value.as_str() == key || s.name.value == key)
+    }
+
+    /// Whether failed stages go through adaptive retrieval: a `retrieval_strategy_config`
+    /// is present and not `enabled: false` (seed 000's `retrieval_config.allows_enrichment`).
+    pub fn allows_enrichment(&self) -> bool {
+        self.retrieval_strategy_config
+            .as_ref()
+            .is_some_and(|c| c.value.get("enabled").and_then(Value::as_bool) != Some(false))
+    }
+}
+
+/// `metadata`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Metadata {
+    /// Unique name (what `--workflow` takes).
+    pub name: String,
+    /// One line for humans and for the orchestrator.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// Free-form version text.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// E.g. `code_implementation`, `text_analysis`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workflow_type: Option<String>,
+    /// What the orchestrator uses as a prior.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub selection_criteria: Option<SelectionCriteria>,
+}
+
+/// `metadata.selection_criteria`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct SelectionCriteria {
+    /// Regular expressions matched against the request.
+    pub applicable_patterns: Vec<String>,
+    /// Agents the workflow always uses.
+    pub agents_required: Vec<String>,
+    /// Agents of optional stages.
+    pub agents_optional: Vec<String>,
+}
+
+/// A stage id: an integer or a string in the file, compared as text.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(transparent)]
+pub struct StageId(pub String);
+
+impl StageId {
+    /// The id's text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for StageId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Where routing goes.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Target {
+    /// Another stage.
+    Stage(StageId),
+    /// The success terminal.
+    Done,
+    /// The failure terminal.
+    Abort,
+}
+
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Target::Stage(s) => write!(f, "{s}"),
+            Target::Done => f.write_str("DONE"),
+            Target::Abort => f.write_str("ABORT"),
+        }
+    }
+}
+
+impl Serialize for Target {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+/// `stages[]`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Stage {
+    /// `stage_id` (what routing refers to).
+    pub stage_id: Spanned<StageId>,
+    /// `name` (also the engine node's id).
+    pub name: Spanned<String>,
+    /// Optional `description`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// Optional `type` (code_generation, test, security, …).
+    #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
+    pub stage_type: Option<String>,
+    /// Required stages always run; optional ones run when the orchestrator includes them.
+    pub required: bool,
+    /// The agents run in parallel in this stage (at least one).
+    pub parallel_agents: Vec<AgentSpec>,
+    /// How the agents' failures combine.
+    pub failure_aggregation: Spanned<Aggregation>,
+    /// Tells the orchestrator when to include an optional stage.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reasoning_guidance: Option<String>,
+    /// Tells the retrieval agent what context the stage needs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retrieval_guidance: Option<String>,
+    /// Success/failure routing.
+    pub routing: Routing,
+    /// `failure_criteria`, kept as data (seed 000: `agent_defined: true`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failure_criteria: Option<Value>,
+    /// Where the stage starts in the file.
+    #[serde(skip)]
+    pub pos: Pos,
+}
+
+/// `parallel_agents[]`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentSpec {
+    /// The agent role, e.g. `code_agent`.
+    pub agent: String,
+    /// MCP tools the agent may call.
+    pub mcp_tools: Vec<String>,
+}
+
+/// `parallel_config.failure_aggregation` (seed 000: any-fails, all-fail, majority-fail).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Aggregation {
+    /// The stage fails if any agent failed (the default).
+    AnyFails,
+    /// The stage fails only if every agent failed.
+    AllFail,
+    /// The stage fails if more than half of the agents failed.
+    MajorityFail,
+}
+
+impl Aggregation {
+    /// Accepted spellings, canonical first for each policy.
+    pub const NAMES: [(&'static str, Aggregation); 9] = [
+        ("any_fails", Aggregation::AnyFails),
+        ("any-fails", Aggregation::AnyFails),
+        ("any", Aggregation::AnyFails),
+        ("all_fail", Aggregation::AllFail),
+        ("all-fail", Aggregation::AllFail),
+        ("all", Aggregation::AllFail),
+        ("majority_fail", Aggregation::MajorityFail),
+        ("majority-fail", Aggregation::MajorityFail),
+        ("majority", Aggregation::MajorityFail),
+    ];
+
+    /// The canonical name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Aggregation::AnyFails => "any_fails",
+            Aggregation::AllFail => "all_fail",
+            Aggregation::MajorityFail => "majority_fail",
+        }
+    }
+
+    /// Parses one of [`Aggregation::NAMES`].
+    pub fn parse(text: &str) -> Option<Self> {
+        Self::NAMES
+            .iter()
+            .find(|(n, _)| *n == text)
+            .map(|(_, a)| *a)
+    }
+
+    /// The engine's collector policy.
+    pub fn policy(self) -> FailurePolicy {
+        match self {
+            Aggregation::AnyFails => FailurePolicy::AnyFails,
+            Aggregation::AllFail => FailurePolicy::AllFail,
+            Aggregation::MajorityFail => FailurePolicy::MajorityFail,
+        }
+    }
+}
+
+/// `routing`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Routing {
+    /// After a success (default: the next stage in the file, or DONE after the last).
+    pub next_stage_on_success: Spanned<Target>,
+    /// After a failure once adaptive retrieval is spent (default: ABORT).
+    pub next_stage_on_failure: Spanned<Target>,
+    /// Activations allowed before a failure goes to ABORT; absent means unlimited, which
+    /// validation refuses for stages in a loop.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_attempts: Option<u32>,
+    /// Where `routing` is (or the stage, when it is absent).
+    #[serde(skip)]
+    pub pos: Pos,
+}
