@@ -8,6 +8,7 @@
 mod demo;
 mod display;
 mod drive;
+mod models;
 mod registry;
 mod retrieval;
 mod review;
@@ -40,6 +41,9 @@ pub struct Cli {
     /// process crashes and is faster.
     #[arg(long, global = true, value_enum, default_value_t = SyncArg::Full)]
     pub synchronous: SyncArg,
+    /// Override a configuration key (`-c models.default=fast`, TOML value syntax; repeatable).
+    #[arg(short = 'c', long = "config", global = true, value_name = "KEY=VALUE")]
+    pub config: Vec<String>,
     /// What to do.
     #[command(subcommand)]
     pub command: Commands,
@@ -62,6 +66,9 @@ pub enum Commands {
     Runs(runs::RunsCommand),
     /// Run a built-in demonstration graph (feature, fanout, chain, crashtest).
     Demo(demo::DemoArgs),
+    /// List and test model profiles (`list`, `test [PROFILE]`).
+    #[command(subcommand)]
+    Models(models::ModelsCommand),
     /// Review a run's changes: approve all, per file or per hunk, request changes, or
     /// reject; approved hunks are applied to the working tree.
     Review(review::ReviewArgs),
@@ -102,6 +109,9 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         .worker_threads(2)
         .enable_all()
         .build()?;
+    if let Commands::Models(cmd) = &cli.command {
+        return rt.block_on(models::execute(cmd, &cli.repo, &cli.config));
+    }
     // Workflow commands need no store; dispatch them before one is created.
     match cli.command {
         Commands::Workflows(args) => return workflows::workflows(args, &cli.repo),
@@ -119,7 +129,8 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         | Commands::Search(_)
         | Commands::Map(_)
         | Commands::Workflows(_)
-        | Commands::Run(_) => unreachable!("handled before the store is opened"),
+        | Commands::Run(_)
+        | Commands::Models(_) => unreachable!("handled before the store is opened"),
     }
 }
 

@@ -1,5 +1,6 @@
 mod common;
 mod crash;
+mod models;
 mod review;
 mod runs;
 mod workflows;

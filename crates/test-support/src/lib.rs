@@ -1,7 +1,9 @@
 //! Helpers shared by the test suites of Trellis crates.
 //!
-//! Today it provides temporary workspaces; the scripted model provider and fixture
-//! repositories join it with the model and tool layers.
+//! Temporary workspaces and the [scripted model provider](scripted). This crate is a
+//! dev-dependency only (`publish = false`), so the test double never reaches a release build.
+
+pub mod scripted;
 
 use std::path::{Path, PathBuf};
 

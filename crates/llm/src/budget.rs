@@ -1,0 +1,398 @@
+//! Hard budgets in tokens and cost, per run, per stage and per agent.
+//!
+//! A call is checked *before* it is made against its projection — the prompt tokens
+//! counted by the provider plus the `max_tokens` it may generate — and the projection is
+//! reserved until the call ends, so concurrent calls cannot overrun a budget together. A
+//! call that does not fit is not made: [`Budgeted`] fails it with
+//! [`Error::Budget`](crate::Error::Budget) carrying a [`BudgetExceeded`], which the workflow
+//! layer turns into a resumable "needs more budget" interrupt; [`BudgetLedger::grant`]
+//! raises the limit and the run can continue. Actual usage is recorded per call as a
+//! [`UsageRecord`].
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use futures::StreamExt;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
+
+use crate::Result;
+use crate::provider::{ChatStream, ModelProvider, ProviderInfo, spawn_stream};
+use crate::tokens::{TokenCount, estimate_text};
+use crate::types::{ChatRequest, StreamEvent, Usage};
+
+/// Prices in US dollars per million tokens.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Price {
+    /// Per million prompt tokens.
+    pub input_per_mtok: f64,
+    /// Per million generated tokens.
+    pub output_per_mtok: f64,
+}
+
+impl Price {
+    /// Cost of `prompt` input and `completion` output tokens.
+    pub fn cost(&self, prompt: u64, completion: u64) -> f64 {
+        (prompt as f64 * self.input_per_mtok + completion as f64 * self.output_per_mtok) / 1e6
+    }
+}
+
+/// A limit; `None` is unlimited.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Limit {
+    /// Maximum tokens (prompt + completion).
+    pub tokens: Option<u64>,
+    /// Maximum cost in US dollars (only calls with a configured price count).
+    pub cost_usd: Option<f64>,
+}
+
+/// What a budget applies to.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(tag = "scope", content = "name", rename_all = "snake_case")]
+pub enum Scope {
+    /// The whole run.
+    Run,
+    /// One stage (graph node) of the run.
+    Stage(String),
+    /// One agent (role) of the run.
+    Agent(String),
+}
+
+impl std::fmt::Display for Scope {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Scope::Run => f.write_str("run"),
+            Scope::Stage(s) => write!(f, "stage `{s}`"),
+            Scope::Agent(a) => write!(f, "agent `{a}`"),
+        }
+    }
+}
+
+/// The budgets of a run (the `[budgets]` configuration section resolves into this).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Budget {
+    /// The run as a whole.
+    pub run: Limit,
+    /// Per stage, by name.
+    pub stages: BTreeMap<String, Limit>,
+    /// Per agent, by name.
+    pub agents: BTreeMap<String, Limit>,
+}
+
+/// Which unit ran out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BudgetUnit {
+    /// Tokens.
+    Tokens,
+    /// US dollars.
+    CostUsd,
+}
+
+/// A call refused because it would exceed a budget. Serializable so that it can travel in
+/// an interrupt asking the user for more budget.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, thiserror::Error)]
+#[error(
+    "{scope} {unit:?} budget would be exceeded: limit {limit}, used {used} (incl. calls in \
+     flight), this call needs up to {requested}; grant more budget to continue"
+)]
+pub struct BudgetExceeded {
+    /// The exhausted scope.
+    pub scope: Scope,
+    /// The exhausted unit.
+    pub unit: BudgetUnit,
+    /// The limit.
+    pub limit: f64,
+    /// Spent plus reserved by calls in flight.
+    pub used: f64,
+    /// The projection of the refused call.
+    pub requested: f64,
+}
+
+/// Where a call belongs, for budgets and usage records.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CallScope {
+    /// The stage (graph node), if any.
+    pub stage: Option<String>,
+    /// The agent (role), if any.
+    pub agent: Option<String>,
+}
+
+impl CallScope {
+    fn scopes(&self) -> Vec<Scope> {
+        let mut v = vec![Scope::Run];
+        v.extend(self.stage.clone().map(Scope::Stage));
+        v.extend(self.agent.clone().map(Scope::Agent));
+        v
+    }
+}
+
+/// One call's usage, ready to persist.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct UsageRecord {
+    /// Stage and agent.
+    pub scope: CallScope,
+    /// Profile name.
+    pub profile: String,
+    /// Model identifier.
+    pub model: String,
+    /// Tokens used.
+    pub usage: Usage,
+    /// Whether the provider reported the usage (else it was counted/estimated locally).
+    pub reported: bool,
+    /// Cost, when the profile has a price.
+    pub cost_usd: Option<f64>,
+    /// Unix milliseconds at the end of the call.
+    pub at_ms: u64,
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+struct Spend {
+    tokens: u64,
+    cost: f64,
+}
+
+#[derive(Default)]
+struct LedgerState {
+    budget: Budget,
+    spent: BTreeMap<Scope, Spend>,
+    reserved: BTreeMap<Scope, Spend>,
+    records: Vec<UsageRecord>,
+}
+
+/// Budgets and what has been spent against them; share one per run (`Arc`).
+#[derive(Default)]
+pub struct BudgetLedger {
+    state: Mutex<LedgerState>,
+}
+
+/// A reservation held while a call runs.
+#[derive(Debug)]
+pub struct Reservation {
+    scopes: Vec<Scope>,
+    spend: Spend,
+}
+
+impl BudgetLedger {
+    /// A ledger enforcing `budget`.
+    pub fn new(budget: Budget) -> Self {
+        Self {
+            state: Mutex::new(LedgerState {
+                budget,
+                ..LedgerState::default()
+            }),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, LedgerState> {
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Checks a projected call and reserves it if it fits every scope.
+    pub fn reserve(
+        &self,
+        scope: &CallScope,
+        tokens: u64,
+        cost: f64,
+    ) -> Result<Reservation, BudgetExceeded> {
+        let mut st = self.lock();
+        let scopes = scope.scopes();
+        for s in &scopes {
+            let limit = match s {
+                Scope::Run => Some(st.budget.run),
+                Scope::Stage(n) => st.budget.stages.get(n).copied(),
+                Scope::Agent(n) => st.budget.agents.get(n).copied(),
+            };
+            let Some(limit) = limit else { continue };
+            let spent = st.spent.get(s).copied().unwrap_or_default();
+            let held = st.reserved.get(s).copied().unwrap_or_default();
+            if let Some(max) = limit.tokens {
+                let used = spent.tokens + held.tokens;
+                if used + tokens > max {
+                    return Err(BudgetExceeded {
+                        scope: s.clone(),
+                        unit: BudgetUnit::Tokens,
+                        limit: max as f64,
+                        used: used as f64,
+                        requested: tokens as f64,
+                    });
+                }
+            }
+            if let Some(max) = limit.cost_usd {
+                let used = spent.cost + held.cost;
+                if used + cost > max {
+                    return Err(BudgetExceeded {
+                        scope: s.clone(),
+                        unit: BudgetUnit::CostUsd,
+                        limit: max,
+                        used,
+                        requested: cost,
+                    });
+                }
+            }
+        }
+        let spend = Spend { tokens, cost };
+        for s in &scopes {
+            let r = st.reserved.entry(s.clone()).or_default();
+            r.tokens += tokens;
+            r.cost += cost;
+        }
+        Ok(Reservation { scopes, spend })
+    }
+
+    /// Ends a reservation and books the call's actual usage.
+    pub fn settle(&self, reservation: Reservation, record: UsageRecord) {
+        let mut st = self.lock();
+        let cost = record.cost_usd.unwrap_or(0.0);
+        for s in &reservation.scopes {
+            if let Some(r) = st.reserved.get_mut(s) {
+                r.tokens = r.tokens.saturating_sub(reservation.spend.tokens);
+                r.cost = (r.cost - reservation.spend.cost).max(0.0);
+            }
+            let sp = st.spent.entry(s.clone()).or_default();
+            sp.tokens += record.usage.total();
+            sp.cost += cost;
+        }
+        st.records.push(record);
+    }
+
+    /// Raises a scope's limit by `extra` (what a user grants to resume a run).
+    pub fn grant(&self, scope: &Scope, extra: Limit) {
+        let mut st = self.lock();
+        let limit = match scope {
+            Scope::Run => &mut st.budget.run,
+            Scope::Stage(n) => st.budget.stages.entry(n.clone()).or_default(),
+            Scope::Agent(n) => st.budget.agents.entry(n.clone()).or_default(),
+        };
+        if let (Some(t), Some(e)) = (&mut limit.tokens, extra.tokens) {
+            *t += e;
+        }
+        if let (Some(c), Some(e)) = (&mut limit.cost_usd, extra.cost_usd) {
+            *c += e;
+        }
+    }
+
+    /// Tokens and cost spent in `scope` so far.
+    pub fn spent(&self, scope: &Scope) -> (u64, f64) {
+        let s = self.lock().spent.get(scope).copied().unwrap_or_default();
+        (s.tokens, s.cost)
+    }
+
+    /// Takes the usage records booked since the last call, for persisting.
+    pub fn take_records(&self) -> Vec<UsageRecord> {
+        std::mem::take(&mut self.lock().records)
+    }
+}
+
+/// A provider whose calls are checked against a ledger and booked to it.
+pub struct Budgeted {
+    inner: Arc<dyn ModelProvider>,
+    ledger: Arc<BudgetLedger>,
+    scope: CallScope,
+    price: Option<Price>,
+    default_max_tokens: u32,
+}
+
+impl Budgeted {
+    /// Wraps `inner`. `default_max_tokens` is the projected output of a request that does
+    /// not set `max_tokens` (use the profile's `max_tokens`).
+    pub fn new(
+        inner: Arc<dyn ModelProvider>,
+        ledger: Arc<BudgetLedger>,
+        scope: CallScope,
+        price: Option<Price>,
+        default_max_tokens: u32,
+    ) -> Self {
+        Self {
+            inner,
+            ledger,
+            scope,
+            price,
+            default_max_tokens,
+        }
+    }
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+impl ModelProvider for Budgeted {
+    fn info(&self) -> &ProviderInfo {
+        self.inner.info()
+    }
+
+    fn prepare(&self) -> futures::future::BoxFuture<'_, Result<()>> {
+        self.inner.prepare()
+    }
+
+    fn count_tokens(&self, request: &ChatRequest) -> Result<TokenCount> {
+        self.inner.count_tokens(request)
+    }
+
+    fn stream(&self, request: ChatRequest, cancel: CancellationToken) -> ChatStream {
+        let inner = Arc::clone(&self.inner);
+        let ledger = Arc::clone(&self.ledger);
+        let scope = self.scope.clone();
+        let price = self.price;
+        let max_out = u64::from(request.max_tokens.unwrap_or(self.default_max_tokens));
+        spawn_stream(move |tx| async move {
+            inner.prepare().await?;
+            let prompt = inner.count_tokens(&request)?.tokens;
+            let projected_cost = price.map_or(0.0, |p| p.cost(prompt, max_out));
+            let reservation = ledger.reserve(&scope, prompt + max_out, projected_cost)?;
+            let mut stream = inner.stream(request, cancel);
+            let mut usage = None;
+            let mut generated = String::new();
+            let mut outcome = Ok(());
+            while let Some(item) = stream.next().await {
+                match item {
+                    Ok(event) => {
+                        match &event {
+                            StreamEvent::Usage { usage: u } => usage = Some(*u),
+                            StreamEvent::TextDelta { text }
+                            | StreamEvent::ThinkingDelta { text } => generated.push_str(text),
+                            StreamEvent::ToolCallDelta { arguments, .. } => {
+                                generated.push_str(arguments);
+                            }
+                            _ => {}
+                        }
+                        if tx.send(Ok(event)).await.is_err() {
+                            break;
+                        }
+                    }
+                    Err(e) => {
+                        outcome = Err(e);
+                        break;
+                    }
+                }
+            }
+            let info = inner.info();
+            let reported = usage.is_some();
+            let usage = usage.unwrap_or(Usage {
+                prompt_tokens: prompt,
+                completion_tokens: estimate_text(&generated),
+                cached_prompt_tokens: 0,
+            });
+            let record = UsageRecord {
+                scope,
+                profile: info.profile.clone(),
+                model: info.model.clone(),
+                usage,
+                reported,
+                cost_usd: price.map(|p| p.cost(usage.prompt_tokens, usage.completion_tokens)),
+                at_ms: now_ms(),
+            };
+            ledger.settle(reservation, record);
+            outcome
+        })
+    }
+}

@@ -1,0 +1,56 @@
+//! Trellis model providers.
+//!
+//! One seam, [`ModelProvider`]: a single required streaming method yielding text, thinking
+//! and tool-call deltas, usage and a finish reason; [`ModelProvider::complete`] collects it.
+//! Calls take a [`CancellationToken`](tokio_util::sync::CancellationToken); errors say
+//! whether a retry may help ([`Error::is_retryable`]) and [`Retrying`] retries with
+//! jittered backoff honouring `Retry-After`.
+//!
+//! Providers, chosen by configuration ([`ModelRegistry`]):
+//! - the embedded default ([`embedded`], cargo feature `embedded`): SmolLM2-135M-Instruct
+//!   in-process through llama.cpp, fetched once into `~/.cache/trellis/models`, with
+//!   grammar-constrained structured output — works offline with no configuration;
+//! - [`OpenAiProvider`]: any OpenAI-compatible chat-completions endpoint (OpenAI, Ollama,
+//!   vLLM, llama.cpp server, TabbyAPI, LM Studio, OpenRouter) as configuration data;
+//! - [`AnthropicProvider`]: the Anthropic Messages API.
+//!
+//! The wire formats are implemented here over reqwest and a small SSE decoder rather than
+//! through a multi-provider client crate: the stream events map one-to-one onto
+//! [`StreamEvent`] (tool-call argument deltas and thinking signatures stay exact), the
+//! mock-server tests can assert on the exact bytes sent, and the dependency tree stays small.
+//!
+//! Around the providers: [`structured`] output and the [`normalise`]r, [`tokens`] counting,
+//! and hard [`budget`]s checked before each call.
+
+pub mod anthropic;
+pub mod budget;
+pub mod config;
+pub mod download;
+#[cfg(feature = "embedded")]
+pub mod embedded;
+mod error;
+pub mod http;
+pub mod normalise;
+pub mod openai;
+pub mod provider;
+pub mod registry;
+pub mod retry;
+pub mod sse;
+pub mod structured;
+pub mod tokens;
+pub mod types;
+
+pub use anthropic::AnthropicProvider;
+pub use budget::{
+    Budget, BudgetExceeded, BudgetLedger, Budgeted, CallScope, Limit, Price, Scope, UsageRecord,
+};
+pub use error::{Error, Result};
+pub use openai::OpenAiProvider;
+pub use provider::{ChatStream, ModelProvider, ProviderInfo, ProviderKind, collect};
+pub use registry::{DEFAULT_PROFILE, ModelRegistry, ProfileSummary};
+pub use retry::{RetryPolicy, Retrying};
+pub use structured::{StructuredAnswer, StructuredMode, StructuredOptions, complete_structured};
+pub use types::{
+    ChatRequest, Completion, FinishReason, Message, ResponseFormat, Role, StreamEvent, Thinking,
+    ToolCall, ToolSpec, Usage,
+};

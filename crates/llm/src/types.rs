@@ -1,0 +1,330 @@
+//! Provider-neutral request, stream and response types.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Who said a message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// Instructions.
+    System,
+    /// The user (or the agent loop on its behalf).
+    User,
+    /// The model.
+    Assistant,
+    /// A tool result answering an assistant tool call.
+    Tool,
+}
+
+impl Role {
+    /// The lowercase wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::System => "system",
+            Role::User => "user",
+            Role::Assistant => "assistant",
+            Role::Tool => "tool",
+        }
+    }
+}
+
+/// Reasoning the model emitted before answering (Anthropic thinking blocks, `reasoning_content`
+/// of OpenAI-compatible servers). The signature must be sent back unchanged in later turns.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Thinking {
+    /// The reasoning text.
+    pub text: String,
+    /// Anthropic's opaque signature of the block.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<String>,
+}
+
+/// One message of a conversation.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Message {
+    /// The author.
+    pub role: Role,
+    /// The text (may be empty for an assistant turn that only calls tools).
+    pub content: String,
+    /// Tool calls made by an assistant turn.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCall>,
+    /// For [`Role::Tool`]: the call this result answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+    /// For assistant turns: the reasoning that preceded them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thinking: Option<Thinking>,
+}
+
+impl Message {
+    fn new(role: Role, content: impl Into<String>) -> Self {
+        Self {
+            role,
+            content: content.into(),
+            tool_calls: Vec::new(),
+            tool_call_id: None,
+            thinking: None,
+        }
+    }
+
+    /// A system message.
+    pub fn system(content: impl Into<String>) -> Self {
+        Self::new(Role::System, content)
+    }
+
+    /// A user message.
+    pub fn user(content: impl Into<String>) -> Self {
+        Self::new(Role::User, content)
+    }
+
+    /// An assistant message.
+    pub fn assistant(content: impl Into<String>) -> Self {
+        Self::new(Role::Assistant, content)
+    }
+
+    /// A tool result.
+    pub fn tool_result(call_id: impl Into<String>, content: impl Into<String>) -> Self {
+        Self {
+            tool_call_id: Some(call_id.into()),
+            ..Self::new(Role::Tool, content)
+        }
+    }
+}
+
+/// A tool the model may call.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ToolSpec {
+    /// The name the model uses.
+    pub name: String,
+    /// What it does.
+    pub description: String,
+    /// JSON Schema of the arguments object.
+    pub parameters: Value,
+}
+
+/// A complete tool call.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ToolCall {
+    /// The provider's call id (generated for providers without ids).
+    pub id: String,
+    /// The tool name.
+    pub name: String,
+    /// The arguments as sent by the model (JSON text; may be invalid JSON).
+    pub arguments: String,
+}
+
+impl ToolCall {
+    /// The arguments parsed as JSON (`{}` when empty).
+    pub fn arguments_json(&self) -> Result<Value, serde_json::Error> {
+        if self.arguments.trim().is_empty() {
+            return Ok(Value::Object(serde_json::Map::new()));
+        }
+        serde_json::from_str(&self.arguments)
+    }
+}
+
+/// A request for a JSON answer matching a schema.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ResponseFormat {
+    /// A short identifier for the schema (OpenAI requires one).
+    pub name: String,
+    /// The JSON Schema.
+    pub schema: Value,
+}
+
+/// One model call.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ChatRequest {
+    /// The conversation, system messages included.
+    pub messages: Vec<Message>,
+    /// Tools the model may call.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<ToolSpec>,
+    /// Maximum tokens to generate (the profile's default when `None`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u32>,
+    /// Sampling temperature (the profile's default when `None`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f32>,
+    /// Ask for a JSON answer matching a schema.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_format: Option<ResponseFormat>,
+    /// Token budget for thinking (Anthropic extended thinking); `None` disables it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thinking_budget: Option<u32>,
+    /// Stop sequences.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stop: Vec<String>,
+}
+
+impl ChatRequest {
+    /// A request with these messages and defaults for everything else.
+    pub fn new(messages: Vec<Message>) -> Self {
+        Self {
+            messages,
+            ..Self::default()
+        }
+    }
+}
+
+/// Why the model stopped.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FinishReason {
+    /// Natural end or a stop sequence.
+    Stop,
+    /// `max_tokens` reached.
+    Length,
+    /// The model called tools and waits for their results.
+    ToolCalls,
+    /// Filtered or refused.
+    ContentFilter,
+    /// The call was cancelled.
+    Cancelled,
+    /// Anything else the endpoint reported.
+    Other(String),
+}
+
+/// Token usage of one call.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    /// Prompt (input) tokens.
+    pub prompt_tokens: u64,
+    /// Generated (output) tokens, thinking included.
+    pub completion_tokens: u64,
+    /// Prompt tokens served from a provider-side cache, when reported.
+    #[serde(default)]
+    pub cached_prompt_tokens: u64,
+}
+
+impl Usage {
+    /// Prompt plus completion tokens.
+    pub fn total(&self) -> u64 {
+        self.prompt_tokens + self.completion_tokens
+    }
+
+    /// Adds another call's usage.
+    pub fn add(&mut self, other: &Usage) {
+        self.prompt_tokens += other.prompt_tokens;
+        self.completion_tokens += other.completion_tokens;
+        self.cached_prompt_tokens += other.cached_prompt_tokens;
+    }
+}
+
+/// One item of a response stream.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum StreamEvent {
+    /// Answer text.
+    TextDelta {
+        /// The new text.
+        text: String,
+    },
+    /// Reasoning text.
+    ThinkingDelta {
+        /// The new text.
+        text: String,
+    },
+    /// The signature closing a thinking block (Anthropic).
+    ThinkingSignature {
+        /// The signature.
+        signature: String,
+    },
+    /// A piece of a tool call. The first delta of a call carries its id and name; later
+    /// ones append to the arguments.
+    ToolCallDelta {
+        /// Position of the call in this response.
+        index: usize,
+        /// The call id (first delta).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        id: Option<String>,
+        /// The tool name (first delta).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        name: Option<String>,
+        /// Text appended to the JSON arguments.
+        arguments: String,
+    },
+    /// Token usage (may arrive more than once; later values replace earlier ones).
+    Usage {
+        /// The usage so far.
+        usage: Usage,
+    },
+    /// The end of the response; always the last event of a successful stream.
+    Finish {
+        /// Why it ended.
+        reason: FinishReason,
+    },
+}
+
+/// A collected response.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Completion {
+    /// The answer text.
+    pub text: String,
+    /// Reasoning, when the model emitted any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thinking: Option<Thinking>,
+    /// Tool calls, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCall>,
+    /// Token usage.
+    pub usage: Usage,
+    /// Why the model stopped (`None` only while collecting).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finish: Option<FinishReason>,
+}
+
+impl Completion {
+    /// Folds one stream event into the completion.
+    pub fn push(&mut self, event: StreamEvent) {
+        match event {
+            StreamEvent::TextDelta { text } => self.text.push_str(&text),
+            StreamEvent::ThinkingDelta { text } => {
+                self.thinking.get_or_insert_with(Thinking::default).text += &text;
+            }
+            StreamEvent::ThinkingSignature { signature } => {
+                self.thinking
+                    .get_or_insert_with(Thinking::default)
+                    .signature = Some(signature);
+            }
+            StreamEvent::ToolCallDelta {
+                index,
+                id,
+                name,
+                arguments,
+            } => {
+                while self.tool_calls.len() <= index {
+                    let n = self.tool_calls.len();
+                    self.tool_calls.push(ToolCall {
+                        id: format!("call_{n}"),
+                        name: String::new(),
+                        arguments: String::new(),
+                    });
+                }
+                let call = &mut self.tool_calls[index];
+                if let Some(id) = id {
+                    call.id = id;
+                }
+                if let Some(name) = name.filter(|n| !n.is_empty()) {
+                    call.name = name;
+                }
+                call.arguments.push_str(&arguments);
+            }
+            StreamEvent::Usage { usage } => self.usage = usage,
+            StreamEvent::Finish { reason } => self.finish = Some(reason),
+        }
+    }
+
+    /// The assistant message to append to the conversation.
+    pub fn to_message(&self) -> Message {
+        Message {
+            role: Role::Assistant,
+            content: self.text.clone(),
+            tool_calls: self.tool_calls.clone(),
+            tool_call_id: None,
+            thinking: self.thinking.clone(),
+        }
+    }
+}

@@ -1,0 +1,10 @@
+mod anthropic;
+mod budget;
+mod download;
+#[cfg(feature = "embedded")]
+mod embedded;
+mod mock;
+mod normalise;
+mod openai;
+mod registry;
+mod structured;
