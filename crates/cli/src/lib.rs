@@ -103,7 +103,7 @@ pub fn main(cli: Cli) -> ExitCode {
 /// Executes `cli`.
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     if retrieval::handles(&cli.command) {
-        return retrieval::execute(&cli.repo, cli.command);
+        return retrieval::execute(&cli.repo, &cli.config, cli.command);
     }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -124,7 +124,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Commands::Demo(args) => rt.block_on(demo::execute(args, store)),
         Commands::Review(args) => review::review(args, store),
         Commands::Undo(args) => review::undo(args, store),
-        Commands::Sandbox(cmd) => rt.block_on(review::sandbox(cmd, &cli.repo, store)),
+        Commands::Sandbox(cmd) => rt.block_on(review::sandbox(cmd, &cli.repo, &cli.config, store)),
         Commands::Index(_)
         | Commands::Search(_)
         | Commands::Map(_)

@@ -90,10 +90,10 @@ pub fn handles(command: &Commands) -> bool {
 }
 
 /// Runs an index, search or map command.
-pub fn execute(repo: &Path, command: Commands) -> anyhow::Result<ExitCode> {
-    // The layered configuration (section `index`) is wired in by the config loader; until
-    // then the defaults apply.
-    let config = IndexConfig::default();
+pub fn execute(repo: &Path, overrides: &[String], command: Commands) -> anyhow::Result<ExitCode> {
+    // Section `index` of the layered configuration (defaults when absent).
+    let config: IndexConfig =
+        crate::models::load_config(repo, overrides)?.section_serde("index")?;
     match command {
         Commands::Index(args) => index(repo, config, &args),
         Commands::Search(args) => search(repo, config, &args),

@@ -412,7 +412,12 @@ pub fn undo(args: UndoArgs, store: Store) -> anyhow::Result<ExitCode> {
 }
 
 /// `trellis sandbox`.
-pub async fn sandbox(cmd: SandboxCommand, repo: &Path, store: Store) -> anyhow::Result<ExitCode> {
+pub async fn sandbox(
+    cmd: SandboxCommand,
+    repo: &Path,
+    overrides: &[String],
+    store: Store,
+) -> anyhow::Result<ExitCode> {
     match cmd {
         SandboxCommand::New { json } => {
             let run = RunId::new();
@@ -440,7 +445,10 @@ pub async fn sandbox(cmd: SandboxCommand, repo: &Path, store: Store) -> anyhow::
         } => {
             let rec = store.change_set(&run)?;
             let wt = RunWorktree::from_record(&rec);
-            let config = Arc::new(ToolsConfig::default());
+            // Section `tools` of the layered configuration (defaults when absent).
+            let config: ToolsConfig =
+                crate::models::load_config(repo, overrides)?.section_serde("tools")?;
+            let config = Arc::new(config);
             let ws = Workspace::new(&wt.path, &config.secrets)?;
             let mut env = ToolEnv::new(
                 ws,
