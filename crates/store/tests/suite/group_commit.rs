@@ -138,7 +138,7 @@ fn claims_and_releases_commit_without_an_fsync() {
     store.claim(&run).unwrap();
     block_on(store.append(batch(&run, 1, 4))).unwrap();
     store.release(&run);
-    store.flush().unwrap(); // release is queued, not waited for
+    wait_released(&store, &run, 3);
     let stats = store.stats();
     assert_eq!((stats.commits, stats.synced_commits), (3, 1), "{stats:?}");
 
@@ -178,7 +178,7 @@ fn synchronous_normal_never_asks_for_an_fsync() {
     store.claim(&run).unwrap();
     block_on(store.append(batch(&run, 1, 2))).unwrap();
     store.release(&run);
-    store.flush().unwrap(); // release is queued, not waited for
+    wait_released(&store, &run, 3);
     let stats = store.stats();
     assert_eq!(
         (stats.commits, stats.synced_commits, stats.batches),
@@ -186,4 +186,15 @@ fn synchronous_normal_never_asks_for_an_fsync() {
         "{stats:?}"
     );
     assert_eq!(store.load(&run).unwrap().len(), 2);
+}
+
+/// Waits until the queued release of `run` is committed and the writer has counted `commits`
+/// transactions (not with `flush`, which may commit on its own and change the count).
+fn wait_released(store: &trellis_store::Store, run: &RunId, commits: u64) {
+    let t = std::time::Instant::now();
+    while (store.get_run(run.as_str()).unwrap().owner.is_some() || store.stats().commits < commits)
+        && t.elapsed() < std::time::Duration::from_secs(5)
+    {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
 }
