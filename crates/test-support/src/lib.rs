@@ -7,6 +7,26 @@ pub mod scripted;
 
 use std::path::{Path, PathBuf};
 
+/// Runs `git args` in `dir` as a fixed test author and returns its stdout; panics with git's
+/// stderr when it fails (for tests building fixture repositories).
+pub fn git(dir: &Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .current_dir(dir)
+        .args(args)
+        .env("GIT_AUTHOR_NAME", "User")
+        .env("GIT_AUTHOR_EMAIL", "user@example.com")
+        .env("GIT_COMMITTER_NAME", "User")
+        .env("GIT_COMMITTER_EMAIL", "user@example.com")
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run git {args:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// A directory removed when dropped, for tests that need a workspace on disk.
 #[derive(Debug)]
 pub struct TempWorkspace {

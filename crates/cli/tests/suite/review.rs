@@ -10,23 +10,7 @@ use rand::Rng;
 
 use super::common::{args, json, ok, trellis};
 
-fn git(dir: &Path, a: &[&str]) -> String {
-    let out = Command::new("git")
-        .current_dir(dir)
-        .args(a)
-        .env("GIT_AUTHOR_NAME", "User")
-        .env("GIT_AUTHOR_EMAIL", "user@example.com")
-        .env("GIT_COMMITTER_NAME", "User")
-        .env("GIT_COMMITTER_EMAIL", "user@example.com")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {a:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
+use trellis_test_support::git;
 
 fn repo(files: &[(String, String)]) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();

@@ -1,7 +1,6 @@
 //! Helpers: git repositories and tool environments.
 
 use std::path::Path;
-use std::process::Command;
 use std::sync::Arc;
 
 use serde_json::Value;
@@ -10,23 +9,7 @@ use trellis_tools::{
     Interaction, MemorySink, Registry, ToolEnv, ToolResult, ToolsConfig, Workspace,
 };
 
-pub fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .current_dir(dir)
-        .args(args)
-        .env("GIT_AUTHOR_NAME", "User")
-        .env("GIT_AUTHOR_EMAIL", "user@example.com")
-        .env("GIT_COMMITTER_NAME", "User")
-        .env("GIT_COMMITTER_EMAIL", "user@example.com")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
+pub use trellis_test_support::git;
 
 /// A repository with one commit of `files`.
 pub fn repo(files: &[(&str, &str)]) -> tempfile::TempDir {
