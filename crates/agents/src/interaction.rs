@@ -23,21 +23,27 @@ use trellis_tools::{
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum PendingInput {
     /// Approval of an action.
-    Approval(ApprovalRequest),
+    Approval {
+        /// The action.
+        request: ApprovalRequest,
+    },
     /// Answers to questions.
-    Questions(Vec<Question>),
+    Questions {
+        /// The questions, in order.
+        questions: Vec<Question>,
+    },
 }
 
 impl PendingInput {
     /// The interrupt shown to the user.
     pub fn interrupt(&self, node: &str) -> Interrupt {
         match self {
-            PendingInput::Approval(r) => Interrupt {
+            PendingInput::Approval { request: r } => Interrupt {
                 kind: InterruptKind::Approval,
                 prompt: format!("{node}: allow `{}`? {}", r.tool, r.reason),
                 data: serde_json::to_value(self).unwrap_or(Value::Null),
             },
-            PendingInput::Questions(q) => Interrupt {
+            PendingInput::Questions { questions: q } => Interrupt {
                 kind: InterruptKind::Question,
                 prompt: q
                     .iter()
@@ -145,7 +151,7 @@ impl Interaction for GraphInteraction {
                 Some(answer) => Ok(ApprovalDecision::Deny {
                     reason: comment(&answer),
                 }),
-                None => Err(self.wait_for(PendingInput::Approval(request))),
+                None => Err(self.wait_for(PendingInput::Approval { request })),
             }
         })
     }
@@ -157,7 +163,7 @@ impl Interaction for GraphInteraction {
         Box::pin(async move {
             match self.take_preset() {
                 Some(answer) => Ok(answers_of(&answer, &questions)),
-                None => Err(self.wait_for(PendingInput::Questions(questions))),
+                None => Err(self.wait_for(PendingInput::Questions { questions })),
             }
         })
     }
@@ -178,7 +184,12 @@ mod tests {
         };
         assert!(i.approve(req.clone()).await.is_err());
         let pending = i.take_pending();
-        assert_eq!(pending, Some(PendingInput::Approval(req.clone())));
+        assert_eq!(
+            pending,
+            Some(PendingInput::Approval {
+                request: req.clone()
+            })
+        );
         let it = pending.map(|p| p.interrupt("code_generation"));
         assert!(it.is_some_and(|it| it.prompt.contains("allow `shell`")));
         i.preset(Answer::reject("no network"));
@@ -200,7 +211,10 @@ mod tests {
             },
         ];
         assert!(i.ask(q.clone()).await.is_err());
-        assert!(matches!(i.take_pending(), Some(PendingInput::Questions(_))));
+        assert!(matches!(
+            i.take_pending(),
+            Some(PendingInput::Questions { .. })
+        ));
         i.preset(Answer(serde_json::json!(["sqlite", "8080"])));
         let a = i.ask(q).await.unwrap_or_default();
         assert_eq!(a[1].answer, "8080");
