@@ -128,7 +128,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     }
     let store = open_store(&cli)?;
     match cli.command {
-        Commands::Runs(cmd) => rt.block_on(runs::execute(cmd, store)),
+        Commands::Runs(cmd) => rt.block_on(runs::execute(cmd, store, &cli.repo, &cli.config)),
         Commands::Demo(args) => rt.block_on(demo::execute(args, store)),
         Commands::Review(args) => review::review(args, &store),
         Commands::Undo(args) => review::undo(args, store),

@@ -307,14 +307,33 @@ pub fn open_runtime(
     repo: &Path,
     overrides: &[String],
     dirs: &[std::path::PathBuf],
-    store: Store,
+    store: Arc<Store>,
 ) -> anyhow::Result<Arc<Runtime>> {
-    Ok(Arc::new(Runtime::open(
-        repo,
-        overrides,
-        dirs,
-        Arc::new(store),
-    )?))
+    Ok(Arc::new(Runtime::open(repo, overrides, dirs, store)?))
+}
+
+/// `trellis runs resume RUN` of a workflow run: continues it (answers applied first) with
+/// the same progress, questions and review as `trellis run`.
+pub async fn resume(
+    run: &RunId,
+    commands: Vec<Command>,
+    repo: &Path,
+    overrides: &[String],
+    store: Arc<Store>,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    let runtime = open_runtime(repo, overrides, &[], store)?;
+    let term = Terminal {
+        input: InputMode::Interrupts,
+        json,
+        no_review: false,
+    };
+    let options = RunOptions {
+        input: term.input,
+        events: printer(json),
+    };
+    let (handle, _ctx) = runtime.resume(run, commands, options)?;
+    drive_run(runtime, handle, term).await
 }
 
 /// A cancellation token cancelled on the first Ctrl-C (for the orchestrator call).
@@ -336,7 +355,7 @@ pub async fn run(
     overrides: &[String],
     store: Store,
 ) -> anyhow::Result<ExitCode> {
-    let runtime = open_runtime(repo, overrides, &args.dirs.dirs, store)?;
+    let runtime = open_runtime(repo, overrides, &args.dirs.dirs, Arc::new(store))?;
     let overrides = trellis_agents::Overrides {
         workflow: args.workflow.clone(),
         include: args.include.clone(),
