@@ -3,3 +3,7 @@
 //! the orchestrator and the retrieval agent.
 
 pub mod retrieval;
+pub use retrieval::{
+    PackedItem, RetrievalAgent, RetrievalError, RetrievalMode, RetrievalOptions, SourceReport,
+    StagePack,
+};
