@@ -29,6 +29,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
+use futures::StreamExt;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use trellis_index::strategy::{ContextSource, IndexLevel, source_categories};
@@ -234,16 +235,20 @@ impl RetrievalAgent {
             return Ok(packs);
         }
         let routes = self.routes(strategy);
-        let generated: Vec<Generated> = futures::future::join_all(stages.iter().map(|st| {
+        let deadline = tokio::time::Instant::now() + self.options.query_timeout;
+        let generated: Vec<Generated> = futures::stream::iter(stages.iter().map(|st| {
             queries::generate(
                 &*self.provider,
                 upfront_prompt(task, strategy, st, &routes, self.options.max_queries),
                 task,
                 upfront_fallback(task, st),
                 &self.options,
+                deadline,
                 &cancel,
             )
         }))
+        .buffered(queries::concurrency(&*self.provider))
+        .collect()
         .await;
         check(&cancel)?;
         let wanted: Vec<Vec<String>> = routes
@@ -330,6 +335,7 @@ impl RetrievalAgent {
             task,
             adaptive_fallback(&analysis),
             &self.options,
+            tokio::time::Instant::now() + self.options.query_timeout,
             &cancel,
         )
         .await;

@@ -5,17 +5,27 @@ use std::collections::HashSet;
 
 use schemars::JsonSchema;
 use serde::Deserialize;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use trellis_llm::{ChatRequest, Message, ModelProvider, StructuredOptions, complete_structured};
+use trellis_llm::{
+    ChatRequest, Message, ModelProvider, ProviderKind, StructuredOptions, complete_structured,
+};
 
 use super::RetrievalOptions;
 
-/// What the model is asked for.
+/// What the model is asked for. The bounds keep a grammar-constrained small model from
+/// generating runaway lists or strings (the embedded model compiles them into its grammar).
 #[derive(Debug, Deserialize, JsonSchema)]
 struct Queries {
     /// Short search queries.
-    queries: Vec<String>,
+    #[schemars(length(min = 1, max = 4))]
+    queries: Vec<Query>,
 }
+
+/// One query.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(transparent)]
+struct Query(#[schemars(length(min = 3, max = 48))] String);
 
 /// Queries for one retrieval, and where they came from.
 #[derive(Clone, Debug, Default)]
@@ -30,8 +40,8 @@ pub(crate) struct Generated {
 
 const SYSTEM: &str = "You write search queries that find context in a software repository \
 (code, documentation, decision records) for an agent about to work on a task. \
-Answer only with JSON: {\"queries\": [\"...\"]}. Each query is 2 to 8 words: concrete \
-identifiers, file names, concepts or error messages. No explanations.";
+Each query is 2 to 6 words: function names, type names, file names or concepts from the \
+task. Answer only with JSON.";
 
 /// Longest query kept (characters).
 const MAX_QUERY_CHARS: usize = 160;
@@ -68,7 +78,10 @@ fn clean(raw: Vec<String>, task: &str) -> Vec<String> {
             .trim_matches(|c: char| c == '"' || c == '\'' || c == '`')
             .trim();
         let q = truncate_chars(q, MAX_QUERY_CHARS);
-        if q.chars().filter(|c| c.is_alphanumeric()).count() < 3 {
+        let alnum = q.chars().filter(|c| c.is_alphanumeric()).count();
+        let digits = q.chars().filter(char::is_ascii_digit).count();
+        // Small models sometimes answer with URLs or digit strings: no search value.
+        if alnum < 3 || digits * 3 > alnum || q.contains("://") || q.contains("www.") {
             continue;
         }
         if seen.insert(q.to_lowercase()) {
@@ -76,6 +89,31 @@ fn clean(raw: Vec<String>, task: &str) -> Vec<String> {
         }
     }
     out
+}
+
+fn words(s: &str) -> Vec<String> {
+    s.split(|c: char| !(c.is_alphanumeric() || c == '_'))
+        .filter(|w| !w.is_empty() && !STOP.contains(&w.to_lowercase().as_str()))
+        .map(str::to_lowercase)
+        .collect()
+}
+
+/// Drops queries copied from the instructions rather than written for the task (small
+/// models echo the prompt): most of their words occur in the prompt but not in the task.
+fn drop_echoes(queries: Vec<String>, prompt: &str, task: &str) -> Vec<String> {
+    let task_words: HashSet<String> = words(task).into_iter().collect();
+    let prompt_words: HashSet<String> = words(prompt).into_iter().collect();
+    queries
+        .into_iter()
+        .filter(|q| {
+            let w = words(q);
+            let echoed = w
+                .iter()
+                .filter(|x| prompt_words.contains(*x) && !task_words.contains(*x))
+                .count();
+            w.is_empty() || echoed * 5 < w.len() * 3
+        })
+        .collect()
 }
 
 /// Asks the model for queries. `prompt` is the user message; `fallback` the deterministic
@@ -86,10 +124,21 @@ pub(crate) async fn generate(
     task: &str,
     fallback: Vec<String>,
     options: &RetrievalOptions,
+    deadline: Instant,
     cancel: &CancellationToken,
 ) -> Generated {
     let task = task_query(task);
     let max = options.max_queries.max(1);
+    if Instant::now() >= deadline {
+        return finish(
+            task,
+            Vec::new(),
+            fallback,
+            max,
+            Some("no time left for query generation".to_owned()),
+        );
+    }
+    let prompt_text = format!("{SYSTEM}\n{prompt}");
     let mut request = ChatRequest::new(vec![Message::system(SYSTEM), Message::user(prompt)]);
     request.max_tokens = Some(options.query_max_tokens);
     request.temperature = options.temperature;
@@ -102,10 +151,11 @@ pub(crate) async fn generate(
         },
         cancel.clone(),
     );
-    let answer = tokio::time::timeout(options.query_timeout, call).await;
+    let answer = tokio::time::timeout_at(deadline, call).await;
     let (model, note) = match answer {
         Ok(Ok(a)) => {
-            let q = clean(a.value.queries, &task);
+            let raw = a.value.queries.into_iter().map(|q| q.0).collect();
+            let q = drop_echoes(clean(raw, &task), &prompt_text, &task);
             if q.is_empty() {
                 (q, Some("the model proposed no usable query".to_owned()))
             } else {
@@ -116,23 +166,49 @@ pub(crate) async fn generate(
         Err(_) => (
             Vec::new(),
             Some(format!(
-                "query generation timed out after {} s",
+                "query generation ran out of its {} s",
                 options.query_timeout.as_secs_f32()
             )),
         ),
     };
+    finish(task, model, fallback, max, note)
+}
+
+fn finish(
+    task: String,
+    model: Vec<String>,
+    fallback: Vec<String>,
+    max: usize,
+    note: Option<String>,
+) -> Generated {
     let from_model = !model.is_empty();
-    let rest = if from_model {
-        model
-    } else {
-        clean(fallback, &task)
-    };
+    let fallback = clean(fallback, &task);
     let mut queries = vec![task];
-    queries.extend(rest.into_iter().take(max - 1));
+    if from_model {
+        // The first deterministic query (identifiers, the error message) stays: a weak
+        // model's queries add to it rather than replace it.
+        let keep = usize::from(!fallback.is_empty() && max > 2);
+        queries.extend(model.into_iter().take(max - 1 - keep));
+        queries.extend(fallback.into_iter().take(keep));
+    } else {
+        queries.extend(fallback.into_iter().take(max - 1));
+    }
+    let mut seen = HashSet::new();
+    queries.retain(|q| seen.insert(q.to_lowercase()));
     Generated {
         queries,
         from_model,
         note: note.map(|n| format!("{n}; used deterministic queries")),
+    }
+}
+
+/// How many query-generation calls run at once: one for the embedded model (it generates
+/// one answer at a time anyway, and calls queued behind each other would share one timeout),
+/// a few for endpoints.
+pub(crate) fn concurrency(provider: &dyn ModelProvider) -> usize {
+    match provider.info().kind {
+        ProviderKind::Embedded => 1,
+        _ => 4,
     }
 }
 
@@ -235,6 +311,35 @@ mod tests {
     }
 
     #[test]
+    fn the_schema_bounds_the_answer() {
+        let schema = trellis_llm::structured::schema_of::<Queries>();
+        assert_eq!(schema["properties"]["queries"]["maxItems"], 4);
+        let item = &schema["properties"]["queries"]["items"];
+        let item = match item.get("$ref").and_then(|r| r.as_str()) {
+            Some(r) => &schema["$defs"][r.rsplit('/').next().unwrap()],
+            None => item,
+        };
+        assert_eq!(item["maxLength"], 48, "{schema}");
+    }
+
+    #[test]
+    fn echoes_of_the_instructions_are_dropped() {
+        let prompt = "Task: fix the cart total\nStage guidance: This stage generates \
+                      implementation code.\nFocus on: existing_patterns, dependencies";
+        let kept = drop_echoes(
+            vec![
+                "This stage generates implementation code".into(),
+                "existing_patterns dependencies".into(),
+                "cart total function".into(),
+                "price rounding".into(),
+            ],
+            prompt,
+            "fix the cart total",
+        );
+        assert_eq!(kept, ["cart total function", "price rounding"]);
+    }
+
+    #[test]
     fn clean_drops_noise_and_the_task() {
         let q = clean(
             vec![
@@ -242,6 +347,8 @@ mod tests {
                 "Token Validation".into(),
                 "-".into(),
                 "the task".into(),
+                "https://example.com/a".into(),
+                "v1234567 89".into(),
             ],
             "the task",
         );

@@ -46,8 +46,9 @@ pub struct RetrievalOptions {
     /// Time each source gets for all its queries (default 5 s; seed 000 says 3 s per
     /// source, the extra covers loading embeddings on first use).
     pub source_timeout: Duration,
-    /// Time the query-generation call gets before the deterministic queries are used
-    /// (default 60 s).
+    /// Time query generation gets in one retrieval, all stages together; stages whose
+    /// call has not finished by then use deterministic queries (default 45 s — the embedded
+    /// model answers one stage in a few seconds on a loaded 2-core machine).
     pub query_timeout: Duration,
     /// Results per query and source before fusion (default 30).
     pub candidates: usize,
@@ -63,7 +64,7 @@ pub struct RetrievalOptions {
     /// Re-ask the model once when its query list does not parse (default false: the
     /// deterministic queries are a cheaper fallback on the critical path).
     pub reask: bool,
-    /// Tokens the query-generation call may generate (default 256).
+    /// Tokens the query-generation call may generate (default 64: a few short queries).
     pub query_max_tokens: u32,
     /// Sampling temperature of query generation (default 0.3, as in seed 000).
     pub temperature: Option<f32>,
@@ -78,14 +79,14 @@ impl Default for RetrievalOptions {
         RetrievalOptions {
             max_queries: 4,
             source_timeout: Duration::from_secs(5),
-            query_timeout: Duration::from_secs(60),
+            query_timeout: Duration::from_secs(45),
             candidates: 30,
             default_budget: trellis_index::strategy::DEFAULT_TOKEN_BUDGET as usize,
             max_budget: None,
             embed: true,
             index_dir: None,
             reask: false,
-            query_max_tokens: 256,
+            query_max_tokens: 64,
             temperature: Some(0.3),
             max_failure_regions: 6,
             region_context_lines: 12,

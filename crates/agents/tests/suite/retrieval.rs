@@ -237,9 +237,14 @@ async fn upfront_packs_per_stage_with_budgets_attribution_and_stage_guidance() {
     );
     let code = &packs["code_generation"];
     assert_eq!(code.queries[0], TASK);
+    // The model's queries, then the identifiers of the task.
     assert_eq!(
         &code.queries[1..],
-        ["total function item price", "tax_rate configuration"]
+        [
+            "total function item price",
+            "tax_rate configuration",
+            "total calc.py tax_rate"
+        ]
     );
     assert!(code.queries_from_model);
     assert_eq!(code.budget_tokens, 200);
