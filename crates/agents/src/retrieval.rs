@@ -195,11 +195,14 @@ impl RetrievalAgent {
             closed?;
             Ok::<_, trellis_index::Error>(stats)
         });
+        tokio::pin!(task);
         let stats = tokio::select! {
-            r = task => r,
+            r = &mut task => r,
             () = cancel.cancelled() => {
-                // The update stops at its next batch boundary; the index stays consistent.
+                // The update stops at its next batch boundary (the index stays consistent);
+                // waiting for it releases the index writer before returning.
                 stop.store(true, Ordering::Relaxed);
+                let _ = task.await;
                 return Err(RetrievalError::Cancelled);
             }
         };
