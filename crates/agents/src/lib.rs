@@ -28,3 +28,7 @@ pub use orchestrator::{
 };
 pub use output::StageReport;
 pub use roles::{RoleCatalog, RoleSource, RoleSpec};
+pub use retrieval::{
+    PackedItem, RetrievalAgent, RetrievalError, RetrievalMode, RetrievalOptions, SourceReport,
+    StagePack,
+};
