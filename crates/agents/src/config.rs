@@ -32,6 +32,9 @@ pub struct RetrievalAgentConfig {
     pub max_queries: Option<usize>,
     /// Milliseconds each source may take before it is reported as timed out (default 5000).
     pub source_timeout_ms: Option<u64>,
+    /// Milliseconds query generation may take in one retrieval, all stages together; stages
+    /// still waiting then use deterministic queries (default 45000).
+    pub query_timeout_ms: Option<u64>,
     /// Disable retrieval entirely (stages get no retrieved context).
     #[serde(default)]
     pub disabled: bool,

@@ -239,20 +239,26 @@ impl RetrievalAgent {
         }
         let routes = self.routes(strategy);
         let deadline = tokio::time::Instant::now() + self.options.query_timeout;
-        let generated: Vec<Generated> = futures::stream::iter(stages.iter().map(|st| {
-            queries::generate(
-                &*self.provider,
-                upfront_prompt(task, strategy, st, &routes, self.options.max_queries),
-                task,
-                upfront_fallback(task, st),
-                &self.options,
-                deadline,
-                &cancel,
-            )
-        }))
-        .buffered(queries::concurrency(&*self.provider))
-        .collect()
-        .await;
+        // The futures are collected first: a stream mapping over `stages.iter()` directly
+        // is not `Send` for every lifetime, which a node handler's future must be.
+        let calls: Vec<_> = stages
+            .iter()
+            .map(|st| {
+                queries::generate(
+                    &*self.provider,
+                    upfront_prompt(task, strategy, st, &routes, self.options.max_queries),
+                    task,
+                    upfront_fallback(task, st),
+                    &self.options,
+                    deadline,
+                    &cancel,
+                )
+            })
+            .collect();
+        let generated: Vec<Generated> = futures::stream::iter(calls)
+            .buffered(queries::concurrency(&*self.provider))
+            .collect()
+            .await;
         check(&cancel)?;
         let wanted: Vec<Vec<String>> = routes
             .iter()

@@ -34,6 +34,8 @@ pub struct RunContext {
     /// The project's test command, if any.
     pub test_command: Option<TestCommand>,
     commit_lock: tokio::sync::Mutex<()>,
+    /// The retrieval agent, built on first use.
+    pub(crate) retrieval: tokio::sync::OnceCell<Arc<trellis_agents::RetrievalAgent>>,
     me: Weak<RunContext>,
 }
 
@@ -65,6 +67,7 @@ impl RunContext {
             options,
             test_command,
             commit_lock: tokio::sync::Mutex::new(()),
+            retrieval: tokio::sync::OnceCell::new(),
             me: me.clone(),
         })
     }

@@ -1,14 +1,26 @@
-//! The retrieval nodes of a workflow run.
+//! The retrieval nodes of a workflow run, driving the retrieval agent
+//! ([`trellis_agents::RetrievalAgent`]) from the workflow's `retrieval_strategy_config`:
 //!
-//! Adaptive retrieval (after a failure) hands the failed stage's report — its output, the
-//! findings, the test run's failing lines — to the stage that retries, as
-//! `enriched_context[retry_stage]`.
+//! - `upfront_retrieval` (first node): brings the workspace index up to date for the
+//!   strategy (documents only when AST work is off), generates queries, and stores a packed,
+//!   attributed context per planned stage in `retrieval_context[stage]`;
+//! - `adaptive_retrieval` (after a failure): reads the failure, pulls the regions it names
+//!   from the run's worktree, retrieves more, and stores it — with the failure report — in
+//!   `enriched_context[retry_stage]`.
+//!
+//! Retrieval never fails a run: an error becomes a note and the stages run with less
+//! context.
 
 use std::sync::{Arc, Weak};
+use std::time::Duration;
 
 use serde_json::{Value, json};
+use trellis_agents::retrieval::strategy_of;
+use trellis_agents::{AgentEvent, RetrievalAgent, RetrievalOptions, StagePack};
 use trellis_graph::{NodeContext, NodeError, NodeHandler, NodeOutput};
-use trellis_workflow::Plan;
+use trellis_index::RetrievalStrategyConfig;
+use trellis_llm::CallScope;
+use trellis_workflow::{Plan, StageContext};
 
 use crate::handlers::{RunContext, clip};
 
@@ -36,29 +48,252 @@ pub(crate) fn failure_text(failed_stage: &str, failure: &Value) -> String {
     s
 }
 
-/// The adaptive-retrieval node.
-pub(crate) fn adaptive(me: Weak<RunContext>, _plan: &Plan) -> Arc<dyn NodeHandler> {
-    Arc::new(move |ctx: NodeContext| {
-        let me = me.upgrade();
-        async move {
-            let Some(_me) = me else {
-                return Err(NodeError::new("the run's context is gone"));
-            };
-            let failed = ctx.input["failed_stage"].as_str().unwrap_or_default();
-            let retry = ctx.input["retry_stage"].as_str().unwrap_or_default();
-            let round = ctx.input["round"].as_i64().unwrap_or(1);
-            let text = format!(
-                "Round {round} of enrichment.\n{}",
-                failure_text(failed, &ctx.input["failure"])
-            );
-            Ok(NodeOutput::success()
-                .write("enriched_context", json!({ retry: text }))
-                .result(json!({ "retry_stage": retry, "failed_stage": failed, "round": round })))
-        }
+/// A pack as stored in the run state: the rendered text and a summary.
+fn stored(pack: &StagePack) -> Value {
+    json!({
+        "rendered": pack.render(),
+        "queries": pack.queries,
+        "items": pack.items.len(),
+        "used_tokens": pack.used_tokens,
+        "budget_tokens": pack.budget_tokens,
+        "notes": pack.notes,
     })
 }
 
-/// The upfront-retrieval node (none yet).
-pub(crate) fn upfront(_me: Weak<RunContext>, _plan: &Plan) -> Option<Arc<dyn NodeHandler>> {
-    None
+impl RunContext {
+    fn note(&self, node: &str, text: String) {
+        if let Some(sink) = &self.options.events {
+            sink(AgentEvent::Note {
+                node: node.to_owned(),
+                text,
+            });
+        }
+    }
+
+    /// The run's retrieval agent (built on first use).
+    async fn retrieval_agent(&self) -> Result<Arc<RetrievalAgent>, String> {
+        self.retrieval
+            .get_or_try_init(|| async {
+                let rt = &self.runtime;
+                let provider = rt
+                    .models
+                    .budgeted(
+                        "retrieval",
+                        self.ledger.clone(),
+                        CallScope {
+                            stage: Some("retrieval".into()),
+                            agent: Some("retrieval_agent".into()),
+                        },
+                    )
+                    .map_err(|e| e.to_string())?;
+                let cfg = &rt.agents.retrieval;
+                let mut options = RetrievalOptions::default();
+                if let Some(n) = cfg.max_queries {
+                    options.max_queries = n.max(1);
+                }
+                if let Some(ms) = cfg.source_timeout_ms {
+                    options.source_timeout = Duration::from_millis(ms.max(1));
+                }
+                if let Some(ms) = cfg.query_timeout_ms {
+                    options.query_timeout = Duration::from_millis(ms.max(1));
+                }
+                // A stage's context must leave room for the prompt and the answer: at most a
+                // quarter of the smallest context window among the agents' models.
+                options.max_budget = rt
+                    .models
+                    .for_role("default")
+                    .ok()
+                    .and_then(|p| p.info().context_window)
+                    .map(|w| (w as usize) / 4);
+                let embedder = match tokio::task::spawn_blocking({
+                    let config = rt.index.embedding.clone();
+                    move || trellis_index::embed::from_config(&config, true)
+                })
+                .await
+                {
+                    Ok(Ok(e)) => e.map(Arc::from),
+                    Ok(Err(e)) => {
+                        tracing::warn!("embeddings unavailable, BM25 only: {e}");
+                        None
+                    }
+                    Err(e) => return Err(e.to_string()),
+                };
+                Ok(Arc::new(RetrievalAgent::new(
+                    &rt.repo,
+                    rt.index.clone(),
+                    embedder,
+                    provider,
+                    options,
+                )))
+            })
+            .await
+            .cloned()
+    }
+}
+
+fn strategy(plan: &Plan) -> Option<RetrievalStrategyConfig> {
+    strategy_of(plan).ok().filter(|s| s.enabled)
+}
+
+/// The upfront-retrieval node, when the workflow has an enabled strategy and retrieval is
+/// not disabled in `[agents.retrieval]`.
+pub(crate) fn upfront(me: Weak<RunContext>, plan: &Plan) -> Option<Arc<dyn NodeHandler>> {
+    let strategy = strategy(plan)?;
+    if me.upgrade().is_some_and(|m| m.runtime.agents.retrieval.disabled) {
+        return None;
+    }
+    let stages: Vec<StageContext> = plan.planned.iter().map(|p| p.context.clone()).collect();
+    let task = plan.task.clone();
+    Some(Arc::new(move |ctx: NodeContext| {
+        let me = me.upgrade();
+        let (strategy, stages, task) = (strategy.clone(), stages.clone(), task.clone());
+        async move {
+            let Some(me) = me else {
+                return Err(NodeError::new("the run's context is gone"));
+            };
+            let node = ctx.node.to_string();
+            let agent = match me.retrieval_agent().await {
+                Ok(a) => a,
+                Err(e) => {
+                    me.note(&node, format!("retrieval unavailable: {e}"));
+                    return Ok(NodeOutput::success().result(json!({ "error": e })));
+                }
+            };
+            let progress_node = node.clone();
+            let sink = me.options.events.clone();
+            let progress: trellis_agents::retrieval::ProgressFn = Arc::new(move |p: trellis_index::Progress| {
+                if let (Some(sink), trellis_index::Progress::Scanned { files, stale }) = (&sink, &p)
+                {
+                    sink(AgentEvent::Note {
+                        node: progress_node.clone(),
+                        text: format!("indexing: {files} files, {stale} changed since last time"),
+                    });
+                }
+            });
+            match agent
+                .prepare(&strategy, Some(progress), ctx.cancel.clone())
+                .await
+            {
+                Ok(stats) => me.note(
+                    &node,
+                    format!(
+                        "index up to date: {} files ({} re-indexed), {} symbols, {} sections",
+                        stats.files, stats.files_indexed, stats.symbols, stats.sections
+                    ),
+                ),
+                Err(e) => me.note(&node, format!("index update failed: {e}")),
+            }
+            match agent.upfront(&task, &strategy, &stages, ctx.cancel.clone()).await {
+                Ok(packs) => {
+                    let mut context = serde_json::Map::new();
+                    let mut summary = serde_json::Map::new();
+                    for (stage, pack) in &packs {
+                        me.note(
+                            &node,
+                            format!(
+                                "{stage}: {} items, {}/{} tokens",
+                                pack.items.len(),
+                                pack.used_tokens,
+                                pack.budget_tokens
+                            ),
+                        );
+                        context.insert(stage.clone(), stored(pack));
+                        summary.insert(
+                            stage.clone(),
+                            json!({ "queries": pack.queries, "items": pack.items.len(), "used_tokens": pack.used_tokens, "notes": pack.notes }),
+                        );
+                    }
+                    Ok(NodeOutput::success()
+                        .write("retrieval_context", Value::Object(context))
+                        .result(Value::Object(summary)))
+                }
+                Err(trellis_agents::RetrievalError::Cancelled) => {
+                    Err(NodeError::new("cancelled"))
+                }
+                Err(e) => {
+                    me.note(&node, format!("upfront retrieval failed: {e}"));
+                    Ok(NodeOutput::success().result(json!({ "error": e.to_string() })))
+                }
+            }
+        }
+    }))
+}
+
+/// The adaptive-retrieval node.
+pub(crate) fn adaptive(me: Weak<RunContext>, plan: &Plan) -> Arc<dyn NodeHandler> {
+    let strategy = strategy(plan);
+    let stages: Vec<StageContext> = plan.planned.iter().map(|p| p.context.clone()).collect();
+    let task = plan.task.clone();
+    Arc::new(move |ctx: NodeContext| {
+        let me = me.upgrade();
+        let (strategy, stages, task) = (strategy.clone(), stages.clone(), task.clone());
+        async move {
+            let Some(me) = me else {
+                return Err(NodeError::new("the run's context is gone"));
+            };
+            let node = ctx.node.to_string();
+            let failed = ctx.input["failed_stage"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            let retry = ctx.input["retry_stage"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            let round = ctx.input["round"].as_i64().unwrap_or(1);
+            let failure = ctx.input["failure"].clone();
+            let mut text = format!(
+                "Round {round} of enrichment.\n{}",
+                failure_text(&failed, &failure)
+            );
+            let mut result = json!({ "failed_stage": failed, "retry_stage": retry, "round": round });
+            let retry_ctx = stages.iter().find(|s| s.stage_name == retry);
+            let disabled = me.runtime.agents.retrieval.disabled;
+            if let (Some(strategy), Some(retry_ctx), false) = (&strategy, retry_ctx, disabled) {
+                let pack = match me.retrieval_agent().await {
+                    Ok(agent) => agent
+                        .adaptive(
+                            &task,
+                            strategy,
+                            retry_ctx,
+                            &failure,
+                            round,
+                            &me.worktree.path,
+                            ctx.cancel.clone(),
+                        )
+                        .await
+                        .map_err(|e| e.to_string()),
+                    Err(e) => Err(e),
+                };
+                match pack {
+                    Ok(pack) => {
+                        me.note(
+                            &node,
+                            format!(
+                                "{} items for {retry} ({} tokens) from queries {:?}",
+                                pack.items.len(),
+                                pack.used_tokens,
+                                pack.queries
+                            ),
+                        );
+                        text.push('\n');
+                        text.push_str(&pack.render());
+                        result["queries"] = json!(pack.queries);
+                        result["items"] = json!(pack.items.len());
+                        result["notes"] = json!(pack.notes);
+                    }
+                    Err(e) if ctx.cancel.is_cancelled() => {
+                        return Err(NodeError::new(format!("cancelled ({e})")));
+                    }
+                    Err(e) => {
+                        me.note(&node, format!("adaptive retrieval failed: {e}"));
+                        result["error"] = json!(e);
+                    }
+                }
+            }
+            Ok(NodeOutput::success()
+                .write("enriched_context", json!({ retry: text }))
+                .result(result))
+        }
+    })
 }
