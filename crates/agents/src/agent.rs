@@ -226,12 +226,17 @@ impl AgentRun {
                 Waiting::Nothing => {}
             }
         }
-        let specs = self.tool_specs();
+        let mut specs = self.tool_specs();
         while st.turns < self.max_turns {
-            let request = ChatRequest {
+            let mut request = ChatRequest {
                 tools: specs.clone(),
                 ..ChatRequest::new(st.messages.clone())
             };
+            if let Some(note) = self.fit(&mut request) {
+                self.note(note);
+                st.messages = request.messages.clone();
+                specs = request.tools.clone();
+            }
             let completion = match self.turn(request).await {
                 Ok(c) => c,
                 Err(trellis_llm::Error::Budget(exceeded)) => {
@@ -257,6 +262,61 @@ impl AgentRun {
         self.finish(st, String::new(), true).await
     }
 
+    /// Shrinks `request` until it fits the model's context window with room for the answer:
+    /// the longest context or tool-result message is cut first (never the system prompt or
+    /// the task), then the tool descriptions go. Returns a note when it changed anything.
+    fn fit(&self, request: &mut ChatRequest) -> Option<String> {
+        let window = u64::from(self.provider.info().context_window?);
+        let reserve = u64::from(request.max_tokens.unwrap_or(512)).min(window / 3);
+        let mut cuts = 0;
+        let mut dropped_tools = false;
+        for _ in 0..16 {
+            let used = self.provider.count_tokens(request).ok()?.tokens;
+            if used + reserve <= window {
+                break;
+            }
+            let last = request.messages.len().saturating_sub(1);
+            let longest = request
+                .messages
+                .iter()
+                .enumerate()
+                .filter(|(i, m)| {
+                    *i > 0
+                        && m.role != trellis_llm::Role::System
+                        && !m
+                            .content
+                            .starts_with(crate::prompt::ContextKind::Task.heading())
+                        && (*i < last || m.role == trellis_llm::Role::Tool)
+                        && m.content.len() > 600
+                })
+                .max_by_key(|(_, m)| m.content.len())
+                .map(|(i, _)| i);
+            match longest {
+                Some(i) => {
+                    let m = &mut request.messages[i];
+                    let keep = m.content.len() * 3 / 5;
+                    m.content = truncate(&m.content, keep);
+                    cuts += 1;
+                }
+                None if !request.tools.is_empty() => {
+                    request.tools.clear();
+                    dropped_tools = true;
+                }
+                None => break,
+            }
+        }
+        (cuts > 0 || dropped_tools).then(|| {
+            format!(
+                "fitted the prompt into the {window}-token context: {cuts} cut(s){}",
+                if dropped_tools {
+                    ", tool descriptions dropped"
+                } else {
+                    ""
+                }
+            )
+        })
+    }
+
     /// One streamed model call.
     async fn turn(&self, request: ChatRequest) -> trellis_llm::Result<Completion> {
         let mut stream = self.provider.stream(request, self.cancel.clone());
@@ -270,6 +330,13 @@ impl AgentRun {
                 });
             }
             completion.push(event);
+        }
+        if !completion.text.is_empty() {
+            // Ends the streamed line, so the progress printer shows it now.
+            self.emit(AgentEvent::Text {
+                node: self.node.clone(),
+                text: "\n".into(),
+            });
         }
         match completion.finish {
             Some(trellis_llm::FinishReason::Cancelled) => Err(trellis_llm::Error::Cancelled),
@@ -323,8 +390,8 @@ impl AgentRun {
                             calls: calls.clone(),
                             next: i,
                         };
-                        let scratch = serde_json::to_value(&*st)
-                            .map_err(|e| Error::Resume(e.to_string()))?;
+                        let scratch =
+                            serde_json::to_value(&*st).map_err(|e| Error::Resume(e.to_string()))?;
                         return Ok(Some(AgentOutcome::Interrupted { interrupt, scratch }));
                     }
                     self.emit(AgentEvent::ToolResult {
@@ -341,7 +408,8 @@ impl AgentRun {
                 }
             };
             st.tool_calls += 1;
-            st.messages.push(Message::tool_result(call.id.clone(), content));
+            st.messages
+                .push(Message::tool_result(call.id.clone(), content));
         }
         Ok(None)
     }

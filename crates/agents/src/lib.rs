@@ -27,8 +27,8 @@ pub use orchestrator::{
     DecidedBy, Orchestration, Overrides, ProjectContext, StageDecision, orchestrate,
 };
 pub use output::StageReport;
-pub use roles::{RoleCatalog, RoleSource, RoleSpec};
 pub use retrieval::{
     PackedItem, RetrievalAgent, RetrievalError, RetrievalMode, RetrievalOptions, SourceReport,
     StagePack,
 };
+pub use roles::{RoleCatalog, RoleSource, RoleSpec};

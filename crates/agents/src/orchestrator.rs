@@ -318,7 +318,7 @@ fn answer_schema(workflows: &[&str], stages: &[String]) -> Value {
     json!({
         "type": "object",
         "properties": {
-            "reasoning": { "type": "string" },
+            "reasoning": { "type": "string", "maxLength": 400 },
             "workflow": { "type": "string", "enum": workflows },
             "stages": {
                 "type": "array",
@@ -327,7 +327,7 @@ fn answer_schema(workflows: &[&str], stages: &[String]) -> Value {
                     "properties": {
                         "stage": stage,
                         "include": { "type": "boolean" },
-                        "reason": { "type": "string" }
+                        "reason": { "type": "string", "maxLength": 200 }
                     },
                     "required": ["stage", "include", "reason"]
                 }
@@ -452,7 +452,10 @@ pub async fn orchestrate(
             workflow: w.metadata.name.clone(),
             workflow_by: DecidedBy::User,
             reasoning: String::new(),
-            stages: optional_stages(w).into_iter().filter_map(user_fixed).collect(),
+            stages: optional_stages(w)
+                .into_iter()
+                .filter_map(user_fixed)
+                .collect(),
             prior,
             project,
             notes,

@@ -110,10 +110,7 @@ impl RoleCatalog {
             };
             let mut files: Vec<PathBuf> = entries
                 .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| {
-                    p.extension()
-                        .is_some_and(|x| x == "yaml" || x == "yml")
-                })
+                .filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "yml"))
                 .collect();
             files.sort();
             for path in files {

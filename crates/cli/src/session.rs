@@ -36,34 +36,62 @@ impl Terminal {
     }
 }
 
-/// Prints agent progress: streamed model text per node, tool calls and their results.
+/// Prints agent progress: streamed model text per node (line by line, so it does not mix
+/// with the stage lines), tool calls and their results, notes.
 pub fn printer(json: bool) -> Option<EventSink> {
     if json {
         return None;
     }
-    let last: Mutex<Option<String>> = Mutex::new(None);
+    // Text of each node not yet printed (an unfinished line).
+    let pending: Mutex<Vec<(String, String)>> = Mutex::new(Vec::new());
+    let flush_node = |out: &mut std::io::StdoutLock<'_>, node: &str, text: &str| {
+        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+            let _ = writeln!(out, "    [{node}] {line}");
+        }
+    };
     Some(Arc::new(move |e: AgentEvent| {
         let mut out = std::io::stdout().lock();
-        let Ok(mut last) = last.lock() else { return };
+        let Ok(mut pending) = pending.lock() else {
+            return;
+        };
         match e {
             AgentEvent::Text { node, text } => {
-                if last.as_deref() != Some(node.as_str()) {
-                    let _ = write!(out, "\n    [{node}] ");
-                    *last = Some(node);
+                let i = match pending.iter().position(|(n, _)| *n == node) {
+                    Some(i) => i,
+                    None => {
+                        pending.push((node.clone(), String::new()));
+                        pending.len() - 1
+                    }
+                };
+                pending[i].1.push_str(&text);
+                if let Some(cut) = pending[i].1.rfind('\n') {
+                    let done: String = pending[i].1.drain(..=cut).collect();
+                    flush_node(&mut out, &node, &done);
                 }
-                let _ = write!(out, "{}", text.replace('\n', "\n      "));
             }
-            AgentEvent::ToolCall { node, tool, args } => {
-                *last = None;
-                let _ = write!(out, "\n    [{node}] → {tool} {args}");
-            }
-            AgentEvent::ToolResult { ok, summary, .. } => {
-                *last = None;
-                let _ = write!(out, "\n        {} {summary}", if ok { "ok" } else { "error:" });
-            }
-            AgentEvent::Note { node, text } => {
-                *last = None;
-                let _ = write!(out, "\n    [{node}] note: {text}");
+            other => {
+                let node = match &other {
+                    AgentEvent::ToolCall { node, .. }
+                    | AgentEvent::ToolResult { node, .. }
+                    | AgentEvent::Note { node, .. }
+                    | AgentEvent::Text { node, .. } => node.clone(),
+                };
+                if let Some(i) = pending.iter().position(|(n, _)| *n == node) {
+                    let (_, rest) = pending.remove(i);
+                    flush_node(&mut out, &node, &rest);
+                }
+                let _ = match other {
+                    AgentEvent::ToolCall { tool, args, .. } => {
+                        writeln!(out, "    [{node}] → {tool} {args}")
+                    }
+                    AgentEvent::ToolResult { ok, summary, .. } => writeln!(
+                        out,
+                        "    [{node}]   {} {summary}",
+                        if ok { "ok" } else { "error:" }
+                    ),
+                    AgentEvent::Note { text, .. } => writeln!(out, "    [{node}] note: {text}"),
+                    AgentEvent::Text { .. } => Ok(()),
+                };
             }
         }
         let _ = out.flush();

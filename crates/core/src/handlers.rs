@@ -5,7 +5,9 @@
 use std::sync::{Arc, Weak};
 
 use serde_json::{Value, json};
-use trellis_agents::prompt::{ContextKind, context_messages, earlier_stages, system_prompt, task_text};
+use trellis_agents::prompt::{
+    ContextKind, context_messages, earlier_stages, system_prompt, task_text,
+};
 use trellis_agents::{AgentOutcome, AgentReport, AgentRun, GraphInteraction, RoleSpec};
 use trellis_graph::{NodeContext, NodeError, NodeHandler, NodeOutput};
 use trellis_llm::{CallScope, Message};

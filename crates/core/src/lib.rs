@@ -164,11 +164,8 @@ impl Runtime {
         self.store.put_change_set(worktree.record(now_ms()))?;
         let ctx = self.context(run.clone(), worktree, options)?;
         let graph = Arc::new(compile(plan, ctx.as_ref())?);
-        let handle = Engine::new(self.store.clone()).start_as(
-            run,
-            graph,
-            run_input(plan, orchestration),
-        )?;
+        let handle =
+            Engine::new(self.store.clone()).start_as(run, graph, run_input(plan, orchestration))?;
         Ok((handle, ctx))
     }
 

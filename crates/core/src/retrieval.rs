@@ -139,7 +139,10 @@ fn strategy(plan: &Plan) -> Option<RetrievalStrategyConfig> {
 /// not disabled in `[agents.retrieval]`.
 pub(crate) fn upfront(me: Weak<RunContext>, plan: &Plan) -> Option<Arc<dyn NodeHandler>> {
     let strategy = strategy(plan)?;
-    if me.upgrade().is_some_and(|m| m.runtime.agents.retrieval.disabled) {
+    if me
+        .upgrade()
+        .is_some_and(|m| m.runtime.agents.retrieval.disabled)
+    {
         return None;
     }
     let stages: Vec<StageContext> = plan.planned.iter().map(|p| p.context.clone()).collect();
@@ -161,15 +164,19 @@ pub(crate) fn upfront(me: Weak<RunContext>, plan: &Plan) -> Option<Arc<dyn NodeH
             };
             let progress_node = node.clone();
             let sink = me.options.events.clone();
-            let progress: trellis_agents::retrieval::ProgressFn = Arc::new(move |p: trellis_index::Progress| {
-                if let (Some(sink), trellis_index::Progress::Scanned { files, stale }) = (&sink, &p)
-                {
-                    sink(AgentEvent::Note {
-                        node: progress_node.clone(),
-                        text: format!("indexing: {files} files, {stale} changed since last time"),
-                    });
-                }
-            });
+            let progress: trellis_agents::retrieval::ProgressFn =
+                Arc::new(move |p: trellis_index::Progress| {
+                    if let (Some(sink), trellis_index::Progress::Scanned { files, stale }) =
+                        (&sink, &p)
+                    {
+                        sink(AgentEvent::Note {
+                            node: progress_node.clone(),
+                            text: format!(
+                                "indexing: {files} files, {stale} changed since last time"
+                            ),
+                        });
+                    }
+                });
             match agent
                 .prepare(&strategy, Some(progress), ctx.cancel.clone())
                 .await
@@ -183,7 +190,10 @@ pub(crate) fn upfront(me: Weak<RunContext>, plan: &Plan) -> Option<Arc<dyn NodeH
                 ),
                 Err(e) => me.note(&node, format!("index update failed: {e}")),
             }
-            match agent.upfront(&task, &strategy, &stages, ctx.cancel.clone()).await {
+            match agent
+                .upfront(&task, &strategy, &stages, ctx.cancel.clone())
+                .await
+            {
                 Ok(packs) => {
                     let mut context = serde_json::Map::new();
                     let mut summary = serde_json::Map::new();
@@ -207,9 +217,7 @@ pub(crate) fn upfront(me: Weak<RunContext>, plan: &Plan) -> Option<Arc<dyn NodeH
                         .write("retrieval_context", Value::Object(context))
                         .result(Value::Object(summary)))
                 }
-                Err(trellis_agents::RetrievalError::Cancelled) => {
-                    Err(NodeError::new("cancelled"))
-                }
+                Err(trellis_agents::RetrievalError::Cancelled) => Err(NodeError::new("cancelled")),
                 Err(e) => {
                     me.note(&node, format!("upfront retrieval failed: {e}"));
                     Ok(NodeOutput::success().result(json!({ "error": e.to_string() })))
@@ -246,7 +254,8 @@ pub(crate) fn adaptive(me: Weak<RunContext>, plan: &Plan) -> Arc<dyn NodeHandler
                 "Round {round} of enrichment.\n{}",
                 failure_text(&failed, &failure)
             );
-            let mut result = json!({ "failed_stage": failed, "retry_stage": retry, "round": round });
+            let mut result =
+                json!({ "failed_stage": failed, "retry_stage": retry, "round": round });
             let retry_ctx = stages.iter().find(|s| s.stage_name == retry);
             let disabled = me.runtime.agents.retrieval.disabled;
             if let (Some(strategy), Some(retry_ctx), false) = (&strategy, retry_ctx, disabled) {

@@ -60,9 +60,15 @@ pub fn detect(dir: &Path, configured: Option<&str>) -> Option<TestCommand> {
     {
         return found("npm test --silent", "package.json scripts.test");
     }
-    let python = ["pyproject.toml", "setup.py", "setup.cfg", "pytest.ini", "tox.ini"]
-        .iter()
-        .any(|f| has(f))
+    let python = [
+        "pyproject.toml",
+        "setup.py",
+        "setup.cfg",
+        "pytest.ini",
+        "tox.ini",
+    ]
+    .iter()
+    .any(|f| has(f))
         || std::fs::read_dir(dir).is_ok_and(|entries| {
             entries.flatten().any(|e| {
                 let n = e.file_name().to_string_lossy().into_owned();
@@ -73,7 +79,10 @@ pub fn detect(dir: &Path, configured: Option<&str>) -> Option<TestCommand> {
         return if python_has_pytest() {
             found("python3 -m pytest -q", "Python project (pytest)")
         } else {
-            found("python3 -m unittest discover -v", "Python project (unittest)")
+            found(
+                "python3 -m unittest discover -v",
+                "Python project (unittest)",
+            )
         };
     }
     if std::fs::read_to_string(dir.join("Makefile"))

@@ -50,7 +50,8 @@ pub use provider::{ChatStream, ModelProvider, ProviderInfo, ProviderKind, collec
 pub use registry::{DEFAULT_PROFILE, ModelRegistry, ProfileSummary};
 pub use retry::{RetryPolicy, Retrying};
 pub use structured::{
-    StructuredAnswer, StructuredMode, StructuredOptions, complete_structured, complete_structured_as,
+    StructuredAnswer, StructuredMode, StructuredOptions, complete_structured,
+    complete_structured_as,
 };
 pub use types::{
     ChatRequest, Completion, FinishReason, Message, ResponseFormat, Role, StreamEvent, Thinking,

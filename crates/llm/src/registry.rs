@@ -290,6 +290,15 @@ impl ModelRegistry {
         )))
     }
 
+    /// Uses `provider` for profile `name` instead of building one from its configuration
+    /// (for tests with a scripted provider, and for programs embedding Trellis).
+    pub fn install(&self, name: &str, provider: Arc<dyn ModelProvider>) {
+        self.providers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(name.to_string(), provider);
+    }
+
     /// The provider of a profile (built once, then shared).
     pub fn provider(&self, name: &str) -> Result<Arc<dyn ModelProvider>> {
         let mut cache = self
