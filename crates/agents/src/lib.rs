@@ -3,3 +3,4 @@
 //! the orchestrator and the retrieval agent.
 
 pub mod retrieval;
+pub mod usage;

@@ -13,6 +13,7 @@ mod registry;
 mod retrieval;
 mod review;
 mod runs;
+mod usage;
 mod workflows;
 
 use std::path::PathBuf;
