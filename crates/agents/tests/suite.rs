@@ -1,1 +1,2 @@
-
+mod retrieval;
+mod retrieval_adaptive;

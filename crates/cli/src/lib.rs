@@ -13,6 +13,7 @@ mod registry;
 mod retrieval;
 mod review;
 mod runs;
+mod session;
 mod usage;
 mod workflows;
 
@@ -86,7 +87,8 @@ pub enum Commands {
     Map(retrieval::MapArgs),
     /// List, show and validate workflows (built-in, `.trellis/workflows`, `--workflows-dir`).
     Workflows(workflows::WorkflowsArgs),
-    /// Run a request through a workflow (this build: `--plan-only` prints the compiled plan).
+    /// Run a request: the orchestrator picks a workflow, agents work in a git worktree, and
+    /// the change ends in a batched review.
     Run(workflows::RunArgs),
 }
 
@@ -113,6 +115,12 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     if let Commands::Models(cmd) = &cli.command {
         return rt.block_on(models::execute(cmd, &cli.repo, &cli.config));
     }
+    if let Commands::Run(args) = &cli.command
+        && !(args.plan_only && args.workflow.is_some())
+    {
+        let store = open_store(&cli)?;
+        return rt.block_on(session::run(args, &cli.repo, &cli.config, store));
+    }
     // Workflow commands need no store; dispatch them before one is created.
     match cli.command {
         Commands::Workflows(args) => return workflows::workflows(args, &cli.repo),
@@ -121,9 +129,9 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     }
     let store = open_store(&cli)?;
     match cli.command {
-        Commands::Runs(cmd) => rt.block_on(runs::execute(cmd, store)),
+        Commands::Runs(cmd) => rt.block_on(runs::execute(cmd, store, &cli.repo, &cli.config)),
         Commands::Demo(args) => rt.block_on(demo::execute(args, store)),
-        Commands::Review(args) => review::review(args, store),
+        Commands::Review(args) => review::review(args, &store),
         Commands::Undo(args) => review::undo(args, store),
         Commands::Sandbox(cmd) => rt.block_on(review::sandbox(cmd, &cli.repo, &cli.config, store)),
         Commands::Index(_)

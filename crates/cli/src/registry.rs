@@ -22,6 +22,15 @@ pub fn build(name: &str, params: &Value) -> anyhow::Result<Arc<Graph>> {
     )
 }
 
+/// Whether a stored run is one of the demonstration graphs (else it is a workflow run).
+pub fn is_demo_run(store: &Store, run: &RunId) -> anyhow::Result<bool> {
+    let first = store.events(run, 1, Some(1))?;
+    Ok(matches!(
+        first.first().map(|e| &e.kind),
+        Some(EventKind::RunStarted { graph, .. }) if trellis_graph::demo::NAMES.contains(&graph.as_str())
+    ))
+}
+
 /// The graph a stored run was started with.
 pub fn graph_of(store: &Store, run: &RunId) -> anyhow::Result<Arc<Graph>> {
     let first = store.events(run, 1, Some(1))?;

@@ -111,8 +111,8 @@ fn load(store: &Store, run: &str) -> anyhow::Result<(ChangeSetRecord, ChangeSet)
 }
 
 /// `trellis review`.
-pub fn review(args: ReviewArgs, store: Store) -> anyhow::Result<ExitCode> {
-    let (rec, set) = load(&store, &args.run)?;
+pub fn review(args: ReviewArgs, store: &Store) -> anyhow::Result<ExitCode> {
+    let (rec, set) = load(store, &args.run)?;
     let decided = args.approve_all
         || !args.select.is_empty()
         || args.reject
@@ -165,7 +165,7 @@ pub fn review(args: ReviewArgs, store: Store) -> anyhow::Result<ExitCode> {
         ReviewOutcome::Approved { selection, .. } => {
             if selection.is_empty(&set) {
                 review::record_outcome(
-                    &store,
+                    store,
                     &rec,
                     &ReviewOutcome::Rejected {
                         reason: Some("nothing approved".into()),
@@ -174,7 +174,7 @@ pub fn review(args: ReviewArgs, store: Store) -> anyhow::Result<ExitCode> {
                 println!("nothing approved; the change was rejected.");
                 return Ok(ExitCode::SUCCESS);
             }
-            let report = review::apply(&store, &rec, &set, selection)?;
+            let report = review::apply(store, &rec, &set, selection)?;
             let _ = RunWorktree::from_record(&rec).remove();
             if args.json {
                 println!(
@@ -196,7 +196,7 @@ pub fn review(args: ReviewArgs, store: Store) -> anyhow::Result<ExitCode> {
             }
         }
         other => {
-            review::record_outcome(&store, &rec, other)?;
+            review::record_outcome(store, &rec, other)?;
             if matches!(other, ReviewOutcome::Rejected { .. }) {
                 let _ = RunWorktree::from_record(&rec).remove();
             }

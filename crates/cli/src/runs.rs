@@ -110,7 +110,12 @@ pub enum RunsCommand {
 }
 
 /// Executes a `runs` subcommand.
-pub async fn execute(cmd: RunsCommand, store: Store) -> anyhow::Result<ExitCode> {
+pub async fn execute(
+    cmd: RunsCommand,
+    store: Store,
+    repo: &std::path::Path,
+    overrides: &[String],
+) -> anyhow::Result<ExitCode> {
     let store = Arc::new(store);
     match cmd {
         RunsCommand::List {
@@ -151,6 +156,10 @@ pub async fn execute(cmd: RunsCommand, store: Store) -> anyhow::Result<ExitCode>
                     rec.id,
                     rec.owner.as_ref().map(|o| o.label()).unwrap_or_default()
                 );
+            }
+            if !crate::registry::is_demo_run(&store, &rec.id)? {
+                return crate::session::resume(&rec.id, commands, repo, overrides, store, json)
+                    .await;
             }
             let graph = crate::registry::graph_of(&store, &rec.id)?;
             let handle = Engine::new(store.clone()).resume(graph, &rec.id, commands)?;

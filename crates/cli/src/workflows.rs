@@ -56,24 +56,34 @@ enum WorkflowsCommand {
 #[derive(Debug, Args)]
 pub struct RunArgs {
     /// The request.
-    request: String,
-    /// Use this workflow (the orchestrator is not in this build, so it is required).
+    pub(crate) request: String,
+    /// Use this workflow instead of asking the orchestrator.
     #[arg(long)]
-    workflow: Option<String>,
+    pub(crate) workflow: Option<String>,
     /// Include an optional stage (id or name; repeatable).
     #[arg(long = "include", value_name = "STAGE")]
-    include: Vec<String>,
+    pub(crate) include: Vec<String>,
     /// Skip an optional stage (id or name; repeatable).
     #[arg(long = "skip", value_name = "STAGE")]
-    skip: Vec<String>,
+    pub(crate) skip: Vec<String>,
     /// Assemble and print the plan and its compiled graph; do not run it.
     #[arg(long)]
-    plan_only: bool,
-    /// Print JSON.
+    pub(crate) plan_only: bool,
+    /// Approve every action the policy would ask about; questions get "decide yourself".
+    #[arg(long, conflicts_with = "no_input")]
+    pub(crate) yes: bool,
+    /// Never ask: deny every action the policy would ask about; questions get "decide
+    /// yourself".
     #[arg(long)]
-    json: bool,
+    pub(crate) no_input: bool,
+    /// Do not start the review at the end (use `trellis review RUN` later).
+    #[arg(long)]
+    pub(crate) no_review: bool,
+    /// Print JSON (no progress).
+    #[arg(long)]
+    pub(crate) json: bool,
     #[command(flatten)]
-    dirs: DirsArg,
+    pub(crate) dirs: DirsArg,
 }
 
 fn discover(repo: &Path, dirs: &DirsArg) -> Catalog {
@@ -207,17 +217,10 @@ async fn not_runnable(_ctx: NodeContext) -> Result<NodeOutput, NodeError> {
     Err(NodeError::new("agents are not part of this build"))
 }
 
-/// Runs `trellis run …`.
+/// Runs `trellis run --plan-only --workflow NAME …` (no model, no store).
 pub fn run(args: RunArgs, repo: &Path) -> anyhow::Result<ExitCode> {
-    if !args.plan_only {
-        bail!(
-            "not implemented yet in this build: the orchestrator and agents land with issue 6; use --plan-only --workflow NAME to see the plan"
-        );
-    }
     let Some(name) = &args.workflow else {
-        bail!(
-            "--plan-only needs --workflow NAME (workflow selection by the orchestrator is not in this build); see `trellis workflows list`"
-        );
+        bail!("internal: the orchestrator path handles `trellis run` without --workflow");
     };
     let catalog = discover(repo, &args.dirs);
     let workflow = &catalog.get(name)?.workflow;
@@ -233,8 +236,13 @@ pub fn run(args: RunArgs, repo: &Path) -> anyhow::Result<ExitCode> {
         decisions.set(s, Decision::Skip, Some("--skip on the command line".into()));
     }
     let plan = assemble(workflow, &decisions, &args.request)?;
-    let graph = compile(&plan, &PlanOnly).context("compiling the plan")?;
-    if args.json {
+    print_plan(&plan, args.json)
+}
+
+/// Prints a plan and its compiled graph (`--plan-only`).
+pub fn print_plan(plan: &Plan, json: bool) -> anyhow::Result<ExitCode> {
+    let graph = compile(plan, &PlanOnly).context("compiling the plan")?;
+    if json {
         let nodes: Vec<String> = graph.node_ids().map(|n| n.to_string()).collect();
         let out = serde_json::json!({
             "plan": plan,

@@ -31,6 +31,7 @@ pub const SECTIONS: &[&str] = &[
     "budgets", // trellis-llm: token and cost budgets, prices
     "tools",   // trellis-tools
     "index",   // trellis-index
+    "agents",  // trellis-agents: test command, turn caps, role directories, retrieval agent
 ];
 
 /// Where to look for configuration.

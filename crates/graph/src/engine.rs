@@ -173,18 +173,24 @@ impl Engine {
     /// Starts a new run of `graph` with `input` (an object of initial channel values) on its
     /// own task, returning a handle to command, observe and await it.
     pub fn start(&self, graph: Arc<Graph>, input: Value) -> Result<RunHandle> {
-        Ok(self.spawn(self.prepare(graph, input)?))
+        Ok(self.spawn(self.prepare(RunId::new(), graph, input)?))
+    }
+
+    /// Like [`Engine::start`], with a run id chosen by the caller (so that resources named
+    /// after the run — a git worktree, a branch — can exist before its first node runs).
+    /// `run` must be fresh ([`RunId::new`]).
+    pub fn start_as(&self, run: RunId, graph: Arc<Graph>, input: Value) -> Result<RunHandle> {
+        Ok(self.spawn(self.prepare(run, graph, input)?))
     }
 
     /// Runs a new run of `graph` to its outcome on the calling task (no task hand-off, so a
     /// short run costs no cross-thread wake-ups). Dropping the future stops the run where it
     /// is; it stays resumable from the journal.
     pub async fn run(&self, graph: Arc<Graph>, input: Value) -> Result<RunOutcome> {
-        self.prepare(graph, input)?.drive().await
+        self.prepare(RunId::new(), graph, input)?.drive().await
     }
 
-    fn prepare(&self, graph: Arc<Graph>, input: Value) -> Result<Live> {
-        let run = RunId::new();
+    fn prepare(&self, run: RunId, graph: Arc<Graph>, input: Value) -> Result<Live> {
         self.journal.claim_new(&run)?;
         let core = RunCore::new(run.clone(), graph.clone());
         let started = EventKind::RunStarted {

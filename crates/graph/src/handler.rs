@@ -294,6 +294,11 @@ impl NodeOutput {
         self
     }
 
+    /// The recorded result set so far ([`NodeOutput::result`], or `{reason}` of a failure).
+    pub fn recorded(&self) -> &Value {
+        &self.result
+    }
+
     /// Writes `value` to `channel` (merged by the channel's reducer).
     pub fn write(mut self, channel: impl Into<String>, value: Value) -> Self {
         self.writes.push((channel.into(), Arc::new(value)));

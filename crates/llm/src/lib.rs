@@ -50,7 +50,10 @@ pub use openai::OpenAiProvider;
 pub use provider::{ChatStream, ModelProvider, ProviderInfo, ProviderKind, collect};
 pub use registry::{DEFAULT_PROFILE, ModelRegistry, ProfileSummary};
 pub use retry::{RetryPolicy, Retrying};
-pub use structured::{StructuredAnswer, StructuredMode, StructuredOptions, complete_structured};
+pub use structured::{
+    StructuredAnswer, StructuredMode, StructuredOptions, complete_structured,
+    complete_structured_as,
+};
 pub use types::{
     ChatRequest, Completion, FinishReason, Message, ResponseFormat, Role, StreamEvent, Thinking,
     ToolCall, ToolSpec, Usage,

@@ -112,6 +112,24 @@ where
     T: DeserializeOwned + JsonSchema,
 {
     request.response_format = Some(response_format::<T>());
+    complete_structured_as(provider, request, options, cancel).await
+}
+
+/// Like [`complete_structured`], with the request's own `response_format` — for a schema
+/// built at run time (say, an `enum` of the names the answer must pick from) that `T`'s
+/// derived schema cannot express. The answer is parsed into `T` with the normaliser.
+pub async fn complete_structured_as<T>(
+    provider: &dyn ModelProvider,
+    mut request: ChatRequest,
+    options: StructuredOptions,
+    cancel: CancellationToken,
+) -> Result<StructuredAnswer<T>>
+where
+    T: DeserializeOwned + JsonSchema,
+{
+    if request.response_format.is_none() {
+        request.response_format = Some(response_format::<T>());
+    }
     let mut completions = Vec::new();
     let first = provider.complete(request.clone(), cancel.clone()).await?;
     let answer = first.text.clone();

@@ -6,14 +6,22 @@
 //!   `<stage>:collect` applying the stage's failure aggregation; routing leaves from the
 //!   collector;
 //! - after a failure: while the stage's enrichment counter is below [`MAX_ENRICHMENTS`], to
-//!   `adaptive_retrieval`, which routes back to the failed stage; then to
-//!   `next_stage_on_failure`; reaching `max_attempts` goes to ABORT first;
+//!   `adaptive_retrieval`, which enriches the context of the *retry stage* and routes to it —
+//!   the failed stage's `next_stage_on_failure` when that is a planned stage (seed 000's
+//!   walk-through: failing tests enrich and re-run `code_generation`), otherwise the failed
+//!   stage itself; after that, failures go to `next_stage_on_failure`; reaching
+//!   `max_attempts` goes to ABORT first;
 //! - `DONE` and `ABORT` terminals.
 //!
-//! Channels: `task` (replace; the run's input `{"task": "…"}`), `current_stage` (replace; the stage node that ran last), `stage_results` (merge;
-//! `{stage: {failure, attempt}}`), `retrieval_context` (merge; for the retrieval handler to
-//! fill per stage), `outcome` (replace; `DONE` or `ABORT`).
+//! Channels: `task` (replace; the run's input `{"task": "…"}`), `orchestrator` (replace; the
+//! orchestrator's decisions, stored with the run), `current_stage` (replace; the stage node
+//! that ran last), `stage_results` (merge; `{stage: {failure, attempt, output}}` where
+//! `output` is the stage handler's recorded result), `retrieval_context` (merge; upfront
+//! context per stage), `enriched_context` (merge; adaptive context per retry stage),
+//! `retry_stage` (replace; where adaptive retrieval routes), `outcome` (replace; `DONE` or
+//! `ABORT`).
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use serde_json::{Value, json};
@@ -28,6 +36,8 @@ use crate::schema::AgentSpec;
 
 /// The adaptive-retrieval node's id.
 pub const ADAPTIVE_RETRIEVAL: &str = "adaptive_retrieval";
+/// The upfront-retrieval node's id (seed 000 layer 1: context per stage before stage 1).
+pub const UPFRONT_RETRIEVAL: &str = "upfront_retrieval";
 /// Enrichments per stage before a failure follows `next_stage_on_failure` (seed 000).
 pub const MAX_ENRICHMENTS: i64 = 2;
 
@@ -43,12 +53,18 @@ pub fn collector_id(stage: &str) -> String {
 
 /// Supplies the handlers of a compiled plan, so agents plug in without this crate knowing
 /// them. A handler of a stage agent receives the stage's [`StageContext`] as JSON in
-/// `ctx.input`; the retrieval handler receives `{retry_stage, round, failure}`.
+/// `ctx.input`; the adaptive-retrieval handler receives `{failed_stage, retry_stage, round,
+/// failure}` (`failure` is the failed stage's `stage_results` entry).
 pub trait StageHandlers: Send + Sync {
     /// The handler of `agent` in `stage`.
     fn agent(&self, stage: &StageContext, agent: &AgentSpec) -> Arc<dyn NodeHandler>;
     /// The handler of the adaptive-retrieval node.
     fn adaptive_retrieval(&self, plan: &Plan) -> Arc<dyn NodeHandler>;
+    /// The handler of the upfront-retrieval node ([`UPFRONT_RETRIEVAL`]), which then runs
+    /// first and routes to the plan's entry stage; `None` (the default) compiles without it.
+    fn upfront_retrieval(&self, _plan: &Plan) -> Option<Arc<dyn NodeHandler>> {
+        None
+    }
 }
 
 /// A handler's error becomes a failure outcome, so the writes that routing relies on
@@ -68,9 +84,10 @@ fn stage_node(stage: String, input: Value, inner: Arc<dyn NodeHandler>) -> impl 
             let attempt = ctx.attempt;
             let out = call(&inner, ctx).await;
             let failure = out.is_failure();
+            let output = out.recorded().clone();
             Ok(out.write("current_stage", json!(stage)).write(
                 "stage_results",
-                json!({ stage: { "failure": failure, "attempt": attempt } }),
+                json!({ stage: { "failure": failure, "attempt": attempt, "output": output } }),
             ))
         }
     }
@@ -93,7 +110,10 @@ fn child(inner: Arc<dyn NodeHandler>) -> impl NodeHandler {
     }
 }
 
-fn retrieval(inner: Arc<dyn NodeHandler>) -> impl NodeHandler {
+fn retrieval(
+    inner: Arc<dyn NodeHandler>,
+    retry_targets: BTreeMap<String, String>,
+) -> impl NodeHandler {
     move |mut ctx: NodeContext| {
         let inner = inner.clone();
         let stage = ctx
@@ -102,13 +122,23 @@ fn retrieval(inner: Arc<dyn NodeHandler>) -> impl NodeHandler {
             .and_then(Value::as_str)
             .unwrap_or_default()
             .to_owned();
+        let retry = retry_targets
+            .get(&stage)
+            .cloned()
+            .unwrap_or_else(|| stage.clone());
         let counter = enrichment_counter(&stage);
         ctx.input = json!({
-            "retry_stage": stage,
+            "failed_stage": stage,
+            "retry_stage": retry,
             "round": ctx.counter(&counter) + 1,
             "failure": ctx.state.get_in("stage_results", &stage).cloned().unwrap_or(Value::Null),
         });
-        async move { Ok(call(&inner, ctx).await.count(counter, 1)) }
+        async move {
+            Ok(call(&inner, ctx)
+                .await
+                .count(counter, 1)
+                .write("retry_stage", json!(retry)))
+        }
     }
 }
 
@@ -124,11 +154,23 @@ pub fn compile(plan: &Plan, handlers: &dyn StageHandlers) -> Result<Graph> {
     let mut b = GraphBuilder::new(plan.workflow.clone())
         .params(serde_json::to_value(plan).unwrap_or(Value::Null))
         .channel("task", Reducer::Replace)
+        .channel("orchestrator", Reducer::Replace)
         .channel("current_stage", Reducer::Replace)
         .channel("stage_results", Reducer::Merge)
         .channel("retrieval_context", Reducer::Merge)
-        .channel("outcome", Reducer::Replace)
-        .entry(plan.entry.clone());
+        .channel("enriched_context", Reducer::Merge)
+        .channel("retry_stage", Reducer::Replace)
+        .channel("outcome", Reducer::Replace);
+    b = match handlers.upfront_retrieval(plan) {
+        Some(h) if !plan.planned.is_empty() => b
+            .node(UPFRONT_RETRIEVAL, move |ctx: NodeContext| {
+                let h = h.clone();
+                async move { Ok(call(&h, ctx).await) }
+            })
+            .edge(UPFRONT_RETRIEVAL, plan.entry.clone())
+            .entry(UPFRONT_RETRIEVAL),
+        _ => b.entry(plan.entry.clone()),
+    };
     let adaptive = plan.adaptive_retrieval && !plan.planned.is_empty();
     for route in &plan.routing {
         let stage = route.stage.clone();
@@ -210,13 +252,19 @@ pub fn compile(plan: &Plan, handlers: &dyn StageHandlers) -> Result<Graph> {
             .iter()
             .map(|p| p.context.stage_name.clone())
             .collect();
+        let retry_targets: BTreeMap<String, String> = plan
+            .routing
+            .iter()
+            .filter(|r| plan.is_planned(&r.next_on_failure))
+            .map(|r| (r.stage.clone(), r.next_on_failure.clone()))
+            .collect();
         b = b
             .node(
                 ADAPTIVE_RETRIEVAL,
-                retrieval(handlers.adaptive_retrieval(plan)),
+                retrieval(handlers.adaptive_retrieval(plan), retry_targets),
             )
             .conditional_edge(ADAPTIVE_RETRIEVAL, stages, |r: &RouteContext<'_>| {
-                match r.state.get("current_stage").and_then(Value::as_str) {
+                match r.state.get("retry_stage").and_then(Value::as_str) {
                     Some(stage) => Ok(vec![NodeId::from(stage)]),
                     None => Err("adaptive retrieval ran before any stage".to_owned()),
                 }

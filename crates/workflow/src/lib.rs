@@ -17,7 +17,8 @@ pub mod yaml;
 
 pub use catalog::{BUILTINS, Catalog, Entry, Source, builtin_label, load_file, yaml_files};
 pub use compile::{
-    ADAPTIVE_RETRIEVAL, MAX_ENRICHMENTS, StageHandlers, collector_id, compile, enrichment_counter,
+    ADAPTIVE_RETRIEVAL, MAX_ENRICHMENTS, StageHandlers, UPFRONT_RETRIEVAL, collector_id, compile,
+    enrichment_counter,
 };
 pub use error::{Error, Problem, Problems, Result};
 pub use plan::{Decision, Decisions, Plan, Planned, Route, Skipped, StageContext, assemble};

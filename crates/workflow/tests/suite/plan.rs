@@ -178,20 +178,24 @@ async fn feature_stage_two_fails_twice_then_done() {
     assert_eq!(out.status, RunStatus::Succeeded, "{:?}", out.error);
     assert_eq!(out.terminal.as_ref().unwrap().as_str(), "DONE");
     let log = log(&script);
+    // Seed 000's walk-through: failing tests enrich the context of the stage on the failure
+    // route (code generation), which runs again before the tests do.
     assert_eq!(
-        log[..7],
+        log[..9],
         [
             "code_generation#1",
             "test_generation_and_execution#1",
             "adaptive_retrieval#1",
+            "code_generation#2",
             "test_generation_and_execution#2",
             "adaptive_retrieval#2",
+            "code_generation#3",
             "test_generation_and_execution#3",
             "security_review#1",
         ]
     );
     // Stage 4 has two agents: a fan-out whose children both ran.
-    let mut rest = log[7..].to_vec();
+    let mut rest = log[9..].to_vec();
     rest.sort();
     assert_eq!(
         rest,
@@ -205,9 +209,11 @@ async fn feature_stage_two_fails_twice_then_done() {
         2
     );
     let inputs = script.retrieval_inputs.lock().unwrap().clone();
-    assert_eq!(inputs[0]["retry_stage"], "test_generation_and_execution");
+    assert_eq!(inputs[0]["failed_stage"], "test_generation_and_execution");
+    assert_eq!(inputs[0]["retry_stage"], "code_generation");
     assert_eq!(inputs[1]["round"], 2);
     assert_eq!(inputs[0]["failure"]["failure"], true);
+    assert_eq!(inputs[0]["failure"]["output"]["reason"], "scripted failure");
     assert_eq!(out.state.get("outcome"), Some(&json!("DONE")));
 }
 
@@ -226,8 +232,10 @@ async fn always_failing_stage_aborts_after_max_attempts() {
             "code_generation#1",
             "test_generation_and_execution#1",
             "adaptive_retrieval#1",
+            "code_generation#2",
             "test_generation_and_execution#2",
             "adaptive_retrieval#2",
+            "code_generation#3",
             "test_generation_and_execution#3",
         ]
     );

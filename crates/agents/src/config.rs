@@ -1,0 +1,45 @@
+//! The `[agents]` configuration section.
+
+use std::time::Duration;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// `[agents]`: how agents run.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AgentsConfig {
+    /// The project's test command, run by the test role (e.g. `cargo test`,
+    /// `python3 -m pytest -q`). Detected from the repository when absent.
+    pub test_command: Option<String>,
+    /// Seconds the test command may run (default 600).
+    pub test_timeout_secs: Option<u64>,
+    /// Caps every role's `max_turns`.
+    pub max_turns: Option<u32>,
+    /// Extra directories of role files (`.trellis/agents` is always read).
+    #[serde(default)]
+    pub roles_dirs: Vec<std::path::PathBuf>,
+    /// The retrieval agent.
+    #[serde(default)]
+    pub retrieval: RetrievalAgentConfig,
+}
+
+/// `[agents.retrieval]`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RetrievalAgentConfig {
+    /// Queries generated per retrieval (default 4).
+    pub max_queries: Option<usize>,
+    /// Milliseconds each source may take before it is reported as timed out (default 5000).
+    pub source_timeout_ms: Option<u64>,
+    /// Disable retrieval entirely (stages get no retrieved context).
+    #[serde(default)]
+    pub disabled: bool,
+}
+
+impl AgentsConfig {
+    /// The test command's timeout.
+    pub fn test_timeout(&self) -> Duration {
+        Duration::from_secs(self.test_timeout_secs.unwrap_or(600))
+    }
+}

@@ -1,0 +1,185 @@
+//! Prompts with seed 001's structure: a system prompt of ROLE, PRIMARY OBJECTIVE, PROCESS,
+//! TOOLS AVAILABLE, OUTPUT FORMAT and CONSTRAINTS, then context messages separated by kind
+//! (project, retrieved codebase, enriched context, earlier stages, user messages, task) so a
+//! model attends to each separately and each has its own budget.
+
+use serde_json::Value;
+use trellis_llm::Message;
+use trellis_llm::structured::schema_of;
+
+use crate::output::StageReport;
+use crate::roles::RoleSpec;
+
+/// One kind of context message.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum ContextKind {
+    /// Languages, layout, the test command.
+    Project,
+    /// Context retrieved before the run (`retrieval_context`).
+    Codebase,
+    /// Context added by adaptive retrieval after a failure (`enriched_context`).
+    Enriched,
+    /// Outputs of stages that ran before.
+    EarlierStages,
+    /// Messages the user sent to the run.
+    UserMessages,
+    /// The task and the stage's guidance.
+    Task,
+}
+
+impl ContextKind {
+    /// The heading of the message.
+    pub fn heading(&self) -> &'static str {
+        match self {
+            ContextKind::Project => "## PROJECT CONTEXT",
+            ContextKind::Codebase => "## RELEVANT CODEBASE",
+            ContextKind::Enriched => "## ENRICHED CONTEXT (retrieved after a failure)",
+            ContextKind::EarlierStages => "## EARLIER STAGES",
+            ContextKind::UserMessages => "## MESSAGES FROM THE USER",
+            ContextKind::Task => "## TASK",
+        }
+    }
+}
+
+/// The system prompt of `role`, offering `tools` (name, description).
+pub fn system_prompt(role: &RoleSpec, tools: &[(String, String)]) -> String {
+    let mut s = String::new();
+    s.push_str("## ROLE\n");
+    s.push_str(role.role.trim());
+    s.push_str("\n\n## PRIMARY OBJECTIVE\n");
+    s.push_str(role.objective.trim());
+    if !role.process.is_empty() {
+        s.push_str("\n\n## PROCESS\n");
+        for (i, step) in role.process.iter().enumerate() {
+            s.push_str(&format!("{}. {}\n", i + 1, step.trim()));
+        }
+    }
+    s.push_str("\n## TOOLS AVAILABLE\n");
+    if tools.is_empty() {
+        s.push_str("None: work from the context you are given.\n");
+    } else {
+        for (name, description) in tools {
+            let first = description.lines().next().unwrap_or_default();
+            s.push_str(&format!("- {name}: {first}\n"));
+        }
+    }
+    s.push_str("\n## OUTPUT FORMAT\n");
+    s.push_str(&output_instruction());
+    if !role.constraints.is_empty() {
+        s.push_str("\n\n## CONSTRAINTS\n");
+        for c in &role.constraints {
+            s.push_str(&format!("- {}\n", c.trim()));
+        }
+    }
+    s
+}
+
+/// How the final answer must look.
+pub fn output_instruction() -> String {
+    format!(
+        "When you are done (no more tool calls), answer with only a JSON object — no prose, no \
+         markdown fence — matching this JSON Schema:\n{}\n`output` is your result for the user \
+         (summary of the change, the analysis, or the test report); `findings` lists problems \
+         found, one per entry.",
+        serde_json::to_string(&schema_of::<StageReport>()).unwrap_or_default()
+    )
+}
+
+/// Context messages in a fixed order, skipping empty ones.
+pub fn context_messages(parts: &[(ContextKind, String)]) -> Vec<Message> {
+    let mut parts: Vec<&(ContextKind, String)> =
+        parts.iter().filter(|(_, t)| !t.trim().is_empty()).collect();
+    parts.sort_by(|a, b| a.0.cmp(&b.0));
+    parts
+        .into_iter()
+        .map(|(k, t)| Message::user(format!("{}\n{}", k.heading(), t.trim())))
+        .collect()
+}
+
+/// The TASK message of a stage: the request, the stage and its guidance, and the attempt.
+pub fn task_text(task: &str, stage: &Value, attempt: u32, previous: Option<&Value>) -> String {
+    let field = |k: &str| stage.get(k).and_then(Value::as_str).unwrap_or_default();
+    let mut s = format!("Request: {}\n", task.trim());
+    s.push_str(&format!("Stage: {}", field("stage_name")));
+    if !field("stage_description").is_empty() {
+        s.push_str(&format!(" — {}", field("stage_description")));
+    }
+    s.push('\n');
+    for (key, label) in [
+        ("reasoning_guidance", "Guidance"),
+        ("retrieval_guidance", "What to look at"),
+    ] {
+        let v = field(key);
+        if !v.trim().is_empty() {
+            s.push_str(&format!("{label}: {}\n", v.trim()));
+        }
+    }
+    if let Some(fc) = stage.get("failure_criteria").filter(|v| !v.is_null()) {
+        s.push_str(&format!("The stage fails when: {fc}\n"));
+    }
+    if attempt > 1 {
+        s.push_str(&format!("This is attempt {attempt} of this stage."));
+        if let Some(reason) = previous
+            .and_then(|p| p.get("output").or_else(|| p.get("reason")))
+            .and_then(Value::as_str)
+        {
+            s.push_str(&format!(
+                " The previous attempt reported: {}",
+                truncate(reason, 2000)
+            ));
+        }
+        s.push('\n');
+    }
+    s
+}
+
+/// Cuts `text` to at most `max` bytes on a char boundary, marking the cut.
+pub fn truncate(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… [{} bytes cut]", &text[..end], text.len() - end)
+}
+
+/// The EARLIER STAGES text from the `stage_results` channel, skipping `current`.
+pub fn earlier_stages(stage_results: Option<&Value>, current: &str) -> String {
+    let Some(Value::Object(m)) = stage_results else {
+        return String::new();
+    };
+    let mut s = String::new();
+    for (stage, r) in m {
+        if stage == current {
+            continue;
+        }
+        let failed = r.get("failure").and_then(Value::as_bool).unwrap_or(false);
+        let out = r.get("output").cloned().unwrap_or(Value::Null);
+        let text = out
+            .get("output")
+            .or_else(|| out.get("reason"))
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        s.push_str(&format!(
+            "### {stage} ({})\n{}\n",
+            if failed { "failed" } else { "succeeded" },
+            truncate(text, 3000)
+        ));
+        if let Some(Value::Array(f)) = out.get("findings")
+            && !f.is_empty()
+        {
+            for item in f.iter().filter_map(Value::as_str).take(20) {
+                s.push_str(&format!("- {}\n", truncate(item, 400)));
+            }
+        }
+        if let Some(Value::Array(files)) = out.get("files_changed")
+            && !files.is_empty()
+        {
+            let names: Vec<&str> = files.iter().filter_map(Value::as_str).collect();
+            s.push_str(&format!("files changed: {}\n", names.join(", ")));
+        }
+    }
+    s
+}

@@ -1,0 +1,265 @@
+//! Retrieval sources: the [`Source`] seam, and the workspace index behind it.
+//!
+//! Every source of a strategy (`codebase_semantic_search`, `decision_log_search`, …) runs as
+//! its own task with its own timeout, so one slow or failing source never holds up or fails a
+//! retrieval. The index serves the sources it knows ([`source_categories`]); other sources
+//! (web search, a CVE database) can be plugged in with
+//! [`RetrievalAgent::with_source`](crate::retrieval::RetrievalAgent::with_source).
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use futures::future::BoxFuture;
+use tokio_util::sync::CancellationToken;
+use trellis_index::strategy::{ContextSource, RagStrategy};
+use trellis_index::{Embedder, Index, IndexConfig, RetrievalRequest, RetrievalStrategyConfig};
+
+use super::PackedItem;
+
+/// What a source failed with (any error; it is reported in the pack, never fatal).
+pub type SourceError = Box<dyn std::error::Error + Send + Sync>;
+
+/// One call of a source: every query of the retrieval at once.
+#[derive(Clone, Debug)]
+pub struct SourceRequest {
+    /// The strategy's entry for this source (name, strategy, priority, …).
+    pub spec: ContextSource,
+    /// The whole strategy (hints, AST on or off).
+    pub strategy: Arc<RetrievalStrategyConfig>,
+    /// The queries, in order.
+    pub queries: Vec<String>,
+    /// Results wanted per query.
+    pub limit: usize,
+}
+
+/// A retrieval source.
+pub trait Source: Send + Sync {
+    /// The name strategies use for it (`web_search`).
+    fn name(&self) -> &str;
+
+    /// Runs every query; returns one ranked list per query, in the order of
+    /// `request.queries`. `source`, `tokens` and `score` of the items may be left empty:
+    /// the agent fills in the source name and token counts, and ranks by position.
+    /// Stop early when `cancel` fires (the source's time is up).
+    fn search(
+        &self,
+        request: SourceRequest,
+        cancel: CancellationToken,
+    ) -> BoxFuture<'static, Result<Vec<Vec<PackedItem>>, SourceError>>;
+}
+
+/// Hands an [`Embedder`] shared by the agent to index handles (which own a `Box`), caching
+/// query embeddings so that a query searched by several sources is embedded once.
+struct SharedEmbedder {
+    inner: Arc<dyn Embedder>,
+    queries: Arc<Mutex<HashMap<String, Vec<f32>>>>,
+}
+
+/// Query embeddings kept per agent.
+const QUERY_CACHE: usize = 512;
+
+impl Embedder for SharedEmbedder {
+    fn id(&self) -> String {
+        self.inner.id()
+    }
+
+    fn dim(&self) -> usize {
+        self.inner.dim()
+    }
+
+    fn embed(&self, texts: &[&str]) -> trellis_index::Result<Vec<Vec<f32>>> {
+        // Single texts are queries (index updates embed in batches).
+        let [text] = texts else {
+            return self.inner.embed(texts);
+        };
+        if let Some(v) = lock(&self.queries).get(*text) {
+            return Ok(vec![v.clone()]);
+        }
+        let out = self.inner.embed(texts)?;
+        if let Some(v) = out.first() {
+            let mut cache = lock(&self.queries);
+            if cache.len() >= QUERY_CACHE {
+                cache.clear();
+            }
+            cache.insert((*text).to_owned(), v.clone());
+        }
+        Ok(out)
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Handles kept open for reuse (each caches the vector matrix once loaded).
+const MAX_IDLE_HANDLES: usize = 6;
+
+/// Open handles on the workspace index. [`Index`] is `Send` but not `Sync`, so every
+/// concurrently running source borrows a handle of its own; handles return to the pool when
+/// done and are dropped when the index was updated since they were opened.
+pub(crate) struct IndexPool {
+    repo: PathBuf,
+    dir: Option<PathBuf>,
+    config: IndexConfig,
+    embedder: Option<Arc<dyn Embedder>>,
+    query_cache: Arc<Mutex<HashMap<String, Vec<f32>>>>,
+    idle: Mutex<(u64, Vec<Index>)>,
+}
+
+impl IndexPool {
+    pub(crate) fn new(
+        repo: PathBuf,
+        dir: Option<PathBuf>,
+        config: IndexConfig,
+        embedder: Option<Arc<dyn Embedder>>,
+    ) -> Self {
+        IndexPool {
+            repo,
+            dir,
+            config,
+            embedder,
+            query_cache: Arc::default(),
+            idle: Mutex::new((0, Vec::new())),
+        }
+    }
+
+    pub(crate) fn has_embedder(&self) -> bool {
+        self.embedder.is_some()
+    }
+
+    /// An idle handle, or a newly opened one, with its generation.
+    pub(crate) fn take(&self) -> trellis_index::Result<(Index, u64)> {
+        let generation = {
+            let mut idle = lock(&self.idle);
+            if let Some(ix) = idle.1.pop() {
+                return Ok((ix, idle.0));
+            }
+            idle.0
+        };
+        let mut ix = match &self.dir {
+            Some(dir) => Index::open_at(&self.repo, dir, self.config.clone())?,
+            None => Index::open(&self.repo, self.config.clone())?,
+        };
+        if let Some(e) = &self.embedder {
+            ix.set_embedder(Box::new(SharedEmbedder {
+                inner: e.clone(),
+                queries: self.query_cache.clone(),
+            }));
+        }
+        Ok((ix, generation))
+    }
+
+    /// Returns a handle taken at `generation`.
+    pub(crate) fn give(&self, ix: Index, generation: u64) {
+        let mut idle = lock(&self.idle);
+        if idle.0 == generation && idle.1.len() < MAX_IDLE_HANDLES {
+            idle.1.push(ix);
+        }
+    }
+
+    /// After an update: drops every idle handle (their readers and vector caches are stale)
+    /// and keeps `fresh`, the handle that did the update.
+    pub(crate) fn reset(&self, fresh: Index) {
+        let mut idle = lock(&self.idle);
+        idle.0 += 1;
+        idle.1.clear();
+        idle.1.push(fresh);
+    }
+}
+
+/// A source served by the workspace index ([`Index::retrieve`] with a one-source strategy:
+/// hybrid search, hint weighting, `avoid` filtering, dedup and grounding against the repo).
+pub(crate) struct IndexSource {
+    pub(crate) name: String,
+    pub(crate) pool: Arc<IndexPool>,
+}
+
+/// Whether `avoid: [test_code]` is applied per stage by the agent (test stages need tests)
+/// rather than by the index for every stage.
+pub(crate) const STAGE_AWARE_AVOID: &str = "test_code";
+
+/// The strategy reduced to one unconditional source (the agent decides per stage whether a
+/// source applies), without the stage-aware `avoid` hints.
+fn one_source(strategy: &RetrievalStrategyConfig, spec: &ContextSource) -> RetrievalStrategyConfig {
+    let (priority, _) = spec.priority();
+    let mut s = strategy.clone();
+    s.context_sources = vec![ContextSource {
+        priority: Some(format!("{priority:?}").to_ascii_uppercase()),
+        trigger_stages: Vec::new(),
+        ..spec.clone()
+    }];
+    s.rag_strategy = s.rag_strategy.map(|r| RagStrategy {
+        sources: Vec::new(),
+        ..r
+    });
+    s.retrieval_hints.avoid.retain(|a| a != STAGE_AWARE_AVOID);
+    s
+}
+
+impl Source for IndexSource {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn search(
+        &self,
+        request: SourceRequest,
+        cancel: CancellationToken,
+    ) -> BoxFuture<'static, Result<Vec<Vec<PackedItem>>, SourceError>> {
+        let pool = self.pool.clone();
+        let name = self.name.clone();
+        Box::pin(async move {
+            let task = tokio::task::spawn_blocking(move || {
+                let strategy = one_source(&request.strategy, &request.spec);
+                let (ix, generation) = pool.take()?;
+                let mut out = Vec::with_capacity(request.queries.len());
+                let mut result = Ok(());
+                for q in &request.queries {
+                    if cancel.is_cancelled() {
+                        break;
+                    }
+                    let pack = ix.retrieve(&RetrievalRequest {
+                        query: q.clone(),
+                        strategy: &strategy,
+                        stage: None,
+                        // Everything found; the agent packs per stage.
+                        budget_tokens: Some(usize::MAX / 4),
+                        candidates: Some(request.limit),
+                    });
+                    match pack {
+                        Ok(p) => out.push(
+                            p.items
+                                .into_iter()
+                                .take(request.limit)
+                                .map(|it| PackedItem {
+                                    source: name.clone(),
+                                    path: it.attribution.path,
+                                    start_line: it.attribution.start_line,
+                                    end_line: it.attribution.end_line,
+                                    symbol: it.attribution.symbol,
+                                    section: it.attribution.section,
+                                    kind: it.kind.as_str().to_owned(),
+                                    text: it.text,
+                                    tokens: it.tokens,
+                                    score: it.score,
+                                    note: None,
+                                })
+                                .collect(),
+                        ),
+                        Err(e) => {
+                            result = Err(e);
+                            break;
+                        }
+                    }
+                }
+                pool.give(ix, generation);
+                result.map(|()| out)
+            });
+            match task.await {
+                Ok(r) => r.map_err(|e| Box::new(e) as SourceError),
+                Err(e) => Err(Box::new(e) as SourceError),
+            }
+        })
+    }
+}

@@ -1,0 +1,195 @@
+//! The agent's public types: options, errors and the per-stage context pack.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use trellis_index::Progress;
+
+use super::pack;
+
+/// Errors of the retrieval agent. Model and source failures are not errors (they degrade
+/// the pack and are noted in it); index failures and cancellation are.
+#[derive(Debug, thiserror::Error)]
+pub enum RetrievalError {
+    /// The workspace index could not be opened or updated.
+    #[error("workspace index: {0}")]
+    Index(#[from] trellis_index::Error),
+    /// The retrieval was cancelled.
+    #[error("retrieval cancelled")]
+    Cancelled,
+    /// A background task panicked or was aborted.
+    #[error("retrieval task failed: {0}")]
+    Task(String),
+    /// The workflow's `retrieval_strategy_config` does not parse.
+    #[error("retrieval strategy of workflow `{workflow}`: {message}")]
+    Strategy {
+        /// The workflow.
+        workflow: String,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+/// `Result` with [`RetrievalError`].
+pub type Result<T, E = RetrievalError> = std::result::Result<T, E>;
+
+/// A progress callback for [`RetrievalAgent::prepare`].
+pub type ProgressFn = Arc<dyn Fn(Progress) + Send + Sync>;
+
+/// Tuning of the retrieval agent.
+#[derive(Clone, Debug)]
+pub struct RetrievalOptions {
+    /// Queries per stage, the task included (default 4).
+    pub max_queries: usize,
+    /// Time each source gets for all its queries (default 5 s; seed 000 says 3 s per
+    /// source, the extra covers loading embeddings on first use).
+    pub source_timeout: Duration,
+    /// Time query generation gets in one retrieval, all stages together; stages whose
+    /// call has not finished by then use deterministic queries (default 45 s — the embedded
+    /// model answers one stage in a few seconds on a loaded 2-core machine).
+    pub query_timeout: Duration,
+    /// Results per query and source before fusion (default 30).
+    pub candidates: usize,
+    /// The budget of a stage the strategy names no budget for (default 8000 tokens).
+    pub default_budget: usize,
+    /// A cap on every stage's budget (e.g. a share of the model's context window).
+    pub max_budget: Option<usize>,
+    /// Whether [`RetrievalAgent::prepare`] computes missing embeddings when an embedder is
+    /// attached (default true).
+    pub embed: bool,
+    /// Where the index lives (default `<repo>/.trellis/index`).
+    pub index_dir: Option<PathBuf>,
+    /// Re-ask the model once when its query list does not parse (default false: the
+    /// deterministic queries are a cheaper fallback on the critical path).
+    pub reask: bool,
+    /// Tokens the query-generation call may generate (default 64: a few short queries).
+    pub query_max_tokens: u32,
+    /// Sampling temperature of query generation (default 0.3, as in seed 000).
+    pub temperature: Option<f32>,
+    /// Regions named by a failure read from the worktree, at most (default 6).
+    pub max_failure_regions: usize,
+    /// Lines either side of a failure line when no symbol or section encloses it (default 12).
+    pub region_context_lines: u32,
+}
+
+impl Default for RetrievalOptions {
+    fn default() -> Self {
+        RetrievalOptions {
+            max_queries: 4,
+            source_timeout: Duration::from_secs(5),
+            query_timeout: Duration::from_secs(45),
+            candidates: 30,
+            default_budget: trellis_index::strategy::DEFAULT_TOKEN_BUDGET as usize,
+            max_budget: None,
+            embed: true,
+            index_dir: None,
+            reask: false,
+            query_max_tokens: 64,
+            temperature: Some(0.3),
+            max_failure_regions: 6,
+            region_context_lines: 12,
+        }
+    }
+}
+
+/// Which mode produced a pack.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RetrievalMode {
+    /// Before the stages run.
+    #[default]
+    Upfront,
+    /// After a failure, for the retry.
+    Adaptive,
+}
+
+/// One piece of context with its attribution.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PackedItem {
+    /// The source that found it (`codebase_semantic_search`, [`FAILURE_SOURCE`], …).
+    pub source: String,
+    /// Path relative to the workspace root (or a URL for web sources).
+    pub path: String,
+    /// First line, 1-based (0 when not a file).
+    pub start_line: u32,
+    /// Last line, inclusive.
+    pub end_line: u32,
+    /// Qualified symbol name, for code.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub symbol: Option<String>,
+    /// Section path (`doc > section`), for documents.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub section: Option<String>,
+    /// What it is (`function`, `section`, `window`, …).
+    #[serde(default)]
+    pub kind: String,
+    /// The text, verified against the repository (upfront) or the worktree (adaptive).
+    pub text: String,
+    /// Estimated prompt tokens (text, path, framing).
+    pub tokens: usize,
+    /// Fused score (higher is better; failure regions are 0 and always come first).
+    pub score: f32,
+    /// Why it is here beyond matching a query (`named by the failure at line 12`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// How one source did for a stage.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SourceReport {
+    /// The source.
+    pub name: String,
+    /// Its priority in the strategy (`HIGH`, `MEDIUM`, `LOW`).
+    pub priority: String,
+    /// Results for this stage's queries, before fusion.
+    pub items: usize,
+    /// Of those, items that made it into the pack.
+    pub packed: usize,
+    /// Time the source took (for all queries of the retrieval).
+    pub elapsed_ms: u64,
+    /// Whether it ran out of time.
+    pub timed_out: bool,
+    /// What went wrong, if anything.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// The context prepared for one stage.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct StagePack {
+    /// The stage's name.
+    pub stage: String,
+    /// Upfront or adaptive.
+    pub mode: RetrievalMode,
+    /// The enrichment round (adaptive; 0 upfront).
+    pub round: i64,
+    /// The queries searched, the task first.
+    pub queries: Vec<String>,
+    /// Whether the model wrote any of the queries (false: deterministic fallback).
+    pub queries_from_model: bool,
+    /// Packed items: failure regions first, then best first.
+    pub items: Vec<PackedItem>,
+    /// The stage's token budget.
+    pub budget_tokens: usize,
+    /// Tokens used by the items.
+    pub used_tokens: usize,
+    /// Sources the strategy names that nothing here serves (`lsp_tools` is used by the
+    /// agents on demand; web search and CVE lookups need a plugged-in source).
+    pub external_sources: Vec<String>,
+    /// Every source searched for this stage.
+    pub sources: Vec<SourceReport>,
+    /// What went differently than planned (fallback queries, timeouts, dropped items).
+    pub notes: Vec<String>,
+    /// Wall time of the retrieval, query generation included.
+    pub elapsed_ms: u64,
+}
+
+impl StagePack {
+    /// Markdown for a prompt: a heading with the budget, the queries, sources not searched,
+    /// then one fenced block per item headed `path:start-end (symbol|section) — source`.
+    pub fn render(&self) -> String {
+        pack::render(self)
+    }
+}

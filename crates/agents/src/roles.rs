@@ -1,0 +1,186 @@
+//! Roles as data: each agent's identity, objective, process, tools and constraints live in a
+//! YAML file (seed 001 prompt structure), not in code. The built-in roles are the files in
+//! `crates/agents/roles/`; a workspace overrides or adds roles by dropping a file with the
+//! same `name` into `.trellis/agents/`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+
+/// The built-in role files: (file name, YAML).
+pub const BUILTIN_ROLES: &[(&str, &str)] = &[
+    ("code_agent.yaml", include_str!("../roles/code_agent.yaml")),
+    ("test_agent.yaml", include_str!("../roles/test_agent.yaml")),
+    (
+        "security_agent.yaml",
+        include_str!("../roles/security_agent.yaml"),
+    ),
+    (
+        "formatter_agent.yaml",
+        include_str!("../roles/formatter_agent.yaml"),
+    ),
+    (
+        "analysis_agent.yaml",
+        include_str!("../roles/analysis_agent.yaml"),
+    ),
+    (
+        "documentation_agent.yaml",
+        include_str!("../roles/documentation_agent.yaml"),
+    ),
+];
+
+/// One agent role.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RoleSpec {
+    /// The agent name workflows use (`code_agent`).
+    pub name: String,
+    /// Which model role's profile it uses (`coder`, `tester`, `planner`, `reviewer`,
+    /// `summariser`, … — see `[roles]` in the configuration); `default` when absent.
+    #[serde(default = "default_model_role")]
+    pub model_role: String,
+    /// ROLE: who the agent is.
+    pub role: String,
+    /// PRIMARY OBJECTIVE: what it produces, in one sentence.
+    pub objective: String,
+    /// PROCESS: 3–5 steps.
+    #[serde(default)]
+    pub process: Vec<String>,
+    /// TOOLS AVAILABLE: the tools it may call (its allow list).
+    #[serde(default)]
+    pub tools: Vec<String>,
+    /// CONSTRAINTS.
+    #[serde(default)]
+    pub constraints: Vec<String>,
+    /// Model turns before the agent must report (default 16).
+    #[serde(default = "default_max_turns")]
+    pub max_turns: u32,
+    /// Whether the runtime runs the project's test command after the agent and lets its exit
+    /// status decide the stage's failure (the test role).
+    #[serde(default)]
+    pub run_tests: bool,
+}
+
+fn default_model_role() -> String {
+    "default".into()
+}
+
+fn default_max_turns() -> u32 {
+    16
+}
+
+/// Where a role came from.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "kind", content = "path")]
+pub enum RoleSource {
+    /// Shipped with Trellis.
+    Builtin,
+    /// A file in a roles directory.
+    File(PathBuf),
+}
+
+/// The known roles, by name.
+#[derive(Clone, Debug, Default)]
+pub struct RoleCatalog {
+    roles: BTreeMap<String, (RoleSpec, RoleSource)>,
+}
+
+impl RoleCatalog {
+    /// The built-in roles.
+    pub fn builtin() -> Result<Self> {
+        let mut c = Self::default();
+        for (file, yaml) in BUILTIN_ROLES {
+            let spec = parse(yaml, Path::new(file))?;
+            c.roles
+                .insert(spec.name.clone(), (spec, RoleSource::Builtin));
+        }
+        Ok(c)
+    }
+
+    /// The built-in roles, overridden by `*.yaml` / `*.yml` files in each of `dirs` that
+    /// exist (later directories win).
+    pub fn discover(dirs: &[PathBuf]) -> Result<Self> {
+        let mut c = Self::builtin()?;
+        for dir in dirs {
+            let Ok(entries) = std::fs::read_dir(dir) else {
+                continue;
+            };
+            let mut files: Vec<PathBuf> = entries
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "yml"))
+                .collect();
+            files.sort();
+            for path in files {
+                let text = std::fs::read_to_string(&path).map_err(|e| Error::Io {
+                    path: path.clone(),
+                    source: e,
+                })?;
+                let spec = parse(&text, &path)?;
+                c.roles
+                    .insert(spec.name.clone(), (spec, RoleSource::File(path)));
+            }
+        }
+        Ok(c)
+    }
+
+    /// The role named `name`, or an error naming the nearest known role.
+    pub fn get(&self, name: &str) -> Result<&RoleSpec> {
+        self.roles.get(name).map(|(s, _)| s).ok_or_else(|| {
+            let names: Vec<&str> = self.roles.keys().map(String::as_str).collect();
+            Error::UnknownRole {
+                name: name.to_owned(),
+                suggestion: trellis_graph::nearest(name, names.iter().copied()).map(str::to_owned),
+                known: names.join(", "),
+            }
+        })
+    }
+
+    /// Every role with its source.
+    pub fn iter(&self) -> impl Iterator<Item = (&RoleSpec, &RoleSource)> {
+        self.roles.values().map(|(s, src)| (s, src))
+    }
+}
+
+fn parse(text: &str, path: &Path) -> Result<RoleSpec> {
+    let spec: RoleSpec = yaml_serde::from_str(text).map_err(|e| Error::Role {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    })?;
+    if spec.name.trim().is_empty() || spec.role.trim().is_empty() {
+        return Err(Error::Role {
+            path: path.to_path_buf(),
+            message: "`name` and `role` must not be empty".into(),
+        });
+    }
+    Ok(spec)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtin_roles_parse_and_cover_the_seed_agents() {
+        let c = RoleCatalog::builtin().unwrap_or_default();
+        for name in [
+            "code_agent",
+            "test_agent",
+            "security_agent",
+            "formatter_agent",
+            "analysis_agent",
+            "documentation_agent",
+        ] {
+            assert!(c.get(name).is_ok(), "{name}");
+        }
+        assert!(c.get("test_agent").is_ok_and(|r| r.run_tests));
+        let e = c.get("code_agnet").err().map(|e| e.to_string());
+        assert!(
+            e.as_deref()
+                .is_some_and(|e| e.contains("did you mean `code_agent`")),
+            "{e:?}"
+        );
+    }
+}

@@ -1,0 +1,407 @@
+//! `trellis run "<request>"` and `trellis runs resume` of workflow runs: the orchestrator's
+//! choice, live progress (stage states, streaming model text, tool calls, retries and their
+//! reasons), questions and approvals in the terminal, a summary with the change set, and the
+//! batched review.
+
+use std::io::{BufRead, IsTerminal, Write};
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+use trellis_agents::{AgentEvent, DecidedBy, EventSink, Orchestration};
+use trellis_core::{InputMode, RunOptions, Runtime};
+use trellis_graph::{RunHandle, RunOutcome};
+use trellis_protocol::{Answer, Command, Interrupt, InterruptKind, NodeId, RunId, RunStatus};
+use trellis_store::Store;
+use trellis_workflow::Plan;
+
+use crate::drive::{Show, drive};
+
+/// How a workflow run is driven from the terminal.
+#[derive(Clone, Copy, Debug)]
+pub struct Terminal {
+    /// How interrupts are answered.
+    pub input: InputMode,
+    /// Print JSON only.
+    pub json: bool,
+    /// Skip the review at the end.
+    pub no_review: bool,
+}
+
+impl Terminal {
+    fn interactive(&self) -> bool {
+        self.input == InputMode::Interrupts && !self.json && std::io::stdin().is_terminal()
+    }
+}
+
+/// Prints agent progress: streamed model text per node, tool calls and their results.
+pub fn printer(json: bool) -> Option<EventSink> {
+    if json {
+        return None;
+    }
+    let last: Mutex<Option<String>> = Mutex::new(None);
+    Some(Arc::new(move |e: AgentEvent| {
+        let mut out = std::io::stdout().lock();
+        let Ok(mut last) = last.lock() else { return };
+        match e {
+            AgentEvent::Text { node, text } => {
+                if last.as_deref() != Some(node.as_str()) {
+                    let _ = write!(out, "\n    [{node}] ");
+                    *last = Some(node);
+                }
+                let _ = write!(out, "{}", text.replace('\n', "\n      "));
+            }
+            AgentEvent::ToolCall { node, tool, args } => {
+                *last = None;
+                let _ = write!(out, "\n    [{node}] → {tool} {args}");
+            }
+            AgentEvent::ToolResult { ok, summary, .. } => {
+                *last = None;
+                let _ = write!(
+                    out,
+                    "\n        {} {summary}",
+                    if ok { "ok" } else { "error:" }
+                );
+            }
+            AgentEvent::Note { node, text } => {
+                *last = None;
+                let _ = write!(out, "\n    [{node}] note: {text}");
+            }
+        }
+        let _ = out.flush();
+    }))
+}
+
+/// Prints the orchestrator's decisions and the plan.
+pub fn print_choice(o: &Orchestration, plan: &Plan) {
+    let by = |b: DecidedBy| match b {
+        DecidedBy::Model => "chosen by the orchestrator",
+        DecidedBy::User => "chosen on the command line",
+        DecidedBy::Default => "chosen by the selection prior (the model's answer was unusable)",
+    };
+    println!("workflow: {} ({})", o.workflow, by(o.workflow_by));
+    println!("project: {}", o.project.describe());
+    if !o.reasoning.trim().is_empty() {
+        println!("reasoning: {}", o.reasoning.trim());
+    }
+    for n in &o.notes {
+        println!("note: {n}");
+    }
+    println!("stages:");
+    for p in &plan.planned {
+        let agents: Vec<&str> = p.context.agents.iter().map(|a| a.agent.as_str()).collect();
+        println!(
+            "  run  {:<32} {:<28} {}",
+            p.context.stage_name,
+            agents.join(", "),
+            p.reason
+        );
+    }
+    for s in &plan.skipped {
+        println!("  skip {:<32} {:<28} {}", s.stage_name, "", s.reason);
+    }
+}
+
+fn read_line(prompt: &str) -> String {
+    print!("{prompt}");
+    let _ = std::io::stdout().flush();
+    let mut line = String::new();
+    let _ = std::io::stdin().lock().read_line(&mut line);
+    line.trim().to_owned()
+}
+
+/// Asks the terminal for the answer to one interrupt.
+fn ask(node: &NodeId, it: &Interrupt) -> Answer {
+    println!("\n? {node}: {}", it.prompt);
+    match it.kind {
+        InterruptKind::Question => {
+            let questions: Vec<String> = it
+                .data
+                .get("questions")
+                .and_then(Value::as_array)
+                .map(|qs| {
+                    qs.iter()
+                        .filter_map(|q| q["question"].as_str().map(str::to_owned))
+                        .collect()
+                })
+                .unwrap_or_default();
+            if questions.len() <= 1 {
+                return Answer::text(read_line("> "));
+            }
+            let answers: Vec<Value> = questions
+                .iter()
+                .map(|q| json!(read_line(&format!("{q}\n> "))))
+                .collect();
+            Answer(Value::Array(answers))
+        }
+        InterruptKind::Approval | InterruptKind::Review => {
+            let a = read_line("[y]es / [n]o (or a reason, or a number to grant): ");
+            match a.to_ascii_lowercase().as_str() {
+                "y" | "yes" => Answer::approve(),
+                "" | "n" | "no" => Answer::reject("denied in the terminal"),
+                other => match other.parse::<f64>() {
+                    Ok(n) => Answer(json!({ "grant": n })),
+                    Err(_) => Answer::reject(a.clone()),
+                },
+            }
+        }
+    }
+}
+
+/// Drives a workflow run to its end: answers interrupts from the terminal (resuming the
+/// run in this process), stops cleanly on Ctrl-C (the run stays resumable), then prints the
+/// summary and offers the review.
+pub async fn drive_run(
+    runtime: Arc<Runtime>,
+    mut handle: RunHandle,
+    term: Terminal,
+) -> anyhow::Result<ExitCode> {
+    let run: RunId = handle.id().clone();
+    if !term.json {
+        println!("run {run}");
+    }
+    let outcome = loop {
+        let show = Show {
+            json: false,
+            quiet: term.json,
+        };
+        let outcome = tokio::select! {
+            r = drive(handle, show) => r?.0,
+            _ = tokio::signal::ctrl_c() => {
+                let _ = runtime.store.flush();
+                eprintln!(
+                    "\ninterrupted: completed stages are kept; continue with `trellis runs resume {run}` (review what exists with `trellis review {run}`)"
+                );
+                return Ok(ExitCode::from(130));
+            }
+        };
+        if outcome.status != RunStatus::WaitingInput {
+            break outcome;
+        }
+        if !term.interactive() {
+            println!("\nthe run is waiting for input:");
+            for (node, it) in &outcome.waiting {
+                println!("  {node}: {}", it.prompt);
+            }
+            println!(
+                "answer with `trellis runs resume {run} --answer NODE=yes` (or =no, or =\"text\")"
+            );
+            return Ok(ExitCode::SUCCESS);
+        }
+        let commands: Vec<Command> = outcome
+            .waiting
+            .iter()
+            .map(|(node, it)| Command::Answer {
+                node: node.clone(),
+                answer: ask(node, it),
+            })
+            .collect();
+        let options = RunOptions {
+            input: term.input,
+            events: printer(term.json),
+        };
+        handle = runtime.resume(&run, commands, options)?.0;
+    };
+    runtime.store.flush()?;
+    summary(&runtime.store, &outcome, term.json)?;
+    let changed = !changed_files(&outcome).is_empty();
+    if !changed || term.json || term.no_review {
+        if changed && !term.json {
+            println!("review the change with `trellis review {run}`");
+        }
+        return Ok(exit_code(&outcome));
+    }
+    if std::io::stdin().is_terminal() {
+        println!();
+        crate::review::review(
+            crate::review::ReviewArgs {
+                run: run.to_string(),
+                approve_all: false,
+                select: Vec::new(),
+                reject: false,
+                request_changes: Vec::new(),
+                stage: None,
+                json: false,
+            },
+            &runtime.store,
+        )?;
+    } else {
+        println!("review the change with `trellis review {run}`");
+    }
+    Ok(exit_code(&outcome))
+}
+
+fn exit_code(o: &RunOutcome) -> ExitCode {
+    match (o.status, o.terminal.as_ref().map(|t| t.as_str())) {
+        (RunStatus::Succeeded, Some("ABORT")) => ExitCode::from(2),
+        (RunStatus::Succeeded, _) | (RunStatus::WaitingInput, _) => ExitCode::SUCCESS,
+        _ => ExitCode::from(2),
+    }
+}
+
+fn changed_files(o: &RunOutcome) -> Vec<String> {
+    let mut files: Vec<String> = o
+        .nodes
+        .iter()
+        .filter_map(|n| n.result.get("files_changed").and_then(Value::as_array))
+        .flatten()
+        .filter_map(Value::as_str)
+        .map(str::to_owned)
+        .collect();
+    files.sort();
+    files.dedup();
+    files
+}
+
+fn summary(_store: &Store, o: &RunOutcome, json: bool) -> anyhow::Result<()> {
+    let stages = o.state.get("stage_results").cloned().unwrap_or(Value::Null);
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json!({
+                "run": o.run,
+                "status": o.status,
+                "terminal": o.terminal,
+                "stages": stages,
+                "orchestrator": o.state.get("orchestrator"),
+                "files_changed": changed_files(o),
+            }))?
+        );
+        return Ok(());
+    }
+    println!("\nstages:");
+    if let Value::Object(m) = &stages {
+        for (stage, r) in m {
+            let out = &r["output"];
+            println!(
+                "  {} {:<32} attempt {}  {}",
+                if r["failure"].as_bool().unwrap_or(false) {
+                    "✗"
+                } else {
+                    "✓"
+                },
+                stage,
+                r["attempt"],
+                crate::display::truncate(
+                    out["output"]
+                        .as_str()
+                        .or_else(|| out["reason"].as_str())
+                        .unwrap_or_default()
+                        .lines()
+                        .next()
+                        .unwrap_or_default(),
+                    90
+                )
+            );
+        }
+    }
+    let files = changed_files(o);
+    if files.is_empty() {
+        println!("no files changed");
+    } else {
+        println!("files changed: {}", files.join(", "));
+    }
+    Ok(())
+}
+
+/// Opens the runtime of `repo`.
+pub fn open_runtime(
+    repo: &Path,
+    overrides: &[String],
+    dirs: &[std::path::PathBuf],
+    store: Arc<Store>,
+) -> anyhow::Result<Arc<Runtime>> {
+    Ok(Arc::new(Runtime::open(repo, overrides, dirs, store)?))
+}
+
+/// `trellis runs resume RUN` of a workflow run: continues it (answers applied first) with
+/// the same progress, questions and review as `trellis run`.
+pub async fn resume(
+    run: &RunId,
+    commands: Vec<Command>,
+    repo: &Path,
+    overrides: &[String],
+    store: Arc<Store>,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    let runtime = open_runtime(repo, overrides, &[], store)?;
+    let term = Terminal {
+        input: InputMode::Interrupts,
+        json,
+        no_review: false,
+    };
+    let options = RunOptions {
+        input: term.input,
+        events: printer(json),
+    };
+    let (handle, _ctx) = runtime.resume(run, commands, options)?;
+    drive_run(runtime, handle, term).await
+}
+
+/// A cancellation token cancelled on the first Ctrl-C (for the orchestrator call).
+pub fn ctrl_c_token() -> CancellationToken {
+    let token = CancellationToken::new();
+    let t = token.clone();
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            t.cancel();
+        }
+    });
+    token
+}
+
+/// `trellis run "<request>"`: orchestrate, plan, run, review.
+pub async fn run(
+    args: &crate::workflows::RunArgs,
+    repo: &Path,
+    overrides: &[String],
+    store: Store,
+) -> anyhow::Result<ExitCode> {
+    let runtime = open_runtime(repo, overrides, &args.dirs.dirs, Arc::new(store))?;
+    let overrides = trellis_agents::Overrides {
+        workflow: args.workflow.clone(),
+        include: args.include.clone(),
+        skip: args.skip.clone(),
+    };
+    if !args.json {
+        let profile = runtime.models.profile_for_role("orchestrator");
+        eprintln!("asking the orchestrator (model profile `{profile}`)…");
+    }
+    let cancel = ctrl_c_token();
+    let (orchestration, plan) = runtime.plan(&args.request, &overrides, cancel).await?;
+    if args.plan_only {
+        if !args.json {
+            print_choice(&orchestration, &plan);
+        }
+        return crate::workflows::print_plan(&plan, args.json);
+    }
+    if !args.json {
+        print_choice(&orchestration, &plan);
+    }
+    let term = Terminal {
+        input: if args.yes {
+            InputMode::Approve
+        } else if args.no_input {
+            InputMode::Deny
+        } else {
+            InputMode::Interrupts
+        },
+        json: args.json,
+        no_review: args.no_review,
+    };
+    let options = RunOptions {
+        input: term.input,
+        events: printer(args.json),
+    };
+    let (handle, ctx) = runtime.start(&plan, &orchestration, options)?;
+    if !args.json {
+        println!(
+            "worktree {} (branch {})",
+            ctx.worktree.path.display(),
+            ctx.worktree.branch
+        );
+    }
+    drive_run(runtime, handle, term).await
+}

@@ -1,0 +1,349 @@
+//! The node handlers of a workflow run: each stage agent runs an [`AgentRun`] in the run's
+//! worktree, its changes are committed on the run's branch, and its typed report becomes
+//! the node's result (what routing, later stages and the user see).
+
+use std::sync::{Arc, Weak};
+
+use serde_json::{Value, json};
+use trellis_agents::prompt::{
+    ContextKind, context_messages, earlier_stages, system_prompt, task_text,
+};
+use trellis_agents::{AgentOutcome, AgentReport, AgentRun, GraphInteraction, RoleSpec};
+use trellis_graph::{NodeContext, NodeError, NodeHandler, NodeOutput};
+use trellis_llm::{CallScope, Message};
+use trellis_protocol::RunId;
+use trellis_tools::worktree::RunWorktree;
+use trellis_tools::{Interaction, NonInteractive, Registry, ToolEnv, Workspace};
+use trellis_workflow::{AgentSpec, Plan, StageContext, StageHandlers};
+
+use crate::testcmd::{self, TestCommand};
+use crate::{InputMode, RunOptions, Runtime};
+
+/// Everything the handlers of one run share.
+pub struct RunContext {
+    /// The workspace runtime.
+    pub runtime: Arc<Runtime>,
+    /// The run.
+    pub run: RunId,
+    /// Its worktree and branch.
+    pub worktree: RunWorktree,
+    /// Tools, with every role's allow list; calls are recorded in the store.
+    pub registry: Arc<Registry>,
+    /// Budgets of the run.
+    pub ledger: Arc<trellis_llm::BudgetLedger>,
+    /// Input mode and progress sink.
+    pub options: RunOptions,
+    /// The project's test command, if any.
+    pub test_command: Option<TestCommand>,
+    commit_lock: tokio::sync::Mutex<()>,
+    me: Weak<RunContext>,
+}
+
+/// Cuts `text` to `max` bytes on a char boundary.
+pub(crate) fn clip(text: &str, max: usize) -> String {
+    trellis_agents::prompt::truncate(text, max)
+}
+
+fn node_error(e: impl std::fmt::Display) -> NodeError {
+    NodeError::new(e.to_string())
+}
+
+impl RunContext {
+    pub(crate) fn new(
+        runtime: Arc<Runtime>,
+        run: RunId,
+        worktree: RunWorktree,
+        registry: Arc<Registry>,
+        ledger: Arc<trellis_llm::BudgetLedger>,
+        options: RunOptions,
+    ) -> Arc<Self> {
+        let test_command = testcmd::detect(&worktree.path, runtime.agents.test_command.as_deref());
+        Arc::new_cyclic(|me| Self {
+            runtime,
+            run,
+            worktree,
+            registry,
+            ledger,
+            options,
+            test_command,
+            commit_lock: tokio::sync::Mutex::new(()),
+            me: me.clone(),
+        })
+    }
+
+    fn env(&self, node: &str, interaction: Arc<dyn Interaction>) -> Result<ToolEnv, NodeError> {
+        let workspace =
+            Workspace::new(&self.worktree.path, &self.runtime.tools.secrets).map_err(node_error)?;
+        let mut env = ToolEnv::new(workspace, self.runtime.tools.clone(), interaction);
+        env.run = Some(self.run.clone());
+        env.node = Some(node.to_owned());
+        env.base_commit = Some(self.worktree.base.clone());
+        Ok(env)
+    }
+
+    fn project_text(&self) -> String {
+        let mut s = format!(
+            "You work in a git worktree of the repository (a copy on the branch `{}`); tool \
+             paths are relative to its root. The user reviews your changes before they reach \
+             their branch.\n",
+            self.worktree.branch
+        );
+        match &self.test_command {
+            Some(t) => s.push_str(&format!(
+                "Test command: `{}` (from {}).\n",
+                t.command, t.source
+            )),
+            None => s.push_str("No test command was found for this project.\n"),
+        }
+        s
+    }
+
+    async fn run_agent(
+        self: Arc<Self>,
+        stage: StageContext,
+        agent: AgentSpec,
+        mut ctx: NodeContext,
+    ) -> Result<NodeOutput, NodeError> {
+        let role: RoleSpec = self
+            .runtime
+            .roles
+            .get(&agent.agent)
+            .map_err(node_error)?
+            .clone();
+        let node = ctx.node.to_string();
+        let stage_name = stage.stage_name.clone();
+        let provider = self
+            .runtime
+            .models
+            .budgeted(
+                &role.model_role,
+                self.ledger.clone(),
+                CallScope {
+                    stage: Some(stage_name.clone()),
+                    agent: Some(agent.agent.clone()),
+                },
+            )
+            .map_err(node_error)?;
+        let (interaction, gate): (Arc<dyn Interaction>, Option<Arc<GraphInteraction>>) =
+            match self.options.input {
+                InputMode::Interrupts => {
+                    let g = Arc::new(GraphInteraction::new());
+                    (g.clone(), Some(g))
+                }
+                InputMode::Approve => (Arc::new(NonInteractive { approve: true }), None),
+                InputMode::Deny => (Arc::new(NonInteractive { approve: false }), None),
+            };
+        let env = self.env(&node, interaction)?;
+        let tools: Vec<(String, String)> = self
+            .registry
+            .specs_for(&role.name)
+            .into_iter()
+            .map(|t| (t.name, t.description))
+            .collect();
+        let task = ctx
+            .state
+            .get("task")
+            .and_then(Value::as_str)
+            .unwrap_or(&stage.task)
+            .to_owned();
+        let text_of = |v: Option<&Value>| -> String {
+            match v {
+                Some(Value::String(s)) => s.clone(),
+                Some(v) => v
+                    .get("rendered")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+                    .unwrap_or_default(),
+                None => String::new(),
+            }
+        };
+        let mut user_messages: Vec<String> = ctx.messages.iter().map(|m| m.text.clone()).collect();
+        user_messages.extend(ctx.drain_mailbox().into_iter().map(|m| m.text));
+        let parts = vec![
+            (ContextKind::Project, self.project_text()),
+            (
+                ContextKind::Codebase,
+                text_of(ctx.state.get_in("retrieval_context", &stage_name)),
+            ),
+            (
+                ContextKind::Enriched,
+                text_of(ctx.state.get_in("enriched_context", &stage_name)),
+            ),
+            (
+                ContextKind::EarlierStages,
+                earlier_stages(ctx.state.get("stage_results"), &stage_name),
+            ),
+            (ContextKind::UserMessages, user_messages.join("\n")),
+            (
+                ContextKind::Task,
+                task_text(&task, &ctx.input, ctx.attempt, ctx.previous.as_ref()),
+            ),
+        ];
+        let mut messages = vec![Message::system(system_prompt(&role, &tools))];
+        messages.extend(context_messages(&parts));
+        let max_turns = role
+            .max_turns
+            .min(self.runtime.agents.max_turns.unwrap_or(u32::MAX))
+            .max(1);
+        let run = AgentRun {
+            node: node.clone(),
+            role: role.clone(),
+            provider,
+            tools: self.registry.clone(),
+            env: env.clone(),
+            gate,
+            ledger: Some(self.ledger.clone()),
+            messages,
+            max_turns,
+            events: self.options.events.clone(),
+            cancel: ctx.cancel.clone(),
+        };
+        let resume = ctx
+            .resume
+            .as_ref()
+            .map(|r| (r.scratch.clone(), r.answer.clone()));
+        match run.run(resume).await {
+            Ok(AgentOutcome::Interrupted { interrupt, scratch }) => {
+                Ok(NodeOutput::interrupt_with(interrupt, scratch))
+            }
+            Ok(AgentOutcome::Done(report)) => {
+                self.finish(&stage_name, &agent.agent, &role, report, &env, &ctx)
+                    .await
+            }
+            Err(trellis_agents::Error::Cancelled) => Err(NodeError::new("cancelled")),
+            Err(e) => Ok(NodeOutput::failure(format!("{}: {e}", agent.agent))),
+        }
+    }
+
+    /// Runs the tests (test role), commits the worktree and builds the node's result.
+    async fn finish(
+        &self,
+        stage: &str,
+        agent: &str,
+        role: &RoleSpec,
+        rep: AgentReport,
+        env: &ToolEnv,
+        ctx: &NodeContext,
+    ) -> Result<NodeOutput, NodeError> {
+        let mut report = rep.report;
+        let mut notes = rep.notes;
+        let mut tests = Value::Null;
+        if role.run_tests {
+            match &self.test_command {
+                Some(cmd) => {
+                    // The command is the project's own (configured or detected): `ask` is
+                    // taken as approved; `deny` still applies.
+                    let mut env = env.clone();
+                    env.interaction = Arc::new(NonInteractive { approve: true });
+                    let run = testcmd::run(
+                        &self.registry,
+                        &env,
+                        cmd,
+                        self.runtime.agents.test_timeout().as_secs(),
+                        ctx.cancel.clone(),
+                    )
+                    .await;
+                    if report.failure == run.passed {
+                        notes.push(format!(
+                            "the agent reported failure={} but `{}` {}; the test result decides",
+                            report.failure,
+                            cmd.command,
+                            if run.passed { "passed" } else { "failed" }
+                        ));
+                    }
+                    report.failure = !run.passed;
+                    if !run.passed {
+                        report.findings.extend(run.failures.iter().cloned());
+                        report.output = format!(
+                            "{}\n\n`{}` failed (exit {:?}):\n{}",
+                            report.output.trim(),
+                            cmd.command,
+                            run.exit_code,
+                            clip(&run.output, 3000)
+                        );
+                    }
+                    tests = serde_json::to_value(&run).unwrap_or(Value::Null);
+                }
+                None => notes.push(
+                    "no test command found (set agents.test_command); the agent's verdict stands unverified"
+                        .into(),
+                ),
+            }
+        }
+        let summary = clip(report.output.lines().next().unwrap_or("changes").trim(), 72);
+        let (commit, files) = {
+            let _guard = self.commit_lock.lock().await;
+            let wt = self.worktree.clone();
+            let stage_owned = stage.to_owned();
+            tokio::task::spawn_blocking(move || -> Result<(Option<String>, Vec<String>), String> {
+                let commit = wt
+                    .commit(&stage_owned, &summary)
+                    .map_err(|e| e.to_string())?;
+                let files = match &commit {
+                    Some(c) => trellis_tools::git::Git::new(&wt.path)
+                        .text(&["diff-tree", "--no-commit-id", "--name-only", "-r", c])
+                        .map_err(|e| e.to_string())?
+                        .lines()
+                        .map(str::to_owned)
+                        .collect(),
+                    None => Vec::new(),
+                };
+                Ok((commit, files))
+            })
+            .await
+            .map_err(node_error)?
+            .map_err(NodeError::new)?
+        };
+        if !report.files_changed.is_empty() && report.files_changed != files {
+            notes.push(format!(
+                "the agent listed files_changed {:?}; git sees {:?}",
+                report.files_changed, files
+            ));
+        }
+        report.files_changed = files;
+        let result = json!({
+            "agent": agent,
+            "failure": report.failure,
+            "output": report.output,
+            "files_changed": report.files_changed,
+            "findings": report.findings,
+            "commit": commit,
+            "turns": rep.turns,
+            "tool_calls": rep.tool_calls,
+            "usage": rep.usage,
+            "tests": tests,
+            "notes": notes,
+            "reason": if report.failure { clip(&report.output, 400) } else { String::new() },
+        });
+        Ok(if report.failure {
+            NodeOutput::failure(clip(&report.output, 400)).result(result)
+        } else {
+            NodeOutput::success().result(result)
+        })
+    }
+}
+
+impl StageHandlers for RunContext {
+    fn agent(&self, stage: &StageContext, agent: &AgentSpec) -> Arc<dyn NodeHandler> {
+        let me = self.me.clone();
+        let (stage, agent) = (stage.clone(), agent.clone());
+        Arc::new(move |ctx: NodeContext| {
+            let me = me.upgrade();
+            let (stage, agent) = (stage.clone(), agent.clone());
+            async move {
+                match me {
+                    Some(me) => me.run_agent(stage, agent, ctx).await,
+                    None => Err(NodeError::new("the run's context is gone")),
+                }
+            }
+        })
+    }
+
+    fn adaptive_retrieval(&self, plan: &Plan) -> Arc<dyn NodeHandler> {
+        crate::retrieval::adaptive(self.me.clone(), plan)
+    }
+
+    fn upfront_retrieval(&self, plan: &Plan) -> Option<Arc<dyn NodeHandler>> {
+        crate::retrieval::upfront(self.me.clone(), plan)
+    }
+}

@@ -1,0 +1,241 @@
+//! The Trellis runtime: a request goes to the orchestrator, which picks a workflow and its
+//! optional stages; the plan is assembled and compiled into an engine graph whose stage
+//! nodes run agents in the run's own git worktree; everything is persisted in the
+//! workspace store, so a run survives a crash and resumes (`trellis runs resume`).
+//!
+//! ```text
+//! request ─▶ orchestrate ─▶ Plan ─▶ compile(handlers) ─▶ Engine::start_as(run) ─▶ review
+//!                                      │ stage nodes: AgentRun in the worktree, commit per stage
+//!                                      │ upfront / adaptive retrieval nodes
+//!                                      └ interrupts: approvals, questions, budgets
+//! ```
+//!
+//! Front-ends (the CLI, later the server and ACP) call [`Runtime`]; they show
+//! [`AgentEvent`](trellis_agents::AgentEvent)s and engine events, answer interrupts, and
+//! end with the batched review of the run's change set.
+
+mod error;
+mod handlers;
+mod retrieval;
+pub mod testcmd;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+use trellis_agents::{
+    AgentsConfig, EventSink, Orchestration, Overrides, ProjectContext, RoleCatalog, orchestrate,
+};
+use trellis_config::{Config, LoadOptions};
+use trellis_graph::{Engine, RunHandle};
+use trellis_index::IndexConfig;
+use trellis_llm::ModelRegistry;
+use trellis_protocol::{Command, EventKind, RunId};
+use trellis_store::Store;
+use trellis_tools::worktree::RunWorktree;
+use trellis_tools::{Registry, ToolsConfig};
+use trellis_workflow::{Catalog, Plan, assemble, compile};
+
+pub use error::{Error, Result};
+pub use handlers::RunContext;
+
+/// How interrupts are answered.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InputMode {
+    /// Approvals and questions become graph interrupts: the run pauses until answered
+    /// (the terminal asks; `trellis runs resume --answer` answers later).
+    #[default]
+    Interrupts,
+    /// `--yes`: every `ask` is approved; questions are answered "decide yourself".
+    Approve,
+    /// `--no-input`: every `ask` is denied; questions are answered "decide yourself".
+    Deny,
+}
+
+/// Options of a run.
+#[derive(Clone, Default)]
+pub struct RunOptions {
+    /// How interrupts are answered.
+    pub input: InputMode,
+    /// Where agent progress goes.
+    pub events: Option<EventSink>,
+}
+
+/// The loaded configuration, catalogs and stores of one workspace.
+pub struct Runtime {
+    /// The repository's top-level directory.
+    pub repo: PathBuf,
+    /// The layered configuration.
+    pub config: Config,
+    /// Model profiles.
+    pub models: Arc<ModelRegistry>,
+    /// The `[tools]` section.
+    pub tools: Arc<ToolsConfig>,
+    /// The `[agents]` section.
+    pub agents: AgentsConfig,
+    /// The `[index]` section.
+    pub index: IndexConfig,
+    /// Roles (built-in, `.trellis/agents`, configured directories).
+    pub roles: RoleCatalog,
+    /// Workflows (built-in, `.trellis/workflows`, `--workflows-dir`).
+    pub catalog: Catalog,
+    /// The workspace store.
+    pub store: Arc<Store>,
+}
+
+/// The input of a workflow run: the task and the orchestrator's decisions.
+pub fn run_input(plan: &Plan, orchestration: &Orchestration) -> Value {
+    json!({
+        "task": plan.task,
+        "orchestrator": orchestration,
+    })
+}
+
+impl Runtime {
+    /// Loads everything for the repository at `repo` (configuration overrides as with
+    /// `-c key=value`; extra workflow directories).
+    pub fn open(
+        repo: &Path,
+        overrides: &[String],
+        workflow_dirs: &[PathBuf],
+        store: Arc<Store>,
+    ) -> Result<Self> {
+        let repo = trellis_tools::worktree::repo_root(repo)?;
+        let config = Config::load(&LoadOptions::discover(&repo, overrides.to_vec()))?;
+        let models = Arc::new(ModelRegistry::from_config(&config)?);
+        let tools: ToolsConfig = config.section_serde("tools")?;
+        let agents: AgentsConfig = config.section("agents")?;
+        let index: IndexConfig = config.section_serde("index")?;
+        let mut role_dirs = vec![repo.join(".trellis").join("agents")];
+        role_dirs.extend(agents.roles_dirs.iter().map(|d| repo.join(d)));
+        let roles = RoleCatalog::discover(&role_dirs)?;
+        let catalog = Catalog::discover(Some(&repo), workflow_dirs, None);
+        Ok(Self {
+            repo,
+            config,
+            models,
+            tools: Arc::new(tools),
+            agents,
+            index,
+            roles,
+            catalog,
+            store,
+        })
+    }
+
+    /// Asks the orchestrator for the workflow and its optional stages, and assembles the
+    /// plan.
+    pub async fn plan(
+        &self,
+        request: &str,
+        overrides: &Overrides,
+        cancel: CancellationToken,
+    ) -> Result<(Orchestration, Plan)> {
+        let workflows: Vec<&trellis_workflow::Workflow> =
+            self.catalog.entries().iter().map(|e| &e.workflow).collect();
+        let project = ProjectContext::detect(&self.repo, request);
+        let provider = self.models.for_role("orchestrator")?;
+        let orchestration = orchestrate(
+            provider.as_ref(),
+            &workflows,
+            request,
+            project,
+            overrides,
+            cancel,
+        )
+        .await?;
+        let workflow = &self.catalog.get(&orchestration.workflow)?.workflow;
+        let plan = assemble(workflow, &orchestration.decisions(), request)?;
+        Ok((orchestration, plan))
+    }
+
+    /// Creates the run's worktree and starts the plan as a new run.
+    pub fn start(
+        self: &Arc<Self>,
+        plan: &Plan,
+        orchestration: &Orchestration,
+        options: RunOptions,
+    ) -> Result<(RunHandle, Arc<RunContext>)> {
+        let run = RunId::new();
+        let worktree = RunWorktree::create(&self.repo, &run)?;
+        self.store.put_change_set(worktree.record(now_ms()))?;
+        let ctx = self.context(run.clone(), worktree, options)?;
+        let graph = Arc::new(compile(plan, ctx.as_ref())?);
+        let handle =
+            Engine::new(self.store.clone()).start_as(run, graph, run_input(plan, orchestration))?;
+        Ok((handle, ctx))
+    }
+
+    /// Resumes a stored workflow run (after a crash, Ctrl-C, or to answer its interrupts).
+    pub fn resume(
+        self: &Arc<Self>,
+        run: &RunId,
+        commands: Vec<Command>,
+        options: RunOptions,
+    ) -> Result<(RunHandle, Arc<RunContext>)> {
+        let plan = self.stored_plan(run)?;
+        let record = self.store.change_set(run.as_str())?;
+        let worktree = RunWorktree::from_record(&record);
+        if !worktree.path.exists() {
+            return Err(Error::Resume(format!(
+                "the worktree of run {run} ({}) is gone; the run cannot continue",
+                worktree.path.display()
+            )));
+        }
+        let ctx = self.context(run.clone(), worktree, options)?;
+        let graph = Arc::new(compile(&plan, ctx.as_ref())?);
+        let handle = Engine::new(self.store.clone()).resume(graph, run, commands)?;
+        Ok((handle, ctx))
+    }
+
+    /// The plan a run was started with (its graph parameters), if it is a workflow run.
+    pub fn stored_plan(&self, run: &RunId) -> Result<Plan> {
+        let first = self.store.events(run, 1, Some(1))?;
+        match first.first().map(|e| &e.kind) {
+            Some(EventKind::RunStarted { params, .. }) => serde_json::from_value(params.clone())
+                .map_err(|e| Error::Resume(format!("run {run} is not a workflow run ({e})"))),
+            _ => Err(Error::Resume(format!(
+                "run {run} has no runStarted event; the store may be damaged"
+            ))),
+        }
+    }
+
+    fn context(
+        self: &Arc<Self>,
+        run: RunId,
+        worktree: RunWorktree,
+        options: RunOptions,
+    ) -> Result<Arc<RunContext>> {
+        let mut registry = Registry::builtin(&self.tools.roles);
+        for (role, _) in self.roles.iter() {
+            if !self.tools.roles.contains_key(&role.name) {
+                registry.allow(&role.name, role.tools.iter().map(String::as_str));
+            }
+        }
+        registry.allow(testcmd::TEST_RUNNER, ["shell"]);
+        let registry = Arc::new(registry.with_sink(self.store.clone()));
+        // Every model call is persisted (`model_calls`, `trellis runs usage`), and a resumed
+        // run's ledger starts from what the run spent before.
+        let ledger =
+            trellis_agents::usage::run_ledger(&self.store, &run, self.models.budget().clone())?;
+        Ok(RunContext::new(
+            self.clone(),
+            run,
+            worktree,
+            registry,
+            ledger,
+            options,
+        ))
+    }
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
