@@ -7,7 +7,9 @@
 //! - [`orchestrator`]: workflow and optional-stage selection with one structured call;
 //! - [`retrieval`]: the retrieval agent (upfront context per stage, adaptive enrichment);
 //! - [`interaction`]: the tools' [`Interaction`](trellis_tools::Interaction) backed by
-//!   graph interrupts.
+//!   graph interrupts;
+//! - [`usage`]: a run's budget ledger persisting every model call into the store and
+//!   restoring what the run spent before.
 
 pub mod agent;
 pub mod config;
@@ -18,6 +20,7 @@ pub mod output;
 pub mod prompt;
 pub mod retrieval;
 pub mod roles;
+pub mod usage;
 
 pub use agent::{AgentEvent, AgentOutcome, AgentReport, AgentRun, EventSink};
 pub use config::{AgentsConfig, RetrievalAgentConfig};

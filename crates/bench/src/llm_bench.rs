@@ -355,7 +355,7 @@ fn main() -> anyhow::Result<()> {
         .build()?;
     let model = match &args.model {
         Some(p) => p.clone(),
-        None => rt.block_on(SMOLLM2_135M.ensure(&model_cache_dir()))?,
+        None => rt.block_on(SMOLLM2_135M.ensure(&model_cache_dir(), true))?,
     };
     let bin = match &args.llama_bench {
         Some(p) => p.clone(),

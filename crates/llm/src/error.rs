@@ -82,21 +82,13 @@ pub enum Error {
     Embedded(String),
     /// Fetching or verifying model weights failed.
     #[error("model download: {0}")]
-    Download(String),
+    Download(#[from] trellis_fetch::Error),
     /// A structured answer could not be parsed or repaired.
     #[error(transparent)]
     Structured(#[from] crate::normalise::NormaliseError),
     /// The scripted test provider ran out of turns or was told to fail.
     #[error("scripted provider: {0}")]
     Scripted(String),
-    /// Local I/O.
-    #[error("{context}: {source}")]
-    Io {
-        /// What was being done.
-        context: String,
-        /// The error.
-        source: std::io::Error,
-    },
 }
 
 impl Error {
@@ -135,7 +127,6 @@ impl Error {
             Error::Download(_) => "download",
             Error::Structured(_) => "structured_output",
             Error::Scripted(_) => "scripted",
-            Error::Io { .. } => "io",
         }
     }
 
@@ -144,13 +135,6 @@ impl Error {
         match self {
             Error::Http { retry_after, .. } => *retry_after,
             _ => None,
-        }
-    }
-
-    pub(crate) fn io(context: impl Into<String>, source: std::io::Error) -> Self {
-        Error::Io {
-            context: context.into(),
-            source,
         }
     }
 }

@@ -1,7 +1,6 @@
-//! The one HTTP client (reqwest on rustls with the ring provider) used for endpoints and
-//! model downloads, and the pieces shared by the two wire formats.
+//! The HTTP client of the endpoints (the workspace's one client, from `trellis-fetch`) and
+//! the pieces shared by the two wire formats.
 
-use std::sync::OnceLock;
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -13,25 +12,12 @@ use crate::sse::{SseDecoder, SseEvent};
 use crate::types::StreamEvent;
 use crate::{Error, Result};
 
-/// Builds a client. The ring crypto provider is installed as the process default the first
-/// time (rustls needs exactly one; a provider installed earlier by the host wins).
+/// Builds the one HTTP client ([`trellis_fetch::client`]: reqwest on rustls with ring).
 pub fn client(
     connect_timeout: Duration,
     read_timeout: Option<Duration>,
 ) -> Result<reqwest::Client> {
-    static PROVIDER: OnceLock<()> = OnceLock::new();
-    PROVIDER.get_or_init(|| {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-    });
-    let mut builder = reqwest::Client::builder()
-        .connect_timeout(connect_timeout)
-        .user_agent(concat!("trellis/", env!("CARGO_PKG_VERSION")));
-    if let Some(t) = read_timeout {
-        builder = builder.read_timeout(t);
-    }
-    builder
-        .build()
-        .map_err(|e| Error::Config(format!("cannot build the HTTP client: {e}")))
+    trellis_fetch::client(connect_timeout, read_timeout).map_err(|e| Error::Config(e.to_string()))
 }
 
 /// Converts configured header pairs.
@@ -53,20 +39,9 @@ pub(crate) fn header_map(
 pub(crate) fn transport(provider: &str, e: &reqwest::Error) -> Error {
     Error::Transport {
         provider: provider.to_string(),
-        message: error_chain(e),
+        message: trellis_fetch::error_chain(e),
         timeout: e.is_timeout(),
     }
-}
-
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut source = e.source();
-    while let Some(inner) = source {
-        s.push_str(": ");
-        s.push_str(&inner.to_string());
-        source = inner.source();
-    }
-    s
 }
 
 /// `Retry-After` (seconds, or an HTTP date) or OpenAI's `retry-after-ms`.

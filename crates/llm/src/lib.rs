@@ -42,7 +42,8 @@ pub mod types;
 
 pub use anthropic::AnthropicProvider;
 pub use budget::{
-    Budget, BudgetExceeded, BudgetLedger, Budgeted, CallScope, Limit, Price, Scope, UsageRecord,
+    Budget, BudgetExceeded, BudgetLedger, Budgeted, CallOutcome, CallScope, Limit, MemoryUsageSink,
+    Price, Scope, UsageRecord, UsageSink,
 };
 pub use error::{Error, Result};
 pub use openai::OpenAiProvider;

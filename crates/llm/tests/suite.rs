@@ -1,6 +1,5 @@
 mod anthropic;
 mod budget;
-mod download;
 #[cfg(feature = "embedded")]
 mod embedded;
 mod mock;

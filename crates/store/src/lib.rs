@@ -15,6 +15,7 @@
 //! | `tool_calls` | tool call | run and node id, tool, JSON arguments, decision, error flag, summary, duration |
 //! | `change_sets` | run with a worktree | repository, branch, base commit, worktree, review state and outcome |
 //! | `change_ops` | apply / undo / redo | run id, seq, kind, state, journal directory, file count |
+//! | `model_calls` | model call | run id, stage, agent, profile, model, prompt/completion/cached tokens, whether reported, cost, outcome, time |
 //!
 //! An event blob holds a batch's events as compact JSON — the run id not repeated, seqs
 //! implied by the row's range, timestamps as deltas — compressed with LZ4 against a static
@@ -56,6 +57,7 @@ mod ops;
 mod read;
 mod records;
 mod schema;
+mod usage;
 mod writer;
 
 use std::path::{Path, PathBuf};
@@ -75,6 +77,7 @@ pub use error::{Error, Result};
 pub use read::{Checkpoint, RunFilter, RunRecord};
 pub use records::{ChangeOpRecord, ChangeSetRecord, ToolCallRecord};
 pub use schema::LATEST_VERSION as SCHEMA_VERSION;
+pub use usage::{ModelCallRecord, RunUsage, UsageTotals};
 
 use read::Reader;
 use writer::{Counters, Msg, Writer};
@@ -323,6 +326,27 @@ impl Store {
     /// The run's tool calls, in order.
     pub fn tool_calls(&self, run: &RunId) -> Result<Vec<ToolCallRecord>> {
         self.reader.tool_calls(run)
+    }
+
+    /// Records a model call's usage; returns its row id once committed.
+    pub fn record_model_call(&self, record: ModelCallRecord) -> Result<i64> {
+        self.request(|reply| Msg::Record(records::Record::ModelCall(record), reply))?
+    }
+
+    /// Queues a model call's usage without waiting for its commit (for callers on an async
+    /// executor; [`Store::flush`] waits for it). A failure is not reported.
+    pub fn record_model_call_nowait(&self, record: ModelCallRecord) {
+        drop(self.post(|reply| Msg::Record(records::Record::ModelCall(record), reply)));
+    }
+
+    /// The run's model calls, in order.
+    pub fn model_calls(&self, run: &RunId) -> Result<Vec<ModelCallRecord>> {
+        self.reader.model_calls(run)
+    }
+
+    /// The run's model usage: in total, per stage and per agent.
+    pub fn run_usage(&self, run: &RunId) -> Result<RunUsage> {
+        self.reader.run_usage(run)
     }
 
     /// Inserts or updates a change set (keyed by run id).

@@ -87,11 +87,13 @@ pub(crate) enum Record {
     ToolCall(ToolCallRecord),
     ChangeSet(ChangeSetRecord),
     ChangeOp(ChangeOpRecord),
+    ModelCall(crate::usage::ModelCallRecord),
 }
 
-/// Writes `record`; returns the new row id for tool calls, 0 otherwise.
+/// Writes `record`; returns the new row id for tool and model calls, 0 otherwise.
 pub(crate) fn write(conn: &Connection, record: &Record) -> rusqlite::Result<i64> {
     match record {
+        Record::ModelCall(r) => crate::usage::write(conn, r),
         Record::ToolCall(r) => {
             conn.prepare_cached(
                 "INSERT INTO tool_calls (run_id, node_id, tool, args, decision, is_error, summary,

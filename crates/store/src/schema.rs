@@ -128,10 +128,36 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         ) WITHOUT ROWID;
     "#,
     },
+    Migration {
+        version: 3,
+        name: "model_calls",
+        sql: r#"
+        -- Every model call's usage, booked when the call ended (also failed and cancelled
+        -- calls: the endpoint may have billed them). `reported` says whether the provider
+        -- reported the counts (else they were counted or estimated locally); `cost_usd` is
+        -- NULL without a configured price; `outcome` is `ok`, `failed` or `cancelled`.
+        CREATE TABLE model_calls (
+            id                INTEGER PRIMARY KEY,
+            run_id            TEXT,
+            stage             TEXT,
+            agent             TEXT,
+            profile           TEXT    NOT NULL,
+            model             TEXT    NOT NULL,
+            prompt_tokens     INTEGER NOT NULL,
+            completion_tokens INTEGER NOT NULL,
+            cached_tokens     INTEGER NOT NULL,
+            reported          INTEGER NOT NULL,
+            cost_usd          REAL,
+            outcome           TEXT    NOT NULL,
+            at                INTEGER NOT NULL
+        );
+        CREATE INDEX model_calls_run ON model_calls (run_id, id);
+    "#,
+    },
 ];
 
 /// The newest schema version this binary knows.
-pub const LATEST_VERSION: i64 = 2;
+pub const LATEST_VERSION: i64 = 3;
 
 const CREATE_TABLE: &str = "CREATE TABLE IF NOT EXISTS schema_migrations (
     version     INTEGER PRIMARY KEY,
@@ -239,5 +265,66 @@ mod tests {
             .query_row("SELECT COUNT(*) FROM schema_migrations", [], |r| r.get(0))
             .unwrap();
         assert_eq!(n, LATEST_VERSION);
+    }
+
+    #[test]
+    fn a_version_2_file_is_migrated_keeping_its_rows() {
+        let dir = std::env::temp_dir().join(format!("trellis-store-v2-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("v2.db");
+        let _ = std::fs::remove_file(&path);
+        // What a version-2 binary left behind: migrations 1 and 2, and some rows.
+        {
+            let conn = Connection::open(&path).unwrap();
+            conn.execute_batch(CREATE_TABLE).unwrap();
+            for m in MIGRATIONS.iter().filter(|m| m.version <= 2) {
+                conn.execute_batch(m.sql).unwrap();
+                conn.execute(
+                    "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?1, ?2, 0)",
+                    rusqlite::params![m.version, m.name],
+                )
+                .unwrap();
+            }
+            conn.execute_batch(
+                "INSERT INTO runs (id, graph, status, step, last_seq, created_ts, updated_ts)
+                     VALUES ('r1', 'g', 'completed', 3, 9, 1, 2);
+                 INSERT INTO tool_calls (run_id, node_id, tool, args, decision, is_error,
+                                         summary, duration_ms, started_at)
+                     VALUES ('r1', 'n', 'read_file', '{}', 'auto', 0, 'ok', 5, 1);
+                 INSERT INTO change_sets (run_id, repo, branch, base_commit, state,
+                                          created_at, updated_at)
+                     VALUES ('r1', '/repo', 'trellis/run-r1', 'abc', 'open', 1, 1);",
+            )
+            .unwrap();
+            assert_eq!(current_version(&conn).unwrap(), 2);
+        }
+        let mut conn = Connection::open(&path).unwrap();
+        assert_eq!(migrate(&mut conn, &path).unwrap(), 3);
+        let count = |table: &str| -> i64 {
+            conn.query_row(&format!("SELECT COUNT(*) FROM {table}"), [], |r| r.get(0))
+                .unwrap()
+        };
+        assert_eq!(count("runs"), 1);
+        assert_eq!(count("tool_calls"), 1);
+        assert_eq!(count("change_sets"), 1);
+        assert_eq!(count("model_calls"), 0);
+        let names: Vec<String> = conn
+            .prepare("SELECT name FROM schema_migrations ORDER BY version")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        assert_eq!(names, ["initial", "tool_calls_and_changes", "model_calls"]);
+        let summary: String = conn
+            .query_row(
+                "SELECT summary FROM tool_calls WHERE run_id = 'r1'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(summary, "ok");
+        drop(conn);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

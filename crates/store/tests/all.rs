@@ -13,4 +13,5 @@ mod suite {
     mod roundtrip;
     mod runs;
     mod size;
+    mod usage;
 }

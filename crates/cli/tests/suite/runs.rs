@@ -139,3 +139,71 @@ fn bad_input_gets_clear_errors() {
         assert!(err.contains(expect), "{a:?}: {err}");
     }
 }
+
+#[test]
+fn usage_lists_a_runs_model_calls_with_totals() {
+    use trellis_store::{ModelCallRecord, Store, StoreOptions};
+
+    let dir = tempfile::tempdir().unwrap();
+    ok(args(trellis(dir.path()), &["demo", "feature"]));
+    let runs = json(args(trellis(dir.path()), &["runs", "list", "--json"]));
+    let id = runs[0]["id"].as_str().unwrap().to_owned();
+
+    let text = ok(args(trellis(dir.path()), &["runs", "usage", &id]));
+    assert!(text.contains("no model calls recorded"), "{text}");
+
+    // What a run's budget ledger persists through the store (see trellis_agents::usage).
+    {
+        let store = Store::open_workspace(dir.path(), StoreOptions::default()).unwrap();
+        let run = store.get_run(&id).unwrap().id;
+        let row = |stage: &str, agent: &str, prompt, completion, cost| ModelCallRecord {
+            id: 0,
+            run_id: Some(run.clone()),
+            stage: Some(stage.into()),
+            agent: Some(agent.into()),
+            profile: "remote".into(),
+            model: "gpt-test".into(),
+            prompt_tokens: prompt,
+            completion_tokens: completion,
+            cached_tokens: 0,
+            reported: true,
+            cost_usd: cost,
+            outcome: "ok".into(),
+            at: 1_763_700_000_000,
+        };
+        store
+            .record_model_call(row("plan", "planner", 1200, 300, Some(0.0081)))
+            .unwrap();
+        let mut cut = row("code", "coder", 2000, 50, Some(0.0069));
+        cut.outcome = "failed".into();
+        cut.reported = false;
+        store.record_model_call(cut).unwrap();
+    }
+
+    let v = json(args(
+        trellis(dir.path()),
+        &["runs", "usage", &id[..12], "--json"],
+    ));
+    assert_eq!(v["run"], json!(id));
+    assert_eq!(v["calls"].as_array().unwrap().len(), 2);
+    assert_eq!(v["usage"]["run"]["calls"], json!(2));
+    assert_eq!(v["usage"]["run"]["promptTokens"], json!(3200));
+    assert_eq!(v["usage"]["run"]["completionTokens"], json!(350));
+    assert_eq!(v["usage"]["run"]["estimatedCalls"], json!(1));
+    assert_eq!(v["usage"]["stages"][0][0], json!("code"));
+    assert_eq!(v["usage"]["agents"][1][0], json!("planner"));
+    assert_eq!(v["usage"]["agents"][1][1]["promptTokens"], json!(1200));
+
+    let text = ok(args(trellis(dir.path()), &["runs", "usage", &id]));
+    assert!(
+        text.contains("2 calls, 3550 tokens (3200 prompt, 350 completion), $0.0150"),
+        "{text}"
+    );
+    assert!(text.contains("1 call estimated"), "{text}");
+    assert!(text.contains("1 call failed or cancelled"), "{text}");
+    assert!(
+        text.contains("plan/planner  remote (gpt-test)  1200+300 tokens"),
+        "{text}"
+    );
+    assert!(text.contains("(estimated)  $0.0069  failed"), "{text}");
+}

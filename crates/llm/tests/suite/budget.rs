@@ -3,8 +3,8 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 use trellis_llm::budget::BudgetUnit;
 use trellis_llm::{
-    Budget, BudgetLedger, Budgeted, CallScope, ChatRequest, Error, Limit, Message, ModelProvider,
-    Price, Scope,
+    Budget, BudgetLedger, Budgeted, CallOutcome, CallScope, ChatRequest, Error, Limit,
+    MemoryUsageSink, Message, ModelProvider, Price, Scope, StreamEvent, Usage, UsageRecord,
 };
 use trellis_test_support::scripted::{ScriptedProvider, Turn};
 
@@ -162,5 +162,164 @@ async fn the_scripted_provider_fails_loudly_when_its_script_runs_out() {
         err.to_string().contains("script exhausted: request #1"),
         "{err}"
     );
+    assert_eq!(scripted.requests().len(), 1);
+}
+
+fn limit(tokens: u64) -> Limit {
+    Limit {
+        tokens: Some(tokens),
+        cost_usd: None,
+    }
+}
+
+#[tokio::test]
+async fn every_finished_call_reaches_the_sink_once_refused_ones_never() {
+    let cut_usage = Usage {
+        prompt_tokens: 40,
+        completion_tokens: 7,
+        cached_prompt_tokens: 32,
+    };
+    let scripted = ScriptedProvider::new([
+        Turn::Text("fine".into()),
+        // The stream is cut after the provider reported usage: the call failed but consumed
+        // tokens, and the reported numbers are what gets booked.
+        Turn::Cut(vec![
+            StreamEvent::TextDelta {
+                text: "partial".into(),
+            },
+            StreamEvent::Usage { usage: cut_usage },
+        ]),
+        Turn::Text("never played".into()),
+    ]);
+    let sink = Arc::new(MemoryUsageSink::default());
+    let ledger = Arc::new(BudgetLedger::new(Budget::default()).with_sink(sink.clone()));
+    let price = Price {
+        input_per_mtok: 1.0,
+        output_per_mtok: 2.0,
+    };
+    let p = Budgeted::new(
+        Arc::new(scripted.clone()),
+        Arc::clone(&ledger),
+        scope(),
+        Some(price),
+        512,
+    );
+    p.complete(request(50), CancellationToken::new())
+        .await
+        .unwrap();
+    let err = p
+        .complete(request(50), CancellationToken::new())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::StreamCut { .. }), "{err}");
+    // A cancelled call: the provider never answers, and nothing was reported.
+    let cancelled = CancellationToken::new();
+    cancelled.cancel();
+    let err = p.complete(request(50), cancelled).await.unwrap_err();
+    assert!(matches!(err, Error::Cancelled), "{err}");
+
+    let records = sink.records();
+    assert_eq!(records.len(), 3, "{records:?}");
+    assert_eq!(records[0].outcome, CallOutcome::Ok);
+    assert!(records[0].reported);
+    assert_eq!(records[1].outcome, CallOutcome::Failed);
+    assert!(records[1].reported);
+    assert_eq!(records[1].usage, cut_usage);
+    assert_eq!(records[1].cost_usd, Some(price.cost(40, 7)));
+    assert_eq!(records[2].outcome, CallOutcome::Cancelled);
+    assert!(!records[2].reported, "estimated, not reported");
+    assert_eq!(records[2].usage.completion_tokens, 0);
+    // The sink saw exactly what the ledger booked.
+    assert_eq!(ledger.take_records(), records);
+    let total: u64 = records.iter().map(|r| r.usage.total()).sum();
+    assert_eq!(ledger.spent(&Scope::Run).0, total);
+
+    // A refused call is not made, so there is nothing to record.
+    let strict_sink = Arc::new(MemoryUsageSink::default());
+    let strict = Arc::new(
+        BudgetLedger::new(Budget {
+            run: limit(10),
+            ..Budget::default()
+        })
+        .with_sink(strict_sink.clone()),
+    );
+    let p = Budgeted::new(Arc::new(scripted.clone()), strict, scope(), None, 512);
+    let err = p
+        .complete(request(50), CancellationToken::new())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Budget(_)), "{err}");
+    assert!(strict_sink.records().is_empty());
+    assert_eq!(
+        scripted.requests().len(),
+        3,
+        "the refused call was not made"
+    );
+}
+
+fn persisted(stage: &str, agent: &str, prompt: u64, completion: u64, cost: f64) -> UsageRecord {
+    UsageRecord {
+        scope: CallScope {
+            stage: Some(stage.into()),
+            agent: Some(agent.into()),
+        },
+        profile: "remote".into(),
+        model: "m".into(),
+        usage: Usage {
+            prompt_tokens: prompt,
+            completion_tokens: completion,
+            cached_prompt_tokens: 0,
+        },
+        reported: true,
+        cost_usd: Some(cost),
+        at_ms: 1,
+        outcome: CallOutcome::Ok,
+    }
+}
+
+#[tokio::test]
+async fn restored_usage_counts_against_the_budgets_of_a_resumed_run() {
+    let mut budget = Budget {
+        run: limit(1000),
+        ..Budget::default()
+    };
+    budget.stages.insert("planning".into(), limit(300));
+    let before_crash = [
+        persisted("planning", "planner", 150, 50, 0.25),
+        persisted("coding", "coder", 400, 100, 0.5),
+    ];
+    let sink = Arc::new(MemoryUsageSink::default());
+    let ledger = Arc::new(BudgetLedger::new(budget).with_sink(sink.clone()));
+    ledger.restore(&before_crash);
+    assert_eq!(ledger.spent(&Scope::Run), (700, 0.75));
+    assert_eq!(ledger.spent(&Scope::Stage("planning".into())), (200, 0.25));
+    assert_eq!(ledger.spent(&Scope::Agent("coder".into())), (500, 0.5));
+    // Restoring neither re-persists nor re-reports the records.
+    assert!(sink.records().is_empty());
+    assert!(ledger.take_records().is_empty());
+
+    // The planning stage has 100 tokens left: a call projected at ~14 + 150 is refused.
+    let scripted = ScriptedProvider::new([Turn::Text("ok".into())]);
+    let p = Budgeted::new(
+        Arc::new(scripted.clone()),
+        Arc::clone(&ledger),
+        scope(),
+        None,
+        512,
+    );
+    let err = p
+        .complete(request(150), CancellationToken::new())
+        .await
+        .unwrap_err();
+    let Error::Budget(exceeded) = err else {
+        panic!("expected a budget error, got {err}");
+    };
+    assert_eq!(exceeded.scope, Scope::Stage("planning".into()));
+    assert_eq!(exceeded.used, 200.0);
+    // One that fits still goes through, and is persisted.
+    p.complete(request(50), CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(sink.records().len(), 1);
     assert_eq!(scripted.requests().len(), 1);
 }

@@ -14,8 +14,6 @@ pub enum Reply {
     /// 200 with an SSE body sent in small chunks (chunked encoding). With `cut`, the
     /// connection is dropped in the middle of a chunk instead of finishing.
     Sse { body: String, cut: bool },
-    /// 200 with these bytes (`application/octet-stream`).
-    Bytes(Vec<u8>),
     /// Any status with a JSON body and extra headers.
     Status {
         code: u16,
@@ -164,14 +162,6 @@ async fn read_request(sock: &mut tokio::net::TcpStream) -> Option<Recorded> {
 
 async fn write_reply(sock: &mut tokio::net::TcpStream, reply: Reply) {
     match reply {
-        Reply::Bytes(body) => {
-            let head = format!(
-                "HTTP/1.1 200 OK\r\ncontent-type: application/octet-stream\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
-                body.len()
-            );
-            let _ = sock.write_all(head.as_bytes()).await;
-            let _ = sock.write_all(&body).await;
-        }
         Reply::Status {
             code,
             headers,

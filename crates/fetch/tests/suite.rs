@@ -1,0 +1,3 @@
+mod artifact;
+mod blocking;
+mod server;
