@@ -75,12 +75,17 @@ pub fn detect(dir: &Path, configured: Option<&str>) -> Option<TestCommand> {
                 (n.starts_with("test_") && n.ends_with(".py")) || n == "tests"
             })
         });
+    // `-B`: no bytecode files. Agents edit fast: a same-size edit within the second of the
+    // previous run would otherwise be served from a stale `.pyc`.
     if python {
         return if python_has_pytest() {
-            found("python3 -m pytest -q", "Python project (pytest)")
+            found(
+                "python3 -B -m pytest -q -p no:cacheprovider",
+                "Python project (pytest)",
+            )
         } else {
             found(
-                "python3 -m unittest discover -v",
+                "python3 -B -m unittest discover -v",
                 "Python project (unittest)",
             )
         };

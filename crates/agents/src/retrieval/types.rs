@@ -35,7 +35,7 @@ pub enum RetrievalError {
 /// `Result` with [`RetrievalError`].
 pub type Result<T, E = RetrievalError> = std::result::Result<T, E>;
 
-/// A progress callback for [`RetrievalAgent::prepare`].
+/// A progress callback for [`RetrievalAgent::prepare`](crate::retrieval::RetrievalAgent::prepare).
 pub type ProgressFn = Arc<dyn Fn(Progress) + Send + Sync>;
 
 /// Tuning of the retrieval agent.
@@ -56,7 +56,7 @@ pub struct RetrievalOptions {
     pub default_budget: usize,
     /// A cap on every stage's budget (e.g. a share of the model's context window).
     pub max_budget: Option<usize>,
-    /// Whether [`RetrievalAgent::prepare`] computes missing embeddings when an embedder is
+    /// Whether [`RetrievalAgent::prepare`](crate::retrieval::RetrievalAgent::prepare) computes missing embeddings when an embedder is
     /// attached (default true).
     pub embed: bool,
     /// Where the index lives (default `<repo>/.trellis/index`).
