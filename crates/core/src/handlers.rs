@@ -327,11 +327,13 @@ impl RunContext {
 }
 
 impl StageHandlers for RunContext {
+    // Handlers hold the context strongly (the graph does not reach back to it, so there is
+    // no cycle): a run keeps working however the caller holds its context.
     fn agent(&self, stage: &StageContext, agent: &AgentSpec) -> Arc<dyn NodeHandler> {
-        let me = self.me.clone();
+        let me = self.me.upgrade();
         let (stage, agent) = (stage.clone(), agent.clone());
         Arc::new(move |ctx: NodeContext| {
-            let me = me.upgrade();
+            let me = me.clone();
             let (stage, agent) = (stage.clone(), agent.clone());
             async move {
                 match me {
@@ -343,10 +345,10 @@ impl StageHandlers for RunContext {
     }
 
     fn adaptive_retrieval(&self, plan: &Plan) -> Arc<dyn NodeHandler> {
-        crate::retrieval::adaptive(self.me.clone(), plan)
+        crate::retrieval::adaptive(self.me.upgrade(), plan)
     }
 
     fn upfront_retrieval(&self, plan: &Plan) -> Option<Arc<dyn NodeHandler>> {
-        crate::retrieval::upfront(self.me.clone(), plan)
+        crate::retrieval::upfront(self.me.upgrade(), plan)
     }
 }

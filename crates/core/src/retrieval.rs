@@ -11,7 +11,7 @@
 //! Retrieval never fails a run: an error becomes a note and the stages run with less
 //! context.
 
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -137,10 +137,10 @@ fn strategy(plan: &Plan) -> Option<RetrievalStrategyConfig> {
 
 /// The upfront-retrieval node, when the workflow has an enabled strategy and retrieval is
 /// not disabled in `[agents.retrieval]`.
-pub(crate) fn upfront(me: Weak<RunContext>, plan: &Plan) -> Option<Arc<dyn NodeHandler>> {
+pub(crate) fn upfront(me: Option<Arc<RunContext>>, plan: &Plan) -> Option<Arc<dyn NodeHandler>> {
     let strategy = strategy(plan)?;
     if me
-        .upgrade()
+        .as_ref()
         .is_some_and(|m| m.runtime.agents.retrieval.disabled)
     {
         return None;
@@ -148,7 +148,7 @@ pub(crate) fn upfront(me: Weak<RunContext>, plan: &Plan) -> Option<Arc<dyn NodeH
     let stages: Vec<StageContext> = plan.planned.iter().map(|p| p.context.clone()).collect();
     let task = plan.task.clone();
     Some(Arc::new(move |ctx: NodeContext| {
-        let me = me.upgrade();
+        let me = me.clone();
         let (strategy, stages, task) = (strategy.clone(), stages.clone(), task.clone());
         async move {
             let Some(me) = me else {
@@ -228,12 +228,12 @@ pub(crate) fn upfront(me: Weak<RunContext>, plan: &Plan) -> Option<Arc<dyn NodeH
 }
 
 /// The adaptive-retrieval node.
-pub(crate) fn adaptive(me: Weak<RunContext>, plan: &Plan) -> Arc<dyn NodeHandler> {
+pub(crate) fn adaptive(me: Option<Arc<RunContext>>, plan: &Plan) -> Arc<dyn NodeHandler> {
     let strategy = strategy(plan);
     let stages: Vec<StageContext> = plan.planned.iter().map(|p| p.context.clone()).collect();
     let task = plan.task.clone();
     Arc::new(move |ctx: NodeContext| {
-        let me = me.upgrade();
+        let me = me.clone();
         let (strategy, stages, task) = (strategy.clone(), stages.clone(), task.clone());
         async move {
             let Some(me) = me else {
