@@ -1,3 +1,4 @@
+mod agentrun;
 mod common;
 mod crash;
 mod models;

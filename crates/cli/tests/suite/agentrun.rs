@@ -1,0 +1,220 @@
+//! `trellis run` end to end through the binary: against a loopback server speaking the
+//! OpenAI chat-completions wire format, and with the embedded local model.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Value, json};
+use trellis_test_support::{TempWorkspace, git};
+
+use super::common::*;
+
+/// `trellis` with no user configuration (an empty config home for the child).
+fn isolated(repo: &Path) -> std::process::Command {
+    let mut c = trellis(repo);
+    c.env("XDG_CONFIG_HOME", repo.join(".trellis/xdg-config"));
+    c
+}
+
+/// A copy of `examples/inventory` as a git repository with `config`.
+fn example(config: &str) -> TempWorkspace {
+    let ws = TempWorkspace::new("cli-run").unwrap();
+    copy(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/inventory"),
+        ws.path(),
+    );
+    git(ws.path(), &["init", "-q"]);
+    git(ws.path(), &["add", "-A"]);
+    git(ws.path(), &["commit", "-qm", "initial"]);
+    std::fs::create_dir_all(ws.path().join(".trellis")).unwrap();
+    std::fs::write(ws.path().join(".trellis/config.toml"), config).unwrap();
+    ws
+}
+
+fn copy(src: &Path, dst: &Path) {
+    for e in std::fs::read_dir(src).unwrap() {
+        let e = e.unwrap();
+        let to = dst.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            std::fs::create_dir_all(&to).unwrap();
+            copy(&e.path(), &to);
+        } else {
+            std::fs::copy(e.path(), &to).unwrap();
+        }
+    }
+}
+
+/// The answer a model would give to `body`, by what it asks for.
+fn answer(body: &Value) -> String {
+    let schema = &body["response_format"]["json_schema"]["schema"]["properties"];
+    if schema.get("workflow").is_some() {
+        json!({
+            "reasoning": "A question about a past decision: discuss it; no record needed.",
+            "workflow": "architecture_discussion",
+            "stages": [{ "stage": "decision_documentation", "include": false, "reason": "nothing to record" }]
+        })
+        .to_string()
+    } else if schema.get("queries").is_some() {
+        json!({ "queries": ["stock kept in memory", "reservations"] }).to_string()
+    } else {
+        json!({
+            "failure": false,
+            "output": "MOCK-ANALYSIS: stock lives in memory per ADR 0001; persistence is the next step.",
+            "files_changed": [],
+            "findings": []
+        })
+        .to_string()
+    }
+}
+
+fn sse(text: &str) -> String {
+    let chunk = |delta: Value, finish: Value| {
+        json!({
+            "id": "chatcmpl-mock", "object": "chat.completion.chunk", "created": 0, "model": "mock-model",
+            "choices": [{ "index": 0, "delta": delta, "finish_reason": finish }]
+        })
+    };
+    let mut out = String::new();
+    out.push_str(&format!(
+        "data: {}\n\n",
+        chunk(json!({ "role": "assistant", "content": "" }), Value::Null)
+    ));
+    for piece in text.as_bytes().chunks(16) {
+        let piece = String::from_utf8_lossy(piece);
+        out.push_str(&format!(
+            "data: {}\n\n",
+            chunk(json!({ "content": piece }), Value::Null)
+        ));
+    }
+    out.push_str(&format!("data: {}\n\n", chunk(json!({}), json!("stop"))));
+    out.push_str(&format!(
+        "data: {}\n\n",
+        json!({ "id": "chatcmpl-mock", "object": "chat.completion.chunk", "created": 0, "model": "mock-model", "choices": [],
+                "usage": { "prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120 } })
+    ));
+    out.push_str("data: [DONE]\n\n");
+    out
+}
+
+/// Serves chat completions on 127.0.0.1 until the process ends; records request bodies.
+fn mock_openai() -> (String, Arc<Mutex<Vec<Value>>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let log = seen.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut len = 0usize;
+            let mut line = String::new();
+            loop {
+                line.clear();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                    break;
+                }
+                let l = line.trim_end();
+                if l.is_empty() {
+                    break;
+                }
+                if let Some(v) = l.to_ascii_lowercase().strip_prefix("content-length:") {
+                    len = v.trim().parse().unwrap_or(0);
+                }
+            }
+            let mut body = vec![0; len];
+            if reader.read_exact(&mut body).is_err() {
+                continue;
+            }
+            let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+            let reply = sse(&answer(&body));
+            log.lock().unwrap().push(body);
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{reply}",
+                reply.len()
+            );
+        }
+    });
+    (url, seen)
+}
+
+#[test]
+fn run_goes_through_an_openai_compatible_endpoint() {
+    let (url, seen) = mock_openai();
+    let ws = example(&format!(
+        "[models]\ndefault = \"mock\"\n\n[models.profiles.mock]\nprovider = \"openai\"\nbase_url = \"{url}\"\nmodel = \"mock-model\"\n\n[index.embedding]\nbackend = \"none\"\n"
+    ));
+    let out = ok(args(
+        isolated(ws.path()),
+        &[
+            "run",
+            "Let's discuss the decision to keep stock in memory",
+            "--no-input",
+            "--no-review",
+        ],
+    ));
+    assert!(
+        out.contains("workflow: architecture_discussion (chosen by the orchestrator)"),
+        "{out}"
+    );
+    assert!(out.contains("succeeded at DONE"), "{out}");
+    assert!(out.contains("MOCK-ANALYSIS"), "{out}");
+    let bodies = seen.lock().unwrap().clone();
+    // Orchestrator, query generation for the planned stage, the analysis agent.
+    assert!(bodies.len() >= 3, "{bodies:?}");
+    assert!(
+        bodies
+            .iter()
+            .all(|b| b["model"] == "mock-model" && b["stream"] == true)
+    );
+    assert_eq!(
+        bodies[0]["response_format"]["json_schema"]["schema"]["properties"]["workflow"]["enum"],
+        json!(["architecture_discussion", "feature_with_iterative_testing"])
+    );
+    // The agent's request offers its tools and carries the retrieved ADR as context.
+    let agent = bodies.last().unwrap();
+    assert!(
+        agent["tools"]
+            .as_array()
+            .is_some_and(|t| t.iter().any(|t| t["function"]["name"] == "read_file"))
+    );
+    assert!(agent["messages"].to_string().contains("ADR 0001"));
+    // Usage was recorded per call, from the endpoint's reports.
+    let run = out
+        .lines()
+        .find_map(|l| l.strip_prefix("run "))
+        .and_then(|l| l.split_whitespace().next())
+        .unwrap()
+        .to_owned();
+    let usage = json(args(
+        isolated(ws.path()),
+        &["runs", "usage", &run, "--json"],
+    ));
+    assert!(
+        usage.to_string().contains("120") || usage.to_string().contains("100"),
+        "{usage}"
+    );
+}
+
+/// With the embedded default model (SmolLM2 via llama.cpp): every layer runs for real. The
+/// output's quality is not asserted. `.config/nextest.toml` runs it alone.
+#[test]
+fn embedded_model_completes_the_discussion_workflow() {
+    let ws = example("[index.embedding]\nbackend = \"none\"\n");
+    let out = ok(args(
+        isolated(ws.path()),
+        &[
+            "run",
+            "Let's discuss the decision to keep stock in memory",
+            "--workflow",
+            "architecture_discussion",
+            "--yes",
+            "--no-review",
+        ],
+    ));
+    assert!(out.contains("upfront_retrieval#1"), "{out}");
+    assert!(out.contains("architectural_analysis#1"), "{out}");
+    assert!(out.contains("at DONE"), "{out}");
+}
