@@ -27,6 +27,37 @@ pub fn git(dir: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// Copies the directory tree `src` into `dst` (which must exist).
+pub fn copy_tree(src: &Path, dst: &Path) -> std::io::Result<()> {
+    for e in std::fs::read_dir(src)? {
+        let e = e?;
+        let to = dst.join(e.file_name());
+        if e.file_type()?.is_dir() {
+            std::fs::create_dir_all(&to)?;
+            copy_tree(&e.path(), &to)?;
+        } else {
+            std::fs::copy(e.path(), &to)?;
+        }
+    }
+    Ok(())
+}
+
+/// A copy of the bundled example repository `examples/<name>` as a fresh git repository
+/// (one commit) with `config` as its `.trellis/config.toml`.
+pub fn example_repo(name: &str, config: &str) -> std::io::Result<TempWorkspace> {
+    let ws = TempWorkspace::new(&format!("example-{name}"))?;
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples")
+        .join(name);
+    copy_tree(&src, ws.path())?;
+    git(ws.path(), &["init", "-q"]);
+    git(ws.path(), &["add", "-A"]);
+    git(ws.path(), &["commit", "-qm", "initial"]);
+    std::fs::create_dir_all(ws.path().join(".trellis"))?;
+    std::fs::write(ws.path().join(".trellis/config.toml"), config)?;
+    Ok(ws)
+}
+
 /// A directory removed when dropped, for tests that need a workspace on disk.
 #[derive(Debug)]
 pub struct TempWorkspace {

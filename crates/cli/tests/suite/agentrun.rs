@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
-use trellis_test_support::{TempWorkspace, git};
+use trellis_test_support::TempWorkspace;
 
 use super::common::*;
 
@@ -20,30 +20,7 @@ fn isolated(repo: &Path) -> std::process::Command {
 
 /// A copy of `examples/inventory` as a git repository with `config`.
 fn example(config: &str) -> TempWorkspace {
-    let ws = TempWorkspace::new("cli-run").unwrap();
-    copy(
-        &Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/inventory"),
-        ws.path(),
-    );
-    git(ws.path(), &["init", "-q"]);
-    git(ws.path(), &["add", "-A"]);
-    git(ws.path(), &["commit", "-qm", "initial"]);
-    std::fs::create_dir_all(ws.path().join(".trellis")).unwrap();
-    std::fs::write(ws.path().join(".trellis/config.toml"), config).unwrap();
-    ws
-}
-
-fn copy(src: &Path, dst: &Path) {
-    for e in std::fs::read_dir(src).unwrap() {
-        let e = e.unwrap();
-        let to = dst.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            std::fs::create_dir_all(&to).unwrap();
-            copy(&e.path(), &to);
-        } else {
-            std::fs::copy(e.path(), &to).unwrap();
-        }
-    }
+    trellis_test_support::example_repo("inventory", config).unwrap()
 }
 
 /// The answer a model would give to `body`, by what it asks for.

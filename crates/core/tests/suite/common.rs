@@ -1,41 +1,16 @@
 use std::path::{Path, PathBuf};
+
 use std::sync::Arc;
 
 use serde_json::{Value, json};
 use trellis_core::{InputMode, RunOptions, Runtime};
 use trellis_store::{Store, StoreOptions};
+use trellis_test_support::TempWorkspace;
 use trellis_test_support::scripted::{ScriptedProvider, Turn};
-use trellis_test_support::{TempWorkspace, git};
 
-/// A copy of `examples/inventory` as a fresh git repository, with `config` as its
-/// `.trellis/config.toml`.
+/// A copy of `examples/inventory` as a fresh git repository with `config`.
 pub fn inventory(config: &str) -> TempWorkspace {
-    let ws = TempWorkspace::new("core-e2e").unwrap();
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/inventory");
-    copy_dir(&src, ws.path());
-    init_repo(ws.path(), config);
-    ws
-}
-
-pub fn init_repo(dir: &Path, config: &str) {
-    git(dir, &["init", "-q"]);
-    git(dir, &["add", "-A"]);
-    git(dir, &["commit", "-qm", "initial"]);
-    std::fs::create_dir_all(dir.join(".trellis")).unwrap();
-    std::fs::write(dir.join(".trellis/config.toml"), config).unwrap();
-}
-
-pub fn copy_dir(src: &Path, dst: &Path) {
-    for e in std::fs::read_dir(src).unwrap() {
-        let e = e.unwrap();
-        let to = dst.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            std::fs::create_dir_all(&to).unwrap();
-            copy_dir(&e.path(), &to);
-        } else {
-            std::fs::copy(e.path(), &to).unwrap();
-        }
-    }
+    trellis_test_support::example_repo("inventory", config).unwrap()
 }
 
 /// BM25 only (no embedding model), the unittest runner.

@@ -131,19 +131,7 @@ async fn an_approval_interrupt_pauses_and_the_answer_resumes_the_agent() {
         report(false, "could not fetch; analysed the files instead"),
     ]);
     let rt = runtime(&repo, &script);
-    let overrides = Overrides {
-        workflow: Some("architecture_discussion".into()),
-        skip: vec!["decision_documentation".into()],
-        ..Overrides::default()
-    };
-    let (o, plan) = rt
-        .plan(
-            "Discuss the stock API",
-            &overrides,
-            CancellationToken::new(),
-        )
-        .await
-        .unwrap();
+    let (o, plan) = analysis_only(&rt).await;
     // Give the analysis role the shell for this test through a workspace role file.
     std::fs::create_dir_all(repo.join(".trellis/agents")).unwrap();
     let (handle, _) = rt.start(&plan, &o, options(InputMode::Interrupts)).unwrap();
@@ -225,19 +213,7 @@ async fn a_call_over_budget_is_not_made_and_a_grant_resumes_it() {
     let repo = path_of(&ws);
     let script = ScriptedProvider::new([report(false, "analysed")]);
     let rt = runtime(&repo, &script);
-    let overrides = Overrides {
-        workflow: Some("architecture_discussion".into()),
-        skip: vec!["decision_documentation".into()],
-        ..Overrides::default()
-    };
-    let (o, plan) = rt
-        .plan(
-            "Discuss the stock API",
-            &overrides,
-            CancellationToken::new(),
-        )
-        .await
-        .unwrap();
+    let (o, plan) = analysis_only(&rt).await;
     let (handle, _) = rt.start(&plan, &o, options(InputMode::Interrupts)).unwrap();
     let run = handle.id().clone();
     let out = handle.wait().await.unwrap();
@@ -275,4 +251,22 @@ async fn a_call_over_budget_is_not_made_and_a_grant_resumes_it() {
         out.state.get("stage_results")
     );
     assert_eq!(script.requests().len(), 1);
+}
+
+/// The discussion workflow without its optional stage (no orchestrator call).
+async fn analysis_only(
+    rt: &trellis_core::Runtime,
+) -> (trellis_agents::Orchestration, trellis_workflow::Plan) {
+    let overrides = Overrides {
+        workflow: Some("architecture_discussion".into()),
+        skip: vec!["decision_documentation".into()],
+        ..Overrides::default()
+    };
+    rt.plan(
+        "Discuss the stock API",
+        &overrides,
+        CancellationToken::new(),
+    )
+    .await
+    .unwrap()
 }
