@@ -13,6 +13,16 @@ pub fn build(name: &str, params: &Value) -> anyhow::Result<Arc<Graph>> {
     if trellis_graph::demo::NAMES.contains(&name) {
         return Ok(Arc::new(trellis_graph::demo::build(name, params)?));
     }
+    // A workflow run: its plan is the graph's parameters. The handlers here only serve
+    // inspection; `trellis runs resume` runs workflow runs through the runtime.
+    if let Ok(plan) = serde_json::from_value::<trellis_workflow::Plan>(params.clone())
+        && plan.workflow == name
+    {
+        return Ok(Arc::new(trellis_workflow::compile(
+            &plan,
+            &crate::workflows::PlanOnly,
+        )?));
+    }
     let hint = trellis_graph::nearest(name, trellis_graph::demo::NAMES.into_iter())
         .map(|n| format!(" (did you mean `{n}`?)"))
         .unwrap_or_default();

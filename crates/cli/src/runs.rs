@@ -173,6 +173,11 @@ pub async fn execute(
             quiet,
         } => {
             let rec = store.get_run(&run)?;
+            if !crate::registry::is_demo_run(&store, &rec.id)? {
+                bail!(
+                    "forking a workflow run is not supported yet (its worktree would have to be forked too); start a new `trellis run` instead"
+                );
+            }
             let seq = checkpoint_seq(&store, &rec, &at)?;
             let graph = crate::registry::graph_of(&store, &rec.id)?;
             let handle =

@@ -200,8 +200,9 @@ fn print_workflow(w: &Workflow) {
     }
 }
 
-/// Handlers for a plan that is compiled but never run (`--plan-only`).
-struct PlanOnly;
+/// Handlers for a plan that is compiled but never run (`--plan-only`, inspecting a stored
+/// workflow run).
+pub(crate) struct PlanOnly;
 
 impl StageHandlers for PlanOnly {
     fn agent(&self, _stage: &StageContext, _agent: &AgentSpec) -> Arc<dyn NodeHandler> {
@@ -210,6 +211,10 @@ impl StageHandlers for PlanOnly {
 
     fn adaptive_retrieval(&self, _plan: &Plan) -> Arc<dyn NodeHandler> {
         Arc::new(not_runnable)
+    }
+
+    fn upfront_retrieval(&self, _plan: &Plan) -> Option<Arc<dyn NodeHandler>> {
+        Some(Arc::new(not_runnable))
     }
 }
 

@@ -138,13 +138,9 @@ fn strategy(plan: &Plan) -> Option<RetrievalStrategyConfig> {
 /// The upfront-retrieval node, when the workflow has an enabled strategy and retrieval is
 /// not disabled in `[agents.retrieval]`.
 pub(crate) fn upfront(me: Option<Arc<RunContext>>, plan: &Plan) -> Option<Arc<dyn NodeHandler>> {
-    let strategy = strategy(plan)?;
-    if me
-        .as_ref()
-        .is_some_and(|m| m.runtime.agents.retrieval.disabled)
-    {
-        return None;
-    }
+    // The node exists whenever the plan says so (the graph's shape is the plan's); what it
+    // does depends on the strategy and the configuration.
+    let strategy = strategy_of(plan).map_err(|e| e.to_string());
     let stages: Vec<StageContext> = plan.planned.iter().map(|p| p.context.clone()).collect();
     let task = plan.task.clone();
     Some(Arc::new(move |ctx: NodeContext| {
@@ -155,6 +151,21 @@ pub(crate) fn upfront(me: Option<Arc<RunContext>>, plan: &Plan) -> Option<Arc<dy
                 return Err(NodeError::new("the run's context is gone"));
             };
             let node = ctx.node.to_string();
+            if me.runtime.agents.retrieval.disabled {
+                me.note(
+                    &node,
+                    "retrieval is disabled ([agents.retrieval] disabled)".into(),
+                );
+                return Ok(NodeOutput::success().result(json!({ "disabled": true })));
+            }
+            let strategy = match strategy {
+                Ok(s) if s.enabled => s,
+                Ok(_) => return Ok(NodeOutput::success().result(json!({ "disabled": true }))),
+                Err(e) => {
+                    me.note(&node, format!("invalid retrieval strategy: {e}"));
+                    return Ok(NodeOutput::success().result(json!({ "error": e })));
+                }
+            };
             let agent = match me.retrieval_agent().await {
                 Ok(a) => a,
                 Err(e) => {

@@ -61,7 +61,8 @@ pub trait StageHandlers: Send + Sync {
     /// The handler of the adaptive-retrieval node.
     fn adaptive_retrieval(&self, plan: &Plan) -> Arc<dyn NodeHandler>;
     /// The handler of the upfront-retrieval node ([`UPFRONT_RETRIEVAL`]), which then runs
-    /// first and routes to the plan's entry stage; `None` (the default) compiles without it.
+    /// first and routes to the plan's entry stage when [`Plan::has_upfront_retrieval`];
+    /// `None` (the default) compiles without it.
     fn upfront_retrieval(&self, _plan: &Plan) -> Option<Arc<dyn NodeHandler>> {
         None
     }
@@ -161,8 +162,13 @@ pub fn compile(plan: &Plan, handlers: &dyn StageHandlers) -> Result<Graph> {
         .channel("enriched_context", Reducer::Merge)
         .channel("retry_stage", Reducer::Replace)
         .channel("outcome", Reducer::Replace);
-    b = match handlers.upfront_retrieval(plan) {
-        Some(h) if !plan.planned.is_empty() => b
+    let upfront = if plan.has_upfront_retrieval() {
+        handlers.upfront_retrieval(plan)
+    } else {
+        None
+    };
+    b = match upfront {
+        Some(h) => b
             .node(UPFRONT_RETRIEVAL, move |ctx: NodeContext| {
                 let h = h.clone();
                 async move { Ok(call(&h, ctx).await) }

@@ -131,6 +131,17 @@ impl Plan {
     pub fn is_planned(&self, stage: &str) -> bool {
         self.planned.iter().any(|p| p.context.stage_name == stage)
     }
+
+    /// Whether the compiled graph starts with an upfront-retrieval node: the workflow has a
+    /// `retrieval_strategy_config` that is not `enabled: false`, and stages to run. (The
+    /// graph's shape depends on the plan alone, so a stored run's graph can be rebuilt.)
+    pub fn has_upfront_retrieval(&self) -> bool {
+        !self.planned.is_empty()
+            && self
+                .retrieval_strategy_config
+                .as_ref()
+                .is_some_and(|c| c.get("enabled").and_then(Value::as_bool) != Some(false))
+    }
 }
 
 /// Assembles the plan of `workflow` for `task` with the given decisions.

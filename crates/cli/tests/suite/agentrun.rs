@@ -77,6 +77,11 @@ fn sse(text: &str) -> String {
 
 /// Serves chat completions on 127.0.0.1 until the process ends; records request bodies.
 fn mock_openai() -> (String, Arc<Mutex<Vec<Value>>>) {
+    mock_openai_with(std::time::Duration::ZERO)
+}
+
+/// Like [`mock_openai`], answering agent (non-structured) requests after `agent_delay`.
+fn mock_openai_with(agent_delay: std::time::Duration) -> (String, Arc<Mutex<Vec<Value>>>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}/v1", listener.local_addr().unwrap());
     let seen = Arc::new(Mutex::new(Vec::new()));
@@ -105,6 +110,9 @@ fn mock_openai() -> (String, Arc<Mutex<Vec<Value>>>) {
                 continue;
             }
             let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+            if body["response_format"].is_null() {
+                std::thread::sleep(agent_delay);
+            }
             let reply = sse(&answer(&body));
             log.lock().unwrap().push(body);
             let _ = write!(
@@ -120,9 +128,7 @@ fn mock_openai() -> (String, Arc<Mutex<Vec<Value>>>) {
 #[test]
 fn run_goes_through_an_openai_compatible_endpoint() {
     let (url, seen) = mock_openai();
-    let ws = example(&format!(
-        "[models]\ndefault = \"mock\"\n\n[models.profiles.mock]\nprovider = \"openai\"\nbase_url = \"{url}\"\nmodel = \"mock-model\"\n\n[index.embedding]\nbackend = \"none\"\n"
-    ));
+    let ws = example(&mock_config(&url));
     let out = ok(args(
         isolated(ws.path()),
         &[
@@ -172,6 +178,70 @@ fn run_goes_through_an_openai_compatible_endpoint() {
     assert!(
         usage.to_string().contains("120") || usage.to_string().contains("100"),
         "{usage}"
+    );
+}
+
+fn mock_config(url: &str) -> String {
+    format!(
+        "[models]\ndefault = \"mock\"\n\n[models.profiles.mock]\nprovider = \"openai\"\nbase_url = \"{url}\"\nmodel = \"mock-model\"\n\n[index.embedding]\nbackend = \"none\"\n"
+    )
+}
+
+#[test]
+fn ctrl_c_keeps_completed_work_and_resume_finishes_the_run() {
+    let (url, seen) = mock_openai_with(std::time::Duration::from_secs(3));
+    let ws = example(&mock_config(&url));
+    let mut child = args(
+        isolated(ws.path()),
+        &[
+            "run",
+            "Let's discuss the decision to keep stock in memory",
+            "--no-input",
+            "--no-review",
+        ],
+    )
+    .stdout(std::process::Stdio::piped())
+    .spawn()
+    .unwrap();
+    // Wait until the analysis stage runs (its model call is delayed), then press Ctrl-C.
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut printed = String::new();
+    let mut run = String::new();
+    loop {
+        let mut line = String::new();
+        assert!(
+            out.read_line(&mut line).unwrap() > 0,
+            "ended early:\n{printed}"
+        );
+        printed.push_str(&line);
+        if let Some(id) = line.strip_prefix("run ") {
+            run = id.trim().to_owned();
+        }
+        if line.contains("architectural_analysis#1") && line.contains("RUNNING") {
+            break;
+        }
+    }
+    let pid = child.id().to_string();
+    std::process::Command::new("kill")
+        .args(["-INT", &pid])
+        .status()
+        .unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130), "{printed}");
+    let before = seen.lock().unwrap().len();
+    // The upfront retrieval completed and is kept; resume runs only what is left.
+    let show = json(args(isolated(ws.path()), &["runs", "show", &run, "--json"]));
+    assert!(show.to_string().contains("upfront_retrieval"), "{show}");
+    let resumed = ok(args(isolated(ws.path()), &["runs", "resume", &run]));
+    assert!(resumed.contains("succeeded at DONE"), "{resumed}");
+    let bodies = seen.lock().unwrap().clone();
+    // After the resume: only the analysis agent asked again — no orchestrator, no queries.
+    assert!(
+        bodies[before..]
+            .iter()
+            .all(|b| b["response_format"].is_null()),
+        "{:?}",
+        &bodies[before..]
     );
 }
 

@@ -104,7 +104,7 @@ fn list_show_validate_and_plan_only() {
         j["plan"]["skipped"][0]["reason"],
         "--skip on the command line"
     );
-    assert_eq!(j["graph"]["entry"], "code_generation");
+    assert_eq!(j["graph"]["entry"], "upfront_retrieval");
 
     let out = args(trellis(repo.path()), &["run", "x"]).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
