@@ -108,7 +108,7 @@ pub enum RetrievalMode {
 /// One piece of context with its attribution.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PackedItem {
-    /// The source that found it (`codebase_semantic_search`, [`FAILURE_SOURCE`], …).
+    /// The source that found it (`codebase_semantic_search`, [`FAILURE_SOURCE`](crate::retrieval::FAILURE_SOURCE), …).
     pub source: String,
     /// Path relative to the workspace root (or a URL for web sources).
     pub path: String,
