@@ -318,16 +318,17 @@ fn answer_schema(workflows: &[&str], stages: &[String]) -> Value {
     json!({
         "type": "object",
         "properties": {
-            "reasoning": { "type": "string", "maxLength": 400 },
+            "reasoning": { "type": "string", "maxLength": 240 },
             "workflow": { "type": "string", "enum": workflows },
             "stages": {
                 "type": "array",
+                "maxItems": stages.len().max(1),
                 "items": {
                     "type": "object",
                     "properties": {
                         "stage": stage,
                         "include": { "type": "boolean" },
-                        "reason": { "type": "string", "maxLength": 200 }
+                        "reason": { "type": "string", "maxLength": 120 }
                     },
                     "required": ["stage", "include", "reason"]
                 }
@@ -484,7 +485,11 @@ pub async fn orchestrate(
         request,
         fixed.map(|w| w.metadata.name.as_str()),
     ));
-    request_msg.temperature = Some(0.0);
+    // Bounded strings and room for every field: a small model that loops inside a string
+    // must still reach the closing fields before `max_tokens`. A little temperature keeps
+    // greedy decoding out of repetition loops.
+    request_msg.temperature = Some(0.2);
+    request_msg.max_tokens = Some(1024);
     request_msg.response_format = Some(ResponseFormat {
         name: "orchestrator_decision".into(),
         schema: answer_schema(&names, &stage_names),
