@@ -279,7 +279,7 @@ fn changed_files(o: &RunOutcome) -> Vec<String> {
     files
 }
 
-fn summary(_store: &Store, o: &RunOutcome, json: bool) -> anyhow::Result<()> {
+fn summary(store: &Store, o: &RunOutcome, json: bool) -> anyhow::Result<()> {
     let stages = o.state.get("stage_results").cloned().unwrap_or(Value::Null);
     if json {
         println!(
@@ -324,8 +324,22 @@ fn summary(_store: &Store, o: &RunOutcome, json: bool) -> anyhow::Result<()> {
     let files = changed_files(o);
     if files.is_empty() {
         println!("no files changed");
-    } else {
-        println!("files changed: {}", files.join(", "));
+        return Ok(());
+    }
+    // The change set: the run's branch against its base, as `git diff --stat` shows it.
+    let stat = store.change_set(o.run.as_str()).ok().and_then(|rec| {
+        trellis_tools::git::Git::new(&rec.repo)
+            .text(&["diff", "--stat", &rec.base_commit, &rec.branch])
+            .ok()
+    });
+    match stat {
+        Some(stat) if !stat.trim().is_empty() => {
+            println!("change set:");
+            for line in stat.lines() {
+                println!("  {line}");
+            }
+        }
+        _ => println!("files changed: {}", files.join(", ")),
     }
     Ok(())
 }
