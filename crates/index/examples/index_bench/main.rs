@@ -174,8 +174,8 @@ fn main() -> anyhow::Result<()> {
     let first = index
         .chunks_of_kind_sample()?
         .ok_or_else(|| anyhow::anyhow!("no Rust file in corpus"))?;
-    let largest = largest_rust_file(&corpus, &config)?;
-    for victim in [first.as_str(), largest.as_str()] {
+    let (median, largest) = rust_files_by_size(&corpus, &config)?;
+    for victim in [first.as_str(), median.as_str(), largest.as_str()] {
         one_file_change(&mut index, &corpus, victim, false)?;
     }
     index.close_writer()?;
@@ -249,7 +249,7 @@ fn main() -> anyhow::Result<()> {
             s.embedded as f64 / secs
         );
         index.close_writer()?;
-        for victim in [first.as_str(), largest.as_str()] {
+        for victim in [first.as_str(), median.as_str(), largest.as_str()] {
             one_file_change(&mut index, &corpus, victim, true)?;
         }
         index.close_writer()?;
@@ -371,14 +371,18 @@ fn corpus_stats(corpus: &Path, config: &IndexConfig) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn largest_rust_file(corpus: &Path, config: &IndexConfig) -> anyhow::Result<String> {
-    let files = scan(corpus, &Excludes::new(config)?)?;
-    files
+/// The Rust files of median and of largest size (the walk's size limit applies).
+fn rust_files_by_size(corpus: &Path, config: &IndexConfig) -> anyhow::Result<(String, String)> {
+    let mut files: Vec<_> = scan(corpus, &Excludes::new(config)?)?
         .into_iter()
         .filter(|f| f.path.ends_with(".rs"))
-        .max_by_key(|f| f.size)
-        .map(|f| f.path)
-        .ok_or_else(|| anyhow::anyhow!("no Rust file"))
+        .collect();
+    files.sort_by_key(|f| f.size);
+    let median = files
+        .get(files.len() / 2)
+        .ok_or_else(|| anyhow::anyhow!("no Rust file"))?;
+    let largest = files.last().unwrap_or(median);
+    Ok((median.path.clone(), largest.path.clone()))
 }
 
 /// Appends a function to `victim` and re-indexes just that path, 20 times (5 with
