@@ -16,6 +16,10 @@ use crate::tokenize::{CodeTokenizer, query_terms};
 
 /// Indexing memory for the writer (shared by its threads).
 const WRITER_HEAP_BYTES: usize = 256 * 1024 * 1024;
+/// Indexing memory of the writer opened for a small update (one thread): every commit
+/// restarts the writer's threads with fresh buffers, which costs more than a few files'
+/// worth of indexing when the buffers are large.
+const SMALL_WRITER_HEAP_BYTES: usize = 15_000_000; // tantivy's minimum per thread
 
 #[derive(Clone, Copy, Debug)]
 struct Fields {
@@ -37,6 +41,8 @@ pub struct Bm25 {
     reader: IndexReader,
     fields: Fields,
     writer: Option<IndexWriter>,
+    /// Whether the open writer is the small one.
+    small: bool,
 }
 
 impl std::fmt::Debug for Bm25 {
@@ -84,18 +90,35 @@ impl Bm25 {
             reader,
             fields,
             writer: None,
+            small: false,
         })
+    }
+
+    /// Sizes the writer for the coming update: a small update (a few files) gets one thread
+    /// and tantivy's minimum buffer; anything else the full writer. A small writer left
+    /// open is replaced by a full one when a large update starts (a full one is kept).
+    pub fn prepare(&mut self, small: bool) -> Result<()> {
+        if self.writer.is_some() && self.small && !small {
+            self.close_writer()?;
+        }
+        if self.writer.is_none() {
+            let (threads, heap) = if small {
+                (1, SMALL_WRITER_HEAP_BYTES)
+            } else {
+                let threads = std::thread::available_parallelism()
+                    .map_or(1, |n| n.get())
+                    .min(4);
+                (threads, WRITER_HEAP_BYTES)
+            };
+            self.writer = Some(self.index.writer_with_num_threads(threads, heap)?);
+            self.small = small;
+        }
+        Ok(())
     }
 
     fn writer(&mut self) -> Result<&mut IndexWriter> {
         if self.writer.is_none() {
-            let threads = std::thread::available_parallelism()
-                .map_or(1, |n| n.get())
-                .min(4);
-            self.writer = Some(
-                self.index
-                    .writer_with_num_threads(threads, WRITER_HEAP_BYTES)?,
-            );
+            self.prepare(false)?;
         }
         match self.writer.as_mut() {
             Some(w) => Ok(w),

@@ -93,6 +93,10 @@ pub struct EmbeddingConfig {
     pub cache_dir: Option<PathBuf>,
     /// Threads for the local model (default: all cores).
     pub threads: Option<usize>,
+    /// Word pieces per text the local model reads; longer texts are truncated. 256 is
+    /// sentence-transformers' setting for all-MiniLM-L6-v2; the packaged tokenizer (and the
+    /// model's training) use 128, which embeds long chunks about twice as fast.
+    pub max_tokens: usize,
 }
 
 impl Default for EmbeddingConfig {
@@ -105,6 +109,7 @@ impl Default for EmbeddingConfig {
             batch_size: 32,
             cache_dir: None,
             threads: None,
+            max_tokens: 256,
         }
     }
 }

@@ -21,6 +21,9 @@ use crate::meta::{Counts, FileRecord, FileState, Meta};
 use crate::scan::{self, Excludes, ScannedFile};
 use crate::vectors::{VectorFile, VectorIndex};
 
+/// Updates of at most this many files use a small full-text writer (see `Bm25::prepare`).
+const SMALL_UPDATE_FILES: usize = 16;
+
 /// Which files an update covers.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Scope {
@@ -94,6 +97,12 @@ pub struct UpdateStats {
     pub index_ms: u64,
     /// Wall time of embedding, ms.
     pub embed_ms: u64,
+    /// Of `index_ms`: reading, hashing and parsing (in parallel), ms.
+    pub parse_ms: u64,
+    /// Of `index_ms`: adding to and committing the full-text index, ms.
+    pub fulltext_ms: u64,
+    /// Of `index_ms`: writing the metadata database, ms.
+    pub meta_ms: u64,
     /// Totals after the update.
     pub files: u64,
     /// Symbol chunks after the update.
@@ -312,6 +321,8 @@ impl Index {
         stats: &mut UpdateStats,
     ) -> Result<()> {
         let batch = opts.batch_files.unwrap_or(4000).max(1);
+        self.bm25
+            .prepare(stale.len() + removed.len() <= SMALL_UPDATE_FILES)?;
         let mut removed = Some(removed);
         let mut done = 0;
         let root = self.root.clone();
@@ -324,10 +335,13 @@ impl Index {
             if opts.cancel.is_some_and(|c| c.load(Ordering::Relaxed)) {
                 return Err(Error::Cancelled);
             }
+            let tp = Instant::now();
             let processed: Vec<Processed> = files
                 .par_iter()
                 .map(|f| process_file(&root, f, states.get(&f.path)))
                 .collect();
+            stats.parse_ms += tp.elapsed().as_millis() as u64;
+            let tf = Instant::now();
             let removed_now = removed.take().unwrap_or_default();
             let journal: Vec<&str> = processed
                 .iter()
@@ -370,7 +384,10 @@ impl Index {
             if !records.is_empty() || !removed_now.is_empty() {
                 self.bm25.commit()?;
             }
+            stats.fulltext_ms += tf.elapsed().as_millis() as u64;
+            let tm = Instant::now();
             self.meta.apply(&records, &removed_now, &touched)?;
+            stats.meta_ms += tm.elapsed().as_millis() as u64;
             stats.files_read += processed.len();
             stats.files_indexed += records.len();
             stats.files_removed += removed_now.len();

@@ -82,6 +82,7 @@ impl Meta {
         let conn = Connection::open(path)?;
         conn.execute_batch(
             "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA temp_store=MEMORY;
+             PRAGMA cache_size=-131072;
              CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
              CREATE TABLE IF NOT EXISTS files(
                 path TEXT PRIMARY KEY, hash INTEGER NOT NULL, size INTEGER NOT NULL,
@@ -233,7 +234,14 @@ impl Meta {
                     json(serde_json::to_string(&a.imports)),
                     json(serde_json::to_string(&a.refs)),
                 ])?;
-                for c in &a.chunks {
+            }
+            // Chunk ids are hashes: inserted in id order, consecutive inserts touch
+            // neighbouring pages of the table's B-tree instead of random ones.
+            let mut chunks: Vec<&crate::chunk::Chunk> =
+                records.iter().flat_map(|r| &r.analysis.chunks).collect();
+            chunks.sort_unstable_by_key(|c| c.id.0);
+            {
+                for c in chunks {
                     ins_chunk.execute(params![
                         c.id.0,
                         c.path,

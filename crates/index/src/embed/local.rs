@@ -14,10 +14,6 @@ use crate::config::EmbeddingConfig;
 use crate::error::{Error, Result};
 use crate::vectors::normalize;
 
-/// sentence-transformers' `max_seq_length` for this model (the shipped tokenizer.json says
-/// 128; sentence-transformers overrides it with 256, and so do we).
-pub const MAX_TOKENS: usize = 256;
-
 /// The local embedding model.
 pub struct LocalEmbedder {
     model: BertModel,
@@ -25,6 +21,10 @@ pub struct LocalEmbedder {
     device: Device,
     dim: usize,
     batch_size: usize,
+    max_tokens: usize,
+    /// A dedicated pool when `embedding.threads` is set (candle's matrix products run on the
+    /// current rayon pool); `None` uses the global one (all cores).
+    pool: Option<rayon::ThreadPool>,
 }
 
 impl std::fmt::Debug for LocalEmbedder {
@@ -47,10 +47,14 @@ impl LocalEmbedder {
         let cfg_text = std::fs::read_to_string(&cfg_path).map_err(|e| Error::io(&cfg_path, e))?;
         let cfg: Config = serde_json::from_str(&cfg_text)
             .map_err(|e| Error::Embedding(format!("{}: {e}", cfg_path.display())))?;
+        // Never more than the model's position embeddings.
+        let max_tokens = config
+            .max_tokens
+            .clamp(2, cfg.max_position_embeddings.max(2));
         let mut tokenizer = Tokenizer::from_file(dir.join("tokenizer.json")).map_err(emb)?;
         tokenizer
             .with_truncation(Some(TruncationParams {
-                max_length: MAX_TOKENS,
+                max_length: max_tokens,
                 ..TruncationParams::default()
             }))
             .map_err(emb)?;
@@ -70,6 +74,16 @@ impl LocalEmbedder {
             device,
             dim: cfg.hidden_size,
             batch_size: config.batch_size.max(1),
+            max_tokens,
+            pool: match config.threads {
+                Some(n) => Some(
+                    rayon::ThreadPoolBuilder::new()
+                        .num_threads(n.max(1))
+                        .build()
+                        .map_err(emb)?,
+                ),
+                None => None,
+            },
         })
     }
 
@@ -109,7 +123,7 @@ impl LocalEmbedder {
 
 impl Embedder for LocalEmbedder {
     fn id(&self) -> String {
-        format!("local:all-MiniLM-L6-v2:{}:{MAX_TOKENS}", self.dim)
+        format!("local:all-MiniLM-L6-v2:{}:{}", self.dim, self.max_tokens)
     }
 
     fn dim(&self) -> usize {
@@ -117,6 +131,15 @@ impl Embedder for LocalEmbedder {
     }
 
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
+        match &self.pool {
+            Some(pool) => pool.install(|| self.embed_sorted(texts)),
+            None => self.embed_sorted(texts),
+        }
+    }
+}
+
+impl LocalEmbedder {
+    fn embed_sorted(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
         // Batch texts of similar length together so little compute goes to padding.
         let mut order: Vec<usize> = (0..texts.len()).collect();
         order.sort_by_key(|&i| texts[i].len());

@@ -1,0 +1,216 @@
+//! Embedding throughput of the in-process model against sentence-transformers on the same
+//! model directory, texts, batch size, sequence length and thread count, in interleaved
+//! rounds (Trellis, then sentence-transformers, per round; medians over the rounds).
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use trellis_index::IndexConfig;
+use trellis_index::embed::{Embedder, fetch};
+use trellis_index::vectors::dot;
+
+use super::{loadavg, row};
+
+/// Runs the comparison and returns Trellis's embeddings of `texts`.
+pub fn compare(
+    args: &[String],
+    model: &dyn Embedder,
+    config: &IndexConfig,
+    texts: &[String],
+    rounds: usize,
+) -> anyhow::Result<Vec<Vec<f32>>> {
+    let emb = &config.embedding;
+    let dir = fetch::ensure_model(&fetch::MINILM, emb.cache_dir.as_deref(), true)?;
+    let threads = candle_core::utils::get_num_threads();
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let kb = texts.iter().map(String::len).sum::<usize>() / 1024;
+    let (mean_tokens, truncated) = token_stats(&dir, &refs, emb.max_tokens)?;
+    println!(
+        "| embedding sample | {} chunks, {kb} KB, {mean_tokens:.0} word pieces per text after truncation, {truncated} of them truncated at {} | batch {}, {threads} threads | | {} |",
+        refs.len(),
+        emb.max_tokens,
+        emb.batch_size,
+        loadavg()
+    );
+
+    let python = value(args, "--python").map_or_else(
+        || {
+            std::env::var_os("HOME")
+                .map(PathBuf::from)
+                .unwrap_or_default()
+                .join(".cache/trellis/bench-venv/bin/python")
+        },
+        PathBuf::from,
+    );
+    let script = value(args, "--st-script").map_or_else(
+        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scripts/bench-embeddings.py"),
+        PathBuf::from,
+    );
+    let work = tempfile::tempdir()?;
+    let texts_path = work.path().join("texts.json");
+    let out_path = work.path().join("st.f32");
+    std::fs::write(&texts_path, serde_json::to_vec(texts)?)?;
+    let child = Command::new(&python)
+        .arg(&script)
+        .arg("--model-dir")
+        .arg(&dir)
+        .arg("--texts")
+        .arg(&texts_path)
+        .args(["--batch-size", &emb.batch_size.to_string()])
+        .args(["--max-seq-length", &emb.max_tokens.to_string()])
+        .args(["--threads", &threads.to_string()])
+        .arg("--out")
+        .arg(&out_path)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn();
+    let mut st = match child {
+        Ok(c) => Some(c),
+        Err(e) => {
+            println!(
+                "| sentence-transformers | not run: {} {}: {e} | | | |",
+                python.display(),
+                script.display()
+            );
+            None
+        }
+    };
+    let mut lines = st
+        .as_mut()
+        .and_then(|c| c.stdout.take())
+        .map(|o| BufReader::new(o).lines());
+    let ready = lines
+        .as_mut()
+        .and_then(|l| l.next())
+        .transpose()?
+        .filter(|l| l.starts_with("ready "));
+    if st.is_some() && ready.is_none() {
+        println!("| sentence-transformers | failed to start (see stderr) | | | |");
+    }
+
+    // Warm-up of our side too (allocations, the first matmul).
+    model.embed(&refs[..refs.len().min(emb.batch_size)])?;
+    let mut ours = Vec::new();
+    let mut theirs = Vec::new();
+    let mut vecs = Vec::new();
+    for _ in 0..rounds.max(1) {
+        let t = Instant::now();
+        vecs = model.embed(&refs)?;
+        ours.push(t.elapsed());
+        if let (Some(c), Some(l), Some(_)) = (st.as_mut(), lines.as_mut(), ready.as_ref()) {
+            std::thread::sleep(Duration::from_millis(500));
+            let stdin = c.stdin.as_mut().expect("piped");
+            writeln!(stdin, "round")?;
+            stdin.flush()?;
+            let secs: f64 = l
+                .next()
+                .transpose()?
+                .ok_or_else(|| anyhow::anyhow!("sentence-transformers exited"))?
+                .trim()
+                .parse()?;
+            theirs.push(Duration::from_secs_f64(secs));
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    }
+    let n = refs.len() as f64;
+    let ours_med = median(&ours);
+    row(
+        &format!(
+            "embedding throughput, Trellis (candle, all-MiniLM-L6-v2, CPU f32, batch {}, ≤{} tokens, {threads} threads)",
+            emb.batch_size, emb.max_tokens
+        ),
+        &format!("{} chunks × {} rounds", refs.len(), ours.len()),
+        &format!("{:.1} chunks/s", n / ours_med),
+        &format!("median {ours_med:.2} s; rounds {}", list(&ours)),
+    );
+    let (Some(mut c), Some(ready)) = (st, ready) else {
+        return Ok(vecs);
+    };
+    if let Some(stdin) = c.stdin.as_mut() {
+        writeln!(stdin, "quit")?;
+    }
+    drop(c.stdin.take());
+    c.wait()?;
+    let theirs_med = median(&theirs);
+    let mut parts = ready.split_whitespace().skip(1);
+    let (torch, stv, st_threads) = (
+        parts.next().unwrap_or("?"),
+        parts.next().unwrap_or("?"),
+        parts.next().unwrap_or("?"),
+    );
+    row(
+        &format!(
+            "embedding throughput, sentence-transformers {stv} (torch {torch}, CPU f32, batch {}, max_seq_length {}, {st_threads} threads)",
+            emb.batch_size, emb.max_tokens
+        ),
+        &format!("same {} chunks × {} rounds", refs.len(), theirs.len()),
+        &format!("{:.1} chunks/s", n / theirs_med),
+        &format!("median {theirs_med:.2} s; rounds {}", list(&theirs)),
+    );
+    let bytes = std::fs::read(&out_path)?;
+    let dim = model.dim();
+    let st_vecs: Vec<&[u8]> = bytes.chunks_exact(dim * 4).collect();
+    let mut min_cos = f32::MAX;
+    let mut sum = 0.0;
+    for (a, b) in vecs.iter().zip(&st_vecs) {
+        let b: Vec<f32> = b
+            .chunks_exact(4)
+            .map(|x| f32::from_le_bytes([x[0], x[1], x[2], x[3]]))
+            .collect();
+        let c = dot(a, &b);
+        min_cos = min_cos.min(c);
+        sum += c;
+    }
+    row(
+        "**throughput ratio Trellis ÷ sentence-transformers** (same run)",
+        &format!(
+            "agreement: cosine(ours, theirs) min {min_cos:.5}, mean {:.5} over {} texts",
+            sum / st_vecs.len().max(1) as f32,
+            st_vecs.len()
+        ),
+        &format!("**{:.2}×**", theirs_med / ours_med),
+        "",
+    );
+    Ok(vecs)
+}
+
+fn value<'a>(args: &'a [String], name: &str) -> Option<&'a str> {
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .map(String::as_str)
+}
+
+fn median(v: &[Duration]) -> f64 {
+    let mut s: Vec<f64> = v.iter().map(Duration::as_secs_f64).collect();
+    s.sort_by(f64::total_cmp);
+    s.get(s.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+fn list(v: &[Duration]) -> String {
+    v.iter()
+        .map(|d| format!("{:.2}", d.as_secs_f64()))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Mean word pieces per text after truncation at `max`, and how many texts were longer.
+fn token_stats(dir: &std::path::Path, texts: &[&str], max: usize) -> anyhow::Result<(f64, usize)> {
+    let mut tok = tokenizers::Tokenizer::from_file(dir.join("tokenizer.json"))
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    tok.with_truncation(None)
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    tok.with_padding(None);
+    let enc = tok
+        .encode_batch(texts.to_vec(), true)
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let lens: Vec<usize> = enc.iter().map(|e| e.get_ids().len()).collect();
+    let kept: usize = lens.iter().map(|&l| l.min(max)).sum();
+    Ok((
+        kept as f64 / lens.len().max(1) as f64,
+        lens.iter().filter(|&&l| l > max).count(),
+    ))
+}
