@@ -126,6 +126,40 @@ pub fn print_choice(o: &Orchestration, plan: &Plan) {
     for s in &plan.skipped {
         println!("  skip {:<32} {:<28} {}", s.stage_name, "", s.reason);
     }
+    print_graph(plan);
+}
+
+/// The stage graph: where each stage goes on success and on failure.
+fn print_graph(plan: &Plan) {
+    println!("graph:");
+    if plan.has_upfront_retrieval() {
+        println!("  upfront_retrieval → {}", plan.entry);
+    }
+    for r in &plan.routing {
+        if !plan.is_planned(&r.stage) {
+            continue;
+        }
+        let failure = if r.max_attempts == Some(1) {
+            "ABORT (max_attempts 1)".to_owned()
+        } else {
+            let target = if plan.is_planned(&r.next_on_failure) {
+                r.next_on_failure.as_str()
+            } else {
+                r.stage.as_str()
+            };
+            let retry = if plan.adaptive_retrieval {
+                format!("adaptive_retrieval → {target} (up to 2×), then ")
+            } else {
+                String::new()
+            };
+            let max = r
+                .max_attempts
+                .map(|n| format!("; its {n}th failure → ABORT"))
+                .unwrap_or_default();
+            format!("{retry}{}{max}", r.next_on_failure)
+        };
+        println!("  {} ✓→ {}   ✗→ {failure}", r.stage, r.next_on_success);
+    }
 }
 
 fn read_line(prompt: &str) -> String {

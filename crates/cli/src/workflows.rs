@@ -288,7 +288,7 @@ pub fn print_plan(plan: &Plan, json: bool) -> anyhow::Result<ExitCode> {
     println!(
         "adaptive retrieval: {}",
         if plan.adaptive_retrieval {
-            "on failure, up to 2 enrichments per stage, then back to the failed stage"
+            "on failure, up to 2 enrichments per stage, each followed by a retry of the stage on the failure route (or of the failed stage)"
         } else {
             "off"
         }
