@@ -223,10 +223,18 @@ pub async fn drive_run(
     let outcome = loop {
         let show = Show {
             json: false,
-            quiet: term.json,
+            quiet: false,
+        };
+        // JSON mode prints one document at the end and nothing else.
+        let finished = async move {
+            if term.json {
+                Ok(handle.wait().await?)
+            } else {
+                drive(handle, show).await.map(|r| r.0)
+            }
         };
         let outcome = tokio::select! {
-            r = drive(handle, show) => r?.0,
+            r = finished => r?,
             _ = tokio::signal::ctrl_c() => {
                 let _ = runtime.store.flush();
                 eprintln!(

@@ -179,6 +179,22 @@ fn run_goes_through_an_openai_compatible_endpoint() {
         usage.to_string().contains("120") || usage.to_string().contains("100"),
         "{usage}"
     );
+    // `--json`: one document on stdout, nothing else.
+    let j = json(args(
+        isolated(ws.path()),
+        &[
+            "run",
+            "Let's discuss the decision to keep stock in memory",
+            "--workflow",
+            "architecture_discussion",
+            "--skip",
+            "decision_documentation",
+            "--no-input",
+            "--json",
+        ],
+    ));
+    assert_eq!(j["terminal"], "DONE", "{j}");
+    assert_eq!(j["orchestrator"]["workflow_by"], "user", "{j}");
 }
 
 fn mock_config(url: &str) -> String {
