@@ -46,6 +46,34 @@ fn answer(body: &Value) -> String {
     }
 }
 
+/// The first request of an agent that may use `shell` asks for a network command.
+fn wants_tool(body: &Value) -> Option<String> {
+    let offers_shell = body["tools"]
+        .as_array()
+        .is_some_and(|t| t.iter().any(|t| t["function"]["name"] == "shell"));
+    let answered = body["messages"]
+        .as_array()
+        .is_some_and(|m| m.iter().any(|m| m["role"] == "tool"));
+    (offers_shell && !answered)
+        .then(|| json!({ "command": "curl -s http://127.0.0.1:9/stock" }).to_string())
+}
+
+fn tool_sse(arguments: &str) -> String {
+    let chunk = |delta: Value, finish: Value| {
+        json!({
+            "id": "chatcmpl-mock", "object": "chat.completion.chunk", "created": 0, "model": "mock-model",
+            "choices": [{ "index": 0, "delta": delta, "finish_reason": finish }]
+        })
+    };
+    let call = json!({ "tool_calls": [{ "index": 0, "id": "call_1", "type": "function",
+        "function": { "name": "shell", "arguments": arguments } }] });
+    format!(
+        "data: {}\n\ndata: {}\n\ndata: [DONE]\n\n",
+        chunk(call, Value::Null),
+        chunk(json!({}), json!("tool_calls"))
+    )
+}
+
 fn sse(text: &str) -> String {
     let chunk = |delta: Value, finish: Value| {
         json!({
@@ -113,7 +141,10 @@ fn mock_openai_with(agent_delay: std::time::Duration) -> (String, Arc<Mutex<Vec<
             if body["response_format"].is_null() {
                 std::thread::sleep(agent_delay);
             }
-            let reply = sse(&answer(&body));
+            let reply = match wants_tool(&body) {
+                Some(call) => tool_sse(&call),
+                None => sse(&answer(&body)),
+            };
             log.lock().unwrap().push(body);
             let _ = write!(
                 stream,
@@ -258,6 +289,48 @@ fn ctrl_c_keeps_completed_work_and_resume_finishes_the_run() {
             .all(|b| b["response_format"].is_null()),
         "{:?}",
         &bodies[before..]
+    );
+}
+
+/// An approval asked in the terminal (a pseudo-terminal from `script`): the run pauses on
+/// the network command, the answer `n` resumes it, and the model sees the refusal.
+#[test]
+fn approvals_are_asked_in_the_terminal() {
+    let (url, seen) = mock_openai();
+    let ws = example(&mock_config(&url));
+    std::fs::create_dir_all(ws.path().join(".trellis/agents")).unwrap();
+    std::fs::write(
+        ws.path().join(".trellis/agents/analysis_agent.yaml"),
+        "name: analysis_agent\nrole: You analyse.\nobjective: Analyse.\ntools: [shell, read_file]\n",
+    )
+    .unwrap();
+    let exe = env!("CARGO_BIN_EXE_trellis");
+    let command = format!(
+        "{exe} -C {} run 'Discuss the stock API' --workflow architecture_discussion --skip decision_documentation --no-review",
+        ws.path().display()
+    );
+    let mut child = std::process::Command::new("script")
+        .args(["-qec", &command, "/dev/null"])
+        .env("NO_COLOR", "1")
+        .env("XDG_CONFIG_HOME", ws.path().join(".trellis/xdg-config"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(b"n\n").unwrap();
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("? architectural_analysis"), "{text}");
+    assert!(text.contains("allow `shell`"), "{text}");
+    assert!(text.contains("succeeded at DONE"), "{text}");
+    let bodies = seen.lock().unwrap().clone();
+    let last = bodies.last().unwrap();
+    assert!(
+        last["messages"]
+            .to_string()
+            .contains("denied in the terminal"),
+        "{last}"
     );
 }
 
