@@ -14,14 +14,13 @@
 
 use std::sync::Arc;
 
-use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use trellis_llm::normalise::{NormaliseOptions, normalise};
 use trellis_llm::{
     BudgetExceeded, BudgetLedger, ChatRequest, Completion, Limit, Message, ModelProvider,
-    StreamEvent, StructuredOptions, ToolCall, ToolSpec, Usage, complete_structured,
+    StreamEvent, StructuredOptions, ToolCall, ToolSpec, Usage, collect_with, complete_structured,
 };
 use trellis_protocol::{Answer, Interrupt, InterruptKind};
 use trellis_tools::{Registry, ToolEnv};
@@ -317,20 +316,18 @@ impl AgentRun {
         })
     }
 
-    /// One streamed model call.
+    /// One streamed model call; text is shown as it arrives.
     async fn turn(&self, request: ChatRequest) -> trellis_llm::Result<Completion> {
-        let mut stream = self.provider.stream(request, self.cancel.clone());
-        let mut completion = Completion::default();
-        while let Some(event) = stream.next().await {
-            let event = event?;
-            if let StreamEvent::TextDelta { text } = &event {
+        let stream = self.provider.stream(request, self.cancel.clone());
+        let completion = collect_with(stream, |event| {
+            if let StreamEvent::TextDelta { text } = event {
                 self.emit(AgentEvent::Text {
                     node: self.node.clone(),
                     text: text.clone(),
                 });
             }
-            completion.push(event);
-        }
+        })
+        .await?;
         if !completion.text.is_empty() {
             // Ends the streamed line, so the progress printer shows it now.
             self.emit(AgentEvent::Text {
@@ -338,13 +335,7 @@ impl AgentRun {
                 text: "\n".into(),
             });
         }
-        match completion.finish {
-            Some(trellis_llm::FinishReason::Cancelled) => Err(trellis_llm::Error::Cancelled),
-            Some(_) => Ok(completion),
-            None => Err(trellis_llm::Error::StreamCut {
-                provider: self.provider.info().profile.clone(),
-            }),
-        }
+        Ok(completion)
     }
 
     /// Runs `calls[next..]`, appending their results; returns an interrupt if one waits for

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use anyhow::{Context, bail};
 use serde_json::Value;
 use trellis_graph::Graph;
-use trellis_protocol::{EventKind, RunId};
+use trellis_protocol::RunId;
 use trellis_store::Store;
 
 /// Builds graph `name` with `params`.
@@ -34,20 +34,14 @@ pub fn build(name: &str, params: &Value) -> anyhow::Result<Arc<Graph>> {
 
 /// Whether a stored run is one of the demonstration graphs (else it is a workflow run).
 pub fn is_demo_run(store: &Store, run: &RunId) -> anyhow::Result<bool> {
-    let first = store.events(run, 1, Some(1))?;
-    Ok(matches!(
-        first.first().map(|e| &e.kind),
-        Some(EventKind::RunStarted { graph, .. }) if trellis_graph::demo::NAMES.contains(&graph.as_str())
-    ))
+    let (graph, _) = store.started(run)?;
+    Ok(trellis_graph::demo::NAMES.contains(&graph.as_str()))
 }
 
 /// The graph a stored run was started with.
 pub fn graph_of(store: &Store, run: &RunId) -> anyhow::Result<Arc<Graph>> {
-    let first = store.events(run, 1, Some(1))?;
-    let Some(EventKind::RunStarted { graph, params, .. }) = first.first().map(|e| &e.kind) else {
-        bail!("run {run} has no runStarted event; the store may be damaged");
-    };
-    build(graph, params).with_context(|| {
+    let (graph, params) = store.started(run)?;
+    build(&graph, &params).with_context(|| {
         format!("rebuilding the graph of run {run} (was it recorded by another trellis version?)")
     })
 }

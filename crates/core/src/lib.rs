@@ -32,7 +32,7 @@ use trellis_config::{Config, LoadOptions};
 use trellis_graph::{Engine, RunHandle};
 use trellis_index::IndexConfig;
 use trellis_llm::ModelRegistry;
-use trellis_protocol::{Command, EventKind, RunId};
+use trellis_protocol::{Command, RunId};
 use trellis_store::Store;
 use trellis_tools::worktree::RunWorktree;
 use trellis_tools::{Registry, ToolsConfig};
@@ -193,14 +193,9 @@ impl Runtime {
 
     /// The plan a run was started with (its graph parameters), if it is a workflow run.
     pub fn stored_plan(&self, run: &RunId) -> Result<Plan> {
-        let first = self.store.events(run, 1, Some(1))?;
-        match first.first().map(|e| &e.kind) {
-            Some(EventKind::RunStarted { params, .. }) => serde_json::from_value(params.clone())
-                .map_err(|e| Error::Resume(format!("run {run} is not a workflow run ({e})"))),
-            _ => Err(Error::Resume(format!(
-                "run {run} has no runStarted event; the store may be damaged"
-            ))),
-        }
+        let (_, params) = self.store.started(run)?;
+        serde_json::from_value(params)
+            .map_err(|e| Error::Resume(format!("run {run} is not a workflow run ({e})")))
     }
 
     fn context(

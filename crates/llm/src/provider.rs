@@ -80,10 +80,20 @@ pub trait ModelProvider: Send + Sync {
 
 /// Collects a stream into a [`Completion`]. A stream that ends without
 /// [`StreamEvent::Finish`] is an error ([`Error::StreamCut`]).
-pub async fn collect(mut stream: ChatStream) -> Result<Completion> {
+pub async fn collect(stream: ChatStream) -> Result<Completion> {
+    collect_with(stream, |_| {}).await
+}
+
+/// Like [`collect`], showing every event to `observe` first (for live progress).
+pub async fn collect_with(
+    mut stream: ChatStream,
+    mut observe: impl FnMut(&StreamEvent),
+) -> Result<Completion> {
     let mut completion = Completion::default();
     while let Some(event) = stream.next().await {
-        completion.push(event?);
+        let event = event?;
+        observe(&event);
+        completion.push(event);
     }
     match completion.finish {
         Some(FinishReason::Cancelled) => Err(Error::Cancelled),

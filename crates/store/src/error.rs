@@ -136,6 +136,9 @@ pub enum Error {
         /// The serializer's error.
         source: serde_json::Error,
     },
+    /// A run's record is inconsistent.
+    #[error("{0}")]
+    Damaged(String),
     /// No run has this id or prefix.
     #[error("no run matches '{0}'; see `trellis runs list` for the runs in this workspace")]
     RunNotFound(String),

@@ -292,6 +292,24 @@ impl Store {
             .ok_or_else(|| Error::RunNotFound(run.to_string()))
     }
 
+    /// The graph name and parameters a run was started with (its `runStarted` event), from
+    /// which its graph is rebuilt.
+    pub fn started(&self, run: &RunId) -> Result<(String, serde_json::Value)> {
+        match self
+            .events(run, 1, Some(1))?
+            .into_iter()
+            .next()
+            .map(|e| e.kind)
+        {
+            Some(trellis_protocol::EventKind::RunStarted { graph, params, .. }) => {
+                Ok((graph, params))
+            }
+            _ => Err(Error::Damaged(format!(
+                "run {run} has no runStarted event; the store may be damaged"
+            ))),
+        }
+    }
+
     /// The points the run can be forked from: its `runStarted` and `stepCompleted` events.
     pub fn checkpoints(&self, run: &RunId) -> Result<Vec<Checkpoint>> {
         Ok(self
