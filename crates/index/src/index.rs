@@ -7,17 +7,16 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Instant;
 
-use rayon::prelude::*;
 use serde::Serialize;
 
-use crate::analyze::{FileAnalysis, analyze};
 use crate::bm25::Bm25;
+use crate::build;
 use crate::chunk::Chunk;
 use crate::config::IndexConfig;
 use crate::embed::Embedder;
 use crate::error::{Error, Result};
 use crate::lang::Lang;
-use crate::meta::{Counts, FileRecord, FileState, Meta};
+use crate::meta::{Counts, FileState, Meta};
 use crate::scan::{self, Excludes, ScannedFile};
 use crate::vectors::{VectorFile, VectorIndex};
 
@@ -139,12 +138,6 @@ impl std::fmt::Debug for Index {
 /// The index directory of a workspace.
 pub fn index_dir(root: &Path) -> PathBuf {
     root.join(".trellis").join("index")
-}
-
-struct Processed {
-    file: ScannedFile,
-    hash: i64,
-    analysis: Option<FileAnalysis>,
 }
 
 impl Index {
@@ -323,83 +316,13 @@ impl Index {
         let batch = opts.batch_files.unwrap_or(4000).max(1);
         self.bm25
             .prepare(stale.len() + removed.len() <= SMALL_UPDATE_FILES)?;
-        let mut removed = Some(removed);
-        let mut done = 0;
         let root = self.root.clone();
-        let batches: Vec<&[ScannedFile]> = if stale.is_empty() {
-            vec![&[]]
-        } else {
-            stale.chunks(batch).collect()
+        let sink = build::Sink {
+            bm25: &mut self.bm25,
+            meta: &mut self.meta,
         };
-        for files in batches {
-            if opts.cancel.is_some_and(|c| c.load(Ordering::Relaxed)) {
-                return Err(Error::Cancelled);
-            }
-            let tp = Instant::now();
-            let processed: Vec<Processed> = files
-                .par_iter()
-                .map(|f| process_file(&root, f, states.get(&f.path)))
-                .collect();
-            stats.parse_ms += tp.elapsed().as_millis() as u64;
-            let tf = Instant::now();
-            let removed_now = removed.take().unwrap_or_default();
-            let journal: Vec<&str> = processed
-                .iter()
-                .filter(|p| p.analysis.is_some())
-                .map(|p| p.file.path.as_str())
-                .chain(removed_now.iter().map(String::as_str))
-                .collect();
-            if !journal.is_empty() {
-                self.meta.mark_pending(&journal)?;
-            }
-            for p in &removed_now {
-                self.bm25.delete_path(p)?;
-            }
-            let mut records = Vec::new();
-            let mut touched = Vec::new();
-            for p in &processed {
-                let state = FileState {
-                    hash: p.hash,
-                    size: p.file.size,
-                    mtime_ns: p.file.mtime_ns,
-                };
-                match &p.analysis {
-                    Some(a) => {
-                        self.bm25.delete_path(&p.file.path)?;
-                        for c in &a.chunks {
-                            self.bm25.add(c)?;
-                        }
-                        stats.chunks_written += a.chunks.len();
-                        records.push(FileRecord {
-                            path: &p.file.path,
-                            state,
-                            analysis: a,
-                        });
-                    }
-                    None => touched.push((p.file.path.clone(), state)),
-                }
-            }
-            // Full-text first, then metadata: a crash in between leaves the metadata saying
-            // "stale", and the next run rewrites the file's documents (delete + add).
-            if !records.is_empty() || !removed_now.is_empty() {
-                self.bm25.commit()?;
-            }
-            stats.fulltext_ms += tf.elapsed().as_millis() as u64;
-            let tm = Instant::now();
-            self.meta.apply(&records, &removed_now, &touched)?;
-            stats.meta_ms += tm.elapsed().as_millis() as u64;
-            stats.files_read += processed.len();
-            stats.files_indexed += records.len();
-            stats.files_removed += removed_now.len();
-            done += files.len();
-            if let Some(p) = opts.progress {
-                p(Progress::Parsed {
-                    done,
-                    total: stale.len(),
-                });
-            }
-        }
-        if stats.files_indexed > 0 || stats.files_removed > 0 {
+        let written = build::run(&root, stale, removed, states, batch, opts, sink, stats)?;
+        if written {
             self.invalidate_vectors();
         }
         Ok(())
@@ -521,28 +444,5 @@ fn in_scope(scope: Scope, path: &str) -> bool {
             let l = Lang::detect(path);
             l.is_document() || path.to_ascii_lowercase().ends_with(".txt")
         }
-    }
-}
-
-fn process_file(root: &Path, f: &ScannedFile, old: Option<&FileState>) -> Processed {
-    let bytes = std::fs::read(root.join(&f.path)).unwrap_or_default();
-    let hash = xxhash_rust::xxh3::xxh3_64(&bytes) as i64;
-    if old.is_some_and(|o| o.hash == hash) {
-        return Processed {
-            file: f.clone(),
-            hash,
-            analysis: None,
-        };
-    }
-    let head = &bytes[..bytes.len().min(8192)];
-    let analysis = match std::str::from_utf8(&bytes) {
-        Ok(text) if !head.contains(&0) => analyze(&f.path, text, true),
-        // Binary or not UTF-8: remembered (so it is not re-read) but not indexed.
-        _ => FileAnalysis::default(),
-    };
-    Processed {
-        file: f.clone(),
-        hash,
-        analysis: Some(analysis),
     }
 }

@@ -17,6 +17,7 @@
 pub mod analyze;
 pub mod astmap;
 mod bm25;
+mod build;
 pub mod chunk;
 pub mod config;
 pub mod docs;

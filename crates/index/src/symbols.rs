@@ -62,6 +62,12 @@ thread_local! {
     static PARSERS: std::cell::RefCell<HashMap<Lang, Parser>> = std::cell::RefCell::new(HashMap::new());
 }
 
+/// Parses `source` as `lang` with tree-sitter (a per-thread parser is reused); `None` when the
+/// language has no grammar or the parser gives up.
+pub fn parse_tree(lang: Lang, source: &str) -> Option<Tree> {
+    parse(lang, source)
+}
+
 /// Parses `source` as `lang`, reusing a per-thread parser.
 fn parse(lang: Lang, source: &str) -> Option<Tree> {
     let grammar = lang.grammar()?;
