@@ -6,7 +6,7 @@ use std::path::Path;
 use tantivy::collector::TopDocs;
 use tantivy::query::{BooleanQuery, BoostQuery, Occur, Query, TermQuery, TermSetQuery};
 use tantivy::schema::{
-    FAST, Field, INDEXED, IndexRecordOption, STRING, Schema, TextFieldIndexing, TextOptions,
+    FAST, Field, IndexRecordOption, STRING, Schema, TextFieldIndexing, TextOptions,
 };
 use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Term};
 
@@ -59,7 +59,9 @@ fn schema() -> (Schema, Fields) {
             .set_index_option(IndexRecordOption::WithFreqs),
     );
     let fields = Fields {
-        id: b.add_i64_field("id", FAST | INDEXED),
+        // Read from the fast-field column only; not indexed (a term per chunk would fill the
+        // term dictionary with a million unique, never-searched entries).
+        id: b.add_i64_field("id", FAST),
         path: b.add_text_field("path", STRING),
         category: b.add_text_field("category", STRING),
         path_text: b.add_text_field("path_text", text.clone()),

@@ -155,8 +155,23 @@ impl Index {
         let root = root.canonicalize().map_err(|e| Error::io(root, e))?;
         let dir = dir.to_path_buf();
         std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
-        let meta = Meta::open(&dir.join("meta.db"))?;
-        let bm25 = Bm25::open(&dir.join("tantivy"))?;
+        let (meta, migrated) = Meta::open(&dir.join("meta.db"))?;
+        let fulltext = dir.join("tantivy");
+        if migrated && fulltext.exists() {
+            // The metadata forgot every file, so their documents must go too.
+            std::fs::remove_dir_all(&fulltext).map_err(|e| Error::io(&fulltext, e))?;
+        }
+        let bm25 = match Bm25::open(&fulltext) {
+            Ok(b) => b,
+            // Nothing is recorded as indexed (a fresh or just-migrated database, e.g. after a
+            // crash between the migration and the removal above): the full-text directory is
+            // disposable, whatever state or format it is in.
+            Err(_) if meta.counts()?.files == 0 => {
+                std::fs::remove_dir_all(&fulltext).map_err(|e| Error::io(&fulltext, e))?;
+                Bm25::open(&fulltext)?
+            }
+            Err(e) => return Err(e),
+        };
         let excludes = Excludes::new(&config)?;
         Ok(Index {
             root,

@@ -16,7 +16,28 @@ use crate::chunk::{Category, Chunk, ChunkId, ChunkKind};
 use crate::error::{Error, Result};
 use crate::symbols::{Import, Symbol};
 
-const SCHEMA_VERSION: &str = "1";
+/// Version 2: chunks are stored in insertion order (rowid) with a unique index on the chunk id;
+/// version 1 kept them in a B-tree keyed by the (random) chunk id, which made every batch of a
+/// cold index rewrite pages all over the table.
+const SCHEMA_VERSION: &str = "2";
+
+/// The tables holding what a re-index recreates (the embedding cache in `vectors` survives).
+const DERIVED_TABLES: &str = "
+             CREATE TABLE IF NOT EXISTS files(
+                path TEXT PRIMARY KEY, hash INTEGER NOT NULL, size INTEGER NOT NULL,
+                mtime_ns INTEGER NOT NULL, lang TEXT NOT NULL, symbols TEXT NOT NULL,
+                imports TEXT NOT NULL, refs TEXT NOT NULL) WITHOUT ROWID;
+             CREATE TABLE IF NOT EXISTS chunks(
+                id INTEGER NOT NULL, path TEXT NOT NULL, kind TEXT NOT NULL,
+                category TEXT NOT NULL, lang TEXT NOT NULL, name TEXT NOT NULL,
+                qualified_name TEXT NOT NULL, parent TEXT NOT NULL, signature TEXT NOT NULL,
+                params TEXT NOT NULL, returns TEXT NOT NULL, doc TEXT NOT NULL,
+                start_line INTEGER NOT NULL, end_line INTEGER NOT NULL, text TEXT NOT NULL,
+                text_hash INTEGER NOT NULL);
+             CREATE UNIQUE INDEX IF NOT EXISTS chunks_id ON chunks(id);
+             CREATE INDEX IF NOT EXISTS chunks_path ON chunks(path);
+             CREATE INDEX IF NOT EXISTS chunks_text_hash ON chunks(text_hash);
+             CREATE TABLE IF NOT EXISTS pending(path TEXT PRIMARY KEY) WITHOUT ROWID;";
 
 /// What the index knows about a file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -77,45 +98,43 @@ pub struct Meta {
 }
 
 impl Meta {
-    /// Opens or creates the database at `path`.
-    pub fn open(path: &Path) -> Result<Self> {
+    /// Opens or creates the database at `path`. The flag is true when the database was
+    /// migrated from an older format: its files and chunks were dropped (to be re-indexed;
+    /// the full-text index must be recreated with them), the embedding cache kept.
+    pub fn open(path: &Path) -> Result<(Self, bool)> {
         let conn = Connection::open(path)?;
         conn.execute_batch(
             "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA temp_store=MEMORY;
              PRAGMA cache_size=-131072;
              CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
-             CREATE TABLE IF NOT EXISTS files(
-                path TEXT PRIMARY KEY, hash INTEGER NOT NULL, size INTEGER NOT NULL,
-                mtime_ns INTEGER NOT NULL, lang TEXT NOT NULL, symbols TEXT NOT NULL,
-                imports TEXT NOT NULL, refs TEXT NOT NULL) WITHOUT ROWID;
-             CREATE TABLE IF NOT EXISTS chunks(
-                id INTEGER PRIMARY KEY, path TEXT NOT NULL, kind TEXT NOT NULL,
-                category TEXT NOT NULL, lang TEXT NOT NULL, name TEXT NOT NULL,
-                qualified_name TEXT NOT NULL, parent TEXT NOT NULL, signature TEXT NOT NULL,
-                params TEXT NOT NULL, returns TEXT NOT NULL, doc TEXT NOT NULL,
-                start_line INTEGER NOT NULL, end_line INTEGER NOT NULL, text TEXT NOT NULL,
-                text_hash INTEGER NOT NULL);
-             CREATE INDEX IF NOT EXISTS chunks_path ON chunks(path);
-             CREATE INDEX IF NOT EXISTS chunks_text_hash ON chunks(text_hash);
-             CREATE TABLE IF NOT EXISTS vectors(text_hash INTEGER PRIMARY KEY, row INTEGER NOT NULL);
-             CREATE TABLE IF NOT EXISTS pending(path TEXT PRIMARY KEY) WITHOUT ROWID;",
+             CREATE TABLE IF NOT EXISTS vectors(text_hash INTEGER PRIMARY KEY, row INTEGER NOT NULL);",
         )?;
         let version: Option<String> = conn
             .query_row("SELECT value FROM meta WHERE key='schema'", [], |r| {
                 r.get(0)
             })
             .optional()?;
-        match version {
-            None => {
-                conn.execute(
-                    "INSERT INTO meta(key, value) VALUES('schema', ?1)",
-                    [SCHEMA_VERSION],
+        let migrated = match version.as_deref() {
+            None => false,
+            Some(SCHEMA_VERSION) => false,
+            // Version 1 differs only in derived tables: drop them, keep the embeddings.
+            Some("1") => {
+                tracing::info!(db = %path.display(), "index format 1 -> 2: re-indexing");
+                conn.execute_batch(
+                    "DROP TABLE IF EXISTS chunks; DROP TABLE IF EXISTS files;
+                     DROP TABLE IF EXISTS pending;",
                 )?;
+                true
             }
-            Some(v) if v == SCHEMA_VERSION => {}
             Some(_) => return Err(Error::Incompatible(path.to_path_buf())),
-        }
-        Ok(Meta { conn })
+        };
+        conn.execute_batch(DERIVED_TABLES)?;
+        conn.execute(
+            "INSERT INTO meta(key, value) VALUES('schema', ?1)
+             ON CONFLICT(key) DO UPDATE SET value=excluded.value",
+            [SCHEMA_VERSION],
+        )?;
+        Ok((Meta { conn }, migrated))
     }
 
     /// Reads a value from the key-value table.
@@ -209,7 +228,7 @@ impl Meta {
                  VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
             )?;
             let mut ins_chunk = tx.prepare_cached(
-                "INSERT OR REPLACE INTO chunks(id, path, kind, category, lang, name, qualified_name,
+                "INSERT INTO chunks(id, path, kind, category, lang, name, qualified_name,
                    parent, signature, params, returns, doc, start_line, end_line, text, text_hash)
                  VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
             )?;
@@ -235,32 +254,37 @@ impl Meta {
                     json(serde_json::to_string(&a.refs)),
                 ])?;
             }
-            // Chunk ids are hashes: inserted in id order, consecutive inserts touch
-            // neighbouring pages of the table's B-tree instead of random ones.
-            let mut chunks: Vec<&crate::chunk::Chunk> =
-                records.iter().flat_map(|r| &r.analysis.chunks).collect();
-            chunks.sort_unstable_by_key(|c| c.id.0);
-            {
-                for c in chunks {
-                    ins_chunk.execute(params![
-                        c.id.0,
-                        c.path,
-                        c.kind.as_str(),
-                        c.category.as_str(),
-                        c.lang,
-                        c.name,
-                        c.qualified_name,
-                        c.parent,
-                        c.signature,
-                        c.params,
-                        c.returns,
-                        c.doc,
-                        c.start_line,
-                        c.end_line,
-                        c.text,
-                        c.text_hash(),
-                    ])?;
+            // Rows are appended in file order (the table is keyed by insertion order, so a
+            // batch writes fresh pages at its end). A file's old rows were deleted above, so
+            // ids can only repeat within this batch (two chunks with the same identity): the
+            // last one wins, as a re-insert would.
+            let mut last: HashMap<ChunkId, usize> = HashMap::new();
+            let chunks: Vec<&Chunk> = records.iter().flat_map(|r| &r.analysis.chunks).collect();
+            for (i, c) in chunks.iter().enumerate() {
+                last.insert(c.id, i);
+            }
+            for (i, c) in chunks.iter().enumerate() {
+                if last.get(&c.id) != Some(&i) {
+                    continue;
                 }
+                ins_chunk.execute(params![
+                    c.id.0,
+                    c.path,
+                    c.kind.as_str(),
+                    c.category.as_str(),
+                    c.lang,
+                    c.name,
+                    c.qualified_name,
+                    c.parent,
+                    c.signature,
+                    c.params,
+                    c.returns,
+                    c.doc,
+                    c.start_line,
+                    c.end_line,
+                    c.text,
+                    c.text_hash(),
+                ])?;
             }
             for (path, st) in touched {
                 touch.execute(params![path, st.size as i64, st.mtime_ns])?;

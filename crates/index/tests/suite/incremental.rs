@@ -188,7 +188,7 @@ fn a_batch_interrupted_between_commits_is_redone() {
     // Simulate a crash after the full-text commit of a batch containing src/a.rs but before
     // its metadata was recorded: the journal still lists it.
     {
-        let mut meta =
+        let (mut meta, _) =
             Meta::open(&index_dir(&root.canonicalize().unwrap()).join("meta.db")).unwrap();
         meta.mark_pending(&["src/a.rs"]).unwrap();
     }
@@ -198,4 +198,38 @@ fn a_batch_interrupted_between_commits_is_redone() {
     let s = update(&mut index);
     assert_eq!(s.files_read, 0, "journal cleared: {s:?}");
     assert_eq!(names(&index, "stable_fn")[0], "stable_fn");
+}
+
+#[test]
+fn an_index_of_the_previous_format_is_rebuilt_keeping_embeddings() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    write(root, "src/a.rs", "pub fn migrated_fn() {}\n");
+    {
+        let mut index = open(root);
+        update(&mut index);
+    }
+    let db = index_dir(&root.canonicalize().unwrap()).join("meta.db");
+    {
+        // Pretend format 1 with one cached embedding.
+        let (mut meta, _) = Meta::open(&db).unwrap();
+        meta.set("schema", "1").unwrap();
+        meta.add_vectors(&[(42, 0)]).unwrap();
+    }
+    let (meta, migrated) = Meta::open(&db).unwrap();
+    assert!(migrated);
+    assert_eq!(meta.counts().unwrap().files, 0, "derived tables dropped");
+    assert_eq!(
+        meta.vector_row(42).unwrap(),
+        Some(0),
+        "embedding cache kept"
+    );
+    drop(meta);
+    // Reopen through the index (now format 2, nothing recorded): a full re-index, searchable.
+    let mut index = open(root);
+    let s = update(&mut index);
+    assert_eq!(s.files_indexed, 1, "{s:?}");
+    assert_eq!(names(&index, "migrated_fn")[0], "migrated_fn");
+    let (_, migrated) = Meta::open(&db).unwrap();
+    assert!(!migrated, "migrates once");
 }
