@@ -68,8 +68,33 @@ pub fn parse_tree(lang: Lang, source: &str) -> Option<Tree> {
     parse(lang, source)
 }
 
+/// Routes tree-sitter's C allocations to mimalloc (once, before the first parser exists).
+///
+/// Parsing allocates and frees a subtree per syntax node; with glibc's malloc that was a
+/// tenth of a cold index's CPU time (docs/benchmarks.md, "Retrieval").
+#[allow(unsafe_code)]
+fn use_mimalloc_for_tree_sitter() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let allocator = tree_sitter::Allocator {
+            malloc: libmimalloc_sys::mi_malloc,
+            calloc: libmimalloc_sys::mi_calloc,
+            realloc: libmimalloc_sys::mi_realloc,
+            free: libmimalloc_sys::mi_free,
+        };
+        // SAFETY: the four functions are one allocator family (mimalloc's malloc, calloc,
+        // realloc and free, with malloc's alignment). `set_allocator` must run before any
+        // other tree-sitter call and while no tree-sitter object is alive: this crate is the
+        // only user of tree-sitter in Trellis, every parser and tree it makes comes from
+        // `parse` below, which calls this first, and `Once` runs it exactly once while other
+        // threads wait.
+        unsafe { tree_sitter::set_allocator(Some(allocator)) };
+    });
+}
+
 /// Parses `source` as `lang`, reusing a per-thread parser.
 fn parse(lang: Lang, source: &str) -> Option<Tree> {
+    use_mimalloc_for_tree_sitter();
     let grammar = lang.grammar()?;
     PARSERS.with(|cell| {
         let mut parsers = cell.borrow_mut();

@@ -23,6 +23,10 @@
 
 mod st;
 
+/// The allocator of the `trellis` binary, so that the numbers are the product's.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
