@@ -20,6 +20,15 @@ pub enum Reply {
         headers: Vec<(String, String)>,
         body: String,
     },
+    /// A recorded response, replayed byte for byte: event streams chunked (as the recording
+    /// servers sent them), other bodies with a `content-length`. With `cut`, the body is
+    /// already truncated and the connection drops while the next chunk is announced.
+    Replay {
+        code: u16,
+        headers: Vec<(String, String)>,
+        body: Vec<u8>,
+        cut: bool,
+    },
 }
 
 impl Reply {
@@ -181,23 +190,7 @@ async fn write_reply(sock: &mut tokio::net::TcpStream, reply: Reply) {
         Reply::Sse { body, cut } => {
             let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n";
             let _ = sock.write_all(head.as_bytes()).await;
-            // Uneven chunk sizes, so events straddle reads.
-            let bytes = body.as_bytes();
-            let mut i = 0;
-            let mut size = 37;
-            while i < bytes.len() {
-                let end = (i + size).min(bytes.len());
-                let chunk = &bytes[i..end];
-                let _ = sock
-                    .write_all(format!("{:x}\r\n", chunk.len()).as_bytes())
-                    .await;
-                let _ = sock.write_all(chunk).await;
-                let _ = sock.write_all(b"\r\n").await;
-                let _ = sock.flush().await;
-                tokio::time::sleep(Duration::from_millis(1)).await;
-                i = end;
-                size = if size == 37 { 101 } else { 37 };
-            }
+            write_chunks(sock, body.as_bytes()).await;
             if cut {
                 // Announce a chunk and die half-way through it.
                 let _ = sock.write_all(b"40\r\ndata: {\"trunc").await;
@@ -206,8 +199,57 @@ async fn write_reply(sock: &mut tokio::net::TcpStream, reply: Reply) {
                 let _ = sock.write_all(b"0\r\n\r\n").await;
             }
         }
+        Reply::Replay {
+            code,
+            headers,
+            body,
+            cut,
+        } => {
+            let chunked = headers
+                .iter()
+                .any(|(k, v)| k.eq_ignore_ascii_case("content-type") && v.contains("event-stream"));
+            let mut head = format!("HTTP/1.1 {code} Replay\r\nconnection: close\r\n");
+            for (k, v) in headers {
+                head.push_str(&format!("{k}: {v}\r\n"));
+            }
+            if chunked {
+                head.push_str("transfer-encoding: chunked\r\n\r\n");
+                let _ = sock.write_all(head.as_bytes()).await;
+                write_chunks(sock, &body).await;
+                if cut {
+                    // The rest of the stream is announced and never arrives.
+                    let _ = sock.write_all(b"200\r\n").await;
+                } else {
+                    let _ = sock.write_all(b"0\r\n\r\n").await;
+                }
+            } else {
+                head.push_str(&format!("content-length: {}\r\n\r\n", body.len()));
+                let _ = sock.write_all(head.as_bytes()).await;
+                let _ = sock.write_all(&body).await;
+            }
+            let _ = sock.flush().await;
+        }
     }
     let _ = sock.shutdown().await;
+}
+
+/// Writes `bytes` as HTTP chunks of uneven sizes, so events straddle reads.
+async fn write_chunks(sock: &mut tokio::net::TcpStream, bytes: &[u8]) {
+    let mut i = 0;
+    let mut size = 37;
+    while i < bytes.len() {
+        let end = (i + size).min(bytes.len());
+        let chunk = &bytes[i..end];
+        let _ = sock
+            .write_all(format!("{:x}\r\n", chunk.len()).as_bytes())
+            .await;
+        let _ = sock.write_all(chunk).await;
+        let _ = sock.write_all(b"\r\n").await;
+        let _ = sock.flush().await;
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        i = end;
+        size = if size == 37 { 101 } else { 37 };
+    }
 }
 
 pub fn fixture(path: &str) -> String {
