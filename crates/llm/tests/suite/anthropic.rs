@@ -9,6 +9,7 @@ use trellis_llm::{
 };
 
 use super::mock::{MockServer, Reply, fixture, hello, profile};
+use super::recorded::{recorded_text, replay};
 
 fn provider(server: &MockServer, extra: &str) -> Arc<dyn ModelProvider> {
     let toml = format!(
@@ -28,14 +29,16 @@ max_retries = 1
 
 #[tokio::test]
 async fn text_and_request_shape() {
-    let server = MockServer::start(vec![Reply::sse(&fixture("anthropic/text.sse"))]).await;
+    let server = MockServer::start(vec![replay("anthropic", "text")]).await;
     let c = provider(&server, "")
         .complete(hello(), CancellationToken::new())
         .await
         .unwrap();
-    assert_eq!(c.text, "Hello! How can I help?");
+    assert_eq!(c.text, recorded_text("anthropic", "text"));
     assert_eq!(c.finish, Some(FinishReason::Stop));
-    assert_eq!((c.usage.prompt_tokens, c.usage.completion_tokens), (25, 15));
+    // input_tokens (13) plus cache_read_input_tokens (11), as llama-server reported them.
+    assert_eq!((c.usage.prompt_tokens, c.usage.completion_tokens), (24, 20));
+    assert_eq!(c.usage.cached_prompt_tokens, 11);
     let r = &server.requests()[0];
     assert_eq!(r.path, "/v1/messages");
     assert_eq!(r.header("x-api-key"), Some("trellis-llm"));
@@ -57,7 +60,7 @@ async fn text_and_request_shape() {
 async fn thinking_tool_use_and_the_round_trip() {
     let server = MockServer::start(vec![
         Reply::sse(&fixture("anthropic/tool_use_thinking.sse")),
-        Reply::sse(&fixture("anthropic/text.sse")),
+        replay("anthropic", "text"),
     ])
     .await;
     let p = provider(&server, "temperature = 0.5");
@@ -132,7 +135,7 @@ struct CapitalAnswer {
 
 #[tokio::test]
 async fn structured_output_through_a_forced_tool() {
-    let server = MockServer::start(vec![Reply::sse(&fixture("anthropic/structured.sse"))]).await;
+    let server = MockServer::start(vec![replay("anthropic", "structured")]).await;
     let p = provider(&server, "");
     let a = complete_structured::<CapitalAnswer>(
         p.as_ref(),
@@ -159,7 +162,7 @@ async fn structured_output_through_a_forced_tool() {
 
 #[tokio::test]
 async fn with_thinking_the_schema_goes_in_the_system_prompt() {
-    let server = MockServer::start(vec![Reply::sse(&fixture("anthropic/text.sse"))]).await;
+    let server = MockServer::start(vec![replay("anthropic", "text")]).await;
     let p = provider(&server, "");
     let mut req = hello();
     req.thinking_budget = Some(1024);
@@ -182,14 +185,14 @@ async fn with_thinking_the_schema_goes_in_the_system_prompt() {
 async fn overloaded_before_output_is_retried() {
     let server = MockServer::start(vec![
         Reply::sse(&fixture("anthropic/overloaded.sse")),
-        Reply::sse(&fixture("anthropic/text.sse")),
+        replay("anthropic", "text"),
     ])
     .await;
     let c = provider(&server, "")
         .complete(hello(), CancellationToken::new())
         .await
         .unwrap();
-    assert_eq!(c.text, "Hello! How can I help?");
+    assert_eq!(c.text, recorded_text("anthropic", "text"));
     assert_eq!(server.requests().len(), 2);
 }
 
@@ -201,7 +204,7 @@ async fn a_529_then_a_cut_stream() {
             &[("retry-after", "0")],
             r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#,
         ),
-        Reply::cut(&fixture("anthropic/cut.sse")),
+        replay("anthropic", "cut"),
     ])
     .await;
     let err = provider(&server, "")

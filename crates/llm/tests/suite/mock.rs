@@ -11,9 +11,8 @@ use tokio::net::TcpListener;
 
 #[derive(Clone, Debug)]
 pub enum Reply {
-    /// 200 with an SSE body sent in small chunks (chunked encoding). With `cut`, the
-    /// connection is dropped in the middle of a chunk instead of finishing.
-    Sse { body: String, cut: bool },
+    /// 200 with an SSE body sent in small chunks (chunked encoding).
+    Sse { body: String },
     /// Any status with a JSON body and extra headers.
     Status {
         code: u16,
@@ -21,13 +20,14 @@ pub enum Reply {
         body: String,
     },
     /// A recorded response, replayed byte for byte: event streams chunked (as the recording
-    /// servers sent them), other bodies with a `content-length`. With `cut`, the body is
-    /// already truncated and the connection drops while the next chunk is announced.
+    /// servers sent them), other bodies with a `content-length`. With `cut: Some(n)`, the
+    /// body is a truncated stream: a chunk of the `n` missing bytes is announced, and the
+    /// connection drops instead.
     Replay {
         code: u16,
         headers: Vec<(String, String)>,
         body: Vec<u8>,
-        cut: bool,
+        cut: Option<usize>,
     },
 }
 
@@ -35,14 +35,6 @@ impl Reply {
     pub fn sse(body: &str) -> Self {
         Reply::Sse {
             body: body.to_string(),
-            cut: false,
-        }
-    }
-
-    pub fn cut(body: &str) -> Self {
-        Reply::Sse {
-            body: body.to_string(),
-            cut: true,
         }
     }
 
@@ -187,17 +179,11 @@ async fn write_reply(sock: &mut tokio::net::TcpStream, reply: Reply) {
             let _ = sock.write_all(head.as_bytes()).await;
             let _ = sock.write_all(body.as_bytes()).await;
         }
-        Reply::Sse { body, cut } => {
+        Reply::Sse { body } => {
             let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n";
             let _ = sock.write_all(head.as_bytes()).await;
             write_chunks(sock, body.as_bytes()).await;
-            if cut {
-                // Announce a chunk and die half-way through it.
-                let _ = sock.write_all(b"40\r\ndata: {\"trunc").await;
-                let _ = sock.flush().await;
-            } else {
-                let _ = sock.write_all(b"0\r\n\r\n").await;
-            }
+            let _ = sock.write_all(b"0\r\n\r\n").await;
         }
         Reply::Replay {
             code,
@@ -216,9 +202,8 @@ async fn write_reply(sock: &mut tokio::net::TcpStream, reply: Reply) {
                 head.push_str("transfer-encoding: chunked\r\n\r\n");
                 let _ = sock.write_all(head.as_bytes()).await;
                 write_chunks(sock, &body).await;
-                if cut {
-                    // The rest of the stream is announced and never arrives.
-                    let _ = sock.write_all(b"200\r\n").await;
+                if let Some(missing) = cut {
+                    let _ = sock.write_all(format!("{missing:x}\r\n").as_bytes()).await;
                 } else {
                     let _ = sock.write_all(b"0\r\n\r\n").await;
                 }

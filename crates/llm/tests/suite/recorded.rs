@@ -84,7 +84,10 @@ impl Recording {
             code: u16::try_from(self.meta["status"].as_u64().unwrap()).unwrap(),
             headers,
             body: self.body.clone(),
-            cut: self.meta.get("cut").is_some(),
+            cut: self.meta.get("cut").map(|c| {
+                let n = |k: &str| usize::try_from(c[k].as_u64().unwrap()).unwrap();
+                n("of_bytes") - n("at_byte")
+            }),
         }
     }
 
@@ -110,6 +113,20 @@ impl Recording {
             "the request body differs from the one the recording was made with"
         );
     }
+}
+
+/// The recorded response of `format`/`case`, as the mock server replays it.
+pub fn replay(format: &str, case: &str) -> Reply {
+    recording(format, case).reply()
+}
+
+/// The text the recorded stream of `format`/`case` carries.
+pub fn recorded_text(format: &str, case: &str) -> String {
+    recording(format, case)
+        .expect("text")
+        .as_str()
+        .unwrap()
+        .to_string()
 }
 
 /// The provider of `format` against `server`, configured as a user would.
