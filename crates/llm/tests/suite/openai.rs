@@ -12,7 +12,7 @@ use trellis_llm::{
 };
 
 use super::mock::{MockServer, Reply, fixture, hello, profile};
-use super::recorded::{recorded_text, replay};
+use super::recorded::{expected_usage, recorded_text, recording, replay, usage_tuple};
 
 fn provider(server: &MockServer, extra: &str) -> Arc<dyn ModelProvider> {
     let key = if extra.contains("api_key_env") {
@@ -92,7 +92,11 @@ async fn complete_collects_usage() {
         .unwrap();
     assert_eq!(c.text, recorded_text("openai", "text"));
     // The recording's final chunk (empty `choices`) carries the usage.
-    assert_eq!((c.usage.prompt_tokens, c.usage.completion_tokens), (24, 20));
+    assert_eq!(
+        usage_tuple(&c.usage),
+        expected_usage(&recording("openai", "text"))
+    );
+    assert!(c.usage.prompt_tokens > 0 && c.usage.completion_tokens > 0);
     let body = &server.requests()[0].body;
     assert_eq!(body["max_tokens"], 77);
     assert_eq!(body["temperature"], 0.25);
@@ -181,13 +185,10 @@ async fn structured_output_native_and_prompt_modes() {
     )
     .await
     .unwrap();
-    assert_eq!(
-        a.value,
-        CapitalAnswer {
-            city: "Paris".into(),
-            country: "FRANCE".into()
-        }
-    );
+    let raw: serde_json::Value =
+        serde_json::from_str(&recorded_text("openai", "structured")).unwrap();
+    assert_eq!(a.value.city, raw["city"].as_str().unwrap());
+    assert_eq!(a.value.country, raw["country"].as_str().unwrap());
     assert!(a.repairs.is_empty());
     let body = &server.requests()[0].body;
     assert_eq!(body["response_format"]["type"], "json_schema");
