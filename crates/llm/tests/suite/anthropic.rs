@@ -4,9 +4,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
-use trellis_llm::{
-    Error, FinishReason, Message, ModelProvider, StructuredOptions, ToolSpec, complete_structured,
-};
+use trellis_llm::{Error, FinishReason, Message, ModelProvider, ToolSpec};
 
 use super::mock::{MockServer, Reply, fixture, hello, profile};
 use super::recorded::{expected_usage, recorded_text, recording, replay, usage_tuple};
@@ -135,39 +133,7 @@ struct CapitalAnswer {
     country: String,
 }
 
-#[tokio::test]
-async fn structured_output_through_a_forced_tool() {
-    let server = MockServer::start(vec![replay("anthropic", "structured")]).await;
-    let p = provider(&server, "");
-    let a = complete_structured::<CapitalAnswer>(
-        p.as_ref(),
-        hello(),
-        StructuredOptions::default(),
-        CancellationToken::new(),
-    )
-    .await
-    .unwrap();
-    let answer = recording("anthropic", "structured");
-    let raw: serde_json::Value = serde_json::from_str(
-        answer.expect("tool_calls")[0]["arguments"]
-            .as_str()
-            .unwrap(),
-    )
-    .unwrap();
-    assert_eq!(a.value.city, raw["city"].as_str().unwrap());
-    assert_eq!(a.completions[0].finish, Some(FinishReason::Stop));
-    assert!(a.completions[0].tool_calls.is_empty());
-    let body = &server.requests()[0].body;
-    assert_eq!(
-        body["tool_choice"],
-        json!({"type": "tool", "name": "CapitalAnswer"})
-    );
-    assert_eq!(body["tools"][0]["name"], "CapitalAnswer");
-    assert_eq!(
-        body["tools"][0]["input_schema"]["required"],
-        json!(["city", "country"])
-    );
-}
+// Structured output through the forced tool: recorded_replay::recorded_anthropic_structured_output.
 
 #[tokio::test]
 async fn with_thinking_the_schema_goes_in_the_system_prompt() {
