@@ -5,5 +5,7 @@ mod embedded;
 mod mock;
 mod normalise;
 mod openai;
+mod recorded;
+mod recorded_replay;
 mod registry;
 mod structured;

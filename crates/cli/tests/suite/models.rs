@@ -133,16 +133,21 @@ fn one_shot_server(fixture: &str) -> (String, std::thread::JoinHandle<(String, S
 }
 
 /// The same command reaches an OpenAI-compatible or an Anthropic endpoint by configuration
-/// alone (here loopback servers replaying each format's stream).
+/// alone (here loopback servers replaying each format's recorded stream).
 #[test]
 fn test_reaches_remote_endpoints_by_configuration_alone() {
+    // Streams recorded from a real llama-server (crates/llm/tests/fixtures/recorded/README.md).
     for (provider, fixture, path) in [
         (
             "openai",
-            "openai/structured.sse",
+            "recorded/openai/structured.response",
             "POST /v1/chat/completions",
         ),
-        ("anthropic", "anthropic/structured.sse", "POST /v1/messages"),
+        (
+            "anthropic",
+            "recorded/anthropic/structured.response",
+            "POST /v1/messages",
+        ),
     ] {
         let dir = tempfile::tempdir().unwrap();
         let (url, server) = one_shot_server(fixture);

@@ -4,11 +4,10 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
-use trellis_llm::{
-    Error, FinishReason, Message, ModelProvider, StructuredOptions, ToolSpec, complete_structured,
-};
+use trellis_llm::{Error, FinishReason, Message, ModelProvider, ToolSpec};
 
 use super::mock::{MockServer, Reply, fixture, hello, profile};
+use super::recorded::{expected_usage, recorded_text, recording, replay, usage_tuple};
 
 fn provider(server: &MockServer, extra: &str) -> Arc<dyn ModelProvider> {
     let toml = format!(
@@ -28,14 +27,18 @@ max_retries = 1
 
 #[tokio::test]
 async fn text_and_request_shape() {
-    let server = MockServer::start(vec![Reply::sse(&fixture("anthropic/text.sse"))]).await;
+    let server = MockServer::start(vec![replay("anthropic", "text")]).await;
     let c = provider(&server, "")
         .complete(hello(), CancellationToken::new())
         .await
         .unwrap();
-    assert_eq!(c.text, "Hello! How can I help?");
+    assert_eq!(c.text, recorded_text("anthropic", "text"));
     assert_eq!(c.finish, Some(FinishReason::Stop));
-    assert_eq!((c.usage.prompt_tokens, c.usage.completion_tokens), (25, 15));
+    // input_tokens plus cache_read_input_tokens, as llama-server reported them.
+    assert_eq!(
+        usage_tuple(&c.usage),
+        expected_usage(&recording("anthropic", "text"))
+    );
     let r = &server.requests()[0];
     assert_eq!(r.path, "/v1/messages");
     assert_eq!(r.header("x-api-key"), Some("trellis-llm"));
@@ -57,7 +60,7 @@ async fn text_and_request_shape() {
 async fn thinking_tool_use_and_the_round_trip() {
     let server = MockServer::start(vec![
         Reply::sse(&fixture("anthropic/tool_use_thinking.sse")),
-        Reply::sse(&fixture("anthropic/text.sse")),
+        replay("anthropic", "text"),
     ])
     .await;
     let p = provider(&server, "temperature = 0.5");
@@ -130,36 +133,11 @@ struct CapitalAnswer {
     country: String,
 }
 
-#[tokio::test]
-async fn structured_output_through_a_forced_tool() {
-    let server = MockServer::start(vec![Reply::sse(&fixture("anthropic/structured.sse"))]).await;
-    let p = provider(&server, "");
-    let a = complete_structured::<CapitalAnswer>(
-        p.as_ref(),
-        hello(),
-        StructuredOptions::default(),
-        CancellationToken::new(),
-    )
-    .await
-    .unwrap();
-    assert_eq!(a.value.city, "Paris");
-    assert_eq!(a.completions[0].finish, Some(FinishReason::Stop));
-    assert!(a.completions[0].tool_calls.is_empty());
-    let body = &server.requests()[0].body;
-    assert_eq!(
-        body["tool_choice"],
-        json!({"type": "tool", "name": "CapitalAnswer"})
-    );
-    assert_eq!(body["tools"][0]["name"], "CapitalAnswer");
-    assert_eq!(
-        body["tools"][0]["input_schema"]["required"],
-        json!(["city", "country"])
-    );
-}
+// Structured output through the forced tool: recorded_replay::recorded_anthropic_structured_output.
 
 #[tokio::test]
 async fn with_thinking_the_schema_goes_in_the_system_prompt() {
-    let server = MockServer::start(vec![Reply::sse(&fixture("anthropic/text.sse"))]).await;
+    let server = MockServer::start(vec![replay("anthropic", "text")]).await;
     let p = provider(&server, "");
     let mut req = hello();
     req.thinking_budget = Some(1024);
@@ -182,14 +160,14 @@ async fn with_thinking_the_schema_goes_in_the_system_prompt() {
 async fn overloaded_before_output_is_retried() {
     let server = MockServer::start(vec![
         Reply::sse(&fixture("anthropic/overloaded.sse")),
-        Reply::sse(&fixture("anthropic/text.sse")),
+        replay("anthropic", "text"),
     ])
     .await;
     let c = provider(&server, "")
         .complete(hello(), CancellationToken::new())
         .await
         .unwrap();
-    assert_eq!(c.text, "Hello! How can I help?");
+    assert_eq!(c.text, recorded_text("anthropic", "text"));
     assert_eq!(server.requests().len(), 2);
 }
 
@@ -201,7 +179,7 @@ async fn a_529_then_a_cut_stream() {
             &[("retry-after", "0")],
             r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#,
         ),
-        Reply::cut(&fixture("anthropic/cut.sse")),
+        replay("anthropic", "cut"),
     ])
     .await;
     let err = provider(&server, "")

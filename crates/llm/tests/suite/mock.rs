@@ -11,14 +11,23 @@ use tokio::net::TcpListener;
 
 #[derive(Clone, Debug)]
 pub enum Reply {
-    /// 200 with an SSE body sent in small chunks (chunked encoding). With `cut`, the
-    /// connection is dropped in the middle of a chunk instead of finishing.
-    Sse { body: String, cut: bool },
+    /// 200 with an SSE body sent in small chunks (chunked encoding).
+    Sse { body: String },
     /// Any status with a JSON body and extra headers.
     Status {
         code: u16,
         headers: Vec<(String, String)>,
         body: String,
+    },
+    /// A recorded response, replayed byte for byte: event streams chunked (as the recording
+    /// servers sent them), other bodies with a `content-length`. With `cut: Some(n)`, the
+    /// body is a truncated stream: a chunk of the `n` missing bytes is announced, and the
+    /// connection drops instead.
+    Replay {
+        code: u16,
+        headers: Vec<(String, String)>,
+        body: Vec<u8>,
+        cut: Option<usize>,
     },
 }
 
@@ -26,14 +35,6 @@ impl Reply {
     pub fn sse(body: &str) -> Self {
         Reply::Sse {
             body: body.to_string(),
-            cut: false,
-        }
-    }
-
-    pub fn cut(body: &str) -> Self {
-        Reply::Sse {
-            body: body.to_string(),
-            cut: true,
         }
     }
 
@@ -178,36 +179,62 @@ async fn write_reply(sock: &mut tokio::net::TcpStream, reply: Reply) {
             let _ = sock.write_all(head.as_bytes()).await;
             let _ = sock.write_all(body.as_bytes()).await;
         }
-        Reply::Sse { body, cut } => {
+        Reply::Sse { body } => {
             let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n";
             let _ = sock.write_all(head.as_bytes()).await;
-            // Uneven chunk sizes, so events straddle reads.
-            let bytes = body.as_bytes();
-            let mut i = 0;
-            let mut size = 37;
-            while i < bytes.len() {
-                let end = (i + size).min(bytes.len());
-                let chunk = &bytes[i..end];
-                let _ = sock
-                    .write_all(format!("{:x}\r\n", chunk.len()).as_bytes())
-                    .await;
-                let _ = sock.write_all(chunk).await;
-                let _ = sock.write_all(b"\r\n").await;
-                let _ = sock.flush().await;
-                tokio::time::sleep(Duration::from_millis(1)).await;
-                i = end;
-                size = if size == 37 { 101 } else { 37 };
+            write_chunks(sock, body.as_bytes()).await;
+            let _ = sock.write_all(b"0\r\n\r\n").await;
+        }
+        Reply::Replay {
+            code,
+            headers,
+            body,
+            cut,
+        } => {
+            let chunked = headers
+                .iter()
+                .any(|(k, v)| k.eq_ignore_ascii_case("content-type") && v.contains("event-stream"));
+            let mut head = format!("HTTP/1.1 {code} Replay\r\nconnection: close\r\n");
+            for (k, v) in headers {
+                head.push_str(&format!("{k}: {v}\r\n"));
             }
-            if cut {
-                // Announce a chunk and die half-way through it.
-                let _ = sock.write_all(b"40\r\ndata: {\"trunc").await;
-                let _ = sock.flush().await;
+            if chunked {
+                head.push_str("transfer-encoding: chunked\r\n\r\n");
+                let _ = sock.write_all(head.as_bytes()).await;
+                write_chunks(sock, &body).await;
+                if let Some(missing) = cut {
+                    let _ = sock.write_all(format!("{missing:x}\r\n").as_bytes()).await;
+                } else {
+                    let _ = sock.write_all(b"0\r\n\r\n").await;
+                }
             } else {
-                let _ = sock.write_all(b"0\r\n\r\n").await;
+                head.push_str(&format!("content-length: {}\r\n\r\n", body.len()));
+                let _ = sock.write_all(head.as_bytes()).await;
+                let _ = sock.write_all(&body).await;
             }
+            let _ = sock.flush().await;
         }
     }
     let _ = sock.shutdown().await;
+}
+
+/// Writes `bytes` as HTTP chunks of uneven sizes, so events straddle reads.
+async fn write_chunks(sock: &mut tokio::net::TcpStream, bytes: &[u8]) {
+    let mut i = 0;
+    let mut size = 37;
+    while i < bytes.len() {
+        let end = (i + size).min(bytes.len());
+        let chunk = &bytes[i..end];
+        let _ = sock
+            .write_all(format!("{:x}\r\n", chunk.len()).as_bytes())
+            .await;
+        let _ = sock.write_all(chunk).await;
+        let _ = sock.write_all(b"\r\n").await;
+        let _ = sock.flush().await;
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        i = end;
+        size = if size == 37 { 101 } else { 37 };
+    }
 }
 
 pub fn fixture(path: &str) -> String {
