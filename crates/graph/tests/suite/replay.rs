@@ -57,7 +57,7 @@ async fn resume_from_every_batch_boundary_matches_the_uninterrupted_run() {
     let log = dir.join("full.log");
     let g = demo(
         "crashtest",
-        json!({"sleep_us": 500, "log": log.to_str().unwrap()}),
+        json!({"sleep_us": 5000, "log": log.to_str().unwrap()}),
     );
     let (engine, journal) = mem();
     let full = engine.run(g.clone(), json!({})).await.unwrap();
@@ -85,7 +85,7 @@ async fn resume_from_every_batch_boundary_matches_the_uninterrupted_run() {
         let log_i = dir.join(format!("resume-{i}.log"));
         let g_i = demo(
             "crashtest",
-            json!({"sleep_us": 500, "log": log_i.to_str().unwrap()}),
+            json!({"sleep_us": 5000, "log": log_i.to_str().unwrap()}),
         );
         let crashed = Arc::new(MemoryJournal::with_log(prefix));
         let engine = Engine::new(crashed);
