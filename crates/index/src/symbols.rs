@@ -122,6 +122,10 @@ pub fn extract(lang: Lang, source: &str) -> Option<FileSymbols> {
     // cursor. Namespaces and modules qualify names but do not make functions methods.
     let mut scopes: Vec<(usize, String, bool)> = Vec::new();
     let mut cursor = tree.walk();
+    // The path from the root to the cursor and the comment runs before each node on it
+    // (see `rules::Siblings`): runs.len() == ancestors.len() + 1.
+    let mut ancestors: Vec<Node<'_>> = Vec::new();
+    let mut runs: Vec<Vec<Node<'_>>> = vec![Vec::new()];
     loop {
         let node = cursor.node();
         let in_container = scopes.last().is_some_and(|s| s.2);
@@ -139,7 +143,11 @@ pub fn extract(lang: Lang, source: &str) -> Option<FileSymbols> {
                 } else {
                     format!("{parent_q}{sep}{}", def.name)
                 };
-                let (doc, doc_start) = rules::doc_comment(lang, node, src);
+                let at = rules::Siblings {
+                    ancestors: &ancestors,
+                    runs: &runs,
+                };
+                let (doc, doc_start) = rules::doc_comment(lang, node, src, &at);
                 let start_line = doc_start.unwrap_or(node.start_position().row) as u32 + 1;
                 out.symbols.push(Symbol {
                     kind: def.kind,
@@ -173,13 +181,23 @@ pub fn extract(lang: Lang, source: &str) -> Option<FileSymbols> {
             *refs.entry(t).or_insert(0) += 1;
         }
         if cursor.goto_first_child() {
+            ancestors.push(node);
+            runs.push(Vec::new());
             continue;
         }
         if entered {
             scopes.pop();
         }
         // Climb until a sibling exists, closing scopes of the nodes we leave.
+        let mut leaving = node;
         loop {
+            if let Some(run) = runs.last_mut() {
+                if rules::is_comment_or_skippable(leaving.kind()) {
+                    run.push(leaving);
+                } else {
+                    run.clear();
+                }
+            }
             if cursor.goto_next_sibling() {
                 break;
             }
@@ -187,8 +205,10 @@ pub fn extract(lang: Lang, source: &str) -> Option<FileSymbols> {
                 finish(&mut out, refs);
                 return Some(out);
             }
-            let left = cursor.node().id();
-            if scopes.last().is_some_and(|s| s.0 == left) {
+            runs.pop();
+            ancestors.pop();
+            leaving = cursor.node();
+            if scopes.last().is_some_and(|s| s.0 == leaving.id()) {
                 scopes.pop();
             }
         }

@@ -328,14 +328,40 @@ pub(super) fn is_identifier(kind: &str) -> bool {
 const COMMENT_KINDS: &[&str] = &["comment", "line_comment", "block_comment"];
 const SKIPPABLE_KINDS: &[&str] = &["attribute_item", "decorator", "inner_attribute_item"];
 
+/// Whether a sibling of this kind may sit between a doc comment and its definition (comments
+/// themselves and attributes/decorators): the walk keeps runs of them (see [`Siblings`]).
+pub(super) fn is_comment_or_skippable(kind: &str) -> bool {
+    COMMENT_KINDS.contains(&kind) || SKIPPABLE_KINDS.contains(&kind)
+}
+
+/// Where a node sits, as the tree walk knows it: its ancestors (root first) and, for it and
+/// each ancestor, the comments and attributes immediately before it among its siblings.
+///
+/// tree-sitter's `parent()` and `prev_sibling()` search from the root and from the first
+/// sibling, which made doc comments quadratic in files with thousands of definitions side by
+/// side (generated bindings); the walk has this information already.
+pub(super) struct Siblings<'a, 't> {
+    /// Ancestors of the node, root first.
+    pub ancestors: &'a [Node<'t>],
+    /// `runs[k]`: the comment/attribute siblings (in order) right before the node at depth
+    /// `k` of the path (depth `ancestors.len()` is the node itself).
+    pub runs: &'a [Vec<Node<'t>>],
+}
+
 /// The doc comment above `node` (or a Python docstring), and the row where it starts.
-pub(super) fn doc_comment(lang: Lang, node: Node<'_>, src: &[u8]) -> (String, Option<usize>) {
+pub(super) fn doc_comment(
+    lang: Lang,
+    node: Node<'_>,
+    src: &[u8],
+    at: &Siblings<'_, '_>,
+) -> (String, Option<usize>) {
     if lang == Lang::Python {
         return (python_docstring(node, src).unwrap_or_default(), None);
     }
     // Comments may sit above a wrapper (`export`, `template<…>`, decorated definitions).
     let mut anchor = node;
-    while let Some(p) = anchor.parent() {
+    let mut depth = at.ancestors.len();
+    while let Some(p) = depth.checked_sub(1).and_then(|d| at.ancestors.get(d)) {
         let single_spec = p.kind() == "type_declaration" && p.named_child_count() == 1;
         if single_spec
             || matches!(
@@ -343,7 +369,8 @@ pub(super) fn doc_comment(lang: Lang, node: Node<'_>, src: &[u8]) -> (String, Op
                 "export_statement" | "template_declaration" | "decorated_definition"
             )
         {
-            anchor = p;
+            anchor = *p;
+            depth -= 1;
         } else {
             break;
         }
@@ -351,17 +378,16 @@ pub(super) fn doc_comment(lang: Lang, node: Node<'_>, src: &[u8]) -> (String, Op
     let mut lines: Vec<&str> = Vec::new();
     let mut start = None;
     let mut expected_row = anchor.start_position().row;
-    let mut prev = anchor.prev_sibling();
-    while let Some(p) = prev {
+    let before = at.runs.get(depth).map_or(&[][..], Vec::as_slice);
+    for p in before.iter().rev() {
         if SKIPPABLE_KINDS.contains(&p.kind()) {
             expected_row = p.start_position().row;
-            prev = p.prev_sibling();
             continue;
         }
-        if !COMMENT_KINDS.contains(&p.kind()) || p.end_position().row + 1 < expected_row {
+        if p.end_position().row + 1 < expected_row {
             break;
         }
-        let t = text(p, src);
+        let t = text(*p, src);
         // Rust `//!` comments document the enclosing module, not what follows.
         if t.starts_with("//!") || t.starts_with("/*!") {
             break;
@@ -369,7 +395,6 @@ pub(super) fn doc_comment(lang: Lang, node: Node<'_>, src: &[u8]) -> (String, Op
         lines.push(t.trim_end());
         start = Some(p.start_position().row);
         expected_row = p.start_position().row;
-        prev = p.prev_sibling();
     }
     lines.reverse();
     (strip_comment_markers(&lines.join("\n")), start)

@@ -358,3 +358,44 @@ T twice(T v) { return v + v; }
     assert_eq!(t.returns, "T");
     assert_eq!(fs.imports.len(), 1);
 }
+
+#[test]
+fn doc_comments_need_adjacency_and_skip_attributes() {
+    let src = r#"//! Module docs belong to the module.
+fn first() {}
+
+// Detached comment.
+
+fn detached() {}
+
+/// Kept across attributes.
+#[inline]
+#[allow(dead_code)]
+fn attributed() {}
+
+/// One.
+/// Two.
+fn two_lines() {}
+"#;
+    let fs = parse("src/docs.rs", src);
+    assert_eq!(find(&fs, "first").doc, "");
+    assert_eq!(find(&fs, "detached").doc, "", "a blank line separates them");
+    let a = find(&fs, "attributed");
+    assert_eq!(a.doc, "Kept across attributes.");
+    assert_eq!(a.start_line, 8, "starts at its doc comment");
+    assert_eq!(find(&fs, "two_lines").doc, "One.\nTwo.");
+}
+
+#[test]
+fn docs_of_thousands_of_sibling_definitions() {
+    // Generated bindings put thousands of items side by side; each keeps its own comment.
+    let mut src = String::new();
+    for i in 0..3000 {
+        src.push_str(&format!("/// Item {i}.\npub const C{i}: u32 = {i};\n"));
+    }
+    let fs = parse("src/gen.rs", &src);
+    assert_eq!(fs.symbols.len(), 3000);
+    assert_eq!(find(&fs, "C0").doc, "Item 0.");
+    assert_eq!(find(&fs, "C2999").doc, "Item 2999.");
+    assert_eq!(find(&fs, "C1500").start_line, 3001);
+}
