@@ -75,12 +75,7 @@ pub fn for_each_token(text: &str, mut emit: impl FnMut(&str, usize, usize, usize
         if trimmed.is_empty() || word.len() > MAX_TOKEN_BYTES {
             continue;
         }
-        lower.clear();
-        if ascii {
-            lower.extend(trimmed.bytes().map(|b| char::from(b.to_ascii_lowercase())));
-        } else {
-            lower.extend(trimmed.chars().flat_map(char::to_lowercase));
-        }
+        lowercase_into(&mut lower, trimmed, ascii);
         emit(&lower, s, i, position);
         parts.clear();
         if ascii {
@@ -90,17 +85,21 @@ pub fn for_each_token(text: &str, mut emit: impl FnMut(&str, usize, usize, usize
         }
         if parts.len() > 1 {
             for &(a, b) in &parts {
-                let p = &trimmed[a..b];
-                lower.clear();
-                if ascii {
-                    lower.extend(p.bytes().map(|b| char::from(b.to_ascii_lowercase())));
-                } else {
-                    lower.extend(p.chars().flat_map(char::to_lowercase));
-                }
+                lowercase_into(&mut lower, &trimmed[a..b], ascii);
                 emit(&lower, s, i, position);
             }
         }
         position += 1;
+    }
+}
+
+/// Replaces `out` with `s` lower-cased (byte-wise when the caller knows `s` is ASCII).
+fn lowercase_into(out: &mut String, s: &str, ascii: bool) {
+    out.clear();
+    if ascii {
+        out.extend(s.bytes().map(|b| char::from(b.to_ascii_lowercase())));
+    } else {
+        out.extend(s.chars().flat_map(char::to_lowercase));
     }
 }
 
