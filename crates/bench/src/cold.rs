@@ -162,10 +162,10 @@ fn measure(
     let store = Store::open(&db, StoreOptions::default())?;
     for run in &runs {
         let rec = store.get_run(run.as_str())?;
-        if rec.status != RunStatus::Succeeded {
+        if rec.summary.status != RunStatus::Succeeded {
             cold.not_measured = Some(format!(
                 "run {run} is {} after `{COMMAND}`",
-                rec.status.as_str()
+                rec.summary.status.as_str()
             ));
             return Ok(cold);
         }

@@ -272,10 +272,10 @@ fn list(
         println!(
             "{:<16}  {:<10}  {:<10}  {:>5}  {:<23}  {}",
             r.id.short(),
-            truncate(&r.graph, 10),
-            status(r.status),
-            r.step,
-            timestamp(r.updated_ts),
+            truncate(&r.summary.graph, 10),
+            status(r.summary.status),
+            r.summary.step,
+            timestamp(r.summary.updated_ts),
             note(&r)
         );
     }
@@ -284,10 +284,10 @@ fn list(
 
 fn note(r: &RunRecord) -> String {
     let mut parts = Vec::new();
-    if let Some(t) = &r.terminal {
+    if let Some(t) = &r.summary.terminal {
         parts.push(format!("at {t}"));
     }
-    if r.status == RunStatus::Running {
+    if r.summary.status == RunStatus::Running {
         parts.push(if r.owner_alive {
             format!(
                 "live in {}",
@@ -297,10 +297,10 @@ fn note(r: &RunRecord) -> String {
             "interrupted: trellis runs resume".to_owned()
         });
     }
-    if let Some(f) = &r.fork {
+    if let Some(f) = &r.summary.fork {
         parts.push(format!("fork of {}@{}", f.run.short(), f.seq));
     }
-    if let Some(e) = &r.error {
+    if let Some(e) = &r.summary.error {
         parts.push(truncate(e, 50));
     }
     parts.join("; ")
@@ -323,26 +323,27 @@ fn show(store: &Arc<Store>, run: &str, json: bool) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     println!("run      {}", rec.id);
-    println!("graph    {}", rec.graph);
+    println!("graph    {}", rec.summary.graph);
     println!(
         "status   {}{}",
-        status(rec.status),
-        rec.terminal
+        status(rec.summary.status),
+        rec.summary
+            .terminal
             .as_ref()
             .map(|t| format!(" at {t}"))
             .unwrap_or_default()
     );
-    if let Some(e) = &rec.error {
+    if let Some(e) = &rec.summary.error {
         println!("error    {e}");
     }
-    println!("created  {}", timestamp(rec.created_ts));
+    println!("created  {}", timestamp(rec.summary.created_ts));
     println!(
         "updated  {}  (step {}, {} events)",
-        timestamp(rec.updated_ts),
-        rec.step,
-        rec.last_seq
+        timestamp(rec.summary.updated_ts),
+        rec.summary.step,
+        rec.summary.last_seq
     );
-    if let Some(f) = &rec.fork {
+    if let Some(f) = &rec.summary.fork {
         println!("fork of  {} at seq {}", f.run, f.seq);
     }
     if let Some(o) = &rec.owner {
@@ -439,7 +440,7 @@ async fn events(
             return Ok(ExitCode::SUCCESS);
         }
         let now = store.get_run(rec.id.as_str())?;
-        if now.status.is_final() && now.last_seq < next {
+        if now.summary.status.is_final() && now.summary.last_seq < next {
             return Ok(ExitCode::SUCCESS);
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
@@ -448,11 +449,11 @@ async fn events(
 
 async fn cancel(store: &Arc<Store>, run: &str, reason: Option<String>) -> anyhow::Result<ExitCode> {
     let rec = store.get_run(run)?;
-    if rec.status.is_final() {
+    if rec.summary.status.is_final() {
         bail!(
             "run {} is already {}; nothing to cancel",
             rec.id,
-            status(rec.status)
+            status(rec.summary.status)
         );
     }
     let command = Command::Cancel {

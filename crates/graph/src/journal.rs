@@ -50,7 +50,8 @@ pub enum Durability {
 }
 
 /// The per-run summary kept alongside the log (what `runs list` shows).
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct RunSummary {
     /// Graph name.
     pub graph: String,

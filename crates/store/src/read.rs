@@ -8,6 +8,7 @@ use std::sync::Mutex;
 
 use rusqlite::{Connection, OptionalExtension, Row, params};
 use serde::Serialize;
+use trellis_graph::RunSummary;
 use trellis_protocol::{Event, ForkRef, NodeId, RunId, RunStatus};
 
 use crate::claim::Owner;
@@ -36,24 +37,9 @@ pub struct RunFilter {
 pub struct RunRecord {
     /// The run id.
     pub id: RunId,
-    /// Graph name.
-    pub graph: String,
-    /// Status after the last committed batch.
-    pub status: RunStatus,
-    /// Steps completed.
-    pub step: u64,
-    /// Seq of the last committed event.
-    pub last_seq: u64,
-    /// Terminal reached, if any.
-    pub terminal: Option<NodeId>,
-    /// Error text for failed runs.
-    pub error: Option<String>,
-    /// Where the run was forked from.
-    pub fork: Option<ForkRef>,
-    /// Creation time (ms since epoch).
-    pub created_ts: i64,
-    /// Time of the last committed batch (ms since epoch).
-    pub updated_ts: i64,
+    /// Graph, status, progress, fork origin and times, as the journal keeps them.
+    #[serde(flatten)]
+    pub summary: RunSummary,
     /// The process that claimed the run, if any.
     pub owner: Option<Owner>,
     /// When the claim was taken (ms since epoch).
@@ -290,15 +276,17 @@ impl Reader {
         let owner_alive = owner.as_ref().is_some_and(|o| o.is_alive(&self.host));
         Ok(RunRecord {
             id: RunId::from_string(r.get::<_, String>(0)?),
-            graph: r.get(1)?,
-            status,
-            step: r.get::<_, i64>(3)? as u64,
-            last_seq: r.get::<_, i64>(4)? as u64,
-            terminal: r.get::<_, Option<String>>(5)?.map(NodeId::new),
-            error: r.get(6)?,
-            fork,
-            created_ts: r.get(9)?,
-            updated_ts: r.get(10)?,
+            summary: RunSummary {
+                graph: r.get(1)?,
+                status,
+                step: r.get::<_, i64>(3)? as u64,
+                last_seq: r.get::<_, i64>(4)? as u64,
+                terminal: r.get::<_, Option<String>>(5)?.map(NodeId::new),
+                error: r.get(6)?,
+                fork,
+                created_ts: r.get(9)?,
+                updated_ts: r.get(10)?,
+            },
             owner,
             claimed_at: r.get(14)?,
             heartbeat: r.get(15)?,

@@ -187,20 +187,20 @@ fn runs_row_follows_the_last_summary() {
     }
     let rec = store.get_run(run.as_str()).unwrap();
     assert_eq!(rec.id, run);
-    assert_eq!(rec.graph, "feature");
-    assert_eq!(rec.status, RunStatus::Succeeded);
-    assert_eq!(rec.step, 9);
-    assert_eq!(rec.last_seq, all.len() as u64);
-    assert_eq!(rec.terminal, Some(NodeId::new("DONE")));
-    assert_eq!(rec.error.as_deref(), Some("none really"));
+    assert_eq!(rec.summary.graph, "feature");
+    assert_eq!(rec.summary.status, RunStatus::Succeeded);
+    assert_eq!(rec.summary.step, 9);
+    assert_eq!(rec.summary.last_seq, all.len() as u64);
+    assert_eq!(rec.summary.terminal, Some(NodeId::new("DONE")));
+    assert_eq!(rec.summary.error.as_deref(), Some("none really"));
     assert_eq!(
-        rec.fork,
+        rec.summary.fork,
         Some(ForkRef {
             run: RunId::from_string("p"),
             seq: 3
         })
     );
-    assert_eq!(rec.created_ts, T0);
+    assert_eq!(rec.summary.created_ts, T0);
     assert!(rec.owner.is_none() && !rec.owner_alive);
     assert_eq!(store.load(&run).unwrap(), all);
 
@@ -252,7 +252,7 @@ fn summary_only_batches_update_the_row() {
     };
     block_on(store.append(empty)).unwrap();
     assert_eq!(
-        store.get_run(run.as_str()).unwrap().status,
+        store.get_run(run.as_str()).unwrap().summary.status,
         RunStatus::Cancelled
     );
     assert_eq!(store.load(&run).unwrap().len(), 1);
