@@ -4,6 +4,8 @@
 #[cfg(feature = "embed")]
 pub mod fetch;
 #[cfg(feature = "embed")]
+pub mod gguf;
+#[cfg(feature = "embed")]
 pub mod local;
 pub mod remote;
 

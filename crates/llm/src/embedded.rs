@@ -110,7 +110,14 @@ fn backend() -> Result<&'static LlamaBackend> {
             llama_cpp_2::send_logs_to_tracing(
                 llama_cpp_2::LogOptions::default().with_logs_enabled(false),
             );
-            LlamaBackend::init().map_err(|e| e.to_string())
+            match LlamaBackend::init() {
+                Ok(b) => Ok(b),
+                // trellis-index's embedding model initialised the process-wide backend
+                // first; the proof value is all the API needs (kept in this static, never
+                // dropped, so the backend is never freed).
+                Err(llama_cpp_2::LlamaCppError::BackendAlreadyInitialized) => Ok(LlamaBackend {}),
+                Err(e) => Err(e.to_string()),
+            }
         })
         .as_ref()
         .map_err(|e| Error::Embedded(format!("cannot initialise llama.cpp: {e}")))

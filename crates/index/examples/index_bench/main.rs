@@ -9,7 +9,9 @@
 //!     [--python ~/.cache/trellis/bench-venv/bin/python] [--st-script scripts/bench-embeddings.py]
 //! ```
 //!
-//! `--cold-only` stops after the cold index, `--no-embed` after BM25. `--embed-all` embeds
+//! `--cold-only` stops after the cold index, `--no-embed` after BM25; `--embed-only` indexes
+//! once (untimed) and runs only the embedding comparison. `--threads N` (default: all cores)
+//! applies to both embedding sides. `--embed-all` embeds
 //! every chunk of the corpus for real (slow: ~20 chunks/s on two cores) and measures hybrid
 //! search over those vectors; without it the vector matrix is padded to `--min-vectors` rows
 //! by repeating the sample's real embeddings (latency only).
@@ -100,6 +102,7 @@ fn main() -> anyhow::Result<()> {
     let mut config = IndexConfig::default();
     config.embedding.batch_size = arg(&args, "--batch", 32);
     config.embedding.max_tokens = arg(&args, "--max-tokens", 128);
+    let embed_only = args.iter().any(|a| a == "--embed-only");
 
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
@@ -111,6 +114,7 @@ fn main() -> anyhow::Result<()> {
         })
         .unwrap_or_default();
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    config.embedding.threads = Some(arg(&args, "--threads", cores));
     println!("machine: {cores} cores, {cpu}; corpus {}", corpus.display());
     corpus_stats(&corpus, &config)?;
     println!();
@@ -124,7 +128,8 @@ fn main() -> anyhow::Result<()> {
     // Cold index (symbols + sections + BM25, no embeddings), each run into a fresh store.
     let mut cold_times = Vec::new();
     let mut kept = None;
-    for run in 0..cold_runs.max(1) {
+    let cold_runs = if embed_only { 1 } else { cold_runs.max(1) };
+    for run in 0..cold_runs {
         let store = tempfile::tempdir()?;
         let mut index = Index::open_at(&corpus, store.path(), config.clone())?;
         let load = loadavg();
@@ -167,6 +172,19 @@ fn main() -> anyhow::Result<()> {
     );
 
     if args.iter().any(|a| a == "--cold-only") {
+        return Ok(());
+    }
+    if embed_only {
+        let Some(model) = embed::from_config(&config.embedding, true)? else {
+            return Ok(());
+        };
+        let ids = index.sample_chunk_ids(sample)?;
+        let texts: Vec<String> = index
+            .chunks(&ids)?
+            .iter()
+            .map(Chunk::embedding_text)
+            .collect();
+        st::compare(&args, model.as_ref(), &config, &texts, rounds)?;
         return Ok(());
     }
 

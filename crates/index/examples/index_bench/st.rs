@@ -23,7 +23,11 @@ pub fn compare(
 ) -> anyhow::Result<Vec<Vec<f32>>> {
     let emb = &config.embedding;
     let dir = fetch::ensure_model(&fetch::MINILM, emb.cache_dir.as_deref(), true)?;
-    let threads = candle_core::utils::get_num_threads();
+    let threads = emb.threads.unwrap_or(1);
+    let engine = format!(
+        "llama.cpp, {} weights, {threads} single-threaded workers",
+        trellis_index::embed::local::DEFAULT_WEIGHTS.as_str()
+    );
     let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
     let kb = texts.iter().map(String::len).sum::<usize>() / 1024;
     let (mean_tokens, truncated) = token_stats(&dir, &refs, emb.max_tokens)?;
@@ -119,8 +123,8 @@ pub fn compare(
     let ours_med = median(&ours);
     row(
         &format!(
-            "embedding throughput, Trellis (candle, all-MiniLM-L6-v2, CPU f32, batch {}, ≤{} tokens, {threads} threads)",
-            emb.batch_size, emb.max_tokens
+            "embedding throughput, Trellis ({engine}, all-MiniLM-L6-v2, CPU, ≤{} tokens, llama.cpp batches of ≤{} texts and ≤{} tokens)",
+            emb.max_tokens, emb.batch_size, emb.max_tokens
         ),
         &format!("{} chunks × {} rounds", refs.len(), ours.len()),
         &format!("{:.1} chunks/s", n / ours_med),
@@ -197,17 +201,16 @@ fn list(v: &[Duration]) -> String {
         .join(", ")
 }
 
-/// Mean word pieces per text after truncation at `max`, and how many texts were longer.
+/// Mean word pieces per text after truncation at `max`, and how many texts were longer
+/// (counted by the model's own tokenizer, up to the model's 512 positions).
 fn token_stats(dir: &std::path::Path, texts: &[&str], max: usize) -> anyhow::Result<(f64, usize)> {
-    let mut tok = tokenizers::Tokenizer::from_file(dir.join("tokenizer.json"))
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
-    tok.with_truncation(None)
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
-    tok.with_padding(None);
-    let enc = tok
-        .encode_batch(texts.to_vec(), true)
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
-    let lens: Vec<usize> = enc.iter().map(|e| e.get_ids().len()).collect();
+    let cfg = trellis_index::config::EmbeddingConfig {
+        max_tokens: 512,
+        threads: Some(1),
+        ..Default::default()
+    };
+    let tok = trellis_index::embed::local::LocalEmbedder::load(dir, &cfg)?;
+    let lens: Vec<usize> = texts.iter().map(|t| tok.token_ids(t).len()).collect();
     let kept: usize = lens.iter().map(|&l| l.min(max)).sum();
     Ok((
         kept as f64 / lens.len().max(1) as f64,
