@@ -1,3 +1,4 @@
 mod common;
 mod discussion;
 mod feature;
+mod llama_shared;
