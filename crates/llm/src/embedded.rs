@@ -103,21 +103,17 @@ struct Inner {
     loaded: tokio::sync::OnceCell<Arc<Loaded>>,
 }
 
-fn backend() -> Result<&'static LlamaBackend> {
+/// The process-wide llama.cpp backend, initialised on first use. Everything in Trellis that
+/// runs llama.cpp (this chat model and trellis-index's embedding model) takes it from here, so
+/// it is initialised exactly once.
+pub fn backend() -> Result<&'static LlamaBackend> {
     static BACKEND: OnceLock<std::result::Result<LlamaBackend, String>> = OnceLock::new();
     BACKEND
         .get_or_init(|| {
             llama_cpp_2::send_logs_to_tracing(
                 llama_cpp_2::LogOptions::default().with_logs_enabled(false),
             );
-            match LlamaBackend::init() {
-                Ok(b) => Ok(b),
-                // trellis-index's embedding model initialised the process-wide backend
-                // first; the proof value is all the API needs (kept in this static, never
-                // dropped, so the backend is never freed).
-                Err(llama_cpp_2::LlamaCppError::BackendAlreadyInitialized) => Ok(LlamaBackend {}),
-                Err(e) => Err(e.to_string()),
-            }
+            LlamaBackend::init().map_err(|e| e.to_string())
         })
         .as_ref()
         .map_err(|e| Error::Embedded(format!("cannot initialise llama.cpp: {e}")))

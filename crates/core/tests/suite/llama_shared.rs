@@ -1,5 +1,6 @@
 //! The index's embedding model and the embedded chat model share one process-wide llama.cpp
-//! backend: whichever initialises it first, the other must still work. Each test runs in its
+//! backend (`trellis_llm::embedded::backend`): whichever starts first, the other must still
+//! work (llama.cpp refuses a second initialisation). Each test runs in its
 //! own process (nextest), so each order is tested from a fresh backend.
 
 use std::sync::Arc;

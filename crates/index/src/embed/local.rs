@@ -10,9 +10,8 @@
 use std::num::NonZeroU32;
 use std::path::Path;
 use std::sync::mpsc;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 
-use llama_cpp_2::LlamaCppError;
 use llama_cpp_2::context::params::{LlamaContextParams, LlamaPoolingType};
 use llama_cpp_2::llama_backend::LlamaBackend;
 use llama_cpp_2::llama_batch::LlamaBatch;
@@ -33,26 +32,9 @@ fn emb(e: impl std::fmt::Display) -> Error {
     Error::Embedding(e.to_string())
 }
 
-/// The process-wide llama.cpp backend. trellis-llm initialises the same global backend for
-/// the chat model; whichever comes second finds it initialised and uses it as is.
+/// The process-wide llama.cpp backend, shared with the embedded chat model.
 fn backend() -> Result<&'static LlamaBackend> {
-    static BACKEND: OnceLock<std::result::Result<LlamaBackend, String>> = OnceLock::new();
-    BACKEND
-        .get_or_init(|| {
-            llama_cpp_2::send_logs_to_tracing(
-                llama_cpp_2::LogOptions::default().with_logs_enabled(false),
-            );
-            match LlamaBackend::init() {
-                Ok(b) => Ok(b),
-                // Already initialised elsewhere in the process: the proof value is all the
-                // API needs. It lives in this static and is never dropped (dropping it would
-                // free the backend).
-                Err(LlamaCppError::BackendAlreadyInitialized) => Ok(LlamaBackend {}),
-                Err(e) => Err(e.to_string()),
-            }
-        })
-        .as_ref()
-        .map_err(|e| Error::Embedding(format!("cannot initialise llama.cpp: {e}")))
+    trellis_llm::embedded::backend().map_err(emb)
 }
 
 /// One batch for a worker: token sequences, answered with one pooled vector per sequence, in
