@@ -75,12 +75,29 @@ pub enum EmbeddingBackend {
     None,
 }
 
+/// Which engine runs the local model's forward pass.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LocalEngine {
+    /// The encoder written in Rust over the shipped f32 weights: every linear layer runs
+    /// over all tokens of a batch of texts at once, attention per text, with run-time
+    /// AVX-512/AVX2/NEON kernels (the faster one here, see docs/benchmarks.md).
+    #[default]
+    Native,
+    /// llama.cpp (the chat model's runtime) over the model converted to GGUF, one text per
+    /// llama.cpp batch.
+    LlamaCpp,
+}
+
 /// Embedding configuration.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct EmbeddingConfig {
     /// The backend.
     pub backend: EmbeddingBackend,
+    /// The engine of the `local` backend (`native` or `llama_cpp`); both produce the same
+    /// vectors (cosine 1.00000 to sentence-transformers), so switching keeps stored vectors.
+    pub engine: LocalEngine,
     /// Endpoint base URL including `/v1` (for `openai`), e.g. `http://127.0.0.1:11434/v1`.
     pub base_url: Option<String>,
     /// Model name sent to the endpoint (for `openai`), e.g. `nomic-embed-text`.
@@ -103,6 +120,7 @@ impl Default for EmbeddingConfig {
     fn default() -> Self {
         EmbeddingConfig {
             backend: EmbeddingBackend::Local,
+            engine: LocalEngine::Native,
             base_url: None,
             model: None,
             api_key_env: None,

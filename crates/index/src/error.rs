@@ -66,3 +66,13 @@ impl Error {
 
 /// The crate's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(feature = "embed")]
+impl From<trellis_encoder::Error> for Error {
+    fn from(e: trellis_encoder::Error) -> Self {
+        match e {
+            trellis_encoder::Error::Io { path, source } => Error::Io { path, source },
+            trellis_encoder::Error::Model(m) => Error::Embedding(m),
+        }
+    }
+}

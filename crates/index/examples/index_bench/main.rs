@@ -33,6 +33,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use trellis_index::chunk::{Chunk, ChunkId};
+use trellis_index::config::LocalEngine;
 use trellis_index::embed::{self, Embedder};
 use trellis_index::lang::Lang;
 use trellis_index::scan::{Excludes, scan};
@@ -83,6 +84,54 @@ fn arg<T: std::str::FromStr>(args: &[String], name: &str, default: T) -> T {
         .unwrap_or(default)
 }
 
+fn engine_label(engine: LocalEngine) -> String {
+    match engine {
+        LocalEngine::Native => "native encoder, f32".into(),
+        LocalEngine::LlamaCpp => format!(
+            "llama.cpp, {} weights",
+            trellis_index::embed::local::DEFAULT_WEIGHTS.as_str()
+        ),
+    }
+}
+
+/// With `--compare-engines`, the local engine not configured, to run in the same rounds.
+fn other_engine(
+    args: &[String],
+    config: &IndexConfig,
+) -> anyhow::Result<Option<Box<dyn embed::Embedder>>> {
+    if !args.iter().any(|a| a == "--compare-engines") {
+        return Ok(None);
+    }
+    let mut cfg = config.embedding.clone();
+    cfg.engine = match cfg.engine {
+        LocalEngine::Native => LocalEngine::LlamaCpp,
+        LocalEngine::LlamaCpp => LocalEngine::Native,
+    };
+    Ok(embed::from_config(&cfg, false)?)
+}
+
+fn engines<'a>(
+    model: &'a dyn embed::Embedder,
+    config: &IndexConfig,
+    other: Option<&'a dyn embed::Embedder>,
+) -> Vec<st::Engine<'a>> {
+    let mut v = vec![st::Engine {
+        label: engine_label(config.embedding.engine),
+        model,
+    }];
+    if let Some(o) = other {
+        let e = match config.embedding.engine {
+            LocalEngine::Native => LocalEngine::LlamaCpp,
+            LocalEngine::LlamaCpp => LocalEngine::Native,
+        };
+        v.push(st::Engine {
+            label: engine_label(e),
+            model: o,
+        });
+    }
+    v
+}
+
 fn row(what: &str, size: &str, value: &str, extra: &str) {
     println!("| {what} | {size} | {value} | {extra} | {} |", loadavg());
 }
@@ -103,6 +152,10 @@ fn main() -> anyhow::Result<()> {
     config.embedding.batch_size = arg(&args, "--batch", 32);
     config.embedding.max_tokens = arg(&args, "--max-tokens", 128);
     let embed_only = args.iter().any(|a| a == "--embed-only");
+    config.embedding.engine = match st::value(&args, "--engine") {
+        Some("llama_cpp") => LocalEngine::LlamaCpp,
+        _ => LocalEngine::Native,
+    };
 
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
@@ -124,6 +177,9 @@ fn main() -> anyhow::Result<()> {
     // The floor under any cold index: read every source file and parse it with tree-sitter,
     // nothing else (no symbol extraction, no chunks, no writes).
     parse_floor(&corpus, &config)?;
+    if args.iter().any(|a| a == "--parse-report") {
+        return parse_report(&corpus, &config);
+    }
 
     // Cold index (symbols + sections + BM25, no embeddings), each run into a fresh store.
     let mut cold_times = Vec::new();
@@ -184,7 +240,14 @@ fn main() -> anyhow::Result<()> {
             .iter()
             .map(Chunk::embedding_text)
             .collect();
-        st::compare(&args, model.as_ref(), &config, &texts, rounds)?;
+        let other = other_engine(&args, &config)?;
+        st::compare(
+            &args,
+            &engines(model.as_ref(), &config, other.as_deref()),
+            &config,
+            &texts,
+            rounds,
+        )?;
         return Ok(());
     }
 
@@ -243,7 +306,14 @@ fn main() -> anyhow::Result<()> {
     let ids = index.sample_chunk_ids(sample)?;
     let chunks: Vec<Chunk> = index.chunks(&ids)?;
     let texts: Vec<String> = chunks.iter().map(Chunk::embedding_text).collect();
-    let vecs = st::compare(&args, model.as_ref(), &config, &texts, rounds)?;
+    let other = other_engine(&args, &config)?;
+    let vecs = st::compare(
+        &args,
+        &engines(model.as_ref(), &config, other.as_deref()),
+        &config,
+        &texts,
+        rounds,
+    )?;
 
     // Query embedding latency.
     let mut qe = Vec::new();
@@ -414,6 +484,58 @@ fn parse_floor(corpus: &Path, config: &IndexConfig) -> anyhow::Result<()> {
         bytes as f64 / 1e6,
         bytes as f64 / 1e6 / cpu.max(0.001),
     );
+    Ok(())
+}
+
+/// Where the parse floor goes: per language, with and without syntax errors, and the slowest
+/// files (`--parse-report`; single file timings, so run it on a quiet machine).
+fn parse_report(corpus: &Path, config: &IndexConfig) -> anyhow::Result<()> {
+    use rayon::prelude::*;
+    let files: Vec<_> = scan(corpus, &Excludes::new(config)?)?
+        .into_iter()
+        .filter(|f| Lang::detect(&f.path).is_code())
+        .collect();
+    let timed: Vec<(String, &'static str, bool, usize, f64)> = files
+        .par_iter()
+        .map(|f| {
+            let text = std::fs::read_to_string(corpus.join(&f.path)).unwrap_or_default();
+            let lang = Lang::detect(&f.path);
+            let t = Instant::now();
+            let tree = trellis_index::symbols::parse_tree(lang, &text);
+            let secs = t.elapsed().as_secs_f64();
+            let error = tree.is_some_and(|t| t.root_node().has_error());
+            (f.path.clone(), lang.as_str(), error, text.len(), secs)
+        })
+        .collect();
+    let mut by = std::collections::BTreeMap::<(&str, bool), (usize, usize, f64)>::new();
+    for (_, lang, error, bytes, secs) in &timed {
+        let e = by.entry((lang, *error)).or_default();
+        e.0 += 1;
+        e.1 += bytes;
+        e.2 += secs;
+    }
+    println!();
+    println!("| language | syntax errors | files | MB | parse s | MB/s |");
+    println!("|---|---|---|---|---|---|");
+    for ((lang, error), (n, bytes, secs)) in &by {
+        println!(
+            "| {lang} | {error} | {n} | {:.1} | {secs:.2} | {:.1} |",
+            *bytes as f64 / 1e6,
+            *bytes as f64 / 1e6 / secs.max(1e-9)
+        );
+    }
+    let mut slow = timed;
+    slow.sort_by(|a, b| b.4.total_cmp(&a.4));
+    println!();
+    println!("| slowest files | language | errors | KB | s | MB/s |");
+    println!("|---|---|---|---|---|---|");
+    for (path, lang, error, bytes, secs) in slow.iter().take(25) {
+        println!(
+            "| {path} | {lang} | {error} | {} | {secs:.3} | {:.1} |",
+            bytes / 1000,
+            *bytes as f64 / 1e6 / secs.max(1e-9)
+        );
+    }
     Ok(())
 }
 

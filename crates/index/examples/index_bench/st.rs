@@ -1,6 +1,7 @@
 //! Embedding throughput of the in-process model against sentence-transformers on the same
 //! model directory, texts, batch size, sequence length and thread count, in interleaved
-//! rounds (Trellis, then sentence-transformers, per round; medians over the rounds).
+//! rounds (each Trellis engine, then sentence-transformers, per round; medians over the
+//! rounds).
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
@@ -13,10 +14,18 @@ use trellis_index::vectors::dot;
 
 use super::{loadavg, row};
 
-/// Runs the comparison and returns Trellis's embeddings of `texts`.
+/// One Trellis engine under test: its label and the embedder.
+pub struct Engine<'a> {
+    /// How the rows name it, e.g. `native encoder`.
+    pub label: String,
+    /// The embedder.
+    pub model: &'a dyn Embedder,
+}
+
+/// Runs the comparison and returns the first engine's embeddings of `texts`.
 pub fn compare(
     args: &[String],
-    model: &dyn Embedder,
+    engines: &[Engine<'_>],
     config: &IndexConfig,
     texts: &[String],
     rounds: usize,
@@ -24,10 +33,6 @@ pub fn compare(
     let emb = &config.embedding;
     let dir = fetch::ensure_model(&fetch::MINILM, emb.cache_dir.as_deref(), true)?;
     let threads = emb.threads.unwrap_or(1);
-    let engine = format!(
-        "llama.cpp, {} weights, {threads} single-threaded workers",
-        trellis_index::embed::local::DEFAULT_WEIGHTS.as_str()
-    );
     let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
     let kb = texts.iter().map(String::len).sum::<usize>() / 1024;
     let (mean_tokens, truncated) = token_stats(&dir, &refs, emb.max_tokens)?;
@@ -96,14 +101,18 @@ pub fn compare(
     }
 
     // Warm-up of our side too (allocations, the first matmul).
-    model.embed(&refs[..refs.len().min(emb.batch_size)])?;
-    let mut ours = Vec::new();
+    for e in engines {
+        e.model.embed(&refs[..refs.len().min(emb.batch_size)])?;
+    }
+    let mut ours = vec![Vec::new(); engines.len()];
     let mut theirs = Vec::new();
-    let mut vecs = Vec::new();
+    let mut vecs = vec![Vec::new(); engines.len()];
     for _ in 0..rounds.max(1) {
-        let t = Instant::now();
-        vecs = model.embed(&refs)?;
-        ours.push(t.elapsed());
+        for (i, e) in engines.iter().enumerate() {
+            let t = Instant::now();
+            vecs[i] = e.model.embed(&refs)?;
+            ours[i].push(t.elapsed());
+        }
         if let (Some(c), Some(l), Some(_)) = (st.as_mut(), lines.as_mut(), ready.as_ref()) {
             std::thread::sleep(Duration::from_millis(500));
             let stdin = c.stdin.as_mut().expect("piped");
@@ -120,18 +129,21 @@ pub fn compare(
         }
     }
     let n = refs.len() as f64;
-    let ours_med = median(&ours);
-    row(
-        &format!(
-            "embedding throughput, Trellis ({engine}, all-MiniLM-L6-v2, CPU, ≤{} tokens, llama.cpp batches of ≤{} texts and ≤{} tokens)",
-            emb.max_tokens, emb.batch_size, emb.max_tokens
-        ),
-        &format!("{} chunks × {} rounds", refs.len(), ours.len()),
-        &format!("{:.1} chunks/s", n / ours_med),
-        &format!("median {ours_med:.2} s; rounds {}", list(&ours)),
-    );
+    for (e, times) in engines.iter().zip(&ours) {
+        let med = median(times);
+        row(
+            &format!(
+                "embedding throughput, Trellis ({}, {threads} single-threaded workers, all-MiniLM-L6-v2, CPU, ≤{} tokens, batches of ≤{} texts)",
+                e.label, emb.max_tokens, emb.batch_size
+            ),
+            &format!("{} chunks × {} rounds", refs.len(), times.len()),
+            &format!("{:.1} chunks/s", n / med),
+            &format!("median {med:.2} s; rounds {}", list(times)),
+        );
+    }
+    let first = vecs.first().cloned().unwrap_or_default();
     let (Some(mut c), Some(ready)) = (st, ready) else {
-        return Ok(vecs);
+        return Ok(first);
     };
     if let Some(stdin) = c.stdin.as_mut() {
         writeln!(stdin, "quit")?;
@@ -155,33 +167,40 @@ pub fn compare(
         &format!("median {theirs_med:.2} s; rounds {}", list(&theirs)),
     );
     let bytes = std::fs::read(&out_path)?;
-    let dim = model.dim();
-    let st_vecs: Vec<&[u8]> = bytes.chunks_exact(dim * 4).collect();
-    let mut min_cos = f32::MAX;
-    let mut sum = 0.0;
-    for (a, b) in vecs.iter().zip(&st_vecs) {
-        let b: Vec<f32> = b
-            .chunks_exact(4)
-            .map(|x| f32::from_le_bytes([x[0], x[1], x[2], x[3]]))
-            .collect();
-        let c = dot(a, &b);
-        min_cos = min_cos.min(c);
-        sum += c;
+    let st_vecs: Vec<Vec<f32>> = bytes
+        .chunks_exact(engines.first().map_or(1, |e| e.model.dim()) * 4)
+        .map(|b| {
+            b.chunks_exact(4)
+                .map(|x| f32::from_le_bytes([x[0], x[1], x[2], x[3]]))
+                .collect()
+        })
+        .collect();
+    for ((e, times), vs) in engines.iter().zip(&ours).zip(&vecs) {
+        let mut min_cos = f32::MAX;
+        let mut sum = 0.0;
+        for (a, b) in vs.iter().zip(&st_vecs) {
+            let c = dot(a, b);
+            min_cos = min_cos.min(c);
+            sum += c;
+        }
+        row(
+            &format!(
+                "**throughput ratio Trellis ({}) ÷ sentence-transformers** (same run)",
+                e.label
+            ),
+            &format!(
+                "agreement: cosine(ours, theirs) min {min_cos:.5}, mean {:.5} over {} texts",
+                sum / st_vecs.len().max(1) as f32,
+                st_vecs.len()
+            ),
+            &format!("**{:.2}×**", theirs_med / median(times)),
+            "",
+        );
     }
-    row(
-        "**throughput ratio Trellis ÷ sentence-transformers** (same run)",
-        &format!(
-            "agreement: cosine(ours, theirs) min {min_cos:.5}, mean {:.5} over {} texts",
-            sum / st_vecs.len().max(1) as f32,
-            st_vecs.len()
-        ),
-        &format!("**{:.2}×**", theirs_med / ours_med),
-        "",
-    );
-    Ok(vecs)
+    Ok(first)
 }
 
-fn value<'a>(args: &'a [String], name: &str) -> Option<&'a str> {
+pub fn value<'a>(args: &'a [String], name: &str) -> Option<&'a str> {
     args.iter()
         .position(|a| a == name)
         .and_then(|i| args.get(i + 1))

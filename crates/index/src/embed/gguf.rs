@@ -15,6 +15,11 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use trellis_encoder::safetensors::{BertConfig, SafeTensors};
+
+fn bad(what: impl std::fmt::Display) -> Error {
+    Error::Embedding(format!("model conversion: {what}"))
+}
 
 /// Bumped whenever the converter's output changes, so cached files are rebuilt.
 const CONVERTER_VERSION: u32 = 1;
@@ -139,100 +144,6 @@ pub fn ensure_gguf(dir: &Path, weights: WeightType) -> Result<PathBuf> {
     Ok(out)
 }
 
-/// The parts of `config.json` the conversion needs.
-#[derive(Deserialize)]
-struct BertConfig {
-    hidden_size: u32,
-    intermediate_size: u32,
-    num_attention_heads: u32,
-    num_hidden_layers: u32,
-    max_position_embeddings: u32,
-    #[serde(default = "default_eps")]
-    layer_norm_eps: f32,
-    #[serde(default = "default_types")]
-    type_vocab_size: u32,
-}
-
-fn default_eps() -> f32 {
-    1e-12
-}
-
-fn default_types() -> u32 {
-    2
-}
-
-/// A safetensors file held in memory.
-struct SafeTensors {
-    bytes: Vec<u8>,
-    data_start: usize,
-    /// name → (dtype, shape, begin, end) relative to `data_start`.
-    tensors: BTreeMap<String, (String, Vec<usize>, usize, usize)>,
-}
-
-#[derive(Deserialize)]
-struct StEntry {
-    dtype: String,
-    shape: Vec<usize>,
-    data_offsets: (usize, usize),
-}
-
-fn bad(what: impl std::fmt::Display) -> Error {
-    Error::Embedding(format!("model conversion: {what}"))
-}
-
-impl SafeTensors {
-    fn read(path: &Path) -> Result<Self> {
-        let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
-        let n = bytes
-            .get(..8)
-            .and_then(|b| <[u8; 8]>::try_from(b).ok())
-            .map(u64::from_le_bytes)
-            .ok_or_else(|| bad("safetensors file too short"))?;
-        let n = usize::try_from(n).map_err(bad)?;
-        let header = bytes
-            .get(8..8 + n)
-            .ok_or_else(|| bad("safetensors header truncated"))?;
-        let raw: BTreeMap<String, serde_json::Value> =
-            serde_json::from_slice(header).map_err(bad)?;
-        let mut tensors = BTreeMap::new();
-        for (name, v) in raw {
-            if name == "__metadata__" {
-                continue;
-            }
-            let e: StEntry = serde_json::from_value(v).map_err(bad)?;
-            tensors.insert(name, (e.dtype, e.shape, e.data_offsets.0, e.data_offsets.1));
-        }
-        Ok(SafeTensors {
-            bytes,
-            data_start: 8 + n,
-            tensors,
-        })
-    }
-
-    /// The tensor `name` as f32 values with its PyTorch shape.
-    fn f32(&self, name: &str) -> Result<(Vec<f32>, Vec<usize>)> {
-        let (dtype, shape, b, e) = self
-            .tensors
-            .get(name)
-            .ok_or_else(|| bad(format!("tensor {name} missing")))?;
-        if dtype != "F32" {
-            return Err(bad(format!("{name}: dtype {dtype}, expected F32")));
-        }
-        let data = self
-            .bytes
-            .get(self.data_start + b..self.data_start + e)
-            .ok_or_else(|| bad(format!("{name}: data out of range")))?;
-        let values: Vec<f32> = data
-            .chunks_exact(4)
-            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-            .collect();
-        if values.len() != shape.iter().product::<usize>() {
-            return Err(bad(format!("{name}: size does not match its shape")));
-        }
-        Ok((values, shape.clone()))
-    }
-}
-
 /// One tensor to write: GGUF name, ggml shape, type, data.
 struct Tensor {
     name: String,
@@ -307,10 +218,7 @@ pub fn f32_to_f16(v: f32) -> u16 {
 
 /// Converts the safetensors BERT model in `dir` into a GGUF file at `out`.
 pub fn convert(dir: &Path, weights: WeightType, out: &Path) -> Result<()> {
-    let cfg_path = dir.join("config.json");
-    let cfg: BertConfig =
-        serde_json::from_slice(&std::fs::read(&cfg_path).map_err(|e| Error::io(&cfg_path, e))?)
-            .map_err(|e| bad(format!("{}: {e}", cfg_path.display())))?;
+    let cfg = BertConfig::read(&dir.join("config.json"))?;
     let tokens = vocab(&dir.join("tokenizer.json"))?;
     let st = SafeTensors::read(&dir.join("model.safetensors"))?;
     // Some exports prefix every name with `bert.`.

@@ -4,8 +4,13 @@
 //! normalisation — the sentence-transformers pipeline of the model
 //! (`Transformer → Pooling(mean) → Normalize`).
 //!
-//! A llama.cpp context cannot move between threads, so worker threads own one context each for
-//! the embedder's lifetime; callers tokenise on their own thread and queue token batches.
+//! Two engines run the forward pass ([`LocalEngine`]): the native encoder ([`trellis_encoder`],
+//! the default) over the shipped f32 weights, or llama.cpp over the converted GGUF. Both read
+//! the same word pieces, from llama.cpp's tokenizer over the GGUF's vocabulary.
+//!
+//! Worker threads own their engine state (a llama.cpp context cannot move between threads;
+//! the native encoder's scratch buffers are per thread) for the embedder's lifetime; callers
+//! tokenise on their own thread and queue token batches.
 
 use std::num::NonZeroU32;
 use std::path::Path;
@@ -21,9 +26,10 @@ use llama_cpp_2::token::LlamaToken;
 
 use super::gguf::{self, WeightType};
 use super::{Embedder, check_shape};
-use crate::config::EmbeddingConfig;
+use crate::config::{EmbeddingConfig, LocalEngine};
 use crate::error::{Error, Result};
 use crate::vectors::normalize;
+use trellis_encoder::{Encoder, Scratch};
 
 /// The weight type of the default model.
 pub const DEFAULT_WEIGHTS: WeightType = WeightType::F32;
@@ -54,6 +60,7 @@ pub struct LocalEmbedder {
     batch_tokens: usize,
     max_tokens: usize,
     weights: WeightType,
+    engine: LocalEngine,
 }
 
 impl std::fmt::Debug for LocalEmbedder {
@@ -61,6 +68,7 @@ impl std::fmt::Debug for LocalEmbedder {
         f.debug_struct("LocalEmbedder")
             .field("dim", &self.dim)
             .field("weights", &self.weights)
+            .field("engine", &self.engine)
             .finish_non_exhaustive()
     }
 }
@@ -73,32 +81,49 @@ impl LocalEmbedder {
         Self::load_with(dir, config, DEFAULT_WEIGHTS)
     }
 
-    /// Like [`LocalEmbedder::load`] with the given weight type.
+    /// Like [`LocalEmbedder::load`] with the given weight type (of the llama.cpp engine's
+    /// GGUF; the native engine always runs the shipped f32 weights).
     pub fn load_with(dir: &Path, config: &EmbeddingConfig, weights: WeightType) -> Result<Self> {
+        let engine = config.engine;
         let path = gguf::ensure_gguf(dir, weights)?;
         let backend = backend()?;
+        // The native engine needs only the vocabulary from the GGUF.
+        let params = LlamaModelParams::default().with_vocab_only(engine == LocalEngine::Native);
         let model = Arc::new(
-            LlamaModel::load_from_file(backend, &path, &LlamaModelParams::default())
+            LlamaModel::load_from_file(backend, &path, &params)
                 .map_err(|e| Error::Embedding(format!("{}: {e}", path.display())))?,
         );
-        let dim = usize::try_from(model.n_embd()).map_err(emb)?;
-        let ctx_train = model.n_ctx_train() as usize;
-        let max_tokens = config.max_tokens.clamp(2, ctx_train.max(2));
+        let encoder = match engine {
+            LocalEngine::Native => Some(Arc::new(Encoder::load(dir).map_err(emb)?)),
+            LocalEngine::LlamaCpp => None,
+        };
+        let (dim, positions) = match &encoder {
+            Some(e) => (e.dim(), e.max_positions()),
+            None => (
+                usize::try_from(model.n_embd()).map_err(emb)?,
+                model.n_ctx_train() as usize,
+            ),
+        };
+        let max_tokens = config.max_tokens.clamp(2, positions.max(2));
         let batch_size = config.batch_size.clamp(1, 256);
         // A llama.cpp batch holds at most one text's worth of tokens: a long text alone, short
         // ones together. All tokens of a batch share one masked attention matrix, so packing
         // more only adds attention work the mask discards (measured: 128 tokens per batch beat
-        // 256, 512 and 1024 — docs/benchmarks.md).
-        let batch_tokens = max_tokens;
+        // 256, 512 and 1024 — docs/benchmarks.md). The native encoder attends per text, so
+        // its batches are `batch_size` texts whatever their lengths.
+        let batch_tokens = match engine {
+            LocalEngine::Native => usize::MAX,
+            LocalEngine::LlamaCpp => max_tokens,
+        };
         let threads = config.threads.unwrap_or_else(|| {
             std::thread::available_parallelism().map_or(1, std::num::NonZero::get)
         });
-        // One single-threaded llama.cpp context per worker thread: ggml's threads synchronise
-        // by spinning at every operation, which collapses when the cores are shared with other
-        // work; independent workers on separate batches never wait for each other.
+        // One single-threaded worker per thread: ggml's threads synchronise by spinning at
+        // every operation, which collapses when the cores are shared with other work;
+        // independent workers on separate batches never wait for each other.
         let workers = threads.max(1);
         let shape = Shape {
-            tokens: u32::try_from(batch_tokens).map_err(emb)?,
+            tokens: u32::try_from(max_tokens).map_err(emb)?,
             seqs: u32::try_from(batch_size).map_err(emb)?,
             threads: 1,
         };
@@ -107,11 +132,15 @@ impl LocalEmbedder {
         let (ready_tx, ready_rx) = mpsc::channel::<Result<()>>();
         for i in 0..workers {
             let model = Arc::clone(&model);
+            let encoder = encoder.clone();
             let rx = Arc::clone(&rx);
             let ready = ready_tx.clone();
             std::thread::Builder::new()
                 .name(format!("trellis-embed-{i}"))
-                .spawn(move || worker(&model, backend, shape, &rx, &ready))
+                .spawn(move || match encoder {
+                    Some(encoder) => native_worker(&encoder, &rx, &ready),
+                    None => worker(&model, backend, shape, &rx, &ready),
+                })
                 .map_err(emb)?;
         }
         drop(ready_tx);
@@ -128,6 +157,7 @@ impl LocalEmbedder {
             batch_tokens,
             max_tokens,
             weights,
+            engine,
         })
     }
 
@@ -148,9 +178,17 @@ impl LocalEmbedder {
         tokens
     }
 
-    /// The weight type the model runs with.
+    /// The weight type the model runs with (always f32 on the native engine).
     pub fn weights(&self) -> WeightType {
-        self.weights
+        match self.engine {
+            LocalEngine::Native => WeightType::F32,
+            LocalEngine::LlamaCpp => self.weights,
+        }
+    }
+
+    /// The engine running the forward pass.
+    pub fn engine(&self) -> LocalEngine {
+        self.engine
     }
 }
 
@@ -231,6 +269,31 @@ struct Shape {
     tokens: u32,
     seqs: u32,
     threads: i32,
+}
+
+/// Runs batches on the native encoder until the embedder is dropped.
+fn native_worker(
+    encoder: &Encoder,
+    tasks: &Mutex<mpsc::Receiver<Task>>,
+    ready: &mpsc::Sender<Result<()>>,
+) {
+    let _ = ready.send(Ok(()));
+    let mut scratch = Scratch::default();
+    loop {
+        // The lock is held only while waiting for the next task.
+        let task = match tasks.lock() {
+            Ok(rx) => rx.recv(),
+            Err(_) => return,
+        };
+        let Ok(task) = task else { return };
+        let seqs: Vec<Vec<i32>> = task
+            .seqs
+            .iter()
+            .map(|s| s.iter().map(|t| t.0).collect())
+            .collect();
+        let result = encoder.embed(&seqs, &mut scratch).map_err(emb);
+        let _ = task.reply.send((task.index, result));
+    }
 }
 
 /// Owns one llama.cpp context; runs batches until the embedder is dropped.

@@ -1,12 +1,12 @@
-//! Embeddings: the local model (llama.cpp) against an independent numpy reference and the
-//! model's own tokenizer, and the OpenAI-compatible endpoint client (loopback server). The one-time model fetch is tested
-//! in trellis-fetch.
+//! Embeddings: the local model (both engines: the native encoder and llama.cpp) against an
+//! independent numpy reference and the model's own tokenizer, and the OpenAI-compatible
+//! endpoint client (loopback server). The one-time model fetch is tested in trellis-fetch.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
 use std::sync::mpsc;
 
-use trellis_index::config::{EmbeddingBackend, EmbeddingConfig};
+use trellis_index::config::{EmbeddingBackend, EmbeddingConfig, LocalEngine};
 use trellis_index::embed::Embedder;
 use trellis_index::embed::fetch::{MINILM, model_dir as cached_dir};
 use trellis_index::embed::gguf::WeightType;
@@ -39,28 +39,84 @@ fn local_model_matches_the_numpy_reference() {
         .iter()
         .map(|s| s["text"].as_str().unwrap())
         .collect();
-    let model = LocalEmbedder::load(&model_dir(), &EmbeddingConfig::default()).unwrap();
-    assert_eq!(model.dim(), 384);
-    let got = model.embed(&texts).unwrap();
-    for (s, v) in sentences.iter().zip(&got) {
-        let want: Vec<f32> = s["embedding"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|x| x.as_f64().unwrap() as f32)
-            .collect();
-        let cos = dot(&want, v);
-        assert!(cos > 0.9999, "{:?}: cosine to reference {cos}", s["text"]);
-        assert!((dot(v, v) - 1.0).abs() < 1e-4);
+    for engine in [LocalEngine::Native, LocalEngine::LlamaCpp] {
+        let cfg = EmbeddingConfig {
+            engine,
+            ..EmbeddingConfig::default()
+        };
+        let model = LocalEmbedder::load(&model_dir(), &cfg).unwrap();
+        assert_eq!(model.engine(), engine);
+        assert_eq!(model.dim(), 384);
+        let got = model.embed(&texts).unwrap();
+        for (s, v) in sentences.iter().zip(&got) {
+            let want: Vec<f32> = s["embedding"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|x| x.as_f64().unwrap() as f32)
+                .collect();
+            let cos = dot(&want, v);
+            assert!(
+                cos > 0.99999,
+                "{engine:?} {:?}: cosine to reference {cos}",
+                s["text"]
+            );
+            assert!((dot(v, v) - 1.0).abs() < 1e-4);
+        }
+        // The sentence-transformers quickstart similarities for this model.
+        let sim = |a: usize, b: usize| dot(&got[a], &got[b]);
+        assert!(
+            (sim(0, 1) - 0.6660).abs() < 5e-4,
+            "{engine:?} {}",
+            sim(0, 1)
+        );
+        assert!(
+            (sim(0, 2) - 0.1046).abs() < 5e-4,
+            "{engine:?} {}",
+            sim(0, 2)
+        );
+        assert!(
+            (sim(1, 2) - 0.1411).abs() < 5e-4,
+            "{engine:?} {}",
+            sim(1, 2)
+        );
+        // Batching does not change results.
+        let one = model.embed(&texts[..1]).unwrap();
+        assert!(dot(&one[0], &got[0]) > 0.99999);
     }
-    // The sentence-transformers quickstart similarities for this model.
-    let sim = |a: usize, b: usize| dot(&got[a], &got[b]);
-    assert!((sim(0, 1) - 0.6660).abs() < 5e-4, "{}", sim(0, 1));
-    assert!((sim(0, 2) - 0.1046).abs() < 5e-4, "{}", sim(0, 2));
-    assert!((sim(1, 2) - 0.1411).abs() < 5e-4, "{}", sim(1, 2));
-    // Batching does not change results.
-    let one = model.embed(&texts[..1]).unwrap();
-    assert!(dot(&one[0], &got[0]) > 0.99999);
+}
+
+#[test]
+fn native_and_llama_cpp_engines_agree() {
+    // Texts of every length up to the 128-word-piece cut, code and prose, batched together so
+    // the native encoder's concatenated batches and per-text attention are exercised.
+    let mut texts: Vec<String> = vec![
+        "x".into(),
+        "fn parse_config(path: &Path) -> Result<Config, Error> { let s = fs::read(path)?; }".into(),
+        "Résumé of naïve café owners — unicode ✓ and CJK 漢字 handling".into(),
+        "# Auth architecture\n\nTokens are JWTs signed with RS256; refresh rotates.".into(),
+    ];
+    for n in [7, 31, 64, 126, 300] {
+        texts.push(vec!["retrieval"; n].join(" "));
+    }
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let embed = |engine| {
+        let cfg = EmbeddingConfig {
+            engine,
+            ..config(128)
+        };
+        LocalEmbedder::load(&model_dir(), &cfg)
+            .unwrap()
+            .embed(&refs)
+            .unwrap()
+    };
+    let native = embed(LocalEngine::Native);
+    let llama = embed(LocalEngine::LlamaCpp);
+    assert_eq!(native.len(), texts.len());
+    for ((t, a), b) in texts.iter().zip(&native).zip(&llama) {
+        let c = dot(a, b);
+        assert!(c > 0.99999, "{t:?}: cosine native/llama.cpp {c}");
+    }
 }
 
 fn config(max_tokens: usize) -> EmbeddingConfig {
@@ -146,16 +202,20 @@ fn batched_and_single_embeddings_agree() {
 
 #[test]
 fn reduced_precision_weights_stay_close() {
-    // The quantised and half-precision conversions against the f32 model (the default).
+    // The llama.cpp engine's quantised and half-precision conversions against f32.
     let texts = [
         "The weather is lovely today.",
         "fn parse_config(path: &Path) -> Result<Config> { todo() }",
         "Résumé of naïve café owners — unicode ✓ and CJK 漢字 handling",
     ];
-    let f32_model = LocalEmbedder::load(&model_dir(), &config(128)).unwrap();
+    let cfg = EmbeddingConfig {
+        engine: LocalEngine::LlamaCpp,
+        ..config(128)
+    };
+    let f32_model = LocalEmbedder::load(&model_dir(), &cfg).unwrap();
     let reference = f32_model.embed(&texts).unwrap();
     for w in [WeightType::F16, WeightType::Q8_0] {
-        let m = LocalEmbedder::load_with(&model_dir(), &config(128), w).unwrap();
+        let m = LocalEmbedder::load_with(&model_dir(), &cfg, w).unwrap();
         assert_eq!(m.weights(), w);
         for (a, b) in m.embed(&texts).unwrap().iter().zip(&reference) {
             let c = dot(a, b);

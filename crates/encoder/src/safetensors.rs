@@ -1,0 +1,129 @@
+//! The model's shipped files as read by the GGUF converter and the native encoder:
+//! `config.json` (the BERT shape) and `model.safetensors` (an 8-byte header length, a JSON
+//! header naming each tensor's dtype, shape and byte range, then the raw little-endian data).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::Deserialize;
+
+use crate::{Error, Result};
+
+/// The parts of `config.json` the conversion and the encoder need.
+#[derive(Clone, Debug, Deserialize)]
+pub struct BertConfig {
+    /// Width of every token's hidden state.
+    pub hidden_size: u32,
+    /// Width of the feed-forward layer.
+    pub intermediate_size: u32,
+    /// Attention heads per layer.
+    pub num_attention_heads: u32,
+    /// Encoder layers.
+    pub num_hidden_layers: u32,
+    /// Rows of the position table: the longest input in word pieces.
+    pub max_position_embeddings: u32,
+    #[serde(default = "default_eps")]
+    /// Layer norm's epsilon.
+    pub layer_norm_eps: f32,
+    #[serde(default = "default_types")]
+    /// Rows of the token-type table.
+    pub type_vocab_size: u32,
+    /// The feed-forward activation (`gelu`, the exact erf form, for this model).
+    #[serde(default)]
+    pub hidden_act: String,
+}
+
+impl BertConfig {
+    /// Reads `config.json`.
+    pub fn read(path: &Path) -> Result<Self> {
+        let bytes = std::fs::read(path).map_err(|e| Error::Io {
+            path: path.to_path_buf(),
+            source: e,
+        })?;
+        serde_json::from_slice(&bytes).map_err(|e| Error::Model(format!("{}: {e}", path.display())))
+    }
+}
+
+fn default_eps() -> f32 {
+    1e-12
+}
+
+fn default_types() -> u32 {
+    2
+}
+
+/// A safetensors file held in memory.
+pub struct SafeTensors {
+    bytes: Vec<u8>,
+    data_start: usize,
+    /// Name → (dtype, shape, begin, end), the byte range relative to the data start.
+    pub tensors: BTreeMap<String, (String, Vec<usize>, usize, usize)>,
+}
+
+#[derive(Deserialize)]
+struct StEntry {
+    dtype: String,
+    shape: Vec<usize>,
+    data_offsets: (usize, usize),
+}
+
+fn bad(what: impl std::fmt::Display) -> Error {
+    Error::Model(format!("model files: {what}"))
+}
+
+impl SafeTensors {
+    /// Reads the whole file and its header.
+    pub fn read(path: &Path) -> Result<Self> {
+        let bytes = std::fs::read(path).map_err(|e| Error::Io {
+            path: path.to_path_buf(),
+            source: e,
+        })?;
+        let n = bytes
+            .get(..8)
+            .and_then(|b| <[u8; 8]>::try_from(b).ok())
+            .map(u64::from_le_bytes)
+            .ok_or_else(|| bad("safetensors file too short"))?;
+        let n = usize::try_from(n).map_err(bad)?;
+        let header = bytes
+            .get(8..8 + n)
+            .ok_or_else(|| bad("safetensors header truncated"))?;
+        let raw: BTreeMap<String, serde_json::Value> =
+            serde_json::from_slice(header).map_err(bad)?;
+        let mut tensors = BTreeMap::new();
+        for (name, v) in raw {
+            if name == "__metadata__" {
+                continue;
+            }
+            let e: StEntry = serde_json::from_value(v).map_err(bad)?;
+            tensors.insert(name, (e.dtype, e.shape, e.data_offsets.0, e.data_offsets.1));
+        }
+        Ok(SafeTensors {
+            bytes,
+            data_start: 8 + n,
+            tensors,
+        })
+    }
+
+    /// The tensor `name` as f32 values with its PyTorch shape.
+    pub fn f32(&self, name: &str) -> Result<(Vec<f32>, Vec<usize>)> {
+        let (dtype, shape, b, e) = self
+            .tensors
+            .get(name)
+            .ok_or_else(|| bad(format!("tensor {name} missing")))?;
+        if dtype != "F32" {
+            return Err(bad(format!("{name}: dtype {dtype}, expected F32")));
+        }
+        let data = self
+            .bytes
+            .get(self.data_start + b..self.data_start + e)
+            .ok_or_else(|| bad(format!("{name}: data out of range")))?;
+        let values: Vec<f32> = data
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect();
+        if values.len() != shape.iter().product::<usize>() {
+            return Err(bad(format!("{name}: size does not match its shape")));
+        }
+        Ok((values, shape.clone()))
+    }
+}
