@@ -409,9 +409,44 @@ impl Linear {
     }
 }
 
+/// Sets a buffer's length; every caller overwrites all of it, so old contents may stay.
 fn resize(v: &mut Vec<f32>, len: usize) {
-    v.clear();
     v.resize(len, 0.0);
+}
+
+/// Lanes of the reductions below: independent partial results the compiler keeps in one
+/// vector register (a single running float would be one long dependency chain, which it may
+/// not reorder).
+const LANES: usize = 16;
+
+#[inline(always)]
+fn sum(v: &[f32]) -> f32 {
+    let mut acc = [0f32; LANES];
+    let mut chunks = v.chunks_exact(LANES);
+    for c in &mut chunks {
+        for (a, x) in acc.iter_mut().zip(c) {
+            *a += x;
+        }
+    }
+    chunks.remainder().iter().sum::<f32>() + acc.iter().sum::<f32>()
+}
+
+#[inline(always)]
+fn max(v: &[f32]) -> f32 {
+    let mut acc = [f32::NEG_INFINITY; LANES];
+    let mut chunks = v.chunks_exact(LANES);
+    for c in &mut chunks {
+        for (a, &x) in acc.iter_mut().zip(c) {
+            if x > *a {
+                *a = x;
+            }
+        }
+    }
+    chunks
+        .remainder()
+        .iter()
+        .chain(&acc)
+        .fold(f32::NEG_INFINITY, |m, &x| if x > m { x } else { m })
 }
 
 /// Matrix sizes: `m × k` times `k × n`.
@@ -515,15 +550,16 @@ fn exp(x: f32) -> f32 {
     let x = x.clamp(-87.0, 88.0);
     let n = (x * LOG2E + 0.5).floor();
     let r = (x - n * LN2_HI) - n * LN2_LO;
+    // Adding 1.5·2²³ puts the integer n in the low mantissa bits (a bit cast, not a
+    // float-to-int conversion, so the loop stays vectorised).
+    let n_bits = (n + 12_582_912.0).to_bits().wrapping_sub(0x4B40_0000);
     let p = 1.0
         + r * (1.0
             + r * (0.5
                 + r * (1.0 / 6.0
                     + r * (1.0 / 24.0 + r * (1.0 / 120.0 + r * (1.0 / 720.0 + r / 5040.0))))));
-    // n ∈ [-126, 127] after the clamp, so the biased exponent is a normal one.
-    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-    let bits = ((n as i32 + 127) as u32) << 23;
-    p * f32::from_bits(bits)
+    // n ∈ [-126, 127] after the clamp, so the biased exponent n + 127 is a normal one.
+    p * f32::from_bits(n_bits.wrapping_add(127) << 23)
 }
 
 /// `erf(x)` (Abramowitz & Stegun 7.1.26, absolute error < 1.5e-7), branch-free.
@@ -558,13 +594,9 @@ fn gelu(v: &mut [f32]) {
 ))]
 fn softmax_rows(m: &mut [f32], n: usize) {
     for row in m.chunks_exact_mut(n) {
-        let max = row.iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b));
-        let mut sum = 0.0;
-        for x in row.iter_mut() {
-            *x = exp(*x - max);
-            sum += *x;
-        }
-        let inv = 1.0 / sum;
+        let top = max(row);
+        row.iter_mut().for_each(|x| *x = exp(*x - top));
+        let inv = 1.0 / sum(row);
         row.iter_mut().for_each(|x| *x *= inv);
     }
 }
@@ -578,8 +610,20 @@ fn softmax_rows(m: &mut [f32], n: usize) {
 fn layer_norm(m: &mut [f32], norm: &Norm, eps: f32) {
     let h = norm.gamma.len();
     for row in m.chunks_exact_mut(h) {
-        let mean = row.iter().sum::<f32>() / h as f32;
-        let var = row.iter().map(|x| (x - mean) * (x - mean)).sum::<f32>() / h as f32;
+        let mean = sum(row) / h as f32;
+        let mut acc = [0f32; LANES];
+        let mut chunks = row.chunks_exact(LANES);
+        for c in &mut chunks {
+            for (a, x) in acc.iter_mut().zip(c) {
+                *a += (x - mean) * (x - mean);
+            }
+        }
+        let rest: f32 = chunks
+            .remainder()
+            .iter()
+            .map(|x| (x - mean) * (x - mean))
+            .sum();
+        let var = (rest + acc.iter().sum::<f32>()) / h as f32;
         let inv = 1.0 / (var + eps).sqrt();
         for ((x, g), b) in row.iter_mut().zip(&norm.gamma).zip(&norm.beta) {
             *x = (*x - mean) * inv * g + b;
