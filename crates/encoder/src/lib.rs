@@ -129,14 +129,7 @@ impl Encoder {
             )));
         }
         let st = SafeTensors::read(&dir.join("model.safetensors"))?;
-        let prefix = if st
-            .tensors
-            .contains_key("bert.embeddings.word_embeddings.weight")
-        {
-            "bert."
-        } else {
-            ""
-        };
+        let prefix = st.bert_prefix();
         let hidden = cfg.hidden_size as usize;
         let heads = cfg.num_attention_heads as usize;
         if heads == 0 || !hidden.is_multiple_of(heads) {

@@ -104,6 +104,18 @@ impl SafeTensors {
         })
     }
 
+    /// The prefix of the BERT tensor names: some exports name every tensor `bert.…`.
+    pub fn bert_prefix(&self) -> &'static str {
+        if self
+            .tensors
+            .contains_key("bert.embeddings.word_embeddings.weight")
+        {
+            "bert."
+        } else {
+            ""
+        }
+    }
+
     /// The tensor `name` as f32 values with its PyTorch shape.
     pub fn f32(&self, name: &str) -> Result<(Vec<f32>, Vec<usize>)> {
         let (dtype, shape, b, e) = self

@@ -94,6 +94,25 @@ fn engine_label(engine: LocalEngine) -> String {
     }
 }
 
+/// The embedding comparison: the configured engine (and with `--compare-engines` the other
+/// one) against sentence-transformers; returns the configured engine's vectors.
+fn compare(
+    args: &[String],
+    model: &dyn embed::Embedder,
+    config: &IndexConfig,
+    texts: &[String],
+    rounds: usize,
+) -> anyhow::Result<Vec<Vec<f32>>> {
+    let other = other_engine(args, config)?;
+    st::compare(
+        args,
+        &engines(model, config, other.as_deref()),
+        config,
+        texts,
+        rounds,
+    )
+}
+
 /// With `--compare-engines`, the local engine not configured, to run in the same rounds.
 fn other_engine(
     args: &[String],
@@ -240,14 +259,7 @@ fn main() -> anyhow::Result<()> {
             .iter()
             .map(Chunk::embedding_text)
             .collect();
-        let other = other_engine(&args, &config)?;
-        st::compare(
-            &args,
-            &engines(model.as_ref(), &config, other.as_deref()),
-            &config,
-            &texts,
-            rounds,
-        )?;
+        compare(&args, model.as_ref(), &config, &texts, rounds)?;
         return Ok(());
     }
 
@@ -306,14 +318,7 @@ fn main() -> anyhow::Result<()> {
     let ids = index.sample_chunk_ids(sample)?;
     let chunks: Vec<Chunk> = index.chunks(&ids)?;
     let texts: Vec<String> = chunks.iter().map(Chunk::embedding_text).collect();
-    let other = other_engine(&args, &config)?;
-    let vecs = st::compare(
-        &args,
-        &engines(model.as_ref(), &config, other.as_deref()),
-        &config,
-        &texts,
-        rounds,
-    )?;
+    let vecs = compare(&args, model.as_ref(), &config, &texts, rounds)?;
 
     // Query embedding latency.
     let mut qe = Vec::new();

@@ -221,15 +221,7 @@ pub fn convert(dir: &Path, weights: WeightType, out: &Path) -> Result<()> {
     let cfg = BertConfig::read(&dir.join("config.json"))?;
     let tokens = vocab(&dir.join("tokenizer.json"))?;
     let st = SafeTensors::read(&dir.join("model.safetensors"))?;
-    // Some exports prefix every name with `bert.`.
-    let prefix = if st
-        .tensors
-        .contains_key("bert.embeddings.word_embeddings.weight")
-    {
-        "bert."
-    } else {
-        ""
-    };
+    let prefix = st.bert_prefix();
 
     let mut tensors = Vec::new();
     let mut add = |gguf: String, st_name: String, ty: WeightType| -> Result<()> {
