@@ -6,10 +6,10 @@
 //! matrix products small. Here every linear layer runs once over the tokens of *all* texts of
 //! a batch — no padding: the tokens are simply concatenated — and attention runs per text and
 //! head, so the products are large (about 2,300 × 384 for 32 chunks) and attention wastes
-//! nothing. Matrix products use the `gemm` crate, which picks AVX-512, AVX2 or NEON kernels at
-//! run time, so one portable binary uses the widest vectors the CPU has; the element-wise
-//! kernels (layer norm, softmax, GELU) are compiled for the same instruction sets and chosen
-//! at run time too.
+//! nothing. Matrix products use the `gemm` project's f32 kernels (`gemm-f32`), which pick
+//! AVX-512, AVX2 or NEON kernels at run time, so one portable binary uses the widest vectors
+//! the CPU has; the element-wise kernels (layer norm, softmax, GELU) are compiled for the same
+//! instruction sets and chosen at run time too.
 //!
 //! The pipeline is sentence-transformers' for this model: token + position + token-type
 //! embeddings and layer norm; per layer, self-attention (12 heads, scaled dot product,
@@ -500,33 +500,61 @@ fn matmul(dims: Dims, out: Out<'_>, lhs: View<'_>, rhs: View<'_>, scale: f32) ->
     let dst = out.data[out.offset..].as_mut_ptr();
     let a = lhs.data[lhs.offset..].as_ptr();
     let b = rhs.data[rhs.offset..].as_ptr();
+    let gemm = gemm_f32::gemm::f32::get_gemm_fn();
+    // The kernels prefer a column-oriented destination, so a row-major product is computed
+    // as its transpose, `outᵀ = rhsᵀ · lhsᵀ` (what the `gemm` facade does).
+    let transpose = 1 < out_rs;
     // SAFETY: `fits` checked that every element the product reads (`lhs`, `rhs`) or writes
-    // (`out`) lies inside its slice; the output slice is borrowed mutably, so it aliases
-    // neither input; gemm only reads `dst` when `accumulate` (read_dst) is set, and then it is
-    // initialised memory.
+    // (`out`) lies inside its slice, and all strides are positive; the output slice is
+    // borrowed mutably, so it aliases neither input; the kernel reads `dst` only when
+    // `accumulate` (read_dst) is set, and then it is initialised memory.
     #[allow(unsafe_code)]
     unsafe {
-        gemm::gemm(
-            m,
-            n,
-            k,
-            dst,
-            1,
-            out_rs,
-            out.accumulate,
-            a,
-            lhs_cs,
-            lhs_rs,
-            b,
-            rhs_cs,
-            rhs_rs,
-            1.0,
-            scale,
-            false,
-            false,
-            false,
-            gemm::Parallelism::None,
-        );
+        if transpose {
+            gemm(
+                n,
+                m,
+                k,
+                dst,
+                out_rs,
+                1,
+                out.accumulate,
+                b,
+                rhs_rs,
+                rhs_cs,
+                a,
+                lhs_rs,
+                lhs_cs,
+                1.0,
+                scale,
+                false,
+                false,
+                false,
+                gemm_common::Parallelism::None,
+            );
+        } else {
+            gemm(
+                m,
+                n,
+                k,
+                dst,
+                1,
+                out_rs,
+                out.accumulate,
+                a,
+                lhs_cs,
+                lhs_rs,
+                b,
+                rhs_cs,
+                rhs_rs,
+                1.0,
+                scale,
+                false,
+                false,
+                false,
+                gemm_common::Parallelism::None,
+            );
+        }
     }
     Ok(())
 }
@@ -626,7 +654,96 @@ fn layer_norm(m: &mut [f32], norm: &Norm, eps: f32) {
 
 #[cfg(test)]
 mod tests {
-    use super::{erf, exp};
+    use super::{Dims, Out, View, erf, exp, matmul};
+
+    /// `out (+)= scale · lhs · rhs` by the definition, for strided views.
+    #[allow(clippy::too_many_arguments)]
+    fn naive(
+        m: usize,
+        n: usize,
+        k: usize,
+        out: &mut [f32],
+        rs: usize,
+        acc: bool,
+        l: &View<'_>,
+        r: &View<'_>,
+        scale: f32,
+    ) {
+        for i in 0..m {
+            for j in 0..n {
+                let mut s = 0.0;
+                for p in 0..k {
+                    s += l.data[l.offset + i * l.rs + p * l.cs]
+                        * r.data[r.offset + p * r.rs + j * r.cs];
+                }
+                let o = &mut out[i * rs + j];
+                *o = if acc { *o + scale * s } else { scale * s };
+            }
+        }
+    }
+
+    #[test]
+    fn matmul_matches_the_definition_for_strided_and_transposed_views() {
+        let data: Vec<f32> = (0..4000)
+            .map(|i| ((i * 37 % 101) as f32 - 50.0) / 25.0)
+            .collect();
+        // (m, n, k, out row stride, lhs (offset, rs, cs), rhs (offset, rs, cs), accumulate)
+        let cases = [
+            (5, 7, 3, 7, (0, 3, 1), (100, 7, 1), false),
+            (5, 7, 3, 9, (10, 1, 5), (200, 1, 3), true),
+            (6, 1, 4, 1, (0, 4, 1), (300, 1, 1), false),
+            (1, 8, 16, 8, (50, 16, 1), (400, 8, 1), true),
+            (9, 9, 32, 12, (0, 96, 1), (32, 1, 96), false),
+        ];
+        for (m, n, k, rs, (lo, lrs, lcs), (ro, rrs, rcs), acc) in cases {
+            let l = View {
+                data: &data,
+                offset: lo,
+                rs: lrs,
+                cs: lcs,
+            };
+            let r = View {
+                data: &data,
+                offset: ro,
+                rs: rrs,
+                cs: rcs,
+            };
+            let mut want = vec![0.5f32; m * rs];
+            let mut got = want.clone();
+            naive(m, n, k, &mut want, rs, acc, &l, &r, 0.25);
+            let out = Out {
+                data: &mut got,
+                offset: 0,
+                rs,
+                accumulate: acc,
+            };
+            matmul(Dims { m, n, k }, out, l, r, 0.25).unwrap();
+            for (a, b) in got.iter().zip(&want) {
+                assert!((a - b).abs() < 1e-4, "{m}×{k}·{k}×{n} rs {rs}: {a} vs {b}");
+            }
+        }
+        // Out of bounds is an error, not a read past the slice.
+        let mut small = vec![0f32; 4];
+        let out = Out {
+            data: &mut small,
+            offset: 0,
+            rs: 2,
+            accumulate: false,
+        };
+        let l = View {
+            data: &data[..4],
+            offset: 0,
+            rs: 2,
+            cs: 1,
+        };
+        let r = View {
+            data: &data[..3],
+            offset: 0,
+            rs: 2,
+            cs: 1,
+        };
+        assert!(matmul(Dims { m: 2, n: 2, k: 2 }, out, l, r, 1.0).is_err());
+    }
 
     #[test]
     fn exp_matches_std_to_float_rounding() {
