@@ -31,6 +31,9 @@ use crate::error::{Error, Result};
 use crate::vectors::normalize;
 use trellis_encoder::{Encoder, Scratch};
 
+/// Most tokens in one native-encoder batch: 32 texts of 256 word pieces (the defaults).
+const NATIVE_BATCH_TOKENS: usize = 8192;
+
 /// The weight type of the default model.
 pub const DEFAULT_WEIGHTS: WeightType = WeightType::F32;
 
@@ -110,9 +113,10 @@ impl LocalEmbedder {
         // ones together. All tokens of a batch share one masked attention matrix, so packing
         // more only adds attention work the mask discards (measured: 128 tokens per batch beat
         // 256, 512 and 1024 — docs/benchmarks.md). The native encoder attends per text, so
-        // its batches are `batch_size` texts whatever their lengths.
+        // its batches are `batch_size` texts, capped at NATIVE_BATCH_TOKENS tokens so a worker's
+        // buffers stay bounded (~150 MB) whatever `batch_size` is configured.
         let batch_tokens = match engine {
-            LocalEngine::Native => usize::MAX,
+            LocalEngine::Native => NATIVE_BATCH_TOKENS.max(max_tokens),
             LocalEngine::LlamaCpp => max_tokens,
         };
         let threads = config.threads.unwrap_or_else(|| {

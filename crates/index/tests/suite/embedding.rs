@@ -201,6 +201,29 @@ fn batched_and_single_embeddings_agree() {
 }
 
 #[test]
+fn native_batches_over_the_token_cap_are_split_without_changing_results() {
+    // 70 texts of 128 word pieces with batch_size 256: 8,960 tokens, over the native encoder's
+    // 8,192 per batch, so the texts go to two batches.
+    let cfg = EmbeddingConfig {
+        batch_size: 256,
+        ..config(128)
+    };
+    let model = LocalEmbedder::load(&model_dir(), &cfg).unwrap();
+    let texts: Vec<String> = (0..70)
+        .map(|i| format!("item{i} ") + &vec!["retrieval"; 200].join(" "))
+        .collect();
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    assert!(refs.iter().all(|t| model.token_ids(t).len() == 128));
+    let all = model.embed(&refs).unwrap();
+    assert_eq!(all.len(), 70);
+    for i in [0, 35, 69] {
+        let one = model.embed(&refs[i..=i]).unwrap();
+        let c = dot(&one[0], &all[i]);
+        assert!(c > 0.99999, "text {i}: cosine {c}");
+    }
+}
+
+#[test]
 fn reduced_precision_weights_stay_close() {
     // The llama.cpp engine's quantised and half-precision conversions against f32.
     let texts = [
