@@ -504,57 +504,41 @@ fn matmul(dims: Dims, out: Out<'_>, lhs: View<'_>, rhs: View<'_>, scale: f32) ->
     // The kernels prefer a column-oriented destination, so a row-major product is computed
     // as its transpose, `outᵀ = rhsᵀ · lhsᵀ` (what the `gemm` facade does).
     let transpose = 1 < out_rs;
+    // (rows, columns, dst column and row strides, left factor and its column and row strides,
+    // right factor and its strides), as the kernel takes them.
+    let (rows, cols, dst_cs, dst_rs, left, left_cs, left_rs, right, right_cs, right_rs) =
+        if transpose {
+            (n, m, out_rs, 1, b, rhs_rs, rhs_cs, a, lhs_rs, lhs_cs)
+        } else {
+            (m, n, 1, out_rs, a, lhs_cs, lhs_rs, b, rhs_cs, rhs_rs)
+        };
     // SAFETY: `fits` checked that every element the product reads (`lhs`, `rhs`) or writes
     // (`out`) lies inside its slice, and all strides are positive; the output slice is
     // borrowed mutably, so it aliases neither input; the kernel reads `dst` only when
     // `accumulate` (read_dst) is set, and then it is initialised memory.
     #[allow(unsafe_code)]
     unsafe {
-        if transpose {
-            gemm(
-                n,
-                m,
-                k,
-                dst,
-                out_rs,
-                1,
-                out.accumulate,
-                b,
-                rhs_rs,
-                rhs_cs,
-                a,
-                lhs_rs,
-                lhs_cs,
-                1.0,
-                scale,
-                false,
-                false,
-                false,
-                gemm_common::Parallelism::None,
-            );
-        } else {
-            gemm(
-                m,
-                n,
-                k,
-                dst,
-                1,
-                out_rs,
-                out.accumulate,
-                a,
-                lhs_cs,
-                lhs_rs,
-                b,
-                rhs_cs,
-                rhs_rs,
-                1.0,
-                scale,
-                false,
-                false,
-                false,
-                gemm_common::Parallelism::None,
-            );
-        }
+        gemm(
+            rows,
+            cols,
+            k,
+            dst,
+            dst_cs,
+            dst_rs,
+            out.accumulate,
+            left,
+            left_cs,
+            left_rs,
+            right,
+            right_cs,
+            right_rs,
+            1.0,
+            scale,
+            false,
+            false,
+            false,
+            gemm_common::Parallelism::None,
+        );
     }
     Ok(())
 }
