@@ -14,7 +14,8 @@
 //! The pipeline is sentence-transformers' for this model: token + position + token-type
 //! embeddings and layer norm; per layer, self-attention (12 heads, scaled dot product,
 //! softmax), output projection, residual and layer norm, feed-forward with the exact (erf)
-//! GELU, residual and layer norm; then the mean over each text's tokens and L2 normalisation.
+//! GELU, residual and layer norm; then the mean over each text's tokens (the caller applies
+//! the final L2 normalisation).
 //! Agreement with sentence-transformers is tested (trellis-index's `tests/suite/embedding.rs`)
 //! and measured by trellis-index's `index_bench`.
 
@@ -47,14 +48,6 @@ pub type Result<T> = std::result::Result<T, Error>;
 
 fn err(what: impl std::fmt::Display) -> Error {
     Error::Model(what.to_string())
-}
-
-/// Scales `v` to unit length (left as is when it is all zeros).
-fn normalize(v: &mut [f32]) {
-    let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
-    if n > 0.0 {
-        v.iter_mut().for_each(|x| *x /= n);
-    }
 }
 
 /// Layer-norm scale and shift.
@@ -224,15 +217,16 @@ impl Encoder {
         self.max_positions
     }
 
-    /// Embeds token sequences (each `[CLS] … [SEP]`), returning one L2-normalised mean-pooled
-    /// vector per sequence, in order.
+    /// Embeds token sequences (each `[CLS] … [SEP]`), returning one mean-pooled vector per
+    /// sequence, in order (not yet L2-normalised: the caller scales them to unit length, as it
+    /// does for every engine's output).
     pub fn embed(&self, seqs: &[Vec<i32>], s: &mut Scratch) -> Result<Vec<Vec<f32>>> {
         let h = self.hidden;
         let tokens: usize = seqs.iter().map(Vec::len).sum();
         if seqs.iter().any(Vec::is_empty) {
             return Err(err("empty token sequence"));
         }
-        resize(&mut s.x, tokens * h);
+        s.x.resize(tokens * h, 0.0);
         let mut row = 0;
         for seq in seqs {
             if seq.len() > self.max_positions {
@@ -271,7 +265,6 @@ impl Encoder {
             }
             let n = seq.len() as f32;
             v.iter_mut().for_each(|a| *a /= n);
-            normalize(&mut v);
             out.push(v);
             row += seq.len();
         }
@@ -283,12 +276,12 @@ impl Encoder {
         let d = h / self.heads;
         let w = 3 * h;
         l.qkv.forward(&s.x, tokens, &mut s.qkv, None)?;
-        resize(&mut s.ctx, tokens * h);
+        s.ctx.resize(tokens * h, 0.0);
         let scale = 1.0 / (d as f32).sqrt();
         let mut start = 0;
         for seq in seqs {
             let n = seq.len();
-            resize(&mut s.scores, n * n);
+            s.scores.resize(n * n, 0.0);
             let base = start * w;
             for head in 0..self.heads {
                 let q = base + head * d;
@@ -365,7 +358,8 @@ impl Linear {
         out: &mut Vec<f32>,
         residual: Option<&[f32]>,
     ) -> Result<()> {
-        resize(out, rows * self.outputs);
+        // Every element is overwritten below (bias, then the product), so old contents may stay.
+        out.resize(rows * self.outputs, 0.0);
         for (r, dst) in out.chunks_exact_mut(self.outputs).enumerate() {
             dst.copy_from_slice(&self.bias);
             if let Some(res) = residual {
@@ -402,26 +396,22 @@ impl Linear {
     }
 }
 
-/// Sets a buffer's length; every caller overwrites all of it, so old contents may stay.
-fn resize(v: &mut Vec<f32>, len: usize) {
-    v.resize(len, 0.0);
-}
-
 /// Lanes of the reductions below: independent partial results the compiler keeps in one
 /// vector register (a single running float would be one long dependency chain, which it may
 /// not reorder).
 const LANES: usize = 16;
 
+/// `Σ f(x)` over `v`.
 #[inline(always)]
-fn sum(v: &[f32]) -> f32 {
+fn sum_of(v: &[f32], f: impl Fn(f32) -> f32) -> f32 {
     let mut acc = [0f32; LANES];
     let mut chunks = v.chunks_exact(LANES);
     for c in &mut chunks {
-        for (a, x) in acc.iter_mut().zip(c) {
-            *a += x;
+        for (a, &x) in acc.iter_mut().zip(c) {
+            *a += f(x);
         }
     }
-    chunks.remainder().iter().sum::<f32>() + acc.iter().sum::<f32>()
+    chunks.remainder().iter().map(|&x| f(x)).sum::<f32>() + acc.iter().sum::<f32>()
 }
 
 #[inline(always)]
@@ -486,10 +476,10 @@ fn matmul(dims: Dims, out: Out<'_>, lhs: View<'_>, rhs: View<'_>, scale: f32) ->
     let fits = extent(out.offset, m, n, out.rs, 1) <= out.data.len()
         && extent(lhs.offset, m, k, lhs.rs, lhs.cs) <= lhs.data.len()
         && extent(rhs.offset, k, n, rhs.rs, rhs.cs) <= rhs.data.len();
-    let stride = |v: usize| isize::try_from(v).map_err(err);
     if !fits {
         return Err(err(format!("matrix product {m}×{k}·{k}×{n} out of bounds")));
     }
+    let stride = |v: usize| isize::try_from(v).map_err(err);
     let (out_rs, lhs_rs, lhs_cs, rhs_rs, rhs_cs) = (
         stride(out.rs)?,
         stride(lhs.rs)?,
@@ -601,7 +591,7 @@ fn softmax_rows(m: &mut [f32], n: usize) {
     for row in m.chunks_exact_mut(n) {
         let top = max(row);
         row.iter_mut().for_each(|x| *x = exp(*x - top));
-        let inv = 1.0 / sum(row);
+        let inv = 1.0 / sum_of(row, |x| x);
         row.iter_mut().for_each(|x| *x *= inv);
     }
 }
@@ -615,20 +605,8 @@ fn softmax_rows(m: &mut [f32], n: usize) {
 fn layer_norm(m: &mut [f32], norm: &Norm, eps: f32) {
     let h = norm.gamma.len();
     for row in m.chunks_exact_mut(h) {
-        let mean = sum(row) / h as f32;
-        let mut acc = [0f32; LANES];
-        let mut chunks = row.chunks_exact(LANES);
-        for c in &mut chunks {
-            for (a, x) in acc.iter_mut().zip(c) {
-                *a += (x - mean) * (x - mean);
-            }
-        }
-        let rest: f32 = chunks
-            .remainder()
-            .iter()
-            .map(|x| (x - mean) * (x - mean))
-            .sum();
-        let var = (rest + acc.iter().sum::<f32>()) / h as f32;
+        let mean = sum_of(row, |x| x) / h as f32;
+        let var = sum_of(row, |x| (x - mean) * (x - mean)) / h as f32;
         let inv = 1.0 / (var + eps).sqrt();
         for ((x, g), b) in row.iter_mut().zip(&norm.gamma).zip(&norm.beta) {
             *x = (*x - mean) * inv * g + b;

@@ -95,7 +95,8 @@ fn engine_label(engine: LocalEngine) -> String {
 }
 
 /// The embedding comparison: the configured engine (and with `--compare-engines` the other
-/// one) against sentence-transformers; returns the configured engine's vectors.
+/// one, in the same rounds) against sentence-transformers; returns the configured engine's
+/// vectors.
 fn compare(
     args: &[String],
     model: &dyn embed::Embedder,
@@ -103,52 +104,27 @@ fn compare(
     texts: &[String],
     rounds: usize,
 ) -> anyhow::Result<Vec<Vec<f32>>> {
-    let other = other_engine(args, config)?;
-    st::compare(
-        args,
-        &engines(model, config, other.as_deref()),
-        config,
-        texts,
-        rounds,
-    )
-}
-
-/// With `--compare-engines`, the local engine not configured, to run in the same rounds.
-fn other_engine(
-    args: &[String],
-    config: &IndexConfig,
-) -> anyhow::Result<Option<Box<dyn embed::Embedder>>> {
-    if !args.iter().any(|a| a == "--compare-engines") {
-        return Ok(None);
-    }
-    let mut cfg = config.embedding.clone();
-    cfg.engine = match cfg.engine {
-        LocalEngine::Native => LocalEngine::LlamaCpp,
-        LocalEngine::LlamaCpp => LocalEngine::Native,
-    };
-    Ok(embed::from_config(&cfg, false)?)
-}
-
-fn engines<'a>(
-    model: &'a dyn embed::Embedder,
-    config: &IndexConfig,
-    other: Option<&'a dyn embed::Embedder>,
-) -> Vec<st::Engine<'a>> {
-    let mut v = vec![st::Engine {
+    let mut engines = vec![st::Engine {
         label: engine_label(config.embedding.engine),
         model,
     }];
-    if let Some(o) = other {
-        let e = match config.embedding.engine {
-            LocalEngine::Native => LocalEngine::LlamaCpp,
-            LocalEngine::LlamaCpp => LocalEngine::Native,
-        };
-        v.push(st::Engine {
-            label: engine_label(e),
+    let mut other_cfg = config.embedding.clone();
+    other_cfg.engine = match other_cfg.engine {
+        LocalEngine::Native => LocalEngine::LlamaCpp,
+        LocalEngine::LlamaCpp => LocalEngine::Native,
+    };
+    let other = if args.iter().any(|a| a == "--compare-engines") {
+        embed::from_config(&other_cfg, false)?
+    } else {
+        None
+    };
+    if let Some(o) = other.as_deref() {
+        engines.push(st::Engine {
+            label: engine_label(other_cfg.engine),
             model: o,
         });
     }
-    v
+    st::compare(args, &engines, config, texts, rounds)
 }
 
 fn row(what: &str, size: &str, value: &str, extra: &str) {

@@ -50,7 +50,7 @@ fn backend() -> Result<&'static LlamaBackend> {
 /// order, tagged with the batch's index.
 struct Task {
     index: usize,
-    seqs: Vec<Vec<LlamaToken>>,
+    seqs: Vec<Vec<i32>>,
     reply: mpsc::Sender<(usize, Result<Vec<Vec<f32>>>)>,
 }
 
@@ -88,6 +88,12 @@ impl LocalEmbedder {
     /// GGUF; the native engine always runs the shipped f32 weights).
     pub fn load_with(dir: &Path, config: &EmbeddingConfig, weights: WeightType) -> Result<Self> {
         let engine = config.engine;
+        // The native engine reads only the vocabulary from the GGUF and runs the shipped f32
+        // weights, so its GGUF is always the f32 one.
+        let weights = match engine {
+            LocalEngine::Native => WeightType::F32,
+            LocalEngine::LlamaCpp => weights,
+        };
         let path = gguf::ensure_gguf(dir, weights)?;
         let backend = backend()?;
         // The native engine needs only the vocabulary from the GGUF.
@@ -184,10 +190,7 @@ impl LocalEmbedder {
 
     /// The weight type the model runs with (always f32 on the native engine).
     pub fn weights(&self) -> WeightType {
-        match self.engine {
-            LocalEngine::Native => WeightType::F32,
-            LocalEngine::LlamaCpp => self.weights,
-        }
+        self.weights
     }
 
     /// The engine running the forward pass.
@@ -290,12 +293,13 @@ fn native_worker(
             Err(_) => return,
         };
         let Ok(task) = task else { return };
-        let seqs: Vec<Vec<i32>> = task
-            .seqs
-            .iter()
-            .map(|s| s.iter().map(|t| t.0).collect())
-            .collect();
-        let result = encoder.embed(&seqs, &mut scratch).map_err(emb);
+        let result = encoder
+            .embed(&task.seqs, &mut scratch)
+            .map_err(emb)
+            .map(|mut vs| {
+                vs.iter_mut().for_each(|v| normalize(v));
+                vs
+            });
         let _ = task.reply.send((task.index, result));
     }
 }
@@ -346,7 +350,7 @@ fn worker(
                 let s = i32::try_from(s).map_err(emb)?;
                 for (p, t) in tokens.iter().enumerate() {
                     let p = i32::try_from(p).map_err(emb)?;
-                    batch.add(*t, p, &[s], true).map_err(emb)?;
+                    batch.add(LlamaToken(*t), p, &[s], true).map_err(emb)?;
                 }
             }
             ctx.decode(&mut batch).map_err(emb)?;
@@ -373,12 +377,12 @@ impl Embedder for LocalEmbedder {
     }
 
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
-        let tokens: Vec<Vec<LlamaToken>> = texts.iter().map(|t| self.tokenize(t)).collect();
-        // Texts of similar length share a batch, so little compute goes to cross-text
-        // attention that the mask then discards.
+        let mut tokens: Vec<Vec<i32>> = texts.iter().map(|t| self.token_ids(t)).collect();
+        // Texts of similar length share a batch: on llama.cpp little compute then goes to
+        // cross-text attention that the mask discards.
         let mut order: Vec<usize> = (0..texts.len()).collect();
         order.sort_by_key(|&i| tokens[i].len());
-        let mut batches: Vec<Vec<Vec<LlamaToken>>> = Vec::new();
+        let mut batches: Vec<Vec<Vec<i32>>> = Vec::new();
         let mut groups: Vec<Vec<usize>> = Vec::new();
         let mut used = usize::MAX;
         for i in order {
@@ -394,7 +398,7 @@ impl Embedder for LocalEmbedder {
             used += n;
             if let (Some(g), Some(b)) = (groups.last_mut(), batches.last_mut()) {
                 g.push(i);
-                b.push(tokens[i].clone());
+                b.push(std::mem::take(&mut tokens[i]));
             }
         }
         let (reply, answers) = mpsc::channel();
