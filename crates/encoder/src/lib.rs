@@ -127,13 +127,14 @@ impl Encoder {
         let heads = cfg.num_attention_heads as usize;
         if heads == 0 || !hidden.is_multiple_of(heads) {
             return Err(err(format!(
-                "{hidden} hidden units do not split into {heads} heads"
+                "{}: {hidden} hidden units do not split into {heads} heads",
+                dir.join("config.json").display()
             )));
         }
         let tensor = |name: &str, shape: &[usize]| -> Result<Vec<f32>> {
             let (values, got) = st.f32(&format!("{prefix}{name}"))?;
             if got != shape {
-                return Err(err(format!("{name}: shape {got:?}, expected {shape:?}")));
+                return Err(st.error(format!("{name}: shape {got:?}, expected {shape:?}")));
             }
             Ok(values)
         };
@@ -183,7 +184,7 @@ impl Encoder {
         }
         let (word, shape) = st.f32(&format!("{prefix}embeddings.word_embeddings.weight"))?;
         if shape.len() != 2 || shape[1] != hidden {
-            return Err(err(format!("word embeddings: shape {shape:?}")));
+            return Err(st.error(format!("word embeddings: shape {shape:?}")));
         }
         let max_positions = cfg.max_position_embeddings as usize;
         let types = cfg.type_vocab_size as usize;
@@ -705,6 +706,28 @@ mod tests {
             cs: 1,
         };
         assert!(matmul(Dims { m: 2, n: 2, k: 2 }, out, l, r, 1.0).is_err());
+    }
+
+    #[test]
+    fn damaged_model_files_are_named_with_the_fix() {
+        let dir = std::env::temp_dir().join(format!("trellis-encoder-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("model.safetensors");
+        // A header length far past the end of the file.
+        std::fs::write(&path, 1_000_000u64.to_le_bytes()).unwrap();
+        let e = crate::safetensors::SafeTensors::read(&path)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains(&path.display().to_string()), "{e}");
+        assert!(
+            e.contains("header truncated") && e.contains("delete"),
+            "{e}"
+        );
+        // An absurd length must not overflow.
+        std::fs::write(&path, u64::MAX.to_le_bytes()).unwrap();
+        assert!(crate::safetensors::SafeTensors::read(&path).is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -54,6 +54,7 @@ fn default_types() -> u32 {
 
 /// A safetensors file held in memory.
 pub struct SafeTensors {
+    path: std::path::PathBuf,
     bytes: Vec<u8>,
     data_start: usize,
     /// Name → (dtype, shape, begin, end), the byte range relative to the data start.
@@ -67,8 +68,14 @@ struct StEntry {
     data_offsets: (usize, usize),
 }
 
-fn bad(what: impl std::fmt::Display) -> Error {
-    Error::Model(format!("model files: {what}"))
+/// An error about the file at `path`, with the fix (the model cache re-fetches a removed
+/// model directory).
+fn bad(path: &Path, what: impl std::fmt::Display) -> Error {
+    Error::Model(format!(
+        "{}: {what} (a damaged download? delete {} and the model is fetched again)",
+        path.display(),
+        path.parent().unwrap_or(path).display()
+    ))
 }
 
 impl SafeTensors {
@@ -82,24 +89,26 @@ impl SafeTensors {
             .get(..8)
             .and_then(|b| <[u8; 8]>::try_from(b).ok())
             .map(u64::from_le_bytes)
-            .ok_or_else(|| bad("safetensors file too short"))?;
-        let n = usize::try_from(n).map_err(bad)?;
-        let header = bytes
-            .get(8..8 + n)
-            .ok_or_else(|| bad("safetensors header truncated"))?;
+            .ok_or_else(|| bad(path, "safetensors file too short"))?;
+        let data_start = usize::try_from(n)
+            .ok()
+            .and_then(|n| n.checked_add(8))
+            .filter(|&end| end <= bytes.len())
+            .ok_or_else(|| bad(path, "safetensors header truncated"))?;
         let raw: BTreeMap<String, serde_json::Value> =
-            serde_json::from_slice(header).map_err(bad)?;
+            serde_json::from_slice(&bytes[8..data_start]).map_err(|e| bad(path, e))?;
         let mut tensors = BTreeMap::new();
         for (name, v) in raw {
             if name == "__metadata__" {
                 continue;
             }
-            let e: StEntry = serde_json::from_value(v).map_err(bad)?;
+            let e: StEntry = serde_json::from_value(v).map_err(|e| bad(path, e))?;
             tensors.insert(name, (e.dtype, e.shape, e.data_offsets.0, e.data_offsets.1));
         }
         Ok(SafeTensors {
+            path: path.to_path_buf(),
             bytes,
-            data_start: 8 + n,
+            data_start,
             tensors,
         })
     }
@@ -116,25 +125,32 @@ impl SafeTensors {
         }
     }
 
+    /// An error about this file (naming it, with the fix).
+    pub fn error(&self, what: impl std::fmt::Display) -> Error {
+        bad(&self.path, what)
+    }
+
     /// The tensor `name` as f32 values with its PyTorch shape.
     pub fn f32(&self, name: &str) -> Result<(Vec<f32>, Vec<usize>)> {
         let (dtype, shape, b, e) = self
             .tensors
             .get(name)
-            .ok_or_else(|| bad(format!("tensor {name} missing")))?;
+            .ok_or_else(|| self.error(format!("tensor {name} missing")))?;
         if dtype != "F32" {
-            return Err(bad(format!("{name}: dtype {dtype}, expected F32")));
+            return Err(self.error(format!("{name}: dtype {dtype}, expected F32")));
         }
         let data = self
-            .bytes
-            .get(self.data_start + b..self.data_start + e)
-            .ok_or_else(|| bad(format!("{name}: data out of range")))?;
+            .data_start
+            .checked_add(*b)
+            .zip(self.data_start.checked_add(*e))
+            .and_then(|(b, e)| self.bytes.get(b..e))
+            .ok_or_else(|| self.error(format!("{name}: data out of range")))?;
         let values: Vec<f32> = data
             .chunks_exact(4)
             .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
             .collect();
         if values.len() != shape.iter().product::<usize>() {
-            return Err(bad(format!("{name}: size does not match its shape")));
+            return Err(self.error(format!("{name}: size does not match its shape")));
         }
         Ok((values, shape.clone()))
     }
