@@ -8,11 +8,17 @@
 mod command;
 mod event;
 mod ids;
+mod service;
 mod state;
 mod time;
 
 pub use command::{Answer, Command, EdgeSpec, InjectNode, Interrupt, InterruptKind, Message};
 pub use event::{Event, EventKind, ForkRef, RunStatus, TerminalKind};
 pub use ids::{ActivationId, NodeId, RunId};
+pub use service::{
+    Artifact, ArtifactStatus, BadStreamId, Budgets, InputMode, NodeAnswer, Op, ReviewAction,
+    ServiceEvent, ServiceEventBody, SessionEvent, SessionId, SessionOwner, StreamId, SubmissionId,
+    ToolStatus, TurnUsage, WorkspaceEvent,
+};
 pub use state::{InvalidTransition, NodeState};
 pub use time::{format_utc_ms, now_ms};
