@@ -40,10 +40,15 @@ pub enum Turn {
     Cut(Vec<StreamEvent>),
 }
 
+/// Answers a request when the scripted turns are used up (for concurrent tests, where the
+/// order of requests is not known in advance).
+pub type Responder = Arc<dyn Fn(&ChatRequest) -> Turn + Send + Sync>;
+
 #[derive(Default)]
 struct State {
     turns: VecDeque<Turn>,
     requests: Vec<ChatRequest>,
+    responder: Option<Responder>,
 }
 
 /// The scripted provider. Clones share the script and the recorded requests.
@@ -67,8 +72,17 @@ impl ScriptedProvider {
             state: Arc::new(Mutex::new(State {
                 turns: turns.into_iter().collect(),
                 requests: Vec::new(),
+                responder: None,
             })),
         }
+    }
+
+    /// A provider that answers every request with `responder(request)` (after any scripted
+    /// turns).
+    pub fn responding(responder: impl Fn(&ChatRequest) -> Turn + Send + Sync + 'static) -> Self {
+        let p = Self::new([]);
+        p.lock().responder = Some(Arc::new(responder));
+        p
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -123,7 +137,11 @@ impl ModelProvider for ScriptedProvider {
         let (turn, n) = {
             let mut st = self.lock();
             st.requests.push(request.clone());
-            (st.turns.pop_front(), st.requests.len())
+            let turn = st
+                .turns
+                .pop_front()
+                .or_else(|| st.responder.as_ref().map(|r| r(&request)));
+            (turn, st.requests.len())
         };
         let items: Vec<trellis_llm::Result<StreamEvent>> = match turn {
             None => {

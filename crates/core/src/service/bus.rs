@@ -1,0 +1,475 @@
+//! The event side of the service: the recorder that numbers, coalesces and persists session
+//! and workspace events, the live broadcast every committed event goes through, and
+//! subscriptions that replay the store and continue live with no gap and no duplicate.
+//!
+//! ```text
+//!  agents / ops ──record()──▶ recorder task ──append_stream──▶ store (group commit)
+//!                              (seq per stream,                    │ committed
+//!                               deltas coalesced)                  ▼
+//!  engine RunHandle ─────────── forwarder ──────────────▶ live broadcast ──▶ Subscription
+//!                                                                           (store replay
+//!                                                                            + live, deduped)
+//! ```
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::{broadcast, mpsc, oneshot};
+use trellis_protocol::{
+    ServiceEvent, ServiceEventBody, SessionEvent, StreamId, SubmissionId, now_ms,
+};
+use trellis_store::Store;
+
+/// How long streamed deltas of a session wait to be merged with the next ones before they
+/// are stored and published (they are flushed at once by any other event of the session).
+pub const DEFAULT_DELTA_FLUSH: Duration = Duration::from_millis(40);
+
+/// Capacity of the live broadcast, in events. A subscriber that falls further behind
+/// re-reads the store, so nothing is lost.
+const LIVE_CAPACITY: usize = 16_384;
+
+/// Recorder settings.
+#[derive(Clone, Copy, Debug)]
+pub struct RecordOptions {
+    /// Persist session and workspace events (off: they are numbered and published only;
+    /// used to measure what recording costs).
+    pub persist: bool,
+    /// How long deltas wait to be coalesced.
+    pub delta_flush: Duration,
+}
+
+impl Default for RecordOptions {
+    fn default() -> Self {
+        Self {
+            persist: true,
+            delta_flush: DEFAULT_DELTA_FLUSH,
+        }
+    }
+}
+
+enum Msg {
+    Event {
+        stream: StreamId,
+        submission: Option<SubmissionId>,
+        body: ServiceEventBody,
+        ts: i64,
+    },
+    Flush(oneshot::Sender<()>),
+}
+
+/// The live side: every committed event of every stream, in commit order per stream.
+#[derive(Clone)]
+pub struct Bus {
+    live: broadcast::Sender<Arc<ServiceEvent>>,
+    recorder: mpsc::UnboundedSender<Msg>,
+    store: Arc<Store>,
+}
+
+impl Bus {
+    /// Starts the recorder task on the current tokio runtime.
+    pub fn start(store: Arc<Store>, options: RecordOptions) -> Self {
+        let (live, _) = broadcast::channel(LIVE_CAPACITY);
+        let (tx, rx) = mpsc::unbounded_channel();
+        let task = Recorder {
+            store: store.clone(),
+            live: live.clone(),
+            options,
+            next: HashMap::new(),
+            pending: Vec::new(),
+        };
+        tokio::spawn(task.run(rx));
+        Self {
+            live,
+            recorder: tx,
+            store,
+        }
+    }
+
+    /// Records an event of a session or the workspace stream (numbered, persisted, then
+    /// published). Never blocks.
+    pub fn record(
+        &self,
+        stream: StreamId,
+        submission: Option<SubmissionId>,
+        body: ServiceEventBody,
+    ) {
+        let _ = self.recorder.send(Msg::Event {
+            stream,
+            submission,
+            body,
+            ts: now_ms(),
+        });
+    }
+
+    /// Records a session event.
+    pub fn session(
+        &self,
+        session: &trellis_protocol::SessionId,
+        submission: Option<SubmissionId>,
+        event: SessionEvent,
+    ) {
+        self.record(
+            StreamId::Session(session.clone()),
+            submission,
+            ServiceEventBody::Session(event),
+        );
+    }
+
+    /// Records a workspace event.
+    pub fn workspace(
+        &self,
+        submission: Option<SubmissionId>,
+        event: trellis_protocol::WorkspaceEvent,
+    ) {
+        self.record(
+            StreamId::Workspace,
+            submission,
+            ServiceEventBody::Workspace(event),
+        );
+    }
+
+    /// Resolves once everything recorded before the call is stored and published.
+    pub async fn flush(&self) {
+        let (tx, rx) = oneshot::channel();
+        if self.recorder.send(Msg::Flush(tx)).is_ok() {
+            let _ = rx.await;
+        }
+    }
+
+    /// Publishes events that are already committed (a run's graph events).
+    pub fn publish(&self, event: ServiceEvent) {
+        let _ = self.live.send(Arc::new(event));
+    }
+
+    /// Every live event from now on (no replay).
+    pub fn live(&self) -> broadcast::Receiver<Arc<ServiceEvent>> {
+        self.live.subscribe()
+    }
+
+    /// The stored events of `stream` after `since`, then the live ones. `poll` is how often
+    /// the store is re-read when nothing arrives live (for runs executing in another
+    /// process); `None` never polls.
+    pub fn subscribe(&self, stream: StreamId, since: u64, poll: Option<Duration>) -> Subscription {
+        // Subscribe before reading the store: whatever commits after the read is in the
+        // receiver, whatever committed before is in the read; the overlap is skipped by seq.
+        let rx = self.live.subscribe();
+        Subscription {
+            stream,
+            last: since,
+            backlog: VecDeque::new(),
+            rx,
+            store: self.store.clone(),
+            poll,
+            primed: false,
+        }
+    }
+}
+
+/// One subscriber's view of a stream: the stored events after `since`, then the live ones,
+/// with no gap and no duplicate.
+pub struct Subscription {
+    stream: StreamId,
+    last: u64,
+    backlog: VecDeque<ServiceEvent>,
+    rx: broadcast::Receiver<Arc<ServiceEvent>>,
+    store: Arc<Store>,
+    poll: Option<Duration>,
+    primed: bool,
+}
+
+impl Subscription {
+    /// The stream.
+    pub fn stream(&self) -> &StreamId {
+        &self.stream
+    }
+
+    /// The seq of the last event returned (or the `since` it started from).
+    pub fn last_seq(&self) -> u64 {
+        self.last
+    }
+
+    fn refill(&mut self) -> trellis_store::Result<()> {
+        let events = self.store.stream_events(&self.stream, self.last, None)?;
+        self.backlog.extend(events);
+        Ok(())
+    }
+
+    /// The next event; `Ok(None)` when the service shut down.
+    pub async fn next(&mut self) -> trellis_store::Result<Option<ServiceEvent>> {
+        if !self.primed {
+            self.primed = true;
+            self.refill()?;
+        }
+        loop {
+            if let Some(e) = self.backlog.pop_front() {
+                if e.seq <= self.last {
+                    continue;
+                }
+                self.last = e.seq;
+                return Ok(Some(e));
+            }
+            let received = match self.poll {
+                Some(every) => match tokio::time::timeout(every, self.rx.recv()).await {
+                    Ok(r) => Some(r),
+                    Err(_) => None,
+                },
+                None => Some(self.rx.recv().await),
+            };
+            match received {
+                // Nothing live for a while: someone else may be writing this stream.
+                None => self.refill()?,
+                Some(Ok(e)) => {
+                    if e.stream != self.stream || e.seq <= self.last {
+                        continue;
+                    }
+                    if e.seq == self.last + 1 {
+                        self.last = e.seq;
+                        return Ok(Some((*e).clone()));
+                    }
+                    // A gap (events committed by another writer): the store has them.
+                    self.refill()?;
+                    self.backlog.push_back((*e).clone());
+                }
+                Some(Err(broadcast::error::RecvError::Lagged(_))) => self.refill()?,
+                Some(Err(broadcast::error::RecvError::Closed)) => return Ok(None),
+            }
+        }
+    }
+
+    /// The next event if one is available without waiting for a live one.
+    pub fn try_next(&mut self) -> trellis_store::Result<Option<ServiceEvent>> {
+        if !self.primed {
+            self.primed = true;
+            self.refill()?;
+        }
+        loop {
+            if let Some(e) = self.backlog.pop_front() {
+                if e.seq <= self.last {
+                    continue;
+                }
+                self.last = e.seq;
+                return Ok(Some(e));
+            }
+            match self.rx.try_recv() {
+                Ok(e) => {
+                    if e.stream != self.stream || e.seq <= self.last {
+                        continue;
+                    }
+                    if e.seq == self.last + 1 {
+                        self.last = e.seq;
+                        return Ok(Some((*e).clone()));
+                    }
+                    self.refill()?;
+                    self.backlog.push_back((*e).clone());
+                }
+                Err(broadcast::error::TryRecvError::Lagged(_)) => self.refill()?,
+                Err(_) => return Ok(None),
+            }
+        }
+    }
+}
+
+/// A delta held back to be merged with the next ones.
+struct Pending {
+    stream: StreamId,
+    submission: Option<SubmissionId>,
+    event: SessionEvent,
+    ts: i64,
+    since: Instant,
+}
+
+struct Recorder {
+    store: Arc<Store>,
+    live: broadcast::Sender<Arc<ServiceEvent>>,
+    options: RecordOptions,
+    /// Next seq per stream (loaded from the store on first use).
+    next: HashMap<StreamId, u64>,
+    pending: Vec<Pending>,
+}
+
+impl Recorder {
+    async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Msg>) {
+        let mut out: Vec<ServiceEvent> = Vec::new();
+        let mut flushes: Vec<oneshot::Sender<()>> = Vec::new();
+        loop {
+            // Wait for work, or for the oldest held delta to be due.
+            let first = match self.pending.iter().map(|p| p.since).min() {
+                Some(oldest) => {
+                    let due = oldest + self.options.delta_flush;
+                    match tokio::time::timeout_at(due.into(), rx.recv()).await {
+                        Ok(Some(m)) => Some(Some(m)),
+                        Ok(None) => None,
+                        Err(_) => Some(None),
+                    }
+                }
+                None => rx.recv().await.map(Some),
+            };
+            let Some(first) = first else {
+                // Channel closed: store what is held and stop.
+                self.drain_pending(&mut out, None);
+                self.commit(&mut out).await;
+                return;
+            };
+            let mut batch: Vec<Msg> = first.into_iter().collect();
+            while batch.len() < 4096 {
+                match rx.try_recv() {
+                    Ok(m) => batch.push(m),
+                    Err(_) => break,
+                }
+            }
+            for m in batch {
+                match m {
+                    Msg::Flush(tx) => {
+                        self.drain_pending(&mut out, None);
+                        flushes.push(tx);
+                    }
+                    Msg::Event {
+                        stream,
+                        submission,
+                        body,
+                        ts,
+                    } => self.accept(&mut out, stream, submission, body, ts),
+                }
+            }
+            let now = Instant::now();
+            let due: Vec<StreamId> = self
+                .pending
+                .iter()
+                .filter(|p| now.duration_since(p.since) >= self.options.delta_flush)
+                .map(|p| p.stream.clone())
+                .collect();
+            for s in due {
+                self.drain_pending(&mut out, Some(&s));
+            }
+            self.commit(&mut out).await;
+            for tx in flushes.drain(..) {
+                let _ = tx.send(());
+            }
+        }
+    }
+
+    fn accept(
+        &mut self,
+        out: &mut Vec<ServiceEvent>,
+        stream: StreamId,
+        submission: Option<SubmissionId>,
+        body: ServiceEventBody,
+        ts: i64,
+    ) {
+        if let ServiceEventBody::Session(event) = &body
+            && event.is_delta()
+        {
+            if let Some(p) = self.pending.iter_mut().find(|p| p.stream == stream)
+                && merge(&mut p.event, event)
+            {
+                return;
+            }
+            self.drain_pending(out, Some(&stream));
+            if let ServiceEventBody::Session(event) = body {
+                self.pending.push(Pending {
+                    stream,
+                    submission,
+                    event,
+                    ts,
+                    since: Instant::now(),
+                });
+            }
+            return;
+        }
+        self.drain_pending(out, Some(&stream));
+        self.push(out, stream, submission, body, ts);
+    }
+
+    fn drain_pending(&mut self, out: &mut Vec<ServiceEvent>, only: Option<&StreamId>) {
+        let mut keep = Vec::new();
+        for p in std::mem::take(&mut self.pending) {
+            if only.is_none_or(|s| *s == p.stream) {
+                self.push(
+                    out,
+                    p.stream,
+                    p.submission,
+                    ServiceEventBody::Session(p.event),
+                    p.ts,
+                );
+            } else {
+                keep.push(p);
+            }
+        }
+        self.pending = keep;
+    }
+
+    fn push(
+        &mut self,
+        out: &mut Vec<ServiceEvent>,
+        stream: StreamId,
+        submission: Option<SubmissionId>,
+        event: ServiceEventBody,
+        ts: i64,
+    ) {
+        let seq = match self.next.get_mut(&stream) {
+            Some(n) => n,
+            None => {
+                let last = if self.options.persist {
+                    match self.store.stream_last_seq(&stream) {
+                        Ok(l) => l,
+                        Err(e) => {
+                            tracing::error!("cannot read the last seq of {stream}: {e}");
+                            0
+                        }
+                    }
+                } else {
+                    0
+                };
+                self.next.entry(stream.clone()).or_insert(last + 1)
+            }
+        };
+        out.push(ServiceEvent {
+            stream,
+            seq: *seq,
+            ts,
+            submission,
+            event,
+        });
+        *seq += 1;
+    }
+
+    async fn commit(&mut self, out: &mut Vec<ServiceEvent>) {
+        if out.is_empty() {
+            return;
+        }
+        let events = std::mem::take(out);
+        if self.options.persist {
+            if let Err(e) = self.store.append_stream(events.clone()).await {
+                // The batch is not stored: forget the seqs it used so the streams continue
+                // from what the store holds, and say so.
+                tracing::error!("recording {} event(s) failed: {e}", events.len());
+                for ev in &events {
+                    self.next.remove(&ev.stream);
+                }
+                return;
+            }
+        }
+        for e in events {
+            let _ = self.live.send(Arc::new(e));
+        }
+    }
+}
+
+/// Appends `next` to `held` when both are deltas of the same kind and turn.
+fn merge(held: &mut SessionEvent, next: &SessionEvent) -> bool {
+    match (held, next) {
+        (
+            SessionEvent::MessageDelta { turn, text },
+            SessionEvent::MessageDelta { turn: t, text: more },
+        )
+        | (
+            SessionEvent::ThoughtDelta { turn, text },
+            SessionEvent::ThoughtDelta { turn: t, text: more },
+        ) if *turn == *t => {
+            text.push_str(more);
+            true
+        }
+        _ => false,
+    }
+}

@@ -1,0 +1,349 @@
+//! The runtime service: one object per workspace that owns every run and session executing
+//! in this process, takes [`Op`]s and publishes [`ServiceEvent`]s (the queue pair of
+//! codex-rs's `Codex::submit` / `next_event`). The CLI, `trellis serve`, `trellis acp` and
+//! `trellis mcp` drive Trellis only through it.
+//!
+//! - [`Service::submit`] returns a [`SubmissionId`] at once; the op runs on its own task and
+//!   its outcome is recorded on the workspace stream ([`WorkspaceEvent::OpCompleted`] /
+//!   [`WorkspaceEvent::OpFailed`]). [`Service::call`] submits and waits for that outcome.
+//! - [`Service::subscribe`] replays a stream from the store and continues live.
+//! - Runs execute on their own engine tasks and channels on their own tasks: an error or a
+//!   panic in one is reported on its stream and never stops the others.
+
+mod bus;
+mod channel;
+mod discussion;
+mod review;
+mod runs;
+mod sessions;
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::sync::{broadcast, oneshot};
+use tokio_util::sync::CancellationToken;
+use trellis_protocol::{
+    Op, RunId, ServiceEvent, SessionId, StreamId, SubmissionId, WorkspaceEvent,
+};
+
+pub use bus::{Bus, DEFAULT_DELTA_FLUSH, RecordOptions, Subscription};
+pub use sessions::SessionHub;
+
+use crate::Runtime;
+
+/// What went wrong with an op, in words a user can act on.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct OpError(pub String);
+
+impl OpError {
+    pub(crate) fn new(message: impl Into<String>) -> Self {
+        Self(message.into())
+    }
+}
+
+impl From<crate::Error> for OpError {
+    fn from(e: crate::Error) -> Self {
+        Self(e.to_string())
+    }
+}
+
+impl From<trellis_store::Error> for OpError {
+    fn from(e: trellis_store::Error) -> Self {
+        Self(e.to_string())
+    }
+}
+
+impl From<trellis_tools::Error> for OpError {
+    fn from(e: trellis_tools::Error) -> Self {
+        Self(e.to_string())
+    }
+}
+
+pub(crate) type OpResult = Result<Value, OpError>;
+
+/// Service settings.
+#[derive(Clone, Copy, Debug)]
+pub struct ServiceOptions {
+    /// Recording of session and workspace events.
+    pub record: RecordOptions,
+    /// How often a subscription to a stream re-reads the store when nothing arrives live
+    /// (runs executing in another process).
+    pub poll: Duration,
+}
+
+impl Default for ServiceOptions {
+    fn default() -> Self {
+        Self {
+            record: RecordOptions::default(),
+            poll: Duration::from_millis(250),
+        }
+    }
+}
+
+/// The runtime service of one workspace.
+pub struct Service {
+    pub(crate) runtime: Arc<Runtime>,
+    pub(crate) bus: Bus,
+    pub(crate) hub: Arc<SessionHub>,
+    pub(crate) runs: Mutex<HashMap<RunId, runs::LiveRun>>,
+    pub(crate) channels: Mutex<HashMap<SessionId, Arc<channel::Channel>>>,
+    pub(crate) selections: Mutex<HashMap<RunId, trellis_tools::review::Selection>>,
+    pub(crate) shutdown: CancellationToken,
+    options: ServiceOptions,
+    me: Weak<Service>,
+}
+
+/// Locks a mutex, recovering from a panic of another holder (the maps stay consistent: every
+/// critical section is a single insert, remove or lookup).
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Service {
+    /// Starts the service of `runtime`'s workspace on the current tokio runtime.
+    pub fn start(runtime: Arc<Runtime>, options: ServiceOptions) -> Arc<Self> {
+        let bus = Bus::start(runtime.store.clone(), options.record);
+        let hub = Arc::new(SessionHub::new(bus.clone(), runtime.store.clone()));
+        Arc::new_cyclic(|me| Self {
+            runtime,
+            bus,
+            hub,
+            runs: Mutex::new(HashMap::new()),
+            channels: Mutex::new(HashMap::new()),
+            selections: Mutex::new(HashMap::new()),
+            shutdown: CancellationToken::new(),
+            options,
+            me: me.clone(),
+        })
+    }
+
+    /// The workspace runtime (configuration, models, catalogs, store).
+    pub fn runtime(&self) -> &Arc<Runtime> {
+        &self.runtime
+    }
+
+    /// The recorder and live broadcast.
+    pub fn bus(&self) -> &Bus {
+        &self.bus
+    }
+
+    pub(crate) fn arc(&self) -> Option<Arc<Service>> {
+        self.me.upgrade()
+    }
+
+    /// Submits an op; it runs on its own task. Its outcome arrives on the workspace stream
+    /// as `opCompleted` / `opFailed` carrying the returned id.
+    pub fn submit(&self, op: Op) -> SubmissionId {
+        self.submit_inner(op).0
+    }
+
+    /// Submits an op and waits for its outcome.
+    pub async fn call(&self, op: Op) -> Result<Value, OpError> {
+        let (_, rx) = self.submit_inner(op);
+        rx.await
+            .unwrap_or_else(|_| Err(OpError::new("the service stopped before the op finished")))
+    }
+
+    fn submit_inner(&self, op: Op) -> (SubmissionId, oneshot::Receiver<OpResult>) {
+        let id = SubmissionId::new();
+        let (tx, rx) = oneshot::channel();
+        let Some(me) = self.arc() else {
+            let _ = tx.send(Err(OpError::new("the service is shutting down")));
+            return (id, rx);
+        };
+        let sub = id.clone();
+        tokio::spawn(async move {
+            let name = op.name();
+            // The op runs on a task of its own so that a panic inside it is caught here
+            // (as a JoinError) and reported instead of taking the service down.
+            let worker = {
+                let me = me.clone();
+                let sub = sub.clone();
+                tokio::spawn(async move { me.handle(sub, op).await })
+            };
+            let result = match worker.await {
+                Ok(r) => r,
+                Err(e) if e.is_panic() => Err(OpError::new(format!(
+                    "internal error: the {name} op panicked ({}); other runs are unaffected",
+                    panic_text(e)
+                ))),
+                Err(_) => Err(OpError::new(format!("the {name} op was cancelled"))),
+            };
+            me.bus.workspace(
+                Some(sub.clone()),
+                match &result {
+                    Ok(v) => WorkspaceEvent::OpCompleted {
+                        op: name.to_owned(),
+                        result: v.clone(),
+                    },
+                    Err(e) => WorkspaceEvent::OpFailed {
+                        op: name.to_owned(),
+                        error: e.0.clone(),
+                    },
+                },
+            );
+            let _ = tx.send(result);
+        });
+        (id, rx)
+    }
+
+    async fn handle(self: Arc<Self>, sub: SubmissionId, op: Op) -> OpResult {
+        match op {
+            Op::StartRun {
+                request,
+                repo,
+                workflow,
+                include,
+                skip,
+                input,
+                budgets,
+                plan_only,
+            } => {
+                self.start_run(
+                    sub,
+                    runs::StartRun {
+                        request,
+                        repo,
+                        workflow,
+                        include,
+                        skip,
+                        input,
+                        budgets,
+                        plan_only,
+                    },
+                )
+                .await
+            }
+            Op::ResumeRun {
+                run,
+                answers,
+                input,
+            } => self.resume_run(sub, &run, answers, input).await,
+            Op::Answer { run, node, answer } => {
+                let run = self.run_id(&run)?;
+                self.deliver(&sub, &run, trellis_protocol::Command::Answer { node, answer })
+                    .await
+            }
+            Op::Approve {
+                run,
+                node,
+                artifact,
+                comment,
+            } => self.approve(&sub, &run, node, artifact, comment).await,
+            Op::RequestChanges {
+                run,
+                node,
+                artifact,
+                feedback,
+            } => {
+                self.request_changes(&sub, &run, node, artifact, feedback)
+                    .await
+            }
+            Op::SendMessage { run, node, text } => {
+                let run = self.run_id(&run)?;
+                self.deliver(
+                    &sub,
+                    &run,
+                    trellis_protocol::Command::SendMessage {
+                        node,
+                        message: trellis_protocol::Message::user(text),
+                    },
+                )
+                .await
+            }
+            Op::Prune {
+                run,
+                node,
+                subtree,
+                reason,
+            } => self.prune(&sub, &run, node, subtree, reason).await,
+            Op::Inject { run, nodes, edges } => {
+                let run = self.run_id(&run)?;
+                self.deliver(&sub, &run, trellis_protocol::Command::Inject { nodes, edges })
+                    .await
+            }
+            Op::Cancel { run, reason } => self.cancel(&sub, &run, reason).await,
+            Op::Review { run, action } => self.review(&sub, &run, action).await,
+            Op::StartChannel { channel, message } => {
+                self.start_channel(&sub, channel, message).await
+            }
+            Op::SessionMessage { session, text } => {
+                self.session_message(&sub, &session, text).await
+            }
+            Op::CancelSession { session } => self.cancel_session(&session),
+        }
+    }
+
+    /// The stored events of `stream` after `since`, then the live ones, with no gap and no
+    /// duplicate at the seam.
+    pub fn subscribe(&self, stream: StreamId, since: u64) -> Subscription {
+        self.bus.subscribe(stream, since, Some(self.options.poll))
+    }
+
+    /// Every event of every stream from now on (no replay): for front-ends that show a whole
+    /// run — its graph and its sessions — as it happens.
+    pub fn live(&self) -> broadcast::Receiver<Arc<ServiceEvent>> {
+        self.bus.live()
+    }
+
+    /// Resolves a run id or unique prefix.
+    pub fn run_id(&self, id_or_prefix: &str) -> Result<RunId, OpError> {
+        Ok(self.runtime.store.get_run(id_or_prefix)?.id)
+    }
+
+    /// Whether `run` executes in this service now.
+    pub fn is_live(&self, run: &RunId) -> bool {
+        lock(&self.runs).contains_key(run)
+    }
+
+    /// Waits until `run` stops executing in this service (finished, paused on input, failed
+    /// or cancelled); returns at once when it does not execute here.
+    pub async fn wait_run(&self, run: &RunId) {
+        let done = lock(&self.runs).get(run).map(|r| r.done.clone());
+        if let Some(mut done) = done {
+            let _ = done.wait_for(|d| *d).await;
+        }
+    }
+
+    /// Stops everything: live runs stop where they are (resumable from the store), channel
+    /// turns are cancelled, and recorded events are flushed.
+    pub async fn shutdown(&self) {
+        self.shutdown.cancel();
+        let runs: Vec<runs::LiveRun> = lock(&self.runs).drain().map(|(_, r)| r).collect();
+        for r in runs {
+            r.abort();
+        }
+        for c in lock(&self.channels).values() {
+            c.cancel();
+        }
+        self.bus.flush().await;
+        let _ = self.runtime.store.flush();
+    }
+}
+
+fn panic_text(e: tokio::task::JoinError) -> String {
+    match e.try_into_panic() {
+        Ok(p) => p
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_owned())
+            .or_else(|| p.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "no message".into()),
+        Err(_) => "no message".into(),
+    }
+}
+
+/// Runs `f` on the blocking pool (git and file work of review ops).
+pub(crate) async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, OpError> + Send + 'static,
+) -> Result<T, OpError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| OpError::new(format!("internal error: {e}")))?
+}
+
+/// A future that is Send (for ops that hold no locks across awaits).
+pub(crate) type BoxFuture<'a, T> = std::pin::Pin<Box<dyn Future<Output = T> + Send + 'a>>;

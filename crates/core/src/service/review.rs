@@ -1,0 +1,200 @@
+//! Review ops: a run's change set (its branch against its base, in hunks), the selection of
+//! hunks to accept, apply onto the user's working tree, reject, undo.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+use trellis_protocol::{NodeId, ReviewAction, RunId, SubmissionId, WorkspaceEvent};
+use trellis_store::{ChangeSetRecord, Store};
+use trellis_tools::git::Git;
+use trellis_tools::review::{
+    self, ChangeSet, FileSelection, ReviewComment, ReviewOutcome, Selection,
+};
+use trellis_tools::worktree::RunWorktree;
+
+use super::{OpError, OpResult, Service, blocking, lock};
+
+/// Loads the run's change set (finishing any interrupted apply first).
+pub fn load_change_set(store: &Store, run: &str) -> Result<(ChangeSetRecord, ChangeSet), OpError> {
+    let rec = store
+        .change_set(run)
+        .map_err(|e| OpError::new(format!("no change set for run `{run}`: {e}")))?;
+    review::recover(store, Path::new(&rec.repo))?;
+    let wt = RunWorktree::from_record(&rec);
+    let head = wt.head()?;
+    let set = review::load(&Git::new(&rec.repo), &rec.run_id, &rec.base_commit, &head)?;
+    Ok((rec, set))
+}
+
+impl Service {
+    pub(crate) async fn review(
+        self: &Arc<Self>,
+        sub: &SubmissionId,
+        run: &str,
+        action: ReviewAction,
+    ) -> OpResult {
+        let run = self.run_id(run)?;
+        if !matches!(action, ReviewAction::Show) && self.is_live(&run) {
+            return Err(OpError::new(format!(
+                "run {run} is still executing; review its change set when it has stopped"
+            )));
+        }
+        let store = self.runtime.store.clone();
+        let key = run.to_string();
+        let (rec, set) = blocking(move || load_change_set(&store, &key)).await?;
+        let selection = lock(&self.selections)
+            .get(&run)
+            .cloned()
+            .unwrap_or_else(|| Selection::all(&set));
+        let result = match action {
+            ReviewAction::Show => {
+                return Ok(json!({
+                    "run": run,
+                    "state": rec.state,
+                    "review": rec.review.as_deref().and_then(|r| serde_json::from_str::<Value>(r).ok()),
+                    "changeSet": set,
+                    "selection": selection,
+                }));
+            }
+            ReviewAction::Select { file, hunks, accept } => {
+                let selection = select(selection, &set, &file, hunks, accept)?;
+                lock(&self.selections).insert(run.clone(), selection.clone());
+                json!({ "run": run, "selection": selection })
+            }
+            ReviewAction::Apply => {
+                let store = self.runtime.store.clone();
+                let sel = selection.clone();
+                let out = blocking(move || -> Result<Value, OpError> {
+                    if sel.is_empty(&set) {
+                        review::record_outcome(
+                            &store,
+                            &rec,
+                            &ReviewOutcome::Rejected {
+                                reason: Some("nothing approved".into()),
+                            },
+                        )?;
+                        return Ok(json!({ "outcome": "rejected", "reason": "nothing approved" }));
+                    }
+                    let report = review::apply(&store, &rec, &set, &sel)?;
+                    let _ = RunWorktree::from_record(&rec).remove();
+                    Ok(json!({ "outcome": "applied", "applied": report }))
+                })
+                .await?;
+                lock(&self.selections).remove(&run);
+                out
+            }
+            ReviewAction::Reject { comment } => {
+                let store = self.runtime.store.clone();
+                blocking(move || -> Result<Value, OpError> {
+                    review::record_outcome(&store, &rec, &ReviewOutcome::Rejected { reason: comment })?;
+                    let _ = RunWorktree::from_record(&rec).remove();
+                    Ok(json!({ "outcome": "rejected" }))
+                })
+                .await?
+            }
+            ReviewAction::Undo => {
+                let store = self.runtime.store.clone();
+                blocking(move || -> Result<Value, OpError> {
+                    let report = review::undo(&store, &rec)?;
+                    Ok(json!({ "outcome": "undone", "undo": report }))
+                })
+                .await?
+            }
+        };
+        let state = self
+            .runtime
+            .store
+            .change_set(run.as_str())
+            .map(|r| r.state)
+            .unwrap_or_default();
+        self.bus.workspace(
+            Some(sub.clone()),
+            WorkspaceEvent::ReviewChanged {
+                run: run.clone(),
+                state,
+            },
+        );
+        Ok(result)
+    }
+
+    /// Records that changes were requested on the run's change set, for `stage`.
+    pub(crate) fn review_record_changes(
+        &self,
+        run: &RunId,
+        stage: &NodeId,
+        feedback: &str,
+    ) -> Result<(), OpError> {
+        let rec = self.runtime.store.change_set(run.as_str())?;
+        review::record_outcome(
+            &self.runtime.store,
+            &rec,
+            &ReviewOutcome::ChangesRequested {
+                comments: vec![ReviewComment {
+                    path: None,
+                    hunk: None,
+                    body: feedback.to_owned(),
+                }],
+                stage: Some(stage.to_string()),
+            },
+        )?;
+        Ok(())
+    }
+}
+
+/// Accepts or rejects a file or some of its hunks in `selection`.
+fn select(
+    mut selection: Selection,
+    set: &ChangeSet,
+    file: &str,
+    hunks: Option<Vec<usize>>,
+    accept: bool,
+) -> Result<Selection, OpError> {
+    let Some(f) = set.files.iter().find(|f| f.path == file) else {
+        let paths: Vec<&str> = set.files.iter().map(|f| f.path.as_str()).collect();
+        return Err(OpError::new(format!(
+            "the change set has no file `{file}` (files: {})",
+            paths.join(", ")
+        )));
+    };
+    let count = f.hunks.len().max(1);
+    let mut chosen: BTreeSet<usize> = match selection.for_file(f) {
+        FileSelection::All => (0..count).collect(),
+        FileSelection::None => BTreeSet::new(),
+        FileSelection::Hunks(h) => h,
+    };
+    match hunks {
+        None => {
+            if accept {
+                chosen = (0..count).collect();
+            } else {
+                chosen.clear();
+            }
+        }
+        Some(list) => {
+            if let Some(bad) = list.iter().find(|h| **h >= count) {
+                return Err(OpError::new(format!(
+                    "`{file}` has {count} hunk(s), numbered 0 to {}; there is no hunk {bad}",
+                    count - 1
+                )));
+            }
+            for h in list {
+                if accept {
+                    chosen.insert(h);
+                } else {
+                    chosen.remove(&h);
+                }
+            }
+        }
+    }
+    let fs = if chosen.len() == count {
+        FileSelection::All
+    } else if chosen.is_empty() {
+        FileSelection::None
+    } else {
+        FileSelection::Hunks(chosen)
+    };
+    selection.files.insert(file.to_owned(), fs);
+    Ok(selection)
+}

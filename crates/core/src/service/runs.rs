@@ -1,0 +1,520 @@
+//! Run ops: start, resume, and the commands that steer a run wherever it is — executing in
+//! this service, executing in another process (through the store's command inbox), or
+//! paused (resumed here with the command applied first).
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+use tokio::sync::watch;
+use trellis_graph::{RunCommands, RunHandle, RunOutcome};
+use trellis_protocol::{
+    Answer, Budgets, Command, InputMode, InterruptKind, Message, NodeAnswer, NodeId,
+    NodeState, RunId, RunStatus, ServiceEvent, ServiceEventBody, StreamId, SubmissionId,
+    WorkspaceEvent,
+};
+
+use super::{OpError, OpResult, Service, lock};
+use crate::{RunContext, RunOptions};
+
+/// The arguments of a start-run op.
+pub(crate) struct StartRun {
+    pub request: String,
+    pub repo: Option<String>,
+    pub workflow: Option<String>,
+    pub include: Vec<String>,
+    pub skip: Vec<String>,
+    pub input: InputMode,
+    pub budgets: Option<Budgets>,
+    pub plan_only: bool,
+}
+
+/// A run executing in this service.
+pub(crate) struct LiveRun {
+    pub commands: RunCommands,
+    pub ctx: Arc<RunContext>,
+    /// Becomes true when the run stops executing here.
+    pub done: watch::Receiver<bool>,
+    task: tokio::task::AbortHandle,
+}
+
+impl LiveRun {
+    /// Stops the run's task where it is (it stays resumable from the store).
+    pub fn abort(self) {
+        self.task.abort();
+    }
+}
+
+impl Service {
+    fn options(&self, sub: &SubmissionId, input: InputMode, budgets: Option<Budgets>) -> RunOptions {
+        RunOptions {
+            input,
+            budgets,
+            cause: Some(sub.clone()),
+            sessions: Some(self.hub.clone()),
+        }
+    }
+
+    pub(crate) async fn start_run(self: &Arc<Self>, sub: SubmissionId, args: StartRun) -> OpResult {
+        if let Some(repo) = &args.repo {
+            self.check_repo(repo)?;
+        }
+        let overrides = trellis_agents::Overrides {
+            workflow: args.workflow,
+            include: args.include,
+            skip: args.skip,
+        };
+        let (orchestration, plan) = self
+            .runtime
+            .plan(&args.request, &overrides, self.shutdown.child_token())
+            .await?;
+        if args.plan_only {
+            return Ok(json!({
+                "workflow": plan.workflow,
+                "orchestration": orchestration,
+                "plan": plan,
+            }));
+        }
+        let options = self.options(&sub, args.input, args.budgets);
+        let (handle, ctx) = self.runtime.start(&plan, &orchestration, options)?;
+        let run = handle.id().clone();
+        self.bus.workspace(
+            Some(sub.clone()),
+            WorkspaceEvent::RunCreated {
+                run: run.clone(),
+                workflow: plan.workflow.clone(),
+                request: args.request.clone(),
+            },
+        );
+        let out = json!({
+            "run": run,
+            "workflow": plan.workflow,
+            "worktree": ctx.worktree.path,
+            "branch": ctx.worktree.branch,
+            "orchestration": orchestration,
+            "plan": plan,
+        });
+        self.track(handle, ctx);
+        Ok(out)
+    }
+
+    fn check_repo(&self, repo: &str) -> Result<(), OpError> {
+        let path = std::path::Path::new(repo);
+        let canon = path
+            .canonicalize()
+            .map_err(|e| OpError::new(format!("repo {repo}: {e}")))?;
+        let root = self
+            .runtime
+            .repo
+            .canonicalize()
+            .unwrap_or_else(|_| self.runtime.repo.clone());
+        if !canon.starts_with(&root) {
+            return Err(OpError::new(format!(
+                "repo {repo} is not this service's workspace ({}); start a service for it",
+                root.display()
+            )));
+        }
+        Ok(())
+    }
+
+    pub(crate) async fn resume_run(
+        self: &Arc<Self>,
+        sub: SubmissionId,
+        run: &str,
+        answers: Vec<NodeAnswer>,
+        input: InputMode,
+    ) -> OpResult {
+        let run = self.run_id(run)?;
+        if self.is_live(&run) {
+            return Err(OpError::new(format!(
+                "run {run} is already executing in this service"
+            )));
+        }
+        let commands = answers
+            .into_iter()
+            .map(|a| Command::Answer {
+                node: a.node,
+                answer: a.answer,
+            })
+            .collect();
+        self.resume_here(&sub, &run, commands, input)?;
+        Ok(json!({ "run": run, "resumed": true }))
+    }
+
+    fn resume_here(
+        self: &Arc<Self>,
+        sub: &SubmissionId,
+        run: &RunId,
+        commands: Vec<Command>,
+        input: InputMode,
+    ) -> Result<(), OpError> {
+        let options = self.options(sub, input, None);
+        let (handle, ctx) = self.runtime.resume(run, commands, options)?;
+        self.track(handle, ctx);
+        Ok(())
+    }
+
+    /// Publishes the run's events as they commit, and cleans up when it stops.
+    fn track(self: &Arc<Self>, mut handle: RunHandle, ctx: Arc<RunContext>) {
+        let run = handle.id().clone();
+        let mut events = handle.subscribe();
+        let commands = handle.commands();
+        let (done_tx, done) = watch::channel(false);
+        let me = self.clone();
+        let id = run.clone();
+        // Registered before the task starts, so that a command sent right after the start
+        // op finds the run live.
+        let mut runs = lock(&self.runs);
+        let task = tokio::spawn(async move {
+            let bus = me.bus.clone();
+            let run_for_fwd = id.clone();
+            let forward = tokio::spawn(async move {
+                loop {
+                    match events.recv().await {
+                        Ok(batch) => {
+                            for e in batch.iter() {
+                                bus.publish(ServiceEvent {
+                                    stream: StreamId::Run(run_for_fwd.clone()),
+                                    seq: e.seq,
+                                    ts: e.ts,
+                                    submission: e.cause.clone(),
+                                    event: ServiceEventBody::Run(e.kind.clone()),
+                                });
+                            }
+                        }
+                        // Subscribers see the gap and read the store.
+                        Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                        Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
+                    }
+                }
+            });
+            let outcome = handle.wait().await;
+            let _ = forward.await;
+            let (status, error) = match &outcome {
+                Ok(o) => (o.status, o.error.clone()),
+                Err(e) => (RunStatus::Failed, Some(e.to_string())),
+            };
+            lock(&me.runs).remove(&id);
+            me.bus.workspace(
+                None,
+                WorkspaceEvent::RunStopped {
+                    run: id.clone(),
+                    status,
+                    error,
+                },
+            );
+            let _ = done_tx.send(true);
+        });
+        runs.insert(
+            run,
+            LiveRun {
+                commands,
+                ctx,
+                done,
+                task: task.abort_handle(),
+            },
+        );
+    }
+
+    /// Hands `command` to the run wherever it is.
+    pub(crate) async fn deliver(
+        self: &Arc<Self>,
+        sub: &SubmissionId,
+        run: &RunId,
+        command: Command,
+    ) -> OpResult {
+        self.deliver_all(sub, run, vec![command]).await
+    }
+
+    pub(crate) async fn deliver_all(
+        self: &Arc<Self>,
+        sub: &SubmissionId,
+        run: &RunId,
+        commands: Vec<Command>,
+    ) -> OpResult {
+        let live = lock(&self.runs).get(run).map(|r| r.commands.clone());
+        if let Some(tx) = live {
+            for c in commands {
+                let name = c.name();
+                tx.send_by(c, Some(sub.clone()))
+                    .await
+                    .map_err(|why| OpError::new(format!("{name} refused: {why}")))?;
+            }
+            return Ok(json!({ "run": run, "delivered": "live" }));
+        }
+        let rec = self.runtime.store.get_run(run.as_str())?;
+        if rec.owner_alive {
+            for c in &commands {
+                self.runtime.store.enqueue_command(run, c)?;
+            }
+            let owner = rec.owner.map(|o| o.label()).unwrap_or_default();
+            return Ok(json!({ "run": run, "delivered": "inbox", "owner": owner }));
+        }
+        let revise = commands
+            .iter()
+            .any(|c| matches!(c, Command::Revise { .. }));
+        if rec.summary.status.is_final() && !revise {
+            return Err(OpError::new(format!(
+                "run {run} already {}; nothing can change it (request changes to run a stage again)",
+                rec.summary.status
+            )));
+        }
+        self.resume_here(sub, run, commands, InputMode::Interrupts)?;
+        Ok(json!({ "run": run, "delivered": "resumed" }))
+    }
+
+    /// The run's current state (replayed from the store).
+    pub(crate) fn inspect(&self, run: &RunId) -> Result<RunOutcome, OpError> {
+        Ok(self.runtime.inspect(run)?)
+    }
+
+    pub(crate) async fn approve(
+        self: &Arc<Self>,
+        sub: &SubmissionId,
+        run: &str,
+        node: Option<NodeId>,
+        artifact: Option<i64>,
+        comment: Option<String>,
+    ) -> OpResult {
+        let run = self.run_id(run)?;
+        let mut answer = json!({ "approved": true });
+        if let Some(c) = &comment {
+            answer["comment"] = json!(c);
+        }
+        if let Some(id) = artifact {
+            let a = self.runtime.store.set_artifact_status(
+                id,
+                trellis_protocol::ArtifactStatus::Approved,
+                comment.as_deref(),
+            )?;
+            self.bus.workspace(
+                Some(sub.clone()),
+                WorkspaceEvent::ArtifactChanged {
+                    artifact: id,
+                    run: a.run.clone(),
+                    status: a.status,
+                },
+            );
+        }
+        let outcome = self.inspect(&run)?;
+        let targets = waiting_for(&outcome, node.as_ref(), artifact);
+        if targets.is_empty() {
+            if artifact.is_some() {
+                return Ok(json!({ "run": run, "artifact": artifact, "approved": true }));
+            }
+            return Err(nothing_waiting(&outcome, &run, node.as_ref()));
+        }
+        let commands = targets
+            .iter()
+            .map(|n| Command::Answer {
+                node: n.clone(),
+                answer: Answer(answer.clone()),
+            })
+            .collect();
+        self.deliver_all(sub, &run, commands).await?;
+        Ok(json!({ "run": run, "approved": targets }))
+    }
+
+    pub(crate) async fn request_changes(
+        self: &Arc<Self>,
+        sub: &SubmissionId,
+        run: &str,
+        node: Option<NodeId>,
+        artifact: Option<i64>,
+        feedback: String,
+    ) -> OpResult {
+        let run = self.run_id(run)?;
+        if feedback.trim().is_empty() {
+            return Err(OpError::new(
+                "request changes needs feedback: say what should change",
+            ));
+        }
+        if let Some(id) = artifact {
+            let a = self.runtime.store.set_artifact_status(
+                id,
+                trellis_protocol::ArtifactStatus::ChangesRequested,
+                Some(&feedback),
+            )?;
+            self.bus.workspace(
+                Some(sub.clone()),
+                WorkspaceEvent::ArtifactChanged {
+                    artifact: id,
+                    run: a.run.clone(),
+                    status: a.status,
+                },
+            );
+        }
+        let outcome = self.inspect(&run)?;
+        let targets = waiting_for(&outcome, node.as_ref(), artifact);
+        if !targets.is_empty() {
+            let commands = targets
+                .iter()
+                .map(|n| Command::Answer {
+                    node: n.clone(),
+                    answer: Answer::reject(feedback.clone()),
+                })
+                .collect();
+            self.deliver_all(sub, &run, commands).await?;
+            return Ok(json!({ "run": run, "changesRequested": targets }));
+        }
+        if !outcome.status.is_final() {
+            return Err(OpError::new(format!(
+                "run {run} is {} and nothing waits for a review; send a message to a running node instead",
+                outcome.status
+            )));
+        }
+        let stage = match node {
+            Some(n) => n,
+            None => last_changing_stage(&outcome).ok_or_else(|| {
+                OpError::new(format!(
+                    "run {run} has no stage to revise; name one (node ids: {})",
+                    agent_nodes(&outcome).join(", ")
+                ))
+            })?,
+        };
+        if self.runtime.store.change_set(run.as_str()).is_ok() {
+            let _ = self.review_record_changes(&run, &stage, &feedback);
+        }
+        self.deliver(
+            sub,
+            &run,
+            Command::Revise {
+                node: stage.clone(),
+                message: Message::user(format!(
+                    "Changes requested in review — address them in this attempt:\n{feedback}"
+                )),
+            },
+        )
+        .await?;
+        Ok(json!({ "run": run, "revising": stage }))
+    }
+
+    pub(crate) async fn prune(
+        self: &Arc<Self>,
+        sub: &SubmissionId,
+        run: &str,
+        node: NodeId,
+        subtree: bool,
+        reason: Option<String>,
+    ) -> OpResult {
+        let run = self.run_id(run)?;
+        let outcome = self.inspect(&run)?;
+        let Some(view) = outcome.node(node.as_str()) else {
+            return Err(OpError::new(format!(
+                "run {run} has no node `{node}` (nodes: {})",
+                outcome
+                    .nodes
+                    .iter()
+                    .map(|n| n.id.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )));
+        };
+        match view.state {
+            Some(NodeState::Ready | NodeState::Running | NodeState::WaitingInput) => {}
+            Some(s @ (NodeState::Completed | NodeState::Failed)) => {
+                return Err(OpError::new(format!(
+                    "node `{node}` is {s}: finished work cannot be pruned (reject its changes in review, or request changes to run it again)"
+                )));
+            }
+            Some(s) => {
+                return Err(OpError::new(format!(
+                    "node `{node}` is already {s}; there is nothing to prune"
+                )));
+            }
+            None => {
+                return Err(OpError::new(format!(
+                    "node `{node}` has not been reached yet; there is nothing to prune"
+                )));
+            }
+        }
+        let children: Vec<&str> = outcome
+            .nodes
+            .iter()
+            .filter(|n| n.parent.as_ref() == Some(&node))
+            .filter(|n| n.state.is_some_and(|s| !s.is_final()))
+            .map(|n| n.id.as_str())
+            .collect();
+        if !subtree && !children.is_empty() {
+            return Err(OpError::new(format!(
+                "node `{node}` has {} unfinished child node(s) ({}); prune with subtree to prune them too",
+                children.len(),
+                children.join(", ")
+            )));
+        }
+        self.deliver(sub, &run, Command::Prune { node, reason }).await
+    }
+
+    pub(crate) async fn cancel(
+        self: &Arc<Self>,
+        sub: &SubmissionId,
+        run: &str,
+        reason: Option<String>,
+    ) -> OpResult {
+        let run = self.run_id(run)?;
+        self.deliver(sub, &run, Command::Cancel { reason }).await
+    }
+}
+
+/// Nodes waiting on an approval or review (of `node`, or of `artifact`, or all).
+fn waiting_for(o: &RunOutcome, node: Option<&NodeId>, artifact: Option<i64>) -> Vec<NodeId> {
+    o.waiting
+        .iter()
+        .filter(|(n, it)| {
+            matches!(it.kind, InterruptKind::Approval | InterruptKind::Review)
+                && node.is_none_or(|want| want == n)
+                && artifact.is_none_or(|a| it.data.get("artifact").and_then(Value::as_i64) == Some(a))
+        })
+        .map(|(n, _)| n.clone())
+        .collect()
+}
+
+fn nothing_waiting(o: &RunOutcome, run: &RunId, node: Option<&NodeId>) -> OpError {
+    if o.waiting.is_empty() {
+        return OpError::new(format!(
+            "run {run} ({}) has nothing waiting for approval",
+            o.status
+        ));
+    }
+    let list: Vec<String> = o
+        .waiting
+        .iter()
+        .map(|(n, it)| format!("{n} ({:?})", it.kind))
+        .collect();
+    OpError::new(format!(
+        "{} nothing waiting for approval; waiting: {}",
+        node.map(|n| format!("node `{n}` has"))
+            .unwrap_or_else(|| format!("run {run} has")),
+        list.join(", ")
+    ))
+}
+
+/// Agent nodes (those with a recorded agent result).
+fn agent_nodes(o: &RunOutcome) -> Vec<String> {
+    o.nodes
+        .iter()
+        .filter(|n| n.result.get("agent").is_some())
+        .map(|n| n.id.to_string())
+        .collect()
+}
+
+/// The last stage (in the log's order of nodes) whose result changed files; else the last
+/// agent stage that completed.
+fn last_changing_stage(o: &RunOutcome) -> Option<NodeId> {
+    let changed = |n: &&trellis_graph::NodeView| {
+        n.result
+            .get("files_changed")
+            .and_then(Value::as_array)
+            .is_some_and(|a| !a.is_empty())
+    };
+    o.nodes
+        .iter()
+        .rev()
+        .find(changed)
+        .or_else(|| {
+            o.nodes
+                .iter()
+                .rev()
+                .find(|n| n.result.get("agent").is_some())
+        })
+        .map(|n| n.id.clone())
+}

@@ -1,0 +1,164 @@
+//! Sessions: where an agent's turns are recorded. An agent node of run R is session
+//! `R:<node>` ([`SessionId::for_node`]); every activation of the node adds its turns to it,
+//! so a node that runs again (a retry, a revision, a resume after a crash) continues the
+//! numbering and, after a crash, its conversation.
+
+use std::sync::Arc;
+
+use trellis_protocol::{
+    NodeId, RunId, SessionEvent, SessionId, SessionOwner, StreamId, SubmissionId,
+    WorkspaceEvent,
+};
+use trellis_store::Store;
+
+use super::bus::Bus;
+
+/// A sink of one session's events.
+pub type SessionSink = Arc<dyn Fn(SessionEvent) + Send + Sync>;
+
+/// What an agent needs to record its activation.
+pub struct OpenedSession {
+    /// The session.
+    pub id: SessionId,
+    /// Where its events go.
+    pub sink: SessionSink,
+    /// The number of the next turn.
+    pub first_turn: u32,
+    /// The recorded events of this activation (from its `promptSet` on), when the process
+    /// that ran it stopped before it finished; empty otherwise.
+    pub recorded: Vec<SessionEvent>,
+}
+
+/// Opens sessions and routes their events to the recorder.
+pub struct SessionHub {
+    bus: Bus,
+    store: Arc<Store>,
+}
+
+impl SessionHub {
+    pub(crate) fn new(bus: Bus, store: Arc<Store>) -> Self {
+        Self { bus, store }
+    }
+
+    /// The sink of session `id`: events are tagged with `cause`.
+    pub fn sink(&self, id: &SessionId, cause: Option<SubmissionId>) -> SessionSink {
+        let bus = self.bus.clone();
+        let id = id.clone();
+        Arc::new(move |event| bus.session(&id, cause.clone(), event))
+    }
+
+    /// Opens (creating on first use) the session of agent `node` of `run` for activation
+    /// `attempt`.
+    pub async fn open_agent(
+        &self,
+        run: &RunId,
+        node: &NodeId,
+        role: &str,
+        attempt: u32,
+        cause: Option<SubmissionId>,
+    ) -> trellis_store::Result<OpenedSession> {
+        let id = SessionId::for_node(run, node);
+        // Everything recorded so far must be readable before the history is read.
+        self.bus.flush().await;
+        let history = self.history(&id)?;
+        if history.is_empty() {
+            let owner = SessionOwner::Agent {
+                run: run.clone(),
+                node: node.clone(),
+                role: role.to_owned(),
+            };
+            self.bus.session(
+                &id,
+                cause.clone(),
+                SessionEvent::SessionStarted {
+                    owner: owner.clone(),
+                },
+            );
+            self.bus.workspace(
+                cause.clone(),
+                WorkspaceEvent::SessionCreated {
+                    session: id.clone(),
+                    owner,
+                },
+            );
+        }
+        let first_turn = next_turn(&history);
+        let recorded = unfinished_activation(&history, attempt);
+        Ok(OpenedSession {
+            sink: self.sink(&id, cause),
+            id,
+            first_turn,
+            recorded,
+        })
+    }
+
+    /// Every stored event of a session.
+    pub fn history(&self, id: &SessionId) -> trellis_store::Result<Vec<SessionEvent>> {
+        Ok(self
+            .store
+            .stream_events(&StreamId::Session(id.clone()), 0, None)?
+            .into_iter()
+            .filter_map(|e| match e.event {
+                trellis_protocol::ServiceEventBody::Session(s) => Some(s),
+                _ => None,
+            })
+            .collect())
+    }
+}
+
+/// The number the next turn of a session takes.
+pub(crate) fn next_turn(history: &[SessionEvent]) -> u32 {
+    history
+        .iter()
+        .filter_map(|e| match e {
+            SessionEvent::TurnStarted { turn, .. } => Some(*turn),
+            _ => None,
+        })
+        .max()
+        .unwrap_or(0)
+        + 1
+}
+
+/// The events of activation `attempt` when it started and did not finish: from its last
+/// `promptSet` on, unless a `sessionCompleted` or `sessionError` follows.
+pub(crate) fn unfinished_activation(history: &[SessionEvent], attempt: u32) -> Vec<SessionEvent> {
+    let Some(start) = history.iter().rposition(
+        |e| matches!(e, SessionEvent::PromptSet { attempt: a, .. } if *a == attempt),
+    ) else {
+        return Vec::new();
+    };
+    let tail = &history[start..];
+    let finished = tail.iter().any(|e| {
+        matches!(
+            e,
+            SessionEvent::SessionCompleted { .. } | SessionEvent::SessionError { .. }
+        )
+    });
+    if finished { Vec::new() } else { tail.to_vec() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn prompt(attempt: u32) -> SessionEvent {
+        SessionEvent::PromptSet {
+            attempt,
+            messages: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn unfinished_activation_is_the_tail_of_its_attempt() {
+        let started = |turn| SessionEvent::TurnStarted { turn, attempt: 1 };
+        let done = SessionEvent::SessionCompleted {
+            output: serde_json::Value::Null,
+        };
+        let h = vec![prompt(1), started(1), done.clone(), prompt(2), started(2)];
+        assert_eq!(unfinished_activation(&h, 2), h[3..].to_vec());
+        assert!(unfinished_activation(&h, 1).is_empty(), "attempt 1 finished");
+        assert!(unfinished_activation(&h, 3).is_empty());
+        assert_eq!(next_turn(&h), 3);
+        assert_eq!(next_turn(&[]), 1);
+    }
+}
