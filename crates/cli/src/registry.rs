@@ -20,7 +20,7 @@ pub fn build(name: &str, params: &Value) -> anyhow::Result<Arc<Graph>> {
     {
         return Ok(Arc::new(trellis_workflow::compile(
             &plan,
-            &crate::workflows::PlanOnly,
+            &trellis_core::PlanOnly,
         )?));
     }
     let hint = trellis_graph::nearest(name, trellis_graph::demo::NAMES.into_iter())

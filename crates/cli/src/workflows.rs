@@ -2,14 +2,11 @@
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
-use trellis_graph::{NodeContext, NodeError, NodeHandler, NodeOutput};
 use trellis_workflow::{
-    AgentSpec, Catalog, Decision, Decisions, Plan, StageContext, StageHandlers, Workflow, assemble,
-    compile, load_file,
+    Catalog, Decision, Decisions, Plan, Workflow, assemble, compile, load_file,
 };
 
 /// Where workflows come from besides the built-ins and `<repo>/.trellis/workflows`.
@@ -200,28 +197,6 @@ fn print_workflow(w: &Workflow) {
     }
 }
 
-/// Handlers for a plan that is compiled but never run (`--plan-only`, inspecting a stored
-/// workflow run).
-pub(crate) struct PlanOnly;
-
-impl StageHandlers for PlanOnly {
-    fn agent(&self, _stage: &StageContext, _agent: &AgentSpec) -> Arc<dyn NodeHandler> {
-        Arc::new(not_runnable)
-    }
-
-    fn adaptive_retrieval(&self, _plan: &Plan) -> Arc<dyn NodeHandler> {
-        Arc::new(not_runnable)
-    }
-
-    fn upfront_retrieval(&self, _plan: &Plan) -> Option<Arc<dyn NodeHandler>> {
-        Some(Arc::new(not_runnable))
-    }
-}
-
-async fn not_runnable(_ctx: NodeContext) -> Result<NodeOutput, NodeError> {
-    Err(NodeError::new("agents are not part of this build"))
-}
-
 /// Runs `trellis run --plan-only --workflow NAME …` (no model, no store).
 pub fn run(args: RunArgs, repo: &Path) -> anyhow::Result<ExitCode> {
     let Some(name) = &args.workflow else {
@@ -246,7 +221,7 @@ pub fn run(args: RunArgs, repo: &Path) -> anyhow::Result<ExitCode> {
 
 /// Prints a plan and its compiled graph (`--plan-only`).
 pub fn print_plan(plan: &Plan, json: bool) -> anyhow::Result<ExitCode> {
-    let graph = compile(plan, &PlanOnly).context("compiling the plan")?;
+    let graph = compile(plan, &trellis_core::PlanOnly).context("compiling the plan")?;
     if json {
         let nodes: Vec<String> = graph.node_ids().map(|n| n.to_string()).collect();
         let out = serde_json::json!({

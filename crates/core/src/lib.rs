@@ -191,6 +191,13 @@ impl Runtime {
         Ok((handle, ctx))
     }
 
+    /// A stored workflow run's current state, replayed from the store (nothing runs).
+    pub fn inspect(&self, run: &RunId) -> Result<trellis_graph::RunOutcome> {
+        let plan = self.stored_plan(run)?;
+        let graph = Arc::new(compile(&plan, &PlanOnly)?);
+        Ok(Engine::new(self.store.clone()).inspect(graph, run)?)
+    }
+
     /// The plan a run was started with (its graph parameters), if it is a workflow run.
     pub fn stored_plan(&self, run: &RunId) -> Result<Plan> {
         let (_, params) = self.store.started(run)?;
@@ -225,6 +232,36 @@ impl Runtime {
             options,
         ))
     }
+}
+
+/// Handlers for a plan that is compiled but never run (`--plan-only`, inspecting a stored
+/// workflow run): every node fails if it is ever executed.
+pub struct PlanOnly;
+
+impl trellis_workflow::StageHandlers for PlanOnly {
+    fn agent(
+        &self,
+        _stage: &trellis_workflow::StageContext,
+        _agent: &trellis_workflow::AgentSpec,
+    ) -> Arc<dyn trellis_graph::NodeHandler> {
+        Arc::new(not_runnable)
+    }
+
+    fn adaptive_retrieval(&self, _plan: &Plan) -> Arc<dyn trellis_graph::NodeHandler> {
+        Arc::new(not_runnable)
+    }
+
+    fn upfront_retrieval(&self, _plan: &Plan) -> Option<Arc<dyn trellis_graph::NodeHandler>> {
+        Some(Arc::new(not_runnable))
+    }
+}
+
+async fn not_runnable(
+    _ctx: trellis_graph::NodeContext,
+) -> Result<trellis_graph::NodeOutput, trellis_graph::NodeError> {
+    Err(trellis_graph::NodeError::new(
+        "this graph was compiled for inspection only",
+    ))
 }
 
 /// Milliseconds since the Unix epoch.
