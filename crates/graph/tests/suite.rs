@@ -1,4 +1,5 @@
 mod aggregation;
+mod causes;
 mod commands;
 mod common;
 mod interrupts;

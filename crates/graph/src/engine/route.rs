@@ -3,7 +3,9 @@
 
 use std::borrow::Cow;
 
-use trellis_protocol::{Command, EventKind, NodeId, NodeState, RunStatus, TerminalKind};
+use trellis_protocol::{
+    Command, EventKind, NodeId, NodeState, RunStatus, SubmissionId, TerminalKind,
+};
 
 use super::CommandReply;
 use super::core::NO_FAILURE_ROUTE;
@@ -252,8 +254,21 @@ impl Live {
         Ok(())
     }
 
-    /// Records a command and applies it (or records why it cannot apply).
-    pub fn command(&mut self, command: Command, reply: Option<CommandReply>) -> Result<()> {
+    /// Records a command and applies it (or records why it cannot apply). Everything it
+    /// records carries `cause`, the submission that sent it.
+    pub fn command(
+        &mut self,
+        command: Command,
+        cause: Option<SubmissionId>,
+        reply: Option<CommandReply>,
+    ) -> Result<()> {
+        let driver = std::mem::replace(&mut self.cause, cause);
+        let result = self.record_command(command, reply);
+        self.cause = driver;
+        result
+    }
+
+    fn record_command(&mut self, command: Command, reply: Option<CommandReply>) -> Result<()> {
         self.tick();
         let id = self.core.next_command;
         self.emit(EventKind::CommandReceived {
