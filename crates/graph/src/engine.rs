@@ -236,6 +236,10 @@ impl Engine {
     /// Resumes a stored run (after a crash, a pause on an interrupt, or a restart), applying
     /// `commands` (answers, messages…) first. Activations that were RUNNING when the previous
     /// process stopped run again; COMPLETED ones never do.
+    ///
+    /// A run that has succeeded or failed resumes only to be revised: `commands` must hold a
+    /// [`Command::Revise`] (which reopens it); otherwise, and for cancelled runs, this fails
+    /// with [`Error::NotResumable`].
     pub fn resume(
         &self,
         graph: Arc<Graph>,
@@ -255,11 +259,20 @@ impl Engine {
         cause: Option<SubmissionId>,
     ) -> Result<RunHandle> {
         let core = self.load(graph, run)?;
-        if core.status.is_final() {
-            return Err(Error::NotResumable(format!(
-                "run {run} already {}; fork it to run again",
-                core.status
-            )));
+        let revised = commands.iter().any(|c| matches!(c, Command::Revise { .. }));
+        match core.status {
+            RunStatus::Succeeded | RunStatus::Failed if revised => {}
+            RunStatus::Cancelled => {
+                return Err(Error::NotResumable(format!(
+                    "run {run} already cancelled; fork it to run again"
+                )));
+            }
+            status if status.is_final() => {
+                return Err(Error::NotResumable(format!(
+                    "run {run} already {status}; fork it to run again, or revise one of its nodes"
+                )));
+            }
+            _ => {}
         }
         self.journal.claim(run)?;
         let mut live = Live::new(

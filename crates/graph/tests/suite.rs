@@ -5,4 +5,5 @@ mod common;
 mod interrupts;
 mod replay;
 mod replay_prop;
+mod revise;
 mod routing;

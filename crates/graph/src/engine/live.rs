@@ -237,7 +237,7 @@ impl Live {
                         .any(|n| n.state == Some(NodeState::WaitingInput));
                     let (status, error) = if waiting {
                         (RunStatus::WaitingInput, None)
-                    } else if let Some(e) = self.core.unrouted_failure.clone() {
+                    } else if let Some(e) = self.core.unrouted_failure() {
                         (RunStatus::Failed, Some(e))
                     } else {
                         (RunStatus::Succeeded, None)
