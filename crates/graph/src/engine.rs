@@ -12,7 +12,9 @@ use serde::Serialize;
 use serde_json::Value;
 use tokio::sync::{broadcast, mpsc, oneshot};
 use tokio::task::JoinHandle;
-use trellis_protocol::{Command, Event, EventKind, Interrupt, NodeId, NodeState, RunId, RunStatus};
+use trellis_protocol::{
+    Command, Event, EventKind, Interrupt, NodeId, NodeState, RunId, RunStatus, SubmissionId,
+};
 
 use self::core::RunCore;
 use self::live::Live;
@@ -52,10 +54,14 @@ pub struct Engine {
 
 pub(crate) type CommandReply = oneshot::Sender<std::result::Result<(), String>>;
 
+/// A command on its way to a live run: the command, its cause, and where to report whether it
+/// applied.
+pub(crate) type Sent = (Command, Option<SubmissionId>, Option<CommandReply>);
+
 /// A run being executed by this process.
 pub struct RunHandle {
     run: RunId,
-    commands: mpsc::UnboundedSender<(Command, Option<CommandReply>)>,
+    commands: mpsc::UnboundedSender<Sent>,
     events: broadcast::Sender<Arc<Vec<Event>>>,
     first: Option<broadcast::Receiver<Arc<Vec<Event>>>>,
     task: JoinHandle<Result<RunOutcome>>,
@@ -173,24 +179,45 @@ impl Engine {
     /// Starts a new run of `graph` with `input` (an object of initial channel values) on its
     /// own task, returning a handle to command, observe and await it.
     pub fn start(&self, graph: Arc<Graph>, input: Value) -> Result<RunHandle> {
-        Ok(self.spawn(self.prepare(RunId::new(), graph, input)?))
+        Ok(self.spawn(self.prepare(RunId::new(), graph, input, None)?))
     }
 
     /// Like [`Engine::start`], with a run id chosen by the caller (so that resources named
     /// after the run — a git worktree, a branch — can exist before its first node runs).
     /// `run` must be fresh ([`RunId::new`]).
     pub fn start_as(&self, run: RunId, graph: Arc<Graph>, input: Value) -> Result<RunHandle> {
-        Ok(self.spawn(self.prepare(run, graph, input)?))
+        self.start_as_by(run, graph, input, None)
+    }
+
+    /// Like [`Engine::start_as`], attributing the run to submission `cause`: every event its
+    /// driver records carries it (those recorded for a command carry the command's own cause,
+    /// see [`RunHandle::send_by`]).
+    pub fn start_as_by(
+        &self,
+        run: RunId,
+        graph: Arc<Graph>,
+        input: Value,
+        cause: Option<SubmissionId>,
+    ) -> Result<RunHandle> {
+        Ok(self.spawn(self.prepare(run, graph, input, cause)?))
     }
 
     /// Runs a new run of `graph` to its outcome on the calling task (no task hand-off, so a
     /// short run costs no cross-thread wake-ups). Dropping the future stops the run where it
     /// is; it stays resumable from the journal.
     pub async fn run(&self, graph: Arc<Graph>, input: Value) -> Result<RunOutcome> {
-        self.prepare(RunId::new(), graph, input)?.drive().await
+        self.prepare(RunId::new(), graph, input, None)?
+            .drive()
+            .await
     }
 
-    fn prepare(&self, run: RunId, graph: Arc<Graph>, input: Value) -> Result<Live> {
+    fn prepare(
+        &self,
+        run: RunId,
+        graph: Arc<Graph>,
+        input: Value,
+        cause: Option<SubmissionId>,
+    ) -> Result<Live> {
         self.journal.claim_new(&run)?;
         let core = RunCore::new(run.clone(), graph.clone());
         let started = EventKind::RunStarted {
@@ -200,7 +227,7 @@ impl Engine {
             input,
             fork: None,
         };
-        let mut live = Live::new(core, self.journal.clone(), self.config.clone());
+        let mut live = Live::new(core, self.journal.clone(), self.config.clone(), cause);
         live.emit(started)?;
         live.activate_entry()?;
         Ok(live)
@@ -209,24 +236,54 @@ impl Engine {
     /// Resumes a stored run (after a crash, a pause on an interrupt, or a restart), applying
     /// `commands` (answers, messages…) first. Activations that were RUNNING when the previous
     /// process stopped run again; COMPLETED ones never do.
+    ///
+    /// A run that has succeeded or failed resumes only to be revised: `commands` must hold a
+    /// [`Command::Revise`] (which reopens it); otherwise, and for cancelled runs, this fails
+    /// with [`Error::NotResumable`].
     pub fn resume(
         &self,
         graph: Arc<Graph>,
         run: &RunId,
         commands: Vec<Command>,
     ) -> Result<RunHandle> {
+        self.resume_by(graph, run, commands, None)
+    }
+
+    /// Like [`Engine::resume`], attributing the resumption to submission `cause`: the events
+    /// the driver records (from `runResumed` on) and those of `commands` carry it.
+    pub fn resume_by(
+        &self,
+        graph: Arc<Graph>,
+        run: &RunId,
+        commands: Vec<Command>,
+        cause: Option<SubmissionId>,
+    ) -> Result<RunHandle> {
         let core = self.load(graph, run)?;
-        if core.status.is_final() {
-            return Err(Error::NotResumable(format!(
-                "run {run} already {}; fork it to run again",
-                core.status
-            )));
+        let revised = commands.iter().any(|c| matches!(c, Command::Revise { .. }));
+        match core.status {
+            RunStatus::Succeeded | RunStatus::Failed if revised => {}
+            RunStatus::Cancelled => {
+                return Err(Error::NotResumable(format!(
+                    "run {run} already cancelled; fork it to run again"
+                )));
+            }
+            status if status.is_final() => {
+                return Err(Error::NotResumable(format!(
+                    "run {run} already {status}; fork it to run again, or revise one of its nodes"
+                )));
+            }
+            _ => {}
         }
         self.journal.claim(run)?;
-        let mut live = Live::new(core, self.journal.clone(), self.config.clone());
+        let mut live = Live::new(
+            core,
+            self.journal.clone(),
+            self.config.clone(),
+            cause.clone(),
+        );
         live.recover()?;
         for c in commands {
-            live.command(c, None)?;
+            live.command(c, cause.clone(), None)?;
         }
         Ok(self.spawn(live))
     }
@@ -239,6 +296,19 @@ impl Engine {
         parent: &RunId,
         seq: u64,
         commands: Vec<Command>,
+    ) -> Result<RunHandle> {
+        self.fork_by(graph, parent, seq, commands, None)
+    }
+
+    /// Like [`Engine::fork`], attributing the new run to submission `cause`: its events (and
+    /// those of `commands`) carry it.
+    pub fn fork_by(
+        &self,
+        graph: Arc<Graph>,
+        parent: &RunId,
+        seq: u64,
+        commands: Vec<Command>,
+        cause: Option<SubmissionId>,
     ) -> Result<RunHandle> {
         let mut segments = self.segments(parent)?;
         let own = segments.pop().unwrap_or_default();
@@ -270,7 +340,12 @@ impl Engine {
         core.last_seq = 0;
         core.status = RunStatus::Running;
         self.journal.claim(&run)?;
-        let mut live = Live::new(core, self.journal.clone(), self.config.clone());
+        let mut live = Live::new(
+            core,
+            self.journal.clone(),
+            self.config.clone(),
+            cause.clone(),
+        );
         live.emit(EventKind::RunStarted {
             graph: graph.name().to_owned(),
             fingerprint: graph.fingerprint().to_owned(),
@@ -282,7 +357,7 @@ impl Engine {
             }),
         })?;
         for c in commands {
-            live.command(c, None)?;
+            live.command(c, cause.clone(), None)?;
         }
         Ok(self.spawn(live))
     }
@@ -351,11 +426,22 @@ impl RunHandle {
     }
 
     /// Sends a command; resolves once the run has recorded it, with the refusal reason if it
-    /// could not apply.
+    /// could not apply. What it records has no cause (see [`RunHandle::send_by`]).
     pub async fn send(&self, command: Command) -> std::result::Result<(), String> {
+        self.send_by(command, None).await
+    }
+
+    /// Like [`RunHandle::send`], attributing the command to submission `cause`: its
+    /// `commandReceived` and every event it leads to while it is handled (messages queued,
+    /// transitions, a refusal…) carry it.
+    pub async fn send_by(
+        &self,
+        command: Command,
+        cause: Option<SubmissionId>,
+    ) -> std::result::Result<(), String> {
         let (tx, rx) = oneshot::channel();
         self.commands
-            .send((command, Some(tx)))
+            .send((command, cause, Some(tx)))
             .map_err(|_| "the run is no longer executing in this process".to_string())?;
         rx.await
             .unwrap_or_else(|_| Err("the run stopped before handling the command".into()))

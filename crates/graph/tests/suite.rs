@@ -1,7 +1,9 @@
 mod aggregation;
+mod causes;
 mod commands;
 mod common;
 mod interrupts;
 mod replay;
 mod replay_prop;
+mod revise;
 mod routing;

@@ -17,7 +17,8 @@ use crate::NodeId;
 )]
 pub enum Command {
     /// Send a message to a node: buffered while it is READY or WAITING_INPUT, delivered to the
-    /// mailbox of a RUNNING handler, refused once the node is final.
+    /// mailbox of a RUNNING handler, refused once the node is final (a FAILED or COMPLETED
+    /// node takes a [`Command::Revise`] instead).
     SendMessage {
         /// Target node.
         node: NodeId,
@@ -49,6 +50,18 @@ pub enum Command {
         /// The answer handed to the node's handler when it runs again.
         answer: Answer,
     },
+    /// Request a revision (seed 004 NEEDS_REVISION, seed 003 "request changes"): run a node
+    /// whose latest activation is COMPLETED or FAILED again, as a new activation with
+    /// `message` in its `messages`; routing then continues after it as usual. Reopens a run
+    /// that has succeeded or failed (not a cancelled one). Refused for active nodes (send a
+    /// message instead), pruned, skipped or never-reached nodes, and when the node's
+    /// `max_attempts` would be exceeded.
+    Revise {
+        /// The node to run again.
+        node: NodeId,
+        /// The feedback handed to the new activation.
+        message: Message,
+    },
     /// Cancel the run: prune everything that has not finished and stop.
     Cancel {
         /// Why, for the audit trail.
@@ -65,6 +78,7 @@ impl Command {
             Command::Prune { .. } => "prune",
             Command::Inject { .. } => "inject",
             Command::Answer { .. } => "answer",
+            Command::Revise { .. } => "revise",
             Command::Cancel { .. } => "cancel",
         }
     }
@@ -210,4 +224,24 @@ pub struct EdgeSpec {
     pub from: NodeId,
     /// Target node.
     pub to: NodeId,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn revise_has_a_camel_case_wire_form() {
+        let c = Command::Revise {
+            node: NodeId::new("review"),
+            message: Message::user("handle the empty list"),
+        };
+        let s = serde_json::to_string(&c).unwrap();
+        assert_eq!(
+            s,
+            r#"{"type":"revise","node":"review","message":{"text":"handle the empty list","from":"user"}}"#
+        );
+        assert_eq!(serde_json::from_str::<Command>(&s).unwrap(), c);
+        assert_eq!(c.name(), "revise");
+    }
 }

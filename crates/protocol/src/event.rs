@@ -6,10 +6,11 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::{Answer, Command, EdgeSpec, Interrupt, NodeId, NodeState, RunId};
+use crate::{Answer, Command, EdgeSpec, Interrupt, NodeId, NodeState, RunId, SubmissionId};
 
 /// One entry of a run's event log. `seq` starts at 1 and increases by one per event of the
-/// run; `ts` is milliseconds since the Unix epoch.
+/// run; `ts` is milliseconds since the Unix epoch; `cause` names the service submission it
+/// came from, when there is one.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Event {
@@ -19,6 +20,11 @@ pub struct Event {
     pub seq: u64,
     /// Wall-clock time, ms since the epoch.
     pub ts: i64,
+    /// The submission (service [`Op`](crate::Op)) that caused this event: the one that
+    /// started or resumed the run for the events its driver records on its own, the one that
+    /// sent the command for the events a command records. Metadata: replay ignores it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cause: Option<SubmissionId>,
     /// What happened.
     #[serde(flatten)]
     pub kind: EventKind,
@@ -327,6 +333,7 @@ mod tests {
             run: RunId::from_string("r1"),
             seq: 3,
             ts: 1,
+            cause: None,
             kind: EventKind::NodeTransition {
                 node: NodeId::new("a"),
                 attempt: 1,
@@ -342,5 +349,22 @@ mod tests {
         );
         let back: Event = serde_json::from_str(&s).unwrap();
         assert_eq!(back, ev);
+    }
+
+    #[test]
+    fn the_cause_is_written_only_when_known() {
+        let ev = Event {
+            run: RunId::from_string("r1"),
+            seq: 1,
+            ts: 2,
+            cause: Some(SubmissionId::from_string("sub-9")),
+            kind: EventKind::StepStarted { step: 1 },
+        };
+        let s = serde_json::to_string(&ev).unwrap();
+        assert_eq!(
+            s,
+            r#"{"run":"r1","seq":1,"ts":2,"cause":"sub-9","type":"stepStarted","step":1}"#
+        );
+        assert_eq!(serde_json::from_str::<Event>(&s).unwrap(), ev);
     }
 }

@@ -7,10 +7,14 @@
 //! | `0`  | the JSON text itself (used when compression would not shrink it) |
 //! | `1`  | LZ4 block, uncompressed size prepended (`lz4_flex`), primed with [`DICT_V1`] |
 //!
-//! The JSON is `[ts, [dts…], [kind…], [seq…]]`: the first event's timestamp, the deltas of
-//! the following ones, every `EventKind` in its wire form, and — only when the batch's seqs
-//! are not the contiguous range `first_seq..=last_seq` kept in the row — the explicit seqs.
-//! The run id is not repeated (the row's key names the run).
+//! The JSON is `[ts, [dts…], [kind…], [seq…], [[cause, n]…]]`: the first event's timestamp,
+//! the deltas of the following ones, every `EventKind` in its wire form, the explicit seqs
+//! — only when the batch's seqs are not the contiguous range `first_seq..=last_seq` kept in
+//! the row (otherwise `null`, or nothing when no causes follow) — and the events' causes
+//! (submission ids), run-length encoded as `[cause or null, count]` pairs in event order —
+//! only when some event of the batch has one, so runs without causes pay nothing. Blobs of
+//! three or four parts (all blobs written before causes existed) decode with no causes. The
+//! run id is not repeated (the row's key names the run).
 //!
 //! Batches are small (a step is a handful of events), too small for LZ4 to find much
 //! repetition inside one; the static dictionary supplies the JSON every event repeats (tags,
@@ -18,7 +22,7 @@
 //! the on-disk format forever: a new one gets a new format byte.
 
 use serde::Serialize;
-use trellis_protocol::{Event, EventKind, RunId};
+use trellis_protocol::{Event, EventKind, RunId, SubmissionId};
 
 const RAW: u8 = 0;
 const LZ4_DICT_V1: u8 = 1;
@@ -78,10 +82,13 @@ pub(crate) fn encode(events: &[Event]) -> Result<Vec<u8>, serde_json::Error> {
     } else {
         events.iter().map(|e| e.seq).collect()
     };
-    let json = if seqs.is_empty() {
-        to_json(&(first.ts, deltas, kinds))?
-    } else {
-        to_json(&(first.ts, deltas, kinds, seqs))?
+    let json = match causes(events) {
+        Some(causes) => {
+            let seqs = (!seqs.is_empty()).then_some(seqs);
+            to_json(&(first.ts, deltas, kinds, seqs, causes))?
+        }
+        None if seqs.is_empty() => to_json(&(first.ts, deltas, kinds))?,
+        None => to_json(&(first.ts, deltas, kinds, seqs))?,
     };
 
     let compressed = lz4_flex::block::compress_prepend_size_with_dict(&json, DICT_V1);
@@ -94,6 +101,21 @@ pub(crate) fn encode(events: &[Event]) -> Result<Vec<u8>, serde_json::Error> {
         blob.extend_from_slice(&json);
     }
     Ok(blob)
+}
+
+/// The events' causes as `(cause, count)` runs, or `None` when no event has one.
+fn causes(events: &[Event]) -> Option<Vec<(Option<&SubmissionId>, usize)>> {
+    if events.iter().all(|e| e.cause.is_none()) {
+        return None;
+    }
+    let mut runs: Vec<(Option<&SubmissionId>, usize)> = Vec::new();
+    for e in events {
+        match runs.last_mut() {
+            Some((cause, n)) if *cause == e.cause.as_ref() => *n += 1,
+            _ => runs.push((e.cause.as_ref(), 1)),
+        }
+    }
+    Some(runs)
 }
 
 fn to_json<T: Serialize>(value: &T) -> Result<Vec<u8>, serde_json::Error> {
@@ -124,12 +146,13 @@ pub(crate) fn decode(
     let value: serde_json::Value =
         serde_json::from_slice(&json).map_err(|e| format!("json: {e}"))?;
     let parts = value.as_array().ok_or("payload is not an array")?;
-    let (ts, deltas, kinds, seqs) = match parts.as_slice() {
-        [ts, d, k] => (ts, d, k, None),
-        [ts, d, k, s] => (ts, d, k, Some(s)),
+    let (ts, deltas, kinds, seqs, causes) = match parts.as_slice() {
+        [ts, d, k] => (ts, d, k, None, None),
+        [ts, d, k, s] => (ts, d, k, Some(s), None),
+        [ts, d, k, s, c] => (ts, d, k, Some(s), Some(c)),
         _ => {
             return Err(format!(
-                "payload has {} parts, expected 3 or 4",
+                "payload has {} parts, expected 3 to 5",
                 parts.len()
             ));
         }
@@ -137,10 +160,27 @@ pub(crate) fn decode(
     let mut ts: i64 = parse(ts, "ts")?;
     let deltas: Vec<i64> = parse(deltas, "ts deltas")?;
     let kinds: Vec<EventKind> = parse(kinds, "event kinds")?;
-    let seqs: Vec<u64> = match seqs {
+    let seqs: Vec<u64> = match seqs.filter(|s| !s.is_null()) {
         Some(s) => parse(s, "seqs")?,
         None => (first_seq..).take(kinds.len()).collect(),
     };
+    let causes: Vec<(Option<SubmissionId>, usize)> = match causes {
+        Some(c) => parse(c, "causes")?,
+        None => vec![(None, kinds.len())],
+    };
+    let counted = causes
+        .iter()
+        .try_fold(0usize, |sum, (_, n)| sum.checked_add(*n));
+    if counted != Some(kinds.len()) {
+        return Err(format!(
+            "causes cover {} events, but the batch has {}",
+            counted.map_or_else(|| "too many".to_owned(), |n| n.to_string()),
+            kinds.len()
+        ));
+    }
+    let mut causes = causes
+        .into_iter()
+        .flat_map(|(cause, n)| std::iter::repeat_n(cause, n));
     if deltas.len() + 1 != kinds.len() || seqs.len() != kinds.len() {
         return Err(format!(
             "{} kinds, {} ts deltas and {} seqs do not line up",
@@ -165,6 +205,7 @@ pub(crate) fn decode(
             run: run.clone(),
             seq,
             ts,
+            cause: causes.next().flatten(),
             kind,
         });
     }
@@ -185,6 +226,7 @@ mod tests {
             run: RunId::from_string("r"),
             seq,
             ts,
+            cause: None,
             kind: EventKind::NodeTransition {
                 node: NodeId::new("plan"),
                 attempt: 1,
@@ -223,6 +265,89 @@ mod tests {
         );
     }
 
+    /// The JSON inside a blob.
+    fn payload(blob: &[u8]) -> serde_json::Value {
+        let json = match blob[0] {
+            RAW => blob[1..].to_vec(),
+            _ => lz4_flex::block::decompress_size_prepended_with_dict(&blob[1..], DICT_V1).unwrap(),
+        };
+        serde_json::from_slice(&json).unwrap()
+    }
+
+    fn caused(mut e: Event, cause: Option<&str>) -> Event {
+        e.cause = cause.map(SubmissionId::from_string);
+        e
+    }
+
+    #[test]
+    fn causes_round_trip_run_length_encoded() {
+        let r = RunId::from_string("r");
+        let events = vec![
+            caused(ev(1, 10), Some("sub-a")),
+            caused(ev(2, 11), Some("sub-a")),
+            caused(ev(3, 12), None),
+            caused(ev(4, 13), Some("sub-b")),
+            caused(ev(5, 14), Some("sub-a")),
+        ];
+        let blob = encode(&events).unwrap();
+        let parts = payload(&blob);
+        assert_eq!(
+            parts[3],
+            serde_json::Value::Null,
+            "contiguous seqs stay implicit"
+        );
+        assert_eq!(
+            parts[4],
+            serde_json::json!([["sub-a", 2], [null, 1], ["sub-b", 1], ["sub-a", 1]])
+        );
+        assert_eq!(decode(&r, 1, 5, &blob).unwrap(), events);
+        // With explicit seqs too.
+        let gaps = vec![caused(ev(2, 10), None), caused(ev(9, 11), Some("sub-c"))];
+        let blob = encode(&gaps).unwrap();
+        assert_eq!(payload(&blob)[3], serde_json::json!([2, 9]));
+        assert_eq!(decode(&r, 2, 9, &blob).unwrap(), gaps);
+    }
+
+    #[test]
+    fn batches_without_causes_keep_the_old_layout() {
+        let events = vec![ev(4, 1_700_000_000_000), ev(5, 1_700_000_000_007)];
+        assert_eq!(
+            payload(&encode(&events).unwrap()).as_array().unwrap().len(),
+            3
+        );
+        let gaps = vec![ev(2, 10), ev(9, 11)];
+        assert_eq!(
+            payload(&encode(&gaps).unwrap()).as_array().unwrap().len(),
+            4
+        );
+        // Adding a cause costs only the cause part.
+        let with = vec![
+            caused(ev(4, 1_700_000_000_000), Some("sub-0199")),
+            caused(ev(5, 1_700_000_000_007), Some("sub-0199")),
+        ];
+        assert!(encode(&with).unwrap().len() > encode(&events).unwrap().len());
+    }
+
+    #[test]
+    fn blobs_written_before_causes_decode_without_them() {
+        let r = RunId::from_string("r");
+        let kind =
+            r#"{"type":"nodeTransition","node":"plan","attempt":1,"from":"READY","to":"RUNNING"}"#;
+        let three = format!("[1700000000000,[7],[{kind},{kind}]]");
+        let mut blob = vec![RAW];
+        blob.extend_from_slice(three.as_bytes());
+        assert_eq!(
+            decode(&r, 4, 5, &blob).unwrap(),
+            vec![ev(4, 1_700_000_000_000), ev(5, 1_700_000_000_007)]
+        );
+        let four = format!("[10,[1],[{kind},{kind}],[2,9]]");
+        let mut blob = vec![RAW];
+        blob.extend_from_slice(four.as_bytes());
+        let events = decode(&r, 2, 9, &blob).unwrap();
+        assert_eq!(events, vec![ev(2, 10), ev(9, 11)]);
+        assert!(events.iter().all(|e| e.cause.is_none()));
+    }
+
     #[test]
     fn corrupt_blobs_are_reported_not_panicked() {
         let r = RunId::from_string("r");
@@ -235,5 +360,15 @@ mod tests {
         assert!(decode(&r, 1, 1, &[LZ4_DICT_V1, 200, 0, 0, 0, 1]).is_err());
         let blob = encode(&[ev(1, 1)]).unwrap();
         assert!(decode(&r, 1, 2, &blob).is_err(), "row range must match");
+        let kind = r#"{"type":"stepStarted","step":1}"#;
+        for causes in [
+            r#"[["sub-a",2]]"#,
+            r#"[["sub-a",18446744073709551615],[null,1]]"#,
+        ] {
+            let mut blob = vec![RAW];
+            blob.extend_from_slice(format!("[1,[],[{kind}],null,{causes}]").as_bytes());
+            let err = decode(&r, 1, 1, &blob).unwrap_err();
+            assert!(err.starts_with("causes cover"), "{err}");
+        }
     }
 }

@@ -43,6 +43,9 @@ pub(crate) struct NodeRt {
     pub result: Arc<Value>,
     pub error: Option<String>,
     pub pruned: bool,
+    /// The latest activation failed and had nowhere to route (the run fails unless a later
+    /// activation — a revision — supersedes it).
+    pub unrouted: bool,
     pub inbox: Vec<Message>,
     pub interrupt: Option<Interrupt>,
     pub scratch: Value,
@@ -70,6 +73,7 @@ impl NodeRt {
             result: Arc::default(),
             error: None,
             pruned: false,
+            unrouted: false,
             inbox: Vec::new(),
             interrupt: None,
             scratch: Value::Null,
@@ -129,7 +133,6 @@ pub(crate) struct RunCore {
     pub spawned: Vec<(usize, Arc<[Spawn]>)>,
     pub commands: FxHashMap<u64, Command>,
     pub next_command: u64,
-    pub unrouted_failure: Option<String>,
     pub fork: Option<ForkRef>,
     pub created_ts: i64,
     pub last_seq: u64,
@@ -171,7 +174,6 @@ impl RunCore {
             spawned: Vec::new(),
             commands: FxHashMap::default(),
             next_command: 1,
-            unrouted_failure: None,
             fork: None,
             created_ts: 0,
             last_seq: 0,
@@ -219,7 +221,12 @@ impl RunCore {
                     None => self.init_input(input)?,
                 }
             }
-            EventKind::RunResumed { .. } => self.status = RunStatus::Running,
+            // A resumed final run stays final until a revision reopens it.
+            EventKind::RunResumed { .. } => {
+                if !self.status.is_final() {
+                    self.status = RunStatus::Running;
+                }
+            }
             EventKind::NodeAdded {
                 node,
                 template,
@@ -303,8 +310,8 @@ impl RunCore {
                 from, to, reason, ..
             } => {
                 if to.is_empty() && reason == NO_FAILURE_ROUTE {
-                    self.unrouted_failure =
-                        Some(format!("node {from} failed and has no failure route"));
+                    let o = self.node_of(from)?;
+                    self.nodes[o].unrouted = true;
                 }
             }
             EventKind::StepStarted { step } => {
@@ -321,7 +328,10 @@ impl RunCore {
             EventKind::CommandRefused { .. } => {}
             EventKind::MessageQueued { id, node, .. } => {
                 let o = self.node_of(node)?;
-                if let Some(Command::SendMessage { message, .. }) = self.commands.get(id) {
+                if let Some(
+                    Command::SendMessage { message, .. } | Command::Revise { message, .. },
+                ) = self.commands.get(id)
+                {
                     let message = message.clone();
                     self.nodes[o].inbox.push(message);
                 }
@@ -331,6 +341,11 @@ impl RunCore {
                 terminal,
                 error,
             } => {
+                if *status == RunStatus::Running {
+                    // Reopened (a revision of a finished run): its old ending no longer holds.
+                    self.terminal = None;
+                    self.error = None;
+                }
                 self.status = *status;
                 if terminal.is_some() {
                     self.terminal = terminal.clone();
@@ -428,6 +443,7 @@ impl RunCore {
                 }
                 n.attempt = attempt;
                 n.state = Some(NodeState::Ready);
+                n.unrouted = false;
                 n.ready_step = step + 1;
                 self.ready.push(o);
                 Arc::make_mut(&mut self.attempts).insert(id, attempt);
@@ -642,6 +658,15 @@ impl RunCore {
         }
         out.dedup();
         out
+    }
+
+    /// Why the run fails when nothing is left to run: a node whose latest activation failed
+    /// with nowhere to route.
+    pub fn unrouted_failure(&self) -> Option<String> {
+        self.nodes
+            .iter()
+            .find(|n| n.unrouted)
+            .map(|n| format!("node {} failed and has no failure route", n.id))
     }
 
     /// Activations waiting for input, with their questions.

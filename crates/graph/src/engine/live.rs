@@ -14,10 +14,10 @@ use futures::stream::{FuturesUnordered, StreamExt};
 use tokio::sync::{broadcast, mpsc};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use trellis_protocol::{Command, Event, EventKind, NodeState, RunStatus};
+use trellis_protocol::{Event, EventKind, NodeState, RunStatus, SubmissionId};
 
 use super::core::RunCore;
-use super::{CommandReply, EngineConfig, RunOutcome};
+use super::{EngineConfig, RunOutcome, Sent};
 use crate::handler::{Mailbox, MailboxSender, NodeContext, NodeError, NodeOutput, Outcome};
 use crate::journal::{Batch, Commit, Durability, Journal, RunSummary};
 use crate::spec::NodeKind;
@@ -54,8 +54,8 @@ pub(crate) struct Live {
     buffer: Vec<Event>,
     pub events: broadcast::Sender<Arc<Vec<Event>>>,
     unpublished: VecDeque<(Arc<Vec<Event>>, Commit)>,
-    cmd_tx: mpsc::UnboundedSender<(Command, Option<CommandReply>)>,
-    cmd_rx: mpsc::UnboundedReceiver<(Command, Option<CommandReply>)>,
+    cmd_tx: mpsc::UnboundedSender<Sent>,
+    cmd_rx: mpsc::UnboundedReceiver<Sent>,
     inflight: FuturesUnordered<BoxFuture<'static, Done>>,
     pub(super) running: FxHashMap<usize, Running>,
     next_inbox: Instant,
@@ -65,12 +65,22 @@ pub(crate) struct Live {
     now: i64,
     /// Reused buffer for the activations of a step.
     queue: VecDeque<usize>,
+    /// The submission recorded events are attributed to: the one that started or resumed
+    /// the run, or — while a command is handled — the command's.
+    pub(super) cause: Option<SubmissionId>,
 }
 
 pub(crate) use trellis_protocol::now_ms;
 
 impl Live {
-    pub fn new(core: RunCore, journal: Arc<dyn Journal>, config: EngineConfig) -> Self {
+    /// A driver for `core`, attributing what it records to `cause` (see [`Live::command`]
+    /// for commands).
+    pub fn new(
+        core: RunCore,
+        journal: Arc<dyn Journal>,
+        config: EngineConfig,
+        cause: Option<SubmissionId>,
+    ) -> Self {
         let (events, _) = broadcast::channel(config.broadcast_capacity.max(1));
         let (cmd_tx, cmd_rx) = mpsc::unbounded_channel();
         let next_inbox = Instant::now() + config.inbox_poll;
@@ -90,10 +100,11 @@ impl Live {
             next_inbox,
             now: now_ms(),
             queue: VecDeque::new(),
+            cause,
         }
     }
 
-    pub fn command_sender(&self) -> mpsc::UnboundedSender<(Command, Option<CommandReply>)> {
+    pub fn command_sender(&self) -> mpsc::UnboundedSender<Sent> {
         self.cmd_tx.clone()
     }
 
@@ -114,6 +125,7 @@ impl Live {
             run: self.core.run.clone(),
             seq: self.core.last_seq + 1,
             ts: self.now,
+            cause: self.cause.clone(),
             kind,
         };
         self.core.apply(&event)?;
@@ -225,7 +237,7 @@ impl Live {
                         .any(|n| n.state == Some(NodeState::WaitingInput));
                     let (status, error) = if waiting {
                         (RunStatus::WaitingInput, None)
-                    } else if let Some(e) = self.core.unrouted_failure.clone() {
+                    } else if let Some(e) = self.core.unrouted_failure() {
                         (RunStatus::Failed, Some(e))
                     } else {
                         (RunStatus::Succeeded, None)
@@ -260,8 +272,8 @@ impl Live {
 
     /// Takes commands queued locally and, when due, from the journal's inbox.
     fn take_commands(&mut self) -> Result<()> {
-        while let Ok((cmd, reply)) = self.cmd_rx.try_recv() {
-            self.command(cmd, reply)?;
+        while let Ok((cmd, cause, reply)) = self.cmd_rx.try_recv() {
+            self.command(cmd, cause, reply)?;
         }
         if self.journal.has_inbox() && Instant::now() >= self.next_inbox {
             self.poll_inbox()?;
@@ -271,8 +283,9 @@ impl Live {
 
     fn poll_inbox(&mut self) -> Result<()> {
         self.next_inbox = Instant::now() + self.config.inbox_poll;
+        // The inbox keeps no submission ids: these commands have no cause.
         for cmd in self.journal.take_commands(&self.core.run)? {
-            self.command(cmd, None)?;
+            self.command(cmd, None, None)?;
         }
         Ok(())
     }
@@ -325,7 +338,7 @@ impl Live {
             let inbox_at = self.next_inbox;
             tokio::select! {
                 biased;
-                Some((cmd, reply)) = self.cmd_rx.recv() => self.command(cmd, reply)?,
+                Some((cmd, cause, reply)) = self.cmd_rx.recv() => self.command(cmd, cause, reply)?,
                 Some(done) = self.inflight.next() => self.finish(done)?,
                 r = head_commit(&mut self.unpublished), if !self.unpublished.is_empty() => {
                     r?;

@@ -3,7 +3,9 @@
 
 use std::borrow::Cow;
 
-use trellis_protocol::{Command, EventKind, NodeId, NodeState, RunStatus, TerminalKind};
+use trellis_protocol::{
+    Command, EventKind, NodeId, NodeState, RunStatus, SubmissionId, TerminalKind,
+};
 
 use super::CommandReply;
 use super::core::NO_FAILURE_ROUTE;
@@ -252,18 +254,36 @@ impl Live {
         Ok(())
     }
 
-    /// Records a command and applies it (or records why it cannot apply).
-    pub fn command(&mut self, command: Command, reply: Option<CommandReply>) -> Result<()> {
+    /// Records a command and applies it (or records why it cannot apply). Everything it
+    /// records carries `cause`, the submission that sent it.
+    pub fn command(
+        &mut self,
+        command: Command,
+        cause: Option<SubmissionId>,
+        reply: Option<CommandReply>,
+    ) -> Result<()> {
+        let driver = std::mem::replace(&mut self.cause, cause);
+        let result = self.record_command(command, reply);
+        self.cause = driver;
+        result
+    }
+
+    fn record_command(&mut self, command: Command, reply: Option<CommandReply>) -> Result<()> {
         self.tick();
         let id = self.core.next_command;
         self.emit(EventKind::CommandReceived {
             id,
             command: command.clone(),
         })?;
-        let outcome = if self.core.status.is_final() {
-            Err(format!("run is already {}", self.core.status))
-        } else {
-            self.apply_command(id, command)
+        let status = self.core.status;
+        let outcome = match &command {
+            // A revision reopens a finished run; a cancelled one stays cancelled.
+            Command::Revise { .. } if status == RunStatus::Cancelled => Err(format!(
+                "run is already {status}; a cancelled run cannot be revised (fork it to run again)"
+            )),
+            Command::Revise { .. } => self.apply_command(id, command),
+            _ if status.is_final() => Err(format!("run is already {status}")),
+            _ => self.apply_command(id, command),
         };
         if let Err(reason) = &outcome {
             self.emit(EventKind::CommandRefused {
@@ -297,6 +317,11 @@ impl Live {
                 let delivered = match n.state {
                     None | Some(NodeState::Ready | NodeState::WaitingInput) => false,
                     Some(NodeState::Running) => true,
+                    Some(NodeState::Failed) => {
+                        return Err(format!(
+                            "node {node} is FAILED; send a revise command to run it again with the message"
+                        ));
+                    }
                     Some(s) => {
                         return Err(format!(
                             "node {node} is {s}; messages to finished nodes are discarded"
@@ -339,6 +364,8 @@ impl Live {
                 })
                 .map_err(fatal)
             }
+            // The message reaches the new activation from the recorded command (`messageQueued`).
+            Command::Revise { node, .. } => self.revise(id, node),
             Command::Prune { node, reason } => self.prune(&node, reason).map_err(fatal)?,
             Command::Inject { nodes, edges } => self.inject(nodes, edges),
             Command::Cancel { reason } => {
@@ -353,6 +380,63 @@ impl Live {
                 .map_err(fatal)
             }
         }
+    }
+
+    /// Runs a finished node again as a new READY activation with the revision message
+    /// buffered for it, reopening the run if it had ended.
+    fn revise(&mut self, id: u64, node: NodeId) -> std::result::Result<(), String> {
+        let o = self.find(&node)?;
+        let n = &self.core.nodes[o];
+        match n.state {
+            Some(NodeState::Completed | NodeState::Failed) => {}
+            None => {
+                return Err(format!(
+                    "node {node} has not run yet; only COMPLETED or FAILED nodes can be revised (send it a message instead)"
+                ));
+            }
+            Some(s @ (NodeState::Ready | NodeState::Running | NodeState::WaitingInput)) => {
+                return Err(format!(
+                    "node {node} is {s}, not finished; use sendMessage to reach an active node"
+                ));
+            }
+            Some(s @ (NodeState::Pruned | NodeState::Skipped)) => {
+                return Err(format!(
+                    "node {node} is {s}; only COMPLETED or FAILED nodes can be revised"
+                ));
+            }
+        }
+        let attempt = n.attempt + 1;
+        if let Some(max) = n.def.max_attempts
+            && attempt > max
+        {
+            return Err(format!(
+                "node {node} has reached its max_attempts ({max}); a revision would be attempt {attempt}"
+            ));
+        }
+        let fatal = |e: Error| e.to_string();
+        if self.core.status.is_final() {
+            self.emit(EventKind::RunStatusChanged {
+                status: RunStatus::Running,
+                terminal: None,
+                error: None,
+            })
+            .map_err(fatal)?;
+        }
+        self.emit(EventKind::NodeTransition {
+            node: node.clone(),
+            attempt,
+            from: None,
+            to: NodeState::Ready,
+            reason: Some("revision requested".into()),
+        })
+        .map_err(fatal)?;
+        self.emit(EventKind::MessageQueued {
+            id,
+            node,
+            attempt,
+            delivered: false,
+        })
+        .map_err(fatal)
     }
 
     fn prune(

@@ -1,5 +1,6 @@
 //! Property: for random graphs, runs are deterministic whatever the completion order, replay
-//! equals the live run, and resuming from any crash point reaches the same end.
+//! equals the live run, resuming from any crash point reaches the same end, and revising a
+//! finished node of the finished run is deterministic and replays exactly too.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,7 +11,7 @@ use trellis_graph::{
     Engine, FailurePolicy, Graph, GraphBuilder, Journal, MemoryJournal, NodeContext, NodeError,
     NodeOutput, Reducer,
 };
-use trellis_protocol::{Event, NodeId, TerminalKind};
+use trellis_protocol::{Command, Event, Message, NodeId, NodeState, TerminalKind};
 
 #[derive(Clone, Debug)]
 enum Route {
@@ -198,7 +199,11 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
 
     #[test]
-    fn random_graphs_replay_deterministically(spec in graph_spec(), cut in 0.0f64..1.0) {
+    fn random_graphs_replay_deterministically(
+        spec in graph_spec(),
+        cut in 0.0f64..1.0,
+        pick in any::<proptest::sample::Index>(),
+    ) {
         let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
         rt.block_on(async {
             let journal = Arc::new(MemoryJournal::new());
@@ -216,9 +221,26 @@ proptest! {
             if end < a.last_seq {
                 let prefix: Vec<Event> = journal.load(&a.run).unwrap().into_iter().filter(|e| e.seq <= end).collect();
                 let crashed = Engine::new(Arc::new(MemoryJournal::with_log(prefix)));
-                let r = crashed.resume(g, &a.run, vec![]).unwrap().wait().await.unwrap();
+                let r = crashed.resume(g.clone(), &a.run, vec![]).unwrap().wait().await.unwrap();
                 prop_assert_eq!(key(&r).0, key(&a).0);
                 prop_assert_eq!(key(&r).3, key(&a).3);
+            }
+            // Revising a finished node (whatever the timing) reaches the same end, and the
+            // reopened log replays to it.
+            let finished: Vec<NodeId> = a
+                .nodes
+                .iter()
+                .filter(|n| matches!(n.state, Some(NodeState::Completed | NodeState::Failed)))
+                .map(|n| n.id.clone())
+                .collect();
+            if !finished.is_empty() {
+                let node = finished[pick.index(finished.len())].clone();
+                let revise = || vec![Command::Revise { node: node.clone(), message: Message::user("again") }];
+                let ra = engine.resume(g.clone(), &a.run, revise()).unwrap().wait().await.unwrap();
+                let rb = engine.resume(Arc::new(build(&spec, 99)), &b.run, revise()).unwrap().wait().await.unwrap();
+                prop_assert_eq!(key(&ra), key(&rb));
+                prop_assert!(ra.status.is_final(), "{:?}", ra.status);
+                prop_assert_eq!(key(&engine.inspect(g, &a.run).unwrap()), key(&ra));
             }
             Ok(())
         })?;

@@ -32,6 +32,7 @@ pub fn ev(run: &RunId, seq: u64, kind: EventKind) -> Event {
         run: run.clone(),
         seq,
         ts: T0 + seq as i64 * 37,
+        cause: None,
         kind,
     }
 }
@@ -100,6 +101,7 @@ pub fn realistic_run(run: &RunId) -> Vec<Batch> {
             run: run.clone(),
             seq,
             ts: T0 + seq as i64 * 13 + (seq as i64 % 3) * 101,
+            cause: None,
             kind,
         }
     };

@@ -6,7 +6,7 @@ use serde_json::json;
 use trellis_graph::{Batch, Journal, JournalError};
 use trellis_protocol::{
     Answer, Command, EdgeSpec, Event, EventKind, ForkRef, InjectNode, Interrupt, Message, NodeId,
-    NodeState, RunId, RunStatus,
+    NodeState, RunId, RunStatus, SubmissionId,
 };
 
 use super::fixtures::{T0, block_on, ev, realistic_run, store, summary};
@@ -127,6 +127,7 @@ fn every_kind(run: &RunId) -> Vec<Event> {
                 run: run.clone(),
                 seq: i as u64 + 1,
                 ts,
+                cause: None,
                 kind,
             }
         })
@@ -256,4 +257,84 @@ fn summary_only_batches_update_the_row() {
         RunStatus::Cancelled
     );
     assert_eq!(store.load(&run).unwrap().len(), 1);
+}
+
+#[test]
+fn causes_survive_the_store() {
+    let (_dir, store) = store();
+    let run = RunId::new();
+    let (a, b) = (
+        SubmissionId::from_string("sub-a"),
+        SubmissionId::from_string("sub-b"),
+    );
+    let mut events = every_kind(&run);
+    for (i, e) in events.iter_mut().enumerate() {
+        // Batches 1 and 2 mix causes; batch 3 (events 13..) has none.
+        e.cause = match i {
+            0..=3 => Some(a.clone()),
+            4 | 6 => None,
+            5 | 7..=11 => Some(b.clone()),
+            _ => None,
+        };
+    }
+    let mut first = 1;
+    for chunk in events.chunks(6) {
+        let last = first + chunk.len() as u64 - 1;
+        let batch = Batch {
+            run: run.clone(),
+            events: Arc::new(chunk.to_vec()),
+            summary: summary(RunStatus::Running, 0, last),
+        };
+        block_on(store.append(batch)).unwrap();
+        first = last + 1;
+    }
+    assert_eq!(store.load(&run).unwrap(), events);
+    assert_eq!(
+        store.events(&run, 4, Some(8)).unwrap(),
+        events[3..8].to_vec()
+    );
+    let other = trellis_store::Store::open(store.db_path(), Default::default()).unwrap();
+    assert_eq!(other.load(&run).unwrap(), events);
+}
+
+/// A row written before events had causes (the blob of a three-part payload, stored raw)
+/// still loads, with no causes.
+#[test]
+fn rows_written_before_causes_still_load() {
+    let (_dir, store) = store();
+    let run = RunId::new();
+    let events = vec![
+        ev(&run, 1, EventKind::StepStarted { step: 1 }),
+        ev(
+            &run,
+            2,
+            EventKind::StepCompleted {
+                step: 1,
+                changed: vec![],
+            },
+        ),
+    ];
+    let mut caused = events.clone();
+    caused[0].cause = Some(SubmissionId::from_string("sub-a"));
+    block_on(store.append(Batch {
+        run: run.clone(),
+        events: Arc::new(caused),
+        summary: summary(RunStatus::Running, 1, 2),
+    }))
+    .unwrap();
+    let mut old = vec![0u8];
+    old.extend_from_slice(
+        format!(
+            r#"[{},[37],[{{"type":"stepStarted","step":1}},{{"type":"stepCompleted","step":1}}]]"#,
+            T0 + 37
+        )
+        .as_bytes(),
+    );
+    let changed = rusqlite::Connection::open(store.db_path())
+        .unwrap()
+        .execute("UPDATE events SET data = ?1", [&old])
+        .unwrap();
+    assert_eq!(changed, 1);
+    let reopened = trellis_store::Store::open(store.db_path(), Default::default()).unwrap();
+    assert_eq!(reopened.load(&run).unwrap(), events);
 }
