@@ -128,6 +128,53 @@ pub enum Error {
         /// What was wrong.
         detail: String,
     },
+    /// An appended stream event does not follow its stream's last event.
+    #[error(
+        "trellis store {path}: stream {stream} got seq {seq} after seq {last}; every event must \
+         follow its stream's last one (seq {last} + 1), so this one is a duplicate or an event \
+         before it was lost — nothing of its batch was written"
+    )]
+    StreamSeq {
+        /// The database file.
+        path: PathBuf,
+        /// The stream (its text form).
+        stream: String,
+        /// The seq the event carried.
+        seq: u64,
+        /// The stream's last stored seq (0 when empty).
+        last: u64,
+    },
+    /// An event that cannot be appended to a service stream.
+    #[error("cannot append to stream {stream}: {detail}")]
+    BadStreamEvent {
+        /// The stream (its text form).
+        stream: String,
+        /// What is wrong.
+        detail: String,
+    },
+    /// A stored stream event could not be decoded.
+    #[error(
+        "trellis store {path}: event {seq} of stream {stream} is corrupt or from a newer trellis \
+         ({detail}); upgrade trellis or restore the file from a backup"
+    )]
+    CorruptStream {
+        /// The database file.
+        path: PathBuf,
+        /// The stream (its text form).
+        stream: String,
+        /// The event's seq.
+        seq: u64,
+        /// What was wrong.
+        detail: String,
+    },
+    /// No record of this kind has this id.
+    #[error("no {what} '{id}' in this workspace's store")]
+    NotFound {
+        /// What was looked for (`session`, `artifact`).
+        what: &'static str,
+        /// The id asked for.
+        id: String,
+    },
     /// A value could not be encoded for storage.
     #[error("cannot encode {what} for the trellis store: {source}")]
     Encode {

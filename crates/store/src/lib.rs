@@ -1,7 +1,10 @@
 //! The Trellis durable store: one SQLite file per workspace, `<workspace>/.trellis/trellis.db`.
 //!
 //! [`Store`] implements the engine's [`Journal`] seam and offers the read API the CLI uses
-//! (`runs list`, `runs show`, `runs events`, `runs cancel` …).
+//! (`runs list`, `runs show`, `runs events`, `runs cancel` …). For the runtime service it
+//! also keeps the session and workspace streams ([`Store::append_stream`],
+//! [`Store::stream_events`]), the sessions and turns materialised from them
+//! ([`Store::sessions`], [`Store::turns`]) and runs' artifacts ([`Store::put_artifact`]).
 //!
 //! # Schema
 //!
@@ -16,6 +19,13 @@
 //! | `change_sets` | run with a worktree | repository, branch, base commit, worktree, review state and outcome |
 //! | `change_ops` | apply / undo / redo | run id, seq, kind, state, journal directory, file count |
 //! | `model_calls` | model call | run id, stage, agent, profile, model, prompt/completion/cached tokens, whether reported, cost, outcome, time |
+//! | `stream_events` | session or workspace stream event | stream key (`session:<id>`, `workspace`), seq, ts, submission id, JSON body; key `(stream, seq)` |
+//! | `sessions` | agent or channel session | owner (`agent`: run, node, role; `channel`: channel), status (`running`, `completed`, `error`), error, created/updated time, last seq |
+//! | `turns` | model call of a session | session, turn, attempt, status (`running`, `completed`, `failed`), started/finished time, prompt/completion tokens, assistant message JSON, error |
+//! | `turn_messages` | message of a turn | session, turn, role (`assistant`: the deltas appended; `user`: messages before the call), text |
+//! | `turn_thoughts` | turn that thought | session, turn, the thinking deltas appended |
+//! | `turn_tools` | tool call of a turn | session, turn, call id, tool, JSON input, output, status (`running` or the `ToolStatus` name), start time, duration |
+//! | `artifacts` | artifact version | run, node, kind, version (1, 2, … per run and kind), content, status, feedback, created/updated time |
 //!
 //! An event blob holds a batch's events as compact JSON — the run id not repeated, seqs
 //! implied by the row's range, timestamps as deltas — compressed with LZ4 against a static
@@ -48,8 +58,14 @@
 //!   claiming process is dead; a lost take re-delivers a command that was not yet acted on
 //!   durably), so a transaction holding only those commits without one, and a run costs one
 //!   fsync per batch: [`StoreStats::synced_commits`] counts them.
+//! * A batch of service stream events ([`Store::append_stream`]) is written like a run's
+//!   batch: in the writer's group commit, fsynced under [`Synchronous::Full`], rolled back
+//!   alone through its savepoint when it fails. Each event must follow its stream's last one
+//!   (a duplicate or a gap fails the batch), and the session tables are updated from the
+//!   session events in the same savepoint, so they never disagree with the log.
 //! * Readers use separate connections; WAL mode lets them read while the writer commits.
 
+mod artifacts;
 mod claim;
 mod codec;
 mod error;
@@ -57,6 +73,8 @@ mod ops;
 mod read;
 mod records;
 mod schema;
+mod sessions;
+mod streams;
 mod usage;
 mod writer;
 
@@ -72,11 +90,15 @@ use serde::Serialize;
 use trellis_graph::{Batch, Commit, Journal, JournalError};
 use trellis_protocol::{Command, Event, EventKind, RunId};
 
+pub use artifacts::NewArtifact;
 pub use claim::{Owner, hostname};
 pub use error::{Error, Result};
 pub use read::{Checkpoint, RunFilter, RunRecord};
 pub use records::{ChangeOpRecord, ChangeSetRecord, ToolCallRecord};
 pub use schema::LATEST_VERSION as SCHEMA_VERSION;
+pub use sessions::{
+    SessionFilter, SessionRecord, SessionStatus, TurnRecord, TurnStatus, TurnToolRecord,
+};
 pub use usage::{ModelCallRecord, RunUsage, UsageTotals};
 
 use read::Reader;
@@ -86,6 +108,10 @@ use writer::{Counters, Msg, Writer};
 pub const STORE_DIR: &str = ".trellis";
 /// The database file's name inside [`STORE_DIR`].
 pub const DB_FILE: &str = "trellis.db";
+
+/// Prepared statements each connection keeps (rusqlite's default of 16 is fewer than the
+/// writer's append paths use).
+const STATEMENT_CACHE: usize = 64;
 
 /// How hard each commit works to survive a crash (SQLite `PRAGMA synchronous`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
@@ -146,6 +172,10 @@ pub struct StoreStats {
     pub bytes_written: u64,
     /// The most messages one transaction carried.
     pub largest_group: u64,
+    /// Service stream batches committed ([`Store::append_stream`]).
+    pub stream_batches: u64,
+    /// Service stream events committed.
+    pub stream_events: u64,
 }
 
 /// The durable store of one workspace. See the crate docs for the schema and guarantees.
@@ -227,6 +257,8 @@ impl Store {
             events: c.events.load(Ordering::Relaxed),
             bytes_written: c.bytes.load(Ordering::Relaxed),
             largest_group: c.largest_group.load(Ordering::Relaxed),
+            stream_batches: c.stream_batches.load(Ordering::Relaxed),
+            stream_events: c.stream_events.load(Ordering::Relaxed),
         }
     }
 
@@ -505,6 +537,7 @@ fn open_writer(path: &Path, options: StoreOptions) -> Result<Connection> {
     };
     let conn = Connection::open(path).map_err(open)?;
     conn.busy_timeout(options.busy_timeout).map_err(open)?;
+    conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
     let mode: String = conn
         .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
         .map_err(open)?;

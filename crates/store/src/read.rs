@@ -86,6 +86,11 @@ impl Reader {
         }
     }
 
+    /// The database file.
+    pub(crate) fn path(&self) -> &std::path::Path {
+        &self.path
+    }
+
     pub(crate) fn sqlite(&self) -> impl Fn(rusqlite::Error) -> Error + '_ {
         |source| Error::Sqlite {
             path: self.path.clone(),
@@ -116,6 +121,7 @@ impl Reader {
         };
         let conn = Connection::open(&self.path).map_err(open)?;
         conn.busy_timeout(self.busy_timeout).map_err(open)?;
+        conn.set_prepared_statement_cache_capacity(crate::STATEMENT_CACHE);
         // Reads only: a bug here must not write behind the writer thread's back.
         conn.pragma_update(None, "query_only", true).map_err(open)?;
         Ok(conn)

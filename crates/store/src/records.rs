@@ -88,12 +88,17 @@ pub(crate) enum Record {
     ChangeSet(ChangeSetRecord),
     ChangeOp(ChangeOpRecord),
     ModelCall(crate::usage::ModelCallRecord),
+    Artifact(crate::artifacts::NewArtifact),
+    ArtifactStatus(crate::artifacts::StatusChange),
 }
 
-/// Writes `record`; returns the new row id for tool and model calls, 0 otherwise.
+/// Writes `record`; returns the new row id for tool calls, model calls and artifacts, the
+/// artifact's id for a status change (0 when it does not exist), 0 otherwise.
 pub(crate) fn write(conn: &Connection, record: &Record) -> rusqlite::Result<i64> {
     match record {
         Record::ModelCall(r) => crate::usage::write(conn, r),
+        Record::Artifact(r) => crate::artifacts::insert(conn, r),
+        Record::ArtifactStatus(r) => crate::artifacts::set_status(conn, r),
         Record::ToolCall(r) => {
             conn.prepare_cached(
                 "INSERT INTO tool_calls (run_id, node_id, tool, args, decision, is_error, summary,

@@ -154,10 +154,118 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         CREATE INDEX model_calls_run ON model_calls (run_id, id);
     "#,
     },
+    Migration {
+        version: 4,
+        name: "streams_sessions_artifacts",
+        sql: r#"
+        -- The log of the runtime service's non-run streams: `stream` is the StreamId's text
+        -- form (`session:<id>`, `workspace`), `data` the compact JSON of the SessionEvent or
+        -- WorkspaceEvent. Runs keep their own log (`events`). A rowid table (not WITHOUT
+        -- ROWID) so large bodies, such as a tool's output, stay off the key's b-tree.
+        CREATE TABLE stream_events (
+            stream      TEXT    NOT NULL,
+            seq         INTEGER NOT NULL,
+            ts          INTEGER NOT NULL,
+            submission  TEXT,
+            data        TEXT    NOT NULL,
+            PRIMARY KEY (stream, seq)
+        );
+
+        -- Sessions, materialised from their streams in the same transaction. `owner` is
+        -- `agent` (with run, node and role) or `channel` (with channel); `status` is
+        -- `running`, `completed` or `error`; `last_seq` is the session stream's last seq.
+        CREATE TABLE sessions (
+            id          TEXT    PRIMARY KEY,
+            owner       TEXT    NOT NULL,
+            run         TEXT,
+            node        TEXT,
+            role        TEXT,
+            channel     TEXT,
+            status      TEXT    NOT NULL,
+            error       TEXT,
+            created_ms  INTEGER NOT NULL,
+            updated_ms  INTEGER NOT NULL,
+            last_seq    INTEGER NOT NULL
+        ) WITHOUT ROWID;
+        CREATE INDEX sessions_run ON sessions (run, created_ms) WHERE run IS NOT NULL;
+        CREATE INDEX sessions_channel ON sessions (channel, created_ms) WHERE channel IS NOT NULL;
+        CREATE INDEX sessions_created ON sessions (created_ms);
+
+        -- One model call of a session. `status` is `running`, `completed` or `failed`;
+        -- `message` the assistant message's JSON once completed.
+        CREATE TABLE turns (
+            session           TEXT    NOT NULL,
+            turn              INTEGER NOT NULL,
+            attempt           INTEGER NOT NULL,
+            status            TEXT    NOT NULL,
+            started_ms        INTEGER NOT NULL,
+            finished_ms       INTEGER,
+            prompt_tokens     INTEGER,
+            completion_tokens INTEGER,
+            message           TEXT,
+            error             TEXT,
+            PRIMARY KEY (session, turn)
+        );
+
+        -- A turn's text: one `assistant` row (the deltas appended) and the `user` messages
+        -- that precede its model call, in rowid order.
+        CREATE TABLE turn_messages (
+            id          INTEGER PRIMARY KEY,
+            session     TEXT    NOT NULL,
+            turn        INTEGER NOT NULL,
+            role        TEXT    NOT NULL,
+            text        TEXT    NOT NULL
+        );
+        CREATE INDEX turn_messages_turn ON turn_messages (session, turn);
+        CREATE UNIQUE INDEX turn_messages_assistant ON turn_messages (session, turn)
+            WHERE role = 'assistant';
+
+        -- A turn's thinking (the deltas appended).
+        CREATE TABLE turn_thoughts (
+            session     TEXT    NOT NULL,
+            turn        INTEGER NOT NULL,
+            text        TEXT    NOT NULL,
+            PRIMARY KEY (session, turn)
+        );
+
+        -- A turn's tool calls, in rowid order. `status` is `running` until the call
+        -- completes, then the ToolStatus wire name (`ok`, `error`, `denied`, `interrupted`,
+        -- `cancelled`); a call left `running` was cut off by a crash.
+        CREATE TABLE turn_tools (
+            id          INTEGER PRIMARY KEY,
+            session     TEXT    NOT NULL,
+            turn        INTEGER NOT NULL,
+            call_id     TEXT    NOT NULL,
+            name        TEXT    NOT NULL,
+            input       TEXT,
+            output      TEXT,
+            status      TEXT    NOT NULL,
+            started_ms  INTEGER NOT NULL,
+            duration_ms INTEGER,
+            UNIQUE (session, turn, call_id)
+        );
+
+        -- Versioned artifacts of a run (scope cards, plans, specs …); `status` is
+        -- ArtifactStatus::as_str.
+        CREATE TABLE artifacts (
+            id          INTEGER PRIMARY KEY,
+            run         TEXT    NOT NULL,
+            node        TEXT,
+            kind        TEXT    NOT NULL,
+            version     INTEGER NOT NULL,
+            content     TEXT    NOT NULL,
+            status      TEXT    NOT NULL,
+            feedback    TEXT,
+            created_ms  INTEGER NOT NULL,
+            updated_ms  INTEGER NOT NULL,
+            UNIQUE (run, kind, version)
+        );
+    "#,
+    },
 ];
 
 /// The newest schema version this binary knows.
-pub const LATEST_VERSION: i64 = 3;
+pub const LATEST_VERSION: i64 = 4;
 
 const CREATE_TABLE: &str = "CREATE TABLE IF NOT EXISTS schema_migrations (
     version     INTEGER PRIMARY KEY,
@@ -299,7 +407,7 @@ mod tests {
             assert_eq!(current_version(&conn).unwrap(), 2);
         }
         let mut conn = Connection::open(&path).unwrap();
-        assert_eq!(migrate(&mut conn, &path).unwrap(), 3);
+        assert_eq!(migrate(&mut conn, &path).unwrap(), LATEST_VERSION);
         let count = |table: &str| -> i64 {
             conn.query_row(&format!("SELECT COUNT(*) FROM {table}"), [], |r| r.get(0))
                 .unwrap()
@@ -315,7 +423,15 @@ mod tests {
             .unwrap()
             .map(Result::unwrap)
             .collect();
-        assert_eq!(names, ["initial", "tool_calls_and_changes", "model_calls"]);
+        assert_eq!(
+            names,
+            [
+                "initial",
+                "tool_calls_and_changes",
+                "model_calls",
+                "streams_sessions_artifacts"
+            ]
+        );
         let summary: String = conn
             .query_row(
                 "SELECT summary FROM tool_calls WHERE run_id = 'r1'",
@@ -325,6 +441,107 @@ mod tests {
             .unwrap();
         assert_eq!(summary, "ok");
         drop(conn);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A file exactly as a version-3 trellis left it (the old migrations only), opened by
+    /// this binary through [`crate::Store::open`]: its runs, events, tool calls, change sets
+    /// and model calls read back unchanged, and the new tables work.
+    #[test]
+    fn a_version_3_store_opens_with_its_data_and_gains_the_stream_tables() {
+        use trellis_graph::Journal;
+        use trellis_protocol::{
+            Event, EventKind, RunId, ServiceEvent, ServiceEventBody, SessionEvent, SessionId,
+            SessionOwner, StreamId,
+        };
+
+        let dir = std::env::temp_dir().join(format!("trellis-store-v3-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("v3.db");
+        let _ = std::fs::remove_file(&path);
+        let run = RunId::from_string("r1");
+        let events = vec![Event {
+            run: run.clone(),
+            seq: 1,
+            ts: 1_000,
+            kind: EventKind::StepStarted { step: 1 },
+        }];
+        {
+            let conn = Connection::open(&path).unwrap();
+            conn.execute_batch(CREATE_TABLE).unwrap();
+            for m in MIGRATIONS.iter().filter(|m| m.version <= 3) {
+                conn.execute_batch(m.sql).unwrap();
+                conn.execute(
+                    "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?1, ?2, 0)",
+                    rusqlite::params![m.version, m.name],
+                )
+                .unwrap();
+            }
+            let blob = crate::codec::encode(&events).unwrap();
+            conn.execute_batch(
+                "INSERT INTO runs (rk, id, graph, status, step, last_seq, created_ts, updated_ts)
+                     VALUES (1, 'r1', 'g', 'succeeded', 1, 1, 1000, 1000);
+                 INSERT INTO tool_calls (run_id, node_id, tool, args, decision, is_error,
+                                         summary, duration_ms, started_at)
+                     VALUES ('r1', 'n', 'read_file', '{}', 'auto', 0, 'ok', 5, 1);
+                 INSERT INTO change_sets (run_id, repo, branch, base_commit, state,
+                                          created_at, updated_at)
+                     VALUES ('r1', '/repo', 'trellis/run-r1', 'abc', 'open', 1, 1);
+                 INSERT INTO model_calls (run_id, profile, model, prompt_tokens,
+                                          completion_tokens, cached_tokens, reported, outcome, at)
+                     VALUES ('r1', 'default', 'm', 10, 2, 0, 1, 'ok', 1);",
+            )
+            .unwrap();
+            conn.execute(
+                "INSERT INTO events (key, last_seq, data) VALUES (?1, 1, ?2)",
+                rusqlite::params![crate::ops::event_key(1, 1).unwrap(), blob],
+            )
+            .unwrap();
+            assert_eq!(current_version(&conn).unwrap(), 3);
+        }
+
+        let store = crate::Store::open(&path, crate::StoreOptions::default()).unwrap();
+        assert_eq!(
+            current_version(&Connection::open(&path).unwrap()).unwrap(),
+            LATEST_VERSION
+        );
+        assert_eq!(store.load(&run).unwrap(), events);
+        let record = store.get_run("r1").unwrap();
+        assert_eq!(
+            (record.summary.graph.as_str(), record.summary.last_seq),
+            ("g", 1)
+        );
+        assert_eq!(store.tool_calls(&run).unwrap()[0].summary, "ok");
+        assert_eq!(store.change_set("r1").unwrap().branch, "trellis/run-r1");
+        assert_eq!(store.run_usage(&run).unwrap().run.prompt_tokens, 10);
+        // The run's stream reads its old log; the new tables take appends.
+        let wrapped = store
+            .stream_events(&StreamId::Run(run.clone()), 0, None)
+            .unwrap();
+        assert_eq!(wrapped.len(), 1);
+        assert_eq!(
+            wrapped[0].event,
+            ServiceEventBody::Run(EventKind::StepStarted { step: 1 })
+        );
+        let session = SessionId::from_string("s1");
+        let commit = store.append_stream(vec![ServiceEvent {
+            stream: StreamId::Session(session.clone()),
+            seq: 1,
+            ts: 2_000,
+            submission: None,
+            event: ServiceEventBody::Session(SessionEvent::SessionStarted {
+                owner: SessionOwner::Channel {
+                    channel: "general".into(),
+                },
+            }),
+        }]);
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(commit)
+            .unwrap();
+        assert_eq!(store.session(&session).unwrap().last_seq, 1);
+        drop(store);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -9,9 +9,11 @@
 //! Each message runs inside its own savepoint: a failing batch (say, a duplicate seq) is
 //! rolled back alone and answered with its error, while the rest of the group commits. Later
 //! batches of that run in the same group are refused too, so a run's log never gets a hole.
+//! Service stream batches need no such list: each of their events must follow its stream's
+//! last stored seq, so a batch behind a failed one fails that check.
 //! If `BEGIN` or `COMMIT` fails, every message of the group gets the error.
 //!
-//! Only appends and enqueued commands need to survive power loss. Claims, releases and
+//! Only appends (of runs and of service streams), records and enqueued commands need to survive power loss. Claims, releases and
 //! command takes do not: after a power loss every process that held a claim is dead (so its
 //! claims are stale and taken over whether or not they were written), and a take that is lost
 //! re-delivers the command — which the engine had not durably acted on, or its later append
@@ -36,6 +38,7 @@ use crate::claim::Owner;
 use crate::error::{Error, Result};
 use crate::ops;
 use crate::records::{self, Record};
+use crate::streams;
 
 /// The most messages one transaction takes, so a flood cannot delay acks unboundedly.
 const MAX_GROUP: usize = 4096;
@@ -46,6 +49,12 @@ pub(crate) enum Msg {
     /// writer thread spends its time in SQLite only); answered through the engine's
     /// [`trellis_graph::Commit`].
     Append(Batch, Vec<u8>, oneshot::Sender<Result<(), JournalError>>),
+    /// Append a batch of service stream events (encoded on the caller's thread); answered
+    /// like [`Msg::Append`].
+    Stream(
+        Vec<crate::streams::Encoded>,
+        oneshot::Sender<Result<(), JournalError>>,
+    ),
     /// Claim a run for this process.
     Claim(RunId, Sender<Result<(), JournalError>>),
     /// Drop this process's claim (or, with `force`, anyone's).
@@ -69,7 +78,10 @@ pub(crate) enum Msg {
 impl Msg {
     /// Whether the message's effect must survive power loss (see the module docs).
     fn needs_sync(&self) -> bool {
-        matches!(self, Msg::Append(..) | Msg::Enqueue(..) | Msg::Record(..))
+        matches!(
+            self,
+            Msg::Append(..) | Msg::Stream(..) | Msg::Enqueue(..) | Msg::Record(..)
+        )
     }
 }
 
@@ -83,6 +95,8 @@ pub(crate) struct Counters {
     pub(crate) events: AtomicU64,
     pub(crate) bytes: AtomicU64,
     pub(crate) largest_group: AtomicU64,
+    pub(crate) stream_batches: AtomicU64,
+    pub(crate) stream_events: AtomicU64,
 }
 
 /// A message's answer, held until the group's fate is known.
@@ -124,6 +138,8 @@ struct Tally {
     batches: u64,
     events: u64,
     bytes: u64,
+    stream_batches: u64,
+    stream_events: u64,
 }
 
 pub(crate) struct Writer {
@@ -241,6 +257,10 @@ impl Writer {
                 c.batches.fetch_add(tally.batches, Ordering::Relaxed);
                 c.events.fetch_add(tally.events, Ordering::Relaxed);
                 c.bytes.fetch_add(tally.bytes, Ordering::Relaxed);
+                c.stream_batches
+                    .fetch_add(tally.stream_batches, Ordering::Relaxed);
+                c.stream_events
+                    .fetch_add(tally.stream_events, Ordering::Relaxed);
                 c.largest_group
                     .fetch_max(acks.len() as u64, Ordering::Relaxed);
                 for ack in acks {
@@ -280,7 +300,7 @@ fn drain(
 /// The ack of a message that never ran (its transaction could not start).
 fn apply_failed(m: Msg) -> Ack {
     match m {
-        Msg::Append(_, _, tx) => Ack::Commit(tx, Ok(())),
+        Msg::Append(_, _, tx) | Msg::Stream(_, tx) => Ack::Commit(tx, Ok(())),
         Msg::Claim(_, tx) => Ack::Claim(tx, Ok(())),
         Msg::Release { reply, .. } | Msg::Flush(reply) | Msg::Vacuum(reply) => {
             Ack::Unit(reply, Ok(()))
@@ -325,6 +345,16 @@ fn apply(
                     failed_runs.insert(batch.run);
                     Ack::Commit(ack, Err(e))
                 }
+            }
+        }
+        Msg::Stream(batch, ack) => {
+            match in_savepoint(tx, path, |sp| streams::append(sp, &batch, path)) {
+                Ok(()) => {
+                    tally.stream_batches += 1;
+                    tally.stream_events += batch.len() as u64;
+                    Ack::Commit(ack, Ok(()))
+                }
+                Err(e) => Ack::Commit(ack, Err(e.into())),
             }
         }
         Msg::Claim(run, reply) => {

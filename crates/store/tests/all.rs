@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod suite {
+    mod artifacts;
     mod atomicity;
     mod claims;
     mod fixtures;
@@ -12,6 +13,9 @@ mod suite {
     mod migrations;
     mod roundtrip;
     mod runs;
+    mod sessions;
     mod size;
+    mod stream_prop;
+    mod streams;
     mod usage;
 }

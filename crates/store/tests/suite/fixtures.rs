@@ -212,3 +212,32 @@ pub fn realistic_run(run: &RunId) -> Vec<Batch> {
     );
     batches
 }
+
+/// A service event of `stream`, stamped like [`ev`].
+pub fn sev(
+    stream: &trellis_protocol::StreamId,
+    seq: u64,
+    event: trellis_protocol::ServiceEventBody,
+) -> trellis_protocol::ServiceEvent {
+    trellis_protocol::ServiceEvent {
+        stream: stream.clone(),
+        seq,
+        ts: T0 + seq as i64 * 37,
+        submission: None,
+        event,
+    }
+}
+
+/// Session events of `session` numbered from `first`, as one batch.
+pub fn session_batch(
+    session: &trellis_protocol::SessionId,
+    first: u64,
+    events: Vec<trellis_protocol::SessionEvent>,
+) -> Vec<trellis_protocol::ServiceEvent> {
+    let stream = trellis_protocol::StreamId::Session(session.clone());
+    events
+        .into_iter()
+        .zip(first..)
+        .map(|(e, seq)| sev(&stream, seq, trellis_protocol::ServiceEventBody::Session(e)))
+        .collect()
+}

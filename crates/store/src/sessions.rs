@@ -1,0 +1,657 @@
+//! Sessions and their turns (seed 003: `sessions`, `turns`, `turn_messages`, `turn_tools`,
+//! `turn_thoughts`), materialised from the session streams by the writer in the transaction
+//! that appends the events, and read back as [`SessionRecord`]s and [`TurnRecord`]s.
+//!
+//! The tables are a function of the log: replaying a session's events through
+//! [`materialise`] rebuilds them. A `turnStarted` for a turn that already has rows (a model
+//! call started again) clears that turn's assistant text, thoughts and tool calls, keeping
+//! the user messages that precede it.
+
+use std::collections::BTreeMap;
+
+use rusqlite::{Connection, OptionalExtension, Row, params, types::Type};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use trellis_protocol::{
+    NodeId, RunId, SessionEvent, SessionId, SessionOwner, ToolStatus, TurnUsage,
+};
+
+use crate::Store;
+use crate::error::{Error, Result};
+use crate::ops::to_i64;
+use crate::read::Reader;
+
+/// Where a session stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionStatus {
+    /// Started and neither completed nor failed (also a session whose process died).
+    Running,
+    /// `sessionCompleted`.
+    Completed,
+    /// `sessionError`.
+    Error,
+}
+
+impl SessionStatus {
+    /// The stored name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SessionStatus::Running => "running",
+            SessionStatus::Completed => "completed",
+            SessionStatus::Error => "error",
+        }
+    }
+
+    /// Parses the stored name.
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "running" => SessionStatus::Running,
+            "completed" => SessionStatus::Completed,
+            "error" => SessionStatus::Error,
+            _ => return None,
+        })
+    }
+}
+
+/// Where a turn stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TurnStatus {
+    /// Its model call has not started: only user messages are recorded for it so far.
+    Pending,
+    /// The model call started and has not ended (or its process died).
+    Running,
+    /// The model call finished.
+    Completed,
+    /// The model call failed.
+    Failed,
+}
+
+impl TurnStatus {
+    /// The stored name (`pending` is never stored: such turns have no `turns` row).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TurnStatus::Pending => "pending",
+            TurnStatus::Running => "running",
+            TurnStatus::Completed => "completed",
+            TurnStatus::Failed => "failed",
+        }
+    }
+
+    /// Parses the stored name.
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "pending" => TurnStatus::Pending,
+            "running" => TurnStatus::Running,
+            "completed" => TurnStatus::Completed,
+            "failed" => TurnStatus::Failed,
+            _ => return None,
+        })
+    }
+}
+
+/// Which sessions [`Store::sessions`] returns (every field narrows; default: all).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SessionFilter {
+    /// Only the agent sessions of this run.
+    pub run: Option<RunId>,
+    /// Only the sessions of this channel.
+    pub channel: Option<String>,
+    /// At most this many (newest first).
+    pub limit: Option<usize>,
+}
+
+/// One session as recorded in the `sessions` table.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionRecord {
+    /// The session.
+    pub id: SessionId,
+    /// Whose session it is.
+    pub owner: SessionOwner,
+    /// Where it stands.
+    pub status: SessionStatus,
+    /// Why it failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// When it started (ms since the epoch).
+    pub created_ms: i64,
+    /// Its last event's time (ms since the epoch).
+    pub updated_ms: i64,
+    /// Its stream's last seq.
+    pub last_seq: u64,
+}
+
+/// One turn of a session: a model call, with the user messages that precede it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TurnRecord {
+    /// Turn number within the session, from 1.
+    pub turn: u32,
+    /// The node's activation number (0 for channels and pending turns).
+    pub attempt: u32,
+    /// Where it stands.
+    pub status: TurnStatus,
+    /// When the model call started (ms since the epoch); `None` while pending.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_ms: Option<i64>,
+    /// When it completed or failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_ms: Option<i64>,
+    /// Tokens (zero until completed).
+    pub usage: TurnUsage,
+    /// The assistant's text (the message deltas, concatenated).
+    pub text: String,
+    /// The user messages that precede the model call, oldest first.
+    pub user_texts: Vec<String>,
+    /// The thinking text (the thought deltas, concatenated).
+    pub thoughts: String,
+    /// The tool calls the turn asked for, in the order they started.
+    pub tools: Vec<TurnToolRecord>,
+    /// The assistant message (provider message JSON), once completed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<Value>,
+    /// Why the model call failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl TurnRecord {
+    fn pending(turn: u32) -> Self {
+        Self {
+            turn,
+            attempt: 0,
+            status: TurnStatus::Pending,
+            started_ms: None,
+            finished_ms: None,
+            usage: TurnUsage::default(),
+            text: String::new(),
+            user_texts: Vec::new(),
+            thoughts: String::new(),
+            tools: Vec::new(),
+            message: None,
+            error: None,
+        }
+    }
+}
+
+/// One tool call of a turn.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TurnToolRecord {
+    /// The call id.
+    pub call_id: String,
+    /// The tool.
+    pub name: String,
+    /// Its arguments (`null` when only its completion was recorded).
+    pub input: Value,
+    /// What went back to the model, once completed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<String>,
+    /// How it ended; `None` (`"running"` in JSON) while it runs — or when its process died
+    /// before it completed, which the service reports as interrupted.
+    #[serde(with = "running_or")]
+    pub status: Option<ToolStatus>,
+    /// When it started (ms since the epoch).
+    pub started_ms: i64,
+    /// Wall time, once completed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<u64>,
+}
+
+/// A tool call's status in JSON: the [`ToolStatus`] name, or `"running"`.
+mod running_or {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+    use trellis_protocol::ToolStatus;
+
+    pub(super) fn serialize<S: Serializer>(
+        v: &Option<ToolStatus>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        match v {
+            Some(status) => status.serialize(s),
+            None => s.serialize_str("running"),
+        }
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<ToolStatus>, D::Error> {
+        let name = String::deserialize(d)?;
+        super::parse_tool_status(&name)
+            .ok_or_else(|| serde::de::Error::custom(format!("unknown tool status '{name}'")))
+    }
+}
+
+/// The stored name of a tool call's status (the [`ToolStatus`] wire name, or `running`).
+fn tool_status_str(status: ToolStatus) -> &'static str {
+    match status {
+        ToolStatus::Ok => "ok",
+        ToolStatus::Error => "error",
+        ToolStatus::Denied => "denied",
+        ToolStatus::Interrupted => "interrupted",
+        ToolStatus::Cancelled => "cancelled",
+    }
+}
+
+/// Parses a stored tool status: `Some(None)` for `running`, `None` when unknown.
+fn parse_tool_status(s: &str) -> Option<Option<ToolStatus>> {
+    Some(Some(match s {
+        "running" => return Some(None),
+        "ok" => ToolStatus::Ok,
+        "error" => ToolStatus::Error,
+        "denied" => ToolStatus::Denied,
+        "interrupted" => ToolStatus::Interrupted,
+        "cancelled" => ToolStatus::Cancelled,
+        _ => return None,
+    }))
+}
+
+/// Applies one session event to the session tables (the writer, inside the batch's
+/// savepoint). `seq` and `ts` are the event's.
+pub(crate) fn materialise(
+    conn: &Connection,
+    session: &SessionId,
+    event: &SessionEvent,
+    seq: u64,
+    ts: i64,
+) -> rusqlite::Result<()> {
+    let id = session.as_str();
+    match event {
+        SessionEvent::SessionStarted { owner } => {
+            let (kind, run, node, role, channel) = match owner {
+                SessionOwner::Agent { run, node, role } => (
+                    "agent",
+                    Some(run.as_str()),
+                    Some(node.as_str()),
+                    Some(role.as_str()),
+                    None,
+                ),
+                SessionOwner::Channel { channel } => {
+                    ("channel", None, None, None, Some(channel.as_str()))
+                }
+            };
+            conn.prepare_cached(
+                "INSERT INTO sessions (id, owner, run, node, role, channel, status, error,
+                                       created_ms, updated_ms, last_seq)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'running', NULL, ?7, ?7, ?8)
+                 ON CONFLICT (id) DO UPDATE SET
+                    owner = excluded.owner, run = excluded.run, node = excluded.node,
+                    role = excluded.role, channel = excluded.channel, status = 'running',
+                    error = NULL, updated_ms = excluded.updated_ms,
+                    last_seq = excluded.last_seq",
+            )?
+            .execute(params![id, kind, run, node, role, channel, ts, to_i64(seq)])?;
+        }
+        SessionEvent::TurnStarted { turn, attempt } => {
+            conn.prepare_cached(
+                "INSERT INTO turns (session, turn, attempt, status, started_ms)
+                 VALUES (?1, ?2, ?3, 'running', ?4)
+                 ON CONFLICT (session, turn) DO UPDATE SET
+                    attempt = excluded.attempt, status = 'running',
+                    started_ms = excluded.started_ms, finished_ms = NULL,
+                    prompt_tokens = NULL, completion_tokens = NULL, message = NULL,
+                    error = NULL",
+            )?
+            .execute(params![id, turn, attempt, ts])?;
+            // A model call started again: what the earlier call streamed is gone.
+            for sql in [
+                "DELETE FROM turn_messages WHERE session = ?1 AND turn = ?2 AND role = 'assistant'",
+                "DELETE FROM turn_thoughts WHERE session = ?1 AND turn = ?2",
+                "DELETE FROM turn_tools WHERE session = ?1 AND turn = ?2",
+            ] {
+                conn.prepare_cached(sql)?.execute(params![id, turn])?;
+            }
+        }
+        SessionEvent::MessageDelta { turn, text } => {
+            conn.prepare_cached(
+                "INSERT INTO turn_messages (session, turn, role, text)
+                 VALUES (?1, ?2, 'assistant', ?3)
+                 ON CONFLICT (session, turn) WHERE role = 'assistant'
+                 DO UPDATE SET text = text || excluded.text",
+            )?
+            .execute(params![id, turn, text])?;
+        }
+        SessionEvent::ThoughtDelta { turn, text } => {
+            conn.prepare_cached(
+                "INSERT INTO turn_thoughts (session, turn, text) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (session, turn) DO UPDATE SET text = text || excluded.text",
+            )?
+            .execute(params![id, turn, text])?;
+        }
+        SessionEvent::UserMessage { text } => {
+            // The user speaks before the next model call: it belongs to the next turn.
+            conn.prepare_cached(
+                "INSERT INTO turn_messages (session, turn, role, text)
+                 SELECT ?1, COALESCE(MAX(turn), 0) + 1, 'user', ?2 FROM turns WHERE session = ?1",
+            )?
+            .execute(params![id, text])?;
+        }
+        SessionEvent::MessagesReceived { turn, texts } => {
+            let mut st = conn.prepare_cached(
+                "INSERT INTO turn_messages (session, turn, role, text) VALUES (?1, ?2, 'user', ?3)",
+            )?;
+            for text in texts {
+                st.execute(params![id, turn, text])?;
+            }
+        }
+        SessionEvent::ToolStarted {
+            turn,
+            call_id,
+            name,
+            input,
+        } => {
+            conn.prepare_cached(
+                "INSERT INTO turn_tools (session, turn, call_id, name, input, status, started_ms)
+                 VALUES (?1, ?2, ?3, ?4, ?5, 'running', ?6)
+                 ON CONFLICT (session, turn, call_id) DO UPDATE SET
+                    name = excluded.name, input = excluded.input, output = NULL,
+                    status = 'running', started_ms = excluded.started_ms, duration_ms = NULL",
+            )?
+            .execute(params![id, turn, call_id, name, input.to_string(), ts])?;
+        }
+        SessionEvent::ToolCompleted {
+            turn,
+            call_id,
+            name,
+            output,
+            status,
+            duration_ms,
+        } => {
+            let duration = to_i64(*duration_ms);
+            conn.prepare_cached(
+                "INSERT INTO turn_tools (session, turn, call_id, name, input, output, status,
+                                         started_ms, duration_ms)
+                 VALUES (?1, ?2, ?3, ?4, NULL, ?5, ?6, ?7, ?8)
+                 ON CONFLICT (session, turn, call_id) DO UPDATE SET
+                    output = excluded.output, status = excluded.status,
+                    duration_ms = excluded.duration_ms",
+            )?
+            .execute(params![
+                id,
+                turn,
+                call_id,
+                name,
+                output,
+                tool_status_str(*status),
+                ts.saturating_sub(duration),
+                duration
+            ])?;
+        }
+        SessionEvent::TurnCompleted {
+            turn,
+            message,
+            usage,
+        } => {
+            conn.prepare_cached(&format!(
+                "INSERT INTO turns (session, turn, attempt, status, started_ms, finished_ms,
+                                    prompt_tokens, completion_tokens, message)
+                 VALUES (?1, ?2, {LATEST_ATTEMPT}, 'completed', ?3, ?3, ?4, ?5, ?6)
+                 ON CONFLICT (session, turn) DO UPDATE SET
+                    status = 'completed', finished_ms = excluded.finished_ms,
+                    prompt_tokens = excluded.prompt_tokens,
+                    completion_tokens = excluded.completion_tokens,
+                    message = excluded.message, error = NULL"
+            ))?
+            .execute(params![
+                id,
+                turn,
+                ts,
+                to_i64(usage.prompt_tokens),
+                to_i64(usage.completion_tokens),
+                message.to_string()
+            ])?;
+        }
+        SessionEvent::TurnFailed { turn, error } => {
+            conn.prepare_cached(&format!(
+                "INSERT INTO turns (session, turn, attempt, status, started_ms, finished_ms, error)
+                 VALUES (?1, ?2, {LATEST_ATTEMPT}, 'failed', ?3, ?3, ?4)
+                 ON CONFLICT (session, turn) DO UPDATE SET
+                    status = 'failed', finished_ms = excluded.finished_ms,
+                    error = excluded.error"
+            ))?
+            .execute(params![id, turn, ts, error])?;
+        }
+        SessionEvent::SessionCompleted { .. } => {
+            conn.prepare_cached(
+                "UPDATE sessions SET status = 'completed', error = NULL WHERE id = ?1",
+            )?
+            .execute([id])?;
+        }
+        SessionEvent::SessionError { error } => {
+            conn.prepare_cached("UPDATE sessions SET status = 'error', error = ?2 WHERE id = ?1")?
+                .execute(params![id, error])?;
+        }
+        SessionEvent::PromptSet { .. } | SessionEvent::Note { .. } => {}
+    }
+    Ok(())
+}
+
+/// The attempt of a turn that completes or fails without having started: its session's
+/// latest turn's.
+const LATEST_ATTEMPT: &str = "COALESCE((SELECT attempt FROM turns WHERE session = ?1
+                                         ORDER BY turn DESC LIMIT 1), 0)";
+
+/// Records the session's last event (once per session and batch).
+pub(crate) fn touch(
+    conn: &Connection,
+    session: &SessionId,
+    seq: u64,
+    ts: i64,
+) -> rusqlite::Result<()> {
+    conn.prepare_cached("UPDATE sessions SET last_seq = ?2, updated_ms = ?3 WHERE id = ?1")?
+        .execute(params![session.as_str(), to_i64(seq), ts])
+        .map(drop)
+}
+
+const SESSION_COLUMNS: &str =
+    "id, owner, run, node, role, channel, status, error, created_ms, updated_ms, last_seq";
+
+fn bad_value(column: usize, what: String) -> rusqlite::Error {
+    rusqlite::Error::FromSqlConversionFailure(column, Type::Text, what.into())
+}
+
+fn session_row(r: &Row<'_>) -> rusqlite::Result<SessionRecord> {
+    let owner = match r.get::<_, String>(1)?.as_str() {
+        "agent" => SessionOwner::Agent {
+            run: RunId::from_string(r.get::<_, Option<String>>(2)?.unwrap_or_default()),
+            node: NodeId::new(r.get::<_, Option<String>>(3)?.unwrap_or_default()),
+            role: r.get::<_, Option<String>>(4)?.unwrap_or_default(),
+        },
+        "channel" => SessionOwner::Channel {
+            channel: r.get::<_, Option<String>>(5)?.unwrap_or_default(),
+        },
+        other => return Err(bad_value(1, format!("unknown session owner '{other}'"))),
+    };
+    let status: String = r.get(6)?;
+    Ok(SessionRecord {
+        id: SessionId::from_string(r.get::<_, String>(0)?),
+        owner,
+        status: SessionStatus::parse(&status)
+            .ok_or_else(|| bad_value(6, format!("unknown session status '{status}'")))?,
+        error: r.get(7)?,
+        created_ms: r.get(8)?,
+        updated_ms: r.get(9)?,
+        last_seq: u64::try_from(r.get::<_, i64>(10)?).unwrap_or(0),
+    })
+}
+
+fn json_column(r: &Row<'_>, column: usize) -> rusqlite::Result<Option<Value>> {
+    r.get::<_, Option<String>>(column)?
+        .map(|text| serde_json::from_str(&text).map_err(|e| bad_value(column, e.to_string())))
+        .transpose()
+}
+
+fn count(r: &Row<'_>, column: usize) -> rusqlite::Result<u64> {
+    Ok(r.get::<_, Option<i64>>(column)?
+        .and_then(|n| u64::try_from(n).ok())
+        .unwrap_or(0))
+}
+
+impl Reader {
+    /// Sessions newest first.
+    pub(crate) fn sessions(&self, filter: &SessionFilter) -> Result<Vec<SessionRecord>> {
+        let mut clauses = Vec::new();
+        if filter.run.is_some() {
+            clauses.push("run = ?1");
+        }
+        if filter.channel.is_some() {
+            clauses.push("channel = ?2");
+        }
+        let filter_sql = if clauses.is_empty() {
+            String::new()
+        } else {
+            format!("WHERE {}", clauses.join(" AND "))
+        };
+        let limit = filter
+            .limit
+            .map_or(-1, |l| i64::try_from(l).unwrap_or(i64::MAX));
+        // `?3` is always used, so all three parameters can be bound whatever the filter.
+        let run = filter.run.as_ref().map(RunId::as_str);
+        self.with(|c| {
+            c.prepare_cached(&format!(
+                "SELECT {SESSION_COLUMNS} FROM sessions {filter_sql}
+                 ORDER BY created_ms DESC, id DESC LIMIT ?3"
+            ))
+            .and_then(|mut st| {
+                st.query_map(params![run, filter.channel, limit], session_row)?
+                    .collect()
+            })
+            .map_err(self.sqlite())
+        })
+    }
+
+    /// One session.
+    pub(crate) fn session(&self, id: &SessionId) -> Result<Option<SessionRecord>> {
+        self.with(|c| {
+            c.prepare_cached(&format!(
+                "SELECT {SESSION_COLUMNS} FROM sessions WHERE id = ?1"
+            ))
+            .and_then(|mut st| st.query_row([id.as_str()], session_row).optional())
+            .map_err(self.sqlite())
+        })
+    }
+
+    /// A session's turns in order, read in one transaction.
+    pub(crate) fn turns(&self, session: &SessionId) -> Result<Vec<TurnRecord>> {
+        self.with(|c| read_turns(c, session.as_str()).map_err(self.sqlite()))
+    }
+}
+
+fn read_turns(c: &Connection, id: &str) -> rusqlite::Result<Vec<TurnRecord>> {
+    // One snapshot: the writer may commit between the queries.
+    let tx = c.unchecked_transaction()?;
+    let mut turns: BTreeMap<u32, TurnRecord> = BTreeMap::new();
+    {
+        let mut st = tx.prepare_cached(
+            "SELECT turn, attempt, status, started_ms, finished_ms, prompt_tokens,
+                    completion_tokens, message, error
+             FROM turns WHERE session = ?1",
+        )?;
+        let mut rows = st.query([id])?;
+        while let Some(r) = rows.next()? {
+            let turn: u32 = r.get(0)?;
+            let status: String = r.get(2)?;
+            turns.insert(
+                turn,
+                TurnRecord {
+                    attempt: r.get(1)?,
+                    status: TurnStatus::parse(&status)
+                        .ok_or_else(|| bad_value(2, format!("unknown turn status '{status}'")))?,
+                    started_ms: r.get(3)?,
+                    finished_ms: r.get(4)?,
+                    usage: TurnUsage {
+                        prompt_tokens: count(r, 5)?,
+                        completion_tokens: count(r, 6)?,
+                    },
+                    message: json_column(r, 7)?,
+                    error: r.get(8)?,
+                    ..TurnRecord::pending(turn)
+                },
+            );
+        }
+    }
+    {
+        let mut st = tx.prepare_cached(
+            "SELECT turn, role, text FROM turn_messages WHERE session = ?1 ORDER BY id",
+        )?;
+        let mut rows = st.query([id])?;
+        while let Some(r) = rows.next()? {
+            let turn: u32 = r.get(0)?;
+            let entry = turns
+                .entry(turn)
+                .or_insert_with(|| TurnRecord::pending(turn));
+            let text: String = r.get(2)?;
+            if r.get_ref(1)?.as_str()? == "assistant" {
+                entry.text = text;
+            } else {
+                entry.user_texts.push(text);
+            }
+        }
+    }
+    {
+        let mut st =
+            tx.prepare_cached("SELECT turn, text FROM turn_thoughts WHERE session = ?1")?;
+        let mut rows = st.query([id])?;
+        while let Some(r) = rows.next()? {
+            let turn: u32 = r.get(0)?;
+            turns
+                .entry(turn)
+                .or_insert_with(|| TurnRecord::pending(turn))
+                .thoughts = r.get(1)?;
+        }
+    }
+    {
+        let mut st = tx.prepare_cached(
+            "SELECT turn, call_id, name, input, output, status, started_ms, duration_ms
+             FROM turn_tools WHERE session = ?1 ORDER BY id",
+        )?;
+        let mut rows = st.query([id])?;
+        while let Some(r) = rows.next()? {
+            let turn: u32 = r.get(0)?;
+            let status: String = r.get(5)?;
+            let tool = TurnToolRecord {
+                call_id: r.get(1)?,
+                name: r.get(2)?,
+                input: json_column(r, 3)?.unwrap_or(Value::Null),
+                output: r.get(4)?,
+                status: parse_tool_status(&status)
+                    .ok_or_else(|| bad_value(5, format!("unknown tool status '{status}'")))?,
+                started_ms: r.get(6)?,
+                duration_ms: r
+                    .get::<_, Option<i64>>(7)?
+                    .map(|d| u64::try_from(d).unwrap_or(0)),
+            };
+            turns
+                .entry(turn)
+                .or_insert_with(|| TurnRecord::pending(turn))
+                .tools
+                .push(tool);
+        }
+    }
+    Ok(turns.into_values().collect())
+}
+
+impl Store {
+    /// Sessions, newest first: all of them, an agent run's, or a channel's (see
+    /// [`SessionFilter`]).
+    pub fn sessions(&self, filter: &SessionFilter) -> Result<Vec<SessionRecord>> {
+        self.reader.sessions(filter)
+    }
+
+    /// One session; [`Error::NotFound`] when no `sessionStarted` was appended for it.
+    pub fn session(&self, id: &SessionId) -> Result<SessionRecord> {
+        self.reader.session(id)?.ok_or_else(|| Error::NotFound {
+            what: "session",
+            id: id.to_string(),
+        })
+    }
+
+    /// A session's turns in order (empty for an unknown session). A turn with user messages
+    /// whose model call has not started is [`TurnStatus::Pending`]; a tool call whose
+    /// process died before it completed keeps the status `None` ("running").
+    pub fn turns(&self, session: &SessionId) -> Result<Vec<TurnRecord>> {
+        self.reader.turns(session)
+    }
+}

@@ -1,0 +1,282 @@
+//! Service streams: append and read back per stream, run streams wrap the run log, bad
+//! batches fail alone inside a group commit, everything survives reopening.
+
+use serde_json::json;
+use trellis_graph::{Journal, JournalError};
+use trellis_protocol::{
+    EventKind, NodeId, RunId, ServiceEvent, ServiceEventBody, SessionEvent, SessionId,
+    SessionOwner, StreamId, SubmissionId, WorkspaceEvent,
+};
+use trellis_store::{SessionFilter, Store, StoreOptions};
+
+use super::fixtures::{batch, block_on, session_batch, sev, store};
+use super::group_commit::hold_write_lock;
+
+fn note(text: &str) -> ServiceEventBody {
+    ServiceEventBody::Session(SessionEvent::Note { text: text.into() })
+}
+
+fn op_failed(op: &str) -> ServiceEventBody {
+    ServiceEventBody::Workspace(WorkspaceEvent::OpFailed {
+        op: op.into(),
+        error: "no such run".into(),
+    })
+}
+
+fn seqs(events: &[ServiceEvent]) -> Vec<u64> {
+    events.iter().map(|e| e.seq).collect()
+}
+
+#[test]
+fn mixed_batches_read_back_per_stream_after_a_seq_and_up_to_a_limit() {
+    let (_dir, store) = store();
+    let a = StreamId::Session(SessionId::from_string("run-1:plan"));
+    let b = StreamId::Session(SessionId::from_string("ses-b"));
+    let ws = StreamId::Workspace;
+    let mut sent: Vec<ServiceEvent> = Vec::new();
+    // Three batches, each mixing streams.
+    for round in 0..3u64 {
+        let mut events = Vec::new();
+        for i in 1..=4 {
+            events.push(sev(&a, round * 4 + i, note(&format!("a{round}.{i}"))));
+        }
+        events.push(sev(&b, round + 1, note(&format!("b{round}"))));
+        let mut w = sev(&ws, round + 1, op_failed("prune"));
+        w.submission = Some(SubmissionId::from_string(format!("sub-{round}")));
+        events.push(w);
+        sent.extend(events.clone());
+        block_on(store.append_stream(events)).unwrap();
+    }
+    let of = |s: &StreamId| -> Vec<ServiceEvent> {
+        sent.iter().filter(|e| &e.stream == s).cloned().collect()
+    };
+
+    assert_eq!(store.stream_events(&a, 0, None).unwrap(), of(&a));
+    assert_eq!(store.stream_events(&b, 0, None).unwrap(), of(&b));
+    assert_eq!(store.stream_events(&ws, 0, None).unwrap(), of(&ws));
+    assert_eq!(store.stream_events(&a, 5, None).unwrap(), of(&a)[5..]);
+    assert_eq!(
+        seqs(&store.stream_events(&a, 5, Some(3)).unwrap()),
+        [6, 7, 8]
+    );
+    assert_eq!(
+        seqs(&store.stream_events(&a, 10, Some(5)).unwrap()),
+        [11, 12]
+    );
+    assert!(store.stream_events(&a, 12, None).unwrap().is_empty());
+    assert!(store.stream_events(&a, 0, Some(0)).unwrap().is_empty());
+    let ws_events = store.stream_events(&ws, 1, None).unwrap();
+    assert_eq!(
+        ws_events[0].submission,
+        Some(SubmissionId::from_string("sub-1"))
+    );
+    assert_eq!(store.stream_last_seq(&a).unwrap(), 12);
+    assert_eq!(store.stream_last_seq(&b).unwrap(), 3);
+    assert_eq!(store.stream_last_seq(&ws).unwrap(), 3);
+    let empty = StreamId::Session(SessionId::from_string("nobody"));
+    assert_eq!(store.stream_last_seq(&empty).unwrap(), 0);
+    assert!(store.stream_events(&empty, 0, None).unwrap().is_empty());
+    let stats = store.stats();
+    assert_eq!((stats.stream_batches, stats.stream_events), (3, 18));
+    assert_eq!(stats.batches, 0, "run batches are counted apart");
+}
+
+#[test]
+fn a_run_stream_is_its_event_log() {
+    let (_dir, store) = store();
+    let run = RunId::new();
+    block_on(store.append(batch(&run, 1, 3))).unwrap();
+    block_on(store.append(batch(&run, 4, 4))).unwrap();
+    let stream = StreamId::Run(run.clone());
+    let all = store.stream_events(&stream, 0, None).unwrap();
+    let log = store.load(&run).unwrap();
+    assert_eq!(all.len(), 7);
+    for (wrapped, event) in all.iter().zip(&log) {
+        assert_eq!(wrapped.stream, stream);
+        assert_eq!((wrapped.seq, wrapped.ts), (event.seq, event.ts));
+        assert_eq!(wrapped.event, ServiceEventBody::Run(event.kind.clone()));
+        assert_eq!(wrapped.submission, None);
+    }
+    assert_eq!(store.stream_events(&stream, 2, None).unwrap(), all[2..]);
+    assert_eq!(
+        seqs(&store.stream_events(&stream, 2, Some(3)).unwrap()),
+        [3, 4, 5]
+    );
+    assert_eq!(store.stream_last_seq(&stream).unwrap(), 7);
+    let unknown = StreamId::Run(RunId::new());
+    assert_eq!(store.stream_last_seq(&unknown).unwrap(), 0);
+    assert!(store.stream_events(&unknown, 0, None).unwrap().is_empty());
+}
+
+#[test]
+fn run_streams_and_mismatched_bodies_are_refused() {
+    let (_dir, store) = store();
+    let run = StreamId::Run(RunId::new());
+    let err = block_on(store.append_stream(vec![sev(
+        &run,
+        1,
+        ServiceEventBody::Run(EventKind::StepStarted { step: 1 }),
+    )]))
+    .unwrap_err();
+    assert!(err.to_string().contains("Journal::append"), "{err}");
+    let err =
+        block_on(store.append_stream(vec![sev(&StreamId::Workspace, 1, note("x"))])).unwrap_err();
+    assert!(err.to_string().contains("workspace events"), "{err}");
+    let session = StreamId::Session(SessionId::from_string("s"));
+    let err = block_on(store.append_stream(vec![
+        sev(&session, 1, note("fine")),
+        sev(&session, 2, op_failed("x")),
+    ]))
+    .unwrap_err();
+    assert!(err.to_string().contains("session events"), "{err}");
+    // Nothing of a refused batch was written.
+    assert_eq!(store.stream_last_seq(&session).unwrap(), 0);
+    assert_eq!(store.stats().stream_batches, 0);
+}
+
+#[test]
+fn duplicate_and_gapped_batches_fail_alone_inside_one_group_commit() {
+    let (_dir, store) = store();
+    let id = SessionId::from_string("s");
+    let s = StreamId::Session(id.clone());
+    let started = SessionEvent::SessionStarted {
+        owner: SessionOwner::Channel {
+            channel: "general".into(),
+        },
+    };
+    let delta = |text: &str| SessionEvent::MessageDelta {
+        turn: 1,
+        text: text.into(),
+    };
+    let turn = SessionEvent::TurnStarted {
+        turn: 1,
+        attempt: 0,
+    };
+    block_on(store.append_stream(session_batch(&id, 1, vec![started, turn]))).unwrap();
+
+    let lock = hold_write_lock(store.db_path());
+    let good = store.append_stream(session_batch(&id, 3, vec![delta("Hello")]));
+    // Seq 3 again, with a workspace event that alone would be fine: all of it rolls back.
+    let mut dup_events = vec![sev(&StreamId::Workspace, 1, op_failed("dup"))];
+    dup_events.extend(session_batch(&id, 3, vec![delta(" DUPLICATE")]));
+    let dup = store.append_stream(dup_events);
+    let other = store.append_stream(vec![sev(&StreamId::Workspace, 1, op_failed("ok"))]);
+    let gap = store.append_stream(session_batch(&id, 6, vec![delta(" GAP")]));
+    let next = store.append_stream(session_batch(&id, 4, vec![delta(", world")]));
+    // Within one batch too: seqs must follow each other.
+    let inner = store.append_stream(vec![
+        sev(&StreamId::Workspace, 2, op_failed("a")),
+        sev(&StreamId::Workspace, 2, op_failed("b")),
+    ]);
+    lock.execute_batch("ROLLBACK").unwrap();
+
+    block_on(good).unwrap();
+    let err = block_on(dup).unwrap_err();
+    assert!(
+        matches!(&err, JournalError::Backend(m) if m.contains("got seq 3 after seq 3")),
+        "{err}"
+    );
+    block_on(other).unwrap();
+    let err = block_on(gap).unwrap_err().to_string();
+    assert!(err.contains("got seq 6 after seq 3"), "{err}");
+    block_on(next).unwrap();
+    let err = block_on(inner).unwrap_err().to_string();
+    assert!(err.contains("got seq 2 after seq 2"), "{err}");
+
+    let stats = store.stats();
+    assert_eq!(
+        stats.commits, 2,
+        "one commit before the lock, one group: {stats:?}"
+    );
+    assert_eq!(stats.stream_batches, 4, "{stats:?}");
+    assert_eq!(
+        seqs(&store.stream_events(&s, 0, None).unwrap()),
+        [1, 2, 3, 4]
+    );
+    let ws = store.stream_events(&StreamId::Workspace, 0, None).unwrap();
+    assert_eq!(ws.len(), 1);
+    assert_eq!(ws[0].event, op_failed("ok"));
+    // The failed batches' materialisation was rolled back with their events.
+    let turns = store.turns(&id).unwrap();
+    assert_eq!(turns[0].text, "Hello, world");
+    assert_eq!(store.session(&id).unwrap().last_seq, 4);
+}
+
+#[test]
+fn reopening_the_store_keeps_streams_sessions_and_artifacts() {
+    let dir = tempfile::tempdir().unwrap();
+    let id = SessionId::from_string("run-1:code");
+    let run = RunId::from_string("run-1");
+    let owner = SessionOwner::Agent {
+        run: run.clone(),
+        node: NodeId::new("code"),
+        role: "coder".into(),
+    };
+    let events = session_batch(
+        &id,
+        1,
+        vec![
+            SessionEvent::SessionStarted { owner },
+            SessionEvent::TurnStarted {
+                turn: 1,
+                attempt: 1,
+            },
+            SessionEvent::MessageDelta {
+                turn: 1,
+                text: "done".into(),
+            },
+            SessionEvent::TurnCompleted {
+                turn: 1,
+                message: json!({"role": "assistant", "content": "done"}),
+                usage: Default::default(),
+            },
+        ],
+    );
+    let (path, streamed, sessions, turns, artifacts) = {
+        let store = Store::open_workspace(dir.path(), StoreOptions::default()).unwrap();
+        block_on(store.append_stream(events)).unwrap();
+        block_on(store.append_stream(vec![sev(&StreamId::Workspace, 1, op_failed("x"))])).unwrap();
+        store
+            .put_artifact(trellis_store::NewArtifact {
+                run: run.clone(),
+                node: Some(NodeId::new("code")),
+                kind: "plan".into(),
+                content: "# Plan".into(),
+                status: trellis_protocol::ArtifactStatus::AwaitingApproval,
+            })
+            .unwrap();
+        (
+            store.db_path().to_owned(),
+            store
+                .stream_events(&StreamId::Session(id.clone()), 0, None)
+                .unwrap(),
+            store.sessions(&SessionFilter::default()).unwrap(),
+            store.turns(&id).unwrap(),
+            store.artifacts(&run).unwrap(),
+        )
+    };
+    let store = Store::open(&path, StoreOptions::default()).unwrap();
+    assert_eq!(streamed.len(), 4);
+    assert_eq!(
+        store
+            .stream_events(&StreamId::Session(id.clone()), 0, None)
+            .unwrap(),
+        streamed
+    );
+    assert_eq!(store.stream_last_seq(&StreamId::Workspace).unwrap(), 1);
+    assert_eq!(store.sessions(&SessionFilter::default()).unwrap(), sessions);
+    assert_eq!(store.turns(&id).unwrap(), turns);
+    assert_eq!(turns[0].text, "done");
+    assert_eq!(store.artifacts(&run).unwrap(), artifacts);
+    assert_eq!(artifacts.len(), 1);
+    // Appending continues where the stream stopped.
+    block_on(store.append_stream(session_batch(
+        &id,
+        5,
+        vec![SessionEvent::SessionCompleted {
+            output: json!("ok"),
+        }],
+    )))
+    .unwrap();
+    assert_eq!(store.session(&id).unwrap().last_seq, 5);
+}
