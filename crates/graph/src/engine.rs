@@ -419,6 +419,36 @@ impl Engine {
     }
 }
 
+async fn send(
+    commands: &mpsc::UnboundedSender<Sent>,
+    command: Command,
+    cause: Option<SubmissionId>,
+) -> std::result::Result<(), String> {
+    let (tx, rx) = oneshot::channel();
+    commands
+        .send((command, cause, Some(tx)))
+        .map_err(|_| "the run is no longer executing in this process".to_string())?;
+    rx.await
+        .unwrap_or_else(|_| Err("the run stopped before handling the command".into()))
+}
+
+/// Sends commands to a run executing in this process (see [`RunHandle::commands`]).
+#[derive(Clone, Debug)]
+pub struct RunCommands {
+    commands: mpsc::UnboundedSender<Sent>,
+}
+
+impl RunCommands {
+    /// Like [`RunHandle::send_by`].
+    pub async fn send_by(
+        &self,
+        command: Command,
+        cause: Option<SubmissionId>,
+    ) -> std::result::Result<(), String> {
+        send(&self.commands, command, cause).await
+    }
+}
+
 impl RunHandle {
     /// The run's id.
     pub fn id(&self) -> &RunId {
@@ -439,12 +469,15 @@ impl RunHandle {
         command: Command,
         cause: Option<SubmissionId>,
     ) -> std::result::Result<(), String> {
-        let (tx, rx) = oneshot::channel();
-        self.commands
-            .send((command, cause, Some(tx)))
-            .map_err(|_| "the run is no longer executing in this process".to_string())?;
-        rx.await
-            .unwrap_or_else(|_| Err("the run stopped before handling the command".into()))
+        send(&self.commands, command, cause).await
+    }
+
+    /// A cloneable sender of commands to this run, usable while [`RunHandle::wait`] owns the
+    /// handle.
+    pub fn commands(&self) -> RunCommands {
+        RunCommands {
+            commands: self.commands.clone(),
+        }
     }
 
     /// Events from the start of the run (first call) or from now on (later calls), in

@@ -148,7 +148,7 @@ fn run_service_event(event: Event) -> ServiceEvent {
         stream: StreamId::Run(event.run),
         seq: event.seq,
         ts: event.ts,
-        submission: None, // TODO(cause): event.cause
+        submission: event.cause,
         event: ServiceEventBody::Run(event.kind),
     }
 }
