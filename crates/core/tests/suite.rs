@@ -2,3 +2,4 @@ mod common;
 mod discussion;
 mod feature;
 mod llama_shared;
+mod service;

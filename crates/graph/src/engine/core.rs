@@ -24,6 +24,9 @@ use crate::{Error, Result};
 pub(crate) const NO_FAILURE_ROUTE: &str = "failure: no route";
 
 /// Run-time record of one node (static or dynamic).
+/// The reason of the transition that starts a revision.
+pub(crate) const REVISION_REASON: &str = "revision requested";
+
 #[derive(Clone)]
 pub(crate) struct NodeRt {
     pub id: NodeId,
@@ -46,6 +49,8 @@ pub(crate) struct NodeRt {
     /// The latest activation failed and had nowhere to route (the run fails unless a later
     /// activation — a revision — supersedes it).
     pub unrouted: bool,
+    /// Revisions applied to this node (`revise` commands that took effect).
+    pub revisions: u32,
     pub inbox: Vec<Message>,
     pub interrupt: Option<Interrupt>,
     pub scratch: Value,
@@ -74,6 +79,7 @@ impl NodeRt {
             error: None,
             pruned: false,
             unrouted: false,
+            revisions: 0,
             inbox: Vec::new(),
             interrupt: None,
             scratch: Value::Null,
@@ -246,10 +252,13 @@ impl RunCore {
                 attempt,
                 from,
                 to,
-                ..
+                reason,
             } => {
                 let o = self.node_of(node)?;
                 self.transition(o, *attempt, *from, *to)?;
+                if reason.as_deref() == Some(REVISION_REASON) {
+                    self.nodes[o].revisions += 1;
+                }
             }
             EventKind::NodeOutput {
                 node,

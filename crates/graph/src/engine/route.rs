@@ -406,11 +406,14 @@ impl Live {
             }
         }
         let attempt = n.attempt + 1;
+        // max_attempts bounds the review loop: a node may be revised that many times
+        // (activations by routing — retries after other stages failed — do not count).
         if let Some(max) = n.def.max_attempts
-            && attempt > max
+            && n.revisions >= max
         {
             return Err(format!(
-                "node {node} has reached its max_attempts ({max}); a revision would be attempt {attempt}"
+                "node {node} was revised {} time(s), its max_attempts ({max}); no more revisions",
+                n.revisions
             ));
         }
         let fatal = |e: Error| e.to_string();
@@ -427,7 +430,7 @@ impl Live {
             attempt,
             from: None,
             to: NodeState::Ready,
-            reason: Some("revision requested".into()),
+            reason: Some(super::core::REVISION_REASON.into()),
         })
         .map_err(fatal)?;
         self.emit(EventKind::MessageQueued {

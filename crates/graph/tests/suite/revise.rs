@@ -307,7 +307,15 @@ async fn revisions_beyond_max_attempts_are_refused_and_the_run_stays_final() {
         .unwrap();
     assert_eq!(second.status, RunStatus::Succeeded);
     assert_eq!(second.node("b").unwrap().attempt, 2);
-    // Attempt 3 is not: the command is refused and the run stays where it was.
+    // So is a second revision (max_attempts counts revisions, not activations).
+    let second = engine
+        .resume(g.clone(), &first.run, vec![revise("b", "and again")])
+        .unwrap()
+        .wait()
+        .await
+        .unwrap();
+    assert_eq!(second.node("b").unwrap().attempt, 3);
+    // A third is not: the command is refused and the run stays where it was.
     let third = engine
         .resume(g.clone(), &first.run, vec![revise("b", "once more")])
         .unwrap()
@@ -315,11 +323,11 @@ async fn revisions_beyond_max_attempts_are_refused_and_the_run_stays_final() {
         .await
         .unwrap();
     assert_eq!(third.status, RunStatus::Succeeded);
-    assert_eq!(third.node("b").unwrap().attempt, 2);
+    assert_eq!(third.node("b").unwrap().attempt, 3);
     assert_eq!(third.state.to_json(), second.state.to_json());
     assert_eq!(
         refusals(journal.as_ref(), &first.run),
-        ["node b has reached its max_attempts (2); a revision would be attempt 3"]
+        ["node b was revised 2 time(s), its max_attempts (2); no more revisions"]
     );
     let replayed = engine.inspect(g, &first.run).unwrap();
     assert_eq!(

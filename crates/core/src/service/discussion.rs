@@ -1,0 +1,190 @@
+//! One answer of a channel session: the discussion agent reads the conversation so far, the
+//! code the workspace index finds for the question, and answers with read-only tools.
+
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+use trellis_agents::{AgentOutcome, AgentRun, Resume, RoleSpec};
+use trellis_index::{Index, RetrievalRequest, RetrievalStrategyConfig};
+use trellis_llm::Message;
+use trellis_protocol::{SessionEvent, SessionId, SubmissionId};
+use trellis_tools::{NonInteractive, Registry, ToolEnv, Workspace};
+
+use super::sessions::next_turn;
+use super::{OpError, Service};
+
+/// The tools a discussion may use: reading only.
+const TOOLS: [&str; 4] = ["read_file", "list_directory", "glob_search", "grep"];
+
+/// The model role channels use (`[models.roles] discussion = "…"`; the default profile
+/// otherwise).
+pub const MODEL_ROLE: &str = "discussion";
+
+fn role() -> RoleSpec {
+    RoleSpec {
+        name: "discussion_agent".into(),
+        model_role: MODEL_ROLE.into(),
+        role: "You discuss this repository with its maintainers: its design, its code, and how \
+               to change it."
+            .into(),
+        objective: "Answer the latest message directly and concretely, grounded in the \
+                    repository's code and documents."
+            .into(),
+        process: vec![
+            "Use the retrieved code below and read files when you need more.".into(),
+            "Cite files (and line ranges) for what you state.".into(),
+        ],
+        tools: TOOLS.iter().map(|t| (*t).to_owned()).collect(),
+        constraints: vec![
+            "Do not edit files; you have read-only tools.".into(),
+            "Say so when something is not in the repository.".into(),
+        ],
+        max_turns: 8,
+        ..RoleSpec::default()
+    }
+}
+
+/// Rebuilds the conversation of a channel from its recorded events: user messages,
+/// assistant turns and tool results.
+fn conversation(history: &[SessionEvent]) -> Vec<Message> {
+    let mut out = Vec::new();
+    for e in history {
+        match e {
+            SessionEvent::UserMessage { text } => out.push(Message::user(text.clone())),
+            SessionEvent::TurnCompleted { message, .. } => {
+                if let Ok(m) = serde_json::from_value::<Message>(message.clone()) {
+                    out.push(m);
+                }
+            }
+            SessionEvent::ToolCompleted {
+                call_id, output, ..
+            } => out.push(Message::tool_result(call_id.clone(), output.clone())),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Code and documents the index finds for `question`, as a context message (empty when the
+/// workspace is not indexed).
+async fn retrieved(svc: &Service, question: &str) -> String {
+    let repo = svc.runtime.repo.clone();
+    let config = svc.runtime.index.clone();
+    let question = question.to_owned();
+    let found = tokio::task::spawn_blocking(move || -> Result<String, String> {
+        let index = Index::open(&repo, config).map_err(|e| e.to_string())?;
+        if index.counts().map_err(|e| e.to_string())?.files == 0 {
+            return Ok(String::new());
+        }
+        let strategy = RetrievalStrategyConfig::code();
+        let pack = index
+            .retrieve(&RetrievalRequest {
+                query: question,
+                strategy: &strategy,
+                stage: None,
+                budget_tokens: Some(3000),
+                candidates: None,
+            })
+            .map_err(|e| e.to_string())?;
+        let mut s = String::new();
+        for item in &pack.items {
+            let a = &item.attribution;
+            s.push_str(&format!(
+                "── {}:{}-{}\n{}\n\n",
+                a.path, a.start_line, a.end_line, item.text
+            ));
+        }
+        Ok(s)
+    })
+    .await;
+    match found {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => format!("(retrieval failed: {e})"),
+        Err(e) => format!("(retrieval failed: {e})"),
+    }
+}
+
+/// Answers `text` in channel session `session`.
+pub(crate) async fn answer(
+    svc: &Arc<Service>,
+    sub: &SubmissionId,
+    session: &SessionId,
+    text: &str,
+    cancel: CancellationToken,
+) -> Result<String, OpError> {
+    if text.trim().is_empty() {
+        return Err(OpError::new("the message is empty"));
+    }
+    svc.bus.flush().await;
+    let history = svc.hub.history(session)?;
+    let first_turn = next_turn(&history);
+    let sink = svc.hub.sink(session, Some(sub.clone()));
+    let role = role();
+    let mut registry = Registry::builtin(&Default::default());
+    registry.allow(&role.name, TOOLS);
+    let registry = Arc::new(registry);
+    let tools: Vec<(String, String)> = registry
+        .specs_for(&role.name)
+        .into_iter()
+        .map(|t| (t.name, t.description))
+        .collect();
+    let workspace = Workspace::new(&svc.runtime.repo, &svc.runtime.tools.secrets)
+        .map_err(|e| OpError::new(e.to_string()))?;
+    let env = ToolEnv::new(
+        workspace,
+        svc.runtime.tools.clone(),
+        Arc::new(NonInteractive { approve: false }),
+    );
+    let provider = svc.runtime.models.for_role(MODEL_ROLE)?;
+    let mut messages = vec![Message::system(trellis_agents::prompt::chat_prompt(
+        &role, &tools,
+    ))];
+    messages.extend(conversation(&history));
+    let context = retrieved(svc, text).await;
+    if !context.is_empty() {
+        messages.push(Message::user(format!(
+            "## RETRIEVED CODE (the workspace index's best matches for the next message)\n{context}"
+        )));
+    }
+    sink(SessionEvent::UserMessage {
+        text: text.to_owned(),
+    });
+    messages.push(Message::user(text.to_owned()));
+    let run = AgentRun {
+        node: session.to_string(),
+        role: role.clone(),
+        provider,
+        tools: registry,
+        env,
+        gate: None,
+        ledger: None,
+        messages,
+        max_turns: role.max_turns,
+        events: Some(sink.clone()),
+        inbox: None,
+        first_turn,
+        attempt: 0,
+        free_text: true,
+        cancel,
+    };
+    match run.run(Resume::Fresh).await {
+        Ok(AgentOutcome::Done(report)) => {
+            let answer = report.report.output;
+            sink(SessionEvent::SessionCompleted {
+                output: serde_json::Value::String(answer.clone()),
+            });
+            Ok(answer)
+        }
+        Ok(AgentOutcome::Interrupted { interrupt, .. }) => {
+            let why = format!("the discussion agent stopped to ask: {}", interrupt.prompt);
+            sink(SessionEvent::SessionError { error: why.clone() });
+            Err(OpError::new(why))
+        }
+        Err(e) => {
+            sink(SessionEvent::SessionError {
+                error: e.to_string(),
+            });
+            Err(OpError::new(format!("session {session}: {e}")))
+        }
+    }
+}

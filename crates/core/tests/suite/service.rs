@@ -1,0 +1,447 @@
+//! The runtime service: concurrent runs and channels in one service, replayable
+//! subscriptions, messages reaching running agents, pruning with rollback, request-changes
+//! running a stage again.
+
+use std::sync::Arc;
+use std::sync::mpsc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use trellis_core::service::{Service, ServiceOptions};
+use trellis_llm::ChatRequest;
+use trellis_protocol::{
+    EventKind, InputMode, NodeId, Op, RunId, RunStatus, ServiceEvent, ServiceEventBody,
+    SessionEvent, SessionId, StreamId,
+};
+use trellis_test_support::scripted::{ScriptedProvider, Turn};
+
+use super::common::*;
+
+const ANALYSIS: &str = "architectural_analysis";
+
+fn is_queries(r: &ChatRequest) -> bool {
+    r.response_format
+        .as_ref()
+        .is_some_and(|f| f.schema["properties"].get("queries").is_some())
+}
+
+fn all_text(r: &ChatRequest) -> String {
+    r.messages.iter().map(|m| m.content.as_str()).collect()
+}
+
+fn is_channel(r: &ChatRequest) -> bool {
+    r.messages
+        .first()
+        .is_some_and(|m| m.content.contains("discuss this repository"))
+}
+
+/// Answers retrieval query requests with queries, channel turns with text, and agents
+/// with a report.
+fn answer(r: &ChatRequest) -> Turn {
+    if is_queries(r) {
+        queries()
+    } else if is_channel(r) {
+        Turn::Text("Stock is kept in memory (docs/adr/0001).".into())
+    } else {
+        report(false, "Stock lives in memory; see ADR 0001.")
+    }
+}
+
+fn start_op(request: &str) -> Op {
+    Op::StartRun {
+        request: request.into(),
+        repo: None,
+        workflow: Some("architecture_discussion".into()),
+        include: vec![],
+        skip: vec!["decision_documentation".into()],
+        input: InputMode::Approve,
+        budgets: None,
+        plan_only: false,
+    }
+}
+
+fn service(repo: &std::path::Path, script: &ScriptedProvider) -> Arc<Service> {
+    Service::start(runtime(repo, script), ServiceOptions::default())
+}
+
+async fn start(svc: &Service, op: Op) -> RunId {
+    let out = svc.call(op).await.unwrap();
+    RunId::from_string(out["run"].as_str().unwrap())
+}
+
+async fn stopped(svc: &Service, run: &RunId) -> trellis_graph::RunOutcome {
+    svc.wait_run(run).await;
+    svc.bus().flush().await;
+    svc.runtime().store.flush().unwrap();
+    svc.runtime().inspect(run).unwrap()
+}
+
+fn stored(svc: &Service, stream: &StreamId) -> Vec<ServiceEvent> {
+    svc.runtime().store.stream_events(stream, 0, None).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn runs_and_channels_run_concurrently_in_one_service() {
+    let ws = inventory(CONFIG);
+    let repo = path_of(&ws);
+    let script = ScriptedProvider::responding(answer);
+    let svc = service(&repo, &script);
+    let (a, b, c, x, y) = tokio::join!(
+        start(&svc, start_op("Why is stock in memory?")),
+        start(&svc, start_op("What does reserve do?")),
+        start(&svc, start_op("How is commit tested?")),
+        svc.call(Op::StartChannel {
+            channel: "design".into(),
+            message: Some("Where is stock kept?".into()),
+        }),
+        svc.call(Op::StartChannel {
+            channel: "random".into(),
+            message: Some("What is this repository?".into()),
+        }),
+    );
+    for run in [&a, &b, &c] {
+        let o = stopped(&svc, run).await;
+        assert_eq!(o.status, RunStatus::Succeeded, "{run}: {:?}", o.error);
+        // Every agent turn is recorded in the node's session.
+        let turns = svc
+            .runtime()
+            .store
+            .turns(&SessionId::for_node(run, &NodeId::new(ANALYSIS)))
+            .unwrap();
+        assert!(!turns.is_empty(), "no turns recorded for {run}");
+        assert!(
+            turns
+                .iter()
+                .any(|t| t.text.contains("Stock lives in memory"))
+        );
+    }
+    for out in [x.unwrap(), y.unwrap()] {
+        assert_eq!(out["answer"], "Stock is kept in memory (docs/adr/0001).");
+        let session = SessionId::from_string(out["session"].as_str().unwrap());
+        let turns = svc.runtime().store.turns(&session).unwrap();
+        assert_eq!(turns.len(), 1, "{turns:?}");
+        assert!(turns[0].user_texts.iter().any(|t| t.ends_with('?')));
+    }
+    // A failing op is reported and the service keeps working.
+    let err = svc
+        .call(Op::SendMessage {
+            run: a.to_string(),
+            node: NodeId::new(ANALYSIS),
+            text: "too late".into(),
+        })
+        .await
+        .unwrap_err();
+    assert!(err.0.contains("succeeded"), "{err}");
+    let d = start(&svc, start_op("Still alive?")).await;
+    assert_eq!(stopped(&svc, &d).await.status, RunStatus::Succeeded);
+}
+
+/// Reads `n` events from a subscription.
+async fn read(svc: &Service, stream: &StreamId, since: u64, n: usize) -> Vec<ServiceEvent> {
+    let mut sub = svc.subscribe(stream.clone(), since);
+    let mut out = Vec::new();
+    while out.len() < n {
+        let e = tokio::time::timeout(Duration::from_secs(20), sub.next())
+            .await
+            .expect("subscription stalled")
+            .unwrap()
+            .expect("service stopped");
+        out.push(e);
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn subscribing_at_any_seq_replays_the_rest_of_the_stream() {
+    let ws = inventory(CONFIG);
+    let repo = path_of(&ws);
+    let script = ScriptedProvider::responding(answer);
+    let svc = service(&repo, &script);
+    // A live subscriber from the start sees exactly what is stored at the end.
+    let run_started = start(&svc, start_op("Why is stock in memory?")).await;
+    let live = {
+        let svc = svc.clone();
+        let run = run_started.clone();
+        tokio::spawn(async move {
+            let mut sub = svc.subscribe(StreamId::Run(run), 0);
+            let mut seen = Vec::new();
+            loop {
+                let e = sub.next().await.unwrap().unwrap();
+                let end = matches!(
+                    &e.event,
+                    ServiceEventBody::Run(EventKind::RunStatusChanged { status, .. }) if status.is_final()
+                );
+                seen.push(e);
+                if end {
+                    return seen;
+                }
+            }
+        })
+    };
+    stopped(&svc, &run_started).await;
+    let seen = tokio::time::timeout(Duration::from_secs(20), live)
+        .await
+        .unwrap()
+        .unwrap();
+    let run_stream = StreamId::Run(run_started.clone());
+    let all = stored(&svc, &run_stream);
+    assert_eq!(seen, all, "the live stream differs from the stored one");
+    assert!(
+        all.iter().all(|e| e.submission.is_some()),
+        "every run event names its cause"
+    );
+    let session = StreamId::Session(SessionId::for_node(&run_started, &NodeId::new(ANALYSIS)));
+    for stream in [run_stream, session, StreamId::Workspace] {
+        let all = stored(&svc, &stream);
+        assert!(!all.is_empty(), "{stream} is empty");
+        assert_eq!(
+            all.iter().map(|e| e.seq).collect::<Vec<_>>(),
+            (1..=all.len() as u64).collect::<Vec<_>>(),
+            "{stream} is not numbered 1..n"
+        );
+        // Every starting point: the rest of the stream, nothing more, nothing less.
+        for since in 0..=all.len() {
+            let got = read(&svc, &stream, since as u64, all.len() - since).await;
+            assert_eq!(got, all[since..].to_vec(), "{stream} from {since}");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_message_to_a_running_agent_reaches_its_next_model_call() {
+    let ws = inventory(CONFIG);
+    let repo = path_of(&ws);
+    let (asked_tx, asked_rx) = mpsc::channel::<()>();
+    let (go_tx, go_rx) = mpsc::channel::<()>();
+    let asked_tx = std::sync::Mutex::new(asked_tx);
+    let go_rx = std::sync::Mutex::new(go_rx);
+    let script = ScriptedProvider::responding(move |r| {
+        if is_queries(r) {
+            return queries();
+        }
+        let text = all_text(r);
+        if !text.contains("read_file") || r.messages.iter().any(|m| m.tool_call_id.is_some()) {
+            return report(false, "done");
+        }
+        // The agent's first call: hold it until the test has sent its message.
+        let _ = asked_tx.lock().unwrap().send(());
+        let _ = go_rx.lock().unwrap().recv_timeout(Duration::from_secs(20));
+        tool("read_file", json!({ "path": "inventory.py" }))
+    });
+    let svc = service(&repo, &script);
+    let run = start(&svc, start_op("Why is stock in memory?")).await;
+    tokio::task::spawn_blocking(move || asked_rx.recv_timeout(Duration::from_secs(60)))
+        .await
+        .unwrap()
+        .expect("the agent never called the model");
+    let out = svc
+        .call(Op::SendMessage {
+            run: run.to_string(),
+            node: NodeId::new(ANALYSIS),
+            text: "Focus on the reserve method, please.".into(),
+        })
+        .await
+        .unwrap();
+    assert_eq!(out["delivered"], "live");
+    go_tx.send(()).unwrap();
+    assert_eq!(stopped(&svc, &run).await.status, RunStatus::Succeeded);
+    let agent_requests: Vec<ChatRequest> = script
+        .requests()
+        .into_iter()
+        .filter(|r| !is_queries(r))
+        .collect();
+    assert_eq!(agent_requests.len(), 2, "one tool turn and the report");
+    assert!(!all_text(&agent_requests[0]).contains("reserve method"));
+    assert!(all_text(&agent_requests[1]).contains("Focus on the reserve method, please."));
+    let history = stored(
+        &svc,
+        &StreamId::Session(SessionId::for_node(&run, &NodeId::new(ANALYSIS))),
+    );
+    assert!(history.iter().any(|e| matches!(
+        &e.event,
+        ServiceEventBody::Session(SessionEvent::MessagesReceived { turn: 2, texts })
+            if texts.iter().any(|t| t.contains("reserve method"))
+    )));
+}
+
+fn tree(dir: &std::path::Path) -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    for entry in walk(dir) {
+        let rel = entry
+            .strip_prefix(dir)
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        if rel.starts_with(".git") {
+            continue;
+        }
+        out.push((rel, std::fs::read(&entry).unwrap()));
+    }
+    out.sort();
+    out
+}
+
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            if p.file_name().is_some_and(|n| n == ".git") {
+                continue;
+            }
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn pruning_a_running_agent_restores_its_worktree() {
+    let ws = inventory(CONFIG);
+    let repo = path_of(&ws);
+    let (asked_tx, asked_rx) = mpsc::channel::<()>();
+    let (go_tx, go_rx) = mpsc::channel::<()>();
+    let asked_tx = std::sync::Mutex::new(asked_tx);
+    let go_rx = std::sync::Mutex::new(go_rx);
+    let script = ScriptedProvider::responding(move |r| {
+        if is_queries(r) {
+            return queries();
+        }
+        match r
+            .messages
+            .iter()
+            .filter(|m| m.tool_call_id.is_some())
+            .count()
+        {
+            0 => tool(
+                "write_file",
+                json!({ "path": "notes/analysis.md", "content": "draft\n" }),
+            ),
+            1 => tool(
+                "edit_file",
+                json!({ "path": "inventory.py", "old_string": "class Inventory", "new_string": "class Stock" }),
+            ),
+            _ => {
+                // Hold the third call until the test has pruned the node.
+                let _ = asked_tx.lock().unwrap().send(());
+                let _ = go_rx.lock().unwrap().recv_timeout(Duration::from_secs(20));
+                report(false, "done")
+            }
+        }
+    });
+    let svc = service(&repo, &script);
+    let out = svc
+        .call(Op::StartRun {
+            workflow: Some("architecture_discussion".into()),
+            include: vec!["decision_documentation".into()],
+            skip: vec![],
+            ..start_op("Document the stock decision")
+        })
+        .await
+        .unwrap();
+    let run = RunId::from_string(out["run"].as_str().unwrap());
+    let worktree = std::path::PathBuf::from(out["worktree"].as_str().unwrap());
+    let before = tree(&worktree);
+    tokio::task::spawn_blocking(move || asked_rx.recv_timeout(Duration::from_secs(60)))
+        .await
+        .unwrap()
+        .expect("the agent never made its third call");
+    assert_ne!(tree(&worktree), before, "the agent edited nothing");
+    let pruned = svc
+        .call(Op::Prune {
+            run: run.to_string(),
+            node: NodeId::new(ANALYSIS),
+            subtree: false,
+            reason: Some("wrong direction".into()),
+        })
+        .await;
+    go_tx.send(()).unwrap();
+    pruned.unwrap();
+    let o = stopped(&svc, &run).await;
+    assert_eq!(
+        o.node(ANALYSIS).and_then(|n| n.state),
+        Some(trellis_protocol::NodeState::Pruned)
+    );
+    assert_eq!(tree(&worktree), before, "the worktree was not restored");
+    // Finished nodes cannot be pruned, with a reason.
+    let err = svc
+        .call(Op::Prune {
+            run: run.to_string(),
+            node: NodeId::new("upfront_retrieval"),
+            subtree: false,
+            reason: None,
+        })
+        .await
+        .unwrap_err();
+    assert!(err.0.contains("COMPLETED"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn request_changes_runs_the_stage_again_with_the_feedback() {
+    let ws = inventory(CONFIG);
+    let repo = path_of(&ws);
+    let script = ScriptedProvider::responding(|r| {
+        if is_queries(r) {
+            return queries();
+        }
+        let text = all_text(r);
+        let asked = text.contains("Status must be Accepted");
+        let wrote = r.messages.iter().any(|m| m.tool_call_id.is_some());
+        if text.contains("decision record") || text.contains("decision_documentation") {
+            if !wrote {
+                let status = if asked { "Accepted" } else { "Proposed" };
+                return tool(
+                    "write_file",
+                    json!({ "path": "docs/adr/0002-persist-stock.md", "content": format!("# ADR 0002\n\nStatus: {status}\n") }),
+                );
+            }
+            return report(false, "recorded ADR 0002");
+        }
+        report(false, "Stock lives in memory.")
+    });
+    let svc = service(&repo, &script);
+    let out = svc
+        .call(Op::StartRun {
+            include: vec!["decision_documentation".into()],
+            skip: vec![],
+            ..start_op("Document the stock decision")
+        })
+        .await
+        .unwrap();
+    let run = RunId::from_string(out["run"].as_str().unwrap());
+    assert_eq!(stopped(&svc, &run).await.status, RunStatus::Succeeded);
+    let show = |v: Value| v["changeSet"].to_string();
+    let first = show(
+        svc.call(Op::Review {
+            run: run.to_string(),
+            action: trellis_protocol::ReviewAction::Show,
+        })
+        .await
+        .unwrap(),
+    );
+    assert!(first.contains("Status: Proposed"), "{first}");
+    let out = svc
+        .call(Op::RequestChanges {
+            run: run.to_string(),
+            node: None,
+            artifact: None,
+            feedback: "Status must be Accepted.".into(),
+        })
+        .await
+        .unwrap();
+    assert_eq!(out["revising"], "decision_documentation");
+    let o = stopped(&svc, &run).await;
+    assert_eq!(o.status, RunStatus::Succeeded, "{:?}", o.error);
+    assert_eq!(o.node("decision_documentation").unwrap().attempt, 2);
+    let second = show(
+        svc.call(Op::Review {
+            run: run.to_string(),
+            action: trellis_protocol::ReviewAction::Show,
+        })
+        .await
+        .unwrap(),
+    );
+    assert!(second.contains("Status: Accepted"), "{second}");
+}
