@@ -10,10 +10,12 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
-use trellis_agents::{AgentEvent, DecidedBy, EventSink, Orchestration};
+use trellis_agents::{DecidedBy, Orchestration, SessionSink, SinkFactory};
 use trellis_core::{InputMode, RunOptions, Runtime};
 use trellis_graph::{RunHandle, RunOutcome};
-use trellis_protocol::{Answer, Command, Interrupt, InterruptKind, NodeId, RunId, RunStatus};
+use trellis_protocol::{
+    Answer, Command, Interrupt, InterruptKind, NodeId, RunId, RunStatus, SessionEvent, ToolStatus,
+};
 use trellis_store::Store;
 use trellis_workflow::Plan;
 
@@ -37,65 +39,89 @@ impl Terminal {
 }
 
 /// Prints agent progress: streamed model text per node (line by line, so it does not mix
-/// with the stage lines), tool calls and their results, notes.
-pub fn printer(json: bool) -> Option<EventSink> {
+/// with the stage lines), tool calls and their results, messages received, notes. The
+/// factory gives each node's activation a sink that knows the node (a [`SessionEvent`] does
+/// not name it); all sinks share the unfinished lines.
+pub fn printer(json: bool) -> Option<SinkFactory> {
     if json {
         return None;
     }
     // Text of each node not yet printed (an unfinished line).
-    let pending: Mutex<Vec<(String, String)>> = Mutex::new(Vec::new());
-    let flush_node = |out: &mut std::io::StdoutLock<'_>, node: &str, text: &str| {
+    let pending: Arc<Mutex<Vec<(String, String)>>> = Arc::default();
+    Some(Arc::new(move |node: &NodeId| -> SessionSink {
+        let pending = Arc::clone(&pending);
+        let node = node.to_string();
+        Arc::new(move |e: SessionEvent| print_event(&pending, &node, e))
+    }))
+}
+
+fn print_event(pending: &Mutex<Vec<(String, String)>>, node: &str, e: SessionEvent) {
+    let flush_node = |out: &mut std::io::StdoutLock<'_>, text: &str| {
         for line in text.lines().filter(|l| !l.trim().is_empty()) {
             let _ = writeln!(out, "    [{node}] {line}");
         }
     };
-    Some(Arc::new(move |e: AgentEvent| {
-        let mut out = std::io::stdout().lock();
-        let Ok(mut pending) = pending.lock() else {
-            return;
+    let mut out = std::io::stdout().lock();
+    let Ok(mut pending) = pending.lock() else {
+        return;
+    };
+    if let SessionEvent::MessageDelta { text, .. } = &e {
+        let i = match pending.iter().position(|(n, _)| n == node) {
+            Some(i) => i,
+            None => {
+                pending.push((node.to_owned(), String::new()));
+                pending.len() - 1
+            }
         };
-        match e {
-            AgentEvent::Text { node, text } => {
-                let i = match pending.iter().position(|(n, _)| *n == node) {
-                    Some(i) => i,
-                    None => {
-                        pending.push((node.clone(), String::new()));
-                        pending.len() - 1
-                    }
-                };
-                pending[i].1.push_str(&text);
-                if let Some(cut) = pending[i].1.rfind('\n') {
-                    let done: String = pending[i].1.drain(..=cut).collect();
-                    flush_node(&mut out, &node, &done);
-                }
-            }
-            other => {
-                let node = match &other {
-                    AgentEvent::ToolCall { node, .. }
-                    | AgentEvent::ToolResult { node, .. }
-                    | AgentEvent::Note { node, .. }
-                    | AgentEvent::Text { node, .. } => node.clone(),
-                };
-                if let Some(i) = pending.iter().position(|(n, _)| *n == node) {
-                    let (_, rest) = pending.remove(i);
-                    flush_node(&mut out, &node, &rest);
-                }
-                let _ = match other {
-                    AgentEvent::ToolCall { tool, args, .. } => {
-                        writeln!(out, "    [{node}] → {tool} {args}")
-                    }
-                    AgentEvent::ToolResult { ok, summary, .. } => writeln!(
-                        out,
-                        "    [{node}]   {} {summary}",
-                        if ok { "ok" } else { "error:" }
-                    ),
-                    AgentEvent::Note { text, .. } => writeln!(out, "    [{node}] note: {text}"),
-                    AgentEvent::Text { .. } => Ok(()),
-                };
-            }
+        pending[i].1.push_str(text);
+        if let Some(cut) = pending[i].1.rfind('\n') {
+            let done: String = pending[i].1.drain(..=cut).collect();
+            flush_node(&mut out, &done);
         }
         let _ = out.flush();
-    }))
+        return;
+    }
+    // Anything else ends the node's streamed text.
+    if let Some(i) = pending.iter().position(|(n, _)| n == node) {
+        let (_, rest) = pending.remove(i);
+        flush_node(&mut out, &rest);
+    }
+    let first_line =
+        |text: &str| crate::display::truncate(text.lines().next().unwrap_or_default(), 160);
+    let _ = match e {
+        SessionEvent::ToolStarted { name, input, .. } => {
+            let args = match input {
+                Value::String(s) => s,
+                other => other.to_string(),
+            };
+            writeln!(
+                out,
+                "    [{node}] → {name} {}",
+                crate::display::truncate(&args, 160)
+            )
+        }
+        SessionEvent::ToolCompleted { output, status, .. } => {
+            let (label, text) = match status {
+                ToolStatus::Ok => ("ok", output.as_str()),
+                ToolStatus::Error | ToolStatus::Denied => {
+                    ("error:", output.strip_prefix("error: ").unwrap_or(&output))
+                }
+                ToolStatus::Interrupted => ("interrupted:", ""),
+                ToolStatus::Cancelled => ("cancelled", ""),
+            };
+            writeln!(out, "    [{node}]   {label} {}", first_line(text))
+        }
+        SessionEvent::MessagesReceived { texts, .. } => {
+            let mut r = Ok(());
+            for t in texts {
+                r = r.and(writeln!(out, "    [{node}] ← {}", first_line(&t)));
+            }
+            r
+        }
+        SessionEvent::Note { text } => writeln!(out, "    [{node}] note: {text}"),
+        _ => Ok(()),
+    };
+    let _ = out.flush();
 }
 
 /// Prints the orchestrator's decisions and the plan.
