@@ -51,17 +51,25 @@ pub fn printer(json: bool) -> Option<SinkFactory> {
     Some(Arc::new(move |node: &NodeId| -> SessionSink {
         let pending = Arc::clone(&pending);
         let node = node.to_string();
-        Arc::new(move |e: SessionEvent| print_event(&pending, &node, e))
+        Arc::new(move |e: SessionEvent| {
+            let mut out = std::io::stdout().lock();
+            print_event(&mut out, &pending, &node, e);
+        })
     }))
 }
 
-fn print_event(pending: &Mutex<Vec<(String, String)>>, node: &str, e: SessionEvent) {
-    let flush_node = |out: &mut std::io::StdoutLock<'_>, text: &str| {
+/// Prints one event of `node` to `out`; `pending` holds every node's unfinished line.
+fn print_event(
+    out: &mut dyn Write,
+    pending: &Mutex<Vec<(String, String)>>,
+    node: &str,
+    e: SessionEvent,
+) {
+    let flush_node = |out: &mut dyn Write, text: &str| {
         for line in text.lines().filter(|l| !l.trim().is_empty()) {
             let _ = writeln!(out, "    [{node}] {line}");
         }
     };
-    let mut out = std::io::stdout().lock();
     let Ok(mut pending) = pending.lock() else {
         return;
     };
@@ -76,7 +84,7 @@ fn print_event(pending: &Mutex<Vec<(String, String)>>, node: &str, e: SessionEve
         pending[i].1.push_str(text);
         if let Some(cut) = pending[i].1.rfind('\n') {
             let done: String = pending[i].1.drain(..=cut).collect();
-            flush_node(&mut out, &done);
+            flush_node(out, &done);
         }
         let _ = out.flush();
         return;
@@ -84,7 +92,7 @@ fn print_event(pending: &Mutex<Vec<(String, String)>>, node: &str, e: SessionEve
     // Anything else ends the node's streamed text.
     if let Some(i) = pending.iter().position(|(n, _)| n == node) {
         let (_, rest) = pending.remove(i);
-        flush_node(&mut out, &rest);
+        flush_node(out, &rest);
     }
     let first_line =
         |text: &str| crate::display::truncate(text.lines().next().unwrap_or_default(), 160);
@@ -510,4 +518,93 @@ pub async fn run(
         );
     }
     drive_run(runtime, handle, term).await
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[test]
+    fn the_printer_shows_text_by_line_tool_calls_and_notes_per_node() {
+        let pending = Mutex::new(Vec::new());
+        let mut out = Vec::new();
+        let events = [
+            (
+                "code",
+                SessionEvent::MessageDelta {
+                    turn: 1,
+                    text: "Reading ".into(),
+                },
+            ),
+            (
+                "test",
+                SessionEvent::Note {
+                    text: "index up to date".into(),
+                },
+            ),
+            (
+                "code",
+                SessionEvent::MessageDelta {
+                    turn: 1,
+                    text: "the file.\nThen ".into(),
+                },
+            ),
+            (
+                "code",
+                SessionEvent::ThoughtDelta {
+                    turn: 1,
+                    text: "hidden".into(),
+                },
+            ),
+            (
+                "code",
+                SessionEvent::TurnCompleted {
+                    turn: 1,
+                    message: Value::Null,
+                    usage: Default::default(),
+                },
+            ),
+            (
+                "code",
+                SessionEvent::ToolStarted {
+                    turn: 1,
+                    call_id: "c1".into(),
+                    name: "read_file".into(),
+                    input: json!({ "path": "a.rs" }),
+                },
+            ),
+            (
+                "code",
+                SessionEvent::ToolCompleted {
+                    turn: 1,
+                    call_id: "c1".into(),
+                    name: "read_file".into(),
+                    output: "error: no such file\nmore".into(),
+                    status: ToolStatus::Error,
+                    duration_ms: 3,
+                },
+            ),
+            (
+                "code",
+                SessionEvent::MessagesReceived {
+                    turn: 2,
+                    texts: vec!["user: use b.rs".into()],
+                },
+            ),
+        ];
+        for (node, e) in events {
+            print_event(&mut out, &pending, node, e);
+        }
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "    [test] note: index up to date\n\
+             \x20   [code] Reading the file.\n\
+             \x20   [code] Then \n\
+             \x20   [code] → read_file {\"path\":\"a.rs\"}\n\
+             \x20   [code]   error: no such file\n\
+             \x20   [code] ← user: use b.rs\n"
+        );
+    }
 }
