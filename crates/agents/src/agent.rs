@@ -1,29 +1,44 @@
 //! The agent loop: the model answers, the tools it calls run, their results go back, until
 //! the model gives its final report or runs out of turns.
 //!
-//! - Streaming: text deltas and tool calls are reported through an [`EventSink`] as they
-//!   happen (progress for the user; not persisted — tool calls are recorded by the tool
-//!   registry's sink).
+//! - Session events: the loop speaks [`SessionEvent`] through a [`SessionSink`] — the prompt
+//!   of a fresh activation ([`SessionEvent::PromptSet`]), every model call as a turn
+//!   (started, text and thinking deltas, completed with the assistant message, or failed),
+//!   every tool call (started, completed with what went back to the model), messages that
+//!   arrived while it ran, notes. Turn numbers count per session, across attempts and
+//!   resumes ([`AgentRun::first_turn`]). The events are complete enough to rebuild the
+//!   conversation ([`Resume::Recorded`]).
+//! - Live messages: before every model call the loop drains its [`Inbox`]; what arrived
+//!   goes to the model as one user message ([`SessionEvent::MessagesReceived`]).
 //! - Tool errors come back to the model as tool results; they never abort the agent.
 //! - Interrupts: when a tool needs the user ([`GraphInteraction`]) or a call would exceed a
 //!   budget, the loop stops and returns [`AgentOutcome::Interrupted`] with its conversation
-//!   as scratch; [`AgentRun::run`] with the scratch and the answer continues where it stopped,
-//!   without repeating model calls or tool calls that already ran.
+//!   as scratch; [`Resume::Interrupt`] with the scratch and the answer continues where it
+//!   stopped, without repeating model calls or tool calls that already ran.
+//! - Crashes: [`Resume::Recorded`] with the session's recorded events of the activation
+//!   continues from the last recorded turn (see `record.rs`).
 //! - The final answer is parsed into a [`StageReport`] with the normaliser; if it cannot be,
-//!   one structured call asks for the report (grammar-constrained on the embedded model).
+//!   one structured call (a turn too) asks for the report (grammar-constrained on the
+//!   embedded model).
 
+mod budget;
+mod inbox;
+mod record;
+mod report;
+
+use std::ops::ControlFlow;
 use std::sync::Arc;
+use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio_util::sync::CancellationToken;
-use trellis_llm::normalise::{NormaliseOptions, normalise};
 use trellis_llm::{
-    BudgetExceeded, BudgetLedger, ChatRequest, Completion, Limit, Message, ModelProvider,
-    StreamEvent, StructuredOptions, ToolCall, ToolSpec, Usage, collect_with, complete_structured,
+    BudgetExceeded, BudgetLedger, ChatRequest, Completion, Message, ModelProvider, StreamEvent,
+    ToolCall, ToolSpec, Usage, collect_with,
 };
-use trellis_protocol::{Answer, Interrupt, InterruptKind};
-use trellis_tools::{Registry, ToolEnv};
+use trellis_protocol::{Answer, Interrupt, NodeId, SessionEvent, ToolStatus, TurnUsage};
+use trellis_tools::{Registry, ToolEnv, ToolResult};
 
 use crate::error::{Error, Result};
 use crate::interaction::GraphInteraction;
@@ -31,52 +46,23 @@ use crate::output::StageReport;
 use crate::prompt::truncate;
 use crate::roles::RoleSpec;
 
-/// Progress of an agent, for the user.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-pub enum AgentEvent {
-    /// Model text as it streams.
-    Text {
-        /// The graph node.
-        node: String,
-        /// The new text.
-        text: String,
-    },
-    /// A tool call about to run.
-    ToolCall {
-        /// The graph node.
-        node: String,
-        /// The tool.
-        tool: String,
-        /// Its arguments (shortened).
-        args: String,
-    },
-    /// A tool call's result.
-    ToolResult {
-        /// The graph node.
-        node: String,
-        /// The tool.
-        tool: String,
-        /// Whether it succeeded.
-        ok: bool,
-        /// The result's first line (shortened).
-        summary: String,
-    },
-    /// Anything else worth a line (a repaired answer, a forced report…).
-    Note {
-        /// The graph node.
-        node: String,
-        /// The text.
-        text: String,
-    },
-}
+pub use inbox::Inbox;
+pub use record::INTERRUPTED_TOOL;
 
-/// Where agent events go.
-pub type EventSink = Arc<dyn Fn(AgentEvent) + Send + Sync>;
+/// Where one session's events go (an agent activation's, or a retrieval node's notes).
+pub type SessionSink = Arc<dyn Fn(SessionEvent) + Send + Sync>;
+
+/// Builds the [`SessionSink`] of a node: the runtime calls it with the node's id once per
+/// activation of an agent or retrieval node, and that activation's events go to the sink
+/// it returns, in order. A [`SessionEvent`] does not name its node; the sink does, by what
+/// it captures: the CLI's printer captures the node to prefix its lines, the runtime service
+/// captures the run and routes node `N`'s events to session
+/// [`SessionId::for_node(run, N)`](trellis_protocol::SessionId::for_node).
+pub type SinkFactory = Arc<dyn Fn(&NodeId) -> SessionSink + Send + Sync>;
 
 /// One activation of an agent.
 pub struct AgentRun {
-    /// The graph node (for events and interrupts).
+    /// The graph node (for interrupts and notes).
     pub node: String,
     /// The role.
     pub role: RoleSpec,
@@ -90,14 +76,47 @@ pub struct AgentRun {
     pub gate: Option<Arc<GraphInteraction>>,
     /// The run's budget ledger, to grant more budget when the user agrees.
     pub ledger: Option<Arc<BudgetLedger>>,
-    /// The system prompt and context messages.
+    /// The system prompt and context messages (ignored when resuming: the scratch or the
+    /// recorded prompt is the conversation).
     pub messages: Vec<Message>,
-    /// Model turns allowed.
+    /// Model turns allowed in this activation.
     pub max_turns: u32,
-    /// Progress.
-    pub events: Option<EventSink>,
+    /// The session's events.
+    pub events: Option<SessionSink>,
+    /// Messages that arrive while the agent runs (a node handler passes `ctx.mailbox`).
+    pub inbox: Option<Box<dyn Inbox>>,
+    /// The session's turn number of the next model call: 1 for a new session, else one
+    /// more than the last turn the session recorded. A resumed activation continues from
+    /// its scratch or record when that is further.
+    pub first_turn: u32,
+    /// The node's activation number (in [`SessionEvent::PromptSet`] and
+    /// [`SessionEvent::TurnStarted`]).
+    pub attempt: u32,
     /// Stops the agent.
     pub cancel: CancellationToken,
+}
+
+/// How an activation starts.
+#[derive(Clone, Debug, Default)]
+pub enum Resume {
+    /// A new activation: the prompt is [`AgentRun::messages`].
+    #[default]
+    Fresh,
+    /// The node runs again because its interrupt was answered: continue from the scratch
+    /// saved with the interrupt.
+    Interrupt {
+        /// What [`AgentOutcome::Interrupted`] saved.
+        scratch: Value,
+        /// The user's answer.
+        answer: Answer,
+    },
+    /// The process stopped while the activation ran and the engine runs the node again:
+    /// rebuild the conversation from the session's recorded events of this attempt (from
+    /// its `PromptSet` on; earlier events are skipped). Completed model calls and tool
+    /// calls are not repeated; a tool call that started and never completed is reported
+    /// to the model as interrupted ([`INTERRUPTED_TOOL`]). Without a `PromptSet` of
+    /// [`AgentRun::attempt`] this is [`Resume::Fresh`].
+    Recorded(Vec<SessionEvent>),
 }
 
 /// What an activation ended with.
@@ -129,45 +148,78 @@ pub struct AgentReport {
     pub notes: Vec<String>,
 }
 
-/// The conversation saved in an interrupt's scratch.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+/// The conversation and counters of an activation (saved in an interrupt's scratch).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 struct Saved {
     messages: Vec<Message>,
     turns: u32,
     tool_calls: u32,
     usage: Usage,
     waiting: Waiting,
+    /// The session turn number of the next model call.
+    #[serde(default)]
+    next_turn: u32,
+    /// Events other than deltas emitted in this attempt since its `PromptSet` (inclusive):
+    /// tells [`Resume::choose`] whether the record went on after the interrupt.
+    #[serde(default)]
+    recorded: u64,
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 enum Waiting {
-    /// The tool call at `next` of the last assistant turn's `calls` waits for the user.
-    Tools { calls: Vec<ToolCall>, next: usize },
+    /// The tool call at `next` of `calls` (asked for by turn `turn`) waits for the user.
+    Tools {
+        calls: Vec<ToolCall>,
+        next: usize,
+        #[serde(default)]
+        turn: u32,
+    },
     /// A model call was refused by the budget.
     Budget { exceeded: BudgetExceeded },
     /// Nothing (a fresh state).
+    #[default]
     Nothing,
 }
 
-/// How much a "yes" to a budget interrupt grants: what the refused call needed plus half of
-/// the original limit, so the run does not stop again at the very next call.
-fn default_grant(e: &BudgetExceeded) -> f64 {
-    e.requested + e.limit / 2.0
+fn turn_usage(u: &Usage) -> TurnUsage {
+    TurnUsage {
+        prompt_tokens: u.prompt_tokens,
+        completion_tokens: u.completion_tokens,
+    }
+}
+
+/// How a tool call ended, from the registry's result: a cancellation, a denial (by the
+/// policy or the user: the tools' `denied: …` error), another error, or a success.
+fn status_of(result: &ToolResult) -> ToolStatus {
+    if result.cancelled {
+        ToolStatus::Cancelled
+    } else if !result.is_error {
+        ToolStatus::Ok
+    } else if result.content.starts_with("denied:") {
+        ToolStatus::Denied
+    } else {
+        ToolStatus::Error
+    }
 }
 
 impl AgentRun {
-    fn emit(&self, event: AgentEvent) {
+    /// Sends `event` to the sink, counting it unless it is a delta.
+    fn emit(&self, st: &mut Saved, event: SessionEvent) {
+        if !event.is_delta() {
+            st.recorded += 1;
+        }
+        self.send(event);
+    }
+
+    fn send(&self, event: SessionEvent) {
         if let Some(sink) = &self.events {
             sink(event);
         }
     }
 
-    fn note(&self, text: impl Into<String>) {
-        self.emit(AgentEvent::Note {
-            node: self.node.clone(),
-            text: text.into(),
-        });
+    fn note(&self, st: &mut Saved, text: impl Into<String>) {
+        self.emit(st, SessionEvent::Note { text: text.into() });
     }
 
     fn tool_specs(&self) -> Vec<ToolSpec> {
@@ -182,83 +234,192 @@ impl AgentRun {
             .collect()
     }
 
-    /// Runs the agent, or continues it from an interrupt's `scratch` with the user's answer.
-    pub async fn run(self, resume: Option<(Value, Answer)>) -> Result<AgentOutcome> {
-        let mut st = Saved {
-            messages: self.messages.clone(),
-            turns: 0,
-            tool_calls: 0,
-            usage: Usage::default(),
-            waiting: Waiting::Nothing,
+    /// Runs the agent: a fresh activation, the continuation of an answered interrupt, or the
+    /// continuation of a recorded activation after the process stopped.
+    pub async fn run(mut self, resume: Resume) -> Result<AgentOutcome> {
+        let mut inbox = self.inbox.take();
+        let mut st = match self.restore(resume).await? {
+            ControlFlow::Continue(st) => st,
+            ControlFlow::Break(out) => return Ok(out),
         };
-        if let Some((scratch, answer)) = resume {
-            st = serde_json::from_value(scratch).map_err(|e| Error::Resume(e.to_string()))?;
-            match std::mem::replace(&mut st.waiting, Waiting::Nothing) {
-                Waiting::Tools { calls, next } => {
-                    if let Some(gate) = &self.gate {
-                        gate.preset(answer);
-                    }
-                    if let Some(out) = self.execute(&mut st, calls, next).await? {
-                        return Ok(out);
-                    }
-                }
-                Waiting::Budget { exceeded } => {
-                    if !answer.is_approval() && grant_of(&answer).is_none() {
-                        return Ok(AgentOutcome::Done(self.budget_refused(&st, &exceeded)));
-                    }
-                    let extra = grant_of(&answer).unwrap_or_else(|| default_grant(&exceeded));
-                    if let Some(ledger) = &self.ledger {
-                        let limit = match exceeded.unit {
-                            trellis_llm::budget::BudgetUnit::Tokens => Limit {
-                                tokens: Some(extra.ceil() as u64),
-                                cost_usd: None,
-                            },
-                            trellis_llm::budget::BudgetUnit::CostUsd => Limit {
-                                tokens: None,
-                                cost_usd: Some(extra),
-                            },
-                        };
-                        ledger.grant(&exceeded.scope, limit);
-                        self.note(format!("{} granted {extra:.0} more", exceeded.scope));
-                    }
-                }
-                Waiting::Nothing => {}
-            }
-        }
         let mut specs = self.tool_specs();
         while st.turns < self.max_turns {
+            let turn = st.next_turn;
+            self.deliver(&mut st, turn, inbox::drain(&mut inbox));
             let mut request = ChatRequest {
                 tools: specs.clone(),
                 ..ChatRequest::new(st.messages.clone())
             };
             if let Some(note) = self.fit(&mut request) {
-                self.note(note);
+                self.note(&mut st, note);
                 st.messages = request.messages.clone();
                 specs = request.tools.clone();
             }
-            let completion = match self.turn(request).await {
+            st.next_turn = turn + 1;
+            self.emit(
+                &mut st,
+                SessionEvent::TurnStarted {
+                    turn,
+                    attempt: self.attempt,
+                },
+            );
+            let completion = match self.turn(request, turn).await {
                 Ok(c) => c,
-                Err(trellis_llm::Error::Budget(exceeded)) => {
-                    return Ok(self.budget_interrupt(st, exceeded));
+                Err(e) => {
+                    self.emit(
+                        &mut st,
+                        SessionEvent::TurnFailed {
+                            turn,
+                            error: e.to_string(),
+                        },
+                    );
+                    return match e {
+                        trellis_llm::Error::Budget(exceeded) => {
+                            Ok(self.budget_interrupt(st, exceeded))
+                        }
+                        trellis_llm::Error::Cancelled => Err(Error::Cancelled),
+                        e => Err(e.into()),
+                    };
                 }
-                Err(trellis_llm::Error::Cancelled) => return Err(Error::Cancelled),
-                Err(e) => return Err(e.into()),
             };
             st.turns += 1;
             st.usage.add(&completion.usage);
+            let message = completion.to_message();
+            self.emit(
+                &mut st,
+                SessionEvent::TurnCompleted {
+                    turn,
+                    message: serde_json::to_value(&message).unwrap_or(Value::Null),
+                    usage: turn_usage(&completion.usage),
+                },
+            );
             if completion.tool_calls.is_empty() {
+                // Messages that arrived during the final answer: let the model act on them
+                // while it has turns left.
+                if st.turns < self.max_turns {
+                    let lines = inbox::drain(&mut inbox);
+                    if !lines.is_empty() {
+                        st.messages.push(message);
+                        let next = st.next_turn;
+                        self.deliver(&mut st, next, lines);
+                        continue;
+                    }
+                }
                 return self.finish(st, completion.text, false).await;
             }
-            st.messages.push(completion.to_message());
-            if let Some(out) = self.execute(&mut st, completion.tool_calls, 0).await? {
+            st.messages.push(message);
+            if let Some(out) = self
+                .execute(&mut st, completion.tool_calls, 0, turn)
+                .await?
+            {
                 return Ok(out);
             }
         }
-        self.note(format!(
-            "turn limit ({}) reached; asking for the report",
-            self.max_turns
-        ));
+        self.note(
+            &mut st,
+            format!(
+                "turn limit ({}) reached; asking for the report",
+                self.max_turns
+            ),
+        );
         self.finish(st, String::new(), true).await
+    }
+
+    /// The state the loop starts from, or the outcome when resuming already ends the
+    /// activation (a final answer recorded, an interrupt again, a refused budget).
+    async fn restore(&self, resume: Resume) -> Result<ControlFlow<AgentOutcome, Saved>> {
+        let st = match resume {
+            Resume::Fresh => self.start(),
+            Resume::Interrupt { scratch, answer } => {
+                let mut st: Saved =
+                    serde_json::from_value(scratch).map_err(|e| Error::Resume(e.to_string()))?;
+                st.next_turn = st.next_turn.max(self.first_turn).max(1);
+                match std::mem::take(&mut st.waiting) {
+                    Waiting::Tools { calls, next, turn } => {
+                        if let Some(gate) = &self.gate {
+                            gate.preset(answer);
+                        }
+                        if let Some(out) = self.execute(&mut st, calls, next, turn).await? {
+                            return Ok(ControlFlow::Break(out));
+                        }
+                    }
+                    Waiting::Budget { exceeded } => {
+                        if !answer.is_approval() && budget::grant_of(&answer).is_none() {
+                            let report = self.budget_refused(&st, &exceeded);
+                            return Ok(ControlFlow::Break(AgentOutcome::Done(report)));
+                        }
+                        self.grant(&mut st, &exceeded, &answer);
+                    }
+                    Waiting::Nothing => {}
+                }
+                st
+            }
+            Resume::Recorded(events) => {
+                let Some(r) = record::replay(&events, self.attempt, self.first_turn)? else {
+                    return Ok(ControlFlow::Continue(self.start()));
+                };
+                let mut st = r.state;
+                for (turn, call_id, name) in r.interrupted {
+                    self.emit(
+                        &mut st,
+                        SessionEvent::ToolCompleted {
+                            turn,
+                            call_id,
+                            name,
+                            output: INTERRUPTED_TOOL.into(),
+                            status: ToolStatus::Interrupted,
+                            duration_ms: 0,
+                        },
+                    );
+                }
+                match r.next {
+                    record::Next::Finish { text } => {
+                        return Ok(ControlFlow::Break(self.finish(st, text, false).await?));
+                    }
+                    record::Next::Tools { turn, calls } => {
+                        if let Some(out) = self.execute(&mut st, calls, 0, turn).await? {
+                            return Ok(ControlFlow::Break(out));
+                        }
+                    }
+                    record::Next::Model => {}
+                }
+                st
+            }
+        };
+        Ok(ControlFlow::Continue(st))
+    }
+
+    /// The state of a fresh activation, its prompt recorded.
+    fn start(&self) -> Saved {
+        let mut st = Saved {
+            messages: self.messages.clone(),
+            next_turn: self.first_turn.max(1),
+            ..Saved::default()
+        };
+        let messages = self
+            .messages
+            .iter()
+            .map(|m| serde_json::to_value(m).unwrap_or(Value::Null))
+            .collect();
+        self.emit(
+            &mut st,
+            SessionEvent::PromptSet {
+                attempt: self.attempt,
+                messages,
+            },
+        );
+        st
+    }
+
+    /// Appends messages that arrived (`lines`, if any) as one user message, first seen by
+    /// model call `turn`.
+    fn deliver(&self, st: &mut Saved, turn: u32, lines: Vec<String>) {
+        if lines.is_empty() {
+            return;
+        }
+        st.messages
+            .push(Message::user(inbox::received_text(&lines)));
+        self.emit(st, SessionEvent::MessagesReceived { turn, texts: lines });
     }
 
     /// Shrinks `request` until it fits the model's context window with room for the answer:
@@ -316,50 +477,58 @@ impl AgentRun {
         })
     }
 
-    /// One streamed model call; text is shown as it arrives.
-    async fn turn(&self, request: ChatRequest) -> trellis_llm::Result<Completion> {
+    /// One streamed model call; text and thinking are reported as they arrive.
+    async fn turn(&self, request: ChatRequest, turn: u32) -> trellis_llm::Result<Completion> {
         let stream = self.provider.stream(request, self.cancel.clone());
-        let completion = collect_with(stream, |event| {
-            if let StreamEvent::TextDelta { text } = event {
-                self.emit(AgentEvent::Text {
-                    node: self.node.clone(),
-                    text: text.clone(),
-                });
-            }
+        collect_with(stream, |event| match event {
+            StreamEvent::TextDelta { text } => self.send(SessionEvent::MessageDelta {
+                turn,
+                text: text.clone(),
+            }),
+            StreamEvent::ThinkingDelta { text } => self.send(SessionEvent::ThoughtDelta {
+                turn,
+                text: text.clone(),
+            }),
+            _ => {}
         })
-        .await?;
-        if !completion.text.is_empty() {
-            // Ends the streamed line, so the progress printer shows it now.
-            self.emit(AgentEvent::Text {
-                node: self.node.clone(),
-                text: "\n".into(),
-            });
-        }
-        Ok(completion)
+        .await
     }
 
-    /// Runs `calls[next..]`, appending their results; returns an interrupt if one waits for
-    /// the user.
+    /// Runs `calls[next..]` (asked for by turn `turn`), appending their results; returns an
+    /// interrupt if one waits for the user.
     async fn execute(
         &self,
         st: &mut Saved,
         calls: Vec<ToolCall>,
         next: usize,
+        turn: u32,
     ) -> Result<Option<AgentOutcome>> {
         for i in next..calls.len() {
             let call = &calls[i];
             if self.cancel.is_cancelled() {
                 return Err(Error::Cancelled);
             }
-            self.emit(AgentEvent::ToolCall {
-                node: self.node.clone(),
-                tool: call.name.clone(),
-                args: truncate(&call.arguments, 160),
-            });
-            let content = match call.arguments_json() {
-                Err(e) => format!(
-                    "error: the arguments of `{}` are not valid JSON ({e}); call it again with a JSON object",
-                    call.name
+            let args = call.arguments_json();
+            self.emit(
+                st,
+                SessionEvent::ToolStarted {
+                    turn,
+                    call_id: call.id.clone(),
+                    name: call.name.clone(),
+                    input: match &args {
+                        Ok(v) => v.clone(),
+                        Err(_) => Value::String(call.arguments.clone()),
+                    },
+                },
+            );
+            let clock = Instant::now();
+            let (content, status) = match args {
+                Err(e) => (
+                    format!(
+                        "error: the arguments of `{}` are not valid JSON ({e}); call it again with a JSON object",
+                        call.name
+                    ),
+                    ToolStatus::Error,
                 ),
                 Ok(args) => {
                     let result = self
@@ -372,154 +541,60 @@ impl AgentRun {
                             self.cancel.clone(),
                         )
                         .await;
+                    let status = status_of(&result);
                     if result.cancelled {
+                        self.emit(
+                            st,
+                            tool_completed(turn, call, result.content, status, clock),
+                        );
                         return Err(Error::Cancelled);
                     }
                     if let Some(pending) = self.gate.as_ref().and_then(|g| g.take_pending()) {
+                        // The call runs again (a new `ToolStarted`) once the user answered.
                         let interrupt = pending.interrupt(&self.node);
                         st.waiting = Waiting::Tools {
                             calls: calls.clone(),
                             next: i,
+                            turn,
                         };
                         let scratch =
                             serde_json::to_value(&*st).map_err(|e| Error::Resume(e.to_string()))?;
+                        st.waiting = Waiting::Nothing;
                         return Ok(Some(AgentOutcome::Interrupted { interrupt, scratch }));
                     }
-                    self.emit(AgentEvent::ToolResult {
-                        node: self.node.clone(),
-                        tool: call.name.clone(),
-                        ok: !result.is_error,
-                        summary: truncate(result.content.lines().next().unwrap_or_default(), 160),
-                    });
                     if result.is_error {
-                        format!("error: {}", result.content)
+                        (format!("error: {}", result.content), status)
                     } else {
-                        result.content
+                        (result.content, status)
                     }
                 }
             };
+            self.emit(
+                st,
+                tool_completed(turn, call, content.clone(), status, clock),
+            );
             st.tool_calls += 1;
             st.messages
                 .push(Message::tool_result(call.id.clone(), content));
         }
         Ok(None)
     }
-
-    fn budget_interrupt(&self, mut st: Saved, exceeded: BudgetExceeded) -> AgentOutcome {
-        let interrupt = Interrupt {
-            kind: InterruptKind::Approval,
-            prompt: format!(
-                "{}: {exceeded}. Grant {:.0} more (yes), a specific amount ({{\"grant\": N}}), or stop this stage (no)?",
-                self.node,
-                default_grant(&exceeded)
-            ),
-            data: json!({ "budget": exceeded }),
-        };
-        st.waiting = Waiting::Budget { exceeded };
-        AgentOutcome::Interrupted {
-            interrupt,
-            scratch: serde_json::to_value(&st).unwrap_or(Value::Null),
-        }
-    }
-
-    fn budget_refused(&self, st: &Saved, exceeded: &BudgetExceeded) -> AgentReport {
-        AgentReport {
-            report: StageReport {
-                failure: true,
-                output: format!("stopped: {exceeded}; the user did not grant more budget"),
-                ..StageReport::default()
-            },
-            turns: st.turns,
-            tool_calls: st.tool_calls,
-            usage: st.usage,
-            notes: vec!["budget refused".into()],
-        }
-    }
-
-    /// Parses the final answer, or asks once for a structured report.
-    async fn finish(&self, mut st: Saved, text: String, forced: bool) -> Result<AgentOutcome> {
-        let mut notes = Vec::new();
-        if !forced {
-            match normalise::<StageReport>(&text, NormaliseOptions::default()) {
-                Ok(n) => {
-                    notes.extend(n.repairs.iter().map(|r| format!("repaired: {r:?}")));
-                    return Ok(AgentOutcome::Done(AgentReport {
-                        report: n.value,
-                        turns: st.turns,
-                        tool_calls: st.tool_calls,
-                        usage: st.usage,
-                        notes,
-                    }));
-                }
-                Err(e) => {
-                    self.note(format!(
-                        "final answer is not a report ({e}); asking for one"
-                    ));
-                    notes.push(format!("final answer was not a report: {e}"));
-                    st.messages.push(Message::assistant(text.clone()));
-                }
-            }
-        }
-        st.messages.push(Message::user(format!(
-            "{}Report your result now as the JSON object described in OUTPUT FORMAT (no tool calls).",
-            if forced {
-                "You have used all your turns. "
-            } else {
-                ""
-            }
-        )));
-        let request = ChatRequest::new(st.messages.clone());
-        match complete_structured::<StageReport>(
-            self.provider.as_ref(),
-            request,
-            StructuredOptions::default(),
-            self.cancel.clone(),
-        )
-        .await
-        {
-            Ok(answer) => {
-                for c in &answer.completions {
-                    st.usage.add(&c.usage);
-                }
-                notes.extend(answer.repairs.iter().map(|r| format!("repaired: {r:?}")));
-                Ok(AgentOutcome::Done(AgentReport {
-                    report: answer.value,
-                    turns: st.turns + answer.completions.len() as u32,
-                    tool_calls: st.tool_calls,
-                    usage: st.usage,
-                    notes,
-                }))
-            }
-            Err(trellis_llm::Error::Budget(exceeded)) => Ok(self.budget_interrupt(st, exceeded)),
-            Err(trellis_llm::Error::Cancelled) => Err(Error::Cancelled),
-            Err(trellis_llm::Error::Structured(e)) if !text.trim().is_empty() => {
-                // The model keeps answering in prose: keep its words as the output rather
-                // than losing the work, and say so.
-                notes.push(format!("no structured report ({e}); kept the prose answer"));
-                Ok(AgentOutcome::Done(AgentReport {
-                    report: StageReport {
-                        failure: false,
-                        output: text,
-                        ..StageReport::default()
-                    },
-                    turns: st.turns,
-                    tool_calls: st.tool_calls,
-                    usage: st.usage,
-                    notes,
-                }))
-            }
-            Err(e) => Err(e.into()),
-        }
-    }
 }
 
-/// An explicit grant in an answer: `{"grant": N}` or a bare number.
-fn grant_of(answer: &Answer) -> Option<f64> {
-    match &answer.0 {
-        Value::Number(n) => n.as_f64(),
-        Value::Object(m) => m.get("grant").and_then(Value::as_f64),
-        Value::String(s) => s.trim().parse().ok(),
-        _ => None,
+/// The `ToolCompleted` event of `call`.
+fn tool_completed(
+    turn: u32,
+    call: &ToolCall,
+    output: String,
+    status: ToolStatus,
+    clock: Instant,
+) -> SessionEvent {
+    SessionEvent::ToolCompleted {
+        turn,
+        call_id: call.id.clone(),
+        name: call.name.clone(),
+        output,
+        status,
+        duration_ms: u64::try_from(clock.elapsed().as_millis()).unwrap_or(u64::MAX),
     }
-    .filter(|g| *g > 0.0)
 }

@@ -22,7 +22,9 @@ pub mod retrieval;
 pub mod roles;
 pub mod usage;
 
-pub use agent::{AgentEvent, AgentOutcome, AgentReport, AgentRun, EventSink};
+pub use agent::{
+    AgentOutcome, AgentReport, AgentRun, INTERRUPTED_TOOL, Inbox, Resume, SessionSink, SinkFactory,
+};
 pub use config::{AgentsConfig, RetrievalAgentConfig};
 pub use error::{Error, Result};
 pub use interaction::{GraphInteraction, PendingInput};

@@ -1,2 +1,3 @@
+mod agent_loop;
 mod retrieval;
 mod retrieval_adaptive;

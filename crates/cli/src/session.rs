@@ -10,10 +10,12 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
-use trellis_agents::{AgentEvent, DecidedBy, EventSink, Orchestration};
+use trellis_agents::{DecidedBy, Orchestration, SessionSink, SinkFactory};
 use trellis_core::{InputMode, RunOptions, Runtime};
 use trellis_graph::{RunHandle, RunOutcome};
-use trellis_protocol::{Answer, Command, Interrupt, InterruptKind, NodeId, RunId, RunStatus};
+use trellis_protocol::{
+    Answer, Command, Interrupt, InterruptKind, NodeId, RunId, RunStatus, SessionEvent, ToolStatus,
+};
 use trellis_store::Store;
 use trellis_workflow::Plan;
 
@@ -37,65 +39,97 @@ impl Terminal {
 }
 
 /// Prints agent progress: streamed model text per node (line by line, so it does not mix
-/// with the stage lines), tool calls and their results, notes.
-pub fn printer(json: bool) -> Option<EventSink> {
+/// with the stage lines), tool calls and their results, messages received, notes. The
+/// factory gives each node's activation a sink that knows the node (a [`SessionEvent`] does
+/// not name it); all sinks share the unfinished lines.
+pub fn printer(json: bool) -> Option<SinkFactory> {
     if json {
         return None;
     }
     // Text of each node not yet printed (an unfinished line).
-    let pending: Mutex<Vec<(String, String)>> = Mutex::new(Vec::new());
-    let flush_node = |out: &mut std::io::StdoutLock<'_>, node: &str, text: &str| {
+    let pending: Arc<Mutex<Vec<(String, String)>>> = Arc::default();
+    Some(Arc::new(move |node: &NodeId| -> SessionSink {
+        let pending = Arc::clone(&pending);
+        let node = node.to_string();
+        Arc::new(move |e: SessionEvent| {
+            let mut out = std::io::stdout().lock();
+            print_event(&mut out, &pending, &node, e);
+        })
+    }))
+}
+
+/// Prints one event of `node` to `out`; `pending` holds every node's unfinished line.
+fn print_event(
+    out: &mut dyn Write,
+    pending: &Mutex<Vec<(String, String)>>,
+    node: &str,
+    e: SessionEvent,
+) {
+    let flush_node = |out: &mut dyn Write, text: &str| {
         for line in text.lines().filter(|l| !l.trim().is_empty()) {
             let _ = writeln!(out, "    [{node}] {line}");
         }
     };
-    Some(Arc::new(move |e: AgentEvent| {
-        let mut out = std::io::stdout().lock();
-        let Ok(mut pending) = pending.lock() else {
-            return;
+    let Ok(mut pending) = pending.lock() else {
+        return;
+    };
+    if let SessionEvent::MessageDelta { text, .. } = &e {
+        let i = match pending.iter().position(|(n, _)| n == node) {
+            Some(i) => i,
+            None => {
+                pending.push((node.to_owned(), String::new()));
+                pending.len() - 1
+            }
         };
-        match e {
-            AgentEvent::Text { node, text } => {
-                let i = match pending.iter().position(|(n, _)| *n == node) {
-                    Some(i) => i,
-                    None => {
-                        pending.push((node.clone(), String::new()));
-                        pending.len() - 1
-                    }
-                };
-                pending[i].1.push_str(&text);
-                if let Some(cut) = pending[i].1.rfind('\n') {
-                    let done: String = pending[i].1.drain(..=cut).collect();
-                    flush_node(&mut out, &node, &done);
-                }
-            }
-            other => {
-                let node = match &other {
-                    AgentEvent::ToolCall { node, .. }
-                    | AgentEvent::ToolResult { node, .. }
-                    | AgentEvent::Note { node, .. }
-                    | AgentEvent::Text { node, .. } => node.clone(),
-                };
-                if let Some(i) = pending.iter().position(|(n, _)| *n == node) {
-                    let (_, rest) = pending.remove(i);
-                    flush_node(&mut out, &node, &rest);
-                }
-                let _ = match other {
-                    AgentEvent::ToolCall { tool, args, .. } => {
-                        writeln!(out, "    [{node}] → {tool} {args}")
-                    }
-                    AgentEvent::ToolResult { ok, summary, .. } => writeln!(
-                        out,
-                        "    [{node}]   {} {summary}",
-                        if ok { "ok" } else { "error:" }
-                    ),
-                    AgentEvent::Note { text, .. } => writeln!(out, "    [{node}] note: {text}"),
-                    AgentEvent::Text { .. } => Ok(()),
-                };
-            }
+        pending[i].1.push_str(text);
+        if let Some(cut) = pending[i].1.rfind('\n') {
+            let done: String = pending[i].1.drain(..=cut).collect();
+            flush_node(out, &done);
         }
         let _ = out.flush();
-    }))
+        return;
+    }
+    // Anything else ends the node's streamed text.
+    if let Some(i) = pending.iter().position(|(n, _)| n == node) {
+        let (_, rest) = pending.remove(i);
+        flush_node(out, &rest);
+    }
+    let first_line =
+        |text: &str| crate::display::truncate(text.lines().next().unwrap_or_default(), 160);
+    let _ = match e {
+        SessionEvent::ToolStarted { name, input, .. } => {
+            let args = match input {
+                Value::String(s) => s,
+                other => other.to_string(),
+            };
+            writeln!(
+                out,
+                "    [{node}] → {name} {}",
+                crate::display::truncate(&args, 160)
+            )
+        }
+        SessionEvent::ToolCompleted { output, status, .. } => {
+            let (label, text) = match status {
+                ToolStatus::Ok => ("ok", output.as_str()),
+                ToolStatus::Error | ToolStatus::Denied => {
+                    ("error:", output.strip_prefix("error: ").unwrap_or(&output))
+                }
+                ToolStatus::Interrupted => ("interrupted:", ""),
+                ToolStatus::Cancelled => ("cancelled", ""),
+            };
+            writeln!(out, "    [{node}]   {label} {}", first_line(text))
+        }
+        SessionEvent::MessagesReceived { texts, .. } => {
+            let mut r = Ok(());
+            for t in texts {
+                r = r.and(writeln!(out, "    [{node}] ← {}", first_line(&t)));
+            }
+            r
+        }
+        SessionEvent::Note { text } => writeln!(out, "    [{node}] note: {text}"),
+        _ => Ok(()),
+    };
+    let _ = out.flush();
 }
 
 /// Prints the orchestrator's decisions and the plan.
@@ -484,4 +518,93 @@ pub async fn run(
         );
     }
     drive_run(runtime, handle, term).await
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[test]
+    fn the_printer_shows_text_by_line_tool_calls_and_notes_per_node() {
+        let pending = Mutex::new(Vec::new());
+        let mut out = Vec::new();
+        let events = [
+            (
+                "code",
+                SessionEvent::MessageDelta {
+                    turn: 1,
+                    text: "Reading ".into(),
+                },
+            ),
+            (
+                "test",
+                SessionEvent::Note {
+                    text: "index up to date".into(),
+                },
+            ),
+            (
+                "code",
+                SessionEvent::MessageDelta {
+                    turn: 1,
+                    text: "the file.\nThen ".into(),
+                },
+            ),
+            (
+                "code",
+                SessionEvent::ThoughtDelta {
+                    turn: 1,
+                    text: "hidden".into(),
+                },
+            ),
+            (
+                "code",
+                SessionEvent::TurnCompleted {
+                    turn: 1,
+                    message: Value::Null,
+                    usage: Default::default(),
+                },
+            ),
+            (
+                "code",
+                SessionEvent::ToolStarted {
+                    turn: 1,
+                    call_id: "c1".into(),
+                    name: "read_file".into(),
+                    input: json!({ "path": "a.rs" }),
+                },
+            ),
+            (
+                "code",
+                SessionEvent::ToolCompleted {
+                    turn: 1,
+                    call_id: "c1".into(),
+                    name: "read_file".into(),
+                    output: "error: no such file\nmore".into(),
+                    status: ToolStatus::Error,
+                    duration_ms: 3,
+                },
+            ),
+            (
+                "code",
+                SessionEvent::MessagesReceived {
+                    turn: 2,
+                    texts: vec!["user: use b.rs".into()],
+                },
+            ),
+        ];
+        for (node, e) in events {
+            print_event(&mut out, &pending, node, e);
+        }
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "    [test] note: index up to date\n\
+             \x20   [code] Reading the file.\n\
+             \x20   [code] Then \n\
+             \x20   [code] → read_file {\"path\":\"a.rs\"}\n\
+             \x20   [code]   error: no such file\n\
+             \x20   [code] ← user: use b.rs\n"
+        );
+    }
 }

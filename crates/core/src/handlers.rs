@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use trellis_agents::prompt::{
     ContextKind, context_messages, earlier_stages, system_prompt, task_text,
 };
-use trellis_agents::{AgentOutcome, AgentReport, AgentRun, GraphInteraction, RoleSpec};
+use trellis_agents::{AgentOutcome, AgentReport, AgentRun, GraphInteraction, Resume, RoleSpec};
 use trellis_graph::{NodeContext, NodeError, NodeHandler, NodeOutput};
 use trellis_llm::{CallScope, Message};
 use trellis_protocol::RunId;
@@ -105,7 +105,7 @@ impl RunContext {
         self: Arc<Self>,
         stage: StageContext,
         agent: AgentSpec,
-        mut ctx: NodeContext,
+        ctx: NodeContext,
     ) -> Result<NodeOutput, NodeError> {
         let role: RoleSpec = self
             .runtime
@@ -160,8 +160,9 @@ impl RunContext {
                 None => String::new(),
             }
         };
-        let mut user_messages: Vec<String> = ctx.messages.iter().map(|m| m.text.clone()).collect();
-        user_messages.extend(ctx.drain_mailbox().into_iter().map(|m| m.text));
+        // Messages buffered before the node started are context; those that arrive while it
+        // runs reach the agent through its inbox (the node's mailbox) before its next call.
+        let user_messages: Vec<String> = ctx.messages.iter().map(|m| m.text.clone()).collect();
         let parts = vec![
             (ContextKind::Project, self.project_text()),
             (
@@ -198,19 +199,25 @@ impl RunContext {
             ledger: Some(self.ledger.clone()),
             messages,
             max_turns,
-            events: self.options.events.clone(),
+            events: self.options.events.as_ref().map(|sinks| sinks(&ctx.node)),
+            inbox: Some(Box::new(ctx.mailbox)),
+            first_turn: 1,
+            attempt: ctx.attempt,
             cancel: ctx.cancel.clone(),
         };
-        let resume = ctx
-            .resume
-            .as_ref()
-            .map(|r| (r.scratch.clone(), r.answer.clone()));
+        let resume = match &ctx.resume {
+            Some(r) => Resume::Interrupt {
+                scratch: r.scratch.clone(),
+                answer: r.answer.clone(),
+            },
+            None => Resume::Fresh,
+        };
         match run.run(resume).await {
             Ok(AgentOutcome::Interrupted { interrupt, scratch }) => {
                 Ok(NodeOutput::interrupt_with(interrupt, scratch))
             }
             Ok(AgentOutcome::Done(report)) => {
-                self.finish(&stage_name, &agent.agent, &role, report, &env, &ctx)
+                self.finish(&stage_name, &agent.agent, &role, report, &env, &ctx.cancel)
                     .await
             }
             Err(trellis_agents::Error::Cancelled) => Err(NodeError::new("cancelled")),
@@ -226,7 +233,7 @@ impl RunContext {
         role: &RoleSpec,
         rep: AgentReport,
         env: &ToolEnv,
-        ctx: &NodeContext,
+        cancel: &tokio_util::sync::CancellationToken,
     ) -> Result<NodeOutput, NodeError> {
         let mut report = rep.report;
         let mut notes = rep.notes;
@@ -243,7 +250,7 @@ impl RunContext {
                         &env,
                         cmd,
                         self.runtime.agents.test_timeout().as_secs(),
-                        ctx.cancel.clone(),
+                        cancel.clone(),
                     )
                     .await;
                     if report.failure == run.passed {

@@ -10,9 +10,10 @@
 //!                                      └ interrupts: approvals, questions, budgets
 //! ```
 //!
-//! Front-ends (the CLI, later the server and ACP) call [`Runtime`]; they show
-//! [`AgentEvent`](trellis_agents::AgentEvent)s and engine events, answer interrupts, and
-//! end with the batched review of the run's change set.
+//! Front-ends (the CLI, later the server and ACP) call [`Runtime`]; they show the agents'
+//! [`SessionEvent`](trellis_protocol::SessionEvent)s (through [`RunOptions::events`]) and
+//! engine events, answer interrupts, and end with the batched review of the run's change
+//! set.
 
 mod error;
 mod handlers;
@@ -26,7 +27,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use trellis_agents::{
-    AgentsConfig, EventSink, Orchestration, Overrides, ProjectContext, RoleCatalog, orchestrate,
+    AgentsConfig, Orchestration, Overrides, ProjectContext, RoleCatalog, SinkFactory, orchestrate,
 };
 use trellis_config::{Config, LoadOptions};
 use trellis_graph::{Engine, RunHandle};
@@ -60,8 +61,9 @@ pub enum InputMode {
 pub struct RunOptions {
     /// How interrupts are answered.
     pub input: InputMode,
-    /// Where agent progress goes.
-    pub events: Option<EventSink>,
+    /// Where the session events of agent and retrieval nodes go: called with the node's id
+    /// once per activation, the sink it returns gets that activation's events.
+    pub events: Option<SinkFactory>,
 }
 
 /// The loaded configuration, catalogs and stores of one workspace.

@@ -16,10 +16,11 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use trellis_agents::retrieval::strategy_of;
-use trellis_agents::{AgentEvent, RetrievalAgent, RetrievalOptions, StagePack};
+use trellis_agents::{RetrievalAgent, RetrievalOptions, SessionSink, StagePack};
 use trellis_graph::{NodeContext, NodeError, NodeHandler, NodeOutput};
 use trellis_index::RetrievalStrategyConfig;
 use trellis_llm::CallScope;
+use trellis_protocol::{NodeId, SessionEvent};
 use trellis_workflow::{Plan, StageContext};
 
 use crate::handlers::{RunContext, clip};
@@ -61,13 +62,9 @@ fn stored(pack: &StagePack) -> Value {
 }
 
 impl RunContext {
-    fn note(&self, node: &str, text: String) {
-        if let Some(sink) = &self.options.events {
-            sink(AgentEvent::Note {
-                node: node.to_owned(),
-                text,
-            });
-        }
+    /// The session sink of `node`'s activation, if progress is wanted.
+    fn sink(&self, node: &NodeId) -> Option<SessionSink> {
+        self.options.events.as_ref().map(|sinks| sinks(node))
     }
 
     /// The run's retrieval agent (built on first use).
@@ -150,38 +147,38 @@ pub(crate) fn upfront(me: Option<Arc<RunContext>>, plan: &Plan) -> Option<Arc<dy
             let Some(me) = me else {
                 return Err(NodeError::new("the run's context is gone"));
             };
-            let node = ctx.node.to_string();
+            let sink = me.sink(&ctx.node);
+            let note = |text: String| {
+                if let Some(sink) = &sink {
+                    sink(SessionEvent::Note { text });
+                }
+            };
             if me.runtime.agents.retrieval.disabled {
-                me.note(
-                    &node,
-                    "retrieval is disabled ([agents.retrieval] disabled)".into(),
-                );
+                note("retrieval is disabled ([agents.retrieval] disabled)".into());
                 return Ok(NodeOutput::success().result(json!({ "disabled": true })));
             }
             let strategy = match strategy {
                 Ok(s) if s.enabled => s,
                 Ok(_) => return Ok(NodeOutput::success().result(json!({ "disabled": true }))),
                 Err(e) => {
-                    me.note(&node, format!("invalid retrieval strategy: {e}"));
+                    note(format!("invalid retrieval strategy: {e}"));
                     return Ok(NodeOutput::success().result(json!({ "error": e })));
                 }
             };
             let agent = match me.retrieval_agent().await {
                 Ok(a) => a,
                 Err(e) => {
-                    me.note(&node, format!("retrieval unavailable: {e}"));
+                    note(format!("retrieval unavailable: {e}"));
                     return Ok(NodeOutput::success().result(json!({ "error": e })));
                 }
             };
-            let progress_node = node.clone();
-            let sink = me.options.events.clone();
+            let progress_sink = sink.clone();
             let progress: trellis_agents::retrieval::ProgressFn =
                 Arc::new(move |p: trellis_index::Progress| {
                     if let (Some(sink), trellis_index::Progress::Scanned { files, stale }) =
-                        (&sink, &p)
+                        (&progress_sink, &p)
                     {
-                        sink(AgentEvent::Note {
-                            node: progress_node.clone(),
+                        sink(SessionEvent::Note {
                             text: format!(
                                 "indexing: {files} files, {stale} changed since last time"
                             ),
@@ -192,14 +189,11 @@ pub(crate) fn upfront(me: Option<Arc<RunContext>>, plan: &Plan) -> Option<Arc<dy
                 .prepare(&strategy, Some(progress), ctx.cancel.clone())
                 .await
             {
-                Ok(stats) => me.note(
-                    &node,
-                    format!(
-                        "index up to date: {} files ({} re-indexed), {} symbols, {} sections",
-                        stats.files, stats.files_indexed, stats.symbols, stats.sections
-                    ),
-                ),
-                Err(e) => me.note(&node, format!("index update failed: {e}")),
+                Ok(stats) => note(format!(
+                    "index up to date: {} files ({} re-indexed), {} symbols, {} sections",
+                    stats.files, stats.files_indexed, stats.symbols, stats.sections
+                )),
+                Err(e) => note(format!("index update failed: {e}")),
             }
             match agent
                 .upfront(&task, &strategy, &stages, ctx.cancel.clone())
@@ -209,15 +203,12 @@ pub(crate) fn upfront(me: Option<Arc<RunContext>>, plan: &Plan) -> Option<Arc<dy
                     let mut context = serde_json::Map::new();
                     let mut summary = serde_json::Map::new();
                     for (stage, pack) in &packs {
-                        me.note(
-                            &node,
-                            format!(
-                                "{stage}: {} items, {}/{} tokens",
-                                pack.items.len(),
-                                pack.used_tokens,
-                                pack.budget_tokens
-                            ),
-                        );
+                        note(format!(
+                            "{stage}: {} items, {}/{} tokens",
+                            pack.items.len(),
+                            pack.used_tokens,
+                            pack.budget_tokens
+                        ));
                         context.insert(stage.clone(), stored(pack));
                         summary.insert(
                             stage.clone(),
@@ -230,7 +221,7 @@ pub(crate) fn upfront(me: Option<Arc<RunContext>>, plan: &Plan) -> Option<Arc<dy
                 }
                 Err(trellis_agents::RetrievalError::Cancelled) => Err(NodeError::new("cancelled")),
                 Err(e) => {
-                    me.note(&node, format!("upfront retrieval failed: {e}"));
+                    note(format!("upfront retrieval failed: {e}"));
                     Ok(NodeOutput::success().result(json!({ "error": e.to_string() })))
                 }
             }
@@ -250,7 +241,12 @@ pub(crate) fn adaptive(me: Option<Arc<RunContext>>, plan: &Plan) -> Arc<dyn Node
             let Some(me) = me else {
                 return Err(NodeError::new("the run's context is gone"));
             };
-            let node = ctx.node.to_string();
+            let sink = me.sink(&ctx.node);
+            let note = |text: String| {
+                if let Some(sink) = &sink {
+                    sink(SessionEvent::Note { text });
+                }
+            };
             let failed = ctx.input["failed_stage"]
                 .as_str()
                 .unwrap_or_default()
@@ -287,15 +283,12 @@ pub(crate) fn adaptive(me: Option<Arc<RunContext>>, plan: &Plan) -> Arc<dyn Node
                 };
                 match pack {
                     Ok(pack) => {
-                        me.note(
-                            &node,
-                            format!(
-                                "{} items for {retry} ({} tokens) from queries {:?}",
-                                pack.items.len(),
-                                pack.used_tokens,
-                                pack.queries
-                            ),
-                        );
+                        note(format!(
+                            "{} items for {retry} ({} tokens) from queries {:?}",
+                            pack.items.len(),
+                            pack.used_tokens,
+                            pack.queries
+                        ));
                         text.push('\n');
                         text.push_str(&pack.render());
                         result["queries"] = json!(pack.queries);
@@ -306,7 +299,7 @@ pub(crate) fn adaptive(me: Option<Arc<RunContext>>, plan: &Plan) -> Arc<dyn Node
                         return Err(NodeError::new(format!("cancelled ({e})")));
                     }
                     Err(e) => {
-                        me.note(&node, format!("adaptive retrieval failed: {e}"));
+                        note(format!("adaptive retrieval failed: {e}"));
                         result["error"] = json!(e);
                     }
                 }
