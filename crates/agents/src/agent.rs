@@ -92,6 +92,9 @@ pub struct AgentRun {
     /// The node's activation number (in [`SessionEvent::PromptSet`] and
     /// [`SessionEvent::TurnStarted`]).
     pub attempt: u32,
+    /// Answer in free text (a conversation) instead of a typed stage report: the final
+    /// answer is the report's `output` as it is.
+    pub free_text: bool,
     /// Stops the agent.
     pub cancel: CancellationToken,
 }

@@ -43,6 +43,16 @@ impl ContextKind {
 
 /// The system prompt of `role`, offering `tools` (name, description).
 pub fn system_prompt(role: &RoleSpec, tools: &[(String, String)]) -> String {
+    prompt_with(role, tools, Some(&output_instruction()))
+}
+
+/// The system prompt of a conversational role (channel sessions): like [`system_prompt`],
+/// answering in prose instead of a typed report.
+pub fn chat_prompt(role: &RoleSpec, tools: &[(String, String)]) -> String {
+    prompt_with(role, tools, None)
+}
+
+fn prompt_with(role: &RoleSpec, tools: &[(String, String)], output: Option<&str>) -> String {
     let mut s = String::new();
     s.push_str("## ROLE\n");
     s.push_str(role.role.trim());
@@ -63,8 +73,10 @@ pub fn system_prompt(role: &RoleSpec, tools: &[(String, String)]) -> String {
             s.push_str(&format!("- {name}: {first}\n"));
         }
     }
-    s.push_str("\n## OUTPUT FORMAT\n");
-    s.push_str(&output_instruction());
+    if let Some(output) = output {
+        s.push_str("\n## OUTPUT FORMAT\n");
+        s.push_str(output);
+    }
     if !role.constraints.is_empty() {
         s.push_str("\n\n## CONSTRAINTS\n");
         for c in &role.constraints {

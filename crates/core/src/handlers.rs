@@ -8,10 +8,12 @@ use serde_json::{Value, json};
 use trellis_agents::prompt::{
     ContextKind, context_messages, earlier_stages, system_prompt, task_text,
 };
-use trellis_agents::{AgentOutcome, AgentReport, AgentRun, GraphInteraction, Resume, RoleSpec};
+use trellis_agents::{
+    AgentOutcome, AgentReport, AgentRun, GraphInteraction, Resume, RoleSpec, SessionSink,
+};
 use trellis_graph::{NodeContext, NodeError, NodeHandler, NodeOutput};
 use trellis_llm::{CallScope, Message};
-use trellis_protocol::RunId;
+use trellis_protocol::{RunId, SessionEvent};
 use trellis_tools::worktree::RunWorktree;
 use trellis_tools::{Interaction, NonInteractive, Registry, ToolEnv, Workspace};
 use trellis_workflow::{AgentSpec, Plan, StageContext, StageHandlers};
@@ -39,6 +41,28 @@ pub struct RunContext {
     /// The retrieval agent, built on first use.
     pub(crate) retrieval: tokio::sync::OnceCell<Arc<trellis_agents::RetrievalAgent>>,
     me: Weak<RunContext>,
+}
+
+/// An activation's session: where its events go, its next turn number, and what it
+/// recorded before a crash.
+struct Opened {
+    sink: Option<SessionSink>,
+    first_turn: u32,
+    recorded: Vec<SessionEvent>,
+}
+
+/// Passes events on to `sink`, noting the paths that write tools were called on.
+fn watch_writes(sink: SessionSink, touched: Arc<std::sync::Mutex<Vec<String>>>) -> SessionSink {
+    Arc::new(move |e: SessionEvent| {
+        if let SessionEvent::ToolStarted { name, input, .. } = &e
+            && trellis_tools::registry::WRITE_TOOLS.contains(&name.as_str())
+            && let Some(path) = input.get("path").and_then(Value::as_str)
+            && let Ok(mut t) = touched.lock()
+        {
+            t.push(path.to_owned());
+        }
+        sink(e)
+    })
 }
 
 /// Cuts `text` to `max` bytes on a char boundary.
@@ -189,6 +213,17 @@ impl RunContext {
             .max_turns
             .min(self.runtime.agents.max_turns.unwrap_or(u32::MAX))
             .max(1);
+        let opened = self.open_session(&ctx.node, &role.name, ctx.attempt).await?;
+        let touched: Arc<std::sync::Mutex<Vec<String>>> = Arc::default();
+        let sink = opened.sink.map(|sink| watch_writes(sink, touched.clone()));
+        // What the worktree looked like before this activation: pruning it restores that.
+        let snapshot = {
+            let wt = self.worktree.clone();
+            tokio::task::spawn_blocking(move || wt.snapshot())
+                .await
+                .map_err(node_error)?
+                .map_err(node_error)?
+        };
         let run = AgentRun {
             node: node.clone(),
             role: role.clone(),
@@ -199,29 +234,105 @@ impl RunContext {
             ledger: Some(self.ledger.clone()),
             messages,
             max_turns,
-            events: self.options.events.as_ref().map(|sinks| sinks(&ctx.node)),
+            events: sink.clone(),
             inbox: Some(Box::new(ctx.mailbox)),
-            first_turn: 1,
+            first_turn: opened.first_turn,
             attempt: ctx.attempt,
+            free_text: false,
             cancel: ctx.cancel.clone(),
         };
-        let resume = match &ctx.resume {
-            Some(r) => Resume::Interrupt {
-                scratch: r.scratch.clone(),
-                answer: r.answer.clone(),
-            },
-            None => Resume::Fresh,
+        let resume = Resume::choose(
+            ctx.attempt,
+            ctx.resume
+                .as_ref()
+                .map(|r| (r.scratch.clone(), r.answer.clone())),
+            opened.recorded,
+        );
+        let emit = |e: SessionEvent| {
+            if let Some(sink) = &sink {
+                sink(e);
+            }
         };
         match run.run(resume).await {
             Ok(AgentOutcome::Interrupted { interrupt, scratch }) => {
                 Ok(NodeOutput::interrupt_with(interrupt, scratch))
             }
             Ok(AgentOutcome::Done(report)) => {
-                self.finish(&stage_name, &agent.agent, &role, report, &env, &ctx.cancel)
-                    .await
+                let out = self
+                    .finish(&stage_name, &agent.agent, &role, report, &env, &ctx.cancel)
+                    .await;
+                match &out {
+                    Ok(o) => emit(SessionEvent::SessionCompleted {
+                        output: o.recorded().clone(),
+                    }),
+                    Err(e) => emit(SessionEvent::SessionError {
+                        error: e.to_string(),
+                    }),
+                }
+                out
             }
-            Err(trellis_agents::Error::Cancelled) => Err(NodeError::new("cancelled")),
-            Err(e) => Ok(NodeOutput::failure(format!("{}: {e}", agent.agent))),
+            Err(trellis_agents::Error::Cancelled) => {
+                // Pruned (or the run cancelled): undo what this activation did to the
+                // worktree. Alone in its stage it owns the worktree; beside sibling agents
+                // only the files it wrote are restored.
+                let only = (stage.agents.len() > 1).then(|| {
+                    touched
+                        .lock()
+                        .map(|t| t.clone())
+                        .unwrap_or_default()
+                });
+                let wt = self.worktree.clone();
+                let restored = tokio::task::spawn_blocking(move || {
+                    wt.restore(&snapshot, only.as_deref())
+                })
+                .await
+                .map_err(node_error)?;
+                let note = match restored {
+                    Ok(paths) if paths.is_empty() => "cancelled; the worktree was unchanged".into(),
+                    Ok(paths) => format!("cancelled; rolled back {}", paths.join(", ")),
+                    Err(e) => format!("cancelled; rolling back the worktree failed: {e}"),
+                };
+                emit(SessionEvent::Note { text: note.clone() });
+                emit(SessionEvent::SessionError {
+                    error: "cancelled".into(),
+                });
+                Err(NodeError::new(note))
+            }
+            Err(e) => {
+                emit(SessionEvent::SessionError {
+                    error: e.to_string(),
+                });
+                Ok(NodeOutput::failure(format!("{}: {e}", agent.agent)))
+            }
+        }
+    }
+
+    /// The session of an agent activation: recorded through the service when there is
+    /// one (continuing its turn numbering and, after a crash, its conversation), else the
+    /// caller's sink.
+    async fn open_session(
+        &self,
+        node: &trellis_protocol::NodeId,
+        role: &str,
+        attempt: u32,
+    ) -> Result<Opened, NodeError> {
+        match &self.options.sessions {
+            Some(hub) => {
+                let o = hub
+                    .open_agent(&self.run, node, role, attempt, self.options.cause.clone())
+                    .await
+                    .map_err(node_error)?;
+                Ok(Opened {
+                    sink: Some(o.sink),
+                    first_turn: o.first_turn,
+                    recorded: o.recorded,
+                })
+            }
+            None => Ok(Opened {
+                sink: self.options.events.as_ref().map(|f| f(node)),
+                first_turn: 1,
+                recorded: Vec::new(),
+            }),
         }
     }
 

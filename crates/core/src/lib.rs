@@ -18,12 +18,12 @@
 mod error;
 mod handlers;
 mod retrieval;
+pub mod service;
 pub mod testcmd;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use trellis_agents::{
@@ -33,7 +33,8 @@ use trellis_config::{Config, LoadOptions};
 use trellis_graph::{Engine, RunHandle};
 use trellis_index::IndexConfig;
 use trellis_llm::ModelRegistry;
-use trellis_protocol::{Command, RunId};
+pub use trellis_protocol::InputMode;
+use trellis_protocol::{Budgets, Command, RunId, SubmissionId};
 use trellis_store::Store;
 use trellis_tools::worktree::RunWorktree;
 use trellis_tools::{Registry, ToolsConfig};
@@ -41,29 +42,23 @@ use trellis_workflow::{Catalog, Plan, assemble, compile};
 
 pub use error::{Error, Result};
 pub use handlers::RunContext;
-
-/// How interrupts are answered.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum InputMode {
-    /// Approvals and questions become graph interrupts: the run pauses until answered
-    /// (the terminal asks; `trellis runs resume --answer` answers later).
-    #[default]
-    Interrupts,
-    /// `--yes`: every `ask` is approved; questions are answered "decide yourself".
-    Approve,
-    /// `--no-input`: every `ask` is denied; questions are answered "decide yourself".
-    Deny,
-}
+use service::SessionHub;
 
 /// Options of a run.
 #[derive(Clone, Default)]
 pub struct RunOptions {
     /// How interrupts are answered.
     pub input: InputMode,
-    /// Where the session events of agent and retrieval nodes go: called with the node's id
-    /// once per activation, the sink it returns gets that activation's events.
+    /// Where the session events of agent and retrieval nodes go when there is no session
+    /// hub: called with the node's id once per activation, the sink it returns gets that
+    /// activation's events (not recorded).
     pub events: Option<SinkFactory>,
+    /// Limits for this run, over the configured budget.
+    pub budgets: Option<Budgets>,
+    /// The submission that started or resumed the run (every event it causes names it).
+    pub cause: Option<SubmissionId>,
+    /// Records every agent turn (the runtime service's sessions).
+    pub sessions: Option<Arc<SessionHub>>,
 }
 
 /// The loaded configuration, catalogs and stores of one workspace.
@@ -166,8 +161,13 @@ impl Runtime {
         self.store.put_change_set(worktree.record(now_ms()))?;
         let ctx = self.context(run.clone(), worktree, options)?;
         let graph = Arc::new(compile(plan, ctx.as_ref())?);
-        let handle =
-            Engine::new(self.store.clone()).start_as(run, graph, run_input(plan, orchestration))?;
+        let cause = ctx.options.cause.clone();
+        let handle = Engine::new(self.store.clone()).start_as_by(
+            run,
+            graph,
+            run_input(plan, orchestration),
+            cause,
+        )?;
         Ok((handle, ctx))
     }
 
@@ -189,7 +189,8 @@ impl Runtime {
         }
         let ctx = self.context(run.clone(), worktree, options)?;
         let graph = Arc::new(compile(&plan, ctx.as_ref())?);
-        let handle = Engine::new(self.store.clone()).resume(graph, run, commands)?;
+        let cause = ctx.options.cause.clone();
+        let handle = Engine::new(self.store.clone()).resume_by(graph, run, commands, cause)?;
         Ok((handle, ctx))
     }
 
@@ -223,8 +224,16 @@ impl Runtime {
         let registry = Arc::new(registry.with_sink(self.store.clone()));
         // Every model call is persisted (`model_calls`, `trellis runs usage`), and a resumed
         // run's ledger starts from what the run spent before.
-        let ledger =
-            trellis_agents::usage::run_ledger(&self.store, &run, self.models.budget().clone())?;
+        let mut budget = self.models.budget().clone();
+        if let Some(b) = &options.budgets {
+            if b.tokens.is_some() {
+                budget.run.tokens = b.tokens;
+            }
+            if b.cost_usd.is_some() {
+                budget.run.cost_usd = b.cost_usd;
+            }
+        }
+        let ledger = trellis_agents::usage::run_ledger(&self.store, &run, budget)?;
         Ok(RunContext::new(
             self.clone(),
             run,

@@ -205,7 +205,7 @@ pub enum Error {
     Closed(PathBuf),
     /// [`crate::Store::open_existing`] found no database file.
     #[error("no trellis store at {0} (nothing has run in this workspace yet)")]
-    NotFound(PathBuf),
+    NoStore(PathBuf),
 }
 
 /// The store's result type.

@@ -21,6 +21,20 @@ impl AgentRun {
         forced: bool,
     ) -> Result<AgentOutcome> {
         let mut notes = Vec::new();
+        if self.free_text && !forced {
+            // A conversation (channel sessions): the answer is the text itself.
+            return Ok(AgentOutcome::Done(AgentReport {
+                report: StageReport {
+                    failure: false,
+                    output: text,
+                    ..StageReport::default()
+                },
+                turns: st.turns,
+                tool_calls: st.tool_calls,
+                usage: st.usage,
+                notes,
+            }));
+        }
         if !forced {
             match normalise::<StageReport>(&text, NormaliseOptions::default()) {
                 Ok(n) => {

@@ -173,6 +173,7 @@ fn agent(s: Setup<'_>) -> AgentRun {
             .map(|r| Box::new(r) as Box<dyn trellis_agents::Inbox>),
         first_turn: s.first_turn,
         attempt: 1,
+        free_text: false,
         cancel: CancellationToken::new(),
     }
 }

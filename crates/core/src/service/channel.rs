@@ -78,11 +78,13 @@ impl Service {
             return Ok(c.clone());
         }
         let rec = self.runtime.store.session(session)?;
-        let Some(channel) = rec.channel.clone() else {
-            return Err(OpError::new(format!(
-                "session {session} belongs to an agent of run {}; message the node instead",
-                rec.run.map(|r| r.to_string()).unwrap_or_default()
-            )));
+        let channel = match rec.owner {
+            SessionOwner::Channel { channel } => channel,
+            SessionOwner::Agent { run, node, .. } => {
+                return Err(OpError::new(format!(
+                    "session {session} is agent `{node}` of run {run}; send the message to that node instead"
+                )));
+            }
         };
         let c = Arc::new(Channel::new(session.clone(), channel));
         lock(&self.channels).insert(session.clone(), c.clone());
@@ -100,7 +102,7 @@ impl Service {
         let cancel = self.shutdown.child_token();
         *lock(&channel.turn) = cancel.clone();
         let answer = super::discussion::answer(self, sub, &channel.id, &text, cancel).await?;
-        Ok(json!({ "session": session, "answer": answer }))
+        Ok(json!({ "session": session, "channel": channel.channel, "answer": answer }))
     }
 
     pub(crate) fn cancel_session(&self, session: &SessionId) -> OpResult {

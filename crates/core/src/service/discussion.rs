@@ -40,7 +40,7 @@ fn role() -> RoleSpec {
             "Say so when something is not in the repository.".into(),
         ],
         max_turns: 8,
-        ..RoleSpec::default()
+        run_tests: false,
     }
 }
 

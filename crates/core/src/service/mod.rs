@@ -18,7 +18,6 @@ mod runs;
 mod sessions;
 
 use std::collections::HashMap;
-use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
@@ -53,6 +52,12 @@ impl From<crate::Error> for OpError {
 
 impl From<trellis_store::Error> for OpError {
     fn from(e: trellis_store::Error) -> Self {
+        Self(e.to_string())
+    }
+}
+
+impl From<trellis_llm::Error> for OpError {
+    fn from(e: trellis_llm::Error) -> Self {
         Self(e.to_string())
     }
 }
@@ -344,6 +349,3 @@ pub(crate) async fn blocking<T: Send + 'static>(
         .await
         .map_err(|e| OpError::new(format!("internal error: {e}")))?
 }
-
-/// A future that is Send (for ops that hold no locks across awaits).
-pub(crate) type BoxFuture<'a, T> = std::pin::Pin<Box<dyn Future<Output = T> + Send + 'a>>;

@@ -31,7 +31,6 @@ pub(crate) struct StartRun {
 /// A run executing in this service.
 pub(crate) struct LiveRun {
     pub commands: RunCommands,
-    pub ctx: Arc<RunContext>,
     /// Becomes true when the run stops executing here.
     pub done: watch::Receiver<bool>,
     task: tokio::task::AbortHandle,
@@ -51,6 +50,7 @@ impl Service {
             budgets,
             cause: Some(sub.clone()),
             sessions: Some(self.hub.clone()),
+            events: None,
         }
     }
 
@@ -154,7 +154,7 @@ impl Service {
     }
 
     /// Publishes the run's events as they commit, and cleans up when it stops.
-    fn track(self: &Arc<Self>, mut handle: RunHandle, ctx: Arc<RunContext>) {
+    fn track(self: &Arc<Self>, mut handle: RunHandle, _ctx: Arc<RunContext>) {
         let run = handle.id().clone();
         let mut events = handle.subscribe();
         let commands = handle.commands();
@@ -208,7 +208,6 @@ impl Service {
             run,
             LiveRun {
                 commands,
-                ctx,
                 done,
                 task: task.abort_handle(),
             },

@@ -121,7 +121,7 @@ fn open_existing_creates_nothing_and_opens_what_is_there() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join(".trellis").join("trellis.db");
     let err = trellis_store::Store::open_existing(&path, Default::default()).unwrap_err();
-    assert!(matches!(&err, Error::NotFound(p) if *p == path), "{err}");
+    assert!(matches!(&err, Error::NoStore(p) if *p == path), "{err}");
     assert!(err.to_string().contains("nothing has run"), "{err}");
     assert!(!dir.path().join(".trellis").exists());
 
