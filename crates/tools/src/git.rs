@@ -39,6 +39,7 @@ const FIXED_CONFIG: &[&str] = &[
 pub struct Git {
     dir: PathBuf,
     index: Option<PathBuf>,
+    envs: Vec<(String, String)>,
 }
 
 impl Git {
@@ -47,6 +48,7 @@ impl Git {
         Self {
             dir: dir.into(),
             index: None,
+            envs: Vec::new(),
         }
     }
 
@@ -55,7 +57,15 @@ impl Git {
         Self {
             dir: self.dir.clone(),
             index: Some(index.into()),
+            envs: self.envs.clone(),
         }
+    }
+
+    /// The same, with the environment variable `key` set to `value` for every call.
+    pub fn with_env(&self, key: &str, value: &str) -> Self {
+        let mut git = self.clone();
+        git.envs.push((key.to_owned(), value.to_owned()));
+        git
     }
 
     /// The directory.
@@ -87,6 +97,9 @@ impl Git {
         }
         if let Some(index) = &self.index {
             c.env("GIT_INDEX_FILE", index);
+        }
+        for (k, v) in &self.envs {
+            c.env(k, v);
         }
         c
     }

@@ -9,6 +9,10 @@
 //! inside `.git` are objects, the branch ref and git's own worktree bookkeeping
 //! (`.git/worktrees/<id>`). `.trellis/` carries a `.gitignore` of `*`, so neither the store
 //! nor the worktrees ever show up in the user's `git status`.
+//!
+//! [`RunWorktree::snapshot`] and [`RunWorktree::restore`] record the worktree's state
+//! (branch tip and every non-ignored file) and roll it back to that state byte for byte,
+//! undoing commits made since: what pruning a running agent needs.
 
 use std::path::{Path, PathBuf};
 
@@ -17,6 +21,10 @@ use trellis_store::ChangeSetRecord;
 
 use crate::error::{Error, Result};
 use crate::git::Git;
+
+mod rollback;
+
+pub use rollback::WorktreeSnapshot;
 
 /// Branch name prefix of run branches.
 pub const BRANCH_PREFIX: &str = "trellis/run-";
@@ -133,16 +141,7 @@ impl RunWorktree {
     /// changed.
     pub fn commit(&self, stage: &str, summary: &str) -> Result<Option<String>> {
         let git = Git::new(&self.path);
-        let head = git
-            .text(&["symbolic-ref", "--quiet", "HEAD"])
-            .unwrap_or_default();
-        if head != format!("refs/heads/{}", self.branch) {
-            return Err(Error::Failed(format!(
-                "the worktree {} is not on {} (HEAD is `{head}`); refusing to commit elsewhere",
-                self.path.display(),
-                self.branch
-            )));
-        }
+        self.ensure_on_branch(&git, "commit")?;
         git.run(&["add", "-A"])?;
         if git.try_run(&["diff", "--cached", "--quiet"])?.is_ok() {
             return Ok(None);
@@ -176,6 +175,15 @@ impl RunWorktree {
             ])?;
         }
         git.run(&["worktree", "prune"])?;
+        if self.repo.join(".trellis").is_dir() {
+            let index = self.snapshot_index()?;
+            match std::fs::remove_file(&index) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(Error::io("cannot remove", &index)(e));
+                }
+                _ => {}
+            }
+        }
         Ok(())
     }
 

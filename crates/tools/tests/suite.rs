@@ -1,5 +1,6 @@
 mod edit;
 mod review;
+mod rollback;
 mod safety;
 mod shell;
 mod support;

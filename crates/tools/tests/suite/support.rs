@@ -62,7 +62,7 @@ pub fn auto() -> Arc<dyn Interaction> {
 }
 
 /// Every file and directory of a working tree (without `.git` and `.trellis`) with its
-/// bytes and permission bits.
+/// bytes (a symlink: its target) and permission bits.
 pub fn snapshot(root: &Path) -> std::collections::BTreeMap<String, (Vec<u8>, u32)> {
     use std::os::unix::fs::PermissionsExt;
     let mut out = std::collections::BTreeMap::new();
@@ -80,6 +80,10 @@ pub fn snapshot(root: &Path) -> std::collections::BTreeMap<String, (Vec<u8>, u32
             if meta.is_dir() {
                 out.insert(format!("{rel}/"), (Vec::new(), mode));
                 stack.push(p);
+            } else if meta.file_type().is_symlink() {
+                let target = std::fs::read_link(&p).unwrap();
+                let bytes = format!("symlink to {}", target.display()).into_bytes();
+                out.insert(rel, (bytes, mode));
             } else {
                 out.insert(rel, (std::fs::read(&p).unwrap(), mode));
             }
