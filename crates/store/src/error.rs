@@ -156,6 +156,9 @@ pub enum Error {
     /// The writer thread has stopped (the store is shutting down or it panicked).
     #[error("the trellis store {0} is closed (its writer thread stopped)")]
     Closed(PathBuf),
+    /// [`crate::Store::open_existing`] found no database file.
+    #[error("no trellis store at {0} (nothing has run in this workspace yet)")]
+    NotFound(PathBuf),
 }
 
 /// The store's result type.

@@ -171,6 +171,23 @@ impl Store {
         Self::open(dir.join(DB_FILE), options)
     }
 
+    /// Opens the database file at `path` only if it exists, creating nothing otherwise: for
+    /// commands that only read, or act on runs that must already be there. A missing file
+    /// is [`Error::NotFound`].
+    pub fn open_existing(path: impl AsRef<Path>, options: StoreOptions) -> Result<Self> {
+        let path = path.as_ref();
+        match std::fs::metadata(path) {
+            Ok(_) => Self::open(path, options),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                Err(Error::NotFound(path.to_owned()))
+            }
+            Err(source) => Err(Error::Io {
+                path: path.to_owned(),
+                source,
+            }),
+        }
+    }
+
     /// Opens (creating if needed) the database file at `path` and migrates it.
     pub fn open(path: impl AsRef<Path>, options: StoreOptions) -> Result<Self> {
         let path = path.as_ref().to_owned();

@@ -115,3 +115,24 @@ fn list_is_newest_first_and_filters() {
     assert_eq!(json["ownerAlive"], false);
     assert_eq!(json["lastSeq"], 1);
 }
+
+#[test]
+fn open_existing_creates_nothing_and_opens_what_is_there() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(".trellis").join("trellis.db");
+    let err = trellis_store::Store::open_existing(&path, Default::default()).unwrap_err();
+    assert!(matches!(&err, Error::NotFound(p) if *p == path), "{err}");
+    assert!(err.to_string().contains("nothing has run"), "{err}");
+    assert!(!dir.path().join(".trellis").exists());
+
+    let store = trellis_store::Store::open_workspace(dir.path(), Default::default()).unwrap();
+    add(
+        &store,
+        "0199aa00000000000000000000000001",
+        RunStatus::Running,
+        1,
+    );
+    drop(store);
+    let again = trellis_store::Store::open_existing(&path, Default::default()).unwrap();
+    assert_eq!(again.list_runs(&RunFilter::default()).unwrap().len(), 1);
+}
