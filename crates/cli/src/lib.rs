@@ -5,6 +5,7 @@
 //! graphs. Every command prints readable text, or JSON with `--json`.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
+mod answer;
 mod demo;
 mod display;
 mod drive;
