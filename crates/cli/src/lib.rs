@@ -5,6 +5,7 @@
 //! graphs. Every command prints readable text, or JSON with `--json`.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
+mod answer;
 mod demo;
 mod display;
 mod drive;
@@ -17,9 +18,10 @@ mod session;
 mod usage;
 mod workflows;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use anyhow::bail;
 use clap::{Parser, Subcommand, ValueEnum};
 use trellis_store::{Store, StoreOptions, Synchronous};
 
@@ -105,6 +107,7 @@ pub fn main(cli: Cli) -> ExitCode {
 
 /// Executes `cli`.
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    check_dir(&cli.repo)?;
     if retrieval::handles(&cli.command) {
         return retrieval::execute(&cli.repo, &cli.config, cli.command);
     }
@@ -118,6 +121,8 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     if let Commands::Run(args) = &cli.command
         && !(args.plan_only && args.workflow.is_some())
     {
+        // Before the store is created: a directory that is not a repository gets nothing.
+        trellis_tools::worktree::repo_root(&cli.repo)?;
         let store = open_store(&cli)?;
         return rt.block_on(session::run(args, &cli.repo, &cli.config, store));
     }
@@ -127,7 +132,15 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Commands::Run(args) => return workflows::run(args, &cli.repo),
         _ => {}
     }
-    let store = open_store(&cli)?;
+    let store = if needs_existing_store(&cli.command) {
+        match open_existing_store(&cli) {
+            Ok(store) => store,
+            Err(trellis_store::Error::NoStore(_)) => return no_store(&cli),
+            Err(e) => return Err(e.into()),
+        }
+    } else {
+        open_store(&cli)?
+    };
     match cli.command {
         Commands::Runs(cmd) => rt.block_on(runs::execute(cmd, store, &cli.repo, &cli.config)),
         Commands::Demo(args) => rt.block_on(demo::execute(args, store)),
@@ -143,16 +156,80 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     }
 }
 
-fn open_store(cli: &Cli) -> anyhow::Result<Store> {
-    let options = StoreOptions {
+/// `-C DIR` must name an existing directory (nothing is created in a mistyped one).
+fn check_dir(dir: &Path) -> anyhow::Result<()> {
+    match std::fs::metadata(dir) {
+        Ok(m) if m.is_dir() => Ok(()),
+        Ok(_) => bail!("-C {}: not a directory", dir.display()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            bail!("-C {}: no such directory", dir.display())
+        }
+        Err(e) => bail!("-C {}: {e}", dir.display()),
+    }
+}
+
+/// Commands that only read the store or act on runs already in it: they never create one.
+fn needs_existing_store(command: &Commands) -> bool {
+    matches!(
+        command,
+        Commands::Runs(_) | Commands::Review(_) | Commands::Undo(_)
+    )
+}
+
+fn store_options(cli: &Cli) -> StoreOptions {
+    StoreOptions {
         synchronous: match cli.synchronous {
             SyncArg::Full => Synchronous::Full,
             SyncArg::Normal => Synchronous::Normal,
         },
         ..StoreOptions::default()
-    };
+    }
+}
+
+fn open_store(cli: &Cli) -> anyhow::Result<Store> {
+    let options = store_options(cli);
     Ok(match &cli.db {
         Some(path) => Store::open(path, options)?,
         None => Store::open_workspace(&cli.repo, options)?,
     })
+}
+
+fn open_existing_store(cli: &Cli) -> Result<Store, trellis_store::Error> {
+    let path = match &cli.db {
+        Some(path) => path.clone(),
+        None => cli
+            .repo
+            .join(trellis_store::STORE_DIR)
+            .join(trellis_store::DB_FILE),
+    };
+    Store::open_existing(path, store_options(cli))
+}
+
+/// What a command that needs an existing store says when there is none: `runs list` lists
+/// nothing (exit 0), every other command names the missing store (exit 1).
+fn no_store(cli: &Cli) -> anyhow::Result<ExitCode> {
+    let message = match &cli.db {
+        Some(path) => format!(
+            "no Trellis store at {} (nothing has run here yet)",
+            path.display()
+        ),
+        None => format!(
+            "no Trellis store in {} (nothing has run here yet)",
+            cli.repo
+                .canonicalize()
+                .unwrap_or_else(|_| cli.repo.clone())
+                .display()
+        ),
+    };
+    match &cli.command {
+        Commands::Runs(runs::RunsCommand::List { json, .. }) => {
+            if *json {
+                println!("[]");
+            } else {
+                println!("{message}");
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        _ => bail!("{message}"),
+    }
 }

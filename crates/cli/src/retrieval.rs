@@ -180,7 +180,24 @@ fn index(repo: &Path, config: IndexConfig, args: &IndexArgs) -> anyhow::Result<E
     }
 }
 
+/// Whether `repo` has an index; says how to make one if not. `search` and `map` only read:
+/// they never create `.trellis/index`.
+fn indexed(repo: &Path) -> bool {
+    let root = repo.canonicalize().unwrap_or_else(|_| repo.to_owned());
+    let there = trellis_index::index_dir(&root).join("meta.db").exists();
+    if !there {
+        eprintln!(
+            "{} is not indexed yet; run `trellis index` there first",
+            root.display()
+        );
+    }
+    there
+}
+
 fn search(repo: &Path, config: IndexConfig, args: &SearchArgs) -> anyhow::Result<ExitCode> {
+    if !indexed(repo) {
+        return Ok(ExitCode::FAILURE);
+    }
     let mut index = Index::open(repo, config)?;
     if index.counts()?.files == 0 {
         eprintln!("the workspace is not indexed yet; run `trellis index` first");
@@ -245,6 +262,9 @@ fn search(repo: &Path, config: IndexConfig, args: &SearchArgs) -> anyhow::Result
 }
 
 fn map(repo: &Path, config: IndexConfig, args: &MapArgs) -> anyhow::Result<ExitCode> {
+    if !indexed(repo) {
+        return Ok(ExitCode::FAILURE);
+    }
     let index = Index::open(repo, config)?;
     if args.ast {
         let map = index.ast_context_map(&args.files)?;

@@ -372,31 +372,22 @@ fn summary(store: &Store, o: &RunOutcome, json: bool) -> anyhow::Result<()> {
         return Ok(());
     }
     println!("\nstages:");
+    let more = format!("trellis runs show {} --json", o.run.short());
     if let Value::Object(m) = &stages {
         for (stage, r) in m {
-            let out = &r["output"];
-            println!(
-                "  {} {:<32} attempt {}  {}",
-                if r["failure"].as_bool().unwrap_or(false) {
-                    "✗"
-                } else {
-                    "✓"
-                },
-                stage,
-                r["attempt"],
-                crate::display::truncate(
-                    out["output"]
-                        .as_str()
-                        .or_else(|| out["reason"].as_str())
-                        .unwrap_or_default()
-                        .lines()
-                        .next()
-                        .unwrap_or_default(),
-                    90
-                )
-            );
+            let failed = r["failure"].as_bool().unwrap_or(false);
+            let mark = if failed { "✗" } else { "✓" };
+            println!("  {mark} {stage} (attempt {})", r["attempt"]);
+            let layout = crate::answer::Layout::default();
+            for line in crate::answer::render(&r["output"], layout, &more) {
+                println!("{line}");
+            }
         }
     }
+    println!(
+        "full transcript: `trellis runs show {run}` (events: `trellis runs events {run}`)",
+        run = o.run.short()
+    );
     let files = changed_files(o);
     if files.is_empty() {
         println!("no files changed");

@@ -5,3 +5,4 @@ mod models;
 mod review;
 mod runs;
 mod workflows;
+mod workspace;

@@ -65,6 +65,12 @@ pub enum Error {
         /// Its stderr (or the spawn error).
         message: String,
     },
+    /// The directory is not inside a git repository (runs need one for their worktree).
+    #[error(
+        "{0} is not inside a git repository: Trellis runs agents in a git worktree of your \
+         repository. Run `git init && git add -A && git commit -m init` there, or pass -C REPO."
+    )]
+    NotARepository(PathBuf),
     /// Applying reviewed changes would overwrite lines the user changed meanwhile.
     #[error("{0}")]
     Conflict(String),

@@ -31,11 +31,19 @@ pub const BRANCH_PREFIX: &str = "trellis/run-";
 
 /// The user repository's top-level directory containing `dir`.
 pub fn repo_root(dir: &Path) -> Result<PathBuf> {
-    let top = Git::new(dir).text(&["rev-parse", "--show-toplevel"])?;
+    let shown = || dir.canonicalize().unwrap_or_else(|_| dir.to_owned());
+    let top = match Git::new(dir).text(&["rev-parse", "--show-toplevel"]) {
+        Ok(top) => top,
+        Err(Error::Git { message, .. }) if message.contains("not a git repository") => {
+            return Err(Error::NotARepository(shown()));
+        }
+        Err(e) => return Err(e),
+    };
     if top.is_empty() {
         return Err(Error::Failed(format!(
-            "{} is not inside a git working tree",
-            dir.display()
+            "{} is not inside a git working tree (a bare repository, or inside `.git`?); \
+             pass -C with a checkout of the repository",
+            shown().display()
         )));
     }
     PathBuf::from(top)

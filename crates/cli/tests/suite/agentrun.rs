@@ -38,9 +38,9 @@ fn answer(body: &Value) -> String {
     } else {
         json!({
             "failure": false,
-            "output": "MOCK-ANALYSIS: stock lives in memory per ADR 0001; persistence is the next step.",
+            "output": "MOCK-ANALYSIS: stock lives in memory per ADR 0001; persistence is the next step.\n\n## Options\n- keep it in memory\n- persist to SQLite",
             "files_changed": [],
-            "findings": []
+            "findings": ["MOCK-FINDING: a restart loses every reservation"]
         })
         .to_string()
     }
@@ -174,7 +174,23 @@ fn run_goes_through_an_openai_compatible_endpoint() {
         "{out}"
     );
     assert!(out.contains("succeeded at DONE"), "{out}");
-    assert!(out.contains("MOCK-ANALYSIS"), "{out}");
+    // The summary shows the analysis itself, line by line, and its findings (the streamed
+    // model text above it is JSON, with the line breaks escaped).
+    let summary = &out[out.rfind("\nstages:\n").unwrap()..];
+    for line in [
+        "  ✓ architectural_analysis (attempt 1)",
+        "    MOCK-ANALYSIS: stock lives in memory per ADR 0001; persistence is the next step.",
+        "    ## Options",
+        "    - persist to SQLite",
+        "    findings:",
+        "    - MOCK-FINDING: a restart loses every reservation",
+    ] {
+        assert!(summary.lines().any(|l| l == line), "{line:?} in\n{summary}");
+    }
+    assert!(
+        summary.contains("full transcript: `trellis runs show "),
+        "{summary}"
+    );
     let bodies = seen.lock().unwrap().clone();
     // Orchestrator, query generation for the planned stage, the analysis agent.
     assert!(bodies.len() >= 3, "{bodies:?}");
