@@ -209,11 +209,7 @@ impl Store {
         match std::fs::metadata(path) {
             Ok(_) => Self::open(path, options),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-<<<<<<< HEAD
                 Err(Error::NoStore(path.to_owned()))
-=======
-                Err(Error::NotFound(path.to_owned()))
->>>>>>> i13-fixes
             }
             Err(source) => Err(Error::Io {
                 path: path.to_owned(),

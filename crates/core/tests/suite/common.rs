@@ -33,7 +33,7 @@ pub fn runtime(repo: &Path, script: &ScriptedProvider) -> Arc<Runtime> {
 pub fn options(input: InputMode) -> RunOptions {
     RunOptions {
         input,
-        events: None,
+        ..RunOptions::default()
     }
 }
 

@@ -48,12 +48,16 @@ fn answer(r: &ChatRequest) -> Turn {
 }
 
 fn start_op(request: &str) -> Op {
+    discussion(request, &[], &["decision_documentation"])
+}
+
+fn discussion(request: &str, include: &[&str], skip: &[&str]) -> Op {
     Op::StartRun {
         request: request.into(),
         repo: None,
         workflow: Some("architecture_discussion".into()),
-        include: vec![],
-        skip: vec!["decision_documentation".into()],
+        include: include.iter().map(|s| (*s).to_owned()).collect(),
+        skip: skip.iter().map(|s| (*s).to_owned()).collect(),
         input: InputMode::Approve,
         budgets: None,
         plan_only: false,
@@ -333,12 +337,11 @@ async fn pruning_a_running_agent_restores_its_worktree() {
     });
     let svc = service(&repo, &script);
     let out = svc
-        .call(Op::StartRun {
-            workflow: Some("architecture_discussion".into()),
-            include: vec!["decision_documentation".into()],
-            skip: vec![],
-            ..start_op("Document the stock decision")
-        })
+        .call(discussion(
+            "Document the stock decision",
+            &["decision_documentation"],
+            &[],
+        ))
         .await
         .unwrap();
     let run = RunId::from_string(out["run"].as_str().unwrap());
@@ -403,11 +406,11 @@ async fn request_changes_runs_the_stage_again_with_the_feedback() {
     });
     let svc = service(&repo, &script);
     let out = svc
-        .call(Op::StartRun {
-            include: vec!["decision_documentation".into()],
-            skip: vec![],
-            ..start_op("Document the stock decision")
-        })
+        .call(discussion(
+            "Document the stock decision",
+            &["decision_documentation"],
+            &[],
+        ))
         .await
         .unwrap();
     let run = RunId::from_string(out["run"].as_str().unwrap());
