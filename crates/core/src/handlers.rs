@@ -38,9 +38,21 @@ pub struct RunContext {
     /// The project's test command, if any.
     pub test_command: Option<TestCommand>,
     commit_lock: tokio::sync::Mutex<()>,
+    /// Agent activations in progress: what to restore if they are pruned.
+    activations: std::sync::Mutex<std::collections::HashMap<String, Activation>>,
     /// The retrieval agent, built on first use.
     pub(crate) retrieval: tokio::sync::OnceCell<Arc<trellis_agents::RetrievalAgent>>,
     me: Weak<RunContext>,
+}
+
+/// An agent activation in progress.
+struct Activation {
+    /// The worktree before it started.
+    snapshot: trellis_tools::worktree::WorktreeSnapshot,
+    /// Paths its write tools were called on.
+    touched: Arc<std::sync::Mutex<Vec<String>>>,
+    /// Whether sibling agents share the worktree (then only its own paths are restored).
+    shared: bool,
 }
 
 /// An activation's session: where its events go, its next turn number, and what it
@@ -93,9 +105,44 @@ impl RunContext {
             options,
             test_command,
             commit_lock: tokio::sync::Mutex::new(()),
+            activations: std::sync::Mutex::new(std::collections::HashMap::new()),
             retrieval: tokio::sync::OnceCell::new(),
             me: me.clone(),
         })
+    }
+
+    /// Undoes what a pruned (or cancelled) agent activation of `node` did to the worktree:
+    /// everything since it started when it had the worktree to itself, else the files it
+    /// wrote. Returns `None` when no activation of `node` was in progress.
+    pub async fn roll_back(&self, node: &str) -> Option<Result<Vec<String>, String>> {
+        let a = self.activations.lock().ok()?.remove(node)?;
+        let only = a
+            .shared
+            .then(|| a.touched.lock().map(|t| t.clone()).unwrap_or_default());
+        let wt = self.worktree.clone();
+        let restored = tokio::task::spawn_blocking(move || {
+            wt.restore(&a.snapshot, only.as_deref())
+                .map_err(|e| e.to_string())
+        })
+        .await
+        .unwrap_or_else(|e| Err(e.to_string()));
+        if let Some(hub) = &self.options.sessions {
+            let id = trellis_protocol::SessionId::for_node(
+                &self.run,
+                &trellis_protocol::NodeId::new(node),
+            );
+            let text = match &restored {
+                Ok(p) if p.is_empty() => "pruned; the worktree needed no rollback".to_owned(),
+                Ok(p) => format!("pruned; rolled back {}", p.join(", ")),
+                Err(e) => format!("pruned; rolling back the worktree failed: {e}"),
+            };
+            let sink = hub.sink(&id, self.options.cause.clone());
+            sink(SessionEvent::Note { text });
+            sink(SessionEvent::SessionError {
+                error: "pruned".into(),
+            });
+        }
+        Some(restored)
     }
 
     fn env(&self, node: &str, interaction: Arc<dyn Interaction>) -> Result<ToolEnv, NodeError> {
@@ -213,7 +260,9 @@ impl RunContext {
             .max_turns
             .min(self.runtime.agents.max_turns.unwrap_or(u32::MAX))
             .max(1);
-        let opened = self.open_session(&ctx.node, &role.name, ctx.attempt).await?;
+        let opened = self
+            .open_session(&ctx.node, &role.name, ctx.attempt)
+            .await?;
         let touched: Arc<std::sync::Mutex<Vec<String>>> = Arc::default();
         let sink = opened.sink.map(|sink| watch_writes(sink, touched.clone()));
         // What the worktree looked like before this activation: pruning it restores that.
@@ -224,6 +273,14 @@ impl RunContext {
                 .map_err(node_error)?
                 .map_err(node_error)?
         };
+        self.activations.lock().map_err(node_error)?.insert(
+            node.clone(),
+            Activation {
+                snapshot,
+                touched,
+                shared: stage.agents.len() > 1,
+            },
+        );
         let run = AgentRun {
             node: node.clone(),
             role: role.clone(),
@@ -253,7 +310,11 @@ impl RunContext {
                 sink(e);
             }
         };
-        match run.run(resume).await {
+        let outcome = run.run(resume).await;
+        if let Ok(mut a) = self.activations.lock() {
+            a.remove(&node);
+        }
+        match outcome {
             Ok(AgentOutcome::Interrupted { interrupt, scratch }) => {
                 Ok(NodeOutput::interrupt_with(interrupt, scratch))
             }
@@ -271,33 +332,9 @@ impl RunContext {
                 }
                 out
             }
-            Err(trellis_agents::Error::Cancelled) => {
-                // Pruned (or the run cancelled): undo what this activation did to the
-                // worktree. Alone in its stage it owns the worktree; beside sibling agents
-                // only the files it wrote are restored.
-                let only = (stage.agents.len() > 1).then(|| {
-                    touched
-                        .lock()
-                        .map(|t| t.clone())
-                        .unwrap_or_default()
-                });
-                let wt = self.worktree.clone();
-                let restored = tokio::task::spawn_blocking(move || {
-                    wt.restore(&snapshot, only.as_deref())
-                })
-                .await
-                .map_err(node_error)?;
-                let note = match restored {
-                    Ok(paths) if paths.is_empty() => "cancelled; the worktree was unchanged".into(),
-                    Ok(paths) => format!("cancelled; rolled back {}", paths.join(", ")),
-                    Err(e) => format!("cancelled; rolling back the worktree failed: {e}"),
-                };
-                emit(SessionEvent::Note { text: note.clone() });
-                emit(SessionEvent::SessionError {
-                    error: "cancelled".into(),
-                });
-                Err(NodeError::new(note))
-            }
+            // Pruned or the run cancelled: the engine has dropped this activation already;
+            // the service rolls its worktree edits back (`RunContext::roll_back`).
+            Err(trellis_agents::Error::Cancelled) => Err(NodeError::new("cancelled")),
             Err(e) => {
                 emit(SessionEvent::SessionError {
                     error: e.to_string(),

@@ -464,6 +464,7 @@ mod tests {
             run: run.clone(),
             seq: 1,
             ts: 1_000,
+            cause: None,
             kind: EventKind::StepStarted { step: 1 },
         }];
         {

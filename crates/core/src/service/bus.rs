@@ -210,10 +210,7 @@ impl Subscription {
                 return Ok(Some(e));
             }
             let received = match self.poll {
-                Some(every) => match tokio::time::timeout(every, self.rx.recv()).await {
-                    Ok(r) => Some(r),
-                    Err(_) => None,
-                },
+                Some(every) => tokio::time::timeout(every, self.rx.recv()).await.ok(),
                 None => Some(self.rx.recv().await),
             };
             match received {
@@ -439,16 +436,16 @@ impl Recorder {
             return;
         }
         let events = std::mem::take(out);
-        if self.options.persist {
-            if let Err(e) = self.store.append_stream(events.clone()).await {
-                // The batch is not stored: forget the seqs it used so the streams continue
-                // from what the store holds, and say so.
-                tracing::error!("recording {} event(s) failed: {e}", events.len());
-                for ev in &events {
-                    self.next.remove(&ev.stream);
-                }
-                return;
+        if self.options.persist
+            && let Err(e) = self.store.append_stream(events.clone()).await
+        {
+            // The batch is not stored: forget the seqs it used so the streams continue
+            // from what the store holds, and say so.
+            tracing::error!("recording {} event(s) failed: {e}", events.len());
+            for ev in &events {
+                self.next.remove(&ev.stream);
             }
+            return;
         }
         for e in events {
             let _ = self.live.send(Arc::new(e));
@@ -461,11 +458,17 @@ fn merge(held: &mut SessionEvent, next: &SessionEvent) -> bool {
     match (held, next) {
         (
             SessionEvent::MessageDelta { turn, text },
-            SessionEvent::MessageDelta { turn: t, text: more },
+            SessionEvent::MessageDelta {
+                turn: t,
+                text: more,
+            },
         )
         | (
             SessionEvent::ThoughtDelta { turn, text },
-            SessionEvent::ThoughtDelta { turn: t, text: more },
+            SessionEvent::ThoughtDelta {
+                turn: t,
+                text: more,
+            },
         ) if *turn == *t => {
             text.push_str(more);
             true

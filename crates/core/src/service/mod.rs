@@ -230,8 +230,12 @@ impl Service {
             } => self.resume_run(sub, &run, answers, input).await,
             Op::Answer { run, node, answer } => {
                 let run = self.run_id(&run)?;
-                self.deliver(&sub, &run, trellis_protocol::Command::Answer { node, answer })
-                    .await
+                self.deliver(
+                    &sub,
+                    &run,
+                    trellis_protocol::Command::Answer { node, answer },
+                )
+                .await
             }
             Op::Approve {
                 run,
@@ -268,8 +272,12 @@ impl Service {
             } => self.prune(&sub, &run, node, subtree, reason).await,
             Op::Inject { run, nodes, edges } => {
                 let run = self.run_id(&run)?;
-                self.deliver(&sub, &run, trellis_protocol::Command::Inject { nodes, edges })
-                    .await
+                self.deliver(
+                    &sub,
+                    &run,
+                    trellis_protocol::Command::Inject { nodes, edges },
+                )
+                .await
             }
             Op::Cancel { run, reason } => self.cancel(&sub, &run, reason).await,
             Op::Review { run, action } => self.review(&sub, &run, action).await,

@@ -58,7 +58,11 @@ impl Service {
                     "selection": selection,
                 }));
             }
-            ReviewAction::Select { file, hunks, accept } => {
+            ReviewAction::Select {
+                file,
+                hunks,
+                accept,
+            } => {
                 let selection = select(selection, &set, &file, hunks, accept)?;
                 lock(&self.selections).insert(run.clone(), selection.clone());
                 json!({ "run": run, "selection": selection })
@@ -88,7 +92,11 @@ impl Service {
             ReviewAction::Reject { comment } => {
                 let store = self.runtime.store.clone();
                 blocking(move || -> Result<Value, OpError> {
-                    review::record_outcome(&store, &rec, &ReviewOutcome::Rejected { reason: comment })?;
+                    review::record_outcome(
+                        &store,
+                        &rec,
+                        &ReviewOutcome::Rejected { reason: comment },
+                    )?;
                     let _ = RunWorktree::from_record(&rec).remove();
                     Ok(json!({ "outcome": "rejected" }))
                 })

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 use trellis_graph::{RunCommands, RunHandle, RunOutcome};
 use trellis_protocol::{
-    Answer, Budgets, Command, InputMode, InterruptKind, Message, NodeAnswer, NodeId,
+    Answer, Budgets, Command, EventKind, InputMode, InterruptKind, Message, NodeAnswer, NodeId,
     NodeState, RunId, RunStatus, ServiceEvent, ServiceEventBody, StreamId, SubmissionId,
     WorkspaceEvent,
 };
@@ -44,7 +44,12 @@ impl LiveRun {
 }
 
 impl Service {
-    fn options(&self, sub: &SubmissionId, input: InputMode, budgets: Option<Budgets>) -> RunOptions {
+    fn options(
+        &self,
+        sub: &SubmissionId,
+        input: InputMode,
+        budgets: Option<Budgets>,
+    ) -> RunOptions {
         RunOptions {
             input,
             budgets,
@@ -154,7 +159,7 @@ impl Service {
     }
 
     /// Publishes the run's events as they commit, and cleans up when it stops.
-    fn track(self: &Arc<Self>, mut handle: RunHandle, _ctx: Arc<RunContext>) {
+    fn track(self: &Arc<Self>, mut handle: RunHandle, ctx: Arc<RunContext>) {
         let run = handle.id().clone();
         let mut events = handle.subscribe();
         let commands = handle.commands();
@@ -171,6 +176,22 @@ impl Service {
                 loop {
                     match events.recv().await {
                         Ok(batch) => {
+                            // A pruned agent's edits are rolled back before anything after
+                            // its pruning is published.
+                            for e in batch.iter() {
+                                if let EventKind::NodeTransition {
+                                    node,
+                                    from: Some(NodeState::Running),
+                                    to: NodeState::Pruned,
+                                    ..
+                                } = &e.kind
+                                    && let Some(Err(why)) = ctx.roll_back(node.as_str()).await
+                                {
+                                    tracing::error!(
+                                        "run {run_for_fwd}: rolling back {node}: {why}"
+                                    );
+                                }
+                            }
                             for e in batch.iter() {
                                 bus.publish(ServiceEvent {
                                     stream: StreamId::Run(run_for_fwd.clone()),
@@ -248,9 +269,7 @@ impl Service {
             let owner = rec.owner.map(|o| o.label()).unwrap_or_default();
             return Ok(json!({ "run": run, "delivered": "inbox", "owner": owner }));
         }
-        let revise = commands
-            .iter()
-            .any(|c| matches!(c, Command::Revise { .. }));
+        let revise = commands.iter().any(|c| matches!(c, Command::Revise { .. }));
         if rec.summary.status.is_final() && !revise {
             return Err(OpError::new(format!(
                 "run {run} already {}; nothing can change it (request changes to run a stage again)",
@@ -440,7 +459,8 @@ impl Service {
                 children.join(", ")
             )));
         }
-        self.deliver(sub, &run, Command::Prune { node, reason }).await
+        self.deliver(sub, &run, Command::Prune { node, reason })
+            .await
     }
 
     pub(crate) async fn cancel(
@@ -461,7 +481,8 @@ fn waiting_for(o: &RunOutcome, node: Option<&NodeId>, artifact: Option<i64>) -> 
         .filter(|(n, it)| {
             matches!(it.kind, InterruptKind::Approval | InterruptKind::Review)
                 && node.is_none_or(|want| want == n)
-                && artifact.is_none_or(|a| it.data.get("artifact").and_then(Value::as_i64) == Some(a))
+                && artifact
+                    .is_none_or(|a| it.data.get("artifact").and_then(Value::as_i64) == Some(a))
         })
         .map(|(n, _)| n.clone())
         .collect()

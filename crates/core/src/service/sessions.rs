@@ -6,8 +6,7 @@
 use std::sync::Arc;
 
 use trellis_protocol::{
-    NodeId, RunId, SessionEvent, SessionId, SessionOwner, StreamId, SubmissionId,
-    WorkspaceEvent,
+    NodeId, RunId, SessionEvent, SessionId, SessionOwner, StreamId, SubmissionId, WorkspaceEvent,
 };
 use trellis_store::Store;
 
@@ -122,9 +121,10 @@ pub(crate) fn next_turn(history: &[SessionEvent]) -> u32 {
 /// The events of activation `attempt` when it started and did not finish: from its last
 /// `promptSet` on, unless a `sessionCompleted` or `sessionError` follows.
 pub(crate) fn unfinished_activation(history: &[SessionEvent], attempt: u32) -> Vec<SessionEvent> {
-    let Some(start) = history.iter().rposition(
-        |e| matches!(e, SessionEvent::PromptSet { attempt: a, .. } if *a == attempt),
-    ) else {
+    let Some(start) = history
+        .iter()
+        .rposition(|e| matches!(e, SessionEvent::PromptSet { attempt: a, .. } if *a == attempt))
+    else {
         return Vec::new();
     };
     let tail = &history[start..];
@@ -156,7 +156,10 @@ mod tests {
         };
         let h = vec![prompt(1), started(1), done.clone(), prompt(2), started(2)];
         assert_eq!(unfinished_activation(&h, 2), h[3..].to_vec());
-        assert!(unfinished_activation(&h, 1).is_empty(), "attempt 1 finished");
+        assert!(
+            unfinished_activation(&h, 1).is_empty(),
+            "attempt 1 finished"
+        );
         assert!(unfinished_activation(&h, 3).is_empty());
         assert_eq!(next_turn(&h), 3);
         assert_eq!(next_turn(&[]), 1);
