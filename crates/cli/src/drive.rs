@@ -18,13 +18,95 @@ pub struct Show {
     pub quiet: bool,
 }
 
+/// Prints a run's progress lines from its events: node state changes (with why a node
+/// failed, was pruned or skipped), questions, non-trivial routing, resumptions.
+#[derive(Default)]
+pub struct Progress {
+    /// Failure reasons seen in `nodeOutput`, printed with the FAILED transition.
+    outputs: HashMap<String, String>,
+}
+
+impl Progress {
+    /// Prints what `kind` changes, if anything worth a line.
+    pub fn event(&mut self, kind: &EventKind) {
+        match kind {
+            EventKind::NodeOutput {
+                node,
+                result,
+                error,
+                failure: true,
+                ..
+            } => {
+                let text = |k: &str| result.get(k).and_then(|r| r.as_str()).map(str::to_owned);
+                let why = error
+                    .clone()
+                    .or_else(|| text("reason"))
+                    .or_else(|| text("summary"));
+                self.outputs
+                    .insert(node.to_string(), why.unwrap_or_default());
+            }
+            EventKind::NodeTransition {
+                node,
+                attempt,
+                to,
+                reason,
+                ..
+            } => {
+                let extra = match to {
+                    NodeState::Failed => self.outputs.remove(node.as_str()).unwrap_or_default(),
+                    NodeState::Pruned | NodeState::Skipped | NodeState::Ready => {
+                        if *to == NodeState::Ready && reason.is_none() {
+                            return;
+                        }
+                        reason.clone().unwrap_or_default()
+                    }
+                    _ => String::new(),
+                };
+                println!(
+                    "  {} {:<32} {:<13} {}",
+                    mark(Some(*to)),
+                    format!("{node}#{attempt}"),
+                    to.as_str(),
+                    truncate(&extra, 60)
+                );
+            }
+            EventKind::InterruptRaised {
+                node, interrupt, ..
+            } => {
+                println!("    {node} asks: {}", interrupt.prompt);
+            }
+            EventKind::Routed {
+                from, to, reason, ..
+            } if reason != "always" && reason != "success" => {
+                let to: Vec<&str> = to.iter().map(|n| n.as_str()).collect();
+                println!(
+                    "    {from} → {} ({reason})",
+                    if to.is_empty() {
+                        "(end)".into()
+                    } else {
+                        to.join(", ")
+                    }
+                );
+            }
+            EventKind::RunResumed { requeued } if !requeued.is_empty() => {
+                let ids: Vec<&str> = requeued.iter().map(|n| n.as_str()).collect();
+                println!("  re-running what was interrupted: {}", ids.join(", "));
+            }
+            EventKind::CommandRefused { reason, .. } => {
+                println!("    command refused: {reason}");
+            }
+            _ => {}
+        }
+    }
+}
+
 /// Waits for the run, printing node progress as committed events arrive.
 pub async fn drive(mut handle: RunHandle, show: Show) -> anyhow::Result<(RunOutcome, ExitCode)> {
     let started = Instant::now();
     let mut events = handle.subscribe();
-    let progress = !show.json && !show.quiet;
+    let progress_on = !show.json && !show.quiet;
     let printer = tokio::spawn(async move {
-        let mut outputs: HashMap<String, String> = HashMap::new();
+        let mut progress = Progress::default();
         loop {
             let batch = match events.recv().await {
                 Ok(batch) => batch,
@@ -33,75 +115,11 @@ pub async fn drive(mut handle: RunHandle, show: Show) -> anyhow::Result<(RunOutc
                 Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
                 Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
             };
-            if !progress {
+            if !progress_on {
                 continue;
             }
             for e in batch.iter() {
-                match &e.kind {
-                    EventKind::NodeOutput {
-                        node,
-                        result,
-                        error,
-                        failure: true,
-                        ..
-                    } => {
-                        let text =
-                            |k: &str| result.get(k).and_then(|r| r.as_str()).map(str::to_owned);
-                        let why = error
-                            .clone()
-                            .or_else(|| text("reason"))
-                            .or_else(|| text("summary"));
-                        outputs.insert(node.to_string(), why.unwrap_or_default());
-                    }
-                    EventKind::NodeTransition {
-                        node,
-                        attempt,
-                        to,
-                        reason,
-                        ..
-                    } => {
-                        let extra = match to {
-                            NodeState::Failed => outputs.remove(node.as_str()).unwrap_or_default(),
-                            NodeState::Pruned | NodeState::Skipped | NodeState::Ready => {
-                                if *to == NodeState::Ready && reason.is_none() {
-                                    continue;
-                                }
-                                reason.clone().unwrap_or_default()
-                            }
-                            _ => String::new(),
-                        };
-                        println!(
-                            "  {} {:<32} {:<13} {}",
-                            mark(Some(*to)),
-                            format!("{node}#{attempt}"),
-                            to.as_str(),
-                            truncate(&extra, 60)
-                        );
-                    }
-                    EventKind::InterruptRaised {
-                        node, interrupt, ..
-                    } => {
-                        println!("    {node} asks: {}", interrupt.prompt);
-                    }
-                    EventKind::Routed {
-                        from, to, reason, ..
-                    } if reason != "always" && reason != "success" => {
-                        let to: Vec<&str> = to.iter().map(|n| n.as_str()).collect();
-                        println!(
-                            "    {from} → {} ({reason})",
-                            if to.is_empty() {
-                                "(end)".into()
-                            } else {
-                                to.join(", ")
-                            }
-                        );
-                    }
-                    EventKind::RunResumed { requeued } if !requeued.is_empty() => {
-                        let ids: Vec<&str> = requeued.iter().map(|n| n.as_str()).collect();
-                        println!("  re-running what was interrupted: {}", ids.join(", "));
-                    }
-                    _ => {}
-                }
+                progress.event(&e.kind);
             }
         }
     });

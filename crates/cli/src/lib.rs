@@ -6,20 +6,24 @@
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod answer;
+mod chat;
 mod demo;
 mod display;
 mod drive;
+mod follow;
 mod models;
 mod registry;
 mod retrieval;
 mod review;
 mod runs;
 mod session;
+mod steer;
 mod usage;
 mod workflows;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use anyhow::bail;
 use clap::{Parser, Subcommand, ValueEnum};
@@ -78,6 +82,9 @@ pub enum Commands {
     Review(review::ReviewArgs),
     /// Reverse an applied run exactly (undoing an undo re-applies it).
     Undo(review::UndoArgs),
+    /// Discuss the codebase in a channel: a conversation with read-only tools and the
+    /// workspace index, recorded and resumable (`--session`).
+    Chat(chat::ChatArgs),
     /// Developer helper: create a run worktree and edit it through the tools.
     #[command(subcommand, hide = true)]
     Sandbox(review::SandboxCommand),
@@ -144,8 +151,24 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Commands::Runs(cmd) => rt.block_on(runs::execute(cmd, store, &cli.repo, &cli.config)),
         Commands::Demo(args) => rt.block_on(demo::execute(args, store)),
-        Commands::Review(args) => review::review(args, &store),
-        Commands::Undo(args) => review::undo(args, store),
+        Commands::Review(args) => rt.block_on(async {
+            let service = session::open_service(&cli.repo, &cli.config, &[], Arc::new(store))?;
+            let code = review::review_with(&service, args).await;
+            service.shutdown().await;
+            code
+        }),
+        Commands::Undo(args) => rt.block_on(async {
+            let service = session::open_service(&cli.repo, &cli.config, &[], Arc::new(store))?;
+            let code = review::undo_with(&service, args).await;
+            service.shutdown().await;
+            code
+        }),
+        Commands::Chat(args) => rt.block_on(async {
+            let service = session::open_service(&cli.repo, &cli.config, &[], Arc::new(store))?;
+            let code = chat::chat(&service, args).await;
+            service.shutdown().await;
+            code
+        }),
         Commands::Sandbox(cmd) => rt.block_on(review::sandbox(cmd, &cli.repo, &cli.config, store)),
         Commands::Index(_)
         | Commands::Search(_)

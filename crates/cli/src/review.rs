@@ -9,10 +9,11 @@ use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
+use serde_json::Value;
 use tokio_util::sync::CancellationToken;
-use trellis_protocol::RunId;
-use trellis_store::{ChangeSetRecord, Store};
-use trellis_tools::git::Git;
+use trellis_core::service::Service;
+use trellis_protocol::{NodeId, Op, ReviewAction, RunId};
+use trellis_store::Store;
 use trellis_tools::review::{
     self, ChangeSet, FileChange, FileSelection, LineKind, ReviewComment, ReviewOutcome, Selection,
 };
@@ -98,21 +99,20 @@ fn now_ms() -> i64 {
         .unwrap_or(0)
 }
 
-/// Loads the run's change set (after finishing any interrupted apply).
-fn load(store: &Store, run: &str) -> anyhow::Result<(ChangeSetRecord, ChangeSet)> {
-    let rec = store
-        .change_set(run)
-        .with_context(|| format!("no change set for run `{run}`"))?;
-    review::recover(store, Path::new(&rec.repo))?;
-    let wt = RunWorktree::from_record(&rec);
-    let head = wt.head()?;
-    let set = review::load(&Git::new(&rec.repo), &rec.run_id, &rec.base_commit, &head)?;
-    Ok((rec, set))
-}
-
-/// `trellis review`.
-pub fn review(args: ReviewArgs, store: &Store) -> anyhow::Result<ExitCode> {
-    let (rec, set) = load(store, &args.run)?;
+/// `trellis review`, through the runtime service: show the change set, choose files and
+/// hunks (flags or interactively), then apply, reject, or request changes (which runs the
+/// chosen stage again with the comments, and follows it).
+pub async fn review_with(service: &Arc<Service>, args: ReviewArgs) -> anyhow::Result<ExitCode> {
+    let shown = service
+        .call(Op::Review {
+            run: args.run.clone(),
+            action: ReviewAction::Show,
+        })
+        .await?;
+    let set: ChangeSet = serde_json::from_value(shown["changeSet"].clone())
+        .context("reading the change set from the service")?;
+    let run = shown["run"].as_str().unwrap_or(&args.run).to_owned();
+    let short = RunId::from_string(run.clone()).short().to_owned();
     let decided = args.approve_all
         || !args.select.is_empty()
         || args.reject
@@ -151,7 +151,7 @@ pub fn review(args: ReviewArgs, store: &Store) -> anyhow::Result<ExitCode> {
         }
     } else {
         if set.files.is_empty() {
-            println!("run {} changed nothing.", rec.run_id.short());
+            println!("run {short} changed nothing.");
             return Ok(ExitCode::SUCCESS);
         }
         if !std::io::stdin().is_terminal() {
@@ -161,49 +161,123 @@ pub fn review(args: ReviewArgs, store: &Store) -> anyhow::Result<ExitCode> {
         }
         interactive(&set, color)?
     };
+    let review = |action| Op::Review {
+        run: run.clone(),
+        action,
+    };
     match &outcome {
         ReviewOutcome::Approved { selection, .. } => {
             if selection.is_empty(&set) {
-                review::record_outcome(
-                    store,
-                    &rec,
-                    &ReviewOutcome::Rejected {
-                        reason: Some("nothing approved".into()),
-                    },
-                )?;
+                service
+                    .call(review(ReviewAction::Reject {
+                        comment: Some("nothing approved".into()),
+                    }))
+                    .await?;
                 println!("nothing approved; the change was rejected.");
                 return Ok(ExitCode::SUCCESS);
             }
-            let report = review::apply(store, &rec, &set, selection)?;
-            let _ = RunWorktree::from_record(&rec).remove();
+            for f in &set.files {
+                let (hunks, accept) = match selection.for_file(f) {
+                    FileSelection::All => (None, true),
+                    FileSelection::None => (None, false),
+                    FileSelection::Hunks(h) => (Some(h.into_iter().collect::<Vec<_>>()), true),
+                };
+                if let (Some(h), true) = (&hunks, accept) {
+                    // Start from nothing for this file, then accept the chosen hunks.
+                    service
+                        .call(review(ReviewAction::Select {
+                            file: f.path.clone(),
+                            hunks: None,
+                            accept: false,
+                        }))
+                        .await?;
+                    if h.is_empty() {
+                        continue;
+                    }
+                }
+                service
+                    .call(review(ReviewAction::Select {
+                        file: f.path.clone(),
+                        hunks,
+                        accept,
+                    }))
+                    .await?;
+            }
+            let out = service.call(review(ReviewAction::Apply)).await?;
             if args.json {
                 println!(
                     "{}",
                     serde_json::to_string_pretty(
-                        &serde_json::json!({"outcome": outcome, "applied": report})
+                        &serde_json::json!({"outcome": outcome, "applied": out["applied"]})
                     )?
                 );
             } else {
-                for (path, what) in &report.files {
-                    println!("{what:>16}  {path}");
+                let files = out["applied"]["files"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default();
+                for f in &files {
+                    println!(
+                        "{:>16}  {}",
+                        f[1].as_str().unwrap_or_default(),
+                        f[0].as_str().unwrap_or_default()
+                    );
                 }
                 println!(
-                    "applied run {} ({} file(s)); `trellis undo {}` reverses it.",
-                    rec.run_id.short(),
-                    report.files.len(),
-                    rec.run_id.short()
+                    "applied run {short} ({} file(s)); `trellis undo {short}` reverses it.",
+                    files.len()
                 );
             }
         }
-        other => {
-            review::record_outcome(store, &rec, other)?;
-            if matches!(other, ReviewOutcome::Rejected { .. }) {
-                let _ = RunWorktree::from_record(&rec).remove();
-            }
+        ReviewOutcome::Rejected { reason } => {
+            service
+                .call(review(ReviewAction::Reject {
+                    comment: reason.clone(),
+                }))
+                .await?;
             if args.json {
-                println!("{}", serde_json::to_string_pretty(other)?);
+                println!("{}", serde_json::to_string_pretty(&outcome)?);
             } else {
-                println!("recorded: {}", other.code());
+                println!("recorded: {}", outcome.code());
+            }
+        }
+        ReviewOutcome::ChangesRequested { comments, stage } => {
+            let feedback: Vec<String> = comments
+                .iter()
+                .map(|c| match (&c.path, c.hunk) {
+                    (Some(p), Some(h)) => format!("{p} (hunk {h}): {}", c.body),
+                    (Some(p), None) => format!("{p}: {}", c.body),
+                    _ => c.body.clone(),
+                })
+                .collect();
+            let mut live = service.live();
+            let out = service
+                .call(Op::RequestChanges {
+                    run: run.clone(),
+                    node: stage.as_deref().map(NodeId::new),
+                    artifact: None,
+                    feedback: feedback.join("\n"),
+                })
+                .await?;
+            if args.json {
+                println!("{}", serde_json::to_string_pretty(&out)?);
+            } else {
+                println!("recorded: {}", outcome.code());
+            }
+            if let Some(stage) = out["revising"].as_str() {
+                if !args.json {
+                    println!("running `{stage}` again with your comments…");
+                }
+                let id = RunId::from_string(run.clone());
+                crate::follow::follow(&mut live, &id, args.json).await;
+                service.wait_run(&id).await;
+                if !args.json {
+                    let o = service.runtime().inspect(&id)?;
+                    println!(
+                        "run {short} {}; review the new change set with `trellis review {short}`",
+                        o.status
+                    );
+                }
             }
         }
     }
@@ -391,21 +465,28 @@ fn interactive(set: &ChangeSet, color: bool) -> anyhow::Result<ReviewOutcome> {
     })
 }
 
-/// `trellis undo`.
-pub fn undo(args: UndoArgs, store: Store) -> anyhow::Result<ExitCode> {
-    let rec = store
-        .change_set(&args.run)
-        .with_context(|| format!("no change set for run `{}`", args.run))?;
-    let report = review::undo(&store, &rec)?;
+/// `trellis undo`, through the runtime service.
+pub async fn undo_with(service: &Arc<Service>, args: UndoArgs) -> anyhow::Result<ExitCode> {
+    let out = service
+        .call(Op::Review {
+            run: args.run.clone(),
+            action: ReviewAction::Undo,
+        })
+        .await?;
+    let report = &out["undo"];
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        println!("{}", serde_json::to_string_pretty(report)?);
     } else {
+        let files: Vec<&str> = report["files"]
+            .as_array()
+            .map(|a| a.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
         println!(
             "{} of run {}: restored {} file(s): {}",
-            report.kind,
-            rec.run_id.short(),
-            report.files.len(),
-            report.files.join(", ")
+            report["kind"].as_str().unwrap_or("undo"),
+            RunId::from_string(report["run"].as_str().unwrap_or(&args.run)).short(),
+            files.len(),
+            files.join(", ")
         );
     }
     Ok(ExitCode::SUCCESS)

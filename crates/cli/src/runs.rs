@@ -32,6 +32,38 @@ pub enum RunsCommand {
     Show {
         /// Run id or a unique prefix of it.
         run: String,
+        /// Print the agents' recorded turns instead: messages, thinking, tool calls, usage.
+        #[arg(long)]
+        turns: bool,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Send a message to a node: a RUNNING agent sees it before its next model call; a
+    /// READY or waiting node gets it when it runs.
+    Message {
+        /// Run id or a unique prefix of it.
+        run: String,
+        /// The node.
+        node: String,
+        /// The text.
+        text: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Prune a READY or RUNNING node: cancel it and roll back its worktree edits.
+    Prune {
+        /// Run id or a unique prefix of it.
+        run: String,
+        /// The node.
+        node: String,
+        /// Also prune the nodes it spawned that have not finished.
+        #[arg(long)]
+        subtree: bool,
+        /// Why (kept in the log).
+        #[arg(long)]
+        reason: Option<String>,
         /// Print JSON.
         #[arg(long)]
         json: bool,
@@ -123,7 +155,46 @@ pub async fn execute(
             limit,
             json,
         } => list(&store, status, limit, json),
-        RunsCommand::Show { run, json } => show(&store, &run, json),
+        RunsCommand::Show { run, turns, json } => {
+            if turns {
+                let rec = store.get_run(&run)?;
+                crate::steer::turns(&store, &rec.id, json)?;
+                return Ok(ExitCode::SUCCESS);
+            }
+            show(&store, &run, json)
+        }
+        RunsCommand::Message {
+            run,
+            node,
+            text,
+            json,
+        } => {
+            let rec = store.get_run(&run)?;
+            let service = crate::session::open_service(repo, overrides, &[], store)?;
+            let op = trellis_protocol::Op::SendMessage {
+                run: rec.id.to_string(),
+                node: NodeId::new(node),
+                text,
+            };
+            crate::steer::steer(&service, &rec.id, op, json).await
+        }
+        RunsCommand::Prune {
+            run,
+            node,
+            subtree,
+            reason,
+            json,
+        } => {
+            let rec = store.get_run(&run)?;
+            let service = crate::session::open_service(repo, overrides, &[], store)?;
+            let op = trellis_protocol::Op::Prune {
+                run: rec.id.to_string(),
+                node: NodeId::new(node),
+                subtree,
+                reason,
+            };
+            crate::steer::steer(&service, &rec.id, op, json).await
+        }
         RunsCommand::Events {
             run,
             from,
@@ -158,8 +229,26 @@ pub async fn execute(
                 );
             }
             if !crate::registry::is_demo_run(&store, &rec.id)? {
-                return crate::session::resume(&rec.id, commands, repo, overrides, store, json)
-                    .await;
+                let mut answers = Vec::new();
+                let mut messages = Vec::new();
+                for c in commands {
+                    match c {
+                        Command::Answer { node, answer } => {
+                            answers.push(trellis_protocol::NodeAnswer { node, answer })
+                        }
+                        Command::SendMessage { node, message } => {
+                            messages.push(trellis_protocol::NodeMessage {
+                                node,
+                                text: message.text,
+                            })
+                        }
+                        _ => {}
+                    }
+                }
+                return crate::session::resume(
+                    &rec.id, answers, messages, repo, overrides, store, json,
+                )
+                .await;
             }
             let graph = crate::registry::graph_of(&store, &rec.id)?;
             let handle = Engine::new(store.clone()).resume(graph, &rec.id, commands)?;
@@ -187,7 +276,25 @@ pub async fn execute(
             }
             Ok(drive(handle, Show { json, quiet }).await?.1)
         }
-        RunsCommand::Cancel { run, reason } => cancel(&store, &run, reason).await,
+        RunsCommand::Cancel { run, reason } => {
+            let rec = store.get_run(&run)?;
+            if crate::registry::is_demo_run(&store, &rec.id)? {
+                return cancel(&store, &run, reason).await;
+            }
+            if rec.summary.status.is_final() {
+                bail!(
+                    "run {} is already {}; nothing to cancel",
+                    rec.id,
+                    status(rec.summary.status)
+                );
+            }
+            let service = crate::session::open_service(repo, overrides, &[], store)?;
+            let op = trellis_protocol::Op::Cancel {
+                run: rec.id.to_string(),
+                reason: Some(reason.unwrap_or_else(|| "cancelled from the command line".into())),
+            };
+            crate::steer::steer(&service, &rec.id, op, false).await
+        }
     }
 }
 

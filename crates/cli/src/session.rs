@@ -6,20 +6,20 @@
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::Path;
 use std::process::ExitCode;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use serde_json::{Value, json};
-use tokio_util::sync::CancellationToken;
-use trellis_agents::{DecidedBy, Orchestration, SessionSink, SinkFactory};
-use trellis_core::{InputMode, RunOptions, Runtime};
-use trellis_graph::{RunHandle, RunOutcome};
+use tokio::sync::broadcast;
+use trellis_agents::{DecidedBy, Orchestration};
+use trellis_core::service::{Service, ServiceOptions};
+use trellis_core::{InputMode, Runtime};
+use trellis_graph::RunOutcome;
 use trellis_protocol::{
-    Answer, Command, Interrupt, InterruptKind, NodeId, RunId, RunStatus, SessionEvent, ToolStatus,
+    Answer, Interrupt, InterruptKind, NodeAnswer, NodeId, NodeMessage, Op, RunId, RunStatus,
+    ServiceEvent,
 };
 use trellis_store::Store;
 use trellis_workflow::Plan;
-
-use crate::drive::{Show, drive};
 
 /// How a workflow run is driven from the terminal.
 #[derive(Clone, Copy, Debug)]
@@ -36,100 +36,6 @@ impl Terminal {
     fn interactive(&self) -> bool {
         self.input == InputMode::Interrupts && !self.json && std::io::stdin().is_terminal()
     }
-}
-
-/// Prints agent progress: streamed model text per node (line by line, so it does not mix
-/// with the stage lines), tool calls and their results, messages received, notes. The
-/// factory gives each node's activation a sink that knows the node (a [`SessionEvent`] does
-/// not name it); all sinks share the unfinished lines.
-pub fn printer(json: bool) -> Option<SinkFactory> {
-    if json {
-        return None;
-    }
-    // Text of each node not yet printed (an unfinished line).
-    let pending: Arc<Mutex<Vec<(String, String)>>> = Arc::default();
-    Some(Arc::new(move |node: &NodeId| -> SessionSink {
-        let pending = Arc::clone(&pending);
-        let node = node.to_string();
-        Arc::new(move |e: SessionEvent| {
-            let mut out = std::io::stdout().lock();
-            print_event(&mut out, &pending, &node, e);
-        })
-    }))
-}
-
-/// Prints one event of `node` to `out`; `pending` holds every node's unfinished line.
-fn print_event(
-    out: &mut dyn Write,
-    pending: &Mutex<Vec<(String, String)>>,
-    node: &str,
-    e: SessionEvent,
-) {
-    let flush_node = |out: &mut dyn Write, text: &str| {
-        for line in text.lines().filter(|l| !l.trim().is_empty()) {
-            let _ = writeln!(out, "    [{node}] {line}");
-        }
-    };
-    let Ok(mut pending) = pending.lock() else {
-        return;
-    };
-    if let SessionEvent::MessageDelta { text, .. } = &e {
-        let i = match pending.iter().position(|(n, _)| n == node) {
-            Some(i) => i,
-            None => {
-                pending.push((node.to_owned(), String::new()));
-                pending.len() - 1
-            }
-        };
-        pending[i].1.push_str(text);
-        if let Some(cut) = pending[i].1.rfind('\n') {
-            let done: String = pending[i].1.drain(..=cut).collect();
-            flush_node(out, &done);
-        }
-        let _ = out.flush();
-        return;
-    }
-    // Anything else ends the node's streamed text.
-    if let Some(i) = pending.iter().position(|(n, _)| n == node) {
-        let (_, rest) = pending.remove(i);
-        flush_node(out, &rest);
-    }
-    let first_line =
-        |text: &str| crate::display::truncate(text.lines().next().unwrap_or_default(), 160);
-    let _ = match e {
-        SessionEvent::ToolStarted { name, input, .. } => {
-            let args = match input {
-                Value::String(s) => s,
-                other => other.to_string(),
-            };
-            writeln!(
-                out,
-                "    [{node}] → {name} {}",
-                crate::display::truncate(&args, 160)
-            )
-        }
-        SessionEvent::ToolCompleted { output, status, .. } => {
-            let (label, text) = match status {
-                ToolStatus::Ok => ("ok", output.as_str()),
-                ToolStatus::Error | ToolStatus::Denied => {
-                    ("error:", output.strip_prefix("error: ").unwrap_or(&output))
-                }
-                ToolStatus::Interrupted => ("interrupted:", ""),
-                ToolStatus::Cancelled => ("cancelled", ""),
-            };
-            writeln!(out, "    [{node}]   {label} {}", first_line(text))
-        }
-        SessionEvent::MessagesReceived { texts, .. } => {
-            let mut r = Ok(());
-            for t in texts {
-                r = r.and(writeln!(out, "    [{node}] ← {}", first_line(&t)));
-            }
-            r
-        }
-        SessionEvent::Note { text } => writeln!(out, "    [{node}] note: {text}"),
-        _ => Ok(()),
-    };
-    let _ = out.flush();
 }
 
 /// Prints the orchestrator's decisions and the plan.
@@ -242,41 +148,32 @@ fn ask(node: &NodeId, it: &Interrupt) -> Answer {
     }
 }
 
-/// Drives a workflow run to its end: answers interrupts from the terminal (resuming the
-/// run in this process), stops cleanly on Ctrl-C (the run stays resumable), then prints the
-/// summary and offers the review.
+/// Follows a workflow run executing in `service` to its end: answers interrupts from the
+/// terminal (resuming the run through the service), stops cleanly on Ctrl-C (the run stays
+/// resumable), then prints the summary and offers the review. `live` was subscribed before
+/// the run was started or resumed.
 pub async fn drive_run(
-    runtime: Arc<Runtime>,
-    mut handle: RunHandle,
+    service: Arc<Service>,
+    mut live: broadcast::Receiver<Arc<ServiceEvent>>,
+    run: RunId,
     term: Terminal,
 ) -> anyhow::Result<ExitCode> {
-    let run: RunId = handle.id().clone();
     if !term.json {
         println!("run {run}");
     }
     let outcome = loop {
-        let show = Show {
-            json: false,
-            quiet: false,
-        };
-        // JSON mode prints one document at the end and nothing else.
-        let finished = async move {
-            if term.json {
-                Ok(handle.wait().await?)
-            } else {
-                drive(handle, show).await.map(|r| r.0)
-            }
-        };
-        let outcome = tokio::select! {
-            r = finished => r?,
+        tokio::select! {
+            () = crate::follow::follow(&mut live, &run, term.json) => {}
             _ = tokio::signal::ctrl_c() => {
-                let _ = runtime.store.flush();
+                service.shutdown().await;
                 eprintln!(
                     "\ninterrupted: completed stages are kept; continue with `trellis runs resume {run}` (review what exists with `trellis review {run}`)"
                 );
                 return Ok(ExitCode::from(130));
             }
-        };
+        }
+        service.wait_run(&run).await;
+        let outcome = service.runtime().inspect(&run)?;
         if outcome.status != RunStatus::WaitingInput {
             break outcome;
         }
@@ -290,22 +187,26 @@ pub async fn drive_run(
             );
             return Ok(ExitCode::SUCCESS);
         }
-        let commands: Vec<Command> = outcome
+        let answers: Vec<NodeAnswer> = outcome
             .waiting
             .iter()
-            .map(|(node, it)| Command::Answer {
+            .map(|(node, it)| NodeAnswer {
                 node: node.clone(),
                 answer: ask(node, it),
             })
             .collect();
-        let options = RunOptions {
-            input: term.input,
-            events: printer(term.json),
-        };
-        handle = runtime.resume(&run, commands, options)?.0;
+        service
+            .call(Op::ResumeRun {
+                run: run.to_string(),
+                answers,
+                messages: Vec::new(),
+                input: term.input,
+            })
+            .await?;
     };
-    runtime.store.flush()?;
-    summary(&runtime.store, &outcome, term.json)?;
+    service.bus().flush().await;
+    service.runtime().store.flush()?;
+    summary(&service.runtime().store, &outcome, term.json)?;
     let changed = !changed_files(&outcome).is_empty();
     if !changed || term.json || term.no_review {
         if changed && !term.json {
@@ -315,7 +216,8 @@ pub async fn drive_run(
     }
     if std::io::stdin().is_terminal() {
         println!();
-        crate::review::review(
+        crate::review::review_with(
+            &service,
             crate::review::ReviewArgs {
                 run: run.to_string(),
                 approve_all: false,
@@ -325,8 +227,8 @@ pub async fn drive_run(
                 stage: None,
                 json: false,
             },
-            &runtime.store,
-        )?;
+        )
+        .await?;
     } else {
         println!("review the change with `trellis review {run}`");
     }
@@ -421,69 +323,57 @@ pub fn open_runtime(
     Ok(Arc::new(Runtime::open(repo, overrides, dirs, store)?))
 }
 
+/// Starts the runtime service of `repo` in this process.
+pub fn open_service(
+    repo: &Path,
+    overrides: &[String],
+    dirs: &[std::path::PathBuf],
+    store: Arc<Store>,
+) -> anyhow::Result<Arc<Service>> {
+    let runtime = open_runtime(repo, overrides, dirs, store)?;
+    Ok(Service::start(runtime, ServiceOptions::default()))
+}
+
 /// `trellis runs resume RUN` of a workflow run: continues it (answers applied first) with
 /// the same progress, questions and review as `trellis run`.
 pub async fn resume(
     run: &RunId,
-    commands: Vec<Command>,
+    answers: Vec<NodeAnswer>,
+    messages: Vec<NodeMessage>,
     repo: &Path,
     overrides: &[String],
     store: Arc<Store>,
     json: bool,
 ) -> anyhow::Result<ExitCode> {
-    let runtime = open_runtime(repo, overrides, &[], store)?;
+    let service = open_service(repo, overrides, &[], store)?;
     let term = Terminal {
         input: InputMode::Interrupts,
         json,
         no_review: false,
     };
-    let options = RunOptions {
-        input: term.input,
-        events: printer(json),
-    };
-    let (handle, _ctx) = runtime.resume(run, commands, options)?;
-    drive_run(runtime, handle, term).await
+    let live = service.live();
+    service
+        .call(Op::ResumeRun {
+            run: run.to_string(),
+            answers,
+            messages,
+            input: term.input,
+        })
+        .await?;
+    drive_run(service, live, run.clone(), term).await
 }
 
-/// A cancellation token cancelled on the first Ctrl-C (for the orchestrator call).
-pub fn ctrl_c_token() -> CancellationToken {
-    let token = CancellationToken::new();
-    let t = token.clone();
-    tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            t.cancel();
-        }
-    });
-    token
-}
-
-/// `trellis run "<request>"`: orchestrate, plan, run, review.
+/// `trellis run "<request>"`: orchestrate, plan, run, review — through the runtime service.
 pub async fn run(
     args: &crate::workflows::RunArgs,
     repo: &Path,
     overrides: &[String],
     store: Store,
 ) -> anyhow::Result<ExitCode> {
-    let runtime = open_runtime(repo, overrides, &args.dirs.dirs, Arc::new(store))?;
-    let overrides = trellis_agents::Overrides {
-        workflow: args.workflow.clone(),
-        include: args.include.clone(),
-        skip: args.skip.clone(),
-    };
+    let service = open_service(repo, overrides, &args.dirs.dirs, Arc::new(store))?;
     if !args.json {
-        let profile = runtime.models.profile_for_role("orchestrator");
+        let profile = service.runtime().models.profile_for_role("orchestrator");
         eprintln!("asking the orchestrator (model profile `{profile}`)…");
-    }
-    let cancel = ctrl_c_token();
-    let (orchestration, plan) = runtime.plan(&args.request, &overrides, cancel).await?;
-    if args.plan_only {
-        if !args.json {
-            print_choice(&orchestration, &plan);
-        }
-        return crate::workflows::print_plan(&plan, args.json);
-    }
-    if !args.json {
-        print_choice(&orchestration, &plan);
     }
     let term = Terminal {
         input: if args.yes {
@@ -496,106 +386,41 @@ pub async fn run(
         json: args.json,
         no_review: args.no_review,
     };
-    let options = RunOptions {
+    // Subscribed before the start, so the run's first events are not missed.
+    let live = service.live();
+    let start = service.call(Op::StartRun {
+        request: args.request.clone(),
+        repo: None,
+        workflow: args.workflow.clone(),
+        include: args.include.clone(),
+        skip: args.skip.clone(),
         input: term.input,
-        events: printer(args.json),
+        budgets: None,
+        plan_only: args.plan_only,
+    });
+    let started = tokio::select! {
+        r = start => r?,
+        _ = tokio::signal::ctrl_c() => {
+            service.shutdown().await;
+            eprintln!("\ninterrupted before the run started");
+            return Ok(ExitCode::from(130));
+        }
     };
-    let (handle, ctx) = runtime.start(&plan, &orchestration, options)?;
+    let orchestration: Orchestration = serde_json::from_value(started["orchestration"].clone())?;
+    let plan: Plan = serde_json::from_value(started["plan"].clone())?;
+    if !args.json {
+        print_choice(&orchestration, &plan);
+    }
+    if args.plan_only {
+        return crate::workflows::print_plan(&plan, args.json);
+    }
+    let run = RunId::from_string(started["run"].as_str().unwrap_or_default());
     if !args.json {
         println!(
             "worktree {} (branch {})",
-            ctx.worktree.path.display(),
-            ctx.worktree.branch
+            started["worktree"].as_str().unwrap_or_default(),
+            started["branch"].as_str().unwrap_or_default()
         );
     }
-    drive_run(runtime, handle, term).await
-}
-
-#[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used)]
-
-    use super::*;
-
-    #[test]
-    fn the_printer_shows_text_by_line_tool_calls_and_notes_per_node() {
-        let pending = Mutex::new(Vec::new());
-        let mut out = Vec::new();
-        let events = [
-            (
-                "code",
-                SessionEvent::MessageDelta {
-                    turn: 1,
-                    text: "Reading ".into(),
-                },
-            ),
-            (
-                "test",
-                SessionEvent::Note {
-                    text: "index up to date".into(),
-                },
-            ),
-            (
-                "code",
-                SessionEvent::MessageDelta {
-                    turn: 1,
-                    text: "the file.\nThen ".into(),
-                },
-            ),
-            (
-                "code",
-                SessionEvent::ThoughtDelta {
-                    turn: 1,
-                    text: "hidden".into(),
-                },
-            ),
-            (
-                "code",
-                SessionEvent::TurnCompleted {
-                    turn: 1,
-                    message: Value::Null,
-                    usage: Default::default(),
-                },
-            ),
-            (
-                "code",
-                SessionEvent::ToolStarted {
-                    turn: 1,
-                    call_id: "c1".into(),
-                    name: "read_file".into(),
-                    input: json!({ "path": "a.rs" }),
-                },
-            ),
-            (
-                "code",
-                SessionEvent::ToolCompleted {
-                    turn: 1,
-                    call_id: "c1".into(),
-                    name: "read_file".into(),
-                    output: "error: no such file\nmore".into(),
-                    status: ToolStatus::Error,
-                    duration_ms: 3,
-                },
-            ),
-            (
-                "code",
-                SessionEvent::MessagesReceived {
-                    turn: 2,
-                    texts: vec!["user: use b.rs".into()],
-                },
-            ),
-        ];
-        for (node, e) in events {
-            print_event(&mut out, &pending, node, e);
-        }
-        assert_eq!(
-            String::from_utf8(out).unwrap(),
-            "    [test] note: index up to date\n\
-             \x20   [code] Reading the file.\n\
-             \x20   [code] Then \n\
-             \x20   [code] → read_file {\"path\":\"a.rs\"}\n\
-             \x20   [code]   error: no such file\n\
-             \x20   [code] ← user: use b.rs\n"
-        );
-    }
+    drive_run(service, live, run, term).await
 }

@@ -218,6 +218,9 @@ pub enum Op {
         /// Answers to waiting nodes.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         answers: Vec<NodeAnswer>,
+        /// Messages for nodes, delivered before anything runs.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        messages: Vec<NodeMessage>,
         /// How later approvals and questions are answered.
         #[serde(default)]
         input: InputMode,
@@ -364,6 +367,16 @@ pub struct NodeAnswer {
     pub node: NodeId,
     /// The answer.
     pub answer: Answer,
+}
+
+/// A message for one node.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeMessage {
+    /// The node.
+    pub node: NodeId,
+    /// The text.
+    pub text: String,
 }
 
 /// What to do with a run's change set.

@@ -226,8 +226,9 @@ impl Service {
             Op::ResumeRun {
                 run,
                 answers,
+                messages,
                 input,
-            } => self.resume_run(sub, &run, answers, input).await,
+            } => self.resume_run(sub, &run, answers, messages, input).await,
             Op::Answer { run, node, answer } => {
                 let run = self.run_id(&run)?;
                 self.deliver(

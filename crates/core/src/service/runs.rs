@@ -9,8 +9,8 @@ use tokio::sync::watch;
 use trellis_graph::{RunCommands, RunHandle, RunOutcome};
 use trellis_protocol::{
     Answer, Budgets, Command, EventKind, InputMode, InterruptKind, Message, NodeAnswer, NodeId,
-    NodeState, RunId, RunStatus, ServiceEvent, ServiceEventBody, StreamId, SubmissionId,
-    WorkspaceEvent,
+    NodeMessage, NodeState, RunId, RunStatus, ServiceEvent, ServiceEventBody, StreamId,
+    SubmissionId, WorkspaceEvent,
 };
 
 use super::{OpError, OpResult, Service, lock};
@@ -126,6 +126,7 @@ impl Service {
         sub: SubmissionId,
         run: &str,
         answers: Vec<NodeAnswer>,
+        messages: Vec<NodeMessage>,
         input: InputMode,
     ) -> OpResult {
         let run = self.run_id(run)?;
@@ -134,13 +135,17 @@ impl Service {
                 "run {run} is already executing in this service"
             )));
         }
-        let commands = answers
+        let mut commands: Vec<Command> = answers
             .into_iter()
             .map(|a| Command::Answer {
                 node: a.node,
                 answer: a.answer,
             })
             .collect();
+        commands.extend(messages.into_iter().map(|m| Command::SendMessage {
+            node: m.node,
+            message: Message::user(m.text),
+        }));
         self.resume_here(&sub, &run, commands, input)?;
         Ok(json!({ "run": run, "resumed": true }))
     }

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeSet;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use similar::{Algorithm, DiffOp, capture_diff_slices};
 use trellis_protocol::RunId;
 
@@ -17,7 +17,7 @@ use crate::git::Git;
 pub const CONTEXT: usize = 3;
 
 /// How a file changed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum FileStatus {
     /// New file.
@@ -29,7 +29,7 @@ pub enum FileStatus {
 }
 
 /// A line of a hunk.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum LineKind {
     /// Unchanged context.
@@ -41,7 +41,7 @@ pub enum LineKind {
 }
 
 /// One displayed line.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HunkLine {
     /// Context, removed or added.
     pub kind: LineKind,
@@ -50,7 +50,7 @@ pub struct HunkLine {
 }
 
 /// A group of nearby changes, approved or rejected as one.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Hunk {
     /// Index within the file.
@@ -71,7 +71,7 @@ pub struct Hunk {
 }
 
 /// One changed file.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct FileChange {
     /// Path relative to the repository root.
@@ -101,8 +101,10 @@ pub struct FileChange {
     pub(crate) diff: Vec<DiffOp>,
 }
 
-/// A run's net change.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+/// A run's net change. Serialised, it carries what a reviewer sees (paths, modes, hunks and
+/// their lines); a deserialised one is such a view: file contents and diff ops are left out,
+/// so it can be shown and selected from, not applied.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ChangeSet {
     /// The run.
     pub run: RunId,

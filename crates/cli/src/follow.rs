@@ -1,0 +1,219 @@
+//! Follows a run executing in the runtime service: prints its graph progress and its
+//! agents' turns as they are committed, until the run stops executing.
+
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+
+use serde_json::Value;
+use tokio::sync::broadcast;
+use trellis_protocol::{
+    RunId, ServiceEvent, ServiceEventBody, SessionEvent, StreamId, ToolStatus, WorkspaceEvent,
+};
+
+use crate::drive::Progress;
+
+/// Prints one run's events from the service's live broadcast (subscribed before the run was
+/// started or resumed, so nothing is missed) until the run stops executing here. With
+/// `quiet`, prints nothing and only waits.
+pub async fn follow(live: &mut broadcast::Receiver<Arc<ServiceEvent>>, run: &RunId, quiet: bool) {
+    let mut progress = Progress::default();
+    let pending: Mutex<Vec<(String, String)>> = Mutex::new(Vec::new());
+    let prefix = format!("{run}:");
+    loop {
+        let e = match live.recv().await {
+            Ok(e) => e,
+            Err(broadcast::error::RecvError::Lagged(n)) => {
+                if !quiet {
+                    println!(
+                        "    ({n} progress events skipped; `trellis runs events {run}` has them all)"
+                    );
+                }
+                continue;
+            }
+            Err(broadcast::error::RecvError::Closed) => return,
+        };
+        match (&e.stream, &e.event) {
+            (StreamId::Run(r), ServiceEventBody::Run(kind)) if r == run && !quiet => {
+                progress.event(kind);
+            }
+            (StreamId::Session(s), ServiceEventBody::Session(ev)) => {
+                if let Some(node) = s.as_str().strip_prefix(&prefix)
+                    && !quiet
+                {
+                    let mut out = std::io::stdout().lock();
+                    print_event(&mut out, &pending, node, ev.clone());
+                }
+            }
+            (_, ServiceEventBody::Workspace(WorkspaceEvent::RunStopped { run: r, .. }))
+                if r == run =>
+            {
+                return;
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Prints one event of `node` to `out`; `pending` holds every node's unfinished line.
+pub(crate) fn print_event(
+    out: &mut dyn Write,
+    pending: &Mutex<Vec<(String, String)>>,
+    node: &str,
+    e: SessionEvent,
+) {
+    let flush_node = |out: &mut dyn Write, text: &str| {
+        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+            let _ = writeln!(out, "    [{node}] {line}");
+        }
+    };
+    let Ok(mut pending) = pending.lock() else {
+        return;
+    };
+    if let SessionEvent::MessageDelta { text, .. } = &e {
+        let i = match pending.iter().position(|(n, _)| n == node) {
+            Some(i) => i,
+            None => {
+                pending.push((node.to_owned(), String::new()));
+                pending.len() - 1
+            }
+        };
+        pending[i].1.push_str(text);
+        if let Some(cut) = pending[i].1.rfind('\n') {
+            let done: String = pending[i].1.drain(..=cut).collect();
+            flush_node(out, &done);
+        }
+        let _ = out.flush();
+        return;
+    }
+    // Anything else ends the node's streamed text.
+    if let Some(i) = pending.iter().position(|(n, _)| n == node) {
+        let (_, rest) = pending.remove(i);
+        flush_node(out, &rest);
+    }
+    let first_line =
+        |text: &str| crate::display::truncate(text.lines().next().unwrap_or_default(), 160);
+    let _ = match e {
+        SessionEvent::ToolStarted { name, input, .. } => {
+            let args = match input {
+                Value::String(s) => s,
+                other => other.to_string(),
+            };
+            writeln!(
+                out,
+                "    [{node}] → {name} {}",
+                crate::display::truncate(&args, 160)
+            )
+        }
+        SessionEvent::ToolCompleted { output, status, .. } => {
+            let (label, text) = match status {
+                ToolStatus::Ok => ("ok", output.as_str()),
+                ToolStatus::Error | ToolStatus::Denied => {
+                    ("error:", output.strip_prefix("error: ").unwrap_or(&output))
+                }
+                ToolStatus::Interrupted => ("interrupted:", ""),
+                ToolStatus::Cancelled => ("cancelled", ""),
+            };
+            writeln!(out, "    [{node}]   {label} {}", first_line(text))
+        }
+        SessionEvent::MessagesReceived { texts, .. } => {
+            let mut r = Ok(());
+            for t in texts {
+                r = r.and(writeln!(out, "    [{node}] ← {}", first_line(&t)));
+            }
+            r
+        }
+        SessionEvent::Note { text } => writeln!(out, "    [{node}] note: {text}"),
+        _ => Ok(()),
+    };
+    let _ = out.flush();
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_printer_shows_text_by_line_tool_calls_and_notes_per_node() {
+        let pending = Mutex::new(Vec::new());
+        let mut out = Vec::new();
+        let events = [
+            (
+                "code",
+                SessionEvent::MessageDelta {
+                    turn: 1,
+                    text: "Reading ".into(),
+                },
+            ),
+            (
+                "test",
+                SessionEvent::Note {
+                    text: "index up to date".into(),
+                },
+            ),
+            (
+                "code",
+                SessionEvent::MessageDelta {
+                    turn: 1,
+                    text: "the file.\nThen ".into(),
+                },
+            ),
+            (
+                "code",
+                SessionEvent::ThoughtDelta {
+                    turn: 1,
+                    text: "hidden".into(),
+                },
+            ),
+            (
+                "code",
+                SessionEvent::TurnCompleted {
+                    turn: 1,
+                    message: Value::Null,
+                    usage: Default::default(),
+                },
+            ),
+            (
+                "code",
+                SessionEvent::ToolStarted {
+                    turn: 1,
+                    call_id: "c1".into(),
+                    name: "read_file".into(),
+                    input: json!({ "path": "a.rs" }),
+                },
+            ),
+            (
+                "code",
+                SessionEvent::ToolCompleted {
+                    turn: 1,
+                    call_id: "c1".into(),
+                    name: "read_file".into(),
+                    output: "error: no such file\nmore".into(),
+                    status: ToolStatus::Error,
+                    duration_ms: 3,
+                },
+            ),
+            (
+                "code",
+                SessionEvent::MessagesReceived {
+                    turn: 2,
+                    texts: vec!["user: use b.rs".into()],
+                },
+            ),
+        ];
+        for (node, e) in events {
+            print_event(&mut out, &pending, node, e);
+        }
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "    [test] note: index up to date\n\
+             \x20   [code] Reading the file.\n\
+             \x20   [code] Then \n\
+             \x20   [code] → read_file {\"path\":\"a.rs\"}\n\
+             \x20   [code]   error: no such file\n\
+             \x20   [code] ← user: use b.rs\n"
+        );
+    }
+}
