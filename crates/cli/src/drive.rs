@@ -137,7 +137,7 @@ pub async fn drive(mut handle: RunHandle, show: Show) -> anyhow::Result<(RunOutc
     Ok((outcome, code))
 }
 
-fn print_summary(o: &RunOutcome, elapsed: std::time::Duration) {
+pub(crate) fn print_summary(o: &RunOutcome, elapsed: std::time::Duration) {
     let at = o
         .terminal
         .as_ref()

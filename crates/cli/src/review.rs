@@ -12,7 +12,7 @@ use clap::{Args, Subcommand};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use trellis_core::service::Service;
-use trellis_protocol::{NodeId, Op, ReviewAction, RunId};
+use trellis_protocol::{FileHunks, NodeId, Op, ReviewAction, RunId};
 use trellis_store::Store;
 use trellis_tools::review::{
     self, ChangeSet, FileChange, FileSelection, LineKind, ReviewComment, ReviewOutcome, Selection,
@@ -176,34 +176,26 @@ pub async fn review_with(service: &Arc<Service>, args: ReviewArgs) -> anyhow::Re
                 println!("nothing approved; the change was rejected.");
                 return Ok(ExitCode::SUCCESS);
             }
-            for f in &set.files {
-                let (hunks, accept) = match selection.for_file(f) {
-                    FileSelection::All => (None, true),
-                    FileSelection::None => (None, false),
-                    FileSelection::Hunks(h) => (Some(h.into_iter().collect::<Vec<_>>()), true),
-                };
-                if let (Some(h), true) = (&hunks, accept) {
-                    // Start from nothing for this file, then accept the chosen hunks.
-                    service
-                        .call(review(ReviewAction::Select {
-                            file: f.path.clone(),
-                            hunks: None,
-                            accept: false,
-                        }))
-                        .await?;
-                    if h.is_empty() {
-                        continue;
-                    }
-                }
-                service
-                    .call(review(ReviewAction::Select {
+            let accept: Vec<FileHunks> = set
+                .files
+                .iter()
+                .filter_map(|f| match selection.for_file(f) {
+                    FileSelection::All => Some(FileHunks {
                         file: f.path.clone(),
-                        hunks,
-                        accept,
-                    }))
-                    .await?;
-            }
-            let out = service.call(review(ReviewAction::Apply)).await?;
+                        hunks: None,
+                    }),
+                    FileSelection::None => None,
+                    FileSelection::Hunks(h) => Some(FileHunks {
+                        file: f.path.clone(),
+                        hunks: Some(h.into_iter().collect()),
+                    }),
+                })
+                .collect();
+            let out = service
+                .call(review(ReviewAction::Apply {
+                    accept: Some(accept),
+                }))
+                .await?;
             if args.json {
                 println!(
                     "{}",

@@ -161,6 +161,7 @@ pub async fn drive_run(
     if !term.json {
         println!("run {run}");
     }
+    let started = std::time::Instant::now();
     let outcome = loop {
         tokio::select! {
             () = crate::follow::follow(&mut live, &run, term.json) => {}
@@ -175,6 +176,9 @@ pub async fn drive_run(
         service.wait_run(&run).await;
         let outcome = service.runtime().inspect(&run)?;
         if outcome.status != RunStatus::WaitingInput {
+            if !term.json {
+                crate::drive::print_summary(&outcome, started.elapsed());
+            }
             break outcome;
         }
         if !term.interactive() {

@@ -369,6 +369,17 @@ pub struct NodeAnswer {
     pub answer: Answer,
 }
 
+/// A file of a change set and which of its hunks (all when absent).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FileHunks {
+    /// The path, relative to the repository.
+    pub file: String,
+    /// Hunk indexes; absent: the whole file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hunks: Option<Vec<usize>>,
+}
+
 /// A message for one node.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -399,8 +410,13 @@ pub enum ReviewAction {
         /// Accept (true) or reject (false) what is named.
         accept: bool,
     },
-    /// Apply the accepted hunks (all, when nothing was selected) to the working tree.
-    Apply,
+    /// Apply the accepted hunks to the working tree: those of `accept` when given (files
+    /// not listed are rejected), else those chosen with `select`, else everything.
+    Apply {
+        /// The files (and hunks) to accept.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        accept: Option<Vec<FileHunks>>,
+    },
     /// Reject the whole change set.
     Reject {
         /// Why.

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use serde_json::{Value, json};
-use trellis_protocol::{NodeId, ReviewAction, RunId, SubmissionId, WorkspaceEvent};
+use trellis_protocol::{FileHunks, NodeId, ReviewAction, RunId, SubmissionId, WorkspaceEvent};
 use trellis_store::{ChangeSetRecord, Store};
 use trellis_tools::git::Git;
 use trellis_tools::review::{
@@ -35,7 +35,8 @@ impl Service {
         run: &str,
         action: ReviewAction,
     ) -> OpResult {
-        let run = self.run_id(run)?;
+        // Change sets exist for runs and for sandbox worktrees (which have no run log).
+        let run = self.runtime.store.change_set(run)?.run_id;
         if !matches!(action, ReviewAction::Show) && self.is_live(&run) {
             return Err(OpError::new(format!(
                 "run {run} is still executing; review its change set when it has stopped"
@@ -67,9 +68,12 @@ impl Service {
                 lock(&self.selections).insert(run.clone(), selection.clone());
                 json!({ "run": run, "selection": selection })
             }
-            ReviewAction::Apply => {
+            ReviewAction::Apply { accept } => {
                 let store = self.runtime.store.clone();
-                let sel = selection.clone();
+                let sel = match accept {
+                    Some(files) => accepted(&set, files)?,
+                    None => selection.clone(),
+                };
                 let out = blocking(move || -> Result<Value, OpError> {
                     if sel.is_empty(&set) {
                         review::record_outcome(
@@ -149,6 +153,18 @@ impl Service {
         )?;
         Ok(())
     }
+}
+
+/// The selection that accepts exactly `files` (and rejects the rest).
+fn accepted(set: &ChangeSet, files: Vec<FileHunks>) -> Result<Selection, OpError> {
+    let mut selection = Selection::default();
+    for f in set.files.iter() {
+        selection.files.insert(f.path.clone(), FileSelection::None);
+    }
+    for f in files {
+        selection = select(selection, set, &f.file, f.hunks, true)?;
+    }
+    Ok(selection)
 }
 
 /// Accepts or rejects a file or some of its hunks in `selection`.

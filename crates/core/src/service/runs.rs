@@ -345,12 +345,23 @@ impl Service {
         artifact: Option<i64>,
         feedback: String,
     ) -> OpResult {
-        let run = self.run_id(run)?;
         if feedback.trim().is_empty() {
             return Err(OpError::new(
                 "request changes needs feedback: say what should change",
             ));
         }
+        let run = match self.run_id(run) {
+            Ok(r) => r,
+            // A sandbox worktree has a change set and no run: the request is recorded.
+            Err(e) => {
+                let Ok(rec) = self.runtime.store.change_set(run) else {
+                    return Err(e);
+                };
+                let stage = node.unwrap_or_else(|| NodeId::new("manual"));
+                self.review_record_changes(&rec.run_id, &stage, &feedback)?;
+                return Ok(json!({ "run": rec.run_id, "recorded": "changesRequested" }));
+            }
+        };
         if let Some(id) = artifact {
             let a = self.runtime.store.set_artifact_status(
                 id,
