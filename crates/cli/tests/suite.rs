@@ -1,8 +1,10 @@
 mod agentrun;
 mod common;
 mod crash;
+mod mock;
 mod models;
 mod review;
 mod runs;
+mod steering;
 mod workflows;
 mod workspace;

@@ -1,15 +1,14 @@
 //! `trellis run` end to end through the binary: against a loopback server speaking the
 //! OpenAI chat-completions wire format, and with the embedded local model.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpListener;
+use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
-use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 use trellis_test_support::TempWorkspace;
 
 use super::common::*;
+use super::mock::*;
 
 /// `trellis` with no user configuration (an empty config home for the child).
 fn isolated(repo: &Path) -> std::process::Command {
@@ -23,137 +22,30 @@ fn example(config: &str) -> TempWorkspace {
     trellis_test_support::example_repo("inventory", config).unwrap()
 }
 
-/// The answer a model would give to `body`, by what it asks for.
-fn answer(body: &Value) -> String {
-    let schema = &body["response_format"]["json_schema"]["schema"]["properties"];
-    if schema.get("workflow").is_some() {
-        json!({
-            "reasoning": "A question about a past decision: discuss it; no record needed.",
-            "workflow": "architecture_discussion",
-            "stages": [{ "stage": "decision_documentation", "include": false, "reason": "nothing to record" }]
-        })
-        .to_string()
-    } else if schema.get("queries").is_some() {
-        json!({ "queries": ["stock kept in memory", "reservations"] }).to_string()
-    } else {
-        json!({
-            "failure": false,
-            "output": "MOCK-ANALYSIS: stock lives in memory per ADR 0001; persistence is the next step.\n\n## Options\n- keep it in memory\n- persist to SQLite",
-            "files_changed": [],
-            "findings": ["MOCK-FINDING: a restart loses every reservation"]
-        })
-        .to_string()
-    }
-}
-
 /// The first request of an agent that may use `shell` asks for a network command.
 fn wants_tool(body: &Value) -> Option<String> {
     let offers_shell = body["tools"]
         .as_array()
         .is_some_and(|t| t.iter().any(|t| t["function"]["name"] == "shell"));
-    let answered = body["messages"]
-        .as_array()
-        .is_some_and(|m| m.iter().any(|m| m["role"] == "tool"));
-    (offers_shell && !answered)
+    (offers_shell && tool_results(body) == 0)
         .then(|| json!({ "command": "curl -s http://127.0.0.1:9/stock" }).to_string())
 }
 
-fn tool_sse(arguments: &str) -> String {
-    let chunk = |delta: Value, finish: Value| {
-        json!({
-            "id": "chatcmpl-mock", "object": "chat.completion.chunk", "created": 0, "model": "mock-model",
-            "choices": [{ "index": 0, "delta": delta, "finish_reason": finish }]
-        })
-    };
-    let call = json!({ "tool_calls": [{ "index": 0, "id": "call_1", "type": "function",
-        "function": { "name": "shell", "arguments": arguments } }] });
-    format!(
-        "data: {}\n\ndata: {}\n\ndata: [DONE]\n\n",
-        chunk(call, Value::Null),
-        chunk(json!({}), json!("tool_calls"))
-    )
-}
-
-fn sse(text: &str) -> String {
-    let chunk = |delta: Value, finish: Value| {
-        json!({
-            "id": "chatcmpl-mock", "object": "chat.completion.chunk", "created": 0, "model": "mock-model",
-            "choices": [{ "index": 0, "delta": delta, "finish_reason": finish }]
-        })
-    };
-    let mut out = String::new();
-    out.push_str(&format!(
-        "data: {}\n\n",
-        chunk(json!({ "role": "assistant", "content": "" }), Value::Null)
-    ));
-    for piece in text.as_bytes().chunks(16) {
-        let piece = String::from_utf8_lossy(piece);
-        out.push_str(&format!(
-            "data: {}\n\n",
-            chunk(json!({ "content": piece }), Value::Null)
-        ));
-    }
-    out.push_str(&format!("data: {}\n\n", chunk(json!({}), json!("stop"))));
-    out.push_str(&format!(
-        "data: {}\n\n",
-        json!({ "id": "chatcmpl-mock", "object": "chat.completion.chunk", "created": 0, "model": "mock-model", "choices": [],
-                "usage": { "prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120 } })
-    ));
-    out.push_str("data: [DONE]\n\n");
-    out
-}
-
-/// Serves chat completions on 127.0.0.1 until the process ends; records request bodies.
-fn mock_openai() -> (String, Arc<Mutex<Vec<Value>>>) {
+fn mock_openai() -> (String, Seen) {
     mock_openai_with(std::time::Duration::ZERO)
 }
 
 /// Like [`mock_openai`], answering agent (non-structured) requests after `agent_delay`.
-fn mock_openai_with(agent_delay: std::time::Duration) -> (String, Arc<Mutex<Vec<Value>>>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}/v1", listener.local_addr().unwrap());
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let log = seen.clone();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { continue };
-            let mut reader = BufReader::new(stream.try_clone().unwrap());
-            let mut len = 0usize;
-            let mut line = String::new();
-            loop {
-                line.clear();
-                if reader.read_line(&mut line).unwrap_or(0) == 0 {
-                    break;
-                }
-                let l = line.trim_end();
-                if l.is_empty() {
-                    break;
-                }
-                if let Some(v) = l.to_ascii_lowercase().strip_prefix("content-length:") {
-                    len = v.trim().parse().unwrap_or(0);
-                }
-            }
-            let mut body = vec![0; len];
-            if reader.read_exact(&mut body).is_err() {
-                continue;
-            }
-            let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-            if body["response_format"].is_null() {
-                std::thread::sleep(agent_delay);
-            }
-            let reply = match wants_tool(&body) {
-                Some(call) => tool_sse(&call),
-                None => sse(&answer(&body)),
-            };
-            log.lock().unwrap().push(body);
-            let _ = write!(
-                stream,
-                "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{reply}",
-                reply.len()
-            );
+fn mock_openai_with(agent_delay: std::time::Duration) -> (String, Seen) {
+    serve(move |body| {
+        if body["response_format"].is_null() {
+            std::thread::sleep(agent_delay);
         }
-    });
-    (url, seen)
+        match wants_tool(body) {
+            Some(call) => tool_sse("call_1", "shell", &call),
+            None => sse(&answer(body)),
+        }
+    })
 }
 
 #[test]
@@ -242,12 +134,6 @@ fn run_goes_through_an_openai_compatible_endpoint() {
     ));
     assert_eq!(j["terminal"], "DONE", "{j}");
     assert_eq!(j["orchestrator"]["workflow_by"], "user", "{j}");
-}
-
-fn mock_config(url: &str) -> String {
-    format!(
-        "[models]\ndefault = \"mock\"\n\n[models.profiles.mock]\nprovider = \"openai\"\nbase_url = \"{url}\"\nmodel = \"mock-model\"\n\n[index.embedding]\nbackend = \"none\"\n"
-    )
 }
 
 #[test]

@@ -1,0 +1,292 @@
+//! Steering runs through the binary and the runtime service, against the loopback
+//! OpenAI-wire mock: a `kill -9` in the middle of an agent's turn and a resume that continues
+//! from the recorded turns; messages and pruning from another command; `trellis chat`.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use trellis_test_support::TempWorkspace;
+
+use super::common::*;
+use super::mock::*;
+
+fn isolated(repo: &Path) -> std::process::Command {
+    let mut c = trellis(repo);
+    c.env("XDG_CONFIG_HOME", repo.join(".trellis/xdg-config"));
+    c
+}
+
+/// The inventory example whose analysis agent may also run shell commands.
+fn example(url: &str) -> TempWorkspace {
+    let ws = trellis_test_support::example_repo("inventory", &mock_config(url)).unwrap();
+    std::fs::create_dir_all(ws.path().join(".trellis/agents")).unwrap();
+    std::fs::write(
+        ws.path().join(".trellis/agents/analysis_agent.yaml"),
+        "name: analysis_agent\nrole: You analyse.\nobjective: Analyse.\ntools: [shell, read_file]\n",
+    )
+    .unwrap();
+    ws
+}
+
+fn is_agent(body: &Value) -> bool {
+    body["response_format"].is_null()
+}
+
+/// Reads `child`'s stdout until a line satisfies `until`; returns everything read.
+fn read_until(out: &mut impl BufRead, until: impl Fn(&str) -> bool) -> String {
+    let mut printed = String::new();
+    loop {
+        let mut line = String::new();
+        assert!(
+            out.read_line(&mut line).unwrap() > 0,
+            "ended early:\n{printed}"
+        );
+        printed.push_str(&line);
+        if until(&line) {
+            return printed;
+        }
+    }
+}
+
+fn run_id(printed: &str) -> String {
+    printed
+        .lines()
+        .find_map(|l| l.strip_prefix("run "))
+        .map(|l| l.trim().to_owned())
+        .expect("no run line")
+}
+
+#[test]
+fn a_run_killed_mid_tool_call_resumes_from_its_recorded_turns() {
+    // Agent turn 1 reads a file, turn 2 starts a long shell command (killed in flight),
+    // turn 3 reports.
+    let (url, seen) = serve(|body| {
+        if !is_agent(body) {
+            return sse(&answer(body));
+        }
+        match tool_results(body) {
+            0 => tool_sse(
+                "call_read",
+                "read_file",
+                &json!({ "path": "inventory.py" }).to_string(),
+            ),
+            1 => tool_sse(
+                "call_sleep",
+                "shell",
+                &json!({ "command": "sleep 30" }).to_string(),
+            ),
+            _ => sse(&answer(body)),
+        }
+    });
+    let ws = example(&url);
+    let mut child = args(
+        isolated(ws.path()),
+        &[
+            "run",
+            "Discuss the stock API",
+            "--workflow",
+            "architecture_discussion",
+            "--skip",
+            "decision_documentation",
+            "--yes",
+            "--no-review",
+        ],
+    )
+    .stdout(std::process::Stdio::piped())
+    .spawn()
+    .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    // The tool call line is printed once its start is recorded.
+    let printed = read_until(&mut out, |l| l.contains("→ shell"));
+    let run = run_id(&printed);
+    std::thread::sleep(Duration::from_millis(300));
+    std::process::Command::new("kill")
+        .args(["-9", &child.id().to_string()])
+        .status()
+        .unwrap();
+    let _ = child.wait();
+    let agent_calls = |seen: &Seen| seen.lock().unwrap().iter().filter(|b| is_agent(b)).count();
+    assert_eq!(agent_calls(&seen), 2, "two agent turns before the kill");
+
+    let resumed = ok(args(isolated(ws.path()), &["runs", "resume", &run]));
+    assert!(resumed.contains("succeeded at DONE"), "{resumed}");
+    let bodies: Vec<Value> = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|b| is_agent(b))
+        .cloned()
+        .collect();
+    // One more model call: the two completed turns were not asked again …
+    assert_eq!(bodies.len(), 3, "{bodies:#?}");
+    let last = bodies[2]["messages"].as_array().unwrap();
+    // … their conversation was rebuilt from the record: the file read before the kill,
+    // and the shell call reported as interrupted.
+    let tool = |id: &str| {
+        last.iter()
+            .find(|m| m["role"] == "tool" && m["tool_call_id"] == id)
+            .map(|m| m["content"].as_str().unwrap_or_default().to_owned())
+            .unwrap_or_default()
+    };
+    assert!(tool("call_read").contains("class Inventory"), "{last:#?}");
+    assert!(tool("call_sleep").starts_with("interrupted:"), "{last:#?}");
+    // The prompt of the resumed request is the one the first process sent.
+    assert_eq!(bodies[2]["messages"][0], bodies[0]["messages"][0]);
+    // read_file ran once, in the first process.
+    let db = ws.path().join(".trellis/trellis.db");
+    let store = trellis_store::Store::open(&db, Default::default()).unwrap();
+    let rec = store.get_run(&run).unwrap();
+    let reads = store
+        .tool_calls(&rec.id)
+        .unwrap()
+        .iter()
+        .filter(|c| c.tool == "read_file")
+        .count();
+    assert_eq!(reads, 1);
+    // The recorded turns are intact and shown.
+    let turns = ok(args(
+        isolated(ws.path()),
+        &["runs", "show", &run, "--turns"],
+    ));
+    for want in [
+        "turn 1",
+        "turn 2",
+        "turn 3",
+        "→ read_file",
+        "→ shell",
+        "[interrupted",
+    ] {
+        assert!(turns.contains(want), "{want:?} in\n{turns}");
+    }
+}
+
+#[test]
+fn messages_and_pruning_reach_a_paused_run_from_another_command() {
+    let (url, seen) = serve(|body| {
+        if !is_agent(body) {
+            return sse(&answer(body));
+        }
+        match tool_results(body) {
+            // An approval gate: the network command is `ask` by policy.
+            0 => tool_sse(
+                "call_net",
+                "shell",
+                &json!({ "command": "curl -s http://127.0.0.1:9/stock" }).to_string(),
+            ),
+            _ => sse(&answer(body)),
+        }
+    });
+    let ws = example(&url);
+    let out = ok(args(
+        isolated(ws.path()),
+        &[
+            "run",
+            "Discuss the stock API",
+            "--workflow",
+            "architecture_discussion",
+            "--skip",
+            "decision_documentation",
+            "--no-review",
+        ],
+    ));
+    assert!(out.contains("the run is waiting for input"), "{out}");
+    let run = run_id(&out);
+    // A message to the waiting node: the run is resumed to take it, and waits again.
+    let sent = ok(args(
+        isolated(ws.path()),
+        &[
+            "runs",
+            "message",
+            &run,
+            "architectural_analysis",
+            "Also look at reserve().",
+        ],
+    ));
+    assert!(sent.contains("resumed here"), "{sent}");
+    // Finished nodes cannot be pruned; the waiting one can, and the run then ends.
+    let refused = args(
+        isolated(ws.path()),
+        &["runs", "prune", &run, "upfront_retrieval"],
+    )
+    .output()
+    .unwrap();
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("finished work cannot be pruned"),
+        "{refused:?}"
+    );
+    let pruned = ok(args(
+        isolated(ws.path()),
+        &[
+            "runs",
+            "prune",
+            &run,
+            "architectural_analysis",
+            "--reason",
+            "not needed",
+        ],
+    ));
+    assert!(pruned.contains("PRUNED"), "{pruned}");
+    let show = json(args(isolated(ws.path()), &["runs", "show", &run, "--json"]));
+    let node = show["outcome"]["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["id"] == "architectural_analysis")
+        .unwrap()
+        .clone();
+    assert_eq!(node["state"], "PRUNED", "{show}");
+    // The agent never saw a second model call: the message was buffered, then pruned.
+    assert_eq!(
+        seen.lock().unwrap().iter().filter(|b| is_agent(b)).count(),
+        1
+    );
+}
+
+#[test]
+fn chat_answers_and_continues_a_stored_session() {
+    let (url, seen) = serve(|body| {
+        let last = body["messages"]
+            .as_array()
+            .and_then(|m| m.last())
+            .map(|m| m["content"].as_str().unwrap_or_default().to_owned())
+            .unwrap_or_default();
+        sse(&format!("You asked: {last}"))
+    });
+    let ws = trellis_test_support::example_repo("inventory", &mock_config(&url)).unwrap();
+    let first = json(args(
+        isolated(ws.path()),
+        &[
+            "chat",
+            "--channel",
+            "design",
+            "-m",
+            "Where is stock kept?",
+            "--json",
+        ],
+    ));
+    assert_eq!(
+        first["answer"], "You asked: Where is stock kept?",
+        "{first}"
+    );
+    let session = first["session"].as_str().unwrap().to_owned();
+    let second = json(args(
+        isolated(ws.path()),
+        &[
+            "chat",
+            "--session",
+            &session,
+            "-m",
+            "And reservations?",
+            "--json",
+        ],
+    ));
+    assert_eq!(second["session"], session.as_str());
+    assert_eq!(second["answer"], "You asked: And reservations?");
+    // The second request carried the first exchange.
+    let bodies = seen.lock().unwrap().clone();
+    let history = bodies.last().unwrap()["messages"].to_string();
+    assert!(history.contains("Where is stock kept?") && history.contains("You asked: Where"));
+}
