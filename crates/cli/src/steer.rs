@@ -92,7 +92,17 @@ pub fn turns(store: &Arc<Store>, run: &RunId, as_json: bool) -> anyhow::Result<(
             if !t.thoughts.trim().is_empty() {
                 println!("    thinking: {}", truncate(&one_line(&t.thoughts), 200));
             }
-            for line in t.text.lines().filter(|l| !l.trim().is_empty()) {
+            // A structured call (the final report) is not streamed: its text is the message's.
+            let text = if t.text.is_empty() {
+                t.message
+                    .as_ref()
+                    .and_then(|m| m["content"].as_str())
+                    .unwrap_or_default()
+                    .to_owned()
+            } else {
+                t.text.clone()
+            };
+            for line in text.lines().filter(|l| !l.trim().is_empty()) {
                 println!("    {}", truncate(line, 200));
             }
             for tool in &t.tools {

@@ -62,9 +62,23 @@ fn stored(pack: &StagePack) -> Value {
 }
 
 impl RunContext {
-    /// The session sink of `node`'s activation, if progress is wanted.
-    fn sink(&self, node: &NodeId) -> Option<SessionSink> {
-        self.options.events.as_ref().map(|sinks| sinks(node))
+    /// The session sink of retrieval node `node`'s activation: its recorded session when
+    /// the run has a session hub (the service), else the caller's sink, if any.
+    async fn sink(&self, node: &NodeId, attempt: u32) -> Option<SessionSink> {
+        match &self.options.sessions {
+            Some(hub) => hub
+                .open_agent(
+                    &self.run,
+                    node,
+                    "retrieval_agent",
+                    attempt,
+                    self.options.cause.clone(),
+                )
+                .await
+                .map(|o| o.sink)
+                .ok(),
+            None => self.options.events.as_ref().map(|sinks| sinks(node)),
+        }
     }
 
     /// The run's retrieval agent (built on first use).
@@ -147,7 +161,7 @@ pub(crate) fn upfront(me: Option<Arc<RunContext>>, plan: &Plan) -> Option<Arc<dy
             let Some(me) = me else {
                 return Err(NodeError::new("the run's context is gone"));
             };
-            let sink = me.sink(&ctx.node);
+            let sink = me.sink(&ctx.node, ctx.attempt).await;
             let note = |text: String| {
                 if let Some(sink) = &sink {
                     sink(SessionEvent::Note { text });
@@ -241,7 +255,7 @@ pub(crate) fn adaptive(me: Option<Arc<RunContext>>, plan: &Plan) -> Arc<dyn Node
             let Some(me) = me else {
                 return Err(NodeError::new("the run's context is gone"));
             };
-            let sink = me.sink(&ctx.node);
+            let sink = me.sink(&ctx.node, ctx.attempt).await;
             let note = |text: String| {
                 if let Some(sink) = &sink {
                     sink(SessionEvent::Note { text });
