@@ -1,11 +1,12 @@
 //! One answer of a channel session: the discussion agent reads the conversation so far, the
-//! code the workspace index finds for the question, and answers with read-only tools.
+//! repository map and the code the workspace index finds for the question (hybrid search over
+//! symbols and document sections), and answers with read-only tools.
 
 use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 use trellis_agents::{AgentOutcome, AgentRun, Resume, RoleSpec};
-use trellis_index::{Index, RetrievalRequest, RetrievalStrategyConfig};
+use trellis_index::{Index, RepoMapRequest, RetrievalRequest, RetrievalStrategyConfig};
 use trellis_llm::Message;
 use trellis_protocol::{SessionEvent, SessionId, SubmissionId};
 use trellis_tools::{NonInteractive, Registry, ToolEnv, Workspace};
@@ -71,6 +72,11 @@ async fn retrieved(svc: &Service, question: &str) -> String {
     let repo = svc.runtime.repo.clone();
     let config = svc.runtime.index.clone();
     let question = question.to_owned();
+    let question_words: Vec<String> = question
+        .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+        .filter(|w| w.len() > 2)
+        .map(str::to_owned)
+        .collect();
     let found = tokio::task::spawn_blocking(move || -> Result<String, String> {
         let index = Index::open(&repo, config).map_err(|e| e.to_string())?;
         if index.counts().map_err(|e| e.to_string())?.files == 0 {
@@ -86,7 +92,20 @@ async fn retrieved(svc: &Service, question: &str) -> String {
                 candidates: None,
             })
             .map_err(|e| e.to_string())?;
+        // The repository's outline, ranked by PageRank over references, then the matches.
+        let map = index
+            .repo_map(&RepoMapRequest {
+                files_in_play: Vec::new(),
+                mentioned: question_words,
+                budget_tokens: 800,
+            })
+            .map_err(|e| e.to_string())?;
         let mut s = String::new();
+        if !map.text.trim().is_empty() {
+            s.push_str("### Repository map\n");
+            s.push_str(&map.text);
+            s.push_str("\n### Best matches\n");
+        }
         for item in &pack.items {
             let a = &item.attribution;
             s.push_str(&format!(

@@ -458,3 +458,42 @@ async fn request_changes_runs_the_stage_again_with_the_feedback() {
     );
     assert!(second.contains("Status: Accepted"), "{second}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_channel_answers_from_the_repository_map_and_the_index() {
+    let ws = inventory(CONFIG);
+    let repo = path_of(&ws);
+    let script = ScriptedProvider::responding(answer);
+    let svc = service(&repo, &script);
+    let mut index = trellis_index::Index::open(&repo, svc.runtime().index.clone()).unwrap();
+    index
+        .update(&trellis_index::UpdateOptions {
+            scope: trellis_index::Scope::All,
+            embed: false,
+            progress: None,
+            cancel: None,
+            batch_files: None,
+        })
+        .unwrap();
+    drop(index);
+    let out = svc
+        .call(Op::StartChannel {
+            channel: "design".into(),
+            message: Some("How does reserve hold stock?".into()),
+        })
+        .await
+        .unwrap();
+    assert_eq!(out["answer"], "Stock is kept in memory (docs/adr/0001).");
+    let request = script.requests().into_iter().find(is_channel).unwrap();
+    let text = all_text(&request);
+    assert!(text.contains("### Repository map"), "{text}");
+    assert!(text.contains("inventory.py"), "{text}");
+    assert!(text.contains("def reserve"), "{text}");
+    // The tools offered are read-only.
+    let mut tools: Vec<&str> = request.tools.iter().map(|t| t.name.as_str()).collect();
+    tools.sort();
+    assert_eq!(
+        tools,
+        ["glob_search", "grep", "list_directory", "read_file"]
+    );
+}
