@@ -12,6 +12,25 @@ use trellis_protocol::{
 
 use crate::drive::Progress;
 
+/// Like [`follow`], and also ends when the run stops executing in `service` (after a grace
+/// period for its last events), should the announcement on the workspace stream be lost.
+pub async fn follow_run(
+    service: &trellis_core::service::Service,
+    live: &mut broadcast::Receiver<Arc<ServiceEvent>>,
+    run: &RunId,
+    quiet: bool,
+) {
+    let stopped = async {
+        service.wait_run(run).await;
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    };
+    tokio::select! {
+        () = follow(live, run, quiet) => {}
+        () = stopped => {}
+    }
+    service.wait_run(run).await;
+}
+
 /// Prints one run's events from the service's live broadcast (subscribed before the run was
 /// started or resumed, so nothing is missed) until the run stops executing here. With
 /// `quiet`, prints nothing and only waits.

@@ -261,8 +261,7 @@ pub async fn review_with(service: &Arc<Service>, args: ReviewArgs) -> anyhow::Re
                     println!("running `{stage}` again with your comments…");
                 }
                 let id = RunId::from_string(run.clone());
-                crate::follow::follow(&mut live, &id, args.json).await;
-                service.wait_run(&id).await;
+                crate::follow::follow_run(service, &mut live, &id, args.json).await;
                 if !args.json {
                     let o = service.runtime().inspect(&id)?;
                     println!(

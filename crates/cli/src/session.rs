@@ -164,7 +164,7 @@ pub async fn drive_run(
     let started = std::time::Instant::now();
     let outcome = loop {
         tokio::select! {
-            () = crate::follow::follow(&mut live, &run, term.json) => {}
+            () = crate::follow::follow_run(&service, &mut live, &run, term.json) => {}
             _ = tokio::signal::ctrl_c() => {
                 service.shutdown().await;
                 eprintln!(
@@ -173,7 +173,6 @@ pub async fn drive_run(
                 return Ok(ExitCode::from(130));
             }
         }
-        service.wait_run(&run).await;
         let outcome = service.runtime().inspect(&run)?;
         if outcome.status != RunStatus::WaitingInput {
             if !term.json {

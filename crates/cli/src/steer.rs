@@ -39,8 +39,7 @@ pub async fn steer(
         }
     }
     if how == "resumed" {
-        crate::follow::follow(&mut live, run, json).await;
-        service.wait_run(run).await;
+        crate::follow::follow_run(service, &mut live, run, json).await;
         let o = service.runtime().inspect(run)?;
         if !json {
             println!("run {} {}", run.short(), o.status);

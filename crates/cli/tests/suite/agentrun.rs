@@ -2,20 +2,12 @@
 //! OpenAI chat-completions wire format, and with the embedded local model.
 
 use std::io::{BufRead, BufReader, Write};
-use std::path::Path;
 
 use serde_json::{Value, json};
 use trellis_test_support::TempWorkspace;
 
 use super::common::*;
 use super::mock::*;
-
-/// `trellis` with no user configuration (an empty config home for the child).
-fn isolated(repo: &Path) -> std::process::Command {
-    let mut c = trellis(repo);
-    c.env("XDG_CONFIG_HOME", repo.join(".trellis/xdg-config"));
-    c
-}
 
 /// A copy of `examples/inventory` as a git repository with `config`.
 fn example(config: &str) -> TempWorkspace {

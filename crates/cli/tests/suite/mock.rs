@@ -125,6 +125,13 @@ pub fn mock_config(url: &str) -> String {
     )
 }
 
+/// `trellis` with no user configuration (an empty config home for the child).
+pub fn isolated(repo: &std::path::Path) -> std::process::Command {
+    let mut c = super::common::trellis(repo);
+    c.env("XDG_CONFIG_HOME", repo.join(".trellis/xdg-config"));
+    c
+}
+
 /// The number of tool results in a request.
 pub fn tool_results(body: &Value) -> usize {
     body["messages"]

@@ -12,12 +12,6 @@ use trellis_test_support::TempWorkspace;
 use super::common::*;
 use super::mock::*;
 
-fn isolated(repo: &Path) -> std::process::Command {
-    let mut c = trellis(repo);
-    c.env("XDG_CONFIG_HOME", repo.join(".trellis/xdg-config"));
-    c
-}
-
 /// The inventory example whose analysis agent may also run shell commands.
 fn example(url: &str) -> TempWorkspace {
     let ws = trellis_test_support::example_repo("inventory", &mock_config(url)).unwrap();
@@ -289,4 +283,216 @@ fn chat_answers_and_continues_a_stored_session() {
     let bodies = seen.lock().unwrap().clone();
     let history = bodies.last().unwrap()["messages"].to_string();
     assert!(history.contains("Where is stock kept?") && history.contains("You asked: Where"));
+}
+
+fn doc_agent(body: &Value) -> bool {
+    body["messages"][0]["content"]
+        .as_str()
+        .is_some_and(|s| s.contains("technical writer"))
+}
+
+fn last_user_text(body: &Value) -> String {
+    body["messages"].to_string()
+}
+
+/// Starts `trellis run` in the background with `flags`; returns the child, its stdout and the
+/// lines read until `until` matched.
+fn start(
+    ws: &TempWorkspace,
+    flags: &[&str],
+    until: impl Fn(&str) -> bool,
+) -> (
+    std::process::Child,
+    BufReader<std::process::ChildStdout>,
+    String,
+) {
+    let mut a = vec![
+        "run",
+        "Document the stock decision",
+        "--workflow",
+        "architecture_discussion",
+    ];
+    a.extend_from_slice(flags);
+    let mut child = args(isolated(ws.path()), &a)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let printed = read_until(&mut out, until);
+    (child, out, printed)
+}
+
+#[test]
+fn a_message_from_another_process_reaches_the_running_agent() {
+    let (url, seen) = serve(|body| {
+        if !is_agent(body) {
+            return sse(&answer(body));
+        }
+        match tool_results(body) {
+            0 => {
+                // Slow first turn: the test sends its message meanwhile.
+                std::thread::sleep(Duration::from_secs(3));
+                tool_sse(
+                    "call_read",
+                    "read_file",
+                    &json!({ "path": "inventory.py" }).to_string(),
+                )
+            }
+            _ => sse(&answer(body)),
+        }
+    });
+    let ws = example(&url);
+    let (mut child, mut out, printed) = start(
+        &ws,
+        &["--skip", "decision_documentation", "--yes", "--no-review"],
+        |l| l.contains("architectural_analysis#1") && l.contains("RUNNING"),
+    );
+    let run = run_id(&printed);
+    let sent = ok(args(
+        isolated(ws.path()),
+        &[
+            "runs",
+            "message",
+            &run,
+            "architectural_analysis",
+            "Focus on reserve().",
+        ],
+    ));
+    assert!(sent.contains("sent to"), "{sent}");
+    let rest = read_until(&mut out, |l| l.contains("succeeded at DONE"));
+    assert!(rest.contains("← user: Focus on reserve()."), "{rest}");
+    assert!(child.wait().unwrap().success());
+    let agent: Vec<Value> = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|b| is_agent(b))
+        .cloned()
+        .collect();
+    assert_eq!(agent.len(), 2);
+    assert!(!last_user_text(&agent[0]).contains("Focus on reserve()."));
+    assert!(last_user_text(&agent[1]).contains("Focus on reserve()."));
+}
+
+#[test]
+fn pruning_a_running_agent_from_another_process_rolls_back_its_edits() {
+    let (url, _seen) = serve(|body| {
+        if !is_agent(body) {
+            return sse(&answer(body));
+        }
+        if !doc_agent(body) {
+            return sse(&answer(body));
+        }
+        match tool_results(body) {
+            0 => tool_sse(
+                "call_write",
+                "write_file",
+                &json!({ "path": "docs/adr/0002-draft.md", "content": "# draft\n" }).to_string(),
+            ),
+            _ => {
+                std::thread::sleep(Duration::from_secs(5));
+                sse(&answer(body))
+            }
+        }
+    });
+    let ws = example(&url);
+    let (mut child, mut out, printed) = start(
+        &ws,
+        &[
+            "--include",
+            "decision_documentation",
+            "--yes",
+            "--no-review",
+        ],
+        |l| l.contains("[decision_documentation]") && l.contains("ok"),
+    );
+    let run = run_id(&printed);
+    let worktree = printed
+        .lines()
+        .find_map(|l| l.strip_prefix("worktree "))
+        .and_then(|l| l.split(" (branch").next())
+        .unwrap()
+        .to_owned();
+    let draft = Path::new(&worktree).join("docs/adr/0002-draft.md");
+    assert!(draft.exists(), "the agent wrote nothing");
+    let pruned = ok(args(
+        isolated(ws.path()),
+        &["runs", "prune", &run, "decision_documentation"],
+    ));
+    assert!(pruned.contains("sent to"), "{pruned}");
+    let rest = read_until(&mut out, |l| l.starts_with("run ") && l.contains("after"));
+    assert!(rest.contains("PRUNED"), "{rest}");
+    let _ = child.wait();
+    assert!(
+        !draft.exists(),
+        "the pruned agent's file is still in the worktree"
+    );
+    let status = std::process::Command::new("git")
+        .args(["-C", &worktree, "status", "--porcelain"])
+        .output()
+        .unwrap();
+    assert!(status.stdout.is_empty(), "{status:?}");
+}
+
+#[test]
+fn request_changes_in_review_runs_the_stage_again() {
+    let (url, _seen) = serve(|body| {
+        if !is_agent(body) || !doc_agent(body) {
+            return sse(&answer(body));
+        }
+        if tool_results(body) > 0 {
+            return sse(&answer(body));
+        }
+        let status = if body["messages"]
+            .to_string()
+            .contains("Status must be Accepted")
+        {
+            "Accepted"
+        } else {
+            "Proposed"
+        };
+        tool_sse(
+            "call_write",
+            "write_file",
+            &json!({ "path": "docs/adr/0002-persist.md", "content": format!("# ADR 0002\n\nStatus: {status}\n") })
+                .to_string(),
+        )
+    });
+    let ws = example(&url);
+    let out = ok(args(
+        isolated(ws.path()),
+        &[
+            "run",
+            "Document the stock decision",
+            "--workflow",
+            "architecture_discussion",
+            "--include",
+            "decision_documentation",
+            "--yes",
+            "--no-review",
+        ],
+    ));
+    assert!(out.contains("succeeded at DONE"), "{out}");
+    let run = run_id(&out);
+    let set = json(args(isolated(ws.path()), &["review", &run, "--json"]));
+    assert!(set.to_string().contains("Status: Proposed"), "{set}");
+    let revised = ok(args(
+        isolated(ws.path()),
+        &[
+            "review",
+            &run,
+            "--request-changes",
+            "Status must be Accepted.",
+            "--stage",
+            "decision_documentation",
+        ],
+    ));
+    assert!(
+        revised.contains("running `decision_documentation` again"),
+        "{revised}"
+    );
+    assert!(revised.contains("succeeded"), "{revised}");
+    let set = json(args(isolated(ws.path()), &["review", &run, "--json"]));
+    assert!(set.to_string().contains("Status: Accepted"), "{set}");
+    assert!(!set.to_string().contains("Status: Proposed"), "{set}");
 }

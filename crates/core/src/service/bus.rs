@@ -404,11 +404,52 @@ impl Recorder {
         event: ServiceEventBody,
         ts: i64,
     ) {
-        let seq = match self.next.get_mut(&stream) {
+        let seq = self.next_seq(&stream);
+        out.push(ServiceEvent {
+            stream,
+            seq,
+            ts,
+            submission,
+            event,
+        });
+    }
+
+    async fn commit(&mut self, out: &mut Vec<ServiceEvent>) {
+        if out.is_empty() {
+            return;
+        }
+        let mut events = std::mem::take(out);
+        if self.options.persist {
+            let mut attempt = 0;
+            while let Err(e) = self.store.append_stream(events.clone()).await {
+                // Another process appended to one of these streams (the workspace stream is
+                // shared by every process of the workspace): number them again after what
+                // the store holds now, once.
+                for ev in &events {
+                    self.next.remove(&ev.stream);
+                }
+                attempt += 1;
+                if attempt > 2 {
+                    tracing::error!("recording {} event(s) failed: {e}", events.len());
+                    return;
+                }
+                for ev in &mut events {
+                    ev.seq = self.next_seq(&ev.stream);
+                }
+            }
+        }
+        for e in events {
+            let _ = self.live.send(Arc::new(e));
+        }
+    }
+
+    /// Takes the next seq of `stream` (read from the store on first use).
+    fn next_seq(&mut self, stream: &StreamId) -> u64 {
+        let seq = match self.next.get_mut(stream) {
             Some(n) => n,
             None => {
                 let last = if self.options.persist {
-                    match self.store.stream_last_seq(&stream) {
+                    match self.store.stream_last_seq(stream) {
                         Ok(l) => l,
                         Err(e) => {
                             tracing::error!("cannot read the last seq of {stream}: {e}");
@@ -421,35 +462,9 @@ impl Recorder {
                 self.next.entry(stream.clone()).or_insert(last + 1)
             }
         };
-        out.push(ServiceEvent {
-            stream,
-            seq: *seq,
-            ts,
-            submission,
-            event,
-        });
+        let n = *seq;
         *seq += 1;
-    }
-
-    async fn commit(&mut self, out: &mut Vec<ServiceEvent>) {
-        if out.is_empty() {
-            return;
-        }
-        let events = std::mem::take(out);
-        if self.options.persist
-            && let Err(e) = self.store.append_stream(events.clone()).await
-        {
-            // The batch is not stored: forget the seqs it used so the streams continue
-            // from what the store holds, and say so.
-            tracing::error!("recording {} event(s) failed: {e}", events.len());
-            for ev in &events {
-                self.next.remove(&ev.stream);
-            }
-            return;
-        }
-        for e in events {
-            let _ = self.live.send(Arc::new(e));
-        }
+        n
     }
 }
 

@@ -44,29 +44,23 @@ impl OpError {
     }
 }
 
-impl From<crate::Error> for OpError {
-    fn from(e: crate::Error) -> Self {
-        Self(e.to_string())
-    }
+/// Errors of the layers below become op errors with their message.
+macro_rules! op_error_from {
+    ($($t:ty),*) => {$(
+        impl From<$t> for OpError {
+            fn from(e: $t) -> Self {
+                Self(e.to_string())
+            }
+        }
+    )*};
 }
 
-impl From<trellis_store::Error> for OpError {
-    fn from(e: trellis_store::Error) -> Self {
-        Self(e.to_string())
-    }
-}
-
-impl From<trellis_llm::Error> for OpError {
-    fn from(e: trellis_llm::Error) -> Self {
-        Self(e.to_string())
-    }
-}
-
-impl From<trellis_tools::Error> for OpError {
-    fn from(e: trellis_tools::Error) -> Self {
-        Self(e.to_string())
-    }
-}
+op_error_from!(
+    crate::Error,
+    trellis_store::Error,
+    trellis_llm::Error,
+    trellis_tools::Error
+);
 
 pub(crate) type OpResult = Result<Value, OpError>;
 

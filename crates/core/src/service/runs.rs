@@ -8,9 +8,9 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 use trellis_graph::{RunCommands, RunHandle, RunOutcome};
 use trellis_protocol::{
-    Answer, Budgets, Command, EventKind, InputMode, InterruptKind, Message, NodeAnswer, NodeId,
-    NodeMessage, NodeState, RunId, RunStatus, ServiceEvent, ServiceEventBody, StreamId,
-    SubmissionId, WorkspaceEvent,
+    Answer, ArtifactStatus, Budgets, Command, EventKind, InputMode, InterruptKind, Message,
+    NodeAnswer, NodeId, NodeMessage, NodeState, RunId, RunStatus, ServiceEvent, ServiceEventBody,
+    StreamId, SubmissionId, WorkspaceEvent,
 };
 
 use super::{OpError, OpResult, Service, lock};
@@ -177,9 +177,22 @@ impl Service {
         let task = tokio::spawn(async move {
             let bus = me.bus.clone();
             let run_for_fwd = id.clone();
+            // Set once the run's task has ended: every batch it published is then queued in
+            // `events`, so the forwarder drains the queue and stops (it does not wait for the
+            // broadcast to close, which another holder of the sender could delay).
+            let ended = tokio_util::sync::CancellationToken::new();
+            let ended_fwd = ended.clone();
             let forward = tokio::spawn(async move {
                 loop {
-                    match events.recv().await {
+                    let received = tokio::select! {
+                        biased;
+                        r = events.recv() => r,
+                        () = ended_fwd.cancelled() => match events.try_recv() {
+                            Ok(batch) => Ok(batch),
+                            Err(_) => break,
+                        },
+                    };
+                    match received {
                         Ok(batch) => {
                             // A pruned agent's edits are rolled back before anything after
                             // its pruning is published.
@@ -214,6 +227,7 @@ impl Service {
                 }
             });
             let outcome = handle.wait().await;
+            ended.cancel();
             let _ = forward.await;
             let (status, error) = match &outcome {
                 Ok(o) => (o.status, o.error.clone()),
@@ -304,19 +318,7 @@ impl Service {
             answer["comment"] = json!(c);
         }
         if let Some(id) = artifact {
-            let a = self.runtime.store.set_artifact_status(
-                id,
-                trellis_protocol::ArtifactStatus::Approved,
-                comment.as_deref(),
-            )?;
-            self.bus.workspace(
-                Some(sub.clone()),
-                WorkspaceEvent::ArtifactChanged {
-                    artifact: id,
-                    run: a.run.clone(),
-                    status: a.status,
-                },
-            );
+            self.set_artifact(sub, id, ArtifactStatus::Approved, comment.as_deref())?;
         }
         let outcome = self.inspect(&run)?;
         let targets = waiting_for(&outcome, node.as_ref(), artifact);
@@ -335,6 +337,29 @@ impl Service {
             .collect();
         self.deliver_all(sub, &run, commands).await?;
         Ok(json!({ "run": run, "approved": targets }))
+    }
+
+    /// Records an artifact's new status and announces it on the workspace stream.
+    fn set_artifact(
+        &self,
+        sub: &SubmissionId,
+        id: i64,
+        status: ArtifactStatus,
+        feedback: Option<&str>,
+    ) -> Result<(), OpError> {
+        let a = self
+            .runtime
+            .store
+            .set_artifact_status(id, status, feedback)?;
+        self.bus.workspace(
+            Some(sub.clone()),
+            WorkspaceEvent::ArtifactChanged {
+                artifact: id,
+                run: a.run,
+                status: a.status,
+            },
+        );
+        Ok(())
     }
 
     pub(crate) async fn request_changes(
@@ -363,19 +388,7 @@ impl Service {
             }
         };
         if let Some(id) = artifact {
-            let a = self.runtime.store.set_artifact_status(
-                id,
-                trellis_protocol::ArtifactStatus::ChangesRequested,
-                Some(&feedback),
-            )?;
-            self.bus.workspace(
-                Some(sub.clone()),
-                WorkspaceEvent::ArtifactChanged {
-                    artifact: id,
-                    run: a.run.clone(),
-                    status: a.status,
-                },
-            );
+            self.set_artifact(sub, id, ArtifactStatus::ChangesRequested, Some(&feedback))?;
         }
         let outcome = self.inspect(&run)?;
         let targets = waiting_for(&outcome, node.as_ref(), artifact);
