@@ -111,7 +111,7 @@ pub async fn chat(service: &Arc<Service>, args: ChatArgs) -> anyhow::Result<Exit
 /// Prints the answer's text deltas of `session` (or of the first channel session that
 /// starts) as they arrive.
 async fn stream_answer(
-    mut live: tokio::sync::broadcast::Receiver<Arc<trellis_protocol::ServiceEvent>>,
+    mut live: tokio::sync::broadcast::Receiver<Arc<trellis_core::service::LiveEvent>>,
     mut session: Option<SessionId>,
     printed: Arc<Mutex<bool>>,
 ) {

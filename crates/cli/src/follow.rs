@@ -6,8 +6,9 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 use tokio::sync::broadcast;
+use trellis_core::service::LiveEvent;
 use trellis_protocol::{
-    RunId, ServiceEvent, ServiceEventBody, SessionEvent, StreamId, ToolStatus, WorkspaceEvent,
+    RunId, ServiceEventBody, SessionEvent, StreamId, ToolStatus, WorkspaceEvent,
 };
 
 use crate::drive::Progress;
@@ -16,7 +17,7 @@ use crate::drive::Progress;
 /// period for its last events), should the announcement on the workspace stream be lost.
 pub async fn follow_run(
     service: &trellis_core::service::Service,
-    live: &mut broadcast::Receiver<Arc<ServiceEvent>>,
+    live: &mut broadcast::Receiver<Arc<LiveEvent>>,
     run: &RunId,
     quiet: bool,
 ) {
@@ -34,7 +35,7 @@ pub async fn follow_run(
 /// Prints one run's events from the service's live broadcast (subscribed before the run was
 /// started or resumed, so nothing is missed) until the run stops executing here. With
 /// `quiet`, prints nothing and only waits.
-pub async fn follow(live: &mut broadcast::Receiver<Arc<ServiceEvent>>, run: &RunId, quiet: bool) {
+pub async fn follow(live: &mut broadcast::Receiver<Arc<LiveEvent>>, run: &RunId, quiet: bool) {
     let mut progress = Progress::default();
     let pending: Mutex<Vec<(String, String)>> = Mutex::new(Vec::new());
     let prefix = format!("{run}:");

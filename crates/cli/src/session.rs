@@ -11,12 +11,11 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 use tokio::sync::broadcast;
 use trellis_agents::{DecidedBy, Orchestration};
-use trellis_core::service::{Service, ServiceOptions};
+use trellis_core::service::{LiveEvent, Service, ServiceOptions};
 use trellis_core::{InputMode, Runtime};
 use trellis_graph::RunOutcome;
 use trellis_protocol::{
     Answer, Interrupt, InterruptKind, NodeAnswer, NodeId, NodeMessage, Op, RunId, RunStatus,
-    ServiceEvent,
 };
 use trellis_store::Store;
 use trellis_workflow::Plan;
@@ -154,7 +153,7 @@ fn ask(node: &NodeId, it: &Interrupt) -> Answer {
 /// the run was started or resumed.
 pub async fn drive_run(
     service: Arc<Service>,
-    mut live: broadcast::Receiver<Arc<ServiceEvent>>,
+    mut live: broadcast::Receiver<Arc<LiveEvent>>,
     run: RunId,
     term: Terminal,
 ) -> anyhow::Result<ExitCode> {

@@ -3,3 +3,4 @@ mod discussion;
 mod feature;
 mod llama_shared;
 mod service;
+mod service_bench;

@@ -48,6 +48,43 @@ impl Default for RecordOptions {
     }
 }
 
+/// A committed event as the live broadcast carries it: the event (its fields are reachable
+/// through `Deref`) and the instant the service started publishing it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LiveEvent {
+    inner: ServiceEvent,
+    published: Instant,
+}
+
+impl LiveEvent {
+    /// The event.
+    pub fn as_event(&self) -> &ServiceEvent {
+        &self.inner
+    }
+
+    /// A copy of the event.
+    pub fn to_event(&self) -> ServiceEvent {
+        self.inner.clone()
+    }
+
+    /// When the service handed the event to the broadcast, right after learning that it was
+    /// committed: for session and workspace events, when the store's commit of the
+    /// recorder's batch resolved; for run events, when [`Bus::publish`] was called with the
+    /// engine's committed batch. Receipt minus this instant is the delivery latency
+    /// (every event of a batch carries the instant of its batch).
+    pub fn published_at(&self) -> Instant {
+        self.published
+    }
+}
+
+impl std::ops::Deref for LiveEvent {
+    type Target = ServiceEvent;
+
+    fn deref(&self) -> &ServiceEvent {
+        &self.inner
+    }
+}
+
 enum Msg {
     Event {
         stream: StreamId,
@@ -61,7 +98,7 @@ enum Msg {
 /// The live side: every committed event of every stream, in commit order per stream.
 #[derive(Clone)]
 pub struct Bus {
-    live: broadcast::Sender<Arc<ServiceEvent>>,
+    live: broadcast::Sender<Arc<LiveEvent>>,
     recorder: mpsc::UnboundedSender<Msg>,
     store: Arc<Store>,
 }
@@ -137,13 +174,17 @@ impl Bus {
         }
     }
 
-    /// Publishes events that are already committed (a run's graph events).
-    pub fn publish(&self, event: ServiceEvent) {
-        let _ = self.live.send(Arc::new(event));
+    /// Publishes events that are already committed (a batch of a run's graph events); they
+    /// carry the instant of this call as [`LiveEvent::published_at`].
+    pub fn publish(&self, events: impl IntoIterator<Item = ServiceEvent>) {
+        let published = Instant::now();
+        for inner in events {
+            let _ = self.live.send(Arc::new(LiveEvent { inner, published }));
+        }
     }
 
     /// Every live event from now on (no replay).
-    pub fn live(&self) -> broadcast::Receiver<Arc<ServiceEvent>> {
+    pub fn live(&self) -> broadcast::Receiver<Arc<LiveEvent>> {
         self.live.subscribe()
     }
 
@@ -172,7 +213,7 @@ pub struct Subscription {
     stream: StreamId,
     last: u64,
     backlog: VecDeque<ServiceEvent>,
-    rx: broadcast::Receiver<Arc<ServiceEvent>>,
+    rx: broadcast::Receiver<Arc<LiveEvent>>,
     store: Arc<Store>,
     poll: Option<Duration>,
     primed: bool,
@@ -222,11 +263,11 @@ impl Subscription {
                     }
                     if e.seq == self.last + 1 {
                         self.last = e.seq;
-                        return Ok(Some((*e).clone()));
+                        return Ok(Some(e.to_event()));
                     }
                     // A gap (events committed by another writer): the store has them.
                     self.refill()?;
-                    self.backlog.push_back((*e).clone());
+                    self.backlog.push_back(e.to_event());
                 }
                 Some(Err(broadcast::error::RecvError::Lagged(_))) => self.refill()?,
                 Some(Err(broadcast::error::RecvError::Closed)) => return Ok(None),
@@ -255,10 +296,10 @@ impl Subscription {
                     }
                     if e.seq == self.last + 1 {
                         self.last = e.seq;
-                        return Ok(Some((*e).clone()));
+                        return Ok(Some(e.to_event()));
                     }
                     self.refill()?;
-                    self.backlog.push_back((*e).clone());
+                    self.backlog.push_back(e.to_event());
                 }
                 Err(broadcast::error::TryRecvError::Lagged(_)) => self.refill()?,
                 Err(_) => return Ok(None),
@@ -278,7 +319,7 @@ struct Pending {
 
 struct Recorder {
     store: Arc<Store>,
-    live: broadcast::Sender<Arc<ServiceEvent>>,
+    live: broadcast::Sender<Arc<LiveEvent>>,
     options: RecordOptions,
     /// Next seq per stream (loaded from the store on first use).
     next: HashMap<StreamId, u64>,
@@ -438,8 +479,9 @@ impl Recorder {
                 }
             }
         }
-        for e in events {
-            let _ = self.live.send(Arc::new(e));
+        let published = Instant::now();
+        for inner in events {
+            let _ = self.live.send(Arc::new(LiveEvent { inner, published }));
         }
     }
 

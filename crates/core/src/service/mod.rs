@@ -1,5 +1,5 @@
 //! The runtime service: one object per workspace that owns every run and session executing
-//! in this process, takes [`Op`]s and publishes [`ServiceEvent`]s (the queue pair of
+//! in this process, takes [`Op`]s and publishes [`ServiceEvent`](trellis_protocol::ServiceEvent)s (the queue pair of
 //! codex-rs's `Codex::submit` / `next_event`). The CLI, `trellis serve`, `trellis acp` and
 //! `trellis mcp` drive Trellis only through it.
 //!
@@ -24,11 +24,9 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio::sync::{broadcast, oneshot};
 use tokio_util::sync::CancellationToken;
-use trellis_protocol::{
-    Op, RunId, ServiceEvent, SessionId, StreamId, SubmissionId, WorkspaceEvent,
-};
+use trellis_protocol::{Op, RunId, SessionId, StreamId, SubmissionId, WorkspaceEvent};
 
-pub use bus::{Bus, DEFAULT_DELTA_FLUSH, RecordOptions, Subscription};
+pub use bus::{Bus, DEFAULT_DELTA_FLUSH, LiveEvent, RecordOptions, Subscription};
 pub use sessions::SessionHub;
 
 use crate::Runtime;
@@ -293,8 +291,9 @@ impl Service {
     }
 
     /// Every event of every stream from now on (no replay): for front-ends that show a whole
-    /// run — its graph and its sessions — as it happens.
-    pub fn live(&self) -> broadcast::Receiver<Arc<ServiceEvent>> {
+    /// run — its graph and its sessions — as it happens. Each [`LiveEvent`] derefs to its
+    /// [`ServiceEvent`](trellis_protocol::ServiceEvent) and carries the instant it was published.
+    pub fn live(&self) -> broadcast::Receiver<Arc<LiveEvent>> {
         self.bus.live()
     }
 

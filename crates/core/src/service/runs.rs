@@ -210,15 +210,13 @@ impl Service {
                                     );
                                 }
                             }
-                            for e in batch.iter() {
-                                bus.publish(ServiceEvent {
-                                    stream: StreamId::Run(run_for_fwd.clone()),
-                                    seq: e.seq,
-                                    ts: e.ts,
-                                    submission: e.cause.clone(),
-                                    event: ServiceEventBody::Run(e.kind.clone()),
-                                });
-                            }
+                            bus.publish(batch.iter().map(|e| ServiceEvent {
+                                stream: StreamId::Run(run_for_fwd.clone()),
+                                seq: e.seq,
+                                ts: e.ts,
+                                submission: e.cause.clone(),
+                                event: ServiceEventBody::Run(e.kind.clone()),
+                            }));
                         }
                         // Subscribers see the gap and read the store.
                         Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,

@@ -1,0 +1,712 @@
+//! The workload of the runtime-service benchmark, shared by the `service_bench` example and
+//! its smoke test (`tests/suite/service_bench.rs`, which includes this file by path).
+//!
+//! One [`Service`] over a temporary copy of `examples/inventory` runs `runs` concurrent
+//! `architecture_discussion` runs (decision documentation skipped, input Approve) against a
+//! model that streams its report in `deltas` text deltas, one every `pace`. `subscribers`
+//! tasks read [`Service::live`] meanwhile and time every event from its
+//! [`LiveEvent::published_at`] to its receipt.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use tokio::sync::broadcast;
+use tokio_util::sync::CancellationToken;
+use trellis_core::Runtime;
+use trellis_core::service::{LiveEvent, RecordOptions, Service, ServiceOptions};
+use trellis_llm::tokens::{TokenCount, estimate_request, estimate_text};
+use trellis_llm::{
+    ChatRequest, ChatStream, Error, FinishReason, ModelProvider, ProviderInfo, ProviderKind,
+    StreamEvent, Usage,
+};
+use trellis_protocol::{InputMode, Op, RunId, RunStatus, ServiceEventBody, SessionEvent, StreamId};
+use trellis_store::{SessionFilter, Store, StoreOptions, StoreStats};
+
+/// BM25 retrieval only (no embedding model to load).
+const CONFIG: &str = r#"
+[index.embedding]
+backend = "none"
+"#;
+
+/// A configured test command (as the service tests have): without one, every run start
+/// detects it, which for this Python repository runs `python3 -c "import pytest"`.
+const TEST_COMMAND: &str = r#"
+[agents]
+test_command = "python3 -B -m unittest -q"
+"#;
+
+/// What to run.
+#[derive(Clone, Copy, Debug)]
+pub struct Settings {
+    /// Concurrent workflow runs.
+    pub runs: usize,
+    /// In-process subscribers of the live broadcast.
+    pub subscribers: usize,
+    /// Text deltas per agent model call.
+    pub deltas: usize,
+    /// Time between two deltas of a call.
+    pub pace: Duration,
+    /// Whether session and workspace events are persisted (`RecordOptions::persist`).
+    pub record: bool,
+    /// Whether the workspace configures `agents.test_command` (else each run detects it).
+    pub test_command: bool,
+}
+
+/// Latency percentiles of one kind of event, over every subscriber's receipts.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Latency {
+    /// Receipts measured.
+    pub n: usize,
+    /// Median.
+    pub p50: Duration,
+    /// 99th percentile (nearest rank).
+    pub p99: Duration,
+    /// Largest.
+    pub max: Duration,
+}
+
+impl Latency {
+    fn of(mut ns: Vec<u64>) -> Self {
+        if ns.is_empty() {
+            return Self::default();
+        }
+        ns.sort_unstable();
+        let rank = |p: f64| {
+            let i = ((p * ns.len() as f64).ceil() as usize).clamp(1, ns.len()) - 1;
+            Duration::from_nanos(ns[i])
+        };
+        Self {
+            n: ns.len(),
+            p50: rank(0.50),
+            p99: rank(0.99),
+            max: Duration::from_nanos(ns[ns.len() - 1]),
+        }
+    }
+}
+
+/// What one subscriber received.
+#[derive(Debug, Default)]
+pub struct Subscriber {
+    /// Events received.
+    pub received: u64,
+    /// Events lost to `Lagged` (not received).
+    pub lagged: u64,
+    /// `messageDelta` events received.
+    pub message_deltas: u64,
+    /// `(stream, seq)` of every event received.
+    pub keys: HashSet<(StreamId, u64)>,
+    /// Every receipt: what kind of event, in which phase, latency in nanoseconds.
+    samples: Vec<(Kind, Phase, u64)>,
+    clock: Arc<Clock>,
+}
+
+/// The stream an event belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Session,
+    Run,
+    Workspace,
+}
+
+/// Where the workload stands when an event is received.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// Start ops are running (each creates its run's worktree with git).
+    Starting = 0,
+    /// Every start op returned and no agent's reply ended yet: the runs stream their
+    /// reports.
+    Streaming = 1,
+    /// At least one agent's reply ended (its run collects the agent's changes with git,
+    /// then stops).
+    Finishing = 2,
+}
+
+impl Phase {
+    /// Every phase, in order.
+    pub const ALL: [Phase; 3] = [Phase::Starting, Phase::Streaming, Phase::Finishing];
+
+    /// How tables name it.
+    pub fn label(self) -> &'static str {
+        match self {
+            Phase::Starting => "while runs start",
+            Phase::Streaming => "all started, no reply ended",
+            Phase::Finishing => "after the first reply ended",
+        }
+    }
+}
+
+/// The workload's phase and when each began.
+#[derive(Debug, Default)]
+struct Clock {
+    t0: std::sync::OnceLock<Instant>,
+    phase: AtomicU8,
+    began: std::sync::Mutex<[Option<Duration>; 3]>,
+}
+
+impl Clock {
+    fn start(&self) {
+        let _ = self.t0.set(Instant::now());
+        self.enter(Phase::Starting);
+    }
+
+    fn now(&self) -> Phase {
+        match self.phase.load(Ordering::Relaxed) {
+            0 => Phase::Starting,
+            1 => Phase::Streaming,
+            _ => Phase::Finishing,
+        }
+    }
+
+    /// Moves to `p` unless a later phase was entered already.
+    fn enter(&self, p: Phase) {
+        let first =
+            p == Phase::Starting || self.phase.fetch_max(p as u8, Ordering::Relaxed) < p as u8;
+        if first
+            && let Some(t0) = self.t0.get()
+            && let Ok(mut b) = self.began.lock()
+        {
+            b[p as usize] = Some(t0.elapsed());
+        }
+    }
+
+    fn began(&self) -> [Option<Duration>; 3] {
+        self.began.lock().map(|b| *b).unwrap_or_default()
+    }
+}
+
+/// The measurements of one workload.
+#[derive(Debug)]
+pub struct Outcome {
+    /// What ran.
+    pub settings: Settings,
+    /// From the first start op to the last event received by every subscriber after every
+    /// run stopped and every recorded event was committed.
+    pub wall: Duration,
+    /// User + system CPU time of the process over `wall` (`getrusage(RUSAGE_SELF)`).
+    pub cpu: Duration,
+    /// User + system CPU time of the child processes (git) that ended during `wall`
+    /// (`getrusage(RUSAGE_CHILDREN)`).
+    pub children_cpu: Duration,
+    /// Per [`Phase`]: how long a task of the same runtime takes to be polled after a plain
+    /// thread wakes it (a probe every millisecond during `wall`) — the scheduling delay any
+    /// subscriber pays on top of the broadcast itself.
+    pub wake_latency: [Latency; 3],
+    /// Peak resident set size (`VmHWM`), KiB; reset before the workload when the kernel
+    /// allows it (`peak_rss_reset`).
+    pub peak_rss_kib: Option<u64>,
+    /// Whether `VmHWM` was reset before the workload (else it is the peak since the process
+    /// started).
+    pub peak_rss_reset: bool,
+    /// Final status of every run.
+    pub statuses: Vec<RunStatus>,
+    /// Per subscriber.
+    pub subscribers: Vec<Subscriber>,
+    /// Latency of session events (recorded, coalesced, committed by the recorder).
+    pub session_latency: Latency,
+    /// Latency of run events (the engine's committed batches, forwarded).
+    pub run_latency: Latency,
+    /// Latency of workspace events (recorded like session events).
+    pub workspace_latency: Latency,
+    /// Latency of every event.
+    pub all_latency: Latency,
+    /// Latency of every event, per [`Phase`].
+    pub phase_latency: [Latency; 3],
+    /// When each [`Phase`] began, from the start of the workload (`None`: never, e.g. a
+    /// reply ended before the last start op returned).
+    pub phase_began: [Option<Duration>; 3],
+    /// Text deltas the model produced (all calls).
+    pub raw_deltas: u64,
+    /// Agent model calls (paced).
+    pub agent_calls: u64,
+    /// Retrieval query calls (answered at once).
+    pub query_calls: u64,
+    /// `messageDelta` rows stored in the runs' session streams at the end.
+    pub stored_message_deltas: u64,
+    /// Store counters over the workload.
+    pub store: StoreStats,
+    /// Committed events some subscriber did not receive, as `subscriber: stream#seq`
+    /// (empty when every subscriber saw every stored event of the runs' graph streams, their
+    /// sessions' streams and the workspace stream).
+    pub missing: Vec<String>,
+    /// Stored events checked against every subscriber.
+    pub checked: usize,
+}
+
+impl Outcome {
+    /// Events received by all subscribers together.
+    pub fn received(&self) -> u64 {
+        self.subscribers.iter().map(|s| s.received).sum()
+    }
+
+    /// Events lost to lagging, all subscribers together.
+    pub fn lagged(&self) -> u64 {
+        self.subscribers.iter().map(|s| s.lagged).sum()
+    }
+}
+
+/// Counts what the model produced.
+#[derive(Default)]
+struct Counters {
+    deltas: AtomicU64,
+    agent_calls: AtomicU64,
+    query_calls: AtomicU64,
+}
+
+/// A model that streams its answer at a steady pace: retrieval query requests get a small
+/// queries object at once, every other request a report in `deltas` deltas, one every
+/// `pace`.
+struct PacedModel {
+    info: ProviderInfo,
+    deltas: usize,
+    pace: Duration,
+    counters: Arc<Counters>,
+    clock: Arc<Clock>,
+}
+
+fn is_queries(r: &ChatRequest) -> bool {
+    r.response_format
+        .as_ref()
+        .is_some_and(|f| f.schema["properties"].get("queries").is_some())
+}
+
+/// The agent's final report, `n` pieces long (its output text padded so that every piece
+/// has at least a dozen characters).
+fn report_pieces(n: usize) -> Vec<String> {
+    let n = n.max(1);
+    let sentence = "Stock lives in memory (docs/adr/0001); reserve and commit keep it consistent. ";
+    let mut output = String::new();
+    while output.len() < n * 16 {
+        output.push_str(sentence);
+    }
+    let text = json!({
+        "failure": false,
+        "output": output.trim_end(),
+        "files_changed": [],
+        "findings": [],
+    })
+    .to_string();
+    // ASCII only: any byte offset is a character boundary.
+    let len = text.len();
+    (0..n)
+        .map(|i| text[i * len / n..(i + 1) * len / n].to_owned())
+        .collect()
+}
+
+fn query_pieces() -> Vec<String> {
+    let text = json!({ "queries": ["Inventory commit stock", "reserve release"] }).to_string();
+    text.split_inclusive(' ').map(str::to_owned).collect()
+}
+
+/// One call's events still to be sent.
+struct Call {
+    events: std::collections::VecDeque<StreamEvent>,
+    pace: Duration,
+    start: Option<Instant>,
+    sent: u32,
+    cancel: CancellationToken,
+    counters: Arc<Counters>,
+    /// Told when a paced reply ends.
+    clock: Option<Arc<Clock>>,
+}
+
+impl ModelProvider for PacedModel {
+    fn info(&self) -> &ProviderInfo {
+        &self.info
+    }
+
+    fn count_tokens(&self, request: &ChatRequest) -> trellis_llm::Result<TokenCount> {
+        Ok(estimate_request(request))
+    }
+
+    fn stream(&self, request: ChatRequest, cancel: CancellationToken) -> ChatStream {
+        let (pieces, pace) = if is_queries(&request) {
+            self.counters.query_calls.fetch_add(1, Ordering::Relaxed);
+            (query_pieces(), Duration::ZERO)
+        } else {
+            self.counters.agent_calls.fetch_add(1, Ordering::Relaxed);
+            (report_pieces(self.deltas), self.pace)
+        };
+        let usage = Usage {
+            prompt_tokens: estimate_request(&request).tokens,
+            completion_tokens: estimate_text(&pieces.concat()),
+            cached_prompt_tokens: 0,
+        };
+        let mut events: std::collections::VecDeque<StreamEvent> = pieces
+            .into_iter()
+            .map(|text| StreamEvent::TextDelta { text })
+            .collect();
+        events.push_back(StreamEvent::Usage { usage });
+        events.push_back(StreamEvent::Finish {
+            reason: FinishReason::Stop,
+        });
+        let call = Call {
+            events,
+            pace,
+            start: None,
+            sent: 0,
+            cancel,
+            counters: self.counters.clone(),
+            clock: (!pace.is_zero()).then(|| self.clock.clone()),
+        };
+        Box::pin(futures::stream::unfold(call, |mut c| async move {
+            let event = c.events.pop_front()?;
+            let start = *c.start.get_or_insert_with(Instant::now);
+            if let StreamEvent::TextDelta { .. } = &event {
+                if !c.pace.is_zero() {
+                    // A steady rate from the start of the call: a late delta does not delay
+                    // the ones after it.
+                    c.sent += 1;
+                    let due = start + c.pace * c.sent;
+                    let cancelled = tokio::select! {
+                        () = tokio::time::sleep_until(due.into()) => false,
+                        () = c.cancel.cancelled() => true,
+                    };
+                    if cancelled {
+                        c.events.clear();
+                        return Some((Err(Error::Cancelled), c));
+                    }
+                }
+                c.counters.deltas.fetch_add(1, Ordering::Relaxed);
+            }
+            if let (StreamEvent::Finish { .. }, Some(clock)) = (&event, &c.clock) {
+                clock.enter(Phase::Finishing);
+            }
+            Some((Ok(event), c))
+        }))
+    }
+}
+
+impl Subscriber {
+    fn take(&mut self, e: &LiveEvent) {
+        let latency = Instant::now().saturating_duration_since(e.published_at());
+        let ns = u64::try_from(latency.as_nanos()).unwrap_or(u64::MAX);
+        self.received += 1;
+        let phase = self.clock.now();
+        match &e.event {
+            ServiceEventBody::Session(s) => {
+                self.samples.push((Kind::Session, phase, ns));
+                if matches!(s, SessionEvent::MessageDelta { .. }) {
+                    self.message_deltas += 1;
+                }
+            }
+            ServiceEventBody::Run(_) => self.samples.push((Kind::Run, phase, ns)),
+            ServiceEventBody::Workspace(_) => {
+                self.samples.push((Kind::Workspace, phase, ns));
+            }
+        }
+        self.keys.insert((e.stream.clone(), e.seq));
+    }
+}
+
+/// Reads the live broadcast until `stop`, then takes what is already queued.
+async fn subscribe(
+    mut rx: broadcast::Receiver<Arc<LiveEvent>>,
+    stop: CancellationToken,
+    clock: Arc<Clock>,
+) -> Subscriber {
+    let mut s = Subscriber {
+        clock,
+        ..Subscriber::default()
+    };
+    loop {
+        let received = tokio::select! {
+            biased;
+            r = rx.recv() => r,
+            () = stop.cancelled() => break,
+        };
+        match received {
+            Ok(e) => s.take(&e),
+            Err(broadcast::error::RecvError::Lagged(n)) => s.lagged += n,
+            Err(broadcast::error::RecvError::Closed) => return s,
+        }
+    }
+    loop {
+        match rx.try_recv() {
+            Ok(e) => s.take(&e),
+            Err(broadcast::error::TryRecvError::Lagged(n)) => s.lagged += n,
+            Err(_) => return s,
+        }
+    }
+}
+
+/// User + system CPU time of the process so far (`getrusage(RUSAGE_SELF)`: every thread,
+/// exited ones included).
+pub fn cpu_time() -> Duration {
+    rusage(libc::RUSAGE_SELF)
+}
+
+/// User + system CPU time of the child processes waited for so far (git, the test command):
+/// `getrusage(RUSAGE_CHILDREN)`.
+pub fn children_cpu_time() -> Duration {
+    rusage(libc::RUSAGE_CHILDREN)
+}
+
+#[allow(unsafe_code)]
+fn rusage(who: libc::c_int) -> Duration {
+    let mut ru = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+    // SAFETY: `ru` is valid for writes of a `rusage`, which is all getrusage writes.
+    let rc = unsafe { libc::getrusage(who, ru.as_mut_ptr()) };
+    if rc != 0 {
+        return Duration::ZERO;
+    }
+    // SAFETY: zero-initialised (a valid `rusage`: integers only) and filled by the call.
+    let ru = unsafe { ru.assume_init() };
+    let tv = |t: libc::timeval| {
+        Duration::from_secs(u64::try_from(t.tv_sec).unwrap_or(0))
+            + Duration::from_micros(u64::try_from(t.tv_usec).unwrap_or(0))
+    };
+    tv(ru.ru_utime) + tv(ru.ru_stime)
+}
+
+/// `VmHWM` of `/proc/self/status`, KiB.
+pub fn peak_rss_kib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+}
+
+/// Wakes a task of the runtime from a plain thread every millisecond until `stop`, and
+/// returns the delays from each wake to the task being polled, in nanoseconds, each with
+/// the phase it fell in.
+async fn wake_probe(stop: CancellationToken, clock: Arc<Clock>) -> Vec<(Phase, u64)> {
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Instant>();
+    let running = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let thread = {
+        let running = running.clone();
+        std::thread::spawn(move || {
+            while running.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(1));
+                if tx.send(Instant::now()).is_err() {
+                    return;
+                }
+            }
+        })
+    };
+    let mut ns = Vec::new();
+    loop {
+        tokio::select! {
+            biased;
+            sent = rx.recv() => match sent {
+                Some(at) => {
+                    let delay = u64::try_from(at.elapsed().as_nanos()).unwrap_or(u64::MAX);
+                    ns.push((clock.now(), delay));
+                }
+                None => break,
+            },
+            () = stop.cancelled() => break,
+        }
+    }
+    running.store(false, Ordering::Relaxed);
+    drop(rx);
+    let _ = thread.join();
+    ns
+}
+
+/// Resets `VmHWM` to the current RSS (`echo 5 > /proc/self/clear_refs`, Linux ≥ 4.0).
+fn reset_peak_rss() -> bool {
+    std::fs::write("/proc/self/clear_refs", "5").is_ok()
+}
+
+fn start_op(i: usize) -> Op {
+    Op::StartRun {
+        request: format!("Why is stock kept in memory? (question {i})"),
+        repo: None,
+        workflow: Some("architecture_discussion".into()),
+        include: Vec::new(),
+        skip: vec!["decision_documentation".into()],
+        input: InputMode::Approve,
+        budgets: None,
+        plan_only: false,
+    }
+}
+
+fn diff(after: StoreStats, before: StoreStats) -> StoreStats {
+    StoreStats {
+        commits: after.commits - before.commits,
+        synced_commits: after.synced_commits - before.synced_commits,
+        failed_commits: after.failed_commits - before.failed_commits,
+        batches: after.batches - before.batches,
+        events: after.events - before.events,
+        bytes_written: after.bytes_written - before.bytes_written,
+        largest_group: after.largest_group,
+        stream_batches: after.stream_batches - before.stream_batches,
+        stream_events: after.stream_events - before.stream_events,
+    }
+}
+
+/// Runs the workload once, in a fresh temporary workspace, store and service.
+pub async fn run(settings: Settings) -> anyhow::Result<Outcome> {
+    let config = if settings.test_command {
+        format!("{CONFIG}{TEST_COMMAND}")
+    } else {
+        CONFIG.to_owned()
+    };
+    let ws = trellis_test_support::example_repo("inventory", &config)?;
+    let repo = ws.path().canonicalize()?;
+    let store = Arc::new(Store::open_workspace(&repo, StoreOptions::default())?);
+    let rt = Runtime::open(&repo, &[], &[], store.clone())?;
+    let counters = Arc::new(Counters::default());
+    let clock = Arc::new(Clock::default());
+    rt.models.install(
+        "local",
+        Arc::new(PacedModel {
+            info: ProviderInfo {
+                profile: "local".into(),
+                kind: ProviderKind::Scripted,
+                model: "paced-bench".into(),
+                native_structured_output: false,
+                context_window: None,
+            },
+            deltas: settings.deltas,
+            pace: settings.pace,
+            counters: counters.clone(),
+            clock: clock.clone(),
+        }),
+    );
+    let svc = Service::start(
+        Arc::new(rt),
+        ServiceOptions {
+            record: RecordOptions {
+                persist: settings.record,
+                ..RecordOptions::default()
+            },
+            ..ServiceOptions::default()
+        },
+    );
+    let stop = CancellationToken::new();
+    let readers: Vec<_> = (0..settings.subscribers)
+        .map(|_| tokio::spawn(subscribe(svc.live(), stop.clone(), clock.clone())))
+        .collect();
+
+    let probe = tokio::spawn(wake_probe(stop.clone(), clock.clone()));
+    let peak_rss_reset = reset_peak_rss();
+    let stats0 = store.stats();
+    let cpu0 = cpu_time();
+    let children0 = children_cpu_time();
+    let t0 = Instant::now();
+    clock.start();
+    let starts: Vec<_> = (0..settings.runs)
+        .map(|i| {
+            let svc = svc.clone();
+            tokio::spawn(async move { svc.call(start_op(i)).await })
+        })
+        .collect();
+    let mut runs = Vec::new();
+    for s in starts {
+        let out = s.await??;
+        let id = out["run"]
+            .as_str()
+            .ok_or_else(|| anyhow::anyhow!("start op returned no run: {out}"))?;
+        runs.push(RunId::from_string(id));
+    }
+    clock.enter(Phase::Streaming);
+    for run in &runs {
+        svc.wait_run(run).await;
+    }
+    svc.bus().flush().await;
+    store.flush()?;
+    stop.cancel();
+    let mut subscribers = Vec::new();
+    for r in readers {
+        subscribers.push(r.await?);
+    }
+    let wall = t0.elapsed();
+    let cpu = cpu_time().saturating_sub(cpu0);
+    let children_cpu = children_cpu_time().saturating_sub(children0);
+    let probed = probe.await?;
+    let wake = |p: Phase| {
+        Latency::of(
+            probed
+                .iter()
+                .filter(|(q, _)| *q == p)
+                .map(|(_, ns)| *ns)
+                .collect(),
+        )
+    };
+    let phase_began = clock.began();
+    let peak_rss_kib = peak_rss_kib();
+    let store_stats = diff(store.stats(), stats0);
+
+    // What was committed, to check against what every subscriber received.
+    let mut statuses = Vec::new();
+    let mut expected: Vec<(StreamId, u64)> = Vec::new();
+    let mut stored_message_deltas = 0;
+    for run in &runs {
+        statuses.push(svc.runtime().inspect(run)?.status);
+        for e in store.events(run, 1, None)? {
+            expected.push((StreamId::Run(run.clone()), e.seq));
+        }
+        let filter = SessionFilter {
+            run: Some(run.clone()),
+            ..SessionFilter::default()
+        };
+        for session in store.sessions(&filter)? {
+            let stream = StreamId::Session(session.id);
+            for e in store.stream_events(&stream, 0, None)? {
+                if matches!(
+                    e.event,
+                    ServiceEventBody::Session(SessionEvent::MessageDelta { .. })
+                ) {
+                    stored_message_deltas += 1;
+                }
+                expected.push((stream.clone(), e.seq));
+            }
+        }
+    }
+    for e in store.stream_events(&StreamId::Workspace, 0, None)? {
+        expected.push((StreamId::Workspace, e.seq));
+    }
+    let mut missing = Vec::new();
+    for (i, s) in subscribers.iter().enumerate() {
+        for key in &expected {
+            if !s.keys.contains(key) {
+                missing.push(format!("subscriber {i}: {}#{}", key.0, key.1));
+            }
+        }
+    }
+    svc.shutdown().await;
+
+    let samples: Vec<(Kind, Phase, u64)> = subscribers
+        .iter()
+        .flat_map(|s| s.samples.iter().copied())
+        .collect();
+    let pick = |f: &dyn Fn(Kind, Phase) -> bool| {
+        Latency::of(
+            samples
+                .iter()
+                .filter(|(k, p, _)| f(*k, *p))
+                .map(|(_, _, ns)| *ns)
+                .collect(),
+        )
+    };
+    Ok(Outcome {
+        settings,
+        wall,
+        cpu,
+        children_cpu,
+        wake_latency: Phase::ALL.map(wake),
+        peak_rss_kib,
+        peak_rss_reset,
+        statuses,
+        session_latency: pick(&|k, _| k == Kind::Session),
+        run_latency: pick(&|k, _| k == Kind::Run),
+        workspace_latency: pick(&|k, _| k == Kind::Workspace),
+        all_latency: pick(&|_, _| true),
+        phase_latency: Phase::ALL.map(|p| pick(&|_, q| q == p)),
+        phase_began,
+        subscribers,
+        raw_deltas: counters.deltas.load(Ordering::Relaxed),
+        agent_calls: counters.agent_calls.load(Ordering::Relaxed),
+        query_calls: counters.query_calls.load(Ordering::Relaxed),
+        stored_message_deltas,
+        store: store_stats,
+        checked: expected.len(),
+        missing,
+    })
+}
