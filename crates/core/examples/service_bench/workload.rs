@@ -98,9 +98,8 @@ pub struct Subscriber {
     pub message_deltas: u64,
     /// `(stream, seq)` of every event received.
     pub keys: HashSet<(StreamId, u64)>,
-    /// Every receipt: what kind of event, in which phase, latency in nanoseconds.
-    samples: Vec<(Kind, Phase, u64)>,
-    clock: Arc<Clock>,
+    /// Every receipt: what kind of event, when it was published, latency in nanoseconds.
+    samples: Vec<(Kind, Instant, u64)>,
 }
 
 /// The stream an event belongs to.
@@ -111,7 +110,7 @@ enum Kind {
     Workspace,
 }
 
-/// Where the workload stands when an event is received.
+/// Where the workload stood when an event was published.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Phase {
     /// Start ops are running (each creates its run's worktree with git).
@@ -138,43 +137,43 @@ impl Phase {
     }
 }
 
-/// The workload's phase and when each began.
+/// The workload's phases: when each began. A receipt belongs to the phase in which its
+/// event was published (or its probe sent), so that a stall that spans a phase change is
+/// counted where it began.
 #[derive(Debug, Default)]
 struct Clock {
-    t0: std::sync::OnceLock<Instant>,
     phase: AtomicU8,
-    began: std::sync::Mutex<[Option<Duration>; 3]>,
+    began: std::sync::Mutex<[Option<Instant>; 3]>,
 }
 
 impl Clock {
     fn start(&self) {
-        let _ = self.t0.set(Instant::now());
-        self.enter(Phase::Starting);
-    }
-
-    fn now(&self) -> Phase {
-        match self.phase.load(Ordering::Relaxed) {
-            0 => Phase::Starting,
-            1 => Phase::Streaming,
-            _ => Phase::Finishing,
+        if let Ok(mut b) = self.began.lock() {
+            b[Phase::Starting as usize] = Some(Instant::now());
         }
     }
 
     /// Moves to `p` unless a later phase was entered already.
     fn enter(&self, p: Phase) {
-        let first =
-            p == Phase::Starting || self.phase.fetch_max(p as u8, Ordering::Relaxed) < p as u8;
-        if first
-            && let Some(t0) = self.t0.get()
+        if self.phase.fetch_max(p as u8, Ordering::Relaxed) < p as u8
             && let Ok(mut b) = self.began.lock()
         {
-            b[p as usize] = Some(t0.elapsed());
+            b[p as usize] = Some(Instant::now());
         }
     }
 
-    fn began(&self) -> [Option<Duration>; 3] {
+    fn began(&self) -> [Option<Instant>; 3] {
         self.began.lock().map(|b| *b).unwrap_or_default()
     }
+}
+
+/// The phase `at` fell in, given when each began.
+fn phase_at(began: &[Option<Instant>; 3], at: Instant) -> Phase {
+    Phase::ALL
+        .into_iter()
+        .rev()
+        .find(|p| began[*p as usize].is_some_and(|b| b <= at))
+        .unwrap_or(Phase::Starting)
 }
 
 /// The measurements of one workload.
@@ -190,8 +189,8 @@ pub struct Outcome {
     /// User + system CPU time of the child processes (git) that ended during `wall`
     /// (`getrusage(RUSAGE_CHILDREN)`).
     pub children_cpu: Duration,
-    /// Per [`Phase`]: how long a task of the same runtime takes to be polled after a plain
-    /// thread wakes it (a probe every millisecond during `wall`) — the scheduling delay any
+    /// Per [`Phase`] in which the wake was sent: how long a task of the same runtime takes
+    /// to be polled after a plain thread wakes it (a probe every millisecond during `wall`) — the scheduling delay any
     /// subscriber pays on top of the broadcast itself.
     pub wake_latency: [Latency; 3],
     /// Peak resident set size (`VmHWM`), KiB; reset before the workload when the kernel
@@ -212,7 +211,7 @@ pub struct Outcome {
     pub workspace_latency: Latency,
     /// Latency of every event.
     pub all_latency: Latency,
-    /// Latency of every event, per [`Phase`].
+    /// Latency of every event, per [`Phase`] in which it was published.
     pub phase_latency: [Latency; 3],
     /// When each [`Phase`] began, from the start of the workload (`None`: never, e.g. a
     /// reply ended before the last start op returned).
@@ -384,17 +383,17 @@ impl Subscriber {
         let latency = Instant::now().saturating_duration_since(e.published_at());
         let ns = u64::try_from(latency.as_nanos()).unwrap_or(u64::MAX);
         self.received += 1;
-        let phase = self.clock.now();
+        let published = e.published_at();
         match &e.event {
             ServiceEventBody::Session(s) => {
-                self.samples.push((Kind::Session, phase, ns));
+                self.samples.push((Kind::Session, published, ns));
                 if matches!(s, SessionEvent::MessageDelta { .. }) {
                     self.message_deltas += 1;
                 }
             }
-            ServiceEventBody::Run(_) => self.samples.push((Kind::Run, phase, ns)),
+            ServiceEventBody::Run(_) => self.samples.push((Kind::Run, published, ns)),
             ServiceEventBody::Workspace(_) => {
-                self.samples.push((Kind::Workspace, phase, ns));
+                self.samples.push((Kind::Workspace, published, ns));
             }
         }
         self.keys.insert((e.stream.clone(), e.seq));
@@ -405,12 +404,8 @@ impl Subscriber {
 async fn subscribe(
     mut rx: broadcast::Receiver<Arc<LiveEvent>>,
     stop: CancellationToken,
-    clock: Arc<Clock>,
 ) -> Subscriber {
-    let mut s = Subscriber {
-        clock,
-        ..Subscriber::default()
-    };
+    let mut s = Subscriber::default();
     loop {
         let received = tokio::select! {
             biased;
@@ -472,9 +467,8 @@ pub fn peak_rss_kib() -> Option<u64> {
 }
 
 /// Wakes a task of the runtime from a plain thread every millisecond until `stop`, and
-/// returns the delays from each wake to the task being polled, in nanoseconds, each with
-/// the phase it fell in.
-async fn wake_probe(stop: CancellationToken, clock: Arc<Clock>) -> Vec<(Phase, u64)> {
+/// returns when each wake was sent and its delay to the task being polled, in nanoseconds.
+async fn wake_probe(stop: CancellationToken) -> Vec<(Instant, u64)> {
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Instant>();
     let running = Arc::new(std::sync::atomic::AtomicBool::new(true));
     let thread = {
@@ -495,7 +489,7 @@ async fn wake_probe(stop: CancellationToken, clock: Arc<Clock>) -> Vec<(Phase, u
             sent = rx.recv() => match sent {
                 Some(at) => {
                     let delay = u64::try_from(at.elapsed().as_nanos()).unwrap_or(u64::MAX);
-                    ns.push((clock.now(), delay));
+                    ns.push((at, delay));
                 }
                 None => break,
             },
@@ -581,10 +575,10 @@ pub async fn run(settings: Settings) -> anyhow::Result<Outcome> {
     );
     let stop = CancellationToken::new();
     let readers: Vec<_> = (0..settings.subscribers)
-        .map(|_| tokio::spawn(subscribe(svc.live(), stop.clone(), clock.clone())))
+        .map(|_| tokio::spawn(subscribe(svc.live(), stop.clone())))
         .collect();
 
-    let probe = tokio::spawn(wake_probe(stop.clone(), clock.clone()));
+    let probe = tokio::spawn(wake_probe(stop.clone()));
     let peak_rss_reset = reset_peak_rss();
     let stats0 = store.stats();
     let cpu0 = cpu_time();
@@ -620,16 +614,17 @@ pub async fn run(settings: Settings) -> anyhow::Result<Outcome> {
     let cpu = cpu_time().saturating_sub(cpu0);
     let children_cpu = children_cpu_time().saturating_sub(children0);
     let probed = probe.await?;
+    let began = clock.began();
     let wake = |p: Phase| {
         Latency::of(
             probed
                 .iter()
-                .filter(|(q, _)| *q == p)
+                .filter(|(at, _)| phase_at(&began, *at) == p)
                 .map(|(_, ns)| *ns)
                 .collect(),
         )
     };
-    let phase_began = clock.began();
+    let phase_began = began.map(|b| b.map(|b| b.saturating_duration_since(t0)));
     let peak_rss_kib = peak_rss_kib();
     let store_stats = diff(store.stats(), stats0);
 
@@ -674,7 +669,8 @@ pub async fn run(settings: Settings) -> anyhow::Result<Outcome> {
 
     let samples: Vec<(Kind, Phase, u64)> = subscribers
         .iter()
-        .flat_map(|s| s.samples.iter().copied())
+        .flat_map(|s| s.samples.iter())
+        .map(|(k, at, ns)| (*k, phase_at(&began, *at), *ns))
         .collect();
     let pick = |f: &dyn Fn(Kind, Phase) -> bool| {
         Latency::of(
