@@ -81,6 +81,9 @@ pub struct Runtime {
     pub catalog: Catalog,
     /// The workspace store.
     pub store: Arc<Store>,
+    /// Serialises the creation of run worktrees (git's worktree bookkeeping is not safe
+    /// under concurrent `git worktree add`).
+    worktree_lock: std::sync::Mutex<()>,
 }
 
 /// The input of a workflow run: the task and the orchestrator's decisions.
@@ -120,6 +123,7 @@ impl Runtime {
             roles,
             catalog,
             store,
+            worktree_lock: std::sync::Mutex::new(()),
         })
     }
 
@@ -157,7 +161,11 @@ impl Runtime {
         options: RunOptions,
     ) -> Result<(RunHandle, Arc<RunContext>)> {
         let run = RunId::new();
-        let worktree = RunWorktree::create(&self.repo, &run)?;
+        // `git worktree add` is not safe to run concurrently in one repository.
+        let worktree = {
+            let _one_at_a_time = self.worktree_lock.lock().unwrap_or_else(|p| p.into_inner());
+            RunWorktree::create(&self.repo, &run)?
+        };
         self.store.put_change_set(worktree.record(now_ms()))?;
         let ctx = self.context(run.clone(), worktree, options)?;
         let graph = Arc::new(compile(plan, ctx.as_ref())?);

@@ -80,7 +80,15 @@ impl Service {
             }));
         }
         let options = self.options(&sub, args.input, args.budgets);
-        let (handle, ctx) = self.runtime.start(&plan, &orchestration, options)?;
+        // Creating the worktree runs git and waits for the store: off the async workers,
+        // so that streaming runs are not stalled by runs starting.
+        let (handle, ctx) = {
+            let rt = self.runtime.clone();
+            let (plan, orchestration) = (plan.clone(), orchestration.clone());
+            tokio::task::spawn_blocking(move || rt.start(&plan, &orchestration, options))
+                .await
+                .map_err(|e| OpError::new(format!("internal error: {e}")))??
+        };
         let run = handle.id().clone();
         self.bus.workspace(
             Some(sub.clone()),
