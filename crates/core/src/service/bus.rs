@@ -274,38 +274,6 @@ impl Subscription {
             }
         }
     }
-
-    /// The next event if one is available without waiting for a live one.
-    pub fn try_next(&mut self) -> trellis_store::Result<Option<ServiceEvent>> {
-        if !self.primed {
-            self.primed = true;
-            self.refill()?;
-        }
-        loop {
-            if let Some(e) = self.backlog.pop_front() {
-                if e.seq <= self.last {
-                    continue;
-                }
-                self.last = e.seq;
-                return Ok(Some(e));
-            }
-            match self.rx.try_recv() {
-                Ok(e) => {
-                    if e.stream != self.stream || e.seq <= self.last {
-                        continue;
-                    }
-                    if e.seq == self.last + 1 {
-                        self.last = e.seq;
-                        return Ok(Some(e.to_event()));
-                    }
-                    self.refill()?;
-                    self.backlog.push_back(e.to_event());
-                }
-                Err(broadcast::error::TryRecvError::Lagged(_)) => self.refill()?,
-                Err(_) => return Ok(None),
-            }
-        }
-    }
 }
 
 /// A delta held back to be merged with the next ones.
