@@ -119,6 +119,8 @@ pub struct RolesSection {
     pub reviewer: Option<String>,
     /// Summaries and compression.
     pub summariser: Option<String>,
+    /// Channel discussions about the codebase (`trellis chat`).
+    pub discussion: Option<String>,
     /// Any other role.
     pub default: Option<String>,
 }
@@ -132,6 +134,7 @@ pub const ROLES: &[&str] = &[
     "tester",
     "reviewer",
     "summariser",
+    "discussion",
     "default",
 ];
 
@@ -146,6 +149,7 @@ impl RolesSection {
             "tester" => self.tester.as_deref(),
             "reviewer" => self.reviewer.as_deref(),
             "summariser" => self.summariser.as_deref(),
+            "discussion" => self.discussion.as_deref(),
             "default" => self.default.as_deref(),
             _ => None,
         }

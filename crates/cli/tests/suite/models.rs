@@ -22,7 +22,7 @@ fn list_shows_the_embedded_default_and_overrides_apply() {
     let local = profiles.iter().find(|p| p["name"] == "local").unwrap();
     assert_eq!(local["provider"], "embedded");
     assert_eq!(local["default"], true);
-    assert_eq!(local["roles"].as_array().unwrap().len(), 8);
+    assert_eq!(local["roles"].as_array().unwrap().len(), 9);
 
     let mut c = isolated(dir.path());
     c.args(["-c", "models.default=tiny", "models", "list", "--json"]);
