@@ -221,13 +221,6 @@ pub async fn execute(
                     message: Message::user(text),
                 });
             }
-            if rec.owner_alive {
-                bail!(
-                    "run {} is executing in process {}; wait for it, or stop that process first",
-                    rec.id,
-                    rec.owner.as_ref().map(|o| o.label()).unwrap_or_default()
-                );
-            }
             if !crate::registry::is_demo_run(&store, &rec.id)? {
                 let mut answers = Vec::new();
                 let mut messages = Vec::new();
@@ -249,6 +242,13 @@ pub async fn execute(
                     &rec.id, answers, messages, repo, overrides, store, json,
                 )
                 .await;
+            }
+            if rec.owner_alive {
+                bail!(
+                    "run {} is executing in process {}; wait for it, or stop that process first",
+                    rec.id,
+                    rec.owner.as_ref().map(|o| o.label()).unwrap_or_default()
+                );
             }
             let graph = crate::registry::graph_of(&store, &rec.id)?;
             let handle = Engine::new(store.clone()).resume(graph, &rec.id, commands)?;
@@ -280,13 +280,6 @@ pub async fn execute(
             let rec = store.get_run(&run)?;
             if crate::registry::is_demo_run(&store, &rec.id)? {
                 return cancel(&store, &run, reason).await;
-            }
-            if rec.summary.status.is_final() {
-                bail!(
-                    "run {} is already {}; nothing to cancel",
-                    rec.id,
-                    status(rec.summary.status)
-                );
             }
             let service = crate::session::open_service(repo, overrides, &[], store)?;
             let op = trellis_protocol::Op::Cancel {

@@ -266,21 +266,25 @@ impl RunContext {
         let touched: Arc<std::sync::Mutex<Vec<String>>> = Arc::default();
         let sink = opened.sink.map(|sink| watch_writes(sink, touched.clone()));
         // What the worktree looked like before this activation: pruning it restores that.
-        let snapshot = {
+        // An agent whose tools cannot change files (no write tool, no shell) needs none.
+        let can_write = tools.iter().any(|(name, _)| {
+            name == "shell" || trellis_tools::registry::WRITE_TOOLS.contains(&name.as_str())
+        });
+        if can_write {
             let wt = self.worktree.clone();
-            tokio::task::spawn_blocking(move || wt.snapshot())
+            let snapshot = tokio::task::spawn_blocking(move || wt.snapshot())
                 .await
                 .map_err(node_error)?
-                .map_err(node_error)?
-        };
-        self.activations.lock().map_err(node_error)?.insert(
-            node.clone(),
-            Activation {
-                snapshot,
-                touched,
-                shared: stage.agents.len() > 1,
-            },
-        );
+                .map_err(node_error)?;
+            self.activations.lock().map_err(node_error)?.insert(
+                node.clone(),
+                Activation {
+                    snapshot,
+                    touched,
+                    shared: stage.agents.len() > 1,
+                },
+            );
+        }
         let run = AgentRun {
             node: node.clone(),
             role: role.clone(),

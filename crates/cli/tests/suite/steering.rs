@@ -44,6 +44,13 @@ fn read_until(out: &mut impl BufRead, until: impl Fn(&str) -> bool) -> String {
     }
 }
 
+/// `trellis run REQUEST --workflow architecture_discussion FLAGS…` to its end; its output.
+fn discuss(ws: &TempWorkspace, request: &str, flags: &[&str]) -> String {
+    let mut a = vec!["run", request, "--workflow", "architecture_discussion"];
+    a.extend_from_slice(flags);
+    ok(args(isolated(ws.path()), &a))
+}
+
 fn run_id(printed: &str) -> String {
     printed
         .lines()
@@ -75,25 +82,12 @@ fn a_run_killed_mid_tool_call_resumes_from_its_recorded_turns() {
         }
     });
     let ws = example(&url);
-    let mut child = args(
-        isolated(ws.path()),
-        &[
-            "run",
-            "Discuss the stock API",
-            "--workflow",
-            "architecture_discussion",
-            "--skip",
-            "decision_documentation",
-            "--yes",
-            "--no-review",
-        ],
-    )
-    .stdout(std::process::Stdio::piped())
-    .spawn()
-    .unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
     // The tool call line is printed once its start is recorded.
-    let printed = read_until(&mut out, |l| l.contains("→ shell"));
+    let (mut child, _out, printed) = start(
+        &ws,
+        &["--skip", "decision_documentation", "--yes", "--no-review"],
+        |l| l.contains("→ shell"),
+    );
     let run = run_id(&printed);
     std::thread::sleep(Duration::from_millis(300));
     std::process::Command::new("kill")
@@ -173,18 +167,11 @@ fn messages_and_pruning_reach_a_paused_run_from_another_command() {
         }
     });
     let ws = example(&url);
-    let out = ok(args(
-        isolated(ws.path()),
-        &[
-            "run",
-            "Discuss the stock API",
-            "--workflow",
-            "architecture_discussion",
-            "--skip",
-            "decision_documentation",
-            "--no-review",
-        ],
-    ));
+    let out = discuss(
+        &ws,
+        "Discuss the stock API",
+        &["--skip", "decision_documentation", "--no-review"],
+    );
     assert!(out.contains("the run is waiting for input"), "{out}");
     let run = run_id(&out);
     // A message to the waiting node: the run is resumed to take it, and waits again.
@@ -459,19 +446,16 @@ fn request_changes_in_review_runs_the_stage_again() {
         )
     });
     let ws = example(&url);
-    let out = ok(args(
-        isolated(ws.path()),
+    let out = discuss(
+        &ws,
+        "Document the stock decision",
         &[
-            "run",
-            "Document the stock decision",
-            "--workflow",
-            "architecture_discussion",
             "--include",
             "decision_documentation",
             "--yes",
             "--no-review",
         ],
-    ));
+    );
     assert!(out.contains("succeeded at DONE"), "{out}");
     let run = run_id(&out);
     let set = json(args(isolated(ws.path()), &["review", &run, "--json"]));

@@ -45,25 +45,21 @@ fn role() -> RoleSpec {
     }
 }
 
-/// Rebuilds the conversation of a channel from its recorded events: user messages,
-/// assistant turns and tool results.
+/// The conversation of a channel so far, as question and answer pairs: each user message
+/// and the answer that completed it. Tool calls and their results stay in the record (and in
+/// `runs show --turns`), not in the next prompt — so a turn cancelled in the middle of a tool
+/// call never leaves a call without its result.
 fn conversation(history: &[SessionEvent]) -> Vec<Message> {
-    let mut out = Vec::new();
-    for e in history {
-        match e {
-            SessionEvent::UserMessage { text } => out.push(Message::user(text.clone())),
-            SessionEvent::TurnCompleted { message, .. } => {
-                if let Ok(m) = serde_json::from_value::<Message>(message.clone()) {
-                    out.push(m);
-                }
-            }
-            SessionEvent::ToolCompleted {
-                call_id, output, ..
-            } => out.push(Message::tool_result(call_id.clone(), output.clone())),
-            _ => {}
-        }
-    }
-    out
+    history
+        .iter()
+        .filter_map(|e| match e {
+            SessionEvent::UserMessage { text } => Some(Message::user(text.clone())),
+            SessionEvent::SessionCompleted {
+                output: serde_json::Value::String(answer),
+            } => Some(Message::assistant(answer.clone())),
+            _ => None,
+        })
+        .collect()
 }
 
 /// Code and documents the index finds for `question`, as a context message (empty when the

@@ -131,11 +131,11 @@ impl Service {
         Ok(result)
     }
 
-    /// Records that changes were requested on the run's change set, for `stage`.
+    /// Records that changes were requested on the run's change set (for `stage`, if named).
     pub(crate) fn review_record_changes(
         &self,
         run: &RunId,
-        stage: &NodeId,
+        stage: Option<&NodeId>,
         feedback: &str,
     ) -> Result<(), OpError> {
         let rec = self.runtime.store.change_set(run.as_str())?;
@@ -148,7 +148,7 @@ impl Service {
                     hunk: None,
                     body: feedback.to_owned(),
                 }],
-                stage: Some(stage.to_string()),
+                stage: stage.map(NodeId::to_string),
             },
         )?;
         Ok(())

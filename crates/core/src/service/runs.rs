@@ -143,6 +143,13 @@ impl Service {
                 "run {run} is already executing in this service"
             )));
         }
+        let rec = self.runtime.store.get_run(run.as_str())?;
+        if rec.owner_alive {
+            return Err(OpError::new(format!(
+                "run {run} is executing in process {}; wait for it, or stop that process first",
+                rec.owner.map(|o| o.label()).unwrap_or_default()
+            )));
+        }
         let mut commands: Vec<Command> = answers
             .into_iter()
             .map(|a| Command::Answer {
@@ -154,11 +161,11 @@ impl Service {
             node: m.node,
             message: Message::user(m.text),
         }));
-        self.resume_here(&sub, &run, commands, input)?;
+        self.resume_here(&sub, &run, commands, input).await?;
         Ok(json!({ "run": run, "resumed": true }))
     }
 
-    fn resume_here(
+    async fn resume_here(
         self: &Arc<Self>,
         sub: &SubmissionId,
         run: &RunId,
@@ -166,7 +173,11 @@ impl Service {
         input: InputMode,
     ) -> Result<(), OpError> {
         let options = self.options(sub, input, None);
-        let (handle, ctx) = self.runtime.resume(run, commands, options)?;
+        // Replaying the log and preparing the worktree context is blocking work.
+        let (rt, id) = (self.runtime.clone(), run.clone());
+        let (handle, ctx) = tokio::task::spawn_blocking(move || rt.resume(&id, commands, options))
+            .await
+            .map_err(|e| OpError::new(format!("internal error: {e}")))??;
         self.track(handle, ctx);
         Ok(())
     }
@@ -301,7 +312,8 @@ impl Service {
                 rec.summary.status
             )));
         }
-        self.resume_here(sub, run, commands, InputMode::Interrupts)?;
+        self.resume_here(sub, run, commands, InputMode::Interrupts)
+            .await?;
         Ok(json!({ "run": run, "delivered": "resumed" }))
     }
 
@@ -388,8 +400,7 @@ impl Service {
                 let Ok(rec) = self.runtime.store.change_set(run) else {
                     return Err(e);
                 };
-                let stage = node.unwrap_or_else(|| NodeId::new("manual"));
-                self.review_record_changes(&rec.run_id, &stage, &feedback)?;
+                self.review_record_changes(&rec.run_id, node.as_ref(), &feedback)?;
                 return Ok(json!({ "run": rec.run_id, "recorded": "changesRequested" }));
             }
         };
@@ -425,7 +436,7 @@ impl Service {
             })?,
         };
         if self.runtime.store.change_set(run.as_str()).is_ok() {
-            let _ = self.review_record_changes(&run, &stage, &feedback);
+            let _ = self.review_record_changes(&run, Some(&stage), &feedback);
         }
         self.deliver(
             sub,
@@ -505,6 +516,12 @@ impl Service {
         reason: Option<String>,
     ) -> OpResult {
         let run = self.run_id(run)?;
+        let status = self.runtime.store.get_run(run.as_str())?.summary.status;
+        if status.is_final() {
+            return Err(OpError::new(format!(
+                "run {run} is already {status}; nothing to cancel"
+            )));
+        }
         self.deliver(sub, &run, Command::Cancel { reason }).await
     }
 }

@@ -497,3 +497,29 @@ async fn a_channel_answers_from_the_repository_map_and_the_index() {
         ["glob_search", "grep", "list_directory", "read_file"]
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_panicking_model_fails_its_run_and_the_others_carry_on() {
+    let ws = inventory(CONFIG);
+    let repo = path_of(&ws);
+    let script = ScriptedProvider::responding(|r| {
+        if !is_queries(r) && all_text(r).contains("PANIC-PLEASE") {
+            panic!("the model provider blew up");
+        }
+        answer(r)
+    });
+    let svc = service(&repo, &script);
+    let (bad, good) = tokio::join!(
+        start(&svc, start_op("PANIC-PLEASE: why is stock in memory?")),
+        start(&svc, start_op("What does reserve do?")),
+    );
+    let bad = stopped(&svc, &bad).await;
+    assert_eq!(bad.status, RunStatus::Failed, "{bad:?}");
+    // The provider's panic ends its stream: the agent's model call fails, the stage fails.
+    let reason = bad.node(ANALYSIS).unwrap().result["reason"].to_string();
+    assert!(reason.contains("model call failed"), "{reason}");
+    assert_eq!(stopped(&svc, &good).await.status, RunStatus::Succeeded);
+    // The service still takes work.
+    let again = start(&svc, start_op("Still there?")).await;
+    assert_eq!(stopped(&svc, &again).await.status, RunStatus::Succeeded);
+}

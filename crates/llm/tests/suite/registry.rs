@@ -19,7 +19,8 @@ fn no_configuration_means_the_embedded_default_for_every_role() {
     assert_eq!(local.provider, ProviderKind::Embedded);
     assert_eq!(local.model, "smollm2-135m-instruct");
     assert!(local.default && local.builtin);
-    assert_eq!(local.roles.len(), 8);
+    assert_eq!(local.roles.len(), 9);
+    assert!(local.roles.iter().any(|r| r == "discussion"));
 }
 
 #[test]
