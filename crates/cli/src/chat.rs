@@ -82,7 +82,7 @@ pub async fn chat(service: &Arc<Service>, args: ChatArgs) -> anyhow::Result<Exit
             Ok(out) => out,
             Err(e) => {
                 if args.json {
-                    println!("{}", json!({ "error": e.0 }));
+                    println!("{}", json!({ "error": e.message }));
                 } else {
                     eprintln!("error: {e}");
                 }

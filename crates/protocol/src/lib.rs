@@ -17,8 +17,8 @@ pub use event::{Event, EventKind, ForkRef, RunStatus, TerminalKind};
 pub use ids::{ActivationId, NodeId, RunId};
 pub use service::{
     Artifact, ArtifactStatus, BadStreamId, Budgets, FileHunks, InputMode, NodeAnswer, NodeMessage,
-    Op, ReviewAction, ServiceEvent, ServiceEventBody, SessionEvent, SessionId, SessionOwner,
-    StreamId, SubmissionId, ToolStatus, TurnUsage, WorkspaceEvent,
+    Op, OpErrorKind, ReviewAction, ServiceEvent, ServiceEventBody, SessionEvent, SessionId,
+    SessionOwner, StreamId, SubmissionId, TOPICS, ToolStatus, TurnUsage, WorkspaceEvent,
 };
 pub use state::{InvalidTransition, NodeState};
 pub use time::{format_utc_ms, now_ms};

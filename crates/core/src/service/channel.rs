@@ -81,7 +81,7 @@ impl Service {
         let channel = match rec.owner {
             SessionOwner::Channel { channel } => channel,
             SessionOwner::Agent { run, node, .. } => {
-                return Err(OpError::new(format!(
+                return Err(OpError::conflict(format!(
                     "session {session} is agent `{node}` of run {run}; send the message to that node instead"
                 )));
             }
@@ -111,7 +111,7 @@ impl Service {
                 c.cancel();
                 Ok(json!({ "session": session, "cancelled": true }))
             }
-            None => Err(OpError::new(format!(
+            None => Err(OpError::conflict(format!(
                 "session {session} has no turn in progress in this service"
             ))),
         }

@@ -144,7 +144,7 @@ pub(crate) async fn answer(
         .map(|t| (t.name, t.description))
         .collect();
     let workspace = Workspace::new(&svc.runtime.repo, &svc.runtime.tools.secrets)
-        .map_err(|e| OpError::new(e.to_string()))?;
+        .map_err(|e| OpError::internal(e.to_string()))?;
     let env = ToolEnv::new(
         workspace,
         svc.runtime.tools.clone(),
@@ -193,13 +193,16 @@ pub(crate) async fn answer(
         Ok(AgentOutcome::Interrupted { interrupt, .. }) => {
             let why = format!("the discussion agent stopped to ask: {}", interrupt.prompt);
             sink(SessionEvent::SessionError { error: why.clone() });
-            Err(OpError::new(why))
+            Err(OpError::conflict(why))
         }
         Err(e) => {
             sink(SessionEvent::SessionError {
                 error: e.to_string(),
             });
-            Err(OpError::new(format!("session {session}: {e}")))
+            Err(OpError::of(
+                super::OpErrorKind::Upstream,
+                format!("session {session}: {e}"),
+            ))
         }
     }
 }

@@ -31,34 +31,88 @@ pub use sessions::SessionHub;
 
 use crate::Runtime;
 
+pub use trellis_protocol::OpErrorKind;
+
 /// What went wrong with an op, in words a user can act on.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct OpError(pub String);
+#[error("{message}")]
+pub struct OpError {
+    /// The kind of failure.
+    pub kind: OpErrorKind,
+    /// The message.
+    pub message: String,
+}
 
 impl OpError {
+    /// An error of `kind`.
+    pub fn of(kind: OpErrorKind, message: impl Into<String>) -> Self {
+        Self {
+            kind,
+            message: message.into(),
+        }
+    }
+
+    /// Bad arguments.
     pub(crate) fn new(message: impl Into<String>) -> Self {
-        Self(message.into())
+        Self::of(OpErrorKind::Invalid, message)
+    }
+
+    /// Not valid in the current state.
+    pub(crate) fn conflict(message: impl Into<String>) -> Self {
+        Self::of(OpErrorKind::Conflict, message)
+    }
+
+    /// Names something that does not exist.
+    pub(crate) fn not_found(message: impl Into<String>) -> Self {
+        Self::of(OpErrorKind::NotFound, message)
+    }
+
+    /// A bug or an environment failure.
+    pub(crate) fn internal(message: impl Into<String>) -> Self {
+        Self::of(OpErrorKind::Internal, message)
     }
 }
 
-/// Errors of the layers below become op errors with their message.
-macro_rules! op_error_from {
-    ($($t:ty),*) => {$(
-        impl From<$t> for OpError {
-            fn from(e: $t) -> Self {
-                Self(e.to_string())
-            }
-        }
-    )*};
+fn store_kind(e: &trellis_store::Error) -> OpErrorKind {
+    use trellis_store::Error as S;
+    match e {
+        S::RunNotFound(_) | S::NotFound { .. } | S::NoStore(_) => OpErrorKind::NotFound,
+        S::AmbiguousRun { .. } => OpErrorKind::Invalid,
+        S::Closed(_) => OpErrorKind::Unavailable,
+        _ => OpErrorKind::Internal,
+    }
 }
 
-op_error_from!(
-    crate::Error,
-    trellis_store::Error,
-    trellis_llm::Error,
-    trellis_tools::Error
-);
+impl From<trellis_store::Error> for OpError {
+    fn from(e: trellis_store::Error) -> Self {
+        Self::of(store_kind(&e), e.to_string())
+    }
+}
+
+impl From<trellis_llm::Error> for OpError {
+    fn from(e: trellis_llm::Error) -> Self {
+        Self::of(OpErrorKind::Upstream, e.to_string())
+    }
+}
+
+impl From<trellis_tools::Error> for OpError {
+    fn from(e: trellis_tools::Error) -> Self {
+        Self::internal(e.to_string())
+    }
+}
+
+impl From<crate::Error> for OpError {
+    fn from(e: crate::Error) -> Self {
+        let kind = match &e {
+            crate::Error::Store(s) => store_kind(s),
+            crate::Error::Model(_) => OpErrorKind::Upstream,
+            crate::Error::Workflow(_) | crate::Error::Resume(_) => OpErrorKind::Invalid,
+            crate::Error::Agents(_) => OpErrorKind::Upstream,
+            _ => OpErrorKind::Internal,
+        };
+        Self::of(kind, e.to_string())
+    }
+}
 
 pub(crate) type OpResult = Result<Value, OpError>;
 
@@ -141,15 +195,22 @@ impl Service {
     /// Submits an op and waits for its outcome.
     pub async fn call(&self, op: Op) -> Result<Value, OpError> {
         let (_, rx) = self.submit_inner(op);
-        rx.await
-            .unwrap_or_else(|_| Err(OpError::new("the service stopped before the op finished")))
+        rx.await.unwrap_or_else(|_| {
+            Err(OpError::of(
+                OpErrorKind::Unavailable,
+                "the service stopped before the op finished",
+            ))
+        })
     }
 
     fn submit_inner(&self, op: Op) -> (SubmissionId, oneshot::Receiver<OpResult>) {
         let id = SubmissionId::new();
         let (tx, rx) = oneshot::channel();
         let Some(me) = self.arc() else {
-            let _ = tx.send(Err(OpError::new("the service is shutting down")));
+            let _ = tx.send(Err(OpError::of(
+                OpErrorKind::Unavailable,
+                "the service is shutting down",
+            )));
             return (id, rx);
         };
         let sub = id.clone();
@@ -164,11 +225,14 @@ impl Service {
             };
             let result = match worker.await {
                 Ok(r) => r,
-                Err(e) if e.is_panic() => Err(OpError::new(format!(
+                Err(e) if e.is_panic() => Err(OpError::internal(format!(
                     "internal error: the {name} op panicked ({}); other runs are unaffected",
                     panic_text(e)
                 ))),
-                Err(_) => Err(OpError::new(format!("the {name} op was cancelled"))),
+                Err(_) => Err(OpError::of(
+                    OpErrorKind::Unavailable,
+                    format!("the {name} op was cancelled"),
+                )),
             };
             me.bus.workspace(
                 Some(sub.clone()),
@@ -179,7 +243,8 @@ impl Service {
                     },
                     Err(e) => WorkspaceEvent::OpFailed {
                         op: name.to_owned(),
-                        error: e.0.clone(),
+                        error: e.message.clone(),
+                        kind: Some(e.kind),
                     },
                 },
             );
@@ -349,5 +414,5 @@ pub(crate) async fn blocking<T: Send + 'static>(
 ) -> Result<T, OpError> {
     tokio::task::spawn_blocking(f)
         .await
-        .map_err(|e| OpError::new(format!("internal error: {e}")))?
+        .map_err(|e| OpError::internal(format!("internal error: {e}")))?
 }

@@ -20,7 +20,7 @@ use super::{OpError, OpResult, Service, blocking, lock};
 pub fn load_change_set(store: &Store, run: &str) -> Result<(ChangeSetRecord, ChangeSet), OpError> {
     let rec = store
         .change_set(run)
-        .map_err(|e| OpError::new(format!("no change set for run `{run}`: {e}")))?;
+        .map_err(|e| OpError::not_found(format!("no change set for run `{run}`: {e}")))?;
     review::recover(store, Path::new(&rec.repo))?;
     let wt = RunWorktree::from_record(&rec);
     let head = wt.head()?;
@@ -38,7 +38,7 @@ impl Service {
         // Change sets exist for runs and for sandbox worktrees (which have no run log).
         let run = self.runtime.store.change_set(run)?.run_id;
         if !matches!(action, ReviewAction::Show) && self.is_live(&run) {
-            return Err(OpError::new(format!(
+            return Err(OpError::conflict(format!(
                 "run {run} is still executing; review its change set when it has stopped"
             )));
         }
@@ -177,7 +177,7 @@ fn select(
 ) -> Result<Selection, OpError> {
     let Some(f) = set.files.iter().find(|f| f.path == file) else {
         let paths: Vec<&str> = set.files.iter().map(|f| f.path.as_str()).collect();
-        return Err(OpError::new(format!(
+        return Err(OpError::not_found(format!(
             "the change set has no file `{file}` (files: {})",
             paths.join(", ")
         )));

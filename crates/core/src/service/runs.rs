@@ -87,7 +87,7 @@ impl Service {
             let (plan, orchestration) = (plan.clone(), orchestration.clone());
             tokio::task::spawn_blocking(move || rt.start(&plan, &orchestration, options))
                 .await
-                .map_err(|e| OpError::new(format!("internal error: {e}")))??
+                .map_err(|e| OpError::internal(format!("internal error: {e}")))??
         };
         let run = handle.id().clone();
         self.bus.workspace(
@@ -139,13 +139,13 @@ impl Service {
     ) -> OpResult {
         let run = self.run_id(run)?;
         if self.is_live(&run) {
-            return Err(OpError::new(format!(
+            return Err(OpError::conflict(format!(
                 "run {run} is already executing in this service"
             )));
         }
         let rec = self.runtime.store.get_run(run.as_str())?;
         if rec.owner_alive {
-            return Err(OpError::new(format!(
+            return Err(OpError::conflict(format!(
                 "run {run} is executing in process {}; wait for it, or stop that process first",
                 rec.owner.map(|o| o.label()).unwrap_or_default()
             )));
@@ -177,7 +177,7 @@ impl Service {
         let (rt, id) = (self.runtime.clone(), run.clone());
         let (handle, ctx) = tokio::task::spawn_blocking(move || rt.resume(&id, commands, options))
             .await
-            .map_err(|e| OpError::new(format!("internal error: {e}")))??;
+            .map_err(|e| OpError::internal(format!("internal error: {e}")))??;
         self.track(handle, ctx);
         Ok(())
     }
@@ -195,6 +195,17 @@ impl Service {
         let mut runs = lock(&self.runs);
         let task = tokio::spawn(async move {
             let bus = me.bus.clone();
+            // The workflow's stages, for `workflow:stage_changed` (empty for other graphs).
+            let stages: std::collections::HashSet<String> = me
+                .runtime
+                .stored_plan(&id)
+                .map(|p| {
+                    p.planned
+                        .iter()
+                        .map(|s| s.context.stage_name.clone())
+                        .collect()
+                })
+                .unwrap_or_default();
             let run_for_fwd = id.clone();
             // Set once the run's task has ended: every batch it published is then queued in
             // `events`, so the forwarder drains the queue and stops (it does not wait for the
@@ -215,7 +226,22 @@ impl Service {
                         Ok(batch) => {
                             // A pruned agent's edits are rolled back before anything after
                             // its pruning is published.
+                            let mut stage_changes = Vec::new();
                             for e in batch.iter() {
+                                if let EventKind::NodeTransition {
+                                    node,
+                                    attempt,
+                                    to: NodeState::Running,
+                                    ..
+                                } = &e.kind
+                                    && stages.contains(node.as_str())
+                                {
+                                    stage_changes.push(WorkspaceEvent::StageChanged {
+                                        run: run_for_fwd.clone(),
+                                        stage: node.clone(),
+                                        attempt: *attempt,
+                                    });
+                                }
                                 if let EventKind::NodeTransition {
                                     node,
                                     from: Some(NodeState::Running),
@@ -236,6 +262,9 @@ impl Service {
                                 submission: e.cause.clone(),
                                 event: ServiceEventBody::Run(e.kind.clone()),
                             }));
+                            for change in stage_changes {
+                                bus.workspace(None, change);
+                            }
                         }
                         // Subscribers see the gap and read the store.
                         Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
@@ -293,7 +322,7 @@ impl Service {
                 let name = c.name();
                 tx.send_by(c, Some(sub.clone()))
                     .await
-                    .map_err(|why| OpError::new(format!("{name} refused: {why}")))?;
+                    .map_err(|why| OpError::conflict(format!("{name} refused: {why}")))?;
             }
             return Ok(json!({ "run": run, "delivered": "live" }));
         }
@@ -307,7 +336,7 @@ impl Service {
         }
         let revise = commands.iter().any(|c| matches!(c, Command::Revise { .. }));
         if rec.summary.status.is_final() && !revise {
-            return Err(OpError::new(format!(
+            return Err(OpError::conflict(format!(
                 "run {run} already {}; nothing can change it (request changes to run a stage again)",
                 rec.summary.status
             )));
@@ -421,7 +450,7 @@ impl Service {
             return Ok(json!({ "run": run, "changesRequested": targets }));
         }
         if !outcome.status.is_final() {
-            return Err(OpError::new(format!(
+            return Err(OpError::conflict(format!(
                 "run {run} is {} and nothing waits for a review; send a message to a running node instead",
                 outcome.status
             )));
@@ -429,7 +458,7 @@ impl Service {
         let stage = match node {
             Some(n) => n,
             None => last_changing_stage(&outcome).ok_or_else(|| {
-                OpError::new(format!(
+                OpError::conflict(format!(
                     "run {run} has no stage to revise; name one (node ids: {})",
                     agent_nodes(&outcome).join(", ")
                 ))
@@ -463,7 +492,7 @@ impl Service {
         let run = self.run_id(run)?;
         let outcome = self.inspect(&run)?;
         let Some(view) = outcome.node(node.as_str()) else {
-            return Err(OpError::new(format!(
+            return Err(OpError::not_found(format!(
                 "run {run} has no node `{node}` (nodes: {})",
                 outcome
                     .nodes
@@ -476,17 +505,17 @@ impl Service {
         match view.state {
             Some(NodeState::Ready | NodeState::Running | NodeState::WaitingInput) => {}
             Some(s @ (NodeState::Completed | NodeState::Failed)) => {
-                return Err(OpError::new(format!(
+                return Err(OpError::conflict(format!(
                     "node `{node}` is {s}: finished work cannot be pruned (reject its changes in review, or request changes to run it again)"
                 )));
             }
             Some(s) => {
-                return Err(OpError::new(format!(
+                return Err(OpError::conflict(format!(
                     "node `{node}` is already {s}; there is nothing to prune"
                 )));
             }
             None => {
-                return Err(OpError::new(format!(
+                return Err(OpError::conflict(format!(
                     "node `{node}` has not been reached yet; there is nothing to prune"
                 )));
             }
@@ -499,7 +528,7 @@ impl Service {
             .map(|n| n.id.as_str())
             .collect();
         if !subtree && !children.is_empty() {
-            return Err(OpError::new(format!(
+            return Err(OpError::conflict(format!(
                 "node `{node}` has {} unfinished child node(s) ({}); prune with subtree to prune them too",
                 children.len(),
                 children.join(", ")
@@ -518,7 +547,7 @@ impl Service {
         let run = self.run_id(run)?;
         let status = self.runtime.store.get_run(run.as_str())?.summary.status;
         if status.is_final() {
-            return Err(OpError::new(format!(
+            return Err(OpError::conflict(format!(
                 "run {run} is already {status}; nothing to cancel"
             )));
         }
@@ -542,7 +571,7 @@ fn waiting_for(o: &RunOutcome, node: Option<&NodeId>, artifact: Option<i64>) -> 
 
 fn nothing_waiting(o: &RunOutcome, run: &RunId, node: Option<&NodeId>) -> OpError {
     if o.waiting.is_empty() {
-        return OpError::new(format!(
+        return OpError::conflict(format!(
             "run {run} ({}) has nothing waiting for approval",
             o.status
         ));
@@ -552,7 +581,7 @@ fn nothing_waiting(o: &RunOutcome, run: &RunId, node: Option<&NodeId>) -> OpErro
         .iter()
         .map(|(n, it)| format!("{n} ({:?})", it.kind))
         .collect();
-    OpError::new(format!(
+    OpError::conflict(format!(
         "{} nothing waiting for approval; waiting: {}",
         node.map(|n| format!("node `{n}` has"))
             .unwrap_or_else(|| format!("run {run} has")),

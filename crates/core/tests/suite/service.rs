@@ -142,7 +142,8 @@ async fn runs_and_channels_run_concurrently_in_one_service() {
         })
         .await
         .unwrap_err();
-    assert!(err.0.contains("succeeded"), "{err}");
+    assert!(err.message.contains("succeeded"), "{err}");
+    assert_eq!(err.kind, trellis_core::service::OpErrorKind::Conflict);
     let d = start(&svc, start_op("Still alive?")).await;
     assert_eq!(stopped(&svc, &d).await.status, RunStatus::Succeeded);
 }
@@ -388,7 +389,8 @@ async fn pruning_a_running_agent_restores_its_worktree() {
         })
         .await
         .unwrap_err();
-    assert!(err.0.contains("COMPLETED"), "{err}");
+    assert!(err.message.contains("COMPLETED"), "{err}");
+    assert_eq!(err.kind, trellis_core::service::OpErrorKind::Conflict);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -11,10 +11,8 @@ use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
 
+use crate::{Answer, EdgeSpec, InjectNode, NodeId, RunId};
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
-
-use crate::{Answer, EdgeSpec, EventKind, InjectNode, NodeId, RunId, RunStatus};
 
 macro_rules! text_id {
     ($(#[$doc:meta])* $name:ident, $prefix:literal) => {
@@ -427,371 +425,16 @@ pub enum ReviewAction {
     Undo,
 }
 
-/// One event delivered to a subscriber.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ServiceEvent {
-    /// The stream.
-    pub stream: StreamId,
-    /// Position in the stream, from 1.
-    pub seq: u64,
-    /// Milliseconds since the Unix epoch.
-    pub ts: i64,
-    /// The submission that caused it, when one did.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub submission: Option<SubmissionId>,
-    /// What happened.
-    pub event: ServiceEventBody,
-}
+mod events;
+mod names;
+pub use names::TOPICS;
 
-/// The payload of a [`ServiceEvent`]; which variant depends on the stream.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(untagged)]
-pub enum ServiceEventBody {
-    /// A run's graph event.
-    Run(EventKind),
-    /// A session event.
-    Session(SessionEvent),
-    /// A workspace event.
-    Workspace(WorkspaceEvent),
-}
-
-/// Where a session belongs.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(
-    tag = "kind",
-    rename_all = "camelCase",
-    rename_all_fields = "camelCase"
-)]
-pub enum SessionOwner {
-    /// An agent node of a workflow run.
-    Agent {
-        /// The run.
-        run: RunId,
-        /// The node.
-        node: NodeId,
-        /// The agent's role.
-        role: String,
-    },
-    /// A channel discussion.
-    Channel {
-        /// The channel's name.
-        channel: String,
-    },
-}
-
-/// How a tool call ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ToolStatus {
-    /// It ran and succeeded.
-    Ok,
-    /// It ran and failed (the error went back to the model).
-    Error,
-    /// The policy or the user denied it.
-    Denied,
-    /// The process stopped (crash, kill) while it ran; reported to the model as interrupted.
-    Interrupted,
-    /// It was cancelled (prune, cancel).
-    Cancelled,
-}
-
-/// Token usage of a turn.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct TurnUsage {
-    /// Prompt tokens.
-    pub prompt_tokens: u64,
-    /// Completion tokens.
-    pub completion_tokens: u64,
-}
-
-/// A session's events (seed 003: `session:*`, `turn:*`). A turn is one model invocation;
-/// text and thinking stream as deltas (coalesced when stored), tool calls as started and
-/// completed. Replaying an agent session's events of one attempt rebuilds its conversation.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(
-    tag = "type",
-    rename_all = "camelCase",
-    rename_all_fields = "camelCase"
-)]
-pub enum SessionEvent {
-    /// `session:started`.
-    SessionStarted {
-        /// Whose session.
-        owner: SessionOwner,
-    },
-    /// An agent activation began with this prompt (system and context messages, in the
-    /// model provider's message JSON). Turns after it belong to `attempt`.
-    PromptSet {
-        /// The node's activation number.
-        attempt: u32,
-        /// The messages.
-        messages: Vec<Value>,
-    },
-    /// A user message in a channel session (starts a user turn).
-    UserMessage {
-        /// The text.
-        text: String,
-    },
-    /// Messages sent to a running agent, appended to its context before model call `turn`
-    /// (seed 004 AGENT_MESSAGE_RECEIVED).
-    MessagesReceived {
-        /// The turn whose request first contains them.
-        turn: u32,
-        /// The texts, oldest first.
-        texts: Vec<String>,
-    },
-    /// `turn:started`: a model call began.
-    TurnStarted {
-        /// Turn number within the session, from 1.
-        turn: u32,
-        /// The node's activation number (0 for channels).
-        #[serde(default)]
-        attempt: u32,
-    },
-    /// `turn:message_delta`: answer text.
-    MessageDelta {
-        /// The turn.
-        turn: u32,
-        /// The text.
-        text: String,
-    },
-    /// `turn:thought_delta`: thinking text.
-    ThoughtDelta {
-        /// The turn.
-        turn: u32,
-        /// The text.
-        text: String,
-    },
-    /// `turn:completed`: the model call finished; `message` is the assistant message added
-    /// to the conversation (text and tool calls, provider message JSON).
-    TurnCompleted {
-        /// The turn.
-        turn: u32,
-        /// The assistant message.
-        message: Value,
-        /// Tokens.
-        #[serde(default)]
-        usage: TurnUsage,
-    },
-    /// The model call failed.
-    TurnFailed {
-        /// The turn.
-        turn: u32,
-        /// Why.
-        error: String,
-    },
-    /// `turn:tool_started`.
-    ToolStarted {
-        /// The turn that asked for it.
-        turn: u32,
-        /// The call id.
-        call_id: String,
-        /// The tool.
-        name: String,
-        /// Its arguments.
-        input: Value,
-    },
-    /// `turn:tool_completed`.
-    ToolCompleted {
-        /// The turn that asked for it.
-        turn: u32,
-        /// The call id.
-        call_id: String,
-        /// The tool.
-        name: String,
-        /// What went back to the model.
-        output: String,
-        /// How it ended.
-        status: ToolStatus,
-        /// Wall time.
-        duration_ms: u64,
-    },
-    /// A line worth showing (a repaired answer, a fitted prompt…).
-    Note {
-        /// The text.
-        text: String,
-    },
-    /// `session:completed`: the agent reported (or the channel answered and is idle).
-    SessionCompleted {
-        /// The report or answer, for display.
-        #[serde(default, skip_serializing_if = "Value::is_null")]
-        output: Value,
-    },
-    /// `session:error`.
-    SessionError {
-        /// Why.
-        error: String,
-    },
-}
-
-impl SessionEvent {
-    /// The wire name.
-    pub fn name(&self) -> &'static str {
-        match self {
-            SessionEvent::SessionStarted { .. } => "sessionStarted",
-            SessionEvent::PromptSet { .. } => "promptSet",
-            SessionEvent::UserMessage { .. } => "userMessage",
-            SessionEvent::MessagesReceived { .. } => "messagesReceived",
-            SessionEvent::TurnStarted { .. } => "turnStarted",
-            SessionEvent::MessageDelta { .. } => "messageDelta",
-            SessionEvent::ThoughtDelta { .. } => "thoughtDelta",
-            SessionEvent::TurnCompleted { .. } => "turnCompleted",
-            SessionEvent::TurnFailed { .. } => "turnFailed",
-            SessionEvent::ToolStarted { .. } => "toolStarted",
-            SessionEvent::ToolCompleted { .. } => "toolCompleted",
-            SessionEvent::Note { .. } => "note",
-            SessionEvent::SessionCompleted { .. } => "sessionCompleted",
-            SessionEvent::SessionError { .. } => "sessionError",
-        }
-    }
-
-    /// Whether this is a streamed delta (coalesced with its neighbours when stored).
-    pub fn is_delta(&self) -> bool {
-        matches!(
-            self,
-            SessionEvent::MessageDelta { .. } | SessionEvent::ThoughtDelta { .. }
-        )
-    }
-}
-
-/// Workspace events: what happened to runs, sessions, change sets and submissions.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(
-    tag = "type",
-    rename_all = "camelCase",
-    rename_all_fields = "camelCase"
-)]
-pub enum WorkspaceEvent {
-    /// A submission finished; `result` is the op's answer.
-    OpCompleted {
-        /// The op's wire name.
-        op: String,
-        /// Its result.
-        #[serde(default, skip_serializing_if = "Value::is_null")]
-        result: Value,
-    },
-    /// A submission failed.
-    OpFailed {
-        /// The op's wire name.
-        op: String,
-        /// Why, with what to do about it.
-        error: String,
-    },
-    /// `workflow:created`.
-    RunCreated {
-        /// The run.
-        run: RunId,
-        /// The workflow.
-        workflow: String,
-        /// The request.
-        request: String,
-    },
-    /// A run stopped executing in this service (finished, paused or failed).
-    RunStopped {
-        /// The run.
-        run: RunId,
-        /// Its status.
-        status: RunStatus,
-        /// Error text.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        error: Option<String>,
-    },
-    /// A session was created.
-    SessionCreated {
-        /// The session.
-        session: SessionId,
-        /// Whose.
-        owner: SessionOwner,
-    },
-    /// A change set's review state changed (selection, apply, reject, undo).
-    ReviewChanged {
-        /// The run.
-        run: RunId,
-        /// The new review state.
-        state: String,
-    },
-    /// `workflow:approval_needed` for an artifact, or its status changed.
-    ArtifactChanged {
-        /// The artifact.
-        artifact: i64,
-        /// The run.
-        run: RunId,
-        /// Its status.
-        status: ArtifactStatus,
-    },
-}
-
-/// The status of an artifact (seed 003: scope cards, research cards, plans; seed 004:
-/// discovery.md, plan.md, spec.md, tickets.md).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ArtifactStatus {
-    /// Being written.
-    Draft,
-    /// Waiting for the user.
-    AwaitingApproval,
-    /// Approved.
-    Approved,
-    /// Sent back with feedback.
-    ChangesRequested,
-}
-
-impl ArtifactStatus {
-    /// The stored name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ArtifactStatus::Draft => "draft",
-            ArtifactStatus::AwaitingApproval => "awaiting_approval",
-            ArtifactStatus::Approved => "approved",
-            ArtifactStatus::ChangesRequested => "changes_requested",
-        }
-    }
-
-    /// Parses the stored name.
-    pub fn parse(s: &str) -> Option<Self> {
-        Some(match s {
-            "draft" => ArtifactStatus::Draft,
-            "awaiting_approval" => ArtifactStatus::AwaitingApproval,
-            "approved" => ArtifactStatus::Approved,
-            "changes_requested" => ArtifactStatus::ChangesRequested,
-            _ => return None,
-        })
-    }
-}
-
-/// A versioned artifact of a run.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Artifact {
-    /// Its id.
-    pub id: i64,
-    /// The run.
-    pub run: RunId,
-    /// The node that produced it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub node: Option<NodeId>,
-    /// `scope_card`, `research_card`, `plan`, `discovery`, `spec`, `tickets`, …
-    pub kind: String,
-    /// 1, 2, … per (run, kind).
-    pub version: u32,
-    /// The content (markdown or JSON text).
-    pub content: String,
-    /// Its status.
-    pub status: ArtifactStatus,
-    /// The user's feedback when changes were requested.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub feedback: Option<String>,
-    /// Created, ms since the epoch.
-    pub created_ms: i64,
-    /// Last changed, ms since the epoch.
-    pub updated_ms: i64,
-}
+pub use events::*;
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::{EventKind, Interrupt, NodeState};
 
     #[test]
     fn stream_ids_round_trip_as_text() {
@@ -816,6 +459,7 @@ mod tests {
             ServiceEventBody::Workspace(WorkspaceEvent::OpFailed {
                 op: "prune".into(),
                 error: "no".into(),
+                kind: Some(OpErrorKind::Conflict),
             }),
         ];
         for body in bodies {
@@ -843,5 +487,72 @@ mod tests {
             serde_json::to_string(&op).unwrap(),
             r#"{"op":"prune","run":"r","node":"code","subtree":true}"#
         );
+    }
+
+    #[test]
+    fn topics_follow_the_seeds_and_are_listed() {
+        let node = NodeId::new("plan");
+        let t = |kind| ServiceEventBody::Run(kind).topic();
+        assert_eq!(
+            t(EventKind::NodeTransition {
+                node: node.clone(),
+                attempt: 1,
+                from: Some(NodeState::Running),
+                to: NodeState::Pruned,
+                reason: None
+            }),
+            "graph:node_pruned"
+        );
+        assert_eq!(
+            t(EventKind::NodeTransition {
+                node: node.clone(),
+                attempt: 2,
+                from: None,
+                to: NodeState::Ready,
+                reason: None
+            }),
+            "graph:node_branched"
+        );
+        assert_eq!(
+            t(EventKind::NodeTransition {
+                node: node.clone(),
+                attempt: 2,
+                from: Some(NodeState::Ready),
+                to: NodeState::Running,
+                reason: None
+            }),
+            "graph:node_status_changed"
+        );
+        let review = Interrupt::review("ok?");
+        assert_eq!(
+            t(EventKind::InterruptRaised {
+                node,
+                attempt: 1,
+                interrupt: review,
+                scratch: serde_json::Value::Null
+            }),
+            "graph:review_requested"
+        );
+        assert_eq!(
+            ServiceEventBody::Session(SessionEvent::MessageDelta {
+                turn: 1,
+                text: String::new()
+            })
+            .topic(),
+            "turn:message_delta"
+        );
+        assert_eq!(
+            ServiceEventBody::Workspace(WorkspaceEvent::ArtifactChanged {
+                artifact: 1,
+                run: RunId::new(),
+                status: ArtifactStatus::AwaitingApproval
+            })
+            .topic(),
+            "workflow:approval_needed"
+        );
+        let mut sorted = TOPICS.to_vec();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(sorted.len(), TOPICS.len(), "a topic is listed twice");
     }
 }
