@@ -16,6 +16,7 @@ mod registry;
 mod retrieval;
 mod review;
 mod runs;
+mod serve;
 mod session;
 mod steer;
 mod usage;
@@ -33,15 +34,16 @@ use trellis_store::{Store, StoreOptions, Synchronous};
 #[derive(Debug, Parser)]
 #[command(name = "trellis", version, about, propagate_version = true)]
 pub struct Cli {
-    /// The workspace (repository) whose `.trellis/` store to use.
+    /// The workspace (repository) whose `.trellis/` store to use (`trellis serve` takes
+    /// several).
     #[arg(
-        long,
+        long = "repo",
         short = 'C',
         global = true,
-        default_value = ".",
-        value_name = "DIR"
+        value_name = "DIR",
+        action = clap::ArgAction::Append
     )]
-    pub repo: PathBuf,
+    pub repos: Vec<PathBuf>,
     /// Use this database file instead of `<repo>/.trellis/trellis.db`.
     #[arg(long, global = true, value_name = "PATH")]
     pub db: Option<PathBuf>,
@@ -99,6 +101,9 @@ pub enum Commands {
     /// Run a request: the orchestrator picks a workflow, agents work in a git worktree, and
     /// the change ends in a batched review.
     Run(workflows::RunArgs),
+    /// Serve the HTTP + WebSocket API (and web UI) for one or more workspaces (`--repo DIR`,
+    /// repeatable) on loopback, with token authentication.
+    Serve(serve::ServeArgs),
 }
 
 /// Runs the command line and maps errors to exit code 1 (printed on stderr).
@@ -112,31 +117,49 @@ pub fn main(cli: Cli) -> ExitCode {
     }
 }
 
+impl Cli {
+    /// The workspace of commands that take one (the last `--repo`, else `.`).
+    pub fn repo(&self) -> PathBuf {
+        self.repos
+            .last()
+            .cloned()
+            .unwrap_or_else(|| PathBuf::from("."))
+    }
+}
+
 /// Executes `cli`.
-pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
-    check_dir(&cli.repo)?;
+pub fn run(mut cli: Cli) -> anyhow::Result<ExitCode> {
+    if let Commands::Serve(args) = &cli.command {
+        return serve::serve(args, &cli.repos, &cli.config, store_options(&cli));
+    }
+    if cli.repos.len() > 1 {
+        bail!("only `trellis serve` takes several --repo; give one workspace");
+    }
+    let repo = cli.repo();
+    cli.repos = vec![repo.clone()];
+    check_dir(&repo)?;
     if retrieval::handles(&cli.command) {
-        return retrieval::execute(&cli.repo, &cli.config, cli.command);
+        return retrieval::execute(&repo, &cli.config, cli.command);
     }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()?;
     if let Commands::Models(cmd) = &cli.command {
-        return rt.block_on(models::execute(cmd, &cli.repo, &cli.config));
+        return rt.block_on(models::execute(cmd, &repo, &cli.config));
     }
     if let Commands::Run(args) = &cli.command
         && !(args.plan_only && args.workflow.is_some())
     {
         // Before the store is created: a directory that is not a repository gets nothing.
-        trellis_tools::worktree::repo_root(&cli.repo)?;
+        trellis_tools::worktree::repo_root(&repo)?;
         let store = open_store(&cli)?;
-        return rt.block_on(session::run(args, &cli.repo, &cli.config, store));
+        return rt.block_on(session::run(args, &repo, &cli.config, store));
     }
     // Workflow commands need no store; dispatch them before one is created.
     match cli.command {
-        Commands::Workflows(args) => return workflows::workflows(args, &cli.repo),
-        Commands::Run(args) => return workflows::run(args, &cli.repo),
+        Commands::Workflows(args) => return workflows::workflows(args, &repo),
+        Commands::Run(args) => return workflows::run(args, &repo),
         _ => {}
     }
     let store = if needs_existing_store(&cli.command) {
@@ -149,33 +172,34 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         open_store(&cli)?
     };
     match cli.command {
-        Commands::Runs(cmd) => rt.block_on(runs::execute(cmd, store, &cli.repo, &cli.config)),
+        Commands::Runs(cmd) => rt.block_on(runs::execute(cmd, store, &repo, &cli.config)),
         Commands::Demo(args) => rt.block_on(demo::execute(args, store)),
         Commands::Review(args) => rt.block_on(async {
-            let service = session::open_service(&cli.repo, &cli.config, &[], Arc::new(store))?;
+            let service = session::open_service(&repo, &cli.config, &[], Arc::new(store))?;
             let code = review::review_with(&service, args).await;
             service.shutdown().await;
             code
         }),
         Commands::Undo(args) => rt.block_on(async {
-            let service = session::open_service(&cli.repo, &cli.config, &[], Arc::new(store))?;
+            let service = session::open_service(&repo, &cli.config, &[], Arc::new(store))?;
             let code = review::undo_with(&service, args).await;
             service.shutdown().await;
             code
         }),
         Commands::Chat(args) => rt.block_on(async {
-            let service = session::open_service(&cli.repo, &cli.config, &[], Arc::new(store))?;
+            let service = session::open_service(&repo, &cli.config, &[], Arc::new(store))?;
             let code = chat::chat(&service, args).await;
             service.shutdown().await;
             code
         }),
-        Commands::Sandbox(cmd) => rt.block_on(review::sandbox(cmd, &cli.repo, &cli.config, store)),
+        Commands::Sandbox(cmd) => rt.block_on(review::sandbox(cmd, &repo, &cli.config, store)),
         Commands::Index(_)
         | Commands::Search(_)
         | Commands::Map(_)
         | Commands::Workflows(_)
         | Commands::Run(_)
-        | Commands::Models(_) => unreachable!("handled before the store is opened"),
+        | Commands::Models(_)
+        | Commands::Serve(_) => unreachable!("handled before the store is opened"),
     }
 }
 
@@ -213,7 +237,7 @@ fn open_store(cli: &Cli) -> anyhow::Result<Store> {
     let options = store_options(cli);
     Ok(match &cli.db {
         Some(path) => Store::open(path, options)?,
-        None => Store::open_workspace(&cli.repo, options)?,
+        None => Store::open_workspace(cli.repo(), options)?,
     })
 }
 
@@ -221,7 +245,7 @@ fn open_existing_store(cli: &Cli) -> Result<Store, trellis_store::Error> {
     let path = match &cli.db {
         Some(path) => path.clone(),
         None => cli
-            .repo
+            .repo()
             .join(trellis_store::STORE_DIR)
             .join(trellis_store::DB_FILE),
     };
@@ -238,9 +262,9 @@ fn no_store(cli: &Cli) -> anyhow::Result<ExitCode> {
         ),
         None => format!(
             "no Trellis store in {} (nothing has run here yet)",
-            cli.repo
+            cli.repo()
                 .canonicalize()
-                .unwrap_or_else(|_| cli.repo.clone())
+                .unwrap_or_else(|_| cli.repo())
                 .display()
         ),
     };

@@ -1,0 +1,143 @@
+//! `trellis serve`: opens each workspace's service and hands them to `trellis-server`.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::{Context, bail};
+use clap::Args;
+use trellis_server::{AppState, Limits, Settings, TokenFile, Workspace};
+use trellis_store::{Store, StoreOptions};
+
+/// `trellis serve` options.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address to listen on; port 0 picks a free one (printed at start).
+    #[arg(long, default_value = "127.0.0.1:8420", value_name = "ADDR:PORT")]
+    pub bind: SocketAddr,
+    /// Accept a non-loopback --bind (clients then need the token; put TLS in front).
+    #[arg(long)]
+    pub allow_remote: bool,
+    /// Another `Host` header value to accept (a name the server is reached by, with the
+    /// port: `trellis.lan:8420`); repeatable.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub allow_host: Vec<String>,
+    /// Where the access token is kept (default `$XDG_CONFIG_HOME/trellis/serve-token`, or
+    /// `~/.config/trellis/serve-token`).
+    #[arg(long, value_name = "PATH")]
+    pub token_file: Option<PathBuf>,
+    /// Largest request body, in bytes.
+    #[arg(long, default_value_t = 1 << 20, value_name = "BYTES")]
+    pub max_body: usize,
+}
+
+/// Runs the server until SIGINT or SIGTERM.
+pub fn serve(
+    args: &ServeArgs,
+    repos: &[PathBuf],
+    overrides: &[String],
+    store_options: StoreOptions,
+) -> anyhow::Result<ExitCode> {
+    trellis_server::check_bind(args.bind, args.allow_remote)?;
+    let roots: Vec<PathBuf> = if repos.is_empty() {
+        vec![PathBuf::from(".")]
+    } else {
+        repos.to_vec()
+    };
+    let mut canonical = Vec::new();
+    for r in &roots {
+        let root = trellis_tools::worktree::repo_root(r)
+            .with_context(|| format!("--repo {}", r.display()))?;
+        if canonical.contains(&root) {
+            bail!("--repo {} is given twice", root.display());
+        }
+        canonical.push(root);
+    }
+    let token_path = match &args.token_file {
+        Some(p) => p.clone(),
+        None => TokenFile::default_path()?,
+    };
+    let token = TokenFile::load_or_create(&token_path)?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    rt.block_on(async move {
+        let ids = trellis_server::workspace_ids(&canonical);
+        let mut workspaces = Vec::new();
+        for (id, root) in ids.into_iter().zip(canonical) {
+            let store = Store::open_workspace(&root, store_options)
+                .with_context(|| format!("workspace {}", root.display()))?;
+            let service = crate::session::open_service(&root, overrides, &[], Arc::new(store))?;
+            workspaces.push(Workspace { id, root, service });
+        }
+        let listener = tokio::net::TcpListener::bind(args.bind)
+            .await
+            .with_context(|| format!("cannot listen on {}", args.bind))?;
+        let addr = listener.local_addr()?;
+        let mut hosts = trellis_server::loopback_hosts(addr.port());
+        if !addr.ip().is_loopback() {
+            hosts.push(addr.to_string());
+        }
+        hosts.extend(args.allow_host.iter().cloned());
+        let settings = Settings {
+            token: token.token.clone(),
+            allowed_hosts: hosts,
+            limits: Limits {
+                body_bytes: args.max_body,
+                ..Limits::default()
+            },
+        };
+        let names: Vec<String> = workspaces
+            .iter()
+            .map(|w| format!("{} ({})", w.id, w.root.display()))
+            .collect();
+        let state = AppState::new(workspaces, settings)?;
+        let base = format!("http://{addr}");
+        println!("listening on {base}");
+        println!("workspaces: {}", names.join(", "));
+        if token.created {
+            println!(
+                "new access token saved to {} (shown once):\n  login: {base}/login?token={}",
+                token.path.display(),
+                token.token.expose()
+            );
+        } else {
+            println!(
+                "access token: in {} (login: {base}/login?token=<that token>)",
+                token.path.display()
+            );
+        }
+        println!(
+            "API: curl -H \"Authorization: Bearer $(cat {})\" {base}/api/workflows",
+            token.path.display()
+        );
+        trellis_server::serve(listener, state, shutdown_signal()).await?;
+        eprintln!("stopped; live runs are resumable (`trellis runs resume RUN`)");
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+/// SIGINT or SIGTERM.
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}

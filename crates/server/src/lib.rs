@@ -1,0 +1,212 @@
+//! `trellis serve`: the HTTP + WebSocket API over the runtime service.
+//!
+//! Every state-changing route is one [`Op`](trellis_protocol::Op) submitted to a workspace's
+//! [`Service`]; every pushed frame is one [`ServiceEvent`](trellis_protocol::ServiceEvent).
+//! Reads come from the workspace store. The server holds no control logic of its own.
+//!
+//! [`app`] builds the router (testable with `tower::ServiceExt::oneshot`); [`serve`] runs it on
+//! a listener until a shutdown signal, then stops every workspace service so that live runs
+//! stay resumable. Security (see `docs/security.md`): a bearer token or an HttpOnly cookie on
+//! every API route, a `Host` allow-list, an `Origin` check on state-changing requests and
+//! WebSocket upgrades, body and frame limits, bounded send queues.
+
+mod error;
+mod lookup;
+mod routes;
+mod security;
+mod ws;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use tokio_util::sync::CancellationToken;
+use trellis_core::service::Service;
+
+pub use error::ApiError;
+pub use security::{Token, TokenFile, loopback_hosts};
+
+/// One repository served, with its runtime service.
+pub struct Workspace {
+    /// Its id in URLs and frames (the directory name, made unique).
+    pub id: String,
+    /// The repository root.
+    pub root: PathBuf,
+    /// Its runtime service.
+    pub service: Arc<Service>,
+}
+
+/// Size and time limits.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// Largest request body, in bytes.
+    pub body_bytes: usize,
+    /// Largest WebSocket message a client may send, in bytes.
+    pub ws_message_bytes: usize,
+    /// Frames queued for one WebSocket client; a client that falls this far behind is
+    /// disconnected (it reconnects with `since` and loses nothing). Runs never wait for it.
+    pub ws_queue: usize,
+    /// Longest a request may take (a `POST /api/workflows` waits for the orchestrator).
+    pub request_timeout: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            body_bytes: 1 << 20,
+            ws_message_bytes: 1 << 20,
+            ws_queue: 4096,
+            request_timeout: Duration::from_secs(600),
+        }
+    }
+}
+
+/// How the server checks requests.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// The access token.
+    pub token: Token,
+    /// `Host` header values accepted (`127.0.0.1:8420`, `localhost:8420`…), compared
+    /// case-insensitively. Browsers send the same values as `Origin` (with a scheme).
+    pub allowed_hosts: Vec<String>,
+    /// Limits.
+    pub limits: Limits,
+}
+
+/// Why the server could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// No workspace.
+    #[error("no workspace to serve: give at least one --repo DIR")]
+    NoWorkspace,
+    /// Two workspaces with one id.
+    #[error("two workspaces have the id `{0}`")]
+    DuplicateWorkspace(String),
+    /// The token file.
+    #[error("{0}")]
+    Token(String),
+    /// A refused bind address.
+    #[error("{0}")]
+    Bind(String),
+}
+
+pub(crate) struct Inner {
+    pub workspaces: Vec<Workspace>,
+    pub settings: Settings,
+    /// Cancelled when the server shuts down (closes WebSocket connections).
+    pub shutdown: CancellationToken,
+}
+
+/// What every handler sees.
+#[derive(Clone)]
+pub struct AppState(pub(crate) Arc<Inner>);
+
+impl AppState {
+    /// The state serving `workspaces` under `settings`.
+    pub fn new(workspaces: Vec<Workspace>, settings: Settings) -> Result<Self, Error> {
+        if workspaces.is_empty() {
+            return Err(Error::NoWorkspace);
+        }
+        let mut seen = std::collections::HashSet::new();
+        for w in &workspaces {
+            if !seen.insert(w.id.clone()) {
+                return Err(Error::DuplicateWorkspace(w.id.clone()));
+            }
+        }
+        Ok(Self(Arc::new(Inner {
+            workspaces,
+            settings,
+            shutdown: CancellationToken::new(),
+        })))
+    }
+
+    /// The workspaces.
+    pub fn workspaces(&self) -> &[Workspace] {
+        &self.0.workspaces
+    }
+
+    /// Closes WebSocket connections and stops every workspace service (live runs stop
+    /// where they are and stay resumable from the store).
+    pub async fn shutdown(&self) {
+        self.0.shutdown.cancel();
+        for w in &self.0.workspaces {
+            w.service.shutdown().await;
+        }
+    }
+}
+
+/// Workspace ids for `roots`: each directory's name, with `-2`, `-3`… on repeats.
+pub fn workspace_ids(roots: &[PathBuf]) -> Vec<String> {
+    let mut used = std::collections::HashMap::<String, usize>::new();
+    roots
+        .iter()
+        .map(|r| {
+            let base: String = r
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_else(|| "workspace".into())
+                .chars()
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.' {
+                        c
+                    } else {
+                        '-'
+                    }
+                })
+                .collect();
+            let n = used.entry(base.clone()).or_insert(0);
+            *n += 1;
+            if *n == 1 { base } else { format!("{base}-{n}") }
+        })
+        .collect()
+}
+
+/// The router: `/api/…` (REST and the `/api/events` WebSocket), the seed 004 `/ws/…`
+/// aliases, `/login` and the landing page.
+pub fn app(state: AppState) -> Router {
+    routes::router(state)
+}
+
+/// Refuses a non-loopback bind unless `allow_remote` (auth is always on).
+pub fn check_bind(addr: SocketAddr, allow_remote: bool) -> Result<(), Error> {
+    if addr.ip().is_loopback() || allow_remote {
+        return Ok(());
+    }
+    Err(Error::Bind(format!(
+        "refusing to listen on {addr}: it is reachable from other machines, and this server \
+         can edit repositories and run commands. Bind 127.0.0.1 (the default), or pass \
+         --allow-remote to accept remote clients with the access token (put TLS in front)"
+    )))
+}
+
+/// Serves `state` on `listener` until `signal` completes, then shuts down gracefully:
+/// no new connections, WebSocket clients closed, workspace services stopped (runs stay
+/// resumable).
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    state: AppState,
+    signal: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let router = app(state.clone());
+    let stop = state.0.shutdown.clone();
+    let graceful = {
+        let stop = stop.clone();
+        async move {
+            tokio::select! {
+                () = signal => {}
+                () = stop.cancelled() => {}
+            }
+            stop.cancel();
+        }
+    };
+    let result = axum::serve(
+        listener,
+        router.into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .with_graceful_shutdown(graceful)
+    .await;
+    state.shutdown().await;
+    result
+}

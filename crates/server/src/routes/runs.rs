@@ -1,0 +1,652 @@
+//! Workflow runs (seed 003's `/api/workflows`) and seed 004's node interactions.
+
+use std::collections::BTreeMap;
+
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use trellis_protocol::{
+    Answer, Budgets, InputMode, NodeAnswer, NodeId, NodeMessage, Op, RunStatus, StreamId,
+};
+use trellis_store::RunFilter;
+
+use super::call;
+use crate::AppState;
+use crate::error::{ApiError, Body};
+use crate::lookup::{blocking, check_id};
+use crate::ws::frame;
+
+/// `POST /api/workflows`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(crate) struct Create {
+    request: String,
+    #[serde(default)]
+    workspace: Option<String>,
+    #[serde(default)]
+    workflow: Option<String>,
+    #[serde(default)]
+    include: Vec<String>,
+    #[serde(default)]
+    skip: Vec<String>,
+    #[serde(default)]
+    input: Option<InputMode>,
+    #[serde(default)]
+    budgets: Option<Budgets>,
+    #[serde(default)]
+    plan_only: bool,
+}
+
+pub(crate) async fn create(
+    State(state): State<AppState>,
+    Body(b): Body<Create>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    if b.request.trim().is_empty() {
+        return Err(ApiError {
+            field: Some("request".into()),
+            ..ApiError::invalid("`request` is empty: say what the run should do")
+        });
+    }
+    let op = Op::StartRun {
+        request: b.request,
+        repo: None,
+        workflow: b.workflow,
+        include: b.include,
+        skip: b.skip,
+        input: b.input.unwrap_or(InputMode::Interrupts),
+        budgets: b.budgets,
+        plan_only: b.plan_only,
+    };
+    let status = if b.plan_only {
+        StatusCode::OK
+    } else {
+        StatusCode::CREATED
+    };
+    Ok((status, call(&state, op, b.workspace.as_deref()).await?))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ListQuery {
+    workspace: Option<String>,
+    status: Option<RunStatus>,
+    limit: Option<usize>,
+}
+
+/// `GET /api/workflows`: newest first, with each run's usage.
+pub(crate) async fn list(
+    State(state): State<AppState>,
+    Query(q): Query<ListQuery>,
+) -> Result<Json<Value>, ApiError> {
+    let targets: Vec<_> = match &q.workspace {
+        Some(w) => vec![state.workspace(Some(w))?],
+        None => state.workspaces().iter().collect(),
+    };
+    let limit = q.limit.unwrap_or(200).min(1000);
+    let mut out = Vec::new();
+    for w in targets {
+        let store = w.service.runtime().store.clone();
+        let id = w.id.clone();
+        let service = w.service.clone();
+        let filter = RunFilter {
+            status: q.status,
+            limit: Some(limit),
+        };
+        let rows = blocking(move || {
+            let mut rows = Vec::new();
+            for rec in store.list_runs(&filter)? {
+                let usage = store.run_usage(&rec.id)?;
+                let mut v = serde_json::to_value(&rec)
+                    .map_err(|e| ApiError::internal("encoding a run", e))?;
+                v["workspace"] = Value::String(id.clone());
+                v["live"] = Value::Bool(service.is_live(&rec.id));
+                v["usage"] = serde_json::to_value(&usage)
+                    .map_err(|e| ApiError::internal("encoding usage", e))?;
+                rows.push(v);
+            }
+            Ok(rows)
+        })
+        .await?;
+        out.extend(rows);
+    }
+    out.sort_by(|a, b| b["createdAt"].as_i64().cmp(&a["createdAt"].as_i64()));
+    out.truncate(limit);
+    Ok(Json(Value::Array(out)))
+}
+
+/// `GET /api/workflows/{id}`: the run record, its usage, what waits for an answer.
+pub(crate) async fn show(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let (w, run) = state.run(&id)?;
+    let (ws, service) = (w.id.clone(), w.service.clone());
+    blocking(move || {
+        let store = &service.runtime().store;
+        let rec = store.get_run(run.as_str())?;
+        let usage = store.run_usage(&run)?;
+        let mut v =
+            serde_json::to_value(&rec).map_err(|e| ApiError::internal("encoding a run", e))?;
+        v["workspace"] = Value::String(ws);
+        v["live"] = Value::Bool(service.is_live(&run));
+        v["usage"] =
+            serde_json::to_value(&usage).map_err(|e| ApiError::internal("encoding usage", e))?;
+        if let Ok(plan) = service.runtime().stored_plan(&run) {
+            v["workflow"] = Value::String(plan.workflow.clone());
+            v["request"] = Value::String(plan.task.clone());
+        }
+        Ok(Json(v))
+    })
+    .await
+}
+
+/// `GET /api/workflows/{id}/graph`: nodes with states and attempts, the stage routing,
+/// fan-out groups (children of one parent) with counts per state, what waits.
+pub(crate) async fn graph(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let (w, run) = state.run(&id)?;
+    let service = w.service.clone();
+    blocking(move || {
+        let rt = service.runtime();
+        let outcome = rt
+            .inspect(&run)
+            .map_err(trellis_core::service::OpError::from)?;
+        let plan = rt.stored_plan(&run).ok();
+        let mut groups: BTreeMap<String, (Vec<String>, BTreeMap<String, usize>)> = BTreeMap::new();
+        let nodes: Vec<Value> = outcome
+            .nodes
+            .iter()
+            .map(|n| {
+                if let Some(p) = &n.parent {
+                    let g = groups.entry(p.to_string()).or_default();
+                    g.0.push(n.id.to_string());
+                    let state = n.state.map(|s| s.to_string()).unwrap_or("PENDING".into());
+                    *g.1.entry(state).or_default() += 1;
+                }
+                json!({
+                    "id": n.id,
+                    "attempt": n.attempt,
+                    "state": n.state,
+                    "parent": n.parent,
+                    "error": n.error,
+                    "interrupt": n.interrupt,
+                })
+            })
+            .collect();
+        let groups: Vec<Value> = groups
+            .into_iter()
+            .map(|(parent, (children, counts))| {
+                json!({ "parent": parent, "nodes": children, "counts": counts })
+            })
+            .collect();
+        let waiting: Vec<Value> = outcome
+            .waiting
+            .iter()
+            .map(|(node, it)| json!({ "node": node, "interrupt": it }))
+            .collect();
+        Ok(Json(json!({
+            "run": run,
+            "status": outcome.status,
+            "steps": outcome.steps,
+            "lastSeq": outcome.last_seq,
+            "counters": outcome.counters,
+            "nodes": nodes,
+            "groups": groups,
+            "waiting": waiting,
+            "workflow": plan.as_ref().map(|p| p.workflow.clone()),
+            "entry": plan.as_ref().map(|p| p.entry.clone()),
+            "routing": plan.as_ref().map(|p| p.routing.clone()),
+            "skipped": plan.as_ref().map(|p| p.skipped.clone()),
+        })))
+    })
+    .await
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct EventsQuery {
+    since: Option<u64>,
+    limit: Option<usize>,
+    workspace: Option<String>,
+}
+
+/// `GET /api/workflows/{id}/events?since=&limit=`: the run's stream as frames.
+pub(crate) async fn events(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    Query(q): Query<EventsQuery>,
+) -> Result<Json<Value>, ApiError> {
+    let (_, run) = state.run(&id)?;
+    read_stream(&state, StreamId::Run(run), q).await
+}
+
+/// `GET /api/streams/{stream}/events?since=&limit=&workspace=`: any stream as frames.
+pub(crate) async fn stream_events(
+    State(state): State<AppState>,
+    Path(stream): Path<String>,
+    Query(q): Query<EventsQuery>,
+) -> Result<Json<Value>, ApiError> {
+    let stream: StreamId = stream
+        .parse()
+        .map_err(|e| ApiError::invalid(format!("{e}")))?;
+    read_stream(&state, stream, q).await
+}
+
+async fn read_stream(
+    state: &AppState,
+    stream: StreamId,
+    q: EventsQuery,
+) -> Result<Json<Value>, ApiError> {
+    let (w, stream) = state.stream(&stream, q.workspace.as_deref())?;
+    let (ws, store) = (w.id.clone(), w.service.runtime().store.clone());
+    let limit = q.limit.unwrap_or(1000).min(10_000);
+    blocking(move || {
+        let events = store.stream_events(&stream, q.since.unwrap_or(0), Some(limit))?;
+        Ok(Json(Value::Array(
+            events.iter().map(|e| frame(&ws, e)).collect(),
+        )))
+    })
+    .await
+}
+
+/// `GET /api/workflows/{id}/artifacts`.
+pub(crate) async fn artifacts(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let (w, run) = state.run(&id)?;
+    let store = w.service.runtime().store.clone();
+    blocking(move || Ok(Json(to_json(&store.artifacts(&run)?)?))).await
+}
+
+/// `GET /api/workflows/{id}/usage`: tokens, cost and calls per model and per node.
+pub(crate) async fn usage(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let (w, run) = state.run(&id)?;
+    let store = w.service.runtime().store.clone();
+    blocking(move || Ok(Json(to_json(&store.run_usage(&run)?)?))).await
+}
+
+/// `GET /api/workflows/{id}/interrupts`: the questions and reviews waiting for an answer.
+pub(crate) async fn interrupts(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let (w, run) = state.run(&id)?;
+    let service = w.service.clone();
+    blocking(move || {
+        let outcome = service
+            .runtime()
+            .inspect(&run)
+            .map_err(trellis_core::service::OpError::from)?;
+        Ok(Json(Value::Array(
+            outcome
+                .waiting
+                .iter()
+                .map(|(node, it)| json!({ "node": node, "interrupt": it }))
+                .collect(),
+        )))
+    })
+    .await
+}
+
+fn to_json(v: &impl serde::Serialize) -> Result<Value, ApiError> {
+    serde_json::to_value(v).map_err(|e| ApiError::internal("encoding a response", e))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct AnswerBody {
+    node: NodeId,
+    answer: Value,
+}
+
+/// `POST /api/workflows/{id}/answer`: answers a node's question.
+pub(crate) async fn answer(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    Body(b): Body<AnswerBody>,
+) -> Result<Json<Value>, ApiError> {
+    check_id("node", b.node.as_str())?;
+    let op = Op::Answer {
+        run: id,
+        node: b.node,
+        answer: Answer(b.answer),
+    };
+    call(&state, op, None).await
+}
+
+#[derive(Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ApproveBody {
+    #[serde(default)]
+    node: Option<NodeId>,
+    #[serde(default)]
+    artifact: Option<i64>,
+    #[serde(default)]
+    comment: Option<String>,
+}
+
+/// `POST /api/workflows/{id}/approve` (seed 003): approves what waits for approval.
+pub(crate) async fn approve(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    Body(b): Body<ApproveBody>,
+) -> Result<Json<Value>, ApiError> {
+    if let Some(n) = &b.node {
+        check_id("node", n.as_str())?;
+    }
+    let op = Op::Approve {
+        run: id,
+        node: b.node,
+        artifact: b.artifact,
+        comment: b.comment,
+    };
+    call(&state, op, None).await
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ChangesBody {
+    #[serde(default)]
+    node: Option<NodeId>,
+    #[serde(default)]
+    artifact: Option<i64>,
+    feedback: String,
+}
+
+/// `POST /api/workflows/{id}/request-changes` (seed 003).
+pub(crate) async fn request_changes(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    Body(b): Body<ChangesBody>,
+) -> Result<Json<Value>, ApiError> {
+    if let Some(n) = &b.node {
+        check_id("node", n.as_str())?;
+    }
+    let op = Op::RequestChanges {
+        run: id,
+        node: b.node,
+        artifact: b.artifact,
+        feedback: b.feedback,
+    };
+    call(&state, op, None).await
+}
+
+#[derive(Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct CancelBody {
+    #[serde(default)]
+    reason: Option<String>,
+}
+
+/// `POST /api/workflows/{id}/cancel`.
+pub(crate) async fn cancel(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    Body(b): Body<CancelBody>,
+) -> Result<Json<Value>, ApiError> {
+    call(
+        &state,
+        Op::Cancel {
+            run: id,
+            reason: b.reason,
+        },
+        None,
+    )
+    .await
+}
+
+#[derive(Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ResumeBody {
+    #[serde(default)]
+    answers: Vec<NodeAnswer>,
+    #[serde(default)]
+    messages: Vec<NodeMessage>,
+    #[serde(default)]
+    input: Option<InputMode>,
+}
+
+/// `POST /api/workflows/{id}/resume`: continues a paused or interrupted run here.
+pub(crate) async fn resume(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    Body(b): Body<ResumeBody>,
+) -> Result<Json<Value>, ApiError> {
+    let op = Op::ResumeRun {
+        run: id,
+        answers: b.answers,
+        messages: b.messages,
+        input: b.input.unwrap_or(InputMode::Interrupts),
+    };
+    call(&state, op, None).await
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct MessageBody {
+    text: String,
+}
+
+/// `POST /api/workflows/{id}/nodes/{node}/message`: a message to a node's agent.
+pub(crate) async fn node_message(
+    State(state): State<AppState>,
+    Path((id, node)): Path<(String, String)>,
+    Body(b): Body<MessageBody>,
+) -> Result<Json<Value>, ApiError> {
+    message(&state, id, node, b.text).await
+}
+
+async fn message(
+    state: &AppState,
+    run: String,
+    node: String,
+    text: String,
+) -> Result<Json<Value>, ApiError> {
+    check_id("node", &node)?;
+    if text.trim().is_empty() {
+        return Err(ApiError {
+            field: Some("text".into()),
+            ..ApiError::invalid("the message is empty")
+        });
+    }
+    let op = Op::SendMessage {
+        run,
+        node: NodeId::new(node),
+        text,
+    };
+    call(state, op, None).await
+}
+
+#[derive(Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct PruneBody {
+    #[serde(default)]
+    subtree: bool,
+    #[serde(default)]
+    reason: Option<String>,
+}
+
+/// `POST /api/workflows/{id}/nodes/{node}/prune`.
+pub(crate) async fn node_prune(
+    State(state): State<AppState>,
+    Path((id, node)): Path<(String, String)>,
+    Body(b): Body<PruneBody>,
+) -> Result<Json<Value>, ApiError> {
+    prune(&state, id, node, b).await
+}
+
+async fn prune(
+    state: &AppState,
+    run: String,
+    node: String,
+    b: PruneBody,
+) -> Result<Json<Value>, ApiError> {
+    check_id("node", &node)?;
+    let op = Op::Prune {
+        run,
+        node: NodeId::new(node),
+        subtree: b.subtree,
+        reason: b.reason,
+    };
+    call(state, op, None).await
+}
+
+#[derive(Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct CommentBody {
+    #[serde(default)]
+    comment: Option<String>,
+}
+
+/// `POST /api/workflows/{id}/nodes/{node}/approve`: approves a node's human review.
+pub(crate) async fn node_approve(
+    State(state): State<AppState>,
+    Path((id, node)): Path<(String, String)>,
+    Body(b): Body<CommentBody>,
+) -> Result<Json<Value>, ApiError> {
+    approve_node(&state, id, node, b.comment).await
+}
+
+async fn approve_node(
+    state: &AppState,
+    run: String,
+    node: String,
+    comment: Option<String>,
+) -> Result<Json<Value>, ApiError> {
+    check_id("node", &node)?;
+    let op = Op::Approve {
+        run,
+        node: Some(NodeId::new(node)),
+        artifact: None,
+        comment,
+    };
+    call(state, op, None).await
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct FeedbackBody {
+    feedback: String,
+}
+
+/// `POST /api/workflows/{id}/nodes/{node}/revise`: sends a node back with feedback.
+pub(crate) async fn node_revise(
+    State(state): State<AppState>,
+    Path((id, node)): Path<(String, String)>,
+    Body(b): Body<FeedbackBody>,
+) -> Result<Json<Value>, ApiError> {
+    revise(&state, id, node, b.feedback).await
+}
+
+async fn revise(
+    state: &AppState,
+    run: String,
+    node: String,
+    feedback: String,
+) -> Result<Json<Value>, ApiError> {
+    check_id("node", &node)?;
+    let op = Op::RequestChanges {
+        run,
+        node: Some(NodeId::new(node)),
+        artifact: None,
+        feedback,
+    };
+    call(state, op, None).await
+}
+
+/// Seed 004's aliases carry the run in the body or the query.
+#[derive(Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RunQuery {
+    run: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct AliasBody {
+    #[serde(default)]
+    run: Option<String>,
+    #[serde(default)]
+    text: Option<String>,
+    #[serde(default)]
+    message: Option<String>,
+    #[serde(default)]
+    subtree: bool,
+    #[serde(default)]
+    reason: Option<String>,
+    #[serde(default)]
+    comment: Option<String>,
+    #[serde(default)]
+    feedback: Option<String>,
+}
+
+fn alias_run(q: RunQuery, b: &AliasBody) -> Result<String, ApiError> {
+    b.run.clone().or(q.run).ok_or_else(|| ApiError {
+        field: Some("run".into()),
+        ..ApiError::invalid("name the run: `run` in the body or `?run=` in the URL")
+    })
+}
+
+/// `POST /ws/agent/{node}/message` (seed 004): `{run, text}` (or `message`).
+pub(crate) async fn alias_message(
+    State(state): State<AppState>,
+    Path(node): Path<String>,
+    Query(q): Query<RunQuery>,
+    Body(b): Body<AliasBody>,
+) -> Result<Json<Value>, ApiError> {
+    let run = alias_run(q, &b)?;
+    let text = b.text.or(b.message).ok_or_else(|| ApiError {
+        field: Some("text".into()),
+        ..ApiError::invalid("missing field `text`")
+    })?;
+    message(&state, run, node, text).await
+}
+
+/// `POST /ws/graph/prune/{node}` (seed 004): `{run, subtree?, reason?}`.
+pub(crate) async fn alias_prune(
+    State(state): State<AppState>,
+    Path(node): Path<String>,
+    Query(q): Query<RunQuery>,
+    Body(b): Body<AliasBody>,
+) -> Result<Json<Value>, ApiError> {
+    let run = alias_run(q, &b)?;
+    let body = PruneBody {
+        subtree: b.subtree,
+        reason: b.reason,
+    };
+    prune(&state, run, node, body).await
+}
+
+/// `POST /ws/review/{node}/approve` (seed 004): `{run, comment?}`.
+pub(crate) async fn alias_approve(
+    State(state): State<AppState>,
+    Path(node): Path<String>,
+    Query(q): Query<RunQuery>,
+    Body(b): Body<AliasBody>,
+) -> Result<Json<Value>, ApiError> {
+    let run = alias_run(q, &b)?;
+    approve_node(&state, run, node, b.comment).await
+}
+
+/// `POST /ws/review/{node}/revise` (seed 004): `{run, feedback}`.
+pub(crate) async fn alias_revise(
+    State(state): State<AppState>,
+    Path(node): Path<String>,
+    Query(q): Query<RunQuery>,
+    Body(b): Body<AliasBody>,
+) -> Result<Json<Value>, ApiError> {
+    let run = alias_run(q, &b)?;
+    let feedback = b.feedback.or(b.message).ok_or_else(|| ApiError {
+        field: Some("feedback".into()),
+        ..ApiError::invalid("missing field `feedback`")
+    })?;
+    revise(&state, run, node, feedback).await
+}
