@@ -27,6 +27,9 @@ pub struct ServeArgs {
     /// `~/.config/trellis/serve-token`).
     #[arg(long, value_name = "PATH")]
     pub token_file: Option<PathBuf>,
+    /// Do not resume the runs a previous server left running (crash, kill, stop).
+    #[arg(long)]
+    pub no_resume: bool,
     /// Largest request body, in bytes.
     #[arg(long, default_value_t = 1 << 20, value_name = "BYTES")]
     pub max_body: usize,

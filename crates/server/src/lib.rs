@@ -127,6 +127,42 @@ impl AppState {
         &self.0.workspaces
     }
 
+    /// Resumes, in their workspace's service, the workflow runs whose process stopped
+    /// mid-run (status `running`, no live owner: a crash, a kill, a graceful stop). Returns
+    /// each run tried with the outcome. Runs waiting for input stay paused until answered.
+    pub async fn resume_interrupted(
+        &self,
+    ) -> Vec<(String, trellis_protocol::RunId, Result<(), String>)> {
+        let mut out = Vec::new();
+        for w in &self.0.workspaces {
+            let filter = trellis_store::RunFilter {
+                status: Some(trellis_protocol::RunStatus::Running),
+                limit: None,
+            };
+            let runs = match w.service.runtime().store.list_runs(&filter) {
+                Ok(r) => r,
+                Err(e) => {
+                    tracing::error!("workspace {}: listing runs: {e}", w.id);
+                    continue;
+                }
+            };
+            for rec in runs.into_iter().filter(|r| !r.owner_alive) {
+                if w.service.runtime().stored_plan(&rec.id).is_err() {
+                    continue; // not a workflow run (a demo graph): `trellis runs resume` it
+                }
+                let op = trellis_protocol::Op::ResumeRun {
+                    run: rec.id.to_string(),
+                    answers: Vec::new(),
+                    messages: Vec::new(),
+                    input: trellis_protocol::InputMode::Interrupts,
+                };
+                let result = w.service.call(op).await.map(|_| ()).map_err(|e| e.message);
+                out.push((w.id.clone(), rec.id, result));
+            }
+        }
+        out
+    }
+
     /// Closes WebSocket connections and stops every workspace service (live runs stop
     /// where they are and stay resumable from the store).
     pub async fn shutdown(&self) {
