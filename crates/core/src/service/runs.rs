@@ -106,7 +106,10 @@ impl Service {
             "orchestration": orchestration,
             "plan": plan,
         });
-        self.track(handle, ctx);
+        let committed = self.track(handle, ctx);
+        // The run is in the store before its id is handed out: a client that asks for it
+        // right away finds it.
+        let _ = committed.await;
         Ok(out)
     }
 
@@ -178,12 +181,19 @@ impl Service {
         let (handle, ctx) = tokio::task::spawn_blocking(move || rt.resume(&id, commands, options))
             .await
             .map_err(|e| OpError::internal(format!("internal error: {e}")))??;
-        self.track(handle, ctx);
+        drop(self.track(handle, ctx));
         Ok(())
     }
 
-    /// Publishes the run's events as they commit, and cleans up when it stops.
-    fn track(self: &Arc<Self>, mut handle: RunHandle, ctx: Arc<RunContext>) {
+    /// Publishes the run's events as they commit, and cleans up when it stops. The
+    /// receiver resolves when the run's first batch is committed (or the run ended).
+    fn track(
+        self: &Arc<Self>,
+        mut handle: RunHandle,
+        ctx: Arc<RunContext>,
+    ) -> tokio::sync::oneshot::Receiver<()> {
+        let (first_tx, first_rx) = tokio::sync::oneshot::channel();
+        let mut first_tx = Some(first_tx);
         let run = handle.id().clone();
         let mut events = handle.subscribe();
         let commands = handle.commands();
@@ -224,6 +234,9 @@ impl Service {
                     };
                     match received {
                         Ok(batch) => {
+                            if let Some(tx) = first_tx.take() {
+                                let _ = tx.send(());
+                            }
                             // A pruned agent's edits are rolled back before anything after
                             // its pruning is published.
                             let mut stage_changes = Vec::new();
@@ -298,6 +311,7 @@ impl Service {
                 task: task.abort_handle(),
             },
         );
+        first_rx
     }
 
     /// Hands `command` to the run wherever it is.

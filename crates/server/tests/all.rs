@@ -1,0 +1,11 @@
+//! Integration tests of `trellis-server`: every route in process, WebSocket clients on a
+//! loopback port, security refusals, fuzzed bodies and frames.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    clippy::print_stderr,
+    missing_docs
+)]
+
+mod suite;

@@ -1,0 +1,5 @@
+mod common;
+mod fuzz;
+mod routes;
+mod security;
+mod ws;

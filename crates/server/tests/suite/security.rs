@@ -1,0 +1,148 @@
+//! Token, Host and Origin refusals; the login cookie.
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode, header};
+use serde_json::json;
+
+use super::common::*;
+
+fn bare(method: &str, uri: &str) -> axum::http::request::Builder {
+    Request::builder()
+        .method(method)
+        .uri(uri)
+        .header(header::HOST, HOST)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_token_is_required_and_compared_whole() {
+    let s = served();
+    let app = &s.app;
+    // Public: health, the landing page, the login route.
+    let (status, _) = send(app, bare("GET", "/api/health").body(Body::empty()).unwrap()).await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, _) = send(app, bare("GET", "/").body(Body::empty()).unwrap()).await;
+    assert_eq!(status, StatusCode::OK);
+    // Everything else needs the token.
+    for (method, uri) in [
+        ("GET", "/api/workflows"),
+        ("GET", "/api/workspaces"),
+        ("POST", "/api/workflows"),
+        ("POST", "/ws/graph/prune/x"),
+        ("GET", "/api/events"),
+    ] {
+        let (status, e) = send(app, bare(method, uri).body(Body::empty()).unwrap()).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "{method} {uri}");
+        assert_eq!(e["kind"], "unauthorized");
+        assert!(!e.to_string().contains(TOKEN));
+    }
+    for wrong in [
+        "Bearer 0123456789abcdef0123456789abcdeX",
+        "Bearer 0123456789abcdef0123456789abcdef0",
+        "Bearer ",
+        &format!("Basic {TOKEN}"),
+    ] {
+        let req = bare("GET", "/api/workflows")
+            .header(header::AUTHORIZATION, wrong)
+            .body(Body::empty())
+            .unwrap();
+        let (status, _) = send(app, req).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "{wrong}");
+    }
+    // The login URL sets an HttpOnly, SameSite=Strict cookie that then authenticates.
+    let res = tower::ServiceExt::oneshot(
+        app.clone(),
+        bare("GET", &format!("/login?token={TOKEN}"))
+            .body(Body::empty())
+            .unwrap(),
+    )
+    .await
+    .unwrap();
+    assert!(res.status().is_redirection());
+    let cookie = res.headers()[header::SET_COOKIE]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"),
+        "{cookie}"
+    );
+    let pair = cookie.split(';').next().unwrap().to_owned();
+    let req = bare("GET", "/api/workflows")
+        .header(header::COOKIE, format!("theme=dark; {pair}"))
+        .body(Body::empty())
+        .unwrap();
+    let (status, _) = send(app, req).await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, _) = send(
+        app,
+        bare("GET", "/login?token=nope")
+            .body(Body::empty())
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let req = bare("GET", "/api/workflows")
+        .header(header::COOKIE, "trellis_token=nope")
+        .body(Body::empty())
+        .unwrap();
+    let (status, _) = send(app, req).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn foreign_hosts_and_cross_origin_writes_are_refused() {
+    let s = served();
+    let app = &s.app;
+    // DNS rebinding: the right token on a name the server is not served under.
+    for host in ["evil.example:8420", "127.0.0.1:9999", "", "localhost"] {
+        let mut req = request("GET", "/api/workflows", None);
+        req.headers_mut()
+            .insert(header::HOST, host.parse().unwrap());
+        let (status, e) = send(app, req).await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{host}: {e}");
+    }
+    // Cross-origin state changes are refused before anything runs; reads are not (the
+    // browser keeps their answers from the foreign page).
+    for origin in [
+        "http://evil.example",
+        "null",
+        "http://127.0.0.1:8420.evil.example",
+    ] {
+        let mut req = request("POST", "/api/workflows", Some(json!({ "request": "x" })));
+        req.headers_mut()
+            .insert(header::ORIGIN, origin.parse().unwrap());
+        let (status, e) = send(app, req).await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{origin}: {e}");
+    }
+    let mut req = request("POST", "/api/workflows", Some(json!({})));
+    req.headers_mut()
+        .insert("sec-fetch-site", "cross-site".parse().unwrap());
+    let (status, _) = send(app, req).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    // The server's own origin passes (the body is then checked: 400, not 403).
+    let mut req = request("POST", "/api/workflows", Some(json!({})));
+    req.headers_mut()
+        .insert(header::ORIGIN, format!("http://{HOST}").parse().unwrap());
+    let (status, _) = send(app, req).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    // A WebSocket upgrade from a foreign origin is refused even for a GET.
+    let mut req = request("GET", "/api/events", None);
+    let h = req.headers_mut();
+    h.insert(header::ORIGIN, "http://evil.example".parse().unwrap());
+    h.insert(header::UPGRADE, "websocket".parse().unwrap());
+    h.insert(header::CONNECTION, "upgrade".parse().unwrap());
+    let (status, _) = send(app, req).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+}
+
+#[test]
+fn non_loopback_binds_need_allow_remote() {
+    let any: std::net::SocketAddr = "0.0.0.0:8420".parse().unwrap();
+    let err = trellis_server::check_bind(any, false)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("--allow-remote"), "{err}");
+    assert!(trellis_server::check_bind(any, true).is_ok());
+    assert!(trellis_server::check_bind("127.0.0.1:0".parse().unwrap(), false).is_ok());
+    assert!(trellis_server::check_bind("[::1]:0".parse().unwrap(), false).is_ok());
+}
