@@ -39,7 +39,7 @@ pub fn schema_for<T: JsonSchema + ?Sized>() -> Value {
         .into_root_schema_for::<T>()
         .to_value();
     plain_descriptions(&mut schema);
-    root_keys_in_reading_order(schema)
+    schema
 }
 
 /// The schema of the JSON that serialising a `T` produces: what a server sends as a `T` in a
@@ -52,7 +52,7 @@ pub fn serialized_schema_for<T: JsonSchema + ?Sized>() -> Value {
         .into_root_schema_for::<T>()
         .to_value();
     plain_descriptions(&mut schema);
-    root_keys_in_reading_order(schema)
+    schema
 }
 
 /// Which way a schema describes JSON: see the [module docs](self).
@@ -152,26 +152,6 @@ impl ComponentSchemas {
             _ => {}
         }
     }
-}
-
-/// `$schema`, `title` and `description` first, `$defs` last (schemars appends the first two
-/// after the type's own keywords).
-fn root_keys_in_reading_order(schema: Value) -> Value {
-    let Value::Object(mut obj) = schema else {
-        return schema;
-    };
-    let mut ordered = Map::new();
-    for key in ["$schema", "title", "description"] {
-        if let Some(value) = obj.remove(key) {
-            ordered.insert(key.to_owned(), value);
-        }
-    }
-    let defs = obj.remove("$defs");
-    ordered.extend(obj);
-    if let Some(defs) = defs {
-        ordered.insert("$defs".to_owned(), defs);
-    }
-    Value::Object(ordered)
 }
 
 /// Rewrites the rustdoc links the descriptions inherit from doc comments (``[`Op`]``,

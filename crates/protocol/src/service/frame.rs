@@ -101,20 +101,17 @@ fn topic_schema(_: &mut SchemaGenerator) -> Schema {
 }
 
 /// The `type` tag serde writes for the struct (`#[serde(tag)]` on a struct is not in the
-/// derived schema): a required `"type": "event"`, first.
+/// derived schema): a required `"type": "event"`.
 fn add_frame_type(schema: &mut Schema) {
     if let Some(props) = schema
         .ensure_object()
         .get_mut("properties")
         .and_then(serde_json::Value::as_object_mut)
     {
-        let mut with_type = serde_json::Map::new();
-        with_type.insert(
+        props.insert(
             "type".to_owned(),
             serde_json::json!({ "type": "string", "const": "event" }),
         );
-        with_type.append(props);
-        *props = with_type;
     }
     let obj = schema.ensure_object();
     let required = obj
