@@ -1,5 +1,6 @@
 //! Commands a client sends to a live (or paused) run, and the payloads they carry.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -9,7 +10,7 @@ use crate::NodeId;
 ///
 /// Commands are recorded in the run's event log (`commandReceived`) before they take effect;
 /// a command that cannot apply is answered with `commandRefused` and a reason.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(
     tag = "type",
     rename_all = "camelCase",
@@ -85,7 +86,7 @@ impl Command {
 }
 
 /// A user (or agent) message to a node (seed 004 AGENT_MESSAGE_RECEIVED).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Message {
     /// The text.
@@ -106,7 +107,7 @@ impl Message {
 }
 
 /// What a node asks when it stops in WAITING_INPUT.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Interrupt {
     /// Question, approval or review.
@@ -148,7 +149,7 @@ impl Interrupt {
 }
 
 /// The kind of an [`Interrupt`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub enum InterruptKind {
     /// Expects free text.
@@ -161,7 +162,7 @@ pub enum InterruptKind {
 
 /// An answer to an interrupt. Approvals are `{"approved": bool, "comment": …}`; questions are
 /// any JSON value, usually a string.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(transparent)]
 pub struct Answer(pub Value);
 
@@ -198,7 +199,7 @@ impl Answer {
 }
 
 /// A node to add to a live run, instantiated from one of the graph's templates.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct InjectNode {
     /// The new node's id (must be unused).
@@ -217,7 +218,7 @@ pub struct InjectNode {
 }
 
 /// An unconditional edge.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct EdgeSpec {
     /// Source node.

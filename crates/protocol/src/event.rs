@@ -3,6 +3,7 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -11,7 +12,7 @@ use crate::{Answer, Command, EdgeSpec, Interrupt, NodeId, NodeState, RunId, Subm
 /// One entry of a run's event log. `seq` starts at 1 and increases by one per event of the
 /// run; `ts` is milliseconds since the Unix epoch; `cause` names the service submission it
 /// came from, when there is one.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Event {
     /// The run.
@@ -31,7 +32,7 @@ pub struct Event {
 }
 
 /// Where a forked run branched off.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ForkRef {
     /// The run forked from.
@@ -41,7 +42,7 @@ pub struct ForkRef {
 }
 
 /// The lifecycle status of a run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub enum RunStatus {
     /// Nodes are ready or running.
@@ -96,7 +97,7 @@ impl std::fmt::Display for RunStatus {
 }
 
 /// Whether reaching a terminal node means success or failure.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub enum TerminalKind {
     /// Like DONE.
@@ -107,7 +108,7 @@ pub enum TerminalKind {
 
 /// What happened. Replaying a run's events in order, against the same graph definition,
 /// rebuilds its exact state.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(
     tag = "type",
     rename_all = "camelCase",

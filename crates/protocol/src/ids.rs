@@ -3,12 +3,15 @@
 use std::fmt;
 use std::sync::Arc;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// Identifies one run (one execution of a graph). Time-ordered (UUID v7, 32 hex digits), so
 /// sorting ids sorts runs by creation time; clients may abbreviate it to a unique prefix.
 /// Cloning is a reference-count increment (every event carries its run id).
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(transparent)]
 pub struct RunId(Arc<str>);
 
@@ -50,7 +53,9 @@ impl fmt::Display for RunId {
 /// Names a node of a graph. Static nodes carry the name they were declared with
 /// (`code_generation`, `DONE`); nodes spawned at run time are named
 /// `<spawner>/<key>` (for example `review/security`). Cloning is a reference-count increment.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(transparent)]
 pub struct NodeId(Arc<str>);
 
@@ -103,7 +108,9 @@ impl PartialEq<&str> for NodeId {
 
 /// One activation of a node: its `attempt`-th execution. Every time routing enters a node
 /// a new activation starts at READY; earlier activations keep their final state.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+)]
 pub struct ActivationId {
     /// The node.
     pub node: NodeId,

@@ -3,11 +3,13 @@
 //! This crate holds data only: identifiers, the node state machine's states, the typed
 //! event log entries, and the commands a client can send to a live run. It has no
 //! behaviour beyond (de)serialisation and a few pure helpers, so every front-end (CLI,
-//! server, ACP, MCP) can depend on it without pulling in the engine.
+//! server, ACP, MCP) can depend on it without pulling in the engine. Every wire type derives
+//! `schemars::JsonSchema`; [`schema`] turns them into the JSON Schemas the server publishes.
 
 mod command;
 mod event;
 mod ids;
+pub mod schema;
 mod service;
 mod state;
 mod time;
@@ -16,9 +18,9 @@ pub use command::{Answer, Command, EdgeSpec, InjectNode, Interrupt, InterruptKin
 pub use event::{Event, EventKind, ForkRef, RunStatus, TerminalKind};
 pub use ids::{ActivationId, NodeId, RunId};
 pub use service::{
-    Artifact, ArtifactStatus, BadStreamId, Budgets, FileHunks, InputMode, NodeAnswer, NodeMessage,
-    Op, OpErrorKind, ReviewAction, ServiceEvent, ServiceEventBody, SessionEvent, SessionId,
-    SessionOwner, StreamId, SubmissionId, TOPICS, ToolStatus, TurnUsage, WorkspaceEvent,
+    Artifact, ArtifactStatus, BadStreamId, Budgets, EventFrame, FileHunks, InputMode, NodeAnswer,
+    NodeMessage, Op, OpErrorKind, ReviewAction, ServiceEvent, ServiceEventBody, SessionEvent,
+    SessionId, SessionOwner, StreamId, SubmissionId, TOPICS, ToolStatus, TurnUsage, WorkspaceEvent,
 };
 pub use state::{InvalidTransition, NodeState};
 pub use time::{format_utc_ms, now_ms};

@@ -2,6 +2,7 @@
 
 use std::fmt;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// The state of one node activation.
@@ -17,7 +18,9 @@ use serde::{Deserialize, Serialize};
 /// COMPLETED, FAILED, PRUNED and SKIPPED are final. Seed 004's transient
 /// HUMAN_REVIEW_REQUESTED is represented by WAITING_INPUT with an interrupt of kind
 /// `review`, so clients see one waiting state.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum NodeState {
     /// Created, waiting to be scheduled.

@@ -1,5 +1,6 @@
 //! What comes out of the service: [`ServiceEvent`]s and their payloads.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -7,7 +8,7 @@ use super::{SessionId, StreamId, SubmissionId};
 use crate::{EventKind, NodeId, RunId, RunStatus};
 
 /// One event delivered to a subscriber.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ServiceEvent {
     /// The stream.
@@ -24,7 +25,7 @@ pub struct ServiceEvent {
 }
 
 /// The payload of a [`ServiceEvent`]; which variant depends on the stream.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(untagged)]
 pub enum ServiceEventBody {
     /// A run's graph event.
@@ -36,7 +37,7 @@ pub enum ServiceEventBody {
 }
 
 /// Where a session belongs.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(
     tag = "kind",
     rename_all = "camelCase",
@@ -60,7 +61,7 @@ pub enum SessionOwner {
 }
 
 /// How a tool call ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ToolStatus {
     /// It ran and succeeded.
@@ -76,7 +77,7 @@ pub enum ToolStatus {
 }
 
 /// Token usage of a turn.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TurnUsage {
     /// Prompt tokens.
@@ -88,7 +89,7 @@ pub struct TurnUsage {
 /// A session's events (seed 003: `session:*`, `turn:*`). A turn is one model invocation;
 /// text and thinking stream as deltas (coalesced when stored), tool calls as started and
 /// completed. Replaying an agent session's events of one attempt rebuilds its conversation.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(
     tag = "type",
     rename_all = "camelCase",
@@ -236,7 +237,7 @@ impl SessionEvent {
 }
 
 /// Workspace events: what happened to runs, sessions, change sets and submissions.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(
     tag = "type",
     rename_all = "camelCase",
@@ -316,7 +317,7 @@ pub enum WorkspaceEvent {
 
 /// The status of an artifact (seed 003: scope cards, research cards, plans; seed 004:
 /// discovery.md, plan.md, spec.md, tickets.md).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ArtifactStatus {
     /// Being written.
@@ -353,7 +354,7 @@ impl ArtifactStatus {
 }
 
 /// A versioned artifact of a run.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Artifact {
     /// Its id.
@@ -382,7 +383,7 @@ pub struct Artifact {
 
 /// What kind of failure an op had; front-ends map it to their own codes (HTTP statuses,
 /// JSON-RPC errors).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum OpErrorKind {
     /// The op's arguments are wrong (a missing message, a hunk that does not exist…).

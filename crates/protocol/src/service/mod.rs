@@ -12,12 +12,13 @@ use std::str::FromStr;
 use std::sync::Arc;
 
 use crate::{Answer, EdgeSpec, InjectNode, NodeId, RunId};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 macro_rules! text_id {
     ($(#[$doc:meta])* $name:ident, $prefix:literal) => {
         $(#[$doc])*
-        #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+        #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema)]
         #[serde(transparent)]
         pub struct $name(Arc<str>);
 
@@ -150,8 +151,28 @@ impl<'de> Deserialize<'de> for StreamId {
     }
 }
 
+/// The schema of the text form: `run:<id>`, `session:<id>` or `workspace`.
+impl JsonSchema for StreamId {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "StreamId".into()
+    }
+
+    fn schema_id() -> std::borrow::Cow<'static, str> {
+        concat!(module_path!(), "::StreamId").into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "A stream of events: `run:<run id>` (a run's graph log), \
+                `session:<session id>` (a session's turns) or `workspace`.",
+            "type": "string",
+            "pattern": "^(?:(?:run|session):.+|workspace)$",
+        })
+    }
+}
+
 /// How a run's approvals and questions are answered.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum InputMode {
     /// Approvals and questions become graph interrupts: the run pauses until answered.
@@ -164,7 +185,7 @@ pub enum InputMode {
 }
 
 /// Token and cost limits for a new run (override the configured `[budget]`).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Budgets {
     /// Tokens (prompt + completion) for the whole run.
@@ -178,7 +199,7 @@ pub struct Budgets {
 /// A request to the runtime service. `submit(op)` returns a [`SubmissionId`] at once; the
 /// op's outcome arrives on the workspace stream as [`WorkspaceEvent::OpCompleted`] or
 /// [`WorkspaceEvent::OpFailed`], and everything it causes carries the submission id.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "op", rename_all = "camelCase", rename_all_fields = "camelCase")]
 pub enum Op {
     /// Orchestrate, plan and start a workflow run. Result: `{"run": id, "workflow": name,
@@ -358,7 +379,7 @@ impl Op {
 }
 
 /// An answer to one waiting node.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct NodeAnswer {
     /// The node.
@@ -368,7 +389,7 @@ pub struct NodeAnswer {
 }
 
 /// A file of a change set and which of its hunks (all when absent).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct FileHunks {
     /// The path, relative to the repository.
@@ -379,7 +400,7 @@ pub struct FileHunks {
 }
 
 /// A message for one node.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct NodeMessage {
     /// The node.
@@ -389,7 +410,7 @@ pub struct NodeMessage {
 }
 
 /// What to do with a run's change set.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(
     tag = "action",
     rename_all = "camelCase",
@@ -426,7 +447,9 @@ pub enum ReviewAction {
 }
 
 mod events;
+mod frame;
 mod names;
+pub use frame::EventFrame;
 pub use names::TOPICS;
 
 pub use events::*;

@@ -6,7 +6,7 @@ use super::{ArtifactStatus, ServiceEvent, ServiceEventBody, SessionEvent, Worksp
 use crate::{EventKind, InterruptKind, NodeState, RunStatus};
 
 impl ServiceEvent {
-    /// The event's topic name (see the module docs and `docs/api.md`).
+    /// The event's topic name (see the module docs and `docs/events.md`).
     pub fn topic(&self) -> &'static str {
         self.event.topic()
     }

@@ -90,6 +90,7 @@ proptest! {
                     ServiceEventBody::Workspace(WorkspaceEvent::OpFailed {
                         op: "prune".into(),
                         error: format!("#{i}"),
+                        kind: None,
                     })
                 } else {
                     ServiceEventBody::Session(e)

@@ -20,6 +20,7 @@ fn op_failed(op: &str) -> ServiceEventBody {
     ServiceEventBody::Workspace(WorkspaceEvent::OpFailed {
         op: op.into(),
         error: "no such run".into(),
+        kind: None,
     })
 }
 
