@@ -12,6 +12,7 @@
 
 mod error;
 mod lookup;
+pub mod openapi;
 mod routes;
 mod security;
 mod ws;

@@ -219,7 +219,7 @@ fn is_upgrade(headers: &HeaderMap) -> bool {
 
 /// Routes anyone on an allowed host may call without the token.
 fn is_public(method: &Method, path: &str) -> bool {
-    *method == Method::GET && matches!(path, "/" | "/login" | "/api/health")
+    *method == Method::GET && matches!(path, "/" | "/login" | "/api/health" | "/api/openapi.json")
 }
 
 /// The checks, in order: `Host`, `Origin`, token.

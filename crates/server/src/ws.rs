@@ -14,12 +14,12 @@ use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, WebSocketUpgr
 use axum::extract::{Query, State};
 use axum::response::Response;
 use futures::{SinkExt, StreamExt};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::sync::{Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
 use trellis_core::service::Service;
-use trellis_protocol::{Op, ServiceEvent, ServiceEventBody, StreamId, SubmissionId};
+use trellis_protocol::{EventFrame, Op, ServiceEvent, StreamId};
 
 use crate::AppState;
 use crate::error::{ApiError, parse};
@@ -36,39 +36,9 @@ const CLOSE_TOO_SLOW: u16 = 1013;
 /// Close code on server shutdown (1001: going away).
 const CLOSE_GOING_AWAY: u16 = 1001;
 
-/// One event as a client receives it.
-#[derive(Serialize)]
-struct Frame<'a> {
-    #[serde(rename = "type")]
-    kind: &'static str,
-    name: &'static str,
-    workspace: &'a str,
-    stream: &'a StreamId,
-    seq: u64,
-    ts: i64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    submission: Option<&'a SubmissionId>,
-    event: &'a ServiceEventBody,
-}
-
-impl<'a> Frame<'a> {
-    fn of(workspace: &'a str, e: &'a ServiceEvent) -> Self {
-        Self {
-            kind: "event",
-            name: e.topic(),
-            workspace,
-            stream: &e.stream,
-            seq: e.seq,
-            ts: e.ts,
-            submission: e.submission.as_ref(),
-            event: &e.event,
-        }
-    }
-}
-
 /// The frame of `e` as JSON (the REST replay routes return these).
 pub(crate) fn frame(workspace: &str, e: &ServiceEvent) -> Value {
-    serde_json::to_value(Frame::of(workspace, e)).unwrap_or(Value::Null)
+    serde_json::to_value(EventFrame::new(workspace, e)).unwrap_or(Value::Null)
 }
 
 #[derive(Deserialize)]
@@ -371,7 +341,7 @@ fn subscribe(conn: &Conn, subs: &mut HashMap<String, CancellationToken>, t: Targ
             };
             match next {
                 Ok(Some(e)) => {
-                    let text = match serde_json::to_string(&Frame::of(&t.workspace, &e)) {
+                    let text = match serde_json::to_string(&EventFrame::new(&t.workspace, &e)) {
                         Ok(t) => t,
                         Err(err) => {
                             tracing::error!("encoding an event frame: {err}");

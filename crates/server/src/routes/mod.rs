@@ -8,10 +8,11 @@ mod sessions;
 use axum::extract::DefaultBodyLimit;
 use axum::http::{StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{MethodRouter, get, post};
 use axum::{Json, Router, middleware};
 use serde_json::{Value, json};
 use trellis_protocol::Op;
+use trellis_protocol::schema::ComponentSchemas;
 
 use crate::error::ApiError;
 use crate::{AppState, security, ws};
@@ -31,64 +32,200 @@ pub(crate) async fn call(
     Ok(Json(out))
 }
 
+/// A request body's schema, for the OpenAPI document.
+type BodySchema = fn(&mut ComponentSchemas) -> Value;
+
+fn body<T: schemars::JsonSchema>(c: &mut ComponentSchemas) -> Value {
+    c.schema_for::<T>()
+}
+
+/// One route: the router and the OpenAPI document are both built from [`table`].
+pub(crate) struct Route {
+    /// `GET` or `POST`.
+    pub method: &'static str,
+    /// The path, with `{param}`s.
+    pub path: &'static str,
+    /// What it does.
+    pub summary: &'static str,
+    /// Query parameters: name and meaning.
+    pub query: &'static [(&'static str, &'static str)],
+    /// The JSON body it takes.
+    pub body: Option<BodySchema>,
+    /// What it answers.
+    pub answer: &'static str,
+    handler: MethodRouter<AppState>,
+}
+
+fn route(
+    method: &'static str,
+    path: &'static str,
+    summary: &'static str,
+    handler: MethodRouter<AppState>,
+) -> Route {
+    Route {
+        method,
+        path,
+        summary,
+        query: &[],
+        body: None,
+        answer: "a JSON object",
+        handler,
+    }
+}
+
+impl Route {
+    fn query(mut self, q: &'static [(&'static str, &'static str)]) -> Self {
+        self.query = q;
+        self
+    }
+    fn body(mut self, b: BodySchema) -> Self {
+        self.body = Some(b);
+        self
+    }
+    fn answer(mut self, a: &'static str) -> Self {
+        self.answer = a;
+        self
+    }
+}
+
+const EVENTS_QUERY: &[(&str, &str)] = &[
+    (
+        "since",
+        "only events with a larger seq (default 0: from the start)",
+    ),
+    ("limit", "at most this many (default 1000, at most 10000)"),
+    (
+        "workspace",
+        "the workspace of the `workspace` stream (or of an unrecorded session)",
+    ),
+];
+const WORKSPACE_QUERY: &[(&str, &str)] =
+    &[("workspace", "the workspace id (default: the only one)")];
+const RUN_QUERY: &[(&str, &str)] = &[("run", "the run (or `run` in the body)")];
+
+/// Every route.
+pub(crate) fn table() -> Vec<Route> {
+    use review::{ApplyBody, Empty, RejectBody, SelectBody};
+    use runs::{
+        AliasBody, AnswerBody, ApproveBody, CancelBody, ChangesBody, CommentBody, Create,
+        FeedbackBody, NodeMessageBody, PruneBody, ResumeBody,
+    };
+    use sessions::{ChannelBody, SessionMessageBody};
+    vec![
+        route("GET", "/api/health", "Liveness (no token needed)", get(health))
+            .answer("`{ok: true, version}`"),
+        route("GET", "/api/openapi.json", "This document (no token needed)", get(openapi)),
+        route("GET", "/api/workspaces", "The served workspaces", get(catalog::workspaces))
+            .answer("`[{id, root}]`"),
+        route("GET", "/api/catalog/workflows", "The workflows a run can use", get(catalog::workflows))
+            .query(WORKSPACE_QUERY)
+            .answer("`{workspace, workflows: [{source, workflow}], errors: [string]}`"),
+        route("GET", "/api/workflows", "Runs, newest first, with usage", get(runs::list))
+            .query(&[
+                ("workspace", "only this workspace"),
+                ("status", "only runs with this status (running, waitingInput, succeeded, failed, cancelled)"),
+                ("limit", "at most this many (default 200, at most 1000)"),
+            ])
+            .answer("`[run]`: id, graph, status, steps, createdAt, updatedAt, workspace, live, usage"),
+        route("POST", "/api/workflows", "Start a run (seed 003 create): the orchestrator picks the workflow unless `workflow` names one", post(runs::create))
+            .body(body::<Create>)
+            .answer("201 `{run, workflow, worktree, branch, orchestration, plan, workspace}` (200 with `planOnly`)"),
+        route("GET", "/api/workflows/{id}", "A run: record, usage, workflow and request", get(runs::show)),
+        route("GET", "/api/workflows/{id}/graph", "The run's graph: nodes (state, attempt, parent), fan-out groups with counts, routing, what waits", get(runs::graph)),
+        route("GET", "/api/workflows/{id}/events", "The run's events as frames (the WebSocket's replay, over REST)", get(runs::events))
+            .query(EVENTS_QUERY)
+            .answer("`[frame]` (docs/events.schema.json)"),
+        route("GET", "/api/workflows/{id}/sessions", "The run's agent sessions", get(sessions::of_run)),
+        route("GET", "/api/workflows/{id}/artifacts", "The run's artifacts (scope cards, plans…) and their status", get(runs::artifacts)),
+        route("GET", "/api/workflows/{id}/usage", "Tokens, cost and calls per model and node", get(runs::usage)),
+        route("GET", "/api/workflows/{id}/interrupts", "Questions and reviews waiting for an answer", get(runs::interrupts))
+            .answer("`[{node, interrupt}]`"),
+        route("POST", "/api/workflows/{id}/answer", "Answer a node's question", post(runs::answer))
+            .body(body::<AnswerBody>),
+        route("POST", "/api/workflows/{id}/approve", "Approve what waits for approval (seed 003)", post(runs::approve))
+            .body(body::<ApproveBody>),
+        route("POST", "/api/workflows/{id}/request-changes", "Send a stage or artifact back with feedback (seed 003)", post(runs::request_changes))
+            .body(body::<ChangesBody>),
+        route("POST", "/api/workflows/{id}/cancel", "Cancel the run", post(runs::cancel))
+            .body(body::<CancelBody>),
+        route("POST", "/api/workflows/{id}/resume", "Resume a paused or interrupted run in this server", post(runs::resume))
+            .body(body::<ResumeBody>),
+        route("POST", "/api/workflows/{id}/nodes/{node}/message", "Message a node's agent (seed 004 AGENT_MESSAGE_RECEIVED)", post(runs::node_message))
+            .body(body::<NodeMessageBody>),
+        route("POST", "/api/workflows/{id}/nodes/{node}/prune", "Prune a node (with `subtree`, its unfinished children too); its edits are rolled back", post(runs::node_prune))
+            .body(body::<PruneBody>),
+        route("POST", "/api/workflows/{id}/nodes/{node}/approve", "Approve a node's human review", post(runs::node_approve))
+            .body(body::<CommentBody>),
+        route("POST", "/api/workflows/{id}/nodes/{node}/revise", "Request a revision of a node with feedback", post(runs::node_revise))
+            .body(body::<FeedbackBody>),
+        route("GET", "/api/workflows/{id}/changes", "The change set: files, hunks, the current selection", get(review::show)),
+        route("POST", "/api/workflows/{id}/changes/select", "Accept or reject a file or some of its hunks", post(review::select))
+            .body(body::<SelectBody>),
+        route("POST", "/api/workflows/{id}/changes/apply", "Apply the accepted hunks to the working tree", post(review::apply))
+            .body(body::<ApplyBody>),
+        route("POST", "/api/workflows/{id}/changes/reject", "Reject the whole change set", post(review::reject))
+            .body(body::<RejectBody>),
+        route("POST", "/api/workflows/{id}/changes/undo", "Reverse the last apply (again: re-apply)", post(review::undo))
+            .body(body::<Empty>),
+        route("GET", "/api/sessions", "Sessions (agent and channel)", get(sessions::list))
+            .query(&[
+                ("workspace", "the workspace (default: the only one)"),
+                ("run", "only this run's agent sessions"),
+                ("channel", "only this channel's sessions"),
+                ("limit", "at most this many (default 200)"),
+            ]),
+        route("GET", "/api/sessions/{id}", "A session and its turns (messages, thoughts, tool calls, usage)", get(sessions::show)),
+        route("POST", "/api/sessions/{id}/message", "Message a session (seed 003): a channel answers it; an agent session's node receives it", post(sessions::message))
+            .body(body::<SessionMessageBody>),
+        route("POST", "/api/sessions/{id}/cancel", "Stop a channel session's turn in progress", post(sessions::cancel)),
+        route("GET", "/api/channels", "Channel sessions", get(sessions::channels))
+            .query(&[("workspace", "the workspace"), ("channel", "only this channel"), ("limit", "at most this many")]),
+        route("POST", "/api/channels/{id}/session", "Start a discussion session in channel `{id}` (seed 003)", post(sessions::start_channel))
+            .body(body::<ChannelBody>)
+            .answer("201 `{session, answer?, workspace}`"),
+        route("GET", "/api/streams/{stream}/events", "Any stream's events as frames (`run:<id>`, `session:<id>`, `workspace`)", get(runs::stream_events))
+            .query(EVENTS_QUERY)
+            .answer("`[frame]` (docs/events.schema.json)"),
+        route("GET", "/api/events", "The WebSocket: event frames from `since`, exactly once; ops and subscriptions as client frames (docs/api.md)", get(ws::upgrade))
+            .query(&[
+                ("stream", "a stream to follow at once (`run:<id>`, `session:<id>`, `workspace`)"),
+                ("since", "the last seq already seen (default 0)"),
+                ("workspace", "the workspace of the `workspace` stream"),
+            ])
+            .answer("101 Switching Protocols"),
+        route("POST", "/ws/agent/{node}/message", "Seed 004 alias of nodes/{node}/message", post(runs::alias_message))
+            .query(RUN_QUERY)
+            .body(body::<AliasBody>),
+        route("POST", "/ws/graph/prune/{node}", "Seed 004 alias of nodes/{node}/prune", post(runs::alias_prune))
+            .query(RUN_QUERY)
+            .body(body::<AliasBody>),
+        route("POST", "/ws/review/{node}/approve", "Seed 004 alias of nodes/{node}/approve", post(runs::alias_approve))
+            .query(RUN_QUERY)
+            .body(body::<AliasBody>),
+        route("POST", "/ws/review/{node}/revise", "Seed 004 alias of nodes/{node}/revise", post(runs::alias_revise))
+            .query(RUN_QUERY)
+            .body(body::<AliasBody>),
+        route("GET", "/login", "Set the session cookie from `?token=` and go to `/` (no token header needed)", get(security::login))
+            .query(&[("token", "the access token")])
+            .answer("303 with an HttpOnly, SameSite=Strict cookie"),
+        route("GET", "/", "The landing page", get(index)).answer("HTML"),
+    ]
+}
+
 pub(crate) fn router(state: AppState) -> Router {
     let limits = state.0.settings.limits;
-    let api = Router::new()
-        .route("/api/health", get(health))
-        .route("/api/workspaces", get(catalog::workspaces))
-        .route("/api/catalog/workflows", get(catalog::workflows))
-        .route("/api/workflows", get(runs::list).post(runs::create))
-        .route("/api/workflows/{id}", get(runs::show))
-        .route("/api/workflows/{id}/graph", get(runs::graph))
-        .route("/api/workflows/{id}/events", get(runs::events))
-        .route("/api/workflows/{id}/sessions", get(sessions::of_run))
-        .route("/api/workflows/{id}/artifacts", get(runs::artifacts))
-        .route("/api/workflows/{id}/usage", get(runs::usage))
-        .route("/api/workflows/{id}/interrupts", get(runs::interrupts))
-        .route("/api/workflows/{id}/answer", post(runs::answer))
-        .route("/api/workflows/{id}/approve", post(runs::approve))
-        .route(
-            "/api/workflows/{id}/request-changes",
-            post(runs::request_changes),
-        )
-        .route("/api/workflows/{id}/cancel", post(runs::cancel))
-        .route("/api/workflows/{id}/resume", post(runs::resume))
-        .route(
-            "/api/workflows/{id}/nodes/{node}/message",
-            post(runs::node_message),
-        )
-        .route(
-            "/api/workflows/{id}/nodes/{node}/prune",
-            post(runs::node_prune),
-        )
-        .route(
-            "/api/workflows/{id}/nodes/{node}/approve",
-            post(runs::node_approve),
-        )
-        .route(
-            "/api/workflows/{id}/nodes/{node}/revise",
-            post(runs::node_revise),
-        )
-        .route("/api/workflows/{id}/changes", get(review::show))
-        .route("/api/workflows/{id}/changes/select", post(review::select))
-        .route("/api/workflows/{id}/changes/apply", post(review::apply))
-        .route("/api/workflows/{id}/changes/reject", post(review::reject))
-        .route("/api/workflows/{id}/changes/undo", post(review::undo))
-        .route("/api/sessions", get(sessions::list))
-        .route("/api/sessions/{id}", get(sessions::show))
-        .route("/api/sessions/{id}/message", post(sessions::message))
-        .route("/api/sessions/{id}/cancel", post(sessions::cancel))
-        .route("/api/channels", get(sessions::channels))
-        .route("/api/channels/{id}/session", post(sessions::start_channel))
-        .route("/api/streams/{stream}/events", get(runs::stream_events))
-        .route("/api/events", get(ws::upgrade))
-        // Seed 004's paths for its four interactions (the run goes in the body or `?run=`).
-        .route("/ws/agent/{node}/message", post(runs::alias_message))
-        .route("/ws/graph/prune/{node}", post(runs::alias_prune))
-        .route("/ws/review/{node}/approve", post(runs::alias_approve))
-        .route("/ws/review/{node}/revise", post(runs::alias_revise));
-    api.route("/login", get(security::login))
-        .route("/", get(index))
+    let mut by_path: Vec<(&'static str, MethodRouter<AppState>)> = Vec::new();
+    for r in table() {
+        match by_path.iter_mut().find(|(p, _)| *p == r.path) {
+            Some((_, m)) => *m = std::mem::take(m).merge(r.handler),
+            None => by_path.push((r.path, r.handler)),
+        }
+    }
+    let mut router = Router::new();
+    for (path, handler) in by_path {
+        router = router.route(path, handler);
+    }
+    router
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(limits.body_bytes))
         .layer(middleware::from_fn_with_state(
@@ -97,6 +234,10 @@ pub(crate) fn router(state: AppState) -> Router {
         ))
         .layer(middleware::from_fn(no_sniff))
         .with_state(state)
+}
+
+async fn openapi() -> Json<Value> {
+    Json(crate::openapi::document())
 }
 
 async fn health() -> Json<Value> {

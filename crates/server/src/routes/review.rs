@@ -26,7 +26,7 @@ pub(crate) async fn show(
     review(&state, id, ReviewAction::Show).await
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct SelectBody {
     file: String,
@@ -49,7 +49,7 @@ pub(crate) async fn select(
     review(&state, id, action).await
 }
 
-#[derive(Default, Deserialize)]
+#[derive(Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ApplyBody {
     #[serde(default)]
@@ -65,11 +65,11 @@ pub(crate) async fn apply(
     review(&state, id, ReviewAction::Apply { accept: b.accept }).await
 }
 
-#[derive(Default, Deserialize)]
+#[derive(Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct Empty {}
 
-#[derive(Default, Deserialize)]
+#[derive(Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RejectBody {
     #[serde(default)]

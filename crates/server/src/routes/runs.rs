@@ -19,7 +19,7 @@ use crate::lookup::{blocking, check_id};
 use crate::ws::frame;
 
 /// `POST /api/workflows`.
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub(crate) struct Create {
     request: String,
@@ -300,7 +300,7 @@ fn to_json(v: &impl serde::Serialize) -> Result<Value, ApiError> {
     serde_json::to_value(v).map_err(|e| ApiError::internal("encoding a response", e))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct AnswerBody {
     node: NodeId,
@@ -322,7 +322,7 @@ pub(crate) async fn answer(
     call(&state, op, None).await
 }
 
-#[derive(Default, Deserialize)]
+#[derive(Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ApproveBody {
     #[serde(default)]
@@ -351,7 +351,7 @@ pub(crate) async fn approve(
     call(&state, op, None).await
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ChangesBody {
     #[serde(default)]
@@ -379,7 +379,7 @@ pub(crate) async fn request_changes(
     call(&state, op, None).await
 }
 
-#[derive(Default, Deserialize)]
+#[derive(Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct CancelBody {
     #[serde(default)]
@@ -403,7 +403,7 @@ pub(crate) async fn cancel(
     .await
 }
 
-#[derive(Default, Deserialize)]
+#[derive(Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ResumeBody {
     #[serde(default)]
@@ -429,9 +429,9 @@ pub(crate) async fn resume(
     call(&state, op, None).await
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct MessageBody {
+pub(crate) struct NodeMessageBody {
     text: String,
 }
 
@@ -439,7 +439,7 @@ pub(crate) struct MessageBody {
 pub(crate) async fn node_message(
     State(state): State<AppState>,
     Path((id, node)): Path<(String, String)>,
-    Body(b): Body<MessageBody>,
+    Body(b): Body<NodeMessageBody>,
 ) -> Result<Json<Value>, ApiError> {
     message(&state, id, node, b.text).await
 }
@@ -465,7 +465,7 @@ async fn message(
     call(state, op, None).await
 }
 
-#[derive(Default, Deserialize)]
+#[derive(Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct PruneBody {
     #[serde(default)]
@@ -499,7 +499,7 @@ async fn prune(
     call(state, op, None).await
 }
 
-#[derive(Default, Deserialize)]
+#[derive(Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct CommentBody {
     #[serde(default)]
@@ -531,7 +531,7 @@ async fn approve_node(
     call(state, op, None).await
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct FeedbackBody {
     feedback: String,
@@ -569,7 +569,7 @@ pub(crate) struct RunQuery {
     run: Option<String>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct AliasBody {
     #[serde(default)]

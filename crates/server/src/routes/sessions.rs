@@ -119,9 +119,9 @@ pub(crate) async fn show(
     .await
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct MessageBody {
+pub(crate) struct SessionMessageBody {
     text: String,
 }
 
@@ -130,7 +130,7 @@ pub(crate) struct MessageBody {
 pub(crate) async fn message(
     State(state): State<AppState>,
     Path(id): Path<String>,
-    Body(b): Body<MessageBody>,
+    Body(b): Body<SessionMessageBody>,
 ) -> Result<Json<Value>, ApiError> {
     let (_, sid) = state.session(&id)?;
     if b.text.trim().is_empty() {
@@ -170,7 +170,7 @@ pub(crate) async fn cancel(
     call(&state, Op::CancelSession { session: sid }, None).await
 }
 
-#[derive(Default, Deserialize)]
+#[derive(Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ChannelBody {
     #[serde(default)]

@@ -1,5 +1,6 @@
 mod common;
 mod fuzz;
+mod openapi;
 mod routes;
 mod security;
 mod ws;
