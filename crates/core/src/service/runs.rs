@@ -205,17 +205,10 @@ impl Service {
         let mut runs = lock(&self.runs);
         let task = tokio::spawn(async move {
             let bus = me.bus.clone();
-            // The workflow's stages, for `workflow:stage_changed` (empty for other graphs).
-            let stages: std::collections::HashSet<String> = me
-                .runtime
-                .stored_plan(&id)
-                .map(|p| {
-                    p.planned
-                        .iter()
-                        .map(|s| s.context.stage_name.clone())
-                        .collect()
-                })
-                .unwrap_or_default();
+            // The workflow's stages, for `workflow:stage_changed` (empty for other graphs):
+            // read when the first batch is committed (a new run's plan is in that batch).
+            let runtime = me.runtime.clone();
+            let mut stages: Option<std::collections::HashSet<String>> = None;
             let run_for_fwd = id.clone();
             // Set once the run's task has ended: every batch it published is then queued in
             // `events`, so the forwarder drains the queue and stops (it does not wait for the
@@ -239,6 +232,23 @@ impl Service {
                             }
                             // A pruned agent's edits are rolled back before anything after
                             // its pruning is published.
+                            let stages = stages.get_or_insert_with(|| {
+                                let params = batch.iter().find_map(|e| match &e.kind {
+                                    EventKind::RunStarted { params, .. } => Some(params.clone()),
+                                    _ => None,
+                                });
+                                let plan = match params {
+                                    Some(p) => serde_json::from_value(p).ok(),
+                                    None => runtime.stored_plan(&run_for_fwd).ok(),
+                                };
+                                plan.map(|p: trellis_workflow::Plan| {
+                                    p.planned
+                                        .iter()
+                                        .map(|s| s.context.stage_name.clone())
+                                        .collect()
+                                })
+                                .unwrap_or_default()
+                            });
                             let mut stage_changes = Vec::new();
                             for e in batch.iter() {
                                 if let EventKind::NodeTransition {
