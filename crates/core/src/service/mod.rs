@@ -108,6 +108,8 @@ impl From<crate::Error> for OpError {
             crate::Error::Model(_) => OpErrorKind::Upstream,
             crate::Error::Workflow(_) | crate::Error::Resume(_) => OpErrorKind::Invalid,
             crate::Error::Agents(_) => OpErrorKind::Upstream,
+            crate::Error::Graph(trellis_graph::Error::NotResumable(_)) => OpErrorKind::Conflict,
+            crate::Error::Graph(trellis_graph::Error::Input(_)) => OpErrorKind::Invalid,
             _ => OpErrorKind::Internal,
         };
         Self::of(kind, e.to_string())

@@ -525,3 +525,40 @@ async fn a_panicking_model_fails_its_run_and_the_others_carry_on() {
     let again = start(&svc, start_op("Still there?")).await;
     assert_eq!(stopped(&svc, &again).await.status, RunStatus::Succeeded);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ops_on_a_cancelled_run_are_conflicts() {
+    let ws = inventory(CONFIG);
+    let repo = path_of(&ws);
+    let script = ScriptedProvider::responding(answer);
+    let svc = service(&repo, &script);
+    let run = start(&svc, start_op("Why is stock in memory?")).await;
+    stopped(&svc, &run).await;
+    // A finished run: cancelling it is refused, and so is anything after a cancel.
+    let err = svc
+        .call(Op::Cancel {
+            run: run.to_string(),
+            reason: None,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.kind,
+        trellis_core::service::OpErrorKind::Conflict,
+        "{err}"
+    );
+    let err = svc
+        .call(Op::RequestChanges {
+            run: "no-such-run".into(),
+            node: None,
+            artifact: None,
+            feedback: "x".into(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.kind,
+        trellis_core::service::OpErrorKind::NotFound,
+        "{err}"
+    );
+}

@@ -175,6 +175,33 @@ async fn a_run_is_created_listed_inspected_and_refuses_what_its_state_forbids() 
         .unwrap()
         .clone();
     assert_eq!(node["attempt"], 2, "{graph}");
+    // Revise again and cancel at once: whichever wins, what follows is an answer, never a
+    // 500 (a cancelled run refuses changes with 409).
+    let (status, _) = post(
+        app,
+        &format!("/api/workflows/{run}/nodes/{ANALYSIS}/revise"),
+        json!({ "feedback": "and releases" }),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, _) = post(app, &format!("/api/workflows/{run}/cancel"), json!({})).await;
+    assert!(
+        [StatusCode::OK, StatusCode::CONFLICT].contains(&status),
+        "{status}"
+    );
+    finished(&s, &run).await;
+    let (_, shown) = get(app, &format!("/api/workflows/{run}")).await;
+    let (status, answer) = post(
+        app,
+        &format!("/api/workflows/{run}/request-changes"),
+        json!({ "feedback": "more" }),
+    )
+    .await;
+    if shown["status"] == "cancelled" {
+        assert_eq!(status, StatusCode::CONFLICT, "{answer}");
+    } else {
+        assert_eq!(status, StatusCode::OK, "{answer}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
