@@ -49,8 +49,11 @@ pub struct Limits {
     /// Frames queued for one WebSocket client; a client that falls this far behind is
     /// disconnected (it reconnects with `since` and loses nothing). Runs never wait for it.
     pub ws_queue: usize,
-    /// Longest a request may take (a `POST /api/workflows` waits for the orchestrator).
+    /// Longest a request may take (a `POST /api/workflows` waits for the orchestrator); an
+    /// op that takes longer keeps running, its outcome is on the `workspace` stream.
     pub request_timeout: Duration,
+    /// Longest a client may take to send a request's headers (slow-loris defence).
+    pub header_timeout: Duration,
 }
 
 impl Default for Limits {
@@ -60,6 +63,7 @@ impl Default for Limits {
             ws_message_bytes: 1 << 20,
             ws_queue: 4096,
             request_timeout: Duration::from_secs(600),
+            header_timeout: Duration::from_secs(30),
         }
     }
 }
@@ -218,32 +222,73 @@ pub fn check_bind(addr: SocketAddr, allow_remote: bool) -> Result<(), Error> {
     )))
 }
 
+/// Longest a graceful shutdown waits for requests in progress.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// Serves `state` on `listener` until `signal` completes, then shuts down gracefully:
-/// no new connections, WebSocket clients closed, workspace services stopped (runs stay
-/// resumable).
+/// no new connections, WebSocket clients closed, requests in progress given
+/// [`DRAIN_TIMEOUT`] to finish, workspace services stopped (runs stay resumable).
+///
+/// Connections are HTTP/1.1 (with WebSocket upgrades); a client that does not finish
+/// sending its headers within [`Limits::header_timeout`] is disconnected.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     state: AppState,
     signal: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+    use tower::Service as _;
+
     let router = app(state.clone());
     let stop = state.0.shutdown.clone();
-    let graceful = {
-        let stop = stop.clone();
-        async move {
-            tokio::select! {
-                () = signal => {}
-                () = stop.cancelled() => {}
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let header_timeout = state.0.settings.limits.header_timeout;
+    tokio::pin!(signal);
+    loop {
+        let accepted = tokio::select! {
+            r = listener.accept() => r,
+            () = &mut signal => break,
+            () = stop.cancelled() => break,
+        };
+        let stream = match accepted {
+            Ok((stream, _)) => stream,
+            Err(e) => {
+                // Out of file descriptors and the like: wait instead of spinning.
+                tracing::warn!("accepting a connection: {e}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
             }
-            stop.cancel();
-        }
-    };
-    let result = axum::serve(
-        listener,
-        router.into_make_service_with_connect_info::<SocketAddr>(),
-    )
-    .with_graceful_shutdown(graceful)
-    .await;
+        };
+        let _ = stream.set_nodelay(true);
+        let router = router.clone();
+        let service =
+            hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+                let mut router = router.clone();
+                async move { router.call(req.map(axum::body::Body::new)).await }
+            });
+        let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+        builder
+            .http1()
+            .timer(TokioTimer::new())
+            .header_read_timeout(header_timeout);
+        let conn = builder
+            .http1_only()
+            .serve_connection_with_upgrades(TokioIo::new(stream), service)
+            .into_owned();
+        let conn = graceful.watch(conn);
+        tokio::spawn(async move {
+            if let Err(e) = conn.await {
+                tracing::debug!("connection: {e}");
+            }
+        });
+    }
+    drop(listener);
     state.shutdown().await;
-    result
+    if tokio::time::timeout(DRAIN_TIMEOUT, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!("requests still in progress after {DRAIN_TIMEOUT:?}; closing them");
+    }
+    Ok(())
 }

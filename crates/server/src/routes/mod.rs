@@ -228,12 +228,36 @@ pub(crate) fn router(state: AppState) -> Router {
     router
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(limits.body_bytes))
+        .layer(middleware::from_fn_with_state(state.clone(), deadline))
         .layer(middleware::from_fn_with_state(
             state.clone(),
             security::guard,
         ))
         .layer(middleware::from_fn(no_sniff))
         .with_state(state)
+}
+
+/// Answers 503 when a request takes longer than the limit (an op it submitted keeps
+/// running; its outcome is recorded on the `workspace` stream).
+async fn deadline(
+    axum::extract::State(state): axum::extract::State<AppState>,
+    req: axum::extract::Request,
+    next: middleware::Next,
+) -> Response {
+    let limit = state.0.settings.limits.request_timeout;
+    match tokio::time::timeout(limit, next.run(req)).await {
+        Ok(res) => res,
+        Err(_) => ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "timeout",
+            format!(
+                "no answer within {} s; an operation it started keeps running: its outcome \
+                 arrives on the `workspace` stream (op:completed / op:failed)",
+                limit.as_secs()
+            ),
+        )
+        .into_response(),
+    }
 }
 
 async fn openapi() -> Json<Value> {

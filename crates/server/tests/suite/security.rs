@@ -146,3 +146,39 @@ fn non_loopback_binds_need_allow_remote() {
     assert!(trellis_server::check_bind("127.0.0.1:0".parse().unwrap(), false).is_ok());
     assert!(trellis_server::check_bind("[::1]:0".parse().unwrap(), false).is_ok());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_clients_are_cut_off() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let limits = trellis_server::Limits {
+        header_timeout: std::time::Duration::from_millis(300),
+        request_timeout: std::time::Duration::from_millis(1),
+        ..trellis_server::Limits::default()
+    };
+    let (_s, addr) = listening(limits).await;
+    // Headers that never end: the connection is closed.
+    let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    tcp.write_all(b"GET /api/health HTTP/1.1\r\nHost: ")
+        .await
+        .unwrap();
+    let mut buf = Vec::new();
+    let read = tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        tcp.read_to_end(&mut buf),
+    )
+    .await
+    .expect("the server kept a half-sent request open");
+    assert!(read.is_ok());
+    // A request over the time limit gets a 503 naming the limit.
+    let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let body = r#"{"message": "Where is stock kept? Look at every module."}"#;
+    let req = format!(
+        "POST /api/channels/design/session HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    tcp.write_all(req.as_bytes()).await.unwrap();
+    let mut text = String::new();
+    tcp.read_to_string(&mut text).await.unwrap();
+    assert!(text.starts_with("HTTP/1.1 503"), "{text}");
+    assert!(text.contains("\"kind\":\"timeout\""), "{text}");
+}
