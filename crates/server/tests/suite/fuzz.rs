@@ -115,3 +115,70 @@ fn fuzzed_bodies_never_crash_the_server_or_a_run() {
         assert_eq!(status, StatusCode::OK);
     });
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fuzzed_websocket_frames_get_answers_and_never_close_the_socket() {
+    use futures::{SinkExt, StreamExt};
+    use proptest::strategy::ValueTree;
+    use proptest::test_runner::TestRunner;
+    use tokio_tungstenite::tungstenite::Message;
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+
+    let (_s, addr) = listening(trellis_server::Limits::default()).await;
+    let mut req = format!("ws://{addr}/api/events")
+        .into_client_request()
+        .unwrap();
+    req.headers_mut()
+        .insert("authorization", format!("Bearer {TOKEN}").parse().unwrap());
+    let (mut ws, _) = tokio_tungstenite::connect_async(req).await.unwrap();
+    let mut runner = TestRunner::deterministic();
+    let frames = prop_oneof![
+        json_value().boxed(),
+        json_value()
+            .prop_map(|op| json!({ "type": "op", "id": 1, "op": op }))
+            .boxed(),
+        json_value()
+            .prop_map(|v| json!({ "type": "subscribe", "stream": v, "since": v }))
+            .boxed(),
+        ".{0,40}".prop_map(Value::String).boxed(),
+    ];
+    let mut sent = 0;
+    for _ in 0..300 {
+        let frame = frames.new_tree(&mut runner).unwrap().current();
+        let text = match &frame {
+            Value::String(s) => s.clone(),
+            v => v.to_string(),
+        };
+        ws.send(Message::text(text)).await.unwrap();
+        sent += 1;
+    }
+    ws.send(Message::text(
+        json!({ "type": "ping", "id": "end" }).to_string(),
+    ))
+    .await
+    .unwrap();
+    let mut errors = 0;
+    let done = tokio::time::timeout(std::time::Duration::from_secs(60), async {
+        while let Some(msg) = ws.next().await {
+            match msg.unwrap() {
+                Message::Text(t) => {
+                    let f: Value = serde_json::from_str(&t).unwrap();
+                    if f["type"] == "error" {
+                        errors += 1;
+                        assert!(f["status"].as_u64().unwrap() < 500, "{f}");
+                    }
+                    if f == json!({ "type": "pong", "id": "end" }) {
+                        return true;
+                    }
+                }
+                Message::Close(c) => panic!("closed: {c:?}"),
+                _ => {}
+            }
+        }
+        false
+    })
+    .await
+    .expect("no pong within 60 s");
+    assert!(done);
+    assert!(errors > sent / 2, "{errors} errors for {sent} frames");
+}
