@@ -24,6 +24,8 @@ pub fn document() -> Value {
     let mut requests = ComponentSchemas::new(Direction::Request);
     let mut responses = ComponentSchemas::with_suffix(Direction::Response, "Response");
     let frame = responses.schema_for::<EventFrame<'static>>();
+    // The ops a WebSocket client sends in `{"type": "op", "op": …}` frames.
+    let _ = requests.schema_for::<trellis_protocol::Op>();
     let error = json!({
         "type": "object",
         "required": ["error", "kind"],
