@@ -227,7 +227,7 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Serves `state` on `listener` until `signal` completes, then shuts down gracefully:
 /// no new connections, WebSocket clients closed, requests in progress given
-/// [`DRAIN_TIMEOUT`] to finish, workspace services stopped (runs stay resumable).
+/// 10 s to finish, workspace services stopped (runs stay resumable).
 ///
 /// Connections are HTTP/1.1 (with WebSocket upgrades); a client that does not finish
 /// sending its headers within [`Limits::header_timeout`] is disconnected.
