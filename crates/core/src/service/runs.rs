@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use serde_json::{Value, json};
-use tokio::sync::watch;
+use tokio::sync::{oneshot, watch};
 use trellis_graph::{RunCommands, RunHandle, RunOutcome};
 use trellis_protocol::{
     Answer, ArtifactStatus, Budgets, Command, EventKind, InputMode, InterruptKind, Message,
@@ -106,7 +106,11 @@ impl Service {
             "orchestration": orchestration,
             "plan": plan,
         });
-        self.track(handle, ctx);
+        let stored = self.track(handle, ctx);
+        // The run is in the store once its first batch of events commits: answer only then,
+        // so that the id returned can be looked up and followed at once (a client
+        // subscribing to `run:<id>` right after the start would otherwise get "no run").
+        let _ = stored.await;
         Ok(out)
     }
 
@@ -178,16 +182,24 @@ impl Service {
         let (handle, ctx) = tokio::task::spawn_blocking(move || rt.resume(&id, commands, options))
             .await
             .map_err(|e| OpError::internal(format!("internal error: {e}")))??;
-        self.track(handle, ctx);
+        // A resumed run is in the store already: no need to wait for its first commit.
+        drop(self.track(handle, ctx));
         Ok(())
     }
 
-    /// Publishes the run's events as they commit, and cleans up when it stops.
-    fn track(self: &Arc<Self>, mut handle: RunHandle, ctx: Arc<RunContext>) {
+    /// Publishes the run's events as they commit, and cleans up when it stops. The returned
+    /// receiver resolves once the first batch is committed and published (or the run ended
+    /// without one).
+    fn track(
+        self: &Arc<Self>,
+        mut handle: RunHandle,
+        ctx: Arc<RunContext>,
+    ) -> oneshot::Receiver<()> {
         let run = handle.id().clone();
         let mut events = handle.subscribe();
         let commands = handle.commands();
         let (done_tx, done) = watch::channel(false);
+        let (stored_tx, stored) = oneshot::channel();
         let me = self.clone();
         let id = run.clone();
         // Registered before the task starts, so that a command sent right after the start
@@ -213,6 +225,7 @@ impl Service {
             let ended = tokio_util::sync::CancellationToken::new();
             let ended_fwd = ended.clone();
             let forward = tokio::spawn(async move {
+                let mut stored_tx = Some(stored_tx);
                 loop {
                     let received = tokio::select! {
                         biased;
@@ -265,6 +278,9 @@ impl Service {
                             for change in stage_changes {
                                 bus.workspace(None, change);
                             }
+                            if let Some(tx) = stored_tx.take() {
+                                let _ = tx.send(());
+                            }
                         }
                         // Subscribers see the gap and read the store.
                         Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
@@ -298,6 +314,7 @@ impl Service {
                 task: task.abort_handle(),
             },
         );
+        stored
     }
 
     /// Hands `command` to the run wherever it is.
