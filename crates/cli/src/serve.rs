@@ -116,6 +116,16 @@ pub fn serve(
             "API: curl -H \"Authorization: Bearer $(cat {})\" {base}/api/workflows",
             token.path.display()
         );
+        // Before accepting requests (they queue on the bound listener), so that a client
+        // never sees a run of a dead server as live-but-stalled.
+        if !args.no_resume {
+            for (ws, run, result) in state.resume_interrupted().await {
+                match result {
+                    Ok(()) => println!("resumed run {run} ({ws})"),
+                    Err(e) => eprintln!("cannot resume run {run} ({ws}): {e}"),
+                }
+            }
+        }
         trellis_server::serve(listener, state, shutdown_signal()).await?;
         eprintln!("stopped; live runs are resumable (`trellis runs resume RUN`)");
         Ok(ExitCode::SUCCESS)

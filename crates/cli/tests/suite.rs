@@ -5,6 +5,7 @@ mod mock;
 mod models;
 mod review;
 mod runs;
+mod serve;
 mod steering;
 mod workflows;
 mod workspace;
