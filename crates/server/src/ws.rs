@@ -118,6 +118,19 @@ pub(crate) async fn upgrade(
 #[derive(Clone)]
 struct Conn {
     state: AppState,
+    out: Outbox,
+}
+
+impl std::ops::Deref for Conn {
+    type Target = Outbox;
+    fn deref(&self) -> &Outbox {
+        &self.out
+    }
+}
+
+/// The bounded queue of frames to one client.
+#[derive(Clone)]
+struct Outbox {
     tx: mpsc::Sender<Message>,
     /// Cancelled when the connection ends (client gone, too slow, server stopping).
     end: CancellationToken,
@@ -125,7 +138,15 @@ struct Conn {
     close: Arc<std::sync::Mutex<Option<(u16, &'static str)>>>,
 }
 
-impl Conn {
+impl Outbox {
+    fn new(tx: mpsc::Sender<Message>, end: CancellationToken) -> Self {
+        Self {
+            tx,
+            end,
+            close: Arc::default(),
+        }
+    }
+
     /// Queues a frame; a full queue means the client is too slow: it is dropped.
     fn send(&self, text: String) -> bool {
         match self.tx.try_send(Message::Text(Utf8Bytes::from(text))) {
@@ -169,10 +190,8 @@ async fn connection(state: AppState, socket: WebSocket, initial: Option<Target>,
     let (mut sink, mut incoming) = socket.split();
     let (tx, mut rx) = mpsc::channel::<Message>(limits.ws_queue.max(1));
     let conn = Conn {
-        end: state.0.shutdown.child_token(),
+        out: Outbox::new(tx, state.0.shutdown.child_token()),
         state,
-        tx,
-        close: Arc::default(),
     };
     let writer = {
         let conn = conn.clone();
@@ -362,4 +381,29 @@ fn subscribe(conn: &Conn, subs: &mut HashMap<String, CancellationToken>, t: Targ
             }
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_client_that_falls_behind_is_dropped_not_waited_for() {
+        let (tx, mut rx) = mpsc::channel(2);
+        let out = Outbox::new(tx, CancellationToken::new());
+        assert!(out.send("1".into()));
+        assert!(out.send("2".into()));
+        // The queue is full: the frame is not queued, the connection ends, and the reason
+        // is what the client will read in the close frame.
+        assert!(!out.send("3".into()));
+        assert!(out.end.is_cancelled());
+        assert_eq!(
+            *out.close.lock().unwrap(),
+            Some((CLOSE_TOO_SLOW, "too slow: reconnect with since"))
+        );
+        assert!(rx.try_recv().is_ok() && rx.try_recv().is_ok() && rx.try_recv().is_err());
+        // A later reason does not replace the first.
+        out.close_with(CLOSE_GOING_AWAY, "idle");
+        assert_eq!(out.close.lock().unwrap().unwrap().0, CLOSE_TOO_SLOW);
+    }
 }

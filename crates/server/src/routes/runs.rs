@@ -429,6 +429,55 @@ pub(crate) async fn resume(
     call(&state, op, None).await
 }
 
+/// Seed 004's four interactions with a node.
+enum NodeAction {
+    Message(String),
+    Prune(PruneBody),
+    Approve(Option<String>),
+    Revise(String),
+}
+
+/// Submits `action` on `node` of `run`.
+async fn act(
+    state: &AppState,
+    run: String,
+    node: String,
+    action: NodeAction,
+) -> Result<Json<Value>, ApiError> {
+    check_id("node", &node)?;
+    let node = NodeId::new(node);
+    let op = match action {
+        NodeAction::Message(text) => {
+            if text.trim().is_empty() {
+                return Err(ApiError {
+                    field: Some("text".into()),
+                    ..ApiError::invalid("the message is empty")
+                });
+            }
+            Op::SendMessage { run, node, text }
+        }
+        NodeAction::Prune(b) => Op::Prune {
+            run,
+            node,
+            subtree: b.subtree,
+            reason: b.reason,
+        },
+        NodeAction::Approve(comment) => Op::Approve {
+            run,
+            node: Some(node),
+            artifact: None,
+            comment,
+        },
+        NodeAction::Revise(feedback) => Op::RequestChanges {
+            run,
+            node: Some(node),
+            artifact: None,
+            feedback,
+        },
+    };
+    call(state, op, None).await
+}
+
 #[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct NodeMessageBody {
@@ -441,28 +490,7 @@ pub(crate) async fn node_message(
     Path((id, node)): Path<(String, String)>,
     Body(b): Body<NodeMessageBody>,
 ) -> Result<Json<Value>, ApiError> {
-    message(&state, id, node, b.text).await
-}
-
-async fn message(
-    state: &AppState,
-    run: String,
-    node: String,
-    text: String,
-) -> Result<Json<Value>, ApiError> {
-    check_id("node", &node)?;
-    if text.trim().is_empty() {
-        return Err(ApiError {
-            field: Some("text".into()),
-            ..ApiError::invalid("the message is empty")
-        });
-    }
-    let op = Op::SendMessage {
-        run,
-        node: NodeId::new(node),
-        text,
-    };
-    call(state, op, None).await
+    act(&state, id, node, NodeAction::Message(b.text)).await
 }
 
 #[derive(Default, Deserialize, schemars::JsonSchema)]
@@ -480,23 +508,7 @@ pub(crate) async fn node_prune(
     Path((id, node)): Path<(String, String)>,
     Body(b): Body<PruneBody>,
 ) -> Result<Json<Value>, ApiError> {
-    prune(&state, id, node, b).await
-}
-
-async fn prune(
-    state: &AppState,
-    run: String,
-    node: String,
-    b: PruneBody,
-) -> Result<Json<Value>, ApiError> {
-    check_id("node", &node)?;
-    let op = Op::Prune {
-        run,
-        node: NodeId::new(node),
-        subtree: b.subtree,
-        reason: b.reason,
-    };
-    call(state, op, None).await
+    act(&state, id, node, NodeAction::Prune(b)).await
 }
 
 #[derive(Default, Deserialize, schemars::JsonSchema)]
@@ -512,23 +524,7 @@ pub(crate) async fn node_approve(
     Path((id, node)): Path<(String, String)>,
     Body(b): Body<CommentBody>,
 ) -> Result<Json<Value>, ApiError> {
-    approve_node(&state, id, node, b.comment).await
-}
-
-async fn approve_node(
-    state: &AppState,
-    run: String,
-    node: String,
-    comment: Option<String>,
-) -> Result<Json<Value>, ApiError> {
-    check_id("node", &node)?;
-    let op = Op::Approve {
-        run,
-        node: Some(NodeId::new(node)),
-        artifact: None,
-        comment,
-    };
-    call(state, op, None).await
+    act(&state, id, node, NodeAction::Approve(b.comment)).await
 }
 
 #[derive(Deserialize, schemars::JsonSchema)]
@@ -543,23 +539,7 @@ pub(crate) async fn node_revise(
     Path((id, node)): Path<(String, String)>,
     Body(b): Body<FeedbackBody>,
 ) -> Result<Json<Value>, ApiError> {
-    revise(&state, id, node, b.feedback).await
-}
-
-async fn revise(
-    state: &AppState,
-    run: String,
-    node: String,
-    feedback: String,
-) -> Result<Json<Value>, ApiError> {
-    check_id("node", &node)?;
-    let op = Op::RequestChanges {
-        run,
-        node: Some(NodeId::new(node)),
-        artifact: None,
-        feedback,
-    };
-    call(state, op, None).await
+    act(&state, id, node, NodeAction::Revise(b.feedback)).await
 }
 
 /// Seed 004's aliases carry the run in the body or the query.
@@ -607,7 +587,7 @@ pub(crate) async fn alias_message(
         field: Some("text".into()),
         ..ApiError::invalid("missing field `text`")
     })?;
-    message(&state, run, node, text).await
+    act(&state, run, node, NodeAction::Message(text)).await
 }
 
 /// `POST /ws/graph/prune/{node}` (seed 004): `{run, subtree?, reason?}`.
@@ -622,7 +602,7 @@ pub(crate) async fn alias_prune(
         subtree: b.subtree,
         reason: b.reason,
     };
-    prune(&state, run, node, body).await
+    act(&state, run, node, NodeAction::Prune(body)).await
 }
 
 /// `POST /ws/review/{node}/approve` (seed 004): `{run, comment?}`.
@@ -633,7 +613,7 @@ pub(crate) async fn alias_approve(
     Body(b): Body<AliasBody>,
 ) -> Result<Json<Value>, ApiError> {
     let run = alias_run(q, &b)?;
-    approve_node(&state, run, node, b.comment).await
+    act(&state, run, node, NodeAction::Approve(b.comment)).await
 }
 
 /// `POST /ws/review/{node}/revise` (seed 004): `{run, feedback}`.
@@ -648,5 +628,5 @@ pub(crate) async fn alias_revise(
         field: Some("feedback".into()),
         ..ApiError::invalid("missing field `feedback`")
     })?;
-    revise(&state, run, node, feedback).await
+    act(&state, run, node, NodeAction::Revise(feedback)).await
 }
