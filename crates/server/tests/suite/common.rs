@@ -91,23 +91,40 @@ pub fn served() -> Served {
 }
 
 pub fn served_with(hosts: Vec<String>, limits: Limits) -> Served {
-    let ws = trellis_test_support::example_repo("inventory", CONFIG).unwrap();
-    let root = ws.path().canonicalize().unwrap();
-    let script = ScriptedProvider::responding(answer);
-    let service = Service::start(runtime(&root, &script), ServiceOptions::default());
-    let state = AppState::new(
-        vec![Workspace {
-            id: "inventory".into(),
-            root: root.clone(),
-            service,
-        }],
-        settings(hosts, limits),
-    )
-    .unwrap();
-    let app = trellis_server::app(state.clone());
+    let mut s = served_many(&["inventory"], hosts, limits);
     Served {
-        _ws: ws,
+        _ws: s._ws.pop().unwrap(),
+        state: s.state,
+        app: s.app,
+    }
+}
 
+/// Several workspaces (copies of `examples/inventory`) under the given ids.
+pub struct ServedMany {
+    pub _ws: Vec<TempWorkspace>,
+    pub state: AppState,
+    pub app: Router,
+}
+
+pub fn served_many(ids: &[&str], hosts: Vec<String>, limits: Limits) -> ServedMany {
+    let mut temps = Vec::new();
+    let mut workspaces = Vec::new();
+    for id in ids {
+        let ws = trellis_test_support::example_repo("inventory", CONFIG).unwrap();
+        let root = ws.path().canonicalize().unwrap();
+        let script = ScriptedProvider::responding(answer);
+        let service = Service::start(runtime(&root, &script), ServiceOptions::default());
+        workspaces.push(Workspace {
+            id: (*id).to_owned(),
+            root,
+            service,
+        });
+        temps.push(ws);
+    }
+    let state = AppState::new(workspaces, settings(hosts, limits)).unwrap();
+    let app = trellis_server::app(state.clone());
+    ServedMany {
+        _ws: temps,
         state,
         app,
     }

@@ -355,3 +355,48 @@ async fn channels_start_answer_and_keep_their_turns() {
     let (status, _) = post(app, "/api/sessions/nope/cancel", json!({})).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn several_workspaces_are_served_and_runs_found_in_theirs() {
+    let s = served_many(
+        &["app", "lib"],
+        vec![HOST.into()],
+        trellis_server::Limits::default(),
+    );
+    let app = &s.app;
+    let (_, ws) = get(app, "/api/workspaces").await;
+    assert_eq!(ws.as_array().unwrap().len(), 2);
+    let body = json!({ "request": "Why?", "workflow": "architecture_discussion", "skip": ["decision_documentation"], "input": "approve" });
+    let (status, e) = post(app, "/api/workflows", body.clone()).await;
+    assert_eq!(
+        (status, e["field"].clone()),
+        (StatusCode::BAD_REQUEST, json!("workspace")),
+        "{e}"
+    );
+    let mut with = body.clone();
+    with["workspace"] = json!("lib");
+    let (status, out) = post(app, "/api/workflows", with).await;
+    assert_eq!(status, StatusCode::CREATED, "{out}");
+    assert_eq!(out["workspace"], "lib");
+    let run = out["run"].as_str().unwrap().to_owned();
+    // Found in its workspace by id alone.
+    let (status, shown) = get(app, &format!("/api/workflows/{run}")).await;
+    assert_eq!(
+        (status, shown["workspace"].clone()),
+        (StatusCode::OK, json!("lib"))
+    );
+    let (_, in_app) = get(app, "/api/workflows?workspace=app").await;
+    assert!(in_app.as_array().unwrap().is_empty(), "{in_app}");
+    let (_, all) = get(app, "/api/workflows").await;
+    assert_eq!(all.as_array().unwrap().len(), 1);
+    let (status, _) = get(app, "/api/streams/workspace/events").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let (status, _) = get(app, "/api/streams/workspace/events?workspace=lib").await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, _) = get(app, "/api/catalog/workflows?workspace=nope").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    // Ids must be unique.
+    let dup =
+        trellis_server::AppState::new(vec![], settings(vec![], trellis_server::Limits::default()));
+    assert!(dup.is_err());
+}
