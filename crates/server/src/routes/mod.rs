@@ -126,7 +126,7 @@ pub(crate) fn table() -> Vec<Route> {
                 ("status", "only runs with this status (running, waitingInput, succeeded, failed, cancelled)"),
                 ("limit", "at most this many (default 200, at most 1000)"),
             ])
-            .answer("`[run]`: id, graph, status, steps, createdAt, updatedAt, workspace, live, usage"),
+            .answer("`[run]`: id, graph, status, step, createdTs, updatedTs, workspace, live, usage; workflow and request for workflow runs"),
         route("POST", "/api/workflows", "Start a run (seed 003 create): the orchestrator picks the workflow unless `workflow` names one", post(runs::create))
             .body(body::<Create>)
             .answer("201 `{run, workflow, worktree, branch, orchestration, plan, workspace}` (200 with `planOnly`)"),

@@ -104,6 +104,10 @@ pub(crate) async fn list(
                 v["live"] = Value::Bool(service.is_live(&rec.id));
                 v["usage"] = serde_json::to_value(&usage)
                     .map_err(|e| ApiError::internal("encoding usage", e))?;
+                if let Ok(plan) = service.runtime().stored_plan(&rec.id) {
+                    v["workflow"] = Value::String(plan.workflow);
+                    v["request"] = Value::String(plan.task);
+                }
                 rows.push(v);
             }
             Ok(rows)
@@ -111,7 +115,7 @@ pub(crate) async fn list(
         .await?;
         out.extend(rows);
     }
-    out.sort_by(|a, b| b["createdAt"].as_i64().cmp(&a["createdAt"].as_i64()));
+    out.sort_by(|a, b| b["createdTs"].as_i64().cmp(&a["createdTs"].as_i64()));
     out.truncate(limit);
     Ok(Json(Value::Array(out)))
 }

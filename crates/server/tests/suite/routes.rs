@@ -37,6 +37,8 @@ async fn a_run_is_created_listed_inspected_and_refuses_what_its_state_forbids() 
         .unwrap();
     assert_eq!(row["status"], "succeeded", "{row}");
     assert_eq!(row["workspace"], "inventory");
+    assert_eq!(row["workflow"], "architecture_discussion");
+    assert_eq!(row["request"], "Why is stock kept in memory?");
     assert!(row["usage"].is_object());
     let (_, none) = get(app, "/api/workflows?status=failed").await;
     assert!(
