@@ -358,6 +358,8 @@ struct Row<'a> {
     latency: &'a Value,
     events_per_run: f64,
     cores_busy: f64,
+    /// CPU of child processes (git) per run, when the side has any.
+    git_ms: Option<f64>,
     rss_before: f64,
     model_ms: f64,
 }
@@ -366,7 +368,7 @@ fn row(r: &Row<'_>) -> String {
     let s = r.summary;
     let rps = &s["runs_per_s"];
     format!(
-        "| {} | {} × {} | {}/{} | **{:.1}** ({:.1}–{:.1}) | {:.0} ({:.0}) | {} | {:.1} ({:.2}) | {:.1} → {:.1} | {:.0} |",
+        "| {} | {} × {} | {}/{} | **{:.1}** ({:.1}–{:.1}) | {:.0} ({:.0}) | {} | {:.1} ({:.2}){} | {:.1} → {:.1} | {:.0} |",
         r.side,
         r.runs,
         r.clients,
@@ -380,6 +382,9 @@ fn row(r: &Row<'_>) -> String {
         lat(r.latency),
         f(&s["server_cpu_ms_per_run"]),
         r.cores_busy,
+        r.git_ms
+            .map(|g| format!(" + git {g:.1}"))
+            .unwrap_or_default(),
         r.rss_before,
         f(&s["server_rss_peak_mib"]),
         r.model_ms,
@@ -396,6 +401,7 @@ fn trellis_row<'a>(runs: u64, c: &'a Value) -> Row<'a> {
         latency: &s["latency_pooled"]["commit_to_client_live"],
         events_per_run: f(&s["run_events_per_run"]),
         cores_busy: f(&s["server_cpu_cores_busy"]["median"]),
+        git_ms: Some(f(&s["git_children_cpu_ms_per_run"])),
         rss_before: f(&s["server_rss_before_mib"]),
         model_ms: f(&s["paced_model_ms_per_run"]),
     }
@@ -414,6 +420,7 @@ fn anchor_row<'a>(a: &'a Value, c: &'a Value) -> Row<'a> {
         latency: &s["latency_pooled"]["node_return_to_client_live"],
         events_per_run: per_reader,
         cores_busy: f(&s["server_cpu_cores_busy"]["median"]),
+        git_ms: None,
         rss_before: f(&c["rounds"][0]["server"]["rss_before_mib"]),
         model_ms: f(&w["node_model_time_ms"]) * 9.0,
     }
@@ -423,7 +430,7 @@ fn table(trellis: &Value, anchor: Option<&Value>) -> String {
     let mut out = String::from(
         "| side | runs × clients per run | runs ok | runs/s, median (min–max) | events/s delivered \
          (events per run and client) | commit → client p50 / p90 / p99 / max, ms (LangGraph: node \
-         return → client) | server CPU ms/run (cores busy) | RSS before → peak, MiB | model ms/run |\n\
+         return → client) | server CPU ms/run (cores busy) + child processes | RSS before → peak, MiB | model ms/run |\n\
          |---|---|---|---|---|---|---|---|---|\n",
     );
     let runs = trellis["workload"]["runs"].as_u64().unwrap_or(0);
@@ -444,8 +451,18 @@ fn table(trellis: &Value, anchor: Option<&Value>) -> String {
             out.push('\n');
         }
     }
-    if anchor.is_none() {
-        return out;
+    let Some(a) = anchor else { return out };
+    let (ar, ap) = (
+        a["workload"]["runs"].as_u64(),
+        f(&a["workload"]["node_model_time_ms"]) * 9.0,
+    );
+    let tp = f(&trellis["workload"]["paced_model_ms_per_run"]);
+    if ar != Some(runs) || (ap - tp).abs() > 0.5 {
+        out.push_str(&format!(
+            "\n**The two sides ran different loads** (LangGraph {} runs, {ap:.0} ms of model time \
+             per run; Trellis {runs} runs, {tp:.0} ms): the goals below do not apply.\n",
+            ar.unwrap_or(0)
+        ));
     }
     out.push_str(
         "\n| goal (issue 14) | concurrent clients | Trellis | LangGraph | Trellis ÷ LangGraph | met? |\n\
