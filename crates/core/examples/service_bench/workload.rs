@@ -12,18 +12,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use serde_json::json;
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 use trellis_core::Runtime;
 use trellis_core::service::{LiveEvent, RecordOptions, Service, ServiceOptions};
-use trellis_llm::tokens::{TokenCount, estimate_request, estimate_text};
-use trellis_llm::{
-    ChatRequest, ChatStream, Error, FinishReason, ModelProvider, ProviderInfo, ProviderKind,
-    StreamEvent, Usage,
-};
 use trellis_protocol::{InputMode, Op, RunId, RunStatus, ServiceEventBody, SessionEvent, StreamId};
 use trellis_store::{SessionFilter, Store, StoreOptions, StoreStats};
+use trellis_test_support::paced::{self, PacedModel, Reply};
+use trellis_test_support::usage::{children_cpu_time, cpu_time, peak_rss_kib, reset_peak_rss};
 
 /// BM25 retrieval only (no embedding model to load).
 const CONFIG: &str = r#"
@@ -246,136 +242,39 @@ impl Outcome {
     }
 }
 
-/// Counts what the model produced.
+/// Counts what the model was asked.
 #[derive(Default)]
 struct Counters {
-    deltas: AtomicU64,
     agent_calls: AtomicU64,
     query_calls: AtomicU64,
 }
 
-/// A model that streams its answer at a steady pace: retrieval query requests get a small
-/// queries object at once, every other request a report in `deltas` deltas, one every
-/// `pace`.
-struct PacedModel {
-    info: ProviderInfo,
+/// A model that streams its answer at a steady pace (`trellis_test_support::paced`):
+/// retrieval query requests get a small queries object at once, every other request a report
+/// in `deltas` deltas, one every `pace`; the end of a paced reply moves `clock` to
+/// [`Phase::Finishing`].
+fn paced_model(
     deltas: usize,
     pace: Duration,
     counters: Arc<Counters>,
     clock: Arc<Clock>,
-}
-
-fn is_queries(r: &ChatRequest) -> bool {
-    r.response_format
-        .as_ref()
-        .is_some_and(|f| f.schema["properties"].get("queries").is_some())
-}
-
-/// The agent's final report, `n` pieces long (its output text padded so that every piece
-/// has at least a dozen characters).
-fn report_pieces(n: usize) -> Vec<String> {
-    let n = n.max(1);
-    let sentence = "Stock lives in memory (docs/adr/0001); reserve and commit keep it consistent. ";
-    let mut output = String::new();
-    while output.len() < n * 16 {
-        output.push_str(sentence);
-    }
-    let text = json!({
-        "failure": false,
-        "output": output.trim_end(),
-        "files_changed": [],
-        "findings": [],
-    })
-    .to_string();
-    // ASCII only: any byte offset is a character boundary.
-    let len = text.len();
-    (0..n)
-        .map(|i| text[i * len / n..(i + 1) * len / n].to_owned())
-        .collect()
-}
-
-fn query_pieces() -> Vec<String> {
-    let text = json!({ "queries": ["Inventory commit stock", "reserve release"] }).to_string();
-    text.split_inclusive(' ').map(str::to_owned).collect()
-}
-
-/// One call's events still to be sent.
-struct Call {
-    events: std::collections::VecDeque<StreamEvent>,
-    pace: Duration,
-    start: Option<Instant>,
-    sent: u32,
-    cancel: CancellationToken,
-    counters: Arc<Counters>,
-    /// Told when a paced reply ends.
-    clock: Option<Arc<Clock>>,
-}
-
-impl ModelProvider for PacedModel {
-    fn info(&self) -> &ProviderInfo {
-        &self.info
-    }
-
-    fn count_tokens(&self, request: &ChatRequest) -> trellis_llm::Result<TokenCount> {
-        Ok(estimate_request(request))
-    }
-
-    fn stream(&self, request: ChatRequest, cancel: CancellationToken) -> ChatStream {
-        let (pieces, pace) = if is_queries(&request) {
-            self.counters.query_calls.fetch_add(1, Ordering::Relaxed);
-            (query_pieces(), Duration::ZERO)
+) -> PacedModel {
+    PacedModel::new("paced-bench", move |r| {
+        if paced::is_queries(r) {
+            counters.query_calls.fetch_add(1, Ordering::Relaxed);
+            Reply {
+                pieces: paced::query_pieces(0),
+                pace: Duration::ZERO,
+            }
         } else {
-            self.counters.agent_calls.fetch_add(1, Ordering::Relaxed);
-            (report_pieces(self.deltas), self.pace)
-        };
-        let usage = Usage {
-            prompt_tokens: estimate_request(&request).tokens,
-            completion_tokens: estimate_text(&pieces.concat()),
-            cached_prompt_tokens: 0,
-        };
-        let mut events: std::collections::VecDeque<StreamEvent> = pieces
-            .into_iter()
-            .map(|text| StreamEvent::TextDelta { text })
-            .collect();
-        events.push_back(StreamEvent::Usage { usage });
-        events.push_back(StreamEvent::Finish {
-            reason: FinishReason::Stop,
-        });
-        let call = Call {
-            events,
-            pace,
-            start: None,
-            sent: 0,
-            cancel,
-            counters: self.counters.clone(),
-            clock: (!pace.is_zero()).then(|| self.clock.clone()),
-        };
-        Box::pin(futures::stream::unfold(call, |mut c| async move {
-            let event = c.events.pop_front()?;
-            let start = *c.start.get_or_insert_with(Instant::now);
-            if let StreamEvent::TextDelta { .. } = &event {
-                if !c.pace.is_zero() {
-                    // A steady rate from the start of the call: a late delta does not delay
-                    // the ones after it.
-                    c.sent += 1;
-                    let due = start + c.pace * c.sent;
-                    let cancelled = tokio::select! {
-                        () = tokio::time::sleep_until(due.into()) => false,
-                        () = c.cancel.cancelled() => true,
-                    };
-                    if cancelled {
-                        c.events.clear();
-                        return Some((Err(Error::Cancelled), c));
-                    }
-                }
-                c.counters.deltas.fetch_add(1, Ordering::Relaxed);
+            counters.agent_calls.fetch_add(1, Ordering::Relaxed);
+            Reply {
+                pieces: paced::report_pieces(deltas),
+                pace,
             }
-            if let (StreamEvent::Finish { .. }, Some(clock)) = (&event, &c.clock) {
-                clock.enter(Phase::Finishing);
-            }
-            Some((Ok(event), c))
-        }))
-    }
+        }
+    })
+    .on_paced_finish(move || clock.enter(Phase::Finishing))
 }
 
 impl Subscriber {
@@ -427,45 +326,6 @@ async fn subscribe(
     }
 }
 
-/// User + system CPU time of the process so far (`getrusage(RUSAGE_SELF)`: every thread,
-/// exited ones included).
-pub fn cpu_time() -> Duration {
-    rusage(libc::RUSAGE_SELF)
-}
-
-/// User + system CPU time of the child processes waited for so far (git, the test command):
-/// `getrusage(RUSAGE_CHILDREN)`.
-pub fn children_cpu_time() -> Duration {
-    rusage(libc::RUSAGE_CHILDREN)
-}
-
-#[allow(unsafe_code)]
-fn rusage(who: libc::c_int) -> Duration {
-    let mut ru = std::mem::MaybeUninit::<libc::rusage>::zeroed();
-    // SAFETY: `ru` is valid for writes of a `rusage`, which is all getrusage writes.
-    let rc = unsafe { libc::getrusage(who, ru.as_mut_ptr()) };
-    if rc != 0 {
-        return Duration::ZERO;
-    }
-    // SAFETY: zero-initialised (a valid `rusage`: integers only) and filled by the call.
-    let ru = unsafe { ru.assume_init() };
-    let tv = |t: libc::timeval| {
-        Duration::from_secs(u64::try_from(t.tv_sec).unwrap_or(0))
-            + Duration::from_micros(u64::try_from(t.tv_usec).unwrap_or(0))
-    };
-    tv(ru.ru_utime) + tv(ru.ru_stime)
-}
-
-/// `VmHWM` of `/proc/self/status`, KiB.
-pub fn peak_rss_kib() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-}
-
 /// Wakes a task of the runtime from a plain thread every millisecond until `stop`, and
 /// returns when each wake was sent and its delay to the task being polled, in nanoseconds.
 async fn wake_probe(stop: CancellationToken) -> Vec<(Instant, u64)> {
@@ -500,11 +360,6 @@ async fn wake_probe(stop: CancellationToken) -> Vec<(Instant, u64)> {
     drop(rx);
     let _ = thread.join();
     ns
-}
-
-/// Resets `VmHWM` to the current RSS (`echo 5 > /proc/self/clear_refs`, Linux ≥ 4.0).
-fn reset_peak_rss() -> bool {
-    std::fs::write("/proc/self/clear_refs", "5").is_ok()
 }
 
 fn start_op(i: usize) -> Op {
@@ -547,22 +402,14 @@ pub async fn run(settings: Settings) -> anyhow::Result<Outcome> {
     let rt = Runtime::open(&repo, &[], &[], store.clone())?;
     let counters = Arc::new(Counters::default());
     let clock = Arc::new(Clock::default());
-    rt.models.install(
-        "local",
-        Arc::new(PacedModel {
-            info: ProviderInfo {
-                profile: "local".into(),
-                kind: ProviderKind::Scripted,
-                model: "paced-bench".into(),
-                native_structured_output: false,
-                context_window: None,
-            },
-            deltas: settings.deltas,
-            pace: settings.pace,
-            counters: counters.clone(),
-            clock: clock.clone(),
-        }),
+    let model = paced_model(
+        settings.deltas,
+        settings.pace,
+        counters.clone(),
+        clock.clone(),
     );
+    let deltas = model.deltas();
+    rt.models.install("local", Arc::new(model));
     let svc = Service::start(
         Arc::new(rt),
         ServiceOptions {
@@ -697,7 +544,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<Outcome> {
         phase_latency: Phase::ALL.map(|p| pick(&|_, q| q == p)),
         phase_began,
         subscribers,
-        raw_deltas: counters.deltas.load(Ordering::Relaxed),
+        raw_deltas: deltas.load(Ordering::Relaxed),
         agent_calls: counters.agent_calls.load(Ordering::Relaxed),
         query_calls: counters.query_calls.load(Ordering::Relaxed),
         stored_message_deltas,

@@ -3,4 +3,5 @@ mod fuzz;
 mod openapi;
 mod routes;
 mod security;
+mod serve_bench;
 mod ws;

@@ -1,0 +1,33 @@
+//! Smoke test of the server benchmark (`examples/serve_bench`): a tiny round, every client
+//! must see every stored event of its run, in order, and every frame must be timed.
+
+use std::time::Duration;
+
+#[path = "../../examples/serve_bench/workload.rs"]
+#[allow(dead_code)]
+mod workload;
+
+use workload::{Pacing, Server};
+
+#[test]
+fn serve_bench_round_delivers_every_event_to_every_client() {
+    let server = Server::start(Pacing {
+        query_chunks: 1,
+        agent_chunks: 3,
+        chunk: Duration::from_millis(1),
+    })
+    .unwrap();
+    let r = server.round(2, 2).unwrap();
+    assert!(r.failures.is_empty(), "{:?}", r.failures);
+    assert_eq!(r.runs_ok, 2);
+    assert_eq!(r.client.clients.len(), 4);
+    assert!(r.events_per_run > 3, "{}", r.events_per_run);
+    assert_eq!(r.frames, 4 * r.events_per_run);
+    assert_eq!(r.untapped, 0, "every frame has its publish time");
+    assert_eq!(r.latency_all.n as u64, r.frames);
+    assert_eq!(r.latency_live.n as u64 + r.replayed, r.frames);
+    assert_eq!((r.model_calls.0, r.model_calls.1), (2, 2));
+    assert_eq!(r.model_calls.2, Duration::from_millis(2 * 4));
+    assert!(r.wall > Duration::ZERO && r.client.process_cpu > Duration::ZERO);
+    server.shutdown();
+}
