@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-#[path = "../../examples/serve_bench/workload.rs"]
+#[path = "../../examples/serve_bench/workload/mod.rs"]
 #[allow(dead_code)]
 mod workload;
 
