@@ -10,6 +10,7 @@
 //! every API route, a `Host` allow-list, an `Origin` check on state-changing requests and
 //! WebSocket upgrades, body and frame limits, bounded send queues.
 
+mod assets;
 mod error;
 mod lookup;
 pub mod openapi;
@@ -26,6 +27,7 @@ use axum::Router;
 use tokio_util::sync::CancellationToken;
 use trellis_core::service::Service;
 
+pub use assets::embedded as ui_embedded;
 pub use error::ApiError;
 pub use security::{Token, TokenFile, loopback_hosts};
 

@@ -217,9 +217,17 @@ fn is_upgrade(headers: &HeaderMap) -> bool {
         .is_some_and(|v| v.eq_ignore_ascii_case("websocket"))
 }
 
-/// Routes anyone on an allowed host may call without the token.
+/// Routes anyone on an allowed host may call without the token: health, the API document,
+/// login, and the web UI's page and bundles (they hold no data; the app then calls the API,
+/// which needs the token).
 fn is_public(method: &Method, path: &str) -> bool {
-    *method == Method::GET && matches!(path, "/" | "/login" | "/api/health" | "/api/openapi.json")
+    if *method != Method::GET {
+        return false;
+    }
+    match path {
+        "/api/health" | "/api/openapi.json" => true,
+        p => !(p.starts_with("/api/") || p.starts_with("/ws/") || p == "/api"),
+    }
 }
 
 /// The checks, in order: `Host`, `Origin`, token.

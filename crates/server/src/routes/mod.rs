@@ -7,7 +7,7 @@ mod sessions;
 
 use axum::extract::DefaultBodyLimit;
 use axum::http::{StatusCode, header};
-use axum::response::{Html, IntoResponse, Response};
+use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, get, post};
 use axum::{Json, Router, middleware};
 use serde_json::{Value, json};
@@ -15,7 +15,7 @@ use trellis_protocol::Op;
 use trellis_protocol::schema::ComponentSchemas;
 
 use crate::error::ApiError;
-use crate::{AppState, security, ws};
+use crate::{AppState, assets, security, ws};
 
 /// Submits `op` to the service that owns what it names and waits for its result.
 pub(crate) async fn call(
@@ -208,7 +208,10 @@ pub(crate) fn table() -> Vec<Route> {
         route("GET", "/login", "Set the session cookie from `?token=` and go to `/` (no token header needed)", get(security::login))
             .query(&[("token", "the access token")])
             .answer("303 with an HttpOnly, SameSite=Strict cookie"),
-        route("GET", "/", "The landing page", get(index)).answer("HTML"),
+        route("GET", "/", "The web UI (or, in a binary built without it, how to build it)", get(assets::index))
+            .answer("HTML"),
+        route("GET", "/assets/{*path}", "The web UI's bundles (hashed names, cached for a year)", get(assets::asset))
+            .answer("JavaScript, CSS, images"),
     ]
 }
 
@@ -226,7 +229,7 @@ pub(crate) fn router(state: AppState) -> Router {
         router = router.route(path, handler);
     }
     router
-        .fallback(not_found)
+        .fallback(fallback)
         .layer(DefaultBodyLimit::max(limits.body_bytes))
         .layer(middleware::from_fn_with_state(state.clone(), deadline))
         .layer(middleware::from_fn_with_state(
@@ -268,16 +271,17 @@ async fn health() -> Json<Value> {
     Json(json!({ "ok": true, "version": env!("CARGO_PKG_VERSION") }))
 }
 
-async fn index() -> Html<&'static str> {
-    Html(
-        "<!doctype html><meta charset=utf-8><title>Trellis</title>\
-         <h1>Trellis</h1><p>This server speaks the API documented in <code>docs/api.md</code>. \
-         Open the login URL that <code>trellis serve</code> printed to sign in.</p>",
-    )
-}
-
-async fn not_found() -> ApiError {
-    ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such route")
+/// Unknown API routes are 404; other GETs are the web UI's client-side routes (`/runs/…`).
+async fn fallback(method: axum::http::Method, uri: axum::http::Uri) -> Response {
+    let path = uri.path();
+    let api = path.starts_with("/api/") || path.starts_with("/ws/") || path == "/api";
+    if method == axum::http::Method::GET && !api {
+        if let Some(file) = assets::top_level(path) {
+            return file;
+        }
+        return assets::index().await;
+    }
+    ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such route").into_response()
 }
 
 /// Responses are not sniffed, framed or cached by browsers.

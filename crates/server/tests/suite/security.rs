@@ -17,7 +17,7 @@ fn bare(method: &str, uri: &str) -> axum::http::request::Builder {
 async fn the_token_is_required_and_compared_whole() {
     let s = served();
     let app = &s.app;
-    // Public: health, the landing page, the login route.
+    // Public: health, the web UI's page, the login route.
     let (status, _) = send(app, bare("GET", "/api/health").body(Body::empty()).unwrap()).await;
     assert_eq!(status, StatusCode::OK);
     let (status, _) = send(app, bare("GET", "/").body(Body::empty()).unwrap()).await;
@@ -181,4 +181,46 @@ async fn slow_clients_are_cut_off() {
     tcp.read_to_string(&mut text).await.unwrap();
     assert!(text.starts_with("HTTP/1.1 503"), "{text}");
     assert!(text.contains("\"kind\":\"timeout\""), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_ui_page_is_public_and_client_routes_get_it_but_api_routes_do_not() {
+    use http_body_util::BodyExt;
+    let s = served();
+    for uri in ["/", "/runs/0191abc", "/channels/design"] {
+        let res = tower::ServiceExt::oneshot(
+            s.app.clone(),
+            bare("GET", uri).body(Body::empty()).unwrap(),
+        )
+        .await
+        .unwrap();
+        assert_eq!(res.status(), StatusCode::OK, "{uri}");
+        let html = String::from_utf8(res.into_body().collect().await.unwrap().to_bytes().to_vec())
+            .unwrap();
+        if trellis_server::ui_embedded() {
+            assert!(html.contains("<script"), "{uri}: {html}");
+        } else {
+            assert!(html.contains("built without the web UI"), "{uri}: {html}");
+        }
+    }
+    // API paths never fall back to the page, and still need the token.
+    let (status, e) = send(
+        &s.app,
+        bare("GET", "/api/nothing").body(Body::empty()).unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "{e}");
+    let (status, e) = get(&s.app, "/api/nothing").await;
+    assert_eq!(
+        (status, e["error"].clone()),
+        (StatusCode::NOT_FOUND, json!("no such route"))
+    );
+    let (status, _) = send(
+        &s.app,
+        bare("GET", "/assets/none.js").body(Body::empty()).unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, _) = send(&s.app, bare("POST", "/runs/x").body(Body::empty()).unwrap()).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
 }
