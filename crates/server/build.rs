@@ -13,6 +13,9 @@ fn files(dir: &Path, base: &Path, out: &mut Vec<(String, PathBuf)>) {
     let mut entries: Vec<_> = entries.filter_map(Result::ok).collect();
     entries.sort_by_key(|e| e.file_name());
     for e in entries {
+        if e.file_name().to_string_lossy().starts_with('.') {
+            continue; // the build stamp of scripts/setup
+        }
         let path = e.path();
         if path.is_dir() {
             files(&path, base, out);
