@@ -77,7 +77,17 @@ function firstLine(child, re, what) {
 const mock = spawn(process.execPath, [join(here, 'mock-llm.mjs'), '--pace', opt('--pace', '300')], { stdio: ['ignore', 'pipe', 'inherit'] });
 children.push(mock);
 const [, mockUrl] = await firstLine(mock, /^mock listening on (\S+)/, 'mock');
-mkdirSync(join(repo, '.trellis'));
+mkdirSync(join(repo, '.trellis/agents'), { recursive: true });
+// The built-in analysis agent may not ask questions, nor the documentation agent run
+// commands: workspace overrides of their roles allow it, so the mock can raise a question
+// ("[ask]") and an approval gate ("[gate]").
+const roles = join(root, 'crates/agents/roles');
+const allow = (file, extra) => {
+  const text = readFileSync(join(roles, file), 'utf8').replace(/^tools: \[(.*)\]$/m, (_, t) => `tools: [${t}, ${extra}]`);
+  writeFileSync(join(repo, '.trellis/agents', file), text);
+};
+allow('analysis_agent.yaml', 'ask_questions');
+allow('documentation_agent.yaml', 'shell');
 writeFileSync(
   join(repo, '.trellis/config.toml'),
   `[models]\ndefault = "mock"\n\n[models.profiles.mock]\nprovider = "openai"\nbase_url = "${mockUrl}"\nmodel = "mock-model"\n\n[index.embedding]\nbackend = "none"\n`,

@@ -156,7 +156,7 @@ export function GraphView(props: { model: RunModel; selected: string | null; onS
         aria-label={`Graph of run ${m.id}: ${lay.ids.length} nodes`}
       >
         <defs>
-          <marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" orient="auto-start-reverse">
+          <marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="9" markerHeight="9" markerUnits="userSpaceOnUse" orient="auto-start-reverse">
             <path d="M0,0 L10,5 L0,10 z" class="arrowhead" />
           </marker>
         </defs>
@@ -220,20 +220,20 @@ function Node({ n, x, y, selected, onSelect }: { n: NodeInfo; x: number; y: numb
       <rect class="ring" x={-4} y={-4} width={W + 8} height={H + 8} rx={14} />
       <rect class="box" width={W} height={H} rx={collector ? 22 : terminal ? 28 : 8} />
       <text x={12} y={22} class="node-title">
-        {clip(n.id)}
+        {clip(n.id, 21)}
       </text>
       <text x={12} y={41} class="node-sub">
         {sub.join(' · ')}
       </text>
       {n.branches > 0 && (
-        <g class="loop-badge" transform={`translate(${W - 30},6)`}>
+        <g class="loop-badge" transform={`translate(${W - 32},${H - 20})`} aria-hidden="true">
           <rect width={24} height={16} rx={8} />
           <text x={12} y={12}>
             ↻{n.branches}
           </text>
         </g>
       )}
-      {state === 'RUNNING' && <circle class="pulse" cx={W - 12} cy={H - 12} r={4} />}
+      {state === 'RUNNING' && <circle class="pulse" cx={W - 10} cy={10} r={4} />}
     </g>
   );
 }

@@ -70,7 +70,15 @@ export function RunPage({ id, tab, query, children }: { id: string; tab: string;
 
 function RunHeader({ m }: { m: RunModel }) {
   const r = m.record;
-  const usage = useLoad(() => get<RunUsage>(`/api/workflows/${enc(m.id)}/usage`), [m.id, m.status]);
+  // Usage changes with every model call: reloaded when a step completes or the status
+  // changes, at most every 2 s.
+  const [usageTick, setUsageTick] = useState(0);
+  const step = m.record?.step;
+  useEffect(() => {
+    const t = setTimeout(() => setUsageTick((n) => n + 1), 2000);
+    return () => clearTimeout(t);
+  }, [step, m.status]);
+  const usage = useLoad(() => get<RunUsage>(`/api/workflows/${enc(m.id)}/usage`), [m.id, usageTick]);
   const [confirmCancel, setConfirmCancel] = useState(false);
   const cancel = useAction(async () => {
     await post(`/api/workflows/${enc(m.id)}/cancel`, { reason: 'cancelled from the web UI' });
@@ -88,7 +96,7 @@ function RunHeader({ m }: { m: RunModel }) {
         </h1>
         <div class="row">
           <StatusBadge status={m.status} />
-          {!finished && r && !r.live && (
+          {m.status === 'running' && r && !r.live && (
             <button type="button" data-testid="run-resume" disabled={resume.busy} onClick={() => void resume.run()} title="Continue this run in this server">
               Resume
             </button>

@@ -92,6 +92,9 @@ export function RunsPage({ query }: { query: Record<string, string> }) {
   const [, setNow] = useState(0);
   const [showNew, setShowNew] = useState(query.new === '1');
   useEffect(() => {
+    if (query.new === '1') setShowNew(true);
+  }, [query.new]);
+  useEffect(() => {
     let live = true;
     get<RunRecord[]>(`/api/workflows${qs({ status, workspace, limit: 200 })}`)
       .then((r) => live && (setRuns(r), setError(null)))
