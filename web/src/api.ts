@@ -31,7 +31,7 @@ export async function api<T = any>(method: 'GET' | 'POST', path: string, body?: 
     throw new ApiError(0, 'network', `the server cannot be reached (${(e as Error).message}); is \`trellis serve\` running?`);
   }
   const text = await res.text();
-  let data: any = null;
+  let data: any;
   try {
     data = text ? JSON.parse(text) : null;
   } catch {

@@ -1,6 +1,6 @@
 // Citations in answers (`inventory.py:12`, `src/a.rs:3-9`) become file:line links. The link
 // opens the file in an editor through a URL template kept in localStorage
-// (`trellis.editorUrl`, default `vscode://file/{root}/{path}:{line}`); `{root}` is the
+// (`trellis.editorUrl`, default `vscode://file{root}/{path}:{line}`); `{root}` is the
 // workspace's directory. Runs on already-sanitised HTML and only adds anchors it builds itself.
 
 import { signal } from './store';
@@ -10,7 +10,7 @@ const CITE = /(^|[^\w./-])((?:[\w.-]+\/)*[\w-][\w.-]*\.[A-Za-z0-9]{1,8}):(\d+)(?
 export const workspaceRoot = signal<string>('');
 
 export function editorUrl(path: string, line: string): string {
-  const tpl = localStorage.getItem('trellis.editorUrl') || 'vscode://file/{root}/{path}:{line}';
+  const tpl = localStorage.getItem('trellis.editorUrl') || 'vscode://file{root}/{path}:{line}';
   const root = workspaceRoot.value.replace(/\/$/, '');
   return tpl.replace('{root}', encodeURI(root)).replace('{path}', encodeURI(path)).replace('{line}', line);
 }

@@ -98,7 +98,6 @@ export function useLoad<T>(fn: () => Promise<T>, deps: unknown[]) {
       })
       .finally(() => live && setLoading(false));
     return () => void (live = false);
-    // eslint-disable-next-line react-hooks/exhaustive-deps
   }, [...deps, tick]);
   return { data, error, loading, reload: () => setTick((t) => t + 1), setData };
 }

@@ -15,7 +15,7 @@
 //   - the documentation agent writes docs/adr/0002-persist.md ("Status: Accepted" once the
 //     feedback says so), which makes a change set to review;
 //   - the orchestrator includes decision_documentation when the request says "document".
-// A channel answers "You asked: …" citing inventory.py:1 and README.md:3.
+// A channel reads inventory.py, then answers "You asked: …" citing inventory.py:1 and README.md:3.
 import http from 'node:http';
 
 const args = process.argv.slice(2);
@@ -55,10 +55,9 @@ function textSse(text, thought) {
 
 const messagesText = (body) => JSON.stringify(body.messages ?? []);
 const toolResults = (body) => (body.messages ?? []).filter((m) => m.role === 'tool').length;
-const hasTool = (body, name) => (body.tools ?? []).some((t) => t.function?.name === name);
-const isAgent = (body) => !body.response_format && hasTool(body, 'read_file');
-const isDocAgent = (body) => String(body.messages?.[0]?.content ?? '').includes('technical writer');
-const isChannel = (body) => !body.response_format && !isAgent(body);
+const system = (body) => String(body.messages?.[0]?.content ?? '');
+const isChannel = (body) => !body.response_format && system(body).includes('Answer the latest message');
+const isDocAgent = (body) => system(body).includes('technical writer');
 
 function structured(body) {
   const props = body.response_format?.json_schema?.schema?.properties ?? {};
@@ -92,6 +91,10 @@ async function respond(body) {
   }
   if (isChannel(body)) {
     const msgs = body.messages ?? [];
+    if (msgs[msgs.length - 1]?.role === 'user') {
+      await sleep(pace);
+      return toolSse('call_look', 'read_file', { path: 'inventory.py' });
+    }
     const last = [...msgs].reverse().find((m) => m.role === 'user');
     const q = typeof last?.content === 'string' ? last.content : JSON.stringify(last?.content ?? '');
     await sleep(pace);
@@ -138,7 +141,7 @@ const server = http.createServer((req, res) => {
       res.end(JSON.stringify(seen));
       return;
     }
-    let body = null;
+    let body;
     try { body = JSON.parse(raw); } catch { body = {}; }
     seen.push(body);
     try {

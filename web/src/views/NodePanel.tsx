@@ -189,7 +189,7 @@ function NodeDetails({ m, n, onSelect, onClose }: { m: RunModel; n: NodeInfo; on
       )}
       <section aria-label="Conversation">
         <h3>Conversation</h3>
-        <Transcript model={session} agentReports emptyText={n.state === null || n.state === 'READY' ? 'The agent has not started yet.' : 'This node has no agent conversation.'} />
+        <Transcript model={session} agentReports live={n.state === 'RUNNING'} emptyText={n.state === null || n.state === 'READY' ? 'The agent has not started yet.' : 'This node has no agent conversation.'} />
       </section>
     </div>
   );

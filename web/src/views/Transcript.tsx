@@ -24,7 +24,11 @@ export function useSession(id: string | null, retryKey: unknown = null): Session
   return model;
 }
 
-export function Transcript(props: { model: SessionModel | null; citations?: boolean; agentReports?: boolean; emptyText?: string }) {
+/**
+ * `live`: whether the agent can still be talking (a node that is no longer RUNNING shows an
+ * unfinished turn as stopped, not as streaming). Defaults to the session's own status.
+ */
+export function Transcript(props: { model: SessionModel | null; citations?: boolean; agentReports?: boolean; emptyText?: string; live?: boolean }) {
   const m = props.model;
   useNotifier(m);
   const box = useRef<HTMLDivElement>(null);
@@ -34,6 +38,7 @@ export function Transcript(props: { model: SessionModel | null; citations?: bool
     if (el && stick.current) el.scrollTop = el.scrollHeight;
   });
   if (!m || !m.loaded) return <Spinner label="Loading the conversation" />;
+  const live = props.live ?? m.status === 'running';
   if (m.missing) return <p class="muted" data-testid="transcript-empty">{props.emptyText ?? 'No conversation yet: the agent has not started.'}</p>;
   if (m.error) return <p class="inline-error" role="alert">{m.error}</p>;
   return (
@@ -51,9 +56,9 @@ export function Transcript(props: { model: SessionModel | null; citations?: bool
     >
       {m.items.length === 0 && <p class="muted">Nothing said yet.</p>}
       {m.items.map((it, i) => (
-        <ItemView key={i} item={it} citations={!!props.citations} agentReports={!!props.agentReports} />
+        <ItemView key={i} item={it} citations={!!props.citations} agentReports={!!props.agentReports} live={live} />
       ))}
-      {m.status === 'running' && !hasRunningTurn(m) && <Spinner label="Waiting for the model" />}
+      {live && !hasRunningTurn(m) && <Spinner label="Waiting for the model" />}
     </div>
   );
 }
@@ -63,7 +68,7 @@ function hasRunningTurn(m: SessionModel) {
   return false;
 }
 
-function ItemView({ item, citations, agentReports }: { item: Item; citations: boolean; agentReports: boolean }) {
+function ItemView({ item, citations, agentReports, live }: { item: Item; citations: boolean; agentReports: boolean; live: boolean }) {
   switch (item.kind) {
     case 'user':
       return (
@@ -90,23 +95,24 @@ function ItemView({ item, citations, agentReports }: { item: Item; citations: bo
     case 'status':
       return <p class={item.error ? 'inline-error' : 'note'}>{item.text}</p>;
     case 'turn':
-      return <TurnBlock t={item.turn} citations={citations} agentReports={agentReports} />;
+      return <TurnBlock t={item.turn} citations={citations} agentReports={agentReports} live={live} />;
   }
 }
 
-function TurnBlock({ t, citations, agentReports }: { t: TurnView; citations: boolean; agentReports: boolean }) {
+function TurnBlock({ t, citations, agentReports, live }: { t: TurnView; citations: boolean; agentReports: boolean; live: boolean }) {
+  const status = t.status === 'running' && !live ? 'stopped' : t.status;
   const text = agentReports ? readable(t.text) : t.text;
   const html = useMemo(() => {
     const h = renderMarkdown(text);
     return citations ? linkCitations(h) : h;
   }, [text, citations]);
   return (
-    <div class={`msg msg-agent turn-${t.status}`} data-testid="turn" data-turn={t.turn} data-status={t.status}>
+    <div class={`msg msg-agent turn-${status}`} data-testid="turn" data-turn={t.turn} data-status={status}>
       <span class="who">
         turn {t.turn}
         {t.attempt > 1 ? ` · attempt ${t.attempt}` : ''}
         {t.usage ? ` · ${t.usage.promptTokens + t.usage.completionTokens} tokens` : ''}
-        {t.status === 'running' ? ' · streaming' : ''}
+        {status === 'running' ? ' · streaming' : status === 'stopped' ? ' · stopped before it finished' : ''}
       </span>
       {t.thoughts && (
         <details class="thinking" data-testid="thinking">
