@@ -61,6 +61,8 @@ function computeLayout(m: RunModel): Layout {
     const loop = stages.has(r.next_on_failure);
     add(src, r.next_on_failure, 'failure', loop ? `retry${r.max_attempts ? ` ≤${r.max_attempts}` : ''}` : 'on failure');
   }
+  // A fan-out stage reaches its collector through its children (the group, once spawned).
+  for (const r of m.routing) if (ids.has(`${r.stage}:collect`) && !m.children.has(r.stage)) add(r.stage, `${r.stage}:collect`, 'fanout');
   for (const p of groups) {
     add(p, GROUP_PREFIX + p, 'fanout');
     if (ids.has(`${p}:collect`)) add(GROUP_PREFIX + p, `${p}:collect`, 'fanout');
