@@ -28,8 +28,14 @@ export const signal = <T>(v: T) => new Signal(v);
 /** The signal's current value; the component re-renders when it changes. */
 export function useValue<T>(s: Signal<T>): T {
   const [, set] = useState(0);
-  useEffect(() => s.subscribe(() => set((n) => n + 1)), [s]);
-  return s.value;
+  const seen = s.value;
+  useEffect(() => {
+    const off = s.subscribe(() => set((n) => n + 1));
+    // A change between the render and this subscription would otherwise be missed.
+    if (!Object.is(s.value, seen)) set((n) => n + 1);
+    return off;
+  }, [s]);
+  return seen;
 }
 
 /** Something that changes in place and tells its listeners, batched per frame. */
@@ -57,6 +63,13 @@ export class Notifier {
 /** Re-renders the component when `n` notifies; returns its version. */
 export function useNotifier(n: Notifier | null | undefined): number {
   const [, set] = useState(0);
-  useEffect(() => n?.subscribe(() => set((k) => k + 1)), [n]);
-  return n?.version ?? 0;
+  const seen = n?.version ?? 0;
+  useEffect(() => {
+    if (!n) return;
+    const off = n.subscribe(() => set((k) => k + 1));
+    // A notification between the render and this subscription would otherwise be missed.
+    if (n.version !== seen) set((k) => k + 1);
+    return off;
+  }, [n]);
+  return seen;
 }

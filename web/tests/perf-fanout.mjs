@@ -1,3 +1,4 @@
+/* global window, document, performance, requestAnimationFrame, queueMicrotask */
 // A synthetic 1,000-node fan-out run in a real browser, with the API and the event socket
 // faked by Playwright (no trellis needed): measures from each WebSocket event's arrival to the
 // next frame painted after the graph reflected it, while events stream at a given rate.
