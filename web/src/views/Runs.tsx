@@ -3,13 +3,13 @@
 
 import { useEffect, useMemo, useState } from 'preact/hooks';
 import { get, post, qs, enc } from '../api';
-import type { CatalogEntry, Frame, RunRecord } from '../api';
+import type { CatalogEntry, Frame, RunRecord, SessionRecord } from '../api';
 import { href, navigate } from '../router';
 import { useValue } from '../store';
 import { workspaces } from '../state';
 import { fetchStream, socket } from '../ws';
 import { ago, cost, duration, shortId, tokens, stamp } from '../format';
-import { InlineError, Spinner, StatusBadge, useAction, showError, submitOnCtrlEnter } from '../ui';
+import { InlineError, Spinner, StatusBadge, useAction, useLoad, showError, submitOnCtrlEnter } from '../ui';
 
 interface RunExtra {
   stage?: string;
@@ -202,7 +202,47 @@ export function RunsPage({ query }: { query: Record<string, string> }) {
           </table>
         </div>
       )}
+      <RecentChannels />
     </main>
+  );
+}
+
+/** The channels with recent conversations (all of them are on the Channels page). */
+function RecentChannels() {
+  const ws = useValue(workspaces);
+  const list = useLoad(async () => {
+    const all = await Promise.all(ws.map((w) => get<SessionRecord[]>(`/api/channels${qs({ workspace: w.id, limit: 50 })}`)));
+    return all.flat().sort((a, b) => b.updatedMs - a.updatedMs);
+  }, [ws]);
+  const latest = new Map<string, SessionRecord>();
+  for (const s of list.data ?? []) {
+    const c = s.owner.channel ?? '?';
+    if (!latest.has(c)) latest.set(c, s);
+  }
+  return (
+    <section class="card" aria-labelledby="recent-channels" data-testid="runs-channels">
+      <div class="row between">
+        <h2 id="recent-channels">Channels</h2>
+        <a href={href(['channels'])}>All channels and new conversations</a>
+      </div>
+      {list.loading && !list.data ? (
+        <Spinner label="Loading channels" />
+      ) : latest.size === 0 ? (
+        <p class="muted">No channel conversations yet.</p>
+      ) : (
+        <ul class="plain row wrap">
+          {[...latest.entries()].map(([c, s]) => (
+            <li key={c}>
+              <a href={href(['chat', s.id])} data-testid="runs-channel-link">
+                #{c}
+              </a>{' '}
+              <span class="muted small">{ago(s.updatedMs)}</span>
+            </li>
+          ))}
+        </ul>
+      )}
+      <InlineError text={list.error} />
+    </section>
   );
 }
 
