@@ -3,13 +3,15 @@
 // disabled with the reason when the state forbids it; the API's refusal is always shown.
 
 import { useState } from 'preact/hooks';
-import { post, enc } from '../api';
+import { get, post, enc } from '../api';
+import type { RunUsage } from '../api';
+import { cost, tokens } from '../format';
 import type { RunModel, NodeInfo } from '../runModel';
 import { pruneBlocked } from '../runModel';
 import { GROUP_PREFIX } from './Graph';
 import { Transcript, useSession } from './Transcript';
 import { renderMarkdown, readable } from '../markdown';
-import { Confirm, InlineError, StateBadge, useAction, submitOnCtrlEnter, toast } from '../ui';
+import { Confirm, InlineError, StateBadge, useAction, useLoad, submitOnCtrlEnter, toast } from '../ui';
 import { href } from '../router';
 
 export function NodePanel({ m, id, onSelect, onClose }: { m: RunModel; id: string; onSelect: (id: string) => void; onClose: () => void }) {
@@ -57,6 +59,10 @@ function NodeDetails({ m, n, onSelect, onClose }: { m: RunModel; n: NodeInfo; on
     setText('');
     toast(`Message sent to ${n.id}`);
   });
+  // Usage is kept per stage (and per agent role): a fan-out child shows its stage's.
+  const usage = useLoad(() => get<RunUsage>(`/api/workflows/${enc(m.id)}/usage`), [m.id, n.id, n.state, n.attempt]);
+  const stage = /^(upfront|adaptive)_retrieval$/.test(n.id) ? 'retrieval' : n.id.split('/')[0].replace(/:collect$/, '');
+  const u = (usage.data?.nodes ?? usage.data?.stages ?? []).find(([k]) => k === n.id || k === stage)?.[1];
   const result = n.result;
   const output = typeof result?.output === 'string' ? readable(result.output) : null;
   const findings: string[] = Array.isArray(result?.findings) ? result.findings : [];
@@ -94,6 +100,14 @@ function NodeDetails({ m, n, onSelect, onClose }: { m: RunModel; n: NodeInfo; on
               <button type="button" class="link" onClick={() => onSelect(GROUP_PREFIX + n.id)}>
                 {children.length} children
               </button>
+            </dd>
+          </div>
+        )}
+        {u && (
+          <div>
+            <dt>Usage{stage !== n.id ? ` (stage ${stage})` : ''}</dt>
+            <dd data-testid="node-usage">
+              {tokens(u)} tokens · {u.calls} calls · {cost(u)}
             </dd>
           </div>
         )}
