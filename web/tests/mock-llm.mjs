@@ -1,0 +1,159 @@
+// A loopback model speaking the OpenAI chat-completions wire (SSE), for developing and testing
+// the web UI against a real `trellis serve` (the answers follow crates/cli/tests/suite/mock.rs).
+//
+//   node tests/mock-llm.mjs [--port N] [--pace MS]
+//
+// prints `mock listening on http://127.0.0.1:PORT/v1`. Requests are recorded: `GET /seen`
+// returns their bodies (tests check that a message reached an agent's next request).
+// What the agents do depends on words in the run's request:
+//   - every analysis agent reads a few files (one a turn, `--pace` ms each), then answers;
+//   - "[ask]": the analysis agent first asks the user a question (`ask_questions`: the run
+//     waits for an answer);
+//   - "[gate]": the documentation agent first runs `curl …`, which the policy asks the user
+//     about (an approval interrupt);
+//   - "[slow]": every agent turn takes 3 s (time to message or prune a running agent);
+//   - the documentation agent writes docs/adr/0002-persist.md ("Status: Accepted" once the
+//     feedback says so), which makes a change set to review;
+//   - the orchestrator includes decision_documentation when the request says "document".
+// A channel reads inventory.py, then answers "You asked: …" citing inventory.py:1 and README.md:3.
+import http from 'node:http';
+
+const args = process.argv.slice(2);
+const opt = (name, dflt) => {
+  const i = args.indexOf(name);
+  return i >= 0 ? args[i + 1] : dflt;
+};
+const port = Number(opt('--port', '0'));
+const pace = Number(opt('--pace', '300'));
+const seen = [];
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const chunk = (delta, finish) => ({
+  id: 'chatcmpl-mock', object: 'chat.completion.chunk', created: 0, model: 'mock-model',
+  choices: [{ index: 0, delta, finish_reason: finish }],
+});
+const usage = {
+  id: 'chatcmpl-mock', object: 'chat.completion.chunk', created: 0, model: 'mock-model', choices: [],
+  usage: { prompt_tokens: 100, completion_tokens: 20, total_tokens: 120 },
+};
+const data = (v) => `data: ${JSON.stringify(v)}\n\n`;
+
+function toolSse(id, name, argsObj) {
+  const call = { tool_calls: [{ index: 0, id, type: 'function', function: { name, arguments: JSON.stringify(argsObj) } }] };
+  return data(chunk(call, null)) + data(chunk({}, 'tool_calls')) + data(usage) + 'data: [DONE]\n\n';
+}
+
+/** Text streamed in small pieces (so the UI shows deltas), with thinking first. */
+function textSse(text, thought) {
+  let out = data(chunk({ role: 'assistant', content: '' }, null));
+  if (thought) {
+    for (let i = 0; i < thought.length; i += 24) out += data(chunk({ reasoning_content: thought.slice(i, i + 24) }, null));
+  }
+  for (let i = 0; i < text.length; i += 16) out += data(chunk({ content: text.slice(i, i + 16) }, null));
+  return out + data(chunk({}, 'stop')) + data(usage) + 'data: [DONE]\n\n';
+}
+
+const messagesText = (body) => JSON.stringify(body.messages ?? []);
+const toolResults = (body) => (body.messages ?? []).filter((m) => m.role === 'tool').length;
+const system = (body) => String(body.messages?.[0]?.content ?? '');
+const isChannel = (body) => !body.response_format && system(body).includes('Answer the latest message');
+const isDocAgent = (body) => system(body).includes('technical writer');
+
+function structured(body) {
+  const props = body.response_format?.json_schema?.schema?.properties ?? {};
+  if (props.workflow) {
+    const document = /document/i.test(messagesText(body));
+    return {
+      reasoning: 'A question about a past decision: discuss it' + (document ? ' and record it.' : '; no record needed.'),
+      workflow: 'architecture_discussion',
+      stages: [{ stage: 'decision_documentation', include: document, reason: document ? 'the user asks for a record' : 'nothing to record' }],
+    };
+  }
+  if (props.queries) return { queries: ['stock kept in memory', 'reservations'] };
+  return analysis();
+}
+
+function analysis() {
+  return {
+    failure: false,
+    output: 'MOCK-ANALYSIS: stock lives in memory per ADR 0001 (see inventory.py:1); persistence is the next step.\n\n## Options\n- keep it in memory\n- persist to **SQLite**',
+    files_changed: [],
+    findings: ['MOCK-FINDING: a restart loses every reservation'],
+  };
+}
+
+async function respond(body) {
+  const text = messagesText(body);
+  const slow = text.includes('[slow]');
+  if (body.response_format) {
+    await sleep(pace / 3);
+    return textSse(JSON.stringify(structured(body)));
+  }
+  if (isChannel(body)) {
+    const msgs = body.messages ?? [];
+    if (msgs[msgs.length - 1]?.role === 'user') {
+      await sleep(pace);
+      return toolSse('call_look', 'read_file', { path: 'inventory.py' });
+    }
+    const last = [...msgs].reverse().find((m) => m.role === 'user');
+    const q = typeof last?.content === 'string' ? last.content : JSON.stringify(last?.content ?? '');
+    await sleep(pace);
+    return textSse(`You asked: ${q}\n\nStock is kept in a dict in inventory.py:1; the README.md:3 says why.`, 'Looking for where stock lives.');
+  }
+  await sleep(slow ? 3000 : pace);
+  const reads = toolResults(body);
+  if (isDocAgent(body)) {
+    if (text.includes('[gate]') && reads === 0) {
+      return toolSse('call_net', 'shell', { command: 'curl -s http://127.0.0.1:9/stock' });
+    }
+    const wrote = (body.messages ?? []).some((m) => JSON.stringify(m.tool_calls ?? '').includes('write_file'));
+    if (!wrote) {
+      const status = text.includes('Status must be Accepted') ? 'Accepted' : 'Proposed';
+      return toolSse('call_write', 'write_file', {
+        path: 'docs/adr/0002-persist.md',
+        content: `# ADR 0002: persist stock\n\nStatus: ${status}\n\nStock moves from memory to SQLite.\n`,
+      });
+    }
+    return textSse(JSON.stringify({ failure: false, output: 'Wrote docs/adr/0002-persist.md', files_changed: ['docs/adr/0002-persist.md'], findings: [] }));
+  }
+  if (text.includes('[ask]') && reads === 0) {
+    return toolSse('call_ask', 'ask_questions', {
+      questions: [
+        { question: 'Which store should persist the stock?', options: ['SQLite', 'Postgres'] },
+        { question: 'Anything else to consider?' },
+      ],
+    });
+  }
+  const limit = text.includes('[ask]') ? 2 : 3;
+  if (reads < limit) {
+    const path = reads % 2 === 0 ? 'inventory.py' : 'README.md';
+    return toolSse(`call_${reads}`, 'read_file', { path });
+  }
+  return textSse(JSON.stringify(analysis()), 'The store is a dict; nothing is written to disk.');
+}
+
+const server = http.createServer((req, res) => {
+  let raw = '';
+  req.on('data', (c) => (raw += c));
+  req.on('end', async () => {
+    if (req.method === 'GET' && req.url === '/seen') {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify(seen));
+      return;
+    }
+    let body;
+    try { body = JSON.parse(raw); } catch { body = {}; }
+    seen.push(body);
+    try {
+      const reply = await respond(body);
+      res.writeHead(200, { 'content-type': 'text/event-stream', 'content-length': Buffer.byteLength(reply), connection: 'close' });
+      res.end(reply);
+    } catch (e) {
+      res.writeHead(500, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ error: { message: String(e) } }));
+    }
+  });
+});
+server.listen(port, '127.0.0.1', () => {
+  console.log(`mock listening on http://127.0.0.1:${server.address().port}/v1`);
+});
