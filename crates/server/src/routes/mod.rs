@@ -126,7 +126,7 @@ pub(crate) fn table() -> Vec<Route> {
                 ("status", "only runs with this status (running, waitingInput, succeeded, failed, cancelled)"),
                 ("limit", "at most this many (default 200, at most 1000)"),
             ])
-            .answer("`[run]`: id, graph, status, step, createdTs, updatedTs, workspace, live, usage; workflow and request for workflow runs"),
+            .answer("`[run]`: id, graph, status, step, createdTs, updatedTs, workspace, live, usage; workflow and request for workflow runs; stage for unfinished ones"),
         route("POST", "/api/workflows", "Start a run (seed 003 create): the orchestrator picks the workflow unless `workflow` names one", post(runs::create))
             .body(body::<Create>)
             .answer("201 `{run, workflow, worktree, branch, orchestration, plan, workspace}` (200 with `planOnly`)"),
@@ -183,6 +183,9 @@ pub(crate) fn table() -> Vec<Route> {
         route("POST", "/api/channels/{id}/session", "Start a discussion session in channel `{id}` (seed 003)", post(sessions::start_channel))
             .body(body::<ChannelBody>)
             .answer("201 `{session, answer?, workspace}`"),
+        route("GET", "/api/streams/{stream}", "A stream's last seq (to follow it from now)", get(runs::stream_head))
+            .query(WORKSPACE_QUERY)
+            .answer("`{stream, workspace, lastSeq}`"),
         route("GET", "/api/streams/{stream}/events", "Any stream's events as frames (`run:<id>`, `session:<id>`, `workspace`)", get(runs::stream_events))
             .query(EVENTS_QUERY)
             .answer("`[frame]` (docs/events.schema.json)"),

@@ -105,6 +105,12 @@ pub(crate) async fn list(
                 v["usage"] = serde_json::to_value(&usage)
                     .map_err(|e| ApiError::internal("encoding usage", e))?;
                 if let Ok(plan) = service.runtime().stored_plan(&rec.id) {
+                    if matches!(
+                        rec.summary.status,
+                        RunStatus::Running | RunStatus::WaitingInput
+                    ) {
+                        v["stage"] = current_stage(&service, &rec.id, &plan).into();
+                    }
                     v["workflow"] = Value::String(plan.workflow);
                     v["request"] = Value::String(plan.task);
                 }
@@ -118,6 +124,37 @@ pub(crate) async fn list(
     out.sort_by(|a, b| b["createdTs"].as_i64().cmp(&a["createdTs"].as_i64()));
     out.truncate(limit);
     Ok(Json(Value::Array(out)))
+}
+
+/// The stage an unfinished workflow run is in: the last stage (in plan order) whose latest
+/// activation is RUNNING or WAITING_INPUT, else the last one that has run.
+fn current_stage(
+    service: &trellis_core::service::Service,
+    run: &trellis_protocol::RunId,
+    plan: &trellis_workflow::Plan,
+) -> Option<String> {
+    let outcome = service.runtime().inspect(run).ok()?;
+    let state = |name: &str| {
+        outcome
+            .nodes
+            .iter()
+            .find(|n| n.id.as_str() == name)
+            .and_then(|n| n.state)
+    };
+    let stages: Vec<&str> = plan
+        .planned
+        .iter()
+        .map(|p| p.context.stage_name.as_str())
+        .collect();
+    let active = stages.iter().rev().find(|s| {
+        matches!(
+            state(s),
+            Some(trellis_protocol::NodeState::Running | trellis_protocol::NodeState::WaitingInput)
+        )
+    });
+    active
+        .or_else(|| stages.iter().rev().find(|s| state(s).is_some()))
+        .map(|s| (*s).to_owned())
 }
 
 /// `GET /api/workflows/{id}`: the run record, its usage, what waits for an answer.
@@ -226,6 +263,33 @@ pub(crate) async fn events(
 ) -> Result<Json<Value>, ApiError> {
     let (_, run) = state.run(&id)?;
     read_stream(&state, StreamId::Run(run), q).await
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct HeadQuery {
+    workspace: Option<String>,
+}
+
+/// `GET /api/streams/{stream}?workspace=`: the stream's last seq (follow it "from now" with
+/// `since` = that).
+pub(crate) async fn stream_head(
+    State(state): State<AppState>,
+    Path(stream): Path<String>,
+    Query(q): Query<HeadQuery>,
+) -> Result<Json<Value>, ApiError> {
+    let stream: StreamId = stream
+        .parse()
+        .map_err(|e| ApiError::invalid(format!("{e}")))?;
+    let (w, stream) = state.stream(&stream, q.workspace.as_deref())?;
+    let (ws, store) = (w.id.clone(), w.service.runtime().store.clone());
+    blocking(move || {
+        let last = store.stream_last_seq(&stream)?;
+        Ok(Json(
+            json!({ "stream": stream, "workspace": ws, "lastSeq": last }),
+        ))
+    })
+    .await
 }
 
 /// `GET /api/streams/{stream}/events?since=&limit=&workspace=`: any stream as frames.

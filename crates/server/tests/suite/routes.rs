@@ -75,6 +75,19 @@ async fn a_run_is_created_listed_inspected_and_refuses_what_its_state_forbids() 
     assert_eq!(events[0]["type"], "event");
     let (_, later) = get(app, &format!("/api/workflows/{run}/events?since=5")).await;
     assert_eq!(later[0]["seq"], 6);
+    let (_, all) = get(app, &format!("/api/workflows/{run}/events")).await;
+    let (status, head) = get(app, &format!("/api/streams/run:{run}")).await;
+    assert_eq!(status, StatusCode::OK, "{head}");
+    assert_eq!(
+        head["lastSeq"],
+        all.as_array().unwrap().last().unwrap()["seq"]
+    );
+    let (_, ws_head) = get(app, "/api/streams/workspace").await;
+    assert!(ws_head["lastSeq"].as_u64().unwrap() >= 3, "{ws_head}");
+    assert!(
+        row.get("stage").is_none(),
+        "a finished run has no stage in progress: {row}"
+    );
     let (_, ws_events) = get(app, "/api/streams/workspace/events").await;
     let names: Vec<&str> = ws_events
         .as_array()
