@@ -64,6 +64,9 @@ impl Service {
             },
         );
         lock(&self.channels).insert(id.clone(), Arc::new(Channel::new(id.clone(), channel)));
+        // The session is in the store before its id is handed out: a client that reads it
+        // right away finds it.
+        self.bus.flush().await;
         let mut out = json!({ "session": id });
         if let Some(text) = message {
             let answer = self.session_message(sub, &id, text).await?;

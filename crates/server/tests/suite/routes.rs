@@ -312,6 +312,17 @@ async fn bad_input_is_refused_with_the_field_and_unknown_ids_are_404() {
 async fn channels_start_answer_and_keep_their_turns() {
     let s = served();
     let app = &s.app;
+    // A session started without a message is readable at once.
+    for _ in 0..5 {
+        let (status, out) = post(app, "/api/channels/quick/session", json!({})).await;
+        assert_eq!(status, StatusCode::CREATED, "{out}");
+        let (status, shown) = get(
+            app,
+            &format!("/api/sessions/{}", out["session"].as_str().unwrap()),
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK, "{shown}");
+    }
     let (status, out) = post(
         app,
         "/api/channels/design/session",
