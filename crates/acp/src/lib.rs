@@ -203,7 +203,10 @@ impl AcpAgent {
             )));
         }
         let cwd = req.cwd.canonicalize().map_err(|e| {
-            invalid_params(format!("cwd `{}` is not a directory: {e}", req.cwd.display()))
+            invalid_params(format!(
+                "cwd `{}` is not a directory: {e}",
+                req.cwd.display()
+            ))
         })?;
         let mut service = self.service.lock().await;
         let svc = match service.as_ref() {

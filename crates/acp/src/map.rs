@@ -15,9 +15,9 @@ pub struct StagePlan {
 
 #[derive(Clone, Debug, PartialEq)]
 struct Stage {
-    /// The stage's node id.
+    /// The stage's id in the workflow.
     id: String,
-    /// Its display name.
+    /// Its name: the id of its node in the run's graph.
     name: String,
     status: acp::PlanEntryStatus,
     /// Skipped or pruned: shown as completed, with a note.
@@ -25,8 +25,8 @@ struct Stage {
 }
 
 impl StagePlan {
-    /// The planned stages of a `startRun` result's `plan` (`planned[].context.stage_id` and
-    /// `stage_name`), all pending.
+    /// The planned stages of a `startRun` result's `plan` (`planned[].context.stage_name`,
+    /// the node's id, and `stage_id`), all pending.
     pub fn from_plan(plan: &Value) -> Self {
         let stages = plan["planned"]
             .as_array()
@@ -61,16 +61,20 @@ impl StagePlan {
             return false;
         };
         let node = node.as_str();
-        let Some(stage) = self.stages.iter_mut().find(|s| {
-            node == s.id
+        // A stage's node is named after the stage (its fan-out children `<stage>/…`).
+        let of = |key: &str| {
+            node == key
                 || node
-                    .strip_prefix(s.id.as_str())
+                    .strip_prefix(key)
                     .is_some_and(|rest| rest.starts_with('/'))
-        }) else {
+        };
+        let Some(stage) = self.stages.iter_mut().find(|s| of(&s.name) || of(&s.id)) else {
             return false;
         };
         let (status, note) = match to {
-            NodeState::Running | NodeState::WaitingInput => (acp::PlanEntryStatus::InProgress, None),
+            NodeState::Running | NodeState::WaitingInput => {
+                (acp::PlanEntryStatus::InProgress, None)
+            }
             NodeState::Completed => (acp::PlanEntryStatus::Completed, None),
             NodeState::Skipped => (acp::PlanEntryStatus::Completed, Some("skipped")),
             NodeState::Pruned => (acp::PlanEntryStatus::Completed, Some("pruned")),
@@ -95,7 +99,7 @@ impl StagePlan {
                         Some(note) => format!("{} ({note})", s.name),
                         None => s.name.clone(),
                     };
-                    acp::PlanEntry::new(content, acp::PlanEntryPriority::Medium, s.status)
+                    acp::PlanEntry::new(content, acp::PlanEntryPriority::Medium, s.status.clone())
                 })
                 .collect(),
         )
@@ -135,7 +139,13 @@ fn title(name: &str, input: &Value) -> String {
         .find_map(|k| input.get(*k).and_then(Value::as_str));
     match arg {
         Some(a) => {
-            let a: String = a.lines().next().unwrap_or_default().chars().take(80).collect();
+            let a: String = a
+                .lines()
+                .next()
+                .unwrap_or_default()
+                .chars()
+                .take(80)
+                .collect();
             format!("{name} {a}")
         }
         None => name.to_owned(),
@@ -156,10 +166,12 @@ fn diffs(root: &Path, name: &str, input: &Value) -> Vec<acp::ToolCallContent> {
             .as_str()
             .map(|new| vec![diff(&path, None, new)])
             .unwrap_or_default(),
-        ("edit_file", Some(path)) => match (input["old_string"].as_str(), input["new_string"].as_str()) {
-            (Some(old), Some(new)) => vec![diff(&path, Some(old), new)],
-            _ => Vec::new(),
-        },
+        ("edit_file", Some(path)) => {
+            match (input["old_string"].as_str(), input["new_string"].as_str()) {
+                (Some(old), Some(new)) => vec![diff(&path, Some(old), new)],
+                _ => Vec::new(),
+            }
+        }
         ("multi_edit", Some(path)) => input["edits"]
             .as_array()
             .map(|edits| {
@@ -186,14 +198,14 @@ pub fn session_updates(node: &str, root: &Path, event: &SessionEvent) -> Vec<acp
     let tool_id = |call_id: &str| acp::ToolCallId::new(format!("{node}/{call_id}"));
     match event {
         SessionEvent::MessageDelta { text, .. } if !text.is_empty() => {
-            vec![acp::SessionUpdate::AgentMessageChunk(acp::ContentChunk::new(
-                text.clone().into(),
-            ))]
+            vec![acp::SessionUpdate::AgentMessageChunk(
+                acp::ContentChunk::new(text.clone().into()),
+            )]
         }
         SessionEvent::ThoughtDelta { text, .. } if !text.is_empty() => {
-            vec![acp::SessionUpdate::AgentThoughtChunk(acp::ContentChunk::new(
-                text.clone().into(),
-            ))]
+            vec![acp::SessionUpdate::AgentThoughtChunk(
+                acp::ContentChunk::new(text.clone().into()),
+            )]
         }
         SessionEvent::Note { text } => vec![acp::SessionUpdate::AgentThoughtChunk(
             acp::ContentChunk::new(format!("[{node}] {text}\n").into()),
@@ -232,14 +244,11 @@ pub fn session_updates(node: &str, root: &Path, event: &SessionEvent) -> Vec<acp
                 .raw_output(Value::String(output.clone()));
             if done == acp::ToolCallStatus::Failed {
                 let text: String = output.chars().take(2000).collect();
-                fields = fields.content(vec![acp::ToolCallContent::from(acp::Content::new(
-                    acp::ContentBlock::from(text),
-                ))]);
+                fields = fields.content(vec![acp::ToolCallContent::from(text)]);
             }
-            vec![acp::SessionUpdate::ToolCallUpdate(acp::ToolCallUpdate::new(
-                tool_id(call_id),
-                fields,
-            ))]
+            vec![acp::SessionUpdate::ToolCallUpdate(
+                acp::ToolCallUpdate::new(tool_id(call_id), fields),
+            )]
         }
         SessionEvent::SessionError { error } => vec![acp::SessionUpdate::AgentMessageChunk(
             acp::ContentChunk::new(format!("\n[{node}] error: {error}\n").into()),
@@ -269,26 +278,32 @@ mod tests {
     #[test]
     fn the_plan_follows_node_states() {
         let mut plan = StagePlan::from_plan(&json!({"planned": [
-            {"context": {"stage_id": "analysis", "stage_name": "Analysis"}},
-            {"context": {"stage_id": "review", "stage_name": "Review"}},
+            {"context": {"stage_id": "1", "stage_name": "analysis"}},
+            {"context": {"stage_id": "2", "stage_name": "review"}},
         ]}));
         let statuses = |p: &StagePlan| {
             serde_json::to_value(p.to_acp()).unwrap()["entries"]
                 .as_array()
                 .unwrap()
                 .iter()
-                .map(|e| format!("{}={}", e["content"].as_str().unwrap(), e["status"].as_str().unwrap()))
+                .map(|e| {
+                    format!(
+                        "{}={}",
+                        e["content"].as_str().unwrap(),
+                        e["status"].as_str().unwrap()
+                    )
+                })
                 .collect::<Vec<_>>()
         };
-        assert_eq!(statuses(&plan), ["Analysis=pending", "Review=pending"]);
+        assert_eq!(statuses(&plan), ["analysis=pending", "review=pending"]);
         assert!(plan.apply(&transition("analysis", NodeState::Running)));
         assert!(!plan.apply(&transition("analysis", NodeState::Running)));
         assert!(!plan.apply(&transition("upfront_retrieval", NodeState::Running)));
-        assert!(plan.apply(&transition("analysis", NodeState::Completed)));
+        assert!(plan.apply(&transition("analysis/worker-1", NodeState::Completed)));
         assert!(plan.apply(&transition("review", NodeState::Skipped)));
         assert_eq!(
             statuses(&plan),
-            ["Analysis=completed", "Review (skipped)=completed"]
+            ["analysis=completed", "review (skipped)=completed"]
         );
     }
 

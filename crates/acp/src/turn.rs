@@ -87,15 +87,15 @@ impl Turn {
     }
 
     fn message(&self, text: impl Into<String>) {
-        self.send(acp::SessionUpdate::AgentMessageChunk(acp::ContentChunk::new(
-            text.into().into(),
-        )));
+        self.send(acp::SessionUpdate::AgentMessageChunk(
+            acp::ContentChunk::new(text.into().into()),
+        ));
     }
 
     fn thought(&self, text: impl Into<String>) {
-        self.send(acp::SessionUpdate::AgentThoughtChunk(acp::ContentChunk::new(
-            text.into().into(),
-        )));
+        self.send(acp::SessionUpdate::AgentThoughtChunk(
+            acp::ContentChunk::new(text.into().into()),
+        ));
     }
 
     /// Streams the run's events until it stops executing or the client cancels.
@@ -185,8 +185,8 @@ impl Turn {
         if !request["args"].is_null() {
             fields = fields.raw_input(request["args"].clone());
         }
-        let mut call = acp::ToolCall::new(id.clone(), it.prompt.clone())
-            .status(acp::ToolCallStatus::Pending);
+        let mut call =
+            acp::ToolCall::new(id.clone(), it.prompt.clone()).status(acp::ToolCallStatus::Pending);
         if let Some(t) = &tool {
             call = call.kind(tool_kind(t));
         }
@@ -199,7 +199,11 @@ impl Turn {
                 format!("Always allow {what}"),
                 acp::PermissionOptionKind::AllowAlways,
             ),
-            acp::PermissionOption::new("reject_once", "Reject", acp::PermissionOptionKind::RejectOnce),
+            acp::PermissionOption::new(
+                "reject_once",
+                "Reject",
+                acp::PermissionOptionKind::RejectOnce,
+            ),
             acp::PermissionOption::new(
                 "reject_always",
                 format!("Always reject {what}"),
@@ -224,10 +228,12 @@ impl Turn {
         let chosen = match outcome {
             acp::RequestPermissionOutcome::Selected(s) => s.option_id.0.to_string(),
             _ => {
-                self.send(acp::SessionUpdate::ToolCallUpdate(acp::ToolCallUpdate::new(
-                    id,
-                    acp::ToolCallUpdateFields::new().status(acp::ToolCallStatus::Failed),
-                )));
+                self.send(acp::SessionUpdate::ToolCallUpdate(
+                    acp::ToolCallUpdate::new(
+                        id,
+                        acp::ToolCallUpdateFields::new().status(acp::ToolCallStatus::Failed),
+                    ),
+                ));
                 return None;
             }
         };
@@ -242,10 +248,9 @@ impl Turn {
         } else {
             acp::ToolCallStatus::Failed
         };
-        self.send(acp::SessionUpdate::ToolCallUpdate(acp::ToolCallUpdate::new(
-            id,
-            acp::ToolCallUpdateFields::new().status(status),
-        )));
+        self.send(acp::SessionUpdate::ToolCallUpdate(
+            acp::ToolCallUpdate::new(id, acp::ToolCallUpdateFields::new().status(status)),
+        ));
         Some(if allow {
             Answer::approve()
         } else {
@@ -480,4 +485,3 @@ impl AcpAgent {
         }
     }
 }
-

@@ -86,7 +86,12 @@ fn kinds(updates: &Updates) -> Vec<String> {
         .lock()
         .unwrap()
         .iter()
-        .map(|u| u["update"]["sessionUpdate"].as_str().unwrap_or("?").to_owned())
+        .map(|u| {
+            u["update"]["sessionUpdate"]
+                .as_str()
+                .unwrap_or("?")
+                .to_owned()
+        })
         .collect()
 }
 
@@ -179,7 +184,10 @@ async fn a_prompt_runs_a_discussion_and_streams_plan_and_messages() {
     );
     let kinds = kinds(&updates);
     assert!(kinds.contains(&"plan".to_owned()), "{kinds:?}");
-    assert!(kinds.contains(&"agent_message_chunk".to_owned()), "{kinds:?}");
+    assert!(
+        kinds.contains(&"agent_message_chunk".to_owned()),
+        "{kinds:?}"
+    );
     // The plan: the first has every stage pending, the last every stage completed.
     let plans: Vec<&Value> = all
         .iter()
@@ -194,11 +202,16 @@ async fn a_prompt_runs_a_discussion_and_streams_plan_and_messages() {
             .collect()
     };
     let first = statuses(plans[0]);
-    assert!(!first.is_empty() && first.iter().all(|s| s == "pending"), "{first:?}");
+    assert!(
+        !first.is_empty() && first.iter().all(|s| s == "pending"),
+        "{first:?}"
+    );
     let last = statuses(plans[plans.len() - 1]);
     assert!(last.iter().all(|s| s == "completed"), "{plans:#?}");
     assert!(
-        plans.iter().any(|p| statuses(p).contains(&"in_progress".to_owned())),
+        plans
+            .iter()
+            .any(|p| statuses(p).contains(&"in_progress".to_owned())),
         "{plans:#?}"
     );
     let text: String = all
@@ -224,8 +237,8 @@ async fn cancel_mid_turn_ends_the_turn_cancelled_and_cancels_the_run() {
                         let mut u = u.lock().unwrap();
                         let v = serde_json::to_value(&n).unwrap();
                         let is_plan = v["update"]["sessionUpdate"] == "plan";
-                        let first = is_plan
-                            && !u.iter().any(|x| x["update"]["sessionUpdate"] == "plan");
+                        let first =
+                            is_plan && !u.iter().any(|x| x["update"]["sessionUpdate"] == "plan");
                         u.push(v);
                         first
                     };
@@ -273,7 +286,11 @@ async fn cancel_mid_turn_ends_the_turn_cancelled_and_cancels_the_run() {
         .nth(1)
         .and_then(|r| r.split(')').next())
         .expect("the turn names its run");
-    let o = f.service.runtime().inspect(&RunId::from_string(run)).unwrap();
+    let o = f
+        .service
+        .runtime()
+        .inspect(&RunId::from_string(run))
+        .unwrap();
     assert_eq!(o.status, RunStatus::Cancelled);
 }
 
@@ -284,6 +301,12 @@ async fn bad_input_gets_json_rpc_errors_and_the_agent_lives_on() {
     Client
         .v1()
         .connect_with(agent(&f).connection(), async |cx| {
+            // Nothing before `initialize`.
+            let e = cx
+                .send_request(acp::NewSessionRequest::new(root.clone()))
+                .block_task()
+                .await;
+            assert!(e.is_err(), "{e:?}");
             init(&cx).await;
             for method in ["session/load", "_trellis/nope", "nope"] {
                 let e = cx
@@ -295,7 +318,10 @@ async fn bad_input_gets_json_rpc_errors_and_the_agent_lives_on() {
             }
             // Invalid params: a missing cwd, a relative cwd, a cwd outside the workspace.
             let e = cx
-                .send_request(UntypedMessage::new("session/new", json!({"mcpServers": []}))?)
+                .send_request(UntypedMessage::new(
+                    "session/new",
+                    json!({"mcpServers": []}),
+                )?)
                 .block_task()
                 .await
                 .unwrap_err();
