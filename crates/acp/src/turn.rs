@@ -128,10 +128,8 @@ impl Turn {
                 }
             };
             match (&e.stream, &e.event) {
-                (StreamId::Run(r), ServiceEventBody::Run(kind)) if r == run => {
-                    if plan.apply(kind) {
-                        self.send(acp::SessionUpdate::Plan(plan.to_acp()));
-                    }
+                (StreamId::Run(r), ServiceEventBody::Run(kind)) if r == run && plan.apply(kind) => {
+                    self.send(acp::SessionUpdate::Plan(plan.to_acp()));
                 }
                 (StreamId::Session(s), ServiceEventBody::Session(ev)) => {
                     if let Some(node) = s.as_str().strip_prefix(&prefix) {
