@@ -26,7 +26,9 @@ use crate::{Error, Result};
 type Done = (usize, u32, Finished);
 
 enum Finished {
-    Output(std::result::Result<NodeOutput, NodeError>),
+    /// Boxed: a `NodeOutput` is large (more so with serde_json's `preserve_order`, which the
+    /// ACP crate turns on for the whole workspace), the other variants small.
+    Output(Box<std::result::Result<NodeOutput, NodeError>>),
     Panicked(String),
     Aborted,
 }
@@ -391,7 +393,7 @@ impl Live {
                 }
                 None => NodeOutput::success(),
             };
-            return Ok(Started::Finished(Finished::Output(Ok(out))));
+            return Ok(Started::Finished(Finished::Output(Box::new(Ok(out)))));
         };
         let (mailbox, sender) = Mailbox::pair();
         let cancel = CancellationToken::new();
@@ -435,7 +437,7 @@ impl Live {
         let first = std::future::poll_fn(|cx| {
             Poll::Ready(
                 match std::panic::catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(cx))) {
-                    Ok(Poll::Ready(out)) => Some(Finished::Output(out)),
+                    Ok(Poll::Ready(out)) => Some(Finished::Output(Box::new(out))),
                     Ok(Poll::Pending) => None,
                     Err(panic) => Some(Finished::Panicked(panic_text(panic))),
                 },
@@ -450,7 +452,7 @@ impl Live {
                 biased;
                 () = cancel.cancelled() => Finished::Aborted,
                 r = AssertUnwindSafe(fut).catch_unwind() => match r {
-                    Ok(out) => Finished::Output(out),
+                    Ok(out) => Finished::Output(Box::new(out)),
                     Err(panic) => Finished::Panicked(panic_text(panic)),
                 },
             };
@@ -476,11 +478,13 @@ impl Live {
         let node = n.id.clone();
         let out = match finished {
             Finished::Aborted => return Ok(()),
-            Finished::Output(Ok(out)) => match self.check_output(&out) {
-                Ok(()) => out,
-                Err(e) => return self.record_error(node, attempt, e),
+            Finished::Output(out) => match *out {
+                Ok(out) => match self.check_output(&out) {
+                    Ok(()) => out,
+                    Err(e) => return self.record_error(node, attempt, e),
+                },
+                Err(e) => return self.record_error(node, attempt, e.message),
             },
-            Finished::Output(Err(e)) => return self.record_error(node, attempt, e.message),
             Finished::Panicked(p) => {
                 return self.record_error(node, attempt, format!("handler panicked: {p}"));
             }
