@@ -16,7 +16,8 @@
 //     feedback says so) and rewrites docs/architecture.md at its top and its end (two hunks):
 //     a change set of three hunks to review;
 //   - the orchestrator includes decision_documentation when the request says "document".
-// A channel reads inventory.py, then answers "You asked: …" citing inventory.py:1 and README.md:3.
+// A channel reads inventory.py, then answers "You asked: …" citing inventory.py:1 and README.md:3,
+// streamed one SSE event every 40 ms.
 import http from 'node:http';
 import { readFileSync } from 'node:fs';
 
@@ -106,7 +107,10 @@ async function respond(body) {
     const last = [...msgs].reverse().find((m) => m.role === 'user');
     const q = typeof last?.content === 'string' ? last.content : JSON.stringify(last?.content ?? '');
     await sleep(pace);
-    return textSse(`You asked: ${q}\n\nStock is kept in a dict in inventory.py:1; the README.md:3 says why.`, 'Looking for where stock lives.');
+    // Streamed in pieces 40 ms apart: the UI shows the answer grow.
+    return textSse(`You asked: ${q}\n\nStock is kept in a dict in inventory.py:1; the README.md:3 says why.`, 'Looking for where stock lives.')
+      .split(/(?<=\n\n)/)
+      .map((piece) => ({ piece, delay: 40 }));
   }
   await sleep(slow ? 3000 : pace);
   const reads = toolResults(body);
@@ -157,6 +161,15 @@ const server = http.createServer((req, res) => {
     seen.push(body);
     try {
       const reply = await respond(body);
+      if (Array.isArray(reply)) {
+        res.writeHead(200, { 'content-type': 'text/event-stream', connection: 'close' });
+        for (const { piece, delay } of reply) {
+          res.write(piece);
+          await sleep(delay);
+        }
+        res.end();
+        return;
+      }
       res.writeHead(200, { 'content-type': 'text/event-stream', 'content-length': Buffer.byteLength(reply), connection: 'close' });
       res.end(reply);
     } catch (e) {
