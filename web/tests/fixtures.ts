@@ -13,7 +13,7 @@ import AxeBuilder from '@axe-core/playwright';
 import { mkdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { startTrellis } from './server.mjs';
+import { startTrellis, trellisBin } from './server.mjs';
 
 export interface Trellis {
   url: string;
@@ -28,8 +28,11 @@ const docsUi = join(dirname(fileURLToPath(import.meta.url)), '../../docs/ui');
 
 export const test = base.extend<{ seenBefore: number }, { trellis: Trellis }>({
   trellis: [
+    // eslint-disable-next-line no-empty-pattern -- Playwright reads the fixture's dependencies from this pattern
     async ({}, use) => {
-      const srv = await startTrellis({ pace: 300 });
+      const bin = trellisBin();
+      const srv = await startTrellis({ pace: 300, bin });
+      console.log(`trellis serve (${bin}) on ${srv.url}, mock model on ${srv.mock}`);
       try {
         const index = await (await fetch(`${srv.url}/`)).text();
         if (!index.includes('id="app"')) {

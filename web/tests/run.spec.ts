@@ -58,6 +58,7 @@ test('a run updates live: node states, a question answered, a message to a runni
   // Back on the graph: the agent runs again. Open its panel with the keyboard.
   await page.getByTestId('tab-graph').click();
   await expect(analysis).toHaveAttribute('data-state', 'RUNNING');
+  await expect(page.getByTestId('run-page')).toHaveAttribute('data-status', 'running'); // no longer waiting
   await analysis.focus();
   await page.keyboard.press('Enter');
   const panel = page.getByTestId('node-panel');
