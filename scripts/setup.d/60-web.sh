@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The web UI (web/): `npm ci` and `npm run build` (type check + Vite) into web/dist, which
-# trellis-server embeds at compile time. Skipped when the sources, the lock file and the
-# build tools are unchanged since the last build (a stamp in web/dist).
+# trellis-server embeds at compile time. `npm ci` also installs the browser tests' tools
+# (Playwright, axe: devDependencies; the browser is Debian's, 65-chromium.sh). Skipped when
+# the sources, the lock file and the build tools are unchanged since the last build (a stamp
+# in web/dist).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 [ -f web/package.json ] || { echo "web: no web/ sources"; exit 0; }
@@ -14,6 +16,13 @@ if [ "$major" -lt 20 ]; then
   echo "web: node $(node --version) is too old; the UI build needs node >= 20" >&2
   exit 1
 fi
+# node_modules follows the lock file even when web/dist is current (the tests need it).
+lock=$(sha256sum web/package-lock.json | cut -c1-16)
+if [ ! -f web/node_modules/.lock-stamp ] || [ "$(cat web/node_modules/.lock-stamp)" != "$lock" ]; then
+  echo "web: npm ci (from the npm registry)…"
+  (cd web && npm ci --no-audit --no-fund --loglevel=error)
+  echo "$lock" > web/node_modules/.lock-stamp
+fi
 stamp=$( (cd web && find src index.html package.json package-lock.json tsconfig.json vite.config.ts public \
             -type f 2>/dev/null | LC_ALL=C sort | xargs sha256sum; node --version) | sha256sum | cut -c1-16)
 if [ -f web/dist/.stamp ] && [ "$(cat web/dist/.stamp)" = "$stamp" ] && [ -f web/dist/index.html ]; then
@@ -21,12 +30,6 @@ if [ -f web/dist/.stamp ] && [ "$(cat web/dist/.stamp)" = "$stamp" ] && [ -f web
   exit 0
 fi
 t0=$(date +%s)
-lock=$(sha256sum web/package-lock.json | cut -c1-16)
-if [ ! -f web/node_modules/.lock-stamp ] || [ "$(cat web/node_modules/.lock-stamp)" != "$lock" ]; then
-  echo "web: npm ci (from the npm registry)…"
-  (cd web && npm ci --no-audit --no-fund --loglevel=error)
-  echo "$lock" > web/node_modules/.lock-stamp
-fi
 echo "web: building the UI (tsc + vite)…"
 (cd web && npm run --silent build >/dev/null)
 echo "$stamp" > web/dist/.stamp

@@ -241,6 +241,15 @@ export class RunModel extends Notifier {
         if (this.record) this.record = { ...this.record, status: e.status, updatedTs: f.ts, live: e.status === 'running' };
         this.interruptsVersion++;
         break;
+      case 'runResumed':
+        // An answer (or `resume`) continues a run that waited: it runs again. The server sends
+        // no runStatusChanged for that, only this.
+        if (this.status !== 'running') {
+          this.status = 'running';
+          if (this.record) this.record = { ...this.record, status: 'running', updatedTs: f.ts, live: true };
+          this.interruptsVersion++;
+        }
+        break;
       case 'commandRefused':
         toast(`A command was refused: ${e.reason}`, 'error');
         break;

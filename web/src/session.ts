@@ -25,6 +25,22 @@ export type Item =
   | { kind: 'note'; text: string }
   | { kind: 'status'; text: string; error?: boolean };
 
+/**
+ * `GET /api/sessions/{id}`. A session that `POST /api/channels/{c}/session` has just created
+ * can answer 404 for a few tens of milliseconds (the record is written after the 201), so a
+ * 404 is retried for about 2 s before the session counts as missing.
+ */
+async function getSession(id: string): Promise<SessionRecord> {
+  for (let wait = 100; ; wait *= 2) {
+    try {
+      return await get<SessionRecord>(`/api/sessions/${enc(id)}`);
+    } catch (e) {
+      if (!(e instanceof ApiError && e.status === 404) || wait > 800) throw e;
+      await new Promise((r) => setTimeout(r, wait));
+    }
+  }
+}
+
 export class SessionModel extends Notifier {
   record: SessionRecord | null = null;
   items: Item[] = [];
@@ -41,7 +57,7 @@ export class SessionModel extends Notifier {
 
   async load(): Promise<void> {
     try {
-      const s = await get<SessionRecord>(`/api/sessions/${enc(this.id)}`);
+      const s = await getSession(this.id);
       this.record = s;
       this.status = s.status;
       for (const t of s.turns ?? []) this.addStored(t);

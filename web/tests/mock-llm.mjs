@@ -13,10 +13,13 @@
 //     about (an approval interrupt);
 //   - "[slow]": every agent turn takes 3 s (time to message or prune a running agent);
 //   - the documentation agent writes docs/adr/0002-persist.md ("Status: Accepted" once the
-//     feedback says so), which makes a change set to review;
+//     feedback says so) and rewrites docs/architecture.md at its top and its end (two hunks):
+//     a change set of three hunks to review;
 //   - the orchestrator includes decision_documentation when the request says "document".
-// A channel reads inventory.py, then answers "You asked: …" citing inventory.py:1 and README.md:3.
+// A channel reads inventory.py, then answers "You asked: …" citing inventory.py:1 and README.md:3,
+// streamed one SSE event every 40 ms.
 import http from 'node:http';
+import { readFileSync } from 'node:fs';
 
 const args = process.argv.slice(2);
 const opt = (name, dflt) => {
@@ -51,6 +54,12 @@ function textSse(text, thought) {
   }
   for (let i = 0; i < text.length; i += 16) out += data(chunk({ content: text.slice(i, i + 16) }, null));
   return out + data(chunk({}, 'stop')) + data(usage) + 'data: [DONE]\n\n';
+}
+
+/** examples/inventory's docs/architecture.md changed at its top and its end: two hunks. */
+function architecture() {
+  const original = readFileSync(new URL('../../examples/inventory/docs/architecture.md', import.meta.url), 'utf8');
+  return original.replace(/^# Architecture$/m, '# Architecture of the inventory service').trimEnd() + '\n- Decided: SQLite, see ADR 0002.\n';
 }
 
 const messagesText = (body) => JSON.stringify(body.messages ?? []);
@@ -98,7 +107,10 @@ async function respond(body) {
     const last = [...msgs].reverse().find((m) => m.role === 'user');
     const q = typeof last?.content === 'string' ? last.content : JSON.stringify(last?.content ?? '');
     await sleep(pace);
-    return textSse(`You asked: ${q}\n\nStock is kept in a dict in inventory.py:1; the README.md:3 says why.`, 'Looking for where stock lives.');
+    // Streamed in pieces 40 ms apart: the UI shows the answer grow.
+    return textSse(`You asked: ${q}\n\nStock is kept in a dict in inventory.py:1; the README.md:3 says why.`, 'Looking for where stock lives.')
+      .split(/(?<=\n\n)/)
+      .map((piece) => ({ piece, delay: 40 }));
   }
   await sleep(slow ? 3000 : pace);
   const reads = toolResults(body);
@@ -106,15 +118,18 @@ async function respond(body) {
     if (text.includes('[gate]') && reads === 0) {
       return toolSse('call_net', 'shell', { command: 'curl -s http://127.0.0.1:9/stock' });
     }
-    const wrote = (body.messages ?? []).some((m) => JSON.stringify(m.tool_calls ?? '').includes('write_file'));
-    if (!wrote) {
+    const writes = (body.messages ?? []).filter((m) => JSON.stringify(m.tool_calls ?? '').includes('write_file')).length;
+    if (writes === 0) {
       const status = text.includes('Status must be Accepted') ? 'Accepted' : 'Proposed';
       return toolSse('call_write', 'write_file', {
         path: 'docs/adr/0002-persist.md',
         content: `# ADR 0002: persist stock\n\nStatus: ${status}\n\nStock moves from memory to SQLite.\n`,
       });
     }
-    return textSse(JSON.stringify({ failure: false, output: 'Wrote docs/adr/0002-persist.md', files_changed: ['docs/adr/0002-persist.md'], findings: [] }));
+    if (writes === 1) return toolSse('call_write_arch', 'write_file', { path: 'docs/architecture.md', content: architecture() });
+    return textSse(
+      JSON.stringify({ failure: false, output: 'Wrote docs/adr/0002-persist.md and updated docs/architecture.md', files_changed: ['docs/adr/0002-persist.md', 'docs/architecture.md'], findings: [] }),
+    );
   }
   if (text.includes('[ask]') && reads === 0) {
     return toolSse('call_ask', 'ask_questions', {
@@ -146,6 +161,15 @@ const server = http.createServer((req, res) => {
     seen.push(body);
     try {
       const reply = await respond(body);
+      if (Array.isArray(reply)) {
+        res.writeHead(200, { 'content-type': 'text/event-stream', connection: 'close' });
+        for (const { piece, delay } of reply) {
+          res.write(piece);
+          await sleep(delay);
+        }
+        res.end();
+        return;
+      }
       res.writeHead(200, { 'content-type': 'text/event-stream', 'content-length': Buffer.byteLength(reply), connection: 'close' });
       res.end(reply);
     } catch (e) {

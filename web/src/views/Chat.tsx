@@ -5,12 +5,13 @@ import { useState } from 'preact/hooks';
 import { get, post, enc, qs } from '../api';
 import type { SessionRecord } from '../api';
 import { href, navigate } from '../router';
-import { useValue } from '../store';
+import { useNotifier, useValue } from '../store';
 import { workspaces } from '../state';
 import { workspaceRoot } from '../citations';
 import { ago, stamp } from '../format';
 import { InlineError, Spinner, useAction, useLoad, submitOnCtrlEnter } from '../ui';
 import { Transcript, useSession } from './Transcript';
+import type { SessionModel } from '../session';
 
 export function ChannelsPage() {
   const ws = useValue(workspaces);
@@ -89,8 +90,15 @@ export function ChannelsPage() {
   );
 }
 
+/** A channel session stays `running` between questions: it is answering only after a question. */
+function answering(m: SessionModel): boolean {
+  const last = m.items[m.items.length - 1];
+  return last?.kind === 'user' || (last?.kind === 'turn' && last.turn.status === 'running');
+}
+
 export function ChatPage({ session }: { session: string }) {
   const model = useSession(session);
+  useNotifier(model); // the title comes with the record
   const ws = useValue(workspaces);
   const [text, setText] = useState('');
   const send = useAction(async () => {
@@ -117,7 +125,7 @@ export function ChatPage({ session }: { session: string }) {
         </h1>
         <a href={href(['channels'])}>All channels</a>
       </div>
-      <Transcript model={model} citations emptyText="No such conversation." />
+      <Transcript model={model} citations emptyText="No such conversation." live={model?.status === 'running' && (send.busy || answering(model))} />
       <form
         class="chat-box"
         data-testid="chat-form"

@@ -208,7 +208,8 @@ function Node({ n, x, y, selected, onSelect }: { n: NodeInfo; x: number; y: numb
     <g
       class={`node state-${state}${selected ? ' selected' : ''}${collector ? ' collector' : ''}${terminal ? ' terminal' : ''}`}
       transform={`translate(${x - W / 2},${y - H / 2})`}
-      tabIndex={0}
+      // lower case: Preact sets SVG attributes as written, and SVG ignores `tabIndex`
+      tabindex={0}
       role="button"
       aria-pressed={selected}
       aria-label={label}
@@ -254,7 +255,8 @@ function GroupNode({ m, parent, x, y, selected, onSelect }: { m: RunModel; paren
     <g
       class={`node group${selected ? ' selected' : ''}`}
       transform={`translate(${x - W / 2},${y - h / 2})`}
-      tabIndex={0}
+      // lower case: Preact sets SVG attributes as written, and SVG ignores `tabIndex`
+      tabindex={0}
       role="button"
       aria-pressed={selected}
       aria-label={label}

@@ -342,6 +342,9 @@ function RequestChanges({ id, comments, onSent }: { id: string; comments: Commen
   const feedback = feedbackText(general, comments);
   const send = useAction(async () => {
     await post(`/api/workflows/${enc(id)}/request-changes`, { feedback });
+    // Sent: the comments are gone even if the user has already left the view (no re-render
+    // would then save the empty list).
+    saveComments(id, []);
     setGeneral('');
     onSent();
     toast('Changes requested: the stage runs again with your feedback');

@@ -71,13 +71,15 @@ export function RunPage({ id, tab, query, children }: { id: string; tab: string;
 function RunHeader({ m }: { m: RunModel }) {
   const r = m.record;
   // Usage changes with every model call: reloaded when a step completes or the status
-  // changes, at most every 2 s.
+  // changes, at most every 2 s (at once when the run has finished).
   const [usageTick, setUsageTick] = useState(0);
   const step = m.record?.step;
+  const done = m.isFinished();
   useEffect(() => {
-    const t = setTimeout(() => setUsageTick((n) => n + 1), 2000);
+    // A finished run's totals at once: nothing will change them for a while.
+    const t = setTimeout(() => setUsageTick((n) => n + 1), done ? 100 : 2000);
     return () => clearTimeout(t);
-  }, [step, m.status]);
+  }, [step, m.status, done]);
   const usage = useLoad(() => get<RunUsage>(`/api/workflows/${enc(m.id)}/usage`), [m.id, usageTick]);
   const [confirmCancel, setConfirmCancel] = useState(false);
   const cancel = useAction(async () => {
