@@ -9,14 +9,16 @@ use serde_json::{Value, json};
 
 use super::common::{args, json as run_json, trellis};
 
-/// Executions logged by the handlers: (node#attempt, pid).
+/// Executions logged by the handlers: (node#attempt, pid). A line that does not parse was
+/// torn by the SIGKILL (the process died mid-write and the next one appended to it): that
+/// activation was in flight, not completed, so it is left out.
 fn executions(log: &Path) -> Vec<(String, u32)> {
     std::fs::read_to_string(log)
         .unwrap_or_default()
         .lines()
         .filter_map(|l| {
-            l.split_once(' ')
-                .map(|(a, p)| (a.to_owned(), p.parse().unwrap()))
+            let (a, p) = l.split_once(' ')?;
+            Some((a.to_owned(), p.parse().ok()?))
         })
         .collect()
 }
