@@ -100,6 +100,16 @@ impl Service {
         session: &SessionId,
         text: String,
     ) -> OpResult {
+        // An agent's session takes the message through its run's node (seed 004's
+        // AGENT_MESSAGE_RECEIVED); a channel's answers it.
+        if !lock(&self.channels).contains_key(session)
+            && let SessionOwner::Agent { run, node, .. } =
+                self.runtime.store.session(session)?.owner
+        {
+            let message = trellis_protocol::Message::user(text);
+            let command = trellis_protocol::Command::SendMessage { node, message };
+            return self.deliver(sub, &run, command).await;
+        }
         let channel = self.channel(session)?;
         let _turn = channel.busy.lock().await;
         let cancel = self.shutdown.child_token();

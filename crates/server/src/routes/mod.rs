@@ -137,7 +137,7 @@ pub(crate) fn table() -> Vec<Route> {
             .answer("`[frame]` (docs/events.schema.json)"),
         route("GET", "/api/workflows/{id}/sessions", "The run's agent sessions", get(sessions::of_run)),
         route("GET", "/api/workflows/{id}/artifacts", "The run's artifacts (scope cards, plans…) and their status", get(runs::artifacts)),
-        route("GET", "/api/workflows/{id}/usage", "Tokens, cost and calls per model and node", get(runs::usage)),
+        route("GET", "/api/workflows/{id}/usage", "Tokens, cost and calls per model, stage and role", get(runs::usage)),
         route("GET", "/api/workflows/{id}/interrupts", "Questions and reviews waiting for an answer", get(runs::interrupts))
             .answer("`[{node, interrupt}]`"),
         route("POST", "/api/workflows/{id}/answer", "Answer a node's question", post(runs::answer))

@@ -331,7 +331,7 @@ pub(crate) async fn artifacts(
     blocking(move || Ok(Json(to_json(&store.artifacts(&run)?)?))).await
 }
 
-/// `GET /api/workflows/{id}/usage`: tokens, cost and calls per model and per node.
+/// `GET /api/workflows/{id}/usage`: tokens, cost and calls per model, stage and role.
 pub(crate) async fn usage(
     State(state): State<AppState>,
     Path(id): Path<String>,

@@ -139,24 +139,9 @@ pub(crate) async fn message(
             ..ApiError::invalid("the message is empty")
         });
     }
-    // An agent session takes the message through its run's node (seed 004's
-    // AGENT_MESSAGE_RECEIVED); a channel session answers it.
-    let (w, _) = state.session(&id)?;
-    let store = w.service.runtime().store.clone();
-    let rec = {
-        let sid = sid.clone();
-        blocking(move || Ok(store.session(&sid)?)).await?
-    };
-    let op = match rec.owner {
-        SessionOwner::Agent { run, node, .. } => Op::SendMessage {
-            run: run.to_string(),
-            node,
-            text: b.text,
-        },
-        SessionOwner::Channel { .. } => Op::SessionMessage {
-            session: sid,
-            text: b.text,
-        },
+    let op = Op::SessionMessage {
+        session: sid,
+        text: b.text,
     };
     call(&state, op, None).await
 }

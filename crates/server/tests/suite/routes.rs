@@ -113,6 +113,15 @@ async fn a_run_is_created_listed_inspected_and_refuses_what_its_state_forbids() 
     let (status, shown) = get(app, &format!("/api/sessions/{session}")).await;
     assert_eq!(status, StatusCode::OK, "{shown}");
     assert!(!shown["turns"].as_array().unwrap().is_empty(), "{shown}");
+    // A message to an agent's session goes to its node: the run has finished, so 409.
+    let (status, e) = post(
+        app,
+        &format!("/api/sessions/{session}/message"),
+        json!({ "text": "one more thing" }),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CONFLICT, "{e}");
+    assert!(e["error"].as_str().unwrap().contains("succeeded"), "{e}");
     let (status, _) = get(app, &format!("/api/sessions?run={run}")).await;
     assert_eq!(status, StatusCode::OK);
     let (status, _) = get(app, &format!("/api/streams/session:{session}/events")).await;
