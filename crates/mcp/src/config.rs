@@ -22,13 +22,14 @@ use trellis_tools::config::Action;
 use crate::error::{Error, Result};
 
 /// The `[mcp]` section.
-#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct McpConfig {
     /// The servers, by name (the name prefixes their tools: `git__git_status`).
     pub servers: BTreeMap<String, ServerConfig>,
-    /// How long a run waits at its start for servers that are still starting (seconds; 0
-    /// never waits). A server that is not ready by then joins the run when it is.
+    /// How long a run waits at its start for servers that are still starting (seconds,
+    /// default 10; 0 never waits). A server that is not ready by then joins the run when it
+    /// is: its tools are offered from the agents' next model call on.
     pub startup_wait_secs: f64,
 }
 
@@ -77,6 +78,15 @@ pub struct ServerConfig {
     /// destructive (the default) → `destructive`, open-world → `network`, else
     /// `writes_workspace`.
     pub approval: Option<Action>,
+}
+
+impl Default for McpConfig {
+    fn default() -> Self {
+        Self {
+            servers: BTreeMap::new(),
+            startup_wait_secs: 10.0,
+        }
+    }
 }
 
 impl Default for ServerConfig {

@@ -76,12 +76,32 @@ impl ClientHandler for Handler {
 pub(crate) type Client = RunningService<RoleClient, Handler>;
 
 /// The last lines a child wrote to stderr.
-#[derive(Clone, Default)]
-pub(crate) struct StderrTail(Arc<Mutex<VecDeque<String>>>);
+#[derive(Clone)]
+pub(crate) struct StderrTail {
+    lines: Arc<Mutex<VecDeque<String>>>,
+    /// Set when the child's stderr reached its end.
+    closed: Arc<tokio::sync::watch::Sender<bool>>,
+}
+
+impl Default for StderrTail {
+    fn default() -> Self {
+        Self {
+            lines: Arc::default(),
+            closed: Arc::new(tokio::sync::watch::channel(false).0),
+        }
+    }
+}
 
 impl StderrTail {
+    /// Waits (at most `max`) for the child's stderr to end: a server that failed at start
+    /// has usually said why just before it exited.
+    pub(crate) async fn drained(&self, max: std::time::Duration) {
+        let mut rx = self.closed.subscribe();
+        let _ = tokio::time::timeout(max, rx.wait_for(|closed| *closed)).await;
+    }
+
     fn push(&self, line: String) {
-        if let Ok(mut q) = self.0.lock() {
+        if let Ok(mut q) = self.lines.lock() {
             if q.len() == STDERR_LINES {
                 q.pop_front();
             }
@@ -91,7 +111,7 @@ impl StderrTail {
 
     /// The kept lines, joined (empty when the server wrote nothing).
     pub(crate) fn text(&self) -> String {
-        self.0
+        self.lines
             .lock()
             .map(|q| q.iter().cloned().collect::<Vec<_>>().join("\n"))
             .unwrap_or_default()
@@ -181,6 +201,7 @@ pub(crate) async fn connect(
                 tracing::debug!(server = %server, "stderr: {line}");
                 tail.push(line);
             }
+            tail.closed.send_replace(true);
         });
     }
     handler

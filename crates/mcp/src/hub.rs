@@ -364,6 +364,7 @@ async fn supervise(server: Arc<Server>, workspace: PathBuf, shutdown: Cancellati
             Ok(()) => "the server closed the connection".to_owned(),
             Err(e) => e.to_string(),
         };
+        stderr.drained(Duration::from_millis(500)).await;
         let tail = stderr.text();
         let message = if tail.is_empty() {
             why

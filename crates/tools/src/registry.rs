@@ -152,6 +152,24 @@ impl Registry {
             .or_else(|| self.sources.iter().find_map(|s| s.get(name)))
     }
 
+    /// Gives `scope` (an allow-list key of its own, e.g. one agent of one stage) the tools
+    /// `base` may use plus `extra`.
+    pub fn derive<'a>(
+        &mut self,
+        scope: &str,
+        base: &str,
+        extra: impl IntoIterator<Item = &'a str>,
+    ) {
+        let mut tools = self.roles.get(base).cloned().unwrap_or_default();
+        tools.extend(extra.into_iter().map(str::to_owned));
+        self.roles.insert(scope.to_owned(), tools);
+    }
+
+    /// The allow-list keys (roles and scopes).
+    pub fn roles(&self) -> Vec<String> {
+        self.roles.keys().cloned().collect()
+    }
+
     /// Records every call into `sink`.
     pub fn with_sink(mut self, sink: Arc<dyn ToolCallSink>) -> Self {
         self.sink = Some(sink);
