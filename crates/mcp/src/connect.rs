@@ -153,7 +153,10 @@ pub(crate) async fn connect(
         if let Some(var) = &config.bearer_token_env {
             cfg = cfg.auth_header(env_value(name, var)?);
         }
-        let transport = StreamableHttpClientTransport::from_config(cfg);
+        // The one HTTP client (rustls with ring, installed as the process's provider).
+        let client = trellis_fetch::client(std::time::Duration::from_secs(10), None)
+            .map_err(|e| failed(&e))?;
+        let transport = StreamableHttpClientTransport::with_client(client, cfg);
         return handler
             .serve_with_lifecycle(transport, lifecycle)
             .await

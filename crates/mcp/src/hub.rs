@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
+use futures::FutureExt as _;
 use rmcp::Peer;
 use rmcp::RoleClient;
 use serde::Serialize;
@@ -333,13 +334,17 @@ async fn supervise(server: Arc<Server>, workspace: PathBuf, shutdown: Cancellati
         let stderr = StderrTail::default();
         let changed = Arc::new(Notify::new());
         let handler = Handler::new(&server.name, changed.clone());
+        // A panic inside the SDK or a transport fails this attempt, not the supervisor.
+        let attempt = std::panic::AssertUnwindSafe(start(&server, &workspace, handler, &stderr))
+            .catch_unwind();
         let started = tokio::select! {
             () = shutdown.cancelled() => break,
-            r = tokio::time::timeout(
-                server.config.startup_timeout(),
-                start(&server, &workspace, handler, &stderr),
-            ) => match r {
-                Ok(r) => r,
+            r = tokio::time::timeout(server.config.startup_timeout(), attempt) => match r {
+                Ok(Ok(r)) => r,
+                Ok(Err(panic)) => Err(Error::Start {
+                    server: server.name.clone(),
+                    message: format!("internal error: {}", panic_text(&panic)),
+                }),
                 Err(_) => Err(Error::Start {
                     server: server.name.clone(),
                     message: format!(
@@ -491,6 +496,14 @@ async fn run(
             }
         }
     }
+}
+
+fn panic_text(panic: &Box<dyn std::any::Any + Send>) -> String {
+    panic
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+        .unwrap_or_else(|| "a panic".to_owned())
 }
 
 fn clear(server: &Server) {

@@ -296,3 +296,119 @@ fn configuration_errors_name_the_server_and_field() {
             .contains("no `__`")
     );
 }
+
+/// server-everything's Streamable HTTP transport on a free loopback port (killed on drop).
+struct HttpEverything {
+    child: std::process::Child,
+    url: String,
+}
+
+impl Drop for HttpEverything {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn http_everything() -> HttpEverything {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let shim = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/peers/loopback.cjs");
+    let child = std::process::Command::new("node")
+        .arg("-r")
+        .arg(shim)
+        .arg(peers().join("server-everything/dist/index.js"))
+        .arg("streamableHttp")
+        .env("PORT", port.to_string())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "server-everything did not listen"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    HttpEverything {
+        child,
+        url: format!("http://127.0.0.1:{port}/mcp"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_everything_over_streamable_http() {
+    let server = http_everything();
+    let dir = tempfile::tempdir().unwrap();
+    let http = ServerConfig {
+        url: Some(server.url.clone()),
+        headers: [("X-Trellis-Test".to_owned(), "1".to_owned())].into(),
+        ..ServerConfig::default()
+    };
+    let hub = hub(dir.path(), vec![("web", http)]);
+    hub.start();
+    let all = hub.settled(Duration::from_secs(60)).await;
+    let s = status(&all, "web");
+    assert_eq!(s.state, ServerState::Ready, "{s:?}");
+    assert!(s.transport.starts_with("http: http://127.0.0.1:"), "{s:?}");
+    let agent = Agent::new(dir.path(), &hub);
+    let r = agent.call("web__get-sum", json!({"a": 20, "b": 22})).await;
+    assert!(!r.is_error && r.content.contains("42"), "{r:?}");
+    let r = agent.call("web__get-sum", json!({"a": "x"})).await;
+    assert!(r.is_error, "{r:?}");
+
+    // The server goes away: calls fail with the reason, and the hub notices.
+    drop(server);
+    let r = agent.call("web__get-sum", json!({"a": 1, "b": 2})).await;
+    assert!(r.is_error, "{r:?}");
+    hub.stop(Duration::from_secs(10)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_changed_tool_list_is_listed_again_and_is_error_results_are_tool_failures() {
+    let dir = tempfile::tempdir().unwrap();
+    let dynamic = ServerConfig {
+        command: Some("node".into()),
+        args: vec![
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("tests/peers/dynamic.mjs")
+                .display()
+                .to_string(),
+        ],
+        ..ServerConfig::default()
+    };
+    let hub = hub(dir.path(), vec![("dyn", dynamic)]);
+    hub.start();
+    let all = hub.settled(Duration::from_secs(60)).await;
+    assert_eq!(status(&all, "dyn").state, ServerState::Ready, "{all:?}");
+    let agent = Agent::new(dir.path(), &hub);
+    let names = || -> Vec<String> {
+        agent
+            .registry
+            .specs_for("agent")
+            .into_iter()
+            .map(|t| t.name)
+            .collect()
+    };
+    assert_eq!(names(), ["dyn__fail", "dyn__grow"]);
+
+    let r = agent.call("dyn__fail", json!({})).await;
+    assert!(r.is_error, "{r:?}");
+    assert!(r.content.contains("the disk is full"), "{r:?}");
+
+    let r = agent.call("dyn__grow", json!({})).await;
+    assert!(!r.is_error, "{r:?}");
+    let started = Instant::now();
+    while !names().contains(&"dyn__extra".to_owned()) {
+        assert!(started.elapsed() < Duration::from_secs(10), "{:?}", names());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let r = agent.call("dyn__extra", json!({})).await;
+    assert!(!r.is_error && r.content.contains("extra works"), "{r:?}");
+    hub.stop(Duration::from_secs(10)).await;
+}
