@@ -1,14 +1,25 @@
-//! `trellis mcp list`: the MCP servers of `[mcp.servers]`, each started as a run would start
-//! it, with its state, tools and last error.
+//! `trellis mcp`: the workspace's code intelligence as an MCP server on stdio; `trellis mcp
+//! list`: the MCP servers of `[mcp.servers]`, each started as a run would start it, with its
+//! state, tools and last error.
 
 use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::Subcommand;
+use clap::{Args, Subcommand};
 use trellis_mcp::{McpConfig, McpHub, ServerState};
 
 use crate::models::load_config;
+
+/// `trellis mcp`.
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct McpArgs {
+    /// Without a subcommand: serve the workspace's code intelligence (search, symbols,
+    /// symbol_at, repo_map, ast_context_map, doc_sections) over MCP on stdin/stdout.
+    #[command(subcommand)]
+    pub command: Option<McpCommand>,
+}
 
 /// `trellis mcp` subcommands.
 #[derive(Debug, Subcommand)]
@@ -28,13 +39,11 @@ pub enum McpCommand {
     },
 }
 
-/// Runs a `mcp` subcommand.
-pub async fn execute(
-    cmd: McpCommand,
-    repo: &Path,
-    overrides: &[String],
-) -> anyhow::Result<ExitCode> {
-    let McpCommand::List { json, tools, wait } = cmd;
+/// Runs `trellis mcp`.
+pub async fn execute(args: McpArgs, repo: &Path, overrides: &[String]) -> anyhow::Result<ExitCode> {
+    let Some(McpCommand::List { json, tools, wait }) = args.command else {
+        return serve(repo, overrides).await;
+    };
     let config = load_config(repo, overrides)?;
     let mcp: McpConfig = config.section_serde("mcp")?;
     let repo = trellis_tools::worktree::repo_root(repo).unwrap_or_else(|_| repo.to_path_buf());
@@ -103,4 +112,16 @@ pub async fn execute(
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// Serves the code intelligence of `repo` on stdio until the client disconnects. Only MCP
+/// goes to stdout; progress and logs go to stderr.
+async fn serve(repo: &Path, overrides: &[String]) -> anyhow::Result<ExitCode> {
+    let root = trellis_tools::worktree::repo_root(repo).unwrap_or_else(|_| repo.to_path_buf());
+    let config: trellis_index::IndexConfig =
+        load_config(repo, overrides)?.section_serde("index")?;
+    eprintln!("trellis mcp: serving {} on stdio", root.display());
+    let server = trellis_mcp_server::CodeServer::open(&root, config)?;
+    trellis_mcp_server::serve_stdio(server).await?;
+    Ok(ExitCode::SUCCESS)
 }

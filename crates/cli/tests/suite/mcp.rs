@@ -169,3 +169,86 @@ fn mcp_list_shows_each_servers_state_tools_and_last_error() {
     assert!(text.contains("broken           disabled"), "{text}");
     assert!(text.contains("everything       ready"), "{text}");
 }
+
+#[test]
+fn trellis_mcp_serves_code_intelligence_that_an_agent_uses_through_the_mcp_client() {
+    // The workspace's own `trellis mcp` is its MCP server `code`; the analysis stage may call
+    // its `symbols` tool.
+    let (url, seen) = serve(|body| {
+        let tools = offered(body);
+        if tools.iter().any(|t| t == "code__symbols") && tool_results(body) == 0 {
+            tool_sse(
+                "call_sym",
+                "code__symbols",
+                &json!({"name": "reserve", "exact": true}).to_string(),
+            )
+        } else {
+            sse(&answer(body))
+        }
+    });
+    let bin = env!("CARGO_BIN_EXE_trellis");
+    let config = format!(
+        "{}\n[mcp.servers.code]\ncommand = {bin:?}\nargs = [\"mcp\"]\nenv = {{ XDG_CONFIG_HOME = \"/nonexistent\" }}\n",
+        mock_config(&url)
+    );
+    let ws = trellis_test_support::example_repo("inventory", &config).unwrap();
+    let builtin = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../workflows/architecture_discussion.yaml"),
+    )
+    .unwrap();
+    let dir = ws.path().join(".trellis/workflows");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("architecture_discussion.yaml"),
+        builtin.replace(
+            "mcp_tools: []  # No MCP tools for document analysis",
+            "mcp_tools: [\"code.symbols\"]",
+        ),
+    )
+    .unwrap();
+
+    let list = json(args(isolated(ws.path()), &["mcp", "list", "--json"]));
+    let code = &list[0];
+    assert_eq!(code["state"], "ready", "{list}");
+    for tool in [
+        "code__search",
+        "code__symbols",
+        "code__symbol_at",
+        "code__repo_map",
+    ] {
+        assert!(
+            code["tools"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|t| t["name"] == tool && t["read_only"] == true),
+            "{tool}: {list}"
+        );
+    }
+
+    let out = ok(args(
+        isolated(ws.path()),
+        &[
+            "run",
+            "Where are reservations made?",
+            "--workflow",
+            "architecture_discussion",
+            "--skip",
+            "decision_documentation",
+            "--no-input",
+            "--no-review",
+        ],
+    ));
+    assert!(out.contains("succeeded at DONE"), "{out}");
+    let bodies = seen.lock().unwrap().clone();
+    let result = bodies
+        .iter()
+        .flat_map(|b| b["messages"].as_array().cloned().unwrap_or_default())
+        .find(|m| m["role"] == "tool" && m["tool_call_id"] == "call_sym")
+        .unwrap_or_else(|| panic!("no symbols result in {bodies:?}"));
+    let text = result["content"].to_string();
+    assert!(
+        text.contains("inventory.py") && text.contains("\\\"start_line\\\":25"),
+        "{text}"
+    );
+}
