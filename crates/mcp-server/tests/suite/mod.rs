@@ -1,1 +1,2 @@
+mod http;
 mod tools;
