@@ -91,27 +91,22 @@ fn the_inspector_finds_the_tools_strictly_valid_and_calls_them() {
             "{tool}: {out}"
         );
     }
-    let (code, out) = inspect(&[
-        "--method",
-        "tools/call",
-        "--tool-name",
-        "symbol_at",
-        "--tool-arg",
-        "path=inventory.py",
-        "line=27",
-    ]);
+    let symbol_at = |path: &str, line: &str| {
+        inspect(&[
+            "--method",
+            "tools/call",
+            "--tool-name",
+            "symbol_at",
+            "--tool-arg",
+            &format!("path={path}"),
+            &format!("line={line}"),
+        ])
+    };
+    let (code, out) = symbol_at("inventory.py", "27");
     assert_eq!(code, Some(0), "{out}");
     assert!(out.contains("Inventory.reserve"), "{out}");
     // A refused path: the inspector's exit code for a tool error.
-    let (code, out) = inspect(&[
-        "--method",
-        "tools/call",
-        "--tool-name",
-        "symbol_at",
-        "--tool-arg",
-        "path=../outside",
-        "line=1",
-    ]);
+    let (code, out) = symbol_at("../outside", "1");
     assert_eq!(code, Some(5), "{out}");
     assert!(out.contains("outside the workspace"), "{out}");
 }
