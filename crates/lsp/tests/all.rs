@@ -1,0 +1,11 @@
+//! Integration tests of `trellis-lsp` against real language servers (each skips, saying so,
+//! when its server is not installed).
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    clippy::print_stderr,
+    missing_docs
+)]
+
+mod suite;
