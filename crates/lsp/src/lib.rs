@@ -121,7 +121,7 @@ impl ServerSpec {
 }
 
 /// A place in the workspace, 1-based.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct Place {
     /// Path relative to the workspace root (absolute when outside it, e.g. a library).
     pub path: String,
@@ -136,6 +136,9 @@ pub struct Place {
 struct State {
     indexing_done: Option<watch::Sender<bool>>,
 }
+
+/// Ends the client's main loop (async-lsp panics if its sockets all go away while it runs).
+struct Stop;
 
 /// One running language server for one workspace root.
 pub struct LspClient {
@@ -192,7 +195,8 @@ impl LspClient {
                     async move { Ok(vec![serde_json::Value::Null; n]) }
                 })
                 .request::<RegisterCapability, _>(|_, _| async { Ok(()) })
-                .request::<WorkDoneProgressCreate, _>(|_, _| async { Ok(()) });
+                .request::<WorkDoneProgressCreate, _>(|_, _| async { Ok(()) })
+                .event(|_, _: Stop| ControlFlow::Break(Ok(())));
             router
         });
         let mut child = tokio::process::Command::new(&spec.program)
@@ -471,7 +475,68 @@ impl LspClient {
         {
             let _ = child.kill().await;
         }
-        self.mainloop.abort();
+        let _ = self.server.emit(Stop);
+    }
+}
+
+impl Drop for LspClient {
+    fn drop(&mut self) {
+        // The main loop ends before its last socket is gone; the child is killed on drop.
+        let _ = self.server.emit(Stop);
+    }
+}
+
+/// The language servers of one workspace: one per server program, started on first use,
+/// started again when it has died.
+#[derive(Debug)]
+pub struct LspPool {
+    root: PathBuf,
+    ready_timeout: Duration,
+    clients: tokio::sync::Mutex<std::collections::HashMap<String, Arc<LspClient>>>,
+}
+
+impl LspPool {
+    /// A pool for the workspace at `root`; a server that has not finished indexing after
+    /// `ready_timeout` answers anyway (possibly incompletely).
+    pub fn new(root: &Path, ready_timeout: Duration) -> Self {
+        Self {
+            root: root.to_path_buf(),
+            ready_timeout,
+            clients: tokio::sync::Mutex::default(),
+        }
+    }
+
+    /// The running server for `path`'s language (started, or restarted, if need be).
+    pub async fn for_path(&self, path: &str) -> Result<Arc<LspClient>> {
+        let spec = ServerSpec::for_path(Path::new(path)).ok_or_else(|| {
+            Error::Path(format!(
+                "{path}: no language server for this kind of file (Rust, Python, TypeScript and JavaScript have one)"
+            ))
+        })?;
+        let mut clients = self.clients.lock().await;
+        if let Some(c) = clients.get(&spec.program)
+            && c.alive()
+        {
+            return Ok(c.clone());
+        }
+        let client = LspClient::start(&spec, &self.root).await?;
+        if !client.ready(self.ready_timeout).await {
+            tracing::warn!(
+                "{} has not finished indexing after {:?}; answers may be incomplete",
+                spec.program,
+                self.ready_timeout
+            );
+        }
+        clients.insert(spec.program.clone(), client.clone());
+        Ok(client)
+    }
+
+    /// Shuts every server down.
+    pub async fn shutdown(&self) {
+        let clients: Vec<_> = self.clients.lock().await.drain().map(|(_, c)| c).collect();
+        for c in clients {
+            c.shutdown().await;
+        }
     }
 }
 

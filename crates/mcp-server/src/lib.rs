@@ -48,6 +48,8 @@ pub struct CodeServer {
     index: Arc<Mutex<Index>>,
     /// Set once the start-up update finished (calls wait for it).
     indexed: tokio::sync::watch::Receiver<bool>,
+    /// Language servers, started on first use.
+    lsp: Arc<trellis_lsp::LspPool>,
     tool_router: ToolRouter<Self>,
 }
 
@@ -132,6 +134,42 @@ pub struct AstMapArgs {
     pub paths: Vec<String>,
 }
 
+/// `definition`, `references` and `hover` arguments: a position, or a symbol's name.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct PositionArgs {
+    /// A file, relative to the workspace (with `line` and `column`).
+    #[serde(default)]
+    pub path: String,
+    /// Line, 1-based.
+    #[serde(default)]
+    pub line: u32,
+    /// Column, 1-based (default: the first non-blank character of the line).
+    #[serde(default)]
+    pub column: u32,
+    /// Instead of a position: a symbol's name or qualified name, looked up in the index
+    /// (its declaration is the position).
+    #[serde(default)]
+    pub symbol: String,
+}
+
+/// `definition` / `references` result.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Places {
+    /// The position asked about (`path:line:column`).
+    pub at: String,
+    /// The places, by path and line.
+    pub places: Vec<trellis_lsp::Place>,
+}
+
+/// `hover` result.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct HoverResult {
+    /// The position asked about (`path:line:column`).
+    pub at: String,
+    /// Type, signature and documentation, as the language server gives them (Markdown).
+    pub text: String,
+}
+
 /// One retrieved piece of the workspace.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct Hit {
@@ -210,7 +248,11 @@ impl CodeServer {
             root: root.to_path_buf(),
             index: Arc::new(Mutex::new(index)),
             indexed,
-            tool_router: Self::tool_router(),
+            lsp: Arc::new(trellis_lsp::LspPool::new(
+                root,
+                std::time::Duration::from_secs(120),
+            )),
+            tool_router: Self::tool_router() + Self::lsp_router(),
         };
         let index = server.index.clone();
         let refresh = move || {
@@ -450,6 +492,153 @@ impl CodeServer {
         })
         .await
     }
+}
+
+#[tool_router(router = lsp_router, vis = "pub(crate)")]
+impl CodeServer {
+    /// The position a call names: `path` + `line` (+ `column`), or `symbol` resolved through
+    /// the index to where it is declared.
+    async fn resolve(&self, a: PositionArgs) -> Result<(String, u32, u32), String> {
+        if !a.symbol.trim().is_empty() {
+            check_text("symbol", &a.symbol)?;
+            let name = a.symbol.trim().to_owned();
+            let root = self.root.clone();
+            return self
+                .with_index(move |index| {
+                    let found = index
+                        .find_symbols(&SymbolQuery {
+                            name: name.clone(),
+                            exact: true,
+                            kinds: Vec::new(),
+                            path_prefix: None,
+                            limit: 1,
+                        })
+                        .map_err(|e| e.to_string())?;
+                    let c = found
+                        .into_iter()
+                        .next()
+                        .ok_or_else(|| format!("no symbol named {name:?} in the index"))?;
+                    let text = std::fs::read_to_string(root.join(&c.path))
+                        .map_err(|e| format!("{}: {e}", c.path))?;
+                    let short = c.name.rsplit(['.', ':']).next().unwrap_or(&c.name);
+                    // The declaration's line: the chunk may start with doc comments or
+                    // attributes that mention the name too.
+                    let found = text
+                        .lines()
+                        .enumerate()
+                        .skip(c.start_line.saturating_sub(1) as usize)
+                        .take((c.end_line + 1).saturating_sub(c.start_line) as usize)
+                        .filter(|(_, l)| !is_comment_or_attribute(l))
+                        .find_map(|(n, l)| word_at(l, short).map(|i| (n, l, i)));
+                    let (line, column) = match found {
+                        Some((n, l, i)) => (
+                            u32::try_from(n + 1).unwrap_or(c.start_line),
+                            utf16_len(&l[..i]) + 1,
+                        ),
+                        None => (c.start_line, 1),
+                    };
+                    Ok((c.path, line, column))
+                })
+                .await;
+        }
+        let path = relative(&a.path)?;
+        if a.line == 0 {
+            return Err("give `path` and a 1-based `line` (and `column`), or `symbol`".into());
+        }
+        let column = if a.column > 0 {
+            a.column
+        } else {
+            let text = std::fs::read_to_string(self.root.join(&path))
+                .map_err(|e| format!("{path}: {e}"))?;
+            let line = text.lines().nth(a.line as usize - 1).unwrap_or_default();
+            let blank = line.len() - line.trim_start().len();
+            utf16_len(&line[..blank]) + 1
+        };
+        Ok((path, a.line, column))
+    }
+
+    #[tool(
+        description = "Where the symbol at a position (path, 1-based line and column) or named `symbol` is defined, from the file's language server (rust-analyzer, pyright, typescript-language-server).",
+        annotations(read_only_hint = true, open_world_hint = false)
+    )]
+    async fn definition(
+        &self,
+        Parameters(a): Parameters<PositionArgs>,
+    ) -> Result<Json<Places>, String> {
+        let (path, line, column) = self.resolve(a).await?;
+        let lsp = self.lsp.for_path(&path).await.map_err(|e| e.to_string())?;
+        let places = lsp
+            .definition(&path, line, column)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(Json(Places {
+            at: format!("{path}:{line}:{column}"),
+            places,
+        }))
+    }
+
+    #[tool(
+        description = "Every reference to the symbol at a position (path, 1-based line and column) or named `symbol`, its declaration included, from the file's language server.",
+        annotations(read_only_hint = true, open_world_hint = false)
+    )]
+    async fn references(
+        &self,
+        Parameters(a): Parameters<PositionArgs>,
+    ) -> Result<Json<Places>, String> {
+        let (path, line, column) = self.resolve(a).await?;
+        let lsp = self.lsp.for_path(&path).await.map_err(|e| e.to_string())?;
+        let places = lsp
+            .references(&path, line, column)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(Json(Places {
+            at: format!("{path}:{line}:{column}"),
+            places,
+        }))
+    }
+
+    #[tool(
+        description = "The type, signature and documentation of the symbol at a position (path, 1-based line and column) or named `symbol`, from the file's language server.",
+        annotations(read_only_hint = true, open_world_hint = false)
+    )]
+    async fn hover(
+        &self,
+        Parameters(a): Parameters<PositionArgs>,
+    ) -> Result<Json<HoverResult>, String> {
+        let (path, line, column) = self.resolve(a).await?;
+        let lsp = self.lsp.for_path(&path).await.map_err(|e| e.to_string())?;
+        let text = lsp
+            .hover(&path, line, column)
+            .await
+            .map_err(|e| e.to_string())?
+            .unwrap_or_default();
+        Ok(Json(HoverResult {
+            at: format!("{path}:{line}:{column}"),
+            text,
+        }))
+    }
+}
+
+/// Whether a line is a comment, a doc comment or an attribute/decorator.
+fn is_comment_or_attribute(line: &str) -> bool {
+    let t = line.trim_start();
+    ["//", "/*", "*", "#", "@", "\"\"\"", "'''"]
+        .iter()
+        .any(|p| t.starts_with(p))
+}
+
+/// Byte offset of `word` in `line` as a whole identifier.
+fn word_at(line: &str, word: &str) -> Option<usize> {
+    let ident = |c: char| c.is_alphanumeric() || c == '_';
+    line.match_indices(word).map(|(i, _)| i).find(|&i| {
+        !line[..i].chars().next_back().is_some_and(ident)
+            && !line[i + word.len()..].chars().next().is_some_and(ident)
+    })
+}
+
+/// Length of `s` in UTF-16 code units (how LSP counts columns).
+fn utf16_len(s: &str) -> u32 {
+    u32::try_from(s.encode_utf16().count()).unwrap_or(u32::MAX)
 }
 
 #[tool_handler(router = self.tool_router)]

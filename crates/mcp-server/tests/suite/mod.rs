@@ -1,2 +1,3 @@
 mod http;
+mod lsp;
 mod tools;
