@@ -1,1 +1,2 @@
+mod python;
 mod rust;

@@ -1,0 +1,64 @@
+//! pyright on the example repository (`examples/inventory`) with known answers (skipped,
+//! saying so, when pyright is not installed: scripts/setup.d/72-lsp.sh puts it in a venv).
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use trellis_lsp::{LspClient, ServerSpec};
+
+/// pyright-langserver from the setup's venv, else from PATH.
+fn pyright() -> Option<PathBuf> {
+    let cache = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
+    let venv = cache.join("trellis/lsp-venv/bin/pyright-langserver");
+    if venv.exists() {
+        return Some(venv);
+    }
+    std::process::Command::new("pyright-langserver")
+        .arg("--version")
+        .output()
+        .ok()
+        .map(|_| PathBuf::from("pyright-langserver"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pyright_answers_definitions_references_and_hovers() {
+    let Some(program) = pyright() else {
+        eprintln!("SKIPPED: pyright is not installed (scripts/setup.d/72-lsp.sh)");
+        return;
+    };
+    let ws = trellis_test_support::example_repo("inventory", "").unwrap();
+    let mut spec = ServerSpec::for_path(Path::new("inventory.py")).unwrap();
+    spec.program = program.display().to_string();
+    let lsp = LspClient::start(&spec, ws.path()).await.unwrap();
+    assert!(lsp.ready(Duration::from_secs(60)).await);
+
+    // `reserve` as called on test_inventory.py line 15 is defined at inventory.py line 25.
+    let defs = lsp.definition("test_inventory.py", 15, 13).await.unwrap();
+    let at: Vec<(&str, u32)> = defs.iter().map(|p| (p.path.as_str(), p.line)).collect();
+    assert_eq!(at, [("inventory.py", 25)], "{defs:?}");
+
+    // Its references: the declaration and the three calls in the tests.
+    let refs = lsp.references("inventory.py", 25, 9).await.unwrap();
+    let at: Vec<(&str, u32)> = refs.iter().map(|p| (p.path.as_str(), p.line)).collect();
+    assert_eq!(
+        at,
+        [
+            ("inventory.py", 25),
+            ("test_inventory.py", 15),
+            ("test_inventory.py", 18),
+            ("test_inventory.py", 23)
+        ],
+        "{refs:?}"
+    );
+
+    let hover = lsp
+        .hover("test_inventory.py", 15, 13)
+        .await
+        .unwrap()
+        .unwrap_or_default();
+    assert!(hover.contains("reserve"), "{hover}");
+    assert!(hover.contains("raises OutOfStock"), "{hover}");
+    lsp.shutdown().await;
+}
