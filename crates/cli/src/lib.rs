@@ -5,6 +5,7 @@
 //! graphs. Every command prints readable text, or JSON with `--json`.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
+mod acp;
 mod answer;
 mod chat;
 mod demo;
@@ -104,6 +105,9 @@ pub enum Commands {
     /// Serve the HTTP + WebSocket API (and web UI) for one or more workspaces (`--repo DIR`,
     /// repeatable) on loopback, with token authentication.
     Serve(serve::ServeArgs),
+    /// Be an Agent Client Protocol (v1) agent on stdin/stdout, for editors such as Zed
+    /// (`docs/acp.md`).
+    Acp(acp::AcpArgs),
 }
 
 /// Runs the command line and maps errors to exit code 1 (printed on stderr).
@@ -134,6 +138,15 @@ pub fn run(mut cli: Cli) -> anyhow::Result<ExitCode> {
     }
     if cli.repos.len() > 1 {
         bail!("only `trellis serve` takes several --repo; give one workspace");
+    }
+    if let Commands::Acp(args) = &cli.command {
+        return acp::acp(
+            args,
+            cli.repos.last().cloned(),
+            &cli.config,
+            cli.db.clone(),
+            store_options(&cli),
+        );
     }
     let repo = cli.repo();
     cli.repos = vec![repo.clone()];
@@ -199,7 +212,8 @@ pub fn run(mut cli: Cli) -> anyhow::Result<ExitCode> {
         | Commands::Workflows(_)
         | Commands::Run(_)
         | Commands::Models(_)
-        | Commands::Serve(_) => unreachable!("handled before the store is opened"),
+        | Commands::Serve(_)
+        | Commands::Acp(_) => unreachable!("handled before the store is opened"),
     }
 }
 

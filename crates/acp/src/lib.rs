@@ -1,0 +1,264 @@
+//! `trellis acp`: Trellis as an [Agent Client Protocol](https://agentclientprotocol.com) v1
+//! agent over stdio, for editors (Zed, JetBrains, neovim, Emacs).
+//!
+//! A thin adapter over the runtime service ([`trellis_core::service::Service`]), like
+//! `trellis serve`: a prompt turn is a Trellis request — a `startRun` op in interrupt mode —
+//! and the turn streams the run's planned stages as the ACP `plan`, its agents' text and
+//! thinking as message and thought chunks, their tool calls (with diffs for edits) as
+//! `tool_call` / `tool_call_update`, and turns approvals into `session/request_permission`.
+//! `session/cancel` cancels the run and ends the turn with `stopReason: cancelled`.
+//!
+//! stdout carries the protocol only; logs go to stderr. See `docs/acp.md`.
+
+mod map;
+mod turn;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use agent_client_protocol::schema::ProtocolVersion;
+use agent_client_protocol::v1::schema as acp;
+use agent_client_protocol::{Agent, Client, ConnectTo, Stdio};
+use tokio_util::sync::CancellationToken;
+use trellis_core::service::Service;
+
+pub use map::{StagePlan, session_updates, tool_kind};
+
+/// What can go wrong running the agent.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The connection to the client failed (transport, a handler's fatal error).
+    #[error("ACP connection: {0}")]
+    Connection(#[from] agent_client_protocol::Error),
+}
+
+/// Opens the runtime service of a workspace (a git repository's root). Called at most once
+/// per process, on the first `session/new` when no service was given.
+pub type OpenService = Arc<dyn Fn(&Path) -> Result<Arc<Service>, String> + Send + Sync>;
+
+/// Settings of the agent.
+#[derive(Clone, Debug, Default)]
+pub struct AcpOptions {
+    /// Run every prompt with this workflow instead of asking the orchestrator.
+    pub workflow: Option<String>,
+}
+
+/// What the client said it can do in `initialize`; nothing it did not advertise is called.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ClientCaps {
+    /// `fs/read_text_file`.
+    pub read_text_file: bool,
+    /// `fs/write_text_file`.
+    pub write_text_file: bool,
+    /// `terminal/*`.
+    pub terminal: bool,
+}
+
+/// One ACP session: a workspace directory and its turns.
+struct Session {
+    /// The session's `cwd` (absolute, inside the workspace).
+    cwd: PathBuf,
+    /// The prompt turn in progress, if any.
+    turn: Option<CancellationToken>,
+    /// Approvals answered "always" (`true`) or "never" (`false`), by tool.
+    always: HashMap<String, bool>,
+}
+
+/// The Trellis ACP agent: sessions over one runtime service.
+pub struct AcpAgent {
+    open: Option<OpenService>,
+    service: tokio::sync::Mutex<Option<Arc<Service>>>,
+    options: AcpOptions,
+    client: Mutex<ClientCaps>,
+    sessions: Mutex<HashMap<String, Session>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The root of the git repository holding `dir` (the nearest ancestor with a `.git`).
+fn git_root(dir: &Path) -> Option<PathBuf> {
+    dir.ancestors()
+        .find(|d| d.join(".git").exists())
+        .map(Path::to_path_buf)
+}
+
+fn invalid_params(message: impl Into<String>) -> agent_client_protocol::Error {
+    agent_client_protocol::Error::invalid_params().data(serde_json::json!(message.into()))
+}
+
+impl AcpAgent {
+    /// An agent whose service is opened by `open` on the first `session/new` (the git
+    /// repository of its `cwd`).
+    pub fn new(open: OpenService, options: AcpOptions) -> Arc<Self> {
+        Arc::new(Self {
+            open: Some(open),
+            service: tokio::sync::Mutex::new(None),
+            options,
+            client: Mutex::new(ClientCaps::default()),
+            sessions: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// An agent over a running service: sessions must be inside its workspace.
+    pub fn with_service(service: Arc<Service>, options: AcpOptions) -> Arc<Self> {
+        Arc::new(Self {
+            open: None,
+            service: tokio::sync::Mutex::new(Some(service)),
+            options,
+            client: Mutex::new(ClientCaps::default()),
+            sessions: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// What the client advertised in `initialize`.
+    pub fn client_caps(&self) -> ClientCaps {
+        *lock(&self.client)
+    }
+
+    /// The service, once a session opened it (or the one given).
+    pub async fn service(&self) -> Option<Arc<Service>> {
+        self.service.lock().await.clone()
+    }
+
+    /// The ACP agent side of a connection, for [`ConnectTo::connect_to`] a transport (stdio,
+    /// or the SDK's in-process client in tests).
+    pub fn connection(self: &Arc<Self>) -> impl ConnectTo<Client> + 'static {
+        let (a, b, c, d) = (self.clone(), self.clone(), self.clone(), self.clone());
+        Agent
+            .v1()
+            .name("trellis")
+            .on_receive_request(
+                async move |req: acp::InitializeRequest, responder, _cx| {
+                    responder.respond(a.initialize(&req))
+                },
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                async move |req: acp::NewSessionRequest, responder, cx| {
+                    // Opening the service (store, configuration) is slow: off the dispatch loop.
+                    let b = b.clone();
+                    cx.spawn(async move {
+                        let _ = responder.respond_with_result(b.new_session(req).await);
+                        Ok(())
+                    })
+                },
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                async move |req: acp::PromptRequest, responder, cx| {
+                    // The turn waits on permission requests: it must not hold the dispatch
+                    // loop, or their answers never arrive.
+                    let c = c.clone();
+                    let conn = cx.clone();
+                    cx.spawn(async move {
+                        let _ = responder.respond_with_result(c.prompt(req, conn).await);
+                        Ok(())
+                    })
+                },
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_notification(
+                async move |n: acp::CancelNotification, _cx| {
+                    d.cancel(&n.session_id);
+                    Ok(())
+                },
+                agent_client_protocol::on_receive_notification!(),
+            )
+    }
+
+    /// Serves one client over this process's stdin and stdout until it disconnects.
+    pub async fn serve_stdio(self: &Arc<Self>) -> Result<(), Error> {
+        self.connection().connect_to(Stdio::new()).await?;
+        Ok(())
+    }
+
+    fn initialize(&self, req: &acp::InitializeRequest) -> acp::InitializeResponse {
+        let caps = &req.client_capabilities;
+        *lock(&self.client) = ClientCaps {
+            read_text_file: caps.fs.read_text_file,
+            write_text_file: caps.fs.write_text_file,
+            terminal: caps.terminal,
+        };
+        // Only what is implemented: no session loading, no images, audio or embedded
+        // context, no MCP servers from the client (defaults are "unsupported").
+        acp::InitializeResponse::new(ProtocolVersion::V1)
+            .agent_capabilities(acp::AgentCapabilities::new())
+            .auth_methods(Vec::new())
+            .agent_info(
+                acp::Implementation::new("trellis", env!("CARGO_PKG_VERSION")).title("Trellis"),
+            )
+    }
+
+    async fn new_session(
+        &self,
+        req: acp::NewSessionRequest,
+    ) -> Result<acp::NewSessionResponse, agent_client_protocol::Error> {
+        if !req.cwd.is_absolute() {
+            return Err(invalid_params(format!(
+                "cwd must be an absolute path, not `{}`",
+                req.cwd.display()
+            )));
+        }
+        let cwd = req.cwd.canonicalize().map_err(|e| {
+            invalid_params(format!(
+                "cwd `{}` is not a directory: {e}",
+                req.cwd.display()
+            ))
+        })?;
+        let mut service = self.service.lock().await;
+        let svc = match service.as_ref() {
+            Some(s) => s.clone(),
+            None => {
+                let (Some(open), Some(root)) = (self.open.clone(), git_root(&cwd)) else {
+                    return Err(invalid_params(format!(
+                        "cwd `{}` is not inside a git repository",
+                        cwd.display()
+                    )));
+                };
+                let opened = tokio::task::spawn_blocking(move || open(&root))
+                    .await
+                    .map_err(agent_client_protocol::Error::into_internal_error)?
+                    .map_err(|e| agent_client_protocol::Error::internal_error().data(e))?;
+                *service = Some(opened.clone());
+                opened
+            }
+        };
+        drop(service);
+        let root = svc
+            .runtime()
+            .repo
+            .canonicalize()
+            .unwrap_or_else(|_| svc.runtime().repo.clone());
+        if !cwd.starts_with(&root) {
+            return Err(invalid_params(format!(
+                "cwd `{}` is outside this agent's workspace `{}` (one workspace per `trellis acp` process)",
+                cwd.display(),
+                root.display()
+            )));
+        }
+        let id = trellis_protocol::SessionId::new().to_string();
+        lock(&self.sessions).insert(
+            id.clone(),
+            Session {
+                cwd,
+                turn: None,
+                always: HashMap::new(),
+            },
+        );
+        tracing::info!(session = %id, "session created");
+        Ok(acp::NewSessionResponse::new(id))
+    }
+
+    fn cancel(&self, session: &acp::SessionId) {
+        if let Some(turn) = lock(&self.sessions)
+            .get(session.0.as_ref())
+            .and_then(|s| s.turn.as_ref())
+        {
+            tracing::info!(session = %session, "turn cancelled by the client");
+            turn.cancel();
+        }
+    }
+}

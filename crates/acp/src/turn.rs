@@ -1,0 +1,485 @@
+//! A prompt turn: one Trellis request, from `startRun` to the run's stop, streamed as
+//! `session/update`s, with approvals asked through `session/request_permission`.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use agent_client_protocol::v1::ConnectionTo;
+use agent_client_protocol::v1::schema as acp;
+use agent_client_protocol::{Client, Error};
+use serde_json::{Value, json};
+use tokio::sync::broadcast;
+use tokio_util::sync::CancellationToken;
+use trellis_core::service::{LiveEvent, Service};
+use trellis_protocol::{
+    Answer, InputMode, Interrupt, InterruptKind, NodeAnswer, NodeId, Op, RunId, RunStatus,
+    ServiceEventBody, StreamId, WorkspaceEvent,
+};
+
+use crate::map::{StagePlan, session_updates, tool_kind};
+use crate::{AcpAgent, invalid_params, lock};
+
+/// The answer to a question when the editor cannot ask it (ACP v1 has no questions).
+const NO_QUESTIONS: &str = "(no answer: the editor cannot ask questions; decide yourself and \
+    state the assumption you made)";
+
+/// How long a run may be silent after it stopped executing before the turn ends without its
+/// `runStopped` announcement.
+const GRACE: Duration = Duration::from_millis(500);
+
+/// Removes the turn from its session when the turn ends, however it ends.
+struct TurnGuard<'a> {
+    agent: &'a AcpAgent,
+    session: String,
+}
+
+impl Drop for TurnGuard<'_> {
+    fn drop(&mut self) {
+        if let Some(s) = lock(&self.agent.sessions).get_mut(&self.session) {
+            s.turn = None;
+        }
+    }
+}
+
+/// The text of a prompt: its text blocks, and the resources it links or embeds.
+fn prompt_text(blocks: &[acp::ContentBlock]) -> String {
+    let mut parts = Vec::new();
+    for b in blocks {
+        match b {
+            acp::ContentBlock::Text(t) => parts.push(t.text.clone()),
+            acp::ContentBlock::ResourceLink(l) => parts.push(format!("(see {})", l.uri)),
+            acp::ContentBlock::Resource(r) => {
+                if let acp::EmbeddedResourceResource::TextResourceContents(t) = &r.resource {
+                    parts.push(format!("{}:\n{}", t.uri, t.text));
+                }
+            }
+            _ => {}
+        }
+    }
+    parts.join("\n").trim().to_owned()
+}
+
+/// What the turn is talking to.
+struct Turn {
+    conn: ConnectionTo<Client>,
+    session: acp::SessionId,
+    service: Arc<Service>,
+    root: PathBuf,
+    token: CancellationToken,
+}
+
+enum Stop {
+    /// The run stopped executing (finished, failed, cancelled or waiting for input).
+    Stopped,
+    /// The client cancelled the turn.
+    Cancelled,
+}
+
+impl Turn {
+    fn send(&self, update: acp::SessionUpdate) {
+        if let Err(e) = self
+            .conn
+            .send_notification(acp::SessionNotification::new(self.session.clone(), update))
+        {
+            tracing::warn!("session/update not sent: {e}");
+        }
+    }
+
+    fn message(&self, text: impl Into<String>) {
+        self.send(acp::SessionUpdate::AgentMessageChunk(
+            acp::ContentChunk::new(text.into().into()),
+        ));
+    }
+
+    fn thought(&self, text: impl Into<String>) {
+        self.send(acp::SessionUpdate::AgentThoughtChunk(
+            acp::ContentChunk::new(text.into().into()),
+        ));
+    }
+
+    /// Streams the run's events until it stops executing or the client cancels.
+    async fn follow(
+        &self,
+        live: &mut broadcast::Receiver<Arc<LiveEvent>>,
+        run: &RunId,
+        plan: &mut StagePlan,
+    ) -> Result<Stop, Error> {
+        let prefix = format!("{run}:");
+        loop {
+            let stopped = async {
+                self.service.wait_run(run).await;
+                tokio::time::sleep(GRACE).await;
+            };
+            let e = tokio::select! {
+                biased;
+                () = self.token.cancelled() => return Ok(Stop::Cancelled),
+                e = live.recv() => e,
+                () = stopped => return Ok(Stop::Stopped),
+            };
+            let e = match e {
+                Ok(e) => e,
+                Err(broadcast::error::RecvError::Lagged(n)) => {
+                    tracing::warn!("{n} events of run {run} skipped (slow client)");
+                    continue;
+                }
+                Err(broadcast::error::RecvError::Closed) => {
+                    return Err(Error::internal_error().data("the runtime service stopped"));
+                }
+            };
+            match (&e.stream, &e.event) {
+                (StreamId::Run(r), ServiceEventBody::Run(kind)) if r == run && plan.apply(kind) => {
+                    self.send(acp::SessionUpdate::Plan(plan.to_acp()));
+                }
+                (StreamId::Session(s), ServiceEventBody::Session(ev)) => {
+                    if let Some(node) = s.as_str().strip_prefix(&prefix) {
+                        for u in session_updates(node, &self.root, ev) {
+                            self.send(u);
+                        }
+                    }
+                }
+                (_, ServiceEventBody::Workspace(WorkspaceEvent::RunStopped { run: r, .. }))
+                    if r == run =>
+                {
+                    return Ok(Stop::Stopped);
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Asks the client about one interrupt. `None` when the turn was cancelled meanwhile.
+    async fn ask(
+        &self,
+        agent: &AcpAgent,
+        n: usize,
+        node: &NodeId,
+        it: &Interrupt,
+    ) -> Option<Answer> {
+        if it.kind == InterruptKind::Question {
+            self.message(format!("\n{node} asks: {}\n{NO_QUESTIONS}\n", it.prompt));
+            return Some(Answer::text(NO_QUESTIONS));
+        }
+        let request = &it.data["request"];
+        let tool = request["tool"].as_str().map(str::to_owned);
+        let key = tool.clone().unwrap_or_else(|| it.prompt.clone());
+        let remembered = lock(&agent.sessions)
+            .get(self.session.0.as_ref())
+            .and_then(|s| s.always.get(&key).copied());
+        if let Some(allow) = remembered {
+            return Some(if allow {
+                Answer::approve()
+            } else {
+                Answer::reject("rejected in the editor (always)")
+            });
+        }
+        let id = acp::ToolCallId::new(format!("{node}/approval-{n}"));
+        let mut fields = acp::ToolCallUpdateFields::new()
+            .title(it.prompt.clone())
+            .status(acp::ToolCallStatus::Pending);
+        if let Some(t) = &tool {
+            fields = fields.kind(tool_kind(t));
+        }
+        if !request["args"].is_null() {
+            fields = fields.raw_input(request["args"].clone());
+        }
+        let mut call =
+            acp::ToolCall::new(id.clone(), it.prompt.clone()).status(acp::ToolCallStatus::Pending);
+        if let Some(t) = &tool {
+            call = call.kind(tool_kind(t));
+        }
+        self.send(acp::SessionUpdate::ToolCall(call));
+        let what = tool.as_deref().unwrap_or("this");
+        let options = vec![
+            acp::PermissionOption::new("allow_once", "Allow", acp::PermissionOptionKind::AllowOnce),
+            acp::PermissionOption::new(
+                "allow_always",
+                format!("Always allow {what}"),
+                acp::PermissionOptionKind::AllowAlways,
+            ),
+            acp::PermissionOption::new(
+                "reject_once",
+                "Reject",
+                acp::PermissionOptionKind::RejectOnce,
+            ),
+            acp::PermissionOption::new(
+                "reject_always",
+                format!("Always reject {what}"),
+                acp::PermissionOptionKind::RejectAlways,
+            ),
+        ];
+        let sent = self.conn.send_request(acp::RequestPermissionRequest::new(
+            self.session.clone(),
+            acp::ToolCallUpdate::new(id.clone(), fields),
+            options,
+        ));
+        let outcome = tokio::select! {
+            r = sent.block_task() => match r {
+                Ok(r) => r.outcome,
+                Err(e) => {
+                    tracing::warn!("session/request_permission failed: {e}");
+                    acp::RequestPermissionOutcome::Cancelled
+                }
+            },
+            () = self.token.cancelled() => acp::RequestPermissionOutcome::Cancelled,
+        };
+        let chosen = match outcome {
+            acp::RequestPermissionOutcome::Selected(s) => s.option_id.0.to_string(),
+            _ => {
+                self.send(acp::SessionUpdate::ToolCallUpdate(
+                    acp::ToolCallUpdate::new(
+                        id,
+                        acp::ToolCallUpdateFields::new().status(acp::ToolCallStatus::Failed),
+                    ),
+                ));
+                return None;
+            }
+        };
+        let allow = chosen.starts_with("allow");
+        if chosen.ends_with("always")
+            && let Some(s) = lock(&agent.sessions).get_mut(self.session.0.as_ref())
+        {
+            s.always.insert(key, allow);
+        }
+        let status = if allow {
+            acp::ToolCallStatus::Completed
+        } else {
+            acp::ToolCallStatus::Failed
+        };
+        self.send(acp::SessionUpdate::ToolCallUpdate(
+            acp::ToolCallUpdate::new(id, acp::ToolCallUpdateFields::new().status(status)),
+        ));
+        Some(if allow {
+            Answer::approve()
+        } else {
+            Answer::reject("rejected in the editor")
+        })
+    }
+
+    /// Cancels the run (it stops where it is) and ends the turn.
+    async fn cancel_run(&self, run: &RunId) -> acp::PromptResponse {
+        if let Err(e) = self
+            .service
+            .call(Op::Cancel {
+                run: run.to_string(),
+                reason: Some("cancelled in the editor".into()),
+            })
+            .await
+        {
+            tracing::warn!("cancelling run {run}: {e}");
+        }
+        self.service.wait_run(run).await;
+        acp::PromptResponse::new(acp::StopReason::Cancelled)
+    }
+
+    /// The end of the turn: the stages' answers and, for a failed run, why.
+    fn summary(&self, outcome: &trellis_graph_view::Outcome) {
+        let mut text = String::new();
+        if let Value::Object(stages) = &outcome.stage_results {
+            for (stage, r) in stages {
+                let out = match &r["output"] {
+                    Value::String(s) => s.clone(),
+                    Value::Null => continue,
+                    other => other["output"]
+                        .as_str()
+                        .or_else(|| other["summary"].as_str())
+                        .map(str::to_owned)
+                        .unwrap_or_else(|| other.to_string()),
+                };
+                if !out.trim().is_empty() {
+                    text.push_str(&format!("\n**{stage}**: {}\n", out.trim()));
+                }
+            }
+        }
+        if let Some(e) = &outcome.error {
+            text.push_str(&format!("\nThe run failed: {e}\n"));
+        }
+        if !outcome.files_changed.is_empty() {
+            text.push_str(&format!(
+                "\nFiles changed in the run's worktree (review with `trellis review {}`): {}\n",
+                outcome.run,
+                outcome.files_changed.join(", ")
+            ));
+        }
+        if !text.is_empty() {
+            self.message(text);
+        }
+    }
+}
+
+/// What the turn needs of a run's outcome.
+mod trellis_graph_view {
+    use serde_json::Value;
+    use trellis_protocol::{Interrupt, NodeId, RunId, RunStatus};
+
+    pub(super) struct Outcome {
+        pub run: RunId,
+        pub status: RunStatus,
+        pub error: Option<String>,
+        pub stage_results: Value,
+        pub files_changed: Vec<String>,
+        pub waiting: Vec<(NodeId, Interrupt)>,
+    }
+}
+
+fn outcome(service: &Service, run: &RunId) -> Result<trellis_graph_view::Outcome, Error> {
+    let o = service
+        .runtime()
+        .inspect(run)
+        .map_err(|e| Error::internal_error().data(e.to_string()))?;
+    let mut files: Vec<String> = o
+        .nodes
+        .iter()
+        .filter_map(|n| n.result.get("files_changed").and_then(Value::as_array))
+        .flatten()
+        .filter_map(Value::as_str)
+        .map(str::to_owned)
+        .collect();
+    files.sort();
+    files.dedup();
+    Ok(trellis_graph_view::Outcome {
+        run: o.run.clone(),
+        status: o.status,
+        error: o.error.clone(),
+        stage_results: o.state.get("stage_results").cloned().unwrap_or(Value::Null),
+        files_changed: files,
+        waiting: o.waiting.clone(),
+    })
+}
+
+impl AcpAgent {
+    /// `session/prompt`: runs the request as a workflow run and streams it.
+    pub(crate) async fn prompt(
+        self: &Arc<Self>,
+        req: acp::PromptRequest,
+        conn: ConnectionTo<Client>,
+    ) -> Result<acp::PromptResponse, Error> {
+        let key = req.session_id.0.to_string();
+        let token = CancellationToken::new();
+        let cwd = {
+            let mut sessions = lock(&self.sessions);
+            let Some(s) = sessions.get_mut(&key) else {
+                return Err(acp::Error::session_not_found(req.session_id.clone()).into());
+            };
+            if s.turn.is_some() {
+                return Err(Error::invalid_request()
+                    .data(json!("a prompt turn is already running in this session")));
+            }
+            s.turn = Some(token.clone());
+            s.cwd.clone()
+        };
+        let _guard = TurnGuard {
+            agent: self,
+            session: key,
+        };
+        let request = prompt_text(&req.prompt);
+        if request.is_empty() {
+            return Err(invalid_params("the prompt has no text"));
+        }
+        let Some(service) = self.service().await else {
+            return Err(Error::internal_error().data("no workspace is open"));
+        };
+        let root = service.runtime().repo.clone();
+        let turn = Turn {
+            conn,
+            session: req.session_id.clone(),
+            service: service.clone(),
+            root,
+            token,
+        };
+        // Subscribed before the start, so the run's first events are not missed.
+        let mut live = service.live();
+        let op = Op::StartRun {
+            request,
+            repo: Some(cwd.display().to_string()),
+            workflow: self.options.workflow.clone(),
+            include: Vec::new(),
+            skip: Vec::new(),
+            input: InputMode::Interrupts,
+            budgets: None,
+            plan_only: false,
+        };
+        let svc = service.clone();
+        let mut start = Box::pin(async move { svc.call(op).await });
+        let started = tokio::select! {
+            r = &mut start => r,
+            () = turn.token.cancelled() => {
+                // The op runs on; cancel the run it starts as soon as it has an id.
+                let svc = service.clone();
+                tokio::spawn(async move {
+                    if let Ok(v) = start.await
+                        && let Some(run) = v["run"].as_str()
+                    {
+                        let _ = svc
+                            .call(Op::Cancel {
+                                run: run.to_owned(),
+                                reason: Some("cancelled in the editor".into()),
+                            })
+                            .await;
+                    }
+                });
+                return Ok(acp::PromptResponse::new(acp::StopReason::Cancelled));
+            }
+        };
+        let started = match started {
+            Ok(v) => v,
+            Err(e) => {
+                // A request the orchestrator or the models cannot serve: say why, end the turn.
+                turn.message(format!("Trellis could not start the run: {e}"));
+                return Ok(acp::PromptResponse::new(acp::StopReason::EndTurn));
+            }
+        };
+        let run = RunId::from_string(started["run"].as_str().unwrap_or_default());
+        let mut plan = StagePlan::from_plan(&started["plan"]);
+        turn.thought(format!(
+            "Workflow `{}` (run {run}).\n",
+            started["workflow"].as_str().unwrap_or("?")
+        ));
+        if !plan.is_empty() {
+            turn.send(acp::SessionUpdate::Plan(plan.to_acp()));
+        }
+        let mut asked = 0usize;
+        loop {
+            match turn.follow(&mut live, &run, &mut plan).await? {
+                Stop::Cancelled => return Ok(turn.cancel_run(&run).await),
+                Stop::Stopped => {}
+            }
+            service.wait_run(&run).await;
+            service.bus().flush().await;
+            let o = outcome(&service, &run)?;
+            if o.status != RunStatus::WaitingInput {
+                turn.summary(&o);
+                let reason = if o.status == RunStatus::Cancelled {
+                    acp::StopReason::Cancelled
+                } else {
+                    acp::StopReason::EndTurn
+                };
+                return Ok(acp::PromptResponse::new(reason));
+            }
+            let mut answers = Vec::new();
+            for (node, it) in &o.waiting {
+                asked += 1;
+                match turn.ask(self, asked, node, it).await {
+                    Some(answer) => answers.push(NodeAnswer {
+                        node: node.clone(),
+                        answer,
+                    }),
+                    // Cancelled while asking: the run stays paused (resumable).
+                    None => return Ok(acp::PromptResponse::new(acp::StopReason::Cancelled)),
+                }
+            }
+            if let Err(e) = service
+                .call(Op::ResumeRun {
+                    run: run.to_string(),
+                    answers,
+                    messages: Vec::new(),
+                    input: InputMode::Interrupts,
+                })
+                .await
+            {
+                turn.message(format!("\nTrellis could not continue the run: {e}\n"));
+                return Ok(acp::PromptResponse::new(acp::StopReason::EndTurn));
+            }
+        }
+    }
+}
