@@ -11,6 +11,7 @@
 //! stdout carries the protocol only; logs go to stderr. See `docs/acp.md`.
 
 mod map;
+mod sessions;
 mod turn;
 
 use std::collections::HashMap;
@@ -55,14 +56,28 @@ pub struct ClientCaps {
     pub terminal: bool,
 }
 
-/// One ACP session: a workspace directory and its turns.
+/// One ACP session live in this process: a workspace directory and its turns. Its record
+/// (and its turns' runs) are in the workspace store.
 struct Session {
     /// The session's `cwd` (absolute, inside the workspace).
     cwd: PathBuf,
+    /// Its title, once the first prompt gave it one.
+    title: Option<String>,
     /// The prompt turn in progress, if any.
     turn: Option<CancellationToken>,
     /// Approvals answered "always" (`true`) or "never" (`false`), by tool.
     always: HashMap<String, bool>,
+}
+
+impl Session {
+    fn new(cwd: PathBuf) -> Self {
+        Self {
+            cwd,
+            title: None,
+            turn: None,
+            always: HashMap::new(),
+        }
+    }
 }
 
 /// The Trellis ACP agent: sessions over one runtime service.
@@ -87,6 +102,11 @@ fn git_root(dir: &Path) -> Option<PathBuf> {
 
 fn invalid_params(message: impl Into<String>) -> agent_client_protocol::Error {
     agent_client_protocol::Error::invalid_params().data(serde_json::json!(message.into()))
+}
+
+/// An internal error with `e` as its data.
+fn internal(e: impl std::fmt::Display) -> agent_client_protocol::Error {
+    agent_client_protocol::Error::internal_error().data(e.to_string())
 }
 
 impl AcpAgent {
@@ -160,6 +180,57 @@ impl AcpAgent {
                 },
                 agent_client_protocol::on_receive_request!(),
             )
+            .on_receive_request(
+                {
+                    let agent = self.clone();
+                    async move |req: acp::LoadSessionRequest, responder, cx| {
+                        // Replaying reads the store and sends notifications: off the loop.
+                        let agent = agent.clone();
+                        let conn = cx.clone();
+                        cx.spawn(async move {
+                            let _ =
+                                responder.respond_with_result(agent.load_session(req, &conn).await);
+                            Ok(())
+                        })
+                    }
+                },
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                {
+                    let agent = self.clone();
+                    async move |req: acp::ResumeSessionRequest, responder, cx| {
+                        let agent = agent.clone();
+                        cx.spawn(async move {
+                            let _ = responder.respond_with_result(agent.resume_session(req).await);
+                            Ok(())
+                        })
+                    }
+                },
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                {
+                    let agent = self.clone();
+                    async move |req: acp::ListSessionsRequest, responder, cx| {
+                        let agent = agent.clone();
+                        cx.spawn(async move {
+                            let _ = responder.respond_with_result(agent.list_sessions(req).await);
+                            Ok(())
+                        })
+                    }
+                },
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                {
+                    let agent = self.clone();
+                    async move |req: acp::CloseSessionRequest, responder, _cx| {
+                        responder.respond_with_result(agent.close_session(&req))
+                    }
+                },
+                agent_client_protocol::on_receive_request!(),
+            )
             .on_receive_notification(
                 async move |n: acp::CancelNotification, _cx| {
                     d.cancel(&n.session_id);
@@ -182,31 +253,39 @@ impl AcpAgent {
             write_text_file: caps.fs.write_text_file,
             terminal: caps.terminal,
         };
-        // Only what is implemented: no session loading, no images, audio or embedded
-        // context, no MCP servers from the client (defaults are "unsupported").
+        // Only what is implemented: sessions recorded in the workspace store (load, list,
+        // resume, close); no images, audio or embedded context, no MCP servers from the
+        // client (defaults are "unsupported").
+        let sessions = acp::SessionCapabilities::new()
+            .list(acp::SessionListCapabilities::new())
+            .resume(acp::SessionResumeCapabilities::new())
+            .close(acp::SessionCloseCapabilities::new());
         acp::InitializeResponse::new(ProtocolVersion::V1)
-            .agent_capabilities(acp::AgentCapabilities::new())
+            .agent_capabilities(
+                acp::AgentCapabilities::new()
+                    .load_session(true)
+                    .session_capabilities(sessions),
+            )
             .auth_methods(Vec::new())
             .agent_info(
                 acp::Implementation::new("trellis", env!("CARGO_PKG_VERSION")).title("Trellis"),
             )
     }
 
-    async fn new_session(
+    /// The service of the workspace holding `cwd` (opened on first use) and `cwd` made
+    /// canonical; an error when `cwd` is not an absolute directory inside it.
+    async fn open_workspace(
         &self,
-        req: acp::NewSessionRequest,
-    ) -> Result<acp::NewSessionResponse, agent_client_protocol::Error> {
-        if !req.cwd.is_absolute() {
+        cwd: &Path,
+    ) -> Result<(Arc<Service>, PathBuf), agent_client_protocol::Error> {
+        if !cwd.is_absolute() {
             return Err(invalid_params(format!(
                 "cwd must be an absolute path, not `{}`",
-                req.cwd.display()
+                cwd.display()
             )));
         }
-        let cwd = req.cwd.canonicalize().map_err(|e| {
-            invalid_params(format!(
-                "cwd `{}` is not a directory: {e}",
-                req.cwd.display()
-            ))
+        let cwd = cwd.canonicalize().map_err(|e| {
+            invalid_params(format!("cwd `{}` is not a directory: {e}", cwd.display()))
         })?;
         let mut service = self.service.lock().await;
         let svc = match service.as_ref() {
@@ -239,15 +318,30 @@ impl AcpAgent {
                 root.display()
             )));
         }
+        Ok((svc, cwd))
+    }
+
+    async fn new_session(
+        &self,
+        req: acp::NewSessionRequest,
+    ) -> Result<acp::NewSessionResponse, agent_client_protocol::Error> {
+        let (service, cwd) = self.open_workspace(&req.cwd).await?;
         let id = trellis_protocol::SessionId::new().to_string();
-        lock(&self.sessions).insert(
-            id.clone(),
-            Session {
-                cwd,
-                turn: None,
-                always: HashMap::new(),
-            },
-        );
+        let record = trellis_store::ClientSession {
+            id: id.clone(),
+            client: sessions::CLIENT.into(),
+            cwd: cwd.display().to_string(),
+            title: None,
+            config: "{}".into(),
+            created_ms: 0,
+            updated_ms: 0,
+        };
+        let store = service.runtime().store.clone();
+        tokio::task::spawn_blocking(move || store.put_client_session(record))
+            .await
+            .map_err(internal)?
+            .map_err(internal)?;
+        lock(&self.sessions).insert(id.clone(), Session::new(cwd));
         tracing::info!(session = %id, "session created");
         Ok(acp::NewSessionResponse::new(id))
     }

@@ -273,56 +273,60 @@ impl Turn {
     }
 
     /// The end of the turn: the stages' answers and, for a failed run, why.
-    fn summary(&self, outcome: &trellis_graph_view::Outcome) {
-        let mut text = String::new();
-        if let Value::Object(stages) = &outcome.stage_results {
-            for (stage, r) in stages {
-                let out = match &r["output"] {
-                    Value::String(s) => s.clone(),
-                    Value::Null => continue,
-                    other => other["output"]
-                        .as_str()
-                        .or_else(|| other["summary"].as_str())
-                        .map(str::to_owned)
-                        .unwrap_or_else(|| other.to_string()),
-                };
-                if !out.trim().is_empty() {
-                    text.push_str(&format!("\n**{stage}**: {}\n", out.trim()));
-                }
-            }
-        }
-        if let Some(e) = &outcome.error {
-            text.push_str(&format!("\nThe run failed: {e}\n"));
-        }
-        if !outcome.files_changed.is_empty() {
-            text.push_str(&format!(
-                "\nFiles changed in the run's worktree (review with `trellis review {}`): {}\n",
-                outcome.run,
-                outcome.files_changed.join(", ")
-            ));
-        }
+    fn summary(&self, outcome: &Outcome) {
+        let text = summary_text(outcome);
         if !text.is_empty() {
             self.message(text);
         }
     }
 }
 
-/// What the turn needs of a run's outcome.
-mod trellis_graph_view {
-    use serde_json::Value;
-    use trellis_protocol::{Interrupt, NodeId, RunId, RunStatus};
-
-    pub(super) struct Outcome {
-        pub run: RunId,
-        pub status: RunStatus,
-        pub error: Option<String>,
-        pub stage_results: Value,
-        pub files_changed: Vec<String>,
-        pub waiting: Vec<(NodeId, Interrupt)>,
+/// The end-of-turn message: the stages' answers, why a run failed, the files it changed.
+pub(crate) fn summary_text(outcome: &Outcome) -> String {
+    let mut text = String::new();
+    if let Value::Object(stages) = &outcome.stage_results {
+        // By stage name, however serde_json keeps the map's keys.
+        let mut stages: Vec<(&String, &Value)> = stages.iter().collect();
+        stages.sort_by(|a, b| a.0.cmp(b.0));
+        for (stage, r) in stages {
+            let out = match &r["output"] {
+                Value::String(s) => s.clone(),
+                Value::Null => continue,
+                other => other["output"]
+                    .as_str()
+                    .or_else(|| other["summary"].as_str())
+                    .map(str::to_owned)
+                    .unwrap_or_else(|| other.to_string()),
+            };
+            if !out.trim().is_empty() {
+                text.push_str(&format!("\n**{stage}**: {}\n", out.trim()));
+            }
+        }
     }
+    if let Some(e) = &outcome.error {
+        text.push_str(&format!("\nThe run failed: {e}\n"));
+    }
+    if !outcome.files_changed.is_empty() {
+        text.push_str(&format!(
+            "\nFiles changed in the run's worktree (review with `trellis review {}`): {}\n",
+            outcome.run,
+            outcome.files_changed.join(", ")
+        ));
+    }
+    text
 }
 
-fn outcome(service: &Service, run: &RunId) -> Result<trellis_graph_view::Outcome, Error> {
+/// What the turn needs of a run's outcome.
+pub(crate) struct Outcome {
+    run: RunId,
+    status: RunStatus,
+    error: Option<String>,
+    stage_results: Value,
+    files_changed: Vec<String>,
+    waiting: Vec<(NodeId, Interrupt)>,
+}
+
+pub(crate) fn outcome(service: &Service, run: &RunId) -> Result<Outcome, Error> {
     let o = service
         .runtime()
         .inspect(run)
@@ -337,7 +341,7 @@ fn outcome(service: &Service, run: &RunId) -> Result<trellis_graph_view::Outcome
         .collect();
     files.sort();
     files.dedup();
-    Ok(trellis_graph_view::Outcome {
+    Ok(Outcome {
         run: o.run.clone(),
         status: o.status,
         error: o.error.clone(),
@@ -348,6 +352,62 @@ fn outcome(service: &Service, run: &RunId) -> Result<trellis_graph_view::Outcome
 }
 
 impl AcpAgent {
+    /// Records the turn's run in the session (and the first prompt as its title), so
+    /// `session/load` finds it after a restart. A failure is logged: the turn goes on.
+    async fn record_turn(
+        &self,
+        service: &Service,
+        session: &acp::SessionId,
+        request: &str,
+        started: &Value,
+    ) {
+        let key = session.0.to_string();
+        let (cwd, title) = {
+            let mut sessions = lock(&self.sessions);
+            let Some(s) = sessions.get_mut(&key) else {
+                return;
+            };
+            let new_title = s.title.is_none().then(|| {
+                let line = request.lines().next().unwrap_or_default();
+                let mut t: String = line.chars().take(80).collect();
+                if t.len() < line.len() {
+                    t.push('…');
+                }
+                t
+            });
+            if let Some(t) = &new_title {
+                s.title = Some(t.clone());
+            }
+            (s.cwd.clone(), new_title)
+        };
+        let store = service.runtime().store.clone();
+        let turn = trellis_store::ClientTurn {
+            session: key.clone(),
+            turn: 0,
+            run: RunId::from_string(started["run"].as_str().unwrap_or_default()),
+            request: request.to_owned(),
+            workflow: started["workflow"].as_str().map(str::to_owned),
+            plan: started["plan"].to_string(),
+            created_ms: 0,
+        };
+        let done = tokio::task::spawn_blocking(move || {
+            if let Some(title) = title
+                && let Some(mut record) = store.client_session(&key)?
+            {
+                record.title = Some(title);
+                record.cwd = cwd.display().to_string();
+                store.put_client_session(record)?;
+            }
+            store.add_client_turn(turn)
+        })
+        .await;
+        match done {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => tracing::warn!("recording the turn of session {session}: {e}"),
+            Err(e) => tracing::warn!("recording the turn of session {session}: {e}"),
+        }
+    }
+
     /// `session/prompt`: runs the request as a workflow run and streams it.
     pub(crate) async fn prompt(
         self: &Arc<Self>,
@@ -390,7 +450,7 @@ impl AcpAgent {
         // Subscribed before the start, so the run's first events are not missed.
         let mut live = service.live();
         let op = Op::StartRun {
-            request,
+            request: request.clone(),
             repo: Some(cwd.display().to_string()),
             workflow: self.options.workflow.clone(),
             include: Vec::new(),
@@ -430,6 +490,8 @@ impl AcpAgent {
             }
         };
         let run = RunId::from_string(started["run"].as_str().unwrap_or_default());
+        self.record_turn(&service, &req.session_id, &request, &started)
+            .await;
         let mut plan = StagePlan::from_plan(&started["plan"]);
         turn.thought(format!(
             "Workflow `{}` (run {run}).\n",
