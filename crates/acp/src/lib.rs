@@ -24,7 +24,7 @@ use agent_client_protocol::{Agent, Client, ConnectTo, Stdio};
 use tokio_util::sync::CancellationToken;
 use trellis_core::service::Service;
 
-pub use map::{StagePlan, session_updates, tool_kind};
+pub use map::{StagePlan, session_updates, tool_kind, usage_update};
 
 /// What can go wrong running the agent.
 #[derive(Debug, thiserror::Error)]
@@ -173,8 +173,22 @@ impl AcpAgent {
                     // loop, or their answers never arrive.
                     let c = c.clone();
                     let conn = cx.clone();
+                    // `$/cancel_request` for the prompt cancels the turn like `session/cancel`
+                    // (the turn then ends `cancelled`, not with an error).
+                    let cancellation = responder.cancellation();
                     cx.spawn(async move {
-                        let _ = responder.respond_with_result(c.prompt(req, conn).await);
+                        let session = req.session_id.clone();
+                        let watch = async {
+                            cancellation.cancelled().await;
+                            c.cancel(&session);
+                            std::future::pending::<()>().await;
+                        };
+                        let result = tokio::select! {
+                            biased;
+                            r = c.prompt(req, conn) => r,
+                            () = watch => Err(agent_client_protocol::Error::request_cancelled()),
+                        };
+                        let _ = responder.respond_with_result(result);
                         Ok(())
                     })
                 },
@@ -187,9 +201,13 @@ impl AcpAgent {
                         // Replaying reads the store and sends notifications: off the loop.
                         let agent = agent.clone();
                         let conn = cx.clone();
+                        // `$/cancel_request` stops the replay (-32800).
+                        let cancellation = responder.cancellation();
                         cx.spawn(async move {
-                            let _ =
-                                responder.respond_with_result(agent.load_session(req, &conn).await);
+                            let loaded = cancellation
+                                .run_until_cancelled(agent.load_session(req, &conn))
+                                .await;
+                            let _ = responder.respond_with_result(loaded);
                             Ok(())
                         })
                     }

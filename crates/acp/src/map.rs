@@ -257,6 +257,18 @@ pub fn session_updates(node: &str, root: &Path, event: &SessionEvent) -> Vec<acp
     }
 }
 
+/// The `usage_update` of a completed model call: the tokens it had in context (prompt and
+/// answer) out of the model's context `window`; `None` for other events.
+pub fn usage_update(event: &SessionEvent, window: u64) -> Option<acp::SessionUpdate> {
+    let SessionEvent::TurnCompleted { usage, .. } = event else {
+        return None;
+    };
+    let used = usage.prompt_tokens + usage.completion_tokens;
+    Some(acp::SessionUpdate::UsageUpdate(acp::UsageUpdate::new(
+        used, window,
+    )))
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -273,6 +285,24 @@ mod tests {
             to,
             reason: None,
         }
+    }
+
+    #[test]
+    fn a_completed_model_call_is_a_usage_update() {
+        let ev = SessionEvent::TurnCompleted {
+            turn: 1,
+            message: json!({}),
+            usage: trellis_protocol::TurnUsage {
+                prompt_tokens: 1200,
+                completion_tokens: 34,
+            },
+        };
+        let v = serde_json::to_value(usage_update(&ev, 8192).unwrap()).unwrap();
+        assert_eq!(
+            v,
+            json!({"sessionUpdate": "usage_update", "used": 1234, "size": 8192})
+        );
+        assert!(usage_update(&SessionEvent::Note { text: "x".into() }, 8192).is_none());
     }
 
     #[test]

@@ -17,8 +17,8 @@ use trellis_core::service::Service;
 use trellis_protocol::{ServiceEventBody, SessionOwner, StreamId, format_utc_ms};
 use trellis_store::{ClientSession, ClientTurn, SessionFilter};
 
-use crate::map::{StagePlan, session_updates};
-use crate::turn::{outcome, summary_text};
+use crate::map::{StagePlan, session_updates, usage_update};
+use crate::turn::{context_window, outcome, summary_text};
 use crate::{AcpAgent, Session, internal, lock};
 
 /// The store's client name of ACP sessions.
@@ -68,15 +68,17 @@ pub(crate) fn replay_turn(
         .map_err(internal)?;
     sessions.sort_by(|a, b| (a.created_ms, a.id.as_str()).cmp(&(b.created_ms, b.id.as_str())));
     for s in sessions {
-        let SessionOwner::Agent { node, .. } = &s.owner else {
+        let SessionOwner::Agent { node, role, .. } = &s.owner else {
             continue;
         };
+        let window = context_window(service, Some(role));
         let events = store
             .stream_events(&StreamId::Session(s.id.clone()), 0, None)
             .map_err(internal)?;
         for e in events {
             if let ServiceEventBody::Session(ev) = &e.event {
                 out.extend(session_updates(node.as_str(), root, ev));
+                out.extend(window.and_then(|w| usage_update(ev, w)));
             }
         }
     }

@@ -1,6 +1,7 @@
 //! A prompt turn: one Trellis request, from `startRun` to the run's stop, streamed as
 //! `session/update`s, with approvals asked through `session/request_permission`.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,10 +15,10 @@ use tokio_util::sync::CancellationToken;
 use trellis_core::service::{LiveEvent, Service};
 use trellis_protocol::{
     Answer, InputMode, Interrupt, InterruptKind, NodeAnswer, NodeId, Op, RunId, RunStatus,
-    ServiceEventBody, StreamId, WorkspaceEvent,
+    ServiceEventBody, SessionEvent, SessionOwner, StreamId, WorkspaceEvent,
 };
 
-use crate::map::{StagePlan, session_updates, tool_kind};
+use crate::map::{StagePlan, session_updates, tool_kind, usage_update};
 use crate::{AcpAgent, invalid_params, lock};
 
 /// The answer to a question when the editor cannot ask it (ACP v1 has no questions).
@@ -104,6 +105,7 @@ impl Turn {
         live: &mut broadcast::Receiver<Arc<LiveEvent>>,
         run: &RunId,
         plan: &mut StagePlan,
+        windows: &mut HashMap<String, Option<u64>>,
     ) -> Result<Stop, Error> {
         let prefix = format!("{run}:");
         loop {
@@ -134,6 +136,19 @@ impl Turn {
                 (StreamId::Session(s), ServiceEventBody::Session(ev)) => {
                     if let Some(node) = s.as_str().strip_prefix(&prefix) {
                         for u in session_updates(node, &self.root, ev) {
+                            self.send(u);
+                        }
+                        if let SessionEvent::SessionStarted {
+                            owner: SessionOwner::Agent { role, .. },
+                        } = ev
+                        {
+                            windows
+                                .insert(node.to_owned(), context_window(&self.service, Some(role)));
+                        }
+                        let window = *windows
+                            .entry(node.to_owned())
+                            .or_insert_with(|| context_window(&self.service, None));
+                        if let Some(u) = window.and_then(|w| usage_update(ev, w)) {
                             self.send(u);
                         }
                     }
@@ -314,6 +329,21 @@ pub(crate) fn summary_text(outcome: &Outcome) -> String {
         ));
     }
     text
+}
+
+/// The context window of the model an agent role uses (its profile's `context`); the
+/// default profile's without a role; `None` when the profile does not say.
+pub(crate) fn context_window(service: &Service, role: Option<&str>) -> Option<u64> {
+    let rt = service.runtime();
+    let models = &rt.models;
+    let profile = match role.and_then(|r| rt.roles.get(r).ok()) {
+        Some(spec) => models.profile_for_role(&spec.model_role),
+        None => models.default_profile(),
+    };
+    models
+        .profile(profile)
+        .and_then(|p| p.context)
+        .map(u64::from)
 }
 
 /// What the turn needs of a run's outcome.
@@ -501,8 +531,12 @@ impl AcpAgent {
             turn.send(acp::SessionUpdate::Plan(plan.to_acp()));
         }
         let mut asked = 0usize;
+        let mut windows = HashMap::new();
         loop {
-            match turn.follow(&mut live, &run, &mut plan).await? {
+            match turn
+                .follow(&mut live, &run, &mut plan, &mut windows)
+                .await?
+            {
                 Stop::Cancelled => return Ok(turn.cancel_run(&run).await),
                 Stop::Stopped => {}
             }
