@@ -10,6 +10,8 @@
 //!
 //! stdout carries the protocol only; logs go to stderr. See `docs/acp.md`.
 
+mod change;
+mod config;
 mod map;
 mod sessions;
 mod turn;
@@ -24,6 +26,8 @@ use agent_client_protocol::{Agent, Client, ConnectTo, Stdio};
 use tokio_util::sync::CancellationToken;
 use trellis_core::service::Service;
 
+pub use change::change_set_diffs;
+pub use config::{Autonomy, SessionConfig};
 pub use map::{StagePlan, session_updates, tool_kind, usage_update};
 
 /// What can go wrong running the agent.
@@ -67,17 +71,41 @@ struct Session {
     turn: Option<CancellationToken>,
     /// Approvals answered "always" (`true`) or "never" (`false`), by tool.
     always: HashMap<String, bool>,
+    /// Its settings (workflow, autonomy).
+    config: SessionConfig,
 }
 
 impl Session {
-    fn new(cwd: PathBuf) -> Self {
+    fn new(cwd: PathBuf, config: SessionConfig) -> Self {
         Self {
             cwd,
             title: None,
             turn: None,
             always: HashMap::new(),
+            config,
         }
     }
+}
+
+/// The names of the workflows the service knows.
+fn workflows(service: &Service) -> Vec<String> {
+    service
+        .runtime()
+        .catalog
+        .entries()
+        .iter()
+        .map(|e| e.workflow.metadata.name.clone())
+        .collect()
+}
+
+/// The slash commands a session offers.
+fn commands() -> acp::SessionUpdate {
+    acp::SessionUpdate::AvailableCommandsUpdate(acp::AvailableCommandsUpdate::new(vec![
+        acp::AvailableCommand::new(
+            "undo",
+            "Undo the last change set applied to your files in this session (again: redo)",
+        ),
+    ]))
 }
 
 /// The Trellis ACP agent: sessions over one runtime service.
@@ -160,8 +188,15 @@ impl AcpAgent {
                 async move |req: acp::NewSessionRequest, responder, cx| {
                     // Opening the service (store, configuration) is slow: off the dispatch loop.
                     let b = b.clone();
+                    let conn = cx.clone();
                     cx.spawn(async move {
-                        let _ = responder.respond_with_result(b.new_session(req).await);
+                        let created = b.new_session(req).await;
+                        let id = created.as_ref().ok().map(|r| r.session_id.clone());
+                        let _ = responder.respond_with_result(created);
+                        if let Some(id) = id {
+                            let _ = conn
+                                .send_notification(acp::SessionNotification::new(id, commands()));
+                        }
                         Ok(())
                     })
                 },
@@ -245,6 +280,70 @@ impl AcpAgent {
                     let agent = self.clone();
                     async move |req: acp::CloseSessionRequest, responder, _cx| {
                         responder.respond_with_result(agent.close_session(&req))
+                    }
+                },
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                {
+                    let agent = self.clone();
+                    async move |req: acp::SetSessionConfigOptionRequest, responder, cx| {
+                        let agent = agent.clone();
+                        let conn = cx.clone();
+                        cx.spawn(async move {
+                            let value = match &req.value {
+                                acp::SessionConfigOptionValue::ValueId { value } => {
+                                    value.0.to_string()
+                                }
+                                _ => String::new(),
+                            };
+                            let set = agent
+                                .set_config(&req.session_id, &req.config_id.0, &value)
+                                .await;
+                            let mode = set.as_ref().ok().map(|(c, _)| c.autonomy);
+                            let _ = responder.respond_with_result(set.map(|(_, options)| {
+                                acp::SetSessionConfigOptionResponse::new(options)
+                            }));
+                            if let Some(mode) =
+                                mode.filter(|_| &*req.config_id.0 == config::AUTONOMY)
+                            {
+                                let _ = conn.send_notification(acp::SessionNotification::new(
+                                    req.session_id.clone(),
+                                    acp::SessionUpdate::CurrentModeUpdate(
+                                        acp::CurrentModeUpdate::new(mode.id()),
+                                    ),
+                                ));
+                            }
+                            Ok(())
+                        })
+                    }
+                },
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                {
+                    let agent = self.clone();
+                    async move |req: acp::SetSessionModeRequest, responder, cx| {
+                        let agent = agent.clone();
+                        let conn = cx.clone();
+                        cx.spawn(async move {
+                            let set = agent
+                                .set_config(&req.session_id, config::AUTONOMY, &req.mode_id.0)
+                                .await;
+                            let options = set.as_ref().ok().map(|(_, o)| o.clone());
+                            let _ = responder.respond_with_result(
+                                set.map(|_| acp::SetSessionModeResponse::new()),
+                            );
+                            if let Some(options) = options {
+                                let _ = conn.send_notification(acp::SessionNotification::new(
+                                    req.session_id.clone(),
+                                    acp::SessionUpdate::ConfigOptionUpdate(
+                                        acp::ConfigOptionUpdate::new(options),
+                                    ),
+                                ));
+                            }
+                            Ok(())
+                        })
                     }
                 },
                 agent_client_protocol::on_receive_request!(),
@@ -345,12 +444,16 @@ impl AcpAgent {
     ) -> Result<acp::NewSessionResponse, agent_client_protocol::Error> {
         let (service, cwd) = self.open_workspace(&req.cwd).await?;
         let id = trellis_protocol::SessionId::new().to_string();
+        let config = SessionConfig {
+            workflow: self.options.workflow.clone(),
+            ..SessionConfig::default()
+        };
         let record = trellis_store::ClientSession {
             id: id.clone(),
             client: sessions::CLIENT.into(),
             cwd: cwd.display().to_string(),
             title: None,
-            config: "{}".into(),
+            config: config.to_json(),
             created_ms: 0,
             updated_ms: 0,
         };
@@ -359,9 +462,51 @@ impl AcpAgent {
             .await
             .map_err(internal)?
             .map_err(internal)?;
-        lock(&self.sessions).insert(id.clone(), Session::new(cwd));
+        let flows = workflows(&service);
+        let response = acp::NewSessionResponse::new(id.clone())
+            .modes(config.modes())
+            .config_options(config.options(&flows));
+        lock(&self.sessions).insert(id.clone(), Session::new(cwd, config));
         tracing::info!(session = %id, "session created");
-        Ok(acp::NewSessionResponse::new(id))
+        Ok(response)
+    }
+
+    /// Sets a session's config option, records it, and returns the new settings with every
+    /// option as the client should now show it.
+    async fn set_config(
+        &self,
+        session: &acp::SessionId,
+        id: &str,
+        value: &str,
+    ) -> Result<(SessionConfig, Vec<acp::SessionConfigOption>), agent_client_protocol::Error> {
+        let Some(service) = self.service().await else {
+            return Err(acp::Error::session_not_found(session.clone()).into());
+        };
+        let flows = workflows(&service);
+        let config = {
+            let mut sessions = lock(&self.sessions);
+            let Some(s) = sessions.get_mut(session.0.as_ref()) else {
+                return Err(acp::Error::session_not_found(session.clone()).into());
+            };
+            s.config.set(id, value, &flows).map_err(invalid_params)?;
+            s.config.clone()
+        };
+        let store = service.runtime().store.clone();
+        let key = session.0.to_string();
+        let json = config.to_json();
+        tokio::task::spawn_blocking(move || -> Result<(), trellis_store::Error> {
+            if let Some(mut record) = store.client_session(&key)? {
+                record.config = json;
+                store.put_client_session(record)?;
+            }
+            Ok(())
+        })
+        .await
+        .map_err(internal)?
+        .map_err(internal)?;
+        tracing::info!(session = %session, option = id, value, "config option set");
+        let options = config.options(&flows);
+        Ok((config, options))
     }
 
     fn cancel(&self, session: &acp::SessionId) {

@@ -19,7 +19,7 @@ use trellis_store::{ClientSession, ClientTurn, SessionFilter};
 
 use crate::map::{StagePlan, session_updates, usage_update};
 use crate::turn::{context_window, outcome, summary_text};
-use crate::{AcpAgent, Session, internal, lock};
+use crate::{AcpAgent, Session, SessionConfig, commands, internal, lock, workflows};
 
 /// The store's client name of ACP sessions.
 pub(crate) const CLIENT: &str = "acp";
@@ -151,13 +151,16 @@ impl AcpAgent {
         Ok((service, cwd, session))
     }
 
-    /// Makes a recorded session live in this process (its turn state starts empty).
-    fn activate(&self, id: &acp::SessionId, cwd: PathBuf, record: &ClientSession) {
+    /// Makes a recorded session live in this process (its turn state starts empty); returns
+    /// its settings.
+    fn activate(&self, id: &acp::SessionId, cwd: PathBuf, record: &ClientSession) -> SessionConfig {
+        let config = SessionConfig::from_json(&record.config);
         let mut sessions = lock(&self.sessions);
         let live = sessions
             .entry(id.0.to_string())
-            .or_insert_with(|| Session::new(cwd));
+            .or_insert_with(|| Session::new(cwd, config.clone()));
         live.title = record.title.clone();
+        live.config.clone()
     }
 
     /// `session/load`: replays the conversation, then the session is live.
@@ -184,9 +187,15 @@ impl AcpAgent {
                 conn.send_notification(acp::SessionNotification::new(req.session_id.clone(), u))?;
             }
         }
-        self.activate(&req.session_id, cwd, &record);
+        let config = self.activate(&req.session_id, cwd, &record);
+        conn.send_notification(acp::SessionNotification::new(
+            req.session_id.clone(),
+            commands(),
+        ))?;
         tracing::info!(session = %req.session_id, turns = turns.len(), "session loaded");
-        Ok(acp::LoadSessionResponse::new())
+        Ok(acp::LoadSessionResponse::new()
+            .modes(config.modes())
+            .config_options(config.options(&workflows(&service))))
     }
 
     /// `session/resume`: the session is live again, nothing replayed.
@@ -194,10 +203,12 @@ impl AcpAgent {
         &self,
         req: acp::ResumeSessionRequest,
     ) -> Result<acp::ResumeSessionResponse, Error> {
-        let (_, cwd, record) = self.recorded(&req.session_id, &req.cwd).await?;
-        self.activate(&req.session_id, cwd, &record);
+        let (service, cwd, record) = self.recorded(&req.session_id, &req.cwd).await?;
+        let config = self.activate(&req.session_id, cwd, &record);
         tracing::info!(session = %req.session_id, "session resumed");
-        Ok(acp::ResumeSessionResponse::new())
+        Ok(acp::ResumeSessionResponse::new()
+            .modes(config.modes())
+            .config_options(config.options(&workflows(&service))))
     }
 
     /// `session/close`: cancels the session's turn, if any, and forgets it in this process

@@ -18,6 +18,8 @@ use trellis_protocol::{
     ServiceEventBody, SessionEvent, SessionOwner, StreamId, WorkspaceEvent,
 };
 
+use crate::change::{Offer, UNDO};
+use crate::config::Autonomy;
 use crate::map::{StagePlan, session_updates, tool_kind, usage_update};
 use crate::{AcpAgent, invalid_params, lock};
 
@@ -62,12 +64,12 @@ fn prompt_text(blocks: &[acp::ContentBlock]) -> String {
 }
 
 /// What the turn is talking to.
-struct Turn {
-    conn: ConnectionTo<Client>,
-    session: acp::SessionId,
-    service: Arc<Service>,
-    root: PathBuf,
-    token: CancellationToken,
+pub(crate) struct Turn {
+    pub(crate) conn: ConnectionTo<Client>,
+    pub(crate) session: acp::SessionId,
+    pub(crate) service: Arc<Service>,
+    pub(crate) root: PathBuf,
+    pub(crate) token: CancellationToken,
 }
 
 enum Stop {
@@ -78,7 +80,7 @@ enum Stop {
 }
 
 impl Turn {
-    fn send(&self, update: acp::SessionUpdate) {
+    pub(crate) fn send(&self, update: acp::SessionUpdate) {
         if let Err(e) = self
             .conn
             .send_notification(acp::SessionNotification::new(self.session.clone(), update))
@@ -87,7 +89,7 @@ impl Turn {
         }
     }
 
-    fn message(&self, text: impl Into<String>) {
+    pub(crate) fn message(&self, text: impl Into<String>) {
         self.send(acp::SessionUpdate::AgentMessageChunk(
             acp::ContentChunk::new(text.into().into()),
         ));
@@ -446,7 +448,7 @@ impl AcpAgent {
     ) -> Result<acp::PromptResponse, Error> {
         let key = req.session_id.0.to_string();
         let token = CancellationToken::new();
-        let cwd = {
+        let (cwd, config) = {
             let mut sessions = lock(&self.sessions);
             let Some(s) = sessions.get_mut(&key) else {
                 return Err(acp::Error::session_not_found(req.session_id.clone()).into());
@@ -456,7 +458,7 @@ impl AcpAgent {
                     .data(json!("a prompt turn is already running in this session")));
             }
             s.turn = Some(token.clone());
-            s.cwd.clone()
+            (s.cwd.clone(), s.config.clone())
         };
         let _guard = TurnGuard {
             agent: self,
@@ -477,15 +479,25 @@ impl AcpAgent {
             root,
             token,
         };
+        if request == UNDO {
+            self.undo(&turn).await;
+            return Ok(acp::PromptResponse::new(acp::StopReason::EndTurn));
+        }
+        // Read-only: what the policy would ask about is denied, nothing is asked.
+        let input = if config.autonomy == Autonomy::ReadOnly {
+            InputMode::Deny
+        } else {
+            InputMode::Interrupts
+        };
         // Subscribed before the start, so the run's first events are not missed.
         let mut live = service.live();
         let op = Op::StartRun {
             request: request.clone(),
             repo: Some(cwd.display().to_string()),
-            workflow: self.options.workflow.clone(),
+            workflow: config.workflow.clone(),
             include: Vec::new(),
             skip: Vec::new(),
-            input: InputMode::Interrupts,
+            input,
             budgets: None,
             plan_only: false,
         };
@@ -545,12 +557,15 @@ impl AcpAgent {
             let o = outcome(&service, &run)?;
             if o.status != RunStatus::WaitingInput {
                 turn.summary(&o);
-                let reason = if o.status == RunStatus::Cancelled {
-                    acp::StopReason::Cancelled
-                } else {
-                    acp::StopReason::EndTurn
-                };
-                return Ok(acp::PromptResponse::new(reason));
+                if o.status == RunStatus::Cancelled {
+                    return Ok(acp::PromptResponse::new(acp::StopReason::Cancelled));
+                }
+                if o.status == RunStatus::Succeeded
+                    && turn.offer_changes(self, &run, config.autonomy).await == Offer::Cancelled
+                {
+                    return Ok(acp::PromptResponse::new(acp::StopReason::Cancelled));
+                }
+                return Ok(acp::PromptResponse::new(acp::StopReason::EndTurn));
             }
             let mut answers = Vec::new();
             for (node, it) in &o.waiting {
@@ -569,7 +584,7 @@ impl AcpAgent {
                     run: run.to_string(),
                     answers,
                     messages: Vec::new(),
-                    input: InputMode::Interrupts,
+                    input,
                 })
                 .await
             {

@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 mod suite {
+    mod changes;
     pub mod common;
     mod permissions;
     mod sessions;

@@ -6,9 +6,10 @@
 //                                                                $CARGO_TARGET_DIR/debug/trellis)
 //
 // initialize → session/new → a prompt whose run plans stages, streams messages, reads files
-// (tool calls), writes files (diffs) and asks a permission (allowed) → the same with the
-// permission rejected → a slow prompt cancelled mid-turn → the agent process is stopped and
-// started again → session/list finds the session → session/load replays its three turns.
+// (tool calls), writes files (diffs) and asks a permission (allowed), then offers its change
+// set (accepted: the user's files change) → `/undo` → the same prompt with both rejected → a
+// slow prompt cancelled mid-turn → the agent process is stopped and started again →
+// session/list finds the session → session/load replays its three turns → a new prompt.
 // Everything binds loopback; every process and the temporary workspace are removed at the end.
 import { spawn, execFileSync } from 'node:child_process';
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -158,12 +159,14 @@ async function main() {
     const { sessionId } = await ctx.request('session/new', { cwd: ws.repo, mcpServers: [] });
     assert.match(sessionId, /\S/);
 
-    // 1. A full turn: plan, messages, tool calls (reads), diffs (writes), a permission allowed.
-    c.answers.push('allow_once');
+    // 1. A full turn: plan, messages, tool calls (reads), diffs (writes), a permission allowed,
+    //    then the change set applied to the user's files when accepted.
+    c.answers.push('allow_once', 'allow_once');
     let r = await ctx.request('session/prompt', { sessionId, prompt: [{ type: 'text', text: request }] });
     const turn1 = c.updates.splice(0);
-    assert.equal(r.stopReason, 'end_turn', JSON.stringify(turn1.map((u) => u.update)).slice(-3000));
+    assert.equal(r.stopReason, 'end_turn');
     assert.ok(turn1.every((u) => u.sessionId === sessionId));
+    assert.equal(init.agentCapabilities.sessionCapabilities.list !== undefined, true);
     const plans = turn1.filter((u) => kind(u) === 'plan');
     assert.ok(plans.length >= 2, 'the plan is streamed as stages progress');
     assert.ok(plans[0].update.entries.every((e) => e.status === 'pending'));
@@ -182,22 +185,38 @@ async function main() {
     const done = turn1.filter((u) => kind(u) === 'tool_call_update' && u.update.status === 'completed');
     assert.ok(done.length >= 2, 'tool calls complete');
     assert.ok(turn1.some((u) => kind(u) === 'usage_update' && u.update.size === 8192), 'usage_update');
-    assert.equal(c.permissions.length, 1);
+    assert.equal(c.permissions.length, 2);
     const ask = c.permissions[0];
     assert.match(ask.toolCall.title, /curl/);
     assert.deepEqual(
       ask.options.map((o) => o.kind),
       ['allow_once', 'allow_always', 'reject_once', 'reject_always'],
     );
+    const apply = c.permissions[1];
+    assert.match(apply.toolCall.title, /Apply the changes/);
+    assert.equal(apply.toolCall.kind, 'edit');
+    assert.ok(apply.toolCall.content.some((x) => x.type === 'diff' && x.path === join(ws.repo, 'docs/adr/0002-persist.md')));
+    assert.ok(existsSync(join(ws.repo, 'docs/adr/0002-persist.md')), 'accepted: applied to the user\'s files');
+    // `/undo` (advertised as a command) reverses it.
+    assert.ok(
+      turn1.some((u) => kind(u) === 'available_commands_update' && u.update.availableCommands.some((x) => x.name === 'undo')),
+      'the session offers /undo',
+    );
+    r = await ctx.request('session/prompt', { sessionId, prompt: [{ type: 'text', text: '/undo' }] });
+    assert.equal(r.stopReason, 'end_turn');
+    assert.ok(!existsSync(join(ws.repo, 'docs/adr/0002-persist.md')), 'undone');
+    assert.match(textOf(c.updates.splice(0), 'agent_message_chunk'), /Undid/);
     firstRun.plan = plans.at(-1).update.entries.map((e) => e.content);
     firstRun.messages = textOf(turn1, 'agent_message_chunk');
 
-    // 2. The same with the permission rejected: the approval's tool call fails, the turn ends.
-    c.answers.push('reject_once');
+    // 2. The same with the permission rejected: the approval's tool call fails; the change set
+    //    is not accepted either: the user's files stay as they were.
+    c.answers.push('reject_once', 'reject_once');
     r = await ctx.request('session/prompt', { sessionId, prompt: [{ type: 'text', text: request }] });
     assert.equal(r.stopReason, 'end_turn');
     const turn2 = c.updates.splice(0);
-    assert.equal(c.permissions.length, 2);
+    assert.equal(c.permissions.length, 4);
+    assert.ok(!existsSync(join(ws.repo, 'docs/adr/0002-persist.md')), 'rejected: not applied');
     const approvalId = turn2.find((u) => kind(u) === 'tool_call' && /curl/.test(u.update.title))?.update.toolCallId;
     assert.ok(approvalId, 'the approval is shown as a tool call');
     assert.ok(
@@ -243,14 +262,18 @@ async function main() {
       firstRun.plan,
     );
     assert.ok(textOf(replay, 'agent_message_chunk').includes('MOCK-ANALYSIS'));
-    // The loaded session takes a prompt.
+    // The loaded session takes a prompt (its run writes docs too: the change set is offered;
+    // kept in the worktree here).
+    c.answers.push('reject_once');
     const r = await ctx.request('session/prompt', {
       sessionId,
       prompt: [{ type: 'text', text: 'Why is stock kept in memory?' }],
     });
     assert.equal(r.stopReason, 'end_turn');
+    assert.equal(c.permissions.length, 1);
+    assert.ok(!existsSync(join(ws.repo, 'docs/adr/0002-persist.md')));
   });
-  log(`ok: initialize, new, prompt (plan, messages, tool calls, diffs, permission allowed and rejected), cancel, restart, list, load — ${Date.now() - t0} ms`);
+  log(`ok: initialize, new, prompt (plan, messages, tool calls, diffs, permission allowed and rejected, change set applied and rejected, /undo), cancel, restart, list, load — ${Date.now() - t0} ms`);
 }
 
 main().then(
