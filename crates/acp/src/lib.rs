@@ -12,6 +12,7 @@
 
 mod change;
 mod config;
+mod ext;
 mod map;
 mod sessions;
 mod turn;
@@ -28,6 +29,7 @@ use trellis_core::service::Service;
 
 pub use change::change_set_diffs;
 pub use config::{Autonomy, SessionConfig};
+pub use ext::{METHODS as EXTENSION_METHODS, TrellisRequest};
 pub use map::{StagePlan, session_updates, tool_kind, usage_update};
 
 /// What can go wrong running the agent.
@@ -96,6 +98,16 @@ fn workflows(service: &Service) -> Vec<String> {
         .iter()
         .map(|e| e.workflow.metadata.name.clone())
         .collect()
+}
+
+/// `agentCapabilities._meta`: the `_trellis/...` extension methods (docs/acp.md).
+fn extensions_meta() -> serde_json::Map<String, serde_json::Value> {
+    let mut meta = serde_json::Map::new();
+    meta.insert(
+        ext::META_KEY.into(),
+        serde_json::json!({ "methods": ext::METHODS, "docs": "docs/acp.md#extension-methods" }),
+    );
+    meta
 }
 
 /// The slash commands a session offers.
@@ -348,6 +360,20 @@ impl AcpAgent {
                 },
                 agent_client_protocol::on_receive_request!(),
             )
+            .on_receive_request(
+                {
+                    let agent = self.clone();
+                    async move |req: TrellisRequest, responder, cx| {
+                        // Graph control may come while a turn runs: off the loop.
+                        let agent = agent.clone();
+                        cx.spawn(async move {
+                            let _ = responder.respond_with_result(agent.extension(req).await);
+                            Ok(())
+                        })
+                    }
+                },
+                agent_client_protocol::on_receive_request!(),
+            )
             .on_receive_notification(
                 async move |n: acp::CancelNotification, _cx| {
                     d.cancel(&n.session_id);
@@ -371,8 +397,8 @@ impl AcpAgent {
             terminal: caps.terminal,
         };
         // Only what is implemented: sessions recorded in the workspace store (load, list,
-        // resume, close); no images, audio or embedded context, no MCP servers from the
-        // client (defaults are "unsupported").
+        // resume, close); embedded text resources in prompts; no images or audio, no MCP
+        // servers from the client (defaults are "unsupported").
         let sessions = acp::SessionCapabilities::new()
             .list(acp::SessionListCapabilities::new())
             .resume(acp::SessionResumeCapabilities::new())
@@ -381,7 +407,9 @@ impl AcpAgent {
             .agent_capabilities(
                 acp::AgentCapabilities::new()
                     .load_session(true)
-                    .session_capabilities(sessions),
+                    .prompt_capabilities(acp::PromptCapabilities::new().embedded_context(true))
+                    .session_capabilities(sessions)
+                    .meta(extensions_meta()),
             )
             .auth_methods(Vec::new())
             .agent_info(

@@ -63,6 +63,50 @@ fn prompt_text(blocks: &[acp::ContentBlock]) -> String {
     parts.join("\n").trim().to_owned()
 }
 
+/// At most this much of a file read through the client goes into the request.
+const BUFFER_LIMIT: usize = 200_000;
+
+/// The text of a prompt with the files it links read through the client
+/// (`fs/read_text_file`, when it advertised it): an editor's buffer wins over the file on
+/// disk, unsaved changes included. A file the client cannot read stays a link.
+async fn prompt_with_buffers(
+    blocks: &[acp::ContentBlock],
+    session: &acp::SessionId,
+    conn: &ConnectionTo<Client>,
+    can_read: bool,
+) -> String {
+    let mut parts = Vec::new();
+    for b in blocks {
+        if let acp::ContentBlock::ResourceLink(l) = b
+            && can_read
+            && let Some(path) = l.uri.strip_prefix("file://")
+        {
+            let read = conn
+                .send_request(acp::ReadTextFileRequest::new(session.clone(), path))
+                .block_task()
+                .await;
+            match read {
+                Ok(r) => {
+                    let mut text = r.content;
+                    if text.len() > BUFFER_LIMIT {
+                        let mut end = BUFFER_LIMIT;
+                        while !text.is_char_boundary(end) {
+                            end -= 1;
+                        }
+                        text.truncate(end);
+                        text.push_str("\n… [cut]");
+                    }
+                    parts.push(format!("{path} (as open in the editor):\n```\n{text}\n```"));
+                    continue;
+                }
+                Err(e) => tracing::info!("fs/read_text_file {path}: {e}"),
+            }
+        }
+        parts.push(prompt_text(std::slice::from_ref(b)));
+    }
+    parts.join("\n").trim().to_owned()
+}
+
 /// What the turn is talking to.
 pub(crate) struct Turn {
     pub(crate) conn: ConnectionTo<Client>,
@@ -464,7 +508,8 @@ impl AcpAgent {
             agent: self,
             session: key,
         };
-        let request = prompt_text(&req.prompt);
+        let can_read = self.client_caps().read_text_file;
+        let request = prompt_with_buffers(&req.prompt, &req.session_id, &conn, can_read).await;
         if request.is_empty() {
             return Err(invalid_params("the prompt has no text"));
         }

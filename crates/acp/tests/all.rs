@@ -6,6 +6,7 @@
 mod suite {
     mod changes;
     pub mod common;
+    mod ext;
     mod permissions;
     mod sessions;
     mod turns;

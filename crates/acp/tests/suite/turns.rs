@@ -40,7 +40,7 @@ async fn initialize_is_honest_and_remembers_the_client() {
             }
             assert!(c["sessionCapabilities"].get("delete").is_none(), "{c}");
             assert_ne!(c["promptCapabilities"]["image"], true, "{c}");
-            assert_ne!(c["promptCapabilities"]["embeddedContext"], true, "{c}");
+            assert_eq!(c["promptCapabilities"]["embeddedContext"], true, "{c}");
             assert_ne!(c["mcpCapabilities"]["http"], true, "{c}");
             let caps = a.client_caps();
             assert!(caps.read_text_file && caps.terminal && !caps.write_text_file);
@@ -344,4 +344,99 @@ async fn cancel_request_for_a_prompt_cancels_its_turn() {
         .inspect(&RunId::from_string(run))
         .unwrap();
     assert_eq!(o.status, RunStatus::Cancelled);
+}
+
+/// Files the prompt links are read through the client when it advertised
+/// `fs/read_text_file` (its buffer, unsaved changes included, is what the agents see); a
+/// file the client cannot read stays a link, and a client that did not advertise reading is
+/// never asked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn linked_files_are_read_through_the_client_when_it_can() {
+    let ws = trellis_test_support::example_repo("inventory", CONFIG).unwrap();
+    let root = ws.path().canonicalize().unwrap();
+    let model = script(Duration::ZERO);
+    let service = service_with(&root, model.clone());
+    let seen = |needle: &str| {
+        model
+            .requests()
+            .iter()
+            .any(|r| r.messages.iter().any(|m| m.content.contains(needle)))
+    };
+    let reads: Arc<Mutex<Vec<String>>> = Arc::default();
+    for advertise in [true, false] {
+        let r = reads.clone();
+        let agent = trellis_acp::AcpAgent::with_service(
+            service.clone(),
+            trellis_acp::AcpOptions {
+                workflow: Some("architecture_discussion".into()),
+            },
+        );
+        let root = root.clone();
+        with_timeout(
+            Client
+                .v1()
+                .on_receive_request(
+                    async move |req: acp::ReadTextFileRequest, responder, _cx| {
+                        let path = req.path.display().to_string();
+                        r.lock().unwrap().push(path.clone());
+                        if path.ends_with("inventory.py") {
+                            responder.respond(acp::ReadTextFileResponse::new(
+                                "UNSAVED-BUFFER-TEXT in inventory.py",
+                            ))
+                        } else {
+                            responder.respond_with_error(agent_client_protocol::Error::new(
+                                -32603,
+                                "outside the allowed tree",
+                            ))
+                        }
+                    },
+                    agent_client_protocol::on_receive_request!(),
+                )
+                .connect_with(agent.connection(), async |cx| {
+                    let caps = acp::ClientCapabilities::new()
+                        .fs(acp::FileSystemCapabilities::new().read_text_file(advertise));
+                    cx.send_request(
+                        acp::InitializeRequest::new(ProtocolVersion::V1).client_capabilities(caps),
+                    )
+                    .block_task()
+                    .await?;
+                    let s = cx
+                        .send_request(acp::NewSessionRequest::new(root.clone()))
+                        .block_task()
+                        .await?;
+                    let link = |p: &str| {
+                        acp::ContentBlock::ResourceLink(acp::ResourceLink::new(
+                            p,
+                            format!("file://{}", root.join(p).display()),
+                        ))
+                    };
+                    let r = cx
+                        .send_request(acp::PromptRequest::new(
+                            s.session_id,
+                            vec![
+                                "Why is stock kept in memory? See".into(),
+                                link("inventory.py"),
+                                link("README.md"),
+                            ],
+                        ))
+                        .block_task()
+                        .await?;
+                    assert_eq!(r.stop_reason, acp::StopReason::EndTurn);
+                    Ok(())
+                }),
+        )
+        .await
+        .unwrap();
+        if advertise {
+            assert!(seen("UNSAVED-BUFFER-TEXT"), "the buffer reached the agents");
+            assert!(seen("(see file://"), "an unreadable file stays a link");
+            assert_eq!(reads.lock().unwrap().len(), 2);
+        } else {
+            assert_eq!(
+                reads.lock().unwrap().len(),
+                2,
+                "not asked without the capability"
+            );
+        }
+    }
 }
