@@ -528,6 +528,11 @@ impl AcpAgent {
             self.undo(&turn).await;
             return Ok(acp::PromptResponse::new(acp::StopReason::EndTurn));
         }
+        // Planning (the orchestrator's model call, the worktree) takes a while: say so at once.
+        turn.thought(match &config.workflow {
+            Some(w) => format!("Planning the `{w}` workflow…\n"),
+            None => "Choosing a workflow and its stages…\n".to_owned(),
+        });
         // Read-only: what the policy would ask about is denied, nothing is asked.
         let input = if config.autonomy == Autonomy::ReadOnly {
             InputMode::Deny
