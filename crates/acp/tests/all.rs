@@ -7,6 +7,7 @@ mod suite {
     mod changes;
     pub mod common;
     mod ext;
+    mod feature;
     mod permissions;
     mod sessions;
     mod turns;
