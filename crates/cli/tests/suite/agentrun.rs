@@ -296,7 +296,6 @@ fn embedded_model_answers_an_acp_prompt() {
             _ => assert!(v.get("error").is_none(), "{v}"),
         }
     };
-    drop(send);
     child.kill().ok();
     child.wait().ok();
     assert_eq!(stop, "end_turn");
