@@ -2,6 +2,8 @@
 //! autonomy, as the older session modes): which workflow a prompt runs, and how much the
 //! agent may do without asking.
 
+use std::collections::BTreeMap;
+
 use agent_client_protocol::v1::schema as acp;
 use serde::{Deserialize, Serialize};
 
@@ -75,6 +77,9 @@ pub struct SessionConfig {
     pub workflow: Option<String>,
     /// How much a prompt may do without asking.
     pub autonomy: Autonomy,
+    /// Approvals answered "always" (`true`) or "never" (`false`), by tool (or prompt).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub approvals: BTreeMap<String, bool>,
 }
 
 /// A short name for a workflow.

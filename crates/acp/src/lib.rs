@@ -71,8 +71,6 @@ struct Session {
     title: Option<String>,
     /// The prompt turn in progress, if any.
     turn: Option<CancellationToken>,
-    /// Approvals answered "always" (`true`) or "never" (`false`), by tool.
-    always: HashMap<String, bool>,
     /// Its settings (workflow, autonomy).
     config: SessionConfig,
 }
@@ -83,10 +81,30 @@ impl Session {
             cwd,
             title: None,
             turn: None,
-            always: HashMap::new(),
             config,
         }
     }
+}
+
+/// Records a session's settings with it (so a restarted agent has them).
+async fn persist_config(
+    service: &Service,
+    session: &acp::SessionId,
+    config: &SessionConfig,
+) -> Result<(), agent_client_protocol::Error> {
+    let store = service.runtime().store.clone();
+    let key = session.0.to_string();
+    let json = config.to_json();
+    tokio::task::spawn_blocking(move || -> Result<(), trellis_store::Error> {
+        if let Some(mut record) = store.client_session(&key)? {
+            record.config = json;
+            store.put_client_session(record)?;
+        }
+        Ok(())
+    })
+    .await
+    .map_err(internal)?
+    .map_err(internal)
 }
 
 /// The names of the workflows the service knows.
@@ -519,22 +537,29 @@ impl AcpAgent {
             s.config.set(id, value, &flows).map_err(invalid_params)?;
             s.config.clone()
         };
-        let store = service.runtime().store.clone();
-        let key = session.0.to_string();
-        let json = config.to_json();
-        tokio::task::spawn_blocking(move || -> Result<(), trellis_store::Error> {
-            if let Some(mut record) = store.client_session(&key)? {
-                record.config = json;
-                store.put_client_session(record)?;
-            }
-            Ok(())
-        })
-        .await
-        .map_err(internal)?
-        .map_err(internal)?;
+        persist_config(&service, session, &config).await?;
         tracing::info!(session = %session, option = id, value, "config option set");
         let options = config.options(&flows);
         Ok((config, options))
+    }
+
+    /// Remembers an "always" answer to an approval in the session (and its record).
+    pub(crate) async fn remember(
+        &self,
+        service: &Service,
+        session: &acp::SessionId,
+        key: String,
+        allow: bool,
+    ) -> Result<(), agent_client_protocol::Error> {
+        let config = {
+            let mut sessions = lock(&self.sessions);
+            let Some(s) = sessions.get_mut(session.0.as_ref()) else {
+                return Ok(());
+            };
+            s.config.approvals.insert(key, allow);
+            s.config.clone()
+        };
+        persist_config(service, session, &config).await
     }
 
     fn cancel(&self, session: &acp::SessionId) {

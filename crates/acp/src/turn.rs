@@ -226,7 +226,7 @@ impl Turn {
         let key = tool.clone().unwrap_or_else(|| it.prompt.clone());
         let remembered = lock(&agent.sessions)
             .get(self.session.0.as_ref())
-            .and_then(|s| s.always.get(&key).copied());
+            .and_then(|s| s.config.approvals.get(&key).copied());
         if let Some(allow) = remembered {
             return Some(if allow {
                 Answer::approve()
@@ -298,9 +298,11 @@ impl Turn {
         };
         let allow = chosen.starts_with("allow");
         if chosen.ends_with("always")
-            && let Some(s) = lock(&agent.sessions).get_mut(self.session.0.as_ref())
+            && let Err(e) = agent
+                .remember(&self.service, &self.session, key, allow)
+                .await
         {
-            s.always.insert(key, allow);
+            tracing::warn!("recording an approval of session {}: {e}", self.session);
         }
         let status = if allow {
             acp::ToolCallStatus::Completed

@@ -228,9 +228,28 @@ async fn permissions_once_always_and_cancel_while_asking() {
     );
     assert_eq!(first["toolCall"]["kind"], "execute", "{first}");
 
+    // "Always" answers are recorded with their session (a restarted agent keeps them).
+    let store = &service.runtime().store;
+    let configs: Vec<String> = store
+        .client_sessions("acp")
+        .unwrap()
+        .iter()
+        .map(|s| s.config.clone())
+        .collect();
+    assert!(
+        configs
+            .iter()
+            .any(|c| c.contains(r#""approvals":{"shell":true}"#)),
+        "{configs:?}"
+    );
+    assert!(
+        configs
+            .iter()
+            .any(|c| c.contains(r#""approvals":{"shell":false}"#)),
+        "{configs:?}"
+    );
     // The cancelled turn's run (the only turn of its session) waits for its answer:
     // resumable.
-    let store = &service.runtime().store;
     let runs: Vec<RunId> = store
         .client_sessions("acp")
         .unwrap()
