@@ -23,7 +23,7 @@ if [ ! -f web/node_modules/.lock-stamp ] || [ "$(cat web/node_modules/.lock-stam
   (cd web && npm ci --no-audit --no-fund --loglevel=error)
   echo "$lock" > web/node_modules/.lock-stamp
 fi
-stamp=$( (cd web && find src index.html package.json package-lock.json tsconfig.json vite.config.ts public \
+stamp=$( (cd web && find src scripts index.html package.json package-lock.json tsconfig.json vite.config.ts public \
             -type f 2>/dev/null | LC_ALL=C sort | xargs sha256sum; node --version) | sha256sum | cut -c1-16)
 if [ -f web/dist/.stamp ] && [ "$(cat web/dist/.stamp)" = "$stamp" ] && [ -f web/dist/index.html ]; then
   echo "web: built (web/dist is current)"

@@ -242,11 +242,12 @@ export class RunModel extends Notifier {
         this.interruptsVersion++;
         break;
       case 'runResumed':
-        // An answer (or `resume`) continues a run that waited: it runs again. The server sends
-        // no runStatusChanged for that, only this.
-        if (this.status !== 'running') {
+        // A server drives the run again (an answer, a message or `resume`): it is live. A run
+        // that waited also gets a runStatusChanged(running); one that a killed server left
+        // "running" gets only this.
+        if (this.record) this.record = { ...this.record, status: this.record.status === 'waitingInput' ? 'running' : this.record.status, updatedTs: f.ts, live: true };
+        if (this.status === 'waitingInput') {
           this.status = 'running';
-          if (this.record) this.record = { ...this.record, status: 'running', updatedTs: f.ts, live: true };
           this.interruptsVersion++;
         }
         break;
@@ -302,6 +303,17 @@ export class RunModel extends Notifier {
 }
 
 /** Why `node` cannot be pruned now, or null when it can (only READY, RUNNING, WAITING_INPUT). */
+/**
+ * Why a node cannot be sent back for a revision now (null when it can): the service re-runs a
+ * finished run's COMPLETED or FAILED stage with the feedback; a running run takes messages.
+ */
+export function reviseBlocked(m: RunModel, n: NodeInfo): string | null {
+  if (n.id === 'DONE' || n.id === 'ABORT') return 'an end node has no work to revise';
+  if (!m.isFinished()) return 'the run is still going: send the agent a message instead';
+  if (n.state !== 'COMPLETED' && n.state !== 'FAILED') return `a ${n.state ?? 'never reached'} node has no work to revise`;
+  return null;
+}
+
 export function pruneBlocked(m: RunModel, n: NodeInfo): string | null {
   if (m.isFinished()) return `the run has ${m.status === 'succeeded' ? 'succeeded' : m.status}; nothing in it can be pruned`;
   switch (n.state) {

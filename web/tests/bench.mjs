@@ -8,7 +8,7 @@
 // in headless Chromium ($CHROMIUM, default /usr/bin/chromium), with the API and the event
 // socket faked by Playwright, so the browser side is all that is measured:
 //
-//  1. initial load: the JavaScript the runs page loads, raw and gzip -9 (lazy chunks apart);
+//  1. initial load: the JavaScript the runs page loads, raw and as sent (lazy chunks apart);
 //  2. a run with one fan-out stage of --children agents: time to the first painted graph, and
 //     clicks (open the fan-out group's panel of children, pick a child: its node panel, the
 //     group again) from the click to the frame painted after the panel appeared;
@@ -46,7 +46,7 @@ if (RATE * SECONDS > 2 * N) {
   process.exit(1);
 }
 
-// ---- the built app, served like trellis serve does (no compression) ----
+// ---- the built app, served like trellis serve does: the build's .br/.gz copy when accepted ----
 const types = { '.html': 'text/html', '.js': 'text/javascript', '.css': 'text/css', '.svg': 'image/svg+xml' };
 const server = http.createServer((req, res) => {
   const path = new URL(req.url, 'http://x').pathname;
@@ -55,8 +55,18 @@ const server = http.createServer((req, res) => {
     res.writeHead(404).end();
     return;
   }
-  res.writeHead(200, { 'content-type': types[extname(file)] ?? 'application/octet-stream' });
-  res.end(readFileSync(file));
+  const accept = String(req.headers['accept-encoding'] ?? '');
+  const headers = { 'content-type': types[extname(file)] ?? 'application/octet-stream' };
+  let body = file;
+  for (const [coding, ext] of [['br', '.br'], ['gzip', '.gz']]) {
+    if (accept.includes(coding) && existsSync(file + ext)) {
+      headers['content-encoding'] = coding;
+      body = file + ext;
+      break;
+    }
+  }
+  res.writeHead(200, headers);
+  res.end(readFileSync(body));
 });
 await new Promise((r) => server.listen(0, '127.0.0.1', r));
 const url = `http://127.0.0.1:${server.address().port}`;
@@ -154,7 +164,8 @@ const scripts = new Map();
 page.on('response', async (r) => {
   if (r.request().resourceType() === 'script' || r.url().endsWith('.js')) {
     try {
-      scripts.set(new URL(r.url()).pathname, await r.body());
+      const sent = (await r.request().sizes()).responseBodySize;
+      scripts.set(new URL(r.url()).pathname, { body: await r.body(), sent, coding: r.headers()['content-encoding'] ?? 'identity' });
     } catch {
       /* gone */
     }
@@ -166,8 +177,10 @@ await page.waitForLoadState('networkidle');
 const initial = [...scripts.entries()];
 out.initialJs = {
   files: initial.map(([p]) => p),
-  rawKB: +(initial.reduce((n, [, b]) => n + b.length, 0) / 1024).toFixed(1),
-  gzipKB: +(initial.reduce((n, [, b]) => n + gzipSync(b, { level: constants.Z_BEST_COMPRESSION }).length, 0) / 1024).toFixed(1),
+  rawKB: +(initial.reduce((n, [, s]) => n + s.body.length, 0) / 1024).toFixed(1),
+  sentKB: +(initial.reduce((n, [, s]) => n + s.sent, 0) / 1024).toFixed(1),
+  encodings: [...new Set(initial.map(([, s]) => s.coding))],
+  gzipKB: +(initial.reduce((n, [, s]) => n + gzipSync(s.body, { level: constants.Z_BEST_COMPRESSION }).length, 0) / 1024).toFixed(1),
 };
 log('initial JS', out.initialJs);
 

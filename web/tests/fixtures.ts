@@ -66,7 +66,9 @@ export const systemOf = (body: any): string => String(body.messages?.[0]?.conten
 
 /** Starts an architecture discussion from the runs page's form; resolves to the run's id (the page shows the run). */
 export async function newRun(page: Page, request: string, opts: { document?: boolean; shot?: string; info?: TestInfo } = {}): Promise<string> {
-  await page.goto('/#/runs?new=1');
+  // On the server the page is on (a test may run its own), else the worker's.
+  const origin = page.url().startsWith('http') ? new URL(page.url()).origin : '';
+  await page.goto(`${origin}/#/runs?new=1`);
   await page.getByTestId('new-run-request').fill(request);
   await page.getByTestId('new-run-workflow').selectOption('architecture_discussion');
   await page.getByTestId('stage-decision_documentation').selectOption(opts.document ? 'include' : 'skip');

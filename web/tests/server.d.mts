@@ -10,5 +10,7 @@ export interface StartedTrellis {
   repo: string;
   dir: string;
   stop(): Promise<void>;
+  /** Kills the server (SIGKILL) and starts another on the same workspace with `args`; url/login/port follow. */
+  restart(args?: string[]): Promise<void>;
 }
 export declare function startTrellis(opts?: { pace?: number; verbose?: boolean; bin?: string }): Promise<StartedTrellis>;

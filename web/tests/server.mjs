@@ -5,8 +5,9 @@
 // startTrellis() copies examples/inventory into a temporary git repository whose
 // .trellis/config.toml points every model role at tests/mock-llm.mjs, starts the mock and
 // `trellis serve` on 127.0.0.1 (free ports), and resolves to
-// {url, login, token, port, mock, repo, dir, stop}. stop() ends both processes and removes the
-// directory; they are also killed if this process exits without calling it.
+// {url, login, token, port, mock, repo, dir, stop, restart}. stop() ends both processes and
+// removes the directory; they are also killed if this process exits without calling it.
+// restart(args) kills the server with SIGKILL and starts another on the same workspace.
 //
 // The binary: $TRELLIS_BIN, else $CARGO_TARGET_DIR/debug/trellis, else the first of
 // ../target/debug/trellis and ~/.cache/trellis/target/debug/trellis that exists.
@@ -62,7 +63,7 @@ function firstLine(child, re, what, log) {
 
 /**
  * @param {{pace?: number, verbose?: boolean, bin?: string}} [opts]
- * @returns {Promise<{url: string, login: string, token: string, port: number, mock: string, repo: string, dir: string, stop: () => Promise<void>}>}
+ * @returns {Promise<{url: string, login: string, token: string, port: number, mock: string, repo: string, dir: string, stop: () => Promise<void>, restart: (args?: string[]) => Promise<void>}>}
  */
 export async function startTrellis(opts = {}) {
   const bin = opts.bin ?? trellisBin();
@@ -136,15 +137,20 @@ export async function startTrellis(opts = {}) {
       `[models]\ndefault = "mock"\n\n[models.profiles.mock]\nprovider = "openai"\nbase_url = "${mockUrl}"\nmodel = "mock-model"\n\n[index.embedding]\nbackend = "none"\n`,
     );
     const tokenFile = join(home, 'serve-token');
-    const serve = spawn(bin, ['serve', '--repo', repo, '--bind', '127.0.0.1:0', '--token-file', tokenFile], {
-      env,
-      cwd: repo,
-      stdio: ['ignore', 'pipe', verbose ? 'inherit' : 'ignore'],
-    });
-    children.push(serve);
-    const [, url] = await firstLine(serve, /^listening on (\S+)/, `${bin} serve`, log);
+    let serve;
+    const launch = async (extra = []) => {
+      serve = spawn(bin, ['serve', '--repo', repo, '--bind', '127.0.0.1:0', '--token-file', tokenFile, ...extra], {
+        env,
+        cwd: repo,
+        stdio: ['ignore', 'pipe', verbose ? 'inherit' : 'ignore'],
+      });
+      children.push(serve);
+      const [, url] = await firstLine(serve, /^listening on (\S+)/, `${bin} serve`, log);
+      return url;
+    };
+    const url = await launch();
     const token = readFileSync(tokenFile, 'utf8').trim();
-    return {
+    const srv = {
       url,
       login: `${url}/login?token=${token}`,
       token,
@@ -153,7 +159,21 @@ export async function startTrellis(opts = {}) {
       repo,
       dir,
       stop,
+      // Kills the server (SIGKILL: no clean shutdown) and starts a new one on the same
+      // workspace with `args` (e.g. --no-resume); `url`, `login` and `port` follow it.
+      async restart(args = []) {
+        const old = serve;
+        await new Promise((ok) => {
+          if (old.exitCode !== null || old.signalCode !== null) return ok();
+          old.once('exit', ok);
+          old.kill('SIGKILL');
+        });
+        srv.url = await launch(args);
+        srv.login = `${srv.url}/login?token=${token}`;
+        srv.port = Number(new URL(srv.url).port);
+      },
     };
+    return srv;
   } catch (e) {
     await stop();
     throw e;

@@ -68,8 +68,12 @@ pub struct AgentRun {
     pub role: RoleSpec,
     /// The model (usually budgeted).
     pub provider: Arc<dyn ModelProvider>,
-    /// The tools; the role's name is its allow list in the registry.
+    /// The tools; the role's name is its allow list in the registry, unless `tool_scope`
+    /// names another.
     pub tools: Arc<Registry>,
+    /// The registry allow list of this activation when it is not the role's (an agent whose
+    /// workflow stage grants it MCP tools).
+    pub tool_scope: Option<String>,
     /// The tools' environment (workspace, policy, interaction).
     pub env: ToolEnv,
     /// The interrupt-backed interaction, when `env.interaction` is one.
@@ -225,9 +229,14 @@ impl AgentRun {
         self.emit(st, SessionEvent::Note { text: text.into() });
     }
 
+    /// The registry allow list this activation's tools come from.
+    fn allow_list(&self) -> &str {
+        self.tool_scope.as_deref().unwrap_or(&self.role.name)
+    }
+
     fn tool_specs(&self) -> Vec<ToolSpec> {
         self.tools
-            .specs_for(&self.role.name)
+            .specs_for(self.allow_list())
             .into_iter()
             .map(|t| ToolSpec {
                 name: t.name,
@@ -538,7 +547,7 @@ impl AgentRun {
                         .tools
                         .call(
                             &self.env,
-                            &self.role.name,
+                            self.allow_list(),
                             &call.name,
                             args,
                             self.cancel.clone(),

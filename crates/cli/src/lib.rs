@@ -12,6 +12,7 @@ mod demo;
 mod display;
 mod drive;
 mod follow;
+mod mcp;
 mod models;
 mod registry;
 mod retrieval;
@@ -102,6 +103,10 @@ pub enum Commands {
     /// Run a request: the orchestrator picks a workflow, agents work in a git worktree, and
     /// the change ends in a batched review.
     Run(workflows::RunArgs),
+    /// The MCP servers agents use (`[mcp.servers]`): `list` starts each and shows its
+    /// state, tools and last error.
+    #[command(subcommand)]
+    Mcp(mcp::McpCommand),
     /// Serve the HTTP + WebSocket API (and web UI) for one or more workspaces (`--repo DIR`,
     /// repeatable) on loopback, with token authentication.
     Serve(serve::ServeArgs),
@@ -161,6 +166,9 @@ pub fn run(mut cli: Cli) -> anyhow::Result<ExitCode> {
     if let Commands::Models(cmd) = &cli.command {
         return rt.block_on(models::execute(cmd, &repo, &cli.config));
     }
+    if let Commands::Mcp(cmd) = cli.command {
+        return rt.block_on(mcp::execute(cmd, &repo, &cli.config));
+    }
     if let Commands::Run(args) = &cli.command
         && !(args.plan_only && args.workflow.is_some())
     {
@@ -212,6 +220,7 @@ pub fn run(mut cli: Cli) -> anyhow::Result<ExitCode> {
         | Commands::Workflows(_)
         | Commands::Run(_)
         | Commands::Models(_)
+        | Commands::Mcp(_)
         | Commands::Serve(_)
         | Commands::Acp(_) => unreachable!("handled before the store is opened"),
     }

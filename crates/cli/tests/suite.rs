@@ -1,6 +1,7 @@
 mod agentrun;
 mod common;
 mod crash;
+mod mcp;
 mod mock;
 mod models;
 mod review;

@@ -32,6 +32,7 @@ pub const SECTIONS: &[&str] = &[
     "tools",   // trellis-tools
     "index",   // trellis-index
     "agents",  // trellis-agents: test command, turn caps, role directories, retrieval agent
+    "mcp",     // trellis-mcp: MCP servers whose tools agents use
 ];
 
 /// Where to look for configuration.

@@ -27,6 +27,9 @@ pub enum Error {
     /// The index.
     #[error(transparent)]
     Index(#[from] trellis_index::Error),
+    /// MCP servers.
+    #[error(transparent)]
+    Mcp(#[from] trellis_mcp::Error),
     /// A run cannot be resumed.
     #[error("{0}")]
     Resume(String),

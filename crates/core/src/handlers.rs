@@ -77,6 +77,11 @@ fn watch_writes(sink: SessionSink, touched: Arc<std::sync::Mutex<Vec<String>>>) 
     })
 }
 
+/// The registry allow list of `agent` in `stage` when the stage grants it MCP tools.
+pub(crate) fn tool_scope(stage: &str, agent: &str) -> String {
+    format!("{agent}@{stage}")
+}
+
 /// Cuts `text` to `max` bytes on a char boundary.
 pub(crate) fn clip(text: &str, max: usize) -> String {
     trellis_agents::prompt::truncate(text, max)
@@ -208,9 +213,12 @@ impl RunContext {
                 InputMode::Deny => (Arc::new(NonInteractive { approve: false }), None),
             };
         let env = self.env(&node, interaction)?;
+        // An agent its stage grants MCP tools has an allow list of its own.
+        let scope = tool_scope(&stage_name, &agent.agent);
+        let tool_scope = self.registry.roles().contains(&scope).then_some(scope);
         let tools: Vec<(String, String)> = self
             .registry
-            .specs_for(&role.name)
+            .specs_for(tool_scope.as_deref().unwrap_or(&role.name))
             .into_iter()
             .map(|t| (t.name, t.description))
             .collect();
@@ -290,6 +298,7 @@ impl RunContext {
             role: role.clone(),
             provider,
             tools: self.registry.clone(),
+            tool_scope,
             env: env.clone(),
             gate,
             ledger: Some(self.ledger.clone()),

@@ -81,6 +81,8 @@ pub struct Runtime {
     pub catalog: Catalog,
     /// The workspace store.
     pub store: Arc<Store>,
+    /// The MCP servers of `[mcp.servers]` (started on a run's first use).
+    pub mcp: trellis_mcp::McpHub,
     /// Serialises the creation of run worktrees (git's worktree bookkeeping is not safe
     /// under concurrent `git worktree add`).
     worktree_lock: std::sync::Mutex<()>,
@@ -109,6 +111,8 @@ impl Runtime {
         let tools: ToolsConfig = config.section_serde("tools")?;
         let agents: AgentsConfig = config.section("agents")?;
         let index: IndexConfig = config.section_serde("index")?;
+        let mcp: trellis_mcp::McpConfig = config.section_serde("mcp")?;
+        let mcp = trellis_mcp::McpHub::new(&repo, &mcp)?;
         let mut role_dirs = vec![repo.join(".trellis").join("agents")];
         role_dirs.extend(agents.roles_dirs.iter().map(|d| repo.join(d)));
         let roles = RoleCatalog::discover(&role_dirs)?;
@@ -123,6 +127,7 @@ impl Runtime {
             roles,
             catalog,
             store,
+            mcp,
             worktree_lock: std::sync::Mutex::new(()),
         })
     }
@@ -167,7 +172,7 @@ impl Runtime {
             RunWorktree::create(&self.repo, &run)?
         };
         self.store.put_change_set(worktree.record(now_ms()))?;
-        let ctx = self.context(run.clone(), worktree, options)?;
+        let ctx = self.context(run.clone(), worktree, options, plan)?;
         let graph = Arc::new(compile(plan, ctx.as_ref())?);
         let cause = ctx.options.cause.clone();
         let handle = Engine::new(self.store.clone()).start_as_by(
@@ -195,7 +200,7 @@ impl Runtime {
                 worktree.path.display()
             )));
         }
-        let ctx = self.context(run.clone(), worktree, options)?;
+        let ctx = self.context(run.clone(), worktree, options, &plan)?;
         let graph = Arc::new(compile(&plan, ctx.as_ref())?);
         let cause = ctx.options.cause.clone();
         let handle = Engine::new(self.store.clone()).resume_by(graph, run, commands, cause)?;
@@ -221,6 +226,7 @@ impl Runtime {
         run: RunId,
         worktree: RunWorktree,
         options: RunOptions,
+        plan: &Plan,
     ) -> Result<Arc<RunContext>> {
         let mut registry = Registry::builtin(&self.tools.roles);
         for (role, _) in self.roles.iter() {
@@ -229,6 +235,10 @@ impl Runtime {
             }
         }
         registry.allow(testcmd::TEST_RUNNER, ["shell"]);
+        if !self.mcp.is_empty() {
+            self.grant_mcp_tools(&mut registry, plan);
+            registry = registry.with_source(Arc::new(self.mcp.clone()));
+        }
         let registry = Arc::new(registry.with_sink(self.store.clone()));
         // Every model call is persisted (`model_calls`, `trellis runs usage`), and a resumed
         // run's ledger starts from what the run spent before.
@@ -250,6 +260,42 @@ impl Runtime {
             ledger,
             options,
         ))
+    }
+}
+
+impl Runtime {
+    /// MCP servers' tools for the agents: a server's `roles` grant all its tools to those
+    /// roles (`"*"`: every role); a stage's `mcp_tools` give that stage's agents an allow list
+    /// of their own (their role's tools plus those).
+    fn grant_mcp_tools(&self, registry: &mut Registry, plan: &Plan) {
+        for (role, grant) in self.mcp.role_grants() {
+            if role == "*" {
+                let mut all: Vec<String> = registry.roles();
+                all.extend(self.roles.iter().map(|(r, _)| r.name.clone()));
+                for r in all {
+                    registry.allow(&r, [grant.as_str()]);
+                }
+            } else {
+                registry.allow(&role, [grant.as_str()]);
+            }
+        }
+        for stage in &plan.planned {
+            for agent in &stage.context.agents {
+                if agent.mcp_tools.is_empty() {
+                    continue;
+                }
+                let entries: Vec<String> = agent
+                    .mcp_tools
+                    .iter()
+                    .map(|t| trellis_mcp::allow_entry(t))
+                    .collect();
+                registry.derive(
+                    &handlers::tool_scope(&stage.context.stage_name, &agent.agent),
+                    &agent.agent,
+                    entries.iter().map(String::as_str),
+                );
+            }
+        }
     }
 }
 

@@ -41,6 +41,6 @@ pub use interaction::{
     ScriptedInteraction,
 };
 pub use record::{MemorySink, ToolCallSink};
-pub use registry::{Registry, ToolResult};
+pub use registry::{Registry, ToolResult, ToolSource};
 pub use tool::{Tool, ToolOutput, ToolSpec, TypedTool};
 pub use workspace::Workspace;

@@ -54,10 +54,23 @@ pub struct ToolResult {
     pub cancelled: bool,
 }
 
-/// Tools by name, with per-role allow lists.
+/// Tools that come and go while a run goes on (an MCP server's, listed when it is ready and
+/// again when it says its list changed): the registry asks it at every lookup.
+pub trait ToolSource: Send + Sync {
+    /// The tools available now.
+    fn tools(&self) -> Vec<Arc<dyn Tool>>;
+    /// The tool called `name`, if available now.
+    fn get(&self, name: &str) -> Option<Arc<dyn Tool>> {
+        self.tools().into_iter().find(|t| t.spec().name == name)
+    }
+}
+
+/// Tools by name, with per-role allow lists. An allow-list entry ending in `*` allows every
+/// tool whose name starts with what precedes it (`github__*`).
 #[derive(Clone, Default)]
 pub struct Registry {
     tools: BTreeMap<String, Arc<dyn Tool>>,
+    sources: Vec<Arc<dyn ToolSource>>,
     roles: BTreeMap<String, BTreeSet<String>>,
     sink: Option<Arc<dyn ToolCallSink>>,
 }
@@ -124,34 +137,74 @@ impl Registry {
             .extend(tools.into_iter().map(str::to_owned));
     }
 
+    /// Adds tools that are looked up at each call ([`ToolSource`]); a registered tool of
+    /// the same name wins.
+    pub fn with_source(mut self, source: Arc<dyn ToolSource>) -> Self {
+        self.sources.push(source);
+        self
+    }
+
+    /// The tool called `name`: a registered one, else the first source's that has it.
+    fn tool(&self, name: &str) -> Option<Arc<dyn Tool>> {
+        self.tools
+            .get(name)
+            .cloned()
+            .or_else(|| self.sources.iter().find_map(|s| s.get(name)))
+    }
+
+    /// Gives `scope` (an allow-list key of its own, e.g. one agent of one stage) the tools
+    /// `base` may use plus `extra`.
+    pub fn derive<'a>(
+        &mut self,
+        scope: &str,
+        base: &str,
+        extra: impl IntoIterator<Item = &'a str>,
+    ) {
+        let mut tools = self.roles.get(base).cloned().unwrap_or_default();
+        tools.extend(extra.into_iter().map(str::to_owned));
+        self.roles.insert(scope.to_owned(), tools);
+    }
+
+    /// The allow-list keys (roles and scopes).
+    pub fn roles(&self) -> Vec<String> {
+        self.roles.keys().cloned().collect()
+    }
+
     /// Records every call into `sink`.
     pub fn with_sink(mut self, sink: Arc<dyn ToolCallSink>) -> Self {
         self.sink = Some(sink);
         self
     }
 
-    /// Every tool's spec.
+    /// Every tool's spec (registered ones, then the sources' current ones).
     pub fn specs(&self) -> Vec<ToolSpec> {
-        self.tools.values().map(|t| t.spec().clone()).collect()
+        let mut seen = BTreeSet::new();
+        self.tools
+            .values()
+            .cloned()
+            .chain(self.sources.iter().flat_map(|s| s.tools()))
+            .filter(|t| seen.insert(t.spec().name.clone()))
+            .map(|t| t.spec().clone())
+            .collect()
     }
 
-    /// The specs of the tools `role` may use (none for an unknown role).
+    /// The specs of the tools `role` may use (none for an unknown role), in name order.
     pub fn specs_for(&self, role: &str) -> Vec<ToolSpec> {
-        self.roles
-            .get(role)
-            .map(|names| {
-                names
-                    .iter()
-                    .filter_map(|n| self.tools.get(n))
-                    .map(|t| t.spec().clone())
-                    .collect()
-            })
-            .unwrap_or_default()
+        let Some(allowed) = self.roles.get(role) else {
+            return Vec::new();
+        };
+        let mut specs: Vec<ToolSpec> = self
+            .specs()
+            .into_iter()
+            .filter(|t| allow_listed(allowed, &t.name))
+            .collect();
+        specs.sort_by(|a, b| a.name.cmp(&b.name));
+        specs
     }
 
     /// Whether `role` may call `tool`.
     pub fn allows(&self, role: &str, tool: &str) -> bool {
-        self.roles.get(role).is_some_and(|r| r.contains(tool))
+        self.roles.get(role).is_some_and(|r| allow_listed(r, tool))
     }
 
     /// Runs one call for `role`. Never fails: unknown tools, refused roles, bad arguments,
@@ -168,7 +221,7 @@ impl Registry {
         let started_at = now_ms();
         let clock = Instant::now();
         let ctx = ToolContext::new(env.clone(), tool, args.clone(), cancel);
-        let outcome = match self.tools.get(tool) {
+        let outcome = match self.tool(tool) {
             None => Err(Error::UnknownTool(tool.to_owned())),
             Some(_) if !self.allows(role, tool) => Err(Error::NotAllowed {
                 tool: tool.to_owned(),
@@ -208,6 +261,15 @@ impl Registry {
         }
         result
     }
+}
+
+/// Whether an allow list names `tool`, exactly or by a `prefix*` entry.
+fn allow_listed(allowed: &BTreeSet<String>, tool: &str) -> bool {
+    allowed.contains(tool)
+        || allowed
+            .iter()
+            .filter_map(|a| a.strip_suffix('*'))
+            .any(|prefix| tool.starts_with(prefix))
 }
 
 fn now_ms() -> i64 {

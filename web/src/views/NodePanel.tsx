@@ -1,13 +1,14 @@
 // The selected node: state, attempts, what it waits for, its result, usage, its agent's
-// streaming conversation, a message box, and prune (node / subtree) with a confirmation —
-// disabled with the reason when the state forbids it; the API's refusal is always shown.
+// streaming conversation, a message box, prune (node / subtree) with a confirmation —
+// disabled with the reason when the state forbids it — and, once the run has finished, a
+// revision with feedback; the API's refusal is always shown.
 
 import { useState } from 'preact/hooks';
 import { get, post, enc } from '../api';
 import type { RunUsage } from '../api';
 import { cost, tokens } from '../format';
 import type { RunModel, NodeInfo } from '../runModel';
-import { pruneBlocked } from '../runModel';
+import { pruneBlocked, reviseBlocked } from '../runModel';
 import { GROUP_PREFIX } from './Graph';
 import { Transcript, useSession } from './Transcript';
 import { renderMarkdown, readable } from '../markdown';
@@ -54,6 +55,13 @@ function NodeDetails({ m, n, onSelect, onClose }: { m: RunModel; n: NodeInfo; on
     setReason('');
     toast(`Prune of ${n.id} sent`);
   });
+  const [feedback, setFeedback] = useState('');
+  const revise = useAction(async () => {
+    await post(`/api/workflows/${enc(m.id)}/nodes/${enc(n.id)}/revise`, { feedback });
+    setFeedback('');
+    toast(`Revision of ${n.id} requested`);
+  });
+  const noRevise = reviseBlocked(m, n);
   const send = useAction(async () => {
     await post(`/api/workflows/${enc(m.id)}/nodes/${enc(n.id)}/message`, { text });
     setText('');
@@ -188,6 +196,28 @@ function NodeDetails({ m, n, onSelect, onClose }: { m: RunModel; n: NodeInfo; on
         </div>
         <InlineError text={send.error} testid="message-error" />
       </form>
+      {!noRevise && (
+        <details class="revise" data-testid="node-revise">
+          <summary>Ask for a revision</summary>
+          <form
+            onSubmit={(e) => {
+              e.preventDefault();
+              if (feedback.trim()) void revise.run();
+            }}
+          >
+            <label class="block">
+              What should change <span class="muted small">(the agent runs this stage again with it; later stages follow, and the change set is rebuilt)</span>
+              <textarea data-testid="revise-feedback" rows={2} value={feedback} onInput={(e) => setFeedback((e.target as HTMLTextAreaElement).value)} onKeyDown={submitOnCtrlEnter} placeholder="Cover the reservation expiry too." />
+            </label>
+            <div class="row end">
+              <button type="submit" class="primary" data-testid="revise-send" disabled={revise.busy || !feedback.trim()}>
+                Send back (Ctrl+Enter)
+              </button>
+            </div>
+            <InlineError text={revise.error} testid="revise-error" />
+          </form>
+        </details>
+      )}
       {(output || findings.length > 0) && (
         <section class="result" aria-label="Result">
           <h3>Result</h3>

@@ -155,6 +155,7 @@ fn agent(s: Setup<'_>) -> AgentRun {
         role: role(),
         provider: s.provider,
         tools: s.fx.registry.clone(),
+        tool_scope: None,
         env: ToolEnv::new(
             s.fx.workspace.clone(),
             Arc::new(ToolsConfig::default()),

@@ -170,6 +170,7 @@ pub(crate) async fn answer(
         role: role.clone(),
         provider,
         tools: registry,
+        tool_scope: None,
         env,
         gate: None,
         ledger: None,

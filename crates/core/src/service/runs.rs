@@ -80,6 +80,8 @@ impl Service {
             }));
         }
         let options = self.options(&sub, args.input, args.budgets);
+        // MCP servers start now; the run waits for them at most `mcp.startup_wait_secs`.
+        self.runtime.mcp.ready_for_run().await;
         // Creating the worktree runs git and waits for the store: off the async workers,
         // so that streaming runs are not stalled by runs starting.
         let (handle, ctx) = {
@@ -176,6 +178,7 @@ impl Service {
         input: InputMode,
     ) -> Result<(), OpError> {
         let options = self.options(sub, input, None);
+        self.runtime.mcp.ready_for_run().await;
         // Replaying the log and preparing the worktree context is blocking work.
         let (rt, id) = (self.runtime.clone(), run.clone());
         let (handle, ctx) = tokio::task::spawn_blocking(move || rt.resume(&id, commands, options))

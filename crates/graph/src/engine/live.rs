@@ -626,7 +626,17 @@ impl Live {
             .iter()
             .map(|&o| self.core.nodes[o].id.clone())
             .collect();
+        let was = self.core.status;
         self.emit(EventKind::RunResumed { requeued: ids })?;
+        // Clients that follow status changes only (seed 003's `workflow:status`) see the
+        // paused run running again; a final run stays final until a revision reopens it.
+        if was != RunStatus::Running && !was.is_final() {
+            self.emit(EventKind::RunStatusChanged {
+                status: RunStatus::Running,
+                terminal: None,
+                error: None,
+            })?;
+        }
         for o in requeued {
             let n = &self.core.nodes[o];
             self.emit(EventKind::NodeTransition {

@@ -104,3 +104,44 @@ async fn refused_answer_is_in_the_log() {
         Some("node DONE is not started, not WAITING_INPUT; only waiting nodes take answers")
     );
 }
+
+#[tokio::test]
+async fn a_paused_run_resumed_by_an_answer_says_it_is_running_again() {
+    let (engine, journal) = mem();
+    let g = demo("feature", json!({"approval_stage": "security_review"}));
+    let out = engine.run(g.clone(), json!({})).await.unwrap();
+    assert_eq!(out.status, RunStatus::WaitingInput);
+    let paused_at = out.last_seq;
+    let done = engine
+        .resume(
+            g,
+            &out.run,
+            vec![Command::Answer {
+                node: "security_review".into(),
+                answer: Answer::approve(),
+            }],
+        )
+        .unwrap()
+        .wait()
+        .await
+        .unwrap();
+    assert_eq!(done.status, RunStatus::Succeeded);
+    let events = trellis_graph::Journal::load(&*journal, &out.run).unwrap();
+    let after: Vec<_> = events
+        .iter()
+        .filter(|e| e.seq > paused_at)
+        .map(|e| match &e.kind {
+            trellis_protocol::EventKind::RunStatusChanged { status, .. } => {
+                format!("status:{status}")
+            }
+            k => k.name().to_owned(),
+        })
+        .collect();
+    let resumed = after.iter().position(|k| k == "runResumed").unwrap();
+    assert_eq!(
+        after.get(resumed + 1).map(String::as_str),
+        Some("status:running"),
+        "runResumed is followed by the status change: {after:?}"
+    );
+    assert_eq!(after.last().map(String::as_str), Some("status:succeeded"));
+}

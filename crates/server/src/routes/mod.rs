@@ -213,7 +213,7 @@ pub(crate) fn table() -> Vec<Route> {
             .answer("303 with an HttpOnly, SameSite=Strict cookie"),
         route("GET", "/", "The web UI (or, in a binary built without it, how to build it)", get(assets::index))
             .answer("HTML"),
-        route("GET", "/assets/{*path}", "The web UI's bundles (hashed names, cached for a year)", get(assets::asset))
+        route("GET", "/assets/{*path}", "The web UI's bundles (hashed names, cached for a year; Brotli or gzip when accepted)", get(assets::asset))
             .answer("JavaScript, CSS, images"),
     ]
 }
@@ -275,14 +275,18 @@ async fn health() -> Json<Value> {
 }
 
 /// Unknown API routes are 404; other GETs are the web UI's client-side routes (`/runs/…`).
-async fn fallback(method: axum::http::Method, uri: axum::http::Uri) -> Response {
+async fn fallback(
+    method: axum::http::Method,
+    uri: axum::http::Uri,
+    headers: axum::http::HeaderMap,
+) -> Response {
     let path = uri.path();
     let api = path.starts_with("/api/") || path.starts_with("/ws/") || path == "/api";
     if method == axum::http::Method::GET && !api {
-        if let Some(file) = assets::top_level(path) {
+        if let Some(file) = assets::top_level(path, &headers) {
             return file;
         }
-        return assets::index().await;
+        return assets::index(headers).await;
     }
     ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such route").into_response()
 }

@@ -224,3 +224,73 @@ async fn the_ui_page_is_public_and_client_routes_get_it_but_api_routes_do_not() 
     let (status, _) = send(&s.app, bare("POST", "/runs/x").body(Body::empty()).unwrap()).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bundles_are_sent_compressed_when_the_browser_accepts_it() {
+    use http_body_util::BodyExt;
+    use std::io::Read as _;
+    if !trellis_server::ui_embedded() {
+        eprintln!("this build has no web UI embedded (web/dist): nothing to compress");
+        return;
+    }
+    let s = served();
+    let fetch = |uri: String, accept: Option<&'static str>| {
+        let app = s.app.clone();
+        async move {
+            let mut req = bare("GET", &uri);
+            if let Some(a) = accept {
+                req = req.header(header::ACCEPT_ENCODING, a);
+            }
+            let res = tower::ServiceExt::oneshot(app, req.body(Body::empty()).unwrap())
+                .await
+                .unwrap();
+            assert_eq!(res.status(), StatusCode::OK, "{uri}");
+            let coding = res
+                .headers()
+                .get(header::CONTENT_ENCODING)
+                .map(|v| v.to_str().unwrap().to_owned());
+            let vary = res
+                .headers()
+                .get(header::VARY)
+                .map(|v| v.to_str().unwrap().to_owned());
+            let body = res.into_body().collect().await.unwrap().to_bytes().to_vec();
+            (coding, vary, body)
+        }
+    };
+    let (_, _, page) = fetch("/".into(), None).await;
+    let page = String::from_utf8(page).unwrap();
+    let script = page
+        .split('"')
+        .find(|p| p.starts_with("/assets/") && p.ends_with(".js"))
+        .unwrap_or_else(|| panic!("no script in the page: {page}"))
+        .to_owned();
+
+    let (coding, vary, plain) = fetch(script.clone(), None).await;
+    assert_eq!(coding, None, "no Accept-Encoding: the file itself");
+    assert_eq!(vary.as_deref(), Some("accept-encoding"));
+    assert!(plain.len() > 10_000, "{}", plain.len());
+
+    let (coding, _, gz) = fetch(script.clone(), Some("gzip, deflate")).await;
+    assert_eq!(coding.as_deref(), Some("gzip"));
+    let mut unpacked = Vec::new();
+    flate2::read::GzDecoder::new(&gz[..])
+        .read_to_end(&mut unpacked)
+        .unwrap();
+    assert_eq!(unpacked, plain, "the gzip copy is the same file");
+    assert!(
+        gz.len() * 2 < plain.len(),
+        "{} of {}",
+        gz.len(),
+        plain.len()
+    );
+
+    let (coding, _, br) = fetch(script.clone(), Some("gzip, deflate, br, zstd")).await;
+    assert_eq!(coding.as_deref(), Some("br"), "Brotli is preferred");
+    assert!(br.len() < gz.len(), "{} vs gzip {}", br.len(), gz.len());
+
+    let (coding, _, _) = fetch(script, Some("br;q=0, gzip;q=0.5")).await;
+    assert_eq!(coding.as_deref(), Some("gzip"), "q=0 refuses Brotli");
+
+    let (coding, _, _) = fetch("/runs/x".into(), Some("identity")).await;
+    assert_eq!(coding, None);
+}

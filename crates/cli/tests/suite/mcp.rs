@@ -1,0 +1,171 @@
+//! MCP servers' tools in a real `trellis run` (the loopback OpenAI-wire mock decides to call
+//! one), next to a broken server, and `trellis mcp list`.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+use trellis_test_support::TempWorkspace;
+
+use super::common::*;
+use super::mock::*;
+
+fn everything() -> PathBuf {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join(
+        "../mcp/tests/peers/node_modules/@modelcontextprotocol/server-everything/dist/index.js",
+    );
+    assert!(
+        p.is_file(),
+        "{} is missing: run scripts/setup.d/70-mcp-peers.sh",
+        p.display()
+    );
+    p
+}
+
+/// The example repository with the mock model, server-everything twice (one granted to the
+/// analysis stage by the workflow, one granted to nobody) and a server that cannot start.
+fn workspace(url: &str) -> TempWorkspace {
+    let entry = everything().display().to_string();
+    let config = format!(
+        "{}\n[mcp.servers.everything]\ncommand = \"node\"\nargs = [{entry:?}, \"stdio\"]\n\n\
+         [mcp.servers.idle]\ncommand = \"node\"\nargs = [{entry:?}, \"stdio\"]\n\n\
+         [mcp.servers.broken]\ncommand = \"sh\"\nargs = [\"-c\", \"echo 'no licence key' >&2; exit 1\"]\nmax_restarts = 0\n",
+        mock_config(url)
+    );
+    let ws = trellis_test_support::example_repo("inventory", &config).unwrap();
+    // The discussion workflow, its analysis agent granted one tool of `everything`.
+    let builtin = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../workflows/architecture_discussion.yaml"),
+    )
+    .unwrap();
+    let granted = builtin.replace(
+        "mcp_tools: []  # No MCP tools for document analysis",
+        "mcp_tools: [\"everything.get-sum\"]",
+    );
+    assert_ne!(granted, builtin);
+    let dir = ws.path().join(".trellis/workflows");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("architecture_discussion.yaml"), granted).unwrap();
+    ws
+}
+
+fn offered(body: &Value) -> Vec<String> {
+    body["tools"]
+        .as_array()
+        .map(|t| {
+            t.iter()
+                .filter_map(|t| t["function"]["name"].as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn an_agent_calls_an_mcp_tool_its_stage_grants_while_a_broken_server_fails_alone() {
+    let (url, seen) = serve(|body| {
+        let tools = offered(body);
+        if tools.iter().any(|t| t == "everything__get-sum") && tool_results(body) == 0 {
+            tool_sse(
+                "call_sum",
+                "everything__get-sum",
+                &json!({"a": 2, "b": 40}).to_string(),
+            )
+        } else {
+            sse(&answer(body))
+        }
+    });
+    let ws = workspace(&url);
+    let out = ok(args(
+        isolated(ws.path()),
+        &[
+            "run",
+            "Let's discuss the decision to keep stock in memory",
+            "--workflow",
+            "architecture_discussion",
+            "--skip",
+            "decision_documentation",
+            "--no-input",
+            "--no-review",
+        ],
+    ));
+    assert!(out.contains("succeeded at DONE"), "{out}");
+    let bodies = seen.lock().unwrap().clone();
+    let agent: Vec<&Value> = bodies
+        .iter()
+        .filter(|b| offered(b).iter().any(|t| t == "read_file"))
+        .collect();
+    assert!(agent.len() >= 2, "{bodies:?}");
+    // The stage's grant: that one tool, not the rest of its server, nothing of the others.
+    let tools = offered(agent[0]);
+    assert!(
+        tools.contains(&"everything__get-sum".to_owned()),
+        "{tools:?}"
+    );
+    assert!(
+        !tools.iter().any(|t| t == "everything__echo"
+            || t.starts_with("idle__")
+            || t.starts_with("broken__")),
+        "{tools:?}"
+    );
+    // The server's answer reached the model as the tool result.
+    let result = agent[1]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "tool" && m["tool_call_id"] == "call_sum")
+        .unwrap_or_else(|| panic!("no tool result in {}", agent[1]));
+    assert!(result["content"].to_string().contains("42"), "{result}");
+
+    // The call is recorded like a built-in tool's.
+    let run = out
+        .lines()
+        .find_map(|l| l.strip_prefix("run "))
+        .and_then(|l| l.split_whitespace().next())
+        .unwrap()
+        .to_owned();
+    let shown = ok(args(
+        isolated(ws.path()),
+        &["runs", "show", &run, "--turns"],
+    ));
+    assert!(shown.contains("everything__get-sum"), "{shown}");
+}
+
+#[test]
+fn mcp_list_shows_each_servers_state_tools_and_last_error() {
+    let ws = workspace("http://127.0.0.1:9/v1");
+    let out = args(isolated(ws.path()), &["mcp", "list", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "a server failed: exit 1");
+    let list: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let by = |name: &str| {
+        list.as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == name)
+            .cloned()
+            .unwrap()
+    };
+    assert_eq!(by("everything")["state"], "ready", "{list}");
+    assert!(
+        by("everything")["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["name"] == "everything__get-sum" && t["read_only"] == true),
+        "{list}"
+    );
+    assert_eq!(by("broken")["state"], "failed", "{list}");
+    assert!(
+        by("broken")["last_error"]
+            .as_str()
+            .unwrap()
+            .contains("no licence key"),
+        "{list}"
+    );
+    let text = ok(args(
+        isolated(ws.path()),
+        &["-c", "mcp.servers.broken.enabled=false", "mcp", "list"],
+    ));
+    assert!(text.contains("broken           disabled"), "{text}");
+    assert!(text.contains("everything       ready"), "{text}");
+}

@@ -1,0 +1,11 @@
+//! Integration tests of `trellis-mcp`: the client against real MCP servers (npm
+//! server-everything) and broken ones next to them.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    clippy::print_stderr,
+    missing_docs
+)]
+
+mod suite;
