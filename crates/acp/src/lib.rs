@@ -14,6 +14,7 @@ mod change;
 mod config;
 mod ext;
 mod map;
+mod mcp;
 mod sessions;
 mod turn;
 
@@ -415,8 +416,8 @@ impl AcpAgent {
             terminal: caps.terminal,
         };
         // Only what is implemented: sessions recorded in the workspace store (load, list,
-        // resume, close); embedded text resources in prompts; no images or audio, no MCP
-        // servers from the client (defaults are "unsupported").
+        // resume, close); embedded text resources in prompts; the client's MCP servers over
+        // stdio and HTTP (not SSE); no images or audio (defaults are "unsupported").
         let sessions = acp::SessionCapabilities::new()
             .list(acp::SessionListCapabilities::new())
             .resume(acp::SessionResumeCapabilities::new())
@@ -426,6 +427,7 @@ impl AcpAgent {
                 acp::AgentCapabilities::new()
                     .load_session(true)
                     .prompt_capabilities(acp::PromptCapabilities::new().embedded_context(true))
+                    .mcp_capabilities(acp::McpCapabilities::new().http(true))
                     .session_capabilities(sessions)
                     .meta(extensions_meta()),
             )
@@ -489,6 +491,7 @@ impl AcpAgent {
         req: acp::NewSessionRequest,
     ) -> Result<acp::NewSessionResponse, agent_client_protocol::Error> {
         let (service, cwd) = self.open_workspace(&req.cwd).await?;
+        mcp::attach(&service, &req.mcp_servers)?;
         let id = trellis_protocol::SessionId::new().to_string();
         let config = SessionConfig {
             workflow: self.options.workflow.clone(),

@@ -170,6 +170,7 @@ impl AcpAgent {
         conn: &agent_client_protocol::v1::ConnectionTo<agent_client_protocol::Client>,
     ) -> Result<acp::LoadSessionResponse, Error> {
         let (service, cwd, record) = self.recorded(&req.session_id, &req.cwd).await?;
+        crate::mcp::attach(&service, &req.mcp_servers)?;
         let root = service.runtime().repo.clone();
         let store = service.runtime().store.clone();
         let key = req.session_id.0.to_string();
@@ -204,6 +205,7 @@ impl AcpAgent {
         req: acp::ResumeSessionRequest,
     ) -> Result<acp::ResumeSessionResponse, Error> {
         let (service, cwd, record) = self.recorded(&req.session_id, &req.cwd).await?;
+        crate::mcp::attach(&service, &req.mcp_servers)?;
         let config = self.activate(&req.session_id, cwd, &record);
         tracing::info!(session = %req.session_id, "session resumed");
         Ok(acp::ResumeSessionResponse::new()

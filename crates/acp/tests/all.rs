@@ -8,6 +8,7 @@ mod suite {
     pub mod common;
     mod ext;
     mod feature;
+    mod mcp;
     mod permissions;
     mod sessions;
     mod turns;

@@ -41,7 +41,8 @@ async fn initialize_is_honest_and_remembers_the_client() {
             assert!(c["sessionCapabilities"].get("delete").is_none(), "{c}");
             assert_ne!(c["promptCapabilities"]["image"], true, "{c}");
             assert_eq!(c["promptCapabilities"]["embeddedContext"], true, "{c}");
-            assert_ne!(c["mcpCapabilities"]["http"], true, "{c}");
+            assert_eq!(c["mcpCapabilities"]["http"], true, "{c}");
+            assert_ne!(c["mcpCapabilities"]["sse"], true, "{c}");
             let caps = a.client_caps();
             assert!(caps.read_text_file && caps.terminal && !caps.write_text_file);
             Ok(())
