@@ -103,10 +103,10 @@ pub enum Commands {
     /// Run a request: the orchestrator picks a workflow, agents work in a git worktree, and
     /// the change ends in a batched review.
     Run(workflows::RunArgs),
-    /// The MCP servers agents use (`[mcp.servers]`): `list` starts each and shows its
-    /// state, tools and last error.
-    #[command(subcommand)]
-    Mcp(mcp::McpCommand),
+    /// MCP: without a subcommand, serve the workspace's code intelligence (search, symbols,
+    /// repo map …) to MCP clients on stdio; `list` starts the MCP servers agents use
+    /// (`[mcp.servers]`) and shows their state, tools and last error.
+    Mcp(mcp::McpArgs),
     /// Serve the HTTP + WebSocket API (and web UI) for one or more workspaces (`--repo DIR`,
     /// repeatable) on loopback, with token authentication.
     Serve(serve::ServeArgs),

@@ -1,14 +1,33 @@
-//! `trellis mcp list`: the MCP servers of `[mcp.servers]`, each started as a run would start
-//! it, with its state, tools and last error.
+//! `trellis mcp`: the workspace's code intelligence as an MCP server on stdio; `trellis mcp
+//! list`: the MCP servers of `[mcp.servers]`, each started as a run would start it, with its
+//! state, tools and last error.
 
 use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::Subcommand;
+use clap::{Args, Subcommand};
 use trellis_mcp::{McpConfig, McpHub, ServerState};
 
 use crate::models::load_config;
+
+/// `trellis mcp`.
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct McpArgs {
+    /// Without a subcommand: serve the workspace's code intelligence (search, symbols,
+    /// symbol_at, repo_map, ast_context_map, doc_sections) over MCP on stdin/stdout.
+    #[command(subcommand)]
+    pub command: Option<McpCommand>,
+    /// Serve over Streamable HTTP at http://ADDR/mcp instead of stdio (loopback addresses
+    /// only; clients send the access token as `Authorization: Bearer …`).
+    #[arg(long, value_name = "127.0.0.1:PORT")]
+    pub http: Option<std::net::SocketAddr>,
+    /// With --http: where the access token is kept (default: `trellis serve`'s,
+    /// `$XDG_CONFIG_HOME/trellis/serve-token`).
+    #[arg(long, value_name = "PATH", requires = "http")]
+    pub token_file: Option<std::path::PathBuf>,
+}
 
 /// `trellis mcp` subcommands.
 #[derive(Debug, Subcommand)]
@@ -28,13 +47,11 @@ pub enum McpCommand {
     },
 }
 
-/// Runs a `mcp` subcommand.
-pub async fn execute(
-    cmd: McpCommand,
-    repo: &Path,
-    overrides: &[String],
-) -> anyhow::Result<ExitCode> {
-    let McpCommand::List { json, tools, wait } = cmd;
+/// Runs `trellis mcp`.
+pub async fn execute(args: McpArgs, repo: &Path, overrides: &[String]) -> anyhow::Result<ExitCode> {
+    let Some(McpCommand::List { json, tools, wait }) = args.command else {
+        return serve(repo, overrides, &args).await;
+    };
     let config = load_config(repo, overrides)?;
     let mcp: McpConfig = config.section_serde("mcp")?;
     let repo = trellis_tools::worktree::repo_root(repo).unwrap_or_else(|_| repo.to_path_buf());
@@ -103,4 +120,66 @@ pub async fn execute(
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// Serves the code intelligence of `repo` on stdio until the client disconnects (only MCP
+/// goes to stdout; progress and logs go to stderr), or over HTTP until SIGINT/SIGTERM.
+async fn serve(repo: &Path, overrides: &[String], args: &McpArgs) -> anyhow::Result<ExitCode> {
+    let root = trellis_tools::worktree::repo_root(repo).unwrap_or_else(|_| repo.to_path_buf());
+    let config: trellis_index::IndexConfig =
+        load_config(repo, overrides)?.section_serde("index")?;
+    let Some(addr) = args.http else {
+        eprintln!("trellis mcp: serving {} on stdio", root.display());
+        let server = trellis_mcp_server::CodeServer::open(&root, config)?;
+        trellis_mcp_server::serve_stdio(server).await?;
+        return Ok(ExitCode::SUCCESS);
+    };
+    if !addr.ip().is_loopback() {
+        anyhow::bail!(
+            "--http {addr}: trellis mcp listens on loopback addresses only (127.0.0.1, ::1)"
+        );
+    }
+    let token_path = match &args.token_file {
+        Some(p) => p.clone(),
+        None => trellis_server::TokenFile::default_path()?,
+    };
+    let token = trellis_server::TokenFile::load_or_create(&token_path)?;
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| anyhow::anyhow!("--http {addr}: {e}"))?;
+    let bound = listener.local_addr()?;
+    let server = trellis_mcp_server::CodeServer::open(&root, config)?;
+    println!("listening on http://{bound}/mcp");
+    if token.created {
+        eprintln!(
+            "new access token saved to {} (shown once): {}",
+            token.path.display(),
+            token.token.expose()
+        );
+    } else {
+        eprintln!(
+            "access token: in {} (send it as Authorization: Bearer <token>)",
+            token.path.display()
+        );
+    }
+    let stop = tokio_util::sync::CancellationToken::new();
+    let on_signal = stop.clone();
+    tokio::spawn(async move {
+        let mut term =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            () = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => {}
+        }
+        on_signal.cancel();
+    });
+    let secret = token.token;
+    trellis_mcp_server::serve_http(
+        server,
+        listener,
+        std::sync::Arc::new(move |given: &str| secret.matches(given)),
+        stop,
+    )
+    .await?;
+    Ok(ExitCode::SUCCESS)
 }

@@ -2,6 +2,7 @@ mod agentrun;
 mod common;
 mod crash;
 mod mcp;
+mod mcp_checkers;
 mod mock;
 mod models;
 mod review;

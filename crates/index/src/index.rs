@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use crate::bm25::Bm25;
 use crate::build;
-use crate::chunk::Chunk;
+use crate::chunk::{Chunk, ChunkKind};
 use crate::config::IndexConfig;
 use crate::embed::Embedder;
 use crate::error::{Error, Result};
@@ -19,6 +19,21 @@ use crate::lang::Lang;
 use crate::meta::{Counts, FileState, Meta};
 use crate::scan::{self, Excludes, ScannedFile};
 use crate::vectors::{VectorFile, VectorIndex};
+
+/// A lookup of symbols (or document sections) by name, for [`Index::find_symbols`].
+#[derive(Clone, Debug, Default)]
+pub struct SymbolQuery {
+    /// The name or qualified name.
+    pub name: String,
+    /// Only exact matches of `name` (else: names containing it, ignoring ASCII case).
+    pub exact: bool,
+    /// Only these kinds (all when empty).
+    pub kinds: Vec<ChunkKind>,
+    /// Only under this path prefix.
+    pub path_prefix: Option<String>,
+    /// At most this many.
+    pub limit: usize,
+}
 
 /// Updates of at most this many files use a small full-text writer (see `Bm25::prepare`).
 const SMALL_UPDATE_FILES: usize = 16;
@@ -434,6 +449,45 @@ impl Index {
     /// Chunks of one file in line order.
     pub fn chunks_of(&self, path: &str) -> Result<Vec<Chunk>> {
         self.meta.chunks_of(path)
+    }
+
+    /// Symbols and sections by name ([`SymbolQuery`]): exact matches first.
+    pub fn find_symbols(&self, q: &SymbolQuery) -> Result<Vec<Chunk>> {
+        let kinds: Vec<&str> = q.kinds.iter().map(|k| k.as_str()).collect();
+        self.meta.find_chunks(
+            &q.name,
+            q.exact,
+            &kinds,
+            q.path_prefix.as_deref(),
+            q.limit.max(1),
+        )
+    }
+
+    /// The innermost symbol or section of `path` that contains line `line` (1-based), then
+    /// the symbols (or sections) enclosing it, innermost first.
+    pub fn symbols_at(&self, path: &str, line: u32) -> Result<Vec<Chunk>> {
+        let chunks = self.meta.chunks_of(path)?;
+        let Some(inner) = chunks
+            .iter()
+            .filter(|c| c.start_line <= line && line <= c.end_line)
+            .min_by_key(|c| (c.kind == ChunkKind::File, c.end_line - c.start_line))
+        else {
+            return Ok(Vec::new());
+        };
+        let mut out = vec![inner.clone()];
+        // Enclosing symbols by their qualified names (a class's chunk may end where its
+        // first method begins, so line ranges alone do not nest).
+        while let Some(parent) = out
+            .last()
+            .filter(|c| !c.parent.is_empty())
+            .and_then(|c| chunks.iter().find(|p| p.qualified_name == c.parent))
+        {
+            if out.iter().any(|c| c.id == parent.id) {
+                break;
+            }
+            out.push(parent.clone());
+        }
+        Ok(out)
     }
 
     /// Up to `n` chunk ids, spread evenly over the index (benchmarks, sampling).

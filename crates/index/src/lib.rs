@@ -39,7 +39,7 @@ pub use chunk::{Category, Chunk, ChunkId, ChunkKind};
 pub use config::{EmbeddingBackend, EmbeddingConfig, IndexConfig, SearchConfig};
 pub use embed::Embedder;
 pub use error::{Error, Result};
-pub use index::{Index, Progress, Scope, UpdateOptions, UpdateStats, index_dir};
+pub use index::{Index, Progress, Scope, SymbolQuery, UpdateOptions, UpdateStats, index_dir};
 pub use repomap::{RepoMap, RepoMapRequest};
 pub use retrieve::{Attribution, ContextItem, ContextPack, RetrievalRequest};
 pub use search::{SearchHit, SearchMode, SearchRequest};

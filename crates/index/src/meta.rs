@@ -329,6 +329,56 @@ impl Meta {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
+    /// Chunks whose name is `name` (or, when `exact` is false, contains it, ignoring ASCII
+    /// case), of `kinds` when given, under `path_prefix` when given: exact names first, then
+    /// by path and line; at most `limit`.
+    pub fn find_chunks(
+        &self,
+        name: &str,
+        exact: bool,
+        kinds: &[&str],
+        path_prefix: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<Chunk>> {
+        let pattern = format!(
+            "%{}%",
+            name.replace('\\', "\\\\")
+                .replace('%', "\\%")
+                .replace('_', "\\_")
+        );
+        let prefix = path_prefix.map(|p| {
+            format!(
+                "{}%",
+                p.replace('\\', "\\\\")
+                    .replace('%', "\\%")
+                    .replace('_', "\\_")
+            )
+        });
+        let kinds_json = serde_json::to_string(kinds).unwrap_or_else(|_| "[]".into());
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT id, path, kind, category, lang, name, qualified_name, parent, signature, params,
+                    returns, doc, start_line, end_line, text FROM chunks
+             WHERE (CASE WHEN ?2 THEN name = ?1 OR qualified_name = ?1
+                         ELSE name LIKE ?3 ESCAPE '\\' OR qualified_name LIKE ?3 ESCAPE '\\' END)
+               AND (json_array_length(?4) = 0 OR kind IN (SELECT value FROM json_each(?4)))
+               AND (?5 IS NULL OR path LIKE ?5 ESCAPE '\\')
+             ORDER BY (name = ?1) DESC, path, start_line
+             LIMIT ?6",
+        )?;
+        let rows = stmt.query_map(
+            rusqlite::params![
+                name,
+                exact,
+                pattern,
+                kinds_json,
+                prefix,
+                i64::try_from(limit).unwrap_or(i64::MAX)
+            ],
+            row_to_chunk,
+        )?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
     /// Every stored file outline (symbols, imports, references), for the repo map.
     pub fn outlines(&self) -> Result<Vec<FileOutline>> {
         let mut stmt = self

@@ -96,12 +96,7 @@ fn run_goes_through_an_openai_compatible_endpoint() {
     );
     assert!(agent["messages"].to_string().contains("ADR 0001"));
     // Usage was recorded per call, from the endpoint's reports.
-    let run = out
-        .lines()
-        .find_map(|l| l.strip_prefix("run "))
-        .and_then(|l| l.split_whitespace().next())
-        .unwrap()
-        .to_owned();
+    let run = run_id(&out);
     let usage = json(args(
         isolated(ws.path()),
         &["runs", "usage", &run, "--json"],

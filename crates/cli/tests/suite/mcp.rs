@@ -33,19 +33,24 @@ fn workspace(url: &str) -> TempWorkspace {
     );
     let ws = trellis_test_support::example_repo("inventory", &config).unwrap();
     // The discussion workflow, its analysis agent granted one tool of `everything`.
+    grant_analysis(&ws, "everything.get-sum");
+    ws
+}
+
+/// Overrides the built-in discussion workflow in `ws`: its analysis agent gets `tool`.
+fn grant_analysis(ws: &TempWorkspace, tool: &str) {
     let builtin = std::fs::read_to_string(
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../../workflows/architecture_discussion.yaml"),
     )
     .unwrap();
     let granted = builtin.replace(
         "mcp_tools: []  # No MCP tools for document analysis",
-        "mcp_tools: [\"everything.get-sum\"]",
+        &format!("mcp_tools: [{tool:?}]"),
     );
     assert_ne!(granted, builtin);
     let dir = ws.path().join(".trellis/workflows");
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("architecture_discussion.yaml"), granted).unwrap();
-    ws
 }
 
 fn offered(body: &Value) -> Vec<String> {
@@ -59,34 +64,31 @@ fn offered(body: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
-#[test]
-fn an_agent_calls_an_mcp_tool_its_stage_grants_while_a_broken_server_fails_alone() {
-    let (url, seen) = serve(|body| {
-        let tools = offered(body);
-        if tools.iter().any(|t| t == "everything__get-sum") && tool_results(body) == 0 {
-            tool_sse(
-                "call_sum",
-                "everything__get-sum",
-                &json!({"a": 2, "b": 40}).to_string(),
-            )
+/// The mock model: an agent offered `tool` calls it once (`id`, `arguments`), then answers.
+fn calling(tool: &'static str, id: &'static str, arguments: Value) -> (String, Seen) {
+    serve(move |body| {
+        if offered(body).iter().any(|t| t == tool) && tool_results(body) == 0 {
+            tool_sse(id, tool, &arguments.to_string())
         } else {
             sse(&answer(body))
         }
-    });
+    })
+}
+
+#[test]
+fn an_agent_calls_an_mcp_tool_its_stage_grants_while_a_broken_server_fails_alone() {
+    let (url, seen) = calling("everything__get-sum", "call_sum", json!({"a": 2, "b": 40}));
     let ws = workspace(&url);
-    let out = ok(args(
-        isolated(ws.path()),
+    let out = discuss(
+        &ws,
+        "Let's discuss the decision to keep stock in memory",
         &[
-            "run",
-            "Let's discuss the decision to keep stock in memory",
-            "--workflow",
-            "architecture_discussion",
             "--skip",
             "decision_documentation",
             "--no-input",
             "--no-review",
         ],
-    ));
+    );
     assert!(out.contains("succeeded at DONE"), "{out}");
     let bodies = seen.lock().unwrap().clone();
     let agent: Vec<&Value> = bodies
@@ -116,12 +118,7 @@ fn an_agent_calls_an_mcp_tool_its_stage_grants_while_a_broken_server_fails_alone
     assert!(result["content"].to_string().contains("42"), "{result}");
 
     // The call is recorded like a built-in tool's.
-    let run = out
-        .lines()
-        .find_map(|l| l.strip_prefix("run "))
-        .and_then(|l| l.split_whitespace().next())
-        .unwrap()
-        .to_owned();
+    let run = run_id(&out);
     let shown = ok(args(
         isolated(ws.path()),
         &["runs", "show", &run, "--turns"],
@@ -168,4 +165,64 @@ fn mcp_list_shows_each_servers_state_tools_and_last_error() {
     ));
     assert!(text.contains("broken           disabled"), "{text}");
     assert!(text.contains("everything       ready"), "{text}");
+}
+
+#[test]
+fn trellis_mcp_serves_code_intelligence_that_an_agent_uses_through_the_mcp_client() {
+    // The workspace's own `trellis mcp` is its MCP server `code`; the analysis stage may call
+    // its `symbols` tool.
+    let (url, seen) = calling(
+        "code__symbols",
+        "call_sym",
+        json!({"name": "reserve", "exact": true}),
+    );
+    let bin = env!("CARGO_BIN_EXE_trellis");
+    let config = format!(
+        "{}\n[mcp.servers.code]\ncommand = {bin:?}\nargs = [\"mcp\"]\nenv = {{ XDG_CONFIG_HOME = \"/nonexistent\" }}\n",
+        mock_config(&url)
+    );
+    let ws = trellis_test_support::example_repo("inventory", &config).unwrap();
+    grant_analysis(&ws, "code.symbols");
+
+    let list = json(args(isolated(ws.path()), &["mcp", "list", "--json"]));
+    let code = &list[0];
+    assert_eq!(code["state"], "ready", "{list}");
+    for tool in [
+        "code__search",
+        "code__symbols",
+        "code__symbol_at",
+        "code__repo_map",
+    ] {
+        assert!(
+            code["tools"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|t| t["name"] == tool && t["read_only"] == true),
+            "{tool}: {list}"
+        );
+    }
+
+    let out = discuss(
+        &ws,
+        "Where are reservations made?",
+        &[
+            "--skip",
+            "decision_documentation",
+            "--no-input",
+            "--no-review",
+        ],
+    );
+    assert!(out.contains("succeeded at DONE"), "{out}");
+    let bodies = seen.lock().unwrap().clone();
+    let result = bodies
+        .iter()
+        .flat_map(|b| b["messages"].as_array().cloned().unwrap_or_default())
+        .find(|m| m["role"] == "tool" && m["tool_call_id"] == "call_sym")
+        .unwrap_or_else(|| panic!("no symbols result in {bodies:?}"));
+    let text = result["content"].to_string();
+    assert!(
+        text.contains("inventory.py") && text.contains("\\\"start_line\\\":25"),
+        "{text}"
+    );
 }

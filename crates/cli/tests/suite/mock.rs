@@ -138,3 +138,20 @@ pub fn tool_results(body: &Value) -> usize {
         .as_array()
         .map_or(0, |m| m.iter().filter(|m| m["role"] == "tool").count())
 }
+
+/// `trellis run REQUEST --workflow architecture_discussion FLAGS…` to its end; its output.
+pub fn discuss(ws: &trellis_test_support::TempWorkspace, request: &str, flags: &[&str]) -> String {
+    let mut a = vec!["run", request, "--workflow", "architecture_discussion"];
+    a.extend_from_slice(flags);
+    super::common::ok(super::common::args(isolated(ws.path()), &a))
+}
+
+/// The run id `trellis run` printed (`run <id> …`).
+pub fn run_id(printed: &str) -> String {
+    printed
+        .lines()
+        .find_map(|l| l.strip_prefix("run "))
+        .and_then(|l| l.split_whitespace().next())
+        .expect("no run line")
+        .to_owned()
+}

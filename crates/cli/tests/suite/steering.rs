@@ -44,21 +44,6 @@ fn read_until(out: &mut impl BufRead, until: impl Fn(&str) -> bool) -> String {
     }
 }
 
-/// `trellis run REQUEST --workflow architecture_discussion FLAGS…` to its end; its output.
-fn discuss(ws: &TempWorkspace, request: &str, flags: &[&str]) -> String {
-    let mut a = vec!["run", request, "--workflow", "architecture_discussion"];
-    a.extend_from_slice(flags);
-    ok(args(isolated(ws.path()), &a))
-}
-
-fn run_id(printed: &str) -> String {
-    printed
-        .lines()
-        .find_map(|l| l.strip_prefix("run "))
-        .map(|l| l.trim().to_owned())
-        .expect("no run line")
-}
-
 #[test]
 fn a_run_killed_mid_tool_call_resumes_from_its_recorded_turns() {
     // Agent turn 1 reads a file, turn 2 starts a long shell command (killed in flight),

@@ -39,19 +39,14 @@ async fn approval_gate_pauses_and_resumes_with_the_answer() {
     );
 
     // A rejection makes the handler ask again.
-    let again = engine
-        .resume(
-            g.clone(),
-            &out.run,
-            vec![Command::Answer {
-                node: "security_review".into(),
-                answer: Answer::reject("no"),
-            }],
-        )
-        .unwrap()
-        .wait()
-        .await
-        .unwrap();
+    let again = answer(
+        &engine,
+        g.clone(),
+        &out.run,
+        "security_review",
+        Answer::reject("no"),
+    )
+    .await;
     assert_eq!(again.status, RunStatus::WaitingInput);
     assert_eq!(
         again.node("security_review").unwrap().attempt,
@@ -59,19 +54,7 @@ async fn approval_gate_pauses_and_resumes_with_the_answer() {
         "same activation asks again"
     );
 
-    let done = engine
-        .resume(
-            g,
-            &out.run,
-            vec![Command::Answer {
-                node: "security_review".into(),
-                answer: Answer::approve(),
-            }],
-        )
-        .unwrap()
-        .wait()
-        .await
-        .unwrap();
+    let done = answer(&engine, g, &out.run, "security_review", Answer::approve()).await;
     assert_eq!(done.status, RunStatus::Succeeded);
     assert_eq!(done.state.get("outcome"), Some(&json!("DONE")));
 }
@@ -112,19 +95,7 @@ async fn a_paused_run_resumed_by_an_answer_says_it_is_running_again() {
     let out = engine.run(g.clone(), json!({})).await.unwrap();
     assert_eq!(out.status, RunStatus::WaitingInput);
     let paused_at = out.last_seq;
-    let done = engine
-        .resume(
-            g,
-            &out.run,
-            vec![Command::Answer {
-                node: "security_review".into(),
-                answer: Answer::approve(),
-            }],
-        )
-        .unwrap()
-        .wait()
-        .await
-        .unwrap();
+    let done = answer(&engine, g, &out.run, "security_review", Answer::approve()).await;
     assert_eq!(done.status, RunStatus::Succeeded);
     let events = trellis_graph::Journal::load(&*journal, &out.run).unwrap();
     let after: Vec<_> = events
@@ -144,4 +115,27 @@ async fn a_paused_run_resumed_by_an_answer_says_it_is_running_again() {
         "runResumed is followed by the status change: {after:?}"
     );
     assert_eq!(after.last().map(String::as_str), Some("status:succeeded"));
+}
+
+/// Resumes `run` with `answer` for `node` and waits for where it stops.
+async fn answer(
+    engine: &trellis_graph::Engine,
+    g: std::sync::Arc<trellis_graph::Graph>,
+    run: &trellis_protocol::RunId,
+    node: &str,
+    answer: Answer,
+) -> trellis_graph::RunOutcome {
+    engine
+        .resume(
+            g,
+            run,
+            vec![Command::Answer {
+                node: node.into(),
+                answer,
+            }],
+        )
+        .unwrap()
+        .wait()
+        .await
+        .unwrap()
 }

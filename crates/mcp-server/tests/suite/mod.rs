@@ -1,0 +1,2 @@
+mod http;
+mod tools;
