@@ -136,7 +136,7 @@ fn answers_of(answer: &Answer, questions: &[Question]) -> Vec<QuestionAnswer> {
 fn text_of(v: &Value) -> String {
     match v {
         Value::String(s) => s.clone(),
-        other => other.to_string(),
+        other => trellis_protocol::canonical::to_canonical_string(other).unwrap_or_default(),
     }
 }
 

@@ -6,6 +6,7 @@
 use serde_json::Value;
 use trellis_llm::Message;
 use trellis_llm::structured::schema_of;
+use trellis_protocol::canonical::to_canonical_string;
 
 use crate::output::StageReport;
 use crate::roles::RoleSpec;
@@ -93,7 +94,7 @@ pub fn output_instruction() -> String {
          markdown fence — matching this JSON Schema:\n{}\n`output` is your result for the user \
          (summary of the change, the analysis, or the test report); `findings` lists problems \
          found, one per entry.",
-        serde_json::to_string(&schema_of::<StageReport>()).unwrap_or_default()
+        to_canonical_string(&schema_of::<StageReport>()).unwrap_or_default()
     )
 }
 
@@ -127,6 +128,7 @@ pub fn task_text(task: &str, stage: &Value, attempt: u32, previous: Option<&Valu
         }
     }
     if let Some(fc) = stage.get("failure_criteria").filter(|v| !v.is_null()) {
+        let fc = to_canonical_string(fc).unwrap_or_default();
         s.push_str(&format!("The stage fails when: {fc}\n"));
     }
     if attempt > 1 {
@@ -163,7 +165,10 @@ pub fn earlier_stages(stage_results: Option<&Value>, current: &str) -> String {
         return String::new();
     };
     let mut s = String::new();
-    for (stage, r) in m {
+    // By stage name, however the map keeps its keys in this build.
+    let mut stages: Vec<(&String, &Value)> = m.iter().collect();
+    stages.sort_by(|a, b| a.0.cmp(b.0));
+    for (stage, r) in stages {
         if stage == current {
             continue;
         }
@@ -194,4 +199,40 @@ pub fn earlier_stages(stage_results: Option<&Value>, current: &str) -> String {
         }
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use serde_json::{Map, json};
+
+    fn before(text: &str, a: &str, b: &str) -> bool {
+        match (text.find(a), text.find(b)) {
+            (Some(i), Some(j)) => i < j,
+            _ => panic!("`{a}` or `{b}` missing from {text}"),
+        }
+    }
+
+    #[test]
+    fn json_in_prompts_is_sorted_whatever_the_map_order() {
+        // StageReport declares failure, output, files_changed, findings; the prompt sorts.
+        let text = output_instruction();
+        assert!(before(&text, "\"files_changed\"", "\"output\""), "{text}");
+        assert!(before(&text, "\"findings\"", "\"output\""), "{text}");
+
+        let mut fc = Map::new();
+        fc.insert("zeta".into(), json!(1));
+        fc.insert("alpha".into(), json!(2));
+        let stage = json!({"stage_name": "s", "failure_criteria": Value::Object(fc)});
+        let text = task_text("do it", &stage, 1, None);
+        assert!(text.contains(r#"{"alpha":2,"zeta":1}"#), "{text}");
+
+        let mut results = Map::new();
+        results.insert("review".into(), json!({"output": {"output": "r"}}));
+        results.insert("analysis".into(), json!({"output": {"output": "a"}}));
+        let text = earlier_stages(Some(&Value::Object(results)), "other");
+        assert!(before(&text, "### analysis", "### review"), "{text}");
+    }
 }

@@ -5,6 +5,7 @@
 //! graphs. Every command prints readable text, or JSON with `--json`.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
+mod acp;
 mod answer;
 mod chat;
 mod demo;
@@ -109,6 +110,9 @@ pub enum Commands {
     /// Serve the HTTP + WebSocket API (and web UI) for one or more workspaces (`--repo DIR`,
     /// repeatable) on loopback, with token authentication.
     Serve(serve::ServeArgs),
+    /// Be an Agent Client Protocol (v1) agent on stdin/stdout, for editors such as Zed
+    /// (`docs/acp.md`).
+    Acp(acp::AcpArgs),
 }
 
 /// Runs the command line and maps errors to exit code 1 (printed on stderr).
@@ -139,6 +143,15 @@ pub fn run(mut cli: Cli) -> anyhow::Result<ExitCode> {
     }
     if cli.repos.len() > 1 {
         bail!("only `trellis serve` takes several --repo; give one workspace");
+    }
+    if let Commands::Acp(args) = &cli.command {
+        return acp::acp(
+            args,
+            cli.repos.last().cloned(),
+            &cli.config,
+            cli.db.clone(),
+            store_options(&cli),
+        );
     }
     let repo = cli.repo();
     cli.repos = vec![repo.clone()];
@@ -208,7 +221,8 @@ pub fn run(mut cli: Cli) -> anyhow::Result<ExitCode> {
         | Commands::Run(_)
         | Commands::Models(_)
         | Commands::Mcp(_)
-        | Commands::Serve(_) => unreachable!("handled before the store is opened"),
+        | Commands::Serve(_)
+        | Commands::Acp(_) => unreachable!("handled before the store is opened"),
     }
 }
 

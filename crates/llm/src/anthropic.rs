@@ -109,7 +109,8 @@ impl AnthropicProvider {
             body.insert("stop_sequences".into(), json!(request.stop));
         }
         body.insert("stream".into(), json!(true));
-        Value::Object(body)
+        // Sorted keys: the schemas reach the model in the same order in every build.
+        trellis_protocol::canonical::canonical(Value::Object(body))
     }
 }
 

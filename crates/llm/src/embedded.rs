@@ -29,6 +29,7 @@ use llama_cpp_2::token::data::LlamaTokenData;
 use llama_cpp_2::token::data_array::LlamaTokenDataArray;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
+use trellis_protocol::canonical::to_canonical_string;
 
 use crate::download::Artifact;
 use crate::provider::{
@@ -254,7 +255,8 @@ fn tokenize(model: &LlamaModel, prompt: &str) -> Result<Vec<LlamaToken>> {
 }
 
 fn grammar_for(schema: &Value) -> Result<String> {
-    let text = serde_json::to_string(schema).map_err(embedded)?;
+    // The grammar fixes the order of an object's keys: the schema's, so sort it.
+    let text = to_canonical_string(schema).map_err(embedded)?;
     llama_cpp_2::json_schema_to_grammar(&text)
         .map_err(|e| embedded(format!("cannot compile the JSON Schema to a grammar: {e}")))
 }
@@ -286,7 +288,7 @@ fn tools_schema(request: &ChatRequest) -> (Value, String) {
             "\n- {}: {} Arguments schema: {}",
             t.name,
             t.description,
-            serde_json::to_string(&t.parameters).unwrap_or_default()
+            to_canonical_string(&t.parameters).unwrap_or_default()
         ));
     }
     (json!({"anyOf": alternatives}), instruction)
@@ -335,9 +337,10 @@ fn render(loaded: &Loaded, messages: &[Message]) -> Result<String> {
                     })
                     .collect();
                 let text = match calls.as_slice() {
-                    [one] => one.to_string(),
-                    many => Value::Array(many.to_vec()).to_string(),
-                };
+                    [one] => to_canonical_string(one),
+                    many => to_canonical_string(many),
+                }
+                .unwrap_or_default();
                 ("assistant", text)
             }
             role => (role.as_str(), m.content.clone()),
@@ -661,7 +664,56 @@ fn emit_tool_answer(tx: &EventSender, text: &str, reason: FinishReason) -> Resul
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
+
     use super::*;
+    use crate::types::ToolSpec;
+
+    /// A schema of two required properties inserted `zeta` first (not sorted).
+    fn unsorted_schema() -> Value {
+        let mut props = serde_json::Map::new();
+        props.insert("zeta".into(), json!({"type": "string"}));
+        props.insert("alpha".into(), json!({"type": "integer"}));
+        let mut schema = serde_json::Map::new();
+        schema.insert("type".into(), json!("object"));
+        schema.insert("properties".into(), Value::Object(props));
+        schema.insert("required".into(), json!(["zeta", "alpha"]));
+        Value::Object(schema)
+    }
+
+    fn before(text: &str, a: &str, b: &str) -> bool {
+        match (text.find(a), text.find(b)) {
+            (Some(i), Some(j)) => i < j,
+            _ => panic!("`{a}` or `{b}` missing from {text}"),
+        }
+    }
+
+    #[test]
+    fn grammars_and_tool_prompts_take_keys_sorted_whatever_the_map_order() {
+        // The grammar fixes the order the model writes keys in: sorted, not insertion order.
+        let grammar = grammar_for(&unsorted_schema()).unwrap();
+        assert!(before(&grammar, "alpha-kv", "zeta-kv"), "{grammar}");
+
+        let request = ChatRequest {
+            tools: vec![ToolSpec {
+                name: "t".into(),
+                description: "d".into(),
+                parameters: unsorted_schema(),
+            }],
+            ..ChatRequest::default()
+        };
+        let (schema, instruction) = tools_schema(&request);
+        assert!(
+            before(&instruction, "\"alpha\"", "\"zeta\""),
+            "{instruction}"
+        );
+        assert!(
+            before(&instruction, "\"properties\"", "\"type\""),
+            "{instruction}"
+        );
+        let grammar = grammar_for(&schema).unwrap();
+        assert!(before(&grammar, "alpha-kv", "zeta-kv"), "{grammar}");
+    }
 
     #[test]
     fn text_out_holds_back_stop_prefixes_and_splits_utf8() {

@@ -51,7 +51,8 @@ impl OpenAiProvider {
         }
     }
 
-    /// The JSON body sent for `request` (public for tests and `--dry-run` style tooling).
+    /// The JSON body sent for `request` (public for tests and `--dry-run` style tooling), its
+    /// objects' keys sorted ([`trellis_protocol::canonical`]).
     pub fn request_body(&self, request: &ChatRequest) -> Value {
         let mut messages: Vec<Message> = request.messages.clone();
         let mut body = Map::new();
@@ -103,7 +104,9 @@ impl OpenAiProvider {
         }
         body.insert("stream".into(), json!(true));
         body.insert("stream_options".into(), json!({"include_usage": true}));
-        Value::Object(body)
+        // Servers render the tool and answer schemas into the model's prompt in the order
+        // they arrive: sorted, whichever way serde_json keeps maps in this build.
+        trellis_protocol::canonical::canonical(Value::Object(body))
     }
 }
 
@@ -319,6 +322,31 @@ mod tests {
             context_window: None,
         };
         OpenAiProvider::new(info, endpoint, StructuredMode::Native, Some(100), None)
+    }
+
+    #[test]
+    fn schemas_reach_the_server_with_sorted_keys_whatever_the_map_order() {
+        let mut props = serde_json::Map::new();
+        props.insert("zeta".into(), json!({"type": "string"}));
+        props.insert("alpha".into(), json!({"type": "integer"}));
+        let schema = json!({"type": "object", "properties": Value::Object(props)});
+        let req = ChatRequest {
+            tools: vec![crate::types::ToolSpec {
+                name: "t".into(),
+                description: "d".into(),
+                parameters: schema.clone(),
+            }],
+            response_format: Some(crate::types::ResponseFormat {
+                name: "r".into(),
+                schema,
+            }),
+            ..ChatRequest::new(vec![Message::user("hi")])
+        };
+        let body = serde_json::to_string(&provider("http://x/v1").request_body(&req)).unwrap();
+        let alpha: Vec<_> = body.match_indices("\"alpha\"").map(|(i, _)| i).collect();
+        let zeta: Vec<_> = body.match_indices("\"zeta\"").map(|(i, _)| i).collect();
+        assert_eq!(alpha.len(), 2, "{body}");
+        assert!(alpha.iter().zip(&zeta).all(|(a, z)| a < z), "{body}");
     }
 
     #[test]

@@ -12,6 +12,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
+use trellis_protocol::canonical::to_canonical_string;
 
 use crate::normalise::{NormaliseError, NormaliseOptions, Normalised, Repair, normalise};
 use crate::provider::ModelProvider;
@@ -68,7 +69,7 @@ pub(crate) fn schema_instruction(schema: &Value) -> String {
     format!(
         "Answer with a single JSON value that matches this JSON Schema, and nothing else \
          (no prose, no markdown):\n{}",
-        serde_json::to_string(schema).unwrap_or_default()
+        to_canonical_string(schema).unwrap_or_default()
     )
 }
 

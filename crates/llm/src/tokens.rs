@@ -39,13 +39,13 @@ fn texts(request: &ChatRequest) -> impl Iterator<Item = String> + '_ {
             "{} {} {}",
             t.name,
             t.description,
-            serde_json::to_string(&t.parameters).unwrap_or_default()
+            trellis_protocol::canonical::to_canonical_string(&t.parameters).unwrap_or_default()
         )
     });
     let schema = request
         .response_format
         .iter()
-        .map(|f| serde_json::to_string(&f.schema).unwrap_or_default());
+        .map(|f| trellis_protocol::canonical::to_canonical_string(&f.schema).unwrap_or_default());
     messages.chain(tools).chain(schema)
 }
 

@@ -13,6 +13,8 @@
 //! cargo run --release -p trellis-mcp --example client_overhead -- [CALLS]
 //! ```
 
+#![allow(clippy::print_stdout)]
+
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};

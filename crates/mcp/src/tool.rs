@@ -212,7 +212,8 @@ fn render(result: &CallToolResult) -> String {
     if parts.is_empty()
         && let Some(data) = &result.structured_content
     {
-        return data.to_string();
+        // Keys sorted: the text does not depend on serde_json's map order in this build.
+        return trellis_protocol::canonical::to_canonical_string(data).unwrap_or_default();
     }
     parts.join("\n")
 }
@@ -220,6 +221,16 @@ fn render(result: &CallToolResult) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn structured_results_reach_the_model_with_sorted_keys() {
+        let mut data = serde_json::Map::new();
+        data.insert("zeta".into(), Value::from(1));
+        data.insert("alpha".into(), Value::from(2));
+        let mut result = CallToolResult::structured(Value::Object(data));
+        result.content.clear();
+        assert_eq!(render(&result), r#"{"alpha":2,"zeta":1}"#);
+    }
 
     #[test]
     fn names_are_what_model_apis_accept() {

@@ -6,6 +6,8 @@
 //! server, ACP, MCP) can depend on it without pulling in the engine. Every wire type derives
 //! `schemars::JsonSchema`; [`schema`] turns them into the JSON Schemas the server publishes.
 
+pub mod acp;
+pub mod canonical;
 mod command;
 mod event;
 mod ids;

@@ -67,6 +67,7 @@
 
 mod artifacts;
 mod claim;
+mod client_sessions;
 mod codec;
 mod error;
 mod ops;
@@ -92,6 +93,7 @@ use trellis_protocol::{Command, Event, EventKind, RunId};
 
 pub use artifacts::NewArtifact;
 pub use claim::{Owner, hostname};
+pub use client_sessions::{ClientSession, ClientTurn};
 pub use error::{Error, Result};
 pub use read::{Checkpoint, RunFilter, RunRecord};
 pub use records::{ChangeOpRecord, ChangeSetRecord, ToolCallRecord};

@@ -90,15 +90,20 @@ pub(crate) enum Record {
     ModelCall(crate::usage::ModelCallRecord),
     Artifact(crate::artifacts::NewArtifact),
     ArtifactStatus(crate::artifacts::StatusChange),
+    ClientSession(crate::client_sessions::ClientSession),
+    ClientTurn(crate::client_sessions::ClientTurn),
 }
 
 /// Writes `record`; returns the new row id for tool calls, model calls and artifacts, the
-/// artifact's id for a status change (0 when it does not exist), 0 otherwise.
+/// artifact's id for a status change (0 when it does not exist), the turn's number for a
+/// client turn, 0 otherwise.
 pub(crate) fn write(conn: &Connection, record: &Record) -> rusqlite::Result<i64> {
     match record {
         Record::ModelCall(r) => crate::usage::write(conn, r),
         Record::Artifact(r) => crate::artifacts::insert(conn, r),
         Record::ArtifactStatus(r) => crate::artifacts::set_status(conn, r),
+        Record::ClientSession(r) => crate::client_sessions::upsert(conn, r),
+        Record::ClientTurn(r) => crate::client_sessions::insert_turn(conn, r),
         Record::ToolCall(r) => {
             conn.prepare_cached(
                 "INSERT INTO tool_calls (run_id, node_id, tool, args, decision, is_error, summary,

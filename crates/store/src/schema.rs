@@ -262,10 +262,38 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         );
     "#,
     },
+    Migration {
+        version: 5,
+        name: "client_sessions",
+        sql: r#"
+        -- Sessions of front-end clients (an editor's ACP sessions) and their prompt turns,
+        -- each a run: what `session/load` and `session/list` read after a restart.
+        CREATE TABLE client_sessions (
+            id          TEXT    PRIMARY KEY,
+            client      TEXT    NOT NULL,
+            cwd         TEXT    NOT NULL,
+            title       TEXT,
+            config      TEXT    NOT NULL,
+            created_ms  INTEGER NOT NULL,
+            updated_ms  INTEGER NOT NULL
+        );
+        CREATE INDEX client_sessions_updated ON client_sessions (client, updated_ms);
+        CREATE TABLE client_turns (
+            session     TEXT    NOT NULL,
+            turn        INTEGER NOT NULL,
+            run         TEXT    NOT NULL,
+            request     TEXT    NOT NULL,
+            workflow    TEXT,
+            plan        TEXT    NOT NULL,
+            created_ms  INTEGER NOT NULL,
+            PRIMARY KEY (session, turn)
+        );
+    "#,
+    },
 ];
 
 /// The newest schema version this binary knows.
-pub const LATEST_VERSION: i64 = 4;
+pub const LATEST_VERSION: i64 = 5;
 
 const CREATE_TABLE: &str = "CREATE TABLE IF NOT EXISTS schema_migrations (
     version     INTEGER PRIMARY KEY,
@@ -429,7 +457,8 @@ mod tests {
                 "initial",
                 "tool_calls_and_changes",
                 "model_calls",
-                "streams_sessions_artifacts"
+                "streams_sessions_artifacts",
+                "client_sessions"
             ]
         );
         let summary: String = conn

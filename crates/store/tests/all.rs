@@ -7,6 +7,7 @@ mod suite {
     mod artifacts;
     mod atomicity;
     mod claims;
+    mod client_sessions;
     mod fixtures;
     mod group_commit;
     mod inbox;

@@ -243,3 +243,78 @@ fn embedded_model_completes_the_discussion_workflow() {
     assert!(out.contains("architectural_analysis#1"), "{out}");
     assert!(out.contains("at DONE"), "{out}");
 }
+
+/// `trellis acp` with the embedded default model: an editor's prompt (NDJSON over stdio)
+/// becomes a discussion run whose plan, messages and end stream back. The answer's quality
+/// is not asserted. Runs alone (`.config/nextest.toml`, `suite::agentrun::embedded_`).
+#[test]
+fn embedded_model_answers_an_acp_prompt() {
+    let ws = example("[index.embedding]\nbackend = \"none\"\n");
+    let root = ws.path().canonicalize().unwrap();
+    let mut child = args(
+        isolated(ws.path()),
+        &["acp", "--workflow", "architecture_discussion"],
+    )
+    .stdin(std::process::Stdio::piped())
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::null())
+    .spawn()
+    .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut send = |v: Value| writeln!(stdin, "{v}").and_then(|()| stdin.flush()).unwrap();
+    send(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                "params": {"protocolVersion": 1, "clientCapabilities": {}}}));
+    let mut updates = Vec::new();
+    let mut session = None;
+    let stop = loop {
+        let line = lines.next().expect("the agent ended early").unwrap();
+        let v: Value = serde_json::from_str(&line).unwrap();
+        match (v["id"].as_u64(), v["method"].as_str()) {
+            // Nothing may be sent before `initialize` has been answered.
+            (Some(1), None) => send(json!({"jsonrpc": "2.0", "id": 2, "method": "session/new",
+                "params": {"cwd": root, "mcpServers": []}})),
+            (Some(2), None) => {
+                let id = v["result"]["sessionId"].as_str().expect(&line).to_owned();
+                send(
+                    json!({"jsonrpc": "2.0", "id": 3, "method": "session/prompt",
+                    "params": {"sessionId": id, "prompt": [{"type": "text",
+                        "text": "Let's discuss the decision to keep stock in memory"}]}}),
+                );
+                session = Some(id);
+            }
+            (Some(3), None) => break v["result"]["stopReason"].clone(),
+            // A change set offered, or an approval: keep it out of the user's files.
+            (_, Some("session/request_permission")) => send(json!({"jsonrpc": "2.0",
+                "id": v["id"], "result": {"outcome": {"outcome": "selected", "optionId": "reject_once"}}})),
+            (_, Some("session/update")) => updates.push(v["params"].clone()),
+            _ => assert!(v.get("error").is_none(), "{v}"),
+        }
+    };
+    child.kill().ok();
+    child.wait().ok();
+    assert_eq!(stop, "end_turn");
+    assert!(
+        updates
+            .iter()
+            .all(|u| u["sessionId"] == session.as_deref().unwrap())
+    );
+    let kinds: Vec<&str> = updates
+        .iter()
+        .filter_map(|u| u["update"]["sessionUpdate"].as_str())
+        .collect();
+    assert!(kinds.contains(&"agent_message_chunk"), "{kinds:?}");
+    let last_plan = updates
+        .iter()
+        .rev()
+        .find(|u| u["update"]["sessionUpdate"] == "plan")
+        .expect("a plan");
+    assert!(
+        last_plan["update"]["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|e| e["status"] == "completed"),
+        "{last_plan}"
+    );
+}

@@ -1,0 +1,577 @@
+//! `trellis acp`: Trellis as an [Agent Client Protocol](https://agentclientprotocol.com) v1
+//! agent over stdio, for editors (Zed, JetBrains, neovim, Emacs).
+//!
+//! A thin adapter over the runtime service ([`trellis_core::service::Service`]), like
+//! `trellis serve`: a prompt turn is a Trellis request — a `startRun` op in interrupt mode —
+//! and the turn streams the run's planned stages as the ACP `plan`, its agents' text and
+//! thinking as message and thought chunks, their tool calls (with diffs for edits) as
+//! `tool_call` / `tool_call_update`, and turns approvals into `session/request_permission`.
+//! `session/cancel` cancels the run and ends the turn with `stopReason: cancelled`.
+//!
+//! stdout carries the protocol only; logs go to stderr. See `docs/acp.md`.
+
+mod change;
+mod config;
+mod ext;
+mod map;
+mod mcp;
+mod sessions;
+mod turn;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use agent_client_protocol::schema::ProtocolVersion;
+use agent_client_protocol::v1::schema as acp;
+use agent_client_protocol::{Agent, Client, ConnectTo, Stdio};
+use tokio_util::sync::CancellationToken;
+use trellis_core::service::Service;
+
+pub use change::change_set_diffs;
+pub use config::{Autonomy, SessionConfig};
+pub use ext::{METHODS as EXTENSION_METHODS, TrellisRequest};
+pub use map::{StagePlan, session_updates, tool_kind, usage_update};
+
+/// What can go wrong running the agent.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The connection to the client failed (transport, a handler's fatal error).
+    #[error("ACP connection: {0}")]
+    Connection(#[from] agent_client_protocol::Error),
+}
+
+/// Opens the runtime service of a workspace (a git repository's root). Called at most once
+/// per process, on the first `session/new` when no service was given.
+pub type OpenService = Arc<dyn Fn(&Path) -> Result<Arc<Service>, String> + Send + Sync>;
+
+/// Settings of the agent.
+#[derive(Clone, Debug, Default)]
+pub struct AcpOptions {
+    /// Run every prompt with this workflow instead of asking the orchestrator.
+    pub workflow: Option<String>,
+}
+
+/// What the client said it can do in `initialize`; nothing it did not advertise is called.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ClientCaps {
+    /// `fs/read_text_file`.
+    pub read_text_file: bool,
+    /// `fs/write_text_file`.
+    pub write_text_file: bool,
+    /// `terminal/*`.
+    pub terminal: bool,
+}
+
+/// One ACP session live in this process: a workspace directory and its turns. Its record
+/// (and its turns' runs) are in the workspace store.
+struct Session {
+    /// The session's `cwd` (absolute, inside the workspace).
+    cwd: PathBuf,
+    /// Its title, once the first prompt gave it one.
+    title: Option<String>,
+    /// The prompt turn in progress, if any.
+    turn: Option<CancellationToken>,
+    /// Its settings (workflow, autonomy).
+    config: SessionConfig,
+}
+
+impl Session {
+    fn new(cwd: PathBuf, config: SessionConfig) -> Self {
+        Self {
+            cwd,
+            title: None,
+            turn: None,
+            config,
+        }
+    }
+}
+
+/// Records a session's settings with it (so a restarted agent has them).
+async fn persist_config(
+    service: &Service,
+    session: &acp::SessionId,
+    config: &SessionConfig,
+) -> Result<(), agent_client_protocol::Error> {
+    let store = service.runtime().store.clone();
+    let key = session.0.to_string();
+    let json = config.to_json();
+    tokio::task::spawn_blocking(move || -> Result<(), trellis_store::Error> {
+        if let Some(mut record) = store.client_session(&key)? {
+            record.config = json;
+            store.put_client_session(record)?;
+        }
+        Ok(())
+    })
+    .await
+    .map_err(internal)?
+    .map_err(internal)
+}
+
+/// The names of the workflows the service knows.
+fn workflows(service: &Service) -> Vec<String> {
+    service
+        .runtime()
+        .catalog
+        .entries()
+        .iter()
+        .map(|e| e.workflow.metadata.name.clone())
+        .collect()
+}
+
+/// `agentCapabilities._meta`: the `_trellis/...` extension methods (docs/acp.md).
+fn extensions_meta() -> serde_json::Map<String, serde_json::Value> {
+    let mut meta = serde_json::Map::new();
+    meta.insert(
+        ext::META_KEY.into(),
+        serde_json::json!({ "methods": ext::METHODS, "docs": "docs/acp.md#extension-methods" }),
+    );
+    meta
+}
+
+/// The slash commands a session offers.
+fn commands() -> acp::SessionUpdate {
+    acp::SessionUpdate::AvailableCommandsUpdate(acp::AvailableCommandsUpdate::new(vec![
+        acp::AvailableCommand::new(
+            "undo",
+            "Undo the last change set applied to your files in this session (again: redo)",
+        ),
+    ]))
+}
+
+/// The Trellis ACP agent: sessions over one runtime service.
+pub struct AcpAgent {
+    open: Option<OpenService>,
+    service: tokio::sync::Mutex<Option<Arc<Service>>>,
+    options: AcpOptions,
+    client: Mutex<ClientCaps>,
+    sessions: Mutex<HashMap<String, Session>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The root of the git repository holding `dir` (the nearest ancestor with a `.git`).
+fn git_root(dir: &Path) -> Option<PathBuf> {
+    dir.ancestors()
+        .find(|d| d.join(".git").exists())
+        .map(Path::to_path_buf)
+}
+
+fn invalid_params(message: impl Into<String>) -> agent_client_protocol::Error {
+    agent_client_protocol::Error::invalid_params().data(serde_json::json!(message.into()))
+}
+
+/// An internal error with `e` as its data.
+fn internal(e: impl std::fmt::Display) -> agent_client_protocol::Error {
+    agent_client_protocol::Error::internal_error().data(e.to_string())
+}
+
+impl AcpAgent {
+    /// An agent whose service is opened by `open` on the first `session/new` (the git
+    /// repository of its `cwd`).
+    pub fn new(open: OpenService, options: AcpOptions) -> Arc<Self> {
+        Arc::new(Self {
+            open: Some(open),
+            service: tokio::sync::Mutex::new(None),
+            options,
+            client: Mutex::new(ClientCaps::default()),
+            sessions: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// An agent over a running service: sessions must be inside its workspace.
+    pub fn with_service(service: Arc<Service>, options: AcpOptions) -> Arc<Self> {
+        Arc::new(Self {
+            open: None,
+            service: tokio::sync::Mutex::new(Some(service)),
+            options,
+            client: Mutex::new(ClientCaps::default()),
+            sessions: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// What the client advertised in `initialize`.
+    pub fn client_caps(&self) -> ClientCaps {
+        *lock(&self.client)
+    }
+
+    /// The service, once a session opened it (or the one given).
+    pub async fn service(&self) -> Option<Arc<Service>> {
+        self.service.lock().await.clone()
+    }
+
+    /// The ACP agent side of a connection, for [`ConnectTo::connect_to`] a transport (stdio,
+    /// or the SDK's in-process client in tests).
+    pub fn connection(self: &Arc<Self>) -> impl ConnectTo<Client> + 'static {
+        let (a, b, c, d) = (self.clone(), self.clone(), self.clone(), self.clone());
+        Agent
+            .v1()
+            .name("trellis")
+            .on_receive_request(
+                async move |req: acp::InitializeRequest, responder, _cx| {
+                    responder.respond(a.initialize(&req))
+                },
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                async move |req: acp::NewSessionRequest, responder, cx| {
+                    // Opening the service (store, configuration) is slow: off the dispatch loop.
+                    let b = b.clone();
+                    let conn = cx.clone();
+                    cx.spawn(async move {
+                        let created = b.new_session(req).await;
+                        let id = created.as_ref().ok().map(|r| r.session_id.clone());
+                        let _ = responder.respond_with_result(created);
+                        if let Some(id) = id {
+                            let _ = conn
+                                .send_notification(acp::SessionNotification::new(id, commands()));
+                        }
+                        Ok(())
+                    })
+                },
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                async move |req: acp::PromptRequest, responder, cx| {
+                    // The turn waits on permission requests: it must not hold the dispatch
+                    // loop, or their answers never arrive.
+                    let c = c.clone();
+                    let conn = cx.clone();
+                    // `$/cancel_request` for the prompt cancels the turn like `session/cancel`
+                    // (the turn then ends `cancelled`, not with an error).
+                    let cancellation = responder.cancellation();
+                    cx.spawn(async move {
+                        let session = req.session_id.clone();
+                        let watch = async {
+                            cancellation.cancelled().await;
+                            c.cancel(&session);
+                            std::future::pending::<()>().await;
+                        };
+                        let result = tokio::select! {
+                            biased;
+                            r = c.prompt(req, conn) => r,
+                            () = watch => Err(agent_client_protocol::Error::request_cancelled()),
+                        };
+                        let _ = responder.respond_with_result(result);
+                        Ok(())
+                    })
+                },
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                {
+                    let agent = self.clone();
+                    async move |req: acp::LoadSessionRequest, responder, cx| {
+                        // Replaying reads the store and sends notifications: off the loop.
+                        let agent = agent.clone();
+                        let conn = cx.clone();
+                        // `$/cancel_request` stops the replay (-32800).
+                        let cancellation = responder.cancellation();
+                        cx.spawn(async move {
+                            let loaded = cancellation
+                                .run_until_cancelled(agent.load_session(req, &conn))
+                                .await;
+                            let _ = responder.respond_with_result(loaded);
+                            Ok(())
+                        })
+                    }
+                },
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                {
+                    let agent = self.clone();
+                    async move |req: acp::ResumeSessionRequest, responder, cx| {
+                        let agent = agent.clone();
+                        cx.spawn(async move {
+                            let _ = responder.respond_with_result(agent.resume_session(req).await);
+                            Ok(())
+                        })
+                    }
+                },
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                {
+                    let agent = self.clone();
+                    async move |req: acp::ListSessionsRequest, responder, cx| {
+                        let agent = agent.clone();
+                        cx.spawn(async move {
+                            let _ = responder.respond_with_result(agent.list_sessions(req).await);
+                            Ok(())
+                        })
+                    }
+                },
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                {
+                    let agent = self.clone();
+                    async move |req: acp::CloseSessionRequest, responder, _cx| {
+                        responder.respond_with_result(agent.close_session(&req))
+                    }
+                },
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                {
+                    let agent = self.clone();
+                    async move |req: acp::SetSessionConfigOptionRequest, responder, cx| {
+                        let agent = agent.clone();
+                        let conn = cx.clone();
+                        cx.spawn(async move {
+                            let value = match &req.value {
+                                acp::SessionConfigOptionValue::ValueId { value } => {
+                                    value.0.to_string()
+                                }
+                                _ => String::new(),
+                            };
+                            let set = agent
+                                .set_config(&req.session_id, &req.config_id.0, &value)
+                                .await;
+                            let mode = set.as_ref().ok().map(|(c, _)| c.autonomy);
+                            let _ = responder.respond_with_result(set.map(|(_, options)| {
+                                acp::SetSessionConfigOptionResponse::new(options)
+                            }));
+                            if let Some(mode) =
+                                mode.filter(|_| &*req.config_id.0 == config::AUTONOMY)
+                            {
+                                let _ = conn.send_notification(acp::SessionNotification::new(
+                                    req.session_id.clone(),
+                                    acp::SessionUpdate::CurrentModeUpdate(
+                                        acp::CurrentModeUpdate::new(mode.id()),
+                                    ),
+                                ));
+                            }
+                            Ok(())
+                        })
+                    }
+                },
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                {
+                    let agent = self.clone();
+                    async move |req: acp::SetSessionModeRequest, responder, cx| {
+                        let agent = agent.clone();
+                        let conn = cx.clone();
+                        cx.spawn(async move {
+                            let set = agent
+                                .set_config(&req.session_id, config::AUTONOMY, &req.mode_id.0)
+                                .await;
+                            let options = set.as_ref().ok().map(|(_, o)| o.clone());
+                            let _ = responder.respond_with_result(
+                                set.map(|_| acp::SetSessionModeResponse::new()),
+                            );
+                            if let Some(options) = options {
+                                let _ = conn.send_notification(acp::SessionNotification::new(
+                                    req.session_id.clone(),
+                                    acp::SessionUpdate::ConfigOptionUpdate(
+                                        acp::ConfigOptionUpdate::new(options),
+                                    ),
+                                ));
+                            }
+                            Ok(())
+                        })
+                    }
+                },
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                {
+                    let agent = self.clone();
+                    async move |req: TrellisRequest, responder, cx| {
+                        // Graph control may come while a turn runs: off the loop.
+                        let agent = agent.clone();
+                        cx.spawn(async move {
+                            let _ = responder.respond_with_result(agent.extension(req).await);
+                            Ok(())
+                        })
+                    }
+                },
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_notification(
+                async move |n: acp::CancelNotification, _cx| {
+                    d.cancel(&n.session_id);
+                    Ok(())
+                },
+                agent_client_protocol::on_receive_notification!(),
+            )
+    }
+
+    /// Serves one client over this process's stdin and stdout until it disconnects.
+    pub async fn serve_stdio(self: &Arc<Self>) -> Result<(), Error> {
+        self.connection().connect_to(Stdio::new()).await?;
+        Ok(())
+    }
+
+    fn initialize(&self, req: &acp::InitializeRequest) -> acp::InitializeResponse {
+        let caps = &req.client_capabilities;
+        *lock(&self.client) = ClientCaps {
+            read_text_file: caps.fs.read_text_file,
+            write_text_file: caps.fs.write_text_file,
+            terminal: caps.terminal,
+        };
+        // Only what is implemented: sessions recorded in the workspace store (load, list,
+        // resume, close); embedded text resources in prompts; the client's MCP servers over
+        // stdio and HTTP (not SSE); no images or audio (defaults are "unsupported").
+        let sessions = acp::SessionCapabilities::new()
+            .list(acp::SessionListCapabilities::new())
+            .resume(acp::SessionResumeCapabilities::new())
+            .close(acp::SessionCloseCapabilities::new());
+        acp::InitializeResponse::new(ProtocolVersion::V1)
+            .agent_capabilities(
+                acp::AgentCapabilities::new()
+                    .load_session(true)
+                    .prompt_capabilities(acp::PromptCapabilities::new().embedded_context(true))
+                    .mcp_capabilities(acp::McpCapabilities::new().http(true))
+                    .session_capabilities(sessions)
+                    .meta(extensions_meta()),
+            )
+            .auth_methods(Vec::new())
+            .agent_info(
+                acp::Implementation::new("trellis", env!("CARGO_PKG_VERSION")).title("Trellis"),
+            )
+    }
+
+    /// The service of the workspace holding `cwd` (opened on first use) and `cwd` made
+    /// canonical; an error when `cwd` is not an absolute directory inside it.
+    async fn open_workspace(
+        &self,
+        cwd: &Path,
+    ) -> Result<(Arc<Service>, PathBuf), agent_client_protocol::Error> {
+        if !cwd.is_absolute() {
+            return Err(invalid_params(format!(
+                "cwd must be an absolute path, not `{}`",
+                cwd.display()
+            )));
+        }
+        let cwd = cwd.canonicalize().map_err(|e| {
+            invalid_params(format!("cwd `{}` is not a directory: {e}", cwd.display()))
+        })?;
+        let mut service = self.service.lock().await;
+        let svc = match service.as_ref() {
+            Some(s) => s.clone(),
+            None => {
+                let (Some(open), Some(root)) = (self.open.clone(), git_root(&cwd)) else {
+                    return Err(invalid_params(format!(
+                        "cwd `{}` is not inside a git repository",
+                        cwd.display()
+                    )));
+                };
+                let opened = tokio::task::spawn_blocking(move || open(&root))
+                    .await
+                    .map_err(agent_client_protocol::Error::into_internal_error)?
+                    .map_err(|e| agent_client_protocol::Error::internal_error().data(e))?;
+                *service = Some(opened.clone());
+                opened
+            }
+        };
+        drop(service);
+        let root = svc
+            .runtime()
+            .repo
+            .canonicalize()
+            .unwrap_or_else(|_| svc.runtime().repo.clone());
+        if !cwd.starts_with(&root) {
+            return Err(invalid_params(format!(
+                "cwd `{}` is outside this agent's workspace `{}` (one workspace per `trellis acp` process)",
+                cwd.display(),
+                root.display()
+            )));
+        }
+        Ok((svc, cwd))
+    }
+
+    async fn new_session(
+        &self,
+        req: acp::NewSessionRequest,
+    ) -> Result<acp::NewSessionResponse, agent_client_protocol::Error> {
+        let (service, cwd) = self.open_workspace(&req.cwd).await?;
+        mcp::attach(&service, &req.mcp_servers)?;
+        let id = trellis_protocol::SessionId::new().to_string();
+        let config = SessionConfig {
+            workflow: self.options.workflow.clone(),
+            ..SessionConfig::default()
+        };
+        let record = trellis_store::ClientSession {
+            id: id.clone(),
+            client: sessions::CLIENT.into(),
+            cwd: cwd.display().to_string(),
+            title: None,
+            config: config.to_json(),
+            created_ms: 0,
+            updated_ms: 0,
+        };
+        let store = service.runtime().store.clone();
+        tokio::task::spawn_blocking(move || store.put_client_session(record))
+            .await
+            .map_err(internal)?
+            .map_err(internal)?;
+        let flows = workflows(&service);
+        let response = acp::NewSessionResponse::new(id.clone())
+            .modes(config.modes())
+            .config_options(config.options(&flows));
+        lock(&self.sessions).insert(id.clone(), Session::new(cwd, config));
+        tracing::info!(session = %id, "session created");
+        Ok(response)
+    }
+
+    /// Sets a session's config option, records it, and returns the new settings with every
+    /// option as the client should now show it.
+    async fn set_config(
+        &self,
+        session: &acp::SessionId,
+        id: &str,
+        value: &str,
+    ) -> Result<(SessionConfig, Vec<acp::SessionConfigOption>), agent_client_protocol::Error> {
+        let Some(service) = self.service().await else {
+            return Err(acp::Error::session_not_found(session.clone()).into());
+        };
+        let flows = workflows(&service);
+        let config = {
+            let mut sessions = lock(&self.sessions);
+            let Some(s) = sessions.get_mut(session.0.as_ref()) else {
+                return Err(acp::Error::session_not_found(session.clone()).into());
+            };
+            s.config.set(id, value, &flows).map_err(invalid_params)?;
+            s.config.clone()
+        };
+        persist_config(&service, session, &config).await?;
+        tracing::info!(session = %session, option = id, value, "config option set");
+        let options = config.options(&flows);
+        Ok((config, options))
+    }
+
+    /// Remembers an "always" answer to an approval in the session (and its record).
+    pub(crate) async fn remember(
+        &self,
+        service: &Service,
+        session: &acp::SessionId,
+        key: String,
+        allow: bool,
+    ) -> Result<(), agent_client_protocol::Error> {
+        let config = {
+            let mut sessions = lock(&self.sessions);
+            let Some(s) = sessions.get_mut(session.0.as_ref()) else {
+                return Ok(());
+            };
+            s.config.approvals.insert(key, allow);
+            s.config.clone()
+        };
+        persist_config(service, session, &config).await
+    }
+
+    fn cancel(&self, session: &acp::SessionId) {
+        if let Some(turn) = lock(&self.sessions)
+            .get(session.0.as_ref())
+            .and_then(|s| s.turn.as_ref())
+        {
+            tracing::info!(session = %session, "turn cancelled by the client");
+            turn.cancel();
+        }
+    }
+}

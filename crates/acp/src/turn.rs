@@ -1,0 +1,648 @@
+//! A prompt turn: one Trellis request, from `startRun` to the run's stop, streamed as
+//! `session/update`s, with approvals asked through `session/request_permission`.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use agent_client_protocol::v1::ConnectionTo;
+use agent_client_protocol::v1::schema as acp;
+use agent_client_protocol::{Client, Error};
+use serde_json::{Value, json};
+use tokio::sync::broadcast;
+use tokio_util::sync::CancellationToken;
+use trellis_core::service::{LiveEvent, Service};
+use trellis_protocol::{
+    Answer, InputMode, Interrupt, InterruptKind, NodeAnswer, NodeId, Op, RunId, RunStatus,
+    ServiceEventBody, SessionEvent, SessionOwner, StreamId, WorkspaceEvent,
+};
+
+use crate::change::{Offer, UNDO};
+use crate::config::Autonomy;
+use crate::map::{StagePlan, session_updates, tool_kind, usage_update};
+use crate::{AcpAgent, invalid_params, lock};
+
+/// The answer to a question when the editor cannot ask it (ACP v1 has no questions).
+const NO_QUESTIONS: &str = "(no answer: the editor cannot ask questions; decide yourself and \
+    state the assumption you made)";
+
+/// How long a run may be silent after it stopped executing before the turn ends without its
+/// `runStopped` announcement.
+const GRACE: Duration = Duration::from_millis(500);
+
+/// Removes the turn from its session when the turn ends, however it ends.
+struct TurnGuard<'a> {
+    agent: &'a AcpAgent,
+    session: String,
+}
+
+impl Drop for TurnGuard<'_> {
+    fn drop(&mut self) {
+        if let Some(s) = lock(&self.agent.sessions).get_mut(&self.session) {
+            s.turn = None;
+        }
+    }
+}
+
+/// The text of a prompt: its text blocks, and the resources it links or embeds.
+fn prompt_text(blocks: &[acp::ContentBlock]) -> String {
+    let mut parts = Vec::new();
+    for b in blocks {
+        match b {
+            acp::ContentBlock::Text(t) => parts.push(t.text.clone()),
+            acp::ContentBlock::ResourceLink(l) => parts.push(format!("(see {})", l.uri)),
+            acp::ContentBlock::Resource(r) => {
+                if let acp::EmbeddedResourceResource::TextResourceContents(t) = &r.resource {
+                    parts.push(format!("{}:\n{}", t.uri, t.text));
+                }
+            }
+            _ => {}
+        }
+    }
+    parts.join("\n").trim().to_owned()
+}
+
+/// At most this much of a file read through the client goes into the request.
+const BUFFER_LIMIT: usize = 200_000;
+
+/// The text of a prompt with the files it links read through the client
+/// (`fs/read_text_file`, when it advertised it): an editor's buffer wins over the file on
+/// disk, unsaved changes included. A file the client cannot read stays a link.
+async fn prompt_with_buffers(
+    blocks: &[acp::ContentBlock],
+    session: &acp::SessionId,
+    conn: &ConnectionTo<Client>,
+    can_read: bool,
+) -> String {
+    let mut parts = Vec::new();
+    for b in blocks {
+        if let acp::ContentBlock::ResourceLink(l) = b
+            && can_read
+            && let Some(path) = l.uri.strip_prefix("file://")
+        {
+            let read = conn
+                .send_request(acp::ReadTextFileRequest::new(session.clone(), path))
+                .block_task()
+                .await;
+            match read {
+                Ok(r) => {
+                    let mut text = r.content;
+                    if text.len() > BUFFER_LIMIT {
+                        let mut end = BUFFER_LIMIT;
+                        while !text.is_char_boundary(end) {
+                            end -= 1;
+                        }
+                        text.truncate(end);
+                        text.push_str("\n… [cut]");
+                    }
+                    parts.push(format!("{path} (as open in the editor):\n```\n{text}\n```"));
+                    continue;
+                }
+                Err(e) => tracing::info!("fs/read_text_file {path}: {e}"),
+            }
+        }
+        parts.push(prompt_text(std::slice::from_ref(b)));
+    }
+    parts.join("\n").trim().to_owned()
+}
+
+/// What the turn is talking to.
+pub(crate) struct Turn {
+    pub(crate) conn: ConnectionTo<Client>,
+    pub(crate) session: acp::SessionId,
+    pub(crate) service: Arc<Service>,
+    pub(crate) root: PathBuf,
+    pub(crate) token: CancellationToken,
+}
+
+enum Stop {
+    /// The run stopped executing (finished, failed, cancelled or waiting for input).
+    Stopped,
+    /// The client cancelled the turn.
+    Cancelled,
+}
+
+impl Turn {
+    pub(crate) fn send(&self, update: acp::SessionUpdate) {
+        if let Err(e) = self
+            .conn
+            .send_notification(acp::SessionNotification::new(self.session.clone(), update))
+        {
+            tracing::warn!("session/update not sent: {e}");
+        }
+    }
+
+    pub(crate) fn message(&self, text: impl Into<String>) {
+        self.send(acp::SessionUpdate::AgentMessageChunk(
+            acp::ContentChunk::new(text.into().into()),
+        ));
+    }
+
+    fn thought(&self, text: impl Into<String>) {
+        self.send(acp::SessionUpdate::AgentThoughtChunk(
+            acp::ContentChunk::new(text.into().into()),
+        ));
+    }
+
+    /// Streams the run's events until it stops executing or the client cancels.
+    async fn follow(
+        &self,
+        live: &mut broadcast::Receiver<Arc<LiveEvent>>,
+        run: &RunId,
+        plan: &mut StagePlan,
+        windows: &mut HashMap<String, Option<u64>>,
+    ) -> Result<Stop, Error> {
+        let prefix = format!("{run}:");
+        loop {
+            let stopped = async {
+                self.service.wait_run(run).await;
+                tokio::time::sleep(GRACE).await;
+            };
+            let e = tokio::select! {
+                biased;
+                () = self.token.cancelled() => return Ok(Stop::Cancelled),
+                e = live.recv() => e,
+                () = stopped => return Ok(Stop::Stopped),
+            };
+            let e = match e {
+                Ok(e) => e,
+                Err(broadcast::error::RecvError::Lagged(n)) => {
+                    tracing::warn!("{n} events of run {run} skipped (slow client)");
+                    continue;
+                }
+                Err(broadcast::error::RecvError::Closed) => {
+                    return Err(Error::internal_error().data("the runtime service stopped"));
+                }
+            };
+            match (&e.stream, &e.event) {
+                (StreamId::Run(r), ServiceEventBody::Run(kind)) if r == run && plan.apply(kind) => {
+                    self.send(acp::SessionUpdate::Plan(plan.to_acp()));
+                }
+                (StreamId::Session(s), ServiceEventBody::Session(ev)) => {
+                    if let Some(node) = s.as_str().strip_prefix(&prefix) {
+                        for u in session_updates(node, &self.root, ev) {
+                            self.send(u);
+                        }
+                        if let SessionEvent::SessionStarted {
+                            owner: SessionOwner::Agent { role, .. },
+                        } = ev
+                        {
+                            windows
+                                .insert(node.to_owned(), context_window(&self.service, Some(role)));
+                        }
+                        let window = *windows
+                            .entry(node.to_owned())
+                            .or_insert_with(|| context_window(&self.service, None));
+                        if let Some(u) = window.and_then(|w| usage_update(ev, w)) {
+                            self.send(u);
+                        }
+                    }
+                }
+                (_, ServiceEventBody::Workspace(WorkspaceEvent::RunStopped { run: r, .. }))
+                    if r == run =>
+                {
+                    return Ok(Stop::Stopped);
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Asks the client about one interrupt. `None` when the turn was cancelled meanwhile.
+    async fn ask(
+        &self,
+        agent: &AcpAgent,
+        n: usize,
+        node: &NodeId,
+        it: &Interrupt,
+    ) -> Option<Answer> {
+        if it.kind == InterruptKind::Question {
+            self.message(format!("\n{node} asks: {}\n{NO_QUESTIONS}\n", it.prompt));
+            return Some(Answer::text(NO_QUESTIONS));
+        }
+        let request = &it.data["request"];
+        let tool = request["tool"].as_str().map(str::to_owned);
+        let key = tool.clone().unwrap_or_else(|| it.prompt.clone());
+        let remembered = lock(&agent.sessions)
+            .get(self.session.0.as_ref())
+            .and_then(|s| s.config.approvals.get(&key).copied());
+        if let Some(allow) = remembered {
+            return Some(if allow {
+                Answer::approve()
+            } else {
+                Answer::reject("rejected in the editor (always)")
+            });
+        }
+        let id = acp::ToolCallId::new(format!("{node}/approval-{n}"));
+        let mut fields = acp::ToolCallUpdateFields::new()
+            .title(it.prompt.clone())
+            .status(acp::ToolCallStatus::Pending);
+        if let Some(t) = &tool {
+            fields = fields.kind(tool_kind(t));
+        }
+        if !request["args"].is_null() {
+            fields = fields.raw_input(request["args"].clone());
+        }
+        let mut call =
+            acp::ToolCall::new(id.clone(), it.prompt.clone()).status(acp::ToolCallStatus::Pending);
+        if let Some(t) = &tool {
+            call = call.kind(tool_kind(t));
+        }
+        self.send(acp::SessionUpdate::ToolCall(call));
+        let what = tool.as_deref().unwrap_or("this");
+        let options = vec![
+            acp::PermissionOption::new("allow_once", "Allow", acp::PermissionOptionKind::AllowOnce),
+            acp::PermissionOption::new(
+                "allow_always",
+                format!("Always allow {what}"),
+                acp::PermissionOptionKind::AllowAlways,
+            ),
+            acp::PermissionOption::new(
+                "reject_once",
+                "Reject",
+                acp::PermissionOptionKind::RejectOnce,
+            ),
+            acp::PermissionOption::new(
+                "reject_always",
+                format!("Always reject {what}"),
+                acp::PermissionOptionKind::RejectAlways,
+            ),
+        ];
+        let sent = self.conn.send_request(acp::RequestPermissionRequest::new(
+            self.session.clone(),
+            acp::ToolCallUpdate::new(id.clone(), fields),
+            options,
+        ));
+        let outcome = tokio::select! {
+            r = sent.block_task() => match r {
+                Ok(r) => r.outcome,
+                Err(e) => {
+                    tracing::warn!("session/request_permission failed: {e}");
+                    acp::RequestPermissionOutcome::Cancelled
+                }
+            },
+            () = self.token.cancelled() => acp::RequestPermissionOutcome::Cancelled,
+        };
+        let chosen = match outcome {
+            acp::RequestPermissionOutcome::Selected(s) => s.option_id.0.to_string(),
+            _ => {
+                self.send(acp::SessionUpdate::ToolCallUpdate(
+                    acp::ToolCallUpdate::new(
+                        id,
+                        acp::ToolCallUpdateFields::new().status(acp::ToolCallStatus::Failed),
+                    ),
+                ));
+                return None;
+            }
+        };
+        let allow = chosen.starts_with("allow");
+        if chosen.ends_with("always")
+            && let Err(e) = agent
+                .remember(&self.service, &self.session, key, allow)
+                .await
+        {
+            tracing::warn!("recording an approval of session {}: {e}", self.session);
+        }
+        let status = if allow {
+            acp::ToolCallStatus::Completed
+        } else {
+            acp::ToolCallStatus::Failed
+        };
+        self.send(acp::SessionUpdate::ToolCallUpdate(
+            acp::ToolCallUpdate::new(id, acp::ToolCallUpdateFields::new().status(status)),
+        ));
+        Some(if allow {
+            Answer::approve()
+        } else {
+            Answer::reject("rejected in the editor")
+        })
+    }
+
+    /// Cancels the run (it stops where it is) and ends the turn.
+    async fn cancel_run(&self, run: &RunId) -> acp::PromptResponse {
+        if let Err(e) = self
+            .service
+            .call(Op::Cancel {
+                run: run.to_string(),
+                reason: Some("cancelled in the editor".into()),
+            })
+            .await
+        {
+            tracing::warn!("cancelling run {run}: {e}");
+        }
+        self.service.wait_run(run).await;
+        acp::PromptResponse::new(acp::StopReason::Cancelled)
+    }
+
+    /// The end of the turn: the stages' answers and, for a failed run, why.
+    fn summary(&self, outcome: &Outcome) {
+        let text = summary_text(outcome);
+        if !text.is_empty() {
+            self.message(text);
+        }
+    }
+}
+
+/// The end-of-turn message: the stages' answers, why a run failed, the files it changed.
+pub(crate) fn summary_text(outcome: &Outcome) -> String {
+    let mut text = String::new();
+    if let Value::Object(stages) = &outcome.stage_results {
+        // By stage name, however serde_json keeps the map's keys.
+        let mut stages: Vec<(&String, &Value)> = stages.iter().collect();
+        stages.sort_by(|a, b| a.0.cmp(b.0));
+        for (stage, r) in stages {
+            let out = match &r["output"] {
+                Value::String(s) => s.clone(),
+                Value::Null => continue,
+                other => other["output"]
+                    .as_str()
+                    .or_else(|| other["summary"].as_str())
+                    .map(str::to_owned)
+                    .unwrap_or_else(|| other.to_string()),
+            };
+            if !out.trim().is_empty() {
+                text.push_str(&format!("\n**{stage}**: {}\n", out.trim()));
+            }
+        }
+    }
+    if let Some(e) = &outcome.error {
+        text.push_str(&format!("\nThe run failed: {e}\n"));
+    }
+    if !outcome.files_changed.is_empty() {
+        text.push_str(&format!(
+            "\nFiles changed in the run's worktree (review with `trellis review {}`): {}\n",
+            outcome.run,
+            outcome.files_changed.join(", ")
+        ));
+    }
+    text
+}
+
+/// The context window of the model an agent role uses (its profile's `context`); the
+/// default profile's without a role; `None` when the profile does not say.
+pub(crate) fn context_window(service: &Service, role: Option<&str>) -> Option<u64> {
+    let rt = service.runtime();
+    let models = &rt.models;
+    let profile = match role.and_then(|r| rt.roles.get(r).ok()) {
+        Some(spec) => models.profile_for_role(&spec.model_role),
+        None => models.default_profile(),
+    };
+    models
+        .profile(profile)
+        .and_then(|p| p.context)
+        .map(u64::from)
+}
+
+/// What the turn needs of a run's outcome.
+pub(crate) struct Outcome {
+    run: RunId,
+    status: RunStatus,
+    error: Option<String>,
+    stage_results: Value,
+    files_changed: Vec<String>,
+    waiting: Vec<(NodeId, Interrupt)>,
+}
+
+pub(crate) fn outcome(service: &Service, run: &RunId) -> Result<Outcome, Error> {
+    let o = service
+        .runtime()
+        .inspect(run)
+        .map_err(|e| Error::internal_error().data(e.to_string()))?;
+    let mut files: Vec<String> = o
+        .nodes
+        .iter()
+        .filter_map(|n| n.result.get("files_changed").and_then(Value::as_array))
+        .flatten()
+        .filter_map(Value::as_str)
+        .map(str::to_owned)
+        .collect();
+    files.sort();
+    files.dedup();
+    Ok(Outcome {
+        run: o.run.clone(),
+        status: o.status,
+        error: o.error.clone(),
+        stage_results: o.state.get("stage_results").cloned().unwrap_or(Value::Null),
+        files_changed: files,
+        waiting: o.waiting.clone(),
+    })
+}
+
+impl AcpAgent {
+    /// Records the turn's run in the session (and the first prompt as its title), so
+    /// `session/load` finds it after a restart. A failure is logged: the turn goes on.
+    async fn record_turn(
+        &self,
+        service: &Service,
+        session: &acp::SessionId,
+        request: &str,
+        started: &Value,
+    ) {
+        let key = session.0.to_string();
+        let (cwd, title) = {
+            let mut sessions = lock(&self.sessions);
+            let Some(s) = sessions.get_mut(&key) else {
+                return;
+            };
+            let new_title = s.title.is_none().then(|| {
+                let line = request.lines().next().unwrap_or_default();
+                let mut t: String = line.chars().take(80).collect();
+                if t.len() < line.len() {
+                    t.push('…');
+                }
+                t
+            });
+            if let Some(t) = &new_title {
+                s.title = Some(t.clone());
+            }
+            (s.cwd.clone(), new_title)
+        };
+        let store = service.runtime().store.clone();
+        let turn = trellis_store::ClientTurn {
+            session: key.clone(),
+            turn: 0,
+            run: RunId::from_string(started["run"].as_str().unwrap_or_default()),
+            request: request.to_owned(),
+            workflow: started["workflow"].as_str().map(str::to_owned),
+            plan: started["plan"].to_string(),
+            created_ms: 0,
+        };
+        let done = tokio::task::spawn_blocking(move || {
+            if let Some(title) = title
+                && let Some(mut record) = store.client_session(&key)?
+            {
+                record.title = Some(title);
+                record.cwd = cwd.display().to_string();
+                store.put_client_session(record)?;
+            }
+            store.add_client_turn(turn)
+        })
+        .await;
+        match done {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => tracing::warn!("recording the turn of session {session}: {e}"),
+            Err(e) => tracing::warn!("recording the turn of session {session}: {e}"),
+        }
+    }
+
+    /// `session/prompt`: runs the request as a workflow run and streams it.
+    pub(crate) async fn prompt(
+        self: &Arc<Self>,
+        req: acp::PromptRequest,
+        conn: ConnectionTo<Client>,
+    ) -> Result<acp::PromptResponse, Error> {
+        let key = req.session_id.0.to_string();
+        let token = CancellationToken::new();
+        let (cwd, config) = {
+            let mut sessions = lock(&self.sessions);
+            let Some(s) = sessions.get_mut(&key) else {
+                return Err(acp::Error::session_not_found(req.session_id.clone()).into());
+            };
+            if s.turn.is_some() {
+                return Err(Error::invalid_request()
+                    .data(json!("a prompt turn is already running in this session")));
+            }
+            s.turn = Some(token.clone());
+            (s.cwd.clone(), s.config.clone())
+        };
+        let _guard = TurnGuard {
+            agent: self,
+            session: key,
+        };
+        let can_read = self.client_caps().read_text_file;
+        let request = prompt_with_buffers(&req.prompt, &req.session_id, &conn, can_read).await;
+        if request.is_empty() {
+            return Err(invalid_params("the prompt has no text"));
+        }
+        let Some(service) = self.service().await else {
+            return Err(Error::internal_error().data("no workspace is open"));
+        };
+        let root = service.runtime().repo.clone();
+        let turn = Turn {
+            conn,
+            session: req.session_id.clone(),
+            service: service.clone(),
+            root,
+            token,
+        };
+        if request == UNDO {
+            self.undo(&turn).await;
+            return Ok(acp::PromptResponse::new(acp::StopReason::EndTurn));
+        }
+        // Planning (the orchestrator's model call, the worktree) takes a while: say so at once.
+        turn.thought(match &config.workflow {
+            Some(w) => format!("Planning the `{w}` workflow…\n"),
+            None => "Choosing a workflow and its stages…\n".to_owned(),
+        });
+        // Read-only: what the policy would ask about is denied, nothing is asked.
+        let input = if config.autonomy == Autonomy::ReadOnly {
+            InputMode::Deny
+        } else {
+            InputMode::Interrupts
+        };
+        // Subscribed before the start, so the run's first events are not missed.
+        let mut live = service.live();
+        let op = Op::StartRun {
+            request: request.clone(),
+            repo: Some(cwd.display().to_string()),
+            workflow: config.workflow.clone(),
+            include: Vec::new(),
+            skip: Vec::new(),
+            input,
+            budgets: None,
+            plan_only: false,
+        };
+        let svc = service.clone();
+        let mut start = Box::pin(async move { svc.call(op).await });
+        let started = tokio::select! {
+            r = &mut start => r,
+            () = turn.token.cancelled() => {
+                // The op runs on; cancel the run it starts as soon as it has an id.
+                let svc = service.clone();
+                tokio::spawn(async move {
+                    if let Ok(v) = start.await
+                        && let Some(run) = v["run"].as_str()
+                    {
+                        let _ = svc
+                            .call(Op::Cancel {
+                                run: run.to_owned(),
+                                reason: Some("cancelled in the editor".into()),
+                            })
+                            .await;
+                    }
+                });
+                return Ok(acp::PromptResponse::new(acp::StopReason::Cancelled));
+            }
+        };
+        let started = match started {
+            Ok(v) => v,
+            Err(e) => {
+                // A request the orchestrator or the models cannot serve: say why, end the turn.
+                turn.message(format!("Trellis could not start the run: {e}"));
+                return Ok(acp::PromptResponse::new(acp::StopReason::EndTurn));
+            }
+        };
+        let run = RunId::from_string(started["run"].as_str().unwrap_or_default());
+        self.record_turn(&service, &req.session_id, &request, &started)
+            .await;
+        let mut plan = StagePlan::from_plan(&started["plan"]);
+        turn.thought(format!(
+            "Workflow `{}` (run {run}).\n",
+            started["workflow"].as_str().unwrap_or("?")
+        ));
+        if !plan.is_empty() {
+            turn.send(acp::SessionUpdate::Plan(plan.to_acp()));
+        }
+        let mut asked = 0usize;
+        let mut windows = HashMap::new();
+        loop {
+            match turn
+                .follow(&mut live, &run, &mut plan, &mut windows)
+                .await?
+            {
+                Stop::Cancelled => return Ok(turn.cancel_run(&run).await),
+                Stop::Stopped => {}
+            }
+            service.wait_run(&run).await;
+            service.bus().flush().await;
+            let o = outcome(&service, &run)?;
+            if o.status != RunStatus::WaitingInput {
+                turn.summary(&o);
+                if o.status == RunStatus::Cancelled {
+                    return Ok(acp::PromptResponse::new(acp::StopReason::Cancelled));
+                }
+                if o.status == RunStatus::Succeeded
+                    && turn.offer_changes(self, &run, config.autonomy).await == Offer::Cancelled
+                {
+                    return Ok(acp::PromptResponse::new(acp::StopReason::Cancelled));
+                }
+                return Ok(acp::PromptResponse::new(acp::StopReason::EndTurn));
+            }
+            let mut answers = Vec::new();
+            for (node, it) in &o.waiting {
+                asked += 1;
+                match turn.ask(self, asked, node, it).await {
+                    Some(answer) => answers.push(NodeAnswer {
+                        node: node.clone(),
+                        answer,
+                    }),
+                    // Cancelled while asking: the run stays paused (resumable).
+                    None => return Ok(acp::PromptResponse::new(acp::StopReason::Cancelled)),
+                }
+            }
+            if let Err(e) = service
+                .call(Op::ResumeRun {
+                    run: run.to_string(),
+                    answers,
+                    messages: Vec::new(),
+                    input,
+                })
+                .await
+            {
+                turn.message(format!("\nTrellis could not continue the run: {e}\n"));
+                return Ok(acp::PromptResponse::new(acp::StopReason::EndTurn));
+            }
+        }
+    }
+}

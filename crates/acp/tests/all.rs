@@ -1,0 +1,15 @@
+//! `trellis acp` in process: the SDK's client side drives the agent over an in-memory
+//! connection, with a service over `examples/inventory` whose models play a script.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+mod suite {
+    mod changes;
+    pub mod common;
+    mod ext;
+    mod feature;
+    mod mcp;
+    mod permissions;
+    mod sessions;
+    mod turns;
+}

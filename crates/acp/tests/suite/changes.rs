@@ -1,0 +1,212 @@
+//! The change set reaches the user's files only when accepted: `ask` shows the diffs in a
+//! permission request (accept applies, reject keeps them in the run's worktree),
+//! `auto-edit` applies at once, `read-only` never; `/undo` reverses (and redoes) the last
+//! apply. Config options and modes set the autonomy and the workflow, and are recorded with
+//! the session.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+
+use agent_client_protocol::Client;
+use agent_client_protocol::schema::ProtocolVersion;
+use agent_client_protocol::v1::schema as acp;
+use serde_json::{Value, json};
+use trellis_acp::{AcpAgent, AcpOptions};
+use trellis_llm::Role;
+use trellis_test_support::scripted::{ScriptedProvider, Turn};
+
+use super::common::*;
+
+const ADR: &str = "docs/adr/0002-persist-stock.md";
+
+/// The orchestrator includes the documentation stage; the documentation agent writes an
+/// ADR, then reports; the others report.
+fn writing_script() -> ScriptedProvider {
+    ScriptedProvider::responding(|r| {
+        let report = |output: &str| {
+            Turn::Json(json!({
+                "failure": false, "output": output, "files_changed": [], "findings": []
+            }))
+        };
+        let schema = r.response_format.as_ref().map(|f| &f.schema["properties"]);
+        if schema.is_some_and(|p| p.get("workflow").is_some()) {
+            Turn::Json(json!({
+                "reasoning": "record it",
+                "workflow": "architecture_discussion",
+                "stages": [{"stage": "decision_documentation", "include": true, "reason": "asked"}]
+            }))
+        } else if is_queries(r) {
+            Turn::Json(json!({ "queries": ["Inventory commit stock"] }))
+        } else if r.tools.iter().any(|t| t.name == "write_file")
+            && !r.messages.iter().any(|m| m.role == Role::Tool)
+        {
+            Turn::ToolCall {
+                name: "write_file".into(),
+                arguments: json!({ "path": ADR, "content": "# ADR 0002: persist stock\n\nStatus: Proposed\n" }),
+            }
+        } else {
+            report("recorded ADR 0002")
+        }
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_change_set_is_applied_only_when_accepted_and_undo_reverses_it() {
+    let ws = trellis_test_support::example_repo("inventory", CONFIG).unwrap();
+    let root = ws.path().canonicalize().unwrap();
+    let service = service_with(&root, writing_script());
+    let agent = AcpAgent::with_service(service.clone(), AcpOptions::default());
+    let answers: Arc<Mutex<VecDeque<&'static str>>> = Arc::default();
+    let asked: Arc<Mutex<Vec<Value>>> = Arc::default();
+    let updates: Updates = Arc::default();
+    let (a, q, u) = (answers.clone(), asked.clone(), updates.clone());
+    let adr = root.join(ADR);
+    let exists = || adr.exists();
+    with_timeout(
+        Client
+            .v1()
+            .on_receive_notification(
+                async move |n: acp::SessionNotification, _cx| {
+                    u.lock().unwrap().push(serde_json::to_value(&n).unwrap());
+                    Ok(())
+                },
+                agent_client_protocol::on_receive_notification!(),
+            )
+            .on_receive_request(
+                async move |req: acp::RequestPermissionRequest, responder, _cx| {
+                    q.lock().unwrap().push(serde_json::to_value(&req).unwrap());
+                    let answer = a
+                        .lock()
+                        .unwrap()
+                        .pop_front()
+                        .expect("an unexpected request");
+                    responder.respond(acp::RequestPermissionResponse::new(
+                        acp::RequestPermissionOutcome::Selected(
+                            acp::SelectedPermissionOutcome::new(answer),
+                        ),
+                    ))
+                },
+                agent_client_protocol::on_receive_request!(),
+            )
+            .connect_with(agent.connection(), async |cx| {
+                cx.send_request(acp::InitializeRequest::new(ProtocolVersion::V1))
+                    .block_task()
+                    .await?;
+                let s = cx
+                    .send_request(acp::NewSessionRequest::new(root.clone()))
+                    .block_task()
+                    .await?;
+                let v = serde_json::to_value(&s).unwrap();
+                assert_eq!(v["modes"]["currentModeId"], "ask", "{v}");
+                assert_eq!(v["configOptions"][1]["id"], "autonomy", "{v}");
+                let sid = s.session_id;
+                let prompt = async |text: &str| {
+                    cx.send_request(acp::PromptRequest::new(sid.clone(), vec![text.into()]))
+                        .block_task()
+                        .await
+                        .unwrap()
+                        .stop_reason
+                };
+
+                // Ask, accepted: the permission shows the diff; the file is written.
+                answers.lock().unwrap().push_back("allow_once");
+                assert_eq!(
+                    prompt("Record the decision").await,
+                    acp::StopReason::EndTurn
+                );
+                assert_eq!(asked.lock().unwrap().len(), 1);
+                assert!(exists(), "applied");
+                // Undo, and undo the undo.
+                assert_eq!(prompt("/undo").await, acp::StopReason::EndTurn);
+                assert!(!exists(), "undone");
+                assert_eq!(prompt("/undo").await, acp::StopReason::EndTurn);
+                assert!(exists(), "redone");
+                assert_eq!(prompt("/undo").await, acp::StopReason::EndTurn);
+                assert!(!exists());
+
+                // Ask, rejected: nothing written.
+                answers.lock().unwrap().push_back("reject_once");
+                assert_eq!(
+                    prompt("Record the decision").await,
+                    acp::StopReason::EndTurn
+                );
+                assert_eq!(asked.lock().unwrap().len(), 2);
+                assert!(!exists(), "rejected: kept in the worktree");
+
+                // Read-only (a mode): never applied, nothing asked.
+                cx.send_request(acp::SetSessionModeRequest::new(sid.clone(), "read-only"))
+                    .block_task()
+                    .await?;
+                assert_eq!(
+                    prompt("Record the decision").await,
+                    acp::StopReason::EndTurn
+                );
+                assert_eq!(asked.lock().unwrap().len(), 2);
+                assert!(!exists(), "read-only");
+
+                // Auto-edit (a config option): applied without asking.
+                let r = cx
+                    .send_request(acp::SetSessionConfigOptionRequest::new(
+                        sid.clone(),
+                        "autonomy",
+                        "auto-edit",
+                    ))
+                    .block_task()
+                    .await?;
+                let v = serde_json::to_value(&r).unwrap();
+                assert_eq!(v["configOptions"][1]["currentValue"], "auto-edit", "{v}");
+                assert_eq!(
+                    prompt("Record the decision").await,
+                    acp::StopReason::EndTurn
+                );
+                assert_eq!(asked.lock().unwrap().len(), 2);
+                assert!(exists(), "auto-edit");
+                // An unknown value is refused.
+                let e = cx
+                    .send_request(acp::SetSessionConfigOptionRequest::new(
+                        sid.clone(),
+                        "autonomy",
+                        "yolo",
+                    ))
+                    .block_task()
+                    .await
+                    .unwrap_err();
+                assert_eq!(e.code, agent_client_protocol::ErrorCode::INVALID_PARAMS);
+                Ok(())
+            }),
+    )
+    .await
+    .unwrap();
+
+    // The permission request: an edit with the ADR's diff and location.
+    let first = &asked.lock().unwrap()[0];
+    let call = &first["toolCall"];
+    assert_eq!(call["kind"], "edit", "{first}");
+    assert!(call["title"].as_str().unwrap().contains(ADR), "{first}");
+    assert_eq!(call["content"][0]["type"], "diff");
+    assert_eq!(
+        call["content"][0]["path"],
+        root.join(ADR).display().to_string()
+    );
+    assert!(
+        call["content"][0]["newText"]
+            .as_str()
+            .unwrap()
+            .contains("ADR 0002")
+    );
+    assert_eq!(
+        call["locations"][0]["path"],
+        root.join(ADR).display().to_string()
+    );
+    // The settings were recorded with the session.
+    let rec = &service.runtime().store.client_sessions("acp").unwrap()[0];
+    assert_eq!(rec.config, r#"{"autonomy":"auto-edit"}"#);
+    let all = updates.lock().unwrap().clone();
+    let kinds: Vec<&str> = all
+        .iter()
+        .filter_map(|u| u["update"]["sessionUpdate"].as_str())
+        .collect();
+    assert!(kinds.contains(&"available_commands_update"), "{kinds:?}");
+    assert!(kinds.contains(&"current_mode_update"), "{kinds:?}");
+    assert!(kinds.contains(&"config_option_update"), "{kinds:?}");
+}

@@ -1,0 +1,170 @@
+//! A full feature run from the editor: the session's workflow option picks
+//! `feature_with_iterative_testing`, the code agent's edit streams as a tool call with its
+//! diff, the runtime runs the example's tests, and the change set — offered with the diff —
+//! reaches the user's file when accepted.
+
+use std::sync::{Arc, Mutex};
+
+use agent_client_protocol::Client;
+use agent_client_protocol::schema::ProtocolVersion;
+use agent_client_protocol::v1::schema as acp;
+use serde_json::{Value, json};
+use trellis_acp::{AcpAgent, AcpOptions};
+use trellis_llm::Role;
+use trellis_test_support::scripted::{ScriptedProvider, Turn};
+
+use super::common::*;
+
+const BUG: &str =
+    "self.release(sku, quantity)\n        self.stock[sku] = self.stock.get(sku, 0) + quantity";
+const FIX: &str =
+    "self.release(sku, quantity)\n        self.stock[sku] = self.stock.get(sku, 0) - quantity";
+
+/// The orchestrator leaves out the optional stages; the code agent fixes the bug, then
+/// reports; everyone else reports.
+fn feature_script() -> ScriptedProvider {
+    ScriptedProvider::responding(|r| {
+        let report = |output: &str| {
+            Turn::Json(json!({
+                "failure": false, "output": output, "files_changed": [], "findings": []
+            }))
+        };
+        let schema = r.response_format.as_ref().map(|f| &f.schema["properties"]);
+        let coding = r
+            .messages
+            .iter()
+            .any(|m| m.content.contains("Stage: code_generation"));
+        if schema.is_some_and(|p| p.get("workflow").is_some()) {
+            Turn::Json(json!({
+                "reasoning": "a bug fix",
+                "workflow": "feature_with_iterative_testing",
+                "stages": [
+                    {"stage": "security_review", "include": false, "reason": "no"},
+                    {"stage": "lint_and_format", "include": false, "reason": "no"}
+                ]
+            }))
+        } else if is_queries(r) {
+            Turn::Json(json!({ "queries": ["Inventory commit stock"] }))
+        } else if coding && !r.tools.is_empty() && !r.messages.iter().any(|m| m.role == Role::Tool)
+        {
+            Turn::ToolCall {
+                name: "edit_file".into(),
+                arguments: json!({ "path": "inventory.py", "old_string": BUG, "new_string": FIX }),
+            }
+        } else if coding {
+            report("commit now removes shipped units from the stock")
+        } else {
+            report("all tests pass")
+        }
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_feature_run_edits_tests_and_applies_the_fix_when_accepted() {
+    let ws = trellis_test_support::example_repo("inventory", CONFIG).unwrap();
+    let root = ws.path().canonicalize().unwrap();
+    let service = service_with(&root, feature_script());
+    let agent = AcpAgent::with_service(service.clone(), AcpOptions::default());
+    let updates: Updates = Arc::default();
+    let asked: Arc<Mutex<Vec<Value>>> = Arc::default();
+    let (u, q) = (updates.clone(), asked.clone());
+    let stop = with_timeout(
+        Client
+            .v1()
+            .on_receive_notification(
+                async move |n: acp::SessionNotification, _cx| {
+                    u.lock().unwrap().push(serde_json::to_value(&n).unwrap());
+                    Ok(())
+                },
+                agent_client_protocol::on_receive_notification!(),
+            )
+            .on_receive_request(
+                async move |req: acp::RequestPermissionRequest, responder, _cx| {
+                    q.lock().unwrap().push(serde_json::to_value(&req).unwrap());
+                    responder.respond(acp::RequestPermissionResponse::new(
+                        acp::RequestPermissionOutcome::Selected(
+                            acp::SelectedPermissionOutcome::new("allow_once"),
+                        ),
+                    ))
+                },
+                agent_client_protocol::on_receive_request!(),
+            )
+            .connect_with(agent.connection(), async |cx| {
+                cx.send_request(acp::InitializeRequest::new(ProtocolVersion::V1))
+                    .block_task()
+                    .await?;
+                let sid = cx
+                    .send_request(acp::NewSessionRequest::new(root.clone()))
+                    .block_task()
+                    .await?
+                    .session_id;
+                cx.send_request(acp::SetSessionConfigOptionRequest::new(
+                    sid.clone(),
+                    "workflow",
+                    "feature_with_iterative_testing",
+                ))
+                .block_task()
+                .await?;
+                let r = cx
+                    .send_request(acp::PromptRequest::new(
+                        sid,
+                        vec!["Fix the stock bookkeeping of commit".into()],
+                    ))
+                    .block_task()
+                    .await?;
+                Ok(r.stop_reason)
+            }),
+    )
+    .await
+    .unwrap();
+    assert_eq!(stop, acp::StopReason::EndTurn);
+    let all = updates.lock().unwrap().clone();
+    let of = |k: &str| -> Vec<Value> {
+        all.iter()
+            .filter(|u| u["update"]["sessionUpdate"] == k)
+            .map(|u| u["update"].clone())
+            .collect()
+    };
+    // The plan: the two required stages, both completed in the end.
+    let last = of("plan").pop().unwrap();
+    let entries: Vec<(&str, &str)> = last["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["content"].as_str().unwrap(),
+                e["status"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        entries,
+        [
+            ("code_generation", "completed"),
+            ("test_generation_and_execution", "completed")
+        ],
+        "{last}"
+    );
+    // The edit, as a tool call with its diff.
+    let edit = of("tool_call")
+        .into_iter()
+        .find(|c| c["kind"] == "edit" && c["title"].as_str().unwrap().contains("edit_file"))
+        .expect("the edit streams as a tool call");
+    assert_eq!(edit["content"][0]["oldText"], BUG);
+    assert_eq!(edit["content"][0]["newText"], FIX);
+    // The change set was offered with the fix, accepted, and applied.
+    let asked = asked.lock().unwrap();
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    let diff = &asked[0]["toolCall"]["content"][0];
+    assert_eq!(
+        diff["path"],
+        root.join("inventory.py").display().to_string()
+    );
+    assert!(
+        diff["newText"].as_str().unwrap().contains("- quantity"),
+        "{diff}"
+    );
+    let file = std::fs::read_to_string(root.join("inventory.py")).unwrap();
+    assert!(file.contains(FIX), "the fix reached the user's file");
+}

@@ -1,0 +1,203 @@
+//! Sessions recorded in the store: load (replay), list, resume, close, across a restart.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use agent_client_protocol::v1::schema as acp;
+use agent_client_protocol::{Client, ErrorCode};
+use serde_json::Value;
+use trellis_acp::{AcpAgent, AcpOptions};
+
+use super::common::*;
+
+/// The first prompt's text.
+const ASK: &str = "Why is stock kept in memory?";
+
+/// A session survives its agent: a new service over the same store (a restarted
+/// `trellis acp`) lists it, `session/load` replays the prompt, plan, messages and summary
+/// from the store, and the loaded session takes new prompts; `session/close` forgets it in
+/// the process, `session/resume` brings it back without a replay.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sessions_survive_a_restart_load_replays_list_resume_and_close() {
+    let f = fixture(Duration::ZERO);
+    let root = f.root.clone();
+    let first: Updates = Arc::default();
+    let u = first.clone();
+    let session = with_timeout(
+        Client
+            .v1()
+            .on_receive_notification(
+                async move |n: acp::SessionNotification, _cx| {
+                    u.lock().unwrap().push(serde_json::to_value(&n).unwrap());
+                    Ok(())
+                },
+                agent_client_protocol::on_receive_notification!(),
+            )
+            .connect_with(agent(&f).connection(), async |cx| {
+                init(&cx).await;
+                let s = cx
+                    .send_request(acp::NewSessionRequest::new(root.clone()))
+                    .block_task()
+                    .await?;
+                let r = cx
+                    .send_request(acp::PromptRequest::new(
+                        s.session_id.clone(),
+                        vec![ASK.into()],
+                    ))
+                    .block_task()
+                    .await?;
+                assert_eq!(r.stop_reason, acp::StopReason::EndTurn);
+                Ok(s.session_id)
+            }),
+    )
+    .await
+    .unwrap();
+    f.service.shutdown().await;
+
+    // "Restart": a new service and agent over the same workspace store.
+    let service = service_at(&root, Duration::ZERO);
+    let restarted = AcpAgent::with_service(service.clone(), AcpOptions::default());
+    let replay: Updates = Arc::default();
+    let u = replay.clone();
+    let sid = session.clone();
+    let replayed = with_timeout(
+        Client
+            .v1()
+            .on_receive_notification(
+                async move |n: acp::SessionNotification, _cx| {
+                    u.lock().unwrap().push(serde_json::to_value(&n).unwrap());
+                    Ok(())
+                },
+                agent_client_protocol::on_receive_notification!(),
+            )
+            .connect_with(restarted.connection(), async |cx| {
+                init(&cx).await;
+                // Unknown to this process until loaded.
+                let e = cx
+                    .send_request(acp::PromptRequest::new(sid.clone(), vec!["hi".into()]))
+                    .block_task()
+                    .await
+                    .unwrap_err();
+                assert_eq!(i32::from(e.code), -32002, "{e:?}");
+                let list = cx
+                    .send_request(acp::ListSessionsRequest::new().cwd(root.clone()))
+                    .block_task()
+                    .await?;
+                let v = serde_json::to_value(&list).unwrap();
+                assert_eq!(v["sessions"][0]["sessionId"], sid.0.as_ref(), "{v}");
+                assert_eq!(v["sessions"][0]["title"], ASK, "{v}");
+                assert_eq!(v["sessions"][0]["cwd"], root.display().to_string(), "{v}");
+                assert!(
+                    v["sessions"][0]["updatedAt"]
+                        .as_str()
+                        .unwrap()
+                        .contains('T')
+                );
+                let elsewhere = cx
+                    .send_request(acp::ListSessionsRequest::new().cwd(root.join("src")))
+                    .block_task()
+                    .await?;
+                assert!(elsewhere.sessions.is_empty());
+                // A wrong cwd or an unknown id.
+                let e = cx
+                    .send_request(acp::LoadSessionRequest::new(sid.clone(), root.join("src")))
+                    .block_task()
+                    .await
+                    .unwrap_err();
+                assert_eq!(e.code, ErrorCode::INVALID_PARAMS, "{e:?}");
+                let e = cx
+                    .send_request(acp::LoadSessionRequest::new("ses-nope", root.clone()))
+                    .block_task()
+                    .await
+                    .unwrap_err();
+                assert_eq!(i32::from(e.code), -32002, "{e:?}");
+
+                cx.send_request(acp::LoadSessionRequest::new(sid.clone(), root.clone()))
+                    .block_task()
+                    .await?;
+                let replayed = replay.lock().unwrap().len();
+                assert!(replayed > 0);
+                // Live again: it takes a prompt.
+                let r = cx
+                    .send_request(acp::PromptRequest::new(
+                        sid.clone(),
+                        vec!["And the reservations?".into()],
+                    ))
+                    .block_task()
+                    .await?;
+                assert_eq!(r.stop_reason, acp::StopReason::EndTurn);
+                // Closed: forgotten here; resumed: live again, nothing replayed.
+                cx.send_request(acp::CloseSessionRequest::new(sid.clone()))
+                    .block_task()
+                    .await?;
+                let e = cx
+                    .send_request(acp::PromptRequest::new(sid.clone(), vec!["hi".into()]))
+                    .block_task()
+                    .await
+                    .unwrap_err();
+                assert_eq!(i32::from(e.code), -32002, "{e:?}");
+                let before = replay.lock().unwrap().len();
+                cx.send_request(acp::ResumeSessionRequest::new(sid.clone(), root.clone()))
+                    .block_task()
+                    .await?;
+                assert_eq!(
+                    replay.lock().unwrap().len(),
+                    before,
+                    "resume replays nothing"
+                );
+                let r = cx
+                    .send_request(acp::PromptRequest::new(
+                        sid.clone(),
+                        vec!["Once more".into()],
+                    ))
+                    .block_task()
+                    .await?;
+                assert_eq!(r.stop_reason, acp::StopReason::EndTurn);
+                Ok(replayed)
+            }),
+    )
+    .await
+    .unwrap();
+
+    // The replay (before the second prompt's updates): the prompt, the workflow, the
+    // plan as it ended, the agents' text, the summary.
+    let all = replay.lock().unwrap().clone();
+    let first_live = first.lock().unwrap().clone();
+    let kind = |u: &Value| {
+        u["update"]["sessionUpdate"]
+            .as_str()
+            .unwrap_or("?")
+            .to_owned()
+    };
+    assert_eq!(kind(&all[0]), "user_message_chunk", "{all:#?}");
+    assert_eq!(all[0]["update"]["content"]["text"], ASK);
+    assert!(all.iter().all(|u| u["sessionId"] == session.0.as_ref()));
+    let replayed = &all[..replayed];
+    let plan = replayed
+        .iter()
+        .find(|u| kind(u) == "plan")
+        .expect("the plan is replayed");
+    let entries = plan["update"]["entries"].as_array().unwrap();
+    assert!(!entries.is_empty());
+    assert!(entries.iter().all(|e| e["status"] == "completed"), "{plan}");
+    let text = |us: &[Value]| -> String {
+        us.iter()
+            .filter(|u| kind(u) == "agent_message_chunk")
+            .filter_map(|u| u["update"]["content"]["text"].as_str())
+            .collect()
+    };
+    assert!(
+        text(replayed).contains("Stock lives in memory"),
+        "{replayed:#?}"
+    );
+    // What the live turn streamed as messages is what the replay shows.
+    assert_eq!(text(replayed), text(&first_live));
+    // The second turn was recorded too.
+    let turns = service
+        .runtime()
+        .store
+        .client_turns(session.0.as_ref())
+        .unwrap();
+    assert_eq!(turns.len(), 3);
+    assert_eq!(turns[1].request, "And the reservations?");
+}

@@ -1,0 +1,188 @@
+//! Sessions of front-end clients (an editor's ACP sessions): the `client_sessions` and
+//! `client_turns` tables. A client session is a conversation whose every prompt turn is a
+//! run; the rows map the client's session id to those runs, so a session survives the
+//! process that served it (`session/load` replays the runs' recorded events).
+//!
+//! Writes go through the writer thread as [`Record`]s; reads use the reader pool.
+
+use rusqlite::{Connection, OptionalExtension, Row, params};
+use serde::{Deserialize, Serialize};
+use trellis_protocol::RunId;
+
+use crate::Store;
+use crate::error::Result;
+use crate::read::Reader;
+use crate::records::Record;
+use crate::schema::now_ms;
+use crate::writer::Msg;
+
+/// One client session as recorded.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClientSession {
+    /// The client's session id.
+    pub id: String,
+    /// Which front-end owns it (`acp`).
+    pub client: String,
+    /// Its working directory (absolute).
+    pub cwd: String,
+    /// A title (the first prompt, shortened), once there is one.
+    pub title: Option<String>,
+    /// The session's settings (mode, config options) as JSON text; `{}` for none.
+    pub config: String,
+    /// When it was created (ms since the epoch); set by the store.
+    pub created_ms: i64,
+    /// Its last change (ms since the epoch); set by the store.
+    pub updated_ms: i64,
+}
+
+/// One prompt turn of a client session: the run it started.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClientTurn {
+    /// The session.
+    pub session: String,
+    /// Turn number within the session, from 1 (set by the store).
+    pub turn: u32,
+    /// The run the turn started.
+    pub run: RunId,
+    /// The prompt's text.
+    pub request: String,
+    /// The run's workflow.
+    pub workflow: Option<String>,
+    /// The run's planned stages, as the `startRun` result's `plan` (JSON text).
+    pub plan: String,
+    /// When it started (ms since the epoch); set by the store.
+    pub created_ms: i64,
+}
+
+/// Inserts the session or updates its title and config (`created_ms` stays).
+pub(crate) fn upsert(conn: &Connection, s: &ClientSession) -> rusqlite::Result<i64> {
+    conn.prepare_cached(
+        "INSERT INTO client_sessions (id, client, cwd, title, config, created_ms, updated_ms)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6)
+         ON CONFLICT (id) DO UPDATE SET title = excluded.title, config = excluded.config,
+                                        updated_ms = excluded.updated_ms",
+    )?
+    .execute(params![s.id, s.client, s.cwd, s.title, s.config, now_ms()])?;
+    Ok(0)
+}
+
+/// Appends a turn numbered after the session's last; returns its number.
+pub(crate) fn insert_turn(conn: &Connection, t: &ClientTurn) -> rusqlite::Result<i64> {
+    let now = now_ms();
+    let turn: i64 = conn
+        .prepare_cached("SELECT COALESCE(MAX(turn), 0) + 1 FROM client_turns WHERE session = ?1")?
+        .query_row([&t.session], |r| r.get(0))?;
+    conn.prepare_cached(
+        "INSERT INTO client_turns (session, turn, run, request, workflow, plan, created_ms)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+    )?
+    .execute(params![
+        t.session,
+        turn,
+        t.run.as_str(),
+        t.request,
+        t.workflow,
+        t.plan,
+        now
+    ])?;
+    conn.prepare_cached("UPDATE client_sessions SET updated_ms = ?2 WHERE id = ?1")?
+        .execute(params![t.session, now])?;
+    Ok(turn)
+}
+
+const SESSION_COLUMNS: &str = "id, client, cwd, title, config, created_ms, updated_ms";
+
+fn session_row(r: &Row<'_>) -> rusqlite::Result<ClientSession> {
+    Ok(ClientSession {
+        id: r.get(0)?,
+        client: r.get(1)?,
+        cwd: r.get(2)?,
+        title: r.get(3)?,
+        config: r.get(4)?,
+        created_ms: r.get(5)?,
+        updated_ms: r.get(6)?,
+    })
+}
+
+fn turn_row(r: &Row<'_>) -> rusqlite::Result<ClientTurn> {
+    Ok(ClientTurn {
+        session: r.get(0)?,
+        turn: r.get(1)?,
+        run: RunId::from_string(r.get::<_, String>(2)?),
+        request: r.get(3)?,
+        workflow: r.get(4)?,
+        plan: r.get(5)?,
+        created_ms: r.get(6)?,
+    })
+}
+
+impl Reader {
+    fn client_sessions(&self, client: &str) -> Result<Vec<ClientSession>> {
+        self.with(|c| {
+            c.prepare_cached(&format!(
+                "SELECT {SESSION_COLUMNS} FROM client_sessions WHERE client = ?1
+                 ORDER BY updated_ms DESC, id"
+            ))
+            .and_then(|mut st| st.query_map([client], session_row)?.collect())
+            .map_err(self.sqlite())
+        })
+    }
+
+    fn client_session(&self, id: &str) -> Result<Option<ClientSession>> {
+        self.with(|c| {
+            c.prepare_cached(&format!(
+                "SELECT {SESSION_COLUMNS} FROM client_sessions WHERE id = ?1"
+            ))
+            .and_then(|mut st| st.query_row([id], session_row).optional())
+            .map_err(self.sqlite())
+        })
+    }
+
+    fn client_turns(&self, session: &str) -> Result<Vec<ClientTurn>> {
+        self.with(|c| {
+            c.prepare_cached(
+                "SELECT session, turn, run, request, workflow, plan, created_ms
+                 FROM client_turns WHERE session = ?1 ORDER BY turn",
+            )
+            .and_then(|mut st| st.query_map([session], turn_row)?.collect())
+            .map_err(self.sqlite())
+        })
+    }
+}
+
+impl Store {
+    /// Records a client session, or updates its title and config; returns it as committed.
+    pub fn put_client_session(&self, session: ClientSession) -> Result<ClientSession> {
+        let id = session.id.clone();
+        self.request(|reply| Msg::Record(Record::ClientSession(session), reply))??;
+        self.reader
+            .client_session(&id)?
+            .ok_or_else(|| crate::Error::NotFound {
+                what: "client session",
+                id,
+            })
+    }
+
+    /// Appends a prompt turn to a client session; returns its number (1, 2, …).
+    pub fn add_client_turn(&self, turn: ClientTurn) -> Result<u32> {
+        let n = self.request(|reply| Msg::Record(Record::ClientTurn(turn), reply))??;
+        Ok(u32::try_from(n).unwrap_or(u32::MAX))
+    }
+
+    /// The sessions of a client (`acp`), most recently changed first.
+    pub fn client_sessions(&self, client: &str) -> Result<Vec<ClientSession>> {
+        self.reader.client_sessions(client)
+    }
+
+    /// One client session, if recorded.
+    pub fn client_session(&self, id: &str) -> Result<Option<ClientSession>> {
+        self.reader.client_session(id)
+    }
+
+    /// A client session's turns, in order.
+    pub fn client_turns(&self, session: &str) -> Result<Vec<ClientTurn>> {
+        self.reader.client_turns(session)
+    }
+}
