@@ -126,11 +126,12 @@ pub async fn execute(args: McpArgs, repo: &Path, overrides: &[String]) -> anyhow
 /// goes to stdout; progress and logs go to stderr), or over HTTP until SIGINT/SIGTERM.
 async fn serve(repo: &Path, overrides: &[String], args: &McpArgs) -> anyhow::Result<ExitCode> {
     let root = trellis_tools::worktree::repo_root(repo).unwrap_or_else(|_| repo.to_path_buf());
-    let config: trellis_index::IndexConfig =
-        load_config(repo, overrides)?.section_serde("index")?;
+    let layered = load_config(repo, overrides)?;
+    let config: trellis_index::IndexConfig = layered.section_serde("index")?;
+    let lsp: trellis_lsp::LspConfig = layered.section_serde("lsp")?;
     let Some(addr) = args.http else {
         eprintln!("trellis mcp: serving {} on stdio", root.display());
-        let server = trellis_mcp_server::CodeServer::open(&root, config)?;
+        let server = trellis_mcp_server::CodeServer::open(&root, config, &lsp)?;
         trellis_mcp_server::serve_stdio(server).await?;
         return Ok(ExitCode::SUCCESS);
     };
@@ -148,7 +149,7 @@ async fn serve(repo: &Path, overrides: &[String], args: &McpArgs) -> anyhow::Res
         .await
         .map_err(|e| anyhow::anyhow!("--http {addr}: {e}"))?;
     let bound = listener.local_addr()?;
-    let server = trellis_mcp_server::CodeServer::open(&root, config)?;
+    let server = trellis_mcp_server::CodeServer::open(&root, config, &lsp)?;
     println!("listening on http://{bound}/mcp");
     if token.created {
         eprintln!(

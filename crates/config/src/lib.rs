@@ -33,6 +33,7 @@ pub const SECTIONS: &[&str] = &[
     "index",   // trellis-index
     "agents",  // trellis-agents: test command, turn caps, role directories, retrieval agent
     "mcp",     // trellis-mcp: MCP servers whose tools agents use
+    "lsp",     // trellis-lsp: language server commands
 ];
 
 /// Where to look for configuration.

@@ -120,6 +120,43 @@ impl ServerSpec {
     }
 }
 
+/// The `[lsp]` configuration section.
+///
+/// ```toml
+/// [lsp.servers.python]
+/// command = "basedpyright-langserver"
+/// args = ["--stdio"]
+/// ```
+#[derive(Clone, Debug, PartialEq, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LspConfig {
+    /// Replacement servers by language: `rust`, `python`, `typescript` (also `.tsx`),
+    /// `javascript` (also `.jsx`).
+    pub servers: std::collections::BTreeMap<String, ServerCommand>,
+    /// How long a server may index before it answers anyway (seconds).
+    pub ready_timeout_secs: f64,
+}
+
+impl Default for LspConfig {
+    fn default() -> Self {
+        Self {
+            servers: std::collections::BTreeMap::new(),
+            ready_timeout_secs: 120.0,
+        }
+    }
+}
+
+/// A language server's command.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerCommand {
+    /// The program (on `PATH`, or a path).
+    pub command: String,
+    /// Its arguments (pyright and typescript-language-server need `--stdio`).
+    #[serde(default)]
+    pub args: Vec<String>,
+}
+
 /// A place in the workspace, 1-based.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct Place {
@@ -492,27 +529,34 @@ impl Drop for LspClient {
 pub struct LspPool {
     root: PathBuf,
     ready_timeout: Duration,
+    commands: std::collections::BTreeMap<String, ServerCommand>,
     clients: tokio::sync::Mutex<std::collections::HashMap<String, Arc<LspClient>>>,
 }
 
 impl LspPool {
-    /// A pool for the workspace at `root`; a server that has not finished indexing after
-    /// `ready_timeout` answers anyway (possibly incompletely).
-    pub fn new(root: &Path, ready_timeout: Duration) -> Self {
+    /// A pool for the workspace at `root` with `config`'s servers; a server that has not
+    /// finished indexing after `ready_timeout_secs` answers anyway (possibly incompletely).
+    pub fn new(root: &Path, config: &LspConfig) -> Self {
         Self {
             root: root.to_path_buf(),
-            ready_timeout,
+            ready_timeout: Duration::try_from_secs_f64(config.ready_timeout_secs)
+                .unwrap_or(Duration::from_secs(120)),
+            commands: config.servers.clone(),
             clients: tokio::sync::Mutex::default(),
         }
     }
 
     /// The running server for `path`'s language (started, or restarted, if need be).
     pub async fn for_path(&self, path: &str) -> Result<Arc<LspClient>> {
-        let spec = ServerSpec::for_path(Path::new(path)).ok_or_else(|| {
+        let mut spec = ServerSpec::for_path(Path::new(path)).ok_or_else(|| {
             Error::Path(format!(
                 "{path}: no language server for this kind of file (Rust, Python, TypeScript and JavaScript have one)"
             ))
         })?;
+        if let Some(c) = self.commands.get(spec.language.trim_end_matches("react")) {
+            spec.program.clone_from(&c.command);
+            spec.args.clone_from(&c.args);
+        }
         let mut clients = self.clients.lock().await;
         if let Some(c) = clients.get(&spec.program)
             && c.alive()

@@ -239,19 +239,21 @@ pub struct RepoMapResult {
 
 #[tool_router(router = tool_router)]
 impl CodeServer {
-    /// A server over the index of `root` (created if missing) with `config`; brings the index
-    /// up to date in the background (progress on stderr).
-    pub fn open(root: &Path, config: IndexConfig) -> Result<Self, Error> {
+    /// A server over the index of `root` (created if missing) with `config`, and the
+    /// language servers of `lsp`; brings the index up to date in the background (progress
+    /// on stderr).
+    pub fn open(
+        root: &Path,
+        config: IndexConfig,
+        lsp: &trellis_lsp::LspConfig,
+    ) -> Result<Self, Error> {
         let index = Index::open(root, config)?;
         let (done, indexed) = tokio::sync::watch::channel(false);
         let server = Self {
             root: root.to_path_buf(),
             index: Arc::new(Mutex::new(index)),
             indexed,
-            lsp: Arc::new(trellis_lsp::LspPool::new(
-                root,
-                std::time::Duration::from_secs(120),
-            )),
+            lsp: Arc::new(trellis_lsp::LspPool::new(root, lsp)),
             tool_router: Self::tool_router() + Self::lsp_router(),
         };
         let index = server.index.clone();

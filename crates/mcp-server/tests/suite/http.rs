@@ -19,7 +19,7 @@ async fn over_http_with_the_token_and_refused_without_it() {
     let ws = trellis_test_support::example_repo("inventory", "").unwrap();
     let mut config = IndexConfig::default();
     config.embedding.backend = trellis_index::EmbeddingBackend::None;
-    let server = CodeServer::open(ws.path(), config).unwrap();
+    let server = CodeServer::open(ws.path(), config, &Default::default()).unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
     let stop = CancellationToken::new();

@@ -33,7 +33,7 @@ async fn definition_references_and_hover_by_position_and_by_symbol() {
     std::fs::write(root.join("README.md"), "# Ledger\n").unwrap();
     let mut config = IndexConfig::default();
     config.embedding.backend = trellis_index::EmbeddingBackend::None;
-    let server = CodeServer::open(root, config).unwrap();
+    let server = CodeServer::open(root, config, &Default::default()).unwrap();
     let (a, b) = tokio::io::duplex(1 << 20);
     tokio::spawn(async move {
         let running = server.serve(a).await.unwrap();
@@ -100,5 +100,65 @@ async fn definition_references_and_hover_by_position_and_by_symbol() {
     );
     let (err, _, _) = call("references", json!({})).await;
     assert!(err);
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_configured_python_server_answers_references_by_symbol() {
+    let Some(home) = std::env::var_os("HOME") else {
+        return;
+    };
+    let pyright =
+        std::path::PathBuf::from(home).join(".cache/trellis/lsp-venv/bin/pyright-langserver");
+    if !pyright.exists() {
+        eprintln!("SKIPPED: pyright is not installed (scripts/setup.d/72-lsp.sh)");
+        return;
+    }
+    let ws = trellis_test_support::example_repo("inventory", "").unwrap();
+    let mut config = IndexConfig::default();
+    config.embedding.backend = trellis_index::EmbeddingBackend::None;
+    let lsp = trellis_lsp::LspConfig {
+        servers: [(
+            "python".to_owned(),
+            trellis_lsp::ServerCommand {
+                command: pyright.display().to_string(),
+                args: vec!["--stdio".into()],
+            },
+        )]
+        .into(),
+        ..trellis_lsp::LspConfig::default()
+    };
+    let server = CodeServer::open(ws.path(), config, &lsp).unwrap();
+    let (a, b) = tokio::io::duplex(1 << 20);
+    tokio::spawn(async move {
+        let running = server.serve(a).await.unwrap();
+        let _ = running.waiting().await;
+    });
+    let client = ().serve(b).await.unwrap();
+    let r = client
+        .call_tool(
+            CallToolRequestParams::new("references")
+                .with_arguments(json!({"symbol": "reserve"}).as_object().unwrap().clone()),
+        )
+        .await
+        .unwrap();
+    assert_ne!(r.is_error, Some(true), "{r:?}");
+    let refs = r.structured_content.unwrap();
+    let at: Vec<String> = refs["places"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| format!("{}:{}", p["path"].as_str().unwrap(), p["line"]))
+        .collect();
+    assert_eq!(
+        at,
+        [
+            "inventory.py:25",
+            "test_inventory.py:15",
+            "test_inventory.py:18",
+            "test_inventory.py:23"
+        ],
+        "{refs}"
+    );
     client.cancel().await.unwrap();
 }
