@@ -189,21 +189,7 @@ impl Turn {
                 acp::PermissionOptionKind::RejectOnce,
             ),
         ];
-        let sent = self.conn.send_request(acp::RequestPermissionRequest::new(
-            self.session.clone(),
-            acp::ToolCallUpdate::new(id.clone(), fields),
-            options,
-        ));
-        let outcome = tokio::select! {
-            r = sent.block_task() => match r {
-                Ok(r) => r.outcome,
-                Err(e) => {
-                    tracing::warn!("session/request_permission failed: {e}");
-                    acp::RequestPermissionOutcome::Cancelled
-                }
-            },
-            () = self.token.cancelled() => acp::RequestPermissionOutcome::Cancelled,
-        };
+        let outcome = self.ask_permission(&id, fields, options).await;
         let status = |s| {
             acp::SessionUpdate::ToolCallUpdate(acp::ToolCallUpdate::new(
                 id.clone(),

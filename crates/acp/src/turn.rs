@@ -124,6 +124,31 @@ enum Stop {
 }
 
 impl Turn {
+    /// Asks the client `session/request_permission` for tool call `id`; a failed request or
+    /// the turn's cancellation is `Cancelled`.
+    pub(crate) async fn ask_permission(
+        &self,
+        id: &acp::ToolCallId,
+        fields: acp::ToolCallUpdateFields,
+        options: Vec<acp::PermissionOption>,
+    ) -> acp::RequestPermissionOutcome {
+        let sent = self.conn.send_request(acp::RequestPermissionRequest::new(
+            self.session.clone(),
+            acp::ToolCallUpdate::new(id.clone(), fields),
+            options,
+        ));
+        tokio::select! {
+            r = sent.block_task() => match r {
+                Ok(r) => r.outcome,
+                Err(e) => {
+                    tracing::warn!("session/request_permission failed: {e}");
+                    acp::RequestPermissionOutcome::Cancelled
+                }
+            },
+            () = self.token.cancelled() => acp::RequestPermissionOutcome::Cancelled,
+        }
+    }
+
     pub(crate) fn send(&self, update: acp::SessionUpdate) {
         if let Err(e) = self
             .conn
@@ -269,21 +294,7 @@ impl Turn {
                 acp::PermissionOptionKind::RejectAlways,
             ),
         ];
-        let sent = self.conn.send_request(acp::RequestPermissionRequest::new(
-            self.session.clone(),
-            acp::ToolCallUpdate::new(id.clone(), fields),
-            options,
-        ));
-        let outcome = tokio::select! {
-            r = sent.block_task() => match r {
-                Ok(r) => r.outcome,
-                Err(e) => {
-                    tracing::warn!("session/request_permission failed: {e}");
-                    acp::RequestPermissionOutcome::Cancelled
-                }
-            },
-            () = self.token.cancelled() => acp::RequestPermissionOutcome::Cancelled,
-        };
+        let outcome = self.ask_permission(&id, fields, options).await;
         let chosen = match outcome {
             acp::RequestPermissionOutcome::Selected(s) => s.option_id.0.to_string(),
             _ => {
@@ -409,16 +420,7 @@ pub(crate) fn outcome(service: &Service, run: &RunId) -> Result<Outcome, Error> 
         .runtime()
         .inspect(run)
         .map_err(|e| Error::internal_error().data(e.to_string()))?;
-    let mut files: Vec<String> = o
-        .nodes
-        .iter()
-        .filter_map(|n| n.result.get("files_changed").and_then(Value::as_array))
-        .flatten()
-        .filter_map(Value::as_str)
-        .map(str::to_owned)
-        .collect();
-    files.sort();
-    files.dedup();
+    let files = trellis_core::changed_files(&o);
     Ok(Outcome {
         run: o.run.clone(),
         status: o.status,

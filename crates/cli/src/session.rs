@@ -245,19 +245,7 @@ fn exit_code(o: &RunOutcome) -> ExitCode {
     }
 }
 
-fn changed_files(o: &RunOutcome) -> Vec<String> {
-    let mut files: Vec<String> = o
-        .nodes
-        .iter()
-        .filter_map(|n| n.result.get("files_changed").and_then(Value::as_array))
-        .flatten()
-        .filter_map(Value::as_str)
-        .map(str::to_owned)
-        .collect();
-    files.sort();
-    files.dedup();
-    files
-}
+use trellis_core::changed_files;
 
 fn summary(store: &Store, o: &RunOutcome, json: bool) -> anyhow::Result<()> {
     let stages = o.state.get("stage_results").cloned().unwrap_or(Value::Null);

@@ -559,6 +559,17 @@ impl CodeServer {
         Ok((path, a.line, column))
     }
 
+    /// The language server of the position a call names, the position as `path:line:column`,
+    /// and the position.
+    async fn lsp_at(
+        &self,
+        a: PositionArgs,
+    ) -> Result<(Arc<trellis_lsp::LspClient>, String, (String, u32, u32)), String> {
+        let (path, line, column) = self.resolve(a).await?;
+        let lsp = self.lsp.for_path(&path).await.map_err(|e| e.to_string())?;
+        Ok((lsp, format!("{path}:{line}:{column}"), (path, line, column)))
+    }
+
     #[tool(
         description = "Where the symbol at a position (path, 1-based line and column) or named `symbol` is defined, from the file's language server (rust-analyzer, pyright, typescript-language-server).",
         annotations(read_only_hint = true, open_world_hint = false)
@@ -567,16 +578,12 @@ impl CodeServer {
         &self,
         Parameters(a): Parameters<PositionArgs>,
     ) -> Result<Json<Places>, String> {
-        let (path, line, column) = self.resolve(a).await?;
-        let lsp = self.lsp.for_path(&path).await.map_err(|e| e.to_string())?;
+        let (lsp, at, (path, line, column)) = self.lsp_at(a).await?;
         let places = lsp
             .definition(&path, line, column)
             .await
             .map_err(|e| e.to_string())?;
-        Ok(Json(Places {
-            at: format!("{path}:{line}:{column}"),
-            places,
-        }))
+        Ok(Json(Places { at, places }))
     }
 
     #[tool(
@@ -587,16 +594,12 @@ impl CodeServer {
         &self,
         Parameters(a): Parameters<PositionArgs>,
     ) -> Result<Json<Places>, String> {
-        let (path, line, column) = self.resolve(a).await?;
-        let lsp = self.lsp.for_path(&path).await.map_err(|e| e.to_string())?;
+        let (lsp, at, (path, line, column)) = self.lsp_at(a).await?;
         let places = lsp
             .references(&path, line, column)
             .await
             .map_err(|e| e.to_string())?;
-        Ok(Json(Places {
-            at: format!("{path}:{line}:{column}"),
-            places,
-        }))
+        Ok(Json(Places { at, places }))
     }
 
     #[tool(
@@ -607,17 +610,13 @@ impl CodeServer {
         &self,
         Parameters(a): Parameters<PositionArgs>,
     ) -> Result<Json<HoverResult>, String> {
-        let (path, line, column) = self.resolve(a).await?;
-        let lsp = self.lsp.for_path(&path).await.map_err(|e| e.to_string())?;
+        let (lsp, at, (path, line, column)) = self.lsp_at(a).await?;
         let text = lsp
             .hover(&path, line, column)
             .await
             .map_err(|e| e.to_string())?
             .unwrap_or_default();
-        Ok(Json(HoverResult {
-            at: format!("{path}:{line}:{column}"),
-            text,
-        }))
+        Ok(Json(HoverResult { at, text }))
     }
 }
 
