@@ -2,9 +2,10 @@
 //!
 //! [`LspClient`] starts one language server for one workspace root over stdio (`async-lsp`),
 //! completes the handshake, answers the server's own requests (`workspace/configuration`,
-//! `client/registerCapability`, `window/workDoneProgress/create`), waits until it has indexed
-//! (rust-analyzer answers incompletely before: its `rustAnalyzer/Indexing` and
-//! `cachePriming` progress must end), opens the files it is asked about, and retries requests
+//! `client/registerCapability`, `window/workDoneProgress/create`), waits until it has taken in
+//! the workspace ([`Readiness`]: rust-analyzer answers incompletely before its
+//! `rustAnalyzer/Indexing` and `cachePriming` progress ends, pyright's references cover only
+//! the opened files before it logs the source files it found), opens the files it is asked about, and retries requests
 //! the server answers with `ContentModified`. Positions in and out are 1-based lines and
 //! columns (UTF-16 code units, as LSP counts them, on the way in).
 //!
@@ -19,7 +20,7 @@ use std::time::Duration;
 
 use async_lsp::router::Router;
 use async_lsp::{ErrorCode, LanguageServer, ServerSocket};
-use lsp_types::notification::{Progress, PublishDiagnostics, ShowMessage};
+use lsp_types::notification::{LogMessage, Progress, PublishDiagnostics, ShowMessage};
 use lsp_types::request::{RegisterCapability, WorkDoneProgressCreate, WorkspaceConfiguration};
 use lsp_types::{
     ClientCapabilities, DidOpenTextDocumentParams, GotoDefinitionParams, GotoDefinitionResponse,
@@ -34,6 +35,9 @@ use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
 
 /// Progress tokens rust-analyzer uses while it indexes (old and new names).
 const INDEXING_TOKENS: &[&str] = &["rustAnalyzer/Indexing", "rustAnalyzer/cachePriming"];
+
+/// What pyright logs once it has enumerated the workspace's source files.
+const PYRIGHT_ENUMERATED: &str = "source file";
 
 /// An LSP client error.
 #[derive(Debug, thiserror::Error)]
@@ -73,8 +77,22 @@ pub struct ServerSpec {
     pub program: String,
     /// Its arguments.
     pub args: Vec<String>,
-    /// Whether to wait for rust-analyzer's indexing progress before answering.
-    pub waits_for_indexing: bool,
+    /// What says the server has taken in the workspace and answers completely.
+    pub readiness: Readiness,
+}
+
+/// What a language server sends once it has taken in the workspace (before that, answers
+/// such as references cover only the files opened so far).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Readiness {
+    /// Ready as soon as the handshake is done.
+    Immediate,
+    /// Ready when a `$/progress` with one of these tokens ends (rust-analyzer's
+    /// `rustAnalyzer/Indexing` and `rustAnalyzer/cachePriming`).
+    ProgressEnds(&'static [&'static str]),
+    /// Ready when a `window/logMessage` contains this text (pyright's and basedpyright's
+    /// "Found 2 source files" / "No source files found" once the workspace is enumerated).
+    LogMessage(&'static str),
 }
 
 impl ServerSpec {
@@ -82,32 +100,43 @@ impl ServerSpec {
     /// typescript-language-server for `.ts`/`.tsx`/`.js`/`.jsx`.
     pub fn for_path(path: &Path) -> Option<Self> {
         let ext = path.extension()?.to_str()?;
-        let (language, program, args, waits) = match ext {
-            "rs" => ("rust", "rust-analyzer", vec![], true),
-            "py" => ("python", "pyright-langserver", vec!["--stdio"], false),
+        let immediate = Readiness::Immediate;
+        let (language, program, args, readiness) = match ext {
+            "rs" => (
+                "rust",
+                "rust-analyzer",
+                vec![],
+                Readiness::ProgressEnds(INDEXING_TOKENS),
+            ),
+            "py" => (
+                "python",
+                "pyright-langserver",
+                vec!["--stdio"],
+                Readiness::LogMessage(PYRIGHT_ENUMERATED),
+            ),
             "ts" | "mts" | "cts" => (
                 "typescript",
                 "typescript-language-server",
                 vec!["--stdio"],
-                false,
+                immediate,
             ),
             "tsx" => (
                 "typescriptreact",
                 "typescript-language-server",
                 vec!["--stdio"],
-                false,
+                immediate,
             ),
             "js" | "mjs" | "cjs" => (
                 "javascript",
                 "typescript-language-server",
                 vec!["--stdio"],
-                false,
+                immediate,
             ),
             "jsx" => (
                 "javascriptreact",
                 "typescript-language-server",
                 vec!["--stdio"],
-                false,
+                immediate,
             ),
             _ => return None,
         };
@@ -115,7 +144,7 @@ impl ServerSpec {
             language,
             program: program.to_owned(),
             args: args.into_iter().map(str::to_owned).collect(),
-            waits_for_indexing: waits,
+            readiness,
         })
     }
 }
@@ -205,14 +234,15 @@ impl LspClient {
             program: spec.program.clone(),
             message: format!("{}: {e}", root.display()),
         })?;
-        let (done_tx, indexed) = watch::channel(!spec.waits_for_indexing);
+        let readiness = spec.readiness;
+        let (done_tx, indexed) = watch::channel(readiness == Readiness::Immediate);
         let (mainloop, server) = async_lsp::MainLoop::new_client(move |_server| {
             let mut router = Router::new(State {
                 indexing_done: Some(done_tx),
             });
             router
-                .notification::<Progress>(|state, p| {
-                    let indexing = matches!(&p.token, NumberOrString::String(s) if INDEXING_TOKENS.contains(&s.as_str()));
+                .notification::<Progress>(move |state, p| {
+                    let indexing = matches!((&p.token, readiness), (NumberOrString::String(s), Readiness::ProgressEnds(tokens)) if tokens.contains(&s.as_str()));
                     if indexing
                         && matches!(p.value, ProgressParamsValue::WorkDone(WorkDoneProgress::End(_)))
                         && let Some(tx) = state.indexing_done.take()
@@ -224,6 +254,15 @@ impl LspClient {
                 .notification::<PublishDiagnostics>(|_, _| ControlFlow::Continue(()))
                 .notification::<ShowMessage>(|_, m| {
                     tracing::debug!("language server: {}", m.message);
+                    ControlFlow::Continue(())
+                })
+                .notification::<LogMessage>(move |state, m| {
+                    if let Readiness::LogMessage(text) = readiness
+                        && m.message.contains(text)
+                        && let Some(tx) = state.indexing_done.take()
+                    {
+                        tx.send_replace(true);
+                    }
                     ControlFlow::Continue(())
                 })
                 .unhandled_notification(|_, _| ControlFlow::Continue(()))
