@@ -1,7 +1,8 @@
 //! Benchmark of `trellis acp` (docs/benchmarks.md): the real binary over stdio, with an
 //! instant loopback model (OpenAI wire, answers at once). Measures, per prompt turn, the
 //! time from `session/prompt` to the first `session/update` and to the response
-//! (`end_turn`), and the agent process's resident memory with one idle session.
+//! (`end_turn`), and the agent process's resident memory with one idle session (nothing
+//! opened yet), after the first turn (which opens the workspace) and after the rest.
 //!
 //! ```text
 //! cargo build -p trellis && cargo run -p trellis-acp --example bench -- [--turns N] [TRELLIS]
@@ -238,9 +239,13 @@ fn main() -> Res<()> {
     let session = s["sessionId"].as_str().ok_or("no sessionId")?.to_owned();
     std::thread::sleep(Duration::from_millis(500));
     let rss_idle_session = agent.rss_kib()?;
+    // session/new's own notifications (the slash commands) are not the first turn's.
+    while agent.lines.try_recv().is_ok() {}
 
     let (mut first, mut plans, mut end) = (Vec::new(), Vec::new(), Vec::new());
-    // One warm-up turn (indexes the workspace), not counted.
+    let mut first_turn = Value::Null;
+    let mut rss_after_first = 0;
+    // The first turn opens the workspace and indexes it: reported on its own, not counted.
     for i in 0..=turns {
         let t0 = Instant::now();
         let id = agent.send(
@@ -252,7 +257,14 @@ fn main() -> Res<()> {
             return Err(format!("turn {i}: {}", w.result).into());
         }
         let since = |t: Option<Instant>| t.map_or(f64::NAN, |t| (t - t0).as_secs_f64() * 1e3);
-        if i > 0 {
+        if i == 0 {
+            let ms = |v: f64| (v * 10.0).round() / 10.0;
+            first_turn = json!({"first_update_ms": ms(since(w.first)),
+                                "first_plan_ms": ms(since(w.plan)),
+                                "end_turn_ms": ms(since(Some(w.done)))});
+            std::thread::sleep(Duration::from_millis(500));
+            rss_after_first = agent.rss_kib()?;
+        } else {
             first.push(since(w.first));
             plans.push(since(w.plan));
             end.push(since(Some(w.done)));
@@ -268,12 +280,14 @@ fn main() -> Res<()> {
         "binary": bin,
         "turns": turns,
         "initialize_ms": ms(init_ms),
+        "first_turn": first_turn,
         "first_update_ms": {"p50": ms(pct(&first, 0.5)), "p95": ms(pct(&first, 0.95)), "max": ms(pct(&first, 1.0))},
         "first_plan_ms": {"p50": ms(pct(&plans, 0.5)), "p95": ms(pct(&plans, 0.95)), "max": ms(pct(&plans, 1.0))},
         "end_turn_ms": {"p50": ms(pct(&end, 0.5)), "p95": ms(pct(&end, 0.95)), "max": ms(pct(&end, 1.0))},
         "rss_mib": {
             "after_initialize": ms(rss_started as f64 / 1024.0),
             "idle_session": ms(rss_idle_session as f64 / 1024.0),
+            "after_first_turn": ms(rss_after_first as f64 / 1024.0),
             "after_turns": ms(rss_after as f64 / 1024.0),
         },
     });

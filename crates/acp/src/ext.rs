@@ -96,7 +96,8 @@ impl AcpAgent {
         .await
         .map_err(internal)?
         .map_err(internal)?;
-        if found.is_none() {
+        // A live session is stored when first used: until then it has no run.
+        if found.is_none() && !crate::lock(&self.sessions).contains_key(session) {
             return Err(agent_client_protocol::v1::schema::Error::session_not_found(
                 session.to_owned(),
             )
@@ -119,11 +120,7 @@ impl AcpAgent {
 
     /// Answers a `_trellis/...` request.
     pub(crate) async fn extension(&self, req: TrellisRequest) -> Result<Value, Error> {
-        let Some(service) = self.service().await else {
-            return Err(invalid_params(
-                "no workspace is open: create or load a session first",
-            ));
-        };
+        let service = self.open_service().await?;
         match req {
             TrellisRequest::Graph(p) => {
                 let run = self

@@ -42,7 +42,9 @@ pub enum Error {
 }
 
 /// Opens the runtime service of a workspace (a git repository's root). Called at most once
-/// per process, on the first `session/new` when no service was given.
+/// per process, when a session first needs it (its first prompt, `session/load`,
+/// `session/resume`, `session/list`) and no service was given: an idle session holds no
+/// store, models or configuration (docs/acp.md, "Sessions").
 pub type OpenService = Arc<dyn Fn(&Path) -> Result<Arc<Service>, String> + Send + Sync>;
 
 /// Settings of the agent.
@@ -74,15 +76,21 @@ struct Session {
     turn: Option<CancellationToken>,
     /// Its settings (workflow, autonomy).
     config: SessionConfig,
+    /// Whether its record is in the workspace store (a new session is stored when first used).
+    recorded: bool,
+    /// The client's MCP servers, handed to the workspace's hub when the session is stored.
+    mcp_servers: Vec<acp::McpServer>,
 }
 
 impl Session {
-    fn new(cwd: PathBuf, config: SessionConfig) -> Self {
+    fn new(cwd: PathBuf, config: SessionConfig, recorded: bool) -> Self {
         Self {
             cwd,
             title: None,
             turn: None,
             config,
+            recorded,
+            mcp_servers: Vec::new(),
         }
     }
 }
@@ -108,11 +116,9 @@ async fn persist_config(
     .map_err(internal)
 }
 
-/// The names of the workflows the service knows.
-fn workflows(service: &Service) -> Vec<String> {
-    service
-        .runtime()
-        .catalog
+/// The names of the workflows in a catalog.
+fn workflow_names(catalog: &trellis_workflow::Catalog) -> Vec<String> {
+    catalog
         .entries()
         .iter()
         .map(|e| e.workflow.metadata.name.clone())
@@ -143,6 +149,11 @@ fn commands() -> acp::SessionUpdate {
 pub struct AcpAgent {
     open: Option<OpenService>,
     service: tokio::sync::Mutex<Option<Arc<Service>>>,
+    /// The workspace (git root, canonical), fixed by the first session or the given service.
+    root: Mutex<Option<PathBuf>>,
+    /// The workflows sessions may choose (the service's catalog, or the same discovery
+    /// before the service is open).
+    workflows: std::sync::OnceLock<Vec<String>>,
     options: AcpOptions,
     client: Mutex<ClientCaps>,
     sessions: Mutex<HashMap<String, Session>>,
@@ -169,23 +180,42 @@ fn internal(e: impl std::fmt::Display) -> agent_client_protocol::Error {
 }
 
 impl AcpAgent {
-    /// An agent whose service is opened by `open` on the first `session/new` (the git
-    /// repository of its `cwd`).
+    /// An agent whose service is opened by `open` when a session first needs it (the git
+    /// repository of the first session's `cwd`).
     pub fn new(open: OpenService, options: AcpOptions) -> Arc<Self> {
         Arc::new(Self {
             open: Some(open),
             service: tokio::sync::Mutex::new(None),
+            root: Mutex::new(None),
+            workflows: std::sync::OnceLock::new(),
             options,
             client: Mutex::new(ClientCaps::default()),
             sessions: Mutex::new(HashMap::new()),
         })
     }
 
+    /// An agent for the workspace at `root` (a git repository's root), whose service is
+    /// opened by `open` when a session first needs it: sessions must be inside it.
+    pub fn for_workspace(root: PathBuf, open: OpenService, options: AcpOptions) -> Arc<Self> {
+        let root = root.canonicalize().unwrap_or(root);
+        let agent = Self::new(open, options);
+        *lock(&agent.root) = Some(root);
+        agent
+    }
+
     /// An agent over a running service: sessions must be inside its workspace.
     pub fn with_service(service: Arc<Service>, options: AcpOptions) -> Arc<Self> {
+        let root = service
+            .runtime()
+            .repo
+            .canonicalize()
+            .unwrap_or_else(|_| service.runtime().repo.clone());
+        let workflows = std::sync::OnceLock::from(workflow_names(&service.runtime().catalog));
         Arc::new(Self {
             open: None,
             service: tokio::sync::Mutex::new(Some(service)),
+            root: Mutex::new(Some(root)),
+            workflows,
             options,
             client: Mutex::new(ClientCaps::default()),
             sessions: Mutex::new(HashMap::new()),
@@ -200,6 +230,81 @@ impl AcpAgent {
     /// The service, once a session opened it (or the one given).
     pub async fn service(&self) -> Option<Arc<Service>> {
         self.service.lock().await.clone()
+    }
+
+    /// The workspace's service, opened now if no session has needed it yet.
+    async fn open_service(&self) -> Result<Arc<Service>, agent_client_protocol::Error> {
+        let mut service = self.service.lock().await;
+        if let Some(s) = service.as_ref() {
+            return Ok(s.clone());
+        }
+        let (Some(open), Some(root)) = (self.open.clone(), lock(&self.root).clone()) else {
+            return Err(invalid_params(
+                "no workspace is open: create or load a session first",
+            ));
+        };
+        let opened = tokio::task::spawn_blocking(move || open(&root))
+            .await
+            .map_err(agent_client_protocol::Error::into_internal_error)?
+            .map_err(|e| agent_client_protocol::Error::internal_error().data(e))?;
+        tracing::info!(workspace = %opened.runtime().repo.display(), "workspace opened");
+        *service = Some(opened.clone());
+        Ok(opened)
+    }
+
+    /// The service, with session `id` stored in it (a new session is stored, and its MCP
+    /// servers handed to the hub, when it is first used).
+    pub(crate) async fn live_service(
+        &self,
+        id: &acp::SessionId,
+    ) -> Result<Arc<Service>, agent_client_protocol::Error> {
+        let service = self.open_service().await?;
+        let pending = {
+            let sessions = lock(&self.sessions);
+            match sessions.get(id.0.as_ref()) {
+                Some(s) if !s.recorded => {
+                    Some((s.cwd.clone(), s.config.clone(), s.mcp_servers.clone()))
+                }
+                Some(_) => None,
+                None => return Err(acp::Error::session_not_found(id.clone()).into()),
+            }
+        };
+        if let Some((cwd, config, servers)) = pending {
+            mcp::attach(&service, &servers)?;
+            let record = trellis_store::ClientSession {
+                id: id.0.to_string(),
+                client: sessions::CLIENT.into(),
+                cwd: cwd.display().to_string(),
+                title: None,
+                config: config.to_json(),
+                created_ms: 0,
+                updated_ms: 0,
+            };
+            let store = service.runtime().store.clone();
+            tokio::task::spawn_blocking(move || store.put_client_session(record))
+                .await
+                .map_err(internal)?
+                .map_err(internal)?;
+            if let Some(s) = lock(&self.sessions).get_mut(id.0.as_ref()) {
+                s.recorded = true;
+                s.mcp_servers.clear();
+            }
+        }
+        Ok(service)
+    }
+
+    /// The names of the workflows a session may choose.
+    fn workflows(&self) -> Vec<String> {
+        let root = lock(&self.root).clone();
+        self.workflows
+            .get_or_init(|| {
+                workflow_names(&trellis_workflow::Catalog::discover(
+                    root.as_deref(),
+                    &[],
+                    None,
+                ))
+            })
+            .clone()
     }
 
     /// The ACP agent side of a connection, for [`ConnectTo::connect_to`] a transport (stdio,
@@ -437,12 +542,9 @@ impl AcpAgent {
             )
     }
 
-    /// The service of the workspace holding `cwd` (opened on first use) and `cwd` made
-    /// canonical; an error when `cwd` is not an absolute directory inside it.
-    async fn open_workspace(
-        &self,
-        cwd: &Path,
-    ) -> Result<(Arc<Service>, PathBuf), agent_client_protocol::Error> {
+    /// `cwd` made canonical, checked to be an absolute directory inside this agent's workspace
+    /// (the first session's git repository fixes it).
+    fn workspace_cwd(&self, cwd: &Path) -> Result<PathBuf, agent_client_protocol::Error> {
         if !cwd.is_absolute() {
             return Err(invalid_params(format!(
                 "cwd must be an absolute path, not `{}`",
@@ -452,30 +554,20 @@ impl AcpAgent {
         let cwd = cwd.canonicalize().map_err(|e| {
             invalid_params(format!("cwd `{}` is not a directory: {e}", cwd.display()))
         })?;
-        let mut service = self.service.lock().await;
-        let svc = match service.as_ref() {
-            Some(s) => s.clone(),
+        let mut root = lock(&self.root);
+        let root = match root.as_ref() {
+            Some(r) => r.clone(),
             None => {
-                let (Some(open), Some(root)) = (self.open.clone(), git_root(&cwd)) else {
+                let Some(found) = git_root(&cwd) else {
                     return Err(invalid_params(format!(
                         "cwd `{}` is not inside a git repository",
                         cwd.display()
                     )));
                 };
-                let opened = tokio::task::spawn_blocking(move || open(&root))
-                    .await
-                    .map_err(agent_client_protocol::Error::into_internal_error)?
-                    .map_err(|e| agent_client_protocol::Error::internal_error().data(e))?;
-                *service = Some(opened.clone());
-                opened
+                *root = Some(found.clone());
+                found
             }
         };
-        drop(service);
-        let root = svc
-            .runtime()
-            .repo
-            .canonicalize()
-            .unwrap_or_else(|_| svc.runtime().repo.clone());
         if !cwd.starts_with(&root) {
             return Err(invalid_params(format!(
                 "cwd `{}` is outside this agent's workspace `{}` (one workspace per `trellis acp` process)",
@@ -483,39 +575,30 @@ impl AcpAgent {
                 root.display()
             )));
         }
-        Ok((svc, cwd))
+        Ok(cwd)
     }
 
     async fn new_session(
         &self,
         req: acp::NewSessionRequest,
     ) -> Result<acp::NewSessionResponse, agent_client_protocol::Error> {
-        let (service, cwd) = self.open_workspace(&req.cwd).await?;
-        mcp::attach(&service, &req.mcp_servers)?;
+        // Nothing is opened or stored yet: the session is stored, and the workspace's service
+        // opened, when it is first used (`live_service`).
+        let cwd = self.workspace_cwd(&req.cwd)?;
+        for server in &req.mcp_servers {
+            mcp::server_config(server).map_err(invalid_params)?;
+        }
         let id = trellis_protocol::SessionId::new().to_string();
         let config = SessionConfig {
             workflow: self.options.workflow.clone(),
             ..SessionConfig::default()
         };
-        let record = trellis_store::ClientSession {
-            id: id.clone(),
-            client: sessions::CLIENT.into(),
-            cwd: cwd.display().to_string(),
-            title: None,
-            config: config.to_json(),
-            created_ms: 0,
-            updated_ms: 0,
-        };
-        let store = service.runtime().store.clone();
-        tokio::task::spawn_blocking(move || store.put_client_session(record))
-            .await
-            .map_err(internal)?
-            .map_err(internal)?;
-        let flows = workflows(&service);
         let response = acp::NewSessionResponse::new(id.clone())
             .modes(config.modes())
-            .config_options(config.options(&flows));
-        lock(&self.sessions).insert(id.clone(), Session::new(cwd, config));
+            .config_options(config.options(&self.workflows()));
+        let mut session = Session::new(cwd, config, false);
+        session.mcp_servers = req.mcp_servers;
+        lock(&self.sessions).insert(id.clone(), session);
         tracing::info!(session = %id, "session created");
         Ok(response)
     }
@@ -528,19 +611,20 @@ impl AcpAgent {
         id: &str,
         value: &str,
     ) -> Result<(SessionConfig, Vec<acp::SessionConfigOption>), agent_client_protocol::Error> {
-        let Some(service) = self.service().await else {
-            return Err(acp::Error::session_not_found(session.clone()).into());
-        };
-        let flows = workflows(&service);
-        let config = {
+        let flows = self.workflows();
+        let (config, recorded) = {
             let mut sessions = lock(&self.sessions);
             let Some(s) = sessions.get_mut(session.0.as_ref()) else {
                 return Err(acp::Error::session_not_found(session.clone()).into());
             };
             s.config.set(id, value, &flows).map_err(invalid_params)?;
-            s.config.clone()
+            (s.config.clone(), s.recorded)
         };
-        persist_config(&service, session, &config).await?;
+        // A session not stored yet takes its settings along when it is.
+        if recorded {
+            let service = self.open_service().await?;
+            persist_config(&service, session, &config).await?;
+        }
         tracing::info!(session = %session, option = id, value, "config option set");
         let options = config.options(&flows);
         Ok((config, options))

@@ -19,7 +19,7 @@ use trellis_store::{ClientSession, ClientTurn, SessionFilter};
 
 use crate::map::{StagePlan, session_updates, usage_update};
 use crate::turn::{context_window, outcome, summary_text};
-use crate::{AcpAgent, Session, SessionConfig, commands, internal, lock, workflows};
+use crate::{AcpAgent, Session, SessionConfig, commands, internal, lock};
 
 /// The store's client name of ACP sessions.
 pub(crate) const CLIENT: &str = "acp";
@@ -131,7 +131,8 @@ impl AcpAgent {
         id: &acp::SessionId,
         cwd: &Path,
     ) -> Result<(Arc<Service>, PathBuf, ClientSession), Error> {
-        let (service, cwd) = self.open_workspace(cwd).await?;
+        let cwd = self.workspace_cwd(cwd)?;
+        let service = self.open_service().await?;
         let store = service.runtime().store.clone();
         let key = id.0.to_string();
         let found = tokio::task::spawn_blocking(move || store.client_session(&key))
@@ -158,7 +159,7 @@ impl AcpAgent {
         let mut sessions = lock(&self.sessions);
         let live = sessions
             .entry(id.0.to_string())
-            .or_insert_with(|| Session::new(cwd, config.clone()));
+            .or_insert_with(|| Session::new(cwd, config.clone(), true));
         live.title = record.title.clone();
         live.config.clone()
     }
@@ -196,7 +197,7 @@ impl AcpAgent {
         tracing::info!(session = %req.session_id, turns = turns.len(), "session loaded");
         Ok(acp::LoadSessionResponse::new()
             .modes(config.modes())
-            .config_options(config.options(&workflows(&service))))
+            .config_options(config.options(&self.workflows())))
     }
 
     /// `session/resume`: the session is live again, nothing replayed.
@@ -210,7 +211,7 @@ impl AcpAgent {
         tracing::info!(session = %req.session_id, "session resumed");
         Ok(acp::ResumeSessionResponse::new()
             .modes(config.modes())
-            .config_options(config.options(&workflows(&service))))
+            .config_options(config.options(&self.workflows())))
     }
 
     /// `session/close`: cancels the session's turn, if any, and forgets it in this process
@@ -234,14 +235,14 @@ impl AcpAgent {
         &self,
         req: acp::ListSessionsRequest,
     ) -> Result<acp::ListSessionsResponse, Error> {
-        let Some(service) = self.service().await else {
-            // No workspace open yet: a `cwd` names one.
+        // No workspace known yet: a `cwd` names one.
+        if lock(&self.root).is_none() {
             let Some(cwd) = &req.cwd else {
                 return Ok(acp::ListSessionsResponse::new(Vec::new()));
             };
-            self.open_workspace(cwd).await?;
-            return Box::pin(self.list_sessions(req)).await;
-        };
+            self.workspace_cwd(cwd)?;
+        }
+        let service = self.open_service().await?;
         let cwd = req
             .cwd
             .as_ref()

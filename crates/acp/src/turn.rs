@@ -517,9 +517,7 @@ impl AcpAgent {
         if request.is_empty() {
             return Err(invalid_params("the prompt has no text"));
         }
-        let Some(service) = self.service().await else {
-            return Err(Error::internal_error().data("no workspace is open"));
-        };
+        let service = self.live_service(&req.session_id).await?;
         let root = service.runtime().repo.clone();
         let turn = Turn {
             conn,

@@ -45,9 +45,7 @@ pub fn acp(
     rt.block_on(async {
         let agent = match repo {
             Some(repo) => {
-                let root = trellis_tools::worktree::repo_root(&repo)?;
-                let service = open(&root).map_err(anyhow::Error::msg)?;
-                AcpAgent::with_service(service, options)
+                AcpAgent::for_workspace(trellis_tools::worktree::repo_root(&repo)?, open, options)
             }
             None => AcpAgent::new(open, options),
         };

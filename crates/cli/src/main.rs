@@ -7,6 +7,34 @@ use clap::Parser;
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// mimalloc's `arena_eager_commit` option (index in mimalloc 3's `mi_option_e`).
+const ARENA_EAGER_COMMIT: libmimalloc_sys::mi_option_t = 4;
+
 fn main() -> std::process::ExitCode {
+    commit_allocator_memory_on_demand();
     trellis_cli::main(trellis_cli::Cli::parse())
 }
+
+/// mimalloc commits its arenas eagerly on Linux by default (2 = "on overcommit systems"),
+/// which leaves ~9.5 MiB resident in an idle `trellis acp` (docs/benchmarks.md, "`trellis
+/// acp`"); committing on demand costs a few `mprotect` calls. The option is read when the
+/// first arena is reserved, which happens before `main` (the runtime's first allocations), so
+/// on Linux this runs as a constructor ordered after std's (`.init_array.00099`) and before
+/// mimalloc's own (priority 101). A value set through MIMALLOC_ARENA_EAGER_COMMIT (anything
+/// but the default) is kept.
+#[allow(unsafe_code)]
+extern "C" fn commit_allocator_memory_on_demand() {
+    // SAFETY: option accessors of the allocator this binary links; they take and return
+    // plain integers and allocate nothing.
+    unsafe {
+        if libmimalloc_sys::mi_option_get(ARENA_EAGER_COMMIT) == 2 {
+            libmimalloc_sys::mi_option_set(ARENA_EAGER_COMMIT, 0);
+        }
+    }
+}
+
+#[cfg(target_os = "linux")]
+#[allow(unsafe_code)]
+#[used]
+#[unsafe(link_section = ".init_array.00100")]
+static BEFORE_MIMALLOC_INIT: extern "C" fn() = commit_allocator_memory_on_demand;

@@ -201,3 +201,74 @@ async fn sessions_survive_a_restart_load_replays_list_resume_and_close() {
     assert_eq!(turns.len(), 3);
     assert_eq!(turns[1].request, "And the reservations?");
 }
+
+/// An idle session opens nothing: `session/new` and a config change neither open the
+/// workspace's service nor store the session; its first prompt does both, and the record
+/// carries the settings chosen before. A session never used is not stored (a restarted agent
+/// does not list it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_session_is_stored_and_the_workspace_opened_when_first_used() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    let f = fixture(Duration::ZERO);
+    let root = f.root.clone();
+    let opened = Arc::new(AtomicUsize::new(0));
+    let (count, service) = (opened.clone(), f.service.clone());
+    let open: trellis_acp::OpenService = Arc::new(move |r: &std::path::Path| {
+        assert_eq!(r, root.as_path());
+        count.fetch_add(1, Ordering::SeqCst);
+        Ok(service.clone())
+    });
+    let lazy = AcpAgent::new(
+        open,
+        AcpOptions {
+            workflow: Some("architecture_discussion".into()),
+        },
+    );
+    let root = f.root.clone();
+    let n = opened.clone();
+    let (used, unused) = with_timeout(Client.v1().connect_with(lazy.connection(), async |cx| {
+        init(&cx).await;
+        let used = cx
+            .send_request(acp::NewSessionRequest::new(root.clone()))
+            .block_task()
+            .await?
+            .session_id;
+        let unused = cx
+            .send_request(acp::NewSessionRequest::new(root.join("docs")))
+            .block_task()
+            .await?
+            .session_id;
+        cx.send_request(acp::SetSessionConfigOptionRequest::new(
+            used.clone(),
+            "autonomy",
+            "read-only",
+        ))
+        .block_task()
+        .await?;
+        assert_eq!(
+            n.load(Ordering::SeqCst),
+            0,
+            "nothing opened before a prompt"
+        );
+        let r = cx
+            .send_request(acp::PromptRequest::new(used.clone(), vec![ASK.into()]))
+            .block_task()
+            .await?;
+        assert_eq!(r.stop_reason, acp::StopReason::EndTurn);
+        assert_eq!(n.load(Ordering::SeqCst), 1);
+        Ok((used, unused))
+    }))
+    .await
+    .unwrap();
+    let store = &f.service.runtime().store;
+    let record = store.client_session(used.0.as_ref()).unwrap().unwrap();
+    assert!(
+        record.config.contains(r#""autonomy":"read-only""#),
+        "{}",
+        record.config
+    );
+    assert_eq!(record.title.as_deref(), Some(ASK));
+    assert!(store.client_session(unused.0.as_ref()).unwrap().is_none());
+    assert_eq!(opened.load(Ordering::SeqCst), 1);
+}
