@@ -8,12 +8,15 @@
 //! - `fanout`: an orchestrator spawns `n` workers (every 7th fails), a collector aggregates
 //!   them with `policy` (`any_fails`, `all_fail`, `majority_fail`, or `{"quorum": k}`).
 //! - `chain`: `n` nodes in a line, each incrementing a counter.
+//! - `pipelines`: `pipelines` independent chains of `stages` nodes after a common start, some
+//!   nodes slow (see [`pipelines`]): where free-running scheduling differs from lock-step.
 //! - `crashtest`: fan-out with a failing child, a collector, a retry that re-runs only the
 //!   failed child, and a review stage; every handler appends `node#attempt` to a log file so a
 //!   test can prove which nodes ran in which process.
 //!
 //! Every graph accepts `sleep_us` (each handler sleeps that long, to simulate I/O, with
-//! [`precise_sleep`]).
+//! [`precise_sleep`]; `pipelines` takes `fast_us`/`slow_us` instead) and `scheduling`
+//! (`"steps"`, the default, or `"free"`: see [`Scheduling`](crate::Scheduling)).
 
 use std::io::Write;
 use std::sync::Arc;
@@ -28,7 +31,7 @@ use crate::{
 };
 
 /// Names of the built-in demo graphs.
-pub const NAMES: [&str; 4] = ["feature", "fanout", "chain", "crashtest"];
+pub const NAMES: [&str; 5] = ["feature", "fanout", "chain", "pipelines", "crashtest"];
 
 /// The stages of the `feature` graph, in order.
 pub const FEATURE_STAGES: [&str; 4] = [
@@ -53,6 +56,13 @@ pub fn build(name: &str, params: &Value) -> Result<Graph> {
             p.u64("sleep_us", 0),
         ),
         "chain" => chain(p.u64("n", 100) as usize, p.u64("sleep_us", 0)),
+        "pipelines" => pipelines::build(
+            p.u64("pipelines", 10) as usize,
+            p.u64("stages", 3) as usize,
+            p.u64("fast_us", 10_000),
+            p.u64("slow_us", 100_000),
+            pipelines::Layout::parse(params.get("layout").and_then(Value::as_str))?,
+        ),
         "crashtest" => crashtest(p.u64("sleep_us", 2000), p.str("log")),
         other => Err(Error::InvalidGraph {
             graph: other.to_owned(),
@@ -65,9 +75,15 @@ pub fn build(name: &str, params: &Value) -> Result<Graph> {
             ),
         }),
     }
-    .map(|mut g| {
+    .and_then(|mut g| {
         g.params = params.clone();
-        g
+        if let Some(s) = params.get("scheduling") {
+            g.scheduling = serde_json::from_value(s.clone()).map_err(|e| Error::InvalidGraph {
+                graph: name.to_owned(),
+                problems: format!("param `scheduling`: {e} (use steps or free)"),
+            })?;
+        }
+        Ok(g)
     })
 }
 
@@ -95,6 +111,7 @@ fn policy(v: Option<&Value>) -> Result<FailurePolicy> {
     }
 }
 
+pub mod pipelines;
 mod timer;
 
 pub use timer::sleep as precise_sleep;

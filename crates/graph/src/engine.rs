@@ -1,6 +1,7 @@
 //! Running graphs: start, resume, fork, commands, subscriptions.
 
 mod core;
+mod free;
 mod live;
 mod route;
 
@@ -356,6 +357,9 @@ impl Engine {
                 seq,
             }),
         })?;
+        // Free-running checkpoints may fall while handlers run: in the fork they start over.
+        let running = live.core.running();
+        live.requeue(&running, "re-run: forked while it was running")?;
         for c in commands {
             live.command(c, cause.clone(), None)?;
         }

@@ -32,6 +32,6 @@ pub use journal::{
 };
 pub use spec::{
     DEFAULT_CONCURRENCY, DEFAULT_MAX_STEPS, Edge, FailurePolicy, Graph, GraphBuilder, NodeDef,
-    NodeKind, NodeOptions, Router, nearest,
+    NodeKind, NodeOptions, Router, Scheduling, nearest,
 };
 pub use state::{ReduceFn, Reducer, State};

@@ -14,6 +14,37 @@ use crate::handler::{NodeHandler, RouteContext};
 use crate::state::Reducer;
 use crate::{Error, Result};
 
+/// When the successors of a finished activation may start.
+///
+/// Both orders are recorded in the event log, so replay, resume and fork are exact either way;
+/// a run may even be resumed under the other mode (the mode is not part of the fingerprint).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Scheduling {
+    /// Lock-step supersteps (Pregel/LangGraph): every READY activation of a step runs, and
+    /// the step's writes are applied in node declaration order once all of them finished. The
+    /// final state does not depend on which handler finished first; a slow node delays the
+    /// successors of its step-mates.
+    #[default]
+    Steps,
+    /// Free-running: whenever handlers finish, their writes are applied (in node order among
+    /// those that finished together) and their successors start, without waiting for
+    /// unrelated activations still running. Every such batch is a step of its own in the log
+    /// (a checkpoint); writes merge in completion order, so the final state may depend on
+    /// timing — the log records which order happened.
+    Free,
+}
+
+impl Scheduling {
+    /// `steps` or `free`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Steps => "steps",
+            Self::Free => "free",
+        }
+    }
+}
+
 /// How a collector decides that its group of children failed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -183,6 +214,7 @@ pub struct Graph {
     pub(crate) collectors: FxHashMap<NodeId, Vec<NodeId>>,
     pub(crate) max_steps: u64,
     pub(crate) concurrency: usize,
+    pub(crate) scheduling: Scheduling,
     pub(crate) fingerprint: String,
 }
 
@@ -246,6 +278,11 @@ impl Graph {
     pub fn concurrency(&self) -> usize {
         self.concurrency
     }
+
+    /// Lock-step or free-running.
+    pub fn scheduling(&self) -> Scheduling {
+        self.scheduling
+    }
 }
 
 impl fmt::Debug for Graph {
@@ -274,6 +311,7 @@ pub struct GraphBuilder {
     channels: BTreeMap<String, Reducer>,
     max_steps: u64,
     concurrency: usize,
+    scheduling: Scheduling,
 }
 
 /// Default loop guard: steps per run.
@@ -294,6 +332,7 @@ impl GraphBuilder {
             channels: BTreeMap::new(),
             max_steps: DEFAULT_MAX_STEPS,
             concurrency: DEFAULT_CONCURRENCY,
+            scheduling: Scheduling::Steps,
         }
     }
 
@@ -309,7 +348,9 @@ impl GraphBuilder {
         self
     }
 
-    /// The loop guard: the run fails when it would start step `n + 1`.
+    /// The loop guard: the run fails when it would start step `n + 1` (free-running: an
+    /// activation more than `n` routing hops from the entry, the step it would have run in
+    /// under lock-step).
     pub fn max_steps(mut self, n: u64) -> Self {
         self.max_steps = n.max(1);
         self
@@ -318,6 +359,12 @@ impl GraphBuilder {
     /// How many handlers of one run may execute at once (at least 1).
     pub fn concurrency(mut self, n: usize) -> Self {
         self.concurrency = n.max(1);
+        self
+    }
+
+    /// Lock-step (the default) or free-running scheduling (see [`Scheduling`]).
+    pub fn scheduling(mut self, scheduling: Scheduling) -> Self {
+        self.scheduling = scheduling;
         self
     }
 
@@ -566,6 +613,7 @@ impl GraphBuilder {
             collectors,
             max_steps: self.max_steps,
             concurrency: self.concurrency,
+            scheduling: self.scheduling,
             fingerprint,
         })
     }

@@ -41,6 +41,9 @@ pub(crate) struct NodeRt {
     pub state: Option<NodeState>,
     /// The step the latest READY activation may run in.
     pub ready_step: u64,
+    /// Routing hops from the entry to the latest activation: the step it would run in under
+    /// lock-step (free-running's loop guard).
+    pub depth: u64,
     /// Latest finished activation's record.
     pub failed: bool,
     pub result: Arc<Value>,
@@ -74,6 +77,7 @@ impl NodeRt {
             attempt: 0,
             state: None,
             ready_step: 0,
+            depth: 0,
             failed: false,
             result: Arc::default(),
             error: None,
@@ -129,6 +133,9 @@ pub(crate) struct RunCore {
     /// Last started step.
     pub step: u64,
     pub step_open: bool,
+    /// Depth given to activations created now: one more than the deepest activation that
+    /// finished in the last completed step.
+    pub route_depth: u64,
     /// Activations that finished (COMPLETED/FAILED) in the open step, for routing.
     pub finished: Vec<usize>,
     /// Nodes that became READY (possibly stale: check the state), so a step does not scan
@@ -174,6 +181,7 @@ impl RunCore {
             error: None,
             step: 0,
             step_open: false,
+            route_depth: 1,
             finished: Vec::new(),
             ready: Vec::new(),
             pending: BTreeMap::new(),
@@ -454,6 +462,7 @@ impl RunCore {
                 n.state = Some(NodeState::Ready);
                 n.unrouted = false;
                 n.ready_step = step + 1;
+                n.depth = self.route_depth;
                 self.ready.push(o);
                 Arc::make_mut(&mut self.attempts).insert(id, attempt);
                 if let NodeKind::Collector { of, .. } = &self.nodes[o].def.kind
@@ -529,6 +538,9 @@ impl RunCore {
 
     /// Applies the pending writes of the open step in node order.
     fn complete_step(&mut self) -> Result<()> {
+        if let Some(d) = self.finished.iter().map(|&o| self.nodes[o].depth).max() {
+            self.route_depth = d + 1;
+        }
         let pending = std::mem::take(&mut self.pending);
         for (o, p) in pending {
             let id = self.nodes[o].id.clone();
@@ -564,6 +576,13 @@ impl RunCore {
         Ok(())
     }
 
+    /// Activations left RUNNING, in node order.
+    pub fn running(&self) -> Vec<usize> {
+        (0..self.nodes.len())
+            .filter(|&o| self.nodes[o].state == Some(NodeState::Running))
+            .collect()
+    }
+
     /// Whether any activation is READY (drops stale entries of the ready list).
     pub fn has_ready(&mut self) -> bool {
         let nodes = &self.nodes;
@@ -583,6 +602,26 @@ impl RunCore {
                 return false;
             }
             if n.ready_step <= step {
+                queue.push_back(o);
+                return false;
+            }
+            true
+        });
+    }
+
+    /// Moves up to `n` READY activations into `queue`, in node order, leaving the others
+    /// READY (free-running: a slot freed by a finishing handler takes the next one).
+    pub fn take_ready_upto(&mut self, n: usize, queue: &mut std::collections::VecDeque<usize>) {
+        self.ready.sort_unstable();
+        self.ready.dedup();
+        let nodes = &self.nodes;
+        let mut left = n;
+        self.ready.retain(|&o| {
+            if nodes[o].state != Some(NodeState::Ready) {
+                return false;
+            }
+            if left > 0 {
+                left -= 1;
                 queue.push_back(o);
                 return false;
             }

@@ -20,12 +20,12 @@ use super::core::RunCore;
 use super::{EngineConfig, RunOutcome, Sent};
 use crate::handler::{Mailbox, MailboxSender, NodeContext, NodeError, NodeOutput, Outcome};
 use crate::journal::{Batch, Commit, Durability, Journal, RunSummary};
-use crate::spec::NodeKind;
+use crate::spec::{NodeKind, Scheduling};
 use crate::{Error, Result};
 
-type Done = (usize, u32, Finished);
+pub(super) type Done = (usize, u32, Finished);
 
-enum Finished {
+pub(super) enum Finished {
     /// Boxed: a `NodeOutput` is large (more so with serde_json's `preserve_order`, which the
     /// ACP crate turns on for the whole workspace), the other variants small.
     Output(Box<std::result::Result<NodeOutput, NodeError>>),
@@ -51,22 +51,22 @@ type HandlerFuture = BoxFuture<'static, std::result::Result<NodeOutput, NodeErro
 
 pub(crate) struct Live {
     pub core: RunCore,
-    journal: Arc<dyn Journal>,
-    config: EngineConfig,
+    pub(super) journal: Arc<dyn Journal>,
+    pub(super) config: EngineConfig,
     buffer: Vec<Event>,
     pub events: broadcast::Sender<Arc<Vec<Event>>>,
-    unpublished: VecDeque<(Arc<Vec<Event>>, Commit)>,
+    pub(super) unpublished: VecDeque<(Arc<Vec<Event>>, Commit)>,
     cmd_tx: mpsc::UnboundedSender<Sent>,
-    cmd_rx: mpsc::UnboundedReceiver<Sent>,
-    inflight: FuturesUnordered<BoxFuture<'static, Done>>,
+    pub(super) cmd_rx: mpsc::UnboundedReceiver<Sent>,
+    pub(super) inflight: FuturesUnordered<BoxFuture<'static, Done>>,
     pub(super) running: FxHashMap<usize, Running>,
-    next_inbox: Instant,
+    pub(super) next_inbox: Instant,
     /// Timestamp given to recorded events, read from the clock at every point where the
     /// driver resumes work (step start, a handler finishing, a command, end of step) rather
     /// than once per event.
     now: i64,
     /// Reused buffer for the activations of a step.
-    queue: VecDeque<usize>,
+    pub(super) queue: VecDeque<usize>,
     /// The submission recorded events are attributed to: the one that started or resumed
     /// the run, or — while a command is handled — the command's.
     pub(super) cause: Option<SubmissionId>,
@@ -136,7 +136,7 @@ impl Live {
     }
 
     /// Hands everything recorded since the last flush to the journal as one atomic batch.
-    fn flush(&mut self) {
+    pub(super) fn flush(&mut self) {
         if self.buffer.is_empty() {
             return;
         }
@@ -168,7 +168,7 @@ impl Live {
     }
 
     /// Waits until every flushed batch is durable, publishing each as it commits.
-    async fn settle(&mut self) -> Result<()> {
+    pub(super) async fn settle(&mut self) -> Result<()> {
         while let Some((events, commit)) = self.unpublished.pop_front() {
             commit.await?;
             let _ = self.events.send(events);
@@ -177,7 +177,7 @@ impl Live {
     }
 
     /// Publishes the batches already committed, without waiting.
-    fn publish_committed(&mut self) -> Result<()> {
+    pub(super) fn publish_committed(&mut self) -> Result<()> {
         while let Some((_, commit)) = self.unpublished.front_mut() {
             match commit.now_or_never() {
                 None => break,
@@ -194,7 +194,10 @@ impl Live {
 
     /// Runs until the run finishes or pauses, then reports where it stands.
     pub async fn drive(mut self) -> Result<RunOutcome> {
-        let result = self.drive_steps().await;
+        let result = match self.core.graph.scheduling() {
+            Scheduling::Steps => self.drive_steps().await,
+            Scheduling::Free => self.drive_free().await,
+        };
         let result = match result {
             Ok(()) => Ok(()),
             // A definition-level failure (router bug, reducer error, step limit) ends the run
@@ -232,26 +235,7 @@ impl Live {
             }
             if !self.core.step_open {
                 if !self.core.has_ready() {
-                    let waiting = self
-                        .core
-                        .nodes
-                        .iter()
-                        .any(|n| n.state == Some(NodeState::WaitingInput));
-                    let (status, error) = if waiting {
-                        (RunStatus::WaitingInput, None)
-                    } else if let Some(e) = self.core.unrouted_failure() {
-                        (RunStatus::Failed, Some(e))
-                    } else {
-                        (RunStatus::Succeeded, None)
-                    };
-                    if self.core.status != status {
-                        self.emit(EventKind::RunStatusChanged {
-                            status,
-                            terminal: None,
-                            error,
-                        })?;
-                    }
-                    return Ok(());
+                    return self.conclude();
                 }
                 if self.core.step >= self.core.graph.max_steps {
                     return Err(Error::StepLimit(self.core.graph.max_steps));
@@ -272,8 +256,33 @@ impl Live {
         }
     }
 
+    /// Nothing is left to run: the run waits for input, failed (a failure with nowhere to
+    /// route) or succeeded.
+    pub(super) fn conclude(&mut self) -> Result<()> {
+        let waiting = self
+            .core
+            .nodes
+            .iter()
+            .any(|n| n.state == Some(NodeState::WaitingInput));
+        let (status, error) = if waiting {
+            (RunStatus::WaitingInput, None)
+        } else if let Some(e) = self.core.unrouted_failure() {
+            (RunStatus::Failed, Some(e))
+        } else {
+            (RunStatus::Succeeded, None)
+        };
+        if self.core.status != status {
+            self.emit(EventKind::RunStatusChanged {
+                status,
+                terminal: None,
+                error,
+            })?;
+        }
+        Ok(())
+    }
+
     /// Takes commands queued locally and, when due, from the journal's inbox.
-    fn take_commands(&mut self) -> Result<()> {
+    pub(super) fn take_commands(&mut self) -> Result<()> {
         while let Ok((cmd, cause, reply)) = self.cmd_rx.try_recv() {
             self.command(cmd, cause, reply)?;
         }
@@ -283,7 +292,7 @@ impl Live {
         Ok(())
     }
 
-    fn poll_inbox(&mut self) -> Result<()> {
+    pub(super) fn poll_inbox(&mut self) -> Result<()> {
         self.next_inbox = Instant::now() + self.config.inbox_poll;
         // The inbox keeps no submission ids: these commands have no cause.
         for cmd in self.journal.take_commands(&self.core.run)? {
@@ -292,7 +301,7 @@ impl Live {
         Ok(())
     }
 
-    async fn run_step(&mut self) -> Result<()> {
+    pub(super) async fn run_step(&mut self) -> Result<()> {
         let step = self.core.step;
         let mut queue = std::mem::take(&mut self.queue);
         queue.clear();
@@ -358,7 +367,7 @@ impl Live {
 
     /// Marks activation `o` RUNNING and either finishes it on the spot (nodes without a
     /// handler) or hands back its handler's future.
-    fn start(
+    pub(super) fn start(
         &mut self,
         o: usize,
         state: &Arc<crate::State>,
@@ -427,7 +436,7 @@ impl Live {
     /// Polls a handler once in place: most handlers finish without waiting, and those are
     /// recorded without the cost of a task. The others join the in-flight set, racing their
     /// cancellation token.
-    async fn poll_first(
+    pub(super) async fn poll_first(
         &mut self,
         o: usize,
         attempt: u32,
@@ -468,7 +477,7 @@ impl Live {
         }
     }
 
-    fn finish(&mut self, (o, attempt, finished): Done) -> Result<()> {
+    pub(super) fn finish(&mut self, (o, attempt, finished): Done) -> Result<()> {
         self.tick();
         let n = &self.core.nodes[o];
         if n.attempt != attempt || n.state != Some(NodeState::Running) {
@@ -619,9 +628,7 @@ impl Live {
     /// stopped (their handlers run again) and mark the run as running.
     pub fn recover(&mut self) -> Result<()> {
         self.tick();
-        let requeued: Vec<usize> = (0..self.core.nodes.len())
-            .filter(|&o| self.core.nodes[o].state == Some(NodeState::Running))
-            .collect();
+        let requeued = self.core.running();
         let ids = requeued
             .iter()
             .map(|&o| self.core.nodes[o].id.clone())
@@ -637,14 +644,20 @@ impl Live {
                 error: None,
             })?;
         }
-        for o in requeued {
+        self.requeue(&requeued, "re-run: the process running it stopped")
+    }
+
+    /// Re-queues activations left RUNNING by the log (`RUNNING → READY`): their handlers run
+    /// again.
+    pub fn requeue(&mut self, activations: &[usize], reason: &str) -> Result<()> {
+        for &o in activations {
             let n = &self.core.nodes[o];
             self.emit(EventKind::NodeTransition {
                 node: n.id.clone(),
                 attempt: n.attempt,
                 from: Some(NodeState::Running),
                 to: NodeState::Ready,
-                reason: Some("re-run: the process running it stopped".into()),
+                reason: Some(reason.to_owned()),
             })?;
         }
         Ok(())
@@ -662,14 +675,14 @@ impl Drop for Live {
 }
 
 /// What starting an activation produced.
-enum Started {
+pub(super) enum Started {
     /// It finished on the spot (no handler).
     Finished(Finished),
     /// Its handler's future, with the activation's cancellation token.
     Handler(HandlerFuture, CancellationToken),
 }
 
-async fn head_commit(
+pub(super) async fn head_commit(
     q: &mut VecDeque<(Arc<Vec<Event>>, Commit)>,
 ) -> std::result::Result<(), crate::JournalError> {
     match q.front_mut() {

@@ -1,0 +1,146 @@
+//! Free-running scheduling ([`Scheduling::Free`](crate::Scheduling::Free)): a finished
+//! activation's writes are applied and its successors start without waiting for unrelated
+//! activations still running.
+//!
+//! The driver works in *batches*, each recorded as a step of its own: `stepStarted`, the
+//! outputs of the handlers that finished since the last batch, the starts of the READY
+//! activations (which see the state as of the batch's start; those that finish without
+//! waiting are recorded on the spot), `stepCompleted` (the batch's writes applied in node
+//! order), then routing. Handlers keep running across batch boundaries. Between batches no
+//! step is open: the driver waits there, so a committed log always ends on a completed batch,
+//! and commands (an answer, a revision, a prune) take effect at once. Replay needs nothing
+//! special: `RunCore::apply` applies each batch's writes at its `stepCompleted`, in the order
+//! the log recorded.
+
+use futures::FutureExt;
+use futures::stream::StreamExt;
+use trellis_protocol::{EventKind, NodeState};
+
+use super::live::{Done, Live, Started, head_commit};
+use crate::journal::Durability;
+use crate::{Error, Result};
+
+impl Live {
+    pub(super) async fn drive_free(&mut self) -> Result<()> {
+        // A log recorded under lock-step may stop inside a step: finish that step first.
+        if self.core.step_open {
+            self.run_step().await?;
+            if self.core.status.is_final() {
+                return Ok(());
+            }
+            self.end_step()?;
+        }
+        let mut arrived: Vec<Done> = Vec::new();
+        loop {
+            self.tick();
+            self.take_commands()?;
+            if self.core.status.is_final() {
+                return Ok(());
+            }
+            // Handlers that finished meanwhile join this batch.
+            while let Some(Some(done)) = self.inflight.next().now_or_never() {
+                if self.is_current(&done) {
+                    arrived.push(done);
+                }
+            }
+            let startable =
+                self.running.len() < self.core.graph.concurrency() && self.core.has_ready();
+            if arrived.is_empty() && !startable {
+                if self.running.is_empty() {
+                    return self.conclude();
+                }
+                self.wait_free(&mut arrived).await?;
+                continue;
+            }
+            self.emit(EventKind::StepStarted {
+                step: self.core.step + 1,
+            })?;
+            for done in arrived.drain(..) {
+                self.finish(done)?;
+            }
+            self.start_free().await?;
+            self.end_step()?;
+            if self.config.durability == Durability::Sync {
+                self.flush();
+                self.settle().await?;
+            }
+        }
+    }
+
+    /// Whether a finished handler's activation is still the one running (not pruned or
+    /// cancelled meanwhile).
+    fn is_current(&self, (o, attempt, _): &Done) -> bool {
+        let n = &self.core.nodes[*o];
+        n.attempt == *attempt && n.state == Some(NodeState::Running)
+    }
+
+    /// Starts READY activations in node order while slots are free, in the open batch.
+    async fn start_free(&mut self) -> Result<()> {
+        let free = self
+            .core
+            .graph
+            .concurrency()
+            .saturating_sub(self.running.len());
+        let mut queue = std::mem::take(&mut self.queue);
+        queue.clear();
+        self.core.take_ready_upto(free, &mut queue);
+        let (state, counters, attempts) = (
+            self.core.state.clone(),
+            self.core.counters.clone(),
+            self.core.attempts.clone(),
+        );
+        let max = self.core.graph.max_steps();
+        let mut result = Ok(());
+        while let Some(o) = queue.pop_front() {
+            if self.core.nodes[o].depth > max {
+                result = Err(Error::StepLimit(max));
+                break;
+            }
+            let attempt = self.core.nodes[o].attempt;
+            let started = match self.start(o, &state, &counters, &attempts) {
+                Ok(s) => s,
+                Err(e) => {
+                    result = Err(e);
+                    break;
+                }
+            };
+            let r = match started {
+                Started::Finished(f) => self.finish((o, attempt, f)),
+                Started::Handler(fut, cancel) => self.poll_first(o, attempt, fut, cancel).await,
+            };
+            if let Err(e) = r {
+                result = Err(e);
+                break;
+            }
+        }
+        queue.clear();
+        self.queue = queue;
+        result
+    }
+
+    /// Waits, with no step open, for a handler to finish, a command, a commit to publish or
+    /// the inbox to be due. Everything recorded so far is flushed first.
+    async fn wait_free(&mut self, arrived: &mut Vec<Done>) -> Result<()> {
+        self.flush();
+        self.publish_committed()?;
+        let has_inbox = self.journal.has_inbox();
+        let inbox_at = self.next_inbox;
+        tokio::select! {
+            biased;
+            Some((cmd, cause, reply)) = self.cmd_rx.recv() => self.command(cmd, cause, reply)?,
+            Some(done) = self.inflight.next() => {
+                if self.is_current(&done) {
+                    arrived.push(done);
+                }
+            }
+            r = head_commit(&mut self.unpublished), if !self.unpublished.is_empty() => {
+                r?;
+                if let Some((events, _)) = self.unpublished.pop_front() {
+                    let _ = self.events.send(events);
+                }
+            }
+            _ = tokio::time::sleep_until(inbox_at), if has_inbox => self.poll_inbox()?,
+        }
+        Ok(())
+    }
+}
