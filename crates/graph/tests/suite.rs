@@ -2,6 +2,7 @@ mod aggregation;
 mod causes;
 mod commands;
 mod common;
+mod free;
 mod interrupts;
 mod replay;
 mod replay_prop;

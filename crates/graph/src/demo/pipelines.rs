@@ -97,3 +97,60 @@ pub(super) fn build(
     }
     b.build()
 }
+
+/// When one run of the `pipelines` demo ended, and when each of its pipelines did.
+#[derive(Clone, Debug)]
+pub struct Timing {
+    /// From the start of the run to its outcome.
+    pub total: std::time::Duration,
+    /// For each pipeline (by index), from the start of the run to the end of its last node.
+    pub pipelines: Vec<std::time::Duration>,
+}
+
+/// Runs `graph` (a `pipelines` demo) once on `engine` and times it; fails unless the run
+/// succeeded with every node's entry in `log`.
+pub async fn time_run(engine: &crate::Engine, graph: std::sync::Arc<Graph>) -> Result<Timing> {
+    let epoch_us = || {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_micros() as u64)
+    };
+    let nodes = graph.node_ids().count();
+    let (t0, started_us) = (std::time::Instant::now(), epoch_us());
+    let out = engine.run(graph, json!({})).await?;
+    let total = t0.elapsed();
+    let logged = out
+        .state
+        .get("log")
+        .and_then(serde_json::Value::as_array)
+        .map_or(0, Vec::len);
+    let bad = |problems: String| Error::InvalidGraph {
+        graph: "pipelines".into(),
+        problems,
+    };
+    if out.status != trellis_protocol::RunStatus::Succeeded || logged + 1 != nodes {
+        return Err(bad(format!(
+            "run {} ended {} with {logged} of {} nodes logged",
+            out.run,
+            out.status,
+            nodes - 1
+        )));
+    }
+    let finished = out
+        .state
+        .get("finished")
+        .and_then(serde_json::Value::as_object)
+        .ok_or_else(|| bad("no `finished` channel".into()))?;
+    let mut pipelines = vec![std::time::Duration::ZERO; finished.len()];
+    for (key, us) in finished {
+        let i: usize = key
+            .trim_start_matches('p')
+            .parse()
+            .map_err(|_| bad(format!("odd pipeline key `{key}`")))?;
+        let at = us.as_u64().unwrap_or(0).saturating_sub(started_us);
+        if let Some(slot) = pipelines.get_mut(i) {
+            *slot = std::time::Duration::from_micros(at);
+        }
+    }
+    Ok(Timing { total, pipelines })
+}

@@ -133,8 +133,8 @@ pub(crate) struct RunCore {
     /// Last started step.
     pub step: u64,
     pub step_open: bool,
-    /// Depth given to activations created now: one more than the deepest activation that
-    /// finished in the last completed step.
+    /// Depth given to activations created now: one more than the activation being routed
+    /// from (or spawning), else than the deepest one that finished in the last step.
     pub route_depth: u64,
     /// Activations that finished (COMPLETED/FAILED) in the open step, for routing.
     pub finished: Vec<usize>,
@@ -246,7 +246,12 @@ impl RunCore {
                 template,
                 parent,
                 input,
-            } => self.add_node(node, template, parent.as_ref(), input)?,
+            } => {
+                self.add_node(node, template, parent.as_ref(), input)?;
+                if let Some(p) = parent {
+                    self.route_depth = self.nodes[self.node_of(p)?].depth + 1;
+                }
+            }
             EventKind::EdgeAdded { edge } => {
                 let from = self.node_of(&edge.from)?;
                 self.node_of(&edge.to)?;
@@ -326,8 +331,9 @@ impl RunCore {
             EventKind::Routed {
                 from, to, reason, ..
             } => {
+                let o = self.node_of(from)?;
+                self.route_depth = self.nodes[o].depth + 1;
                 if to.is_empty() && reason == NO_FAILURE_ROUTE {
-                    let o = self.node_of(from)?;
                     self.nodes[o].unrouted = true;
                 }
             }
@@ -468,9 +474,19 @@ impl RunCore {
                 if let NodeKind::Collector { of, .. } = &self.nodes[o].def.kind
                     && let Some(&s) = self.by_id.get(of)
                 {
-                    let s = &s;
-                    let gen_ = self.nodes[*s].group_gen;
-                    self.nodes[o].collected_gen = gen_;
+                    let sn = &self.nodes[s];
+                    let gen_ = sn.group_gen;
+                    // One hop after its deepest child (or its spawner, for an empty group).
+                    let depth = sn
+                        .group
+                        .iter()
+                        .filter_map(|c| self.by_id.get(c))
+                        .map(|&c| self.nodes[c].depth)
+                        .fold(sn.depth, u64::max)
+                        + 1;
+                    let n = &mut self.nodes[o];
+                    n.collected_gen = gen_;
+                    n.depth = depth;
                 }
                 return Ok(());
             }
