@@ -1,15 +1,20 @@
 //! Property: for random graphs, runs are deterministic whatever the completion order, replay
 //! equals the live run, resuming from any crash point reaches the same end, and revising a
 //! finished node of the finished run is deterministic and replays exactly too.
+//!
+//! Free-running (the second property): the end may depend on timing, but replaying the log
+//! gives exactly the live run whatever order handlers finished in, a resumed run replays
+//! exactly and never re-runs an activation whose output was recorded before the crash, and a
+//! revision replays exactly.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use proptest::prelude::*;
 use serde_json::{Value, json};
 use trellis_graph::{
     Engine, FailurePolicy, Graph, GraphBuilder, Journal, MemoryJournal, NodeContext, NodeError,
-    NodeOutput, Reducer,
+    NodeOutput, Reducer, Scheduling,
 };
 use trellis_protocol::{Command, Event, Message, NodeId, NodeState, TerminalKind};
 
@@ -80,6 +85,13 @@ fn jitter(node: &NodeId, attempt: u32, salt: u64) -> Duration {
 }
 
 fn build(spec: &[NodeSpec], salt: u64) -> Graph {
+    build_with(spec, salt, Scheduling::Steps, &Arc::default())
+}
+
+/// Activations whose handler ran: (node, attempt).
+type Ran = Arc<Mutex<Vec<(String, u32)>>>;
+
+fn build_with(spec: &[NodeSpec], salt: u64, scheduling: Scheduling, ran: &Ran) -> Graph {
     let n = spec.len();
     let name = |i: usize| {
         if i >= n {
@@ -88,7 +100,10 @@ fn build(spec: &[NodeSpec], salt: u64) -> Graph {
             format!("s{i}")
         }
     };
-    let mut b = GraphBuilder::new("prop").max_steps(200).concurrency(3);
+    let mut b = GraphBuilder::new("prop")
+        .max_steps(200)
+        .concurrency(3)
+        .scheduling(scheduling);
     b = b
         .channel("list", Reducer::Append)
         .channel("obj", Reducer::Merge)
@@ -96,8 +111,12 @@ fn build(spec: &[NodeSpec], salt: u64) -> Graph {
         .channel("last", Reducer::Replace);
     for (i, s) in spec.iter().enumerate() {
         let s2 = s.clone();
+        let ran = ran.clone();
         let handler = move |ctx: NodeContext| {
             let s = s2.clone();
+            ran.lock()
+                .unwrap()
+                .push((ctx.node.to_string(), ctx.attempt));
             async move {
                 tokio::time::sleep(jitter(&ctx.node, ctx.attempt, salt)).await;
                 let ch = CHANNELS[s.channel];
@@ -155,7 +174,23 @@ fn build(spec: &[NodeSpec], salt: u64) -> Graph {
             }
         };
     }
-    let child = move |ctx: NodeContext| async move {
+    let ran = ran.clone();
+    let child = move |ctx: NodeContext| {
+        ran.lock()
+            .unwrap()
+            .push((ctx.node.to_string(), ctx.attempt));
+        child_run(ctx, salt)
+    };
+    b.template("child", child)
+        .terminal("DONE", TerminalKind::Success, None)
+        .terminal("ABORT", TerminalKind::Failure, None)
+        .entry("s0")
+        .build()
+        .unwrap()
+}
+
+async fn child_run(ctx: NodeContext, salt: u64) -> Result<NodeOutput, NodeError> {
+    {
         tokio::time::sleep(jitter(&ctx.node, ctx.attempt, salt ^ 7)).await;
         let k = ctx.input.as_u64().unwrap_or(0);
         let out = if k == 0 && ctx.attempt == 1 {
@@ -167,13 +202,7 @@ fn build(spec: &[NodeSpec], salt: u64) -> Graph {
             out.write("list", value_for(&ctx.node, ctx.attempt, "list"))
                 .count("children", 1),
         )
-    };
-    b.template("child", child)
-        .terminal("DONE", TerminalKind::Success, None)
-        .terminal("ABORT", TerminalKind::Failure, None)
-        .entry("s0")
-        .build()
-        .unwrap()
+    }
 }
 
 type Key = (
@@ -241,6 +270,75 @@ proptest! {
                 prop_assert_eq!(key(&ra), key(&rb));
                 prop_assert!(ra.status.is_final(), "{:?}", ra.status);
                 prop_assert_eq!(key(&engine.inspect(g, &a.run).unwrap()), key(&ra));
+            }
+            Ok(())
+        })?;
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    #[test]
+    fn random_graphs_replay_exactly_free_running(
+        spec in graph_spec(),
+        cut in 0.0f64..1.0,
+        pick in any::<proptest::sample::Index>(),
+    ) {
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+        rt.block_on(async {
+            let journal = Arc::new(MemoryJournal::new());
+            let engine = Engine::new(journal.clone());
+            let free = |salt| Arc::new(build_with(&spec, salt, Scheduling::Free, &Arc::default()));
+            // Whatever order the handlers finished in, the log replays to the live run.
+            let mut runs = Vec::new();
+            for salt in [1, 99] {
+                let live = engine.run(free(salt), json!({})).await.unwrap();
+                prop_assert!(live.status.is_final(), "{:?}", live.status);
+                let replayed = engine.inspect(free(salt), &live.run).unwrap();
+                prop_assert_eq!(key(&replayed), key(&live));
+                prop_assert_eq!(replayed.last_seq, live.last_seq);
+                runs.push(live);
+            }
+            let a = &runs[0];
+            // A crash at a batch boundary: the resumed run replays exactly, ends, and runs
+            // no activation again whose output was recorded before the crash.
+            let ends = journal.batch_ends(&a.run);
+            let end = ends[((ends.len() as f64 - 1.0) * cut) as usize];
+            if end < a.last_seq {
+                let prefix: Vec<Event> = journal.load(&a.run).unwrap().into_iter().filter(|e| e.seq <= end).collect();
+                let recorded: Vec<(String, u32)> = prefix
+                    .iter()
+                    .filter_map(|e| match &e.kind {
+                        trellis_protocol::EventKind::NodeOutput { node, attempt, .. } => {
+                            Some((node.to_string(), *attempt))
+                        }
+                        _ => None,
+                    })
+                    .collect();
+                let crashed = Engine::new(Arc::new(MemoryJournal::with_log(prefix)));
+                let ran: Ran = Arc::default();
+                let g = Arc::new(build_with(&spec, 1, Scheduling::Free, &ran));
+                let r = crashed.resume(g.clone(), &a.run, vec![]).unwrap().wait().await.unwrap();
+                prop_assert!(r.status.is_final(), "{:?}", r.status);
+                prop_assert_eq!(key(&crashed.inspect(g, &a.run).unwrap()), key(&r));
+                for again in ran.lock().unwrap().iter() {
+                    prop_assert!(!recorded.contains(again), "{:?} ran again after resume", again);
+                }
+            }
+            // A revision of a finished node replays exactly too.
+            let finished: Vec<NodeId> = a
+                .nodes
+                .iter()
+                .filter(|n| matches!(n.state, Some(NodeState::Completed | NodeState::Failed)))
+                .map(|n| n.id.clone())
+                .collect();
+            if !finished.is_empty() {
+                let node = finished[pick.index(finished.len())].clone();
+                let revise = vec![Command::Revise { node, message: Message::user("again") }];
+                let ra = engine.resume(free(1), &a.run, revise).unwrap().wait().await.unwrap();
+                prop_assert!(ra.status.is_final(), "{:?}", ra.status);
+                prop_assert_eq!(key(&engine.inspect(free(1), &a.run).unwrap()), key(&ra));
             }
             Ok(())
         })?;
