@@ -4,10 +4,12 @@
 //! (unconditional, binary success/failure, or decided by a deterministic [`Router`]), an
 //! entry point and terminal nodes, plus named state channels merged by [`Reducer`]s.
 //!
-//! Execution proceeds in steps: every READY activation of a step runs concurrently (up to the
-//! graph's concurrency limit); when all have finished, their writes are merged in node
-//! declaration order — never in completion order — so state is deterministic; then routing
-//! creates the next step's activations. Node activations follow seed 004's state machine
+//! By default execution proceeds in steps: every READY activation of a step runs concurrently
+//! (up to the graph's concurrency limit); when all have finished, their writes are merged in
+//! node declaration order — never in completion order — so state is deterministic; then
+//! routing creates the next step's activations. A graph may choose free-running scheduling
+//! ([`Scheduling::Free`]): successors start as soon as their predecessor completes, each batch
+//! of completions being a step of its own in the log. Node activations follow seed 004's state machine
 //! ([`NodeState`](trellis_protocol::NodeState)); every change is an
 //! [`Event`](trellis_protocol::Event) recorded in a [`Journal`] before it is published.
 //!

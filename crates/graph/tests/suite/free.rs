@@ -13,7 +13,8 @@ use trellis_graph::{
     Reducer, RunOutcome, Scheduling,
 };
 use trellis_protocol::{
-    Answer, Command, Event, EventKind, Interrupt, Message, NodeState, RunStatus,
+    Answer, Command, EdgeSpec, Event, EventKind, InjectNode, Interrupt, Message, NodeState,
+    RunStatus,
 };
 
 use super::common::{demo, mem};
@@ -387,6 +388,52 @@ async fn cancelling_prunes_what_runs_and_keeps_what_finished() {
         key(&engine.inspect(with_listener(), &run).unwrap()),
         key(&out)
     );
+}
+
+#[tokio::test]
+async fn injected_nodes_start_at_once_beside_a_running_node() {
+    let log = |ctx: NodeContext| async move {
+        let ms = if ctx.node.as_str() == "a" { 300 } else { 2 };
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+        Ok::<_, NodeError>(NodeOutput::success().write("log", json!([ctx.node.as_str()])))
+    };
+    let g = Arc::new(
+        GraphBuilder::new("inject")
+            .scheduling(Scheduling::Free)
+            .channel("log", Reducer::Append)
+            .node("a", log)
+            .template("extra", log)
+            .entry("a")
+            .build()
+            .unwrap(),
+    );
+    let (engine, journal) = mem();
+    let handle = engine.start(g.clone(), json!({})).unwrap();
+    let run = handle.id().clone();
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let node = |id: &str, activate| InjectNode {
+        id: id.into(),
+        template: "extra".into(),
+        input: json!(null),
+        parent: None,
+        activate,
+    };
+    handle
+        .send(Command::Inject {
+            nodes: vec![node("x", true), node("y", false)],
+            edges: vec![EdgeSpec {
+                from: "x".into(),
+                to: "y".into(),
+            }],
+        })
+        .await
+        .unwrap();
+    let out = handle.wait().await.unwrap();
+    assert_eq!(out.status, RunStatus::Succeeded);
+    assert_eq!(out.state.get("log"), Some(&json!(["x", "y", "a"])));
+    let ev = journal.load(&run).unwrap();
+    assert!(seq_of(&ev, "y", NodeState::Completed) < seq_of(&ev, "a", NodeState::Completed));
+    assert_eq!(key(&engine.inspect(g, &run).unwrap()), key(&out));
 }
 
 #[tokio::test]
