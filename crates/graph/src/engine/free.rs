@@ -16,7 +16,7 @@ use futures::FutureExt;
 use futures::stream::StreamExt;
 use trellis_protocol::{EventKind, NodeState};
 
-use super::live::{Done, Live, Started, head_commit};
+use super::live::{Done, Live, Started};
 use crate::journal::Durability;
 use crate::{Error, Result};
 
@@ -49,7 +49,12 @@ impl Live {
                 if self.running.is_empty() {
                     return self.conclude();
                 }
-                self.wait_free(&mut arrived).await?;
+                // Wait with no step open.
+                if let Some(done) = self.wait().await?
+                    && self.is_current(&done)
+                {
+                    arrived.push(done);
+                }
                 continue;
             }
             self.emit(EventKind::StepStarted {
@@ -116,31 +121,5 @@ impl Live {
         queue.clear();
         self.queue = queue;
         result
-    }
-
-    /// Waits, with no step open, for a handler to finish, a command, a commit to publish or
-    /// the inbox to be due. Everything recorded so far is flushed first.
-    async fn wait_free(&mut self, arrived: &mut Vec<Done>) -> Result<()> {
-        self.flush();
-        self.publish_committed()?;
-        let has_inbox = self.journal.has_inbox();
-        let inbox_at = self.next_inbox;
-        tokio::select! {
-            biased;
-            Some((cmd, cause, reply)) = self.cmd_rx.recv() => self.command(cmd, cause, reply)?,
-            Some(done) = self.inflight.next() => {
-                if self.is_current(&done) {
-                    arrived.push(done);
-                }
-            }
-            r = head_commit(&mut self.unpublished), if !self.unpublished.is_empty() => {
-                r?;
-                if let Some((events, _)) = self.unpublished.pop_front() {
-                    let _ = self.events.send(events);
-                }
-            }
-            _ = tokio::time::sleep_until(inbox_at), if has_inbox => self.poll_inbox()?,
-        }
-        Ok(())
     }
 }

@@ -176,6 +176,29 @@ impl Live {
         Ok(())
     }
 
+    /// Waits for the next thing to happen — a command (handled here), a handler finishing
+    /// (returned), a batch committing (published here) or the inbox falling due (polled
+    /// here) — after making everything recorded so far durable.
+    pub(super) async fn wait(&mut self) -> Result<Option<Done>> {
+        self.flush();
+        self.publish_committed()?;
+        let has_inbox = self.journal.has_inbox();
+        let inbox_at = self.next_inbox;
+        tokio::select! {
+            biased;
+            Some((cmd, cause, reply)) = self.cmd_rx.recv() => self.command(cmd, cause, reply)?,
+            Some(done) = self.inflight.next() => return Ok(Some(done)),
+            r = head_commit(&mut self.unpublished), if !self.unpublished.is_empty() => {
+                r?;
+                if let Some((events, _)) = self.unpublished.pop_front() {
+                    let _ = self.events.send(events);
+                }
+            }
+            _ = tokio::time::sleep_until(inbox_at), if has_inbox => self.poll_inbox()?,
+        }
+        Ok(None)
+    }
+
     /// Publishes the batches already committed, without waiting.
     pub(super) fn publish_committed(&mut self) -> Result<()> {
         while let Some((_, commit)) = self.unpublished.front_mut() {
@@ -342,22 +365,8 @@ impl Live {
                 self.finish(done)?;
                 continue;
             }
-            // About to wait: make everything recorded so far durable first.
-            self.flush();
-            self.publish_committed()?;
-            let has_inbox = self.journal.has_inbox();
-            let inbox_at = self.next_inbox;
-            tokio::select! {
-                biased;
-                Some((cmd, cause, reply)) = self.cmd_rx.recv() => self.command(cmd, cause, reply)?,
-                Some(done) = self.inflight.next() => self.finish(done)?,
-                r = head_commit(&mut self.unpublished), if !self.unpublished.is_empty() => {
-                    r?;
-                    if let Some((events, _)) = self.unpublished.pop_front() {
-                        let _ = self.events.send(events);
-                    }
-                }
-                _ = tokio::time::sleep_until(inbox_at), if has_inbox => self.poll_inbox()?,
+            if let Some(done) = self.wait().await? {
+                self.finish(done)?;
             }
             if self.core.status.is_final() {
                 return Ok(());
@@ -682,7 +691,7 @@ pub(super) enum Started {
     Handler(HandlerFuture, CancellationToken),
 }
 
-pub(super) async fn head_commit(
+async fn head_commit(
     q: &mut VecDeque<(Arc<Vec<Event>>, Commit)>,
 ) -> std::result::Result<(), crate::JournalError> {
     match q.front_mut() {

@@ -2,7 +2,29 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde_json::{Value, json};
-use trellis_graph::{Engine, Graph, MemoryJournal, NodeContext, NodeError, NodeOutput};
+use trellis_graph::{Engine, Graph, MemoryJournal, NodeContext, NodeError, NodeOutput, RunOutcome};
+use trellis_protocol::{NodeState, RunStatus};
+
+/// What two runs must agree on: state, counters, every node's latest activation and state,
+/// and the run's status.
+pub type Key = (
+    Value,
+    std::collections::BTreeMap<String, i64>,
+    Vec<(String, u32, Option<NodeState>)>,
+    RunStatus,
+);
+
+pub fn key(o: &RunOutcome) -> Key {
+    (
+        o.state.to_json(),
+        o.counters.clone(),
+        o.nodes
+            .iter()
+            .map(|n| (n.id.to_string(), n.attempt, n.state))
+            .collect(),
+        o.status,
+    )
+}
 
 pub fn mem() -> (Engine, Arc<MemoryJournal>) {
     let j = Arc::new(MemoryJournal::new());

@@ -2,22 +2,21 @@
 //! predecessor finishes, the log records the order, and replay, resume, fork and commands stay
 //! exact.
 
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
+use serde_json::json;
 use trellis_graph::{
     Engine, Graph, GraphBuilder, Journal, MemoryJournal, NodeContext, NodeError, NodeOutput,
-    Reducer, RunOutcome, Scheduling,
+    Reducer, Scheduling,
 };
 use trellis_protocol::{
     Answer, Command, EdgeSpec, Event, EventKind, InjectNode, Interrupt, Message, NodeState,
     RunStatus,
 };
 
-use super::common::{demo, mem};
+use super::common::{demo, key, mem};
 
 /// Seq of the first transition of `node` to `to`.
 fn seq_of(events: &[Event], node: &str, to: NodeState) -> u64 {
@@ -30,25 +29,6 @@ fn seq_of(events: &[Event], node: &str, to: NodeState) -> u64 {
             _ => None,
         })
         .unwrap_or_else(|| panic!("{node} never went {to}"))
-}
-
-pub type Key = (
-    Value,
-    BTreeMap<String, i64>,
-    Vec<(String, u32, Option<NodeState>)>,
-    RunStatus,
-);
-
-pub fn key(o: &RunOutcome) -> Key {
-    (
-        o.state.to_json(),
-        o.counters.clone(),
-        o.nodes
-            .iter()
-            .map(|n| (n.id.to_string(), n.attempt, n.state))
-            .collect(),
-        o.status,
-    )
 }
 
 fn pipelines(scheduling: &str, fast_us: u64, slow_us: u64) -> Arc<Graph> {

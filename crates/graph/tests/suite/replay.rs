@@ -1,28 +1,10 @@
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use serde_json::{Value, json};
+use serde_json::json;
 use trellis_graph::{Engine, Journal, MemoryJournal};
 use trellis_protocol::{Event, EventKind, NodeState, RunStatus};
 
-use super::common::{demo, feature, mem};
-
-fn outcome_key(
-    o: &trellis_graph::RunOutcome,
-) -> (
-    Value,
-    BTreeMap<String, i64>,
-    Vec<(String, u32, Option<NodeState>)>,
-) {
-    (
-        o.state.to_json(),
-        o.counters.clone(),
-        o.nodes
-            .iter()
-            .map(|n| (n.id.to_string(), n.attempt, n.state))
-            .collect(),
-    )
-}
+use super::common::{demo, feature, key, mem};
 
 #[tokio::test]
 async fn replay_of_the_log_equals_the_live_run() {
@@ -30,7 +12,7 @@ async fn replay_of_the_log_equals_the_live_run() {
     let g = demo("crashtest", json!({"sleep_us": 0}));
     let live = engine.run(g.clone(), json!({})).await.unwrap();
     let replayed = engine.inspect(g, &live.run).unwrap();
-    assert_eq!(outcome_key(&live), outcome_key(&replayed));
+    assert_eq!(key(&live), key(&replayed));
     assert_eq!(live.status, replayed.status);
     assert_eq!(live.last_seq, replayed.last_seq);
 }
@@ -96,8 +78,8 @@ async fn resume_from_every_batch_boundary_matches_the_uninterrupted_run() {
             .await
             .unwrap();
         assert_eq!(
-            outcome_key(&resumed).0,
-            outcome_key(&full).0,
+            key(&resumed).0,
+            key(&full).0,
             "state after resuming at seq {end}"
         );
         assert_eq!(
@@ -135,11 +117,7 @@ async fn fork_from_every_checkpoint_reaches_the_same_end_and_leaves_the_parent_a
             .await
             .unwrap();
         assert_ne!(forked.run, full.run);
-        assert_eq!(
-            outcome_key(&forked).0,
-            outcome_key(&full).0,
-            "fork at {seq}"
-        );
+        assert_eq!(key(&forked).0, key(&full).0, "fork at {seq}");
         assert_eq!(forked.status, RunStatus::Succeeded);
         // A fork of the fork works too (ancestry is resolved recursively).
         if seq == 1 {
@@ -156,7 +134,7 @@ async fn fork_from_every_checkpoint_reaches_the_same_end_and_leaves_the_parent_a
                 .wait()
                 .await
                 .unwrap();
-            assert_eq!(outcome_key(&grand).0, outcome_key(&full).0);
+            assert_eq!(key(&grand).0, key(&full).0);
         }
     }
     assert_eq!(

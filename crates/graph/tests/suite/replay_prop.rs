@@ -18,6 +18,8 @@ use trellis_graph::{
 };
 use trellis_protocol::{Command, Event, Message, NodeId, NodeState, TerminalKind};
 
+use super::common::{key, mem};
+
 #[derive(Clone, Debug)]
 enum Route {
     End,
@@ -205,23 +207,12 @@ async fn child_run(ctx: NodeContext, salt: u64) -> Result<NodeOutput, NodeError>
     }
 }
 
-type Key = (
-    Value,
-    std::collections::BTreeMap<String, i64>,
-    Vec<(String, u32, Option<trellis_protocol::NodeState>)>,
-    trellis_protocol::RunStatus,
-);
-
-fn key(o: &trellis_graph::RunOutcome) -> Key {
-    (
-        o.state.to_json(),
-        o.counters.clone(),
-        o.nodes
-            .iter()
-            .map(|n| (n.id.to_string(), n.attempt, n.state))
-            .collect(),
-        o.status,
-    )
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
 }
 
 proptest! {
@@ -233,10 +224,8 @@ proptest! {
         cut in 0.0f64..1.0,
         pick in any::<proptest::sample::Index>(),
     ) {
-        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-        rt.block_on(async {
-            let journal = Arc::new(MemoryJournal::new());
-            let engine = Engine::new(journal.clone());
+        runtime().block_on(async {
+            let (engine, journal) = mem();
             let a = engine.run(Arc::new(build(&spec, 1)), json!({})).await.unwrap();
             // Different sleeps → different completion order → same result.
             let b = engine.run(Arc::new(build(&spec, 99)), json!({})).await.unwrap();
@@ -274,10 +263,6 @@ proptest! {
             Ok(())
         })?;
     }
-}
-
-proptest! {
-    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
 
     #[test]
     fn random_graphs_replay_exactly_free_running(
@@ -285,10 +270,8 @@ proptest! {
         cut in 0.0f64..1.0,
         pick in any::<proptest::sample::Index>(),
     ) {
-        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-        rt.block_on(async {
-            let journal = Arc::new(MemoryJournal::new());
-            let engine = Engine::new(journal.clone());
+        runtime().block_on(async {
+            let (engine, journal) = mem();
             let free = |salt| Arc::new(build_with(&spec, salt, Scheduling::Free, &Arc::default()));
             // Whatever order the handlers finished in, the log replays to the live run.
             let mut runs = Vec::new();
