@@ -37,15 +37,25 @@ impl Live {
             if self.core.status.is_final() {
                 return Ok(());
             }
-            // Handlers that finished meanwhile join this batch.
+            // Handlers that finished meanwhile join this batch (a command may just have pruned
+            // one that had finished).
+            arrived.retain(|d| self.is_current(d));
             while let Some(Some(done)) = self.inflight.next().now_or_never() {
                 if self.is_current(&done) {
                     arrived.push(done);
                 }
             }
-            let startable =
-                self.running.len() < self.core.graph.concurrency() && self.core.has_ready();
-            if arrived.is_empty() && !startable {
+            // READY activations for the free slots (those held by `arrived` free up now).
+            let slots = self
+                .core
+                .graph
+                .concurrency()
+                .saturating_sub(self.running.len().saturating_sub(arrived.len()));
+            let mut queue = std::mem::take(&mut self.queue);
+            queue.clear();
+            self.core.take_ready_upto(slots, &mut queue);
+            if arrived.is_empty() && queue.is_empty() {
+                self.queue = queue;
                 if self.running.is_empty() {
                     return self.conclude();
                 }
@@ -57,13 +67,20 @@ impl Live {
                 }
                 continue;
             }
+            let max = self.core.graph.max_steps();
+            if queue.iter().any(|&o| self.core.nodes[o].depth > max) {
+                return Err(Error::StepLimit(max));
+            }
             self.emit(EventKind::StepStarted {
                 step: self.core.step + 1,
             })?;
             for done in arrived.drain(..) {
                 self.finish(done)?;
             }
-            self.start_free().await?;
+            let started = self.start_all(&mut queue).await;
+            queue.clear();
+            self.queue = queue;
+            started?;
             self.end_step()?;
             if self.config.durability == Durability::Sync {
                 self.flush();
@@ -79,47 +96,21 @@ impl Live {
         n.attempt == *attempt && n.state == Some(NodeState::Running)
     }
 
-    /// Starts READY activations in node order while slots are free, in the open batch.
-    async fn start_free(&mut self) -> Result<()> {
-        let free = self
-            .core
-            .graph
-            .concurrency()
-            .saturating_sub(self.running.len());
-        let mut queue = std::mem::take(&mut self.queue);
-        queue.clear();
-        self.core.take_ready_upto(free, &mut queue);
+    /// Starts the activations of `queue` in the open batch, each seeing the state as of the
+    /// batch's start.
+    async fn start_all(&mut self, queue: &mut std::collections::VecDeque<usize>) -> Result<()> {
         let (state, counters, attempts) = (
             self.core.state.clone(),
             self.core.counters.clone(),
             self.core.attempts.clone(),
         );
-        let max = self.core.graph.max_steps();
-        let mut result = Ok(());
         while let Some(o) = queue.pop_front() {
-            if self.core.nodes[o].depth > max {
-                result = Err(Error::StepLimit(max));
-                break;
-            }
             let attempt = self.core.nodes[o].attempt;
-            let started = match self.start(o, &state, &counters, &attempts) {
-                Ok(s) => s,
-                Err(e) => {
-                    result = Err(e);
-                    break;
-                }
-            };
-            let r = match started {
-                Started::Finished(f) => self.finish((o, attempt, f)),
-                Started::Handler(fut, cancel) => self.poll_first(o, attempt, fut, cancel).await,
-            };
-            if let Err(e) = r {
-                result = Err(e);
-                break;
+            match self.start(o, &state, &counters, &attempts)? {
+                Started::Finished(f) => self.finish((o, attempt, f))?,
+                Started::Handler(fut, cancel) => self.poll_first(o, attempt, fut, cancel).await?,
             }
         }
-        queue.clear();
-        self.queue = queue;
-        result
+        Ok(())
     }
 }

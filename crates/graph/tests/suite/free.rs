@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 use trellis_graph::{
-    Engine, Graph, GraphBuilder, Journal, MemoryJournal, NodeContext, NodeError, NodeOutput,
-    Reducer, Scheduling,
+    Durability, Engine, EngineConfig, Graph, GraphBuilder, Journal, MemoryJournal, NodeContext,
+    NodeError, NodeOutput, Reducer, Scheduling,
 };
 use trellis_protocol::{
     Answer, Command, EdgeSpec, Event, EventKind, InjectNode, Interrupt, Message, NodeState,
@@ -91,7 +91,20 @@ async fn a_fast_nodes_successor_starts_while_a_slow_step_mate_runs() {
 
 #[tokio::test]
 async fn the_free_log_replays_exactly_and_closes_every_batch() {
-    let (engine, journal) = mem();
+    for durability in [Durability::Async, Durability::Sync] {
+        let journal = Arc::new(MemoryJournal::new());
+        let engine = Engine::with_config(
+            journal.clone(),
+            EngineConfig {
+                durability,
+                ..EngineConfig::default()
+            },
+        );
+        replays_and_closes_every_batch(&engine, &journal).await;
+    }
+}
+
+async fn replays_and_closes_every_batch(engine: &Engine, journal: &MemoryJournal) {
     let g = demo(
         "pipelines",
         json!({"fast_us": 1_000, "slow_us": 20_000, "layout": "staggered", "scheduling": "free"}),
@@ -605,7 +618,7 @@ async fn revising_a_finished_node_reruns_only_its_pipeline() {
 #[tokio::test]
 async fn the_loop_guard_counts_routing_hops_not_batches() {
     // 10 pipelines of 3 nodes at distinct speeds: many batches, but 4 hops deep.
-    let (engine, _) = mem();
+    let (engine, journal) = mem();
     let wide = {
         let mut b = GraphBuilder::new("wide")
             .scheduling(Scheduling::Free)
@@ -661,6 +674,16 @@ async fn the_loop_guard_counts_routing_hops_not_batches() {
         out.error
     );
     assert_eq!(count.load(Ordering::SeqCst), 5);
+    let events = journal.load(&out.run).unwrap();
+    let opened = events
+        .iter()
+        .filter(|e| matches!(e.kind, EventKind::StepStarted { .. }))
+        .count();
+    let closed = events
+        .iter()
+        .filter(|e| matches!(e.kind, EventKind::StepCompleted { .. }))
+        .count();
+    assert_eq!(opened, closed, "the limit is checked before a batch opens");
 }
 
 /// The benchmark's smoke mode (docs/benchmarks.md, "Free-running scheduling"): the shapes of
