@@ -298,11 +298,7 @@ impl AcpAgent {
         let root = lock(&self.root).clone();
         self.workflows
             .get_or_init(|| {
-                workflow_names(&trellis_workflow::Catalog::discover(
-                    root.as_deref(),
-                    &[],
-                    None,
-                ))
+                workflow_names(&trellis_core::discover_workflows(root.as_deref(), &[]))
             })
             .clone()
     }

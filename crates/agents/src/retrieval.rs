@@ -40,6 +40,7 @@ use trellis_llm::ModelProvider;
 use trellis_workflow::{Plan, StageContext};
 
 pub use failure::{FailureAnalysis, FailureRef, analyse_failure};
+pub use queries::identifiers;
 pub use source::{Source, SourceError, SourceRequest};
 pub use types::{
     PackedItem, ProgressFn, Result, RetrievalError, RetrievalMode, RetrievalOptions, SourceReport,
@@ -264,6 +265,10 @@ impl RetrievalAgent {
             .iter()
             .map(|r| {
                 let mut qs: Vec<String> = Vec::new();
+                // On-demand sources (`lsp_tools`) answer failures, in adaptive mode.
+                if r.spec.on_demand() {
+                    return qs;
+                }
                 for (st, g) in stages.iter().zip(&generated) {
                     if r.applies(st) {
                         for q in &g.queries {

@@ -84,7 +84,7 @@ pub struct RunArgs {
 }
 
 fn discover(repo: &Path, dirs: &DirsArg) -> Catalog {
-    Catalog::discover(Some(repo), &dirs.dirs, None)
+    trellis_core::discover_workflows(Some(repo), &dirs.dirs)
 }
 
 /// Runs `trellis workflows …`.
@@ -139,7 +139,7 @@ pub fn workflows(args: WorkflowsArgs, repo: &Path) -> anyhow::Result<ExitCode> {
                 }
             } else {
                 for f in &files {
-                    match load_file(f, None) {
+                    match load_file(f, Some(&trellis_index::RetrievalStrategyConfig::check)) {
                         Ok(w) => println!("ok   {} ({})", w.name(), f.display()),
                         Err(e) => {
                             failed = true;

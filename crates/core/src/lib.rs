@@ -15,6 +15,7 @@
 //! engine events, answer interrupts, and end with the batched review of the run's change
 //! set.
 
+pub mod code_intel;
 mod error;
 mod handlers;
 mod retrieval;
@@ -83,9 +84,17 @@ pub struct Runtime {
     pub store: Arc<Store>,
     /// The MCP servers of `[mcp.servers]` (started on a run's first use).
     pub mcp: trellis_mcp::McpHub,
+    /// The repository's language servers (`[lsp]`; each started on first use).
+    pub lsp: Arc<trellis_lsp::LspPool>,
     /// Serialises the creation of run worktrees (git's worktree bookkeeping is not safe
     /// under concurrent `git worktree add`).
     worktree_lock: std::sync::Mutex<()>,
+}
+
+/// The workflows of `repo` (built-in, `.trellis/workflows`, `dirs`), each
+/// `retrieval_strategy_config` checked by the index's parser.
+pub fn discover_workflows(repo: Option<&Path>, dirs: &[PathBuf]) -> Catalog {
+    Catalog::discover(repo, dirs, Some(&trellis_index::RetrievalStrategyConfig::check))
 }
 
 /// The input of a workflow run: the task and the orchestrator's decisions.
@@ -113,10 +122,12 @@ impl Runtime {
         let index: IndexConfig = config.section_serde("index")?;
         let mcp: trellis_mcp::McpConfig = config.section_serde("mcp")?;
         let mcp = trellis_mcp::McpHub::new(&repo, &mcp)?;
+        let lsp: trellis_lsp::LspConfig = config.section_serde("lsp")?;
+        let lsp = Arc::new(trellis_lsp::LspPool::new(&repo, &lsp));
         let mut role_dirs = vec![repo.join(".trellis").join("agents")];
         role_dirs.extend(agents.roles_dirs.iter().map(|d| repo.join(d)));
         let roles = RoleCatalog::discover(&role_dirs)?;
-        let catalog = Catalog::discover(Some(&repo), workflow_dirs, None);
+        let catalog = discover_workflows(Some(&repo), workflow_dirs);
         Ok(Self {
             repo,
             config,
@@ -128,6 +139,7 @@ impl Runtime {
             catalog,
             store,
             mcp,
+            lsp,
             worktree_lock: std::sync::Mutex::new(()),
         })
     }
@@ -235,6 +247,7 @@ impl Runtime {
             }
         }
         registry.allow(testcmd::TEST_RUNNER, ["shell"]);
+        self.grant_lsp_tools(&mut registry, plan);
         if !self.mcp.is_empty() {
             self.grant_mcp_tools(&mut registry, plan);
             registry = registry.with_source(Arc::new(self.mcp.clone()));
@@ -264,6 +277,44 @@ impl Runtime {
 }
 
 impl Runtime {
+    /// The repository's index and language servers, for agent tools and retrieval.
+    pub fn code_intel(&self) -> code_intel::CodeIntel {
+        code_intel::CodeIntel::new(&self.repo, self.index.clone(), self.lsp.clone())
+    }
+
+    /// The language-server tools for the plan's agents when its retrieval strategy turns
+    /// `lsp_integration` on: those its `tools` list names (all of them when it names none).
+    fn grant_lsp_tools(&self, registry: &mut Registry, plan: &Plan) {
+        let Some(lsp) = retrieval::strategy(plan).map(|s| s.lsp_integration) else {
+            return;
+        };
+        if !lsp.enabled() {
+            return;
+        }
+        let named: Vec<String> = match &lsp {
+            trellis_index::strategy::Toggle::Block(b) if !b.tools.is_empty() => b.tools.clone(),
+            _ => code_intel::LSP_TOOLS.iter().map(|t| (*t).to_owned()).collect(),
+        };
+        let granted: Vec<&str> = code_intel::LSP_TOOLS
+            .iter()
+            .copied()
+            .filter(|t| named.iter().any(|n| n == t))
+            .collect();
+        if granted.is_empty() {
+            return;
+        }
+        for tool in self.code_intel().tools() {
+            if granted.contains(&tool.spec().name.as_str()) {
+                registry.register(tool);
+            }
+        }
+        for stage in &plan.planned {
+            for agent in &stage.context.agents {
+                registry.allow(&agent.agent, granted.iter().copied());
+            }
+        }
+    }
+
     /// MCP servers' tools for the agents: a server's `roles` grant all its tools to those
     /// roles (`"*"`: every role); a stage's `mcp_tools` give that stage's agents an allow list
     /// of their own (their role's tools plus those).

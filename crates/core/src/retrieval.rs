@@ -23,6 +23,7 @@ use trellis_llm::CallScope;
 use trellis_protocol::{NodeId, SessionEvent};
 use trellis_workflow::{Plan, StageContext};
 
+use crate::code_intel::LspSource;
 use crate::handlers::{RunContext, clip};
 
 /// The failure report of a `stage_results` entry as prompt text.
@@ -129,20 +130,17 @@ impl RunContext {
                     }
                     Err(e) => return Err(e.to_string()),
                 };
-                Ok(Arc::new(RetrievalAgent::new(
-                    &rt.repo,
-                    rt.index.clone(),
-                    embedder,
-                    provider,
-                    options,
-                )))
+                Ok(Arc::new(
+                    RetrievalAgent::new(&rt.repo, rt.index.clone(), embedder, provider, options)
+                        .with_source(Arc::new(LspSource::new(rt.code_intel()))),
+                ))
             })
             .await
             .cloned()
     }
 }
 
-fn strategy(plan: &Plan) -> Option<RetrievalStrategyConfig> {
+pub(crate) fn strategy(plan: &Plan) -> Option<RetrievalStrategyConfig> {
     strategy_of(plan).ok().filter(|s| s.enabled)
 }
 

@@ -2,5 +2,6 @@ mod common;
 mod discussion;
 mod feature;
 mod llama_shared;
+mod lsp;
 mod service;
 mod service_bench;

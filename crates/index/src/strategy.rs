@@ -227,6 +227,14 @@ impl ContextSource {
         (level, p.contains("_IF_"))
     }
 
+    /// Whether the source runs only on demand (`execution_timing: on_demand`): when a
+    /// failure asks for more context (adaptive retrieval), not upfront.
+    pub fn on_demand(&self) -> bool {
+        self.execution_timing
+            .as_deref()
+            .is_some_and(|t| t.trim().eq_ignore_ascii_case("on_demand"))
+    }
+
     /// Whether the source applies in `stage` (conditional and staged sources only in their
     /// stages; a conditional source without stages applies when the stage name mentions
     /// the condition, e.g. `HIGH_if_security_stage` in `security_review`).
@@ -293,7 +301,28 @@ impl<'de> Deserialize<'de> for StageKey {
 /// The default budget when the strategy names none for a stage.
 pub const DEFAULT_TOKEN_BUDGET: u64 = 8000;
 
+/// The language-server tools `lsp_integration.tools` may name (seed 000's names).
+pub const LSP_TOOL_NAMES: [&str; 3] = ["find_definition", "get_references", "get_signature"];
+
 impl RetrievalStrategyConfig {
+    /// Checks a workflow's `retrieval_strategy_config` block (the workflow loader's checker):
+    /// it must parse, and `lsp_integration.tools` may name only [`LSP_TOOL_NAMES`].
+    pub fn check(value: &serde_json::Value) -> Result<(), String> {
+        let config: RetrievalStrategyConfig =
+            serde_json::from_value(value.clone()).map_err(|e| e.to_string())?;
+        if let Toggle::Block(b) = &config.lsp_integration {
+            for tool in &b.tools {
+                if !LSP_TOOL_NAMES.contains(&tool.as_str()) {
+                    return Err(format!(
+                        "lsp_integration.tools: unknown tool `{tool}`; the language-server tools are {}",
+                        LSP_TOOL_NAMES.join(", ")
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// A code strategy (symbols, `function` level, code sources).
     pub fn code() -> Self {
         RetrievalStrategyConfig {

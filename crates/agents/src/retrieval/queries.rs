@@ -233,7 +233,7 @@ pub(crate) fn keywords(text: &str, n: usize) -> Vec<String> {
 
 /// Identifier-like tokens of `text`: backticked or quoted names, `snake_case`, `camelCase`,
 /// `Type::path`, `file.ext` — what code search matches best.
-pub(crate) fn identifiers(text: &str, n: usize) -> Vec<String> {
+pub fn identifiers(text: &str, n: usize) -> Vec<String> {
     let mut seen = HashSet::new();
     let mut out = Vec::new();
     let mut push = |w: &str| {

@@ -175,8 +175,8 @@ pub struct StagePack {
     pub budget_tokens: usize,
     /// Tokens used by the items.
     pub used_tokens: usize,
-    /// Sources the strategy names that nothing here serves (`lsp_tools` is used by the
-    /// agents on demand; web search and CVE lookups need a plugged-in source).
+    /// Sources the strategy names that nothing here serves (web search and CVE lookups
+    /// need a plugged-in source; the runtime plugs in `lsp_tools`).
     pub external_sources: Vec<String>,
     /// Every source searched for this stage.
     pub sources: Vec<SourceReport>,

@@ -86,3 +86,26 @@ fn unknown_fields_are_rejected() {
     let err = yaml_serde::from_str::<RetrievalStrategyConfig>("ast_parsng: true\n").unwrap_err();
     assert!(err.to_string().contains("ast_parsng"), "{err}");
 }
+
+#[test]
+fn the_workflow_checker_names_unknown_lsp_tools_and_keys() {
+    let ok = serde_json::json!({
+        "enabled": true,
+        "lsp_integration": { "enabled": true, "tools": ["get_signature", "find_definition"] },
+        "rag_strategy": { "sources": [{ "name": "lsp_tools", "execution_timing": "on_demand" }] },
+    });
+    RetrievalStrategyConfig::check(&ok).unwrap();
+    let s: RetrievalStrategyConfig = serde_json::from_value(ok).unwrap();
+    assert!(s.sources()[0].on_demand());
+
+    let unknown_tool = serde_json::json!({
+        "lsp_integration": { "enabled": true, "tools": ["get_referenses"] },
+    });
+    let err = RetrievalStrategyConfig::check(&unknown_tool).unwrap_err();
+    assert!(err.contains("unknown tool `get_referenses`"), "{err}");
+    assert!(err.contains("get_references"), "{err}");
+
+    let unknown_key = serde_json::json!({ "lsp_integraton": true });
+    let err = RetrievalStrategyConfig::check(&unknown_key).unwrap_err();
+    assert!(err.contains("lsp_integraton"), "{err}");
+}
