@@ -297,9 +297,7 @@ impl AcpAgent {
     fn workflows(&self) -> Vec<String> {
         let root = lock(&self.root).clone();
         self.workflows
-            .get_or_init(|| {
-                workflow_names(&trellis_core::discover_workflows(root.as_deref(), &[]))
-            })
+            .get_or_init(|| workflow_names(&trellis_core::discover_workflows(root.as_deref(), &[])))
             .clone()
     }
 

@@ -528,6 +528,10 @@ impl RetrievalAgent {
             let Some(run) = runs.get(name) else {
                 if route.source.is_none() {
                     p.external_sources.push(name.clone());
+                } else if route.spec.on_demand() && p.mode == RetrievalMode::Upfront {
+                    p.notes.push(format!(
+                        "source `{name}` runs on demand: it is searched when a failure asks for more context"
+                    ));
                 }
                 continue;
             };

@@ -108,7 +108,11 @@ impl CodeIntel {
             let text = std::fs::read_to_string(self.repo.join(&path))
                 .map_err(|e| format!("{path}: {e}"))?;
             let line = text.lines().nth(a.line as usize - 1).ok_or_else(|| {
-                format!("{path} has {} lines; line {} is past its end", text.lines().count(), a.line)
+                format!(
+                    "{path} has {} lines; line {} is past its end",
+                    text.lines().count(),
+                    a.line
+                )
             })?;
             trellis_index::locate::first_column(line)
         };

@@ -94,7 +94,11 @@ pub struct Runtime {
 /// The workflows of `repo` (built-in, `.trellis/workflows`, `dirs`), each
 /// `retrieval_strategy_config` checked by the index's parser.
 pub fn discover_workflows(repo: Option<&Path>, dirs: &[PathBuf]) -> Catalog {
-    Catalog::discover(repo, dirs, Some(&trellis_index::RetrievalStrategyConfig::check))
+    Catalog::discover(
+        repo,
+        dirs,
+        Some(&trellis_index::RetrievalStrategyConfig::check),
+    )
 }
 
 /// The input of a workflow run: the task and the orchestrator's decisions.
@@ -293,7 +297,10 @@ impl Runtime {
         }
         let named: Vec<String> = match &lsp {
             trellis_index::strategy::Toggle::Block(b) if !b.tools.is_empty() => b.tools.clone(),
-            _ => code_intel::LSP_TOOLS.iter().map(|t| (*t).to_owned()).collect(),
+            _ => code_intel::LSP_TOOLS
+                .iter()
+                .map(|t| (*t).to_owned())
+                .collect(),
         };
         let granted: Vec<&str> = code_intel::LSP_TOOLS
             .iter()

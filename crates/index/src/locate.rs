@@ -48,11 +48,7 @@ impl Index {
 /// the first line of the chunk's range that is not a comment, attribute or decorator and has
 /// the name as a whole word; the chunk's first line and column 1 when none has.
 pub fn declaration_site(chunk: &Chunk, file: &str) -> (u32, u32) {
-    let short = chunk
-        .name
-        .rsplit(['.', ':'])
-        .next()
-        .unwrap_or(&chunk.name);
+    let short = chunk.name.rsplit(['.', ':']).next().unwrap_or(&chunk.name);
     let found = file
         .lines()
         .enumerate()

@@ -442,7 +442,11 @@ async fn slow_and_failing_sources_are_reported_not_fatal() {
     let plan = plan("feature_with_iterative_testing", &[], TASK);
     let strategy = strategy_of(&plan).unwrap();
     let stages: Vec<_> = plan.planned.iter().map(|p| p.context.clone()).collect();
-    let provider = ScriptedProvider::new([queries(&["cart total"]), queries(&["total tests"])]);
+    let provider = ScriptedProvider::new([
+        queries(&["cart total"]),
+        queries(&["total tests"]),
+        queries(&["cart total wrong"]),
+    ]);
     let options = RetrievalOptions {
         source_timeout: Duration::from_millis(500),
         ..RetrievalOptions::default()
@@ -495,12 +499,41 @@ async fn slow_and_failing_sources_are_reported_not_fatal() {
             .iter()
             .any(|n| n.contains("`doc_retrieval` failed"))
     );
-    // The plugged-in source serves its name; the index still serves the code.
-    let lsp = report("lsp_tools");
-    assert_eq!(lsp.items, pack.queries.len());
-    assert!(lsp.packed > 0);
+    // The plugged-in source serves its name, on demand only (not upfront); the index still
+    // serves the code.
+    assert!(
+        !pack.sources.iter().any(|s| s.name == "lsp_tools"),
+        "{:?}",
+        pack.sources
+    );
+    assert!(
+        pack.notes
+            .iter()
+            .any(|n| n.contains("`lsp_tools` runs on demand")),
+        "{:?}",
+        pack.notes
+    );
     assert!(!pack.external_sources.contains(&"lsp_tools".to_owned()));
     assert!(report("codebase_semantic_search").packed > 0);
+    assert!(!pack.render().contains("An article about"));
+
+    // A failure asks for more: the on-demand source is searched and packed.
+    let failure = serde_json::json!({ "output": "AssertionError: cart total is wrong" });
+    let pack = agent
+        .adaptive(
+            TASK,
+            &strategy,
+            &stages[0],
+            &failure,
+            1,
+            ws.path(),
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    let lsp = pack.sources.iter().find(|s| s.name == "lsp_tools").unwrap();
+    assert_eq!(lsp.items, pack.queries.len(), "{lsp:?}");
+    assert!(lsp.packed > 0, "{lsp:?}");
     assert!(pack.render().contains("An article about"));
 }
 
