@@ -212,6 +212,7 @@ impl LspClient {
                 name: "workspace".into(),
             }]),
             capabilities: capabilities(),
+            initialization_options: spec.initialization_options.clone(),
             ..InitializeParams::default()
         };
         let init = server.initialize(init).await.map_err(|e| Error::Request {

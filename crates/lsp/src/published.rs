@@ -42,21 +42,21 @@ impl Default for Published {
 impl Published {
     /// Keeps a publication.
     pub(crate) fn record(&self, p: PublishDiagnosticsParams) {
-        let mut seq = 0;
-        self.count.send_modify(|c| {
-            *c += 1;
-            seq = *c;
-        });
-        if let Ok(mut files) = self.files.lock() {
-            files.insert(
-                p.uri,
-                Entry {
-                    seq,
-                    at: Instant::now(),
-                    diagnostics: p.diagnostics,
-                },
-            );
-        }
+        // Stored before waiters are woken, so that they find it.
+        let Ok(mut files) = self.files.lock() else {
+            return;
+        };
+        let seq = *self.count.borrow() + 1;
+        files.insert(
+            p.uri,
+            Entry {
+                seq,
+                at: Instant::now(),
+                diagnostics: p.diagnostics,
+            },
+        );
+        drop(files);
+        self.count.send_replace(seq);
     }
 
     /// The publication count so far.

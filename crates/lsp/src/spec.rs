@@ -20,6 +20,8 @@ pub struct ServerSpec {
     pub args: Vec<String>,
     /// What says the server has taken in the workspace and answers completely.
     pub readiness: Readiness,
+    /// `initializationOptions` of the handshake.
+    pub initialization_options: Option<serde_json::Value>,
 }
 
 /// What a language server sends once it has taken in the workspace (before that, answers
@@ -73,6 +75,11 @@ impl ServerSpec {
             program: program.to_owned(),
             args: args.into_iter().map(str::to_owned).collect(),
             readiness,
+            // typescript-language-server answers from a syntax-only tsserver while the
+            // project loads (a definition is then the import, not the declaration): ask the
+            // full one always.
+            initialization_options: (program == "typescript-language-server")
+                .then(|| serde_json::json!({ "tsserver": { "useSyntaxServer": "never" } })),
         })
     }
 

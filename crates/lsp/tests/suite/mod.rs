@@ -1,2 +1,3 @@
 mod python;
 mod rust;
+mod typescript;

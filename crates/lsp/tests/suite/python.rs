@@ -23,7 +23,7 @@ fn pyright() -> Option<PathBuf> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn pyright_answers_definitions_references_and_hovers() {
+async fn pyright_answers_definitions_references_hovers_signatures_and_diagnostics() {
     let Some(program) = pyright() else {
         eprintln!("SKIPPED: pyright is not installed (scripts/setup.d/72-lsp.sh)");
         return;
@@ -60,5 +60,56 @@ async fn pyright_answers_definitions_references_and_hovers() {
         .unwrap_or_default();
     assert!(hover.contains("reserve"), "{hover}");
     assert!(hover.contains("raises OutOfStock"), "{hover}");
+
+    // In `inv.reserve("apple", 3)` at the 3: the second parameter.
+    let help = lsp
+        .signature("test_inventory.py", 15, 30)
+        .await
+        .unwrap()
+        .expect("a signature inside the call's arguments");
+    let sig = &help.signatures[help.active_signature as usize];
+    assert_eq!(
+        sig.label, "(sku: Unknown, quantity: Unknown) -> None",
+        "{help:?}"
+    );
+    assert_eq!(
+        (sig.active_parameter, sig.active_parameter_label.as_str()),
+        (1, "quantity: Unknown"),
+        "{help:?}"
+    );
+
+    // A call with a missing argument: pyright's error, with its rule as the code.
+    std::fs::write(
+        ws.path().join("broken.py"),
+        "from inventory import Inventory\n\nInventory().reserve(\"apple\")\n",
+    )
+    .unwrap();
+    let found = lsp
+        .diagnostics("broken.py", Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert!(found.complete, "{found:?}");
+    let got: Vec<(u32, u32, &str, &str, &str)> = found
+        .diagnostics
+        .iter()
+        .map(|d| {
+            (
+                d.line,
+                d.column,
+                d.severity.as_str(),
+                d.code.as_str(),
+                d.source.as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [(3, 1, "error", "reportCallIssue", "Pyright")],
+        "{found:?}"
+    );
+    assert!(
+        found.diagnostics[0].message.contains("quantity"),
+        "{found:?}"
+    );
     lsp.shutdown().await;
 }
