@@ -74,4 +74,3 @@ pub async fn serve_http(
         .await
         .map_err(|e| Error::Mcp(e.to_string()))
 }
-

@@ -148,8 +148,10 @@ impl ServerHandler for CodeServer {
             .with_server_info(Implementation::new("trellis", env!("CARGO_PKG_VERSION")))
             .with_instructions(
                 "Code intelligence over one workspace's index: search code and documents, find \
-                 symbols and what encloses a line, and a ranked map of the repository. Paths \
-                 are relative to the workspace root.",
+                 symbols and what encloses a line, and a ranked map of the repository; and, \
+                 from the file's language server, definitions, references, hovers, call \
+                 signatures and diagnostics. Paths are relative to the workspace root; lines \
+                 and columns are 1-based.",
             )
     }
 }

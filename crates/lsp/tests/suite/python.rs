@@ -62,19 +62,14 @@ async fn pyright_answers_definitions_references_hovers_signatures_and_diagnostic
     assert!(hover.contains("raises OutOfStock"), "{hover}");
 
     // In `inv.reserve("apple", 3)` at the 3: the second parameter.
-    let help = lsp
-        .signature("test_inventory.py", 15, 30)
-        .await
-        .unwrap()
-        .expect("a signature inside the call's arguments");
-    let sig = &help.signatures[help.active_signature as usize];
+    let help = super::signature(&lsp, "test_inventory.py", 15, 30).await;
     assert_eq!(
-        sig.label, "(sku: Unknown, quantity: Unknown) -> None",
-        "{help:?}"
-    );
-    assert_eq!(
-        (sig.active_parameter, sig.active_parameter_label.as_str()),
-        (1, "quantity: Unknown"),
+        super::active(&help),
+        (
+            "(sku: Unknown, quantity: Unknown) -> None",
+            1,
+            "quantity: Unknown"
+        ),
         "{help:?}"
     );
 
@@ -84,26 +79,9 @@ async fn pyright_answers_definitions_references_hovers_signatures_and_diagnostic
         "from inventory import Inventory\n\nInventory().reserve(\"apple\")\n",
     )
     .unwrap();
-    let found = lsp
-        .diagnostics("broken.py", Duration::from_secs(30))
-        .await
-        .unwrap();
-    assert!(found.complete, "{found:?}");
-    let got: Vec<(u32, u32, &str, &str, &str)> = found
-        .diagnostics
-        .iter()
-        .map(|d| {
-            (
-                d.line,
-                d.column,
-                d.severity.as_str(),
-                d.code.as_str(),
-                d.source.as_str(),
-            )
-        })
-        .collect();
+    let found = super::diagnostics(&lsp, "broken.py").await;
     assert_eq!(
-        got,
+        super::brief(&found),
         [(3, 1, "error", "reportCallIssue", "Pyright")],
         "{found:?}"
     );

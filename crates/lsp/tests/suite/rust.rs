@@ -97,19 +97,10 @@ async fn rust_analyzer_answers_definitions_references_hovers_signatures_and_diag
     assert!(hover.contains("Its area, in square units."), "{hover}");
 
     // In `scaled(s, 2)` at the 2: the second parameter.
-    let help = lsp
-        .signature("src/lib.rs", 12, 15)
-        .await
-        .unwrap()
-        .expect("a signature inside the call's arguments");
-    let sig = &help.signatures[help.active_signature as usize];
+    let help = super::signature(&lsp, "src/lib.rs", 12, 15).await;
     assert_eq!(
-        sig.label, "fn scaled(s: &Square, by: u32) -> u32",
-        "{help:?}"
-    );
-    assert_eq!(
-        (sig.active_parameter, sig.active_parameter_label.as_str()),
-        (1, "by: u32"),
+        super::active(&help),
+        ("fn scaled(s: &Square, by: u32) -> u32", 1, "by: u32"),
         "{help:?}"
     );
 

@@ -64,7 +64,7 @@ async fn typescript_answers_definitions_references_hovers_signatures_and_diagnos
     let refs = lsp.references("src/geometry.ts", 8, 17).await.unwrap();
     let got: Vec<(&str, u32)> = refs.iter().map(|p| (p.path.as_str(), p.line)).collect();
     assert_eq!(
-        got,
+        super::brief(&found),
         [
             ("src/broken.ts", 1),
             ("src/broken.ts", 4),
@@ -89,18 +89,17 @@ async fn typescript_answers_definitions_references_hovers_signatures_and_diagnos
     assert!(hover.contains("Moves a point by dx and dy."), "{hover}");
 
     // At the `3` of `translate(origin, 3, 4)`: the second parameter.
-    let help = lsp
-        .signature("src/main.ts", 4, col(&main, 4, "3", 0))
-        .await
-        .unwrap()
-        .expect("a signature inside the call's arguments");
-    let sig = &help.signatures[help.active_signature as usize];
+    let help = super::signature(&lsp, "src/main.ts", 4, col(&main, 4, "3", 0)).await;
     assert_eq!(
-        sig.label,
-        "translate(p: Point, dx: number, dy: number): Point"
+        super::active(&help),
+        (
+            "translate(p: Point, dx: number, dy: number): Point",
+            1,
+            "dx: number"
+        ),
+        "{help:?}"
     );
-    assert_eq!(sig.active_parameter, 1, "{help:?}");
-    assert_eq!(sig.active_parameter_label, "dx: number");
+    let sig = &help.signatures[0];
     let params: Vec<&str> = sig.parameters.iter().map(|p| p.label.as_str()).collect();
     assert_eq!(params, ["p: Point", "dx: number", "dy: number"]);
     assert!(sig.documentation.contains("Moves a point"), "{help:?}");
@@ -108,31 +107,11 @@ async fn typescript_answers_definitions_references_hovers_signatures_and_diagnos
     assert_eq!(lsp.signature("src/main.ts", 3, 7).await.unwrap(), None);
 
     // A clean file has none; the broken one its two type errors.
-    let clean = lsp
-        .diagnostics("src/main.ts", Duration::from_secs(30))
-        .await
-        .unwrap();
-    assert!(clean.complete && clean.diagnostics.is_empty(), "{clean:?}");
-    let found = lsp
-        .diagnostics("src/broken.ts", Duration::from_secs(30))
-        .await
-        .unwrap();
-    assert!(found.complete, "{found:?}");
-    let got: Vec<(u32, u32, &str, &str, &str)> = found
-        .diagnostics
-        .iter()
-        .map(|d| {
-            (
-                d.line,
-                d.column,
-                d.severity.as_str(),
-                d.code.as_str(),
-                d.source.as_str(),
-            )
-        })
-        .collect();
+    let clean = super::diagnostics(&lsp, "src/main.ts").await;
+    assert!(clean.diagnostics.is_empty(), "{clean:?}");
+    let found = super::diagnostics(&lsp, "src/broken.ts").await;
     assert_eq!(
-        got,
+        super::brief(&found),
         [
             (
                 4,
@@ -167,11 +146,8 @@ async fn typescript_answers_definitions_references_hovers_signatures_and_diagnos
             .replace("\"1\"", "1"),
     )
     .unwrap();
-    let fixed = lsp
-        .diagnostics("src/broken.ts", Duration::from_secs(30))
-        .await
-        .unwrap();
-    assert!(fixed.complete && fixed.diagnostics.is_empty(), "{fixed:?}");
+    let fixed = super::diagnostics(&lsp, "src/broken.ts").await;
+    assert!(fixed.diagnostics.is_empty(), "{fixed:?}");
     lsp.shutdown().await;
 }
 

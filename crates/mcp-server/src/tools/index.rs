@@ -5,7 +5,9 @@ use rmcp::handler::server::wrapper::{Json, Parameters};
 use rmcp::{tool, tool_router};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use trellis_index::{ChunkKind, RepoMapRequest, RetrievalRequest, RetrievalStrategyConfig, SymbolQuery};
+use trellis_index::{
+    ChunkKind, RepoMapRequest, RetrievalRequest, RetrievalStrategyConfig, SymbolQuery,
+};
 
 use crate::{CodeServer, MAX_LIMIT, check_budget, check_text, relative};
 

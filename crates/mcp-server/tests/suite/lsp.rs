@@ -2,11 +2,47 @@
 //! pyright on `examples/inventory`, typescript-language-server on the TypeScript fixture of
 //! `crates/lsp/tests` (each skipped, saying so, when its server is not installed).
 
-use rmcp::ServiceExt;
+use std::path::Path;
+
 use rmcp::model::CallToolRequestParams;
+use rmcp::service::RunningService;
+use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value, json};
 use trellis_index::IndexConfig;
+use trellis_lsp::LspConfig;
 use trellis_mcp_server::CodeServer;
+
+type Client = RunningService<RoleClient, ()>;
+
+/// `trellis mcp` on `root` with the language servers of `lsp`, and a client talking to it
+/// over an in-memory pipe.
+async fn connect(root: &Path, lsp: &LspConfig) -> Client {
+    let mut config = IndexConfig::default();
+    config.embedding.backend = trellis_index::EmbeddingBackend::None;
+    let server = CodeServer::open(root, config, lsp).unwrap();
+    let (a, b) = tokio::io::duplex(1 << 20);
+    tokio::spawn(async move {
+        let running = server.serve(a).await.unwrap();
+        let _ = running.waiting().await;
+    });
+    ().serve(b).await.unwrap()
+}
+
+/// Calls `tool`: whether it failed, its structured content, its content (as debug text).
+async fn call(client: &Client, tool: &'static str, args: Value) -> (bool, Value, String) {
+    let Value::Object(map) = args else {
+        panic!("arguments are an object")
+    };
+    let r = client
+        .call_tool(CallToolRequestParams::new(tool).with_arguments(map))
+        .await
+        .unwrap();
+    (
+        r.is_error == Some(true),
+        r.structured_content.unwrap_or(Value::Null),
+        format!("{:?}", r.content),
+    )
+}
 
 const LIB: &str = "/// Adds a posting to the balance.\npub fn post(balance: i64, amount: i64) -> i64 {\n    balance + amount\n}\n\npub fn month(postings: &[i64]) -> i64 {\n    postings.iter().fold(0, |b, p| post(b, *p))\n}\n";
 
@@ -30,30 +66,8 @@ async fn definition_references_hover_signature_and_diagnostics_by_position_and_b
     .unwrap();
     std::fs::write(root.join("src/lib.rs"), LIB).unwrap();
     std::fs::write(root.join("README.md"), "# Ledger\n").unwrap();
-    let mut config = IndexConfig::default();
-    config.embedding.backend = trellis_index::EmbeddingBackend::None;
-    let server = CodeServer::open(root, config, &Default::default()).unwrap();
-    let (a, b) = tokio::io::duplex(1 << 20);
-    tokio::spawn(async move {
-        let running = server.serve(a).await.unwrap();
-        let _ = running.waiting().await;
-    });
-    let client = ().serve(b).await.unwrap();
-    let call = |tool: &'static str, args: Value| {
-        let client = &client;
-        async move {
-            let Value::Object(map) = args else { panic!() };
-            let r = client
-                .call_tool(CallToolRequestParams::new(tool).with_arguments(map))
-                .await
-                .unwrap();
-            (
-                r.is_error == Some(true),
-                r.structured_content.unwrap_or(Value::Null),
-                r.content,
-            )
-        }
-    };
+    let client = connect(root, &LspConfig::default()).await;
+    let call = |tool, args| call(&client, tool, args);
 
     // `post` as called on line 7 is defined on line 2.
     let (err, defs, content) = call(
@@ -110,7 +124,7 @@ async fn definition_references_hover_signature_and_diagnostics_by_position_and_b
     )
     .await;
     assert!(
-        err && format!("{content:?}").contains("not in a call's arguments"),
+        err && content.contains("not in a call's arguments"),
         "{content:?}"
     );
 
@@ -133,20 +147,17 @@ async fn definition_references_hover_signature_and_diagnostics_by_position_and_b
         .filter(|d| d["code"] == "E0308")
         .collect();
     assert_eq!(e0308.len(), 1, "{diags}");
-    assert_eq!((&e0308[0]["line"], &e0308[0]["column"]), (&json!(11), &json!(5)));
+    assert_eq!(
+        (&e0308[0]["line"], &e0308[0]["column"]),
+        (&json!(11), &json!(5))
+    );
     assert_eq!(e0308[0]["severity"], "error");
 
     // Bad input: tool errors, the server goes on.
     let (err, _, content) = call("definition", json!({"symbol": "no_such_fn"})).await;
-    assert!(
-        err && format!("{content:?}").contains("no symbol named"),
-        "{content:?}"
-    );
+    assert!(err && content.contains("no symbol named"), "{content:?}");
     let (err, _, content) = call("hover", json!({"path": "README.md", "line": 1})).await;
-    assert!(
-        err && format!("{content:?}").contains("no language server"),
-        "{content:?}"
-    );
+    assert!(err && content.contains("no language server"), "{content:?}");
     let (err, _, _) = call("references", json!({})).await;
     assert!(err);
     client.cancel().await.unwrap();
@@ -164,9 +175,7 @@ async fn a_configured_python_server_answers_references_by_symbol() {
         return;
     }
     let ws = trellis_test_support::example_repo("inventory", "").unwrap();
-    let mut config = IndexConfig::default();
-    config.embedding.backend = trellis_index::EmbeddingBackend::None;
-    let lsp = trellis_lsp::LspConfig {
+    let lsp = LspConfig {
         servers: [(
             "python".to_owned(),
             trellis_lsp::ServerCommand {
@@ -175,24 +184,11 @@ async fn a_configured_python_server_answers_references_by_symbol() {
             },
         )]
         .into(),
-        ..trellis_lsp::LspConfig::default()
+        ..LspConfig::default()
     };
-    let server = CodeServer::open(ws.path(), config, &lsp).unwrap();
-    let (a, b) = tokio::io::duplex(1 << 20);
-    tokio::spawn(async move {
-        let running = server.serve(a).await.unwrap();
-        let _ = running.waiting().await;
-    });
-    let client = ().serve(b).await.unwrap();
-    let r = client
-        .call_tool(
-            CallToolRequestParams::new("references")
-                .with_arguments(json!({"symbol": "reserve"}).as_object().unwrap().clone()),
-        )
-        .await
-        .unwrap();
-    assert_ne!(r.is_error, Some(true), "{r:?}");
-    let refs = r.structured_content.unwrap();
+    let client = connect(ws.path(), &lsp).await;
+    let (err, refs, content) = call(&client, "references", json!({"symbol": "reserve"})).await;
+    assert!(!err, "{content}");
     let at: Vec<String> = refs["places"]
         .as_array()
         .unwrap()
@@ -211,21 +207,17 @@ async fn a_configured_python_server_answers_references_by_symbol() {
     );
 
     // By name: at its first call (`inv.reserve("apple", 3)`), the first parameter.
-    let r = client
-        .call_tool(
-            CallToolRequestParams::new("signature")
-                .with_arguments(json!({"symbol": "reserve"}).as_object().unwrap().clone()),
-        )
-        .await
-        .unwrap();
-    assert_ne!(r.is_error, Some(true), "{r:?}");
-    let sig = r.structured_content.unwrap();
+    let (err, sig, content) = call(&client, "signature", json!({"symbol": "reserve"})).await;
+    assert!(!err, "{content}");
     assert_eq!(sig["at"], "test_inventory.py:15:21", "{sig}");
     assert_eq!(
         sig["signatures"][0]["label"],
         "(sku: Unknown, quantity: Unknown) -> None"
     );
-    assert_eq!(sig["signatures"][0]["active_parameter_label"], "sku: Unknown");
+    assert_eq!(
+        sig["signatures"][0]["active_parameter_label"],
+        "sku: Unknown"
+    );
     client.cancel().await.unwrap();
 }
 
@@ -248,30 +240,8 @@ async fn typescript_through_the_default_lookup() {
     let fixture =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../lsp/tests/fixtures/geometry");
     trellis_test_support::copy_tree(&fixture, ws.path()).unwrap();
-    let mut config = IndexConfig::default();
-    config.embedding.backend = trellis_index::EmbeddingBackend::None;
-    let server = CodeServer::open(ws.path(), config, &Default::default()).unwrap();
-    let (a, b) = tokio::io::duplex(1 << 20);
-    tokio::spawn(async move {
-        let running = server.serve(a).await.unwrap();
-        let _ = running.waiting().await;
-    });
-    let client = ().serve(b).await.unwrap();
-    let call = |tool: &'static str, args: Value| {
-        let client = &client;
-        async move {
-            let Value::Object(map) = args else { panic!() };
-            let r = client
-                .call_tool(CallToolRequestParams::new(tool).with_arguments(map))
-                .await
-                .unwrap();
-            (
-                r.is_error == Some(true),
-                r.structured_content.unwrap_or(Value::Null),
-                format!("{:?}", r.content),
-            )
-        }
-    };
+    let client = connect(ws.path(), &LspConfig::default()).await;
+    let call = |tool, args| call(&client, tool, args);
 
     let (err, defs, content) = call(
         "definition",
@@ -336,7 +306,10 @@ async fn typescript_through_the_default_lookup() {
 
     let (err, diags, content) = call("diagnostics", json!({"path": "src/broken.ts"})).await;
     assert!(!err, "{content}");
-    assert_eq!((&diags["errors"], &diags["complete"]), (&json!(2), &json!(true)));
+    assert_eq!(
+        (&diags["errors"], &diags["complete"]),
+        (&json!(2), &json!(true))
+    );
     let codes: Vec<(u64, &str)> = diags["diagnostics"]
         .as_array()
         .unwrap()
@@ -355,6 +328,9 @@ async fn typescript_through_the_default_lookup() {
     let (err, _, content) = call("diagnostics", json!({"path": "src/missing.ts"})).await;
     assert!(err && content.contains("no such file"), "{content}");
     let (err, _, content) = call("diagnostics", json!({"path": "../x.ts"})).await;
-    assert!(err && content.contains("outside the workspace"), "{content}");
+    assert!(
+        err && content.contains("outside the workspace"),
+        "{content}"
+    );
     client.cancel().await.unwrap();
 }
