@@ -164,7 +164,7 @@ async fn definition_references_hover_signature_and_diagnostics_by_position_and_b
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_configured_python_server_answers_references_by_symbol() {
+async fn a_configured_python_server_answers_references_and_signatures_by_symbol() {
     let Some(home) = std::env::var_os("HOME") else {
         return;
     };
