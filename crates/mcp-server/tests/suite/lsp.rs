@@ -28,6 +28,12 @@ async fn connect(root: &Path, lsp: &LspConfig) -> Client {
     ().serve(b).await.unwrap()
 }
 
+/// A call's structured content, which must not be a tool error.
+fn ok((err, value, content): (bool, Value, String)) -> Value {
+    assert!(!err, "{content}");
+    value
+}
+
 /// Calls `tool`: whether it failed, its structured content, its content (as debug text).
 async fn call(client: &Client, tool: &'static str, args: Value) -> (bool, Value, String) {
     let Value::Object(map) = args else {
@@ -70,18 +76,16 @@ async fn definition_references_hover_signature_and_diagnostics_by_position_and_b
     let call = |tool, args| call(&client, tool, args);
 
     // `post` as called on line 7 is defined on line 2.
-    let (err, defs, content) = call(
+    let defs = ok(call(
         "definition",
         json!({"path": "src/lib.rs", "line": 7, "column": 37}),
     )
-    .await;
-    assert!(!err, "{content:?}");
+    .await);
     assert_eq!(defs["places"][0]["path"], "src/lib.rs", "{defs}");
     assert_eq!(defs["places"][0]["line"], 2, "{defs}");
 
     // By name: its declaration and its call.
-    let (err, refs, content) = call("references", json!({"symbol": "post"})).await;
-    assert!(!err, "{content:?}");
+    let refs = ok(call("references", json!({"symbol": "post"})).await);
     let lines: Vec<u64> = refs["places"]
         .as_array()
         .unwrap()
@@ -91,8 +95,7 @@ async fn definition_references_hover_signature_and_diagnostics_by_position_and_b
     assert_eq!(lines, [2, 7], "{refs}");
     assert_eq!(refs["at"], "src/lib.rs:2:8", "{refs}");
 
-    let (err, hover, content) = call("hover", json!({"symbol": "post"})).await;
-    assert!(!err, "{content:?}");
+    let hover = ok(call("hover", json!({"symbol": "post"})).await);
     let text = hover["text"].as_str().unwrap();
     assert!(
         text.contains("fn post(balance: i64, amount: i64) -> i64"),
@@ -129,16 +132,14 @@ async fn definition_references_hover_signature_and_diagnostics_by_position_and_b
     );
 
     // Clean; then a type error written to disk is reported.
-    let (err, diags, content) = call("diagnostics", json!({"path": "src/lib.rs"})).await;
-    assert!(!err, "{content:?}");
+    let diags = ok(call("diagnostics", json!({"path": "src/lib.rs"})).await);
     assert_eq!(diags["errors"], 0, "{diags}");
     std::fs::write(
         root.join("src/lib.rs"),
         format!("{LIB}\npub fn wrong() -> i64 {{\n    \"four\"\n}}\n"),
     )
     .unwrap();
-    let (err, diags, content) = call("diagnostics", json!({"path": "src/lib.rs"})).await;
-    assert!(!err, "{content:?}");
+    let diags = ok(call("diagnostics", json!({"path": "src/lib.rs"})).await);
     assert_eq!(diags["complete"], true, "{diags}");
     let e0308: Vec<&Value> = diags["diagnostics"]
         .as_array()
@@ -187,8 +188,7 @@ async fn a_configured_python_server_answers_references_and_signatures_by_symbol(
         ..LspConfig::default()
     };
     let client = connect(ws.path(), &lsp).await;
-    let (err, refs, content) = call(&client, "references", json!({"symbol": "reserve"})).await;
-    assert!(!err, "{content}");
+    let refs = ok(call(&client, "references", json!({"symbol": "reserve"})).await);
     let at: Vec<String> = refs["places"]
         .as_array()
         .unwrap()
@@ -207,8 +207,7 @@ async fn a_configured_python_server_answers_references_and_signatures_by_symbol(
     );
 
     // By name: at its first call (`inv.reserve("apple", 3)`), the first parameter.
-    let (err, sig, content) = call(&client, "signature", json!({"symbol": "reserve"})).await;
-    assert!(!err, "{content}");
+    let sig = ok(call(&client, "signature", json!({"symbol": "reserve"})).await);
     assert_eq!(sig["at"], "test_inventory.py:15:21", "{sig}");
     assert_eq!(
         sig["signatures"][0]["label"],
@@ -243,17 +242,15 @@ async fn typescript_through_the_default_lookup() {
     let client = connect(ws.path(), &LspConfig::default()).await;
     let call = |tool, args| call(&client, tool, args);
 
-    let (err, defs, content) = call(
+    let defs = ok(call(
         "definition",
         json!({"path": "src/main.ts", "line": 4, "column": 15}),
     )
-    .await;
-    assert!(!err, "{content}");
+    .await);
     assert_eq!(defs["places"][0]["path"], "src/geometry.ts", "{defs}");
     assert_eq!(defs["places"][0]["line"], 8, "{defs}");
 
-    let (err, refs, content) = call("references", json!({"symbol": "translate"})).await;
-    assert!(!err, "{content}");
+    let refs = ok(call("references", json!({"symbol": "translate"})).await);
     assert_eq!(refs["at"], "src/geometry.ts:8:17", "{refs}");
     let at: Vec<String> = refs["places"]
         .as_array()
@@ -274,8 +271,7 @@ async fn typescript_through_the_default_lookup() {
         "{refs}"
     );
 
-    let (err, hover, content) = call("hover", json!({"symbol": "distance"})).await;
-    assert!(!err, "{content}");
+    let hover = ok(call("hover", json!({"symbol": "distance"})).await);
     let text = hover["text"].as_str().unwrap();
     assert!(
         text.contains("function distance(a: Point, b: Point): number"),
@@ -284,28 +280,25 @@ async fn typescript_through_the_default_lookup() {
 
     // On the called name of `translate(origin, 3, 4)`: the first parameter; at the `4`, the
     // third.
-    let (err, sig, content) = call(
+    let sig = ok(call(
         "signature",
         json!({"path": "src/main.ts", "line": 4, "column": 15}),
     )
-    .await;
-    assert!(!err, "{content}");
+    .await);
     assert_eq!(sig["at"], "src/main.ts:4:25", "{sig}");
     assert_eq!(sig["signatures"][0]["active_parameter_label"], "p: Point");
-    let (err, sig, content) = call(
+    let sig = ok(call(
         "signature",
         json!({"path": "src/main.ts", "line": 4, "column": 36}),
     )
-    .await;
-    assert!(!err, "{content}");
+    .await);
     assert_eq!(
         sig["signatures"][0]["label"],
         "translate(p: Point, dx: number, dy: number): Point"
     );
     assert_eq!(sig["signatures"][0]["active_parameter"], 2, "{sig}");
 
-    let (err, diags, content) = call("diagnostics", json!({"path": "src/broken.ts"})).await;
-    assert!(!err, "{content}");
+    let diags = ok(call("diagnostics", json!({"path": "src/broken.ts"})).await);
     assert_eq!(
         (&diags["errors"], &diags["complete"]),
         (&json!(2), &json!(true))
