@@ -17,7 +17,7 @@ npm_peers() {
     return 0
   fi
   echo "$what: npm $1 (the lock's versions, from the npm registry)…"
-  (cd "$dir" && npm "$@" --no-audit --no-fund --loglevel=error)
+  (cd "$dir" && npm "$@" --no-audit --no-fund --loglevel=error) || return 1
   echo "$lock" > "$dir/node_modules/.lock-stamp"
   echo "$what: installed"
 }

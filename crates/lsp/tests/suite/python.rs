@@ -23,7 +23,7 @@ fn pyright() -> Option<PathBuf> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn pyright_answers_definitions_references_and_hovers() {
+async fn pyright_answers_definitions_references_hovers_signatures_and_diagnostics() {
     let Some(program) = pyright() else {
         eprintln!("SKIPPED: pyright is not installed (scripts/setup.d/72-lsp.sh)");
         return;
@@ -60,5 +60,34 @@ async fn pyright_answers_definitions_references_and_hovers() {
         .unwrap_or_default();
     assert!(hover.contains("reserve"), "{hover}");
     assert!(hover.contains("raises OutOfStock"), "{hover}");
+
+    // In `inv.reserve("apple", 3)` at the 3: the second parameter.
+    let help = super::signature(&lsp, "test_inventory.py", 15, 30).await;
+    assert_eq!(
+        super::active(&help),
+        (
+            "(sku: Unknown, quantity: Unknown) -> None",
+            1,
+            "quantity: Unknown"
+        ),
+        "{help:?}"
+    );
+
+    // A call with a missing argument: pyright's error, with its rule as the code.
+    std::fs::write(
+        ws.path().join("broken.py"),
+        "from inventory import Inventory\n\nInventory().reserve(\"apple\")\n",
+    )
+    .unwrap();
+    let found = super::diagnostics(&lsp, "broken.py").await;
+    assert_eq!(
+        super::brief(&found),
+        [(3, 1, "error", "reportCallIssue", "Pyright")],
+        "{found:?}"
+    );
+    assert!(
+        found.diagnostics[0].message.contains("quantity"),
+        "{found:?}"
+    );
     lsp.shutdown().await;
 }

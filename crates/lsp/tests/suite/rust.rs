@@ -10,6 +10,14 @@ const LIB: &str = "pub mod shapes;
 pub fn total_area(items: &[shapes::Square]) -> u32 {
     items.iter().map(|s| s.area()).sum()
 }
+
+pub fn scaled(s: &shapes::Square, by: u32) -> u32 {
+    s.area() * by
+}
+
+pub fn doubled(s: &shapes::Square) -> u32 {
+    scaled(s, 2)
+}
 ";
 
 const SHAPES: &str = "/// A square.
@@ -48,7 +56,7 @@ fn krate(dir: &Path) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn rust_analyzer_answers_definitions_references_and_hovers() {
+async fn rust_analyzer_answers_definitions_references_hovers_signatures_and_diagnostics() {
     if !installed("rust-analyzer") {
         return;
     }
@@ -71,10 +79,14 @@ async fn rust_analyzer_answers_definitions_references_and_hovers() {
         "{defs:?}"
     );
 
-    // Its references: the declaration and the call.
+    // Its references: the declaration and the two calls.
     let refs = lsp.references("src/shapes.rs", 8, 12).await.unwrap();
     let at: Vec<(&str, u32)> = refs.iter().map(|p| (p.path.as_str(), p.line)).collect();
-    assert_eq!(at, [("src/lib.rs", 4), ("src/shapes.rs", 8)], "{refs:?}");
+    assert_eq!(
+        at,
+        [("src/lib.rs", 4), ("src/lib.rs", 8), ("src/shapes.rs", 8)],
+        "{refs:?}"
+    );
 
     let hover = lsp
         .hover("src/lib.rs", 4, col)
@@ -83,6 +95,36 @@ async fn rust_analyzer_answers_definitions_references_and_hovers() {
         .unwrap_or_default();
     assert!(hover.contains("fn area(&self) -> u32"), "{hover}");
     assert!(hover.contains("Its area, in square units."), "{hover}");
+
+    // In `scaled(s, 2)` at the 2: the second parameter.
+    let help = super::signature(&lsp, "src/lib.rs", 12, 15).await;
+    assert_eq!(
+        super::active(&help),
+        ("fn scaled(s: &Square, by: u32) -> u32", 1, "by: u32"),
+        "{help:?}"
+    );
+
+    // A type error written to disk: the file is sent again, the mismatch reported.
+    std::fs::write(
+        dir.path().join("src/lib.rs"),
+        format!("{LIB}\npub fn wrong() -> u32 {{\n    \"four\"\n}}\n"),
+    )
+    .unwrap();
+    let found = lsp
+        .diagnostics("src/lib.rs", Duration::from_secs(60))
+        .await
+        .unwrap();
+    assert!(found.complete, "{found:?}");
+    let mismatch = found
+        .diagnostics
+        .iter()
+        .find(|d| d.code == "E0308")
+        .unwrap_or_else(|| panic!("no E0308 in {found:?}"));
+    assert_eq!(
+        (mismatch.line, mismatch.column, mismatch.severity.as_str()),
+        (16, 5, "error"),
+        "{found:?}"
+    );
 
     // Bad input: a path outside the workspace, a 0 line.
     assert!(lsp.definition("../outside.rs", 1, 1).await.is_err());

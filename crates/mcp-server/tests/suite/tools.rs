@@ -61,6 +61,11 @@ async fn tools_are_typed_read_only_and_answer_from_the_index() {
         "repo_map",
         "ast_context_map",
         "doc_sections",
+        "definition",
+        "references",
+        "hover",
+        "signature",
+        "diagnostics",
     ] {
         assert!(names.contains(&want), "{names:?}");
     }
