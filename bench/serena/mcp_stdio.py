@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import threading
 import time
@@ -106,29 +107,25 @@ class StdioClient:
         return r, time.perf_counter() - t0
 
     def close(self) -> None:
-        if self.proc.poll() is None:
+        """Closes stdin (a polite server exits), then SIGTERM and SIGKILL to its process group,
+        and SIGKILL to what is left of the group (language servers it started)."""
+        if self.proc.stdin and not self.proc.stdin.closed:
             try:
-                if self.proc.stdin:
-                    self.proc.stdin.close()
-                self.proc.wait(5)
-            except Exception:
+                self.proc.stdin.close()
+            except OSError:
                 pass
-        if self.proc.poll() is None:
+        for sig, wait in ((None, 5), (signal.SIGTERM, 10), (signal.SIGKILL, 10)):
+            if self.proc.poll() is not None:
+                break
             try:
-                os.killpg(self.proc.pid, 15)
-                self.proc.wait(10)
-            except Exception:
+                if sig is not None:
+                    os.killpg(self.proc.pid, sig)
+                self.proc.wait(wait)
+            except (OSError, subprocess.TimeoutExpired):
                 pass
-        if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, 9)
-                self.proc.wait(10)
-            except Exception:
-                pass
-        # Children the server started (language servers) in its group, if it left them.
         try:
-            os.killpg(self.proc.pid, 9)
-        except ProcessLookupError:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except OSError:
             pass
         self._stderr.close()
 

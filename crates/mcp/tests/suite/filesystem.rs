@@ -9,21 +9,11 @@ use std::time::Duration;
 use serde_json::json;
 use trellis_mcp::{ServerConfig, ServerState};
 
-use super::support::{Agent, hub, peers, status};
+use super::support::{Agent, hub, node_peer, status};
 
 /// server-filesystem on stdio, allowed to read and write `allowed` only.
 fn filesystem(allowed: &Path) -> ServerConfig {
-    let entry = peers().join("server-filesystem/dist/index.js");
-    assert!(
-        entry.is_file(),
-        "{} is missing: run scripts/setup.d/70-mcp-peers.sh",
-        entry.display()
-    );
-    ServerConfig {
-        command: Some("node".into()),
-        args: vec![entry.display().to_string(), allowed.display().to_string()],
-        ..ServerConfig::default()
-    }
+    node_peer("server-filesystem", &[&allowed.display().to_string()])
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -13,19 +13,26 @@ pub fn peers() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/peers/node_modules/@modelcontextprotocol")
 }
 
-/// server-everything on stdio.
-pub fn everything() -> ServerConfig {
-    let entry = peers().join("server-everything/dist/index.js");
+/// The npm peer `name`'s entry point, run by `node` with `args`.
+pub fn node_peer(name: &str, args: &[&str]) -> ServerConfig {
+    let entry = peers().join(name).join("dist/index.js");
     assert!(
         entry.is_file(),
         "{} is missing: run scripts/setup.d/70-mcp-peers.sh",
         entry.display()
     );
+    let mut all = vec![entry.display().to_string()];
+    all.extend(args.iter().map(|a| (*a).to_owned()));
     ServerConfig {
         command: Some("node".into()),
-        args: vec![entry.display().to_string(), "stdio".into()],
+        args: all,
         ..ServerConfig::default()
     }
+}
+
+/// server-everything on stdio.
+pub fn everything() -> ServerConfig {
+    node_peer("server-everything", &["stdio"])
 }
 
 pub fn sh(script: &str) -> ServerConfig {
