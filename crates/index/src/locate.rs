@@ -88,8 +88,8 @@ fn word_at(line: &str, word: &str) -> Option<usize> {
     })
 }
 
-/// Length of `s` in UTF-16 code units.
-fn utf16_len(s: &str) -> u32 {
+/// Length of `s` in UTF-16 code units (how LSP counts columns).
+pub fn utf16_len(s: &str) -> u32 {
     u32::try_from(s.encode_utf16().count()).unwrap_or(u32::MAX)
 }
 

@@ -1,5 +1,5 @@
 //! Integration tests of `trellis-mcp`: the client against real MCP servers (npm
-//! server-everything) and broken ones next to them.
+//! server-everything and server-filesystem, PyPI mcp-server-git) and broken ones next to them.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,

@@ -8,18 +8,7 @@ use trellis_lsp::{LspClient, ServerSpec};
 
 /// pyright-langserver from the setup's venv, else from PATH.
 fn pyright() -> Option<PathBuf> {
-    let cache = std::env::var_os("XDG_CACHE_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
-    let venv = cache.join("trellis/lsp-venv/bin/pyright-langserver");
-    if venv.exists() {
-        return Some(venv);
-    }
-    std::process::Command::new("pyright-langserver")
-        .arg("--version")
-        .output()
-        .ok()
-        .map(|_| PathBuf::from("pyright-langserver"))
+    trellis_test_support::pyright_langserver()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -8,7 +8,7 @@ use rmcp::handler::server::wrapper::{Json, Parameters};
 use rmcp::{tool, tool_router};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use trellis_index::SymbolQuery;
+use trellis_index::locate::{first_column, utf16_len};
 
 use crate::{CodeServer, check_text, relative};
 
@@ -103,42 +103,13 @@ impl CodeServer {
         if !a.symbol.trim().is_empty() {
             check_text("symbol", &a.symbol)?;
             let name = a.symbol.trim().to_owned();
-            let root = self.root.clone();
             return self
                 .with_index(move |index| {
-                    let found = index
-                        .find_symbols(&SymbolQuery {
-                            name: name.clone(),
-                            exact: true,
-                            kinds: Vec::new(),
-                            path_prefix: None,
-                            limit: 1,
-                        })
-                        .map_err(|e| e.to_string())?;
-                    let c = found
-                        .into_iter()
-                        .next()
+                    let site = index
+                        .locate_symbol(&name)
+                        .map_err(|e| e.to_string())?
                         .ok_or_else(|| format!("no symbol named {name:?} in the index"))?;
-                    let text = std::fs::read_to_string(root.join(&c.path))
-                        .map_err(|e| format!("{}: {e}", c.path))?;
-                    let short = c.name.rsplit(['.', ':']).next().unwrap_or(&c.name);
-                    // The declaration's line: the chunk may start with doc comments or
-                    // attributes that mention the name too.
-                    let found = text
-                        .lines()
-                        .enumerate()
-                        .skip(c.start_line.saturating_sub(1) as usize)
-                        .take((c.end_line + 1).saturating_sub(c.start_line) as usize)
-                        .filter(|(_, l)| !is_comment_or_attribute(l))
-                        .find_map(|(n, l)| word_at(l, short).map(|i| (n, l, i)));
-                    let (line, column) = match found {
-                        Some((n, l, i)) => (
-                            u32::try_from(n + 1).unwrap_or(c.start_line),
-                            utf16_len(&l[..i]) + 1,
-                        ),
-                        None => (c.start_line, 1),
-                    };
-                    Ok((c.path, line, column))
+                    Ok((site.path, site.line, site.column))
                 })
                 .await;
         }
@@ -151,9 +122,7 @@ impl CodeServer {
         } else {
             let text = std::fs::read_to_string(self.root.join(&path))
                 .map_err(|e| format!("{path}: {e}"))?;
-            let line = text.lines().nth(a.line as usize - 1).unwrap_or_default();
-            let blank = line.len() - line.trim_start().len();
-            utf16_len(&line[..blank]) + 1
+            first_column(text.lines().nth(a.line as usize - 1).unwrap_or_default())
         };
         Ok((path, a.line, column))
     }
@@ -336,28 +305,6 @@ fn byte_of(line: &str, column: u32) -> Option<usize> {
         units += u32::try_from(c.len_utf16()).unwrap_or(2);
     }
     (units + 1 == column).then_some(line.len())
-}
-
-/// Whether a line is a comment, a doc comment or an attribute/decorator.
-fn is_comment_or_attribute(line: &str) -> bool {
-    let t = line.trim_start();
-    ["//", "/*", "*", "#", "@", "\"\"\"", "'''"]
-        .iter()
-        .any(|p| t.starts_with(p))
-}
-
-/// Byte offset of `word` in `line` as a whole identifier.
-fn word_at(line: &str, word: &str) -> Option<usize> {
-    let ident = |c: char| c.is_alphanumeric() || c == '_';
-    line.match_indices(word).map(|(i, _)| i).find(|&i| {
-        !line[..i].chars().next_back().is_some_and(ident)
-            && !line[i + word.len()..].chars().next().is_some_and(ident)
-    })
-}
-
-/// Length of `s` in UTF-16 code units (how LSP counts columns).
-fn utf16_len(s: &str) -> u32 {
-    u32::try_from(s.encode_utf16().count()).unwrap_or(u32::MAX)
 }
 
 #[cfg(test)]

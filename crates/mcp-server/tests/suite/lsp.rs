@@ -166,15 +166,10 @@ async fn definition_references_hover_signature_and_diagnostics_by_position_and_b
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_configured_python_server_answers_references_and_signatures_by_symbol() {
-    let Some(home) = std::env::var_os("HOME") else {
-        return;
-    };
-    let pyright =
-        std::path::PathBuf::from(home).join(".cache/trellis/lsp-venv/bin/pyright-langserver");
-    if !pyright.exists() {
+    let Some(pyright) = trellis_test_support::pyright_langserver() else {
         eprintln!("SKIPPED: pyright is not installed (scripts/setup.d/72-lsp.sh)");
         return;
-    }
+    };
     let ws = trellis_test_support::example_repo("inventory", "").unwrap();
     let lsp = LspConfig {
         servers: [(

@@ -1,84 +1,15 @@
-//! The client against real MCP servers (npm server-everything and server-filesystem, installed
-//! by scripts/setup.d/70-mcp-peers.sh) and deliberately broken ones next to them.
+//! The client against npm server-everything (stdio and Streamable HTTP, installed by
+//! scripts/setup.d/70-mcp-peers.sh), a server whose tool list changes, and deliberately broken
+//! servers next to a good one.
 
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio_util::sync::CancellationToken;
-use trellis_mcp::{McpConfig, McpHub, ServerConfig, ServerState, ServerStatus};
-use trellis_tools::interaction::NonInteractive;
-use trellis_tools::{Registry, ToolEnv, ToolResult, ToolsConfig, Workspace};
+use trellis_mcp::{McpConfig, McpHub, ServerConfig, ServerState};
 
-fn peers() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/peers/node_modules/@modelcontextprotocol")
-}
-
-/// server-everything on stdio.
-fn everything() -> ServerConfig {
-    let entry = peers().join("server-everything/dist/index.js");
-    assert!(
-        entry.is_file(),
-        "{} is missing: run scripts/setup.d/70-mcp-peers.sh",
-        entry.display()
-    );
-    ServerConfig {
-        command: Some("node".into()),
-        args: vec![entry.display().to_string(), "stdio".into()],
-        ..ServerConfig::default()
-    }
-}
-
-fn sh(script: &str) -> ServerConfig {
-    ServerConfig {
-        command: Some("sh".into()),
-        args: vec!["-c".into(), script.into()],
-        ..ServerConfig::default()
-    }
-}
-
-fn hub(dir: &Path, servers: Vec<(&str, ServerConfig)>) -> McpHub {
-    let config = McpConfig {
-        servers: servers
-            .into_iter()
-            .map(|(n, s)| (n.to_owned(), s))
-            .collect(),
-        startup_wait_secs: 0.0,
-    };
-    McpHub::new(dir, &config).unwrap()
-}
-
-struct Agent {
-    env: ToolEnv,
-    registry: Registry,
-}
-
-impl Agent {
-    /// A role `agent` allowed every tool of the hub's servers.
-    fn new(dir: &Path, hub: &McpHub) -> Self {
-        let config = Arc::new(ToolsConfig::default());
-        let ws = Workspace::new(dir, &config.secrets).unwrap();
-        let mut registry = Registry::new().with_source(Arc::new(hub.clone()));
-        for name in hub.names() {
-            registry.allow("agent", [format!("{name}__*").as_str()]);
-        }
-        Self {
-            env: ToolEnv::new(ws, config, Arc::new(NonInteractive { approve: true })),
-            registry,
-        }
-    }
-
-    async fn call(&self, tool: &str, args: Value) -> ToolResult {
-        self.registry
-            .call(&self.env, "agent", tool, args, CancellationToken::new())
-            .await
-    }
-}
-
-fn status<'a>(all: &'a [ServerStatus], name: &str) -> &'a ServerStatus {
-    all.iter().find(|s| s.name == name).unwrap()
-}
+use super::support::{Agent, everything, hub, peers, sh, status};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn server_everything_over_stdio_lists_and_calls_tools_and_reports_failures_as_tool_errors() {

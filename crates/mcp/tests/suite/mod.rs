@@ -1,1 +1,4 @@
 mod client;
+mod filesystem;
+mod git;
+mod support;
