@@ -85,6 +85,11 @@ fn the_inspector_finds_the_tools_strictly_valid_and_calls_them() {
         "symbol_at",
         "repo_map",
         "ast_context_map",
+        "definition",
+        "references",
+        "hover",
+        "signature",
+        "diagnostics",
     ] {
         assert!(
             out.contains(&format!("\"name\": \"{tool}\"")),
