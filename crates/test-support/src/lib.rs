@@ -91,20 +91,6 @@ impl Drop for TempWorkspace {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn workspace_is_created_and_removed() {
-        let ws = TempWorkspace::new("t").unwrap();
-        let p = ws.path().to_path_buf();
-        assert!(p.is_dir());
-        drop(ws);
-        assert!(!p.exists());
-    }
-}
-
 /// `pyright-langserver` from the venv scripts/setup.d/72-lsp.sh installs it in
 /// (`$XDG_CACHE_HOME/trellis/lsp-venv`), else from `PATH`; `None` when neither has it (tests
 /// then say SKIPPED).
@@ -121,4 +107,18 @@ pub fn pyright_langserver() -> Option<std::path::PathBuf> {
         .output()
         .ok()
         .map(|_| std::path::PathBuf::from("pyright-langserver"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn workspace_is_created_and_removed() {
+        let ws = TempWorkspace::new("t").unwrap();
+        let p = ws.path().to_path_buf();
+        assert!(p.is_dir());
+        drop(ws);
+        assert!(!p.exists());
+    }
 }
