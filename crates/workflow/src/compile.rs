@@ -154,6 +154,7 @@ fn terminal(name: &'static str) -> Arc<dyn NodeHandler> {
 pub fn compile(plan: &Plan, handlers: &dyn StageHandlers) -> Result<Graph> {
     let mut b = GraphBuilder::new(plan.workflow.clone())
         .params(serde_json::to_value(plan).unwrap_or(Value::Null))
+        .scheduling(plan.scheduling)
         .channel("task", Reducer::Replace)
         .channel("orchestrator", Reducer::Replace)
         .channel("current_stage", Reducer::Replace)

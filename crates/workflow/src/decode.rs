@@ -1,7 +1,7 @@
 //! From a positioned YAML tree to a [`Workflow`], collecting every problem instead of stopping
 //! at the first.
 
-use trellis_graph::nearest;
+use trellis_graph::{Scheduling, nearest};
 
 use crate::error::Problem;
 use crate::schema::{
@@ -10,7 +10,12 @@ use crate::schema::{
 };
 use crate::yaml::{Node, Pos, Yaml};
 
-const TOP: &[&str] = &["metadata", "retrieval_strategy_config", "stages"];
+const TOP: &[&str] = &[
+    "metadata",
+    "retrieval_strategy_config",
+    "scheduling",
+    "stages",
+];
 const METADATA: &[&str] = &[
     "name",
     "description",
@@ -194,6 +199,9 @@ impl<'a> Decoder<'a> {
                 pos: top.key_pos("retrieval_strategy_config").unwrap_or(n.pos),
             }
         });
+        let scheduling = top
+            .get("scheduling")
+            .map_or(Scheduling::Steps, |n| self.scheduling(n));
         let stages = match self.required(&top, root.pos, "stages", "the workflow") {
             Some(Node {
                 value: Yaml::Seq(items),
@@ -225,8 +233,28 @@ impl<'a> Decoder<'a> {
         Some(Workflow {
             metadata: metadata?,
             retrieval_strategy_config,
+            scheduling,
             stages,
         })
+    }
+
+    /// `scheduling: steps | free`.
+    fn scheduling(&mut self, n: &Node) -> Scheduling {
+        let Some(text) = self.string(n, "scheduling") else {
+            return Scheduling::Steps;
+        };
+        match text.trim() {
+            "steps" => Scheduling::Steps,
+            "free" => Scheduling::Free,
+            other => {
+                let fix = match nearest(other, ["steps", "free"].into_iter()) {
+                    Some(s) => format!("did you mean `{s}`? (steps, free)"),
+                    None => "use `steps` (lock-step, the default) or `free`".into(),
+                };
+                self.problem(n.pos, format!("unknown scheduling `{other}`"), Some(fix));
+                Scheduling::Steps
+            }
+        }
     }
 
     fn metadata(&mut self, node: &Node) -> Option<Metadata> {

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use trellis_graph::nearest;
+use trellis_graph::{Scheduling, nearest};
 
 use crate::error::{Error, Result};
 use crate::schema::{AgentSpec, Aggregation, Target, Workflow};
@@ -124,6 +124,9 @@ pub struct Plan {
     pub skipped: Vec<Skipped>,
     /// Routing of every stage (skipped stages route on as after a success).
     pub routing: Vec<Route>,
+    /// The workflow's `scheduling` (absent: lock-step).
+    #[serde(default, skip_serializing_if = "crate::schema::is_steps")]
+    pub scheduling: Scheduling,
 }
 
 impl Plan {
@@ -264,5 +267,6 @@ pub fn assemble(workflow: &Workflow, decisions: &Decisions, task: &str) -> Resul
         planned,
         skipped,
         routing,
+        scheduling: workflow.scheduling,
     })
 }

@@ -4,7 +4,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize, Serializer};
 use serde_json::Value;
-use trellis_graph::FailurePolicy;
+use trellis_graph::{FailurePolicy, Scheduling};
 
 use crate::yaml::Pos;
 
@@ -31,8 +31,17 @@ pub struct Workflow {
     /// The retrieval strategy, kept as data: the index crate interprets it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub retrieval_strategy_config: Option<Spanned<Value>>,
+    /// When a stage's successors may start (`scheduling: steps | free`; default lock-step).
+    #[serde(skip_serializing_if = "is_steps")]
+    pub scheduling: Scheduling,
     /// Stages in file order; the first one is the entry.
     pub stages: Vec<Stage>,
+}
+
+/// Whether `s` is the default, lock-step scheduling (left out of serialised workflows and
+/// plans, so a plan stored before the key existed compiles to the same graph).
+pub(crate) fn is_steps(s: &Scheduling) -> bool {
+    *s == Scheduling::Steps
 }
 
 impl Workflow {

@@ -284,3 +284,21 @@ fn discovery_and_override() {
     // Without a repo, only built-ins.
     assert_eq!(Catalog::discover(None, &[], None).entries().len(), 2);
 }
+
+#[test]
+fn unknown_scheduling_is_named_with_the_accepted_ones() {
+    let text = GOOD.replacen("\nstages:", "\nscheduling: fre\nstages:", 1);
+    let p = problems(&text);
+    assert_eq!(p.len(), 1, "{p:#?}");
+    assert_eq!((p[0].line, p[0].column), (3, 13));
+    assert_eq!(p[0].message, "unknown scheduling `fre`");
+    assert!(
+        p[0].fix
+            .as_deref()
+            .unwrap()
+            .starts_with("did you mean `free`?")
+    );
+    let ok = GOOD.replacen("\nstages:", "\nscheduling: steps\nstages:", 1);
+    let w = load_str("w.yaml", &ok, None).unwrap();
+    assert_eq!(w.scheduling, trellis_graph::Scheduling::Steps);
+}

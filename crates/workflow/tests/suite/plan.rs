@@ -314,3 +314,38 @@ async fn architecture_discussion_with_optional_stage_skipped() {
     assert_eq!(out.terminal.unwrap().as_str(), "DONE");
     assert_eq!(log(&script), ["architectural_analysis#1"]);
 }
+
+#[tokio::test]
+async fn scheduling_free_reaches_the_plan_and_the_graph_and_steps_stays_implicit() {
+    let free = BUILTINS[0]
+        .1
+        .replacen("\nstages:", "\nscheduling: free\n\nstages:", 1);
+    let w = load_str("feature-free", &free, None).unwrap();
+    assert_eq!(w.scheduling, trellis_graph::Scheduling::Free);
+    let plan = assemble(&w, &include(&[]), "Implement JWT auth").unwrap();
+    assert_eq!(plan.scheduling, trellis_graph::Scheduling::Free);
+    let json = serde_json::to_value(&plan).unwrap();
+    assert_eq!(json["scheduling"], "free");
+    let back: Plan = serde_json::from_value(json).unwrap();
+    assert_eq!(back, plan);
+    let script = Script::default();
+    let graph = compile(&plan, &script).unwrap();
+    assert_eq!(graph.scheduling(), trellis_graph::Scheduling::Free);
+    // The free-running run reaches the same end as lock-step on this chain.
+    let out = run(&plan, &script).await;
+    assert_eq!(out.status, RunStatus::Succeeded, "{:?}", out.error);
+
+    // Lock-step (the default) is not written into the plan: plans stored before the key
+    // existed compile to the same graph.
+    let steps = assemble(&feature(), &include(&[]), "Implement JWT auth").unwrap();
+    assert!(
+        serde_json::to_value(&steps)
+            .unwrap()
+            .get("scheduling")
+            .is_none()
+    );
+    assert_eq!(
+        compile(&steps, &Script::default()).unwrap().scheduling(),
+        trellis_graph::Scheduling::Steps
+    );
+}
