@@ -22,6 +22,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 use trellis_agents::retrieval::{PackedItem, Source, SourceError, SourceRequest};
+use trellis_index::locate::site_at;
 use trellis_index::{Index, IndexConfig, Site};
 use trellis_lsp::{LspPool, Place};
 use trellis_tools::tool::typed;
@@ -75,12 +76,22 @@ impl CodeIntel {
         ]
     }
 
-    /// Where `symbol` is declared, from the index (off the async workers).
-    async fn locate(&self, symbol: &str) -> Result<Option<Site>, String> {
-        let (repo, config, name) = (self.repo.clone(), self.index.clone(), symbol.to_owned());
+    /// Where each of `names` is declared, for the first `max` the index knows (one index
+    /// handle, off the async workers).
+    async fn locate(&self, names: Vec<String>, max: usize) -> Result<Vec<(String, Site)>, String> {
+        let (repo, config) = (self.repo.clone(), self.index.clone());
         tokio::task::spawn_blocking(move || {
             let index = Index::open(&repo, config).map_err(|e| e.to_string())?;
-            index.locate_symbol(&name).map_err(|e| e.to_string())
+            let mut found = Vec::new();
+            for name in names {
+                if found.len() == max {
+                    break;
+                }
+                if let Some(site) = index.locate_symbol(&name).map_err(|e| e.to_string())? {
+                    found.push((name, site));
+                }
+            }
+            Ok(found)
         })
         .await
         .map_err(|e| format!("internal error: {e}"))?
@@ -90,37 +101,20 @@ impl CodeIntel {
     /// line's first non-blank character).
     async fn position(&self, a: &LspArgs) -> Result<Site, String> {
         let symbol = a.symbol.trim();
-        if !symbol.is_empty() {
-            return self.locate(symbol).await?.ok_or_else(|| {
+        if symbol.is_empty() {
+            return site_at(&self.repo, &a.path, a.line, a.column);
+        }
+        let found = self.locate(vec![symbol.to_owned()], 1).await?;
+        found
+            .into_iter()
+            .next()
+            .map(|(_, site)| site)
+            .ok_or_else(|| {
                 format!(
                     "no symbol named `{symbol}` in the index; give its exact name (e.g. \
-                     `reserve` or `Inventory.reserve`) or a path and line"
+                 `reserve` or `Inventory.reserve`) or a path and line"
                 )
-            });
-        }
-        if a.path.trim().is_empty() || a.line == 0 {
-            return Err("give `symbol`, or `path` and a 1-based `line` (and `column`)".into());
-        }
-        let path = a.path.trim().trim_start_matches("./").to_owned();
-        let column = if a.column > 0 {
-            a.column
-        } else {
-            let text = std::fs::read_to_string(self.repo.join(&path))
-                .map_err(|e| format!("{path}: {e}"))?;
-            let line = text.lines().nth(a.line as usize - 1).ok_or_else(|| {
-                format!(
-                    "{path} has {} lines; line {} is past its end",
-                    text.lines().count(),
-                    a.line
-                )
-            })?;
-            trellis_index::locate::first_column(line)
-        };
-        Ok(Site {
-            path,
-            line: a.line,
-            column,
-        })
+            })
     }
 }
 
@@ -289,16 +283,18 @@ impl LspSource {
     async fn one(&self, query: &str, cancel: &CancellationToken) -> Vec<PackedItem> {
         let mut out = Vec::new();
         let mut seen = HashSet::new();
-        let mut looked_up = 0;
-        for name in trellis_agents::retrieval::identifiers(query, 16) {
-            if looked_up == SYMBOLS_PER_QUERY || cancel.is_cancelled() {
+        let names = trellis_agents::retrieval::identifiers(query, 16);
+        let located = match self.intel.locate(names, SYMBOLS_PER_QUERY).await {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::debug!("lsp_tools: the index: {e}");
+                return out;
+            }
+        };
+        for (name, site) in located {
+            if cancel.is_cancelled() {
                 break;
             }
-            // `Type::method` / `module.func`: the index knows the short name too.
-            let Ok(Some(site)) = self.intel.locate(&name).await else {
-                continue;
-            };
-            looked_up += 1;
             // Started on a task of its own: a server still indexing when this source's
             // time is up goes on starting for the next retrieval.
             let start = tokio::spawn({

@@ -2,6 +2,8 @@
 //! of its declaration (a chunk may begin with doc comments, attributes or decorators that
 //! mention the name too) and the column of the name on it.
 
+use std::path::Path;
+
 use crate::chunk::Chunk;
 use crate::error::Result;
 use crate::index::{Index, SymbolQuery};
@@ -42,6 +44,33 @@ impl Index {
             column,
         }))
     }
+}
+
+/// The place a caller names by `path` (relative to `root`), 1-based `line` and `column`; a
+/// `column` of 0 means the line's first non-blank character (read from the file). The
+/// message of an error says what to give instead.
+pub fn site_at(root: &Path, path: &str, line: u32, column: u32) -> Result<Site, String> {
+    let path = path.trim().trim_start_matches("./");
+    if path.is_empty() || line == 0 {
+        return Err("give `symbol`, or `path` and a 1-based `line` (and `column`)".into());
+    }
+    let column = if column > 0 {
+        column
+    } else {
+        let text = std::fs::read_to_string(root.join(path)).map_err(|e| format!("{path}: {e}"))?;
+        let at = text.lines().nth(line as usize - 1).ok_or_else(|| {
+            format!(
+                "{path} has {} lines; line {line} is past its end",
+                text.lines().count()
+            )
+        })?;
+        first_column(at)
+    };
+    Ok(Site {
+        path: path.to_owned(),
+        line,
+        column,
+    })
 }
 
 /// The 1-based line and UTF-16 column of `chunk`'s name in `file` (the text of its file):

@@ -28,4 +28,4 @@ pub use answers::{Diagnostic, FileDiagnostics, Parameter, Place, Signature, Sign
 pub use client::LspClient;
 pub use error::{Error, Result};
 pub use pool::LspPool;
-pub use spec::{LspConfig, Readiness, ServerCommand, ServerSpec, installed_dirs, locate};
+pub use spec::{LspConfig, Readiness, ServerCommand, ServerSpec, find, installed_dirs, locate};

@@ -95,14 +95,19 @@ impl ServerSpec {
 /// the venv `~/.cache/trellis/lsp-venv/bin` for pyright), else the bare name (starting it then
 /// fails with a message saying how to install it).
 pub fn locate(program: &str) -> String {
+    find(program).map_or_else(|| program.to_owned(), |p| p.display().to_string())
+}
+
+/// A server's program as [`locate`] finds it (a path given as is, a name on `PATH`, else in
+/// the setup's folders); `None` when it is nowhere.
+pub fn find(program: &str) -> Option<PathBuf> {
     if program.contains(std::path::MAIN_SEPARATOR) || on_path(program) {
-        return program.to_owned();
+        return Some(PathBuf::from(program));
     }
     installed_dirs()
         .into_iter()
         .map(|d| d.join(program))
         .find(|p| executable(p))
-        .map_or_else(|| program.to_owned(), |p| p.display().to_string())
 }
 
 /// The folders Trellis's setup installs language servers into.

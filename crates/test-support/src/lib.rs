@@ -91,24 +91,6 @@ impl Drop for TempWorkspace {
     }
 }
 
-/// `pyright-langserver` from the venv scripts/setup.d/72-lsp.sh installs it in
-/// (`$XDG_CACHE_HOME/trellis/lsp-venv`), else from `PATH`; `None` when neither has it (tests
-/// then say SKIPPED).
-pub fn pyright_langserver() -> Option<std::path::PathBuf> {
-    let cache = std::env::var_os("XDG_CACHE_HOME")
-        .map(std::path::PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| std::path::PathBuf::from(h).join(".cache")))?;
-    let venv = cache.join("trellis/lsp-venv/bin/pyright-langserver");
-    if venv.exists() {
-        return Some(venv);
-    }
-    std::process::Command::new("pyright-langserver")
-        .arg("--version")
-        .output()
-        .ok()
-        .map(|_| std::path::PathBuf::from("pyright-langserver"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

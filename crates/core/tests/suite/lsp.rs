@@ -54,7 +54,7 @@ fn config(pyright: &std::path::Path) -> String {
 }
 
 fn pyright() -> Option<PathBuf> {
-    let found = trellis_test_support::pyright_langserver();
+    let found = trellis_lsp::find("pyright-langserver");
     if found.is_none() {
         eprintln!("SKIPPED: pyright is not installed (scripts/setup.d/72-lsp.sh)");
     }

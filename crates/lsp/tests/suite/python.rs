@@ -8,7 +8,7 @@ use trellis_lsp::{LspClient, ServerSpec};
 
 /// pyright-langserver from the setup's venv, else from PATH.
 fn pyright() -> Option<PathBuf> {
-    trellis_test_support::pyright_langserver()
+    trellis_lsp::find("pyright-langserver")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -8,7 +8,7 @@ use rmcp::handler::server::wrapper::{Json, Parameters};
 use rmcp::{tool, tool_router};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use trellis_index::locate::{first_column, utf16_len};
+use trellis_index::locate::{site_at, utf16_len};
 
 use crate::{CodeServer, check_text, relative};
 
@@ -114,17 +114,8 @@ impl CodeServer {
                 .await;
         }
         let path = relative(&a.path)?;
-        if a.line == 0 {
-            return Err("give `path` and a 1-based `line` (and `column`), or `symbol`".into());
-        }
-        let column = if a.column > 0 {
-            a.column
-        } else {
-            let text = std::fs::read_to_string(self.root.join(&path))
-                .map_err(|e| format!("{path}: {e}"))?;
-            first_column(text.lines().nth(a.line as usize - 1).unwrap_or_default())
-        };
-        Ok((path, a.line, column))
+        let site = site_at(&self.root, &path, a.line, a.column)?;
+        Ok((site.path, site.line, site.column))
     }
 
     /// The language server of the position a call names, the position as `path:line:column`,

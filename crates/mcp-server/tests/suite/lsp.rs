@@ -166,7 +166,7 @@ async fn definition_references_hover_signature_and_diagnostics_by_position_and_b
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_configured_python_server_answers_references_and_signatures_by_symbol() {
-    let Some(pyright) = trellis_test_support::pyright_langserver() else {
+    let Some(pyright) = trellis_lsp::find("pyright-langserver") else {
         eprintln!("SKIPPED: pyright is not installed (scripts/setup.d/72-lsp.sh)");
         return;
     };
