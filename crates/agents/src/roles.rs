@@ -30,6 +30,11 @@ pub const BUILTIN_ROLES: &[(&str, &str)] = &[
         "documentation_agent.yaml",
         include_str!("../roles/documentation_agent.yaml"),
     ),
+    ("scoping.yaml", include_str!("../roles/scoping.yaml")),
+    ("research.yaml", include_str!("../roles/research.yaml")),
+    ("planning.yaml", include_str!("../roles/planning.yaml")),
+    ("pulsing.yaml", include_str!("../roles/pulsing.yaml")),
+    ("review.yaml", include_str!("../roles/review.yaml")),
 ];
 
 /// One agent role.

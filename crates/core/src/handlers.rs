@@ -150,7 +150,11 @@ impl RunContext {
         Some(restored)
     }
 
-    fn env(&self, node: &str, interaction: Arc<dyn Interaction>) -> Result<ToolEnv, NodeError> {
+    pub(crate) fn env(
+        &self,
+        node: &str,
+        interaction: Arc<dyn Interaction>,
+    ) -> Result<ToolEnv, NodeError> {
         let workspace =
             Workspace::new(&self.worktree.path, &self.runtime.tools.secrets).map_err(node_error)?;
         let mut env = ToolEnv::new(workspace, self.runtime.tools.clone(), interaction);
@@ -177,7 +181,7 @@ impl RunContext {
         s
     }
 
-    async fn run_agent(
+    pub(crate) async fn run_agent(
         self: Arc<Self>,
         stage: StageContext,
         agent: AgentSpec,
@@ -518,5 +522,55 @@ impl StageHandlers for RunContext {
 
     fn upfront_retrieval(&self, plan: &Plan) -> Option<Arc<dyn NodeHandler>> {
         crate::retrieval::upfront(self.me.upgrade(), plan)
+    }
+
+    fn gate(&self, stage: &StageContext) -> Arc<dyn NodeHandler> {
+        self.handler(stage, None, |me, stage, _agent, ctx| {
+            Box::pin(me.run_gate(stage, ctx))
+        })
+    }
+
+    fn review(&self, stage: &StageContext, agent: &AgentSpec) -> Arc<dyn NodeHandler> {
+        self.handler(stage, Some(agent), |me, stage, agent, ctx| match agent {
+            Some(agent) => Box::pin(me.run_review(stage, agent, ctx)),
+            None => Box::pin(async { Err(NodeError::new("a review stage needs an agent")) }),
+        })
+    }
+
+    fn deterministic(&self, stage: &StageContext) -> Arc<dyn NodeHandler> {
+        self.handler(stage, None, |me, stage, _agent, ctx| {
+            Box::pin(me.run_deterministic(stage, ctx))
+        })
+    }
+}
+
+/// What [`RunContext::handler`] calls per activation.
+type Activate = fn(
+    Arc<RunContext>,
+    StageContext,
+    Option<AgentSpec>,
+    NodeContext,
+) -> futures::future::BoxFuture<'static, Result<NodeOutput, NodeError>>;
+
+impl RunContext {
+    /// A node handler calling `f` with this context (held strongly, see `agent`).
+    fn handler(
+        &self,
+        stage: &StageContext,
+        agent: Option<&AgentSpec>,
+        f: Activate,
+    ) -> Arc<dyn NodeHandler> {
+        let me = self.me.upgrade();
+        let (stage, agent) = (stage.clone(), agent.cloned());
+        Arc::new(move |ctx: NodeContext| {
+            let me = me.clone();
+            let (stage, agent) = (stage.clone(), agent.clone());
+            async move {
+                match me {
+                    Some(me) => f(me, stage, agent, ctx).await,
+                    None => Err(NodeError::new("the run's context is gone")),
+                }
+            }
+        })
     }
 }

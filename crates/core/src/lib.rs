@@ -20,6 +20,7 @@ mod error;
 mod handlers;
 mod retrieval;
 pub mod service;
+pub mod stages;
 pub mod testcmd;
 
 use std::path::{Path, PathBuf};

@@ -328,6 +328,11 @@ impl NodeOutput {
     pub fn is_failure(&self) -> bool {
         self.outcome == Outcome::Failure
     }
+
+    /// Whether the outcome is an interrupt (WAITING_INPUT).
+    pub fn is_interrupt(&self) -> bool {
+        matches!(self.outcome, Outcome::Interrupt { .. })
+    }
 }
 
 /// What a router sees after an activation finished.

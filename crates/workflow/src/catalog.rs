@@ -12,7 +12,7 @@ use crate::schema::Workflow;
 use crate::validate::{ConfigCheck, load_str};
 
 /// The built-in workflows (`workflows/` at the top of the repository), file name and text.
-pub const BUILTINS: [(&str, &str); 2] = [
+pub const BUILTINS: [(&str, &str); 3] = [
     (
         "feature_with_iterative_testing.yaml",
         include_str!("../../../workflows/feature_with_iterative_testing.yaml"),
@@ -20,6 +20,10 @@ pub const BUILTINS: [(&str, &str); 2] = [
     (
         "architecture_discussion.yaml",
         include_str!("../../../workflows/architecture_discussion.yaml"),
+    ),
+    (
+        "staged_review.yaml",
+        include_str!("../../../workflows/staged_review.yaml"),
     ),
 ];
 

@@ -31,7 +31,7 @@ use trellis_graph::{
 use trellis_protocol::{NodeId, TerminalKind};
 
 use crate::error::Result;
-use crate::plan::{Plan, StageContext};
+use crate::plan::{Kind, Plan, StageContext};
 use crate::schema::AgentSpec;
 
 /// The adaptive-retrieval node's id.
@@ -66,6 +66,60 @@ pub trait StageHandlers: Send + Sync {
     fn upfront_retrieval(&self, _plan: &Plan) -> Option<Arc<dyn NodeHandler>> {
         None
     }
+    /// The handler of a `gate` stage: succeeds once the latest artifact of its kind is
+    /// approved, interrupts for approval otherwise, and fails with `{"feedback": …}` in its
+    /// result when changes are requested (the feedback goes to the producer).
+    fn gate(&self, stage: &StageContext) -> Arc<dyn NodeHandler> {
+        unsupported(stage)
+    }
+    /// The handler of a `review` stage's agent: succeeds on APPROVED; fails with
+    /// `{"feedback": …}` on NEEDS_REVISION (the reviewed stage runs again with it); interrupts
+    /// on HUMAN_REVIEW_REQUESTED. Default: an agent stage.
+    fn review(&self, stage: &StageContext, agent: &AgentSpec) -> Arc<dyn NodeHandler> {
+        self.agent(stage, agent)
+    }
+    /// The handler of a `fan_out` stage's orchestrator: its result's `items` (a list of
+    /// objects, each with an optional `id`) become work nodes. Default: an agent stage.
+    fn fan_out(&self, stage: &StageContext, orchestrator: &AgentSpec) -> Arc<dyn NodeHandler> {
+        self.agent(stage, orchestrator)
+    }
+    /// The handler of a `collector` stage (`ctx.children` holds the work nodes' outcomes);
+    /// `None` records the aggregate. Default: the stage's agent, if it has one.
+    fn collector(
+        &self,
+        stage: &StageContext,
+        agent: Option<&AgentSpec>,
+    ) -> Option<Arc<dyn NodeHandler>> {
+        agent.map(|a| self.agent(stage, a))
+    }
+    /// The handler of a `merge` stage.
+    fn merge(&self, stage: &StageContext, _agent: Option<&AgentSpec>) -> Arc<dyn NodeHandler> {
+        unsupported(stage)
+    }
+    /// The handler of a `deterministic` stage.
+    fn deterministic(&self, stage: &StageContext) -> Arc<dyn NodeHandler> {
+        unsupported(stage)
+    }
+}
+
+/// A handler that fails, naming the kind this runtime cannot run.
+fn unsupported(stage: &StageContext) -> Arc<dyn NodeHandler> {
+    let message = format!(
+        "stage `{}`: this runtime cannot run `{}` stages",
+        stage.stage_name,
+        serde_json::to_value(&stage.kind)
+            .ok()
+            .and_then(|v| match v {
+                Value::String(s) => Some(s),
+                Value::Object(m) => m.keys().next().cloned(),
+                _ => None,
+            })
+            .unwrap_or_default()
+    );
+    Arc::new(move |_ctx: NodeContext| {
+        let message = message.clone();
+        async move { Ok::<_, NodeError>(NodeOutput::failure(message)) }
+    })
 }
 
 /// A handler's error becomes a failure outcome, so the writes that routing relies on
@@ -77,20 +131,139 @@ async fn call(inner: &Arc<dyn NodeHandler>, ctx: NodeContext) -> NodeOutput {
     }
 }
 
-fn stage_node(stage: String, input: Value, inner: Arc<dyn NodeHandler>) -> impl NodeHandler {
+/// A stage's node: its context as input (with the feedback waiting for it), its result in
+/// `stage_results`; a failure carrying `feedback` hands it to `feedback_to` (a gate's
+/// producer, a review's reviewed stage).
+fn stage_node(
+    stage: String,
+    input: Value,
+    inner: Arc<dyn NodeHandler>,
+    feedback_to: Option<String>,
+) -> impl NodeHandler {
     move |mut ctx: NodeContext| {
-        let (stage, inner) = (stage.clone(), inner.clone());
+        let (stage, inner, feedback_to) = (stage.clone(), inner.clone(), feedback_to.clone());
         ctx.input = input.clone();
+        let feedback = ctx
+            .state
+            .get_in("feedback", &stage)
+            .filter(|f| !f.is_null())
+            .cloned();
+        if let (Some(f), Value::Object(m)) = (&feedback, &mut ctx.input) {
+            m.insert("feedback".into(), f.clone());
+        }
         async move {
             let attempt = ctx.attempt;
-            let out = call(&inner, ctx).await;
+            let mut out = call(&inner, ctx).await;
             let failure = out.is_failure();
             let output = out.recorded().clone();
+            if failure
+                && let Some(to) = &feedback_to
+                && let Some(f) = output.get("feedback").filter(|f| !f.is_null())
+            {
+                out = out.write("feedback", json!({ to.as_str(): f }));
+            }
+            if !failure && feedback.is_some() {
+                out = out.write("feedback", json!({ stage.as_str(): Value::Null }));
+            }
             Ok(out.write("current_stage", json!(stage)).write(
                 "stage_results",
                 json!({ stage: { "failure": failure, "attempt": attempt, "output": output } }),
             ))
         }
+    }
+}
+
+/// The template of a fan-out's work nodes.
+pub fn work_template(stage: &str) -> String {
+    format!("{stage}:item")
+}
+
+/// A fan-out's node: runs the orchestrator, then spawns one work node per item of its
+/// result's `items` (keyed by the item's `id`, else its position).
+fn fan_out_node(stage: String, max_items: u32, inner: impl NodeHandler) -> impl NodeHandler {
+    let inner: Arc<dyn NodeHandler> = Arc::new(inner);
+    move |ctx: NodeContext| {
+        let (stage, inner) = (stage.clone(), inner.clone());
+        async move {
+            let out = inner.call(ctx).await?;
+            if out.is_failure() {
+                return Ok(out);
+            }
+            let items = match out
+                .recorded()
+                .pointer("/output/items")
+                .or_else(|| out.recorded().get("items"))
+            {
+                Some(Value::Array(items)) => items.clone(),
+                _ => {
+                    return Ok(NodeOutput::failure(format!(
+                        "fan-out `{stage}`: the orchestrator's result has no `items` list"
+                    )));
+                }
+            };
+            if items.len() > max_items as usize {
+                return Ok(NodeOutput::failure(format!(
+                    "fan-out `{stage}`: the orchestrator made {} items; max_items is {max_items}",
+                    items.len()
+                )));
+            }
+            let template = work_template(&stage);
+            let mut out = out;
+            let mut keys = std::collections::BTreeSet::new();
+            for (i, item) in items.into_iter().enumerate() {
+                let key = item_key(&item, i);
+                let key = if keys.insert(key.clone()) {
+                    key
+                } else {
+                    format!("{key}_{}", i + 1)
+                };
+                keys.insert(key.clone());
+                out = out.spawn(key, template.clone(), item);
+            }
+            Ok(out)
+        }
+    }
+}
+
+/// A work node's key: the item's `id` (or `key`), made safe for node ids, else `item_<n>`.
+fn item_key(item: &Value, index: usize) -> String {
+    let raw = item
+        .get("id")
+        .or_else(|| item.get("key"))
+        .and_then(|v| match v {
+            Value::String(s) => Some(s.clone()),
+            Value::Number(n) => Some(n.to_string()),
+            _ => None,
+        })
+        .unwrap_or_default();
+    let key: String = raw
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(48)
+        .collect();
+    if key.is_empty() {
+        format!("item_{}", index + 1)
+    } else {
+        key
+    }
+}
+
+/// A fan-out's work node: the template stage's context with the item.
+fn work_node(input: Value, inner: Arc<dyn NodeHandler>) -> impl NodeHandler {
+    move |mut ctx: NodeContext| {
+        let inner = inner.clone();
+        let mut full = input.clone();
+        if let Value::Object(m) = &mut full {
+            m.insert("item".into(), std::mem::take(&mut ctx.input));
+        }
+        ctx.input = full;
+        async move { Ok(call(&inner, ctx).await) }
     }
 }
 
@@ -162,6 +335,7 @@ pub fn compile(plan: &Plan, handlers: &dyn StageHandlers) -> Result<Graph> {
         .channel("retrieval_context", Reducer::Merge)
         .channel("enriched_context", Reducer::Merge)
         .channel("retry_stage", Reducer::Replace)
+        .channel("feedback", Reducer::Merge)
         .channel("outcome", Reducer::Replace);
     let upfront = if plan.has_upfront_retrieval() {
         handlers.upfront_retrieval(plan)
@@ -190,18 +364,106 @@ pub fn compile(plan: &Plan, handlers: &dyn StageHandlers) -> Result<Graph> {
         let mut from = stage.clone();
         // Engine-enforced max_attempts applies to task nodes; a collector checks it itself.
         let mut collector_max = None;
+        // Adaptive retrieval enriches failed agent stages only.
+        let enriches = adaptive && planned.is_some_and(|c| c.kind.is_agent());
+        let single = |b: GraphBuilder, h: Arc<dyn NodeHandler>, to: Option<String>| {
+            let input = planned.map_or(Value::Null, |c| {
+                serde_json::to_value(c).unwrap_or(Value::Null)
+            });
+            let h = stage_node(stage.clone(), input, h, to);
+            match max {
+                Some(n) => b.node_with(stage.as_str(), h, |o| o.max_attempts(n, "ABORT")),
+                None => b.node(stage.as_str(), h),
+            }
+        };
         match planned {
             None => {
                 let noop = |_ctx: NodeContext| async { Ok::<_, NodeError>(NodeOutput::success()) };
                 b = b.node_with(stage.as_str(), noop, |o| o.skipped());
             }
+            Some(ctx) if !ctx.kind.is_agent() => {
+                let agent = ctx.agents.first();
+                match &ctx.kind {
+                    Kind::Agent => {}
+                    Kind::Gate { producer, .. } => {
+                        b = single(b, handlers.gate(ctx), Some(producer.clone()));
+                    }
+                    Kind::Review { reviews } => {
+                        let h = match agent {
+                            Some(a) => handlers.review(ctx, a),
+                            None => unsupported(ctx),
+                        };
+                        b = single(b, h, Some(reviews.clone()));
+                    }
+                    Kind::Deterministic { .. } => {
+                        b = single(b, handlers.deterministic(ctx), None);
+                    }
+                    Kind::Merge { .. } => {
+                        b = single(b, handlers.merge(ctx, agent), None);
+                    }
+                    Kind::FanOut {
+                        template,
+                        max_items,
+                    } => {
+                        let input = serde_json::to_value(ctx).unwrap_or(Value::Null);
+                        let orchestrator = match agent {
+                            Some(a) => handlers.fan_out(ctx, a),
+                            None => unsupported(ctx),
+                        };
+                        let h = stage_node(stage.clone(), input, orchestrator, None);
+                        b = match max {
+                            Some(n) => b.node_with(
+                                stage.as_str(),
+                                fan_out_node(stage.clone(), *max_items, h),
+                                |o| o.max_attempts(n, "ABORT"),
+                            ),
+                            None => {
+                                b.node(stage.as_str(), fan_out_node(stage.clone(), *max_items, h))
+                            }
+                        };
+                        let mut work = ctx.clone();
+                        work.kind = Kind::Agent;
+                        work.agents = vec![template.clone()];
+                        work.tools = template.mcp_tools.clone();
+                        let work_input = serde_json::to_value(&work).unwrap_or(Value::Null);
+                        b = b.template(
+                            work_template(&stage),
+                            work_node(work_input, handlers.agent(&work, template)),
+                        );
+                        // The work continues at the collector; a failed orchestrator follows
+                        // the failure route.
+                        let failure = route.next_on_failure.clone();
+                        b = b.conditional_edge(
+                            stage.as_str(),
+                            vec![failure.clone()],
+                            move |r: &RouteContext<'_>| {
+                                Ok(if r.failed {
+                                    vec![NodeId::from(failure.as_str())]
+                                } else {
+                                    Vec::new()
+                                })
+                            },
+                        );
+                        continue;
+                    }
+                    Kind::Collector { collects } => {
+                        let input = serde_json::to_value(ctx).unwrap_or(Value::Null);
+                        let h = handlers.collector(ctx, agent).map(|h| {
+                            Arc::new(stage_node(stage.clone(), input, h, None))
+                                as Arc<dyn NodeHandler>
+                        });
+                        b = b.collector(
+                            stage.as_str(),
+                            collects.as_str(),
+                            route.failure_aggregation.policy(),
+                            h,
+                        );
+                        collector_max = max;
+                    }
+                }
+            }
             Some(ctx) if ctx.agents.len() == 1 => {
-                let input = serde_json::to_value(ctx).unwrap_or(Value::Null);
-                let h = stage_node(stage.clone(), input, handlers.agent(ctx, &ctx.agents[0]));
-                b = match max {
-                    Some(n) => b.node_with(stage.as_str(), h, |o| o.max_attempts(n, "ABORT")),
-                    None => b.node(stage.as_str(), h),
-                };
+                b = single(b, handlers.agent(ctx, &ctx.agents[0]), None);
             }
             Some(ctx) => {
                 let input = serde_json::to_value(ctx).unwrap_or(Value::Null);
@@ -231,10 +493,12 @@ pub fn compile(plan: &Plan, handlers: &dyn StageHandlers) -> Result<Graph> {
         }
         let (success, failure) = (route.next_on_success.clone(), route.next_on_failure.clone());
         let mut targets = vec![success.clone(), failure.clone()];
-        if adaptive {
+        if enriches {
             targets.push(ADAPTIVE_RETRIEVAL.to_owned());
         }
-        if collector_max.is_some() {
+        // A gate rejected without feedback ends the run (there is nothing to revise).
+        let gate = planned.is_some_and(|c| matches!(c.kind, Kind::Gate { .. }));
+        if collector_max.is_some() || gate {
             targets.push("ABORT".to_owned());
         }
         let mut seen = std::collections::BTreeSet::new();
@@ -243,9 +507,11 @@ pub fn compile(plan: &Plan, handlers: &dyn StageHandlers) -> Result<Graph> {
         b = b.conditional_edge(from.as_str(), targets, move |r: &RouteContext<'_>| {
             let to = if !r.failed {
                 success.as_str()
-            } else if collector_max.is_some_and(|m| r.attempt >= m) {
+            } else if collector_max.is_some_and(|m| r.attempt >= m)
+                || (gate && r.result.get("feedback").is_none_or(Value::is_null))
+            {
                 "ABORT"
-            } else if adaptive && r.counter(&counter) < MAX_ENRICHMENTS {
+            } else if enriches && r.counter(&counter) < MAX_ENRICHMENTS {
                 ADAPTIVE_RETRIEVAL
             } else {
                 failure.as_str()

@@ -5,8 +5,8 @@ use trellis_graph::{Scheduling, nearest};
 
 use crate::error::Problem;
 use crate::schema::{
-    AgentSpec, Aggregation, Metadata, Routing, SelectionCriteria, Spanned, Stage, StageId, Target,
-    Workflow,
+    AgentSpec, Aggregation, Metadata, Routing, SelectionCriteria, Spanned, Stage, StageId,
+    StageKind, Target, Workflow,
 };
 use crate::yaml::{Node, Pos, Yaml};
 
@@ -36,7 +36,30 @@ const STAGE: &[&str] = &[
     "retrieval_guidance",
     "routing",
     "failure_criteria",
+    "kind",
+    "produces",
+    "artifact",
+    "producer",
+    "reviews",
+    "template",
+    "max_items",
+    "collects",
+    "merges",
+    "function",
+    "args",
 ];
+/// The keys each kind adds to a stage (any other kind's keys are refused).
+const KIND_KEYS: &[(&str, &[&str])] = &[
+    ("agent", &[]),
+    ("gate", &["artifact", "producer"]),
+    ("review", &["reviews"]),
+    ("fan_out", &["template", "max_items"]),
+    ("collector", &["collects"]),
+    ("merge", &["merges"]),
+    ("deterministic", &["function", "args"]),
+];
+/// Work nodes one fan-out activation may create unless `max_items` says otherwise.
+pub const DEFAULT_MAX_ITEMS: u32 = 16;
 const AGENT: &[&str] = &["agent", "mcp_tools"];
 const PARALLEL: &[&str] = &["failure_aggregation"];
 const ROUTING: &[&str] = &[
@@ -320,7 +343,23 @@ impl<'a> Decoder<'a> {
                 true
             }
         };
-        let parallel_agents = match self.required(&m, node.pos, "parallel_agents", &what) {
+        let (kind, kind_name) = self.kind(&m, node.pos, &what);
+        // Decided by the kind as written, so a kind missing a key reports only that.
+        let needs_agents = matches!(kind_name.as_str(), "agent" | "review" | "fan_out");
+        let takes_agents = !matches!(kind_name.as_str(), "gate" | "deterministic");
+        if !takes_agents && let Some(at) = m.key_pos("parallel_agents") {
+            self.problem(
+                at,
+                format!("a `{kind_name}` stage runs no agent, so it takes no `parallel_agents`"),
+                Some("remove `parallel_agents`".into()),
+            );
+        }
+        let agents_node = if needs_agents {
+            self.required(&m, node.pos, "parallel_agents", &what)
+        } else {
+            m.get("parallel_agents").filter(|_| takes_agents)
+        };
+        let parallel_agents = match agents_node {
             Some(Node {
                 value: Yaml::Seq(items),
                 pos,
@@ -352,9 +391,15 @@ impl<'a> Decoder<'a> {
             .unwrap_or(Target::Done);
         let routing_at = m.key_pos("routing").unwrap_or(node.pos);
         let routing = self.routing(m.get("routing"), routing_at, next);
+        let produces = m.get("produces").and_then(|n| {
+            let value = self.string(n, "produces")?;
+            Some(Spanned { value, pos: n.pos })
+        });
         Some(Stage {
             description: self.opt_string(&m, "description", &what),
             stage_type: self.opt_string(&m, "type", &what),
+            kind,
+            produces,
             required,
             parallel_agents,
             failure_aggregation,
@@ -366,6 +411,121 @@ impl<'a> Decoder<'a> {
             stage_id: stage_id?,
             name: name?,
         })
+    }
+
+    /// `kind` and the keys that go with it.
+    fn kind(&mut self, m: &Map<'_>, stage: Pos, what: &str) -> (Spanned<StageKind>, String) {
+        let (name, pos) = match m.get("kind") {
+            None => ("agent".to_owned(), stage),
+            Some(n) => match self.string(n, "kind") {
+                Some(text) if StageKind::NAMES.contains(&text.as_str()) => (text, n.pos),
+                Some(text) => {
+                    let fix = match nearest(&text, StageKind::NAMES.iter().copied()) {
+                        Some(k) => format!("did you mean `{k}`? ({})", StageKind::NAMES.join(", ")),
+                        None => format!("use one of {}", StageKind::NAMES.join(", ")),
+                    };
+                    self.problem(n.pos, format!("unknown stage kind `{text}`"), Some(fix));
+                    let unknown = Spanned {
+                        value: StageKind::Agent,
+                        pos: n.pos,
+                    };
+                    return (unknown, text);
+                }
+                None => ("agent".to_owned(), n.pos),
+            },
+        };
+        for (kind, keys) in KIND_KEYS {
+            if *kind == name {
+                continue;
+            }
+            for key in *keys {
+                if let Some(at) = m.key_pos(key) {
+                    self.problem(
+                        at,
+                        format!("`{key}` belongs to `{kind}` stages; this stage is `{name}`"),
+                        Some(format!("remove `{key}`, or write `kind: {kind}`")),
+                    );
+                }
+            }
+        }
+        let reference = |d: &mut Self, key: &str| -> Option<Spanned<StageId>> {
+            let n = d.required(m, stage, key, what)?;
+            let id = d.string(n, key)?;
+            Some(Spanned {
+                value: StageId(id),
+                pos: n.pos,
+            })
+        };
+        let text = |d: &mut Self, key: &str| -> Option<Spanned<String>> {
+            let n = d.required(m, stage, key, what)?;
+            let value = d.string(n, key)?;
+            Some(Spanned { value, pos: n.pos })
+        };
+        let value = match name.as_str() {
+            "gate" => {
+                let producer = m.get("producer").and_then(|n| {
+                    let id = self.string(n, "producer")?;
+                    Some(Spanned {
+                        value: StageId(id),
+                        pos: n.pos,
+                    })
+                });
+                match text(self, "artifact") {
+                    Some(artifact) => StageKind::Gate { artifact, producer },
+                    None => StageKind::Agent,
+                }
+            }
+            "review" => match reference(self, "reviews") {
+                Some(reviews) => StageKind::Review { reviews },
+                None => StageKind::Agent,
+            },
+            "fan_out" => {
+                let template = self
+                    .required(m, stage, "template", what)
+                    .and_then(|n| self.agent(n));
+                let max_items = match m.get("max_items") {
+                    None => DEFAULT_MAX_ITEMS,
+                    Some(n) => match n.value {
+                        Yaml::Int(i) if (1..=1000).contains(&i) => i as u32,
+                        _ => {
+                            self.problem(
+                                n.pos,
+                                format!(
+                                    "max_items must be a whole number from 1 to 1000, found `{}`",
+                                    n.text
+                                ),
+                                Some("e.g. `max_items: 8`".into()),
+                            );
+                            DEFAULT_MAX_ITEMS
+                        }
+                    },
+                };
+                match template {
+                    Some(template) => StageKind::FanOut {
+                        template,
+                        max_items,
+                    },
+                    None => StageKind::Agent,
+                }
+            }
+            "collector" => match reference(self, "collects") {
+                Some(collects) => StageKind::Collector { collects },
+                None => StageKind::Agent,
+            },
+            "merge" => match reference(self, "merges") {
+                Some(merges) => StageKind::Merge { merges },
+                None => StageKind::Agent,
+            },
+            "deterministic" => match text(self, "function") {
+                Some(function) => StageKind::Deterministic {
+                    function,
+                    args: m.get("args").map_or(serde_json::Value::Null, Node::to_json),
+                },
+                None => StageKind::Agent,
+            },
+            _ => StageKind::Agent,
+        };
+        (Spanned { value, pos }, name)
     }
 
     fn agent(&mut self, node: &Node) -> Option<AgentSpec> {
@@ -399,8 +559,10 @@ impl<'a> Decoder<'a> {
             None => {
                 let names = Aggregation::NAMES.iter().map(|(n, _)| *n);
                 let fix = match nearest(&text, names) {
-                    Some(s) => format!("did you mean `{s}`? (any_fails, all_fail, majority_fail)"),
-                    None => "use any_fails, all_fail or majority_fail".into(),
+                    Some(s) => format!(
+                        "did you mean `{s}`? (any_fails, all_fail, majority_fail, quorum(k))"
+                    ),
+                    None => "use any_fails, all_fail, majority_fail or quorum(k) with k ≥ 1".into(),
                 };
                 self.problem(
                     n.pos,
@@ -425,6 +587,7 @@ impl<'a> Decoder<'a> {
             },
             max_attempts: None,
             pos: at,
+            given: Vec::new(),
         };
         let Some(m) = node.and_then(|n| self.map(n, "routing", ROUTING)) else {
             return routing;
@@ -433,11 +596,13 @@ impl<'a> Decoder<'a> {
             && let Some(t) = self.target(n)
         {
             routing.next_stage_on_success = t;
+            routing.given.push("next_stage_on_success");
         }
         if let Some(n) = m.get("next_stage_on_failure")
             && let Some(t) = self.target(n)
         {
             routing.next_stage_on_failure = t;
+            routing.given.push("next_stage_on_failure");
         }
         if let Some(n) = m.get("max_attempts") {
             match n.value {

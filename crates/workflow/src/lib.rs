@@ -10,6 +10,7 @@ mod catalog;
 mod compile;
 mod decode;
 mod error;
+mod kinds;
 mod plan;
 mod schema;
 mod validate;
@@ -18,12 +19,12 @@ pub mod yaml;
 pub use catalog::{BUILTINS, Catalog, Entry, Source, builtin_label, load_file, yaml_files};
 pub use compile::{
     ADAPTIVE_RETRIEVAL, MAX_ENRICHMENTS, StageHandlers, UPFRONT_RETRIEVAL, collector_id, compile,
-    enrichment_counter,
+    enrichment_counter, work_template,
 };
 pub use error::{Error, Problem, Problems, Result};
-pub use plan::{Decision, Decisions, Plan, Planned, Route, Skipped, StageContext, assemble};
+pub use plan::{Decision, Decisions, Kind, Plan, Planned, Route, Skipped, StageContext, assemble};
 pub use schema::{
-    AgentSpec, Aggregation, Metadata, Routing, SelectionCriteria, Spanned, Stage, StageId, Target,
-    Workflow,
+    ARTIFACT_KINDS, AgentSpec, Aggregation, DETERMINISTIC_FUNCTIONS, Metadata, Routing,
+    SelectionCriteria, Spanned, Stage, StageId, StageKind, Target, Workflow,
 };
 pub use validate::{ConfigCheck, RESERVED_NAMES, load_str};

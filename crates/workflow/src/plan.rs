@@ -9,7 +9,7 @@ use serde_json::Value;
 use trellis_graph::{Scheduling, nearest};
 
 use crate::error::{Error, Result};
-use crate::schema::{AgentSpec, Aggregation, Target, Workflow};
+use crate::schema::{AgentSpec, Aggregation, StageKind, Target, Workflow};
 
 /// Include or skip an optional stage.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -64,6 +64,83 @@ pub struct StageContext {
     /// `retrieval_strategy_config.retrieval_hints.token_budget.<stage name>`, if set.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub token_budget: Option<u64>,
+    /// What the stage's node does (absent: an agent stage).
+    #[serde(default, skip_serializing_if = "Kind::is_agent")]
+    pub kind: Kind,
+    /// The artifact the stage submits (`produces`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub produces: Option<String>,
+    /// Set at run time: what a person or a reviewer asked to change (a gate's request for
+    /// changes, a review's NEEDS_REVISION).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub feedback: Option<String>,
+    /// Set at run time for a fan-out's work node: the orchestrator's item it works on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub item: Option<Value>,
+}
+
+/// What a planned stage's node does, with references as node ids (stage names).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    /// The stage's agents (seed 000).
+    #[default]
+    Agent,
+    /// Awaits the approval of the latest `artifact`; changes requested → `producer`.
+    Gate {
+        /// The artifact kind.
+        artifact: String,
+        /// The producing stage's node.
+        producer: String,
+    },
+    /// Reviews the work of `reviews`.
+    Review {
+        /// The reviewed stage's node.
+        reviews: String,
+    },
+    /// The orchestrator's items become work nodes of `template`.
+    FanOut {
+        /// The work nodes' agent.
+        template: AgentSpec,
+        /// The most work nodes per activation.
+        max_items: u32,
+    },
+    /// Collects the work nodes of `collects`.
+    Collector {
+        /// The fan-out stage's node.
+        collects: String,
+    },
+    /// Merges the work of `merges` into the run branch.
+    Merge {
+        /// The merged stage's node.
+        merges: String,
+    },
+    /// A built-in function.
+    Deterministic {
+        /// Its name.
+        function: String,
+        /// Its arguments.
+        #[serde(default)]
+        args: Value,
+    },
+}
+
+impl Kind {
+    /// Whether this is the default kind.
+    pub fn is_agent(&self) -> bool {
+        *self == Kind::Agent
+    }
+
+    /// The stage this kind depends on (skipped with it).
+    pub fn depends_on(&self) -> Option<&str> {
+        match self {
+            Kind::Gate { producer, .. } => Some(producer),
+            Kind::Review { reviews } => Some(reviews),
+            Kind::Collector { collects } => Some(collects),
+            Kind::Merge { merges } => Some(merges),
+            _ => None,
+        }
+    }
 }
 
 /// One row of the routing table, in graph node ids (stage names, DONE, ABORT).
@@ -218,6 +295,22 @@ pub fn assemble(workflow: &Workflow, decisions: &Decisions, task: &str) -> Resul
             Some((Decision::Skip, _)) => None,
             None => None,
         };
+        let kind = plan_kind(&s.kind.value, &node);
+        // A stage that depends on a skipped one (a gate on its artifact, a review of its
+        // work, a collector of its work nodes) is skipped with it.
+        let include = match kind.depends_on() {
+            Some(dep)
+                if include.is_some() && skipped.iter().any(|k: &Skipped| k.stage_name == dep) =>
+            {
+                skipped.push(Skipped {
+                    stage_id: s.stage_id.value.to_string(),
+                    stage_name: name,
+                    reason: format!("stage `{dep}`, which it depends on, is skipped"),
+                });
+                continue;
+            }
+            _ => include,
+        };
         let Some(why) = include else {
             skipped.push(Skipped {
                 stage_id: s.stage_id.value.to_string(),
@@ -245,6 +338,10 @@ pub fn assemble(workflow: &Workflow, decisions: &Decisions, task: &str) -> Resul
                 retrieval_guidance: s.retrieval_guidance.clone(),
                 failure_criteria: s.failure_criteria.clone(),
                 token_budget: budgets.and_then(|b| b.get(&name)).and_then(Value::as_u64),
+                kind,
+                produces: s.produces.as_ref().map(|p| p.value.clone()),
+                feedback: None,
+                item: None,
                 stage_name: name,
             },
             reason: why,
@@ -269,4 +366,39 @@ pub fn assemble(workflow: &Workflow, decisions: &Decisions, task: &str) -> Resul
         routing,
         scheduling: workflow.scheduling,
     })
+}
+
+/// The plan's form of a stage kind: references become node ids.
+fn plan_kind(kind: &StageKind, node: &dyn Fn(&Target) -> String) -> Kind {
+    let stage = |id: &crate::schema::StageId| node(&Target::Stage(id.clone()));
+    match kind {
+        StageKind::Agent => Kind::Agent,
+        StageKind::Gate { artifact, producer } => Kind::Gate {
+            artifact: artifact.value.clone(),
+            producer: producer
+                .as_ref()
+                .map(|p| stage(&p.value))
+                .unwrap_or_default(),
+        },
+        StageKind::Review { reviews } => Kind::Review {
+            reviews: stage(&reviews.value),
+        },
+        StageKind::FanOut {
+            template,
+            max_items,
+        } => Kind::FanOut {
+            template: template.clone(),
+            max_items: *max_items,
+        },
+        StageKind::Collector { collects } => Kind::Collector {
+            collects: stage(&collects.value),
+        },
+        StageKind::Merge { merges } => Kind::Merge {
+            merges: stage(&merges.value),
+        },
+        StageKind::Deterministic { function, args } => Kind::Deterministic {
+            function: function.value.clone(),
+            args: args.clone(),
+        },
+    }
 }

@@ -154,9 +154,16 @@ pub struct Stage {
     /// Optional `type` (code_generation, test, security, …).
     #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
     pub stage_type: Option<String>,
+    /// `kind` and its keys: what the stage's node does (default: an agent stage).
+    #[serde(skip_serializing_if = "StageKind::is_agent")]
+    pub kind: Spanned<StageKind>,
+    /// `produces`: the artifact the stage submits (validated; a gate can await it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub produces: Option<Spanned<String>>,
     /// Required stages always run; optional ones run when the orchestrator includes them.
     pub required: bool,
-    /// The agents run in parallel in this stage (at least one).
+    /// The agents run in parallel in this stage (at least one for agent, review and fan-out
+    /// stages: a fan-out's agent is its orchestrator; a collector's or merge's agent merges).
     pub parallel_agents: Vec<AgentSpec>,
     /// How the agents' failures combine.
     pub failure_aggregation: Spanned<Aggregation>,
@@ -175,6 +182,116 @@ pub struct Stage {
     #[serde(skip)]
     pub pos: Pos,
 }
+
+/// `kind`: what a stage's node does. References to other stages are stage ids as written.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StageKind {
+    /// The stage's agents run in parallel (seed 000; the default).
+    #[default]
+    Agent,
+    /// An artifact awaits the user's approval: approve → `next_stage_on_success`; request
+    /// changes → `producer` again with the feedback.
+    Gate {
+        /// `artifact`: the kind awaited.
+        artifact: Spanned<String>,
+        /// `producer`: the stage that writes it (default: the nearest earlier stage that
+        /// `produces` it); filled in by validation.
+        producer: Option<Spanned<StageId>>,
+    },
+    /// An agent reviews another stage's work: APPROVED → next; NEEDS_REVISION → `reviews`
+    /// again with the feedback; HUMAN_REVIEW_REQUESTED → waits for a person.
+    Review {
+        /// `reviews`: the stage whose work is reviewed.
+        reviews: Spanned<StageId>,
+    },
+    /// An orchestrator agent's items become work nodes made from `template`.
+    FanOut {
+        /// `template`: the agent of each work node.
+        template: AgentSpec,
+        /// `max_items`: the most work nodes one activation may create.
+        max_items: u32,
+    },
+    /// Runs once every non-pruned work node of `collects` is final, applying the stage's
+    /// `parallel_config.failure_aggregation`; its agent (if any) merges their results.
+    Collector {
+        /// `collects`: the fan-out stage.
+        collects: Spanned<StageId>,
+    },
+    /// The work (branches) of `merges` reaches the run branch; conflicts go to the stage's
+    /// agent (the merge agent).
+    Merge {
+        /// `merges`: the stage whose work is merged.
+        merges: Spanned<StageId>,
+    },
+    /// A built-in function ([`DETERMINISTIC_FUNCTIONS`]) with `args`.
+    Deterministic {
+        /// `function`.
+        function: Spanned<String>,
+        /// `args`, as written.
+        args: Value,
+    },
+}
+
+impl StageKind {
+    /// The `kind:` names.
+    pub const NAMES: [&'static str; 7] = [
+        "agent",
+        "gate",
+        "review",
+        "fan_out",
+        "collector",
+        "merge",
+        "deterministic",
+    ];
+
+    /// The `kind:` name.
+    pub fn name(&self) -> &'static str {
+        match self {
+            StageKind::Agent => "agent",
+            StageKind::Gate { .. } => "gate",
+            StageKind::Review { .. } => "review",
+            StageKind::FanOut { .. } => "fan_out",
+            StageKind::Collector { .. } => "collector",
+            StageKind::Merge { .. } => "merge",
+            StageKind::Deterministic { .. } => "deterministic",
+        }
+    }
+
+    /// Whether this is the default kind (left out of serialised workflows).
+    pub fn is_agent(kind: &Spanned<StageKind>) -> bool {
+        kind.value == StageKind::Agent
+    }
+
+    /// The other stage this kind refers to, if any, and the key naming it.
+    pub fn reference(&self) -> Option<(&'static str, &Spanned<StageId>)> {
+        match self {
+            StageKind::Gate {
+                producer: Some(p), ..
+            } => Some(("producer", p)),
+            StageKind::Review { reviews } => Some(("reviews", reviews)),
+            StageKind::Collector { collects } => Some(("collects", collects)),
+            StageKind::Merge { merges } => Some(("merges", merges)),
+            _ => None,
+        }
+    }
+}
+
+/// The functions a `deterministic` stage can run.
+pub const DETERMINISTIC_FUNCTIONS: [&str; 2] = ["run_tests", "validate_artifact"];
+
+/// The artifact kinds stages can produce and gates can await (seed 003's cards and plan,
+/// seed 004's markdown files, and a review's summary).
+pub const ARTIFACT_KINDS: [&str; 8] = [
+    "scope_card",
+    "research_card",
+    "plan",
+    "review",
+    "discovery",
+    "plan_md",
+    "spec",
+    "tickets",
+];
 
 /// `parallel_agents[]`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -195,6 +312,8 @@ pub enum Aggregation {
     AllFail,
     /// The stage fails if more than half of the agents failed.
     MajorityFail,
+    /// The stage succeeds if at least `k` agents succeeded (`quorum(k)`).
+    Quorum(u32),
 }
 
 impl Aggregation {
@@ -211,17 +330,29 @@ impl Aggregation {
         ("majority", Aggregation::MajorityFail),
     ];
 
-    /// The canonical name.
-    pub fn name(self) -> &'static str {
+    /// The canonical name (`quorum(k)` for a quorum).
+    pub fn name(self) -> String {
         match self {
-            Aggregation::AnyFails => "any_fails",
-            Aggregation::AllFail => "all_fail",
-            Aggregation::MajorityFail => "majority_fail",
+            Aggregation::AnyFails => "any_fails".into(),
+            Aggregation::AllFail => "all_fail".into(),
+            Aggregation::MajorityFail => "majority_fail".into(),
+            Aggregation::Quorum(k) => format!("quorum({k})"),
         }
     }
 
-    /// Parses one of [`Aggregation::NAMES`].
+    /// Parses one of [`Aggregation::NAMES`] or `quorum(k)` with `k ≥ 1`.
     pub fn parse(text: &str) -> Option<Self> {
+        if let Some(k) = text
+            .strip_prefix("quorum(")
+            .and_then(|r| r.strip_suffix(')'))
+        {
+            return k
+                .trim()
+                .parse()
+                .ok()
+                .filter(|k| *k >= 1)
+                .map(Aggregation::Quorum);
+        }
         Self::NAMES
             .iter()
             .find(|(n, _)| *n == text)
@@ -234,6 +365,7 @@ impl Aggregation {
             Aggregation::AnyFails => FailurePolicy::AnyFails,
             Aggregation::AllFail => FailurePolicy::AllFail,
             Aggregation::MajorityFail => FailurePolicy::MajorityFail,
+            Aggregation::Quorum(k) => FailurePolicy::Quorum(k),
         }
     }
 }
@@ -252,4 +384,7 @@ pub struct Routing {
     /// Where `routing` is (or the stage, when it is absent).
     #[serde(skip)]
     pub pos: Pos,
+    /// The keys written in the file (the others are defaults, which some kinds change).
+    #[serde(skip)]
+    pub given: Vec<&'static str>,
 }

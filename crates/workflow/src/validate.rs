@@ -9,7 +9,7 @@ use trellis_graph::nearest;
 
 use crate::decode::Decoder;
 use crate::error::{Error, Problems, Result};
-use crate::schema::{Target, Workflow};
+use crate::schema::{StageKind, Target, Workflow};
 use crate::yaml;
 
 /// Node ids the compiled graph uses itself; stage names must differ from them.
@@ -32,7 +32,10 @@ pub fn load_str(file: &str, text: &str, check: Option<ConfigCheck<'_>>) -> Resul
             return Err(invalid(d));
         }
     };
-    let workflow = d.workflow(&root);
+    let mut workflow = d.workflow(&root);
+    if let Some(w) = &mut workflow {
+        crate::kinds::resolve(&mut d, w);
+    }
     if let Some(w) = &workflow {
         check_stages(&mut d, w);
         if let (Some(check), Some(config)) = (check, &w.retrieval_strategy_config)
@@ -122,7 +125,8 @@ fn check_stages(d: &mut Decoder<'_>, w: &Workflow) {
     check_loops(d, w);
 }
 
-/// Stage index → (success target index, failure target index).
+/// Stage index → (success target index, failure target index). A fan-out's work continues
+/// at its collector.
 fn edges(w: &Workflow) -> Vec<[Option<usize>; 2]> {
     let index = |t: &Target| match t {
         Target::Stage(id) => w.stages.iter().position(|s| s.stage_id.value == *id),
@@ -131,10 +135,11 @@ fn edges(w: &Workflow) -> Vec<[Option<usize>; 2]> {
     w.stages
         .iter()
         .map(|s| {
-            [
-                index(&s.routing.next_stage_on_success.value),
-                index(&s.routing.next_stage_on_failure.value),
-            ]
+            let success = match &s.kind.value {
+                StageKind::FanOut { .. } => crate::kinds::collector_of(w, &s.stage_id.value),
+                _ => index(&s.routing.next_stage_on_success.value),
+            };
+            [success, index(&s.routing.next_stage_on_failure.value)]
         })
         .collect()
 }
@@ -170,7 +175,9 @@ fn check_reachable(d: &mut Decoder<'_>, w: &Workflow) {
 fn check_loops(d: &mut Decoder<'_>, w: &Workflow) {
     let edges = edges(w);
     let succ = |i: usize| -> Vec<(usize, bool)> {
-        let bounded = w.stages[i].routing.max_attempts.is_some();
+        // A gate goes back to its producer only when a person asks for changes.
+        let bounded = w.stages[i].routing.max_attempts.is_some()
+            || matches!(w.stages[i].kind.value, StageKind::Gate { .. });
         let mut out = Vec::new();
         if let Some(t) = edges[i][0] {
             out.push((t, false));

@@ -1,2 +1,3 @@
+mod kinds;
 mod load;
 mod plan;

@@ -39,6 +39,11 @@ impl SessionHub {
         Self { bus, store }
     }
 
+    /// Publishes a workspace event (an artifact's status, …) tagged with `cause`.
+    pub fn workspace(&self, cause: Option<SubmissionId>, event: trellis_protocol::WorkspaceEvent) {
+        self.bus.workspace(cause, event);
+    }
+
     /// The sink of session `id`: events are tagged with `cause`.
     pub fn sink(&self, id: &SessionId, cause: Option<SubmissionId>) -> SessionSink {
         let bus = self.bus.clone();

@@ -1,0 +1,236 @@
+//! What stage kinds imply and require, checked once the whole file is decoded: a gate's
+//! producer (default: the nearest earlier stage that `produces` its artifact), the failure
+//! routes of gates and reviews (back to the producer / the reviewed stage unless written),
+//! references to other stages, one collector per fan-out, known artifacts and functions.
+
+use trellis_graph::nearest;
+
+use crate::decode::Decoder;
+use crate::schema::{
+    ARTIFACT_KINDS, DETERMINISTIC_FUNCTIONS, Spanned, StageId, StageKind, Target, Workflow,
+};
+use crate::yaml::Pos;
+
+/// The index of the collector stage of fan-out `id`, if exactly one collects it.
+pub(crate) fn collector_of(w: &Workflow, id: &StageId) -> Option<usize> {
+    let mut found = w.stages.iter().enumerate().filter(|(_, s)| {
+        matches!(&s.kind.value, StageKind::Collector { collects } if collects.value == *id)
+    });
+    match (found.next(), found.next()) {
+        (Some((i, _)), None) => Some(i),
+        _ => None,
+    }
+}
+
+/// Fills in what kinds imply and reports what they lack.
+pub(crate) fn resolve(d: &mut Decoder<'_>, w: &mut Workflow) {
+    let ids: Vec<StageId> = w.stages.iter().map(|s| s.stage_id.value.clone()).collect();
+    let known = ids
+        .iter()
+        .map(StageId::as_str)
+        .collect::<Vec<_>>()
+        .join(", ");
+    for i in 0..w.stages.len() {
+        let name = w.stages[i].name.value.clone();
+        if let Some(p) = &w.stages[i].produces {
+            check_artifact(d, &p.value, p.pos, "produces");
+        }
+        // A reference to another stage: it must exist (and not be the stage itself).
+        if let Some((key, r)) = w.stages[i].kind.value.reference() {
+            let r = r.clone();
+            if !ids.contains(&r.value) {
+                let fix = match nearest(r.value.as_str(), ids.iter().map(StageId::as_str)) {
+                    Some(n) => format!("did you mean `{n}`? (stage ids: {known})"),
+                    None => format!("use one of the stage ids: {known}"),
+                };
+                d.problem(
+                    r.pos,
+                    format!(
+                        "stage `{name}`: `{key}` names stage `{}`, which does not exist",
+                        r.value
+                    ),
+                    Some(fix),
+                );
+            } else if r.value == ids[i] {
+                d.problem(
+                    r.pos,
+                    format!("stage `{name}`: `{key}` names the stage itself"),
+                    Some(format!("name another stage ({known})")),
+                );
+            }
+        }
+        let kind = w.stages[i].kind.value.clone();
+        match kind {
+            StageKind::Gate { artifact, producer } => {
+                check_artifact(d, &artifact.value, artifact.pos, "artifact");
+                let producer = match producer {
+                    Some(p) => {
+                        let produces = w
+                            .stages
+                            .iter()
+                            .find(|s| s.stage_id.value == p.value)
+                            .map(|s| s.produces.as_ref().map(|x| x.value.as_str()));
+                        if let Some(produces) = produces
+                            && produces != Some(artifact.value.as_str())
+                        {
+                            d.problem(
+                                p.pos,
+                                format!(
+                                    "gate `{name}` awaits `{}`, but its producer `{}` does not \
+                                     produce it",
+                                    artifact.value, p.value
+                                ),
+                                Some(format!(
+                                    "add `produces: {}` to stage `{}`",
+                                    artifact.value, p.value
+                                )),
+                            );
+                        }
+                        Some(p)
+                    }
+                    None => default_producer(w, i, &artifact.value),
+                };
+                let Some(producer) = producer else {
+                    d.problem(
+                        artifact.pos,
+                        format!(
+                            "gate `{name}` awaits `{}`, which no stage produces",
+                            artifact.value
+                        ),
+                        Some(format!(
+                            "add `produces: {}` to the stage that writes it, or `producer: \
+                             <stage_id>`",
+                            artifact.value
+                        )),
+                    );
+                    continue;
+                };
+                default_failure(w, i, &producer.value);
+                w.stages[i].kind.value = StageKind::Gate {
+                    artifact,
+                    producer: Some(producer),
+                };
+            }
+            StageKind::Review { reviews } => default_failure(w, i, &reviews.value),
+            StageKind::Collector { collects } => {
+                let target = w.stages.iter().find(|s| s.stage_id.value == collects.value);
+                if let Some(t) = target
+                    && !matches!(t.kind.value, StageKind::FanOut { .. })
+                {
+                    d.problem(
+                        collects.pos,
+                        format!(
+                            "collector `{name}` collects stage `{}`, a `{}` stage, which has no \
+                             work nodes",
+                            collects.value,
+                            t.kind.value.name()
+                        ),
+                        Some(
+                            "a collector collects the work nodes of a `kind: fan_out` stage".into(),
+                        ),
+                    );
+                }
+            }
+            StageKind::FanOut { .. } => {
+                let collectors = w
+                    .stages
+                    .iter()
+                    .filter(|s| {
+                        matches!(&s.kind.value, StageKind::Collector { collects }
+                            if collects.value == ids[i])
+                    })
+                    .count();
+                let s = &w.stages[i];
+                if collectors != 1 {
+                    d.problem(
+                        s.kind.pos,
+                        if collectors == 0 {
+                            format!(
+                                "fan-out `{name}` has no collector, so its work is never collected"
+                            )
+                        } else {
+                            format!("fan-out `{name}` has {collectors} collectors")
+                        },
+                        Some(format!(
+                            "keep exactly one stage with `kind: collector` and `collects: {}`",
+                            ids[i]
+                        )),
+                    );
+                }
+                if s.routing.given.contains(&"next_stage_on_success") {
+                    d.problem(
+                        s.routing.next_stage_on_success.pos,
+                        format!(
+                            "fan-out `{name}`: its work continues at its collector, so it takes \
+                             no next_stage_on_success"
+                        ),
+                        Some("route from the collector stage instead".into()),
+                    );
+                }
+            }
+            StageKind::Deterministic { function, args } => {
+                if !DETERMINISTIC_FUNCTIONS.contains(&function.value.as_str()) {
+                    let fix = match nearest(&function.value, DETERMINISTIC_FUNCTIONS.into_iter()) {
+                        Some(f) => format!(
+                            "did you mean `{f}`? ({})",
+                            DETERMINISTIC_FUNCTIONS.join(", ")
+                        ),
+                        None => format!("use one of {}", DETERMINISTIC_FUNCTIONS.join(", ")),
+                    };
+                    d.problem(
+                        function.pos,
+                        format!("unknown function `{}`", function.value),
+                        Some(fix),
+                    );
+                } else if function.value == "validate_artifact" {
+                    match args.get("artifact").and_then(|a| a.as_str()) {
+                        Some(a) => check_artifact(d, a, function.pos, "args.artifact"),
+                        None => d.problem(
+                            function.pos,
+                            format!("stage `{name}`: validate_artifact needs `args: {{artifact: <kind>}}`"),
+                            Some(format!("artifact kinds: {}", ARTIFACT_KINDS.join(", "))),
+                        ),
+                    }
+                }
+            }
+            StageKind::Agent | StageKind::Merge { .. } => {}
+        }
+    }
+}
+
+/// The nearest earlier stage (else any stage) that produces `artifact`.
+fn default_producer(w: &Workflow, gate: usize, artifact: &str) -> Option<Spanned<StageId>> {
+    let produces = |i: &usize| {
+        w.stages[*i]
+            .produces
+            .as_ref()
+            .is_some_and(|p| p.value == artifact)
+    };
+    let i = (0..gate)
+        .rev()
+        .find(produces)
+        .or_else(|| (gate + 1..w.stages.len()).find(produces))?;
+    Some(Spanned {
+        value: w.stages[i].stage_id.value.clone(),
+        pos: w.stages[gate].kind.pos,
+    })
+}
+
+/// Sends the failure route of stage `i` to `to` unless the file says where it goes.
+fn default_failure(w: &mut Workflow, i: usize, to: &StageId) {
+    let r = &mut w.stages[i].routing;
+    if !r.given.contains(&"next_stage_on_failure") {
+        r.next_stage_on_failure.value = Target::Stage(to.clone());
+    }
+}
+
+fn check_artifact(d: &mut Decoder<'_>, kind: &str, pos: Pos, key: &str) {
+    if ARTIFACT_KINDS.contains(&kind) {
+        return;
+    }
+    let fix = match nearest(kind, ARTIFACT_KINDS.into_iter()) {
+        Some(k) => format!("did you mean `{k}`? ({})", ARTIFACT_KINDS.join(", ")),
+        None => format!("artifact kinds: {}", ARTIFACT_KINDS.join(", ")),
+    };
+    d.problem(pos, format!("{key}: unknown artifact `{kind}`"), Some(fix));
+}
