@@ -131,6 +131,29 @@ pub fn task_text(task: &str, stage: &Value, attempt: u32, previous: Option<&Valu
         let fc = to_canonical_string(fc).unwrap_or_default();
         s.push_str(&format!("The stage fails when: {fc}\n"));
     }
+    if let Some(kind) = stage.get("produces").and_then(Value::as_str) {
+        s.push_str(&format!(
+            "This stage produces the `{kind}` artifact: submit it with the stage's submit tool              (when you have none, your final answer is the artifact). The user may approve it              or send it back with feedback.\n"
+        ));
+    }
+    if let Some(item) = stage.get("item").filter(|v| !v.is_null()) {
+        let item = match item {
+            Value::String(t) => t.clone(),
+            other => to_canonical_string(other).unwrap_or_default(),
+        };
+        s.push_str(&format!("Your work item: {}\n", truncate(&item, 4000)));
+    }
+    if let Some(feedback) = stage.get("feedback").filter(|v| !v.is_null()) {
+        let feedback = match feedback {
+            Value::String(t) => t.clone(),
+            other => to_canonical_string(other).unwrap_or_default(),
+        };
+        s.push_str(&format!(
+            "Feedback to address (from the user or the reviewer) — revise your earlier work \
+             accordingly: {}\n",
+            truncate(feedback.trim(), 4000)
+        ));
+    }
     if attempt > 1 {
         s.push_str(&format!("This is attempt {attempt} of this stage."));
         if let Some(reason) = previous
@@ -234,5 +257,22 @@ mod tests {
         results.insert("analysis".into(), json!({"output": {"output": "a"}}));
         let text = earlier_stages(Some(&Value::Object(results)), "other");
         assert!(before(&text, "### analysis", "### review"), "{text}");
+    }
+
+    #[test]
+    fn task_text_names_the_artifact_the_item_and_the_feedback() {
+        let stage = json!({
+            "stage_name": "scoping",
+            "produces": "scope_card",
+            "item": {"id": "T1", "title": "parse flags"},
+            "feedback": "drop the web UI from the scope",
+        });
+        let text = task_text("add a flag", &stage, 2, None);
+        assert!(text.contains("produces the `scope_card` artifact"), "{text}");
+        assert!(text.contains(r#"Your work item: {"id":"T1","title":"parse flags"}"#), "{text}");
+        assert!(text.contains("Feedback to address"), "{text}");
+        assert!(text.contains("drop the web UI from the scope"), "{text}");
+        let plain = task_text("add a flag", &json!({"stage_name": "s"}), 1, None);
+        assert!(!plain.contains("Feedback") && !plain.contains("artifact"), "{plain}");
     }
 }

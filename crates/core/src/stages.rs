@@ -14,6 +14,9 @@ use trellis_workflow::{AgentSpec, Kind, StageContext};
 use crate::handlers::RunContext;
 use crate::testcmd;
 
+/// How often a gate sends its producer back for an artifact it never submitted.
+pub const MISSING_ARTIFACT_ROUNDS: u32 = 3;
+
 fn node_error(e: impl std::fmt::Display) -> NodeError {
     NodeError::new(e.to_string())
 }
@@ -112,10 +115,14 @@ impl RunContext {
             return Err(NodeError::new("not a gate stage"));
         };
         let Some(a) = self.latest_artifact(artifact)? else {
-            let feedback = format!(
-                "No `{artifact}` was submitted. Submit it (the stage's submit tool) before \
-                 ending the stage."
-            );
+            // The producer gets MISSING_ARTIFACT_ROUNDS chances; then the run ends (a failure
+            // without feedback routes to ABORT).
+            let feedback = (ctx.attempt < MISSING_ARTIFACT_ROUNDS).then(|| {
+                format!(
+                    "No `{artifact}` was submitted. Submit it (the stage's submit tool) before \
+                     ending the stage."
+                )
+            });
             return Ok(NodeOutput::failure(format!(
                 "gate `{}`: stage `{producer}` submitted no `{artifact}`",
                 stage.stage_name
