@@ -268,11 +268,20 @@ mod tests {
             "feedback": "drop the web UI from the scope",
         });
         let text = task_text("add a flag", &stage, 2, None);
-        assert!(text.contains("produces the `scope_card` artifact"), "{text}");
-        assert!(text.contains(r#"Your work item: {"id":"T1","title":"parse flags"}"#), "{text}");
+        assert!(
+            text.contains("produces the `scope_card` artifact"),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"Your work item: {"id":"T1","title":"parse flags"}"#),
+            "{text}"
+        );
         assert!(text.contains("Feedback to address"), "{text}");
         assert!(text.contains("drop the web UI from the scope"), "{text}");
         let plain = task_text("add a flag", &json!({"stage_name": "s"}), 1, None);
-        assert!(!plain.contains("Feedback") && !plain.contains("artifact"), "{plain}");
+        assert!(
+            !plain.contains("Feedback") && !plain.contains("artifact"),
+            "{plain}"
+        );
     }
 }

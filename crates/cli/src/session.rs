@@ -133,6 +133,25 @@ fn ask(node: &NodeId, it: &Interrupt) -> Answer {
                 .collect();
             Answer(Value::Array(answers))
         }
+        // A gate on an artifact (or a human review): show it; a reason sends it back with
+        // that feedback, a plain "no" ends the run.
+        InterruptKind::Approval | InterruptKind::Review
+            if it.data.get("artifact").is_some() || it.data.get("verdict").is_some() =>
+        {
+            for key in ["content", "summary"] {
+                if let Some(text) = it.data.get(key).and_then(Value::as_str) {
+                    println!("\n{}\n", text.trim_end());
+                }
+            }
+            let a = read_line(
+                "[y]es to approve / [n]o to end the run / or type the changes you want: ",
+            );
+            match a.to_ascii_lowercase().as_str() {
+                "y" | "yes" => Answer::approve(),
+                "" | "n" | "no" => Answer(json!({ "approved": false })),
+                _ => Answer::reject(a.clone()),
+            }
+        }
         InterruptKind::Approval | InterruptKind::Review => {
             let a = read_line("[y]es / [n]o (or a reason, or a number to grant): ");
             match a.to_ascii_lowercase().as_str() {
