@@ -595,7 +595,7 @@ fn sweep_removes_a_crashed_runs_leftovers_and_keeps_live_ones() {
         ],
     );
 
-    let report = sweep(&repo, &[live_wt.run.clone()]).unwrap();
+    let report = sweep(&repo, std::slice::from_ref(&live_wt.run)).unwrap();
     let mut expected = vec![crashed_wt.run.to_string(), "0gone".to_owned()];
     expected.sort();
     assert_eq!(report.runs, expected);
@@ -622,7 +622,7 @@ fn sweep_removes_a_crashed_runs_leftovers_and_keeps_live_ones() {
     assert_eq!(live.list().unwrap(), vec![keep.clone()]);
     // Sweeping again finds nothing.
     assert!(
-        sweep(&repo, &[live_wt.run.clone()])
+        sweep(&repo, std::slice::from_ref(&live_wt.run))
             .unwrap()
             .runs
             .is_empty()
