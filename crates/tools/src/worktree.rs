@@ -19,6 +19,7 @@
 //! Worktree adds and removes and branch moves in one repository are serialised by
 //! [`RepoLock`] (see [`lock`]).
 
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 
 use trellis_protocol::RunId;
@@ -120,7 +121,7 @@ impl RunWorktree {
         if git.resolve(&format!("refs/heads/{branch}"))?.is_some() {
             return Err(Error::Failed(format!("branch {branch} already exists")));
         }
-        add_worktree(&lock, &git, &branch, &path, &base)?;
+        add_worktree(&lock, &git, Some(&branch), &path, &base)?;
         Ok(Self {
             repo,
             run: run.clone(),
@@ -211,27 +212,25 @@ impl RunWorktree {
     }
 }
 
-/// Adds a worktree at `path` on a new branch `branch` starting at `start`.
+/// Adds a worktree at `path` checking out `start`: on a new branch `branch`, or detached
+/// when `branch` is `None`.
 pub(crate) fn add_worktree(
     _lock: &RepoLock,
     git: &Git,
-    branch: &str,
+    branch: Option<&str>,
     path: &Path,
     start: &str,
 ) -> Result<()> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(Error::io("cannot create", dir))?;
     }
-    git.run(&[
-        "worktree".as_ref(),
-        "add".as_ref(),
-        "--quiet".as_ref(),
-        "-b".as_ref(),
-        branch.as_ref(),
-        path.as_os_str(),
-        start.as_ref(),
-    ])
-    .map(drop)
+    let mut args: Vec<&OsStr> = vec!["worktree".as_ref(), "add".as_ref(), "--quiet".as_ref()];
+    match branch {
+        Some(b) => args.extend([OsStr::new("-b"), OsStr::new(b)]),
+        None => args.push(OsStr::new("--detach")),
+    }
+    args.extend([path.as_os_str(), OsStr::new(start)]);
+    git.run(&args).map(drop)
 }
 
 /// Removes the worktree at `path` (with its uncommitted changes); nothing when it is gone.

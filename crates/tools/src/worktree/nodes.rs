@@ -307,7 +307,7 @@ impl NodeWorktrees {
         }
         remove_worktree(&lock, &git, &wt.path)?;
         delete_branch(&lock, &git, &wt.branch)?;
-        add_worktree(&lock, &git, &wt.branch, &wt.path, &wt.base)?;
+        add_worktree(&lock, &git, Some(&wt.branch), &wt.path, &wt.base)?;
         journal.nodes.insert(
             node.to_owned(),
             NodeEntry {

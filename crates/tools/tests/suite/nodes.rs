@@ -7,7 +7,7 @@ use trellis_protocol::RunId;
 use trellis_tools::Error;
 use trellis_tools::worktree::RunWorktree;
 use trellis_tools::worktree::nodes::{
-    MergeKind, MergeOutcome, NodeWorktree, NodeWorktrees, Undo, sweep,
+    MergeKind, MergeOutcome, NodeWorktree, NodeWorktrees, PendingMerge, Undo, sweep,
 };
 
 use super::support::{git, repo};
@@ -64,6 +64,24 @@ fn merged(outcome: MergeOutcome) -> trellis_tools::worktree::nodes::MergeRecord 
     match outcome {
         MergeOutcome::Merged(rec) => rec,
         other => panic!("expected a merge, got {other:?}"),
+    }
+}
+
+/// Two nodes changing the same line of `shared.txt`, T1 merged into `target`, T2 not.
+fn rivals(nodes: &NodeWorktrees, target: &str) -> (NodeWorktree, NodeWorktree) {
+    let t1 = nodes.create("tickets/T1", target).unwrap();
+    let t2 = nodes.create("tickets/T2", target).unwrap();
+    edit(&t1, "shared.txt", "one\nT1\nthree\n");
+    edit(&t2, "shared.txt", "one\nT2\nthree\n");
+    merged(nodes.merge("tickets/T1", target, "m").unwrap());
+    (t1, t2)
+}
+
+/// The merge of `node` into `target`, which must conflict.
+fn conflict(nodes: &NodeWorktrees, node: &str, target: &str, strategy: &str) -> PendingMerge {
+    match nodes.merge(node, target, strategy).unwrap() {
+        MergeOutcome::Conflict(pending) => pending,
+        other => panic!("expected a conflict, got {other:?}"),
     }
 }
 
@@ -161,35 +179,24 @@ fn children_merge_into_their_stage_then_the_stage_into_the_run() {
 fn conflicting_nodes_report_the_files_and_a_resolution_completes_the_merge() {
     let (_dir, wt, nodes) = run();
     let repo = nodes.repo().to_owned();
-    let t1 = nodes.create("tickets/T1", &wt.branch).unwrap();
-    let t2 = nodes.create("tickets/T2", &wt.branch).unwrap();
-    edit(&t1, "shared.txt", "one\nTWO by T1\nthree\n");
-    edit(&t2, "shared.txt", "one\nTWO by T2\nthree\n");
+    let (_t1, t2) = rivals(&nodes, &wt.branch);
     edit(&t2, "src/extra.rs", "// T2 only\n");
-    merged(
-        nodes
-            .merge("tickets/T1", &wt.branch, "ticket merge")
-            .unwrap(),
-    );
     let target = tip(&repo, &wt.branch);
 
-    let MergeOutcome::Conflict(pending) = nodes.merge("tickets/T2", &wt.branch, "ours").unwrap()
-    else {
-        panic!("expected a conflict");
-    };
+    let pending = conflict(&nodes, "tickets/T2", &wt.branch, "ours");
     assert_eq!(pending.files, vec!["shared.txt".to_owned()]);
     assert_eq!(pending.before, target);
     // The target is untouched: branch, run worktree files, status.
     assert_eq!(tip(&repo, &wt.branch), target);
     assert_eq!(
         std::fs::read_to_string(wt.path.join("shared.txt")).unwrap(),
-        "one\nTWO by T1\nthree\n"
+        "one\nT1\nthree\n"
     );
     assert_eq!(git(&wt.path, &["status", "--porcelain"]), "");
     // The merge worktree holds the markers for a merge agent.
     let marked = std::fs::read_to_string(pending.path.join("shared.txt")).unwrap();
     assert!(
-        marked.contains("<<<<<<<") && marked.contains("TWO by T2"),
+        marked.contains("<<<<<<<") && marked.contains("T2"),
         "{marked}"
     );
     assert_eq!(nodes.pending("tickets/T2").unwrap(), Some(pending.clone()));
@@ -204,18 +211,14 @@ fn conflicting_nodes_report_the_files_and_a_resolution_completes_the_merge() {
     );
     assert_eq!(tip(&repo, &wt.branch), target);
 
-    std::fs::write(
-        pending.path.join("shared.txt"),
-        "one\nTWO by T1 and T2\nthree\n",
-    )
-    .unwrap();
+    std::fs::write(pending.path.join("shared.txt"), "one\nT1 and T2\nthree\n").unwrap();
     let rec = nodes.complete_merge("tickets/T2", "kept both").unwrap();
     assert_eq!(rec.kind, MergeKind::MergeCommit);
     assert_eq!(rec.before, target);
     assert_eq!(tip(&repo, &wt.branch), rec.after);
     assert_eq!(
         show(&repo, &wt.branch, "shared.txt").unwrap(),
-        "one\nTWO by T1 and T2\nthree\n"
+        "one\nT1 and T2\nthree\n"
     );
     assert_eq!(
         show(&repo, &wt.branch, "src/extra.rs").unwrap(),
@@ -232,7 +235,7 @@ fn conflicting_nodes_report_the_files_and_a_resolution_completes_the_merge() {
     assert!(parents.contains(&t2.head().unwrap()), "{parents}");
     assert_eq!(
         std::fs::read_to_string(wt.path.join("shared.txt")).unwrap(),
-        "one\nTWO by T1 and T2\nthree\n"
+        "one\nT1 and T2\nthree\n"
     );
     assert!(!pending.path.exists());
     assert!(!worktree_list(&repo).contains(&*pending.path.to_string_lossy()));
@@ -244,18 +247,11 @@ fn conflicting_nodes_report_the_files_and_a_resolution_completes_the_merge() {
 fn aborting_a_conflicted_merge_restores_everything() {
     let (_dir, wt, nodes) = run();
     let repo = nodes.repo().to_owned();
-    let t1 = nodes.create("tickets/T1", &wt.branch).unwrap();
-    let t2 = nodes.create("tickets/T2", &wt.branch).unwrap();
-    edit(&t1, "shared.txt", "one\nT1\nthree\n");
-    edit(&t2, "shared.txt", "one\nT2\nthree\n");
-    merged(nodes.merge("tickets/T1", &wt.branch, "m").unwrap());
+    let (_t1, t2) = rivals(&nodes, &wt.branch);
     let target = tip(&repo, &wt.branch);
     let journal =
         std::fs::read(repo.join(format!(".trellis/nodes/{}/journal.json", wt.run))).unwrap();
-    let MergeOutcome::Conflict(pending) = nodes.merge("tickets/T2", &wt.branch, "m").unwrap()
-    else {
-        panic!("expected a conflict");
-    };
+    let pending = conflict(&nodes, "tickets/T2", &wt.branch, "m");
     assert!(nodes.abort_merge("tickets/T2").unwrap());
     assert!(!nodes.abort_merge("tickets/T2").unwrap(), "nothing left");
     assert!(!pending.path.exists());
@@ -530,15 +526,8 @@ fn a_fork_gets_its_own_branches_at_the_given_commits() {
 fn cleanup_removes_every_node_worktree_and_branch_of_the_run() {
     let (_dir, wt, nodes) = run();
     let repo = nodes.repo().to_owned();
-    let t1 = nodes.create("tickets/T1", &wt.branch).unwrap();
-    let t2 = nodes.create("tickets/T2", &wt.branch).unwrap();
-    edit(&t1, "shared.txt", "T1\n");
-    edit(&t2, "shared.txt", "T2\n");
-    merged(nodes.merge("tickets/T1", &wt.branch, "m").unwrap());
-    let MergeOutcome::Conflict(pending) = nodes.merge("tickets/T2", &wt.branch, "m").unwrap()
-    else {
-        panic!("expected a conflict");
-    };
+    rivals(&nodes, &wt.branch);
+    let pending = conflict(&nodes, "tickets/T2", &wt.branch, "m");
     let result = tip(&repo, &wt.branch);
     nodes.cleanup().unwrap();
     assert!(!repo.join(format!(".trellis/nodes/{}", wt.run)).exists());
@@ -559,21 +548,8 @@ fn sweep_removes_a_crashed_runs_leftovers_and_keeps_live_ones() {
     let live = NodeWorktrees::open(dir.path(), &live_wt.run).unwrap();
     let keep = live.create("tickets/T1", &live_wt.branch).unwrap();
 
-    let a = crashed.create("tickets/T1", &crashed_wt.branch).unwrap();
-    let b = crashed.create("tickets/T2", &crashed_wt.branch).unwrap();
-    edit(&a, "shared.txt", "A\n");
-    edit(&b, "shared.txt", "B\n");
-    merged(
-        crashed
-            .merge("tickets/T1", &crashed_wt.branch, "m")
-            .unwrap(),
-    );
-    let MergeOutcome::Conflict(_) = crashed
-        .merge("tickets/T2", &crashed_wt.branch, "m")
-        .unwrap()
-    else {
-        panic!("expected a conflict");
-    };
+    let (a, _) = rivals(&crashed, &crashed_wt.branch);
+    conflict(&crashed, "tickets/T2", &crashed_wt.branch, "m");
     // The crash: a worktree directory vanished (git's bookkeeping stale), and a branch was
     // created without its journal entry.
     std::fs::remove_dir_all(&a.path).unwrap();

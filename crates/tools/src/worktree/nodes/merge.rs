@@ -9,7 +9,7 @@ use super::{
 };
 use crate::error::{Error, Result};
 use crate::git::Git;
-use crate::worktree::{RepoLock, remove_worktree};
+use crate::worktree::{RepoLock, add_worktree, remove_worktree};
 
 /// How often a merge or revert is redone because another merge moved its target meanwhile.
 const ATTEMPTS: usize = 16;
@@ -302,17 +302,7 @@ impl NodeWorktrees {
         let lock = RepoLock::acquire(&self.repo)?;
         let git = self.git();
         remove_worktree(&lock, &git, &path)?;
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).map_err(Error::io("cannot create", dir))?;
-        }
-        git.run(&[
-            "worktree".as_ref(),
-            "add".as_ref(),
-            "--quiet".as_ref(),
-            "--detach".as_ref(),
-            path.as_os_str(),
-            at.as_ref(),
-        ])?;
+        add_worktree(&lock, &git, None, &path, at)?;
         Ok(path)
     }
 
