@@ -7,7 +7,7 @@ use trellis_protocol::RunId;
 use trellis_tools::Error;
 use trellis_tools::worktree::RunWorktree;
 use trellis_tools::worktree::nodes::{
-    MergeKind, MergeOutcome, NodeWorktree, NodeWorktrees, PendingMerge, Undo, sweep,
+    MergeKind, MergeOutcome, MergeRecord, NodeWorktree, NodeWorktrees, PendingMerge, Undo, sweep,
 };
 
 use super::support::{git, repo};
@@ -60,11 +60,29 @@ fn worktree_list(repo: &Path) -> String {
     git(repo, &["worktree", "list", "--porcelain"])
 }
 
-fn merged(outcome: MergeOutcome) -> trellis_tools::worktree::nodes::MergeRecord {
+fn merged(outcome: MergeOutcome) -> MergeRecord {
     match outcome {
         MergeOutcome::Merged(rec) => rec,
         other => panic!("expected a merge, got {other:?}"),
     }
+}
+
+/// Two nodes changing different files (T1 `a.txt` and a line of `shared.txt`, T2
+/// `b.txt`), both merged into `target`: T1 fast-forwarded, T2 by a merge commit.
+fn both_merged(
+    nodes: &NodeWorktrees,
+    target: &str,
+) -> (NodeWorktree, NodeWorktree, MergeRecord, MergeRecord) {
+    let t1 = nodes.create("tickets/T1", target).unwrap();
+    let t2 = nodes.create("tickets/T2", target).unwrap();
+    edit(&t1, "a.txt", "T1\n");
+    edit(&t1, "shared.txt", "one\ntwo by T1\nthree\n");
+    edit(&t2, "b.txt", "T2\n");
+    let m1 = merged(nodes.merge("tickets/T1", target, "m").unwrap());
+    assert_eq!(m1.kind, MergeKind::FastForward);
+    let m2 = merged(nodes.merge("tickets/T2", target, "m").unwrap());
+    assert_eq!(m2.kind, MergeKind::MergeCommit);
+    (t1, t2, m1, m2)
 }
 
 /// Two nodes changing the same line of `shared.txt`, T1 merged into `target`, T2 not.
@@ -302,14 +320,7 @@ fn prune_before_merge_leaves_no_branch_or_worktree() {
 fn prune_after_merge_reverts_exactly_that_nodes_change() {
     let (_dir, wt, nodes) = run();
     let repo = nodes.repo().to_owned();
-    let t1 = nodes.create("tickets/T1", &wt.branch).unwrap();
-    let t2 = nodes.create("tickets/T2", &wt.branch).unwrap();
-    edit(&t1, "a.txt", "T1\n");
-    edit(&t1, "shared.txt", "one\ntwo by T1\nthree\n");
-    edit(&t2, "b.txt", "T2\n");
-    let m1 = merged(nodes.merge("tickets/T1", &wt.branch, "m").unwrap());
-    assert_eq!(m1.kind, MergeKind::FastForward);
-    let m2 = merged(nodes.merge("tickets/T2", &wt.branch, "m").unwrap());
+    let (t1, t2, m1, m2) = both_merged(&nodes, &wt.branch);
 
     // T2's merge was built on T1's: T1's commits are reverted, T2's change stays.
     let report = nodes.prune("tickets/T1").unwrap();
@@ -342,13 +353,7 @@ fn prune_after_merge_reverts_exactly_that_nodes_change() {
 fn prune_of_the_last_merge_resets_the_target() {
     let (_dir, wt, nodes) = run();
     let repo = nodes.repo().to_owned();
-    let t1 = nodes.create("tickets/T1", &wt.branch).unwrap();
-    let t2 = nodes.create("tickets/T2", &wt.branch).unwrap();
-    edit(&t1, "a.txt", "T1\n");
-    edit(&t2, "b.txt", "T2\n");
-    let m1 = merged(nodes.merge("tickets/T1", &wt.branch, "m").unwrap());
-    let m2 = merged(nodes.merge("tickets/T2", &wt.branch, "m").unwrap());
-    assert_eq!(m2.kind, MergeKind::MergeCommit);
+    let (_t1, t2, m1, m2) = both_merged(&nodes, &wt.branch);
 
     let report = nodes.prune("tickets/T2").unwrap();
     assert_eq!(report.undone, vec![(m2, Undo::Reset)]);
