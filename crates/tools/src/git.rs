@@ -137,6 +137,21 @@ impl Git {
         })
     }
 
+    /// Runs a git command whose exit code 1 is a result, not a failure (`merge-tree`: the
+    /// merge conflicts): whether it exited 0, and its stdout either way; an error with its
+    /// stderr for any other code.
+    pub fn run_or_1<S: AsRef<OsStr>>(&self, args: &[S]) -> Result<(bool, Vec<u8>)> {
+        let out = self
+            .command(args)
+            .output()
+            .map_err(|e| self.error(args, format!("cannot run git: {e}; is git installed?")))?;
+        match out.status.code() {
+            Some(0) => Ok((true, out.stdout)),
+            Some(1) => Ok((false, out.stdout)),
+            _ => Err(self.error(args, String::from_utf8_lossy(&out.stderr).trim().to_owned())),
+        }
+    }
+
     /// Runs git and returns stdout as trimmed text.
     pub fn text<S: AsRef<OsStr>>(&self, args: &[S]) -> Result<String> {
         Ok(String::from_utf8_lossy(&self.run(args)?).trim().to_owned())

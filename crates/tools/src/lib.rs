@@ -11,7 +11,8 @@
 //!   [`ToolsConfig`]; `ask` goes to the user through an [`Interaction`].
 //! * **Worktrees** ([`worktree`]) — a run works in its own git worktree on its own branch,
 //!   created from the user's HEAD plus uncommitted and untracked changes without touching
-//!   the user's working tree, index or config.
+//!   the user's working tree, index or config; each agent node can get its own worktree
+//!   and branch from the run's ([`worktree::nodes`]), merged back, reverted when pruned.
 //! * **Review** ([`review`]) — the run's net change as files and hunks; approval per file
 //!   or hunk; a journaled, crash-safe apply onto the user's working tree with a 3-way
 //!   check; exact undo and redo.

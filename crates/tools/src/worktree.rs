@@ -13,7 +13,13 @@
 //! [`RunWorktree::snapshot`] and [`RunWorktree::restore`] record the worktree's state
 //! (branch tip and every non-ignored file) and roll it back to that state byte for byte,
 //! undoing commits made since: what pruning a running agent needs.
+//!
+//! [`nodes`] gives each agent node of a run a worktree and branch of its own, created from
+//! the run branch (or another node's branch), merged back into it, reverted when pruned.
+//! Worktree adds and removes and branch moves in one repository are serialised by
+//! [`RepoLock`] (see [`lock`]).
 
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 
 use trellis_protocol::RunId;
@@ -22,8 +28,12 @@ use trellis_store::ChangeSetRecord;
 use crate::error::{Error, Result};
 use crate::git::Git;
 
+pub mod lock;
+pub mod nodes;
 mod rollback;
 
+pub use lock::RepoLock;
+pub use nodes::{NodeWorktree, NodeWorktrees};
 pub use rollback::WorktreeSnapshot;
 
 /// Branch name prefix of run branches.
@@ -92,18 +102,26 @@ impl RunWorktree {
             return Err(Error::Failed(format!("branch {branch} already exists")));
         }
         let base = snapshot(&git, &state, run)?;
+        Self::create_at(&repo, run, &base)
+    }
+
+    /// Creates the run's branch and worktree at `commit` (whose tree becomes the run's
+    /// base): what a forked run starts from, the commit of its source's run branch at the
+    /// checkpoint it forks.
+    pub fn create_at(repo: &Path, run: &RunId, commit: &str) -> Result<Self> {
+        let repo = repo_root(repo)?;
+        let state = trellis_dir(&repo)?;
+        let git = Git::new(&repo);
+        let branch = format!("{BRANCH_PREFIX}{run}");
+        let base = git
+            .resolve(commit)?
+            .ok_or_else(|| Error::Failed(format!("no commit `{commit}` in {}", repo.display())))?;
         let path = state.join("worktrees").join(run.as_str());
-        std::fs::create_dir_all(state.join("worktrees"))
-            .map_err(Error::io("cannot create", state.join("worktrees")))?;
-        git.run(&[
-            "worktree".as_ref(),
-            "add".as_ref(),
-            "--quiet".as_ref(),
-            "-b".as_ref(),
-            branch.as_ref(),
-            path.as_os_str(),
-            base.as_ref(),
-        ])?;
+        let lock = RepoLock::acquire(&repo)?;
+        if git.resolve(&format!("refs/heads/{branch}"))?.is_some() {
+            return Err(Error::Failed(format!("branch {branch} already exists")));
+        }
+        add_worktree(&lock, &git, Some(&branch), &path, &base)?;
         Ok(Self {
             repo,
             run: run.clone(),
@@ -149,18 +167,13 @@ impl RunWorktree {
     /// changed.
     pub fn commit(&self, stage: &str, summary: &str) -> Result<Option<String>> {
         let git = Git::new(&self.path);
-        self.ensure_on_branch(&git, "commit")?;
-        git.run(&["add", "-A"])?;
-        if git.try_run(&["diff", "--cached", "--quiet"])?.is_ok() {
-            return Ok(None);
-        }
+        ensure_on_branch(&git, &self.branch, "commit")?;
         let message = format!(
             "trellis run {} stage {stage}: {summary}\n\nTrellis-Run: {}\nTrellis-Stage: {stage}\n",
             self.run.short(),
             self.run
         );
-        git.run(&["commit", "--quiet", "--no-verify", "-m", &message])?;
-        Ok(Some(git.text(&["rev-parse", "HEAD"])?))
+        commit_all(&git, &message)
     }
 
     /// The branch's tip commit.
@@ -174,15 +187,11 @@ impl RunWorktree {
     /// reviewed). Succeeds if it is already gone.
     pub fn remove(&self) -> Result<()> {
         let git = Git::new(&self.repo);
-        if self.path.exists() {
-            git.run(&[
-                "worktree".as_ref(),
-                "remove".as_ref(),
-                "--force".as_ref(),
-                self.path.as_os_str(),
-            ])?;
+        {
+            let lock = RepoLock::acquire(&self.repo)?;
+            remove_worktree(&lock, &git, &self.path)?;
+            git.run(&["worktree", "prune"])?;
         }
-        git.run(&["worktree", "prune"])?;
         if self.repo.join(".trellis").is_dir() {
             let index = self.snapshot_index()?;
             match std::fs::remove_file(&index) {
@@ -198,15 +207,77 @@ impl RunWorktree {
     /// Removes the worktree and deletes the branch.
     pub fn prune(&self) -> Result<()> {
         self.remove()?;
-        let git = Git::new(&self.repo);
-        if git
-            .resolve(&format!("refs/heads/{}", self.branch))?
-            .is_some()
-        {
-            git.run(&["branch", "--quiet", "-D", &self.branch])?;
-        }
-        Ok(())
+        let lock = RepoLock::acquire(&self.repo)?;
+        delete_branch(&lock, &Git::new(&self.repo), &self.branch)
     }
+}
+
+/// Adds a worktree at `path` checking out `start`: on a new branch `branch`, or detached
+/// when `branch` is `None`.
+pub(crate) fn add_worktree(
+    _lock: &RepoLock,
+    git: &Git,
+    branch: Option<&str>,
+    path: &Path,
+    start: &str,
+) -> Result<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(Error::io("cannot create", dir))?;
+    }
+    let mut args: Vec<&OsStr> = vec!["worktree".as_ref(), "add".as_ref(), "--quiet".as_ref()];
+    match branch {
+        Some(b) => args.extend([OsStr::new("-b"), OsStr::new(b)]),
+        None => args.push(OsStr::new("--detach")),
+    }
+    args.extend([path.as_os_str(), OsStr::new(start)]);
+    git.run(&args).map(drop)
+}
+
+/// Removes the worktree at `path` (with its uncommitted changes); nothing when it is gone.
+pub(crate) fn remove_worktree(_lock: &RepoLock, git: &Git, path: &Path) -> Result<()> {
+    if path.exists() {
+        git.run(&[
+            "worktree".as_ref(),
+            "remove".as_ref(),
+            "--force".as_ref(),
+            "--force".as_ref(),
+            path.as_os_str(),
+        ])?;
+    }
+    Ok(())
+}
+
+/// Deletes `branch` if it exists.
+pub(crate) fn delete_branch(_lock: &RepoLock, git: &Git, branch: &str) -> Result<()> {
+    if git.resolve(&format!("refs/heads/{branch}"))?.is_some() {
+        git.run(&["branch", "--quiet", "-D", branch])?;
+    }
+    Ok(())
+}
+
+/// Refuses unless the HEAD of the worktree `git` runs in is `branch`.
+pub(crate) fn ensure_on_branch(git: &Git, branch: &str, what: &str) -> Result<()> {
+    let head = git
+        .text(&["symbolic-ref", "--quiet", "HEAD"])
+        .unwrap_or_default();
+    if head != format!("refs/heads/{branch}") {
+        return Err(Error::Failed(format!(
+            "the worktree {} is not on {branch} (HEAD is `{head}`); refusing to {what} elsewhere",
+            git.dir().display(),
+        )));
+    }
+    Ok(())
+}
+
+/// Commits everything changed in the worktree `git` runs in (`git add -A`) with
+/// `message`; the new commit, or `None` when nothing changed.
+pub(crate) fn commit_all(git: &Git, message: &str) -> Result<Option<String>> {
+    git.run(&["add", "-A"])?;
+    if git.try_run(&["diff", "--cached", "--quiet"])?.is_ok() {
+        return Ok(None);
+    }
+    git.run(&["commit", "--quiet", "--no-verify", "-m", message])?;
+    Ok(Some(git.text(&["rev-parse", "HEAD"])?))
 }
 
 /// Commits the user's working state (HEAD + index + working tree + untracked files) using

@@ -1,4 +1,5 @@
 mod edit;
+mod nodes;
 mod review;
 mod rollback;
 mod safety;

@@ -27,7 +27,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::{Deserialize, Serialize};
 
-use super::{RunWorktree, trellis_dir};
+use super::{RunWorktree, ensure_on_branch, trellis_dir};
 use crate::error::{Error, Result};
 use crate::git::Git;
 
@@ -79,7 +79,7 @@ impl RunWorktree {
     /// while this runs are not rolled back.
     pub fn restore(&self, snap: &WorktreeSnapshot, only: Option<&[String]>) -> Result<Vec<String>> {
         let git = Git::new(&self.path);
-        self.ensure_on_branch(&git, "roll back")?;
+        ensure_on_branch(&git, &self.branch, "roll back")?;
         let head = self.head()?;
         let moved = head != snap.head;
         if moved
@@ -142,21 +142,6 @@ impl RunWorktree {
             .collect();
         self.reset_index(&git, &snap.head, &changes, moved && only.is_none())?;
         Ok(restored)
-    }
-
-    /// Refuses unless the worktree's HEAD is the run's branch.
-    pub(super) fn ensure_on_branch(&self, git: &Git, what: &str) -> Result<()> {
-        let head = git
-            .text(&["symbolic-ref", "--quiet", "HEAD"])
-            .unwrap_or_default();
-        if head != format!("refs/heads/{}", self.branch) {
-            return Err(Error::Failed(format!(
-                "the worktree {} is not on {} (HEAD is `{head}`); refusing to {what} elsewhere",
-                self.path.display(),
-                self.branch
-            )));
-        }
-        Ok(())
     }
 
     /// Trellis's private index of the worktree's snapshots (a stat cache).
