@@ -32,7 +32,9 @@ use trellis_tools::tool::{BoxFuture, typed};
 use trellis_tools::{Answer, Interaction, Question, Tool, ToolContext};
 use trellis_workflow::artifacts::{ArtifactKind, Validated};
 
-pub use sink::{Announce, MemoryArtifact, MemorySink, PULSE_KIND, REVIEW_KIND, StoreSink, artifacts_dir};
+pub use sink::{
+    Announce, MemoryArtifact, MemorySink, PULSE_KIND, REVIEW_KIND, StoreSink, artifacts_dir,
+};
 
 /// The stage roles of `staged_review` and their tools.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -228,7 +230,9 @@ impl StageSignal {
     pub fn ends_stage(&self) -> bool {
         matches!(
             self,
-            StageSignal::Submitted(_) | StageSignal::PulseComplete { .. } | StageSignal::Verdict { .. }
+            StageSignal::Submitted(_)
+                | StageSignal::PulseComplete { .. }
+                | StageSignal::Verdict { .. }
         )
     }
 }
@@ -378,9 +382,11 @@ mod tests {
         );
         assert_eq!(
             Verdict::parse("LGTM"),
-            Err("unknown verdict `LGTM`; use one of APPROVED, NEEDS_REVISION, \
+            Err(
+                "unknown verdict `LGTM`; use one of APPROVED, NEEDS_REVISION, \
                  HUMAN_REVIEW_REQUESTED"
-                .into())
+                    .into()
+            )
         );
     }
 }

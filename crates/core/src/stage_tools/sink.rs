@@ -121,7 +121,10 @@ impl StoreSink {
             status,
         })?;
         let dir = artifacts_dir(&self.repo, &self.run)?;
-        write_atomic(&dir.join(format!("{stem}.v{}.{ext}", a.version)), &a.content)?;
+        write_atomic(
+            &dir.join(format!("{stem}.v{}.{ext}", a.version)),
+            &a.content,
+        )?;
         let latest = dir.join(format!("{stem}.{ext}"));
         write_atomic(&latest, &a.content)?;
         if let Some(announce) = &self.announce {
@@ -152,7 +155,11 @@ impl StoreSink {
             .flat_map(|v| {
                 v["comments"]
                     .as_array()
-                    .map(|c| c.iter().filter_map(|c| c["id"].as_i64()).collect::<Vec<_>>())
+                    .map(|c| {
+                        c.iter()
+                            .filter_map(|c| c["id"].as_i64())
+                            .collect::<Vec<_>>()
+                    })
                     .unwrap_or_default()
             })
             .max()

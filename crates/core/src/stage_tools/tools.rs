@@ -41,7 +41,9 @@ async fn on_sink<T: Send + 'static>(
 fn required(field: &str, value: &str) -> trellis_tools::Result<String> {
     let v = value.trim();
     if v.is_empty() {
-        return Err(ToolError::Failed(format!("`{field}` is empty; say something")));
+        return Err(ToolError::Failed(format!(
+            "`{field}` is empty; say something"
+        )));
     }
     Ok(v.to_owned())
 }
@@ -397,9 +399,7 @@ impl TypedTool for GetDiff {
             set.to_text()
         };
         if !dirty.trim().is_empty() {
-            text.push_str(
-                "\nNot yet committed in the worktree (not part of the diff above):\n",
-            );
+            text.push_str("\nNot yet committed in the worktree (not part of the diff above):\n");
             text.push_str(&dirty);
             text.push('\n');
         }
@@ -520,11 +520,7 @@ pub(super) struct ReviewCommentInput {
     severity: Option<Severity>,
 }
 
-async fn add_comment(
-    sink: &Arc<dyn StageSink>,
-    ctx: &ToolContext,
-    comment: ReviewComment,
-) -> Out {
+async fn add_comment(sink: &Arc<dyn StageSink>, ctx: &ToolContext, comment: ReviewComment) -> Out {
     let from = Caller::of(ctx);
     let at = comment.location();
     let n = on_sink(sink, move |s| s.comment(&from, &comment)).await?;

@@ -125,7 +125,10 @@ async fn submit_scope_refuses_an_invalid_card_then_stores_versions_and_files() {
         "{err}"
     );
     assert!(err.contains("ignored unknown field(s) `inscope`"), "{err}");
-    assert!(err.contains("call submit_scope again with the whole scope card"), "{err}");
+    assert!(
+        err.contains("call submit_scope again with the whole scope card"),
+        "{err}"
+    );
     assert!(f.artifacts("scope_card").is_empty());
 
     let out = f
@@ -136,7 +139,11 @@ async fn submit_scope_refuses_an_invalid_card_then_stores_versions_and_files() {
         )
         .await
         .unwrap();
-    assert!(out.text.contains("(version 1) for the user's approval"), "{}", out.text);
+    assert!(
+        out.text.contains("(version 1) for the user's approval"),
+        "{}",
+        out.text
+    );
     assert!(out.text.contains("End your turn"), "{}", out.text);
     let v1 = f.artifacts("scope_card");
     assert_eq!(v1.len(), 1);
@@ -189,12 +196,20 @@ async fn review_comments_and_verdict_show_in_trellis_review() {
     .await
     .unwrap();
     let out = f
-        .call(review, "add_review_comment", json!({"comment": "Small and clear."}))
+        .call(
+            review,
+            "add_review_comment",
+            json!({"comment": "Small and clear."}),
+        )
         .await
         .unwrap();
     assert!(out.text.contains("(3 in this review)"), "{}", out.text);
     let refused = f
-        .call(review, "complete_review", json!({"verdict": "LGTM", "summary": "ok"}))
+        .call(
+            review,
+            "complete_review",
+            json!({"verdict": "LGTM", "summary": "ok"}),
+        )
         .await
         .unwrap_err()
         .to_string();
@@ -261,8 +276,11 @@ async fn get_diff_shows_the_run_worktree_change() {
     assert_eq!(nothing.text, "This run changed nothing.\n");
     let file = f.wt.path.join("inventory.py");
     let text = std::fs::read_to_string(&file).unwrap();
-    std::fs::write(&file, text.replace("quantity must be positive", "quantity must be > 0"))
-        .unwrap();
+    std::fs::write(
+        &file,
+        text.replace("quantity must be positive", "quantity must be > 0"),
+    )
+    .unwrap();
     f.wt.commit("pulsing", "clearer message").unwrap();
     std::fs::write(f.wt.path.join("NOTES.md"), "draft\n").unwrap();
     let diff = f
@@ -272,16 +290,29 @@ async fn get_diff_shows_the_run_worktree_change() {
         .text;
     assert!(diff.starts_with("1 file(s) changed, +1 -1"), "{diff}");
     assert!(diff.contains("── inventory.py (modified, +1 -1)"), "{diff}");
-    assert!(diff.contains("      -            raise ValueError(\"quantity must be positive\")"), "{diff}");
-    assert!(diff.contains("   18 +            raise ValueError(\"quantity must be > 0\")"), "{diff}");
+    assert!(
+        diff.contains("      -            raise ValueError(\"quantity must be positive\")"),
+        "{diff}"
+    );
+    assert!(
+        diff.contains("   18 +            raise ValueError(\"quantity must be > 0\")"),
+        "{diff}"
+    );
     assert!(diff.contains("Not yet committed in the worktree"), "{diff}");
     assert!(diff.contains("?? NOTES.md"), "{diff}");
     let other = f
-        .call(StageRole::Review, "get_diff", json!({"path": "test_inventory.py"}))
+        .call(
+            StageRole::Review,
+            "get_diff",
+            json!({"path": "test_inventory.py"}),
+        )
         .await
         .unwrap()
         .text;
-    assert!(other.starts_with("test_inventory.py is not changed by this run."), "{other}");
+    assert!(
+        other.starts_with("test_inventory.py is not changed by this run."),
+        "{other}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -291,7 +322,11 @@ async fn get_scope_card_returns_the_approved_card() {
         .call(StageRole::Review, "get_scope_card", json!({}))
         .await
         .unwrap();
-    assert!(none.text.starts_with("This run has no approved scope card"), "{}", none.text);
+    assert!(
+        none.text.starts_with("This run has no approved scope card"),
+        "{}",
+        none.text
+    );
     f.call(
         StageRole::Scoping,
         "submit_scope",
@@ -325,7 +360,11 @@ async fn block_tools_signal_the_handler() {
         )
         .await
         .unwrap();
-    assert!(out.text.starts_with("Your request was recorded."), "{}", out.text);
+    assert!(
+        out.text.starts_with("Your request was recorded."),
+        "{}",
+        out.text
+    );
     let answered = f
         .call(
             StageRole::Pulsing,
@@ -335,10 +374,20 @@ async fn block_tools_signal_the_handler() {
         )
         .await
         .unwrap();
-    assert!(answered.text.starts_with("Q: Keep the old API?\nA: (no answer"), "{}", answered.text);
+    assert!(
+        answered
+            .text
+            .starts_with("Q: Keep the old API?\nA: (no answer"),
+        "{}",
+        answered.text
+    );
     assert!(answered.text.contains("Q: Which DB?"), "{}", answered.text);
     let empty = f
-        .call(StageRole::Pulsing, "complete_pulse", json!({"summary": " "}))
+        .call(
+            StageRole::Pulsing,
+            "complete_pulse",
+            json!({"summary": " "}),
+        )
         .await
         .unwrap_err()
         .to_string();
@@ -355,7 +404,11 @@ async fn block_tools_signal_the_handler() {
         .signals()
         .iter()
         .map(|s| match s {
-            StageSignal::Extension { turns: Some(5), granted: None, .. } => "extension",
+            StageSignal::Extension {
+                turns: Some(5),
+                granted: None,
+                ..
+            } => "extension",
             StageSignal::Questions { answered: true, .. } => "questions",
             StageSignal::PulseComplete { .. } => "pulse",
             _ => "other",

@@ -283,7 +283,11 @@ const PLAN_FIELDS: &[&str] = &["approach_summary", "pulses"];
 const PULSE_FIELDS: &[&str] = &["id", "title", "description", "files"];
 
 pub(crate) fn scope_card(v: &Value) -> Result<ScopeCard, ArtifactError> {
-    let mut f = Fields::new(object(ArtifactKind::ScopeCard, v)?, String::new(), SCOPE_FIELDS);
+    let mut f = Fields::new(
+        object(ArtifactKind::ScopeCard, v)?,
+        String::new(),
+        SCOPE_FIELDS,
+    );
     let summary = f.string("summary", false, "a one-sentence summary");
     let card = ScopeCard {
         summary: (!summary.is_empty()).then_some(summary),
@@ -302,7 +306,11 @@ pub(crate) fn research_card(v: &Value) -> Result<ResearchCard, ArtifactError> {
         "key_files",
         r#"{"path": "src/x.rs", "why": "…"}"#,
         |k| KeyFile {
-            path: k.string("path", true, "the file's path relative to the repository root"),
+            path: k.string(
+                "path",
+                true,
+                "the file's path relative to the repository root",
+            ),
             why: k.string("why", true, "why the file matters for the request"),
         },
         KEY_FILE_FIELDS,
@@ -319,7 +327,11 @@ pub(crate) fn research_card(v: &Value) -> Result<ResearchCard, ArtifactError> {
 pub(crate) fn plan(v: &Value) -> Result<PlanCard, ArtifactError> {
     let kind = ArtifactKind::Plan;
     let mut f = Fields::new(object(kind, v)?, String::new(), PLAN_FIELDS);
-    let approach_summary = f.string("approach_summary", true, "the approach in a short paragraph");
+    let approach_summary = f.string(
+        "approach_summary",
+        true,
+        "the approach in a short paragraph",
+    );
     let pulses = f.objects(
         "pulses",
         r#"{"id": "P1", "title": "…", "description": "…", "files": ["…"]}"#,
@@ -398,9 +410,19 @@ impl ResearchCard {
 impl PlanCard {
     /// The plan as markdown.
     pub fn to_markdown(&self) -> String {
-        let mut s = format!("# Plan\n\n## Approach\n\n{}\n\n## Pulses\n", self.approach_summary);
+        let mut s = format!(
+            "# Plan\n\n## Approach\n\n{}\n\n## Pulses\n",
+            self.approach_summary
+        );
         for (i, p) in self.pulses.iter().enumerate() {
-            let _ = write!(s, "\n### {}. {}: {}\n\n{}\n", i + 1, p.id, p.title, p.description);
+            let _ = write!(
+                s,
+                "\n### {}. {}: {}\n\n{}\n",
+                i + 1,
+                p.id,
+                p.title,
+                p.description
+            );
             if !p.files.is_empty() {
                 let files: Vec<String> = p.files.iter().map(|f| format!("`{f}`")).collect();
                 let _ = write!(s, "\nFiles: {}\n", files.join(", "));

@@ -375,7 +375,10 @@ mod tests {
             e.to_string().starts_with("scope card: not valid JSON ("),
             "{e}"
         );
-        assert!(e.to_string().ends_with("send one JSON object with the scope card fields"));
+        assert!(
+            e.to_string()
+                .ends_with("send one JSON object with the scope card fields")
+        );
     }
 
     #[test]
@@ -401,6 +404,9 @@ mod tests {
         let e = validate("tickets", "## T1: a\nDepends on: T2\n## T1: b\n").unwrap_err();
         let text = e.to_string();
         assert!(text.lines().count() >= 3, "{text}");
-        assert!(text.lines().all(|l| l.starts_with("tickets.md line ")), "{text}");
+        assert!(
+            text.lines().all(|l| l.starts_with("tickets.md line ")),
+            "{text}"
+        );
     }
 }

@@ -159,7 +159,7 @@ fn field(line: &str) -> Option<(String, String)> {
         .strip_prefix("- ")
         .or_else(|| l.strip_prefix("* "))
         .unwrap_or(l);
-    let l = l.replace("**", "").replace("__", "");
+    let l = l.replace("**", "");
     let (key, value) = l.split_once(':')?;
     let key = key.trim().to_ascii_lowercase();
     let known = matches!(
@@ -343,7 +343,10 @@ pub fn parse_tickets(markdown: &str) -> Result<Tickets, ArtifactError> {
             if *dep == t.id {
                 problems.push(ArtifactProblem::at(
                     at,
-                    format!("ticket {} depends on itself; remove {dep} from its `Depends on:`", t.id),
+                    format!(
+                        "ticket {} depends on itself; remove {dep} from its `Depends on:`",
+                        t.id
+                    ),
                 ));
             } else if !seen.contains_key(dep.as_str()) {
                 problems.push(ArtifactProblem::at(

@@ -45,7 +45,10 @@ fn parses_the_documented_example() {
     assert_eq!(t1.description, "Read `app.toml` into a `Config` struct.");
     assert_eq!(
         t1.acceptance_criteria,
-        vec!["a valid file loads", "an unknown key fails with its line number"]
+        vec![
+            "a valid file loads",
+            "an unknown key fails with its line number"
+        ]
     );
     assert_eq!(t1.line, 5);
     let t2 = t.get("T2").unwrap();
