@@ -62,8 +62,9 @@ fn parses_the_documented_example() {
 
 #[test]
 fn accepts_the_usual_variations() {
-    // (markdown, id, title, depends_on, criteria)
-    let table: [(&str, &str, &str, &[&str], &[&str]); 6] = [
+    /// (markdown, id, title, depends_on, criteria)
+    type Case<'a> = (&'a str, &'a str, &'a str, &'a [&'a str], &'a [&'a str]);
+    let table: [Case<'_>; 6] = [
         (
             "## T1 - Title\n### Acceptance Criteria:\n* one\n",
             "T1",
