@@ -475,7 +475,8 @@ mod tests {
                 "tool_calls_and_changes",
                 "model_calls",
                 "streams_sessions_artifacts",
-                "client_sessions"
+                "client_sessions",
+                "review_comments"
             ]
         );
         let summary: String = conn
