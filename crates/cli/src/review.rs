@@ -123,6 +123,9 @@ pub async fn review_with(service: &Arc<Service>, args: ReviewArgs) -> anyhow::Re
     }
     let color =
         !args.json && std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+    if !args.json {
+        print_reviewers(&shown);
+    }
     let outcome = if args.approve_all {
         ReviewOutcome::Approved {
             selection: Selection::all(&set),
@@ -141,11 +144,7 @@ pub async fn review_with(service: &Arc<Service>, args: ReviewArgs) -> anyhow::Re
             comments: args
                 .request_changes
                 .iter()
-                .map(|c| ReviewComment {
-                    path: None,
-                    hunk: None,
-                    body: c.clone(),
-                })
+                .map(|c| ReviewComment::general(c.clone()))
                 .collect(),
             stage: args.stage.clone(),
         }
@@ -273,6 +272,27 @@ pub async fn review_with(service: &Arc<Service>, args: ReviewArgs) -> anyhow::Re
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The review agent's verdict and the reviewers' comments, if there are any.
+fn print_reviewers(shown: &Value) {
+    if let Some(r) = shown["agentReview"].as_object() {
+        println!(
+            "review agent: {} ({}): {}",
+            r.get("verdict").and_then(Value::as_str).unwrap_or("?"),
+            r.get("status").and_then(Value::as_str).unwrap_or("?"),
+            r.get("summary").and_then(Value::as_str).unwrap_or_default()
+        );
+    }
+    let comments: Vec<review::AuthoredComment> =
+        serde_json::from_value(shown["comments"].clone()).unwrap_or_default();
+    if !comments.is_empty() {
+        println!("comments ({}):", comments.len());
+        for c in &comments {
+            println!("  {} ({})", c.comment, c.author);
+        }
+        println!();
+    }
 }
 
 fn parse_selection(specs: &[String], set: &ChangeSet) -> anyhow::Result<Selection> {
@@ -419,7 +439,7 @@ fn interactive(set: &ChangeSet, color: bool) -> anyhow::Result<ReviewOutcome> {
                         comments: vec![ReviewComment {
                             path: Some(f.path.clone()),
                             hunk: Some(i),
-                            body,
+                            ..ReviewComment::general(body)
                         }],
                         stage: (!stage.is_empty()).then_some(stage),
                     });

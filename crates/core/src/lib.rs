@@ -20,6 +20,7 @@ mod error;
 mod handlers;
 mod retrieval;
 pub mod service;
+pub mod stage_tools;
 pub mod stages;
 pub mod testcmd;
 

@@ -5,3 +5,4 @@ mod llama_shared;
 mod lsp;
 mod service;
 mod service_bench;
+mod stage_tools;

@@ -26,6 +26,7 @@
 //! | `turn_thoughts` | turn that thought | session, turn, the thinking deltas appended |
 //! | `turn_tools` | tool call of a turn | session, turn, call id, tool, JSON input, output, status (`running` or the `ToolStatus` name), start time, duration |
 //! | `artifacts` | artifact version | run, node, kind, version (1, 2, … per run and kind), content, status, feedback, created/updated time |
+//! | `review_comments` | reviewer's comment on a change set | run, node, author, comment JSON (path, line, hunk, severity, body), created time |
 //!
 //! An event blob holds a batch's events as compact JSON — the run id not repeated, seqs
 //! implied by the row's range, timestamps as deltas — compressed with LZ4 against a static
@@ -73,6 +74,7 @@ mod error;
 mod ops;
 mod read;
 mod records;
+mod review_comments;
 mod schema;
 mod sessions;
 mod streams;
@@ -97,6 +99,7 @@ pub use client_sessions::{ClientSession, ClientTurn};
 pub use error::{Error, Result};
 pub use read::{Checkpoint, RunFilter, RunRecord};
 pub use records::{ChangeOpRecord, ChangeSetRecord, ToolCallRecord};
+pub use review_comments::{NewReviewComment, ReviewCommentRecord};
 pub use schema::LATEST_VERSION as SCHEMA_VERSION;
 pub use sessions::{
     SessionFilter, SessionRecord, SessionStatus, TurnRecord, TurnStatus, TurnToolRecord,

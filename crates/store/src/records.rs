@@ -92,9 +92,11 @@ pub(crate) enum Record {
     ArtifactStatus(crate::artifacts::StatusChange),
     ClientSession(crate::client_sessions::ClientSession),
     ClientTurn(crate::client_sessions::ClientTurn),
+    ReviewComment(crate::review_comments::NewReviewComment),
 }
 
-/// Writes `record`; returns the new row id for tool calls, model calls and artifacts, the
+/// Writes `record`; returns the new row id for tool calls, model calls, artifacts and
+/// review comments, the
 /// artifact's id for a status change (0 when it does not exist), the turn's number for a
 /// client turn, 0 otherwise.
 pub(crate) fn write(conn: &Connection, record: &Record) -> rusqlite::Result<i64> {
@@ -104,6 +106,7 @@ pub(crate) fn write(conn: &Connection, record: &Record) -> rusqlite::Result<i64>
         Record::ArtifactStatus(r) => crate::artifacts::set_status(conn, r),
         Record::ClientSession(r) => crate::client_sessions::upsert(conn, r),
         Record::ClientTurn(r) => crate::client_sessions::insert_turn(conn, r),
+        Record::ReviewComment(r) => crate::review_comments::insert(conn, r),
         Record::ToolCall(r) => {
             conn.prepare_cached(
                 "INSERT INTO tool_calls (run_id, node_id, tool, args, decision, is_error, summary,

@@ -290,10 +290,27 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         );
     "#,
     },
+    Migration {
+        version: 6,
+        name: "review_comments",
+        sql: r#"
+        -- Reviewers' comments on a run's change set (the review agent's comment tools), in
+        -- the order they were added; `comment` is a ReviewComment as JSON.
+        CREATE TABLE review_comments (
+            id          INTEGER PRIMARY KEY,
+            run         TEXT    NOT NULL,
+            node        TEXT,
+            author      TEXT    NOT NULL,
+            comment     TEXT    NOT NULL,
+            created_ms  INTEGER NOT NULL
+        );
+        CREATE INDEX review_comments_run ON review_comments (run, id);
+    "#,
+    },
 ];
 
 /// The newest schema version this binary knows.
-pub const LATEST_VERSION: i64 = 5;
+pub const LATEST_VERSION: i64 = 6;
 
 const CREATE_TABLE: &str = "CREATE TABLE IF NOT EXISTS schema_migrations (
     version     INTEGER PRIMARY KEY,
@@ -458,7 +475,8 @@ mod tests {
                 "tool_calls_and_changes",
                 "model_calls",
                 "streams_sessions_artifacts",
-                "client_sessions"
+                "client_sessions",
+                "review_comments"
             ]
         );
         let summary: String = conn

@@ -9,6 +9,7 @@
 //! byte, and undoing an undo re-applies it. Applies and undos are journaled (see
 //! [`journal`]) so a crash at any point is completed by the next command.
 
+pub mod comments;
 pub mod diff;
 pub mod journal;
 pub mod merge;
@@ -19,6 +20,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+pub use comments::{AuthoredComment, add_comment, comments};
 pub use diff::{ChangeSet, FileChange, FileStatus, Hunk, HunkLine, LineKind, load};
 pub use ops::{ApplyReport, UndoReport, apply, record_outcome, recover, undo};
 
@@ -94,8 +96,51 @@ pub struct ReviewComment {
     /// The hunk it is about, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hunk: Option<usize>,
+    /// The line it is about (1-based, in the file's new version), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<u32>,
+    /// How much it matters (`info`, `suggestion`, `warning`, `error`), if said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub severity: Option<String>,
     /// The comment.
     pub body: String,
+}
+
+impl ReviewComment {
+    /// A comment on the whole change.
+    pub fn general(body: impl Into<String>) -> Self {
+        Self {
+            path: None,
+            hunk: None,
+            line: None,
+            severity: None,
+            body: body.into(),
+        }
+    }
+
+    /// Where it points: `path:line`, `path (hunk n)`, `path`, or empty.
+    pub fn location(&self) -> String {
+        match (&self.path, self.line, self.hunk) {
+            (Some(p), Some(l), _) => format!("{p}:{l}"),
+            (Some(p), None, Some(h)) => format!("{p} (hunk {h})"),
+            (Some(p), None, None) => p.clone(),
+            (None, ..) => String::new(),
+        }
+    }
+}
+
+impl std::fmt::Display for ReviewComment {
+    /// `[warning] src/a.rs:12: body`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if let Some(s) = &self.severity {
+            write!(f, "[{s}] ")?;
+        }
+        let at = self.location();
+        if !at.is_empty() {
+            write!(f, "{at}: ")?;
+        }
+        f.write_str(&self.body)
+    }
 }
 
 /// The result of a review: what the workflow routes on.

@@ -6,6 +6,7 @@
 //! YAML ──load_str──▶ Workflow ──assemble(decisions, task)──▶ Plan ──compile(handlers)──▶ Graph
 //! ```
 
+pub mod artifacts;
 mod catalog;
 mod compile;
 mod decode;

@@ -51,10 +51,13 @@ impl Service {
             .unwrap_or_else(|| Selection::all(&set));
         let result = match action {
             ReviewAction::Show => {
+                let store = &self.runtime.store;
                 return Ok(json!({
                     "run": run,
                     "state": rec.state,
                     "review": rec.review.as_deref().and_then(|r| serde_json::from_str::<Value>(r).ok()),
+                    "comments": review::comments(store, &run)?,
+                    "agentReview": agent_review(store, &run)?,
                     "changeSet": set,
                     "selection": selection,
                 }));
@@ -143,16 +146,30 @@ impl Service {
             &self.runtime.store,
             &rec,
             &ReviewOutcome::ChangesRequested {
-                comments: vec![ReviewComment {
-                    path: None,
-                    hunk: None,
-                    body: feedback.to_owned(),
-                }],
+                comments: vec![ReviewComment::general(feedback)],
                 stage: stage.map(NodeId::to_string),
             },
         )?;
         Ok(())
     }
+}
+
+/// The review agent's latest verdict (`complete_review`), with its status.
+fn agent_review(store: &Store, run: &RunId) -> Result<Option<Value>, OpError> {
+    Ok(store
+        .artifacts(run)?
+        .into_iter()
+        .filter(|a| a.kind == crate::stage_tools::REVIEW_KIND)
+        .max_by_key(|a| a.version)
+        .map(|a| {
+            let mut v = serde_json::from_str::<Value>(&a.content).unwrap_or_default();
+            if let Value::Object(m) = &mut v {
+                m.insert("artifact".into(), json!(a.id));
+                m.insert("version".into(), json!(a.version));
+                m.insert("status".into(), json!(a.status));
+            }
+            v
+        }))
 }
 
 /// The selection that accepts exactly `files` (and rejects the rest).

@@ -116,6 +116,67 @@ pub struct ChangeSet {
     pub files: Vec<FileChange>,
 }
 
+impl ChangeSet {
+    /// The change as plain text for a reader without colours (a model): a summary line,
+    /// then per file a header and its hunks, each line with its number in the new version
+    /// (removed lines have none), so comments can name `path` and `line`.
+    pub fn to_text(&self) -> String {
+        use std::fmt::Write as _;
+        let (adds, dels) = self
+            .files
+            .iter()
+            .fold((0, 0), |(a, d), f| (a + f.additions, d + f.deletions));
+        let short = |c: &str| c.get(..12).unwrap_or(c).to_owned();
+        let mut s = format!(
+            "{} file(s) changed, +{adds} -{dels} ({}..{})\n",
+            self.files.len(),
+            short(&self.base),
+            short(&self.head)
+        );
+        for f in &self.files {
+            let status = match f.status {
+                FileStatus::Added => "added",
+                FileStatus::Deleted => "deleted",
+                FileStatus::Modified => "modified",
+            };
+            let _ = write!(
+                s,
+                "\n── {} ({status}, +{} -{})\n",
+                f.path, f.additions, f.deletions
+            );
+            if let (Some(o), Some(n)) = (f.old_mode, f.new_mode)
+                && o != n
+            {
+                let _ = writeln!(s, "mode {o:o} → {n:o}");
+            }
+            for h in &f.hunks {
+                let _ = writeln!(
+                    s,
+                    "@@ -{},{} +{},{} @@ (hunk {})",
+                    h.old_start, h.old_lines, h.new_start, h.new_lines, h.index
+                );
+                let mut line = h.new_start;
+                for l in &h.lines {
+                    match l.kind {
+                        LineKind::Removed => {
+                            let _ = writeln!(s, "      -{}", l.text);
+                        }
+                        LineKind::Added | LineKind::Context if f.binary => {
+                            let _ = writeln!(s, "       {}", l.text);
+                        }
+                        kind => {
+                            let sign = if kind == LineKind::Added { '+' } else { ' ' };
+                            let _ = writeln!(s, "{line:>5} {sign}{}", l.text);
+                            line += 1;
+                        }
+                    }
+                }
+            }
+        }
+        s
+    }
+}
+
 /// Splits bytes into lines that keep their `\n`.
 pub fn split_lines(bytes: &[u8]) -> Vec<&[u8]> {
     bytes.split_inclusive(|b| *b == b'\n').collect()
