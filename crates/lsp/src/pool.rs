@@ -142,8 +142,8 @@ impl LspPool {
     }
 
     /// Starts the servers of `paths`' languages in the background (one start per program,
-    /// shared with the calls that come meanwhile), so the first call does not wait for the
-    /// whole start. Paths no server serves are skipped; a server that fails to start is
+    /// shared with the calls that come meanwhile) and has each take in the workspace
+    /// ([`LspClient::prime`]), so the first calls do not wait for the whole start. Paths no server serves are skipped; a server that fails to start is
     /// logged, and tried again on first use.
     pub fn warm<'a>(&self, paths: impl IntoIterator<Item = &'a str>) {
         let mut programs = std::collections::BTreeSet::new();
@@ -160,7 +160,15 @@ impl LspPool {
             let path = path.to_owned();
             tokio::spawn(async move {
                 match pool.for_path(&path).await {
-                    Ok(c) => tracing::info!("{}: started ahead of use", c.program()),
+                    Ok(c) => {
+                        let t = Instant::now();
+                        c.prime().await;
+                        tracing::info!(
+                            "{}: started ahead of use, workspace taken in in {:?}",
+                            c.program(),
+                            t.elapsed()
+                        );
+                    }
                     Err(e) => tracing::warn!("starting the language server for {path}: {e}"),
                 }
             });

@@ -59,6 +59,7 @@ fn setup(slow_secs: f64) -> (TempWorkspace, tempfile::TempDir, LspConfig) {
         .into(),
         ready_timeout_secs: 30.0,
         idle_shutdown_secs: 0.0,
+        ..LspConfig::default()
     };
     (ws, bin, config)
 }

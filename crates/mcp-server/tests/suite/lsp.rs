@@ -215,6 +215,52 @@ async fn a_configured_python_server_answers_references_and_signatures_by_symbol(
     client.cancel().await.unwrap();
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_workspaces_language_servers_start_with_the_server_unless_turned_off() {
+    let Some(pyright) = trellis_lsp::find("pyright-langserver") else {
+        eprintln!("SKIPPED: pyright is not installed (scripts/setup.d/72-lsp.sh)");
+        return;
+    };
+    let ws = trellis_test_support::example_repo("inventory", "").unwrap();
+    let lsp = |warm| LspConfig {
+        servers: [(
+            "python".to_owned(),
+            trellis_lsp::ServerCommand {
+                command: pyright.display().to_string(),
+                args: vec!["--stdio".into()],
+            },
+        )]
+        .into(),
+        warm_for_mcp: warm,
+        ..LspConfig::default()
+    };
+    let open = |warm| {
+        let mut config = IndexConfig::default();
+        config.embedding.backend = trellis_index::EmbeddingBackend::None;
+        CodeServer::open(ws.path(), config, &lsp(warm)).unwrap()
+    };
+    // Turned off: nothing starts until a call needs it.
+    let cold = open(false);
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    assert!(cold.language_servers().await.is_empty());
+    drop(cold);
+    // On (the default): pyright starts with no call asking for it (inventory is Python).
+    let warm = open(true);
+    let started = std::time::Instant::now();
+    loop {
+        let running = warm.language_servers().await;
+        if !running.is_empty() {
+            assert_eq!(running, [pyright.display().to_string()]);
+            break;
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(60),
+            "pyright was not started ahead of use"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
 /// typescript-language-server found where the setup installs it (no `[lsp]` configuration),
 /// on `crates/lsp/tests/fixtures/geometry`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
