@@ -24,7 +24,7 @@ use lsp_types::{
     SignatureInformationSettings, TextDocumentClientCapabilities, TextDocumentContentChangeEvent,
     TextDocumentIdentifier, TextDocumentItem, TextDocumentPositionParams, Url,
     VersionedTextDocumentIdentifier, WindowClientCapabilities, WorkDoneProgress,
-    WorkDoneProgressParams, WorkspaceFolder, WorkspaceSymbolParams,
+    WorkDoneProgressParams, WorkspaceFolder,
 };
 use tokio::sync::watch;
 use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
@@ -242,25 +242,13 @@ impl LspClient {
         }))
     }
 
-    /// Has the server take in every file of the workspace now, ahead of the first queries:
-    /// one `workspace/symbol` request, which pyright answers by parsing and binding each
-    /// source file (the work its first `references` would otherwise do file by file) and
-    /// which other servers answer from the index they already built. Failures are only
-    /// logged: this only warms.
-    pub async fn prime(&self) {
-        let query = "trellis_warm_up".to_owned();
-        let r = self
-            .server
-            .clone()
-            .symbol(WorkspaceSymbolParams {
-                query,
-                work_done_progress_params: WorkDoneProgressParams::default(),
-                partial_result_params: PartialResultParams::default(),
-            })
-            .await;
-        if let Err(e) = r {
-            tracing::debug!("{}: workspace/symbol to warm up: {e}", self.name);
-        }
+    /// Has the server take in `paths` (the workspace's files of its language) now, ahead of
+    /// the first queries: opens each, so the server analyses them in the background (pyright
+    /// checks open files, which fills the caches its `references` otherwise fills file by
+    /// file on the first lookups). Returns how many were opened; a file that cannot be read
+    /// is skipped.
+    pub fn prime(&self, paths: &[&str]) -> usize {
+        paths.iter().filter(|p| self.sync(p).is_ok()).count()
     }
 
     /// Waits (at most `timeout`) until the server has indexed the workspace; true if it has.

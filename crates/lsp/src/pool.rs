@@ -142,34 +142,34 @@ impl LspPool {
     }
 
     /// Starts the servers of `paths`' languages in the background (one start per program,
-    /// shared with the calls that come meanwhile) and has each take in the workspace
-    /// ([`LspClient::prime`]), so the first calls do not wait for the whole start. Paths no server serves are skipped; a server that fails to start is
-    /// logged, and tried again on first use.
-    pub fn warm<'a>(&self, paths: impl IntoIterator<Item = &'a str>) {
-        let mut programs = std::collections::BTreeSet::new();
+    /// shared with the calls that come meanwhile), so the first call does not wait for the
+    /// whole start. With `open`, each server is also given its files to analyse in the
+    /// background ([`LspClient::prime`]). Paths no server serves are skipped; a server that
+    /// fails to start is logged, and tried again on first use.
+    pub fn warm<'a>(&self, paths: impl IntoIterator<Item = &'a str>, open: bool) {
+        let mut by_program: BTreeMap<String, Vec<String>> = BTreeMap::new();
         for path in paths {
-            let Ok(spec) = self.spec_for(path) else {
-                continue;
-            };
-            if !programs.insert(spec.program) {
-                continue;
+            if let Ok(spec) = self.spec_for(path) {
+                by_program
+                    .entry(spec.program)
+                    .or_default()
+                    .push(path.to_owned());
             }
+        }
+        for (program, files) in by_program {
             let pool = Self {
                 inner: self.inner.clone(),
             };
-            let path = path.to_owned();
             tokio::spawn(async move {
-                match pool.for_path(&path).await {
-                    Ok(c) => {
-                        let t = Instant::now();
-                        c.prime().await;
-                        tracing::info!(
-                            "{}: started ahead of use, workspace taken in in {:?}",
-                            c.program(),
-                            t.elapsed()
-                        );
+                let Some(first) = files.first() else { return };
+                match pool.for_path(first).await {
+                    Ok(c) if open => {
+                        let files: Vec<&str> = files.iter().map(String::as_str).collect();
+                        let opened = c.prime(&files);
+                        tracing::info!("{program}: started ahead of use, {opened} file(s) opened");
                     }
-                    Err(e) => tracing::warn!("starting the language server for {path}: {e}"),
+                    Ok(_) => tracing::info!("{program}: started ahead of use"),
+                    Err(e) => tracing::warn!("starting {program} ahead of use: {e}"),
                 }
             });
         }

@@ -182,6 +182,11 @@ pub struct LspConfig {
     /// background as it starts (and has them take in the workspace), instead of on the
     /// first call that needs one.
     pub warm_for_mcp: bool,
+    /// With `warm_for_mcp`, also open the workspace's files in their servers as they start,
+    /// so the servers analyse them in the background: the first lookups that touch a file
+    /// then find it analysed, but queries made during that analysis compete with it (off by
+    /// default; docs/benchmarks.md has the measurements).
+    pub warm_open_files: bool,
 }
 
 impl Default for LspConfig {
@@ -191,6 +196,7 @@ impl Default for LspConfig {
             ready_timeout_secs: 120.0,
             idle_shutdown_secs: 600.0,
             warm_for_mcp: true,
+            warm_open_files: false,
         }
     }
 }
@@ -240,7 +246,7 @@ mod tests {
         assert_eq!(c.idle_shutdown_secs, 5.0);
         assert_eq!(c.ready_timeout_secs, 120.0);
         assert_eq!(LspConfig::default().idle_shutdown_secs, 600.0);
-        assert!(c.warm_for_mcp);
+        assert!(c.warm_for_mcp && !c.warm_open_files);
         let off: LspConfig = serde_json::from_str(r#"{"warm_for_mcp": false}"#).unwrap();
         assert!(!off.warm_for_mcp);
         assert!(serde_json::from_str::<LspConfig>(r#"{"idle": 5}"#).is_err());

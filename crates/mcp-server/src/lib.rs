@@ -10,8 +10,8 @@
 //! `definition`, `references`, `hover`, `signature` and `diagnostics`. The index is brought
 //! up to date in the background when the server starts; calls made meanwhile wait for it.
 //! The language servers of the languages present in the workspace start in the background
-//! too (`[lsp] warm_for_mcp`, on by default), and take in the workspace before the first
-//! call needs them.
+//! too (`[lsp] warm_for_mcp`, on by default), so the first call that needs one does not wait
+//! for its whole start.
 
 mod http;
 pub mod tools;
@@ -123,7 +123,7 @@ impl CodeServer {
             Ok(rt) => {
                 drop(rt.spawn_blocking(refresh));
                 if lsp.warm_for_mcp {
-                    server.warm_language_servers(&rt, &config_for_scan);
+                    server.warm_language_servers(&rt, &config_for_scan, lsp.warm_open_files);
                 }
             }
             Err(_) => refresh(),
@@ -132,9 +132,9 @@ impl CodeServer {
     }
 
     /// Starts the language servers of the languages present in the workspace in the
-    /// background (`[lsp] warm_for_mcp`), so the first `references` does not wait for a
-    /// whole server start and workspace analysis.
-    fn warm_language_servers(&self, rt: &tokio::runtime::Handle, config: &IndexConfig) {
+    /// background (`[lsp] warm_for_mcp`; with `open`, `warm_open_files`, they also get the
+    /// files to analyse), so the first `references` does not wait for a whole server start.
+    fn warm_language_servers(&self, rt: &tokio::runtime::Handle, config: &IndexConfig, open: bool) {
         let root = self.root.clone();
         let lsp = self.lsp.clone();
         let excludes = trellis_index::scan::Excludes::new(config);
@@ -149,7 +149,7 @@ impl CodeServer {
             let walk =
                 tokio::task::spawn_blocking(move || trellis_index::scan::scan(&root, &excludes));
             match walk.await {
-                Ok(Ok(files)) => lsp.warm(files.iter().map(|f| f.path.as_str())),
+                Ok(Ok(files)) => lsp.warm(files.iter().map(|f| f.path.as_str()), open),
                 Ok(Err(e)) => tracing::warn!("not starting language servers ahead of use: {e}"),
                 Err(e) => tracing::warn!("not starting language servers ahead of use: {e}"),
             }

@@ -45,6 +45,8 @@ fn setup(slow_secs: f64) -> (TempWorkspace, tempfile::TempDir, LspConfig) {
                         slow_secs.to_string(),
                         "--name".into(),
                         "slow".into(),
+                        "--opened".into(),
+                        bin.path().join("opened.txt").display().to_string(),
                     ],
                 ),
             ),
@@ -107,10 +109,10 @@ async fn a_server_that_starts_slowly_holds_up_only_the_calls_for_its_program() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn warming_starts_each_language_server_once_ahead_of_use() {
-    let (ws, _bin, config) = setup(1.0);
+    let (ws, bin, config) = setup(1.0);
     let pool = LspPool::new(ws.path(), &config);
     // Two Python files, one TypeScript file, one file no server serves.
-    pool.warm(["a.py", "b.py", "c.ts", "README.md"]);
+    pool.warm(["a.py", "b.py", "c.ts", "README.md"], true);
     let started = Instant::now();
     while pool.running().await.len() < 2 {
         assert!(
@@ -131,5 +133,12 @@ async fn warming_starts_each_language_server_once_ahead_of_use() {
     let pid = py.pid();
     let again = pool.for_path("a.py").await.unwrap();
     assert_eq!(again.pid(), pid);
+    // Asked to, the servers were given their files to analyse.
+    let opened = || std::fs::read_to_string(bin.path().join("opened.txt")).unwrap_or_default();
+    while !(opened().contains("/a.py") && opened().contains("/b.py")) {
+        assert!(started.elapsed() < Duration::from_secs(15), "{}", opened());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(!opened().contains("c.ts"), "{}", opened());
     pool.shutdown().await;
 }
