@@ -6,3 +6,4 @@ mod lsp;
 mod service;
 mod service_bench;
 mod stage_tools;
+mod staged;
