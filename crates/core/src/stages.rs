@@ -108,14 +108,7 @@ impl RunContext {
         };
         let seen = json!({ "artifact": a.id, "kind": a.kind, "version": a.version });
         if let Some(r) = &ctx.resume {
-            let comment = r
-                .answer
-                .0
-                .get("comment")
-                .and_then(Value::as_str)
-                .map(str::trim)
-                .filter(|c| !c.is_empty())
-                .map(str::to_owned);
+            let comment = feedback_of(&r.answer);
             let id = r.scratch.get("artifact").and_then(Value::as_i64);
             let a = match id {
                 Some(id) if id != a.id => self.runtime.store.artifact(id).map_err(node_error)?,
@@ -196,14 +189,7 @@ impl RunContext {
         if let Some(r) = &ctx.resume
             && let Some(summary) = r.scratch.get("human_review")
         {
-            let comment = r
-                .answer
-                .0
-                .get("comment")
-                .and_then(Value::as_str)
-                .map(str::trim)
-                .filter(|c| !c.is_empty())
-                .map(str::to_owned);
+            let comment = feedback_of(&r.answer);
             let by = json!({ "by": "user", "comment": comment, "review": summary });
             return Ok(if r.answer.is_approval() {
                 NodeOutput::success().result(json!({ "verdict": "APPROVED", "human": by }))
@@ -388,6 +374,18 @@ impl RunContext {
             other => Ok(NodeOutput::failure(format!("unknown function `{other}`"))),
         }
     }
+}
+
+/// The feedback in an answer: its `comment`, or the answer itself when it is text that is
+/// not an approval (`trellis runs resume RUN --answer approve_plan="split pulse 2"`).
+fn feedback_of(answer: &trellis_protocol::Answer) -> Option<String> {
+    let text = match &answer.0 {
+        Value::String(t) if !answer.is_approval() => Some(t.as_str()),
+        v => v.get("comment").and_then(Value::as_str),
+    };
+    text.map(str::trim)
+        .filter(|c| !c.is_empty())
+        .map(str::to_owned)
 }
 
 fn clip(text: &str, max: usize) -> String {

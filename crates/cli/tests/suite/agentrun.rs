@@ -85,7 +85,11 @@ fn run_goes_through_an_openai_compatible_endpoint() {
     );
     assert_eq!(
         bodies[0]["response_format"]["json_schema"]["schema"]["properties"]["workflow"]["enum"],
-        json!(["architecture_discussion", "feature_with_iterative_testing"])
+        json!([
+            "architecture_discussion",
+            "feature_with_iterative_testing",
+            "staged_review"
+        ])
     );
     // The agent's request offers its tools and carries the retrieved ADR as context.
     let agent = bodies.last().unwrap();
