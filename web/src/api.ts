@@ -205,6 +205,8 @@ export interface Artifact {
   kind: string;
   version: number;
   content: string;
+  // A JSON card rendered as markdown by the server (absent for markdown artifacts).
+  rendered?: string;
   status: 'draft' | 'awaiting_approval' | 'approved' | 'changes_requested';
   feedback?: string;
   createdMs: number;

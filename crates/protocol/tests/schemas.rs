@@ -793,6 +793,7 @@ fn other_wire_types_validate() {
         kind: "plan".into(),
         version: 2,
         content: "# Plan".into(),
+        rendered: None,
         status: ArtifactStatus::ChangesRequested,
         feedback: Some("smaller".into()),
         created_ms: 1,

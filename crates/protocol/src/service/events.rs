@@ -427,6 +427,10 @@ pub struct Artifact {
     pub version: u32,
     /// The content (markdown or JSON text).
     pub content: String,
+    /// The content as markdown, for display (a JSON card rendered; absent when the content
+    /// is already markdown or is not a known kind).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rendered: Option<String>,
     /// Its status.
     pub status: ArtifactStatus,
     /// The user's feedback when changes were requested.
