@@ -218,7 +218,9 @@ impl Service {
             // broadcast to close, which another holder of the sender could delay).
             let ended = tokio_util::sync::CancellationToken::new();
             let ended_fwd = ended.clone();
+            let ctx_fwd = ctx.clone();
             let forward = tokio::spawn(async move {
+                let ctx = ctx_fwd;
                 loop {
                     let received = tokio::select! {
                         biased;
@@ -233,8 +235,8 @@ impl Service {
                             if let Some(tx) = first_tx.take() {
                                 let _ = tx.send(());
                             }
-                            // A pruned agent's edits are rolled back before anything after
-                            // its pruning is published.
+                            // A pruned agent's worktree is pruned (its merges undone)
+                            // before anything after its pruning is published.
                             let stages = stages.get_or_insert_with(|| {
                                 let params = batch.iter().find_map(|e| match &e.kind {
                                     EventKind::RunStarted { params, .. } => Some(params.clone()),
@@ -270,7 +272,6 @@ impl Service {
                                 }
                                 if let EventKind::NodeTransition {
                                     node,
-                                    from: Some(NodeState::Running),
                                     to: NodeState::Pruned,
                                     ..
                                 } = &e.kind
@@ -305,6 +306,13 @@ impl Service {
                 Ok(o) => (o.status, o.error.clone()),
                 Err(e) => (RunStatus::Failed, Some(e.to_string())),
             };
+            // A run that ended drops its agents' worktrees and branches; its own branch and
+            // worktree stay for the review.
+            if outcome.as_ref().is_ok_and(|o| o.status.is_final())
+                && let Err(why) = ctx.drop_node_worktrees().await
+            {
+                tracing::warn!("run {id}: removing its node worktrees: {why}");
+            }
             lock(&me.runs).remove(&id);
             me.bus.workspace(
                 None,
