@@ -91,7 +91,7 @@ impl Conflict {
         };
         format!(
             "merge conflict: this agent's changes to {} conflict with {with} on {run_branch}; \
-             nothing was merged (its work stays on {})",
+             nothing was merged (its commit stays on {} until the run ends)",
             self.files.join(", "),
             self.branch
         )
