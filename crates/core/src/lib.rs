@@ -18,6 +18,7 @@
 
 pub mod code_intel;
 mod error;
+mod fork;
 mod handlers;
 pub mod nodes;
 mod retrieval;

@@ -115,6 +115,43 @@ impl Service {
         Ok(out)
     }
 
+    /// Forks the workflow run `parent` at checkpoint `seq` (`trellis runs fork`) and starts
+    /// the fork here, with worktrees of its own ([`crate::Runtime::fork`]); `commands`
+    /// (answers for its waiting nodes) apply first. Returns the fork's id once its first
+    /// events are committed.
+    pub async fn fork_run(
+        self: &Arc<Self>,
+        parent: &str,
+        seq: u64,
+        commands: Vec<Command>,
+        input: InputMode,
+    ) -> Result<RunId, OpError> {
+        let parent = self.run_id(parent)?;
+        let sub = SubmissionId::new();
+        let options = self.options(&sub, input, None);
+        self.runtime.mcp.ready_for_run().await;
+        let (rt, from) = (self.runtime.clone(), parent.clone());
+        let (handle, ctx) =
+            tokio::task::spawn_blocking(move || rt.fork(&from, seq, commands, options))
+                .await
+                .map_err(|e| OpError::internal(format!("internal error: {e}")))??;
+        let run = handle.id().clone();
+        let plan = self.runtime.stored_plan(&parent).ok();
+        self.bus.workspace(
+            Some(sub),
+            WorkspaceEvent::RunCreated {
+                run: run.clone(),
+                workflow: plan
+                    .as_ref()
+                    .map(|p| p.workflow.clone())
+                    .unwrap_or_default(),
+                request: plan.map(|p| p.task).unwrap_or_default(),
+            },
+        );
+        let _ = self.track(handle, ctx).await;
+        Ok(run)
+    }
+
     fn check_repo(&self, repo: &str) -> Result<(), OpError> {
         let path = std::path::Path::new(repo);
         let canon = path

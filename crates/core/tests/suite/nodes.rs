@@ -1,7 +1,8 @@
 //! A worktree per editing agent: parallel agents of one stage edit in worktrees of their
 //! own and both changes reach the run branch; a conflict fails the later agent naming the
 //! file and the other node; a pruned agent leaves no branch, worktree or change behind;
-//! a run that ends drops its node worktrees; a service at start sweeps a crashed run's.
+//! a run that ends drops its node worktrees; a service at start sweeps a crashed run's; a
+//! fork gets worktrees of its own at its checkpoint.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -424,4 +425,84 @@ async fn a_service_start_sweeps_the_node_worktrees_of_crashed_runs_and_keeps_unf
         assert!(node_branches(&repo).contains(&wt.branch));
     }
     drop(svc);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_forked_run_gets_its_own_worktrees_at_the_checkpoint() {
+    let ws = inventory(CONFIG);
+    let repo = path_of(&ws);
+    with_pair_workflow(&repo);
+    let script = first_calls(vec![
+        tool(
+            "write_file",
+            json!({ "path": "notes/alpha.md", "content": "alpha\n" }),
+        ),
+        tool(
+            "write_file",
+            json!({ "path": "notes/beta.md", "content": "beta\n" }),
+        ),
+    ]);
+    let svc = service(&repo, &script);
+    let (run, worktree) = start(&svc, start_op("Write two notes", InputMode::Approve)).await;
+    assert_eq!(stopped(&svc, &run).await.status, RunStatus::Succeeded);
+    let store = svc.runtime().store.clone();
+    let checkpoints: Vec<u64> = store
+        .events(&run, 1, None)
+        .unwrap()
+        .iter()
+        .filter(|e| e.kind.is_checkpoint())
+        .map(|e| e.seq)
+        .collect();
+    let parent = store.change_set(run.as_str()).unwrap();
+    let asked = script.requests().len();
+    // At the last checkpoint both agents had merged: the fork's branch starts with both
+    // notes, and nothing runs again.
+    let last = *checkpoints.last().unwrap();
+    let fork = svc
+        .fork_run(run.as_str(), last, Vec::new(), InputMode::Approve)
+        .await
+        .unwrap();
+    let o = stopped(&svc, &fork).await;
+    assert_eq!(o.status, RunStatus::Succeeded, "{:?}", o.error);
+    assert_eq!(script.requests().len(), asked, "an agent ran again");
+    let forked = store.change_set(fork.as_str()).unwrap();
+    assert_eq!(forked.branch, format!("trellis/run-{fork}"));
+    assert_eq!(forked.base_commit, parent.base_commit);
+    let fork_wt = std::path::PathBuf::from(forked.worktree.clone().unwrap());
+    assert_ne!(fork_wt, worktree);
+    for (path, text) in [("notes/alpha.md", "alpha\n"), ("notes/beta.md", "beta\n")] {
+        assert_eq!(on_run_branch(&repo, &fork, path).as_deref(), Some(text));
+        assert_eq!(std::fs::read_to_string(fork_wt.join(path)).unwrap(), text);
+    }
+    // At the start, the fork's branch is the run's base: the agents run again in worktrees
+    // of the fork, and their work reaches the fork's branch only.
+    let again = svc
+        .fork_run(run.as_str(), checkpoints[0], Vec::new(), InputMode::Approve)
+        .await
+        .unwrap();
+    let o = stopped(&svc, &again).await;
+    assert_eq!(o.status, RunStatus::Succeeded, "{:?}", o.error);
+    assert!(
+        script.requests().len() > asked,
+        "the agents did not run again"
+    );
+    let branches: Vec<String> = agents(&o)
+        .iter()
+        .filter_map(|(_, _, r)| r["branch"].as_str().map(str::to_owned))
+        .collect();
+    assert_eq!(branches.len(), 2, "{branches:?}");
+    assert!(
+        branches
+            .iter()
+            .all(|b| b.starts_with(&format!("{NODE_BRANCH_PREFIX}{again}/"))),
+        "{branches:?}"
+    );
+    for path in ["notes/alpha.md", "notes/beta.md"] {
+        assert!(on_run_branch(&repo, &again, path).is_some(), "{path}");
+    }
+    assert!(
+        node_branches(&repo).is_empty(),
+        "{:?}",
+        node_branches(&repo)
+    );
 }
