@@ -59,6 +59,10 @@ class Trellis(Side):
         # The same pyright as Serena's (its ls_path): trellis-lsp runs `pyright-langserver` from PATH.
         env["PATH"] = os.path.dirname(self.args.pyright) + os.pathsep + env.get("PATH", "")
         env["XDG_CONFIG_HOME"] = os.path.join(self.workdir, "trellis-config")  # no user config
+        if self.args.trellis_config:  # ... but this one, when given (--trellis-config)
+            os.makedirs(os.path.join(env["XDG_CONFIG_HOME"], "trellis"), exist_ok=True)
+            with open(os.path.join(env["XDG_CONFIG_HOME"], "trellis", "config.toml"), "w") as f:
+                f.write(self.args.trellis_config + "\n")
         env.setdefault("RUST_LOG", "warn")
         return StdioClient([self.args.trellis, "--repo", repo, "mcp"], repo, env,
                            os.path.join(self.workdir, "trellis.stderr"))
@@ -433,6 +437,9 @@ def main() -> int:
     ap.add_argument("--search", type=int, default=10, help="search queries per repository")
     ap.add_argument("--rounds", type=int, default=3, help="warm rounds of every query")
     ap.add_argument("--cold-runs", type=int, default=3, help="fresh starts per server and repository")
+    ap.add_argument("--trellis-config", default="",
+                    help="TOML for trellis's user configuration file (default: none), e.g. "
+                         "'[lsp]\\nwarm_open_files = true'")
     ap.add_argument("--json", help="write the results here (default: stdout)")
     ap.add_argument("--keep", action="store_true", help="keep the working directories")
     args = ap.parse_args()
@@ -440,7 +447,7 @@ def main() -> int:
     started = datetime.datetime.now(datetime.timezone.utc)
     result = {"benchmark": "trellis mcp vs serena", "date_utc": started.strftime("%Y-%m-%d %H:%M:%S"),
               "command": " ".join(sys.argv), "machine": machine(), "versions": versions(args),
-              "settings": {k: getattr(args, k) for k in ("symbols", "refs", "search", "rounds", "cold_runs")},
+              "settings": {k: getattr(args, k) for k in ("symbols", "refs", "search", "rounds", "cold_runs", "trellis_config")},
               "repos": []}
     status = 0
     for spec in args.repo:

@@ -55,7 +55,7 @@ def render(res: dict) -> str:
     out.append(f"Versions: {v.get('trellis', '?')} (release build); serena-agent {v.get('serena-agent', '?')} "
                f"(mcp {v.get('mcp', '?')}, Python {v.get('python', '?')}); pyright "
                f"{v.get('pyright (both sides)', '?')} behind both. Settings: "
-               + ", ".join(f"{k} {val}" for k, val in res["settings"].items()) + ".")
+               + ", ".join(f"{k} {val}" for k, val in res["settings"].items() if val != "") + ".")
     out.append("")
     for repo in res["repos"]:
         t, s = repo["sides"]["trellis"], repo["sides"]["serena"]

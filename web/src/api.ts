@@ -154,6 +154,15 @@ export interface ToolCall {
   output?: string;
   status?: string;
   durationMs?: number;
+  /** The latest `toolProgress` report while the call runs (not stored with the turn). */
+  progress?: ToolProgress;
+}
+
+/** How far a running tool call has got (an MCP server's progress notification). */
+export interface ToolProgress {
+  progress: number;
+  total?: number;
+  message?: string;
 }
 
 export interface Turn {
@@ -196,6 +205,8 @@ export interface Artifact {
   kind: string;
   version: number;
   content: string;
+  // A JSON card rendered as markdown by the server (absent for markdown artifacts).
+  rendered?: string;
   status: 'draft' | 'awaiting_approval' | 'approved' | 'changes_requested';
   feedback?: string;
   createdMs: number;

@@ -1,4 +1,4 @@
-import type { Usage } from './api';
+import type { ToolProgress, Usage } from './api';
 
 export function ago(ms: number | null | undefined): string {
   if (!ms) return '—';
@@ -44,3 +44,15 @@ export const STATUS_LABEL: Record<string, string> = {
   failed: 'failed',
   cancelled: 'cancelled',
 };
+
+/** A tool call's progress as one line: `3/5 (60%) · copying`, `12 · scanning` (the CLI's and ACP's wording). */
+export function progressText(p: ToolProgress): string {
+  const num = (x: number) => (Number.isInteger(x) ? String(x) : x.toFixed(2));
+  let text =
+    p.total !== undefined && p.total > 0
+      ? `${num(p.progress)}/${num(p.total)} (${Math.round(Math.min(100, Math.max(0, (p.progress / p.total) * 100)))}%)`
+      : num(p.progress);
+  const m = p.message?.trim();
+  if (m) text += ` · ${m}`;
+  return text;
+}

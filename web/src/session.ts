@@ -133,6 +133,12 @@ export class SessionModel extends Notifier {
         if (!t.tools.some((c) => c.callId === e.callId)) t.tools.push({ callId: e.callId, name: e.name, input: e.input, status: 'running' });
         break;
       }
+      case 'toolProgress': {
+        // Only the latest report is shown, and only while the call runs.
+        const c = this.turn(e.turn).tools.find((x) => x.callId === e.callId);
+        if (c && c.status === 'running') c.progress = { progress: e.progress, total: e.total, message: e.message };
+        break;
+      }
       case 'toolCompleted': {
         const t = this.turn(e.turn);
         let c = t.tools.find((x) => x.callId === e.callId);
@@ -140,7 +146,7 @@ export class SessionModel extends Notifier {
           c = { callId: e.callId, name: e.name, input: undefined };
           t.tools.push(c);
         }
-        Object.assign(c, { output: e.output, status: e.status, durationMs: e.durationMs });
+        Object.assign(c, { output: e.output, status: e.status, durationMs: e.durationMs, progress: undefined });
         break;
       }
       case 'turnCompleted': {

@@ -15,7 +15,12 @@
 //   - the documentation agent writes docs/adr/0002-persist.md ("Status: Accepted" once the
 //     feedback says so) and rewrites docs/architecture.md at its top and its end (two hunks):
 //     a change set of three hunks to review;
-//   - the orchestrator includes decision_documentation when the request says "document".
+//   - the orchestrator includes decision_documentation when the request says "document", and
+//     picks staged_review when it says "[staged]";
+//   - staged_review's agents each call their stage tool (submit_scope, submit_research,
+//     submit_plan, complete_pulse, complete_review) once, then report; the scope card narrows
+//     to "Inventory.commit only" once the feedback says "commit only"; with "[human]" the
+//     first review asks for a human (HUMAN_REVIEW_REQUESTED).
 // A channel reads inventory.py, then answers "You asked: …" citing inventory.py:1 and README.md:3,
 // streamed one SSE event every 40 ms.
 import http from 'node:http';
@@ -70,6 +75,9 @@ const isDocAgent = (body) => system(body).includes('technical writer');
 
 function structured(body) {
   const props = body.response_format?.json_schema?.schema?.properties ?? {};
+  if (props.workflow && messagesText(body).includes('[staged]')) {
+    return { reasoning: 'The user wants to approve each step: staged review.', workflow: 'staged_review', stages: [] };
+  }
   if (props.workflow) {
     const document = /document/i.test(messagesText(body));
     return {
@@ -89,6 +97,47 @@ function analysis() {
     files_changed: [],
     findings: ['MOCK-FINDING: a restart loses every reservation'],
   };
+}
+
+/**
+ * staged_review's roles (seed 003): each calls its stage tool once, then reports. The scope
+ * card says "Inventory.commit only" once the feedback asks for it; the review asks for a
+ * human when the request says "[human]".
+ */
+function stagedTurn(body, text, done) {
+  const sys = system(body);
+  const report = (output) => textSse(JSON.stringify({ failure: false, output, files_changed: [], findings: [] }));
+  const once = (name, args, output) => (done === 0 ? toolSse(`call_${name}`, name, args) : report(output));
+  if (sys.includes('scoping a change request')) {
+    const narrowed = text.includes('commit only');
+    return once('submit_scope', {
+      summary: narrowed ? 'Fix Inventory.commit only.' : 'Fix the stock bookkeeping.',
+      in_scope: [narrowed ? 'Inventory.commit only' : 'Inventory'],
+      out_of_scope: ['the CLI'],
+      constraints: ['keep the public API'],
+    }, 'scope submitted');
+  }
+  if (sys.includes('researching a codebase')) {
+    return once('submit_research', {
+      key_files: [{ path: 'inventory.py', why: 'Inventory.commit adds shipped units' }],
+      patterns: ['plain classes'],
+      recommendations: ['subtract shipped units'],
+    }, 'research submitted');
+  }
+  if (sys.includes('planning an approved')) {
+    return once('submit_plan', {
+      approach_summary: 'Subtract shipped units in commit.',
+      pulses: [{ id: 'P1', title: 'Fix commit', description: 'Use - instead of +.', files: ['inventory.py'] }],
+    }, 'plan submitted');
+  }
+  if (sys.includes('implementing an approved plan')) {
+    return once('complete_pulse', { summary: 'commit subtracts shipped units' }, 'pulse complete');
+  }
+  if (sys.includes('meticulous code reviewer')) {
+    const verdict = text.includes('[human]') && !text.includes('attempt 2') ? 'HUMAN_REVIEW_REQUESTED' : 'APPROVED';
+    return once('complete_review', { verdict, summary: verdict === 'APPROVED' ? 'Looks right.' : 'A person should check the stock rules.' }, verdict);
+  }
+  return null;
 }
 
 async function respond(body) {
@@ -114,6 +163,8 @@ async function respond(body) {
   }
   await sleep(slow ? 3000 : pace);
   const reads = toolResults(body);
+  const staged = stagedTurn(body, text, reads);
+  if (staged) return staged;
   if (isDocAgent(body)) {
     if (text.includes('[gate]') && reads === 0) {
       return toolSse('call_net', 'shell', { command: 'curl -s http://127.0.0.1:9/stock' });

@@ -250,6 +250,19 @@ pub fn session_updates(node: &str, root: &Path, event: &SessionEvent) -> Vec<acp
                 acp::ToolCallUpdate::new(tool_id(call_id), fields),
             )]
         }
+        // The call's content becomes the latest progress line (ACP replaces a call's content
+        // on update; only MCP tools report progress, and their calls carry no diff).
+        SessionEvent::ToolProgress { call_id, .. } => match event.progress_text() {
+            Some(text) => vec![acp::SessionUpdate::ToolCallUpdate(
+                acp::ToolCallUpdate::new(
+                    tool_id(call_id),
+                    acp::ToolCallUpdateFields::new()
+                        .status(acp::ToolCallStatus::InProgress)
+                        .content(vec![acp::ToolCallContent::from(text)]),
+                ),
+            )],
+            None => Vec::new(),
+        },
         SessionEvent::SessionError { error } => vec![acp::SessionUpdate::AgentMessageChunk(
             acp::ContentChunk::new(format!("\n[{node}] error: {error}\n").into()),
         )],
@@ -376,5 +389,27 @@ mod tests {
         assert_eq!(v["sessionUpdate"], "tool_call_update");
         assert_eq!(v["status"], "failed");
         assert_eq!(v["content"][0]["content"]["text"], "error: no match");
+    }
+
+    #[test]
+    fn tool_progress_updates_the_call_with_its_latest_line() {
+        let ups = session_updates(
+            "analysis",
+            Path::new("/repo"),
+            &SessionEvent::ToolProgress {
+                turn: 2,
+                call_id: "c7".into(),
+                progress: 3.0,
+                total: Some(4.0),
+                message: Some("indexing".into()),
+            },
+        );
+        assert_eq!(ups.len(), 1);
+        let v = serde_json::to_value(&ups[0]).unwrap();
+        assert_eq!(v["sessionUpdate"], "tool_call_update");
+        assert_eq!(v["toolCallId"], "analysis/c7");
+        assert_eq!(v["status"], "in_progress");
+        assert_eq!(v["content"][0]["type"], "content");
+        assert_eq!(v["content"][0]["content"]["text"], "3/4 (75%) · indexing");
     }
 }

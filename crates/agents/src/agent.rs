@@ -225,6 +225,22 @@ impl AgentRun {
         }
     }
 
+    /// Where call `call_id`'s progress goes: `ToolProgress` events of the session (deltas,
+    /// not steps of the conversation: a resumed activation does not count them).
+    fn progress_of(&self, turn: u32, call_id: &str) -> Option<trellis_tools::ProgressFn> {
+        let sink = self.events.clone()?;
+        let call_id = call_id.to_owned();
+        Some(Arc::new(move |p: trellis_tools::ToolProgress| {
+            sink(SessionEvent::ToolProgress {
+                turn,
+                call_id: call_id.clone(),
+                progress: p.progress,
+                total: p.total,
+                message: p.message,
+            });
+        }))
+    }
+
     fn note(&self, st: &mut Saved, text: impl Into<String>) {
         self.emit(st, SessionEvent::Note { text: text.into() });
     }
@@ -545,12 +561,13 @@ impl AgentRun {
                 Ok(args) => {
                     let result = self
                         .tools
-                        .call(
+                        .call_with_progress(
                             &self.env,
                             self.allow_list(),
                             &call.name,
                             args,
                             self.cancel.clone(),
+                            self.progress_of(turn, &call.id),
                         )
                         .await;
                     let status = status_of(&result);

@@ -135,6 +135,10 @@ pub(crate) fn print_event(
             };
             writeln!(out, "    [{node}]   {label} {}", first_line(text))
         }
+        SessionEvent::ToolProgress { .. } => match e.progress_text() {
+            Some(text) => writeln!(out, "    [{node}]   … {}", first_line(&text)),
+            None => Ok(()),
+        },
         SessionEvent::MessagesReceived { texts, .. } => {
             let mut r = Ok(());
             for t in texts {
@@ -206,6 +210,16 @@ mod tests {
             ),
             (
                 "code",
+                SessionEvent::ToolProgress {
+                    turn: 1,
+                    call_id: "c1".into(),
+                    progress: 2.0,
+                    total: Some(5.0),
+                    message: Some("reading".into()),
+                },
+            ),
+            (
+                "code",
                 SessionEvent::ToolCompleted {
                     turn: 1,
                     call_id: "c1".into(),
@@ -232,6 +246,7 @@ mod tests {
              \x20   [code] Reading the file.\n\
              \x20   [code] Then \n\
              \x20   [code] → read_file {\"path\":\"a.rs\"}\n\
+             \x20   [code]   … 2/5 (40%) · reading\n\
              \x20   [code]   error: no such file\n\
              \x20   [code] ← user: use b.rs\n"
         );

@@ -8,6 +8,7 @@ mod models;
 mod review;
 mod runs;
 mod serve;
+mod staged;
 mod steering;
 mod workflows;
 mod workspace;

@@ -123,11 +123,22 @@ impl RunContext {
         s
     }
 
+    /// An agent activation (see [`RunContext::run_stage_agent`]).
     pub(crate) async fn run_agent(
         self: Arc<Self>,
         stage: StageContext,
         agent: AgentSpec,
         ctx: NodeContext,
+    ) -> Result<NodeOutput, NodeError> {
+        Ok(self.run_stage_agent(stage, agent, ctx).await?.0)
+    }
+
+    pub(crate) async fn agent_activation(
+        self: Arc<Self>,
+        stage: StageContext,
+        agent: AgentSpec,
+        ctx: NodeContext,
+        registry: Arc<Registry>,
     ) -> Result<NodeOutput, NodeError> {
         let role: RoleSpec = self
             .runtime
@@ -161,9 +172,8 @@ impl RunContext {
         let env = self.env(&node, interaction)?;
         // An agent its stage grants MCP tools has an allow list of its own.
         let scope = tool_scope(&stage_name, &agent.agent);
-        let tool_scope = self.registry.roles().contains(&scope).then_some(scope);
-        let tools: Vec<(String, String)> = self
-            .registry
+        let tool_scope = registry.roles().contains(&scope).then_some(scope);
+        let tools: Vec<(String, String)> = registry
             .specs_for(tool_scope.as_deref().unwrap_or(&role.name))
             .into_iter()
             .map(|t| (t.name, t.description))
@@ -234,7 +244,7 @@ impl RunContext {
             node: node.clone(),
             role: role.clone(),
             provider,
-            tools: self.registry.clone(),
+            tools: registry,
             tool_scope,
             env: env.clone(),
             gate,

@@ -12,49 +12,18 @@ use trellis_protocol::{Artifact, ArtifactStatus, InputMode, Interrupt, Workspace
 use trellis_workflow::{AgentSpec, Kind, StageContext};
 
 use crate::handlers::RunContext;
+use crate::stage_tools::{
+    Announce, Caller, REVIEW_KIND, StageRole, StageSignal, StageSink, StageTools, StoreSink,
+    Verdict,
+};
 use crate::testcmd;
+use trellis_workflow::artifacts::ArtifactError;
 
 /// How often a gate sends its producer back for an artifact it never submitted.
 pub const MISSING_ARTIFACT_ROUNDS: u32 = 3;
 
 fn node_error(e: impl std::fmt::Display) -> NodeError {
     NodeError::new(e.to_string())
-}
-
-/// A review verdict (seed 004).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Verdict {
-    /// Proceed.
-    Approved,
-    /// The reviewed stage runs again with the feedback.
-    NeedsRevision,
-    /// A person decides.
-    HumanReviewRequested,
-}
-
-impl Verdict {
-    /// The seed's names.
-    pub const NAMES: [&'static str; 3] = ["APPROVED", "NEEDS_REVISION", "HUMAN_REVIEW_REQUESTED"];
-
-    /// The seed's name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Verdict::Approved => "APPROVED",
-            Verdict::NeedsRevision => "NEEDS_REVISION",
-            Verdict::HumanReviewRequested => "HUMAN_REVIEW_REQUESTED",
-        }
-    }
-
-    /// Parses a name (case and `-`/space insensitive).
-    pub fn parse(text: &str) -> Option<Self> {
-        let t = text.trim().to_ascii_uppercase().replace(['-', ' '], "_");
-        Some(match t.as_str() {
-            "APPROVED" | "APPROVE" => Verdict::Approved,
-            "NEEDS_REVISION" | "REVISE" | "CHANGES_REQUESTED" => Verdict::NeedsRevision,
-            "HUMAN_REVIEW_REQUESTED" | "HUMAN_REVIEW" => Verdict::HumanReviewRequested,
-            _ => return None,
-        })
-    }
 }
 
 impl RunContext {
@@ -117,11 +86,19 @@ impl RunContext {
         let Some(a) = self.latest_artifact(artifact)? else {
             // The producer gets MISSING_ARTIFACT_ROUNDS chances; then the run ends (a failure
             // without feedback routes to ABORT).
+            let error = ctx
+                .state
+                .get_in("stage_results", producer)
+                .and_then(|r| r.pointer("/output/artifact_error"))
+                .and_then(Value::as_str)
+                .map(str::to_owned);
             let feedback = (ctx.attempt < MISSING_ARTIFACT_ROUNDS).then(|| {
-                format!(
-                    "No `{artifact}` was submitted. Submit it (the stage's submit tool) before \
-                     ending the stage."
-                )
+                error.unwrap_or_else(|| {
+                    format!(
+                        "No `{artifact}` was submitted. Submit it (the stage's submit tool) \
+                         before ending the stage."
+                    )
+                })
             });
             return Ok(NodeOutput::failure(format!(
                 "gate `{}`: stage `{producer}` submitted no `{artifact}`",
@@ -131,14 +108,7 @@ impl RunContext {
         };
         let seen = json!({ "artifact": a.id, "kind": a.kind, "version": a.version });
         if let Some(r) = &ctx.resume {
-            let comment = r
-                .answer
-                .0
-                .get("comment")
-                .and_then(Value::as_str)
-                .map(str::trim)
-                .filter(|c| !c.is_empty())
-                .map(str::to_owned);
+            let comment = feedback_of(&r.answer);
             let id = r.scratch.get("artifact").and_then(Value::as_i64);
             let a = match id {
                 Some(id) if id != a.id => self.runtime.store.artifact(id).map_err(node_error)?,
@@ -219,14 +189,7 @@ impl RunContext {
         if let Some(r) = &ctx.resume
             && let Some(summary) = r.scratch.get("human_review")
         {
-            let comment = r
-                .answer
-                .0
-                .get("comment")
-                .and_then(Value::as_str)
-                .map(str::trim)
-                .filter(|c| !c.is_empty())
-                .map(str::to_owned);
+            let comment = feedback_of(&r.answer);
             let by = json!({ "by": "user", "comment": comment, "review": summary });
             return Ok(if r.answer.is_approval() {
                 NodeOutput::success().result(json!({ "verdict": "APPROVED", "human": by }))
@@ -238,20 +201,35 @@ impl RunContext {
                 }))
             });
         }
-        let out = self.clone().run_agent(stage.clone(), agent, ctx).await?;
+        let node = ctx.node.to_string();
+        let (out, sink) = self
+            .clone()
+            .run_stage_agent(stage.clone(), agent, ctx)
+            .await?;
         if out.is_interrupt() {
             return Ok(out);
         }
-        let result = out.recorded().clone();
-        let (verdict, summary) = self.verdict_of(&result);
-        let summary_text = summary.clone();
-        let mut result = result;
+        let mut result = out.recorded().clone();
+        let sink: Option<&dyn StageSink> = sink.as_deref().map(|s| s as &dyn StageSink);
+        let (verdict, summary_text) = self.verdict_of(&node, sink, &result)?;
         if let Value::Object(m) = &mut result {
             m.insert("verdict".into(), json!(verdict.as_str()));
+            m.insert("summary".into(), json!(summary_text));
         }
         Ok(match verdict {
             Verdict::Approved => NodeOutput::success().result(result),
             Verdict::NeedsRevision => {
+                // The stored review was decided by its reviewer: changes requested.
+                if let Some(a) = self.latest_artifact(REVIEW_KIND)?
+                    && a.node.as_ref().is_some_and(|n| n.as_str() == node)
+                    && a.status == ArtifactStatus::AwaitingApproval
+                {
+                    self.set_artifact_status(
+                        &a,
+                        ArtifactStatus::ChangesRequested,
+                        Some(&summary_text),
+                    )?;
+                }
                 if let Value::Object(m) = &mut result {
                     m.insert("feedback".into(), json!(summary_text));
                     m.insert("revise".into(), json!(reviews));
@@ -277,32 +255,52 @@ impl RunContext {
         })
     }
 
-    /// The review's verdict and summary: the `verdict` the agent's report names (its first
-    /// word of output when it is a verdict name), else APPROVED on success and NEEDS_REVISION
-    /// on failure.
-    fn verdict_of(&self, result: &Value) -> (Verdict, String) {
+    /// The review's verdict and summary: what `complete_review` recorded in this activation
+    /// (its signal, or after a crash the `review` artifact this node stored that nobody has
+    /// decided yet), else the first word of the agent's answer when it is a verdict, else
+    /// APPROVED on success and NEEDS_REVISION on failure.
+    fn verdict_of(
+        &self,
+        node: &str,
+        sink: Option<&dyn StageSink>,
+        result: &Value,
+    ) -> Result<(Verdict, String), NodeError> {
+        let signalled = sink.and_then(|s| {
+            s.signals().into_iter().rev().find_map(|sig| match sig {
+                StageSignal::Verdict { verdict, .. } => Some((verdict.verdict, verdict.summary)),
+                _ => None,
+            })
+        });
+        if let Some(v) = signalled {
+            return Ok(v);
+        }
+        if let Some(a) = self.latest_artifact(REVIEW_KIND)?
+            && a.node.as_ref().is_some_and(|n| n.as_str() == node)
+            && a.status == ArtifactStatus::AwaitingApproval
+            && let Ok(v) = serde_json::from_str::<Value>(&a.content)
+            && let Some(verdict) = v["verdict"].as_str().and_then(|t| Verdict::parse(t).ok())
+        {
+            return Ok((
+                verdict,
+                v["summary"].as_str().unwrap_or_default().to_owned(),
+            ));
+        }
         let output = result
             .get("output")
             .and_then(Value::as_str)
             .unwrap_or_default()
             .to_owned();
-        let named = result
-            .get("verdict")
-            .and_then(Value::as_str)
-            .and_then(Verdict::parse)
-            .or_else(|| {
-                output
-                    .split(|c: char| c.is_whitespace() || c == ':' || c == '.')
-                    .find(|w| !w.is_empty())
-                    .and_then(Verdict::parse)
-            });
+        let named = output
+            .split(|c: char| c.is_whitespace() || c == ':' || c == '.' || c == ',')
+            .find(|w| !w.is_empty())
+            .and_then(|w| Verdict::parse(w).ok());
         let failed = result.get("failure").and_then(Value::as_bool) == Some(true);
         let verdict = named.unwrap_or(if failed {
             Verdict::NeedsRevision
         } else {
             Verdict::Approved
         });
-        (verdict, output)
+        Ok((verdict, output))
     }
 
     /// A `deterministic` stage: `run_tests` (the project's test command in the worktree) or
@@ -358,12 +356,19 @@ impl RunContext {
                     .get("artifact")
                     .and_then(Value::as_str)
                     .unwrap_or_default();
-                match self.latest_artifact(kind)? {
-                    Some(a) => Ok(NodeOutput::success()
-                        .result(json!({ "artifact": a.id, "kind": a.kind, "version": a.version }))),
-                    None => Ok(NodeOutput::failure(format!(
+                let Some(a) = self.latest_artifact(kind)? else {
+                    return Ok(NodeOutput::failure(format!(
                         "no `{kind}` artifact was submitted"
-                    ))),
+                    )));
+                };
+                let seen = json!({ "artifact": a.id, "kind": a.kind, "version": a.version });
+                // `review` and the pulse summary are the runtime's own records, not validated.
+                match trellis_workflow::artifacts::validate(kind, &a.content) {
+                    Ok(_) | Err(ArtifactError::UnknownKind { .. }) => {
+                        Ok(NodeOutput::success().result(seen))
+                    }
+                    Err(e) => Ok(NodeOutput::failure(format!("`{kind}` is invalid"))
+                        .result(json!({ "artifact": seen, "reason": e.to_string() }))),
                 }
             }
             other => Ok(NodeOutput::failure(format!("unknown function `{other}`"))),
@@ -371,6 +376,132 @@ impl RunContext {
     }
 }
 
+/// The feedback in an answer: its `comment`, or the answer itself when it is text that is
+/// not an approval (`trellis runs resume RUN --answer approve_plan="split pulse 2"`).
+fn feedback_of(answer: &trellis_protocol::Answer) -> Option<String> {
+    let text = match &answer.0 {
+        Value::String(t) if !answer.is_approval() => Some(t.as_str()),
+        v => v.get("comment").and_then(Value::as_str),
+    };
+    text.map(str::trim)
+        .filter(|c| !c.is_empty())
+        .map(str::to_owned)
+}
+
 fn clip(text: &str, max: usize) -> String {
     crate::handlers::clip(text, max)
+}
+
+impl RunContext {
+    /// The sink of a stage role's tools for `node`: artifacts in the store and in the run's
+    /// artifacts directory, announced on the workspace stream.
+    fn stage_sink(&self, role: &str) -> Arc<StoreSink> {
+        let mut sink = StoreSink::new(
+            self.runtime.store.clone(),
+            &self.runtime.repo,
+            self.run.clone(),
+        )
+        .with_author(role);
+        if let Some(hub) = self.options.sessions.clone() {
+            let cause = self.options.cause.clone();
+            let announce: Announce = Arc::new(move |a: &Artifact| {
+                hub.workspace(
+                    cause.clone(),
+                    WorkspaceEvent::ArtifactChanged {
+                        artifact: a.id,
+                        run: a.run.clone(),
+                        status: a.status,
+                    },
+                );
+            });
+            sink = sink.with_announce(announce);
+        }
+        Arc::new(sink)
+    }
+
+    /// An agent activation. A stage role (`scoping`, `research`, `planning`, `pulsing`,
+    /// `review`) gets the stage tools (`crate::stage_tools`) over a sink of its own; a stage
+    /// that `produces` an artifact is checked afterwards: when the agent submitted none, its
+    /// final answer is taken as the artifact if it validates, else the validation error is
+    /// recorded (`artifact_error`) for the gate to send back.
+    pub(crate) async fn run_stage_agent(
+        self: Arc<Self>,
+        stage: StageContext,
+        agent: AgentSpec,
+        ctx: NodeContext,
+    ) -> Result<(NodeOutput, Option<Arc<StoreSink>>), NodeError> {
+        let role = StageRole::parse(&agent.agent);
+        let node = ctx.node.clone();
+        let sink =
+            (role.is_some() || stage.produces.is_some()).then(|| self.stage_sink(&agent.agent));
+        let registry = match (role, &sink) {
+            (Some(role), Some(sink)) => {
+                let mut r = (*self.registry).clone();
+                let dyn_sink: Arc<dyn StageSink> = sink.clone();
+                for tool in StageTools::new(dyn_sink).tools(role) {
+                    r.register(tool);
+                }
+                r.allow(role.as_str(), role.tool_names().iter().copied());
+                Arc::new(r)
+            }
+            _ => self.registry.clone(),
+        };
+        let out = self
+            .clone()
+            .agent_activation(stage.clone(), agent, ctx, registry)
+            .await?;
+        let (Some(kind), Some(sink)) = (&stage.produces, &sink) else {
+            return Ok((out, sink));
+        };
+        if out.is_failure() || out.is_interrupt() || kind == REVIEW_KIND {
+            return Ok((out, Some(sink.clone())));
+        }
+        let submitted = sink
+            .signals()
+            .iter()
+            .any(|s| matches!(s, StageSignal::Submitted(a) if a.kind == *kind))
+            || self.latest_artifact(kind)?.is_some_and(|a| {
+                a.node.as_ref() == Some(&node)
+                    && matches!(
+                        a.status,
+                        ArtifactStatus::AwaitingApproval | ArtifactStatus::Draft
+                    )
+            });
+        if submitted {
+            return Ok((out, Some(sink.clone())));
+        }
+        let mut result = out.recorded().clone();
+        let answer = result
+            .get("output")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        let caller = Caller {
+            run: Some(self.run.clone()),
+            node: Some(node),
+        };
+        let note = match trellis_workflow::artifacts::validate(kind, &answer) {
+            Ok(valid) => {
+                let sink = sink.clone();
+                let stored = tokio::task::spawn_blocking(move || sink.submit(&caller, &valid))
+                    .await
+                    .map_err(node_error)?;
+                match stored {
+                    Ok(a) => ("artifact", json!(a)),
+                    Err(e) => ("artifact_error", json!(e.to_string())),
+                }
+            }
+            Err(e) => (
+                "artifact_error",
+                json!(format!(
+                    "The stage must submit a `{kind}` and did not; its final answer is not \
+                     one either: {e}"
+                )),
+            ),
+        };
+        if let Value::Object(m) = &mut result {
+            m.insert(note.0.into(), note.1);
+        }
+        Ok((out.result(result), Some(sink.clone())))
+    }
 }

@@ -7,3 +7,4 @@ mod nodes;
 mod service;
 mod service_bench;
 mod stage_tools;
+mod staged;

@@ -242,6 +242,15 @@ impl LspClient {
         }))
     }
 
+    /// Has the server take in `paths` (the workspace's files of its language) now, ahead of
+    /// the first queries: opens each, so the server analyses them in the background (pyright
+    /// checks open files, which fills the caches its `references` otherwise fills file by
+    /// file on the first lookups). Returns how many were opened; a file that cannot be read
+    /// is skipped.
+    pub fn prime(&self, paths: &[&str]) -> usize {
+        paths.iter().filter(|p| self.sync(p).is_ok()).count()
+    }
+
     /// Waits (at most `timeout`) until the server has indexed the workspace; true if it has.
     pub async fn ready(&self, timeout: Duration) -> bool {
         let mut rx = self.indexed.clone();

@@ -1,9 +1,10 @@
-//! The language servers of one workspace: started on first use, started again when they
-//! have died, shut down when idle.
+//! The language servers of one workspace: started on first use (or ahead of it with
+//! [`LspPool::warm`]), started again when they have died, shut down when idle. A server
+//! starts outside the pool's lock, in its program's own slot.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -26,13 +27,38 @@ struct Inner {
     /// `None`: never shut down for idleness.
     idle: Option<Duration>,
     commands: BTreeMap<String, ServerCommand>,
-    servers: tokio::sync::Mutex<HashMap<String, Slot>>,
+    /// One entry per server program, made on first use and kept. The map's lock is held
+    /// only to find an entry, never while a server starts.
+    servers: Mutex<HashMap<String, Arc<Entry>>>,
+}
+
+/// One server program's place in the pool.
+#[derive(Debug, Default)]
+struct Entry {
+    /// Held while the program is being started: callers for the same program wait for that
+    /// one start, callers for other programs do not.
+    starting: tokio::sync::Mutex<()>,
+    running: Mutex<Option<Slot>>,
 }
 
 #[derive(Debug)]
 struct Slot {
     client: Arc<LspClient>,
     used: Instant,
+}
+
+impl Entry {
+    /// The running server, marked as used now; `None` when there is none or it has died.
+    fn live(&self) -> Option<Arc<LspClient>> {
+        let mut running = self.running.lock().ok()?;
+        let slot = running.as_mut().filter(|s| s.client.alive())?;
+        slot.used = Instant::now();
+        Some(slot.client.clone())
+    }
+
+    fn take(&self) -> Option<Slot> {
+        self.running.lock().ok().and_then(|mut r| r.take())
+    }
 }
 
 impl LspPool {
@@ -48,7 +74,7 @@ impl LspPool {
                     .ok()
                     .filter(|d| !d.is_zero()),
                 commands: config.servers.clone(),
-                servers: tokio::sync::Mutex::default(),
+                servers: Mutex::default(),
             }),
         }
     }
@@ -71,18 +97,22 @@ impl LspPool {
         Ok(spec)
     }
 
-    /// The running server for `path`'s language (started, or restarted, if need be).
+    /// The running server for `path`'s language (started, or restarted, if need be). While
+    /// a server starts, calls for other programs go on; calls for the same program wait for
+    /// that start and share its server.
     pub async fn for_path(&self, path: &str) -> Result<Arc<LspClient>> {
         let spec = self.spec_for(path)?;
         let inner = &self.inner;
-        let mut servers = inner.servers.lock().await;
-        if let Some(slot) = servers.get_mut(&spec.program)
-            && slot.client.alive()
-        {
-            slot.used = Instant::now();
-            return Ok(slot.client.clone());
+        let entry = inner.entry(&spec.program);
+        if let Some(client) = entry.live() {
+            return Ok(client);
         }
-        if let Some(dead) = servers.remove(&spec.program) {
+        let _starting = entry.starting.lock().await;
+        // Another caller may have started it while this one waited.
+        if let Some(client) = entry.live() {
+            return Ok(client);
+        }
+        if let Some(dead) = entry.take() {
             tracing::info!("{} has exited; starting it again", spec.program);
             dead.client.shutdown().await;
         }
@@ -94,16 +124,15 @@ impl LspPool {
                 inner.ready_timeout
             );
         }
-        servers.insert(
-            spec.program.clone(),
-            Slot {
+        if let Ok(mut running) = entry.running.lock() {
+            *running = Some(Slot {
                 client: client.clone(),
                 used: Instant::now(),
-            },
-        );
+            });
+        }
         if let Some(idle) = inner.idle {
             tokio::spawn(reap_when_idle(
-                Arc::downgrade(inner),
+                Arc::downgrade(&entry),
                 spec.program,
                 Arc::downgrade(&client),
                 idle,
@@ -112,13 +141,52 @@ impl LspPool {
         Ok(client)
     }
 
+    /// Starts the servers of `paths`' languages in the background (one start per program,
+    /// shared with the calls that come meanwhile), so the first call does not wait for the
+    /// whole start. With `open`, each server is also given its files to analyse in the
+    /// background ([`LspClient::prime`]). Paths no server serves are skipped; a server that
+    /// fails to start is logged, and tried again on first use.
+    pub fn warm<'a>(&self, paths: impl IntoIterator<Item = &'a str>, open: bool) {
+        let mut by_program: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for path in paths {
+            if let Ok(spec) = self.spec_for(path) {
+                by_program
+                    .entry(spec.program)
+                    .or_default()
+                    .push(path.to_owned());
+            }
+        }
+        for (program, files) in by_program {
+            let pool = Self {
+                inner: self.inner.clone(),
+            };
+            tokio::spawn(async move {
+                let Some(first) = files.first() else { return };
+                match pool.for_path(first).await {
+                    Ok(c) if open => {
+                        let files: Vec<&str> = files.iter().map(String::as_str).collect();
+                        let opened = c.prime(&files);
+                        tracing::info!("{program}: started ahead of use, {opened} file(s) opened");
+                    }
+                    Ok(_) => tracing::info!("{program}: started ahead of use"),
+                    Err(e) => tracing::warn!("starting {program} ahead of use: {e}"),
+                }
+            });
+        }
+    }
+
     /// The programs of the servers running now.
     pub async fn running(&self) -> Vec<String> {
-        let servers = self.inner.servers.lock().await;
-        let mut names: Vec<String> = servers
-            .iter()
-            .filter(|(_, s)| s.client.alive())
-            .map(|(n, _)| n.clone())
+        let mut names: Vec<String> = self
+            .inner
+            .entries()
+            .into_iter()
+            .filter(|(_, e)| {
+                e.running
+                    .lock()
+                    .is_ok_and(|r| r.as_ref().is_some_and(|s| s.client.alive()))
+            })
+            .map(|(n, _)| n)
             .collect();
         names.sort();
         names
@@ -126,17 +194,35 @@ impl LspPool {
 
     /// Shuts every server down.
     pub async fn shutdown(&self) {
-        let servers: Vec<_> = self.inner.servers.lock().await.drain().collect();
-        for (_, slot) in servers {
-            slot.client.shutdown().await;
+        for (_, entry) in self.inner.entries() {
+            if let Some(slot) = entry.take() {
+                slot.client.shutdown().await;
+            }
         }
+    }
+}
+
+impl Inner {
+    /// `program`'s entry, made on first use.
+    fn entry(&self, program: &str) -> Arc<Entry> {
+        // The map only ever gains entries: a panic elsewhere cannot leave it half-changed.
+        let mut servers = self.servers.lock().unwrap_or_else(PoisonError::into_inner);
+        servers.entry(program.to_owned()).or_default().clone()
+    }
+
+    fn entries(&self) -> Vec<(String, Arc<Entry>)> {
+        let servers = self.servers.lock().unwrap_or_else(PoisonError::into_inner);
+        servers
+            .iter()
+            .map(|(n, e)| (n.clone(), e.clone()))
+            .collect()
     }
 }
 
 /// Watches one server: once it has not been used for `idle` and no call holds it, takes it
 /// out of the pool and shuts it down. Ends when the pool, or this server, is gone.
 async fn reap_when_idle(
-    pool: Weak<Inner>,
+    entry: Weak<Entry>,
     program: String,
     watched: Weak<LspClient>,
     idle: Duration,
@@ -144,29 +230,35 @@ async fn reap_when_idle(
     let mut wake = Instant::now() + idle;
     loop {
         tokio::time::sleep_until(wake).await;
-        let Some(inner) = pool.upgrade() else { return };
-        let mut servers = inner.servers.lock().await;
-        let Some(slot) = servers
-            .get(&program)
-            .filter(|s| std::ptr::eq(Arc::as_ptr(&s.client), watched.as_ptr()))
-        else {
-            return;
-        };
-        let now = Instant::now();
-        // Held only by the pool: no call is using it.
-        let unused = Arc::strong_count(&slot.client) == 1;
-        if unused && slot.used + idle <= now {
-            if let Some(slot) = servers.remove(&program) {
-                drop(servers);
-                tracing::info!("{program}: idle for {idle:?}; shutting it down");
-                slot.client.shutdown().await;
+        let Some(entry) = entry.upgrade() else { return };
+        let idle_slot = {
+            let Ok(mut running) = entry.running.lock() else {
+                return;
+            };
+            let Some(slot) = running
+                .as_ref()
+                .filter(|s| std::ptr::eq(Arc::as_ptr(&s.client), watched.as_ptr()))
+            else {
+                return;
+            };
+            let now = Instant::now();
+            // Held only by the pool: no call is using it.
+            let unused = Arc::strong_count(&slot.client) == 1;
+            if unused && slot.used + idle <= now {
+                running.take()
+            } else {
+                wake = if unused {
+                    slot.used + idle
+                } else {
+                    now + idle.min(Duration::from_secs(1))
+                };
+                None
             }
+        };
+        if let Some(slot) = idle_slot {
+            tracing::info!("{program}: idle for {idle:?}; shutting it down");
+            slot.client.shutdown().await;
             return;
         }
-        wake = if unused {
-            slot.used + idle
-        } else {
-            now + idle.min(Duration::from_secs(1))
-        };
     }
 }

@@ -161,6 +161,7 @@ pub(crate) fn install_hint(program: &str) -> &'static str {
 /// ```toml
 /// [lsp]
 /// idle_shutdown_secs = 600
+/// warm_for_mcp = true
 ///
 /// [lsp.servers.python]
 /// command = "basedpyright-langserver"
@@ -177,6 +178,15 @@ pub struct LspConfig {
     /// A server unused this long is shut down, and started again on next use (seconds;
     /// 0: never).
     pub idle_shutdown_secs: f64,
+    /// `trellis mcp` starts the servers of the languages present in the workspace in the
+    /// background as it starts (and has them take in the workspace), instead of on the
+    /// first call that needs one.
+    pub warm_for_mcp: bool,
+    /// With `warm_for_mcp`, also open the workspace's files in their servers as they start,
+    /// so the servers analyse them in the background: the first lookups that touch a file
+    /// then find it analysed, but queries made during that analysis compete with it (off by
+    /// default; docs/benchmarks.md has the measurements).
+    pub warm_open_files: bool,
 }
 
 impl Default for LspConfig {
@@ -185,6 +195,8 @@ impl Default for LspConfig {
             servers: BTreeMap::new(),
             ready_timeout_secs: 120.0,
             idle_shutdown_secs: 600.0,
+            warm_for_mcp: true,
+            warm_open_files: false,
         }
     }
 }
@@ -234,6 +246,9 @@ mod tests {
         assert_eq!(c.idle_shutdown_secs, 5.0);
         assert_eq!(c.ready_timeout_secs, 120.0);
         assert_eq!(LspConfig::default().idle_shutdown_secs, 600.0);
+        assert!(c.warm_for_mcp && !c.warm_open_files);
+        let off: LspConfig = serde_json::from_str(r#"{"warm_for_mcp": false}"#).unwrap();
+        assert!(!off.warm_for_mcp);
         assert!(serde_json::from_str::<LspConfig>(r#"{"idle": 5}"#).is_err());
     }
 }

@@ -9,6 +9,9 @@
 //! `doc_sections` (document retrieval); from the file's language server ([`tools::lsp`])
 //! `definition`, `references`, `hover`, `signature` and `diagnostics`. The index is brought
 //! up to date in the background when the server starts; calls made meanwhile wait for it.
+//! The language servers of the languages present in the workspace start in the background
+//! too (`[lsp] warm_for_mcp`, on by default), so the first call that needs one does not wait
+//! for its whole start.
 
 mod http;
 pub mod tools;
@@ -77,6 +80,7 @@ impl CodeServer {
         config: IndexConfig,
         lsp: &trellis_lsp::LspConfig,
     ) -> Result<Self, Error> {
+        let config_for_scan = config.clone();
         let index = Index::open(root, config)?;
         let (done, indexed) = tokio::sync::watch::channel(false);
         let server = Self {
@@ -116,10 +120,45 @@ impl CodeServer {
             }
         };
         match tokio::runtime::Handle::try_current() {
-            Ok(rt) => drop(rt.spawn_blocking(refresh)),
+            Ok(rt) => {
+                drop(rt.spawn_blocking(refresh));
+                if lsp.warm_for_mcp {
+                    server.warm_language_servers(&rt, &config_for_scan, lsp.warm_open_files);
+                }
+            }
             Err(_) => refresh(),
         }
         Ok(server)
+    }
+
+    /// Starts the language servers of the languages present in the workspace in the
+    /// background (`[lsp] warm_for_mcp`; with `open`, `warm_open_files`, they also get the
+    /// files to analyse), so the first `references` does not wait for a whole server start.
+    fn warm_language_servers(&self, rt: &tokio::runtime::Handle, config: &IndexConfig, open: bool) {
+        let root = self.root.clone();
+        let lsp = self.lsp.clone();
+        let excludes = trellis_index::scan::Excludes::new(config);
+        rt.spawn(async move {
+            let excludes = match excludes {
+                Ok(e) => e,
+                Err(e) => {
+                    tracing::warn!("not starting language servers ahead of use: {e}");
+                    return;
+                }
+            };
+            let walk =
+                tokio::task::spawn_blocking(move || trellis_index::scan::scan(&root, &excludes));
+            match walk.await {
+                Ok(Ok(files)) => lsp.warm(files.iter().map(|f| f.path.as_str()), open),
+                Ok(Err(e)) => tracing::warn!("not starting language servers ahead of use: {e}"),
+                Err(e) => tracing::warn!("not starting language servers ahead of use: {e}"),
+            }
+        });
+    }
+
+    /// The programs of the language servers running now.
+    pub async fn language_servers(&self) -> Vec<String> {
+        self.lsp.running().await
     }
 
     /// Runs `f` on the index off the async workers.

@@ -19,6 +19,7 @@ use tokio::sync::Notify;
 
 use crate::config::ServerConfig;
 use crate::error::{Error, Result};
+use crate::progress::ProgressRoutes;
 
 /// Variables every stdio server gets from Trellis's environment (besides its own).
 const BASE_ENV: &[&str] = &[
@@ -42,11 +43,13 @@ const BASE_ENV: &[&str] = &[
 /// Lines of a server's stderr kept for error messages.
 const STDERR_LINES: usize = 20;
 
-/// The client side of one connection: notices `tools/list_changed`.
+/// The client side of one connection: notices `tools/list_changed` and routes progress
+/// notifications to the calls that wait for them.
 #[derive(Clone)]
 pub(crate) struct Handler {
     pub(crate) list_changed: Arc<Notify>,
     name: String,
+    progress: Arc<ProgressRoutes>,
 }
 
 impl ClientHandler for Handler {
@@ -60,7 +63,8 @@ impl ClientHandler for Handler {
         params: ProgressNotificationParam,
         _context: NotificationContext<RoleClient>,
     ) {
-        tracing::debug!(server = %self.name, progress = params.progress, total = ?params.total, message = ?params.message, "progress");
+        tracing::trace!(server = %self.name, progress = params.progress, total = ?params.total, message = ?params.message, "progress");
+        self.progress.deliver(params);
     }
 
     fn get_info(&self) -> ClientConfig {
@@ -214,10 +218,15 @@ pub(crate) async fn connect(
 }
 
 impl Handler {
-    pub(crate) fn new(name: &str, list_changed: Arc<Notify>) -> Self {
+    pub(crate) fn new(
+        name: &str,
+        list_changed: Arc<Notify>,
+        progress: Arc<ProgressRoutes>,
+    ) -> Self {
         Self {
             list_changed,
             name: name.to_owned(),
+            progress,
         }
     }
 }

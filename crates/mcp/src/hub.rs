@@ -19,6 +19,7 @@ use trellis_tools::{Tool, ToolSource};
 use crate::config::{McpConfig, ServerConfig};
 use crate::connect::{Client, Handler, StderrTail, connect};
 use crate::error::{Error, Result};
+use crate::progress::ProgressRoutes;
 use crate::tool::{McpTool, exposed_name};
 
 /// Where a server stands.
@@ -98,6 +99,8 @@ pub(crate) struct Server {
     status: watch::Sender<ServerStatus>,
     peer: RwLock<Option<Peer<RoleClient>>>,
     tools: RwLock<Vec<Arc<dyn Tool>>>,
+    /// The calls waiting for progress reports.
+    pub(crate) progress: Arc<ProgressRoutes>,
 }
 
 impl Server {
@@ -180,6 +183,7 @@ impl McpHub {
             status,
             peer: RwLock::default(),
             tools: RwLock::default(),
+            progress: Arc::default(),
         });
         if let Ok(mut all) = self.inner.servers.write() {
             all.insert(name.to_owned(), server.clone());
@@ -333,7 +337,7 @@ async fn supervise(server: Arc<Server>, workspace: PathBuf, shutdown: Cancellati
         server.update(|s| s.state = ServerState::Starting);
         let stderr = StderrTail::default();
         let changed = Arc::new(Notify::new());
-        let handler = Handler::new(&server.name, changed.clone());
+        let handler = Handler::new(&server.name, changed.clone(), server.progress.clone());
         // A panic inside the SDK or a transport fails this attempt, not the supervisor.
         let attempt = std::panic::AssertUnwindSafe(start(&server, &workspace, handler, &stderr))
             .catch_unwind();

@@ -7,13 +7,15 @@
 //! become Trellis tools named `<server>__<tool>` ([`exposed_name`]) that go through the
 //! workspace policy, the registry's recording and the agents' budgets like built-in tools; a
 //! server's `roles` and a workflow stage's `mcp_tools` ([`allow_entry`]) decide which agents
-//! get them. Built on `rmcp`, in its automatic lifecycle (2026-07-28 discovery with the
+//! get them. A server's progress notifications for a call reach the agent's session as
+//! `toolProgress` events. Built on `rmcp`, in its automatic lifecycle (2026-07-28 discovery with the
 //! 2025-11-25 handshake as fallback).
 
 pub mod config;
 mod connect;
 pub mod error;
 pub mod hub;
+mod progress;
 mod tool;
 
 pub use config::{McpConfig, ServerConfig};

@@ -1,14 +1,20 @@
 //! An MCP server's tool as a Trellis tool: named `<server>__<tool>`, checked by the workspace
 //! policy before it runs (its annotations pick the policy class), bounded by the server's
-//! tool timeout, cancelled with the agent, and recorded like a built-in tool by the registry.
+//! tool timeout, cancelled with the agent, and recorded like a built-in tool by the registry;
+//! its progress notifications reach the call's [`ToolContext`].
 
 use std::sync::Arc;
 
-use rmcp::model::{CallToolRequestParams, CallToolResult, ToolAnnotations};
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam,
+    ClientRequest, RequestId, ServerResult, ToolAnnotations,
+};
+use rmcp::service::{PeerRequestOptions, ServiceError};
+use rmcp::{Peer, RoleClient};
 use serde_json::Value;
 use trellis_tools::config::Action;
 use trellis_tools::tool::BoxFuture;
-use trellis_tools::{Error as ToolError, Tool, ToolContext, ToolOutput, ToolSpec};
+use trellis_tools::{Error as ToolError, Tool, ToolContext, ToolOutput, ToolProgress, ToolSpec};
 
 use crate::hub::Server;
 
@@ -139,7 +145,7 @@ impl McpTool {
         let result = tokio::select! {
             biased;
             () = ctx.cancel.cancelled() => return Err(ToolError::Cancelled),
-            r = tokio::time::timeout(timeout, peer.call_tool(params)) => match r {
+            r = tokio::time::timeout(timeout, self.call_reporting(ctx, &peer, params)) => match r {
                 Ok(r) => r,
                 Err(_) => return Err(ToolError::Failed(format!(
                     "MCP server `{server}` did not answer {} within {} s (tool_timeout_secs); the call was cancelled",
@@ -164,6 +170,80 @@ impl McpTool {
             text,
             data: result.structured_content.filter(|v| !v.is_null()),
         })
+    }
+}
+
+impl McpTool {
+    /// `tools/call` (what `Peer::call_tool` sends), passing the server's progress reports
+    /// for it to `ctx` while it runs; dropped before its answer, it sends
+    /// `notifications/cancelled`.
+    async fn call_reporting(
+        &self,
+        ctx: &ToolContext,
+        peer: &Peer<RoleClient>,
+        params: CallToolRequestParams,
+    ) -> Result<CallToolResult, ServiceError> {
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        let handle = peer
+            .send_request_with_option(request, PeerRequestOptions::no_options())
+            .await?;
+        let mut abandoned = CancelOnDrop {
+            peer: peer.clone(),
+            id: Some(handle.id.clone()),
+        };
+        // A report the server sends before this subscription exists is lost: the server
+        // has to read the request and work a while first, so only a first report sent
+        // at once could be.
+        let mut reports = self
+            .server
+            .progress
+            .subscribe(handle.progress_token.clone());
+        let response = handle.await_response();
+        tokio::pin!(response);
+        let mut last = f64::NEG_INFINITY;
+        let answer = loop {
+            tokio::select! {
+                biased;
+                r = &mut response => break r,
+                Some(p) = reports.recv() => {
+                    if p.progress > last {
+                        last = p.progress;
+                        ctx.report_progress(ToolProgress {
+                            progress: p.progress,
+                            total: p.total,
+                            message: p.message,
+                        });
+                    }
+                }
+            }
+        };
+        abandoned.id = None;
+        match answer? {
+            ServerResult::CallToolResult(result) => Ok(result),
+            _ => Err(ServiceError::UnexpectedResponse),
+        }
+    }
+}
+
+/// Tells the server a request is abandoned (`notifications/cancelled`) unless disarmed.
+struct CancelOnDrop {
+    peer: Peer<RoleClient>,
+    id: Option<RequestId>,
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        let Some(id) = self.id.take() else { return };
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let peer = self.peer.clone();
+        rt.spawn(async move {
+            let why = "request abandoned by the caller".to_owned();
+            let _ = peer
+                .notify_cancelled(CancelledNotificationParam::new(Some(id), Some(why)))
+                .await;
+        });
     }
 }
 

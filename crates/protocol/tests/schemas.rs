@@ -357,6 +357,20 @@ fn session_events() -> Vec<SessionEvent> {
             name: "read_file".into(),
             input: json!({ "path": "src/lib.rs" }),
         },
+        SessionEvent::ToolProgress {
+            turn: 2,
+            call_id: "call_1".into(),
+            progress: 2.0,
+            total: Some(5.0),
+            message: Some("indexing".into()),
+        },
+        SessionEvent::ToolProgress {
+            turn: 2,
+            call_id: "call_1".into(),
+            progress: 0.5,
+            total: None,
+            message: None,
+        },
         SessionEvent::ToolCompleted {
             turn: 2,
             call_id: "call_1".into(),
@@ -489,6 +503,7 @@ fn session_variant(e: &SessionEvent) -> usize {
         SessionEvent::Note { .. } => 11,
         SessionEvent::SessionCompleted { .. } => 12,
         SessionEvent::SessionError { .. } => 13,
+        SessionEvent::ToolProgress { .. } => 14,
     }
 }
 
@@ -564,7 +579,7 @@ fn every_event_validates_as_a_frame() {
         assert_eq!(back, frame.clone().into_owned());
     }
     assert_eq!(graph.len(), 15, "an EventKind variant has no sample");
-    assert_eq!(session.len(), 14, "a SessionEvent variant has no sample");
+    assert_eq!(session.len(), 15, "a SessionEvent variant has no sample");
     assert_eq!(workspace.len(), 8, "a WorkspaceEvent variant has no sample");
     let missing: Vec<_> = TOPICS.iter().filter(|t| !topics.contains(*t)).collect();
     assert!(missing.is_empty(), "topics without a sample: {missing:?}");
@@ -778,6 +793,7 @@ fn other_wire_types_validate() {
         kind: "plan".into(),
         version: 2,
         content: "# Plan".into(),
+        rendered: None,
         status: ArtifactStatus::ChangesRequested,
         feedback: Some("smaller".into()),
         created_ms: 1,

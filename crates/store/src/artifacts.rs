@@ -84,6 +84,7 @@ fn artifact_row(r: &Row<'_>) -> rusqlite::Result<Artifact> {
         kind: r.get(3)?,
         version: r.get(4)?,
         content: r.get(5)?,
+        rendered: None,
         status: ArtifactStatus::parse(&status).ok_or_else(|| {
             rusqlite::Error::FromSqlConversionFailure(
                 6,

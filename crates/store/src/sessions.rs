@@ -423,7 +423,10 @@ pub(crate) fn materialise(
             conn.prepare_cached("UPDATE sessions SET status = 'error', error = ?2 WHERE id = ?1")?
                 .execute(params![id, error])?;
         }
-        SessionEvent::PromptSet { .. } | SessionEvent::Note { .. } => {}
+        // Progress lives in the stream only: the tool's row gets its outcome on completion.
+        SessionEvent::PromptSet { .. }
+        | SessionEvent::Note { .. }
+        | SessionEvent::ToolProgress { .. } => {}
     }
     Ok(())
 }

@@ -106,6 +106,20 @@ impl Decision {
     }
 }
 
+/// How far a long tool call has got (an MCP server's `notifications/progress`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolProgress {
+    /// Work done so far; increases with every report.
+    pub progress: f64,
+    /// Total work, when known.
+    pub total: Option<f64>,
+    /// What the tool is doing now.
+    pub message: Option<String>,
+}
+
+/// Where a call's progress reports go (the agent turns them into session events).
+pub type ProgressFn = Arc<dyn Fn(ToolProgress) + Send + Sync>;
+
 /// One call's view: the environment, its cancellation token and its decision slot.
 pub struct ToolContext {
     /// The shared environment.
@@ -117,6 +131,7 @@ pub struct ToolContext {
     /// The call's arguments (for approval requests).
     pub args: Value,
     decision: Mutex<Decision>,
+    progress: Option<ProgressFn>,
 }
 
 impl ToolContext {
@@ -128,6 +143,26 @@ impl ToolContext {
             tool: tool.to_owned(),
             args,
             decision: Mutex::new(Decision::Auto),
+            progress: None,
+        }
+    }
+
+    /// Sends this call's progress reports to `progress`.
+    #[must_use]
+    pub fn with_progress(mut self, progress: Option<ProgressFn>) -> Self {
+        self.progress = progress;
+        self
+    }
+
+    /// Whether anyone listens to this call's progress (a tool may skip asking for it).
+    pub fn wants_progress(&self) -> bool {
+        self.progress.is_some()
+    }
+
+    /// Reports how far the call has got (nothing happens when nobody listens).
+    pub fn report_progress(&self, progress: ToolProgress) {
+        if let Some(f) = &self.progress {
+            f(progress);
         }
     }
 

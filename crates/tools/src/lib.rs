@@ -35,7 +35,7 @@ pub mod workspace;
 pub mod worktree;
 
 pub use config::{Action, CommandRule, PolicyConfig, ShellConfig, ToolsConfig};
-pub use context::{Decision, Note, ToolContext, ToolEnv};
+pub use context::{Decision, Note, ProgressFn, ToolContext, ToolEnv, ToolProgress};
 pub use error::{Error, Result};
 pub use interaction::{
     Answer, ApprovalDecision, ApprovalRequest, Interaction, NonInteractive, Question,

@@ -10,7 +10,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use trellis_store::ToolCallRecord;
 
-use crate::context::{ToolContext, ToolEnv};
+use crate::context::{ProgressFn, ToolContext, ToolEnv};
 use crate::error::Error;
 use crate::record::{ToolCallSink, summarize};
 use crate::tool::{Tool, ToolSpec};
@@ -218,9 +218,24 @@ impl Registry {
         args: Value,
         cancel: CancellationToken,
     ) -> ToolResult {
+        self.call_with_progress(env, role, tool, args, cancel, None)
+            .await
+    }
+
+    /// [`Registry::call`], with the tool's progress reports (if it makes any) sent to
+    /// `progress` while it runs.
+    pub async fn call_with_progress(
+        &self,
+        env: &ToolEnv,
+        role: &str,
+        tool: &str,
+        args: Value,
+        cancel: CancellationToken,
+        progress: Option<ProgressFn>,
+    ) -> ToolResult {
         let started_at = now_ms();
         let clock = Instant::now();
-        let ctx = ToolContext::new(env.clone(), tool, args.clone(), cancel);
+        let ctx = ToolContext::new(env.clone(), tool, args.clone(), cancel).with_progress(progress);
         let outcome = match self.tool(tool) {
             None => Err(Error::UnknownTool(tool.to_owned())),
             Some(_) if !self.allows(role, tool) => Err(Error::NotAllowed {

@@ -205,7 +205,7 @@ function ArtifactCard({ m, a, onDone }: { m: RunModel; a: Artifact; onDone: () =
     toast(kind === 'approve' ? `${a.kind} approved` : `Changes requested on ${a.kind}`);
     onDone();
   });
-  const content = looksJson(a.content) ? '```json\n' + pretty(a.content) + '\n```' : readable(a.content);
+  const content = a.rendered ?? (looksJson(a.content) ? '```json\n' + pretty(a.content) + '\n```' : readable(a.content));
   const open = a.status === 'awaiting_approval' || a.status === 'draft';
   return (
     <article class="card artifact" data-testid="artifact" data-kind={a.kind} data-status={a.status}>

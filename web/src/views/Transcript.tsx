@@ -8,6 +8,7 @@ import { useNotifier } from '../store';
 import { renderMarkdown, readable } from '../markdown';
 import { linkCitations } from '../citations';
 import { Spinner } from '../ui';
+import { progressText } from '../format';
 
 export function useSession(id: string | null, retryKey: unknown = null): SessionModel | null {
   const [model, setModel] = useState<SessionModel | null>(null);
@@ -126,6 +127,18 @@ function TurnBlock({ t, citations, agentReports, live }: { t: TurnView; citation
             <code>{c.name}</code> <span class="muted">{toolSummary(c.input)}</span>{' '}
             <span class={`badge tool-status-${c.status}`}>{c.status === 'running' ? 'running…' : c.status}</span>
             {c.durationMs !== undefined && <span class="muted"> {c.durationMs} ms</span>}
+            {c.status === 'running' && c.progress && (
+              <span class="tool-progress" data-testid="tool-progress">
+                {' '}
+                {/* Without a total the bar is indeterminate (no value). */}
+                {c.progress.total !== undefined && c.progress.total > 0 ? (
+                  <progress max={c.progress.total} value={c.progress.progress} aria-label={`${c.name} progress`} />
+                ) : (
+                  <progress aria-label={`${c.name} progress`} />
+                )}{' '}
+                <span class="muted">{progressText(c.progress)}</span>
+              </span>
+            )}
           </summary>
           <div class="tool-io">
             <h4>Input</h4>

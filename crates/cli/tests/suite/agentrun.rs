@@ -85,7 +85,11 @@ fn run_goes_through_an_openai_compatible_endpoint() {
     );
     assert_eq!(
         bodies[0]["response_format"]["json_schema"]["schema"]["properties"]["workflow"]["enum"],
-        json!(["architecture_discussion", "feature_with_iterative_testing"])
+        json!([
+            "architecture_discussion",
+            "feature_with_iterative_testing",
+            "staged_review"
+        ])
     );
     // The agent's request offers its tools and carries the retrieved ADR as context.
     let agent = bodies.last().unwrap();
@@ -242,6 +246,36 @@ fn embedded_model_completes_the_discussion_workflow() {
     assert!(out.contains("upfront_retrieval#1"), "{out}");
     assert!(out.contains("architectural_analysis#1"), "{out}");
     assert!(out.contains("at DONE"), "{out}");
+}
+
+/// Seed 003's `staged_review` with the embedded default model, every gate approved (`--yes`):
+/// the run reaches an end state (DONE, or ABORT when the 135M model never submits an artifact
+/// its gate can accept: the gate sends the producer back three times, then ends the run). The
+/// output's quality is not asserted. Runs alone (`.config/nextest.toml`).
+#[test]
+fn embedded_model_runs_staged_review_to_an_end() {
+    let ws = example("[index.embedding]\nbackend = \"none\"\n");
+    let out = args(
+        isolated(ws.path()),
+        &[
+            "run",
+            "Fix the stock bookkeeping of commit",
+            "--workflow",
+            "staged_review",
+            "--yes",
+            "--no-review",
+        ],
+    )
+    .output()
+    .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("scoping#1"), "{text}");
+    assert!(text.contains("approve_scope#1"), "{text}");
+    assert!(
+        text.contains("succeeded at DONE") || text.contains("at ABORT"),
+        "no end state:\n{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// `trellis acp` with the embedded default model: an editor's prompt (NDJSON over stdio)

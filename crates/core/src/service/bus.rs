@@ -481,7 +481,8 @@ impl Recorder {
     }
 }
 
-/// Appends `next` to `held` when both are deltas of the same kind and turn.
+/// Appends `next` to `held` when both are deltas of the same kind and turn, or replaces
+/// `held` with `next` when both report the progress of the same tool call.
 fn merge(held: &mut SessionEvent, next: &SessionEvent) -> bool {
     match (held, next) {
         (
@@ -501,6 +502,51 @@ fn merge(held: &mut SessionEvent, next: &SessionEvent) -> bool {
             text.push_str(more);
             true
         }
+        // A later progress report of the same call supersedes the held one.
+        (
+            held @ SessionEvent::ToolProgress { .. },
+            SessionEvent::ToolProgress {
+                turn: t,
+                call_id: c,
+                ..
+            },
+        ) => {
+            let same = matches!(&*held, SessionEvent::ToolProgress { turn, call_id, .. } if turn == t && call_id == c);
+            if same {
+                held.clone_from(next);
+            }
+            same
+        }
         _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn progress(call_id: &str, progress: f64) -> SessionEvent {
+        SessionEvent::ToolProgress {
+            turn: 1,
+            call_id: call_id.into(),
+            progress,
+            total: Some(10.0),
+            message: None,
+        }
+    }
+
+    #[test]
+    fn the_latest_progress_of_a_call_supersedes_the_held_one() {
+        let mut held = progress("a", 1.0);
+        assert!(merge(&mut held, &progress("a", 2.0)));
+        assert_eq!(held, progress("a", 2.0));
+        // Another call's report, or another kind of delta, is kept apart.
+        assert!(!merge(&mut held, &progress("b", 3.0)));
+        let text = SessionEvent::MessageDelta {
+            turn: 1,
+            text: "x".into(),
+        };
+        assert!(!merge(&mut held, &text));
+        assert_eq!(held, progress("a", 2.0));
     }
 }

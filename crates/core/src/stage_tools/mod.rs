@@ -277,13 +277,29 @@ pub trait StageSink: Send + Sync {
     /// Records that execution is complete.
     fn pulse_complete(&self, from: &Caller, summary: &str) -> Result<(), StageError>;
 
+    /// Records a signal (what [`StageSink::signals`] returns).
+    fn record(&self, signal: StageSignal);
+
+    /// The turns granted to every `request_extension` (`None`: the handler decides).
+    fn extension_turns(&self) -> Option<u32> {
+        None
+    }
+
     /// Records a request for more turns; returns how many were granted, if the sink decides.
     fn extension(
         &self,
-        from: &Caller,
+        _from: &Caller,
         reason: &str,
         turns: Option<u32>,
-    ) -> Result<Option<u32>, StageError>;
+    ) -> Result<Option<u32>, StageError> {
+        let granted = self.extension_turns();
+        self.record(StageSignal::Extension {
+            reason: reason.to_owned(),
+            turns,
+            granted,
+        });
+        Ok(granted)
+    }
 
     /// Puts questions to the user (through `interaction`, the run's, or its own way);
     /// returns the answers, or `None` when they were only recorded.

@@ -246,18 +246,12 @@ impl StageSink for StoreSink {
         Ok(())
     }
 
-    fn extension(
-        &self,
-        _from: &Caller,
-        reason: &str,
-        turns: Option<u32>,
-    ) -> Result<Option<u32>, StageError> {
-        self.signal(StageSignal::Extension {
-            reason: reason.to_owned(),
-            turns,
-            granted: self.extension_turns,
-        });
-        Ok(self.extension_turns)
+    fn record(&self, signal: StageSignal) {
+        self.signal(signal);
+    }
+
+    fn extension_turns(&self) -> Option<u32> {
+        self.extension_turns
     }
 
     fn questions<'a>(
@@ -417,18 +411,12 @@ impl StageSink for MemorySink {
         Ok(())
     }
 
-    fn extension(
-        &self,
-        _from: &Caller,
-        reason: &str,
-        turns: Option<u32>,
-    ) -> Result<Option<u32>, StageError> {
-        self.signal(StageSignal::Extension {
-            reason: reason.to_owned(),
-            turns,
-            granted: self.extension_turns,
-        });
-        Ok(self.extension_turns)
+    fn record(&self, signal: StageSignal) {
+        self.signal(signal);
+    }
+
+    fn extension_turns(&self) -> Option<u32> {
+        self.extension_turns
     }
 
     fn questions<'a>(

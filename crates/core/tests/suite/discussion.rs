@@ -53,7 +53,11 @@ async fn orchestrator_answer_decides_and_discussion_skips_ast_work() {
     let schema = &ask.response_format.as_ref().unwrap().schema;
     assert_eq!(
         schema["properties"]["workflow"]["enum"],
-        json!(["architecture_discussion", "feature_with_iterative_testing"])
+        json!([
+            "architecture_discussion",
+            "feature_with_iterative_testing",
+            "staged_review"
+        ])
     );
 
     let (handle, _ctx) = rt

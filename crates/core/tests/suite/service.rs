@@ -578,3 +578,114 @@ async fn ops_on_a_cancelled_run_are_conflicts() {
         "{err}"
     );
 }
+
+/// The npm server-everything the MCP client tests use (scripts/setup.d/70-mcp-peers.sh).
+fn server_everything() -> std::path::PathBuf {
+    let entry = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(
+        "../mcp/tests/peers/node_modules/@modelcontextprotocol/server-everything/dist/index.js",
+    );
+    assert!(
+        entry.is_file(),
+        "{} is missing: run scripts/setup.d/70-mcp-peers.sh",
+        entry.display()
+    );
+    entry
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_mcp_tools_progress_reaches_the_agents_session_in_order() {
+    const LONG: &str = "everything__trigger-long-running-operation";
+    let config = format!(
+        "{CONFIG}\n[mcp.servers.everything]\ncommand = \"node\"\nargs = [{:?}, \"stdio\"]\n",
+        server_everything().display().to_string()
+    );
+    let ws = inventory(&config);
+    // The discussion workflow, its analysis agent granted the long-running tool.
+    let builtin = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../workflows/architecture_discussion.yaml"),
+    )
+    .unwrap();
+    let granted = builtin.replace(
+        "mcp_tools: []  # No MCP tools for document analysis",
+        "mcp_tools: [\"everything.trigger-long-running-operation\"]",
+    );
+    assert_ne!(granted, builtin);
+    std::fs::create_dir_all(ws.path().join(".trellis/workflows")).unwrap();
+    std::fs::write(
+        ws.path()
+            .join(".trellis/workflows/architecture_discussion.yaml"),
+        granted,
+    )
+    .unwrap();
+    let repo = path_of(&ws);
+    let script = ScriptedProvider::responding(|r| {
+        if is_queries(r) {
+            queries()
+        } else if r.tools.iter().any(|t| t.name == LONG)
+            && !r.messages.iter().any(|m| m.tool_call_id.is_some())
+        {
+            tool(LONG, json!({ "duration": 1.5, "steps": 5 }))
+        } else {
+            report(false, "The long operation finished.")
+        }
+    });
+    let svc = service(&repo, &script);
+    let run = start(&svc, start_op("Why is stock in memory?")).await;
+    let o = stopped(&svc, &run).await;
+    assert_eq!(o.status, RunStatus::Succeeded, "{:?}", o.error);
+
+    let history = stored(
+        &svc,
+        &StreamId::Session(SessionId::for_node(&run, &NodeId::new(ANALYSIS))),
+    );
+    let tool_events: Vec<&SessionEvent> = history
+        .iter()
+        .filter_map(|e| match &e.event {
+            ServiceEventBody::Session(
+                ev @ (SessionEvent::ToolStarted { .. }
+                | SessionEvent::ToolProgress { .. }
+                | SessionEvent::ToolCompleted { .. }),
+            ) => Some(ev),
+            _ => None,
+        })
+        .collect();
+    let Some(SessionEvent::ToolStarted { call_id, name, .. }) = tool_events.first() else {
+        panic!("no tool call recorded: {tool_events:?}");
+    };
+    assert_eq!(name, LONG);
+    let Some(SessionEvent::ToolCompleted { status, output, .. }) = tool_events.last() else {
+        panic!("the call did not complete last: {tool_events:?}");
+    };
+    assert_eq!(*status, trellis_protocol::ToolStatus::Ok, "{output}");
+    // Between them, the server's reports of that call, in order, increasing.
+    let progress: Vec<(f64, Option<f64>)> = tool_events[1..tool_events.len() - 1]
+        .iter()
+        .map(|e| match e {
+            SessionEvent::ToolProgress {
+                call_id: c,
+                progress,
+                total,
+                ..
+            } if c == call_id => (*progress, *total),
+            other => panic!("not a progress report of {call_id}: {other:?}"),
+        })
+        .collect();
+    assert!(progress.len() >= 4, "{progress:?}");
+    assert!(
+        progress.windows(2).all(|w| w[0].0 < w[1].0),
+        "not increasing: {progress:?}"
+    );
+    assert!(
+        progress
+            .iter()
+            .all(|(p, t)| *t == Some(5.0) && (1.0..=5.0).contains(p)),
+        "{progress:?}"
+    );
+    // The model saw the tool's answer.
+    let asked = script
+        .requests()
+        .into_iter()
+        .any(|r| all_text(&r).contains("Long running operation completed"));
+    assert!(asked);
+}

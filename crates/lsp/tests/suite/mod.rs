@@ -1,3 +1,4 @@
+mod pool;
 mod python;
 mod rust;
 mod typescript;

@@ -19,7 +19,12 @@ async fn over_http_with_the_token_and_refused_without_it() {
     let ws = trellis_test_support::example_repo("inventory", "").unwrap();
     let mut config = IndexConfig::default();
     config.embedding.backend = trellis_index::EmbeddingBackend::None;
-    let server = CodeServer::open(ws.path(), config, &Default::default()).unwrap();
+    // No language server started ahead of use: these tests ask none.
+    let lsp = trellis_lsp::LspConfig {
+        warm_for_mcp: false,
+        ..Default::default()
+    };
+    let server = CodeServer::open(ws.path(), config, &lsp).unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
     let stop = CancellationToken::new();

@@ -164,14 +164,9 @@ async fn definition_references_hover_signature_and_diagnostics_by_position_and_b
     client.cancel().await.unwrap();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_configured_python_server_answers_references_and_signatures_by_symbol() {
-    let Some(pyright) = trellis_lsp::find("pyright-langserver") else {
-        eprintln!("SKIPPED: pyright is not installed (scripts/setup.d/72-lsp.sh)");
-        return;
-    };
-    let ws = trellis_test_support::example_repo("inventory", "").unwrap();
-    let lsp = LspConfig {
+/// `[lsp.servers.python]` set to `pyright`, started with `trellis mcp` when `warm`.
+fn pyright_config(pyright: &Path, warm: bool) -> LspConfig {
+    LspConfig {
         servers: [(
             "python".to_owned(),
             trellis_lsp::ServerCommand {
@@ -180,9 +175,19 @@ async fn a_configured_python_server_answers_references_and_signatures_by_symbol(
             },
         )]
         .into(),
+        warm_for_mcp: warm,
         ..LspConfig::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_configured_python_server_answers_references_and_signatures_by_symbol() {
+    let Some(pyright) = trellis_lsp::find("pyright-langserver") else {
+        eprintln!("SKIPPED: pyright is not installed (scripts/setup.d/72-lsp.sh)");
+        return;
     };
-    let client = connect(ws.path(), &lsp).await;
+    let ws = trellis_test_support::example_repo("inventory", "").unwrap();
+    let client = connect(ws.path(), &pyright_config(&pyright, true)).await;
     let refs = ok(call(&client, "references", json!({"symbol": "reserve"})).await);
     let at: Vec<String> = refs["places"]
         .as_array()
@@ -213,6 +218,40 @@ async fn a_configured_python_server_answers_references_and_signatures_by_symbol(
         "sku: Unknown"
     );
     client.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_workspaces_language_servers_start_with_the_server_unless_turned_off() {
+    let Some(pyright) = trellis_lsp::find("pyright-langserver") else {
+        eprintln!("SKIPPED: pyright is not installed (scripts/setup.d/72-lsp.sh)");
+        return;
+    };
+    let ws = trellis_test_support::example_repo("inventory", "").unwrap();
+    let open = |warm| {
+        let mut config = IndexConfig::default();
+        config.embedding.backend = trellis_index::EmbeddingBackend::None;
+        CodeServer::open(ws.path(), config, &pyright_config(&pyright, warm)).unwrap()
+    };
+    // Turned off: nothing starts until a call needs it.
+    let cold = open(false);
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    assert!(cold.language_servers().await.is_empty());
+    drop(cold);
+    // On (the default): pyright starts with no call asking for it (inventory is Python).
+    let warm = open(true);
+    let started = std::time::Instant::now();
+    loop {
+        let running = warm.language_servers().await;
+        if !running.is_empty() {
+            assert_eq!(running, [pyright.display().to_string()]);
+            break;
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(60),
+            "pyright was not started ahead of use"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
 }
 
 /// typescript-language-server found where the setup installs it (no `[lsp]` configuration),

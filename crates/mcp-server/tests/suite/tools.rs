@@ -17,7 +17,12 @@ async fn session() -> Session {
     let ws = trellis_test_support::example_repo("inventory", "").unwrap();
     let mut config = IndexConfig::default();
     config.embedding.backend = trellis_index::EmbeddingBackend::None;
-    let server = CodeServer::open(ws.path(), config, &Default::default()).unwrap();
+    // No language server started ahead of use: these tests ask none.
+    let lsp = trellis_lsp::LspConfig {
+        warm_for_mcp: false,
+        ..Default::default()
+    };
+    let server = CodeServer::open(ws.path(), config, &lsp).unwrap();
     let (a, b) = tokio::io::duplex(1 << 20);
     tokio::spawn(async move {
         let running = server.serve(a).await.unwrap();

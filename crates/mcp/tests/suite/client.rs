@@ -9,7 +9,7 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use trellis_mcp::{McpConfig, McpHub, ServerConfig, ServerState};
 
-use super::support::{Agent, everything, hub, peers, sh, status};
+use super::support::{Agent, assert_steps, everything, hub, peers, sh, status};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn server_everything_over_stdio_lists_and_calls_tools_and_reports_failures_as_tool_errors() {
@@ -187,6 +187,36 @@ async fn a_slow_call_times_out_and_is_cancelled_and_the_server_goes_on() {
     hub.shutdown();
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn progress_notifications_reach_the_caller_in_order_while_the_call_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let hub = hub(dir.path(), vec![("everything", everything())]);
+    hub.start();
+    hub.settled(Duration::from_secs(60)).await;
+    let agent = Agent::new(dir.path(), &hub);
+    let t0 = Instant::now();
+    let (r, seen) = agent
+        .call_with_progress(
+            "everything__trigger-long-running-operation",
+            json!({"duration": 1.5, "steps": 5}),
+        )
+        .await;
+    assert!(!r.is_error, "{r:?}");
+    assert!(r.content.contains("Steps: 5"), "{r:?}");
+    assert!(t0.elapsed() >= Duration::from_millis(1500));
+    // Five reports 300 ms apart: each reaches the caller (one racing the result may not).
+    assert_steps(&seen, 5.0, 4);
+    // A plain call asks for nothing and gets the same answer.
+    let r = agent
+        .call(
+            "everything__trigger-long-running-operation",
+            json!({"duration": 0.2, "steps": 2}),
+        )
+        .await;
+    assert!(!r.is_error, "{r:?}");
+    hub.shutdown();
+}
+
 #[test]
 fn configuration_errors_name_the_server_and_field() {
     let bad = |s: ServerConfig| {
@@ -292,6 +322,15 @@ async fn server_everything_over_streamable_http() {
     assert!(!r.is_error && r.content.contains("42"), "{r:?}");
     let r = agent.call("web__get-sum", json!({"a": "x"})).await;
     assert!(r.is_error, "{r:?}");
+    // Progress comes over the call's event stream.
+    let (r, seen) = agent
+        .call_with_progress(
+            "web__trigger-long-running-operation",
+            json!({"duration": 0.9, "steps": 3}),
+        )
+        .await;
+    assert!(!r.is_error, "{r:?}");
+    assert_steps(&seen, 3.0, 2);
 
     // The server goes away: calls fail with the reason, and the hub notices.
     drop(server);

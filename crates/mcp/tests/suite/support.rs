@@ -1,13 +1,13 @@
 //! What the client tests share: the npm peers, hubs of servers and an agent calling their tools.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use trellis_mcp::{McpConfig, McpHub, ServerConfig, ServerStatus};
 use trellis_tools::interaction::NonInteractive;
-use trellis_tools::{Registry, ToolEnv, ToolResult, ToolsConfig, Workspace};
+use trellis_tools::{Registry, ToolEnv, ToolProgress, ToolResult, ToolsConfig, Workspace};
 
 pub fn peers() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/peers/node_modules/@modelcontextprotocol")
@@ -79,6 +79,46 @@ impl Agent {
             .call(&self.env, "agent", tool, args, CancellationToken::new())
             .await
     }
+}
+
+impl Agent {
+    /// Calls `tool` and collects the progress it reports while it runs.
+    pub async fn call_with_progress(
+        &self,
+        tool: &str,
+        args: Value,
+    ) -> (ToolResult, Vec<ToolProgress>) {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let sink = seen.clone();
+        let r = self
+            .registry
+            .call_with_progress(
+                &self.env,
+                "agent",
+                tool,
+                args,
+                CancellationToken::new(),
+                Some(Arc::new(move |p| sink.lock().unwrap().push(p))),
+            )
+            .await;
+        let seen = seen.lock().unwrap().clone();
+        (r, seen)
+    }
+}
+
+/// Asserts that `seen` is the progress of server-everything's long-running operation of
+/// `steps` steps: at least `min` reports, increasing, each out of `steps`.
+pub fn assert_steps(seen: &[ToolProgress], steps: f64, min: usize) {
+    assert!(seen.len() >= min, "{seen:?}");
+    assert!(
+        seen.windows(2).all(|w| w[0].progress < w[1].progress),
+        "not increasing: {seen:?}"
+    );
+    assert!(
+        seen.iter()
+            .all(|p| p.total == Some(steps) && p.progress >= 1.0 && p.progress <= steps),
+        "{seen:?}"
+    );
 }
 
 pub fn status<'a>(all: &'a [ServerStatus], name: &str) -> &'a ServerStatus {

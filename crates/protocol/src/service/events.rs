@@ -173,6 +173,23 @@ pub enum SessionEvent {
         /// Its arguments.
         input: Value,
     },
+    /// `turn:tool_progress`: how far a running tool call has got (an MCP server's
+    /// `notifications/progress`). Stored coalesced like deltas: of the reports that arrive
+    /// within the recorder's delta window only the latest is kept.
+    ToolProgress {
+        /// The turn that asked for the call.
+        turn: u32,
+        /// The call id.
+        call_id: String,
+        /// Work done so far (increases with every report).
+        progress: f64,
+        /// Total work, when known.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        total: Option<f64>,
+        /// What the tool is doing now.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        message: Option<String>,
+    },
     /// `turn:tool_completed`.
     ToolCompleted {
         /// The turn that asked for it.
@@ -220,6 +237,7 @@ impl SessionEvent {
             SessionEvent::TurnCompleted { .. } => "turnCompleted",
             SessionEvent::TurnFailed { .. } => "turnFailed",
             SessionEvent::ToolStarted { .. } => "toolStarted",
+            SessionEvent::ToolProgress { .. } => "toolProgress",
             SessionEvent::ToolCompleted { .. } => "toolCompleted",
             SessionEvent::Note { .. } => "note",
             SessionEvent::SessionCompleted { .. } => "sessionCompleted",
@@ -227,11 +245,50 @@ impl SessionEvent {
         }
     }
 
-    /// Whether this is a streamed delta (coalesced with its neighbours when stored).
+    /// A `ToolProgress` report as one line for people (`3/5 (60%) · copying files`,
+    /// `12 · scanning`); `None` for other events.
+    pub fn progress_text(&self) -> Option<String> {
+        let SessionEvent::ToolProgress {
+            progress,
+            total,
+            message,
+            ..
+        } = self
+        else {
+            return None;
+        };
+        let num = |x: f64| {
+            if x.fract() == 0.0 && x.abs() < 1e15 {
+                format!("{x:.0}")
+            } else {
+                format!("{x:.2}")
+            }
+        };
+        let mut text = match total {
+            Some(t) if *t > 0.0 => format!(
+                "{}/{} ({:.0}%)",
+                num(*progress),
+                num(*t),
+                (progress / t * 100.0).clamp(0.0, 100.0).round()
+            ),
+            _ => num(*progress),
+        };
+        if let Some(m) = message.as_deref().map(str::trim).filter(|m| !m.is_empty()) {
+            text.push_str(" · ");
+            text.push_str(m);
+        }
+        Some(text)
+    }
+
+    /// Whether this is a streamed delta or a progress report: coalesced with its neighbours
+    /// when stored, and not a step of the conversation (an agent resumed from its recorded
+    /// events does not count them).
     pub fn is_delta(&self) -> bool {
         matches!(
             self,
-            SessionEvent::MessageDelta { .. } | SessionEvent::ThoughtDelta { .. }
+            SessionEvent::MessageDelta { .. }
+                | SessionEvent::ThoughtDelta { .. }
+                | SessionEvent::ToolProgress { .. }
         )
     }
 }
@@ -370,6 +427,10 @@ pub struct Artifact {
     pub version: u32,
     /// The content (markdown or JSON text).
     pub content: String,
+    /// The content as markdown, for display (a JSON card rendered; absent when the content
+    /// is already markdown or is not a known kind).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rendered: Option<String>,
     /// Its status.
     pub status: ArtifactStatus,
     /// The user's feedback when changes were requested.

@@ -578,4 +578,28 @@ mod tests {
         sorted.dedup();
         assert_eq!(sorted.len(), TOPICS.len(), "a topic is listed twice");
     }
+
+    #[test]
+    fn progress_reads_as_one_line() {
+        let p = |progress, total, message: Option<&str>| {
+            SessionEvent::ToolProgress {
+                turn: 1,
+                call_id: "c".into(),
+                progress,
+                total,
+                message: message.map(str::to_owned),
+            }
+            .progress_text()
+        };
+        assert_eq!(p(3.0, Some(5.0), None).as_deref(), Some("3/5 (60%)"));
+        assert_eq!(
+            p(0.25, Some(1.0), Some(" copying ")).as_deref(),
+            Some("0.25/1 (25%) · copying")
+        );
+        assert_eq!(p(12.0, None, Some("")).as_deref(), Some("12"));
+        assert_eq!(
+            SessionEvent::Note { text: "x".into() }.progress_text(),
+            None
+        );
+    }
 }

@@ -328,7 +328,22 @@ pub(crate) async fn artifacts(
 ) -> Result<Json<Value>, ApiError> {
     let (w, run) = state.run(&id)?;
     let store = w.service.runtime().store.clone();
-    blocking(move || Ok(Json(to_json(&store.artifacts(&run)?)?))).await
+    blocking(move || {
+        let mut artifacts = store.artifacts(&run)?;
+        for a in &mut artifacts {
+            a.rendered = rendered(&a.kind, &a.content);
+        }
+        Ok(Json(to_json(&artifacts)?))
+    })
+    .await
+}
+
+/// A JSON card (scope card, research card, plan) as markdown; `None` for markdown artifacts
+/// and kinds the artifacts module does not know (the review, the pulse summary).
+fn rendered(kind: &str, content: &str) -> Option<String> {
+    let valid = trellis_workflow::artifacts::validate(kind, content).ok()?;
+    let md = valid.to_markdown();
+    (md != content).then_some(md)
 }
 
 /// `GET /api/workflows/{id}/usage`: tokens, cost and calls per model, stage and role.

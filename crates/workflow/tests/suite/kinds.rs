@@ -308,17 +308,30 @@ async fn answer(
         .unwrap()
 }
 
-#[tokio::test]
-async fn gates_wait_send_feedback_back_and_reviews_branch_a_revision() {
-    let w = load_str("gated.yaml", GATED, None).unwrap();
+/// `yaml` compiled with `script`'s handlers and run until it stops.
+async fn started(
+    yaml: &str,
+    script: Scripted,
+) -> (
+    Scripted,
+    Arc<trellis_graph::Graph>,
+    Engine,
+    trellis_graph::RunOutcome,
+) {
+    let w = load_str("w.yaml", yaml, None).unwrap();
     let plan = assemble(&w, &Decisions::default(), "t").unwrap();
-    let script = Scripted::default();
     let graph = Arc::new(compile(&plan, &script).unwrap());
     let engine = Engine::new(Arc::new(MemoryJournal::new()));
-    let paused = engine
+    let out = engine
         .run(graph.clone(), json!({ "task": "t" }))
         .await
         .unwrap();
+    (script, graph, engine, out)
+}
+
+#[tokio::test]
+async fn gates_wait_send_feedback_back_and_reviews_branch_a_revision() {
+    let (script, graph, engine, paused) = started(GATED, Scripted::default()).await;
     assert_eq!(paused.status, RunStatus::WaitingInput);
     assert_eq!(paused.waiting[0].0.as_str(), "approve");
     // Request changes: the producer runs again with the feedback, then the gate asks again.
@@ -375,15 +388,7 @@ async fn gates_wait_send_feedback_back_and_reviews_branch_a_revision() {
 
 #[tokio::test]
 async fn a_rejection_without_feedback_ends_the_run() {
-    let w = load_str("gated.yaml", GATED, None).unwrap();
-    let plan = assemble(&w, &Decisions::default(), "t").unwrap();
-    let script = Scripted::default();
-    let graph = Arc::new(compile(&plan, &script).unwrap());
-    let engine = Engine::new(Arc::new(MemoryJournal::new()));
-    let paused = engine
-        .run(graph.clone(), json!({ "task": "t" }))
-        .await
-        .unwrap();
+    let (_, graph, engine, paused) = started(GATED, Scripted::default()).await;
     let no = Answer(json!({ "approved": false }));
     let done = answer(&engine, &graph, &paused.run, "approve", no).await;
     assert_eq!(done.status, RunStatus::Failed);
@@ -410,8 +415,6 @@ stages:
 
 #[tokio::test]
 async fn fan_out_items_become_work_nodes_and_the_collector_applies_its_quorum() {
-    let w = load_str("fan.yaml", FAN, None).unwrap();
-    let plan = assemble(&w, &Decisions::default(), "t").unwrap();
     let script = Scripted {
         items: json!([
             { "id": "T1", "title": "one" },
@@ -420,9 +423,7 @@ async fn fan_out_items_become_work_nodes_and_the_collector_applies_its_quorum() 
         ]),
         ..Scripted::default()
     };
-    let graph = Arc::new(compile(&plan, &script).unwrap());
-    let engine = Engine::new(Arc::new(MemoryJournal::new()));
-    let done = engine.run(graph, json!({ "task": "t" })).await.unwrap();
+    let (script, _, _, done) = started(FAN, script).await;
     // Two of three succeeded: quorum(2) holds.
     assert_eq!(done.status, RunStatus::Succeeded, "{:?}", done.error);
     let mut work: Vec<&str> = done
@@ -448,9 +449,7 @@ async fn fan_out_items_become_work_nodes_and_the_collector_applies_its_quorum() 
         items: json!([{}, {}, {}, {}, {}]),
         ..Scripted::default()
     };
-    let graph = Arc::new(compile(&plan, &script).unwrap());
-    let engine = Engine::new(Arc::new(MemoryJournal::new()));
-    let done = engine.run(graph, json!({ "task": "t" })).await.unwrap();
+    let (_, _, _, done) = started(FAN, script).await;
     assert_eq!(done.status, RunStatus::Failed);
     let split = done.node("split").unwrap();
     assert!(
