@@ -262,12 +262,13 @@ pub async fn execute(
             quiet,
         } => {
             let rec = store.get_run(&run)?;
-            if !crate::registry::is_demo_run(&store, &rec.id)? {
-                bail!(
-                    "forking a workflow run is not supported yet (its worktree would have to be forked too); start a new `trellis run` instead"
-                );
-            }
             let seq = checkpoint_seq(&store, &rec, &at)?;
+            if !crate::registry::is_demo_run(&store, &rec.id)? {
+                // A workflow run: the fork gets worktrees of its own (through the service).
+                let commands = parse_answers(&answer)?;
+                return crate::session::fork(&rec.id, seq, commands, repo, overrides, store, json)
+                    .await;
+            }
             let graph = crate::registry::graph_of(&store, &rec.id)?;
             let handle =
                 Engine::new(store.clone()).fork(graph, &rec.id, seq, parse_answers(&answer)?)?;

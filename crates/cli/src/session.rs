@@ -372,6 +372,33 @@ pub async fn resume(
     drive_run(service, live, run.clone(), term).await
 }
 
+/// `trellis runs fork` of a workflow run: the fork starts in the runtime service with
+/// worktrees of its own and is followed like `trellis run`.
+pub async fn fork(
+    run: &RunId,
+    seq: u64,
+    commands: Vec<trellis_protocol::Command>,
+    repo: &Path,
+    overrides: &[String],
+    store: Arc<Store>,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    let service = open_service(repo, overrides, &[], store)?;
+    let term = Terminal {
+        input: InputMode::Interrupts,
+        json,
+        no_review: false,
+    };
+    let live = service.live();
+    let fork = service
+        .fork_run(run.as_str(), seq, commands, term.input)
+        .await?;
+    if !json {
+        println!("run {} forked from {}@{seq}", fork, run.short());
+    }
+    drive_run(service, live, fork, term).await
+}
+
 /// `trellis run "<request>"`: orchestrate, plan, run, review — through the runtime service.
 pub async fn run(
     args: &crate::workflows::RunArgs,

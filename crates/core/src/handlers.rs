@@ -1,6 +1,7 @@
-//! The node handlers of a workflow run: each stage agent runs an [`AgentRun`] in the run's
-//! worktree, its changes are committed on the run's branch, and its typed report becomes
-//! the node's result (what routing, later stages and the user see).
+//! The node handlers of a workflow run: each stage agent runs an [`AgentRun`] — one that
+//! can edit in a worktree of its own whose work is committed there and merged into the
+//! run's branch ([`crate::nodes`]), the others in the run's worktree — and its typed report
+//! becomes the node's result (what routing, later stages and the user see).
 
 use std::sync::{Arc, Weak};
 
@@ -37,22 +38,11 @@ pub struct RunContext {
     pub options: RunOptions,
     /// The project's test command, if any.
     pub test_command: Option<TestCommand>,
-    commit_lock: tokio::sync::Mutex<()>,
-    /// Agent activations in progress: what to restore if they are pruned.
-    activations: std::sync::Mutex<std::collections::HashMap<String, Activation>>,
+    /// The worktrees of the agents that edit.
+    pub(crate) nodes: Arc<crate::nodes::NodeSpaces>,
     /// The retrieval agent, built on first use.
     pub(crate) retrieval: tokio::sync::OnceCell<Arc<trellis_agents::RetrievalAgent>>,
     me: Weak<RunContext>,
-}
-
-/// An agent activation in progress.
-struct Activation {
-    /// The worktree before it started.
-    snapshot: trellis_tools::worktree::WorktreeSnapshot,
-    /// Paths its write tools were called on.
-    touched: Arc<std::sync::Mutex<Vec<String>>>,
-    /// Whether sibling agents share the worktree (then only its own paths are restored).
-    shared: bool,
 }
 
 /// An activation's session: where its events go, its next turn number, and what it
@@ -61,20 +51,6 @@ struct Opened {
     sink: Option<SessionSink>,
     first_turn: u32,
     recorded: Vec<SessionEvent>,
-}
-
-/// Passes events on to `sink`, noting the paths that write tools were called on.
-fn watch_writes(sink: SessionSink, touched: Arc<std::sync::Mutex<Vec<String>>>) -> SessionSink {
-    Arc::new(move |e: SessionEvent| {
-        if let SessionEvent::ToolStarted { name, input, .. } = &e
-            && trellis_tools::registry::WRITE_TOOLS.contains(&name.as_str())
-            && let Some(path) = input.get("path").and_then(Value::as_str)
-            && let Ok(mut t) = touched.lock()
-        {
-            t.push(path.to_owned());
-        }
-        sink(e)
-    })
 }
 
 /// The registry allow list of `agent` in `stage` when the stage grants it MCP tools.
@@ -96,6 +72,7 @@ impl RunContext {
         runtime: Arc<Runtime>,
         run: RunId,
         worktree: RunWorktree,
+        nodes: crate::nodes::NodeSpaces,
         registry: Arc<Registry>,
         ledger: Arc<trellis_llm::BudgetLedger>,
         options: RunOptions,
@@ -109,45 +86,10 @@ impl RunContext {
             ledger,
             options,
             test_command,
-            commit_lock: tokio::sync::Mutex::new(()),
-            activations: std::sync::Mutex::new(std::collections::HashMap::new()),
+            nodes: Arc::new(nodes),
             retrieval: tokio::sync::OnceCell::new(),
             me: me.clone(),
         })
-    }
-
-    /// Undoes what a pruned (or cancelled) agent activation of `node` did to the worktree:
-    /// everything since it started when it had the worktree to itself, else the files it
-    /// wrote. Returns `None` when no activation of `node` was in progress.
-    pub async fn roll_back(&self, node: &str) -> Option<Result<Vec<String>, String>> {
-        let a = self.activations.lock().ok()?.remove(node)?;
-        let only = a
-            .shared
-            .then(|| a.touched.lock().map(|t| t.clone()).unwrap_or_default());
-        let wt = self.worktree.clone();
-        let restored = tokio::task::spawn_blocking(move || {
-            wt.restore(&a.snapshot, only.as_deref())
-                .map_err(|e| e.to_string())
-        })
-        .await
-        .unwrap_or_else(|e| Err(e.to_string()));
-        if let Some(hub) = &self.options.sessions {
-            let id = trellis_protocol::SessionId::for_node(
-                &self.run,
-                &trellis_protocol::NodeId::new(node),
-            );
-            let text = match &restored {
-                Ok(p) if p.is_empty() => "pruned; the worktree needed no rollback".to_owned(),
-                Ok(p) => format!("pruned; rolled back {}", p.join(", ")),
-                Err(e) => format!("pruned; rolling back the worktree failed: {e}"),
-            };
-            let sink = hub.sink(&id, self.options.cause.clone());
-            sink(SessionEvent::Note { text });
-            sink(SessionEvent::SessionError {
-                error: "pruned".into(),
-            });
-        }
-        Some(restored)
     }
 
     pub(crate) fn env(
@@ -285,28 +227,19 @@ impl RunContext {
         let opened = self
             .open_session(&ctx.node, &role.name, ctx.attempt)
             .await?;
-        let touched: Arc<std::sync::Mutex<Vec<String>>> = Arc::default();
-        let sink = opened.sink.map(|sink| watch_writes(sink, touched.clone()));
-        // What the worktree looked like before this activation: pruning it restores that.
-        // An agent whose tools cannot change files (no write tool, no shell) needs none.
+        let sink = opened.sink;
+        // An agent whose tools can change files (a write tool, or the shell) edits in a
+        // worktree of its own, merged into the run branch when it is done; the others read
+        // the run's worktree.
         let can_write = tools.iter().any(|(name, _)| {
             name == "shell" || trellis_tools::registry::WRITE_TOOLS.contains(&name.as_str())
         });
-        if can_write {
-            let wt = self.worktree.clone();
-            let snapshot = tokio::task::spawn_blocking(move || wt.snapshot())
-                .await
-                .map_err(node_error)?
-                .map_err(node_error)?;
-            self.activations.lock().map_err(node_error)?.insert(
-                node.clone(),
-                Activation {
-                    snapshot,
-                    touched,
-                    shared: stage.agents.len() > 1,
-                },
-            );
-        }
+        let (env, node_wt) = if can_write {
+            let wt = self.node_worktree(&node).await?;
+            (self.env_in(&env, &wt.path)?, Some(wt))
+        } else {
+            (env, None)
+        };
         let run = AgentRun {
             node: node.clone(),
             role: role.clone(),
@@ -338,16 +271,20 @@ impl RunContext {
             }
         };
         let outcome = run.run(resume).await;
-        if let Ok(mut a) = self.activations.lock() {
-            a.remove(&node);
-        }
         match outcome {
             Ok(AgentOutcome::Interrupted { interrupt, scratch }) => {
                 Ok(NodeOutput::interrupt_with(interrupt, scratch))
             }
             Ok(AgentOutcome::Done(report)) => {
                 let out = self
-                    .finish(&stage_name, &agent.agent, &role, report, &env, &ctx.cancel)
+                    .finish(
+                        &agent.agent,
+                        &role,
+                        report,
+                        &env,
+                        node_wt.as_ref(),
+                        &ctx.cancel,
+                    )
                     .await;
                 match &out {
                     Ok(o) => emit(SessionEvent::SessionCompleted {
@@ -360,7 +297,8 @@ impl RunContext {
                 out
             }
             // Pruned or the run cancelled: the engine has dropped this activation already;
-            // the service rolls its worktree edits back (`RunContext::roll_back`).
+            // the service prunes its worktree (`RunContext::roll_back`), or drops it with the
+            // run's others when the run ends.
             Err(trellis_agents::Error::Cancelled) => Err(NodeError::new("cancelled")),
             Err(e) => {
                 emit(SessionEvent::SessionError {
@@ -400,14 +338,15 @@ impl RunContext {
         }
     }
 
-    /// Runs the tests (test role), commits the worktree and builds the node's result.
+    /// Runs the tests (test role), commits the agent's worktree and merges it into the run
+    /// branch (`wt`, an agent that edits), and builds the node's result.
     async fn finish(
         &self,
-        stage: &str,
         agent: &str,
         role: &RoleSpec,
         rep: AgentReport,
         env: &ToolEnv,
+        wt: Option<&trellis_tools::worktree::NodeWorktree>,
         cancel: &tokio_util::sync::CancellationToken,
     ) -> Result<NodeOutput, NodeError> {
         let mut report = rep.report;
@@ -456,28 +395,23 @@ impl RunContext {
             }
         }
         let summary = clip(report.output.lines().next().unwrap_or("changes").trim(), 72);
-        let (commit, files) = {
-            let _guard = self.commit_lock.lock().await;
-            let wt = self.worktree.clone();
-            let stage_owned = stage.to_owned();
-            tokio::task::spawn_blocking(move || -> Result<(Option<String>, Vec<String>), String> {
-                let commit = wt
-                    .commit(&stage_owned, &summary)
-                    .map_err(|e| e.to_string())?;
-                let files = match &commit {
-                    Some(c) => trellis_tools::git::Git::new(&wt.path)
-                        .text(&["diff-tree", "--no-commit-id", "--name-only", "-r", c])
-                        .map_err(|e| e.to_string())?
-                        .lines()
-                        .map(str::to_owned)
-                        .collect(),
-                    None => Vec::new(),
-                };
-                Ok((commit, files))
-            })
-            .await
-            .map_err(node_error)?
-            .map_err(NodeError::new)?
+        let landed = match wt {
+            Some(wt) => self.land(wt, &summary, cancel).await?,
+            None => crate::nodes::Landed::ReadOnly,
+        };
+        let (commit, files, run_head, conflict) = match landed {
+            crate::nodes::Landed::ReadOnly => (None, Vec::new(), None, None),
+            crate::nodes::Landed::Merged {
+                commit,
+                files,
+                run_head,
+            } => (commit, files, Some(run_head), None),
+            crate::nodes::Landed::Conflict {
+                commit,
+                files,
+                conflict,
+            } => (commit, files, None, Some(conflict)),
+            crate::nodes::Landed::Cancelled => return Err(NodeError::new("cancelled")),
         };
         if !report.files_changed.is_empty() && report.files_changed != files {
             notes.push(format!(
@@ -486,6 +420,14 @@ impl RunContext {
             ));
         }
         report.files_changed = files;
+        if let Some(c) = &conflict {
+            report.failure = true;
+            report.output = format!(
+                "{}\n\n{}",
+                c.message(&self.worktree.branch),
+                report.output.trim()
+            );
+        }
         let result = json!({
             "agent": agent,
             "failure": report.failure,
@@ -493,6 +435,9 @@ impl RunContext {
             "files_changed": report.files_changed,
             "findings": report.findings,
             "commit": commit,
+            "branch": wt.map(|w| w.branch.clone()),
+            "run_head": run_head,
+            "merge_conflict": conflict,
             "turns": rep.turns,
             "tool_calls": rep.tool_calls,
             "usage": rep.usage,

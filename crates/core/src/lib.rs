@@ -1,11 +1,12 @@
 //! The Trellis runtime: a request goes to the orchestrator, which picks a workflow and its
 //! optional stages; the plan is assembled and compiled into an engine graph whose stage
-//! nodes run agents in the run's own git worktree; everything is persisted in the
-//! workspace store, so a run survives a crash and resumes (`trellis runs resume`).
+//! nodes run agents in git worktrees of the run (one per editing agent, merged into the
+//! run's branch; [`nodes`]); everything is persisted in the workspace store, so a run
+//! survives a crash and resumes (`trellis runs resume`).
 //!
 //! ```text
 //! request ─▶ orchestrate ─▶ Plan ─▶ compile(handlers) ─▶ Engine::start_as(run) ─▶ review
-//!                                      │ stage nodes: AgentRun in the worktree, commit per stage
+//!                                      │ stage nodes: AgentRun in its own worktree, commit + merge
 //!                                      │ upfront / adaptive retrieval nodes
 //!                                      └ interrupts: approvals, questions, budgets
 //! ```
@@ -17,7 +18,9 @@
 
 pub mod code_intel;
 mod error;
+mod fork;
 mod handlers;
+pub mod nodes;
 mod retrieval;
 pub mod service;
 pub mod stage_tools;
@@ -88,9 +91,6 @@ pub struct Runtime {
     pub mcp: trellis_mcp::McpHub,
     /// The repository's language servers (`[lsp]`; each started on first use).
     pub lsp: Arc<trellis_lsp::LspPool>,
-    /// Serialises the creation of run worktrees (git's worktree bookkeeping is not safe
-    /// under concurrent `git worktree add`).
-    worktree_lock: std::sync::Mutex<()>,
 }
 
 /// The workflows of `repo` (built-in, `.trellis/workflows`, `dirs`), each
@@ -146,7 +146,6 @@ impl Runtime {
             store,
             mcp,
             lsp,
-            worktree_lock: std::sync::Mutex::new(()),
         })
     }
 
@@ -184,11 +183,8 @@ impl Runtime {
         options: RunOptions,
     ) -> Result<(RunHandle, Arc<RunContext>)> {
         let run = RunId::new();
-        // `git worktree add` is not safe to run concurrently in one repository.
-        let worktree = {
-            let _one_at_a_time = self.worktree_lock.lock().unwrap_or_else(|p| p.into_inner());
-            RunWorktree::create(&self.repo, &run)?
-        };
+        // Serialised with every other worktree change in the repository (`RepoLock`).
+        let worktree = RunWorktree::create(&self.repo, &run)?;
         self.store.put_change_set(worktree.record(now_ms()))?;
         let ctx = self.context(run.clone(), worktree, options, plan)?;
         let graph = Arc::new(compile(plan, ctx.as_ref())?);
@@ -271,10 +267,12 @@ impl Runtime {
             }
         }
         let ledger = trellis_agents::usage::run_ledger(&self.store, &run, budget)?;
+        let nodes = nodes::NodeSpaces::open(&worktree.repo, &run, &worktree.branch)?;
         Ok(RunContext::new(
             self.clone(),
             run,
             worktree,
+            nodes,
             registry,
             ledger,
             options,

@@ -3,6 +3,7 @@ mod discussion;
 mod feature;
 mod llama_shared;
 mod lsp;
+mod nodes;
 mod service;
 mod service_bench;
 mod stage_tools;

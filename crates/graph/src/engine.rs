@@ -311,6 +311,20 @@ impl Engine {
         commands: Vec<Command>,
         cause: Option<SubmissionId>,
     ) -> Result<RunHandle> {
+        self.fork_as_by(RunId::new(), graph, parent, seq, commands, cause)
+    }
+
+    /// Like [`Engine::fork_by`], the new run's id chosen by the caller (whose handlers may
+    /// need it before the graph is built, e.g. for the fork's worktree).
+    pub fn fork_as_by(
+        &self,
+        run: RunId,
+        graph: Arc<Graph>,
+        parent: &RunId,
+        seq: u64,
+        commands: Vec<Command>,
+        cause: Option<SubmissionId>,
+    ) -> Result<RunHandle> {
         let mut segments = self.segments(parent)?;
         let own = segments.pop().unwrap_or_default();
         let Some(at) = own.iter().position(|e| e.seq == seq) else {
@@ -336,7 +350,6 @@ impl Engine {
             .position(|e| matches!(e.kind, EventKind::StepStarted { .. }))
             .map_or(own.len(), |p| at + 1 + p);
         segments.push(own[..cut].to_vec());
-        let run = RunId::new();
         let mut core = RunCore::replay(graph.clone(), run.clone(), &segments)?;
         core.last_seq = 0;
         core.status = RunStatus::Running;

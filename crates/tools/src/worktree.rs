@@ -10,12 +10,9 @@
 //! (`.git/worktrees/<id>`). `.trellis/` carries a `.gitignore` of `*`, so neither the store
 //! nor the worktrees ever show up in the user's `git status`.
 //!
-//! [`RunWorktree::snapshot`] and [`RunWorktree::restore`] record the worktree's state
-//! (branch tip and every non-ignored file) and roll it back to that state byte for byte,
-//! undoing commits made since: what pruning a running agent needs.
-//!
 //! [`nodes`] gives each agent node of a run a worktree and branch of its own, created from
-//! the run branch (or another node's branch), merged back into it, reverted when pruned.
+//! the run branch (or another node's branch), merged back into it, reverted when pruned
+//! (pruning a running agent deletes its worktree; nothing else is rolled back in place).
 //! Worktree adds and removes and branch moves in one repository are serialised by
 //! [`RepoLock`] (see [`lock`]).
 
@@ -30,11 +27,9 @@ use crate::git::Git;
 
 pub mod lock;
 pub mod nodes;
-mod rollback;
 
 pub use lock::RepoLock;
 pub use nodes::{NodeWorktree, NodeWorktrees};
-pub use rollback::WorktreeSnapshot;
 
 /// Branch name prefix of run branches.
 pub const BRANCH_PREFIX: &str = "trellis/run-";
@@ -187,20 +182,9 @@ impl RunWorktree {
     /// reviewed). Succeeds if it is already gone.
     pub fn remove(&self) -> Result<()> {
         let git = Git::new(&self.repo);
-        {
-            let lock = RepoLock::acquire(&self.repo)?;
-            remove_worktree(&lock, &git, &self.path)?;
-            git.run(&["worktree", "prune"])?;
-        }
-        if self.repo.join(".trellis").is_dir() {
-            let index = self.snapshot_index()?;
-            match std::fs::remove_file(&index) {
-                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                    return Err(Error::io("cannot remove", &index)(e));
-                }
-                _ => {}
-            }
-        }
+        let lock = RepoLock::acquire(&self.repo)?;
+        remove_worktree(&lock, &git, &self.path)?;
+        git.run(&["worktree", "prune"])?;
         Ok(())
     }
 

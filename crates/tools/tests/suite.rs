@@ -1,7 +1,6 @@
 mod edit;
 mod nodes;
 mod review;
-mod rollback;
 mod safety;
 mod shell;
 mod support;

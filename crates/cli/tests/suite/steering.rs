@@ -385,8 +385,19 @@ fn pruning_a_running_agent_from_another_process_rolls_back_its_edits() {
         .and_then(|l| l.split(" (branch").next())
         .unwrap()
         .to_owned();
-    let draft = Path::new(&worktree).join("docs/adr/0002-draft.md");
+    // The agent edits in a worktree of its own, not in the run's.
+    let nodes = trellis_tools::worktree::NodeWorktrees::open(
+        ws.path(),
+        &trellis_protocol::RunId::from_string(&run),
+    )
+    .unwrap();
+    let own = nodes
+        .get("decision_documentation")
+        .unwrap()
+        .expect("the agent's worktree");
+    let draft = own.path.join("docs/adr/0002-draft.md");
     assert!(draft.exists(), "the agent wrote nothing");
+    assert!(!Path::new(&worktree).join("docs/adr/0002-draft.md").exists());
     let pruned = ok(args(
         isolated(ws.path()),
         &["runs", "prune", &run, "decision_documentation"],
@@ -396,8 +407,17 @@ fn pruning_a_running_agent_from_another_process_rolls_back_its_edits() {
     assert!(rest.contains("PRUNED"), "{rest}");
     let _ = child.wait();
     assert!(
-        !draft.exists(),
-        "the pruned agent's file is still in the worktree"
+        !draft.exists() && !own.path.exists(),
+        "the pruned agent's worktree is still there"
+    );
+    let branch = std::process::Command::new("git")
+        .args(["-C", &worktree, "rev-parse", "--verify", "--quiet"])
+        .arg(format!("refs/heads/{}", own.branch))
+        .output()
+        .unwrap();
+    assert!(
+        !branch.status.success(),
+        "the pruned agent's branch is left"
     );
     let status = std::process::Command::new("git")
         .args(["-C", &worktree, "status", "--porcelain"])

@@ -157,8 +157,12 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Service {
-    /// Starts the service of `runtime`'s workspace on the current tokio runtime.
+    /// Starts the service of `runtime`'s workspace on the current tokio runtime, after
+    /// removing the node worktrees of every run the store does not list as unfinished
+    /// ([`crate::nodes::sweep`]).
     pub fn start(runtime: Arc<Runtime>, options: ServiceOptions) -> Arc<Self> {
+        // Before any run resumes here: the node worktrees a crashed process left go.
+        crate::nodes::sweep(&runtime);
         let bus = Bus::start(runtime.store.clone(), options.record);
         let hub = Arc::new(SessionHub::new(bus.clone(), runtime.store.clone()));
         Arc::new_cyclic(|me| Self {

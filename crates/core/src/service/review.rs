@@ -90,6 +90,7 @@ impl Service {
                     }
                     let report = review::apply(&store, &rec, &set, &sel)?;
                     let _ = RunWorktree::from_record(&rec).remove();
+                    crate::nodes::discard(Path::new(&rec.repo), &rec.run_id);
                     Ok(json!({ "outcome": "applied", "applied": report }))
                 })
                 .await?;
@@ -105,6 +106,7 @@ impl Service {
                         &ReviewOutcome::Rejected { reason: comment },
                     )?;
                     let _ = RunWorktree::from_record(&rec).remove();
+                    crate::nodes::discard(Path::new(&rec.repo), &rec.run_id);
                     Ok(json!({ "outcome": "rejected" }))
                 })
                 .await?

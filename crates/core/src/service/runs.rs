@@ -115,6 +115,43 @@ impl Service {
         Ok(out)
     }
 
+    /// Forks the workflow run `parent` at checkpoint `seq` (`trellis runs fork`) and starts
+    /// the fork here, with worktrees of its own ([`crate::Runtime::fork`]); `commands`
+    /// (answers for its waiting nodes) apply first. Returns the fork's id once its first
+    /// events are committed.
+    pub async fn fork_run(
+        self: &Arc<Self>,
+        parent: &str,
+        seq: u64,
+        commands: Vec<Command>,
+        input: InputMode,
+    ) -> Result<RunId, OpError> {
+        let parent = self.run_id(parent)?;
+        let sub = SubmissionId::new();
+        let options = self.options(&sub, input, None);
+        self.runtime.mcp.ready_for_run().await;
+        let (rt, from) = (self.runtime.clone(), parent.clone());
+        let (handle, ctx) =
+            tokio::task::spawn_blocking(move || rt.fork(&from, seq, commands, options))
+                .await
+                .map_err(|e| OpError::internal(format!("internal error: {e}")))??;
+        let run = handle.id().clone();
+        let plan = self.runtime.stored_plan(&parent).ok();
+        self.bus.workspace(
+            Some(sub),
+            WorkspaceEvent::RunCreated {
+                run: run.clone(),
+                workflow: plan
+                    .as_ref()
+                    .map(|p| p.workflow.clone())
+                    .unwrap_or_default(),
+                request: plan.map(|p| p.task).unwrap_or_default(),
+            },
+        );
+        let _ = self.track(handle, ctx).await;
+        Ok(run)
+    }
+
     fn check_repo(&self, repo: &str) -> Result<(), OpError> {
         let path = std::path::Path::new(repo);
         let canon = path
@@ -218,7 +255,9 @@ impl Service {
             // broadcast to close, which another holder of the sender could delay).
             let ended = tokio_util::sync::CancellationToken::new();
             let ended_fwd = ended.clone();
+            let ctx_fwd = ctx.clone();
             let forward = tokio::spawn(async move {
+                let ctx = ctx_fwd;
                 loop {
                     let received = tokio::select! {
                         biased;
@@ -233,8 +272,8 @@ impl Service {
                             if let Some(tx) = first_tx.take() {
                                 let _ = tx.send(());
                             }
-                            // A pruned agent's edits are rolled back before anything after
-                            // its pruning is published.
+                            // A pruned agent's worktree is pruned (its merges undone)
+                            // before anything after its pruning is published.
                             let stages = stages.get_or_insert_with(|| {
                                 let params = batch.iter().find_map(|e| match &e.kind {
                                     EventKind::RunStarted { params, .. } => Some(params.clone()),
@@ -270,7 +309,6 @@ impl Service {
                                 }
                                 if let EventKind::NodeTransition {
                                     node,
-                                    from: Some(NodeState::Running),
                                     to: NodeState::Pruned,
                                     ..
                                 } = &e.kind
@@ -305,6 +343,13 @@ impl Service {
                 Ok(o) => (o.status, o.error.clone()),
                 Err(e) => (RunStatus::Failed, Some(e.to_string())),
             };
+            // A run that ended drops its agents' worktrees and branches; its own branch and
+            // worktree stay for the review.
+            if outcome.as_ref().is_ok_and(|o| o.status.is_final())
+                && let Err(why) = ctx.drop_node_worktrees().await
+            {
+                tracing::warn!("run {id}: removing its node worktrees: {why}");
+            }
             lock(&me.runs).remove(&id);
             me.bus.workspace(
                 None,

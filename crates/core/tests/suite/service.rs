@@ -1,6 +1,6 @@
 //! The runtime service: concurrent runs and channels in one service, replayable
-//! subscriptions, messages reaching running agents, pruning with rollback, request-changes
-//! running a stage again.
+//! subscriptions, messages reaching running agents, pruning (the agent's worktree goes),
+//! request-changes running a stage again.
 
 use std::sync::Arc;
 use std::sync::mpsc;
@@ -310,7 +310,7 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn pruning_a_running_agent_restores_its_worktree() {
+async fn pruning_a_running_agent_removes_its_worktree_and_branch() {
     let ws = inventory(CONFIG);
     let repo = path_of(&ws);
     let (asked_tx, asked_rx) = mpsc::channel::<()>();
@@ -362,7 +362,18 @@ async fn pruning_a_running_agent_restores_its_worktree() {
         .await
         .unwrap()
         .expect("the agent never made its third call");
-    assert_ne!(tree(&worktree), before, "the agent edited nothing");
+    // The agent edits in a worktree of its own, on a branch of its own.
+    let nodes = trellis_tools::worktree::NodeWorktrees::open(&repo, &run).unwrap();
+    let own = nodes
+        .get(DOCUMENTATION)
+        .unwrap()
+        .expect("the agent's worktree");
+    assert_ne!(tree(&own.path), tree(&worktree), "the agent edited nothing");
+    assert_eq!(
+        tree(&worktree),
+        before,
+        "the agent edited the run's worktree"
+    );
     let pruned = svc
         .call(Op::Prune {
             run: run.to_string(),
@@ -378,7 +389,12 @@ async fn pruning_a_running_agent_restores_its_worktree() {
         o.node(DOCUMENTATION).and_then(|n| n.state),
         Some(trellis_protocol::NodeState::Pruned)
     );
-    assert_eq!(tree(&worktree), before, "the worktree was not restored");
+    assert_eq!(tree(&worktree), before, "the run's worktree changed");
+    assert!(!own.path.exists(), "the agent's worktree is left");
+    let branch = trellis_tools::git::Git::new(&repo)
+        .resolve(&format!("refs/heads/{}", own.branch))
+        .unwrap();
+    assert_eq!(branch, None, "the agent's branch is left");
     // Finished nodes cannot be pruned, with a reason.
     let err = svc
         .call(Op::Prune {

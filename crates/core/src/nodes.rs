@@ -1,0 +1,404 @@
+//! Node worktrees in the runtime ([`trellis_tools::worktree::nodes`]).
+//!
+//! Every agent activation whose tools can change files (a write tool, or the shell) works
+//! in a worktree of its own, on a branch of its own created from the run branch. When the
+//! agent is done, its work is committed there and merged into the run branch; the stage's
+//! parallel agents merge one at a time, in the order they finish. A clean merge is
+//! automatic; a conflict fails the activation, naming the conflicted files and the nodes
+//! whose merged work it conflicts with, and keeps the node's branch (a merge agent comes
+//! with the `merge` stage kind). The run branch is checked out in the run's worktree,
+//! which follows every merge: read-only agents, the `run_tests` stage, retrieval and the
+//! change set's review read the merged result there.
+//!
+//! A later activation of the same node (a retry, a revision, a resume after an interrupt
+//! or a crash) continues in the node's worktree, brought forward to the run branch when
+//! everything it committed is merged. Pruning a node deletes its worktree and branch and
+//! undoes its merges ([`NodeWorktrees::prune`]); a run that ends (succeeded, failed,
+//! cancelled) or whose change set is discarded drops its node worktrees and branches (the
+//! run branch stays for the review); a service at start sweeps those of every run the
+//! store does not list as unfinished, so a crash never leaks them.
+
+use std::sync::{Arc, Mutex};
+
+use tokio_util::sync::CancellationToken;
+use trellis_graph::NodeError;
+use trellis_protocol::{NodeId, RunId, SessionEvent, SessionId};
+use trellis_tools::git::Git;
+use trellis_tools::worktree::nodes::{MergeOutcome, NodeWorktree, NodeWorktrees, PruneReport};
+use trellis_tools::{ToolEnv, Workspace};
+
+use crate::{RunContext, Runtime};
+
+/// The merge strategy recorded (`Trellis-Merge-Strategy:`) when a stage merges an agent's
+/// branch into the run branch.
+pub const STAGE_MERGE: &str = "stage";
+
+/// The node worktrees of one run, as its handlers use them.
+pub struct NodeSpaces {
+    nodes: NodeWorktrees,
+    run_branch: String,
+    /// Serialises checkouts, commits with their merges, and prunes of this run's nodes.
+    /// Taken inside the blocking tasks, so a handler dropped mid-merge (pruned, cancelled)
+    /// still holds it until git is done.
+    lock: Arc<Mutex<()>>,
+}
+
+/// What landing an activation's work on the run branch did.
+pub enum Landed {
+    /// Merged (or nothing to merge): the run branch's tip is `run_head`.
+    Merged {
+        /// The node's new commit, if it changed anything.
+        commit: Option<String>,
+        /// The files that commit changed.
+        files: Vec<String>,
+        /// The run branch's tip after the merge.
+        run_head: String,
+    },
+    /// The merge conflicts: nothing reached the run branch; the node keeps its branch.
+    Conflict {
+        /// The node's new commit, if it changed anything.
+        commit: Option<String>,
+        /// The files that commit changed.
+        files: Vec<String>,
+        /// What conflicts.
+        conflict: Conflict,
+    },
+    /// The activation was pruned or cancelled before its work was committed.
+    Cancelled,
+    /// A read-only agent: nothing to land.
+    ReadOnly,
+}
+
+/// A merge conflict of a node's branch with the run branch.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Conflict {
+    /// The node's branch (kept).
+    pub branch: String,
+    /// The conflicted files.
+    pub files: Vec<String>,
+    /// The nodes whose work, merged into the run branch since the node's branch left it,
+    /// changed those files (newest first).
+    pub with: Vec<String>,
+}
+
+impl Conflict {
+    /// What the failed activation reports.
+    pub fn message(&self, run_branch: &str) -> String {
+        let with = if self.with.is_empty() {
+            "work merged meanwhile".to_owned()
+        } else {
+            format!("the work of {}", quoted(&self.with))
+        };
+        format!(
+            "merge conflict: this agent's changes to {} conflict with {with} on {run_branch}; \
+             nothing was merged (its commit stays on {} until the run ends)",
+            self.files.join(", "),
+            self.branch
+        )
+    }
+}
+
+fn quoted(list: &[String]) -> String {
+    list.iter()
+        .map(|n| format!("`{n}`"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn text(e: impl std::fmt::Display) -> String {
+    e.to_string()
+}
+
+impl NodeSpaces {
+    /// The node worktrees of the run whose branch is `run_branch`.
+    pub fn open(repo: &std::path::Path, run: &RunId, run_branch: &str) -> crate::Result<Self> {
+        Ok(Self {
+            nodes: NodeWorktrees::open(repo, run)?,
+            run_branch: run_branch.to_owned(),
+            lock: Arc::default(),
+        })
+    }
+
+    fn guard(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.lock.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The worktree `node`'s activation edits: its own from an earlier activation (brought
+    /// forward to the run branch's tip when everything it committed is merged), else a new
+    /// one from the run branch.
+    pub fn checkout(&self, node: &str) -> Result<NodeWorktree, String> {
+        let _one = self.guard();
+        let Some(wt) = self.nodes.get(node).map_err(text)? else {
+            return self.nodes.create(node, &self.run_branch).map_err(text);
+        };
+        let git = Git::new(&wt.path);
+        let merged = git
+            .try_run(&["merge-base", "--is-ancestor", "HEAD", &self.run_branch])
+            .map_err(text)?
+            .is_ok();
+        if merged {
+            // Refused (nothing changes) when its uncommitted edits touch files the run
+            // branch changed: it then goes on from where it was, and its merge says so.
+            let _ = git
+                .try_run(&["merge", "--ff-only", "--quiet", &self.run_branch])
+                .map_err(text)?;
+        }
+        Ok(wt)
+    }
+
+    /// Commits the node's work (`summary` in the message) and merges its branch into the
+    /// run branch; nothing when `cancel` fired (the node is pruned or the run cancelled).
+    pub fn land(
+        &self,
+        wt: &NodeWorktree,
+        summary: &str,
+        cancel: &CancellationToken,
+    ) -> Result<Landed, String> {
+        let _one = self.guard();
+        if cancel.is_cancelled() {
+            return Ok(Landed::Cancelled);
+        }
+        let commit = wt.commit(summary).map_err(text)?;
+        let files = match &commit {
+            Some(c) => Git::new(&wt.path)
+                .text(&["diff-tree", "--no-commit-id", "--name-only", "-r", c])
+                .map_err(text)?
+                .lines()
+                .map(str::to_owned)
+                .collect(),
+            None => Vec::new(),
+        };
+        match self
+            .nodes
+            .merge(&wt.node, &self.run_branch, STAGE_MERGE)
+            .map_err(text)?
+        {
+            MergeOutcome::UpToDate | MergeOutcome::Merged(_) => Ok(Landed::Merged {
+                commit,
+                files,
+                run_head: self.run_head()?,
+            }),
+            MergeOutcome::Conflict(pending) => {
+                let with = self.merged_by_others(wt, &pending.files);
+                self.nodes.abort_merge(&wt.node).map_err(text)?;
+                Ok(Landed::Conflict {
+                    commit,
+                    files,
+                    conflict: Conflict {
+                        branch: wt.branch.clone(),
+                        files: pending.files,
+                        with,
+                    },
+                })
+            }
+        }
+    }
+
+    /// The run branch's tip.
+    pub fn run_head(&self) -> Result<String, String> {
+        Git::new(self.nodes.repo())
+            .resolve(&format!("refs/heads/{}", self.run_branch))
+            .map_err(text)?
+            .ok_or_else(|| format!("the run branch {} is gone", self.run_branch))
+    }
+
+    /// The nodes whose commits on the run branch, since `wt`'s branch left it, changed
+    /// `files` (their `Trellis-Node:` trailers), newest first.
+    fn merged_by_others(&self, wt: &NodeWorktree, files: &[String]) -> Vec<String> {
+        let git = Git::new(self.nodes.repo());
+        let Ok(base) = git.text(&["merge-base", &wt.branch, &self.run_branch]) else {
+            return Vec::new();
+        };
+        let range = format!("{base}..{}", self.run_branch);
+        let mut args = vec![
+            "log",
+            "--no-merges",
+            "--format=%(trailers:key=Trellis-Node,valueonly)",
+            range.as_str(),
+            "--",
+        ];
+        args.extend(files.iter().map(String::as_str));
+        let mut nodes: Vec<String> = Vec::new();
+        for line in git.text(&args).unwrap_or_default().lines() {
+            let n = line.trim();
+            if !n.is_empty() && n != wt.node && !nodes.iter().any(|x| x == n) {
+                nodes.push(n.to_owned());
+            }
+        }
+        nodes
+    }
+
+    /// Prunes `node`: undoes its merges, deletes its worktree and branch. `None` when it
+    /// has no worktree (it never edited, or is pruned already). With the report, the files
+    /// whose changes were dropped.
+    pub fn prune(&self, node: &str) -> Result<Option<(PruneReport, Vec<String>)>, String> {
+        let _one = self.guard();
+        let Some(wt) = self.nodes.get(node).map_err(text)? else {
+            return Ok(None);
+        };
+        let files = self.dropped_files(&wt);
+        let report = self.nodes.prune(node).map_err(text)?;
+        Ok(Some((report, files)))
+    }
+
+    /// The files a prune of `wt`'s node drops changes of: its merges, its commits not
+    /// merged, its uncommitted edits (best effort: for the user's note only).
+    fn dropped_files(&self, wt: &NodeWorktree) -> Vec<String> {
+        let repo = Git::new(self.nodes.repo());
+        let here = Git::new(&wt.path);
+        let lines = |git: &Git, args: &[&str]| -> Vec<String> {
+            git.text(args)
+                .unwrap_or_default()
+                .lines()
+                .map(str::to_owned)
+                .collect()
+        };
+        let mut files = Vec::new();
+        for m in self.nodes.merges(&wt.node).unwrap_or_default() {
+            files.extend(lines(
+                &repo,
+                &["diff", "--name-only", "--no-renames", &m.before, &m.after],
+            ));
+        }
+        if let Ok(base) = repo.text(&["merge-base", &wt.branch, &self.run_branch]) {
+            files.extend(lines(
+                &repo,
+                &["diff", "--name-only", "--no-renames", &base, &wt.branch],
+            ));
+        }
+        files.extend(lines(
+            &here,
+            &["diff", "--name-only", "--no-renames", "HEAD"],
+        ));
+        files.extend(lines(
+            &here,
+            &["ls-files", "--others", "--exclude-standard"],
+        ));
+        files.sort();
+        files.dedup();
+        files
+    }
+
+    /// Removes every node worktree and branch of the run (its merged work stays on the run
+    /// branch).
+    pub fn cleanup(&self) -> Result<(), String> {
+        let _one = self.guard();
+        self.nodes.cleanup().map_err(text)
+    }
+}
+
+impl RunContext {
+    /// The tools' environment of an activation that edits in the node worktree at `path`.
+    pub(crate) fn env_in(
+        &self,
+        env: &ToolEnv,
+        path: &std::path::Path,
+    ) -> Result<ToolEnv, NodeError> {
+        let mut env = env.clone();
+        env.workspace = Workspace::new(path, &self.runtime.tools.secrets)
+            .map_err(|e| NodeError::new(e.to_string()))?;
+        Ok(env)
+    }
+
+    /// The worktree of an editing activation of `node` (see [`NodeSpaces::checkout`]).
+    pub(crate) async fn node_worktree(&self, node: &str) -> Result<NodeWorktree, NodeError> {
+        let (nodes, node) = (self.nodes.clone(), node.to_owned());
+        tokio::task::spawn_blocking(move || nodes.checkout(&node))
+            .await
+            .map_err(|e| NodeError::new(e.to_string()))?
+            .map_err(|e| NodeError::new(format!("cannot create the agent's worktree: {e}")))
+    }
+
+    /// Commits an editing activation's work and merges it into the run branch.
+    pub(crate) async fn land(
+        &self,
+        wt: &NodeWorktree,
+        summary: &str,
+        cancel: &CancellationToken,
+    ) -> Result<Landed, NodeError> {
+        let nodes = self.nodes.clone();
+        let (wt, summary, cancel) = (wt.clone(), summary.to_owned(), cancel.clone());
+        tokio::task::spawn_blocking(move || nodes.land(&wt, &summary, &cancel))
+            .await
+            .map_err(|e| NodeError::new(e.to_string()))?
+            .map_err(NodeError::new)
+    }
+
+    /// Undoes what a pruned agent node did: its merges into the run branch are undone, its
+    /// worktree (uncommitted edits included) and branch deleted; the node's session notes
+    /// it. `None` when the node has no worktree (it never edited).
+    pub async fn roll_back(&self, node: &str) -> Option<Result<Vec<String>, String>> {
+        let (nodes, id) = (self.nodes.clone(), node.to_owned());
+        let pruned = tokio::task::spawn_blocking(move || nodes.prune(&id))
+            .await
+            .unwrap_or_else(|e| Err(e.to_string()));
+        let (restored, undone) = match pruned {
+            Ok(None) => return None,
+            Ok(Some((report, files))) => (Ok(files), report.undone.len()),
+            Err(e) => (Err(e), 0),
+        };
+        if let Some(hub) = &self.options.sessions {
+            let id = SessionId::for_node(&self.run, &NodeId::new(node));
+            let merges = match undone {
+                0 => String::new(),
+                1 => "; its merge into the run branch is undone".to_owned(),
+                n => format!("; its {n} merges into the run branch are undone"),
+            };
+            let text = match &restored {
+                Ok(p) if p.is_empty() => {
+                    format!("pruned; its worktree needed no rollback and is removed{merges}")
+                }
+                Ok(p) => format!(
+                    "pruned; rolled back {} (its worktree and branch are removed){merges}",
+                    p.join(", ")
+                ),
+                Err(e) => format!("pruned; rolling back its worktree failed: {e}"),
+            };
+            let sink = hub.sink(&id, self.options.cause.clone());
+            sink(SessionEvent::Note { text });
+            sink(SessionEvent::SessionError {
+                error: "pruned".into(),
+            });
+        }
+        Some(restored)
+    }
+
+    /// Removes the run's node worktrees and branches (the run ended).
+    pub async fn drop_node_worktrees(&self) -> Result<(), String> {
+        let nodes = self.nodes.clone();
+        tokio::task::spawn_blocking(move || nodes.cleanup())
+            .await
+            .unwrap_or_else(|e| Err(e.to_string()))
+    }
+}
+
+/// Removes the node worktrees and branches of `run` (its change set was applied or
+/// rejected), if there are any.
+pub fn discard(repo: &std::path::Path, run: &RunId) {
+    if let Err(e) = NodeWorktrees::open(repo, run).and_then(|n| n.cleanup()) {
+        tracing::warn!("run {run}: removing its node worktrees: {e}");
+    }
+}
+
+/// Removes the node worktrees and branches that no unfinished run of the store owns:
+/// what a crashed process left. Run before any run resumes in this process.
+pub fn sweep(runtime: &Runtime) {
+    let live: Vec<RunId> = match runtime.store.list_runs(&Default::default()) {
+        Ok(runs) => runs
+            .into_iter()
+            .filter(|r| !r.summary.status.is_final())
+            .map(|r| r.id)
+            .collect(),
+        Err(e) => {
+            tracing::warn!("cannot list the runs, so no node worktree is swept: {e}");
+            return;
+        }
+    };
+    match trellis_tools::worktree::nodes::sweep(&runtime.repo, &live) {
+        Ok(r) if !r.runs.is_empty() => {
+            tracing::info!("removed the node worktrees of ended runs {:?}", r.runs);
+        }
+        Ok(_) => {}
+        Err(e) => tracing::warn!("sweeping node worktrees: {e}"),
+    }
+}
