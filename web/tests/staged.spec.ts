@@ -3,14 +3,14 @@
 // changes requested there send it back to its producer with the feedback, and a review that
 // asks for a human (HUMAN_REVIEW_REQUESTED) waits until a person approves it.
 import type { Page } from '@playwright/test';
-import { test, expect, seen, systemOf } from './fixtures';
+import { test, expect, seen, shot, systemOf } from './fixtures';
 
 /** The artifact of `kind` waiting for approval. */
 function waiting(page: Page, kind: string) {
   return page.locator(`[data-testid=artifact][data-kind=${kind}][data-status=awaiting_approval]`);
 }
 
-test('staged_review: artifacts approved or sent back from the approvals view; a human review waits for a person', async ({ page, trellis }) => {
+test('staged_review: artifacts approved or sent back from the approvals view; a human review waits for a person', async ({ page, trellis }, info) => {
   test.setTimeout(180_000);
   await page.goto('/#/runs?new=1');
   await page.getByTestId('new-run-request').fill('Fix the stock bookkeeping of commit [staged] [human]');
@@ -26,6 +26,7 @@ test('staged_review: artifacts approved or sent back from the approvals view; a 
   await expect(scope).toBeVisible();
   await expect(scope.getByRole('heading', { name: 'In scope' })).toBeVisible();
   await expect(scope).toContainText('the CLI');
+  await shot(page, 'approvals-artifact', info);
   await scope.getByTestId('artifact-feedback').fill('Inventory.commit only, please');
   await scope.getByTestId('artifact-request-changes').click();
   await expect(page.locator('[data-testid=artifact][data-kind=scope_card][data-status=changes_requested]')).toBeVisible();

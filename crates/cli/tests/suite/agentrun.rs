@@ -249,9 +249,9 @@ fn embedded_model_completes_the_discussion_workflow() {
 }
 
 /// Seed 003's `staged_review` with the embedded default model, every gate approved (`--yes`):
-/// the run reaches an end state (DONE, or ABORT when the 135M model never submits an artifact
-/// its gate can accept: the gate sends the producer back three times, then ends the run). The
-/// output's quality is not asserted. Runs alone (`.config/nextest.toml`).
+/// the run reaches an end state (DONE, or ABORT when the 135M model's answers fail a stage
+/// three times or it never submits an artifact its gate can accept: the gate sends the
+/// producer back three times, then ends the run). The output's quality is not asserted. Runs alone (`.config/nextest.toml`).
 #[test]
 fn embedded_model_runs_staged_review_to_an_end() {
     let ws = example("[index.embedding]\nbackend = \"none\"\n");
@@ -270,7 +270,6 @@ fn embedded_model_runs_staged_review_to_an_end() {
     .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("scoping#1"), "{text}");
-    assert!(text.contains("approve_scope#1"), "{text}");
     assert!(
         text.contains("succeeded at DONE") || text.contains("at ABORT"),
         "no end state:\n{text}\n{}",
