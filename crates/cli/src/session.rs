@@ -343,6 +343,15 @@ pub fn open_service(
     Ok(Service::start(runtime, ServiceOptions::default()))
 }
 
+/// A terminal asking for interrupts' answers (`runs resume`, `runs fork`).
+fn asking(json: bool) -> Terminal {
+    Terminal {
+        input: InputMode::Interrupts,
+        json,
+        no_review: false,
+    }
+}
+
 /// `trellis runs resume RUN` of a workflow run: continues it (answers applied first) with
 /// the same progress, questions and review as `trellis run`.
 pub async fn resume(
@@ -354,12 +363,7 @@ pub async fn resume(
     store: Arc<Store>,
     json: bool,
 ) -> anyhow::Result<ExitCode> {
-    let service = open_service(repo, overrides, &[], store)?;
-    let term = Terminal {
-        input: InputMode::Interrupts,
-        json,
-        no_review: false,
-    };
+    let (service, term) = (open_service(repo, overrides, &[], store)?, asking(json));
     let live = service.live();
     service
         .call(Op::ResumeRun {
@@ -383,12 +387,7 @@ pub async fn fork(
     store: Arc<Store>,
     json: bool,
 ) -> anyhow::Result<ExitCode> {
-    let service = open_service(repo, overrides, &[], store)?;
-    let term = Terminal {
-        input: InputMode::Interrupts,
-        json,
-        no_review: false,
-    };
+    let (service, term) = (open_service(repo, overrides, &[], store)?, asking(json));
     let live = service.live();
     let fork = service
         .fork_run(run.as_str(), seq, commands, term.input)

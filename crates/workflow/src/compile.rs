@@ -107,14 +107,7 @@ fn unsupported(stage: &StageContext) -> Arc<dyn NodeHandler> {
     let message = format!(
         "stage `{}`: this runtime cannot run `{}` stages",
         stage.stage_name,
-        serde_json::to_value(&stage.kind)
-            .ok()
-            .and_then(|v| match v {
-                Value::String(s) => Some(s),
-                Value::Object(m) => m.keys().next().cloned(),
-                _ => None,
-            })
-            .unwrap_or_default()
+        stage.kind.name()
     );
     Arc::new(move |_ctx: NodeContext| {
         let message = message.clone();
@@ -211,13 +204,11 @@ fn fan_out_node(stage: String, max_items: u32, inner: impl NodeHandler) -> impl 
             let mut out = out;
             let mut keys = std::collections::BTreeSet::new();
             for (i, item) in items.into_iter().enumerate() {
-                let key = item_key(&item, i);
-                let key = if keys.insert(key.clone()) {
-                    key
-                } else {
-                    format!("{key}_{}", i + 1)
-                };
-                keys.insert(key.clone());
+                let mut key = item_key(&item, i);
+                if !keys.insert(key.clone()) {
+                    key = format!("{key}_{}", i + 1);
+                    keys.insert(key.clone());
+                }
                 out = out.spawn(key, template.clone(), item);
             }
             Ok(out)

@@ -131,6 +131,19 @@ impl Kind {
         *self == Kind::Agent
     }
 
+    /// The `kind:` name.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Kind::Agent => "agent",
+            Kind::Gate { .. } => "gate",
+            Kind::Review { .. } => "review",
+            Kind::FanOut { .. } => "fan_out",
+            Kind::Collector { .. } => "collector",
+            Kind::Merge { .. } => "merge",
+            Kind::Deterministic { .. } => "deterministic",
+        }
+    }
+
     /// The stage this kind depends on (skipped with it).
     pub fn depends_on(&self) -> Option<&str> {
         match self {

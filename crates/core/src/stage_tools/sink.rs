@@ -100,10 +100,6 @@ impl StoreSink {
         self
     }
 
-    fn signal(&self, s: StageSignal) {
-        lock(&self.signals).push(s);
-    }
-
     /// Stores `content` as the next version of `kind` and writes its files.
     fn put(
         &self,
@@ -181,7 +177,7 @@ impl StageSink for StoreSink {
             artifact.content(),
             ArtifactStatus::AwaitingApproval,
         )?;
-        self.signal(StageSignal::Submitted(done.clone()));
+        self.record(StageSignal::Submitted(done.clone()));
         Ok(done)
     }
 
@@ -203,7 +199,7 @@ impl StageSink for StoreSink {
             &self.author,
             comment,
         )?;
-        self.signal(StageSignal::Comment(comment.clone()));
+        self.record(StageSignal::Comment(comment.clone()));
         Ok(self.current_comments()?.len())
     }
 
@@ -225,7 +221,7 @@ impl StageSink for StoreSink {
             serde_json::to_string_pretty(&content).unwrap_or_default(),
             ArtifactStatus::AwaitingApproval,
         )?;
-        self.signal(StageSignal::Verdict {
+        self.record(StageSignal::Verdict {
             verdict: verdict.clone(),
             review: done.clone(),
         });
@@ -240,14 +236,14 @@ impl StageSink for StoreSink {
             summary.to_owned(),
             ArtifactStatus::Approved,
         )?;
-        self.signal(StageSignal::PulseComplete {
+        self.record(StageSignal::PulseComplete {
             summary: summary.to_owned(),
         });
         Ok(())
     }
 
     fn record(&self, signal: StageSignal) {
-        self.signal(signal);
+        lock(&self.signals).push(signal);
     }
 
     fn extension_turns(&self) -> Option<u32> {
@@ -264,7 +260,7 @@ impl StageSink for StoreSink {
             // The run's interaction pauses the run until the user answers (or answers for a
             // non-interactive run); its error is passed back as it is.
             let answers = interaction.ask(questions.clone()).await?;
-            self.signal(StageSignal::Questions {
+            self.record(StageSignal::Questions {
                 questions,
                 answered: true,
             });
@@ -361,16 +357,12 @@ impl MemorySink {
             file: None,
         }
     }
-
-    fn signal(&self, signal: StageSignal) {
-        lock(&self.state).signals.push(signal);
-    }
 }
 
 impl StageSink for MemorySink {
     fn submit(&self, _from: &Caller, artifact: &Validated) -> Result<Submitted, StageError> {
         let done = self.put(artifact.kind().as_str(), artifact.content(), false);
-        self.signal(StageSignal::Submitted(done.clone()));
+        self.record(StageSignal::Submitted(done.clone()));
         Ok(done)
     }
 
@@ -389,14 +381,14 @@ impl StageSink for MemorySink {
             s.comments.push(comment.clone());
             s.comments.len()
         };
-        self.signal(StageSignal::Comment(comment.clone()));
+        self.record(StageSignal::Comment(comment.clone()));
         Ok(n)
     }
 
     fn verdict(&self, _from: &Caller, verdict: &ReviewVerdict) -> Result<Submitted, StageError> {
         let content = json!({ "verdict": verdict.verdict, "summary": verdict.summary });
         let done = self.put(REVIEW_KIND, content.to_string(), false);
-        self.signal(StageSignal::Verdict {
+        self.record(StageSignal::Verdict {
             verdict: verdict.clone(),
             review: done.clone(),
         });
@@ -405,14 +397,14 @@ impl StageSink for MemorySink {
 
     fn pulse_complete(&self, _from: &Caller, summary: &str) -> Result<(), StageError> {
         self.put(PULSE_KIND, summary.to_owned(), true);
-        self.signal(StageSignal::PulseComplete {
+        self.record(StageSignal::PulseComplete {
             summary: summary.to_owned(),
         });
         Ok(())
     }
 
     fn record(&self, signal: StageSignal) {
-        self.signal(signal);
+        lock(&self.state).signals.push(signal);
     }
 
     fn extension_turns(&self) -> Option<u32> {
@@ -436,7 +428,7 @@ impl StageSink for MemorySink {
                     })
                     .collect::<Vec<_>>()
             });
-            self.signal(StageSignal::Questions {
+            self.record(StageSignal::Questions {
                 questions,
                 answered: answers.is_some(),
             });

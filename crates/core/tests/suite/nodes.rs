@@ -159,8 +159,17 @@ fn on_run_branch(repo: &Path, run: &RunId, path: &str) -> Option<String> {
         .map(|b| String::from_utf8_lossy(&b).into_owned())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn parallel_agents_edit_in_their_own_worktrees_and_both_changes_reach_the_run_branch() {
+/// The pair workflow's two agents each writing a note (alpha, beta), started with approvals
+/// granted: the workspace (kept alive), its path, the model, the service, the run and its
+/// worktree.
+async fn two_notes() -> (
+    trellis_test_support::TempWorkspace,
+    std::path::PathBuf,
+    ScriptedProvider,
+    Arc<Service>,
+    RunId,
+    std::path::PathBuf,
+) {
     let ws = inventory(CONFIG);
     let repo = path_of(&ws);
     with_pair_workflow(&repo);
@@ -176,6 +185,12 @@ async fn parallel_agents_edit_in_their_own_worktrees_and_both_changes_reach_the_
     ]);
     let svc = service(&repo, &script);
     let (run, worktree) = start(&svc, start_op("Write two notes", InputMode::Approve)).await;
+    (ws, repo, script, svc, run, worktree)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn parallel_agents_edit_in_their_own_worktrees_and_both_changes_reach_the_run_branch() {
+    let (_ws, repo, _script, svc, run, worktree) = two_notes().await;
     let o = stopped(&svc, &run).await;
     assert_eq!(o.status, RunStatus::Succeeded, "{:?}", o.error);
     let agents = agents(&o);
@@ -429,21 +444,7 @@ async fn a_service_start_sweeps_the_node_worktrees_of_crashed_runs_and_keeps_unf
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_forked_run_gets_its_own_worktrees_at_the_checkpoint() {
-    let ws = inventory(CONFIG);
-    let repo = path_of(&ws);
-    with_pair_workflow(&repo);
-    let script = first_calls(vec![
-        tool(
-            "write_file",
-            json!({ "path": "notes/alpha.md", "content": "alpha\n" }),
-        ),
-        tool(
-            "write_file",
-            json!({ "path": "notes/beta.md", "content": "beta\n" }),
-        ),
-    ]);
-    let svc = service(&repo, &script);
-    let (run, worktree) = start(&svc, start_op("Write two notes", InputMode::Approve)).await;
+    let (_ws, repo, script, svc, run, worktree) = two_notes().await;
     assert_eq!(stopped(&svc, &run).await.status, RunStatus::Succeeded);
     let store = svc.runtime().store.clone();
     let checkpoints: Vec<u64> = store

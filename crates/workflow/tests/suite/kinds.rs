@@ -458,3 +458,29 @@ async fn fan_out_items_become_work_nodes_and_the_collector_applies_its_quorum() 
         split.result
     );
 }
+
+#[tokio::test]
+async fn a_kind_the_runtime_cannot_run_fails_naming_it() {
+    let yaml = "\
+metadata:
+  name: m
+stages:
+  - stage_id: 1
+    name: build
+    parallel_agents: [{agent: pulsing}]
+  - stage_id: 2
+    name: land
+    kind: merge
+    merges: 1
+";
+    let (_, _, _, done) = started(yaml, Scripted::default()).await;
+    assert_eq!(done.status, RunStatus::Failed);
+    let land = done.node("land").unwrap();
+    assert!(
+        land.result
+            .to_string()
+            .contains("stage `land`: this runtime cannot run `merge` stages"),
+        "{:?}",
+        land.result
+    );
+}
