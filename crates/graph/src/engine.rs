@@ -1,7 +1,9 @@
 //! Running graphs: start, resume, fork, commands, subscriptions.
 
 mod core;
+mod deps;
 mod free;
+mod group;
 mod live;
 mod route;
 

@@ -241,8 +241,9 @@ pub(crate) enum Outcome {
     },
 }
 
-/// A handler's result: the outcome, a recorded result, channel writes, counter increments and
-/// children to spawn. Writes are applied at the end of the step, in node declaration order.
+/// A handler's result: the outcome, a recorded result, channel writes, counter increments,
+/// children to spawn and revisions to request. Writes are applied at the end of the step, in
+/// node declaration order.
 #[derive(Clone, Debug, PartialEq)]
 pub struct NodeOutput {
     pub(crate) outcome: Outcome,
@@ -250,6 +251,10 @@ pub struct NodeOutput {
     pub(crate) writes: Vec<(String, Arc<Value>)>,
     pub(crate) counters: Vec<(String, i64)>,
     pub(crate) spawns: Vec<(String, String, Value)>,
+    /// The sibling keys each spawn waits for (parallel to `spawns`).
+    pub(crate) spawn_after: Vec<Vec<String>>,
+    /// Dependencies of this node to run again.
+    pub(crate) revise: Vec<NodeId>,
 }
 
 impl NodeOutput {
@@ -260,6 +265,8 @@ impl NodeOutput {
             writes: Vec::new(),
             counters: Vec::new(),
             spawns: Vec::new(),
+            spawn_after: Vec::new(),
+            revise: Vec::new(),
         }
     }
 
@@ -314,13 +321,43 @@ impl NodeOutput {
     /// Spawns a child node `<this>/<key>` from `template` with `input` (dynamic fan-out).
     /// Re-spawning a key whose child already COMPLETED keeps that result instead of running it
     /// again, so a retried fan-out re-runs only the failed children.
-    pub fn spawn(
+    pub fn spawn(self, key: impl Into<String>, template: impl Into<String>, input: Value) -> Self {
+        self.spawn_after(key, template, input, std::iter::empty::<String>())
+    }
+
+    /// Like [`NodeOutput::spawn`], the child waiting for siblings: `after` are spawn keys of
+    /// other children of this node, listed earlier in this output or spawned before. The child
+    /// is added at once but held, with no activation, until the latest activation of every
+    /// one of them is COMPLETED; it then becomes READY at the end of that step. If one of them
+    /// ends otherwise (FAILED, SKIPPED, PRUNED) and cannot run again, the child is SKIPPED,
+    /// and so are its own dependents. When a dependency completes again later (a revision),
+    /// its dependents run again. An unknown key, or one listed after this spawn, fails this
+    /// activation (so dependencies never form a cycle).
+    pub fn spawn_after(
         mut self,
         key: impl Into<String>,
         template: impl Into<String>,
         input: Value,
+        after: impl IntoIterator<Item = impl Into<String>>,
     ) -> Self {
         self.spawns.push((key.into(), template.into(), input));
+        self.spawn_after
+            .push(after.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// Asks the engine to run `node`, one of this node's own dependencies (see
+    /// [`NodeOutput::spawn_after`]; its full id or its spawn key), again: a review sending
+    /// work back. At the end of the step the dependency gets a new activation with the
+    /// reason `revision requested`, as the `revise` command gives it; once it completes,
+    /// this node runs again (as a dependent of it), then its own dependents. This activation
+    /// typically returns a failure: while the revision is pending, its dependents stay held.
+    /// Feedback travels through state channels ([`NodeOutput::write`]).
+    ///
+    /// This activation fails instead when `node` is not one of its dependencies, is active,
+    /// pruned, not finished, or was already revised `max_attempts` times.
+    pub fn revise(mut self, node: impl Into<NodeId>) -> Self {
+        self.revise.push(node.into());
         self
     }
 

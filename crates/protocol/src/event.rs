@@ -1,6 +1,7 @@
 //! The event log: every transition, state delta, message and command of a run.
 
 use std::borrow::Cow;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use schemars::JsonSchema;
@@ -149,6 +150,11 @@ pub enum EventKind {
         /// Input handed to its handler.
         #[serde(default, skip_serializing_if = "Value::is_null")]
         input: Value,
+        /// Siblings (children of the same parent) it waits for: it is held, with no
+        /// activation, until the latest activation of each is COMPLETED, and skipped if one of
+        /// them ends otherwise for good. Absent when it waits for nothing.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        after: Vec<NodeId>,
     },
     /// An edge added by a command.
     EdgeAdded {
@@ -196,6 +202,14 @@ pub enum EventKind {
         /// Children to spawn, as (key, template, input).
         #[serde(default, skip_serializing_if = "is_empty")]
         spawns: Arc<[(String, String, Value)]>,
+        /// Dependencies of the spawned children: spawn key → keys of the siblings it waits
+        /// for (see `nodeAdded.after`). Absent when no spawn waits for another.
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        spawn_after: BTreeMap<String, Vec<String>>,
+        /// Dependencies of this node that the handler asked to run again (revisions, applied
+        /// at the end of the step with the reason `revision requested`), in order.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        revise: Vec<NodeId>,
     },
     /// A node stopped to ask something; it is now WAITING_INPUT.
     InterruptRaised {
@@ -365,6 +379,60 @@ mod tests {
         assert_eq!(
             s,
             r#"{"run":"r1","seq":1,"ts":2,"cause":"sub-9","type":"stepStarted","step":1}"#
+        );
+        assert_eq!(serde_json::from_str::<Event>(&s).unwrap(), ev);
+    }
+
+    #[test]
+    fn spawn_dependencies_and_revisions_are_optional_on_the_wire() {
+        // Logs written before dependencies existed load with none.
+        let added: Event = serde_json::from_str(
+            r#"{"run":"r1","seq":4,"ts":1,"type":"nodeAdded","node":"t/a","template":"w","parent":"t"}"#,
+        )
+        .unwrap();
+        assert!(matches!(&added.kind, EventKind::NodeAdded { after, .. } if after.is_empty()));
+        let output: Event = serde_json::from_str(
+            r#"{"run":"r1","seq":5,"ts":1,"type":"nodeOutput","node":"t","attempt":1,"spawns":[["a","w",null]]}"#,
+        )
+        .unwrap();
+        let EventKind::NodeOutput {
+            spawns,
+            spawn_after,
+            revise,
+            ..
+        } = &output.kind
+        else {
+            panic!("not an output: {output:?}");
+        };
+        assert_eq!(spawns.len(), 1);
+        assert!(spawn_after.is_empty() && revise.is_empty());
+        // Without dependencies nothing new is written.
+        assert!(!serde_json::to_string(&added).unwrap().contains("after"));
+        let s = serde_json::to_string(&output).unwrap();
+        assert!(!s.contains("spawnAfter") && !s.contains("revise"), "{s}");
+        // With them, they round-trip.
+        let ev = Event {
+            run: RunId::from_string("r1"),
+            seq: 6,
+            ts: 1,
+            cause: None,
+            kind: EventKind::NodeOutput {
+                node: NodeId::new("t/b.review"),
+                attempt: 1,
+                failure: true,
+                result: Arc::default(),
+                error: None,
+                writes: Vec::new(),
+                counters: Vec::new(),
+                spawns: Arc::from(vec![("c".to_owned(), "w".to_owned(), Value::Null)]),
+                spawn_after: BTreeMap::from([("c".to_owned(), vec!["a".to_owned()])]),
+                revise: vec![NodeId::new("t/b")],
+            },
+        };
+        let s = serde_json::to_string(&ev).unwrap();
+        assert!(
+            s.contains(r#""spawnAfter":{"c":["a"]},"revise":["t/b"]"#),
+            "{s}"
         );
         assert_eq!(serde_json::from_str::<Event>(&s).unwrap(), ev);
     }

@@ -136,6 +136,14 @@ fn graph_events() -> Vec<EventKind> {
             template: "reviewer".into(),
             parent: Some(node("review")),
             input: json!({ "focus": "security" }),
+            after: vec![],
+        },
+        EventKind::NodeAdded {
+            node: node("tickets/T2"),
+            template: "ticket".into(),
+            parent: Some(node("tickets")),
+            input: Value::Null,
+            after: vec![node("tickets/T1.merge")],
         },
         EventKind::EdgeAdded {
             edge: EdgeSpec {
@@ -177,6 +185,23 @@ fn graph_events() -> Vec<EventKind> {
                 "reviewer".to_owned(),
                 json!(null),
             )]),
+            spawn_after: Default::default(),
+            revise: vec![],
+        },
+        EventKind::NodeOutput {
+            node: node("tickets"),
+            attempt: 1,
+            failure: false,
+            result: Arc::new(Value::Null),
+            error: None,
+            writes: vec![],
+            counters: vec![],
+            spawns: Arc::from(vec![
+                ("T1".to_owned(), "ticket".to_owned(), json!(null)),
+                ("T1.review".to_owned(), "review".to_owned(), json!(null)),
+            ]),
+            spawn_after: [("T1.review".to_owned(), vec!["T1".to_owned()])].into(),
+            revise: vec![],
         },
         EventKind::NodeOutput {
             node: node("plan"),
@@ -187,6 +212,8 @@ fn graph_events() -> Vec<EventKind> {
             writes: vec![],
             counters: vec![],
             spawns: Arc::from(Vec::new()),
+            spawn_after: Default::default(),
+            revise: vec![node("tickets/T1")],
         },
         EventKind::InterruptRaised {
             node: node("ask"),

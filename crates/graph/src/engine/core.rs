@@ -15,7 +15,7 @@ use trellis_protocol::{
     TerminalKind,
 };
 
-use crate::handler::{Aggregate, ChildResult, Resume};
+use crate::handler::Resume;
 use crate::spec::{Graph, NodeDef, NodeKind};
 use crate::state::State;
 use crate::{Error, Result};
@@ -23,10 +23,10 @@ use crate::{Error, Result};
 /// Routing reason recorded when a failed activation has nowhere to go.
 pub(crate) const NO_FAILURE_ROUTE: &str = "failure: no route";
 
-/// Run-time record of one node (static or dynamic).
 /// The reason of the transition that starts a revision.
 pub(crate) const REVISION_REASON: &str = "revision requested";
 
+/// Run-time record of one node (static or dynamic).
 #[derive(Clone)]
 pub(crate) struct NodeRt {
     pub id: NodeId,
@@ -34,6 +34,11 @@ pub(crate) struct NodeRt {
     pub template: Option<String>,
     pub parent: Option<usize>,
     pub children: Vec<usize>,
+    /// Siblings it waits for (`nodeAdded.after`), as ordinals.
+    pub after: Vec<usize>,
+    /// Added with dependencies and not activated since: it waits for them (not final for
+    /// its collector, whatever the state of its previous activation).
+    pub held: bool,
     pub input: Value,
     /// Latest activation number (0: never activated).
     pub attempt: u32,
@@ -73,6 +78,8 @@ impl NodeRt {
             template: None,
             parent: None,
             children: Vec::new(),
+            after: Vec::new(),
+            held: false,
             input: Value::Null,
             attempt: 0,
             state: None,
@@ -106,12 +113,25 @@ impl NodeRt {
 /// A child to spawn: (key, template, input).
 pub(crate) type Spawn = (String, String, Value);
 
-/// Writes, counters and spawns of a finished activation, applied at the end of its step.
+/// Spawn key → keys of the siblings that child waits for.
+pub(crate) type SpawnAfter = BTreeMap<String, Vec<String>>;
+
+/// Writes, counters, spawns and revisions of a finished activation, applied at the end of its
+/// step.
 #[derive(Clone, Default)]
 pub(crate) struct Pending {
     pub writes: Vec<(String, Arc<Value>)>,
     pub counters: Vec<(String, i64)>,
     pub spawns: Arc<[Spawn]>,
+    pub spawn_after: SpawnAfter,
+    pub revise: Vec<NodeId>,
+}
+
+/// A fan-out applied by a `stepCompleted`, for the live driver to create the children.
+pub(crate) struct Spawned {
+    pub spawner: usize,
+    pub spawns: Arc<[Spawn]>,
+    pub after: SpawnAfter,
 }
 
 /// The state of one run.
@@ -143,7 +163,12 @@ pub(crate) struct RunCore {
     pub ready: Vec<usize>,
     pub pending: BTreeMap<usize, Pending>,
     /// Spawns applied by the last `stepCompleted` (the live driver creates the children).
-    pub spawned: Vec<(usize, Arc<[Spawn]>)>,
+    pub spawned: Vec<Spawned>,
+    /// Revisions requested by handlers whose outputs the last `stepCompleted` applied:
+    /// (requesting node, dependencies to run again).
+    pub revised: Vec<(usize, Vec<NodeId>)>,
+    /// Whether some node was added with dependencies (else the dependency pass is skipped).
+    pub has_deps: bool,
     pub commands: FxHashMap<u64, Command>,
     pub next_command: u64,
     pub fork: Option<ForkRef>,
@@ -186,6 +211,8 @@ impl RunCore {
             ready: Vec::new(),
             pending: BTreeMap::new(),
             spawned: Vec::new(),
+            revised: Vec::new(),
+            has_deps: false,
             commands: FxHashMap::default(),
             next_command: 1,
             fork: None,
@@ -199,7 +226,7 @@ impl RunCore {
         self.by_id.get(id).copied()
     }
 
-    fn node_of(&self, id: &NodeId) -> Result<usize> {
+    pub(super) fn node_of(&self, id: &NodeId) -> Result<usize> {
         self.ordinal(id)
             .ok_or_else(|| self.mismatch(format!("event names unknown node `{id}`")))
     }
@@ -246,8 +273,10 @@ impl RunCore {
                 template,
                 parent,
                 input,
+                after,
             } => {
                 self.add_node(node, template, parent.as_ref(), input)?;
+                self.set_after(node, after)?;
                 if let Some(p) = parent {
                     self.route_depth = self.nodes[self.node_of(p)?].depth + 1;
                 }
@@ -282,6 +311,8 @@ impl RunCore {
                 writes,
                 counters,
                 spawns,
+                spawn_after,
+                revise,
             } => {
                 let o = self.node_of(node)?;
                 let has_collectors = self.graph.collectors.contains_key(node);
@@ -297,6 +328,7 @@ impl RunCore {
                 if !writes.is_empty()
                     || !counters.is_empty()
                     || !spawns.is_empty()
+                    || !revise.is_empty()
                     || has_collectors
                 {
                     self.pending.insert(
@@ -305,6 +337,8 @@ impl RunCore {
                             writes: writes.clone(),
                             counters: counters.clone(),
                             spawns: spawns.clone(),
+                            spawn_after: spawn_after.clone(),
+                            revise: revise.clone(),
                         },
                     );
                 }
@@ -342,6 +376,7 @@ impl RunCore {
                 self.step_open = true;
                 self.finished.clear();
                 self.spawned.clear();
+                self.revised.clear();
             }
             EventKind::StepCompleted { .. } => self.complete_step()?,
             EventKind::CommandReceived { id, command } => {
@@ -467,9 +502,16 @@ impl RunCore {
                 n.attempt = attempt;
                 n.state = Some(NodeState::Ready);
                 n.unrouted = false;
+                n.held = false;
                 n.ready_step = step + 1;
                 n.depth = self.route_depth;
                 self.ready.push(o);
+                if !self.nodes[o].after.is_empty() {
+                    // One hop after its deepest dependency.
+                    let deps = &self.nodes[o].after;
+                    let depth = deps.iter().map(|&d| self.nodes[d].depth).max().unwrap_or(0) + 1;
+                    self.nodes[o].depth = depth;
+                }
                 Arc::make_mut(&mut self.attempts).insert(id, attempt);
                 if let NodeKind::Collector { of, .. } = &self.nodes[o].def.kind
                     && let Some(&s) = self.by_id.get(of)
@@ -541,6 +583,7 @@ impl RunCore {
                 n.resume = None;
                 n.interrupt = None;
                 n.pruned = true;
+                n.held = false;
                 self.pending.remove(&o);
             }
             NodeState::Skipped => {
@@ -585,7 +628,14 @@ impl RunCore {
                 let n = &mut self.nodes[o];
                 n.group = p.spawns.iter().map(|(key, _, _)| id.child(key)).collect();
                 n.group_gen += 1;
-                self.spawned.push((o, p.spawns));
+                self.spawned.push(Spawned {
+                    spawner: o,
+                    spawns: p.spawns,
+                    after: p.spawn_after,
+                });
+            }
+            if !p.revise.is_empty() {
+                self.revised.push((o, p.revise));
             }
         }
         self.step_open = false;
@@ -643,85 +693,6 @@ impl RunCore {
             }
             true
         });
-    }
-
-    /// Every child of the latest fan-out of `spawner`, with the collector's verdict.
-    pub fn collect(
-        &self,
-        spawner: usize,
-        policy: crate::FailurePolicy,
-    ) -> (Vec<ChildResult>, Aggregate) {
-        let mut children = Vec::new();
-        let (mut total, mut failures, mut pruned) = (0, 0, 0);
-        let prefix_len = self.nodes[spawner].id.as_str().len() + 1;
-        for id in &self.nodes[spawner].group {
-            let Some(&c) = self.by_id.get(id) else {
-                continue;
-            };
-            let n = &self.nodes[c];
-            let state = n.state.unwrap_or(NodeState::Ready);
-            if n.pruned {
-                pruned += 1;
-            } else {
-                total += 1;
-                if state == NodeState::Failed {
-                    failures += 1;
-                }
-            }
-            children.push(ChildResult {
-                node: n.id.clone(),
-                key: n
-                    .id
-                    .as_str()
-                    .get(prefix_len..)
-                    .unwrap_or_default()
-                    .to_owned(),
-                state,
-                attempt: n.attempt,
-                result: (*n.result).clone(),
-                error: n.error.clone(),
-            });
-        }
-        let failed = policy.group_failed(failures, total);
-        (
-            children,
-            Aggregate {
-                policy,
-                failed,
-                total,
-                failures,
-                pruned,
-            },
-        )
-    }
-
-    /// Whether every non-pruned child of the latest fan-out of `spawner` is final.
-    pub fn group_done(&self, spawner: usize) -> bool {
-        self.nodes[spawner]
-            .group
-            .iter()
-            .all(|id| match self.by_id.get(id) {
-                Some(&c) => {
-                    self.nodes[c].pruned || self.nodes[c].state.is_some_and(NodeState::is_final)
-                }
-                None => false,
-            })
-    }
-
-    /// Ordinals of the node and its spawn-tree descendants (and collectors of spawners in it).
-    pub fn subtree(&self, root: usize) -> Vec<usize> {
-        let mut out = vec![root];
-        let mut i = 0;
-        while i < out.len() {
-            let o = out[i];
-            out.extend(self.nodes[o].children.iter().copied());
-            if let Some(cs) = self.graph.collectors.get(&self.nodes[o].id) {
-                out.extend(cs.iter().filter_map(|c| self.by_id.get(c).copied()));
-            }
-            i += 1;
-        }
-        out.dedup();
-        out
     }
 
     /// Why the run fails when nothing is left to run: a node whose latest activation failed

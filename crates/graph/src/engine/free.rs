@@ -57,6 +57,9 @@ impl Live {
             if arrived.is_empty() && queue.is_empty() {
                 self.queue = queue;
                 if self.running.is_empty() {
+                    if self.release_held()? {
+                        continue;
+                    }
                     return self.conclude();
                 }
                 // Wait with no step open.

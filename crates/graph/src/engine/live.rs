@@ -258,6 +258,9 @@ impl Live {
             }
             if !self.core.step_open {
                 if !self.core.has_ready() {
+                    if self.release_held()? {
+                        continue;
+                    }
                     return self.conclude();
                 }
                 if self.core.step >= self.core.graph.max_steps {
@@ -497,8 +500,11 @@ impl Live {
         let out = match finished {
             Finished::Aborted => return Ok(()),
             Finished::Output(out) => match *out {
-                Ok(out) => match self.check_output(&out) {
-                    Ok(()) => out,
+                Ok(mut out) => match self.check_output(o, &out) {
+                    Ok(revise) => {
+                        out.revise = revise;
+                        out
+                    }
                     Err(e) => return self.record_error(node, attempt, e),
                 },
                 Err(e) => return self.record_error(node, attempt, e.message),
@@ -525,6 +531,7 @@ impl Live {
             }
             outcome => {
                 let failure = outcome == Outcome::Failure;
+                let spawn_after = super::deps::spawn_after(&out.spawns, &out.spawn_after);
                 self.emit(EventKind::NodeOutput {
                     node: node.clone(),
                     attempt,
@@ -534,6 +541,8 @@ impl Live {
                     writes: out.writes,
                     counters: out.counters,
                     spawns: out.spawns.into(),
+                    spawn_after,
+                    revise: out.revise,
                 })?;
                 let to = if failure {
                     NodeState::Failed
@@ -566,6 +575,8 @@ impl Live {
             writes: Vec::new(),
             counters: Vec::new(),
             spawns: Arc::from([]),
+            spawn_after: Default::default(),
+            revise: Vec::new(),
         })?;
         self.emit(EventKind::NodeTransition {
             node,
@@ -576,9 +587,15 @@ impl Live {
         })
     }
 
-    /// Rejects writes to undeclared channels, ill-typed writes and unknown templates, so a
-    /// handler bug fails that node with a precise message instead of corrupting the step.
-    fn check_output(&self, out: &NodeOutput) -> std::result::Result<(), String> {
+    /// Rejects writes to undeclared channels, ill-typed writes, unknown templates, bad spawn
+    /// dependencies and revisions the node may not ask for, so a handler bug fails that node
+    /// with a precise message instead of corrupting the step. Returns the ids of the
+    /// dependencies to revise.
+    fn check_output(
+        &self,
+        o: usize,
+        out: &NodeOutput,
+    ) -> std::result::Result<Vec<trellis_protocol::NodeId>, String> {
         let graph = &self.core.graph;
         for (channel, value) in &out.writes {
             let Some(reducer) = graph.channel(channel) else {
@@ -609,7 +626,7 @@ impl Live {
                 ));
             }
         }
-        Ok(())
+        self.check_deps(o, out)
     }
 
     /// Cancels every running handler and prunes every unfinished activation.

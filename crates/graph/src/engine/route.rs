@@ -8,7 +8,7 @@ use trellis_protocol::{
 };
 
 use super::CommandReply;
-use super::core::NO_FAILURE_ROUTE;
+use super::core::{NO_FAILURE_ROUTE, Spawned};
 use super::live::Live;
 use crate::handler::RouteContext;
 use crate::spec::{Edge, NodeKind};
@@ -41,8 +41,12 @@ impl Live {
     }
 
     fn route_finished(&mut self, finished: &[usize]) -> Result<()> {
-        for (spawner, spawns) in std::mem::take(&mut self.core.spawned) {
-            self.spawn_children(spawner, spawns)?;
+        let mut held = Vec::new();
+        for spawned in std::mem::take(&mut self.core.spawned) {
+            self.spawn_children(spawned, &mut held)?;
+        }
+        if !self.core.revised.is_empty() {
+            self.apply_revisions()?;
         }
         let mut reached = None;
         for &o in finished {
@@ -55,6 +59,10 @@ impl Live {
                 }
                 None => self.route_from(o, 0)?,
             }
+        }
+        if self.core.has_deps {
+            held.extend_from_slice(finished);
+            self.settle_dependents(&held)?;
         }
         self.fire_collectors()?;
         if let Some((o, kind, failed)) = reached {
@@ -83,15 +91,18 @@ impl Live {
         Ok(())
     }
 
-    fn spawn_children(
-        &mut self,
-        spawner: usize,
-        spawns: std::sync::Arc<[(String, String, serde_json::Value)]>,
-    ) -> Result<()> {
+    /// Adds the children of a fan-out and activates them, except those that wait for
+    /// siblings: these are held (pushed to `held`) until the dependency pass settles them.
+    fn spawn_children(&mut self, spawned: Spawned, held: &mut Vec<usize>) -> Result<()> {
+        let Spawned {
+            spawner,
+            spawns,
+            after,
+        } = spawned;
         let parent = self.core.nodes[spawner].id.clone();
         // Each child records about seven events before the next flush.
         self.reserve_events(spawns.len() * 7);
-        for (i, (_, template, input)) in spawns.iter().enumerate() {
+        for (i, (key, template, input)) in spawns.iter().enumerate() {
             // The ids were formed when the spawns were applied (the spawner's group).
             let Some(id) = self.core.nodes[spawner].group.get(i).cloned() else {
                 break;
@@ -99,18 +110,31 @@ impl Live {
             if let Some(c) = self.core.ordinal(&id) {
                 let n = &self.core.nodes[c];
                 // Completed children keep their result; pruned ones stay pruned; a child
-                // listed twice is activated once.
-                if n.pruned || n.is_active() || n.state == Some(NodeState::Completed) {
+                // listed twice is activated (or held) once.
+                if n.pruned
+                    || n.is_active()
+                    || n.state == Some(NodeState::Completed)
+                    || held.contains(&c)
+                {
                     continue;
                 }
             }
+            let after: Vec<NodeId> = after
+                .get(key)
+                .map(|keys| keys.iter().map(|k| parent.child(k)).collect())
+                .unwrap_or_default();
+            let waits = !after.is_empty();
             self.emit(EventKind::NodeAdded {
                 node: id.clone(),
                 template: template.clone(),
                 parent: Some(parent.clone()),
                 input: input.clone(),
+                after,
             })?;
-            self.activate(&id, 0)?;
+            match self.core.ordinal(&id) {
+                Some(c) if waits => held.push(c),
+                _ => self.activate(&id, 0)?,
+            }
         }
         Ok(())
     }
@@ -387,6 +411,11 @@ impl Live {
     fn revise(&mut self, id: u64, node: NodeId) -> std::result::Result<(), String> {
         let o = self.find(&node)?;
         let n = &self.core.nodes[o];
+        if n.held {
+            return Err(format!(
+                "node {node} waits for its dependencies; it runs once they complete"
+            ));
+        }
         match n.state {
             Some(NodeState::Completed | NodeState::Failed) => {}
             None => {
@@ -458,6 +487,7 @@ impl Live {
         if let Some(s @ (NodeState::Completed | NodeState::Failed | NodeState::Skipped)) =
             root.state
             && !root.is_active()
+            && !root.held
         {
             return Ok(Err(format!(
                 "cannot prune {node}: it is {s}, and finished nodes are final"
@@ -467,13 +497,16 @@ impl Live {
             "pruned{}",
             reason.map(|r| format!(": {r}")).unwrap_or_default()
         );
+        let mut pruned = Vec::new();
         for c in self.core.subtree(o) {
             let n = &self.core.nodes[c];
             if n.pruned {
                 continue;
             }
             let (cid, attempt) = (n.id.clone(), n.attempt);
-            match n.state {
+            // A held child has no activation, whatever its previous one ended as.
+            let state = if n.held { None } else { n.state };
+            match state {
                 Some(from @ (NodeState::Ready | NodeState::Running | NodeState::WaitingInput)) => {
                     if let Some(r) = self.running.remove(&c) {
                         r.stop();
@@ -503,9 +536,12 @@ impl Live {
                         reason: Some(why.clone()),
                     })?;
                 }
-                Some(_) => {}
+                Some(_) => continue,
             }
+            pruned.push(c);
         }
+        // Held dependents of what was pruned are skipped.
+        self.settle_dependents(&pruned)?;
         if !self.core.step_open {
             self.fire_collectors()?;
         }
@@ -558,6 +594,7 @@ impl Live {
                 template: n.template.clone(),
                 parent: n.parent.clone(),
                 input: n.input.clone(),
+                after: Vec::new(),
             })
             .map_err(fatal)?;
         }

@@ -168,6 +168,8 @@ pub fn realistic_run(run: &RunId) -> Vec<Batch> {
                 ],
                 counters: vec![],
                 spawns: vec![].into(),
+                spawn_after: Default::default(),
+                revise: vec![],
             }),
             next(EventKind::NodeTransition {
                 node: n.clone(),

@@ -33,6 +33,7 @@ fn every_kind(run: &RunId) -> Vec<Event> {
             template: "worker".into(),
             parent: Some(NodeId::new("review")),
             input: json!([1, 2.5, null, {"k": -3}]),
+            after: vec![NodeId::new("review/a")],
         },
         EventKind::EdgeAdded {
             edge: EdgeSpec {
@@ -59,6 +60,8 @@ fn every_kind(run: &RunId) -> Vec<Event> {
             ],
             counters: vec![("retries".into(), -1)],
             spawns: vec![("k".into(), "worker".into(), json!({"i": 9}))].into(),
+            spawn_after: [("k".to_owned(), vec!["j".to_owned()])].into(),
+            revise: vec![NodeId::new("review/a")],
         },
         EventKind::InterruptRaised {
             node: n.clone(),
