@@ -79,14 +79,21 @@ pub fn details(e: &Event) -> String {
             node,
             template,
             parent,
+            after,
             ..
         } => {
+            let after: Vec<&str> = after.iter().map(|n| n.as_str()).collect();
             format!(
-                "{node} (template {template}{})",
+                "{node} (template {template}{}{})",
                 parent
                     .as_ref()
                     .map(|p| format!(", parent {p}"))
-                    .unwrap_or_default()
+                    .unwrap_or_default(),
+                if after.is_empty() {
+                    String::new()
+                } else {
+                    format!(", after {}", after.join(", "))
+                }
             )
         }
         EventKind::EdgeAdded { edge } => format!("{} → {}", edge.from, edge.to),
@@ -112,6 +119,7 @@ pub fn details(e: &Event) -> String {
             error,
             writes,
             spawns,
+            revise,
             ..
         } => {
             let mut s = format!(
@@ -129,6 +137,10 @@ pub fn details(e: &Event) -> String {
             }
             if !spawns.is_empty() {
                 s.push_str(&format!(" spawns={}", spawns.len()));
+            }
+            if !revise.is_empty() {
+                let ids: Vec<&str> = revise.iter().map(|n| n.as_str()).collect();
+                s.push_str(&format!(" revise={}", ids.join(",")));
             }
             s
         }
