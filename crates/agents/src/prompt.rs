@@ -131,10 +131,40 @@ pub fn task_text(task: &str, stage: &Value, attempt: u32, previous: Option<&Valu
         let fc = to_canonical_string(fc).unwrap_or_default();
         s.push_str(&format!("The stage fails when: {fc}\n"));
     }
-    if let Some(kind) = stage.get("produces").and_then(Value::as_str) {
-        s.push_str(&format!(
-            "This stage produces the `{kind}` artifact: submit it with the stage's submit tool              (when you have none, your final answer is the artifact). The user may approve it              or send it back with feedback.\n"
-        ));
+    let mut produces: Vec<&str> = stage
+        .get("produces")
+        .and_then(Value::as_str)
+        .into_iter()
+        .collect();
+    if let Some(Value::Array(more)) = stage.get("also_produces") {
+        produces.extend(more.iter().filter_map(Value::as_str));
+    }
+    match produces.as_slice() {
+        [] => {}
+        [kind] => s.push_str(&format!(
+            "This stage produces the `{kind}` artifact: submit it with the stage's submit tool \
+             (when you have none, your final answer is the artifact). The user may approve it \
+             or send it back with feedback.\n"
+        )),
+        kinds => s.push_str(&format!(
+            "This stage produces the artifacts {}: your final answer holds each of them as a \
+             section of its own, in this order, each starting with its `# ` title line ({}).\n",
+            kinds
+                .iter()
+                .map(|k| format!("`{k}`"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            kinds
+                .iter()
+                .map(|k| {
+                    let title = k
+                        .parse::<trellis_workflow::artifacts::ArtifactKind>()
+                        .map_or(*k, |k| k.title());
+                    format!("`# {title}`")
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
     }
     if let Some(item) = stage.get("item").filter(|v| !v.is_null()) {
         let item = match item {
@@ -142,6 +172,52 @@ pub fn task_text(task: &str, stage: &Value, attempt: u32, previous: Option<&Valu
             other => to_canonical_string(other).unwrap_or_default(),
         };
         s.push_str(&format!("Your work item: {}\n", truncate(&item, 4000)));
+    }
+    if let Some(work) = stage.get("work").filter(|v| !v.is_null()) {
+        let text = work
+            .get("output")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        s.push_str(&format!(
+            "The work under review (its author's report): {}\n",
+            truncate(text.trim(), 3000)
+        ));
+        if let Some(diff) = stage.get("work_diff").and_then(Value::as_str) {
+            s.push_str(&format!(
+                "Its changes, as a diff against the run branch:\n```diff\n{}\n```\n",
+                truncate(diff, 12000)
+            ));
+        }
+    }
+    if let Some(conflict) = stage.get("conflict").filter(|v| !v.is_null()) {
+        let files: Vec<&str> = conflict["files"]
+            .as_array()
+            .map(|f| f.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        s.push_str(&format!(
+            "Merge conflict to resolve: merging the work of `{}` into {} conflicts in {}. \
+             Your workspace is that merge: those files hold git's conflict markers \
+             (`<<<<<<<`, `=======`, `>>>>>>>`). Edit each file so it keeps the intent of both \
+             sides, remove every marker, and answer with one line saying how you resolved them \
+             (your merge strategy).\n",
+            conflict["node"].as_str().unwrap_or_default(),
+            conflict["target"].as_str().unwrap_or("the run branch"),
+            files.join(", ")
+        ));
+    }
+    if let Some(Value::Array(children)) = stage.get("children") {
+        s.push_str(&format!(
+            "The results of the {} work nodes you collect (pruned ones are left out):\n",
+            children.len()
+        ));
+        for c in children {
+            s.push_str(&format!(
+                "### {} ({})\n{}\n",
+                c["key"].as_str().unwrap_or_default(),
+                c["state"].as_str().unwrap_or_default(),
+                truncate(c["output"].as_str().unwrap_or_default().trim(), 3000)
+            ));
+        }
     }
     if let Some(feedback) = stage.get("feedback").filter(|v| !v.is_null()) {
         let feedback = match feedback {
@@ -192,7 +268,9 @@ pub fn earlier_stages(stage_results: Option<&Value>, current: &str) -> String {
     let mut stages: Vec<(&String, &Value)> = m.iter().collect();
     stages.sort_by(|a, b| a.0.cmp(b.0));
     for (stage, r) in stages {
-        if stage == current {
+        // A fan-out's work nodes (`<stage>/<key>`) reach their review and collector
+        // directly, not every agent.
+        if stage == current || stage.contains('/') {
             continue;
         }
         let failed = r.get("failure").and_then(Value::as_bool).unwrap_or(false);

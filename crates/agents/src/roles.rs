@@ -35,6 +35,29 @@ pub const BUILTIN_ROLES: &[(&str, &str)] = &[
     ("planning.yaml", include_str!("../roles/planning.yaml")),
     ("pulsing.yaml", include_str!("../roles/pulsing.yaml")),
     ("review.yaml", include_str!("../roles/review.yaml")),
+    (
+        "discovery_orchestrator.yaml",
+        include_str!("../roles/discovery_orchestrator.yaml"),
+    ),
+    ("discovery.yaml", include_str!("../roles/discovery.yaml")),
+    (
+        "discovery_collector.yaml",
+        include_str!("../roles/discovery_collector.yaml"),
+    ),
+    (
+        "planning_orchestrator.yaml",
+        include_str!("../roles/planning_orchestrator.yaml"),
+    ),
+    ("planner.yaml", include_str!("../roles/planner.yaml")),
+    (
+        "planning_collector.yaml",
+        include_str!("../roles/planning_collector.yaml"),
+    ),
+    (
+        "ticket_agent.yaml",
+        include_str!("../roles/ticket_agent.yaml"),
+    ),
+    ("merger.yaml", include_str!("../roles/merger.yaml")),
 ];
 
 /// One agent role.

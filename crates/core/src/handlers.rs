@@ -130,7 +130,7 @@ impl RunContext {
         agent: AgentSpec,
         ctx: NodeContext,
     ) -> Result<NodeOutput, NodeError> {
-        Ok(self.run_stage_agent(stage, agent, ctx).await?.0)
+        Ok(self.run_stage_agent(stage, agent, ctx, None).await?.0)
     }
 
     pub(crate) async fn agent_activation(
@@ -139,6 +139,7 @@ impl RunContext {
         agent: AgentSpec,
         ctx: NodeContext,
         registry: Arc<Registry>,
+        workdir: Option<std::path::PathBuf>,
     ) -> Result<NodeOutput, NodeError> {
         let role: RoleSpec = self
             .runtime
@@ -234,11 +235,15 @@ impl RunContext {
         let can_write = tools.iter().any(|(name, _)| {
             name == "shell" || trellis_tools::registry::WRITE_TOOLS.contains(&name.as_str())
         });
-        let (env, node_wt) = if can_write {
-            let wt = self.node_worktree(&node).await?;
-            (self.env_in(&env, &wt.path)?, Some(wt))
-        } else {
-            (env, None)
+        // A merge agent works in the merge's worktree, a reviewer of a node's work in that
+        // node's worktree (`workdir`); nothing of theirs is committed by the activation.
+        let (env, node_wt) = match workdir {
+            Some(dir) => (self.env_in(&env, &dir)?, None),
+            None if can_write => {
+                let wt = self.node_worktree(&node).await?;
+                (self.env_in(&env, &wt.path)?, Some(wt))
+            }
+            None => (env, None),
         };
         let run = AgentRun {
             node: node.clone(),
@@ -282,7 +287,7 @@ impl RunContext {
                         &role,
                         report,
                         &env,
-                        node_wt.as_ref(),
+                        node_wt.as_ref().map(|wt| (wt, !stage.merge_later)),
                         &ctx.cancel,
                     )
                     .await;
@@ -339,16 +344,19 @@ impl RunContext {
     }
 
     /// Runs the tests (test role), commits the agent's worktree and merges it into the run
-    /// branch (`wt`, an agent that edits), and builds the node's result.
+    /// branch (`wt`, an agent that edits; only commits when a merge node of its own merges it
+    /// later: `merge_later`), and builds the node's result.
     async fn finish(
         &self,
         agent: &str,
         role: &RoleSpec,
         rep: AgentReport,
         env: &ToolEnv,
-        wt: Option<&trellis_tools::worktree::NodeWorktree>,
+        // The agent's worktree, and whether its work is merged now (else by a merge node).
+        landing: Option<(&trellis_tools::worktree::NodeWorktree, bool)>,
         cancel: &tokio_util::sync::CancellationToken,
     ) -> Result<NodeOutput, NodeError> {
+        let wt = landing.map(|(wt, _)| wt);
         let mut report = rep.report;
         let mut notes = rep.notes;
         let mut tests = Value::Null;
@@ -395,12 +403,13 @@ impl RunContext {
             }
         }
         let summary = clip(report.output.lines().next().unwrap_or("changes").trim(), 72);
-        let landed = match wt {
-            Some(wt) => self.land(wt, &summary, cancel).await?,
+        let landed = match landing {
+            Some((wt, merge)) => self.land(wt, &summary, merge, cancel).await?,
             None => crate::nodes::Landed::ReadOnly,
         };
         let (commit, files, run_head, conflict) = match landed {
             crate::nodes::Landed::ReadOnly => (None, Vec::new(), None, None),
+            crate::nodes::Landed::Committed { commit, files } => (commit, files, None, None),
             crate::nodes::Landed::Merged {
                 commit,
                 files,
@@ -497,6 +506,18 @@ impl StageHandlers for RunContext {
             Box::pin(me.run_deterministic(stage, ctx))
         })
     }
+
+    fn merge(&self, stage: &StageContext, agent: Option<&AgentSpec>) -> Arc<dyn NodeHandler> {
+        self.handler(stage, agent, |me, stage, agent, ctx| {
+            Box::pin(me.run_merge(stage, agent, ctx))
+        })
+    }
+
+    fn items(&self, stage: &StageContext, _artifact: &str) -> Arc<dyn NodeHandler> {
+        self.handler(stage, None, |me, stage, _agent, ctx| {
+            Box::pin(me.run_items(stage, ctx))
+        })
+    }
 }
 
 /// What [`RunContext::handler`] calls per activation.
@@ -519,7 +540,11 @@ impl RunContext {
         let (stage, agent) = (stage.clone(), agent.cloned());
         Arc::new(move |ctx: NodeContext| {
             let me = me.clone();
-            let (stage, agent) = (stage.clone(), agent.clone());
+            // The node's input is its stage context as it runs (a fan-out's review or merge
+            // node names the work node it concerns there); the compiled one otherwise.
+            let stage = serde_json::from_value::<StageContext>(ctx.input.clone())
+                .unwrap_or_else(|_| stage.clone());
+            let agent = agent.clone();
             async move {
                 match me {
                     Some(me) => f(me, stage, agent, ctx).await,

@@ -20,6 +20,7 @@ pub mod code_intel;
 mod error;
 mod fork;
 mod handlers;
+pub mod merge;
 pub mod nodes;
 mod retrieval;
 pub mod service;

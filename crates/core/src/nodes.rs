@@ -24,7 +24,9 @@ use tokio_util::sync::CancellationToken;
 use trellis_graph::NodeError;
 use trellis_protocol::{NodeId, RunId, SessionEvent, SessionId};
 use trellis_tools::git::Git;
-use trellis_tools::worktree::nodes::{MergeOutcome, NodeWorktree, NodeWorktrees, PruneReport};
+use trellis_tools::worktree::nodes::{
+    MergeOutcome, MergeRecord, NodeWorktree, NodeWorktrees, PendingMerge, PruneReport,
+};
 use trellis_tools::{ToolEnv, Workspace};
 
 use crate::{RunContext, Runtime};
@@ -62,6 +64,13 @@ pub enum Landed {
         files: Vec<String>,
         /// What conflicts.
         conflict: Conflict,
+    },
+    /// Committed on the node's branch only: a merge node of its own merges it later.
+    Committed {
+        /// The node's new commit, if it changed anything.
+        commit: Option<String>,
+        /// The files that commit changed.
+        files: Vec<String>,
     },
     /// The activation was pruned or cancelled before its work was committed.
     Cancelled,
@@ -146,12 +155,14 @@ impl NodeSpaces {
         Ok(wt)
     }
 
-    /// Commits the node's work (`summary` in the message) and merges its branch into the
-    /// run branch; nothing when `cancel` fired (the node is pruned or the run cancelled).
+    /// Commits the node's work (`summary` in the message) and, when `merge`, merges its
+    /// branch into the run branch; nothing when `cancel` fired (the node is pruned or the
+    /// run cancelled).
     pub fn land(
         &self,
         wt: &NodeWorktree,
         summary: &str,
+        merge: bool,
         cancel: &CancellationToken,
     ) -> Result<Landed, String> {
         let _one = self.guard();
@@ -168,6 +179,9 @@ impl NodeSpaces {
                 .collect(),
             None => Vec::new(),
         };
+        if !merge {
+            return Ok(Landed::Committed { commit, files });
+        }
         match self
             .nodes
             .merge(&wt.node, &self.run_branch, STAGE_MERGE)
@@ -192,6 +206,53 @@ impl NodeSpaces {
                 })
             }
         }
+    }
+
+    /// Merges `node`'s branch into the run branch, recording `strategy`; `None` when the
+    /// node has no worktree (it never edited). A conflict is left in a merge worktree
+    /// ([`MergeOutcome::Conflict`]) for [`Self::complete_merge`] or [`Self::abort_merge`].
+    pub fn merge_node(&self, node: &str, strategy: &str) -> Result<Option<MergeOutcome>, String> {
+        let _one = self.guard();
+        if self.nodes.get(node).map_err(text)?.is_none() {
+            return Ok(None);
+        }
+        // A merge left waiting by an earlier activation (a crash, a person asked) is
+        // started again from the run branch's current tip.
+        self.nodes.abort_merge(node).map_err(text)?;
+        self.nodes
+            .merge(node, &self.run_branch, strategy)
+            .map(Some)
+            .map_err(text)
+    }
+
+    /// The merge of `node` waiting for its conflicts to be resolved, if any.
+    pub fn pending_merge(&self, node: &str) -> Result<Option<PendingMerge>, String> {
+        self.nodes.pending(node).map_err(text)
+    }
+
+    /// Commits the resolved merge of `node` (`resolution` says how) onto the run branch.
+    pub fn complete_merge(&self, node: &str, resolution: &str) -> Result<MergeRecord, String> {
+        let _one = self.guard();
+        self.nodes.complete_merge(node, resolution).map_err(text)
+    }
+
+    /// Drops the merge of `node` waiting for a resolution.
+    pub fn abort_merge(&self, node: &str) -> Result<bool, String> {
+        let _one = self.guard();
+        self.nodes.abort_merge(node).map_err(text)
+    }
+
+    /// `node`'s worktree and the diff of its branch against the run branch (what it changed
+    /// since it left it), if it has a worktree.
+    pub fn work_of(&self, node: &str) -> Result<Option<(std::path::PathBuf, String)>, String> {
+        let Some(wt) = self.nodes.get(node).map_err(text)? else {
+            return Ok(None);
+        };
+        let range = format!("{}...{}", self.run_branch, wt.branch);
+        let diff = Git::new(self.nodes.repo())
+            .text(&["diff", "--no-color", "--no-ext-diff", &range])
+            .map_err(text)?;
+        Ok(Some((wt.path, diff)))
     }
 
     /// The run branch's tip.
@@ -309,16 +370,18 @@ impl RunContext {
             .map_err(|e| NodeError::new(format!("cannot create the agent's worktree: {e}")))
     }
 
-    /// Commits an editing activation's work and merges it into the run branch.
+    /// Commits an editing activation's work and (when `merge`) merges it into the run
+    /// branch.
     pub(crate) async fn land(
         &self,
         wt: &NodeWorktree,
         summary: &str,
+        merge: bool,
         cancel: &CancellationToken,
     ) -> Result<Landed, NodeError> {
         let nodes = self.nodes.clone();
         let (wt, summary, cancel) = (wt.clone(), summary.to_owned(), cancel.clone());
-        tokio::task::spawn_blocking(move || nodes.land(&wt, &summary, &cancel))
+        tokio::task::spawn_blocking(move || nodes.land(&wt, &summary, merge, &cancel))
             .await
             .map_err(|e| NodeError::new(e.to_string()))?
             .map_err(NodeError::new)

@@ -17,7 +17,7 @@ use crate::stage_tools::{
     Verdict,
 };
 use crate::testcmd;
-use trellis_workflow::artifacts::ArtifactError;
+use trellis_workflow::artifacts::{ArtifactError, ArtifactKind};
 
 /// How often a gate sends its producer back for an artifact it never submitted.
 pub const MISSING_ARTIFACT_ROUNDS: u32 = 3;
@@ -202,9 +202,27 @@ impl RunContext {
             });
         }
         let node = ctx.node.to_string();
+        // The work of a fan-out's item (`<stage>/<key>`): the reviewer reads that node's
+        // worktree and is shown its diff against the run branch.
+        let mut ctx = ctx;
+        let workdir = if reviews.contains('/') {
+            let (nodes, of) = (self.nodes.clone(), reviews.clone());
+            let seen = tokio::task::spawn_blocking(move || nodes.work_of(&of))
+                .await
+                .map_err(node_error)?
+                .map_err(NodeError::new)?;
+            seen.map(|(path, diff)| {
+                if let Value::Object(m) = &mut ctx.input {
+                    m.insert("work_diff".into(), json!(diff));
+                }
+                path
+            })
+        } else {
+            None
+        };
         let (out, sink) = self
             .clone()
-            .run_stage_agent(stage.clone(), agent, ctx)
+            .run_stage_agent(stage.clone(), agent, ctx, workdir)
             .await?;
         if out.is_interrupt() {
             return Ok(out);
@@ -429,6 +447,7 @@ impl RunContext {
         stage: StageContext,
         agent: AgentSpec,
         ctx: NodeContext,
+        workdir: Option<std::path::PathBuf>,
     ) -> Result<(NodeOutput, Option<Arc<StoreSink>>), NodeError> {
         let role = StageRole::parse(&agent.agent);
         let node = ctx.node.clone();
@@ -448,7 +467,7 @@ impl RunContext {
         };
         let out = self
             .clone()
-            .agent_activation(stage.clone(), agent, ctx, registry)
+            .agent_activation(stage.clone(), agent, ctx, registry, workdir)
             .await?;
         let (Some(kind), Some(sink)) = (&stage.produces, &sink) else {
             return Ok((out, sink));
@@ -456,51 +475,103 @@ impl RunContext {
         if out.is_failure() || out.is_interrupt() || kind == REVIEW_KIND {
             return Ok((out, Some(sink.clone())));
         }
-        let submitted = sink
-            .signals()
-            .iter()
-            .any(|s| matches!(s, StageSignal::Submitted(a) if a.kind == *kind))
-            || self.latest_artifact(kind)?.is_some_and(|a| {
-                a.node.as_ref() == Some(&node)
-                    && matches!(
-                        a.status,
-                        ArtifactStatus::AwaitingApproval | ArtifactStatus::Draft
-                    )
-            });
-        if submitted {
-            return Ok((out, Some(sink.clone())));
-        }
+        let kinds: Vec<&String> = std::iter::once(kind).chain(&stage.also_produces).collect();
         let mut result = out.recorded().clone();
         let answer = result
             .get("output")
             .and_then(Value::as_str)
             .unwrap_or_default()
             .to_owned();
-        let caller = Caller {
-            run: Some(self.run.clone()),
-            node: Some(node),
+        // An answer holding several artifacts has a `# <Title>` section per artifact.
+        let sections = if kinds.len() > 1 {
+            let parsed: Vec<ArtifactKind> = kinds.iter().filter_map(|k| k.parse().ok()).collect();
+            trellis_workflow::artifacts::split_sections(&answer, &parsed)
+        } else {
+            Vec::new()
         };
-        let note = match trellis_workflow::artifacts::validate(kind, &answer) {
-            Ok(valid) => {
-                let sink = sink.clone();
-                let stored = tokio::task::spawn_blocking(move || sink.submit(&caller, &valid))
-                    .await
-                    .map_err(node_error)?;
-                match stored {
-                    Ok(a) => ("artifact", json!(a)),
-                    Err(e) => ("artifact_error", json!(e.to_string())),
-                }
+        let mut stored = Vec::new();
+        let mut errors = Vec::new();
+        for kind in kinds {
+            let submitted = sink
+                .signals()
+                .iter()
+                .any(|s| matches!(s, StageSignal::Submitted(a) if a.kind == *kind))
+                || self.latest_artifact(kind)?.is_some_and(|a| {
+                    a.node.as_ref() == Some(&node)
+                        && matches!(
+                            a.status,
+                            ArtifactStatus::AwaitingApproval | ArtifactStatus::Draft
+                        )
+                });
+            if submitted {
+                continue;
             }
-            Err(e) => (
-                "artifact_error",
-                json!(format!(
+            let text = if sections.is_empty() {
+                Some(answer.clone())
+            } else {
+                sections
+                    .iter()
+                    .find(|(k, _)| k.as_str() == kind.as_str())
+                    .map(|(_, t)| t.clone())
+            };
+            let Some(text) = text else {
+                let title = kind
+                    .parse::<ArtifactKind>()
+                    .map_or(kind.as_str(), |k| k.title());
+                errors.push(format!(
+                    "The stage must submit `{kind}` and did not; its final answer has no \
+                     `# {title}` section holding it."
+                ));
+                continue;
+            };
+            let caller = Caller {
+                run: Some(self.run.clone()),
+                node: Some(node.clone()),
+            };
+            match trellis_workflow::artifacts::validate(kind, &text) {
+                Ok(valid) => {
+                    let sink = sink.clone();
+                    let submitted =
+                        tokio::task::spawn_blocking(move || sink.submit(&caller, &valid))
+                            .await
+                            .map_err(node_error)?;
+                    match submitted {
+                        Ok(a) => stored.push(json!(a)),
+                        Err(e) => errors.push(e.to_string()),
+                    }
+                }
+                Err(e) => errors.push(format!(
                     "The stage must submit a `{kind}` and did not; its final answer is not \
                      one either: {e}"
                 )),
-            ),
-        };
+            }
+        }
         if let Value::Object(m) = &mut result {
-            m.insert(note.0.into(), note.1);
+            match stored.len() {
+                0 => {}
+                1 => {
+                    m.insert("artifact".into(), stored.remove(0));
+                }
+                _ => {
+                    m.insert("artifacts".into(), json!(stored));
+                }
+            }
+            if !errors.is_empty() {
+                m.insert("artifact_error".into(), json!(errors.join("\n")));
+            }
+        }
+        // A collector's artifacts are checked here (no gate follows to send them back): an
+        // invalid one fails the activation with the errors as its feedback.
+        if matches!(stage.kind, Kind::Collector { .. }) && !errors.is_empty() {
+            let feedback = errors.join("\n");
+            if let Value::Object(m) = &mut result {
+                m.insert("feedback".into(), json!(feedback));
+                m.insert("failure".into(), json!(true));
+            }
+            return Ok((
+                NodeOutput::failure(clip(&feedback, 400)).result(result),
+                Some(sink.clone()),
+            ));
         }
         Ok((out.result(result), Some(sink.clone())))
     }

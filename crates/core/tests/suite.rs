@@ -8,3 +8,4 @@ mod service;
 mod service_bench;
 mod stage_tools;
 mod staged;
+mod three_phase;

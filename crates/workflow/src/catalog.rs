@@ -12,7 +12,7 @@ use crate::schema::Workflow;
 use crate::validate::{ConfigCheck, load_str};
 
 /// The built-in workflows (`workflows/` at the top of the repository), file name and text.
-pub const BUILTINS: [(&str, &str); 3] = [
+pub const BUILTINS: [(&str, &str); 4] = [
     (
         "feature_with_iterative_testing.yaml",
         include_str!("../../../workflows/feature_with_iterative_testing.yaml"),
@@ -24,6 +24,10 @@ pub const BUILTINS: [(&str, &str); 3] = [
     (
         "staged_review.yaml",
         include_str!("../../../workflows/staged_review.yaml"),
+    ),
+    (
+        "three_phase.yaml",
+        include_str!("../../../workflows/three_phase.yaml"),
     ),
 ];
 

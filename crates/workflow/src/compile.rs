@@ -31,6 +31,9 @@ use trellis_graph::{
 use trellis_protocol::{NodeId, TerminalKind};
 
 use crate::error::Result;
+use crate::fanout::{
+    self, Pipeline, fan_out_node, merge_node, review_node, work_node, work_template,
+};
 use crate::plan::{Kind, Plan, StageContext};
 use crate::schema::AgentSpec;
 
@@ -96,6 +99,12 @@ pub trait StageHandlers: Send + Sync {
     fn merge(&self, stage: &StageContext, _agent: Option<&AgentSpec>) -> Arc<dyn NodeHandler> {
         unsupported(stage)
     }
+    /// The item source of a `fan_out` stage with `items_from: <artifact>`: its result's
+    /// `items` are the entries of the artifact's latest version (the tickets of `tickets.md`,
+    /// each `{id, title, description, depends_on, acceptance_criteria, files}`).
+    fn items(&self, stage: &StageContext, _artifact: &str) -> Arc<dyn NodeHandler> {
+        unsupported(stage)
+    }
     /// The handler of a `deterministic` stage.
     fn deterministic(&self, stage: &StageContext) -> Arc<dyn NodeHandler> {
         unsupported(stage)
@@ -117,7 +126,7 @@ fn unsupported(stage: &StageContext) -> Arc<dyn NodeHandler> {
 
 /// A handler's error becomes a failure outcome, so the writes that routing relies on
 /// (`current_stage`, the enrichment counter) still apply.
-async fn call(inner: &Arc<dyn NodeHandler>, ctx: NodeContext) -> NodeOutput {
+pub(crate) async fn call(inner: &Arc<dyn NodeHandler>, ctx: NodeContext) -> NodeOutput {
     match inner.call(ctx).await {
         Ok(out) => out,
         Err(NodeError { message }) => NodeOutput::failure(message),
@@ -144,6 +153,23 @@ fn stage_node(
         if let (Some(f), Value::Object(m)) = (&feedback, &mut ctx.input) {
             m.insert("feedback".into(), f.clone());
         }
+        // A collector's agent is shown the work of the nodes it collects.
+        if let (Some((children, _)), Value::Object(m)) = (&ctx.children, &mut ctx.input) {
+            let shown: Vec<Value> = children
+                .iter()
+                .filter(|c| c.state != trellis_protocol::NodeState::Pruned)
+                .map(|c| {
+                    let output = c
+                        .result
+                        .get("output")
+                        .or_else(|| c.result.get("reason"))
+                        .cloned()
+                        .unwrap_or(Value::Null);
+                    json!({ "key": c.key, "state": c.state, "output": output })
+                })
+                .collect();
+            m.insert("children".into(), Value::Array(shown));
+        }
         async move {
             let attempt = ctx.attempt;
             let mut out = call(&inner, ctx).await;
@@ -163,98 +189,6 @@ fn stage_node(
                 json!({ stage: { "failure": failure, "attempt": attempt, "output": output } }),
             ))
         }
-    }
-}
-
-/// The template of a fan-out's work nodes.
-pub fn work_template(stage: &str) -> String {
-    format!("{stage}:item")
-}
-
-/// A fan-out's node: runs the orchestrator, then spawns one work node per item of its
-/// result's `items` (keyed by the item's `id`, else its position).
-fn fan_out_node(stage: String, max_items: u32, inner: impl NodeHandler) -> impl NodeHandler {
-    let inner: Arc<dyn NodeHandler> = Arc::new(inner);
-    move |ctx: NodeContext| {
-        let (stage, inner) = (stage.clone(), inner.clone());
-        async move {
-            let out = inner.call(ctx).await?;
-            if out.is_failure() {
-                return Ok(out);
-            }
-            let items = match out
-                .recorded()
-                .pointer("/output/items")
-                .or_else(|| out.recorded().get("items"))
-            {
-                Some(Value::Array(items)) => items.clone(),
-                _ => {
-                    return Ok(NodeOutput::failure(format!(
-                        "fan-out `{stage}`: the orchestrator's result has no `items` list"
-                    )));
-                }
-            };
-            if items.len() > max_items as usize {
-                return Ok(NodeOutput::failure(format!(
-                    "fan-out `{stage}`: the orchestrator made {} items; max_items is {max_items}",
-                    items.len()
-                )));
-            }
-            let template = work_template(&stage);
-            let mut out = out;
-            let mut keys = std::collections::BTreeSet::new();
-            for (i, item) in items.into_iter().enumerate() {
-                let mut key = item_key(&item, i);
-                if !keys.insert(key.clone()) {
-                    key = format!("{key}_{}", i + 1);
-                    keys.insert(key.clone());
-                }
-                out = out.spawn(key, template.clone(), item);
-            }
-            Ok(out)
-        }
-    }
-}
-
-/// A work node's key: the item's `id` (or `key`), made safe for node ids, else `item_<n>`.
-fn item_key(item: &Value, index: usize) -> String {
-    let raw = item
-        .get("id")
-        .or_else(|| item.get("key"))
-        .and_then(|v| match v {
-            Value::String(s) => Some(s.clone()),
-            Value::Number(n) => Some(n.to_string()),
-            _ => None,
-        })
-        .unwrap_or_default();
-    let key: String = raw
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .take(48)
-        .collect();
-    if key.is_empty() {
-        format!("item_{}", index + 1)
-    } else {
-        key
-    }
-}
-
-/// A fan-out's work node: the template stage's context with the item.
-fn work_node(input: Value, inner: Arc<dyn NodeHandler>) -> impl NodeHandler {
-    move |mut ctx: NodeContext| {
-        let inner = inner.clone();
-        let mut full = input.clone();
-        if let Value::Object(m) = &mut full {
-            m.insert("item".into(), std::mem::take(&mut ctx.input));
-        }
-        ctx.input = full;
-        async move { Ok(call(&inner, ctx).await) }
     }
 }
 
@@ -395,32 +329,53 @@ pub fn compile(plan: &Plan, handlers: &dyn StageHandlers) -> Result<Graph> {
                     Kind::FanOut {
                         template,
                         max_items,
+                        items_from,
+                        review,
+                        merge,
                     } => {
                         let input = serde_json::to_value(ctx).unwrap_or(Value::Null);
-                        let orchestrator = match agent {
-                            Some(a) => handlers.fan_out(ctx, a),
-                            None => unsupported(ctx),
+                        let source = match (items_from, agent) {
+                            (Some(artifact), _) => handlers.items(ctx, artifact),
+                            (None, Some(a)) => handlers.fan_out(ctx, a),
+                            (None, None) => unsupported(ctx),
                         };
-                        let h = stage_node(stage.clone(), input, orchestrator, None);
+                        let h = stage_node(stage.clone(), input, source, None);
+                        let pipeline = Pipeline {
+                            review: review.is_some(),
+                            merge: merge.is_some(),
+                        };
+                        let node = fan_out_node(stage.clone(), *max_items, pipeline, h);
                         b = match max {
-                            Some(n) => b.node_with(
-                                stage.as_str(),
-                                fan_out_node(stage.clone(), *max_items, h),
-                                |o| o.max_attempts(n, "ABORT"),
-                            ),
-                            None => {
-                                b.node(stage.as_str(), fan_out_node(stage.clone(), *max_items, h))
+                            Some(n) => {
+                                b.node_with(stage.as_str(), node, |o| o.max_attempts(n, "ABORT"))
                             }
+                            None => b.node(stage.as_str(), node),
                         };
-                        let mut work = ctx.clone();
-                        work.kind = Kind::Agent;
-                        work.agents = vec![template.clone()];
-                        work.tools = template.mcp_tools.clone();
-                        let work_input = serde_json::to_value(&work).unwrap_or(Value::Null);
+                        let (work, review_ctx, merge_ctx) =
+                            fanout::contexts(ctx, template, review.as_ref(), merge.as_ref());
+                        let json =
+                            |c: &StageContext| serde_json::to_value(c).unwrap_or(Value::Null);
                         b = b.template(
                             work_template(&stage),
-                            work_node(work_input, handlers.agent(&work, template)),
+                            work_node(
+                                json(&work),
+                                handlers.agent(&work, template),
+                                review.is_some(),
+                            ),
                         );
+                        if let (Some(c), Some(a)) = (&review_ctx, review) {
+                            let max_work = max.unwrap_or(fanout::DEFAULT_WORK_ATTEMPTS);
+                            b = b.template(
+                                fanout::review_template(&stage),
+                                review_node(json(c), handlers.review(c, a), max_work),
+                            );
+                        }
+                        if let (Some(c), Some(a)) = (&merge_ctx, merge) {
+                            b = b.template(
+                                fanout::merge_template(&stage),
+                                merge_node(json(c), handlers.merge(c, Some(a))),
+                            );
+                        }
                         // The work continues at the collector; a failed orchestrator follows
                         // the failure route.
                         let failure = route.next_on_failure.clone();
@@ -439,8 +394,11 @@ pub fn compile(plan: &Plan, handlers: &dyn StageHandlers) -> Result<Graph> {
                     }
                     Kind::Collector { collects } => {
                         let input = serde_json::to_value(ctx).unwrap_or(Value::Null);
+                        // A collector that produces artifacts gets its own validation
+                        // errors back as feedback when it runs again.
+                        let back = ctx.produces.as_ref().map(|_| stage.clone());
                         let h = handlers.collector(ctx, agent).map(|h| {
-                            Arc::new(stage_node(stage.clone(), input, h, None))
+                            Arc::new(stage_node(stage.clone(), input, h, back))
                                 as Arc<dyn NodeHandler>
                         });
                         b = b.collector(

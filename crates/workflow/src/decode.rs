@@ -43,6 +43,9 @@ const STAGE: &[&str] = &[
     "reviews",
     "template",
     "max_items",
+    "items_from",
+    "review",
+    "merge",
     "collects",
     "merges",
     "function",
@@ -53,7 +56,10 @@ const KIND_KEYS: &[(&str, &[&str])] = &[
     ("agent", &[]),
     ("gate", &["artifact", "producer"]),
     ("review", &["reviews"]),
-    ("fan_out", &["template", "max_items"]),
+    (
+        "fan_out",
+        &["template", "max_items", "items_from", "review", "merge"],
+    ),
     ("collector", &["collects"]),
     ("merge", &["merges"]),
     ("deterministic", &["function", "args"]),
@@ -345,7 +351,9 @@ impl<'a> Decoder<'a> {
         };
         let (kind, kind_name) = self.kind(&m, node.pos, &what);
         // Decided by the kind as written, so a kind missing a key reports only that.
-        let needs_agents = matches!(kind_name.as_str(), "agent" | "review" | "fan_out");
+        // A fan-out whose items come from an artifact (`items_from`) has no orchestrator.
+        let needs_agents = matches!(kind_name.as_str(), "agent" | "review")
+            || (kind_name == "fan_out" && m.get("items_from").is_none());
         let takes_agents = !matches!(kind_name.as_str(), "gate" | "deterministic");
         if !takes_agents && let Some(at) = m.key_pos("parallel_agents") {
             self.problem(
@@ -391,15 +399,33 @@ impl<'a> Decoder<'a> {
             .unwrap_or(Target::Done);
         let routing_at = m.key_pos("routing").unwrap_or(node.pos);
         let routing = self.routing(m.get("routing"), routing_at, next);
-        let produces = m.get("produces").and_then(|n| {
-            let value = self.string(n, "produces")?;
-            Some(Spanned { value, pos: n.pos })
-        });
+        // `produces: kind` or `produces: [kind, …]` (the first is the stage's main artifact).
+        let mut produced: Vec<Spanned<String>> = match m.get("produces") {
+            Some(Node {
+                value: Yaml::Seq(items),
+                ..
+            }) => items
+                .iter()
+                .filter_map(|n| {
+                    let value = self.string(n, "an item of produces")?;
+                    Some(Spanned { value, pos: n.pos })
+                })
+                .collect(),
+            Some(n) => self
+                .string(n, "produces")
+                .map(|value| Spanned { value, pos: n.pos })
+                .into_iter()
+                .collect(),
+            None => Vec::new(),
+        };
+        let produces = (!produced.is_empty()).then(|| produced.remove(0));
+        let also_produces = produced;
         Some(Stage {
             description: self.opt_string(&m, "description", &what),
             stage_type: self.opt_string(&m, "type", &what),
             kind,
             produces,
+            also_produces,
             required,
             parallel_agents,
             failure_aggregation,
@@ -483,6 +509,12 @@ impl<'a> Decoder<'a> {
                 let template = self
                     .required(m, stage, "template", what)
                     .and_then(|n| self.agent(n));
+                let items_from = m.get("items_from").and_then(|n| {
+                    let value = self.string(n, "items_from")?;
+                    Some(Spanned { value, pos: n.pos })
+                });
+                let review = m.get("review").and_then(|n| self.agent(n));
+                let merge = m.get("merge").and_then(|n| self.agent(n));
                 let max_items = match m.get("max_items") {
                     None => DEFAULT_MAX_ITEMS,
                     Some(n) => match n.value {
@@ -504,6 +536,9 @@ impl<'a> Decoder<'a> {
                     Some(template) => StageKind::FanOut {
                         template,
                         max_items,
+                        items_from,
+                        review,
+                        merge,
                     },
                     None => StageKind::Agent,
                 }

@@ -32,7 +32,8 @@ pub(crate) fn resolve(d: &mut Decoder<'_>, w: &mut Workflow) {
         .join(", ");
     for i in 0..w.stages.len() {
         let name = w.stages[i].name.value.clone();
-        if let Some(p) = &w.stages[i].produces {
+        let stage = &w.stages[i];
+        for p in stage.produces.iter().chain(&stage.also_produces) {
             check_artifact(d, &p.value, p.pos, "produces");
         }
         // A reference to another stage: it must exist (and not be the stage itself).
@@ -69,10 +70,8 @@ pub(crate) fn resolve(d: &mut Decoder<'_>, w: &mut Workflow) {
                             .stages
                             .iter()
                             .find(|s| s.stage_id.value == p.value)
-                            .map(|s| s.produces.as_ref().map(|x| x.value.as_str()));
-                        if let Some(produces) = produces
-                            && produces != Some(artifact.value.as_str())
-                        {
+                            .map(|s| s.produces_kinds().any(|x| x == artifact.value));
+                        if produces == Some(false) {
                             d.problem(
                                 p.pos,
                                 format!(
@@ -131,7 +130,21 @@ pub(crate) fn resolve(d: &mut Decoder<'_>, w: &mut Workflow) {
                     );
                 }
             }
-            StageKind::FanOut { .. } => {
+            StageKind::FanOut { items_from, .. } => {
+                if let Some(from) = &items_from {
+                    check_items_from(d, w, i, from);
+                    if !w.stages[i].parallel_agents.is_empty() {
+                        d.problem(
+                            from.pos,
+                            format!(
+                                "fan-out `{name}` takes its items from `{}`, so it runs no \
+                                 orchestrator agent",
+                                from.value
+                            ),
+                            Some("remove `parallel_agents`, or `items_from`".into()),
+                        );
+                    }
+                }
                 let collectors = w
                     .stages
                     .iter()
@@ -198,14 +211,44 @@ pub(crate) fn resolve(d: &mut Decoder<'_>, w: &mut Workflow) {
     }
 }
 
+/// Artifacts whose entries can be a fan-out's items (`items_from`).
+pub const ITEM_ARTIFACTS: [&str; 1] = ["tickets"];
+
+/// `items_from` must name an itemisable artifact that an earlier stage produces.
+fn check_items_from(d: &mut Decoder<'_>, w: &Workflow, i: usize, from: &Spanned<String>) {
+    let name = &w.stages[i].name.value;
+    if !ITEM_ARTIFACTS.contains(&from.value.as_str()) {
+        d.problem(
+            from.pos,
+            format!(
+                "fan-out `{name}`: items_from `{}` is not an artifact with items",
+                from.value
+            ),
+            Some(format!("use one of {}", ITEM_ARTIFACTS.join(", "))),
+        );
+        return;
+    }
+    let produced = w.stages[..i]
+        .iter()
+        .any(|s| s.produces_kinds().any(|p| p == from.value));
+    if !produced {
+        d.problem(
+            from.pos,
+            format!(
+                "fan-out `{name}` takes its items from `{}`, which no earlier stage produces",
+                from.value
+            ),
+            Some(format!(
+                "add `produces: {}` to the stage before it that writes it",
+                from.value
+            )),
+        );
+    }
+}
+
 /// The nearest earlier stage (else any stage) that produces `artifact`.
 fn default_producer(w: &Workflow, gate: usize, artifact: &str) -> Option<Spanned<StageId>> {
-    let produces = |i: &usize| {
-        w.stages[*i]
-            .produces
-            .as_ref()
-            .is_some_and(|p| p.value == artifact)
-    };
+    let produces = |i: &usize| w.stages[*i].produces_kinds().any(|p| p == artifact);
     let i = (0..gate)
         .rev()
         .find(produces)

@@ -11,6 +11,7 @@ mod catalog;
 mod compile;
 mod decode;
 mod error;
+mod fanout;
 mod kinds;
 mod plan;
 mod schema;
@@ -20,9 +21,13 @@ pub mod yaml;
 pub use catalog::{BUILTINS, Catalog, Entry, Source, builtin_label, load_file, yaml_files};
 pub use compile::{
     ADAPTIVE_RETRIEVAL, MAX_ENRICHMENTS, StageHandlers, UPFRONT_RETRIEVAL, collector_id, compile,
-    enrichment_counter, work_template,
+    enrichment_counter,
 };
 pub use error::{Error, Problem, Problems, Result};
+pub use fanout::{
+    DEFAULT_WORK_ATTEMPTS, MERGE_SUFFIX, REVIEW_SUFFIX, merge_template, review_template,
+    work_template,
+};
 pub use plan::{Decision, Decisions, Kind, Plan, Planned, Route, Skipped, StageContext, assemble};
 pub use schema::{
     ARTIFACT_KINDS, AgentSpec, Aggregation, DETERMINISTIC_FUNCTIONS, Metadata, Routing,

@@ -70,6 +70,13 @@ pub struct StageContext {
     /// The artifact the stage submits (`produces`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub produces: Option<String>,
+    /// The further artifacts it submits (`produces: [a, b, …]` after the first).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub also_produces: Vec<String>,
+    /// A fan-out's work node whose work reaches the run branch through its own merge node
+    /// (`fan_out.merge`): it commits on its branch and does not merge.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub merge_later: bool,
     /// Set at run time: what a person or a reviewer asked to change (a gate's request for
     /// changes, a review's NEEDS_REVISION).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -104,6 +111,15 @@ pub enum Kind {
         template: AgentSpec,
         /// The most work nodes per activation.
         max_items: u32,
+        /// The items are the entries of this artifact (no orchestrator agent).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        items_from: Option<String>,
+        /// Each item's work is reviewed by this agent in a node of its own.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        review: Option<AgentSpec>,
+        /// Each item's work is merged by a node of its own; this agent resolves conflicts.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        merge: Option<AgentSpec>,
     },
     /// Collects the work nodes of `collects`.
     Collector {
@@ -353,6 +369,8 @@ pub fn assemble(workflow: &Workflow, decisions: &Decisions, task: &str) -> Resul
                 token_budget: budgets.and_then(|b| b.get(&name)).and_then(Value::as_u64),
                 kind,
                 produces: s.produces.as_ref().map(|p| p.value.clone()),
+                also_produces: s.also_produces.iter().map(|p| p.value.clone()).collect(),
+                merge_later: false,
                 feedback: None,
                 item: None,
                 stage_name: name,
@@ -399,9 +417,15 @@ fn plan_kind(kind: &StageKind, node: &dyn Fn(&Target) -> String) -> Kind {
         StageKind::FanOut {
             template,
             max_items,
+            items_from,
+            review,
+            merge,
         } => Kind::FanOut {
             template: template.clone(),
             max_items: *max_items,
+            items_from: items_from.as_ref().map(|f| f.value.clone()),
+            review: review.clone(),
+            merge: merge.clone(),
         },
         StageKind::Collector { collects } => Kind::Collector {
             collects: stage(&collects.value),

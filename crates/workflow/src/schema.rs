@@ -160,6 +160,9 @@ pub struct Stage {
     /// `produces`: the artifact the stage submits (validated; a gate can await it).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub produces: Option<Spanned<String>>,
+    /// The further artifacts of a `produces: [a, b, …]` list.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub also_produces: Vec<Spanned<String>>,
     /// Required stages always run; optional ones run when the orchestrator includes them.
     pub required: bool,
     /// The agents run in parallel in this stage (at least one for agent, review and fan-out
@@ -181,6 +184,16 @@ pub struct Stage {
     /// Where the stage starts in the file.
     #[serde(skip)]
     pub pos: Pos,
+}
+
+impl Stage {
+    /// Every artifact kind the stage produces (`produces`, as one or a list).
+    pub fn produces_kinds(&self) -> impl Iterator<Item = &str> {
+        self.produces
+            .iter()
+            .chain(&self.also_produces)
+            .map(|p| p.value.as_str())
+    }
 }
 
 /// `kind`: what a stage's node does. References to other stages are stage ids as written.
@@ -211,6 +224,14 @@ pub enum StageKind {
         template: AgentSpec,
         /// `max_items`: the most work nodes one activation may create.
         max_items: u32,
+        /// `items_from`: the items are the entries of this artifact's latest version (the
+        /// `tickets` of `tickets.md`) instead of an orchestrator agent's result.
+        items_from: Option<Spanned<String>>,
+        /// `review`: each item's work is then reviewed by this agent (its own node).
+        review: Option<AgentSpec>,
+        /// `merge`: each item's work reaches the run branch only through a merge node of its
+        /// own after the work (and its review); this agent resolves conflicts.
+        merge: Option<AgentSpec>,
     },
     /// Runs once every non-pruned work node of `collects` is final, applying the stage's
     /// `parallel_config.failure_aggregation`; its agent (if any) merges their results.

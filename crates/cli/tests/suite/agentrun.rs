@@ -88,7 +88,8 @@ fn run_goes_through_an_openai_compatible_endpoint() {
         json!([
             "architecture_discussion",
             "feature_with_iterative_testing",
-            "staged_review"
+            "staged_review",
+            "three_phase"
         ])
     );
     // The agent's request offers its tools and carries the retrieved ADR as context.
@@ -270,6 +271,35 @@ fn embedded_model_runs_staged_review_to_an_end() {
     .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("scoping#1"), "{text}");
+    assert!(
+        text.contains("succeeded at DONE") || text.contains("at ABORT"),
+        "no end state:\n{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Seed 004's `three_phase` with the embedded default model (`--yes`): discovery, planning
+/// and the tickets' pipelines run to an end state — DONE, or ABORT when the 135M model's
+/// answers give no usable items or no valid tickets.md after its collector's three attempts.
+/// The output's quality is not asserted. Runs alone (`.config/nextest.toml`).
+#[test]
+fn embedded_model_runs_three_phase_to_an_end() {
+    let ws = example("[index.embedding]\nbackend = \"none\"\n");
+    let out = args(
+        isolated(ws.path()),
+        &[
+            "run",
+            "Fix the stock bookkeeping of commit",
+            "--workflow",
+            "three_phase",
+            "--yes",
+            "--no-review",
+        ],
+    )
+    .output()
+    .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("discovery#1"), "{text}");
     assert!(
         text.contains("succeeded at DONE") || text.contains("at ABORT"),
         "no end state:\n{text}\n{}",

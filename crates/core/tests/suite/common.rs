@@ -2,6 +2,10 @@ use std::path::{Path, PathBuf};
 
 use std::sync::Arc;
 
+use trellis_protocol::RunId;
+use trellis_tools::git::Git;
+use trellis_tools::worktree::nodes::NODE_BRANCH_PREFIX;
+
 use serde_json::{Value, json};
 use trellis_core::{InputMode, RunOptions, Runtime};
 use trellis_store::{Store, StoreOptions};
@@ -72,4 +76,38 @@ pub fn activations(store: &Store, run: &trellis_protocol::RunId) -> Vec<String> 
 
 pub fn path_of(ws: &TempWorkspace) -> PathBuf {
     ws.path().canonicalize().unwrap()
+}
+
+/// The repository's node branches.
+pub fn node_branches(repo: &Path) -> Vec<String> {
+    Git::new(repo)
+        .text(&[
+            "for-each-ref",
+            "--format=%(refname:strip=2)",
+            &format!("refs/heads/{}", NODE_BRANCH_PREFIX.trim_end_matches('/')),
+        ])
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The node worktree directories of `run` left on disk.
+pub fn node_dirs(repo: &Path, run: &RunId) -> Vec<String> {
+    let dir = repo.join(".trellis/nodes").join(run.as_str()).join("work");
+    match std::fs::read_dir(&dir) {
+        Ok(entries) => entries
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
+/// `path` on the run branch, if it is there.
+pub fn on_run_branch(repo: &Path, run: &RunId, path: &str) -> Option<String> {
+    Git::new(repo)
+        .try_run(&["show", &format!("trellis/run-{run}:{path}")])
+        .unwrap()
+        .ok()
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
 }

@@ -56,7 +56,8 @@ async fn orchestrator_answer_decides_and_discussion_skips_ast_work() {
         json!([
             "architecture_discussion",
             "feature_with_iterative_testing",
-            "staged_review"
+            "staged_review",
+            "three_phase"
         ])
     );
 

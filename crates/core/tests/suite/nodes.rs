@@ -125,40 +125,6 @@ fn agents(o: &trellis_graph::RunOutcome) -> Vec<(String, Option<NodeState>, Valu
         .collect()
 }
 
-/// The repository's node branches.
-fn node_branches(repo: &Path) -> Vec<String> {
-    Git::new(repo)
-        .text(&[
-            "for-each-ref",
-            "--format=%(refname:strip=2)",
-            &format!("refs/heads/{}", NODE_BRANCH_PREFIX.trim_end_matches('/')),
-        ])
-        .unwrap()
-        .lines()
-        .map(str::to_owned)
-        .collect()
-}
-
-/// The node worktree directories of `run` left on disk.
-fn node_dirs(repo: &Path, run: &RunId) -> Vec<String> {
-    let dir = repo.join(".trellis/nodes").join(run.as_str()).join("work");
-    match std::fs::read_dir(&dir) {
-        Ok(entries) => entries
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect(),
-        Err(_) => Vec::new(),
-    }
-}
-
-/// `path` on the run branch, if it is there.
-fn on_run_branch(repo: &Path, run: &RunId, path: &str) -> Option<String> {
-    Git::new(repo)
-        .try_run(&["show", &format!("trellis/run-{run}:{path}")])
-        .unwrap()
-        .ok()
-        .map(|b| String::from_utf8_lossy(&b).into_owned())
-}
-
 /// The pair workflow's two agents each writing a note (alpha, beta), started with approvals
 /// granted: the workspace (kept alive), its path, the model, the service, the run and its
 /// worktree.

@@ -103,6 +103,19 @@ impl ArtifactKind {
         format!("{}.v{version}.{}", self.file_stem(), self.extension())
     }
 
+    /// The `# ` title of its section in an answer holding several artifacts.
+    pub fn title(self) -> &'static str {
+        match self {
+            ArtifactKind::ScopeCard => "Scope card",
+            ArtifactKind::ResearchCard => "Research card",
+            ArtifactKind::Plan => "Plan card",
+            ArtifactKind::Discovery => "Discovery",
+            ArtifactKind::PlanMd => "Plan",
+            ArtifactKind::Spec => "Spec",
+            ArtifactKind::Tickets => "Tickets",
+        }
+    }
+
     /// How messages name it: the file name for markdown, `scope card` … for the cards.
     pub fn label(self) -> &'static str {
         match self {
@@ -278,6 +291,41 @@ impl Validated {
     }
 }
 
+/// The sections of an answer that holds several markdown artifacts, each starting with its
+/// kind's `# ` title line ([`ArtifactKind::title`], or its file name: `# plan.md`), outside
+/// code fences; the section runs to the next such title. Kinds without a section are absent.
+pub fn split_sections(answer: &str, kinds: &[ArtifactKind]) -> Vec<(ArtifactKind, String)> {
+    let titled = |line: &str| -> Option<ArtifactKind> {
+        let (level, text) = docs::heading(line)?;
+        (level == 1).then_some(())?;
+        kinds.iter().copied().find(|k| {
+            text.eq_ignore_ascii_case(k.title())
+                || text.eq_ignore_ascii_case(&k.file_name())
+                || text.eq_ignore_ascii_case(k.as_str())
+        })
+    };
+    let mut out: Vec<(ArtifactKind, String)> = Vec::new();
+    let mut fenced = false;
+    for line in answer.lines() {
+        if docs::is_fence(line) {
+            fenced = !fenced;
+        }
+        let start = if fenced { None } else { titled(line) };
+        match start {
+            Some(k) if !out.iter().any(|(seen, _)| *seen == k) => {
+                out.push((k, format!("{line}\n")));
+            }
+            _ => {
+                if let Some((_, text)) = out.last_mut() {
+                    text.push_str(line);
+                    text.push('\n');
+                }
+            }
+        }
+    }
+    out
+}
+
 /// Checks `content` as an artifact of `kind` (a kind name or file name, see
 /// [`ArtifactKind::from_str`]).
 pub fn validate(kind: &str, content: &str) -> Result<Validated, ArtifactError> {
@@ -341,6 +389,28 @@ pub fn validate_json(kind: ArtifactKind, value: &Value) -> Result<Validated, Art
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    #[test]
+    fn an_answer_splits_into_its_artifacts_sections() {
+        let answer = "Intro\n# Plan\nGoals\n```\n# Spec\n```\n# Tickets\n## T1: a\n# Spec\n## R1\n";
+        let kinds = [
+            ArtifactKind::PlanMd,
+            ArtifactKind::Spec,
+            ArtifactKind::Tickets,
+        ];
+        let parts = super::split_sections(answer, &kinds);
+        let names: Vec<ArtifactKind> = parts.iter().map(|(k, _)| *k).collect();
+        assert_eq!(
+            names,
+            [
+                ArtifactKind::PlanMd,
+                ArtifactKind::Tickets,
+                ArtifactKind::Spec
+            ]
+        );
+        assert_eq!(parts[0].1, "# Plan\nGoals\n```\n# Spec\n```\n");
+        assert_eq!(parts[2].1, "# Spec\n## R1\n");
+    }
 
     use super::*;
 

@@ -256,7 +256,8 @@ fn discovery_and_override() {
             "architecture_discussion",
             "feature_with_iterative_testing",
             "mini",
-            "staged_review"
+            "staged_review",
+            "three_phase"
         ]
     );
     let arch = c.get("architecture_discussion").unwrap();
