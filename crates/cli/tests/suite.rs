@@ -10,5 +10,6 @@ mod runs;
 mod serve;
 mod staged;
 mod steering;
+mod three_phase;
 mod workflows;
 mod workspace;

@@ -244,13 +244,27 @@ impl StageHandlers for Scripted {
         })
     }
 
+    fn merge(&self, _stage: &StageContext, _agent: Option<&AgentSpec>) -> Arc<dyn NodeHandler> {
+        let (log, inputs) = (self.log.clone(), self.inputs.clone());
+        Arc::new(move |ctx: NodeContext| {
+            log.lock()
+                .unwrap()
+                .push(format!("{}#{}", ctx.node, ctx.attempt));
+            inputs.lock().unwrap().push(ctx.input.clone());
+            async move { Ok::<_, NodeError>(NodeOutput::success()) }
+        })
+    }
+
     fn review(&self, _stage: &StageContext, _agent: &AgentSpec) -> Arc<dyn NodeHandler> {
         let log = self.log.clone();
         Arc::new(move |ctx: NodeContext| {
             log.lock()
                 .unwrap()
                 .push(format!("{}#{}", ctx.node, ctx.attempt));
-            let out = if ctx.attempt == 1 {
+            // A fan-out's item reviews: only item A is sent back, once.
+            let item = ctx.input.pointer("/item/id").and_then(Value::as_str);
+            let first = ctx.attempt == 1 && item.is_none_or(|i| i == "A");
+            let out = if first {
                 NodeOutput::failure("NEEDS_REVISION")
                     .result(json!({ "verdict": "NEEDS_REVISION", "feedback": "add a test" }))
             } else {
@@ -470,8 +484,8 @@ stages:
     parallel_agents: [{agent: pulsing}]
   - stage_id: 2
     name: land
-    kind: merge
-    merges: 1
+    kind: deterministic
+    function: run_tests
 ";
     let (_, _, _, done) = started(yaml, Scripted::default()).await;
     assert_eq!(done.status, RunStatus::Failed);
@@ -479,8 +493,145 @@ stages:
     assert!(
         land.result
             .to_string()
-            .contains("stage `land`: this runtime cannot run `merge` stages"),
+            .contains("stage `land`: this runtime cannot run `deterministic` stages"),
         "{:?}",
         land.result
     );
+}
+
+#[test]
+fn items_from_and_produces_lists_are_checked() {
+    let ps = problems(&format!(
+        "{HEAD}
+  - stage_id: 1
+    name: plan
+    produces: [plan_md, tickts]
+    parallel_agents: [{{agent: x}}]
+  - stage_id: 2
+    name: work
+    kind: fan_out
+    items_from: plan_md
+    parallel_agents: [{{agent: o}}]
+    template: {{agent: y}}
+  - stage_id: 3
+    name: join
+    kind: collector
+    collects: 2
+  - stage_id: 4
+    name: more
+    kind: fan_out
+    items_from: tickets
+    template: {{agent: y}}
+  - stage_id: 5
+    name: join2
+    kind: collector
+    collects: 4
+"
+    ));
+    // An unknown artifact in a `produces` list, at its item.
+    has(&ps, 6, "produces: unknown artifact `tickts`");
+    // Only tickets have items; and a fan-out with items_from has no orchestrator.
+    has(
+        &ps,
+        11,
+        "items_from `plan_md` is not an artifact with items",
+    );
+    has(&ps, 11, "so it runs no orchestrator agent");
+    // Nobody before stage 4 produces tickets (`tickts` is a typo).
+    has(&ps, 21, "which no earlier stage produces");
+    assert_eq!(ps.len(), 4, "{ps:#?}");
+
+    // Seed 004's built-in is valid: items from the tickets its planning collector produces.
+    let w = load_str("three_phase", BUILTINS[3].1, None).unwrap();
+    let plan = assemble(&w, &Decisions::default(), "t").unwrap();
+    let implementation = plan
+        .planned
+        .iter()
+        .find(|p| p.context.stage_name == "implementation")
+        .unwrap();
+    match &implementation.context.kind {
+        Kind::FanOut {
+            items_from,
+            review,
+            merge,
+            ..
+        } => {
+            assert_eq!(items_from.as_deref(), Some("tickets"));
+            assert_eq!(review.as_ref().unwrap().agent, "review");
+            assert_eq!(merge.as_ref().unwrap().agent, "merger");
+        }
+        other => panic!("{other:?}"),
+    }
+    let collector = plan
+        .planned
+        .iter()
+        .find(|p| p.context.stage_name == "planning_collector")
+        .unwrap();
+    assert_eq!(collector.context.produces.as_deref(), Some("plan_md"));
+    assert_eq!(collector.context.also_produces, ["spec", "tickets"]);
+}
+
+const PIPELINE: &str = "\
+metadata:
+  name: pipe
+scheduling: free
+stages:
+  - stage_id: split
+    name: split
+    kind: fan_out
+    parallel_agents: [{agent: planning}]
+    template: {agent: code_agent}
+    review: {agent: review}
+    merge: {agent: merger}
+  - stage_id: join
+    name: join
+    kind: collector
+    collects: split
+    routing: {next_stage_on_success: DONE}
+";
+
+#[tokio::test]
+async fn each_item_runs_its_own_work_review_merge_pipeline_in_dependency_order() {
+    let script = Scripted {
+        // B is listed first but depends on A: it waits for A's merge.
+        items: json!([
+            { "id": "B", "depends_on": ["A"] },
+            { "id": "A" },
+            { "id": "C", "dependencies": "none" },
+        ]),
+        ..Scripted::default()
+    };
+    let (script, _, _, done) = started(PIPELINE, script).await;
+    assert_eq!(done.status, RunStatus::Succeeded, "{:?}", done.error);
+    let log = script.log.lock().unwrap().clone();
+    let at = |a: &str| {
+        log.iter()
+            .position(|l| l == a)
+            .unwrap_or_else(|| panic!("{a} never ran: {log:?}"))
+    };
+    // A's first review sent it back: A ran again, then its review, then its merge; B only
+    // after A's merge.
+    assert!(at("split/A#1") < at("split/A.review#1"));
+    assert!(at("split/A.review#1") < at("split/A#2"));
+    assert!(at("split/A#2") < at("split/A.review#2"));
+    assert!(at("split/A.review#2") < at("split/A.merge#1"));
+    assert!(at("split/A.merge#1") < at("split/B#1"), "{log:?}");
+    for n in ["split/B.merge#1", "split/C.merge#1"] {
+        at(n);
+    }
+    assert!(!log.contains(&"split/B#2".to_owned()));
+    // The revision carried the review's feedback; the merge node names the work it merges.
+    let inputs = script.inputs.lock().unwrap().clone();
+    let revised = inputs
+        .iter()
+        .filter(|i| i["item"]["id"] == "A" && i.get("feedback").is_some())
+        .count();
+    assert_eq!(revised, 1, "{inputs:#?}");
+    let merge = inputs
+        .iter()
+        .find(|i| i["kind"]["merge"].is_object() && i["item"]["id"] == "C")
+        .unwrap();
+    assert_eq!(merge["kind"]["merge"]["merges"], "split/C");
+    // The work nodes' results are in stage_results under their node ids.
+    assert!(done.state.get_in("stage_results", "split/B").is_some());
 }
