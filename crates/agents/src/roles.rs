@@ -39,7 +39,10 @@ pub const BUILTIN_ROLES: &[(&str, &str)] = &[
         "discovery_orchestrator.yaml",
         include_str!("../roles/discovery_orchestrator.yaml"),
     ),
-    ("discovery.yaml", include_str!("../roles/discovery.yaml")),
+    (
+        "discovery_agent.yaml",
+        include_str!("../roles/discovery_agent.yaml"),
+    ),
     (
         "discovery_collector.yaml",
         include_str!("../roles/discovery_collector.yaml"),
@@ -48,7 +51,10 @@ pub const BUILTIN_ROLES: &[(&str, &str)] = &[
         "planning_orchestrator.yaml",
         include_str!("../roles/planning_orchestrator.yaml"),
     ),
-    ("planner.yaml", include_str!("../roles/planner.yaml")),
+    (
+        "planning_agent.yaml",
+        include_str!("../roles/planning_agent.yaml"),
+    ),
     (
         "planning_collector.yaml",
         include_str!("../roles/planning_collector.yaml"),
