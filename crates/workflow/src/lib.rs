@@ -15,6 +15,7 @@ mod fanout;
 mod kinds;
 mod plan;
 mod schema;
+pub mod tasktree;
 mod validate;
 pub mod yaml;
 

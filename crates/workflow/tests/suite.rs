@@ -1,3 +1,4 @@
 mod kinds;
 mod load;
 mod plan;
+mod tasktree;
