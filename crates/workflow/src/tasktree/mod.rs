@@ -254,7 +254,7 @@ impl TaskTree {
         let mut stack = vec![id.to_owned()];
         while let Some(cur) = stack.pop() {
             for t in self.tasks.values() {
-                if t.depends_on.iter().any(|d| *d == cur) && seen.insert(t.id.clone()) {
+                if t.depends_on.contains(&cur) && seen.insert(t.id.clone()) {
                     stack.push(t.id.clone());
                 }
             }

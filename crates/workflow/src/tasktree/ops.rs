@@ -456,7 +456,7 @@ impl TaskTree {
             let dependents: Vec<String> = self
                 .tasks
                 .values()
-                .filter(|t| t.depends_on.iter().any(|d| *d == cur))
+                .filter(|t| t.depends_on.contains(&cur))
                 .map(|t| t.id.clone())
                 .collect();
             for d in dependents {
