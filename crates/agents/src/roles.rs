@@ -64,6 +64,17 @@ pub const BUILTIN_ROLES: &[(&str, &str)] = &[
         include_str!("../roles/ticket_agent.yaml"),
     ),
     ("merger.yaml", include_str!("../roles/merger.yaml")),
+    ("intent.yaml", include_str!("../roles/intent.yaml")),
+    ("milestone.yaml", include_str!("../roles/milestone.yaml")),
+    ("expander.yaml", include_str!("../roles/expander.yaml")),
+    ("researcher.yaml", include_str!("../roles/researcher.yaml")),
+    ("planner.yaml", include_str!("../roles/planner.yaml")),
+    (
+        "implementor.yaml",
+        include_str!("../roles/implementor.yaml"),
+    ),
+    ("qa.yaml", include_str!("../roles/qa.yaml")),
+    ("assessor.yaml", include_str!("../roles/assessor.yaml")),
 ];
 
 /// One agent role.

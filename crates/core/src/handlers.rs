@@ -513,6 +513,13 @@ impl StageHandlers for RunContext {
         })
     }
 
+    fn task_step(&self, stage: &StageContext, agent: &AgentSpec) -> Arc<dyn NodeHandler> {
+        self.handler(stage, Some(agent), |me, stage, agent, ctx| match agent {
+            Some(agent) => Box::pin(me.run_task_step(stage, agent, ctx)),
+            None => Box::pin(async { Err(NodeError::new("a task tree step needs an agent")) }),
+        })
+    }
+
     fn items(&self, stage: &StageContext, _artifact: &str) -> Arc<dyn NodeHandler> {
         self.handler(stage, None, |me, stage, _agent, ctx| {
             Box::pin(me.run_items(stage, ctx))

@@ -26,6 +26,8 @@ mod retrieval;
 pub mod service;
 pub mod stage_tools;
 pub mod stages;
+mod task_tools;
+pub mod tasktree;
 pub mod testcmd;
 
 use std::path::{Path, PathBuf};
@@ -250,6 +252,10 @@ impl Runtime {
             }
         }
         registry.allow(testcmd::TEST_RUNNER, ["shell"]);
+        // Seed 001's `rag_search` and `write_todos`: roles that list them get them.
+        for tool in task_tools::tools(self.repo.clone(), self.index.clone()) {
+            registry.register(tool);
+        }
         self.grant_lsp_tools(&mut registry, plan);
         if !self.mcp.is_empty() {
             self.grant_mcp_tools(&mut registry, plan);

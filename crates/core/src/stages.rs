@@ -389,6 +389,8 @@ impl RunContext {
                         .result(json!({ "artifact": seen, "reason": e.to_string() }))),
                 }
             }
+            "prioritize" => self.run_prioritize(&ctx),
+            "validate_task" => self.run_validate_task(&ctx),
             other => Ok(NodeOutput::failure(format!("unknown function `{other}`"))),
         }
     }

@@ -8,4 +8,5 @@ mod service;
 mod service_bench;
 mod stage_tools;
 mod staged;
+mod task_tree;
 mod three_phase;

@@ -12,7 +12,7 @@ use crate::schema::Workflow;
 use crate::validate::{ConfigCheck, load_str};
 
 /// The built-in workflows (`workflows/` at the top of the repository), file name and text.
-pub const BUILTINS: [(&str, &str); 4] = [
+pub const BUILTINS: [(&str, &str); 5] = [
     (
         "feature_with_iterative_testing.yaml",
         include_str!("../../../workflows/feature_with_iterative_testing.yaml"),
@@ -28,6 +28,10 @@ pub const BUILTINS: [(&str, &str); 4] = [
     (
         "three_phase.yaml",
         include_str!("../../../workflows/three_phase.yaml"),
+    ),
+    (
+        "task_tree.yaml",
+        include_str!("../../../workflows/task_tree.yaml"),
     ),
 ];
 

@@ -105,6 +105,11 @@ pub trait StageHandlers: Send + Sync {
     fn items(&self, stage: &StageContext, _artifact: &str) -> Arc<dyn NodeHandler> {
         unsupported(stage)
     }
+    /// The handler of a task tree step (`step:` on an agent stage): the agent runs, and its
+    /// answer becomes task tree operations and the result's `outcome`. Default: the agent.
+    fn task_step(&self, stage: &StageContext, agent: &AgentSpec) -> Arc<dyn NodeHandler> {
+        self.agent(stage, agent)
+    }
     /// The handler of a `deterministic` stage.
     fn deterministic(&self, stage: &StageContext) -> Arc<dyn NodeHandler> {
         unsupported(stage)
@@ -250,7 +255,7 @@ fn terminal(name: &'static str) -> Arc<dyn NodeHandler> {
 /// Compiles `plan` into a graph named after the workflow (the plan is its params, so a
 /// registry can rebuild it on resume).
 pub fn compile(plan: &Plan, handlers: &dyn StageHandlers) -> Result<Graph> {
-    let mut b = GraphBuilder::new(plan.workflow.clone())
+    let mut b: GraphBuilder = GraphBuilder::new(plan.workflow.clone())
         .params(serde_json::to_value(plan).unwrap_or(Value::Null))
         .scheduling(plan.scheduling)
         .channel("task", Reducer::Replace)
@@ -262,6 +267,14 @@ pub fn compile(plan: &Plan, handlers: &dyn StageHandlers) -> Result<Graph> {
         .channel("retry_stage", Reducer::Replace)
         .channel("feedback", Reducer::Merge)
         .channel("outcome", Reducer::Replace);
+    // Only workflows that keep a task tree get its channel, so the others' graphs (and
+    // fingerprints) stay as they were.
+    if plan.state.iter().any(|s| s == "task_tree") {
+        b = b.channel(
+            crate::tasktree::CHANNEL,
+            Reducer::custom("task_tree", crate::tasktree::reducer),
+        );
+    }
     let upfront = if plan.has_upfront_retrieval() {
         handlers.upfront_retrieval(plan)
     } else {
@@ -412,7 +425,11 @@ pub fn compile(plan: &Plan, handlers: &dyn StageHandlers) -> Result<Graph> {
                 }
             }
             Some(ctx) if ctx.agents.len() == 1 => {
-                b = single(b, handlers.agent(ctx, &ctx.agents[0]), None);
+                let h = match &ctx.step {
+                    Some(_) => handlers.task_step(ctx, &ctx.agents[0]),
+                    None => handlers.agent(ctx, &ctx.agents[0]),
+                };
+                b = single(b, h, None);
             }
             Some(ctx) => {
                 let input = serde_json::to_value(ctx).unwrap_or(Value::Null);
@@ -441,7 +458,9 @@ pub fn compile(plan: &Plan, handlers: &dyn StageHandlers) -> Result<Graph> {
             }
         }
         let (success, failure) = (route.next_on_success.clone(), route.next_on_failure.clone());
+        let outcomes = route.outcomes.clone();
         let mut targets = vec![success.clone(), failure.clone()];
+        targets.extend(outcomes.values().cloned());
         if enriches {
             targets.push(ADAPTIVE_RETRIEVAL.to_owned());
         }
@@ -454,7 +473,14 @@ pub fn compile(plan: &Plan, handlers: &dyn StageHandlers) -> Result<Graph> {
         targets.retain(|t| seen.insert(t.clone()));
         let counter = enrichment_counter(&stage);
         b = b.conditional_edge(from.as_str(), targets, move |r: &RouteContext<'_>| {
-            let to = if !r.failed {
+            let outcome = r
+                .result
+                .get("outcome")
+                .and_then(Value::as_str)
+                .and_then(|o| outcomes.get(o));
+            let to = if let Some(to) = outcome {
+                to.as_str()
+            } else if !r.failed {
                 success.as_str()
             } else if collector_max.is_some_and(|m| r.attempt >= m)
                 || (gate && r.result.get("feedback").is_none_or(Value::is_null))

@@ -1,12 +1,14 @@
 //! From a positioned YAML tree to a [`Workflow`], collecting every problem instead of stopping
 //! at the first.
 
+use std::collections::BTreeMap;
+
 use trellis_graph::{Scheduling, nearest};
 
 use crate::error::Problem;
 use crate::schema::{
     AgentSpec, Aggregation, Metadata, Routing, SelectionCriteria, Spanned, Stage, StageId,
-    StageKind, Target, Workflow,
+    StageKind, TASK_STEPS, Target, Workflow,
 };
 use crate::yaml::{Node, Pos, Yaml};
 
@@ -14,6 +16,7 @@ const TOP: &[&str] = &[
     "metadata",
     "retrieval_strategy_config",
     "scheduling",
+    "state",
     "stages",
 ];
 const METADATA: &[&str] = &[
@@ -37,6 +40,7 @@ const STAGE: &[&str] = &[
     "routing",
     "failure_criteria",
     "kind",
+    "step",
     "produces",
     "artifact",
     "producer",
@@ -72,7 +76,10 @@ const ROUTING: &[&str] = &[
     "next_stage_on_success",
     "next_stage_on_failure",
     "max_attempts",
+    "outcomes",
 ];
+/// State a workflow may keep beyond seed 000's channels (`state: [task_tree]`).
+pub const STATE_KINDS: [&str; 1] = ["task_tree"];
 
 /// Collects problems of one file.
 pub(crate) struct Decoder<'a> {
@@ -231,6 +238,18 @@ impl<'a> Decoder<'a> {
         let scheduling = top
             .get("scheduling")
             .map_or(Scheduling::Steps, |n| self.scheduling(n));
+        let state = self.strings(&top, "state", "the workflow");
+        if let Some(n) = top.get("state") {
+            for name in &state {
+                if !STATE_KINDS.contains(&name.as_str()) {
+                    let fix = match nearest(name, STATE_KINDS.into_iter()) {
+                        Some(k) => format!("did you mean `{k}`? ({})", STATE_KINDS.join(", ")),
+                        None => format!("state kinds: {}", STATE_KINDS.join(", ")),
+                    };
+                    self.problem(n.pos, format!("unknown state `{name}`"), Some(fix));
+                }
+            }
+        }
         let stages = match self.required(&top, root.pos, "stages", "the workflow") {
             Some(Node {
                 value: Yaml::Seq(items),
@@ -263,6 +282,7 @@ impl<'a> Decoder<'a> {
             metadata: metadata?,
             retrieval_strategy_config,
             scheduling,
+            state,
             stages,
         })
     }
@@ -420,7 +440,23 @@ impl<'a> Decoder<'a> {
         };
         let produces = (!produced.is_empty()).then(|| produced.remove(0));
         let also_produces = produced;
+        let step = m.get("step").and_then(|n| {
+            let value = self.string(n, "step")?;
+            if !TASK_STEPS.contains(&value.as_str()) {
+                let fix = match nearest(&value, TASK_STEPS.into_iter()) {
+                    Some(k) => format!("did you mean `{k}`? ({})", TASK_STEPS.join(", ")),
+                    None => format!("steps: {}", TASK_STEPS.join(", ")),
+                };
+                self.problem(
+                    n.pos,
+                    format!("unknown task tree step `{value}`"),
+                    Some(fix),
+                );
+            }
+            Some(Spanned { value, pos: n.pos })
+        });
         Some(Stage {
+            step,
             description: self.opt_string(&m, "description", &what),
             stage_type: self.opt_string(&m, "type", &what),
             kind,
@@ -621,6 +657,7 @@ impl<'a> Decoder<'a> {
                 pos: at,
             },
             max_attempts: None,
+            outcomes: BTreeMap::new(),
             pos: at,
             given: Vec::new(),
         };
@@ -638,6 +675,22 @@ impl<'a> Decoder<'a> {
         {
             routing.next_stage_on_failure = t;
             routing.given.push("next_stage_on_failure");
+        }
+        if let Some(n) = m.get("outcomes") {
+            match n.as_map() {
+                Some(entries) => {
+                    for (key, value) in entries {
+                        if let Some(t) = self.target(value) {
+                            routing.outcomes.insert(key.text.clone(), t);
+                        }
+                    }
+                }
+                None => self.problem(
+                    n.pos,
+                    format!("routing.outcomes must be a map, found {}", n.kind()),
+                    Some("write `outcomes: {gap: planning, no_gap: assess}`".into()),
+                ),
+            }
         }
         if let Some(n) = m.get("max_attempts") {
             match n.value {

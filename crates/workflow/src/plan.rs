@@ -81,6 +81,9 @@ pub struct StageContext {
     /// changes, a review's NEEDS_REVISION).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub feedback: Option<String>,
+    /// Its task tree step (`step:`), for workflows with `state: [task_tree]`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step: Option<String>,
     /// Set at run time for a fan-out's work node: the orchestrator's item it works on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub item: Option<Value>,
@@ -185,6 +188,9 @@ pub struct Route {
     pub max_attempts: Option<u32>,
     /// How parallel agents' failures combine.
     pub failure_aggregation: Aggregation,
+    /// Where a result's `outcome` leads, before success / failure routing.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub outcomes: BTreeMap<String, String>,
 }
 
 /// A stage the plan leaves out, and why.
@@ -230,6 +236,9 @@ pub struct Plan {
     pub skipped: Vec<Skipped>,
     /// Routing of every stage (skipped stages route on as after a success).
     pub routing: Vec<Route>,
+    /// The workflow's `state` (`task_tree`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub state: Vec<String>,
     /// The workflow's `scheduling` (absent: lock-step).
     #[serde(default, skip_serializing_if = "crate::schema::is_steps")]
     pub scheduling: Scheduling,
@@ -312,6 +321,12 @@ pub fn assemble(workflow: &Workflow, decisions: &Decisions, task: &str) -> Resul
             next_on_failure: node(&s.routing.next_stage_on_failure.value),
             max_attempts: s.routing.max_attempts,
             failure_aggregation: s.failure_aggregation.value,
+            outcomes: s
+                .routing
+                .outcomes
+                .iter()
+                .map(|(k, t)| (k.clone(), node(&t.value)))
+                .collect(),
         });
         let reason = |default: &str| {
             decision
@@ -371,6 +386,7 @@ pub fn assemble(workflow: &Workflow, decisions: &Decisions, task: &str) -> Resul
                 produces: s.produces.as_ref().map(|p| p.value.clone()),
                 also_produces: s.also_produces.iter().map(|p| p.value.clone()).collect(),
                 merge_later: false,
+                step: s.step.as_ref().map(|x| x.value.clone()),
                 feedback: None,
                 item: None,
                 stage_name: name,
@@ -396,6 +412,7 @@ pub fn assemble(workflow: &Workflow, decisions: &Decisions, task: &str) -> Resul
         skipped,
         routing,
         scheduling: workflow.scheduling,
+        state: workflow.state.clone(),
     })
 }
 

@@ -1,5 +1,6 @@
 //! The workflow schema of seed 000: `metadata`, `retrieval_strategy_config`, `stages`.
 
+use std::collections::BTreeMap;
 use std::fmt;
 
 use serde::{Deserialize, Serialize, Serializer};
@@ -34,6 +35,9 @@ pub struct Workflow {
     /// When a stage's successors may start (`scheduling: steps | free`; default lock-step).
     #[serde(skip_serializing_if = "is_steps")]
     pub scheduling: Scheduling,
+    /// `state`: run state beyond seed 000's channels (`task_tree`: seed 001's task tree).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub state: Vec<String>,
     /// Stages in file order; the first one is the entry.
     pub stages: Vec<Stage>,
 }
@@ -157,6 +161,11 @@ pub struct Stage {
     /// `kind` and its keys: what the stage's node does (default: an agent stage).
     #[serde(skip_serializing_if = "StageKind::is_agent")]
     pub kind: Spanned<StageKind>,
+    /// `step`: the stage's part in seed 001's task tree (`intent`, `milestones`, `expand`,
+    /// `research`, `plan`, `implement`, `qa`, `assess`), for workflows with `state:
+    /// [task_tree]`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub step: Option<Spanned<String>>,
     /// `produces`: the artifact the stage submits (validated; a gate can await it).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub produces: Option<Spanned<String>>,
@@ -299,7 +308,24 @@ impl StageKind {
 }
 
 /// The functions a `deterministic` stage can run.
-pub const DETERMINISTIC_FUNCTIONS: [&str; 2] = ["run_tests", "validate_artifact"];
+pub const DETERMINISTIC_FUNCTIONS: [&str; 4] = [
+    "run_tests",
+    "validate_artifact",
+    "prioritize",
+    "validate_task",
+];
+
+/// The steps of seed 001's task tree an agent stage may take (`step:`).
+pub const TASK_STEPS: [&str; 8] = [
+    "intent",
+    "milestones",
+    "expand",
+    "research",
+    "plan",
+    "implement",
+    "qa",
+    "assess",
+];
 
 /// The artifact kinds stages can produce and gates can await (seed 003's cards and plan,
 /// seed 004's markdown files, and a review's summary).
@@ -402,6 +428,10 @@ pub struct Routing {
     /// validation refuses for stages in a loop.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_attempts: Option<u32>,
+    /// `outcomes`: where a result's `outcome` leads (`{gap: planning, no_gap: assess}`),
+    /// before success / failure routing applies.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub outcomes: BTreeMap<String, Spanned<Target>>,
     /// Where `routing` is (or the stage, when it is absent).
     #[serde(skip)]
     pub pos: Pos,

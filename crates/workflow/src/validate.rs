@@ -94,11 +94,37 @@ fn check_stages(d: &mut Decoder<'_>, w: &Workflow) {
         }
     }
     let known: Vec<&str> = w.stages.iter().map(|s| s.stage_id.value.as_str()).collect();
+    let tree = w.state.iter().any(|s| s == "task_tree");
     for s in &w.stages {
-        for (key, t) in [
+        if let Some(step) = &s.step
+            && !tree
+        {
+            d.problem(
+                step.pos,
+                format!(
+                    "stage `{}` is a task tree step, but the workflow keeps no task tree",
+                    s.name.value
+                ),
+                Some("add `state: [task_tree]` at the top of the workflow".into()),
+            );
+        }
+        let outcome_keys: Vec<String> = s
+            .routing
+            .outcomes
+            .keys()
+            .map(|k| format!("outcomes.{k}"))
+            .collect();
+        let fixed = [
             ("next_stage_on_success", &s.routing.next_stage_on_success),
             ("next_stage_on_failure", &s.routing.next_stage_on_failure),
-        ] {
+        ];
+        let targets = fixed.into_iter().chain(
+            outcome_keys
+                .iter()
+                .map(String::as_str)
+                .zip(s.routing.outcomes.values()),
+        );
+        for (key, t) in targets {
             if let Target::Stage(id) = &t.value
                 && !ids.contains_key(id.as_str())
             {
@@ -125,6 +151,23 @@ fn check_stages(d: &mut Decoder<'_>, w: &Workflow) {
     check_loops(d, w);
 }
 
+/// Stage index → the indexes its outcome routes lead to.
+fn outcome_edges(w: &Workflow) -> Vec<Vec<usize>> {
+    w.stages
+        .iter()
+        .map(|s| {
+            s.routing
+                .outcomes
+                .values()
+                .filter_map(|t| match &t.value {
+                    Target::Stage(id) => w.stages.iter().position(|x| x.stage_id.value == *id),
+                    _ => None,
+                })
+                .collect()
+        })
+        .collect()
+}
+
 /// Stage index → (success target index, failure target index). A fan-out's work continues
 /// at its collector.
 fn edges(w: &Workflow) -> Vec<[Option<usize>; 2]> {
@@ -146,11 +189,13 @@ fn edges(w: &Workflow) -> Vec<[Option<usize>; 2]> {
 
 fn check_reachable(d: &mut Decoder<'_>, w: &Workflow) {
     let edges = edges(w);
+    let outcomes = outcome_edges(w);
     let mut seen = BTreeSet::new();
     let mut todo = vec![0usize];
     while let Some(i) = todo.pop() {
         if i < edges.len() && seen.insert(i) {
             todo.extend(edges[i].iter().flatten());
+            todo.extend(outcomes[i].iter().copied());
         }
     }
     for (i, s) in w.stages.iter().enumerate() {
@@ -171,9 +216,11 @@ fn check_reachable(d: &mut Decoder<'_>, w: &Workflow) {
 }
 
 /// A failure edge out of a stage with `max_attempts` ends after that many activations, so it
-/// cannot loop forever; any cycle left once those edges are removed is unbounded.
+/// cannot loop forever; any cycle left once those edges are removed is unbounded. Outcome
+/// routes count like failure routes: bounded by the stage's `max_attempts`.
 fn check_loops(d: &mut Decoder<'_>, w: &Workflow) {
     let edges = edges(w);
+    let outcomes = outcome_edges(w);
     let succ = |i: usize| -> Vec<(usize, bool)> {
         // A gate goes back to its producer only when a person asks for changes.
         let bounded = w.stages[i].routing.max_attempts.is_some()
@@ -184,6 +231,9 @@ fn check_loops(d: &mut Decoder<'_>, w: &Workflow) {
         }
         if let (Some(t), false) = (edges[i][1], bounded) {
             out.push((t, true));
+        }
+        if !bounded {
+            out.extend(outcomes[i].iter().map(|t| (*t, true)));
         }
         out
     };

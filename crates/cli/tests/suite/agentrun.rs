@@ -89,6 +89,7 @@ fn run_goes_through_an_openai_compatible_endpoint() {
             "architecture_discussion",
             "feature_with_iterative_testing",
             "staged_review",
+            "task_tree",
             "three_phase"
         ])
     );

@@ -57,6 +57,7 @@ async fn orchestrator_answer_decides_and_discussion_skips_ast_work() {
             "architecture_discussion",
             "feature_with_iterative_testing",
             "staged_review",
+            "task_tree",
             "three_phase"
         ])
     );

@@ -1,0 +1,655 @@
+//! Seed 001's task tree steps (`step:` on agent stages of a workflow with `state:
+//! [task_tree]`, `docs/workflows.md` "task_tree"): each step's agent answers with a JSON object
+//! (read leniently; a deterministic fallback when it cannot be read), which becomes task tree
+//! operations ([`TreeOp`], applied by the `task_tree` channel's reducer) and the result's
+//! `outcome` the workflow routes on. The prioritizer and the validator are deterministic
+//! functions, not model calls.
+//!
+//! Retry limits (seed 001): the implementor runs at most [`IMPLEMENTOR_RUNS`] times per task
+//! (validation failures and QA `incomplete`), the planner [`PLANNER_RUNS`] (QA `plan_issue`),
+//! the researcher [`RESEARCHER_RUNS`] (QA `wrong_approach`); then the task is marked failed
+//! and its dependents are blocked.
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+use trellis_graph::{NodeContext, NodeError, NodeOutput};
+use trellis_workflow::tasktree::{CHANNEL, NewTask, TaskStatus, TaskTree, TreeOp, clip_chars};
+use trellis_workflow::{AgentSpec, StageContext};
+
+use crate::handlers::RunContext;
+
+/// Runs of the implementor per task: the first and 3 retries.
+pub const IMPLEMENTOR_RUNS: u32 = 4;
+/// Runs of the planner per task: the first and 2 retries.
+pub const PLANNER_RUNS: u32 = 3;
+/// Runs of the researcher per task: the first and 2 retries.
+pub const RESEARCHER_RUNS: u32 = 3;
+/// Expansions (the expander's runs) per run before gaps stop adding tasks.
+pub const MAX_EXPANSIONS: u32 = 12;
+
+fn node_error(e: impl std::fmt::Display) -> NodeError {
+    NodeError::new(e.to_string())
+}
+
+/// The first JSON object in `text` (raw, or in a code fence), if any.
+pub fn json_in(text: &str) -> Option<Value> {
+    let t = text.trim();
+    if let Ok(v @ Value::Object(_)) = serde_json::from_str::<Value>(t) {
+        return Some(v);
+    }
+    let bytes = t.as_bytes();
+    let mut start = 0;
+    while let Some(off) = t[start..].find('{') {
+        let open = start + off;
+        let mut depth = 0i32;
+        let mut in_str = false;
+        let mut escaped = false;
+        for (i, &b) in bytes.iter().enumerate().skip(open) {
+            match (in_str, escaped, b) {
+                (true, true, _) => escaped = false,
+                (true, false, b'\\') => escaped = true,
+                (true, false, b'"') => in_str = false,
+                (false, _, b'"') => in_str = true,
+                (false, _, b'{') => depth += 1,
+                (false, _, b'}') => {
+                    depth -= 1;
+                    if depth == 0 {
+                        if let Ok(v @ Value::Object(_)) = serde_json::from_str(&t[open..=i]) {
+                            return Some(v);
+                        }
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        start = open + 1;
+    }
+    None
+}
+
+fn text(v: &Value, key: &str) -> String {
+    match v.get(key) {
+        Some(Value::String(s)) => s.trim().to_owned(),
+        Some(Value::Null) | None => String::new(),
+        Some(other) => other.to_string(),
+    }
+}
+
+fn strings(v: &Value, key: &str) -> Vec<String> {
+    match v.get(key) {
+        Some(Value::Array(a)) => a
+            .iter()
+            .filter_map(|x| match x {
+                Value::String(s) => Some(s.trim().to_owned()),
+                Value::Object(o) => o
+                    .get("description")
+                    .and_then(Value::as_str)
+                    .map(|s| s.trim().to_owned()),
+                _ => None,
+            })
+            .filter(|s| !s.is_empty())
+            .collect(),
+        Some(Value::String(s)) if !s.trim().is_empty() => vec![s.trim().to_owned()],
+        _ => Vec::new(),
+    }
+}
+
+fn boolean(v: &Value, key: &str) -> Option<bool> {
+    match v.get(key)? {
+        Value::Bool(b) => Some(*b),
+        Value::String(s) => match s.trim().to_ascii_lowercase().as_str() {
+            "true" | "yes" => Some(true),
+            "false" | "no" => Some(false),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// What a step decided: the ops, the outcome, feedback for another stage, and a note.
+struct Decided {
+    ops: Vec<TreeOp>,
+    outcome: Option<&'static str>,
+    feedback: Option<(&'static str, String)>,
+    failure: Option<String>,
+    note: Option<String>,
+}
+
+impl Decided {
+    fn new(ops: Vec<TreeOp>, outcome: Option<&'static str>) -> Self {
+        Self {
+            ops,
+            outcome,
+            feedback: None,
+            failure: None,
+            note: None,
+        }
+    }
+}
+
+impl RunContext {
+    /// A task tree step: the agent runs with the tree's view for its step as its work item,
+    /// then its answer becomes tree operations and an outcome.
+    pub(crate) async fn run_task_step(
+        self: Arc<Self>,
+        stage: StageContext,
+        agent: AgentSpec,
+        mut ctx: NodeContext,
+    ) -> Result<NodeOutput, NodeError> {
+        let step = stage.step.clone().unwrap_or_default();
+        let tree = TaskTree::from_value(ctx.state.get(CHANNEL)).map_err(node_error)?;
+        let task = tree.current_task.clone();
+        if matches!(step.as_str(), "research" | "plan" | "implement" | "qa") && task.is_none() {
+            return Ok(NodeOutput::failure(format!(
+                "step `{step}` needs a task selected by the prioritizer"
+            )));
+        }
+        if step == "expand" && tree.active_milestone.is_none() && !tree.milestones.is_empty() {
+            return Ok(NodeOutput::success().result(json!({
+                "outcome": "complete", "output": "every milestone is complete",
+                "report": tree.report(),
+            })));
+        }
+        if let Value::Object(m) = &mut ctx.input {
+            m.insert("item".into(), view(&tree, &step));
+        }
+        // The stage runs many times (once per task); earlier tasks' results are not this
+        // task's previous attempt.
+        ctx.previous = None;
+        let out = self
+            .clone()
+            .run_stage_agent(stage, agent, ctx, None)
+            .await?
+            .0;
+        if out.is_interrupt() {
+            return Ok(out);
+        }
+        let mut result = out.recorded().clone();
+        let answer = result
+            .get("output")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        let parsed = json_in(&answer).unwrap_or(Value::Null);
+        let decided = decide(&tree, &step, &parsed, &answer, &result, out.is_failure());
+        let mut check = tree.clone();
+        if let Err(e) = check.apply_all(&decided.ops) {
+            // The agent's proposal does not fit the tree (a cycle, an unknown dependency): it
+            // tries again with the reason.
+            let why = format!("the task tree refused the answer: {e}");
+            if let Value::Object(m) = &mut result {
+                m.insert("feedback".into(), json!(why));
+                m.insert("reason".into(), json!(why));
+            }
+            return Ok(NodeOutput::failure(why.clone())
+                .result(result)
+                .write("feedback", json!({ stage_key(&step): why })));
+        }
+        if let Value::Object(m) = &mut result {
+            if let Some(o) = decided.outcome {
+                m.insert("outcome".into(), json!(o));
+            }
+            if let Some(n) = &decided.note {
+                m.insert("note".into(), json!(n));
+            }
+            m.insert("task".into(), json!(task));
+            if decided.outcome == Some("complete") {
+                m.insert("report".into(), json!(check.report()));
+            }
+        }
+        let mut out = match &decided.failure {
+            Some(why) => NodeOutput::failure(why.clone()),
+            None => NodeOutput::success(),
+        }
+        .result(result);
+        if !decided.ops.is_empty() {
+            out = out.write(CHANNEL, json!({ "ops": decided.ops }));
+        }
+        if let Some((to, f)) = decided.feedback {
+            out = out.write("feedback", json!({ to: f }));
+        }
+        Ok(out)
+    }
+
+    /// `prioritize`: the next READY task of the active milestone, or none.
+    pub(crate) fn run_prioritize(&self, ctx: &NodeContext) -> Result<NodeOutput, NodeError> {
+        let tree = TaskTree::from_value(ctx.state.get(CHANNEL)).map_err(node_error)?;
+        Ok(match tree.prioritize() {
+            Some(t) => NodeOutput::success()
+                .result(json!({ "outcome": "selected", "task": t.id, "output": tree.summary(&t.id, 300) }))
+                .write(CHANNEL, json!([{ "op": "select", "task": t.id }])),
+            None => NodeOutput::success().result(json!({
+                "outcome": "none", "output": "no READY task in the active milestone",
+                "statistics": tree.statistics(),
+            })),
+        })
+    }
+
+    /// `validate_task`: the files the implementor's commit changed exist and are non-empty
+    /// text in the run's worktree (no model call). Failing sends the implementor back (up to
+    /// its limit), then fails the task.
+    pub(crate) fn run_validate_task(&self, ctx: &NodeContext) -> Result<NodeOutput, NodeError> {
+        let tree = TaskTree::from_value(ctx.state.get(CHANNEL)).map_err(node_error)?;
+        let Some(task) = tree.current_task.clone() else {
+            return Ok(NodeOutput::failure("no task is being executed"));
+        };
+        let implemented = ctx
+            .state
+            .get_in("stage_results", "implement")
+            .and_then(|r| r.get("output"))
+            .cloned()
+            .unwrap_or(Value::Null);
+        let files: Vec<String> = strings(&implemented, "files_changed");
+        let root = self.worktree.path.clone();
+        let mut verified = Vec::new();
+        let mut issues = Vec::new();
+        for f in &files {
+            let p = root.join(f);
+            match std::fs::metadata(&p) {
+                Ok(m) if m.is_file() && m.len() > 0 => verified.push(f.clone()),
+                Ok(m) if m.is_file() => issues.push(format!("{f} is empty")),
+                Ok(_) => issues.push(format!("{f} is not a file")),
+                // A deletion is a change too: the file is gone on purpose.
+                Err(_) => verified.push(format!("{f} (deleted)")),
+            }
+        }
+        if files.is_empty() {
+            issues.push("the implementor changed no file".into());
+        }
+        let passed = issues.is_empty();
+        let runs = tree
+            .task(&task)
+            .and_then(|t| t.attempts.get("implementor"))
+            .copied()
+            .unwrap_or(0);
+        let mut result = json!({
+            "task": task, "files_verified": verified, "validation_passed": passed,
+            "validation_issues": issues,
+        });
+        let mut ops = vec![TreeOp::Attempt {
+            task: task.clone(),
+            stage: "validator".into(),
+        }];
+        let outcome = if passed {
+            "passed"
+        } else if runs >= IMPLEMENTOR_RUNS {
+            ops.push(TreeOp::Fail {
+                task: task.clone(),
+                reason: format!("validation failed: {}", issues.join("; ")),
+                stage: "validator".into(),
+            });
+            "task_failed"
+        } else {
+            "retry"
+        };
+        if let Value::Object(m) = &mut result {
+            m.insert("outcome".into(), json!(outcome));
+            m.insert(
+                "output".into(),
+                json!(if passed {
+                    format!("verified {}", verified.join(", "))
+                } else {
+                    issues.join("; ")
+                }),
+            );
+        }
+        let mut out = NodeOutput::success()
+            .result(result)
+            .write(CHANNEL, json!({ "ops": ops }));
+        if outcome == "retry" {
+            out = out.write(
+                "feedback",
+                json!({ "implement": format!(
+                    "The validator found: {}. Make the changes with the tools.",
+                    issues.join("; ")
+                ) }),
+            );
+        }
+        Ok(out)
+    }
+}
+
+/// The node (stage) name of a step in the built-in workflow, for feedback.
+fn stage_key(step: &str) -> &'static str {
+    match step {
+        "intent" => "intent",
+        "milestones" => "milestones",
+        "expand" => "expand",
+        "research" => "research",
+        "plan" => "plan",
+        "implement" => "implement",
+        "qa" => "qa",
+        _ => "assess",
+    }
+}
+
+/// What the agent of `step` is shown of the tree (seed 001's compressed handoffs).
+fn view(tree: &TaskTree, step: &str) -> Value {
+    let task = tree.current_task.as_deref().and_then(|id| tree.task(id));
+    match step {
+        "intent" => Value::Null,
+        "milestones" => json!({
+            "remit": tree.remit, "explicit_needs": tree.explicit_needs,
+            "implied_needs": tree.implied_needs,
+        }),
+        "expand" | "assess" => {
+            let active = tree.active_milestone.clone().unwrap_or_default();
+            let done: Vec<String> = tree
+                .order
+                .iter()
+                .filter(|id| {
+                    tree.task(id)
+                        .is_some_and(|t| t.status == TaskStatus::Complete)
+                })
+                .map(|id| tree.summary(id, 300))
+                .collect();
+            let open: Vec<String> = tree
+                .tasks_of(&active)
+                .filter(|t| !t.status.is_final())
+                .map(|t| tree.summary(&t.id, 300))
+                .collect();
+            let failed: Vec<String> = tree
+                .tasks_of(&active)
+                .filter(|t| matches!(t.status, TaskStatus::Failed | TaskStatus::Blocked))
+                .map(|t| tree.summary(&t.id, 300))
+                .collect();
+            json!({
+                "remit": tree.remit,
+                "milestone": tree.milestones.iter().find(|m| m.id == active),
+                "completed_tasks": done, "open_tasks_in_milestone": open,
+                "failed_or_blocked": failed,
+            })
+        }
+        _ => json!({ "remit": tree.remit, "task": task }),
+    }
+}
+
+/// The tree operations and outcome of `step` from the agent's answer (`parsed` when it held
+/// a JSON object), with seed 001's retry limits.
+fn decide(
+    tree: &TaskTree,
+    step: &str,
+    parsed: &Value,
+    answer: &str,
+    result: &Value,
+    failed: bool,
+) -> Decided {
+    let task = tree.current_task.clone().unwrap_or_default();
+    let runs = |stage: &str| {
+        tree.task(&task)
+            .and_then(|t| t.attempts.get(stage))
+            .copied()
+            .unwrap_or(0)
+    };
+    let attempt = |stage: &str| TreeOp::Attempt {
+        task: task.clone(),
+        stage: stage.into(),
+    };
+    let fail = |stage: &str, reason: String| TreeOp::Fail {
+        task: task.clone(),
+        reason,
+        stage: stage.into(),
+    };
+    // A researcher, planner or QA agent that could not do its work fails the task (the
+    // others fall back to what the tree allows).
+    if failed && matches!(step, "research" | "plan" | "qa") {
+        let why = result
+            .get("reason")
+            .and_then(Value::as_str)
+            .filter(|r| !r.is_empty())
+            .unwrap_or(answer)
+            .to_owned();
+        let stage = match step {
+            "research" => "researcher",
+            "plan" => "planner",
+            _ => "qa",
+        };
+        return Decided::new(
+            vec![attempt(stage), fail(stage, clip_chars(why.trim(), 300))],
+            Some("task_failed"),
+        );
+    }
+    match step {
+        "intent" => {
+            let mut remit = text(parsed, "remit");
+            let note = remit.is_empty().then(|| {
+                remit = clip_chars(answer.trim(), 1000);
+                "no JSON remit in the answer: its text is the remit".to_owned()
+            });
+            let mut d = Decided::new(
+                vec![TreeOp::SetIntent {
+                    remit,
+                    explicit_needs: strings(parsed, "explicit_needs"),
+                    implied_needs: strings(parsed, "implied_needs"),
+                }],
+                None,
+            );
+            d.note = note;
+            d
+        }
+        "milestones" => {
+            let mut milestones = strings(parsed, "milestones");
+            let note = milestones.is_empty().then(|| {
+                milestones = vec![clip_chars(&format!("Done: {}", tree.remit), 200)];
+                "no milestones in the answer: one milestone, the remit".to_owned()
+            });
+            let mut d = Decided::new(vec![TreeOp::SetMilestones { milestones }], None);
+            d.note = note;
+            d
+        }
+        "expand" => {
+            let Some(milestone) = tree.active_milestone.clone() else {
+                return Decided::new(Vec::new(), Some("complete"));
+            };
+            let mut tasks: Vec<NewTask> = match parsed.get("tasks").or(parsed.get("new_tasks")) {
+                Some(v) => serde_json::from_value::<Vec<Value>>(v.clone())
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter_map(|t| new_task(&t))
+                    .collect(),
+                None => Vec::new(),
+            };
+            let mut note = None;
+            if tasks.is_empty() && tree.tasks_of(&milestone).next().is_none() {
+                let description = tree
+                    .milestones
+                    .iter()
+                    .find(|m| m.id == milestone)
+                    .map(|m| m.description.clone())
+                    .unwrap_or_default();
+                tasks.push(NewTask {
+                    description: description.clone(),
+                    measurable_outcome: description,
+                    ..NewTask::default()
+                });
+                note = Some("no tasks in the answer: the milestone itself is the task".into());
+            }
+            let mut d = if tasks.is_empty() {
+                Decided::new(Vec::new(), None)
+            } else {
+                let by = if tree.iteration == 0 || tree.tasks_of(&milestone).next().is_none() {
+                    "expander"
+                } else {
+                    "assessor"
+                };
+                Decided::new(
+                    vec![TreeOp::AddTasks {
+                        milestone,
+                        created_by: by.into(),
+                        tasks,
+                    }],
+                    None,
+                )
+            };
+            d.note = note;
+            d
+        }
+        "research" => {
+            let gap = boolean(parsed, "gap_exists").unwrap_or(true);
+            let analysis = json!({
+                "gap_exists": gap,
+                "current_state_summary": clip_chars(&text(parsed, "current_state_summary"), 1000),
+                "desired_state_summary": clip_chars(&text(parsed, "desired_state_summary"), 1000),
+                "gap_description": clip_chars(
+                    &match text(parsed, "gap_description") {
+                        d if d.is_empty() => answer.trim().to_owned(),
+                        d => d,
+                    },
+                    2000,
+                ),
+                "relevant_files": strings(parsed, "relevant_files"),
+            });
+            let mut ops = vec![
+                attempt("researcher"),
+                TreeOp::SetField {
+                    task: task.clone(),
+                    field: "gap_analysis".into(),
+                    value: analysis,
+                },
+            ];
+            if gap {
+                Decided::new(ops, Some("gap"))
+            } else {
+                ops.push(TreeOp::Complete { task: task.clone() });
+                Decided::new(ops, Some("no_gap"))
+            }
+        }
+        "plan" => Decided::new(
+            vec![
+                attempt("planner"),
+                TreeOp::SetField {
+                    task: task.clone(),
+                    field: "implementation_plan_summary".into(),
+                    value: json!(clip_chars(answer.trim(), 500)),
+                },
+            ],
+            None,
+        ),
+        "implement" => {
+            let summary = result
+                .get("output")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            // A failed implementation is the validator's to judge (it sends it back).
+            Decided::new(
+                vec![
+                    attempt("implementor"),
+                    TreeOp::SetField {
+                        task: task.clone(),
+                        field: "result_summary".into(),
+                        value: json!(clip_chars(summary.trim(), 1000)),
+                    },
+                ],
+                None,
+            )
+        }
+        "qa" => {
+            let passed = boolean(parsed, "passed").unwrap_or(!failed && parsed.is_object());
+            let feedback = match text(parsed, "feedback") {
+                f if f.is_empty() => answer.trim().to_owned(),
+                f => f,
+            };
+            let mut ops = vec![
+                attempt("qa"),
+                TreeOp::SetField {
+                    task: task.clone(),
+                    field: "qa_feedback".into(),
+                    value: json!(clip_chars(&feedback, 500)),
+                },
+            ];
+            if passed {
+                ops.push(TreeOp::Complete { task: task.clone() });
+                return Decided::new(ops, Some("passed"));
+            }
+            let kind = match text(parsed, "failure_type").to_ascii_lowercase().as_str() {
+                "wrong_approach" => "wrong_approach",
+                "plan_issue" => "plan_issue",
+                _ => "incomplete",
+            };
+            let (stage, limit, back) = match kind {
+                "wrong_approach" => ("researcher", RESEARCHER_RUNS, "research"),
+                "plan_issue" => ("planner", PLANNER_RUNS, "plan"),
+                _ => ("implementor", IMPLEMENTOR_RUNS, "implement"),
+            };
+            if runs(stage) >= limit {
+                ops.push(fail(
+                    "qa",
+                    format!(
+                        "{kind} after {} {stage} runs: {}",
+                        runs(stage),
+                        clip_chars(&feedback, 300)
+                    ),
+                ));
+                return Decided::new(ops, Some("task_failed"));
+            }
+            let mut d = Decided::new(ops, Some(kind));
+            d.feedback = Some((back, clip_chars(&feedback, 500)));
+            d
+        }
+        _ => {
+            // assess: the tree decides completion; the agent's gaps may add work.
+            let gaps = strings(parsed, "uncovered_gaps");
+            let Some(active) = tree.active_milestone.clone() else {
+                return Decided::new(Vec::new(), Some("complete"));
+            };
+            if !gaps.is_empty() && tree.iteration < MAX_EXPANSIONS {
+                let mut d = Decided::new(Vec::new(), Some("gaps"));
+                d.feedback = Some((
+                    "expand",
+                    format!("Uncovered gaps to add as tasks: {}", gaps.join("; ")),
+                ));
+                return d;
+            }
+            if !tree.ready_tasks(&active).is_empty()
+                || tree.tasks_of(&active).any(|t| !t.status.is_final())
+            {
+                return Decided::new(Vec::new(), Some("tasks_remain"));
+            }
+            if tree.next_milestone(&active).is_some() {
+                Decided::new(vec![TreeOp::AdvanceMilestone], Some("milestone_complete"))
+            } else {
+                Decided::new(vec![TreeOp::AdvanceMilestone], Some("complete"))
+            }
+        }
+    }
+}
+
+/// A proposed task from the expander's JSON.
+fn new_task(v: &Value) -> Option<NewTask> {
+    let description = match text(v, "description") {
+        d if d.is_empty() => text(v, "title"),
+        d => d,
+    };
+    if description.is_empty() {
+        return None;
+    }
+    let id = match v.get("id") {
+        Some(Value::String(s)) if !s.trim().is_empty() => Some(s.trim().to_owned()),
+        Some(Value::Number(n)) => Some(n.to_string()),
+        _ => None,
+    };
+    Some(NewTask {
+        id,
+        description,
+        measurable_outcome: text(v, "measurable_outcome"),
+        depends_on: strings(v, "depends_on"),
+        estimated_complexity: Some(text(v, "estimated_complexity")).filter(|c| !c.is_empty()),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_is_found_in_prose_and_fences() {
+        assert_eq!(json_in("{\"a\": 1}"), Some(json!({"a": 1})));
+        assert_eq!(
+            json_in("Here it is:\n```json\n{\"gap_exists\": false, \"x\": \"}\"}\n```"),
+            Some(json!({"gap_exists": false, "x": "}"}))
+        );
+        assert_eq!(json_in("no object {here"), None);
+    }
+}
