@@ -217,3 +217,54 @@ pub fn details(e: &Event) -> String {
         ),
     }
 }
+
+/// A task tree (seed 001, the `task_tree` channel) as `runs show` prints it: milestones with
+/// their tasks, statuses, dependencies and failure reasons, then the counts.
+pub fn task_tree(value: &serde_json::Value) -> String {
+    use trellis_workflow::tasktree::{MilestoneStatus, TaskTree};
+    let Ok(tree) = TaskTree::from_value(Some(value)) else {
+        return String::new();
+    };
+    let mut s = String::from("\ntask tree");
+    if !tree.remit.is_empty() {
+        s.push_str(&format!(" — {}", tree.remit));
+    }
+    s.push('\n');
+    for m in &tree.milestones {
+        let status = match m.status {
+            MilestoneStatus::Pending => "pending",
+            MilestoneStatus::Active => "active",
+            MilestoneStatus::Complete => "complete",
+        };
+        s.push_str(&format!("  {} [{status}] {}\n", m.id, m.description));
+        for t in tree.tasks_of(&m.id) {
+            s.push_str(&format!(
+                "    {} {:<11} {}",
+                t.id,
+                t.status.name(),
+                t.description
+            ));
+            if !t.depends_on.is_empty() {
+                s.push_str(&format!(" (after {})", t.depends_on.join(", ")));
+            }
+            if let Some(r) = &t.last_failure_reason {
+                s.push_str(&format!(" — {r}"));
+            }
+            s.push('\n');
+        }
+    }
+    let stats = tree.statistics();
+    let counts: Vec<String> = stats
+        .by_status
+        .iter()
+        .map(|(k, v)| format!("{v} {}", k.to_lowercase()))
+        .collect();
+    s.push_str(&format!(
+        "  {} tasks: {}; milestones {}/{} complete\n",
+        stats.total,
+        counts.join(", "),
+        stats.milestones_complete,
+        stats.milestones
+    ));
+    s
+}

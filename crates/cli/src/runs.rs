@@ -501,6 +501,9 @@ fn show(store: &Arc<Store>, run: &str, json: bool) -> anyhow::Result<ExitCode> {
             truncate(&o.state.get(k).map(compact).unwrap_or_default(), 100)
         );
     }
+    if let Some(tree) = o.state.get(trellis_workflow::tasktree::CHANNEL) {
+        print!("{}", crate::display::task_tree(tree));
+    }
     for (node, q) in &o.waiting {
         println!(
             "\n{node} is waiting ({:?}): {}\n  answer with: trellis runs resume {} --answer {node}=yes",

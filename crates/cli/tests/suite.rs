@@ -10,6 +10,7 @@ mod runs;
 mod serve;
 mod staged;
 mod steering;
+mod task_tree;
 mod three_phase;
 mod workflows;
 mod workspace;

@@ -308,6 +308,39 @@ fn embedded_model_runs_three_phase_to_an_end() {
     );
 }
 
+/// Seed 001's `task_tree` with the embedded default model (8k context, `--yes`): the remit,
+/// milestones and tasks (the deterministic fallbacks stand in for answers the 135M model gets
+/// wrong) run to an end state without a context error. The quality is not asserted. Runs
+/// alone (`.config/nextest.toml`).
+#[test]
+fn embedded_model_runs_task_tree_to_an_end() {
+    let ws = example("[index.embedding]\nbackend = \"none\"\n");
+    let out = args(
+        isolated(ws.path()),
+        &[
+            "run",
+            "Add a low-stock report to the inventory",
+            "--workflow",
+            "task_tree",
+            "--yes",
+            "--no-review",
+        ],
+    )
+    .output()
+    .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(text.contains("intent#1"), "{text}");
+    assert!(
+        text.contains("succeeded at DONE") || text.contains("at ABORT"),
+        "no end state:\n{text}\n{err}"
+    );
+    assert!(
+        !text.contains("context window") && !err.contains("context window"),
+        "a context error:\n{text}\n{err}"
+    );
+}
+
 /// `trellis acp` with the embedded default model: an editor's prompt (NDJSON over stdio)
 /// becomes a discussion run whose plan, messages and end stream back. The answer's quality
 /// is not asserted. Runs alone (`.config/nextest.toml`, `suite::agentrun::embedded_`).

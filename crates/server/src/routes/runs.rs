@@ -242,6 +242,8 @@ pub(crate) async fn graph(
             "entry": plan.as_ref().map(|p| p.entry.clone()),
             "routing": plan.as_ref().map(|p| p.routing.clone()),
             "skipped": plan.as_ref().map(|p| p.skipped.clone()),
+            // Seed 001's task tree, for runs that keep one (`task_tree`).
+            "taskTree": outcome.state.get(trellis_workflow::tasktree::CHANNEL),
         })))
     })
     .await

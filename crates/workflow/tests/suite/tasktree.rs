@@ -220,3 +220,66 @@ fn the_tree_is_engine_state_restored_exactly_by_replay() {
     let e = reducer(None, json!({ "op": "complete", "task": "nope" })).unwrap_err();
     assert!(e.contains("no task `nope`"), "{e}");
 }
+
+fn problems(text: &str) -> Vec<trellis_workflow::Problem> {
+    match trellis_workflow::load_str("w.yaml", text, None) {
+        Err(trellis_workflow::Error::Invalid { problems, .. }) => problems.0,
+        other => panic!("expected problems, got {other:?}"),
+    }
+}
+
+#[test]
+fn steps_states_and_outcome_routes_are_validated_with_positions() {
+    let ps = problems(
+        "metadata:\n  name: t\nstate: [task_trees]\nstages:
+  - stage_id: a
+    name: a
+    step: intnt
+    parallel_agents: [{agent: intent}]
+    routing:
+      outcomes: {yes: b, no: nowhere}
+  - stage_id: b
+    name: b
+    step: qa
+    parallel_agents: [{agent: qa}]
+    routing: {outcomes: {again: a}, next_stage_on_success: DONE}
+",
+    );
+    let has = |line: usize, needle: &str| {
+        assert!(
+            ps.iter()
+                .any(|p| p.line == line && format!("{p}").contains(needle)),
+            "no problem at line {line} containing {needle:?}: {ps:#?}"
+        );
+    };
+    has(3, "unknown state `task_trees`");
+    has(7, "unknown task tree step `intnt`");
+    // Without `state: [task_tree]` (the typo) a step has no tree to work on.
+    has(7, "the workflow keeps no task tree");
+    has(
+        10,
+        "outcomes.no routes to stage `nowhere`, which does not exist",
+    );
+    // a → b → a through outcome routes, no max_attempts: an unbounded loop.
+    assert!(
+        ps.iter()
+            .any(|p| format!("{p}").contains("routing loop without max_attempts")),
+        "{ps:#?}"
+    );
+    // The built-in is valid and plans a task tree channel.
+    let w = trellis_workflow::load_str(
+        "task_tree",
+        trellis_workflow::BUILTINS
+            .iter()
+            .find(|(f, _)| *f == "task_tree.yaml")
+            .unwrap()
+            .1,
+        None,
+    )
+    .unwrap();
+    let plan =
+        trellis_workflow::assemble(&w, &trellis_workflow::Decisions::default(), "t").unwrap();
+    assert_eq!(plan.state, ["task_tree"]);
+    let qa = plan.routing.iter().find(|r| r.stage == "qa").unwrap();
+    assert_eq!(qa.outcomes["wrong_approach"], "research");
+}
