@@ -14,7 +14,8 @@ use crate::drive::{Show, drive};
 /// `trellis demo` arguments.
 #[derive(Debug, Args)]
 pub struct DemoArgs {
-    /// Which graph: `feature` (seed 000's retry loop), `fanout`, `chain` or `crashtest`.
+    /// Which graph: `feature` (seed 000's retry loop), `fanout`, `chain`, `pipelines`,
+    /// `crashtest` or `tickets`.
     pub graph: String,
     /// A graph parameter, `KEY=VALUE` (VALUE is JSON if it parses, else a string), e.g.
     /// `--param approval_stage=security_review`, `--param n=100`, `--param sleep_us=20000`.

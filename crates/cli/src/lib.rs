@@ -76,8 +76,8 @@ pub enum Commands {
     /// Inspect and drive recorded runs.
     #[command(subcommand)]
     Runs(runs::RunsCommand),
-    /// Run a built-in demonstration graph (feature, fanout, chain, pipelines, crashtest;
-    /// `-p scheduling=free` runs any of them free-running).
+    /// Run a built-in demonstration graph (feature, fanout, chain, pipelines, crashtest,
+    /// tickets; `-p scheduling=free` runs any of them free-running, `tickets` is by default).
     Demo(demo::DemoArgs),
     /// List and test model profiles (`list`, `test [PROFILE]`).
     #[command(subcommand)]

@@ -5,13 +5,17 @@
 //! cargo run --release -p trellis-graph --example pipelines -- [--runs 20] [--fast-ms 10]
 //!     [--slow-ms 100] [--langgraph-dir ../shared/bench/langgraph] [--venv /tmp/lgvenv]
 //!     [--skip-langgraph]
+//! cargo run -p trellis-graph --example pipelines -- --smoke
 //! ```
 //!
 //! Runs the `pipelines` demo (10 pipelines of 3 nodes after a common start) in both layouts —
 //! `slow_pipeline` (pipeline 0's nodes are slow) and `staggered` (node i+1 of pipeline i is
 //! slow) — in both scheduling modes (runs interleaved), then the anchor's
 //! `bench_pipelines.py` on the same shape with the venv's Python, and prints a markdown
-//! report. The test `free::pipelines_benchmark_smoke` is its smoke mode.
+//! report. `--smoke` (what `scripts/check` runs, in the dev profile) checks that it works in
+//! about a second: sleeps of 1 ms / 5 ms, one run of each case, no warm-up, no LangGraph —
+//! the same report, with figures that mean nothing. The test
+//! `free::pipelines_benchmark_smoke` compares the two modes' timings.
 #![allow(
     clippy::print_stdout,
     clippy::print_stderr,
@@ -38,6 +42,7 @@ const LAYOUTS: [&str; 2] = ["slow_pipeline", "staggered"];
 
 struct Args {
     runs: usize,
+    warmups: usize,
     fast_ms: f64,
     slow_ms: f64,
     langgraph_dir: PathBuf,
@@ -48,6 +53,7 @@ struct Args {
 fn args() -> Args {
     let mut a = Args {
         runs: 20,
+        warmups: 2,
         fast_ms: 10.0,
         slow_ms: 100.0,
         langgraph_dir: PathBuf::from("../shared/bench/langgraph"),
@@ -64,6 +70,10 @@ fn args() -> Args {
             "--langgraph-dir" => a.langgraph_dir = value().into(),
             "--venv" => a.venv = value().into(),
             "--skip-langgraph" => a.skip_langgraph = true,
+            "--smoke" => {
+                (a.runs, a.warmups, a.fast_ms, a.slow_ms) = (1, 0, 1.0, 5.0);
+                a.skip_langgraph = true;
+            }
             other => panic!("unknown flag {other}"),
         }
     }
@@ -189,11 +199,11 @@ fn main() {
         let (steps_g, free_g) = (graph("steps"), graph("free"));
         let (mut steps, mut free) = (Vec::new(), Vec::new());
         rt.block_on(async {
-            for i in 0..a.runs + 2 {
-                // Interleaved, so both modes see the same machine load; 2 warm-up runs each.
+            for i in 0..a.runs + a.warmups {
+                // Interleaved, so both modes see the same machine load; warm-up runs first.
                 let s = time_run(&engine, steps_g.clone()).await.unwrap();
                 let f = time_run(&engine, free_g.clone()).await.unwrap();
-                if i >= 2 {
+                if i >= a.warmups {
                     steps.push(s);
                     free.push(f);
                 }
@@ -235,14 +245,19 @@ fn main() {
     let when = shell("date -u '+%Y-%m-%d %H:%M UTC'");
     let cpu = shell("nproc; grep -m1 'model name' /proc/cpuinfo | cut -d: -f2");
     let commit = shell("git rev-parse --short HEAD");
+    let profile = if cfg!(debug_assertions) {
+        "dev"
+    } else {
+        "release"
+    };
     println!(
-        "{when}, commit `{commit}`, CPUs: {}, release build.",
+        "{when}, commit `{commit}`, CPUs: {}, {profile} build.",
         cpu.replace('\n', " ×").trim()
     );
     println!(
-        "{} runs of each case after 2 warm-up runs; fast nodes sleep {} ms, slow nodes {} ms; \
+        "{} runs of each case after {} warm-up runs; fast nodes sleep {} ms, slow nodes {} ms; \
          load average (1/5/15 min) {load0} before, {load_trellis} after the Trellis side, {load1} at the end.",
-        a.runs, a.fast_ms, a.slow_ms
+        a.runs, a.warmups, a.fast_ms, a.slow_ms
     );
     if let Some((json, elapsed)) = &lg {
         let v = &json["versions"];

@@ -13,10 +13,14 @@
 //! - `crashtest`: fan-out with a failing child, a collector, a retry that re-runs only the
 //!   failed child, and a review stage; every handler appends `node#attempt` to a log file so a
 //!   test can prove which nodes ran in which process.
+//! - `tickets`: free-running ticket pipelines (work → review → merge, some tickets after
+//!   others' merges, one revision) and a collector; logs like `crashtest` and records the
+//!   completion order in `order` (see [`tickets`]).
 //!
 //! Every graph accepts `sleep_us` (each handler sleeps that long, to simulate I/O, with
-//! [`precise_sleep`]; `pipelines` takes `fast_us`/`slow_us` instead) and `scheduling`
-//! (`"steps"`, the default, or `"free"`: see [`Scheduling`](crate::Scheduling)).
+//! [`precise_sleep`]; `pipelines` takes `fast_us`/`slow_us` instead, `crashtest` and `tickets`
+//! vary it per node) and `scheduling` (`"steps"`, or `"free"`: see
+//! [`Scheduling`](crate::Scheduling); the default is `"steps"`, `"free"` for `tickets`).
 
 use std::io::Write;
 use std::sync::Arc;
@@ -31,7 +35,14 @@ use crate::{
 };
 
 /// Names of the built-in demo graphs.
-pub const NAMES: [&str; 5] = ["feature", "fanout", "chain", "pipelines", "crashtest"];
+pub const NAMES: [&str; 6] = [
+    "feature",
+    "fanout",
+    "chain",
+    "pipelines",
+    "crashtest",
+    "tickets",
+];
 
 /// The stages of the `feature` graph, in order.
 pub const FEATURE_STAGES: [&str; 4] = [
@@ -64,6 +75,11 @@ pub fn build(name: &str, params: &Value) -> Result<Graph> {
             pipelines::Layout::parse(params.get("layout").and_then(Value::as_str))?,
         ),
         "crashtest" => crashtest(p.u64("sleep_us", 2000), p.str("log")),
+        "tickets" => tickets::build(
+            p.u64("n", 6) as usize,
+            p.u64("sleep_us", 2000),
+            p.str("log"),
+        ),
         other => Err(Error::InvalidGraph {
             graph: other.to_owned(),
             problems: format!(
@@ -112,6 +128,7 @@ fn policy(v: Option<&Value>) -> Result<FailurePolicy> {
 }
 
 pub mod pipelines;
+pub mod tickets;
 mod timer;
 
 pub use timer::sleep as precise_sleep;
