@@ -14,8 +14,7 @@
 //! `bench_pipelines.py` on the same shape with the venv's Python, and prints a markdown
 //! report. `--smoke` (what `scripts/check` runs, in the dev profile) checks that it works in
 //! about a second: sleeps of 1 ms / 5 ms, one run of each case, no warm-up, no LangGraph —
-//! the same report, with figures that mean nothing. The test
-//! `free::pipelines_benchmark_smoke` compares the two modes' timings.
+//! the same report, with figures that mean nothing.
 #![allow(
     clippy::print_stdout,
     clippy::print_stderr,
