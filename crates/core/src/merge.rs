@@ -46,7 +46,10 @@ impl RunContext {
             .map_err(NodeError::new)
     }
 
-    /// A `merge` node: merges the branch of the node it `merges` into the run branch.
+    /// A `merge` node: merges the branch of the node it `merges` (a fan-out item's work
+    /// node, or a stage: its node, else its agents' nodes `<stage>/<key>`, in order) into the
+    /// run branch. Merging again what is merged already changes nothing, so a merge that was
+    /// interrupted (a person resolving a conflict, a crash) simply runs again.
     pub(crate) async fn run_merge(
         self: Arc<Self>,
         stage: StageContext,
@@ -57,55 +60,75 @@ impl RunContext {
             return Err(NodeError::new("not a merge stage"));
         };
         let merges = merges.clone();
+        let mut merged = Vec::new();
+        let mut conflicts: Vec<String> = Vec::new();
         // The answer to our own question about a conflict nobody could resolve.
         if let Some(r) = &ctx.resume
-            && r.scratch.get("merge_conflict").is_some()
+            && let Some(node) = r.scratch.get("merge_conflict").and_then(Value::as_str)
         {
-            return self.after_person(&merges, r.answer.is_approval()).await;
-        }
-        let node = merges.clone();
-        let outcome = self
-            .blocking(move |n| n.merge_node(&node, NODE_MERGE))
-            .await?;
-        let pending = match outcome {
-            None | Some(MergeOutcome::UpToDate) => {
-                return Ok(NodeOutput::success().result(json!({
-                    "merged": [], "note": format!("`{merges}` has nothing to merge"),
-                })));
-            }
-            Some(MergeOutcome::Merged(rec)) => {
-                return Ok(NodeOutput::success()
-                    .result(json!({ "merged": [record(&rec, NODE_MERGE, None)] })));
-            }
-            Some(MergeOutcome::Conflict(p)) => p,
-        };
-        let resolution = match agent {
-            Some(agent) => {
-                self.clone()
-                    .resolve_with_agent(&stage, agent, ctx, &pending)
-                    .await?
-            }
-            None => Err("this merge stage has no merge agent".to_owned()),
-        };
-        let tried = match resolution {
-            Ok(summary) => {
-                let (node, why) = (merges.clone(), summary.clone());
-                match self
-                    .blocking(move |n| Ok(n.complete_merge(&node, &why)))
-                    .await?
-                {
-                    Ok(rec) => {
-                        return Ok(NodeOutput::success().result(json!({
-                            "merged": [record(&rec, AGENT_RESOLVED, Some(&summary))],
-                            "conflicts": pending.files,
-                        })));
-                    }
-                    Err(e) => e,
+            match self.after_person(node, r.answer.is_approval()).await? {
+                Ok((rec, files)) => {
+                    merged.push(rec);
+                    conflicts.extend(files);
                 }
+                Err(out) => return Ok(out),
             }
-            Err(e) => e,
-        };
-        self.ask_person(&merges, &pending, &tried).await
+        }
+        let of = merges.clone();
+        let nodes = self.blocking(move |n| n.nodes_of(&of)).await?;
+        let mut activation = Some(ctx);
+        for node in nodes {
+            let target = node.clone();
+            let outcome = self
+                .blocking(move |n| n.merge_node(&target, NODE_MERGE))
+                .await?;
+            let pending = match outcome {
+                None | Some(MergeOutcome::UpToDate) => continue,
+                Some(MergeOutcome::Merged(rec)) => {
+                    merged.push(record(&rec, NODE_MERGE, None));
+                    continue;
+                }
+                Some(MergeOutcome::Conflict(p)) => p,
+            };
+            // The merge agent runs as this activation (once: a second conflict in the same
+            // merge goes to a person).
+            let resolution = match (&agent, activation.take()) {
+                (Some(agent), Some(mut ctx)) => {
+                    ctx.resume = None;
+                    self.clone()
+                        .resolve_with_agent(&stage, agent.clone(), ctx, &pending)
+                        .await?
+                }
+                (Some(_), None) => {
+                    Err("the merge agent already resolved another conflict of this merge".into())
+                }
+                (None, _) => Err("this merge stage has no merge agent".to_owned()),
+            };
+            let tried = match resolution {
+                Ok(summary) => {
+                    let (n, why) = (node.clone(), summary.clone());
+                    match self
+                        .blocking(move |s| Ok(s.complete_merge(&n, &why)))
+                        .await?
+                    {
+                        Ok(rec) => {
+                            merged.push(record(&rec, AGENT_RESOLVED, Some(&summary)));
+                            conflicts.extend(pending.files.iter().cloned());
+                            continue;
+                        }
+                        Err(e) => e,
+                    }
+                }
+                Err(e) => e,
+            };
+            return self.ask_person(&node, &pending, &tried).await;
+        }
+        let note = merged
+            .is_empty()
+            .then(|| format!("`{merges}` has nothing to merge"));
+        Ok(NodeOutput::success().result(json!({
+            "merged": merged, "conflicts": conflicts, "note": note,
+        })))
     }
 
     /// Runs the merge agent in the merge's worktree; its report's first line is the
@@ -185,34 +208,38 @@ impl RunContext {
         }
     }
 
-    /// A person answered the conflict question: yes → commit what they resolved (asking
-    /// again while markers remain); no → drop the merge and fail.
-    async fn after_person(&self, merges: &str, approved: bool) -> Result<NodeOutput, NodeError> {
-        let node = merges.to_owned();
+    /// A person answered the conflict question about `node`: yes → commit what they
+    /// resolved (asking again while markers remain); no → drop the merge and fail. `Ok` with
+    /// the merge's record and its conflicted files, or the node's output when it ends here.
+    async fn after_person(
+        &self,
+        node: &str,
+        approved: bool,
+    ) -> Result<Result<(Value, Vec<String>), NodeOutput>, NodeError> {
+        let owned = node.to_owned();
         if !approved {
-            self.blocking(move |n| n.abort_merge(&node)).await?;
-            return Ok(NodeOutput::failure(format!(
-                "the merge of `{merges}` was given up by the user"
-            )));
+            self.blocking(move |n| n.abort_merge(&owned)).await?;
+            return Ok(Err(NodeOutput::failure(format!(
+                "the merge of `{node}` was given up by the user"
+            ))));
         }
         let pending = {
-            let node = node.clone();
-            self.blocking(move |n| n.pending_merge(&node)).await?
+            let owned = owned.clone();
+            self.blocking(move |n| n.pending_merge(&owned)).await?
         };
         let Some(pending) = pending else {
-            return Ok(NodeOutput::failure(format!(
-                "no merge of `{merges}` waits for a resolution any more"
-            )));
+            // Nothing waits any more (resolved and committed before a crash): merge again.
+            return Ok(Ok((json!(null), Vec::new())));
         };
         match self
-            .blocking(move |n| Ok(n.complete_merge(&node, "resolved by the user")))
+            .blocking(move |n| Ok(n.complete_merge(&owned, "resolved by the user")))
             .await?
         {
-            Ok(rec) => Ok(NodeOutput::success().result(json!({
-                "merged": [record(&rec, USER_RESOLVED, Some("resolved by the user"))],
-                "conflicts": pending.files,
-            }))),
-            Err(e) => self.ask_person(merges, &pending, &e).await,
+            Ok(rec) => Ok(Ok((
+                record(&rec, USER_RESOLVED, Some("resolved by the user")),
+                pending.files,
+            ))),
+            Err(e) => Ok(Err(self.ask_person(node, &pending, &e).await?)),
         }
     }
 

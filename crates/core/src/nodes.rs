@@ -225,6 +225,25 @@ impl NodeSpaces {
             .map_err(text)
     }
 
+    /// The nodes whose work a merge of `of` brings in: `of` itself when it has a worktree,
+    /// else the worktrees of its children (`of/<key>`), by node id.
+    pub fn nodes_of(&self, of: &str) -> Result<Vec<String>, String> {
+        if self.nodes.get(of).map_err(text)?.is_some() {
+            return Ok(vec![of.to_owned()]);
+        }
+        let prefix = format!("{of}/");
+        let mut nodes: Vec<String> = self
+            .nodes
+            .list()
+            .map_err(text)?
+            .into_iter()
+            .map(|w| w.node)
+            .filter(|n| n.starts_with(&prefix))
+            .collect();
+        nodes.sort();
+        Ok(nodes)
+    }
+
     /// The merge of `node` waiting for its conflicts to be resolved, if any.
     pub fn pending_merge(&self, node: &str) -> Result<Option<PendingMerge>, String> {
         self.nodes.pending(node).map_err(text)

@@ -158,6 +158,11 @@ impl RunContext {
         // The stage runs many times (once per task); earlier tasks' results are not this
         // task's previous attempt.
         ctx.previous = None;
+        let ctx_task = ctx
+            .state
+            .get("task")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
         let out = self
             .clone()
             .run_stage_agent(stage, agent, ctx, None)
@@ -173,7 +178,18 @@ impl RunContext {
             .unwrap_or_default()
             .to_owned();
         let parsed = json_in(&answer).unwrap_or(Value::Null);
-        let decided = decide(&tree, &step, &parsed, &answer, &result, out.is_failure());
+        let request = ctx_task.unwrap_or_default();
+        let decided = decide(
+            &tree,
+            &step,
+            &parsed,
+            Answer {
+                text: &answer,
+                request: &request,
+            },
+            &result,
+            out.is_failure(),
+        );
         let mut check = tree.clone();
         if let Err(e) = check.apply_all(&decided.ops) {
             // The agent's proposal does not fit the tree (a cycle, an unknown dependency): it
@@ -368,14 +384,24 @@ fn view(tree: &TaskTree, step: &str) -> Value {
 
 /// The tree operations and outcome of `step` from the agent's answer (`parsed` when it held
 /// a JSON object), with seed 001's retry limits.
+/// The agent's answer text and the user's request (the remit's fallback).
+struct Answer<'a> {
+    text: &'a str,
+    request: &'a str,
+}
+
 fn decide(
     tree: &TaskTree,
     step: &str,
     parsed: &Value,
-    answer: &str,
+    answer: Answer<'_>,
     result: &Value,
     failed: bool,
 ) -> Decided {
+    let Answer {
+        text: answer,
+        request,
+    } = answer;
     let task = tree.current_task.clone().unwrap_or_default();
     let runs = |stage: &str| {
         tree.task(&task)
@@ -415,8 +441,8 @@ fn decide(
         "intent" => {
             let mut remit = text(parsed, "remit");
             let note = remit.is_empty().then(|| {
-                remit = clip_chars(answer.trim(), 1000);
-                "no JSON remit in the answer: its text is the remit".to_owned()
+                remit = clip_chars(request.trim(), 1000);
+                "no JSON remit in the answer: the request is the remit".to_owned()
             });
             let mut d = Decided::new(
                 vec![TreeOp::SetIntent {

@@ -394,6 +394,20 @@ pub fn assemble(workflow: &Workflow, decisions: &Decisions, task: &str) -> Resul
             reason: why,
         });
     }
+    // A stage that a `merge` stage merges only commits on its agents' branches: the merge
+    // stage brings its work to the run branch.
+    let merged: Vec<String> = planned
+        .iter()
+        .filter_map(|p| match &p.context.kind {
+            Kind::Merge { merges } => Some(merges.clone()),
+            _ => None,
+        })
+        .collect();
+    for p in &mut planned {
+        if merged.contains(&p.context.stage_name) {
+            p.context.merge_later = true;
+        }
+    }
     Ok(Plan {
         workflow: workflow.name().to_owned(),
         workflow_type: workflow.metadata.workflow_type.clone(),

@@ -314,7 +314,9 @@ fn embedded_model_runs_three_phase_to_an_end() {
 /// alone (`.config/nextest.toml`).
 #[test]
 fn embedded_model_runs_task_tree_to_an_end() {
-    let ws = example("[index.embedding]\nbackend = \"none\"\n");
+    // Two turns per agent keep the run to a few minutes on two cores (the loop runs eight
+    // roles per milestone and task).
+    let ws = example("[index.embedding]\nbackend = \"none\"\n\n[agents]\nmax_turns = 2\n");
     let out = args(
         isolated(ws.path()),
         &[

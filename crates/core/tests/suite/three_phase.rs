@@ -426,3 +426,90 @@ async fn a_pruned_ticket_leaves_no_branch_worktree_or_merge_while_the_others_mer
             .contains(FIX)
     );
 }
+
+const MERGED: &str = r#"
+metadata:
+  name: "merged_pair"
+  description: "Two code agents, merged by a merge stage"
+stages:
+  - stage_id: pair
+    name: "pair"
+    parallel_agents:
+      - agent: "code_agent"
+      - agent: "code_agent"
+    routing: {next_stage_on_failure: ABORT, max_attempts: 1}
+  - stage_id: land
+    name: "land"
+    kind: merge
+    merges: pair
+    parallel_agents: [{agent: "merger"}]
+    routing: {next_stage_on_success: DONE}
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_merge_stage_lands_a_stages_agents_and_its_agent_resolves_their_conflict() {
+    let ws = inventory(CONFIG);
+    let repo = path_of(&ws);
+    let dir = repo.join(".trellis/workflows");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("merged_pair.yaml"), MERGED).unwrap();
+    let count = std::sync::atomic::AtomicUsize::new(0);
+    let base = script(repo.clone());
+    // Both agents change the same line differently: the second merge conflicts.
+    let provider = ScriptedProvider::responding(move |r| {
+        if system(r).contains("senior software engineer working inside a git worktree") {
+            return match calls(r) {
+                0 => {
+                    let n = count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    let new = if n == 0 { FIX } else { FIX3 };
+                    tool(
+                        "edit_file",
+                        json!({ "path": "inventory.py", "old_string": BUG, "new_string": new }),
+                    )
+                }
+                _ => report(false, "fixed commit"),
+            };
+        }
+        base(r)
+    });
+    let svc = Service::start(runtime(&repo, &provider), ServiceOptions::default());
+    let out = svc
+        .call(Op::StartRun {
+            request: "Fix commit".into(),
+            repo: None,
+            workflow: Some("merged_pair".into()),
+            include: Vec::new(),
+            skip: Vec::new(),
+            input: InputMode::Interrupts,
+            budgets: None,
+            plan_only: false,
+        })
+        .await
+        .unwrap();
+    let run = RunId::from_string(out["run"].as_str().unwrap());
+    let o = stopped(&svc, &run).await;
+    assert_eq!(
+        o.status,
+        RunStatus::Succeeded,
+        "{:?}\n{:#?}",
+        o.error,
+        o.nodes
+    );
+    // The agents only committed; the merge stage brought both in, the second through the
+    // merge agent, and says so.
+    for n in o
+        .nodes
+        .iter()
+        .filter(|n| n.id.as_str().starts_with("pair/"))
+    {
+        assert!(n.result["run_head"].is_null(), "{} merged itself", n.id);
+    }
+    let land = o.node("land").unwrap();
+    let merged = land.result["merged"].as_array().unwrap();
+    assert_eq!(merged.len(), 2, "{:?}", land.result);
+    assert_eq!(merged[0]["strategy"], trellis_core::merge::NODE_MERGE);
+    assert_eq!(merged[1]["strategy"], trellis_core::merge::AGENT_RESOLVED);
+    assert_eq!(land.result["conflicts"], json!(["inventory.py"]));
+    let inventory = on_run_branch(&repo, &run, "inventory.py").unwrap();
+    assert!(inventory.contains("get(sku, 0) - quantity") && !inventory.contains("<<<<<<<"));
+}
