@@ -59,6 +59,15 @@ pub(crate) fn tool_scope(stage: &str, agent: &str) -> String {
 }
 
 /// Cuts `text` to `max` bytes on a char boundary.
+/// The `output` text of a stage agent's recorded result (empty when it has none).
+pub(crate) fn output_text(result: &Value) -> String {
+    result
+        .get("output")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned()
+}
+
 pub(crate) fn clip(text: &str, max: usize) -> String {
     trellis_agents::prompt::truncate(text, max)
 }

@@ -303,11 +303,7 @@ impl RunContext {
                 v["summary"].as_str().unwrap_or_default().to_owned(),
             ));
         }
-        let output = result
-            .get("output")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned();
+        let output = crate::handlers::output_text(&result);
         let named = output
             .split(|c: char| c.is_whitespace() || c == ':' || c == '.' || c == ',')
             .find(|w| !w.is_empty())
@@ -479,11 +475,7 @@ impl RunContext {
         }
         let kinds: Vec<&String> = std::iter::once(kind).chain(&stage.also_produces).collect();
         let mut result = out.recorded().clone();
-        let answer = result
-            .get("output")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned();
+        let answer = crate::handlers::output_text(&result);
         // An answer holding several artifacts has a `# <Title>` section per artifact.
         let sections = if kinds.len() > 1 {
             let parsed: Vec<ArtifactKind> = kinds.iter().filter_map(|k| k.parse().ok()).collect();

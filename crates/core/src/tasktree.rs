@@ -172,11 +172,7 @@ impl RunContext {
             return Ok(out);
         }
         let mut result = out.recorded().clone();
-        let answer = result
-            .get("output")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned();
+        let answer = crate::handlers::output_text(&result);
         let parsed = json_in(&answer).unwrap_or(Value::Null);
         let request = ctx_task.unwrap_or_default();
         let decided = decide(

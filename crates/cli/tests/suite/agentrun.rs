@@ -256,26 +256,38 @@ fn embedded_model_completes_the_discussion_workflow() {
 /// producer back three times, then ends the run). The output's quality is not asserted. Runs alone (`.config/nextest.toml`).
 #[test]
 fn embedded_model_runs_staged_review_to_an_end() {
-    let ws = example("[index.embedding]\nbackend = \"none\"\n");
+    let (text, err) = embedded_run("staged_review", "Fix the stock bookkeeping of commit", "");
+    assert!(text.contains("scoping#1"), "{text}");
+    assert_end_state(&text, &err);
+}
+
+/// `trellis run REQUEST --workflow WORKFLOW --yes --no-review` with the embedded default model
+/// on the inventory example (`extra` appended to its configuration): stdout and stderr.
+fn embedded_run(workflow: &str, request: &str, extra: &str) -> (String, String) {
+    let ws = example(&format!("[index.embedding]\nbackend = \"none\"\n{extra}"));
     let out = args(
         isolated(ws.path()),
         &[
             "run",
-            "Fix the stock bookkeeping of commit",
+            request,
             "--workflow",
-            "staged_review",
+            workflow,
             "--yes",
             "--no-review",
         ],
     )
     .output()
     .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("scoping#1"), "{text}");
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn assert_end_state(text: &str, err: &str) {
     assert!(
         text.contains("succeeded at DONE") || text.contains("at ABORT"),
-        "no end state:\n{text}\n{}",
-        String::from_utf8_lossy(&out.stderr)
+        "no end state:\n{text}\n{err}"
     );
 }
 
@@ -285,27 +297,9 @@ fn embedded_model_runs_staged_review_to_an_end() {
 /// The output's quality is not asserted. Runs alone (`.config/nextest.toml`).
 #[test]
 fn embedded_model_runs_three_phase_to_an_end() {
-    let ws = example("[index.embedding]\nbackend = \"none\"\n");
-    let out = args(
-        isolated(ws.path()),
-        &[
-            "run",
-            "Fix the stock bookkeeping of commit",
-            "--workflow",
-            "three_phase",
-            "--yes",
-            "--no-review",
-        ],
-    )
-    .output()
-    .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
+    let (text, err) = embedded_run("three_phase", "Fix the stock bookkeeping of commit", "");
     assert!(text.contains("discovery#1"), "{text}");
-    assert!(
-        text.contains("succeeded at DONE") || text.contains("at ABORT"),
-        "no end state:\n{text}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_end_state(&text, &err);
 }
 
 /// Seed 001's `task_tree` with the embedded default model (8k context, `--yes`): the remit,
@@ -316,27 +310,13 @@ fn embedded_model_runs_three_phase_to_an_end() {
 fn embedded_model_runs_task_tree_to_an_end() {
     // Two turns per agent keep the run to a few minutes on two cores (the loop runs eight
     // roles per milestone and task).
-    let ws = example("[index.embedding]\nbackend = \"none\"\n\n[agents]\nmax_turns = 2\n");
-    let out = args(
-        isolated(ws.path()),
-        &[
-            "run",
-            "Add a low-stock report to the inventory",
-            "--workflow",
-            "task_tree",
-            "--yes",
-            "--no-review",
-        ],
-    )
-    .output()
-    .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(text.contains("intent#1"), "{text}");
-    assert!(
-        text.contains("succeeded at DONE") || text.contains("at ABORT"),
-        "no end state:\n{text}\n{err}"
+    let (text, err) = embedded_run(
+        "task_tree",
+        "Add a low-stock report to the inventory",
+        "\n[agents]\nmax_turns = 2\n",
     );
+    assert!(text.contains("intent#1"), "{text}");
+    assert_end_state(&text, &err);
     assert!(
         !text.contains("context window") && !err.contains("context window"),
         "a context error:\n{text}\n{err}"

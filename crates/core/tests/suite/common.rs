@@ -2,6 +2,7 @@ use std::path::{Path, PathBuf};
 
 use std::sync::Arc;
 
+use trellis_llm::ChatRequest;
 use trellis_protocol::RunId;
 use trellis_tools::git::Git;
 use trellis_tools::worktree::nodes::NODE_BRANCH_PREFIX;
@@ -110,4 +111,29 @@ pub fn on_run_branch(repo: &Path, run: &RunId, path: &str) -> Option<String> {
         .unwrap()
         .ok()
         .map(|b| String::from_utf8_lossy(&b).into_owned())
+}
+
+/// The system prompt of a request (which role is asking).
+pub fn system(r: &ChatRequest) -> &str {
+    r.messages.first().map_or("", |m| m.content.as_str())
+}
+
+/// Every message of a request, concatenated.
+pub fn text(r: &ChatRequest) -> String {
+    r.messages.iter().map(|m| m.content.as_str()).collect()
+}
+
+/// Tool results so far in a request's conversation.
+pub fn calls(r: &ChatRequest) -> usize {
+    r.messages
+        .iter()
+        .filter(|m| m.tool_call_id.is_some())
+        .count()
+}
+
+/// Whether a request is the retrieval agent's query planning (structured `queries`).
+pub fn is_queries(r: &ChatRequest) -> bool {
+    r.response_format
+        .as_ref()
+        .is_some_and(|f| f.schema["properties"].get("queries").is_some())
 }

@@ -58,20 +58,6 @@ fn start_op(request: &str, input: InputMode) -> Op {
     }
 }
 
-fn is_queries(r: &ChatRequest) -> bool {
-    r.response_format
-        .as_ref()
-        .is_some_and(|f| f.schema["properties"].get("queries").is_some())
-}
-
-/// How many tool results the request carries (the agent's calls so far).
-fn calls(r: &ChatRequest) -> usize {
-    r.messages
-        .iter()
-        .filter(|m| m.tool_call_id.is_some())
-        .count()
-}
-
 /// Whether the agent of `r` called a tool with `needle` in its arguments.
 fn called_with(r: &ChatRequest, needle: &str) -> bool {
     r.messages

@@ -20,25 +20,9 @@ const BUG: &str =
 const FIX: &str =
     "self.release(sku, quantity)\n        self.stock[sku] = self.stock.get(sku, 0) - quantity";
 
-fn system(r: &ChatRequest) -> &str {
-    r.messages.first().map_or("", |m| m.content.as_str())
-}
-
-fn text(r: &ChatRequest) -> String {
-    r.messages.iter().map(|m| m.content.as_str()).collect()
-}
-
-/// Tool results so far in this conversation.
-fn done(r: &ChatRequest) -> usize {
-    r.messages
-        .iter()
-        .filter(|m| m.tool_call_id.is_some())
-        .count()
-}
-
 /// What each stage role does: one tool call per turn, then its report.
 fn script(r: &ChatRequest) -> Turn {
-    let (sys, all, n) = (system(r), text(r), done(r));
+    let (sys, all, n) = (system(r), text(r), calls(r));
     if sys.contains("scoping a change request") {
         let cli_out = all.contains("Leave the CLI out");
         return match n {

@@ -13,27 +13,6 @@ use trellis_workflow::tasktree::{CHANNEL, TaskStatus, TaskTree};
 
 use super::common::*;
 
-fn system(r: &ChatRequest) -> &str {
-    r.messages.first().map_or("", |m| m.content.as_str())
-}
-
-fn text(r: &ChatRequest) -> String {
-    r.messages.iter().map(|m| m.content.as_str()).collect()
-}
-
-fn calls(r: &ChatRequest) -> usize {
-    r.messages
-        .iter()
-        .filter(|m| m.tool_call_id.is_some())
-        .count()
-}
-
-fn is_queries(r: &ChatRequest) -> bool {
-    r.response_format
-        .as_ref()
-        .is_some_and(|f| f.schema["properties"].get("queries").is_some())
-}
-
 /// The task a step works on (its id in the work item).
 fn task_of(r: &ChatRequest) -> String {
     let all = text(r);

@@ -32,27 +32,6 @@ const PLANNED: &str = "# Plan\n## Goal\nFix the stock bookkeeping, then report s
 ## T2: Stock report\nDepends on: T1\nFiles: report.py\n\n### Acceptance criteria\n- report lists stock per SKU\n\n\
 ## T3: Say what shipping does\nDepends on: none\nFiles: inventory.py\n\n### Acceptance criteria\n- the shipping line is explained\n";
 
-fn system(r: &ChatRequest) -> &str {
-    r.messages.first().map_or("", |m| m.content.as_str())
-}
-
-fn text(r: &ChatRequest) -> String {
-    r.messages.iter().map(|m| m.content.as_str()).collect()
-}
-
-fn calls(r: &ChatRequest) -> usize {
-    r.messages
-        .iter()
-        .filter(|m| m.tool_call_id.is_some())
-        .count()
-}
-
-fn is_queries(r: &ChatRequest) -> bool {
-    r.response_format
-        .as_ref()
-        .is_some_and(|f| f.schema["properties"].get("queries").is_some())
-}
-
 /// The ticket a request is about (its work item's id).
 fn ticket(r: &ChatRequest) -> &'static str {
     let all = text(r);
