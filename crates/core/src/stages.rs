@@ -303,7 +303,7 @@ impl RunContext {
                 v["summary"].as_str().unwrap_or_default().to_owned(),
             ));
         }
-        let output = crate::handlers::output_text(&result);
+        let output = crate::handlers::output_text(result);
         let named = output
             .split(|c: char| c.is_whitespace() || c == ':' || c == '.' || c == ',')
             .find(|w| !w.is_empty())
