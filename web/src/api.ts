@@ -134,6 +134,33 @@ export interface GraphResponse {
   entry: string | null;
   routing: Routing[] | null;
   skipped: { stage?: string; name?: string; reason?: string }[] | null;
+  /** Seed 001's task tree, for task_tree runs. */
+  taskTree?: TaskTree | null;
+}
+
+export type TaskStatus = 'PENDING' | 'READY' | 'IN_PROGRESS' | 'COMPLETE' | 'FAILED' | 'BLOCKED' | 'DEFERRED';
+
+export interface TreeTask {
+  id: string;
+  description: string;
+  measurable_outcome?: string;
+  milestone: string;
+  depends_on?: string[];
+  status: TaskStatus;
+  attempts?: Record<string, number>;
+  result_summary?: string | null;
+  qa_feedback?: string | null;
+  last_failure_reason?: string | null;
+  last_failure_stage?: string | null;
+}
+
+export interface TaskTree {
+  remit: string;
+  milestones: { id: string; description: string; status: 'PENDING' | 'ACTIVE' | 'COMPLETE' }[];
+  active_milestone?: string | null;
+  tasks: Record<string, TreeTask>;
+  order: string[];
+  current_task?: string | null;
 }
 
 export interface Frame {

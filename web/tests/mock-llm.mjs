@@ -16,7 +16,7 @@
 //     feedback says so) and rewrites docs/architecture.md at its top and its end (two hunks):
 //     a change set of three hunks to review;
 //   - the orchestrator includes decision_documentation when the request says "document", and
-//     picks staged_review when it says "[staged]";
+//     picks staged_review when it says "[staged]", task_tree when it says "[tree]";
 //   - staged_review's agents each call their stage tool (submit_scope, submit_research,
 //     submit_plan, complete_pulse, complete_review) once, then report; the scope card narrows
 //     to "Inventory.commit only" once the feedback says "commit only"; with "[human]" the
@@ -75,6 +75,9 @@ const isDocAgent = (body) => system(body).includes('technical writer');
 
 function structured(body) {
   const props = body.response_format?.json_schema?.schema?.properties ?? {};
+  if (props.workflow && messagesText(body).includes('[tree]')) {
+    return { reasoning: 'Open-ended work in milestones: a task tree.', workflow: 'task_tree', stages: [] };
+  }
   if (props.workflow && messagesText(body).includes('[staged]')) {
     return { reasoning: 'The user wants to approve each step: staged review.', workflow: 'staged_review', stages: [] };
   }
@@ -140,6 +143,37 @@ function stagedTurn(body, text, done) {
   return null;
 }
 
+/**
+ * task_tree's roles (seed 001), answering with their JSON objects: one milestone, three tasks
+ * (t1 has no gap; t3 waits for t2), each implemented by writing a note.
+ */
+function treeTurn(body, done) {
+  const sys = system(body);
+  const contents = (body.messages ?? []).map((m) => String(m.content ?? '')).join('\n');
+  // The work item is canonical JSON (sorted keys): the task's `id` follows its `description`.
+  const at = contents.indexOf('"task":{');
+  const task = at < 0 ? '' : (/"id":"([^"]+)"/.exec(contents.slice(at))?.[1] ?? '');
+  const answer = (obj) => textSse(JSON.stringify({ failure: false, output: JSON.stringify(obj), files_changed: [], findings: [] }));
+  if (sys.includes("You interpret a user's request")) return answer({ remit: 'Colonies exist and are listed', explicit_needs: ['colonies'] });
+  if (sys.includes('sequential milestones')) return answer({ milestones: ['Colonies exist'] });
+  if (sys.includes('You expand one milestone')) {
+    return answer({ tasks: [
+      { id: 't1', description: 'colony model exists already' },
+      { id: 't2', description: 'colony storage' },
+      { id: 't3', description: 'colony list', depends_on: ['t2'] },
+    ] });
+  }
+  if (sys.includes('You analyse the gap')) return answer({ gap_exists: task !== 't1', gap_description: 'missing' });
+  if (sys.includes('You plan the change')) return textSse(JSON.stringify({ failure: false, output: '# Implementation Plan\n## Changes', files_changed: [], findings: [] }));
+  if (sys.includes("implementing one task's plan")) {
+    if (done === 0) return toolSse('call_note', 'write_file', { path: `notes/${task}.md`, content: `${task}\n` });
+    return textSse(JSON.stringify({ failure: false, output: `wrote notes/${task}.md`, files_changed: [], findings: [] }));
+  }
+  if (sys.includes('implemented change satisfies')) return answer({ passed: true, feedback: 'meets the outcome' });
+  if (sys.includes('You assess a milestone')) return answer({ uncovered_gaps: [] });
+  return null;
+}
+
 async function respond(body) {
   const text = messagesText(body);
   const slow = text.includes('[slow]');
@@ -165,6 +199,8 @@ async function respond(body) {
   const reads = toolResults(body);
   const staged = stagedTurn(body, text, reads);
   if (staged) return staged;
+  const tree = treeTurn(body, reads);
+  if (tree) return tree;
   if (isDocAgent(body)) {
     if (text.includes('[gate]') && reads === 0) {
       return toolSse('call_net', 'shell', { command: 'curl -s http://127.0.0.1:9/stock' });

@@ -13,10 +13,12 @@ import { Confirm, InlineError, Spinner, StatusBadge, useAction, useLoad } from '
 import { GraphView } from './Graph';
 import { NodePanel } from './NodePanel';
 import { Approvals } from './Approvals';
+import { Tasks } from './Tasks';
 
 const TABS: [string, string][] = [
   ['graph', 'Graph'],
   ['approvals', 'Approvals'],
+  ['tasks', 'Tasks'],
   ['review', 'Review'],
   ['events', 'Events'],
 ];
@@ -49,7 +51,7 @@ export function RunPage({ id, tab, query, children }: { id: string; tab: string;
     <main class="page run-page" aria-labelledby="run-title" data-testid="run-page" data-run={m.id} data-status={m.status}>
       <RunHeader m={m} />
       <nav class="tabs" aria-label="Run views">
-        {TABS.map(([k, label]) => (
+        {TABS.filter(([k]) => k !== 'tasks' || m.workflow === 'task_tree').map(([k, label]) => (
           <a key={k} href={href(['runs', id, k])} aria-current={tab === k ? 'page' : undefined} data-testid={`tab-${k}`}>
             {label}
             {k === 'approvals' && waiting > 0 && (
@@ -62,6 +64,7 @@ export function RunPage({ id, tab, query, children }: { id: string; tab: string;
       </nav>
       {tab === 'graph' && <GraphTab m={m} selected={query.node ?? null} />}
       {tab === 'approvals' && <Approvals m={m} />}
+      {tab === 'tasks' && <Tasks m={m} />}
       {tab === 'review' && children}
       {tab === 'events' && <EventLog m={m} />}
     </main>
