@@ -22,6 +22,25 @@ pub struct AgentsConfig {
     /// The retrieval agent.
     #[serde(default)]
     pub retrieval: RetrievalAgentConfig,
+    /// Seed 001's retry limits in `task_tree` runs.
+    #[serde(default)]
+    pub task_tree: TaskTreeLimits,
+}
+
+/// `[agents.task_tree]`: seed 001's retry limits, as runs of each stage per task (the first
+/// run included), and how often the assessor's gaps may add tasks.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TaskTreeLimits {
+    /// Implementor runs per task, across validation failures and QA `incomplete` (default 4:
+    /// the first and seed 001's 3 retries).
+    pub implementor_runs: Option<u32>,
+    /// Planner runs per task, across QA `plan_issue` (default 3).
+    pub planner_runs: Option<u32>,
+    /// Researcher runs per task, across QA `wrong_approach` (default 3).
+    pub researcher_runs: Option<u32>,
+    /// Expansions per run after which the assessor's gaps add no more tasks (default 12).
+    pub max_expansions: Option<u32>,
 }
 
 /// `[agents.retrieval]`.

@@ -19,14 +19,35 @@ use trellis_workflow::{AgentSpec, StageContext};
 
 use crate::handlers::RunContext;
 
-/// Runs of the implementor per task: the first and 3 retries.
+/// Runs of the implementor per task: the first and 3 retries (`[agents.task_tree]`
+/// `implementor_runs`).
 pub const IMPLEMENTOR_RUNS: u32 = 4;
-/// Runs of the planner per task: the first and 2 retries.
+/// Runs of the planner per task: the first and 2 retries (`planner_runs`).
 pub const PLANNER_RUNS: u32 = 3;
-/// Runs of the researcher per task: the first and 2 retries.
+/// Runs of the researcher per task: the first and 2 retries (`researcher_runs`).
 pub const RESEARCHER_RUNS: u32 = 3;
-/// Expansions (the expander's runs) per run before gaps stop adding tasks.
+/// Expansions per run before gaps stop adding tasks (`max_expansions`).
 pub const MAX_EXPANSIONS: u32 = 12;
+
+/// The limits in force: the configuration's, else seed 001's.
+#[derive(Clone, Copy, Debug)]
+struct Limits {
+    implementor: u32,
+    planner: u32,
+    researcher: u32,
+    expansions: u32,
+}
+
+impl Limits {
+    fn of(c: &trellis_agents::config::TaskTreeLimits) -> Self {
+        Self {
+            implementor: c.implementor_runs.unwrap_or(IMPLEMENTOR_RUNS).max(1),
+            planner: c.planner_runs.unwrap_or(PLANNER_RUNS).max(1),
+            researcher: c.researcher_runs.unwrap_or(RESEARCHER_RUNS).max(1),
+            expansions: c.max_expansions.unwrap_or(MAX_EXPANSIONS),
+        }
+    }
+}
 
 fn node_error(e: impl std::fmt::Display) -> NodeError {
     NodeError::new(e.to_string())
@@ -177,6 +198,7 @@ impl RunContext {
         let request = ctx_task.unwrap_or_default();
         let decided = decide(
             &tree,
+            Limits::of(&self.runtime.agents.task_tree),
             &step,
             &parsed,
             Answer {
@@ -286,7 +308,7 @@ impl RunContext {
         }];
         let outcome = if passed {
             "passed"
-        } else if runs >= IMPLEMENTOR_RUNS {
+        } else if runs >= Limits::of(&self.runtime.agents.task_tree).implementor {
             ops.push(TreeOp::Fail {
                 task: task.clone(),
                 reason: format!("validation failed: {}", issues.join("; ")),
@@ -388,6 +410,7 @@ struct Answer<'a> {
 
 fn decide(
     tree: &TaskTree,
+    limits: Limits,
     step: &str,
     parsed: &Value,
     answer: Answer<'_>,
@@ -591,9 +614,9 @@ fn decide(
                 _ => "incomplete",
             };
             let (stage, limit, back) = match kind {
-                "wrong_approach" => ("researcher", RESEARCHER_RUNS, "research"),
-                "plan_issue" => ("planner", PLANNER_RUNS, "plan"),
-                _ => ("implementor", IMPLEMENTOR_RUNS, "implement"),
+                "wrong_approach" => ("researcher", limits.researcher, "research"),
+                "plan_issue" => ("planner", limits.planner, "plan"),
+                _ => ("implementor", limits.implementor, "implement"),
             };
             if runs(stage) >= limit {
                 ops.push(fail(
@@ -616,7 +639,7 @@ fn decide(
             let Some(active) = tree.active_milestone.clone() else {
                 return Decided::new(Vec::new(), Some("complete"));
             };
-            if !gaps.is_empty() && tree.iteration < MAX_EXPANSIONS {
+            if !gaps.is_empty() && tree.iteration < limits.expansions {
                 let mut d = Decided::new(Vec::new(), Some("gaps"));
                 d.feedback = Some((
                     "expand",

@@ -308,12 +308,12 @@ fn embedded_model_runs_three_phase_to_an_end() {
 /// alone (`.config/nextest.toml`).
 #[test]
 fn embedded_model_runs_task_tree_to_an_end() {
-    // Two turns per agent keep the run to a few minutes on two cores (the loop runs eight
-    // roles per milestone and task).
+    // Two turns per agent and one run of each stage per task keep the run to minutes on two
+    // cores (the loop runs eight roles per milestone and task).
     let (text, err) = embedded_run(
         "task_tree",
         "Add a low-stock report to the inventory",
-        "\n[agents]\nmax_turns = 2\n",
+        "\n[agents]\nmax_turns = 2\n\n[agents.task_tree]\nimplementor_runs = 1\nplanner_runs = 1\nresearcher_runs = 1\nmax_expansions = 1\n",
     );
     assert!(text.contains("intent#1"), "{text}");
     assert_end_state(&text, &err);
