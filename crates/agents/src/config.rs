@@ -41,6 +41,10 @@ pub struct TaskTreeLimits {
     pub researcher_runs: Option<u32>,
     /// Expansions per run after which the assessor's gaps add no more tasks (default 12).
     pub max_expansions: Option<u32>,
+    /// Keep handoffs (gap analysis, plan summary, result summary, QA feedback, completed-task
+    /// summaries) to seed 001's limits (default true; false sends them whole, the benchmark's
+    /// baseline).
+    pub compress_handoffs: Option<bool>,
 }
 
 /// `[agents.retrieval]`.

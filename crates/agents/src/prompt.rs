@@ -171,7 +171,12 @@ pub fn task_text(task: &str, stage: &Value, attempt: u32, previous: Option<&Valu
             Value::String(t) => t.clone(),
             other => to_canonical_string(other).unwrap_or_default(),
         };
-        s.push_str(&format!("Your work item: {}\n", truncate(&item, 4000)));
+        // A stage may say how much of its item to show (`item_max_chars`, default 4000).
+        let max = stage
+            .get("item_max_chars")
+            .and_then(Value::as_u64)
+            .map_or(4000, |m| usize::try_from(m).unwrap_or(usize::MAX));
+        s.push_str(&format!("Your work item: {}\n", truncate(&item, max)));
     }
     if let Some(work) = stage.get("work").filter(|v| !v.is_null()) {
         let text = work

@@ -220,7 +220,13 @@ impl RunContext {
             ),
             (
                 ContextKind::EarlierStages,
-                earlier_stages(ctx.state.get("stage_results"), &stage_name),
+                // A step that gets exactly what it needs in its work item (seed 001's typed
+                // handoffs) says so with `"earlier_stages": false`.
+                if ctx.input.get("earlier_stages") == Some(&Value::Bool(false)) {
+                    String::new()
+                } else {
+                    earlier_stages(ctx.state.get("stage_results"), &stage_name)
+                },
             ),
             (ContextKind::UserMessages, user_messages.join("\n")),
             (

@@ -14,7 +14,9 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 use trellis_graph::{NodeContext, NodeError, NodeOutput};
-use trellis_workflow::tasktree::{CHANNEL, NewTask, TaskStatus, TaskTree, TreeOp, clip_chars};
+use trellis_workflow::tasktree::{
+    CHANNEL, FIELD_LIMITS, NewTask, TaskStatus, TaskTree, TreeOp, clip_chars,
+};
 use trellis_workflow::{AgentSpec, StageContext};
 
 use crate::handlers::RunContext;
@@ -28,6 +30,8 @@ pub const PLANNER_RUNS: u32 = 3;
 pub const RESEARCHER_RUNS: u32 = 3;
 /// Expansions per run before gaps stop adding tasks (`max_expansions`).
 pub const MAX_EXPANSIONS: u32 = 12;
+/// Characters of a step's work item shown to its agent (the whole plan fits).
+const ITEM_MAX_CHARS: u64 = 16_000;
 
 /// The limits in force: the configuration's, else seed 001's.
 #[derive(Clone, Copy, Debug)]
@@ -36,6 +40,39 @@ struct Limits {
     planner: u32,
     researcher: u32,
     expansions: u32,
+    /// Handoffs kept to seed 001's limits (`compress_handoffs`, default on).
+    compress: bool,
+}
+
+/// The limits of the gap analysis' text fields (its whole is limited by `FIELD_LIMITS`).
+const GAP_FIELD_LIMITS: [(&str, usize); 3] = [
+    ("current_state_summary", 1000),
+    ("desired_state_summary", 1000),
+    ("gap_description", 2000),
+];
+
+/// Keeps the handoff fields the ops set to their limits ([`FIELD_LIMITS`]).
+fn compress_ops(ops: &mut [TreeOp]) {
+    for op in ops {
+        let TreeOp::SetField { field, value, .. } = op else {
+            continue;
+        };
+        match value {
+            Value::String(text) => {
+                if let Some((_, max)) = FIELD_LIMITS.iter().find(|(f, _)| f == field) {
+                    *text = clip_chars(text, *max);
+                }
+            }
+            Value::Object(m) => {
+                for (key, max) in GAP_FIELD_LIMITS {
+                    if let Some(Value::String(t)) = m.get_mut(key) {
+                        *t = clip_chars(t, max);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
 }
 
 impl Limits {
@@ -45,6 +82,7 @@ impl Limits {
             planner: c.planner_runs.unwrap_or(PLANNER_RUNS).max(1),
             researcher: c.researcher_runs.unwrap_or(RESEARCHER_RUNS).max(1),
             expansions: c.max_expansions.unwrap_or(MAX_EXPANSIONS),
+            compress: c.compress_handoffs.unwrap_or(true),
         }
     }
 }
@@ -174,7 +212,32 @@ impl RunContext {
             })));
         }
         if let Value::Object(m) = &mut ctx.input {
-            m.insert("item".into(), view(&tree, &step));
+            let compress = Limits::of(&self.runtime.agents.task_tree).compress;
+            let mut item = view(&tree, &step, compress);
+            // The implementor works from the whole plan (seed 001), not its summary.
+            if step == "implement"
+                && let (Value::Object(v), Some(plan)) = (
+                    &mut item,
+                    ctx.state
+                        .get_in("stage_results", "plan")
+                        .and_then(|r| r.pointer("/output/output"))
+                        .and_then(Value::as_str),
+                )
+            {
+                v.insert("plan".into(), json!(plan));
+            }
+            m.insert("item".into(), item);
+            // Compressed handoffs keep the item small; whole ones are shown whole (the
+            // benchmark's baseline).
+            m.insert(
+                "item_max_chars".into(),
+                json!(if compress { ITEM_MAX_CHARS } else { u64::MAX }),
+            );
+            // With compressed handoffs the work item is the whole handoff: the earlier stages'
+            // raw results (every plan and report so far) are not sent again.
+            if compress {
+                m.insert("earlier_stages".into(), json!(false));
+            }
         }
         // The stage runs many times (once per task); earlier tasks' results are not this
         // task's previous attempt.
@@ -196,9 +259,10 @@ impl RunContext {
         let answer = crate::handlers::output_text(&result);
         let parsed = json_in(&answer).unwrap_or(Value::Null);
         let request = ctx_task.unwrap_or_default();
-        let decided = decide(
+        let limits = Limits::of(&self.runtime.agents.task_tree);
+        let mut decided = decide(
             &tree,
-            Limits::of(&self.runtime.agents.task_tree),
+            limits,
             &step,
             &parsed,
             Answer {
@@ -208,6 +272,9 @@ impl RunContext {
             &result,
             out.is_failure(),
         );
+        if limits.compress {
+            compress_ops(&mut decided.ops);
+        }
         let mut check = tree.clone();
         if let Err(e) = check.apply_all(&decided.ops) {
             // The agent's proposal does not fit the tree (a cycle, an unknown dependency): it
@@ -360,7 +427,10 @@ fn stage_key(step: &str) -> &'static str {
 }
 
 /// What the agent of `step` is shown of the tree (seed 001's compressed handoffs).
-fn view(tree: &TaskTree, step: &str) -> Value {
+fn view(tree: &TaskTree, step: &str, compress: bool) -> Value {
+    // Completed tasks for the expander and assessor: 300 chars each, or whole when handoffs
+    // are not compressed.
+    let each = if compress { 300 } else { usize::MAX };
     let task = tree.current_task.as_deref().and_then(|id| tree.task(id));
     match step {
         "intent" => Value::Null,
@@ -377,17 +447,17 @@ fn view(tree: &TaskTree, step: &str) -> Value {
                     tree.task(id)
                         .is_some_and(|t| t.status == TaskStatus::Complete)
                 })
-                .map(|id| tree.summary(id, 300))
+                .map(|id| tree.summary(id, each))
                 .collect();
             let open: Vec<String> = tree
                 .tasks_of(&active)
                 .filter(|t| !t.status.is_final())
-                .map(|t| tree.summary(&t.id, 300))
+                .map(|t| tree.summary(&t.id, each))
                 .collect();
             let failed: Vec<String> = tree
                 .tasks_of(&active)
                 .filter(|t| matches!(t.status, TaskStatus::Failed | TaskStatus::Blocked))
-                .map(|t| tree.summary(&t.id, 300))
+                .map(|t| tree.summary(&t.id, each))
                 .collect();
             json!({
                 "remit": tree.remit,
@@ -396,7 +466,43 @@ fn view(tree: &TaskTree, step: &str) -> Value {
                 "failed_or_blocked": failed,
             })
         }
-        _ => json!({ "remit": tree.remit, "task": task }),
+        // Whole handoffs: the task with everything it carries. `id` first (keys are sorted
+        // when shown): the task is named even if the rest is cut.
+        _ if !compress => json!({ "id": tree.current_task, "remit": tree.remit, "task": task }),
+        // Typed handoffs (seed 001): each step gets the fields it needs.
+        _ => {
+            let Some(t) = task else {
+                return Value::Null;
+            };
+            let mut v = json!({
+                "id": t.id, "description": t.description,
+                "measurable_outcome": t.measurable_outcome,
+            });
+            let fields: &[(&str, Value)] = &[
+                ("gap_analysis", json!(t.gap_analysis)),
+                (
+                    "implementation_plan_summary",
+                    json!(t.implementation_plan_summary),
+                ),
+                ("result_summary", json!(t.result_summary)),
+                ("qa_feedback", json!(t.qa_feedback)),
+                ("last_failure_reason", json!(t.last_failure_reason)),
+            ];
+            let wanted: &[&str] = match step {
+                "research" => &["qa_feedback", "last_failure_reason"],
+                "plan" => &["gap_analysis", "qa_feedback"],
+                "implement" => &["qa_feedback", "last_failure_reason"],
+                _ => &["implementation_plan_summary", "result_summary"],
+            };
+            if let Value::Object(m) = &mut v {
+                for (name, value) in fields {
+                    if wanted.contains(name) && !value.is_null() {
+                        m.insert((*name).to_owned(), value.clone());
+                    }
+                }
+            }
+            json!({ "id": t.id, "task": v })
+        }
     }
 }
 
@@ -535,15 +641,12 @@ fn decide(
             let gap = boolean(parsed, "gap_exists").unwrap_or(true);
             let analysis = json!({
                 "gap_exists": gap,
-                "current_state_summary": clip_chars(&text(parsed, "current_state_summary"), 1000),
-                "desired_state_summary": clip_chars(&text(parsed, "desired_state_summary"), 1000),
-                "gap_description": clip_chars(
-                    &match text(parsed, "gap_description") {
-                        d if d.is_empty() => answer.trim().to_owned(),
-                        d => d,
-                    },
-                    2000,
-                ),
+                "current_state_summary": text(parsed, "current_state_summary"),
+                "desired_state_summary": text(parsed, "desired_state_summary"),
+                "gap_description": match text(parsed, "gap_description") {
+                    d if d.is_empty() => answer.trim().to_owned(),
+                    d => d,
+                },
                 "relevant_files": strings(parsed, "relevant_files"),
             });
             let mut ops = vec![
@@ -567,7 +670,7 @@ fn decide(
                 TreeOp::SetField {
                     task: task.clone(),
                     field: "implementation_plan_summary".into(),
-                    value: json!(clip_chars(answer.trim(), 500)),
+                    value: json!(answer.trim()),
                 },
             ],
             None,
@@ -584,7 +687,7 @@ fn decide(
                     TreeOp::SetField {
                         task: task.clone(),
                         field: "result_summary".into(),
-                        value: json!(clip_chars(summary.trim(), 1000)),
+                        value: json!(summary.trim()),
                     },
                 ],
                 None,
@@ -601,7 +704,7 @@ fn decide(
                 TreeOp::SetField {
                     task: task.clone(),
                     field: "qa_feedback".into(),
-                    value: json!(clip_chars(&feedback, 500)),
+                    value: json!(feedback),
                 },
             ];
             if passed {

@@ -35,6 +35,7 @@ fn answer(v: Value) -> Turn {
 }
 
 static WRITES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+static T2_REVIEWS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 fn script(r: &ChatRequest) -> Turn {
     if is_queries(r) {
@@ -100,7 +101,9 @@ fn script(r: &ChatRequest) -> Turn {
     }
     if sys.contains("implemented change satisfies") {
         let t = task_of(r);
-        let reviewed_before = all.contains("\"qa_feedback\"");
+        // t2's first review finds it incomplete, the second passes it.
+        let reviewed_before =
+            t == "t2" && T2_REVIEWS.fetch_add(1, std::sync::atomic::Ordering::SeqCst) > 0;
         return match t.as_str() {
             "t2" if !reviewed_before => answer(json!({
                 "passed": false, "failure_type": "incomplete", "feedback": "storage lacks a save" })),

@@ -207,15 +207,17 @@ impl TaskTree {
                     .or_insert(0) += 1;
             }
             TreeOp::SetField { task, field, value } => {
-                let Some((_, max)) = FIELD_LIMITS.iter().find(|(f, _)| f == field) else {
+                if !FIELD_LIMITS.iter().any(|(f, _)| f == field) {
                     let names: Vec<&str> = FIELD_LIMITS.iter().map(|(f, _)| *f).collect();
                     return Err(TreeError::new(format!(
                         "unknown task field `{field}` (fields: {})",
                         names.join(", ")
                     )));
                 };
+                // The limits are the writers' to keep (`compress_handoffs`); the tree stores
+                // what it is given.
                 let t = self.task_mut(task)?;
-                let text = |v: &Value| clip_chars(v.as_str().unwrap_or_default(), *max);
+                let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
                 match field.as_str() {
                     "gap_analysis" => t.gap_analysis = Some(value.clone()),
                     "implementation_plan_summary" => {
