@@ -168,6 +168,13 @@ export class SessionModel extends Notifier {
       case 'note':
         this.items.push({ kind: 'note', text: e.text });
         break;
+      case 'contextCompacted': {
+        let text = `context compacted (${e.method}): ${e.beforeTokens} → ${e.afterTokens} tokens (limit ${e.limit})`;
+        if (e.summarized > 0) text += `; ${e.summarized} messages summarised`;
+        if (e.fallback) text += ` — ${e.fallback}`;
+        this.items.push({ kind: 'note', text });
+        break;
+      }
       case 'sessionCompleted':
         this.status = 'completed';
         break;

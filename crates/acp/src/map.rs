@@ -210,6 +210,15 @@ pub fn session_updates(node: &str, root: &Path, event: &SessionEvent) -> Vec<acp
         SessionEvent::Note { text } => vec![acp::SessionUpdate::AgentThoughtChunk(
             acp::ContentChunk::new(format!("[{node}] {text}\n").into()),
         )],
+        SessionEvent::ContextCompacted { .. } => event
+            .compaction_text()
+            .map(|text| {
+                acp::SessionUpdate::AgentThoughtChunk(acp::ContentChunk::new(
+                    format!("[{node}] {text}\n").into(),
+                ))
+            })
+            .into_iter()
+            .collect(),
         SessionEvent::ToolStarted {
             call_id,
             name,

@@ -17,6 +17,10 @@
 //!   stopped, without repeating model calls or tool calls that already ran.
 //! - Crashes: [`Resume::Recorded`] with the session's recorded events of the activation
 //!   continues from the last recorded turn (see `record.rs`).
+//! - Context: before every model call the prompt is counted and, above the agent's
+//!   threshold or input cap, compacted — earlier messages summarised, what still does not
+//!   fit cut ([`SessionEvent::ContextCompacted`]); tool outputs above the limit are stored
+//!   behind a handle the model reads back with `read_tool_output` ([`crate::context`]).
 //! - The final answer is parsed into a [`StageReport`] with the normaliser; if it cannot be,
 //!   one structured call (a turn too) asks for the report (grammar-constrained on the
 //!   embedded model).
@@ -25,6 +29,7 @@ mod budget;
 mod inbox;
 mod record;
 mod report;
+mod window;
 
 use std::ops::ControlFlow;
 use std::sync::Arc;
@@ -40,10 +45,10 @@ use trellis_llm::{
 use trellis_protocol::{Answer, Interrupt, NodeId, SessionEvent, ToolStatus, TurnUsage};
 use trellis_tools::{Registry, ToolEnv, ToolResult};
 
+use crate::context::{ContextPolicy, MemoryOutputs};
 use crate::error::{Error, Result};
 use crate::interaction::GraphInteraction;
 use crate::output::StageReport;
-use crate::prompt::truncate;
 use crate::roles::RoleSpec;
 
 pub use inbox::Inbox;
@@ -99,6 +104,9 @@ pub struct AgentRun {
     /// Answer in free text (a conversation) instead of a typed stage report: the final
     /// answer is the report's `output` as it is.
     pub free_text: bool,
+    /// How the prompt is kept within the agent's input cap and the model's window
+    /// (summary model, thresholds, where large tool outputs are stored).
+    pub context: ContextPolicy,
     /// Stops the agent.
     pub cancel: CancellationToken,
 }
@@ -266,23 +274,21 @@ impl AgentRun {
     /// continuation of a recorded activation after the process stopped.
     pub async fn run(mut self, resume: Resume) -> Result<AgentOutcome> {
         let mut inbox = self.inbox.take();
+        if self.context.outputs.is_none() {
+            self.context.outputs = Some(Arc::new(MemoryOutputs::default()));
+        }
         let mut st = match self.restore(resume).await? {
             ControlFlow::Continue(st) => st,
             ControlFlow::Break(out) => return Ok(out),
         };
-        let mut specs = self.tool_specs();
         while st.turns < self.max_turns {
             let turn = st.next_turn;
             self.deliver(&mut st, turn, inbox::drain(&mut inbox));
-            let mut request = ChatRequest {
-                tools: specs.clone(),
+            let request = ChatRequest {
+                tools: self.offered_tools(),
                 ..ChatRequest::new(st.messages.clone())
             };
-            if let Some(note) = self.fit(&mut request) {
-                self.note(&mut st, note);
-                st.messages = request.messages.clone();
-                specs = request.tools.clone();
-            }
+            let request = self.fit_request(&mut st, request, turn, 0).await?;
             st.next_turn = turn + 1;
             self.emit(
                 &mut st,
@@ -450,61 +456,6 @@ impl AgentRun {
         self.emit(st, SessionEvent::MessagesReceived { turn, texts: lines });
     }
 
-    /// Shrinks `request` until it fits the model's context window with room for the answer:
-    /// the longest context or tool-result message is cut first (never the system prompt or
-    /// the task), then the tool descriptions go. Returns a note when it changed anything.
-    fn fit(&self, request: &mut ChatRequest) -> Option<String> {
-        let window = u64::from(self.provider.info().context_window?);
-        let reserve = u64::from(request.max_tokens.unwrap_or(512)).min(window / 3);
-        let mut cuts = 0;
-        let mut dropped_tools = false;
-        for _ in 0..16 {
-            let used = self.provider.count_tokens(request).ok()?.tokens;
-            if used + reserve <= window {
-                break;
-            }
-            let last = request.messages.len().saturating_sub(1);
-            let longest = request
-                .messages
-                .iter()
-                .enumerate()
-                .filter(|(i, m)| {
-                    *i > 0
-                        && m.role != trellis_llm::Role::System
-                        && !m
-                            .content
-                            .starts_with(crate::prompt::ContextKind::Task.heading())
-                        && (*i < last || m.role == trellis_llm::Role::Tool)
-                        && m.content.len() > 600
-                })
-                .max_by_key(|(_, m)| m.content.len())
-                .map(|(i, _)| i);
-            match longest {
-                Some(i) => {
-                    let m = &mut request.messages[i];
-                    let keep = m.content.len() * 3 / 5;
-                    m.content = truncate(&m.content, keep);
-                    cuts += 1;
-                }
-                None if !request.tools.is_empty() => {
-                    request.tools.clear();
-                    dropped_tools = true;
-                }
-                None => break,
-            }
-        }
-        (cuts > 0 || dropped_tools).then(|| {
-            format!(
-                "fitted the prompt into the {window}-token context: {cuts} cut(s){}",
-                if dropped_tools {
-                    ", tool descriptions dropped"
-                } else {
-                    ""
-                }
-            )
-        })
-    }
-
     /// One streamed model call; text and thinking are reported as they arrive.
     async fn turn(&self, request: ChatRequest, turn: u32) -> trellis_llm::Result<Completion> {
         let stream = self.provider.stream(request, self.cancel.clone());
@@ -558,6 +509,7 @@ impl AgentRun {
                     ),
                     ToolStatus::Error,
                 ),
+                Ok(args) if self.reads_output(&call.name) => self.read_output(&args),
                 Ok(args) => {
                     let result = self
                         .tools
@@ -598,6 +550,7 @@ impl AgentRun {
                     }
                 }
             };
+            let content = self.shrink_output(st, turn, call, content);
             self.emit(
                 st,
                 tool_completed(turn, call, content.clone(), status, clock),

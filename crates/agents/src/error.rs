@@ -43,6 +43,12 @@ pub enum Error {
     /// The run was cancelled.
     #[error("cancelled")]
     Cancelled,
+    /// A configuration value is invalid (the message names the key).
+    #[error("{0}")]
+    Config(String),
+    /// A typed output could not be normalised.
+    #[error("the answer cannot be read as the typed output: {0}")]
+    Output(trellis_llm::normalise::NormaliseError),
     /// The orchestrator could not pick a workflow.
     #[error("orchestrator: {0}")]
     Orchestrator(String),

@@ -4,6 +4,10 @@
 //!   approvals, questions and budgets, and a typed [`StageReport`] parsed with the normaliser;
 //! - [`roles`]: roles as data files (`crates/agents/roles/*.yaml`, `.trellis/agents/`);
 //! - [`prompt`]: the seed 001 prompt structure and context messages separated by kind;
+//! - [`context`]: per-role input caps, the summarisation middleware and tool-output handles
+//!   that keep every prompt inside its cap and its model's window (`docs/context.md`);
+//! - [`compress`]: handoff fields compressed to their limits (model summary, deterministic
+//!   fallback, every repair logged);
 //! - [`orchestrator`]: workflow and optional-stage selection with one structured call;
 //! - [`retrieval`]: the retrieval agent (upfront context per stage, adaptive enrichment);
 //! - [`interaction`]: the tools' [`Interaction`](trellis_tools::Interaction) backed by
@@ -12,7 +16,9 @@
 //!   restoring what the run spent before.
 
 pub mod agent;
+pub mod compress;
 pub mod config;
+pub mod context;
 mod error;
 pub mod interaction;
 pub mod orchestrator;
@@ -25,7 +31,9 @@ pub mod usage;
 pub use agent::{
     AgentOutcome, AgentReport, AgentRun, INTERRUPTED_TOOL, Inbox, Resume, SessionSink, SinkFactory,
 };
+pub use compress::{Compressed, FieldRepair, FieldRepairMethod, compress_field};
 pub use config::{AgentsConfig, RetrievalAgentConfig};
+pub use context::{ContextConfig, ContextPolicy};
 pub use error::{Error, Result};
 pub use interaction::{GraphInteraction, PendingInput};
 pub use orchestrator::{

@@ -147,6 +147,10 @@ pub(crate) fn print_event(
             r
         }
         SessionEvent::Note { text } => writeln!(out, "    [{node}] note: {text}"),
+        SessionEvent::ContextCompacted { .. } => match e.compaction_text() {
+            Some(text) => writeln!(out, "    [{node}] {text}"),
+            None => Ok(()),
+        },
         _ => Ok(()),
     };
     let _ = out.flush();

@@ -32,6 +32,7 @@ pub const SECTIONS: &[&str] = &[
     "tools",   // trellis-tools
     "index",   // trellis-index
     "agents",  // trellis-agents: test command, turn caps, role directories, retrieval agent
+    "context", // trellis-agents: input caps, summarisation, tool-output handles
     "mcp",     // trellis-mcp: MCP servers whose tools agents use
     "lsp",     // trellis-lsp: language server commands
 ];

@@ -260,6 +260,7 @@ impl RunContext {
             }
             None => (env, None),
         };
+        let context = self.context_policy(&role.name, &node, &stage_name, &agent.agent);
         let run = AgentRun {
             node: node.clone(),
             role: role.clone(),
@@ -276,6 +277,7 @@ impl RunContext {
             first_turn: opened.first_turn,
             attempt: ctx.attempt,
             free_text: false,
+            context,
             cancel: ctx.cancel.clone(),
         };
         let resume = Resume::choose(
@@ -327,6 +329,44 @@ impl RunContext {
                 Ok(NodeOutput::failure(format!("{}: {e}", agent.agent)))
             }
         }
+    }
+
+    /// The context policy of an activation of `role` at `node`: the configured caps, the
+    /// summary model booked to the run's ledger under the agent's scope, and its large tool
+    /// outputs stored in `.trellis/runs/<run>/tool-outputs/<node>/`.
+    fn context_policy(
+        &self,
+        role: &str,
+        node: &str,
+        stage: &str,
+        agent: &str,
+    ) -> trellis_agents::ContextPolicy {
+        let config = &self.runtime.context;
+        let mut policy = config.policy_for(role);
+        policy.summarizer = match self.runtime.models.budgeted(
+            config.summary_role(),
+            self.ledger.clone(),
+            CallScope {
+                stage: Some(stage.to_owned()),
+                agent: Some(agent.to_owned()),
+            },
+        ) {
+            Ok(p) => Some(p),
+            Err(e) => {
+                tracing::warn!(error = %e, "no summary model; compaction falls back to digests");
+                None
+            }
+        };
+        policy.outputs = Some(Arc::new(trellis_agents::context::DirOutputs::new(
+            self.runtime
+                .repo
+                .join(".trellis")
+                .join("runs")
+                .join(self.run.as_str())
+                .join("tool-outputs")
+                .join(trellis_agents::context::outputs::slug(node)),
+        )));
+        policy
     }
 
     /// The session of an agent activation: recorded through the service when there is

@@ -82,6 +82,8 @@ pub struct Runtime {
     pub tools: Arc<ToolsConfig>,
     /// The `[agents]` section.
     pub agents: AgentsConfig,
+    /// The `[context]` section: input caps, summarisation, tool-output handles.
+    pub context: trellis_agents::ContextConfig,
     /// The `[index]` section.
     pub index: IndexConfig,
     /// Roles (built-in, `.trellis/agents`, configured directories).
@@ -128,6 +130,8 @@ impl Runtime {
         let models = Arc::new(ModelRegistry::from_config(&config)?);
         let tools: ToolsConfig = config.section_serde("tools")?;
         let agents: AgentsConfig = config.section("agents")?;
+        let context: trellis_agents::ContextConfig = config.section("context")?;
+        context.validate()?;
         let index: IndexConfig = config.section_serde("index")?;
         let mcp: trellis_mcp::McpConfig = config.section_serde("mcp")?;
         let mcp = trellis_mcp::McpHub::new(&repo, &mcp)?;
@@ -143,6 +147,7 @@ impl Runtime {
             models,
             tools: Arc::new(tools),
             agents,
+            context,
             index,
             roles,
             catalog,

@@ -1,4 +1,5 @@
 mod common;
+mod context;
 mod discussion;
 mod feature;
 mod llama_shared;

@@ -20,9 +20,10 @@ pub use command::{Answer, Command, EdgeSpec, InjectNode, Interrupt, InterruptKin
 pub use event::{Event, EventKind, ForkRef, RunStatus, TerminalKind};
 pub use ids::{ActivationId, NodeId, RunId};
 pub use service::{
-    Artifact, ArtifactStatus, BadStreamId, Budgets, EventFrame, FileHunks, InputMode, NodeAnswer,
-    NodeMessage, Op, OpErrorKind, ReviewAction, ServiceEvent, ServiceEventBody, SessionEvent,
-    SessionId, SessionOwner, StreamId, SubmissionId, TOPICS, ToolStatus, TurnUsage, WorkspaceEvent,
+    Artifact, ArtifactStatus, BadStreamId, Budgets, CompactionMethod, EventFrame, FileHunks,
+    InputMode, NodeAnswer, NodeMessage, Op, OpErrorKind, ReviewAction, ServiceEvent,
+    ServiceEventBody, SessionEvent, SessionId, SessionOwner, StreamId, SubmissionId, TOPICS,
+    ToolStatus, TurnUsage, WorkspaceEvent,
 };
 pub use state::{InvalidTransition, NodeState};
 pub use time::{format_utc_ms, now_ms};

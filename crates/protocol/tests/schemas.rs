@@ -13,11 +13,11 @@ use trellis_protocol::schema::{
     ComponentSchemas, Direction, event_schema, op_schema, schema_for, serialized_schema_for,
 };
 use trellis_protocol::{
-    Answer, Artifact, ArtifactStatus, Budgets, Command, EdgeSpec, Event, EventFrame, EventKind,
-    FileHunks, ForkRef, InjectNode, InputMode, Interrupt, Message, NodeAnswer, NodeId, NodeMessage,
-    NodeState, Op, OpErrorKind, ReviewAction, RunId, RunStatus, ServiceEvent, ServiceEventBody,
-    SessionEvent, SessionId, SessionOwner, StreamId, SubmissionId, TOPICS, ToolStatus, TurnUsage,
-    WorkspaceEvent,
+    Answer, Artifact, ArtifactStatus, Budgets, Command, CompactionMethod, EdgeSpec, Event,
+    EventFrame, EventKind, FileHunks, ForkRef, InjectNode, InputMode, Interrupt, Message,
+    NodeAnswer, NodeId, NodeMessage, NodeState, Op, OpErrorKind, ReviewAction, RunId, RunStatus,
+    ServiceEvent, ServiceEventBody, SessionEvent, SessionId, SessionOwner, StreamId, SubmissionId,
+    TOPICS, ToolStatus, TurnUsage, WorkspaceEvent,
 };
 
 fn docs_path() -> PathBuf {
@@ -414,6 +414,35 @@ fn session_events() -> Vec<SessionEvent> {
             status: ToolStatus::Denied,
             duration_ms: 0,
         },
+        SessionEvent::ContextCompacted {
+            turn: 7,
+            method: CompactionMethod::Summary,
+            before_tokens: 2400,
+            after_tokens: 900,
+            limit: 1500,
+            summarized: 12,
+            cuts: 0,
+            tools_dropped: false,
+            fallback: None,
+            usage: TurnUsage {
+                prompt_tokens: 1800,
+                completion_tokens: 120,
+            },
+            messages: vec![json!({ "role": "user", "content": "## SUMMARY OF EARLIER WORK\n…" })],
+        },
+        SessionEvent::ContextCompacted {
+            turn: 8,
+            method: CompactionMethod::Digest,
+            before_tokens: 2400,
+            after_tokens: 1400,
+            limit: 1500,
+            summarized: 12,
+            cuts: 2,
+            tools_dropped: true,
+            fallback: Some("the summary call failed: HTTP 500".into()),
+            usage: TurnUsage::default(),
+            messages: vec![],
+        },
         SessionEvent::Note {
             text: "repaired a JSON answer".into(),
         },
@@ -531,6 +560,7 @@ fn session_variant(e: &SessionEvent) -> usize {
         SessionEvent::SessionCompleted { .. } => 12,
         SessionEvent::SessionError { .. } => 13,
         SessionEvent::ToolProgress { .. } => 14,
+        SessionEvent::ContextCompacted { .. } => 15,
     }
 }
 
@@ -606,7 +636,7 @@ fn every_event_validates_as_a_frame() {
         assert_eq!(back, frame.clone().into_owned());
     }
     assert_eq!(graph.len(), 15, "an EventKind variant has no sample");
-    assert_eq!(session.len(), 15, "a SessionEvent variant has no sample");
+    assert_eq!(session.len(), 16, "a SessionEvent variant has no sample");
     assert_eq!(workspace.len(), 8, "a WorkspaceEvent variant has no sample");
     let missing: Vec<_> = TOPICS.iter().filter(|t| !topics.contains(*t)).collect();
     assert!(missing.is_empty(), "topics without a sample: {missing:?}");

@@ -425,6 +425,7 @@ pub(crate) fn materialise(
         }
         // Progress lives in the stream only: the tool's row gets its outcome on completion.
         SessionEvent::PromptSet { .. }
+        | SessionEvent::ContextCompacted { .. }
         | SessionEvent::Note { .. }
         | SessionEvent::ToolProgress { .. } => {}
     }

@@ -85,6 +85,20 @@ impl ScriptedProvider {
         p
     }
 
+    /// The same provider, reporting a context window of `tokens` (as a configured profile's
+    /// `context` would).
+    pub fn with_context_window(mut self, tokens: u32) -> Self {
+        self.info.context_window = Some(tokens);
+        self
+    }
+
+    /// The same provider under profile name `profile` (to tell two providers apart in what
+    /// they record, e.g. an agent's model and its summary model).
+    pub fn with_profile(mut self, profile: &str) -> Self {
+        self.info.profile = profile.into();
+        self
+    }
+
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state
             .lock()

@@ -4,7 +4,8 @@
 //!
 //! The conversation is rebuilt from the events of the attempt: the `PromptSet` messages,
 //! every `TurnCompleted`'s assistant message, every `ToolCompleted`'s output as the tool
-//! result, every `MessagesReceived` as the user message it was. Then:
+//! result, every `MessagesReceived` as the user message it was; a `ContextCompacted`
+//! replaces the conversation so far with its messages. Then:
 //!
 //! - a tool call of the last completed turn that started and never completed gets
 //!   [`INTERRUPTED_TOOL`] as its result (and the loop closes its record with a
@@ -121,6 +122,20 @@ pub(super) fn replay(
                     done.clear();
                     st.messages.push(m);
                 }
+            }
+            // A compaction replaced the conversation (and its summary call was paid for).
+            SessionEvent::ContextCompacted {
+                messages, usage, ..
+            } => {
+                st.messages = messages
+                    .iter()
+                    .map(|m| decode("compacted message", m))
+                    .collect::<Result<_>>()?;
+                st.usage.add(&Usage {
+                    prompt_tokens: usage.prompt_tokens,
+                    completion_tokens: usage.completion_tokens,
+                    cached_prompt_tokens: 0,
+                });
             }
             SessionEvent::ToolStarted { call_id, .. } => {
                 started.insert(call_id.clone());

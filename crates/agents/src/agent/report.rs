@@ -2,17 +2,52 @@
 //! structured call (a turn of its own) asking for it.
 
 use serde_json::Value;
-use trellis_llm::normalise::{NormaliseOptions, normalise};
+use trellis_llm::normalise::{NormaliseOptions, Repair};
+use trellis_llm::structured::response_format;
 use trellis_llm::{
-    ChatRequest, Completion, Message, StructuredOptions, Usage, complete_structured,
+    ChatRequest, Completion, Message, ModelProvider, StructuredOptions, Usage, complete_structured,
 };
 use trellis_protocol::SessionEvent;
 
 use super::{AgentOutcome, AgentReport, AgentRun, Saved, turn_usage};
+use crate::compress::{FieldRepair, FieldRepairMethod, normalise_compressing};
 use crate::error::{Error, Result};
 use crate::output::StageReport;
 
 impl AgentRun {
+    /// The model that compresses over-long report fields: the summary model, else the
+    /// agent's own.
+    fn compressor(&self) -> &dyn ModelProvider {
+        self.context
+            .summarizer
+            .as_deref()
+            .unwrap_or(self.provider.as_ref())
+    }
+
+    /// Records the field repairs of the report: a note each, in the session and the report.
+    fn note_fields(&self, st: &mut Saved, notes: &mut Vec<String>, fields: &[FieldRepair]) {
+        for f in fields {
+            st.usage.add(&f.usage);
+            let line = format!(
+                "field {} {} from {} to {} characters (limit {}){}",
+                f.field,
+                match f.method {
+                    FieldRepairMethod::Summarised => "summarised",
+                    FieldRepairMethod::Truncated => "truncated",
+                },
+                f.from_chars,
+                f.to_chars,
+                f.max_chars,
+                f.reason
+                    .as_deref()
+                    .map(|r| format!(": {r}"))
+                    .unwrap_or_default()
+            );
+            self.note(st, line.clone());
+            notes.push(line);
+        }
+    }
+
     /// Parses the final answer, or asks once for a structured report (one more turn).
     pub(super) async fn finish(
         &self,
@@ -36,9 +71,18 @@ impl AgentRun {
             }));
         }
         if !forced {
-            match normalise::<StageReport>(&text, NormaliseOptions::default()) {
-                Ok(n) => {
+            // Over-long fields with a declared limit are summarised before they are cut.
+            let compressed = normalise_compressing::<StageReport>(
+                &text,
+                NormaliseOptions::default(),
+                Some(self.compressor()),
+                &self.cancel,
+            )
+            .await;
+            match compressed {
+                Ok((n, fields)) => {
                     notes.extend(n.repairs.iter().map(|r| format!("repaired: {r:?}")));
+                    self.note_fields(&mut st, &mut notes, &fields);
                     return Ok(AgentOutcome::Done(AgentReport {
                         report: n.value,
                         turns: st.turns,
@@ -47,7 +91,7 @@ impl AgentRun {
                         notes,
                     }));
                 }
-                Err(e) => {
+                Err(Error::Output(e)) => {
                     self.note(
                         &mut st,
                         format!("final answer is not a report ({e}); asking for one"),
@@ -55,6 +99,7 @@ impl AgentRun {
                     notes.push(format!("final answer was not a report: {e}"));
                     st.messages.push(Message::assistant(text.clone()));
                 }
+                Err(e) => return Err(e),
             }
         }
         st.messages.push(Message::user(format!(
@@ -65,8 +110,14 @@ impl AgentRun {
                 ""
             }
         )));
-        let request = ChatRequest::new(st.messages.clone());
         let turn = st.next_turn;
+        let request = ChatRequest {
+            response_format: Some(response_format::<StageReport>()),
+            ..ChatRequest::new(st.messages.clone())
+        };
+        // Room for a re-ask: the rejected answer and the request to fix it.
+        let extra = self.limits().reserve + 256;
+        let request = self.fit_request(&mut st, request, turn, extra).await?;
         st.next_turn = turn + 1;
         self.emit(
             &mut st,
@@ -134,8 +185,28 @@ impl AgentRun {
             },
         );
         notes.extend(answer.repairs.iter().map(|r| format!("repaired: {r:?}")));
+        let mut report = answer.value;
+        // The structured call's normaliser cut an over-long field: summarise it instead.
+        if answer
+            .repairs
+            .iter()
+            .any(|r| matches!(r, Repair::Truncated { .. }))
+            && let Some(last) = answer.completions.last()
+            && let Ok((n, fields)) = normalise_compressing::<StageReport>(
+                &last.text,
+                NormaliseOptions {
+                    max_repairs: usize::MAX,
+                },
+                Some(self.compressor()),
+                &self.cancel,
+            )
+            .await
+        {
+            report = n.value;
+            self.note_fields(&mut st, &mut notes, &fields);
+        }
         Ok(AgentOutcome::Done(AgentReport {
-            report: answer.value,
+            report,
             turns: st.turns + answer.completions.len() as u32,
             tool_calls: st.tool_calls,
             usage: st.usage,

@@ -175,6 +175,7 @@ fn agent(s: Setup<'_>) -> AgentRun {
         first_turn: s.first_turn,
         attempt: 1,
         free_text: false,
+        context: Default::default(),
         cancel: CancellationToken::new(),
     }
 }

@@ -165,6 +165,21 @@ pub(crate) async fn answer(
         text: text.to_owned(),
     });
     messages.push(Message::user(text.to_owned()));
+    // Channels have no budget ledger: the summary model is the plain profile of its role.
+    let mut context = svc.runtime.context.policy_for(&role.name);
+    context.summarizer = svc
+        .runtime
+        .models
+        .for_role(svc.runtime.context.summary_role())
+        .ok();
+    context.outputs = Some(Arc::new(trellis_agents::context::DirOutputs::new(
+        svc.runtime
+            .repo
+            .join(".trellis")
+            .join("sessions")
+            .join(trellis_agents::context::outputs::slug(session.as_str()))
+            .join("tool-outputs"),
+    )));
     let run = AgentRun {
         node: session.to_string(),
         role: role.clone(),
@@ -181,6 +196,7 @@ pub(crate) async fn answer(
         first_turn,
         attempt: 0,
         free_text: true,
+        context,
         cancel,
     };
     match run.run(Resume::Fresh).await {

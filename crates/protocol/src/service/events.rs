@@ -76,6 +76,31 @@ pub enum ToolStatus {
     Cancelled,
 }
 
+/// How a [`SessionEvent::ContextCompacted`] replaced the earlier messages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum CompactionMethod {
+    /// The summary model summarised them.
+    Summary,
+    /// A deterministic digest (one line per step) replaced them: the summary call failed or
+    /// no summary model is configured.
+    Digest,
+    /// Nothing was summarised (too few messages): long messages were cut and old ones
+    /// dropped.
+    Truncation,
+}
+
+impl CompactionMethod {
+    /// The wire name.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            CompactionMethod::Summary => "summary",
+            CompactionMethod::Digest => "digest",
+            CompactionMethod::Truncation => "truncation",
+        }
+    }
+}
+
 /// Token usage of a turn.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -205,6 +230,40 @@ pub enum SessionEvent {
         /// Wall time.
         duration_ms: u64,
     },
+    /// The conversation was compacted before model call `turn` because its prompt exceeded
+    /// the agent's summarisation threshold or input cap (`docs/context.md`): earlier
+    /// messages were summarised (or listed deterministically when the summary call failed),
+    /// and what still did not fit was cut. `messages` is the conversation from here on
+    /// (an agent resumed from its record continues from it).
+    ContextCompacted {
+        /// The model call whose prompt was compacted.
+        turn: u32,
+        /// How the earlier messages were replaced.
+        method: CompactionMethod,
+        /// Prompt tokens before (as the agent's model counts them).
+        before_tokens: u64,
+        /// Prompt tokens after.
+        after_tokens: u64,
+        /// The limit the prompt had to fit (the input cap, or the context window minus the
+        /// reply reserve).
+        limit: u64,
+        /// Messages replaced by the summary.
+        summarized: u32,
+        /// Messages cut or dropped afterwards to fit the limit.
+        #[serde(default)]
+        cuts: u32,
+        /// Whether the tool descriptions were dropped to fit.
+        #[serde(default)]
+        tools_dropped: bool,
+        /// Why the model's summary was not used, or did not suffice.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        fallback: Option<String>,
+        /// Tokens of the summary call(s) (booked to the agent's budget).
+        #[serde(default)]
+        usage: TurnUsage,
+        /// The conversation after compaction (provider message JSON).
+        messages: Vec<Value>,
+    },
     /// A line worth showing (a repaired answer, a fitted prompt…).
     Note {
         /// The text.
@@ -239,6 +298,7 @@ impl SessionEvent {
             SessionEvent::ToolStarted { .. } => "toolStarted",
             SessionEvent::ToolProgress { .. } => "toolProgress",
             SessionEvent::ToolCompleted { .. } => "toolCompleted",
+            SessionEvent::ContextCompacted { .. } => "contextCompacted",
             SessionEvent::Note { .. } => "note",
             SessionEvent::SessionCompleted { .. } => "sessionCompleted",
             SessionEvent::SessionError { .. } => "sessionError",
@@ -276,6 +336,42 @@ impl SessionEvent {
         if let Some(m) = message.as_deref().map(str::trim).filter(|m| !m.is_empty()) {
             text.push_str(" · ");
             text.push_str(m);
+        }
+        Some(text)
+    }
+
+    /// A `ContextCompacted` event as one line for people (`context compacted (summary):
+    /// 2400 → 900 tokens (limit 1500); 12 messages summarised`); `None` for other events.
+    pub fn compaction_text(&self) -> Option<String> {
+        let SessionEvent::ContextCompacted {
+            method,
+            before_tokens,
+            after_tokens,
+            limit,
+            summarized,
+            cuts,
+            tools_dropped,
+            fallback,
+            ..
+        } = self
+        else {
+            return None;
+        };
+        let mut text = format!(
+            "context compacted ({}): {before_tokens} → {after_tokens} tokens (limit {limit})",
+            method.as_str()
+        );
+        if *summarized > 0 {
+            text.push_str(&format!("; {summarized} messages summarised"));
+        }
+        if *cuts > 0 {
+            text.push_str(&format!("; {cuts} cut or dropped"));
+        }
+        if *tools_dropped {
+            text.push_str("; tool descriptions dropped");
+        }
+        if let Some(why) = fallback {
+            text.push_str(&format!(" — {why}"));
         }
         Some(text)
     }

@@ -1,0 +1,150 @@
+//! Keeping the loop's requests within their limits ([`crate::context`]): compaction before
+//! every model call, over-long tool outputs stored behind handles, and the
+//! `read_tool_output` tool that reads them back.
+
+use serde_json::Value;
+use trellis_llm::{ChatRequest, ToolCall, ToolSpec};
+use trellis_protocol::{SessionEvent, ToolStatus};
+
+use super::{AgentRun, Saved, turn_usage};
+use crate::context::outputs::{self, READ_TOOL_OUTPUT};
+use crate::context::{Compactor, Limits};
+use crate::error::Result;
+
+impl AgentRun {
+    /// The limits of this activation on its model.
+    pub(super) fn limits(&self) -> Limits {
+        self.context.limits(self.provider.info().context_window)
+    }
+
+    /// Bytes one `read_tool_output` call returns at most (half the output limit, so what it
+    /// returns is never stored again).
+    fn read_max(&self) -> usize {
+        (self.limits().tool_output_max_bytes / 2).max(256)
+    }
+
+    /// Whether this activation's store holds an output (then it may read outputs back).
+    pub(super) fn outputs_stored(&self) -> bool {
+        self.context.outputs.as_ref().is_some_and(|s| !s.is_empty())
+    }
+
+    /// The tools offered to the model: the role's, and `read_tool_output` once an output
+    /// is stored.
+    pub(super) fn offered_tools(&self) -> Vec<ToolSpec> {
+        let mut specs = self.tool_specs();
+        if self.outputs_stored() && !specs.iter().any(|s| s.name == READ_TOOL_OUTPUT) {
+            specs.push(outputs::read_spec(self.read_max()));
+        }
+        specs
+    }
+
+    /// `request` for model call `turn`, compacted when its prompt exceeds the threshold or
+    /// the limit (lowered by `extra` tokens); a compaction becomes the conversation and is
+    /// recorded ([`SessionEvent::ContextCompacted`]). Fails only when cancelled.
+    pub(super) async fn fit_request(
+        &self,
+        st: &mut Saved,
+        request: ChatRequest,
+        turn: u32,
+        extra: u64,
+    ) -> Result<ChatRequest> {
+        let mut limits = self.limits();
+        if extra > 0 {
+            limits.limit = limits.limit.saturating_sub(extra).max(1);
+            limits.threshold = limits.threshold.min(limits.limit);
+        }
+        let compactor = Compactor {
+            counter: self.provider.as_ref(),
+            summarizer: self.context.summarizer.as_deref(),
+            limits,
+            keep_last: self.context.keep_last,
+            cancel: &self.cancel,
+        };
+        let Some(c) = compactor.compact(&request).await? else {
+            return Ok(request);
+        };
+        st.messages = c.request.messages.clone();
+        st.usage.add(&c.usage);
+        let messages = c
+            .request
+            .messages
+            .iter()
+            .map(|m| serde_json::to_value(m).unwrap_or(Value::Null))
+            .collect();
+        self.emit(
+            st,
+            SessionEvent::ContextCompacted {
+                turn,
+                method: c.method,
+                before_tokens: c.before,
+                after_tokens: c.after,
+                limit: c.limit,
+                summarized: c.summarized,
+                cuts: c.cuts,
+                tools_dropped: c.tools_dropped,
+                fallback: c.fallback,
+                usage: turn_usage(&c.usage),
+                messages,
+            },
+        );
+        Ok(c.request)
+    }
+
+    /// What goes back to the model for `content`, the output of `call` (asked for by model
+    /// call `turn`): the output, or — above the limit — its head and tail and the handle it
+    /// is stored under.
+    pub(super) fn shrink_output(
+        &self,
+        st: &mut Saved,
+        turn: u32,
+        call: &ToolCall,
+        content: String,
+    ) -> String {
+        let max = self.limits().tool_output_max_bytes;
+        if content.len() <= max || call.name == READ_TOOL_OUTPUT {
+            return content;
+        }
+        let Some(store) = &self.context.outputs else {
+            return content;
+        };
+        let handle = outputs::handle_for(turn, &call.id);
+        match store.put(&handle, &content) {
+            Ok(()) => {
+                tracing::info!(
+                    tool = %call.name,
+                    bytes = content.len(),
+                    handle = %handle,
+                    "tool output stored behind a handle"
+                );
+                outputs::excerpt(&content, &handle, max / 2)
+            }
+            Err(e) => {
+                self.note(
+                    st,
+                    format!(
+                        "could not store the {}-byte output of `{}` ({e}); the model gets it whole",
+                        content.len(),
+                        call.name
+                    ),
+                );
+                content
+            }
+        }
+    }
+
+    /// Whether a call of `name` is this loop's `read_tool_output`.
+    pub(super) fn reads_output(&self, name: &str) -> bool {
+        name == READ_TOOL_OUTPUT && self.outputs_stored()
+    }
+
+    /// Answers a `read_tool_output` call.
+    pub(super) fn read_output(&self, args: &Value) -> (String, ToolStatus) {
+        let Some(store) = self.context.outputs.as_deref() else {
+            return ("error: no output is stored".into(), ToolStatus::Error);
+        };
+        match outputs::read(store, args, self.read_max()) {
+            Ok(text) => (text, ToolStatus::Ok),
+            Err(e) => (format!("error: {e}"), ToolStatus::Error),
+        }
+    }
+}
