@@ -81,6 +81,11 @@ fn script(r: &ChatRequest) -> Turn {
         return Turn::Json(json!({ "queries": ["inventory reservations"] }));
     }
     let (sys, all) = (system(r), text(r));
+    // Handoff compression (seed 001's normaliser): a summary of the field, within its limit.
+    if sys.contains("You compress text that one agent hands to another") {
+        let body: String = all.chars().skip(sys.len()).take(300).collect();
+        return Turn::Text(format!("Summary: {body}"));
+    }
     if sys.contains("You interpret a user's request") {
         return answer(json!({ "remit": prose("remit", 900), "explicit_needs": ["reports"] }));
     }
@@ -138,7 +143,28 @@ fn script(r: &ChatRequest) -> Turn {
     report("nothing to do")
 }
 
+/// The role whose system prompt this is (seed 001's agents), if any.
+fn role_of(r: &ChatRequest) -> Option<&'static str> {
+    let sys = system(r);
+    [
+        ("You interpret a user's request", "intent"),
+        ("sequential milestones", "milestone"),
+        ("You expand one milestone", "expander"),
+        ("You analyse the gap", "researcher"),
+        ("You plan the change", "planner"),
+        ("implementing one task's plan", "implementor"),
+        ("implemented change satisfies", "qa"),
+        ("You assess a milestone", "assessor"),
+    ]
+    .into_iter()
+    .find(|(needle, _)| sys.contains(needle))
+    .map(|(_, role)| role)
+}
+
 struct Measured {
+    /// Agent requests over their role's input cap (`[context]`, seed 001's table).
+    over_cap: usize,
+    agent_requests: usize,
     requests: usize,
     completed: usize,
     total_tokens: u64,
@@ -207,7 +233,19 @@ async fn measure(compress: bool) -> Measured {
             eprintln!("{t:>8} {n:>4} tools={tools:<3} {role}");
         }
     }
+    let caps = trellis_agents::ContextConfig::default();
+    let (mut over_cap, mut agent_requests) = (0, 0);
+    for (r, c) in requests.iter().zip(&counts) {
+        if let Some(cap) = role_of(r).and_then(|role| caps.cap_for(role)) {
+            agent_requests += 1;
+            if *c > cap {
+                over_cap += 1;
+            }
+        }
+    }
     Measured {
+        over_cap,
+        agent_requests,
         requests: requests.len(),
         completed,
         total_tokens: counts.iter().sum(),
@@ -221,21 +259,23 @@ async fn main() {
     let compressed = measure(true).await;
     let whole = measure(false).await;
     println!(
-        "| handoffs | run | tasks completed | model requests | input tokens | tokens per completed task | peak prompt tokens |"
+        "| handoffs | run | tasks completed | model requests | input tokens | tokens per completed task | peak prompt tokens | agent requests over their role's cap |"
     );
-    println!("|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|");
     for (name, m) in [
         ("compressed (seed 001 limits)", &compressed),
         ("whole", &whole),
     ] {
         println!(
-            "| {name} | {} | {} | {} | {} | {} | {} |",
+            "| {name} | {} | {} | {} | {} | {} | {} | {} of {} |",
             m.status,
             m.completed,
             m.requests,
             m.total_tokens,
             m.total_tokens / m.completed.max(1) as u64,
-            m.peak
+            m.peak,
+            m.over_cap,
+            m.agent_requests
         );
     }
     let per = |m: &Measured| m.total_tokens as f64 / m.completed.max(1) as f64;

@@ -51,28 +51,54 @@ const GAP_FIELD_LIMITS: [(&str, usize); 3] = [
     ("gap_description", 2000),
 ];
 
-/// Keeps the handoff fields the ops set to their limits ([`FIELD_LIMITS`]).
-fn compress_ops(ops: &mut [TreeOp]) {
+/// Keeps the handoff fields the ops set to their limits ([`FIELD_LIMITS`]): an over-long one
+/// is summarised by `summarizer` (seed 001's normaliser: LLM compression before truncation),
+/// truncated when that fails or overshoots. Returns the repairs, for the node's result.
+async fn compress_ops(
+    ops: &mut [TreeOp],
+    summarizer: Option<&dyn trellis_llm::ModelProvider>,
+    cancel: &tokio_util::sync::CancellationToken,
+) -> Vec<trellis_agents::FieldRepair> {
+    let mut repairs = Vec::new();
     for op in ops {
         let TreeOp::SetField { field, value, .. } = op else {
             continue;
         };
+        let mut targets: Vec<(String, &mut String, usize)> = Vec::new();
         match value {
             Value::String(text) => {
                 if let Some((_, max)) = FIELD_LIMITS.iter().find(|(f, _)| f == field) {
-                    *text = clip_chars(text, *max);
+                    targets.push((field.clone(), text, *max));
                 }
             }
             Value::Object(m) => {
-                for (key, max) in GAP_FIELD_LIMITS {
-                    if let Some(Value::String(t)) = m.get_mut(key) {
-                        *t = clip_chars(t, max);
+                for (key, t) in m.iter_mut() {
+                    if let (Some((_, max)), Value::String(t)) =
+                        (GAP_FIELD_LIMITS.iter().find(|(k, _)| k == key), t)
+                    {
+                        targets.push((format!("{field}.{key}"), t, *max));
                     }
                 }
             }
             _ => {}
         }
+        for (name, text, max) in targets {
+            match trellis_agents::compress_field(summarizer, &name, text, max, cancel).await {
+                Ok(c) => {
+                    *text = c.text;
+                    repairs.extend(c.repair);
+                }
+                Err(e) => {
+                    tracing::warn!(field = %name, error = %e, "compressing a handoff failed; truncated");
+                    *text = clip_chars(text, max);
+                }
+            }
+        }
     }
+    for r in &repairs {
+        tracing::info!(field = %r.field, from = r.from_chars, to = r.to_chars, method = ?r.method, "task tree handoff compressed");
+    }
+    repairs
 }
 
 impl Limits {
@@ -242,6 +268,8 @@ impl RunContext {
         // The stage runs many times (once per task); earlier tasks' results are not this
         // task's previous attempt.
         ctx.previous = None;
+        let cancel = ctx.cancel.clone();
+        let agent_name = agent.agent.clone();
         let ctx_task = ctx
             .state
             .get("task")
@@ -272,9 +300,30 @@ impl RunContext {
             &result,
             out.is_failure(),
         );
-        if limits.compress {
-            compress_ops(&mut decided.ops);
-        }
+        let repairs = if limits.compress {
+            let summarizer = self
+                .runtime
+                .models
+                .budgeted(
+                    self.runtime.context.summary_role(),
+                    self.ledger.clone(),
+                    trellis_llm::CallScope {
+                        stage: Some(stage_key(&step).to_owned()),
+                        agent: Some(agent_name.clone()),
+                    },
+                )
+                .ok();
+            compress_ops(
+                &mut decided.ops,
+                summarizer
+                    .as_deref()
+                    .map(|p| p as &dyn trellis_llm::ModelProvider),
+                &cancel,
+            )
+            .await
+        } else {
+            Vec::new()
+        };
         let mut check = tree.clone();
         if let Err(e) = check.apply_all(&decided.ops) {
             // The agent's proposal does not fit the tree (a cycle, an unknown dependency): it
@@ -296,6 +345,9 @@ impl RunContext {
                 m.insert("note".into(), json!(n));
             }
             m.insert("task".into(), json!(task));
+            if !repairs.is_empty() {
+                m.insert("handoff_repairs".into(), json!(repairs));
+            }
             if decided.outcome == Some("complete") {
                 m.insert("report".into(), json!(check.report()));
             }

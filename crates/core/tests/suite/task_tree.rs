@@ -80,10 +80,17 @@ fn script(r: &ChatRequest) -> Turn {
                               "gap_description": "missing", "relevant_files": [] }));
     }
     if sys.contains("You plan the change") {
+        // Longer than the plan summary's limit (500): compressed by the summary model.
         return report(
             false,
-            "# Implementation Plan\n## Changes\n### Create: notes",
+            &format!(
+                "# Implementation Plan\n## Changes\n### Create: notes\n{}",
+                "Detail. ".repeat(100)
+            ),
         );
+    }
+    if sys.contains("You compress text that one agent hands to another") {
+        return Turn::Text("PLAN-SUMMARY: create the task's note".into());
     }
     if sys.contains("implementing one task's plan") {
         let t = task_of(r);
@@ -154,6 +161,14 @@ async fn task_tree_runs_milestones_with_gaps_retries_failures_and_blocked_depend
             .unwrap_or_else(|| panic!("no {id}: {tree:#?}"))
             .status
     };
+    // The plan summary was compressed by the summary model (seed 001's normaliser), not cut.
+    assert_eq!(
+        tree.task("t2")
+            .unwrap()
+            .implementation_plan_summary
+            .as_deref(),
+        Some("PLAN-SUMMARY: create the task's note")
+    );
     // No gap: complete without a plan.
     assert_eq!(st("t1"), TaskStatus::Complete);
     assert!(
