@@ -286,7 +286,23 @@ impl Compactor<'_> {
                     old.len()
                 )
             };
+            // A model summary pays only when what it replaces is larger than it: when the
+            // conversation's fixed part (system prompt, context, tools) is what fills the
+            // window, the old steps are a few hundred tokens and a digest does as well —
+            // without a model call every turn (seconds each for a small local model).
+            let without_old = ChatRequest {
+                messages: (0..messages.len())
+                    .filter(|&i| !gone[i])
+                    .map(|i| messages[i].clone())
+                    .collect(),
+                ..request.clone()
+            };
+            let old_tokens = before.saturating_sub(self.measure(&without_old));
+            let worth_a_model = old_tokens > summary_tokens * 2;
             let summary = match self.summarizer {
+                Some(_) if !worth_a_model => Err(Failure::Failed(format!(
+                    "the {old_tokens} tokens to condense are too few for a model summary"
+                ))),
                 Some(s) => {
                     let r = self
                         .summarize(s, &old, &names, task.as_deref(), summary_tokens)
