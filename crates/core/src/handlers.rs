@@ -59,6 +59,10 @@ pub(crate) fn tool_scope(stage: &str, agent: &str) -> String {
 }
 
 /// Cuts `text` to `max` bytes on a char boundary.
+/// The smallest context window (tokens) of a model that summarises agents' conversations;
+/// with a smaller one, compaction uses deterministic digests (`docs/context.md`).
+pub const MIN_SUMMARY_WINDOW: u32 = 8192;
+
 /// The `output` text of a stage agent's recorded result (empty when it has none).
 pub(crate) fn output_text(result: &Value) -> String {
     result
@@ -351,6 +355,15 @@ impl RunContext {
                 agent: Some(agent.to_owned()),
             },
         ) {
+            // A model with a small window (the embedded SmolLM2: 4096) writes poor summaries
+            // slowly — on CPU a summary per turn made one activation take minutes: digests.
+            Ok(p) if p
+                .info()
+                .context_window
+                .is_some_and(|w| w < MIN_SUMMARY_WINDOW) =>
+            {
+                None
+            }
             Ok(p) => Some(p),
             Err(e) => {
                 tracing::warn!(error = %e, "no summary model; compaction falls back to digests");
