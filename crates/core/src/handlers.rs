@@ -357,10 +357,10 @@ impl RunContext {
         ) {
             // A model with a small window (the embedded SmolLM2: 4096) writes poor summaries
             // slowly — on CPU a summary per turn made one activation take minutes: digests.
-            Ok(p) if p
-                .info()
-                .context_window
-                .is_some_and(|w| w < MIN_SUMMARY_WINDOW) =>
+            Ok(p)
+                if p.info()
+                    .context_window
+                    .is_some_and(|w| w < MIN_SUMMARY_WINDOW) =>
             {
                 None
             }
