@@ -67,10 +67,12 @@ impl RunContext {
             && let Some(node) = r.scratch.get("merge_conflict").and_then(Value::as_str)
         {
             match self.after_person(node, r.answer.is_approval()).await? {
-                Ok((rec, files)) => {
+                Ok(Some((rec, files))) => {
                     merged.push(rec);
                     conflicts.extend(files);
                 }
+                // Nothing waits any more (committed before a crash): merged again below.
+                Ok(None) => {}
                 Err(out) => return Ok(out),
             }
         }
@@ -210,12 +212,13 @@ impl RunContext {
 
     /// A person answered the conflict question about `node`: yes → commit what they
     /// resolved (asking again while markers remain); no → drop the merge and fail. `Ok` with
-    /// the merge's record and its conflicted files, or the node's output when it ends here.
+    /// the merge's record and its conflicted files (none when nothing waits any more), or the
+    /// node's output when it ends here.
     async fn after_person(
         &self,
         node: &str,
         approved: bool,
-    ) -> Result<Result<(Value, Vec<String>), NodeOutput>, NodeError> {
+    ) -> Result<Result<Option<(Value, Vec<String>)>, NodeOutput>, NodeError> {
         let owned = node.to_owned();
         if !approved {
             self.blocking(move |n| n.abort_merge(&owned)).await?;
@@ -228,17 +231,16 @@ impl RunContext {
             self.blocking(move |n| n.pending_merge(&owned)).await?
         };
         let Some(pending) = pending else {
-            // Nothing waits any more (resolved and committed before a crash): merge again.
-            return Ok(Ok((json!(null), Vec::new())));
+            return Ok(Ok(None));
         };
         match self
             .blocking(move |n| Ok(n.complete_merge(&owned, "resolved by the user")))
             .await?
         {
-            Ok(rec) => Ok(Ok((
+            Ok(rec) => Ok(Ok(Some((
                 record(&rec, USER_RESOLVED, Some("resolved by the user")),
                 pending.files,
-            ))),
+            )))),
             Err(e) => Ok(Err(self.ask_person(node, &pending, &e).await?)),
         }
     }

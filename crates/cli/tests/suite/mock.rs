@@ -155,3 +155,11 @@ pub fn run_id(printed: &str) -> String {
         .expect("no run line")
         .to_owned()
 }
+
+/// The system prompt of a request body (which role is asking).
+pub fn system(body: &Value) -> String {
+    body["messages"][0]["content"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}

@@ -14,13 +14,6 @@ const BUG: &str =
 const FIX: &str =
     "self.release(sku, quantity)\n        self.stock[sku] = self.stock.get(sku, 0) - quantity";
 
-fn system(body: &Value) -> String {
-    body["messages"][0]["content"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned()
-}
-
 /// A stage role's next move: one tool call per turn, then its report (JSON, as the agents'
 /// reports are asked for).
 fn staged(body: &Value) -> String {

@@ -11,13 +11,6 @@ use trellis_test_support::TempWorkspace;
 use super::common::*;
 use super::mock::*;
 
-fn system(body: &Value) -> String {
-    body["messages"][0]["content"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned()
-}
-
 /// The task a step works on: the `"id"` after `"task":{` in the messages (escaped JSON).
 fn task_of(all: &str) -> String {
     let Some(i) = all.find("\\\"task\\\":{") else {

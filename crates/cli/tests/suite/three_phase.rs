@@ -19,13 +19,6 @@ const PLANNED: &str = "# Plan\n## Goal\nFix commit, then report stock.\n\
 # Tickets\n## T1: Fix commit\nDepends on: none\nFiles: inventory.py\n\n### Acceptance criteria\n- commit subtracts shipped units\n\n\
 ## T2: Stock report\nDepends on: T1\nFiles: report.py\n\n### Acceptance criteria\n- report lists stock per SKU\n";
 
-fn system(body: &Value) -> String {
-    body["messages"][0]["content"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned()
-}
-
 /// Each role's next move over the wire: tool calls, then its report (JSON).
 fn three_phase(body: &Value) -> String {
     let (sys, all, n) = (
