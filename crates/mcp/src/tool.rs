@@ -252,6 +252,14 @@ impl Tool for McpTool {
         &self.spec
     }
 
+    /// Read-only when the server says so (`readOnlyHint`) and does not also call it
+    /// destructive; the workspace policy still decides whether a call may run.
+    fn read_only(&self) -> bool {
+        self.annotations
+            .as_ref()
+            .is_some_and(|a| a.read_only_hint == Some(true) && a.destructive_hint != Some(true))
+    }
+
     fn call<'a>(
         &'a self,
         ctx: &'a ToolContext,

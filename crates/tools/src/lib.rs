@@ -4,6 +4,8 @@
 //!   Rust types, async cancellable call), the [`Registry`] with per-role allow lists, and
 //!   [`Registry::call`], which turns every failure into an error *result* for the model and
 //!   records every call through a [`ToolCallSink`] (the store implements it).
+//! * **Tool DAGs** ([`dag`]) — plans of tool calls whose dependencies come from the tools'
+//!   JSON Schemas and references, run in layers with independent calls in parallel.
 //! * **Built-in tools** ([`builtin`]) — files, search, edits, patches, shell, git, notes
 //!   and questions.
 //! * **Safety** — [`Workspace`] resolves every path inside the workspace and gates secret
@@ -22,6 +24,7 @@
 pub mod builtin;
 pub mod config;
 pub mod context;
+pub mod dag;
 pub mod error;
 pub mod fsutil;
 pub mod git;

@@ -202,6 +202,11 @@ impl Registry {
         specs
     }
 
+    /// Whether `tool` exists and only reads ([`Tool::read_only`]).
+    pub fn read_only(&self, tool: &str) -> bool {
+        self.tool(tool).is_some_and(|t| t.read_only())
+    }
+
     /// Whether `role` may call `tool`.
     pub fn allows(&self, role: &str, tool: &str) -> bool {
         self.roles.get(role).is_some_and(|r| allow_listed(r, tool))
@@ -275,6 +280,16 @@ impl Registry {
             });
         }
         result
+    }
+}
+
+impl crate::dag::Catalog for Registry {
+    fn spec(&self, tool: &str) -> Option<ToolSpec> {
+        self.tool(tool).map(|t| t.spec().clone())
+    }
+
+    fn parallel_safe(&self, tool: &str) -> bool {
+        self.read_only(tool)
     }
 }
 

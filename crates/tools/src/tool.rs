@@ -63,6 +63,12 @@ pub trait Tool: Send + Sync {
     /// The tool's description.
     fn spec(&self) -> &ToolSpec;
 
+    /// Whether the tool only reads: calling it changes nothing, so it may run beside other
+    /// calls and be run ahead of the model (speculation). Unknown tools say no.
+    fn read_only(&self) -> bool {
+        false
+    }
+
     /// Runs the tool on JSON arguments. Errors become error results for the model (see
     /// [`crate::Registry::call`]); cancellation through `ctx.cancel` yields
     /// [`Error::Cancelled`].
@@ -84,6 +90,11 @@ pub trait TypedTool: Send + Sync + 'static {
 
     /// Whether the output is only text (no output schema is advertised then).
     fn text_only(&self) -> bool {
+        false
+    }
+
+    /// Whether the tool only reads (see [`Tool::read_only`]).
+    fn read_only(&self) -> bool {
         false
     }
 
@@ -130,6 +141,10 @@ struct Typed<T> {
 impl<T: TypedTool> Tool for Typed<T> {
     fn spec(&self) -> &ToolSpec {
         &self.spec
+    }
+
+    fn read_only(&self) -> bool {
+        self.tool.read_only()
     }
 
     fn call<'a>(&'a self, ctx: &'a ToolContext, args: Value) -> BoxFuture<'a, Result<ToolOutput>> {

@@ -1,3 +1,4 @@
+mod dag;
 mod edit;
 mod nodes;
 mod review;

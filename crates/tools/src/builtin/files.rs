@@ -71,6 +71,10 @@ impl TypedTool for ReadFile {
     type Input = ReadFileInput;
     type Output = ReadFileOutput;
 
+    fn read_only(&self) -> bool {
+        true
+    }
+
     fn name(&self) -> &'static str {
         "read_file"
     }
@@ -213,6 +217,10 @@ pub struct ListDirectory;
 impl TypedTool for ListDirectory {
     type Input = ListDirectoryInput;
     type Output = ListDirectoryOutput;
+
+    fn read_only(&self) -> bool {
+        true
+    }
 
     fn name(&self) -> &'static str {
         "list_directory"

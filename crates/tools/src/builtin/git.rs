@@ -57,6 +57,10 @@ impl TypedTool for GitStatus {
     type Input = GitStatusInput;
     type Output = GitText;
 
+    fn read_only(&self) -> bool {
+        true
+    }
+
     fn name(&self) -> &'static str {
         "git_status"
     }
@@ -108,6 +112,10 @@ pub struct GitDiff;
 impl TypedTool for GitDiff {
     type Input = GitDiffInput;
     type Output = GitText;
+
+    fn read_only(&self) -> bool {
+        true
+    }
 
     fn name(&self) -> &'static str {
         "git_diff"
@@ -180,6 +188,10 @@ pub struct GitLog;
 impl TypedTool for GitLog {
     type Input = GitLogInput;
     type Output = GitText;
+
+    fn read_only(&self) -> bool {
+        true
+    }
 
     fn name(&self) -> &'static str {
         "git_log"

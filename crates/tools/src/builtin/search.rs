@@ -79,6 +79,10 @@ impl TypedTool for GlobSearch {
     type Input = GlobSearchInput;
     type Output = GlobSearchOutput;
 
+    fn read_only(&self) -> bool {
+        true
+    }
+
     fn name(&self) -> &'static str {
         "glob_search"
     }
@@ -206,6 +210,10 @@ impl Sink for Collect<'_> {
 impl TypedTool for Grep {
     type Input = GrepInput;
     type Output = GrepOutput;
+
+    fn read_only(&self) -> bool {
+        true
+    }
 
     fn name(&self) -> &'static str {
         "grep"

@@ -1,0 +1,22 @@
+//! Tool DAGs (seed 002 Pattern 1): a plan of tool invocations becomes a DAG whose edges are
+//! the data dependencies detected from the tools' JSON Schemas and the references between
+//! steps; it runs in topological layers, the independent calls of a layer at the same time,
+//! each output wired into its dependents' arguments.
+//!
+//! - [`schema`] reads a tool's parameters and outputs (names, JSON types, required flags).
+//! - [`build()`] detects the dependencies and computes the layers, refusing a cycle by
+//!   naming it.
+//! - [`Runner`] executes a DAG through the [`crate::Registry`], reporting [`DagEvent`]s;
+//!   [`call_parallel`] runs a batch of independent calls (the agent loop's parallel tool
+//!   calls).
+//!
+//! See `docs/tools.md` ("Tool DAGs") for the rules.
+
+pub mod build;
+pub mod refs;
+pub mod run;
+pub mod schema;
+
+pub use build::{Binding, Catalog, Dag, DagEdge, DagError, DagNode, EdgeKind, Step, build};
+pub use refs::StepOutput;
+pub use run::{DagEvent, Deferring, ParallelCall, Runner, StepResult, StepStatus, call_parallel};

@@ -1,0 +1,426 @@
+//! The DAG builder (seed 002 Pattern 1): from a list of tool invocations and the tools'
+//! JSON Schemas, the data dependencies between them, the order they must keep, and the
+//! layers they run in.
+//!
+//! Where an edge comes from:
+//! - **References**: an argument string `${step}` or `${step.path.to.field}` (the whole
+//!   string: the value itself; inside a longer string: its text) makes the step depend on
+//!   the one it names. References may point anywhere in the plan; a cycle among them is
+//!   refused, naming it.
+//! - **Schemas**: a *required* parameter the invocation does not give is filled from an
+//!   earlier step's output — an output property of the same name (compared without case,
+//!   `_` and `-`) and a compatible type, else one of a compatible type (`string → string`,
+//!   `object → object`, an integer for a number). Ambiguous matches are conservative: every
+//!   earlier step that could provide the value becomes a dependency; the value is bound from
+//!   a name match, else from the nearest earlier candidate, and the binding says it was
+//!   ambiguous. Inferred edges always point from an earlier step to a later one (the plan's
+//!   order says which way data flows), so schema inference alone never makes a cycle.
+//! - **Explicit** `depends_on` lists.
+//! - **Order**: a step whose tool is not parallel-safe (it changes things, or may ask the
+//!   user) keeps its place: it depends on every earlier step and every later step depends
+//!   on it, so it runs alone in its layer.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use petgraph::algo::{tarjan_scc, toposort};
+use petgraph::graph::{DiGraph, NodeIndex};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::refs;
+use super::schema::{self, JsonType, Port, TEXT_OUTPUT};
+use crate::tool::ToolSpec;
+
+/// One tool invocation of a plan.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Step {
+    /// A name for the step, unique in the plan (`read`, `parse`); references use it.
+    pub id: String,
+    /// The tool to call.
+    pub tool: String,
+    /// Its arguments. A string `${other}` or `${other.field}` is replaced by that step's
+    /// output (or one of its fields) before the call; a required parameter left out is
+    /// filled from an earlier step's output of the same name or type.
+    #[serde(default)]
+    pub args: Value,
+    /// Steps this one must run after, besides those its arguments refer to.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub depends_on: Vec<String>,
+}
+
+/// What the builder knows about tools.
+pub trait Catalog {
+    /// The tool's description and schemas, if it exists.
+    fn spec(&self, tool: &str) -> Option<ToolSpec>;
+    /// Whether calls of the tool may run at the same time as others: it only reads and
+    /// never needs the user.
+    fn parallel_safe(&self, tool: &str) -> bool;
+}
+
+/// Why an edge exists.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EdgeKind {
+    /// An argument refers to the step (`${step.field}`).
+    Reference,
+    /// A required parameter is filled from the step's output (schema matching).
+    Schema,
+    /// The plan lists it in `depends_on`.
+    Explicit,
+    /// One of the two steps is not parallel-safe, so they keep the plan's order.
+    Order,
+}
+
+/// A dependency: `to` runs after `from`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DagEdge {
+    /// The step that runs first.
+    pub from: String,
+    /// The step that waits for it.
+    pub to: String,
+    /// Why.
+    pub kind: EdgeKind,
+    /// For data edges, the flow: `output.content → input.jsonString`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub data_path: Option<String>,
+}
+
+/// A parameter filled from another step's output.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Binding {
+    /// The parameter.
+    pub param: String,
+    /// The step whose output fills it.
+    pub from: String,
+    /// The output property.
+    pub output: String,
+    /// Whether other outputs or steps could have filled it too.
+    pub ambiguous: bool,
+}
+
+/// One step of a built DAG.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DagNode {
+    /// The step's id.
+    pub id: String,
+    /// The tool.
+    pub tool: String,
+    /// The arguments as given (references are resolved when it runs).
+    pub args: Value,
+    /// The steps it waits for, in plan order.
+    pub dependencies: Vec<String>,
+    /// Parameters filled from other steps' outputs by schema matching.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub bindings: Vec<Binding>,
+    /// Its layer (0 = no dependencies).
+    pub layer: usize,
+    /// Whether it may run beside other steps of its layer.
+    pub parallel: bool,
+}
+
+/// A plan's DAG: nodes in plan order, edges, and the layers (node indices) in run order.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Dag {
+    /// The steps.
+    pub nodes: Vec<DagNode>,
+    /// The dependencies.
+    pub edges: Vec<DagEdge>,
+    /// Node indices per layer; the steps of a layer only depend on earlier layers.
+    pub layers: Vec<Vec<usize>>,
+}
+
+/// Why a plan has no DAG.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DagError {
+    /// The plan has no steps.
+    #[error("the plan has no steps; give at least one {{\"id\", \"tool\", \"args\"}}")]
+    Empty,
+    /// Two steps share an id.
+    #[error("two steps are called `{0}`; give every step its own id")]
+    DuplicateId(String),
+    /// A step refers to, or depends on, a step the plan does not have.
+    #[error(
+        "step `{step}` refers to `{missing}`, which is not a step of the plan (steps: {known})"
+    )]
+    UnknownStep {
+        /// The step that refers.
+        step: String,
+        /// The id it names.
+        missing: String,
+        /// The plan's step ids.
+        known: String,
+    },
+    /// The dependencies go round in a circle.
+    #[error("the steps depend on each other in a cycle: {}; break it by removing one of these references", .0.join(" → "))]
+    Cycle(Vec<String>),
+}
+
+/// Builds the DAG of `steps`.
+pub fn build(steps: &[Step], catalog: &dyn Catalog) -> Result<Dag, DagError> {
+    if steps.is_empty() {
+        return Err(DagError::Empty);
+    }
+    let mut index = BTreeMap::new();
+    for (i, s) in steps.iter().enumerate() {
+        if index.insert(s.id.as_str(), i).is_some() {
+            return Err(DagError::DuplicateId(s.id.clone()));
+        }
+    }
+    let known = || {
+        steps
+            .iter()
+            .map(|s| s.id.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let specs: Vec<Option<ToolSpec>> = steps.iter().map(|s| catalog.spec(&s.tool)).collect();
+    let parallel: Vec<bool> = steps
+        .iter()
+        .map(|s| catalog.parallel_safe(&s.tool))
+        .collect();
+
+    let mut edges: Vec<(usize, usize, DagEdge)> = Vec::new();
+    let mut bindings: Vec<Vec<Binding>> = vec![Vec::new(); steps.len()];
+    let mut add = |from: usize, to: usize, kind: EdgeKind, data_path: Option<String>| {
+        if !edges
+            .iter()
+            .any(|(f, t, e)| *f == from && *t == to && e.kind == kind && e.data_path == data_path)
+        {
+            edges.push((
+                from,
+                to,
+                DagEdge {
+                    from: steps[from].id.clone(),
+                    to: steps[to].id.clone(),
+                    kind,
+                    data_path,
+                },
+            ));
+        }
+    };
+
+    for (to, step) in steps.iter().enumerate() {
+        for r in refs::references(&step.args) {
+            let Some(&from) = index.get(r.step.as_str()) else {
+                return Err(DagError::UnknownStep {
+                    step: step.id.clone(),
+                    missing: r.step,
+                    known: known(),
+                });
+            };
+            if from == to {
+                return Err(DagError::Cycle(vec![step.id.clone(), step.id.clone()]));
+            }
+            let path = format!("output.{} → input.{}", r.display_path(), r.param);
+            add(from, to, EdgeKind::Reference, Some(path));
+        }
+        for dep in &step.depends_on {
+            let Some(&from) = index.get(dep.as_str()) else {
+                return Err(DagError::UnknownStep {
+                    step: step.id.clone(),
+                    missing: dep.clone(),
+                    known: known(),
+                });
+            };
+            if from == to {
+                return Err(DagError::Cycle(vec![step.id.clone(), step.id.clone()]));
+            }
+            add(from, to, EdgeKind::Explicit, None);
+        }
+        let Some(spec) = &specs[to] else { continue };
+        for param in schema::inputs(&spec.input_schema) {
+            if !param.required || given(&step.args, &param.name) {
+                continue;
+            }
+            let candidates = providers(&param, &specs[..to]);
+            let Some(chosen) = choose(&candidates) else {
+                continue;
+            };
+            let ambiguous = candidates.len() > 1;
+            for c in &candidates {
+                add(
+                    c.step,
+                    to,
+                    EdgeKind::Schema,
+                    Some(format!("output.{} → input.{}", c.output, param.name)),
+                );
+            }
+            bindings[to].push(Binding {
+                param: param.name.clone(),
+                from: steps[chosen.step].id.clone(),
+                output: chosen.output.clone(),
+                ambiguous,
+            });
+        }
+    }
+    for (i, safe) in parallel.iter().enumerate() {
+        if *safe {
+            continue;
+        }
+        for j in 0..steps.len() {
+            match j.cmp(&i) {
+                std::cmp::Ordering::Less => add(j, i, EdgeKind::Order, None),
+                std::cmp::Ordering::Greater => add(i, j, EdgeKind::Order, None),
+                std::cmp::Ordering::Equal => {}
+            }
+        }
+    }
+
+    let mut graph: DiGraph<usize, ()> = DiGraph::new();
+    let nodes: Vec<NodeIndex> = (0..steps.len()).map(|i| graph.add_node(i)).collect();
+    for (from, to, _) in &edges {
+        graph.update_edge(nodes[*from], nodes[*to], ());
+    }
+    let order = toposort(&graph, None).map_err(|_| DagError::Cycle(cycle(&graph, steps)))?;
+    let mut layer = vec![0usize; steps.len()];
+    for n in order {
+        let i = graph[n];
+        layer[i] = graph
+            .neighbors_directed(n, petgraph::Direction::Incoming)
+            .map(|p| layer[graph[p]] + 1)
+            .max()
+            .unwrap_or(0);
+    }
+    let depth = layer.iter().max().map_or(0, |m| m + 1);
+    let mut layers = vec![Vec::new(); depth];
+    for (i, l) in layer.iter().enumerate() {
+        layers[*l].push(i);
+    }
+    let dag_nodes = steps
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let deps: BTreeSet<usize> = edges
+                .iter()
+                .filter(|(_, t, _)| *t == i)
+                .map(|(f, _, _)| *f)
+                .collect();
+            DagNode {
+                id: s.id.clone(),
+                tool: s.tool.clone(),
+                args: s.args.clone(),
+                dependencies: deps.iter().map(|d| steps[*d].id.clone()).collect(),
+                bindings: std::mem::take(&mut bindings[i]),
+                layer: layer[i],
+                parallel: parallel[i],
+            }
+        })
+        .collect();
+    Ok(Dag {
+        nodes: dag_nodes,
+        edges: edges.into_iter().map(|(_, _, e)| e).collect(),
+        layers,
+    })
+}
+
+/// Whether `args` gives `param` (a JSON `null` does not count).
+fn given(args: &Value, param: &str) -> bool {
+    args.get(param).is_some_and(|v| !v.is_null())
+}
+
+/// An earlier step's output that could fill a parameter.
+struct Candidate {
+    step: usize,
+    output: String,
+    by_name: bool,
+}
+
+/// Outputs preferred when a step has several of a fitting type.
+const PREFERRED_OUTPUTS: &[&str] = &["content", TEXT_OUTPUT, "result", "data", "output"];
+
+/// The earlier steps (`earlier`, in plan order) whose outputs fit `param`: per step, its
+/// output of the same name, else — when no step has one — its best output of a fitting type.
+fn providers(param: &Port, earlier: &[Option<ToolSpec>]) -> Vec<Candidate> {
+    let want = schema::normalize(&param.name);
+    let by_name: Vec<Candidate> = earlier
+        .iter()
+        .enumerate()
+        .filter_map(|(i, spec)| {
+            let spec = spec.as_ref()?;
+            schema::outputs(spec)
+                .into_iter()
+                .find(|o| schema::normalize(&o.name) == want && o.ty.fits(param.ty))
+                .map(|o| Candidate {
+                    step: i,
+                    output: o.name,
+                    by_name: true,
+                })
+        })
+        .collect();
+    if !by_name.is_empty() || param.ty == JsonType::Any {
+        return by_name;
+    }
+    earlier
+        .iter()
+        .enumerate()
+        .filter_map(|(i, spec)| {
+            let spec = spec.as_ref()?;
+            let declared = spec.output_schema.is_some();
+            let fitting: Vec<Port> = schema::outputs(spec)
+                .into_iter()
+                // A declared schema's properties speak for the tool; its text only counts
+                // when it declares nothing.
+                .filter(|o| !(declared && o.name == TEXT_OUTPUT))
+                .filter(|o| o.ty != JsonType::Any && o.ty.fits(param.ty))
+                .collect();
+            let best = PREFERRED_OUTPUTS
+                .iter()
+                .find_map(|p| fitting.iter().find(|o| o.name == *p))
+                .or_else(|| fitting.first())?;
+            Some(Candidate {
+                step: i,
+                output: best.name.clone(),
+                by_name: false,
+            })
+        })
+        .collect()
+}
+
+/// The candidate a parameter is bound from: the nearest earlier name match, else the
+/// nearest earlier step.
+fn choose(candidates: &[Candidate]) -> Option<&Candidate> {
+    candidates
+        .iter()
+        .rev()
+        .find(|c| c.by_name)
+        .or_else(|| candidates.last())
+}
+
+/// One cycle of `graph`, as step ids, the first repeated at the end.
+fn cycle(graph: &DiGraph<usize, ()>, steps: &[Step]) -> Vec<String> {
+    let Some(scc) = tarjan_scc(graph).into_iter().find(|c| c.len() > 1) else {
+        return Vec::new();
+    };
+    let members: BTreeSet<NodeIndex> = scc.iter().copied().collect();
+    let start = scc
+        .iter()
+        .copied()
+        .min_by_key(|n| graph[*n])
+        .unwrap_or(scc[0]);
+    // Walk inside the component until a node repeats; the part from its first visit is a
+    // cycle.
+    let mut path = vec![start];
+    let mut at = start;
+    loop {
+        let next = graph
+            .neighbors(at)
+            .filter(|n| members.contains(n))
+            .min_by_key(|n| graph[*n]);
+        let Some(next) = next else { break };
+        if let Some(pos) = path.iter().position(|n| *n == next) {
+            let mut ids: Vec<String> = path[pos..]
+                .iter()
+                .map(|n| steps[graph[*n]].id.clone())
+                .collect();
+            ids.push(steps[graph[next]].id.clone());
+            return ids;
+        }
+        path.push(next);
+        at = next;
+    }
+    path.iter().map(|n| steps[graph[*n]].id.clone()).collect()
+}

@@ -1,0 +1,334 @@
+//! Running a DAG: layer by layer, the parallel-safe steps of a layer at the same time, each
+//! step's arguments completed from its dependencies' outputs before it starts; a step whose
+//! dependency failed is skipped with the reason.
+//!
+//! A DAG's steps never block on the user: their interaction is [`Deferring`], which refuses
+//! and marks the call (status [`StepStatus::NeedsInput`]: the model calls that tool on its
+//! own, where it may ask). [`call_parallel`] does the same for calls that run beside others
+//! and reports them as `deferred`, so the agent loop runs them again on their own.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use futures::future::join_all;
+use serde::Serialize;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use super::build::Dag;
+use super::refs::{self, StepOutput};
+use crate::context::ToolEnv;
+use crate::error::{Error, Result};
+use crate::interaction::{Answer, ApprovalDecision, ApprovalRequest, Interaction, Question};
+use crate::registry::{Registry, ToolResult};
+use crate::tool::BoxFuture;
+
+/// What the runner reports while a DAG runs.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "camelCase")]
+pub enum DagEvent {
+    /// A step started (with its resolved arguments).
+    Started {
+        /// The step.
+        id: String,
+        /// Its layer.
+        layer: usize,
+        /// The arguments it was called with.
+        args: Value,
+    },
+    /// A step finished.
+    Completed {
+        /// The step.
+        id: String,
+        /// Whether it succeeded.
+        ok: bool,
+        /// How long it took.
+        duration_ms: u64,
+    },
+    /// A step did not run.
+    Skipped {
+        /// The step.
+        id: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// How a step ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StepStatus {
+    /// It ran and succeeded.
+    Ok,
+    /// It ran and failed (or its arguments could not be completed).
+    Error,
+    /// It needed the user, which a DAG step does not ask; call the tool on its own.
+    NeedsInput,
+    /// A dependency did not succeed.
+    Skipped,
+    /// The run was cancelled.
+    Cancelled,
+}
+
+/// One step's result.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StepResult {
+    /// The step.
+    pub id: String,
+    /// Its tool.
+    pub tool: String,
+    /// How it ended.
+    pub status: StepStatus,
+    /// The arguments it ran with (after references and bindings), if it ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub args: Option<Value>,
+    /// Its text (the error or the reason it was skipped, when it did not succeed).
+    pub text: String,
+    /// Its structured result.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub data: Option<Value>,
+    /// How long it ran.
+    pub duration_ms: u64,
+}
+
+/// Everything a DAG's steps need to run.
+pub struct Runner<'a> {
+    /// The tools.
+    pub registry: &'a Registry,
+    /// Their environment.
+    pub env: &'a ToolEnv,
+    /// The allow list the calls are checked against.
+    pub role: &'a str,
+    /// Stops the run.
+    pub cancel: CancellationToken,
+    /// Receives the run's events.
+    pub events: Option<&'a (dyn Fn(DagEvent) + Send + Sync)>,
+}
+
+impl Runner<'_> {
+    fn emit(&self, event: DagEvent) {
+        if let Some(f) = self.events {
+            f(event);
+        }
+    }
+
+    /// Runs `dag`; the results come back in the plan's order.
+    pub async fn run(&self, dag: &Dag) -> Vec<StepResult> {
+        let mut results: BTreeMap<usize, StepResult> = BTreeMap::new();
+        for (layer, members) in dag.layers.iter().enumerate() {
+            let mut ready = Vec::new();
+            for &i in members {
+                let node = &dag.nodes[i];
+                let failed = node.dependencies.iter().find(|d| {
+                    dag.nodes
+                        .iter()
+                        .position(|n| &n.id == *d)
+                        .and_then(|j| results.get(&j))
+                        .is_none_or(|r| r.status != StepStatus::Ok)
+                });
+                if let Some(dep) = failed {
+                    let reason = format!("skipped: step `{dep}` did not succeed");
+                    self.emit(DagEvent::Skipped {
+                        id: node.id.clone(),
+                        reason: reason.clone(),
+                    });
+                    results.insert(i, skipped(node, StepStatus::Skipped, reason));
+                    continue;
+                }
+                let outputs = |id: &str| {
+                    let j = dag.nodes.iter().position(|n| n.id == id)?;
+                    results.get(&j).map(|r| StepOutput {
+                        text: r.text.clone(),
+                        data: r.data.clone(),
+                    })
+                };
+                match complete_args(node, &outputs) {
+                    Ok(args) => ready.push((i, args)),
+                    Err(e) => {
+                        self.emit(DagEvent::Skipped {
+                            id: node.id.clone(),
+                            reason: e.clone(),
+                        });
+                        results.insert(i, skipped(node, StepStatus::Error, e));
+                    }
+                }
+            }
+            if self.cancel.is_cancelled() {
+                for (i, _) in ready {
+                    let r = skipped(&dag.nodes[i], StepStatus::Cancelled, "cancelled".into());
+                    results.insert(i, r);
+                }
+                continue;
+            }
+            for (i, args) in &ready {
+                self.emit(DagEvent::Started {
+                    id: dag.nodes[*i].id.clone(),
+                    layer,
+                    args: args.clone(),
+                });
+            }
+            let calls = ready
+                .iter()
+                .map(|(i, args)| (dag.nodes[*i].tool.clone(), args.clone()))
+                .collect();
+            let done = call_parallel(
+                self.registry,
+                self.env,
+                self.role,
+                calls,
+                self.cancel.clone(),
+                true,
+            )
+            .await;
+            for ((i, args), call) in ready.into_iter().zip(done) {
+                let node = &dag.nodes[i];
+                let status = if call.deferred {
+                    StepStatus::NeedsInput
+                } else if call.result.cancelled {
+                    StepStatus::Cancelled
+                } else if call.result.is_error {
+                    StepStatus::Error
+                } else {
+                    StepStatus::Ok
+                };
+                self.emit(DagEvent::Completed {
+                    id: node.id.clone(),
+                    ok: status == StepStatus::Ok,
+                    duration_ms: call.duration_ms,
+                });
+                let text = if call.deferred {
+                    format!(
+                        "`{}` needs the user's approval or answers, which a step of a plan does \
+                         not ask for; call the tool on its own",
+                        node.tool
+                    )
+                } else {
+                    call.result.content
+                };
+                results.insert(
+                    i,
+                    StepResult {
+                        id: node.id.clone(),
+                        tool: node.tool.clone(),
+                        status,
+                        args: Some(args),
+                        text,
+                        data: call.result.data,
+                        duration_ms: call.duration_ms,
+                    },
+                );
+            }
+        }
+        results.into_values().collect()
+    }
+}
+
+fn skipped(node: &super::build::DagNode, status: StepStatus, text: String) -> StepResult {
+    StepResult {
+        id: node.id.clone(),
+        tool: node.tool.clone(),
+        status,
+        args: None,
+        text,
+        data: None,
+        duration_ms: 0,
+    }
+}
+
+/// A node's arguments with its schema bindings filled in and its references resolved.
+fn complete_args(
+    node: &super::build::DagNode,
+    outputs: &dyn Fn(&str) -> Option<StepOutput>,
+) -> std::result::Result<Value, String> {
+    let mut args = match &node.args {
+        Value::Null => Value::Object(Default::default()),
+        other => other.clone(),
+    };
+    for b in &node.bindings {
+        let out = outputs(&b.from).ok_or_else(|| format!("step `{}` has no output", b.from))?;
+        let value = out.at(std::slice::from_ref(&b.output)).ok_or_else(|| {
+            format!(
+                "step `{}` returned no `{}` for `{}`",
+                b.from, b.output, b.param
+            )
+        })?;
+        if let Value::Object(m) = &mut args {
+            m.insert(b.param.clone(), value);
+        }
+    }
+    refs::resolve(&args, outputs)
+}
+
+/// One call of [`call_parallel`].
+#[derive(Clone, Debug)]
+pub struct ParallelCall {
+    /// What the registry returned.
+    pub result: ToolResult,
+    /// The call needed the user and was refused without asking: run it again on its own.
+    pub deferred: bool,
+    /// How long it took.
+    pub duration_ms: u64,
+}
+
+/// Runs `calls` (tool, arguments) at the same time through the registry and returns their
+/// results in order. Every call gets a [`Deferring`] interaction — none waits for the user —
+/// when there are several or `always_defer` is set.
+pub async fn call_parallel(
+    registry: &Registry,
+    env: &ToolEnv,
+    role: &str,
+    calls: Vec<(String, Value)>,
+    cancel: CancellationToken,
+    always_defer: bool,
+) -> Vec<ParallelCall> {
+    let alone = calls.len() == 1 && !always_defer;
+    join_all(calls.into_iter().map(|(tool, args)| {
+        let cancel = cancel.clone();
+        async move {
+            let deferring = Arc::new(Deferring::default());
+            let mut env = env.clone();
+            if !alone {
+                env.interaction = deferring.clone();
+            }
+            let clock = Instant::now();
+            let result = registry.call(&env, role, &tool, args, cancel).await;
+            ParallelCall {
+                deferred: deferring.asked(),
+                result,
+                duration_ms: u64::try_from(clock.elapsed().as_millis()).unwrap_or(u64::MAX),
+            }
+        }
+    }))
+    .await
+}
+
+/// An [`Interaction`] that never asks: it refuses and remembers that it was asked.
+#[derive(Debug, Default)]
+pub struct Deferring {
+    asked: AtomicBool,
+}
+
+impl Deferring {
+    /// Whether a call asked for approval or answers.
+    pub fn asked(&self) -> bool {
+        self.asked.load(Ordering::SeqCst)
+    }
+
+    fn refuse(&self) -> Error {
+        self.asked.store(true, Ordering::SeqCst);
+        Error::Failed("this call needs the user; it runs again on its own".into())
+    }
+}
+
+impl Interaction for Deferring {
+    fn approve(&self, _request: ApprovalRequest) -> BoxFuture<'_, Result<ApprovalDecision>> {
+        Box::pin(async move { Err(self.refuse()) })
+    }
+
+    fn ask(&self, _questions: Vec<Question>) -> BoxFuture<'_, Result<Vec<Answer>>> {
+        Box::pin(async move { Err(self.refuse()) })
+    }
+}

@@ -1,0 +1,410 @@
+//! Tool DAGs: dependency detection from schemas, references, cycles, layers, parallel
+//! execution observed through events, skipped dependents, steps that need the user.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::sync::Barrier;
+use tokio_util::sync::CancellationToken;
+use trellis_tools::config::Action;
+use trellis_tools::dag::{self, Catalog, DagError, DagEvent, EdgeKind, Runner, Step, StepStatus};
+use trellis_tools::tool::BoxFuture;
+use trellis_tools::{
+    ApprovalDecision, Registry, ScriptedInteraction, Tool, ToolContext, ToolEnv, ToolOutput,
+    ToolSpec, ToolsConfig, Workspace,
+};
+
+type Behaviour =
+    dyn Fn(Value) -> BoxFuture<'static, trellis_tools::Result<ToolOutput>> + Send + Sync;
+
+/// A tool with given schemas whose behaviour is a closure.
+struct Fake {
+    spec: ToolSpec,
+    read_only: bool,
+    asks: bool,
+    run: Arc<Behaviour>,
+}
+
+impl Tool for Fake {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    fn read_only(&self) -> bool {
+        self.read_only
+    }
+
+    fn call<'a>(
+        &'a self,
+        ctx: &'a ToolContext,
+        args: Value,
+    ) -> BoxFuture<'a, trellis_tools::Result<ToolOutput>> {
+        Box::pin(async move {
+            if self.asks {
+                ctx.gate(Action::Ask, "it wants to".into(), None).await?;
+            }
+            (self.run)(args).await
+        })
+    }
+}
+
+fn schema(props: Value, required: &[&str]) -> Value {
+    json!({"type": "object", "properties": props, "required": required})
+}
+
+fn fake(
+    name: &str,
+    input: Value,
+    output: Option<Value>,
+    read_only: bool,
+    run: impl Fn(Value) -> trellis_tools::Result<ToolOutput> + Send + Sync + 'static,
+) -> Arc<dyn Tool> {
+    let run = Arc::new(run);
+    Arc::new(Fake {
+        spec: ToolSpec {
+            name: name.into(),
+            description: format!("{name} (a test tool)"),
+            input_schema: input,
+            output_schema: output,
+        },
+        read_only,
+        asks: false,
+        run: Arc::new(move |args| {
+            let run = run.clone();
+            Box::pin(async move { run(args) })
+        }),
+    })
+}
+
+fn data(text: &str, data: Value) -> trellis_tools::Result<ToolOutput> {
+    Ok(ToolOutput {
+        text: text.into(),
+        data: Some(data),
+    })
+}
+
+/// Seed 002's example: filesystem read → JSON parse → GitHub create.
+fn seed_tools() -> Vec<Arc<dyn Tool>> {
+    vec![
+        fake(
+            "fs_read",
+            schema(json!({"path": {"type": "string"}}), &["path"]),
+            Some(schema(json!({"content": {"type": "string"}}), &["content"])),
+            true,
+            |args| {
+                let path = args["path"].as_str().unwrap_or_default().to_owned();
+                data(&format!("read {path}"), json!({"content": "{\"k\": 7}"}))
+            },
+        ),
+        fake(
+            "json_parse",
+            schema(json!({"jsonString": {"type": "string"}}), &["jsonString"]),
+            Some(schema(json!({"parsed": {"type": "object"}}), &["parsed"])),
+            true,
+            |args| {
+                let s = args["jsonString"].as_str().unwrap_or_default();
+                let parsed: Value = serde_json::from_str(s)
+                    .map_err(|e| trellis_tools::Error::Failed(e.to_string()))?;
+                data("parsed", json!({ "parsed": parsed }))
+            },
+        ),
+        fake(
+            "github_create",
+            schema(json!({"data": {"type": "object"}}), &["data"]),
+            Some(schema(json!({"url": {"type": "string"}}), &[])),
+            false,
+            |args| {
+                data(
+                    &format!("created {}", args["data"]),
+                    json!({"url": "https://x/1"}),
+                )
+            },
+        ),
+    ]
+}
+
+fn registry(tools: Vec<Arc<dyn Tool>>) -> Registry {
+    let mut r = Registry::new();
+    let names: Vec<String> = tools.iter().map(|t| t.spec().name.clone()).collect();
+    for t in tools {
+        r.register(t);
+    }
+    r.allow("agent", names.iter().map(String::as_str));
+    r
+}
+
+fn env(dir: &std::path::Path, interaction: Arc<ScriptedInteraction>) -> ToolEnv {
+    let config = Arc::new(ToolsConfig::default());
+    let ws = Workspace::new(dir, &config.secrets).unwrap();
+    ToolEnv::new(ws, config, interaction)
+}
+
+fn step(id: &str, tool: &str, args: Value) -> Step {
+    Step {
+        id: id.into(),
+        tool: tool.into(),
+        args,
+        depends_on: Vec::new(),
+    }
+}
+
+#[test]
+fn the_seeds_example_is_detected_from_the_schemas_alone() {
+    let r = registry(seed_tools());
+    let plan = [
+        step("read", "fs_read", json!({"path": "data.json"})),
+        step("parse", "json_parse", json!({})),
+        step("create", "github_create", json!({})),
+    ];
+    let d = dag::build(&plan, &r).unwrap();
+    let flows: Vec<(String, String, Option<String>)> = d
+        .edges
+        .iter()
+        .filter(|e| e.kind == EdgeKind::Schema)
+        .map(|e| (e.from.clone(), e.to.clone(), e.data_path.clone()))
+        .collect();
+    assert_eq!(
+        flows,
+        vec![
+            (
+                "read".into(),
+                "parse".into(),
+                Some("output.content → input.jsonString".into())
+            ),
+            (
+                "parse".into(),
+                "create".into(),
+                Some("output.parsed → input.data".into())
+            ),
+        ]
+    );
+    assert_eq!(d.layers, vec![vec![0], vec![1], vec![2]]);
+    assert!(d.nodes[1].bindings.iter().all(|b| !b.ambiguous));
+}
+
+#[test]
+fn independent_steps_share_a_layer_and_a_write_keeps_its_place() {
+    let r = registry(seed_tools());
+    let plan = [
+        step("a", "fs_read", json!({"path": "a"})),
+        step("b", "fs_read", json!({"path": "b"})),
+        step("w", "github_create", json!({"data": {}})),
+        step("c", "fs_read", json!({"path": "c"})),
+    ];
+    let d = dag::build(&plan, &r).unwrap();
+    assert_eq!(d.layers, vec![vec![0, 1], vec![2], vec![3]]);
+    assert!(
+        d.edges
+            .iter()
+            .any(|e| e.from == "w" && e.to == "c" && e.kind == EdgeKind::Order)
+    );
+    assert!(!d.nodes[2].parallel && d.nodes[3].parallel);
+}
+
+#[test]
+fn ambiguous_matches_become_dependencies_on_every_candidate() {
+    let r = registry(seed_tools());
+    // Two earlier reads could both feed the parser's string: both are dependencies, the
+    // nearer one is bound and the binding says it was ambiguous.
+    let plan = [
+        step("r1", "fs_read", json!({"path": "1"})),
+        step("r2", "fs_read", json!({"path": "2"})),
+        step("parse", "json_parse", json!({})),
+    ];
+    let d = dag::build(&plan, &r).unwrap();
+    assert_eq!(d.nodes[2].dependencies, vec!["r1", "r2"]);
+    let b = &d.nodes[2].bindings[0];
+    assert_eq!(
+        (b.from.as_str(), b.output.as_str(), b.ambiguous),
+        ("r2", "content", true)
+    );
+    // A given argument needs no provider.
+    let plan = [
+        step("r1", "fs_read", json!({"path": "1"})),
+        step("parse", "json_parse", json!({"jsonString": "{}"})),
+    ];
+    assert_eq!(dag::build(&plan, &r).unwrap().layers, vec![vec![0, 1]]);
+}
+
+#[test]
+fn cycles_unknown_steps_and_duplicates_are_refused_by_name() {
+    let r = registry(seed_tools());
+    let plan = [
+        step("a", "fs_read", json!({"path": "${c.content}"})),
+        step("b", "json_parse", json!({"jsonString": "${a.content}"})),
+        step("c", "fs_read", json!({"path": "${b.parsed}"})),
+    ];
+    let err = dag::build(&plan, &r).unwrap_err();
+    assert_eq!(
+        err,
+        DagError::Cycle(vec!["a".into(), "b".into(), "c".into(), "a".into()])
+    );
+    assert!(err.to_string().contains("a → b → c → a"), "{err}");
+    let plan = [step("a", "fs_read", json!({"path": "${nope.content}"}))];
+    let err = dag::build(&plan, &r).unwrap_err().to_string();
+    assert!(err.contains("`nope`") && err.contains("steps: a"), "{err}");
+    let plan = [
+        step("a", "fs_read", json!({})),
+        step("a", "fs_read", json!({})),
+    ];
+    assert_eq!(
+        dag::build(&plan, &r).unwrap_err(),
+        DagError::DuplicateId("a".into())
+    );
+    assert_eq!(dag::build(&[], &r).unwrap_err(), DagError::Empty);
+}
+
+#[tokio::test]
+async fn outputs_flow_into_dependents_and_a_failure_skips_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = registry(seed_tools());
+    let env = env(dir.path(), Arc::new(ScriptedInteraction::default()));
+    let runner = Runner {
+        registry: &r,
+        env: &env,
+        role: "agent",
+        cancel: CancellationToken::new(),
+        events: None,
+    };
+    let plan = [
+        step("read", "fs_read", json!({"path": "data.json"})),
+        step("parse", "json_parse", json!({})),
+        step(
+            "create",
+            "github_create",
+            json!({"title": "from ${read.text}"}),
+        ),
+    ];
+    let d = dag::build(&plan, &r).unwrap();
+    let out = runner.run(&d).await;
+    assert!(out.iter().all(|s| s.status == StepStatus::Ok), "{out:#?}");
+    assert_eq!(out[1].args.as_ref().unwrap()["jsonString"], "{\"k\": 7}");
+    assert_eq!(out[2].args.as_ref().unwrap()["data"], json!({"k": 7}));
+    assert_eq!(
+        out[2].args.as_ref().unwrap()["title"],
+        "from read data.json"
+    );
+
+    // A parse error: the parser fails, the create step is skipped, naming why.
+    let mut tools = seed_tools();
+    tools[0] = fake(
+        "fs_read",
+        schema(json!({"path": {"type": "string"}}), &["path"]),
+        Some(schema(json!({"content": {"type": "string"}}), &[])),
+        true,
+        |_| data("read", json!({"content": "not json"})),
+    );
+    let r = registry(tools);
+    let runner = Runner {
+        registry: &r,
+        ..runner
+    };
+    let out = runner.run(&dag::build(&plan, &r).unwrap()).await;
+    assert_eq!(out[1].status, StepStatus::Error);
+    assert_eq!(out[2].status, StepStatus::Skipped);
+    assert!(
+        out[2].text.contains("`parse` did not succeed"),
+        "{}",
+        out[2].text
+    );
+}
+
+#[tokio::test]
+async fn a_layers_steps_run_at_the_same_time() {
+    // Each step waits at a barrier for all three: run one after another they would never
+    // pass it (the timeout fails the test); the events show every start before any end.
+    let barrier = Arc::new(Barrier::new(3));
+    let mut tools = Vec::new();
+    for name in ["one", "two", "three"] {
+        let barrier = barrier.clone();
+        tools.push(Arc::new(Fake {
+            spec: ToolSpec {
+                name: name.into(),
+                description: String::new(),
+                input_schema: schema(json!({}), &[]),
+                output_schema: None,
+            },
+            read_only: true,
+            asks: false,
+            run: Arc::new(move |_| {
+                let barrier = barrier.clone();
+                Box::pin(async move {
+                    barrier.wait().await;
+                    Ok(ToolOutput::text("ok"))
+                })
+            }),
+        }) as Arc<dyn Tool>);
+    }
+    let r = registry(tools);
+    let dir = tempfile::tempdir().unwrap();
+    let env = env(dir.path(), Arc::new(ScriptedInteraction::default()));
+    let seen = Mutex::new(Vec::new());
+    let record = |e: DagEvent| seen.lock().unwrap().push(e);
+    let runner = Runner {
+        registry: &r,
+        env: &env,
+        role: "agent",
+        cancel: CancellationToken::new(),
+        events: Some(&record),
+    };
+    let plan = [
+        step("1", "one", json!({})),
+        step("2", "two", json!({})),
+        step("3", "three", json!({})),
+    ];
+    let d = dag::build(&plan, &r).unwrap();
+    let out = tokio::time::timeout(Duration::from_secs(60), runner.run(&d))
+        .await
+        .expect("the steps of one layer did not run at the same time");
+    assert!(out.iter().all(|s| s.status == StepStatus::Ok));
+    let kinds: Vec<&str> = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|e| match e {
+            DagEvent::Started { .. } => "started",
+            DagEvent::Completed { .. } => "completed",
+            DagEvent::Skipped { .. } => "skipped",
+        })
+        .collect();
+    assert_eq!(kinds[..3], ["started"; 3]);
+    assert_eq!(kinds[3..], ["completed"; 3]);
+}
+
+#[tokio::test]
+async fn a_step_that_needs_the_user_is_not_asked_for() {
+    let asking: Arc<dyn Tool> = Arc::new(Fake {
+        spec: ToolSpec {
+            name: "careful".into(),
+            description: String::new(),
+            input_schema: schema(json!({}), &[]),
+            output_schema: None,
+        },
+        read_only: true,
+        asks: true,
+        run: Arc::new(|_| Box::pin(async { Ok(ToolOutput::text("done")) })),
+    });
+    let r = registry(vec![asking]);
+    let dir = tempfile::tempdir().unwrap();
+    let user = Arc::new(ScriptedInteraction::new([ApprovalDecision::Approve], []));
+    let env = env(dir.path(), user.clone());
+    let runner = Runner {
+        registry: &r,
+        env: &env,
+        role: "agent",
+        cancel: CancellationToken::new(),
+        events: None,
+    };
+    let out = runner
+        .run(&dag::build(&[step("c", "careful", json!({}))], &r).unwrap())
+        .await;
+    assert_eq!(out[0].status, StepStatus::NeedsInput);
+    assert!(
+        out[0].text.contains("call the tool on its own"),
+        "{}",
+        out[0].text
+    );
+    assert!(user.approval_requests().is_empty());
+    assert!(r.parallel_safe("careful") && !r.parallel_safe("missing"));
+}
