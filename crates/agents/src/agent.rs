@@ -26,11 +26,13 @@
 //!   embedded model).
 
 mod budget;
+mod calls;
 mod inbox;
 mod record;
 mod report;
 mod window;
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::time::Instant;
@@ -43,6 +45,7 @@ use trellis_llm::{
     ToolCall, ToolSpec, Usage, collect_with,
 };
 use trellis_protocol::{Answer, Interrupt, NodeId, SessionEvent, ToolStatus, TurnUsage};
+use trellis_tools::dag::call_parallel;
 use trellis_tools::{Registry, ToolEnv, ToolResult};
 
 use crate::context::{ContextPolicy, MemoryOutputs};
@@ -51,6 +54,7 @@ use crate::interaction::GraphInteraction;
 use crate::output::StageReport;
 use crate::roles::RoleSpec;
 
+pub use calls::{EXECUTE_DAG, ExecuteDagInput, execute_dag_spec};
 pub use inbox::Inbox;
 pub use record::INTERRUPTED_TOOL;
 
@@ -189,6 +193,10 @@ enum Waiting {
         next: usize,
         #[serde(default)]
         turn: u32,
+        /// Calls after `next` that already ran beside it, with their results (a list: JSON
+        /// map keys are strings).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        done: Vec<(usize, Finished)>,
     },
     /// A model call was refused by the budget.
     Budget { exceeded: BudgetExceeded },
@@ -343,7 +351,7 @@ impl AgentRun {
             }
             st.messages.push(message);
             if let Some(out) = self
-                .execute(&mut st, completion.tool_calls, 0, turn)
+                .execute(&mut st, completion.tool_calls, 0, turn, BTreeMap::new())
                 .await?
             {
                 return Ok(out);
@@ -369,11 +377,17 @@ impl AgentRun {
                     serde_json::from_value(scratch).map_err(|e| Error::Resume(e.to_string()))?;
                 st.next_turn = st.next_turn.max(self.first_turn).max(1);
                 match std::mem::take(&mut st.waiting) {
-                    Waiting::Tools { calls, next, turn } => {
+                    Waiting::Tools {
+                        calls,
+                        next,
+                        turn,
+                        done,
+                    } => {
                         if let Some(gate) = &self.gate {
                             gate.preset(answer);
                         }
-                        if let Some(out) = self.execute(&mut st, calls, next, turn).await? {
+                        let done = done.into_iter().collect();
+                        if let Some(out) = self.execute(&mut st, calls, next, turn, done).await? {
                             return Ok(ControlFlow::Break(out));
                         }
                     }
@@ -411,7 +425,10 @@ impl AgentRun {
                         return Ok(ControlFlow::Break(self.finish(st, text, false).await?));
                     }
                     record::Next::Tools { turn, calls } => {
-                        if let Some(out) = self.execute(&mut st, calls, 0, turn).await? {
+                        if let Some(out) = self
+                            .execute(&mut st, calls, 0, turn, BTreeMap::new())
+                            .await?
+                        {
                             return Ok(ControlFlow::Break(out));
                         }
                     }
@@ -473,93 +490,221 @@ impl AgentRun {
         .await
     }
 
-    /// Runs `calls[next..]` (asked for by turn `turn`), appending their results; returns an
-    /// interrupt if one waits for the user.
+    /// Runs `calls[next..]` (asked for by turn `turn`), appending their results in the
+    /// order the model asked; returns an interrupt if one waits for the user. `done` holds
+    /// results of calls that already ran beside others (kept in the interrupt's scratch).
     async fn execute(
         &self,
         st: &mut Saved,
         calls: Vec<ToolCall>,
         next: usize,
         turn: u32,
+        mut done: BTreeMap<usize, Finished>,
     ) -> Result<Option<AgentOutcome>> {
-        for i in next..calls.len() {
-            let call = &calls[i];
-            if self.cancel.is_cancelled() {
-                return Err(Error::Cancelled);
+        for run in self.segments(&calls, next) {
+            let todo: Vec<usize> = run.clone().filter(|i| !done.contains_key(i)).collect();
+            let mut started = BTreeSet::new();
+            if todo.len() > 1 {
+                if self.cancel.is_cancelled() {
+                    return Err(Error::Cancelled);
+                }
+                for &i in &todo {
+                    self.emit(st, tool_started(turn, &calls[i]));
+                    started.insert(i);
+                }
+                let batch = todo
+                    .iter()
+                    .map(|&i| {
+                        let args = calls[i].arguments_json().unwrap_or(Value::Null);
+                        (calls[i].name.clone(), args)
+                    })
+                    .collect();
+                let results = call_parallel(
+                    &self.tools,
+                    &self.env,
+                    self.allow_list(),
+                    batch,
+                    self.cancel.clone(),
+                    false,
+                )
+                .await;
+                for (&i, r) in todo.iter().zip(results) {
+                    if r.deferred {
+                        continue;
+                    }
+                    let status = status_of(&r.result);
+                    let content = if r.result.is_error && !r.result.cancelled {
+                        format!("error: {}", r.result.content)
+                    } else {
+                        r.result.content
+                    };
+                    done.insert(
+                        i,
+                        Finished {
+                            content,
+                            status,
+                            duration_ms: r.duration_ms,
+                        },
+                    );
+                }
             }
-            let args = call.arguments_json();
-            self.emit(
-                st,
-                SessionEvent::ToolStarted {
-                    turn,
-                    call_id: call.id.clone(),
-                    name: call.name.clone(),
-                    input: match &args {
-                        Ok(v) => v.clone(),
-                        Err(_) => Value::String(call.arguments.clone()),
-                    },
-                },
-            );
-            let clock = Instant::now();
-            let (content, status) = match args {
-                Err(e) => (
-                    format!(
-                        "error: the arguments of `{}` are not valid JSON ({e}); call it again with a JSON object",
-                        call.name
-                    ),
-                    ToolStatus::Error,
-                ),
-                Ok(args) if self.reads_output(&call.name) => self.read_output(&args),
-                Ok(args) => {
-                    let result = self
-                        .tools
-                        .call_with_progress(
-                            &self.env,
-                            self.allow_list(),
-                            &call.name,
-                            args,
-                            self.cancel.clone(),
-                            self.progress_of(turn, &call.id),
-                        )
-                        .await;
-                    let status = status_of(&result);
-                    if result.cancelled {
+            for i in run {
+                let call = &calls[i];
+                if let Some(f) = done.remove(&i) {
+                    if f.status == ToolStatus::Cancelled {
                         self.emit(
                             st,
-                            tool_completed(turn, call, result.content, status, clock),
+                            completed(turn, call, f.content, f.status, f.duration_ms),
                         );
                         return Err(Error::Cancelled);
                     }
-                    if let Some(pending) = self.gate.as_ref().and_then(|g| g.take_pending()) {
-                        // The call runs again (a new `ToolStarted`) once the user answered.
-                        let interrupt = pending.interrupt(&self.node);
-                        st.waiting = Waiting::Tools {
-                            calls: calls.clone(),
-                            next: i,
-                            turn,
-                        };
-                        let scratch =
-                            serde_json::to_value(&*st).map_err(|e| Error::Resume(e.to_string()))?;
-                        st.waiting = Waiting::Nothing;
-                        return Ok(Some(AgentOutcome::Interrupted { interrupt, scratch }));
-                    }
-                    if result.is_error {
-                        (format!("error: {}", result.content), status)
-                    } else {
-                        (result.content, status)
-                    }
+                    let content = self.shrink_output(st, turn, call, f.content);
+                    self.emit(
+                        st,
+                        completed(turn, call, content.clone(), f.status, f.duration_ms),
+                    );
+                    st.tool_calls += 1;
+                    st.messages
+                        .push(Message::tool_result(call.id.clone(), content));
+                    continue;
                 }
-            };
-            let content = self.shrink_output(st, turn, call, content);
-            self.emit(
-                st,
-                tool_completed(turn, call, content.clone(), status, clock),
-            );
-            st.tool_calls += 1;
-            st.messages
-                .push(Message::tool_result(call.id.clone(), content));
+                if let Some(out) = self
+                    .call_one(st, &calls, i, turn, started.contains(&i), &done)
+                    .await?
+                {
+                    return Ok(Some(out));
+                }
+            }
         }
         Ok(None)
+    }
+
+    /// Runs call `i` of `calls` on its own (its `ToolStarted` already sent when `started`),
+    /// appending its result; returns an interrupt if it waits for the user.
+    async fn call_one(
+        &self,
+        st: &mut Saved,
+        calls: &[ToolCall],
+        i: usize,
+        turn: u32,
+        started: bool,
+        done: &BTreeMap<usize, Finished>,
+    ) -> Result<Option<AgentOutcome>> {
+        let call = &calls[i];
+        if self.cancel.is_cancelled() {
+            return Err(Error::Cancelled);
+        }
+        let args = call.arguments_json();
+        if !started {
+            self.emit(st, tool_started(turn, call));
+        }
+        let clock = Instant::now();
+        let (content, status) = match args {
+            Err(e) => (
+                format!(
+                    "error: the arguments of `{}` are not valid JSON ({e}); call it again with a JSON object",
+                    call.name
+                ),
+                ToolStatus::Error,
+            ),
+            Ok(args) if self.reads_output(&call.name) => self.read_output(&args),
+            Ok(args) if call.name == EXECUTE_DAG && self.env.config.dag.execute_dag => {
+                let (text, status) = self.execute_dag(&args).await;
+                if status == ToolStatus::Cancelled {
+                    self.emit(st, tool_completed(turn, call, text, status, clock));
+                    return Err(Error::Cancelled);
+                }
+                (text, status)
+            }
+            Ok(args) => {
+                let result = self
+                    .tools
+                    .call_with_progress(
+                        &self.env,
+                        self.allow_list(),
+                        &call.name,
+                        args,
+                        self.cancel.clone(),
+                        self.progress_of(turn, &call.id),
+                    )
+                    .await;
+                let status = status_of(&result);
+                if result.cancelled {
+                    self.emit(
+                        st,
+                        tool_completed(turn, call, result.content, status, clock),
+                    );
+                    return Err(Error::Cancelled);
+                }
+                if let Some(pending) = self.gate.as_ref().and_then(|g| g.take_pending()) {
+                    // The call runs again (a new `ToolStarted`) once the user answered.
+                    let interrupt = pending.interrupt(&self.node);
+                    st.waiting = Waiting::Tools {
+                        calls: calls.to_vec(),
+                        next: i,
+                        turn,
+                        done: done.iter().map(|(i, f)| (*i, f.clone())).collect(),
+                    };
+                    let scratch =
+                        serde_json::to_value(&*st).map_err(|e| Error::Resume(e.to_string()))?;
+                    st.waiting = Waiting::Nothing;
+                    return Ok(Some(AgentOutcome::Interrupted { interrupt, scratch }));
+                }
+                if result.is_error {
+                    (format!("error: {}", result.content), status)
+                } else {
+                    (result.content, status)
+                }
+            }
+        };
+        let content = self.shrink_output(st, turn, call, content);
+        self.emit(
+            st,
+            tool_completed(turn, call, content.clone(), status, clock),
+        );
+        st.tool_calls += 1;
+        st.messages
+            .push(Message::tool_result(call.id.clone(), content));
+        Ok(None)
+    }
+}
+
+/// A call that ran beside others, waiting for its turn to go back to the model.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct Finished {
+    content: String,
+    status: ToolStatus,
+    duration_ms: u64,
+}
+
+/// The `ToolStarted` event of `call`.
+fn tool_started(turn: u32, call: &ToolCall) -> SessionEvent {
+    SessionEvent::ToolStarted {
+        turn,
+        call_id: call.id.clone(),
+        name: call.name.clone(),
+        input: match call.arguments_json() {
+            Ok(v) => v,
+            Err(_) => Value::String(call.arguments.clone()),
+        },
+    }
+}
+
+/// The `ToolCompleted` event of `call` after `duration_ms`.
+fn completed(
+    turn: u32,
+    call: &ToolCall,
+    output: String,
+    status: ToolStatus,
+    duration_ms: u64,
+) -> SessionEvent {
+    SessionEvent::ToolCompleted {
+        turn,
+        call_id: call.id.clone(),
+        name: call.name.clone(),
+        output,
+        status,
+        duration_ms,
     }
 }
 
@@ -571,12 +716,11 @@ fn tool_completed(
     status: ToolStatus,
     clock: Instant,
 ) -> SessionEvent {
-    SessionEvent::ToolCompleted {
+    completed(
         turn,
-        call_id: call.id.clone(),
-        name: call.name.clone(),
+        call,
         output,
         status,
-        duration_ms: u64::try_from(clock.elapsed().as_millis()).unwrap_or(u64::MAX),
-    }
+        u64::try_from(clock.elapsed().as_millis()).unwrap_or(u64::MAX),
+    )
 }

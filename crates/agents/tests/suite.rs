@@ -2,5 +2,6 @@ mod agent_loop;
 mod compress;
 mod context;
 mod context_wire;
+mod parallel;
 mod retrieval;
 mod retrieval_adaptive;

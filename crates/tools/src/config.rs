@@ -35,6 +35,30 @@ pub struct ToolsConfig {
     /// Per-role allow lists of tool names, replacing the built-in defaults for the roles
     /// named here (see [`crate::Registry::default_roles`]).
     pub roles: BTreeMap<String, Vec<String>>,
+    /// Tool DAGs: parallel tool calls and the `execute_dag` tool.
+    pub dag: DagConfig,
+}
+
+/// The `tools.dag` section: how agents run several tool calls.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DagConfig {
+    /// Run the independent read-only calls a model asks for in one turn at the same time.
+    pub parallel: bool,
+    /// Offer agents the `execute_dag` tool: a plan of tool calls run as one DAG.
+    pub execute_dag: bool,
+    /// The most steps one `execute_dag` plan may have.
+    pub max_steps: usize,
+}
+
+impl Default for DagConfig {
+    fn default() -> Self {
+        Self {
+            parallel: true,
+            execute_dag: true,
+            max_steps: 20,
+        }
+    }
 }
 
 /// Allow / ask / deny per command class, plus per-command rules.

@@ -37,7 +37,7 @@ pub mod tool;
 pub mod workspace;
 pub mod worktree;
 
-pub use config::{Action, CommandRule, PolicyConfig, ShellConfig, ToolsConfig};
+pub use config::{Action, CommandRule, DagConfig, PolicyConfig, ShellConfig, ToolsConfig};
 pub use context::{Decision, Note, ProgressFn, ToolContext, ToolEnv, ToolProgress};
 pub use error::{Error, Result};
 pub use interaction::{

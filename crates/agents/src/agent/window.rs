@@ -32,6 +32,9 @@ impl AgentRun {
     /// is stored.
     pub(super) fn offered_tools(&self) -> Vec<ToolSpec> {
         let mut specs = self.tool_specs();
+        if self.offers_execute_dag(&specs) && !specs.iter().any(|s| s.name == super::EXECUTE_DAG) {
+            specs.push(super::execute_dag_spec(self.env.config.dag.max_steps));
+        }
         if self.outputs_stored() && !specs.iter().any(|s| s.name == READ_TOOL_OUTPUT) {
             specs.push(outputs::read_spec(self.read_max()));
         }
