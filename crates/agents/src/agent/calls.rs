@@ -24,6 +24,10 @@ use super::AgentRun;
 /// The tool agents submit plans with.
 pub const EXECUTE_DAG: &str = "execute_dag";
 
+/// Models with a smaller context window are not offered `execute_dag`: its schema costs
+/// ~300 tokens, and small local models do not plan multi-step calls.
+pub const EXECUTE_DAG_MIN_WINDOW: u32 = 16_384;
+
 /// How long a step's text may be in the `execute_dag` report before it is cut.
 const STEP_TEXT_MAX: usize = 4000;
 
@@ -60,10 +64,18 @@ impl AgentRun {
         self.env.config.dag.parallel
     }
 
-    /// Whether this agent is offered `execute_dag`: it has tools, and the configuration
-    /// allows it.
+    /// Whether this agent is offered `execute_dag`: the configuration allows it, the agent
+    /// has tools and reports (not a conversation), and its model's window is known and at
+    /// least [`EXECUTE_DAG_MIN_WINDOW`].
     pub(super) fn offers_execute_dag(&self, own: &[ToolSpec]) -> bool {
-        self.env.config.dag.execute_dag && !own.is_empty() && !self.free_text
+        self.env.config.dag.execute_dag
+            && !own.is_empty()
+            && !self.free_text
+            && self
+                .provider
+                .info()
+                .context_window
+                .is_some_and(|w| w >= EXECUTE_DAG_MIN_WINDOW)
     }
 
     /// Whether call `call` may run beside others: valid arguments, a registry tool the agent

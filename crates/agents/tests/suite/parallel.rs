@@ -391,7 +391,8 @@ async fn execute_dag_runs_a_plan_with_outputs_flowing_into_later_steps() {
         calls(&[("d1", "execute_dag", plan)]),
         calls(&[("d2", "execute_dag", good)]),
         report(),
-    ]);
+    ])
+    .with_context_window(128_000);
     let recorder = Recorder::default();
     let out = agent(&fx, model.clone(), &recorder, None, DagConfig::default())
         .run(Resume::Fresh)
@@ -400,6 +401,13 @@ async fn execute_dag_runs_a_plan_with_outputs_flowing_into_later_steps() {
     assert!(matches!(out, AgentOutcome::Done(_)));
     let first = &model.requests()[0];
     assert!(first.tools.iter().any(|t| t.name == "execute_dag"));
+    // A small model is not offered it.
+    let small = ScriptedProvider::new([report()]).with_context_window(4096);
+    agent(&fx, small.clone(), &Recorder::default(), None, DagConfig::default())
+        .run(Resume::Fresh)
+        .await
+        .unwrap();
+    assert!(!small.requests()[0].tools.iter().any(|t| t.name == "execute_dag"));
     let got = results(&model.requests()[1].messages);
     assert!(
         got[0].1.contains("refers to `missing`"),
