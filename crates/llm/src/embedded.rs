@@ -59,7 +59,8 @@ pub enum ModelSource {
 pub struct EmbeddedSettings {
     /// Upper bound of the context (prompt + output) in tokens.
     pub context: u32,
-    /// CPU threads for generation and prompt processing.
+    /// CPU threads for generation and prompt processing (default: the cores available to
+    /// the process, at most 8).
     pub threads: u32,
     /// Default `max_tokens`.
     pub max_tokens: u32,
@@ -75,13 +76,21 @@ impl Default for EmbeddedSettings {
     fn default() -> Self {
         Self {
             context: 4096,
-            threads: 1,
+            threads: default_threads(),
             max_tokens: 512,
             temperature: 0.0,
             seed: 42,
             ignore_eos: false,
         }
     }
+}
+
+/// The cores available to the process, at most 8 (llama.cpp gains little past the
+/// physical cores, and a small model's matrices are too small to share among many threads).
+fn default_threads() -> u32 {
+    std::thread::available_parallelism()
+        .map_or(1, |n| u32::try_from(n.get()).unwrap_or(1))
+        .clamp(1, 8)
 }
 
 struct Loaded {
