@@ -201,35 +201,42 @@ fn a_batch_interrupted_between_commits_is_redone() {
 }
 
 #[test]
-fn an_index_of_the_previous_format_is_rebuilt_keeping_embeddings() {
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path();
-    write(root, "src/a.rs", "pub fn migrated_fn() {}\n");
-    {
+fn an_index_of_an_older_format_is_rebuilt_and_re_embedded() {
+    for old in ["1", "2"] {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        write(root, "src/a.rs", "pub fn migrated_fn() {}\n");
+        {
+            let mut index = open(root);
+            update(&mut index);
+        }
+        let db = index_dir(&root.canonicalize().unwrap()).join("meta.db");
+        {
+            // Pretend the old format with one cached embedding (keyed by the chunk text alone
+            // in both: it does not say which text was embedded, so it cannot be kept).
+            let (mut meta, _) = Meta::open(&db).unwrap();
+            meta.set("schema", old).unwrap();
+            meta.set("embedding_model", "test:hash:64").unwrap();
+            meta.set("embedding_dim", "64").unwrap();
+            meta.add_vectors(&[(42, 0)]).unwrap();
+        }
+        let (meta, migrated) = Meta::open(&db).unwrap();
+        assert!(migrated, "{old}");
+        assert_eq!(meta.counts().unwrap().files, 0, "derived tables dropped");
+        assert_eq!(
+            meta.vector_row(42).unwrap(),
+            None,
+            "embedding cache dropped"
+        );
+        assert_eq!(meta.get("embedding_model").unwrap(), None);
+        drop(meta);
+        // Reopen through the index (now the current format, nothing recorded): a full
+        // re-index, searchable.
         let mut index = open(root);
-        update(&mut index);
+        let s = update(&mut index);
+        assert_eq!(s.files_indexed, 1, "{s:?}");
+        assert_eq!(names(&index, "migrated_fn")[0], "migrated_fn");
+        let (_, migrated) = Meta::open(&db).unwrap();
+        assert!(!migrated, "migrates once");
     }
-    let db = index_dir(&root.canonicalize().unwrap()).join("meta.db");
-    {
-        // Pretend format 1 with one cached embedding.
-        let (mut meta, _) = Meta::open(&db).unwrap();
-        meta.set("schema", "1").unwrap();
-        meta.add_vectors(&[(42, 0)]).unwrap();
-    }
-    let (meta, migrated) = Meta::open(&db).unwrap();
-    assert!(migrated);
-    assert_eq!(meta.counts().unwrap().files, 0, "derived tables dropped");
-    assert_eq!(
-        meta.vector_row(42).unwrap(),
-        Some(0),
-        "embedding cache kept"
-    );
-    drop(meta);
-    // Reopen through the index (now format 2, nothing recorded): a full re-index, searchable.
-    let mut index = open(root);
-    let s = update(&mut index);
-    assert_eq!(s.files_indexed, 1, "{s:?}");
-    assert_eq!(names(&index, "migrated_fn")[0], "migrated_fn");
-    let (_, migrated) = Meta::open(&db).unwrap();
-    assert!(!migrated, "migrates once");
 }
