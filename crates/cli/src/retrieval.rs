@@ -4,11 +4,12 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use anyhow::bail;
 use clap::{Args, ValueEnum};
 use trellis_index::embed;
 use trellis_index::{
     Index, IndexConfig, Progress, RepoMapRequest, RetrievalRequest, RetrievalStrategyConfig, Scope,
-    UpdateOptions, UpdateStats,
+    SearchConfig, SearchFilter, TestFiles, UpdateOptions, UpdateStats,
 };
 
 use crate::Commands;
@@ -59,6 +60,69 @@ pub struct SearchArgs {
     /// BM25 only, even when embeddings exist.
     #[arg(long)]
     pub no_embed: bool,
+    /// How many ranked chunks each source returns, before deduplication and the token budget
+    /// (default: `index.search.limit`, 50).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub limit: Option<u32>,
+    /// Test files: include, exclude or only them (default: `index.search.tests`, include).
+    #[arg(long, value_enum, value_name = "WHICH")]
+    pub tests: Option<TestsArg>,
+    /// Also return generated and vendored files (`vendor/`, `third_party/`, `*.pb.go`, …).
+    #[arg(long)]
+    pub generated: bool,
+    /// Also return non-code text files in code searches (stylesheets, translations,
+    /// licences, certificates, data and configuration formats).
+    #[arg(long)]
+    pub non_code: bool,
+    /// Only chunks in this language (repeatable): rust, python, javascript, typescript, tsx,
+    /// go, java, c, cpp, markdown, rst, or text (files without a parser).
+    #[arg(long = "lang", value_name = "LANG")]
+    pub languages: Vec<String>,
+    /// Only files whose path matches this glob, relative to the workspace root (repeatable).
+    #[arg(long = "path", value_name = "GLOB")]
+    pub paths: Vec<String>,
+    /// Never files whose path matches this glob (repeatable; added to
+    /// `index.search.exclude_paths`).
+    #[arg(long = "exclude-path", value_name = "GLOB")]
+    pub exclude_paths: Vec<String>,
+}
+
+/// `trellis search --tests`.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum TestsArg {
+    /// Return tests like any other file.
+    Include,
+    /// Leave tests out.
+    Exclude,
+    /// Return only tests.
+    Only,
+}
+
+impl SearchArgs {
+    /// Applies the flags over the `index.search` settings.
+    fn apply(&self, search: &mut SearchConfig) {
+        if let Some(limit) = self.limit {
+            search.limit = limit as usize;
+        }
+        if let Some(tests) = self.tests {
+            search.tests = match tests {
+                TestsArg::Include => TestFiles::Include,
+                TestsArg::Exclude => TestFiles::Exclude,
+                TestsArg::Only => TestFiles::Only,
+            };
+        }
+        search.generated |= self.generated;
+        search.non_code |= self.non_code;
+        if !self.languages.is_empty() {
+            search.languages = self.languages.clone();
+        }
+        if !self.paths.is_empty() {
+            search.paths = self.paths.clone();
+        }
+        search
+            .exclude_paths
+            .extend(self.exclude_paths.iter().cloned());
+    }
 }
 
 /// `trellis map`.
@@ -194,7 +258,18 @@ fn indexed(repo: &Path) -> bool {
     there
 }
 
-fn search(repo: &Path, config: IndexConfig, args: &SearchArgs) -> anyhow::Result<ExitCode> {
+fn search(repo: &Path, mut config: IndexConfig, args: &SearchArgs) -> anyhow::Result<ExitCode> {
+    if args.query.trim().is_empty() {
+        bail!(
+            "the search query is empty; say what to look for, e.g. `trellis search \"retry backoff\"`"
+        );
+    }
+    args.apply(&mut config.search);
+    if config.search.limit == 0 {
+        bail!("index.search.limit is 0; set it to at least 1 (or pass --limit N)");
+    }
+    // Bad globs or languages are reported before anything is opened.
+    SearchFilter::new(&config.search)?;
     if !indexed(repo) {
         return Ok(ExitCode::FAILURE);
     }

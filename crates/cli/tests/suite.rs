@@ -7,6 +7,7 @@ mod mock;
 mod models;
 mod review;
 mod runs;
+mod search;
 mod serve;
 mod staged;
 mod steering;

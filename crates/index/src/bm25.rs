@@ -1,5 +1,8 @@
 //! The full-text side: a tantivy index of chunks (name, signature/doc, path, body) with the
-//! code-aware tokenizer, BM25-scored.
+//! code-aware tokenizer, BM25-scored over live documents only ([`live`]), so that an index
+//! updated in place ranks exactly like a fresh index of the same tree.
+
+mod live;
 
 use std::path::Path;
 
@@ -43,6 +46,8 @@ pub struct Bm25 {
     writer: Option<IndexWriter>,
     /// Whether the open writer is the small one.
     small: bool,
+    /// Live token totals per segment (see [`live`]).
+    tokens: live::TokenCache,
 }
 
 impl std::fmt::Debug for Bm25 {
@@ -93,6 +98,7 @@ impl Bm25 {
             fields,
             writer: None,
             small: false,
+            tokens: live::TokenCache::default(),
         })
     }
 
@@ -220,7 +226,13 @@ impl Bm25 {
             ]));
         }
         let searcher = self.reader.searcher();
-        let top = searcher.search(&q, &TopDocs::with_limit(limit).order_by_score())?;
+        let stats = self.tokens.stats(&searcher, text_fields)?;
+        // A few more than asked, so that near-equal scores at the cut are chosen by chunk id.
+        let top = searcher.search_with_statistics_provider(
+            &q,
+            &TopDocs::with_limit(limit.saturating_add(TIE_MARGIN)).order_by_score(),
+            &stats,
+        )?;
         let mut out = Vec::with_capacity(top.len());
         let mut columns: Vec<Option<tantivy::columnar::Column<i64>>> =
             vec![None; searcher.segment_readers().len()];
@@ -235,9 +247,26 @@ impl Bm25 {
                 );
             }
             if let Some(id) = columns[seg].as_ref().and_then(|c| c.first(addr.doc_id)) {
-                out.push((ChunkId(id), score));
+                out.push((ChunkId(id), stable_score(score)));
             }
         }
+        // Equal scores in chunk-id order, not in the (update-history dependent) segment order.
+        out.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        out.truncate(limit);
         Ok(out)
     }
+}
+
+/// Extra hits fetched beyond the limit (see [`stable_score`]).
+const TIE_MARGIN: usize = 16;
+
+/// `score` rounded to 12 significant bits. tantivy sums a document's clause scores in an order
+/// that depends on the segment layout, so the same document can score a last bit apart in an
+/// updated and a fresh index; rounding makes such scores equal, and equal scores are ordered by
+/// chunk id. (Two scores a bit apart that straddle a rounding boundary still differ: about
+/// one near-tie in 2,000.)
+fn stable_score(score: f32) -> f32 {
+    const DROP: u32 = 11;
+    let bits = score.to_bits();
+    f32::from_bits(bits.wrapping_add(1 << (DROP - 1)) & !((1 << DROP) - 1))
 }

@@ -161,26 +161,40 @@ pub struct Chunk {
 }
 
 impl Chunk {
-    /// A 64-bit hash of the chunk text (what the grounding check and the embedding cache use).
+    /// A 64-bit hash of the chunk text (what the grounding check and deduplication use).
     pub fn text_hash(&self) -> i64 {
         text_hash(&self.text)
+    }
+
+    /// The pieces of [`Chunk::embedding_text`], in order.
+    fn embedding_parts(&self) -> impl Iterator<Item = &str> {
+        let name =
+            (!self.qualified_name.is_empty()).then_some([self.qualified_name.as_str(), "\n"]);
+        let doc = (!self.doc.is_empty() && !self.text.contains(self.doc.as_str()))
+            .then_some([self.doc.as_str(), "\n"]);
+        [self.path.as_str(), "\n"]
+            .into_iter()
+            .chain(name.into_iter().flatten())
+            .chain(doc.into_iter().flatten())
+            .chain(std::iter::once(self.text.as_str()))
     }
 
     /// The text handed to an embedding model: where the chunk is, what it is, then the text.
     pub fn embedding_text(&self) -> String {
         let mut s = String::with_capacity(self.text.len() + 128);
-        s.push_str(&self.path);
-        s.push('\n');
-        if !self.qualified_name.is_empty() {
-            s.push_str(&self.qualified_name);
-            s.push('\n');
-        }
-        if !self.doc.is_empty() && !self.text.contains(self.doc.as_str()) {
-            s.push_str(&self.doc);
-            s.push('\n');
-        }
-        s.push_str(&self.text);
+        s.extend(self.embedding_parts());
         s
+    }
+
+    /// A 64-bit hash of exactly [`Chunk::embedding_text`] (without building it): the key of the
+    /// embedding cache, so that a chunk that moved, was renamed or had its doc comment changed
+    /// gets a new vector while an unchanged one keeps its vector.
+    pub fn embedding_hash(&self) -> i64 {
+        let mut h = xxhash_rust::xxh3::Xxh3::new();
+        for part in self.embedding_parts() {
+            h.update(part.as_bytes());
+        }
+        h.digest() as i64
     }
 }
 
@@ -205,4 +219,56 @@ pub fn chunk_id(path: &str, kind: ChunkKind, qualified_name: &str, start_line: u
 /// close to what BPE tokenizers produce for English and code (see docs/retrieval.md).
 pub fn estimate_tokens(text: &str) -> usize {
     text.len().div_ceil(4)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chunk(qualified_name: &str, doc: &str) -> Chunk {
+        Chunk {
+            id: ChunkId(1),
+            path: "src/a.rs".into(),
+            kind: ChunkKind::Function,
+            category: Category::Code,
+            lang: "rust".into(),
+            name: "f".into(),
+            qualified_name: qualified_name.into(),
+            parent: String::new(),
+            signature: String::new(),
+            params: String::new(),
+            returns: String::new(),
+            doc: doc.into(),
+            start_line: 1,
+            end_line: 1,
+            text: "fn f() {}".into(),
+        }
+    }
+
+    #[test]
+    fn the_embedding_hash_is_the_hash_of_the_embedded_text() {
+        for c in [
+            chunk("", ""),
+            chunk("a::f", ""),
+            chunk("a::f", "Does f."),
+            chunk("", "Does f."),
+        ] {
+            assert_eq!(c.embedding_hash(), text_hash(&c.embedding_text()), "{c:?}");
+        }
+        assert_eq!(
+            chunk("a::f", "Does f.").embedding_text(),
+            "src/a.rs\na::f\nDoes f.\nfn f() {}"
+        );
+        // Same text, other place or name or doc: another key.
+        let base = chunk("a::f", "");
+        let mut moved = base.clone();
+        moved.path = "src/b.rs".into();
+        assert_ne!(base.embedding_hash(), moved.embedding_hash());
+        assert_ne!(base.embedding_hash(), chunk("b::f", "").embedding_hash());
+        assert_ne!(
+            base.embedding_hash(),
+            chunk("a::f", "Does f.").embedding_hash()
+        );
+        assert_eq!(base.text_hash(), moved.text_hash());
+    }
 }

@@ -5,6 +5,8 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+use crate::filter::TestFiles;
+
 /// Directories and files never indexed, in addition to `.gitignore` rules: dependency trees,
 /// version-control metadata, build outputs, caches and lockfiles.
 pub const DEFAULT_EXCLUDES: &[&str] = &[
@@ -146,6 +148,27 @@ pub struct SearchConfig {
     pub candidates: usize,
     /// Cosine similarity above which two chunks count as duplicates.
     pub dedup_cosine: f32,
+    /// Ranked chunks each source of a retrieval contributes (before deduplication and the
+    /// token budget): the result count of `trellis search` (`--limit`). Each ranking then
+    /// takes at least this many candidates.
+    pub limit: usize,
+    /// Test files in retrievals: `include`, `exclude` or `only` (`--tests`).
+    pub tests: TestFiles,
+    /// Whether retrievals return generated and vendored files (`vendor/`, `third_party/`,
+    /// `generated/`, `*.pb.go`, `*_pb2.py`, …; `--generated`).
+    pub generated: bool,
+    /// Whether code retrievals return non-code text files: stylesheets, translations,
+    /// licences, certificates, data and configuration formats (`--non-code`).
+    pub non_code: bool,
+    /// Only chunks in these languages (`rust`, `python`, `javascript`, `typescript`, `tsx`,
+    /// `go`, `java`, `c`, `cpp`, `markdown`, `rst`, and `text` for files without a parser);
+    /// all when empty (`--lang`).
+    pub languages: Vec<String>,
+    /// Only files whose path (relative to the workspace root) matches one of these globs;
+    /// all when empty (`--path`).
+    pub paths: Vec<String>,
+    /// Never files whose path matches one of these globs (`--exclude-path`).
+    pub exclude_paths: Vec<String>,
 }
 
 impl Default for SearchConfig {
@@ -156,6 +179,13 @@ impl Default for SearchConfig {
             rrf_k: 60.0,
             candidates: 100,
             dedup_cosine: 0.95,
+            limit: 50,
+            tests: TestFiles::Include,
+            generated: false,
+            non_code: false,
+            languages: Vec::new(),
+            paths: Vec::new(),
+            exclude_paths: Vec::new(),
         }
     }
 }

@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use crate::bm25::Bm25;
 use crate::build;
-use crate::chunk::{Chunk, ChunkKind};
+use crate::chunk::{Chunk, ChunkKind, text_hash};
 use crate::config::IndexConfig;
 use crate::embed::Embedder;
 use crate::error::{Error, Result};
@@ -391,10 +391,10 @@ impl Index {
             let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
             let vecs = embedder.embed(&refs)?;
             let first = file.append(&vecs)?;
-            let rows: Vec<(i64, u64)> = chunks
+            let rows: Vec<(i64, u64)> = texts
                 .iter()
                 .enumerate()
-                .map(|(i, c)| (c.text_hash(), first + i as u64))
+                .map(|(i, t)| (text_hash(t), first + i as u64))
                 .collect();
             self.meta.add_vectors(&rows)?;
             done += chunks.len() as u64;

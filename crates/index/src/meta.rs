@@ -1,6 +1,6 @@
 //! The metadata database (`.trellis/index/meta.db`, SQLite): which file was indexed at which
 //! content hash, the chunks with their attribution and text, per-file symbols, imports and
-//! references, and which embedding row holds which chunk text.
+//! references, and which embedding row holds the embedding of which text.
 //!
 //! It is the source of truth for "this file is indexed": its row is written only after the
 //! full-text index has committed the file's documents, so an interrupted run leaves files
@@ -16,10 +16,13 @@ use crate::chunk::{Category, Chunk, ChunkId, ChunkKind};
 use crate::error::{Error, Result};
 use crate::symbols::{Import, Symbol};
 
+/// Version 3: embeddings are keyed by the hash of exactly the text embedded
+/// ([`Chunk::embedding_hash`]: path, qualified name, doc comment and text); version 2 keyed
+/// them by the chunk text alone, so a moved or renamed chunk kept a stale vector.
 /// Version 2: chunks are stored in insertion order (rowid) with a unique index on the chunk id;
 /// version 1 kept them in a B-tree keyed by the (random) chunk id, which made every batch of a
 /// cold index rewrite pages all over the table.
-const SCHEMA_VERSION: &str = "2";
+const SCHEMA_VERSION: &str = "3";
 
 /// The tables holding what a re-index recreates (the embedding cache in `vectors` survives).
 const DERIVED_TABLES: &str = "
@@ -33,10 +36,10 @@ const DERIVED_TABLES: &str = "
                 qualified_name TEXT NOT NULL, parent TEXT NOT NULL, signature TEXT NOT NULL,
                 params TEXT NOT NULL, returns TEXT NOT NULL, doc TEXT NOT NULL,
                 start_line INTEGER NOT NULL, end_line INTEGER NOT NULL, text TEXT NOT NULL,
-                text_hash INTEGER NOT NULL);
+                embed_hash INTEGER NOT NULL);
              CREATE UNIQUE INDEX IF NOT EXISTS chunks_id ON chunks(id);
              CREATE INDEX IF NOT EXISTS chunks_path ON chunks(path);
-             CREATE INDEX IF NOT EXISTS chunks_text_hash ON chunks(text_hash);
+             CREATE INDEX IF NOT EXISTS chunks_embed_hash ON chunks(embed_hash);
              CREATE TABLE IF NOT EXISTS pending(path TEXT PRIMARY KEY) WITHOUT ROWID;";
 
 /// What the index knows about a file.
@@ -100,14 +103,14 @@ pub struct Meta {
 impl Meta {
     /// Opens or creates the database at `path`. The flag is true when the database was
     /// migrated from an older format: its files and chunks were dropped (to be re-indexed;
-    /// the full-text index must be recreated with them), the embedding cache kept.
+    /// the full-text index must be recreated with them), and so was the embedding cache,
+    /// whose keys (the chunk text alone) do not say which text was embedded.
     pub fn open(path: &Path) -> Result<(Self, bool)> {
         let conn = Connection::open(path)?;
         conn.execute_batch(
             "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA temp_store=MEMORY;
              PRAGMA cache_size=-131072;
-             CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
-             CREATE TABLE IF NOT EXISTS vectors(text_hash INTEGER PRIMARY KEY, row INTEGER NOT NULL);",
+             CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);",
         )?;
         let version: Option<String> = conn
             .query_row("SELECT value FROM meta WHERE key='schema'", [], |r| {
@@ -117,18 +120,27 @@ impl Meta {
         let migrated = match version.as_deref() {
             None => false,
             Some(SCHEMA_VERSION) => false,
-            // Version 1 differs only in derived tables: drop them, keep the embeddings.
-            Some("1") => {
-                tracing::info!(db = %path.display(), "index format 1 -> 2: re-indexing");
+            // Versions 1 and 2 differ in derived tables and in the embedding cache's key:
+            // drop them all (the vector file is reset when the model id is missing).
+            Some(old @ ("1" | "2")) => {
+                tracing::info!(
+                    db = %path.display(),
+                    "index format {old} -> {SCHEMA_VERSION}: re-indexing and re-embedding"
+                );
                 conn.execute_batch(
                     "DROP TABLE IF EXISTS chunks; DROP TABLE IF EXISTS files;
-                     DROP TABLE IF EXISTS pending;",
+                     DROP TABLE IF EXISTS pending; DROP TABLE IF EXISTS vectors;
+                     DELETE FROM meta WHERE key IN ('embedding_model', 'embedding_dim');",
                 )?;
                 true
             }
             Some(_) => return Err(Error::Incompatible(path.to_path_buf())),
         };
         conn.execute_batch(DERIVED_TABLES)?;
+        conn.execute_batch(
+            "CREATE TABLE IF NOT EXISTS vectors(
+                embed_hash INTEGER PRIMARY KEY, row INTEGER NOT NULL);",
+        )?;
         conn.execute(
             "INSERT INTO meta(key, value) VALUES('schema', ?1)
              ON CONFLICT(key) DO UPDATE SET value=excluded.value",
@@ -229,7 +241,7 @@ impl Meta {
             )?;
             let mut ins_chunk = tx.prepare_cached(
                 "INSERT INTO chunks(id, path, kind, category, lang, name, qualified_name,
-                   parent, signature, params, returns, doc, start_line, end_line, text, text_hash)
+                   parent, signature, params, returns, doc, start_line, end_line, text, embed_hash)
                  VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
             )?;
             let mut touch =
@@ -283,7 +295,7 @@ impl Meta {
                     c.start_line,
                     c.end_line,
                     c.text,
-                    c.text_hash(),
+                    c.embedding_hash(),
                 ])?;
             }
             for (path, st) in touched {
@@ -448,39 +460,40 @@ impl Meta {
             sections: one("SELECT count(*) FROM chunks WHERE kind='section'")?,
             chunks: one("SELECT count(*) FROM chunks")?,
             embedded: one(
-                "SELECT count(*) FROM chunks c JOIN vectors v ON v.text_hash=c.text_hash",
+                "SELECT count(*) FROM chunks c JOIN vectors v ON v.embed_hash=c.embed_hash",
             )?,
         })
     }
 
-    /// Up to `limit` chunk texts (one per distinct text hash) that have no embedding yet.
+    /// Up to `limit` chunks (one per distinct embedded text) that have no embedding yet.
     pub fn unembedded(&self, limit: usize) -> Result<Vec<Chunk>> {
         let mut stmt = self.conn.prepare_cached(
             "SELECT id, path, kind, category, lang, name, qualified_name, parent, signature, params,
                     returns, doc, start_line, end_line, text FROM chunks
-             WHERE text_hash NOT IN (SELECT text_hash FROM vectors)
-             GROUP BY text_hash LIMIT ?1",
+             WHERE embed_hash NOT IN (SELECT embed_hash FROM vectors)
+             GROUP BY embed_hash LIMIT ?1",
         )?;
         let rows = stmt.query_map([limit as i64], row_to_chunk)?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
-    /// Count of distinct chunk texts without an embedding.
+    /// Count of distinct embedded texts without an embedding.
     pub fn unembedded_count(&self) -> Result<u64> {
         Ok(self.conn.query_row(
-            "SELECT count(DISTINCT text_hash) FROM chunks
-             WHERE text_hash NOT IN (SELECT text_hash FROM vectors)",
+            "SELECT count(DISTINCT embed_hash) FROM chunks
+             WHERE embed_hash NOT IN (SELECT embed_hash FROM vectors)",
             [],
             |r| r.get::<_, i64>(0),
         )? as u64)
     }
 
-    /// Records that the embeddings of these text hashes are at these rows.
+    /// Records that the embeddings of these embedding hashes ([`Chunk::embedding_hash`]) are
+    /// at these rows.
     pub fn add_vectors(&mut self, rows: &[(i64, u64)]) -> Result<()> {
         let tx = self.conn.transaction()?;
         {
-            let mut ins =
-                tx.prepare_cached("INSERT OR REPLACE INTO vectors(text_hash, row) VALUES(?1, ?2)")?;
+            let mut ins = tx
+                .prepare_cached("INSERT OR REPLACE INTO vectors(embed_hash, row) VALUES(?1, ?2)")?;
             for (h, row) in rows {
                 ins.execute(params![h, *row as i64])?;
             }
@@ -499,7 +512,7 @@ impl Meta {
     pub fn live_vectors(&self) -> Result<Vec<(ChunkId, u64, Category)>> {
         let mut stmt = self.conn.prepare(
             "SELECT c.id, v.row, c.category FROM chunks c
-             JOIN vectors v ON v.text_hash=c.text_hash ORDER BY v.row",
+             JOIN vectors v ON v.embed_hash=c.embed_hash ORDER BY v.row",
         )?;
         let rows = stmt.query_map([], |r| {
             let cat: String = r.get(2)?;
@@ -512,13 +525,13 @@ impl Meta {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
-    /// The embedding row of a text hash.
-    pub fn vector_row(&self, text_hash: i64) -> Result<Option<u64>> {
+    /// The embedding row of an embedding hash ([`Chunk::embedding_hash`]).
+    pub fn vector_row(&self, embed_hash: i64) -> Result<Option<u64>> {
         Ok(self
             .conn
             .query_row(
-                "SELECT row FROM vectors WHERE text_hash=?1",
-                [text_hash],
+                "SELECT row FROM vectors WHERE embed_hash=?1",
+                [embed_hash],
                 |r| r.get::<_, i64>(0),
             )
             .optional()?

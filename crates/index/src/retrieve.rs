@@ -13,6 +13,8 @@ use serde::Serialize;
 use crate::analyze::join;
 use crate::chunk::{Category, Chunk, ChunkId, ChunkKind, estimate_tokens};
 use crate::error::Result;
+use crate::filter::SearchFilter;
+pub use crate::filter::is_test_path;
 use crate::index::Index;
 use crate::search::{SearchMode, SearchRequest};
 use crate::strategy::{DEFAULT_TOKEN_BUDGET, Priority, RetrievalStrategyConfig, source_categories};
@@ -29,7 +31,8 @@ pub struct RetrievalRequest<'a> {
     pub stage: Option<String>,
     /// Overrides the strategy's budget.
     pub budget_tokens: Option<usize>,
-    /// Candidates per source before fusion (default 50).
+    /// Ranked chunks per source before deduplication and packing (default: the
+    /// configuration's `search.limit`, 50).
     pub candidates: Option<usize>,
 }
 
@@ -117,23 +120,6 @@ struct Candidate {
     cosine: Option<f32>,
 }
 
-/// Paths that look like tests.
-pub fn is_test_path(path: &str) -> bool {
-    let p = path.to_ascii_lowercase();
-    let file = p.rsplit('/').next().unwrap_or(&p);
-    p.split('/').any(|s| {
-        matches!(
-            s,
-            "test" | "tests" | "__tests__" | "testing" | "spec" | "testdata"
-        )
-    }) || file.starts_with("test_")
-        || file.contains("_test.")
-        || file.contains(".test.")
-        || file.contains(".spec.")
-        || file.ends_with("test.java")
-        || file.ends_with("tests.rs")
-}
-
 fn hint_factor(hints: &crate::strategy::RetrievalHints, c: &Chunk) -> f32 {
     let mut f = 1.0;
     for h in &hints.focus_on {
@@ -212,7 +198,8 @@ impl Index {
         } else {
             None
         };
-        let n = req.candidates.unwrap_or(50);
+        let n = req.candidates.unwrap_or(self.config().search.limit).max(1);
+        let filter = SearchFilter::new(&self.config().search)?;
         let mut candidates: HashMap<ChunkId, Candidate> = HashMap::new();
         for src in &sources {
             if !src.applies_in(req.stage.as_deref()) {
@@ -223,7 +210,7 @@ impl Index {
                 continue;
             };
             let (priority, _) = src.priority();
-            let hits = self.search_with_vector(
+            let hits = self.search_filtered(
                 &SearchRequest {
                     query: req.query.clone(),
                     categories,
@@ -231,6 +218,8 @@ impl Index {
                     mode: SearchMode::Hybrid,
                 },
                 qv.as_deref(),
+                vi.as_deref(),
+                Some(&filter),
             )?;
             let max = hits.first().map_or(1.0, |h| h.score).max(f32::EPSILON);
             for h in hits {

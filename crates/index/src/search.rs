@@ -6,8 +6,12 @@ use serde::Serialize;
 
 use crate::chunk::{Category, Chunk, ChunkId};
 use crate::error::Result;
+use crate::filter::SearchFilter;
 use crate::index::Index;
 use crate::vectors::VectorIndex;
+
+/// The widest ranking a filtered search takes before giving up on filling its limit.
+pub const MAX_FILTERED_CANDIDATES: usize = 12_800;
 
 /// Which rankings to use.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
@@ -110,17 +114,64 @@ impl Index {
         query_vector: Option<&[f32]>,
         vector_index: Option<&VectorIndex>,
     ) -> Result<Vec<SearchHit>> {
+        self.search_filtered(req, query_vector, vector_index, None)
+    }
+
+    /// Like [`Index::search_in`], returning only chunks `filter` accepts. Both rankings are
+    /// filtered before fusion, as if the index held only accepted files; when too few
+    /// candidates pass, the rankings are widened (up to [`MAX_FILTERED_CANDIDATES`]).
+    pub fn search_filtered(
+        &self,
+        req: &SearchRequest,
+        query_vector: Option<&[f32]>,
+        vector_index: Option<&VectorIndex>,
+        filter: Option<&SearchFilter>,
+    ) -> Result<Vec<SearchHit>> {
+        let filter = filter.filter(|f| !f.accepts_all());
         let cfg = &self.config().search;
-        let n = cfg.candidates.max(req.limit);
-        let bm25 = if req.mode == SearchMode::Vector {
-            Vec::new()
-        } else {
-            self.bm25.search(&req.query, &req.categories, n)?
-        };
-        let vectors = match (req.mode, query_vector, vector_index) {
-            (SearchMode::Bm25, _, _) | (_, None, _) | (_, _, None) => Vec::new(),
-            (_, Some(q), Some(vi)) => vi.search(q, &req.categories, n),
-        };
+        let mut n = cfg.candidates.max(req.limit);
+        loop {
+            let mut bm25 = if req.mode == SearchMode::Vector {
+                Vec::new()
+            } else {
+                self.bm25.search(&req.query, &req.categories, n)?
+            };
+            let mut vectors = match (req.mode, query_vector, vector_index) {
+                (SearchMode::Bm25, _, _) | (_, None, _) | (_, _, None) => Vec::new(),
+                (_, Some(q), Some(vi)) => vi.search(q, &req.categories, n),
+            };
+            let exhausted = bm25.len() < n && vectors.len() < n;
+            let mut loaded: HashMap<ChunkId, Chunk> = HashMap::new();
+            if let Some(f) = filter {
+                let mut ids: Vec<ChunkId> = bm25.iter().chain(&vectors).map(|x| x.0).collect();
+                ids.sort_unstable();
+                ids.dedup();
+                loaded = self
+                    .chunks(&ids)?
+                    .into_iter()
+                    .filter(|c| f.accepts(c))
+                    .map(|c| (c.id, c))
+                    .collect();
+                bm25.retain(|x| loaded.contains_key(&x.0));
+                vectors.retain(|x| loaded.contains_key(&x.0));
+                if loaded.len() < req.limit && !exhausted && n < MAX_FILTERED_CANDIDATES {
+                    n = (n * 4).min(MAX_FILTERED_CANDIDATES);
+                    continue;
+                }
+            }
+            return self.fuse(req, &bm25, &vectors, loaded);
+        }
+    }
+
+    /// Fuses the two rankings and attaches the chunks (from `loaded`, else the database).
+    fn fuse(
+        &self,
+        req: &SearchRequest,
+        bm25: &[(ChunkId, f32)],
+        vectors: &[(ChunkId, f32)],
+        mut loaded: HashMap<ChunkId, Chunk>,
+    ) -> Result<Vec<SearchHit>> {
+        let cfg = &self.config().search;
         let bm25_ids: Vec<ChunkId> = bm25.iter().map(|x| x.0).collect();
         let vec_ids: Vec<ChunkId> = vectors.iter().map(|x| x.0).collect();
         let fused = rrf(
@@ -128,15 +179,18 @@ impl Index {
             cfg.rrf_k,
         );
         let top: Vec<(ChunkId, f32)> = fused.into_iter().take(req.limit).collect();
-        let ids: Vec<ChunkId> = top.iter().map(|x| x.0).collect();
-        let chunks = self.chunks(&ids)?;
-        let by_id: HashMap<ChunkId, Chunk> = chunks.into_iter().map(|c| (c.id, c)).collect();
+        let missing: Vec<ChunkId> = top
+            .iter()
+            .map(|x| x.0)
+            .filter(|id| !loaded.contains_key(id))
+            .collect();
+        loaded.extend(self.chunks(&missing)?.into_iter().map(|c| (c.id, c)));
         let cos: HashMap<ChunkId, f32> = vectors.iter().copied().collect();
         let mut out = Vec::with_capacity(top.len());
         for (id, score) in top {
-            if let Some(chunk) = by_id.get(&id) {
+            if let Some(chunk) = loaded.remove(&id) {
                 out.push(SearchHit {
-                    chunk: chunk.clone(),
+                    chunk,
                     score,
                     bm25_rank: bm25_ids.iter().position(|x| *x == id).map(|p| p + 1),
                     vector_rank: vec_ids.iter().position(|x| *x == id).map(|p| p + 1),

@@ -1,5 +1,6 @@
 mod common;
 mod docs;
+mod embed_cache;
 #[cfg(feature = "embed")]
 mod embedding;
 mod extract;

@@ -4,7 +4,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use trellis_index::meta::Meta;
 use trellis_index::{
-    Category, Error, Progress, SearchMode, SearchRequest, UpdateOptions, index_dir,
+    Category, Error, Index, IndexConfig, Progress, SearchMode, SearchRequest, UpdateOptions,
+    index_dir,
 };
 
 use super::common::{open, update, write};
@@ -201,35 +202,123 @@ fn a_batch_interrupted_between_commits_is_redone() {
 }
 
 #[test]
-fn an_index_of_the_previous_format_is_rebuilt_keeping_embeddings() {
+fn an_index_of_an_older_format_is_rebuilt_and_re_embedded() {
+    for old in ["1", "2"] {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        write(root, "src/a.rs", "pub fn migrated_fn() {}\n");
+        {
+            let mut index = open(root);
+            update(&mut index);
+        }
+        let db = index_dir(&root.canonicalize().unwrap()).join("meta.db");
+        {
+            // Pretend the old format with one cached embedding (keyed by the chunk text alone
+            // in both: it does not say which text was embedded, so it cannot be kept).
+            let (mut meta, _) = Meta::open(&db).unwrap();
+            meta.set("schema", old).unwrap();
+            meta.set("embedding_model", "test:hash:64").unwrap();
+            meta.set("embedding_dim", "64").unwrap();
+            meta.add_vectors(&[(42, 0)]).unwrap();
+        }
+        let (meta, migrated) = Meta::open(&db).unwrap();
+        assert!(migrated, "{old}");
+        assert_eq!(meta.counts().unwrap().files, 0, "derived tables dropped");
+        assert_eq!(
+            meta.vector_row(42).unwrap(),
+            None,
+            "embedding cache dropped"
+        );
+        assert_eq!(meta.get("embedding_model").unwrap(), None);
+        drop(meta);
+        // Reopen through the index (now the current format, nothing recorded): a full
+        // re-index, searchable.
+        let mut index = open(root);
+        let s = update(&mut index);
+        assert_eq!(s.files_indexed, 1, "{s:?}");
+        assert_eq!(names(&index, "migrated_fn")[0], "migrated_fn");
+        let (_, migrated) = Meta::open(&db).unwrap();
+        assert!(!migrated, "migrates once");
+    }
+}
+
+/// A module whose vocabulary overlaps the others' in varying proportions, so that BM25 scores
+/// depend on the document statistics (`v` is the version of the file).
+fn module(i: usize, v: usize) -> String {
+    let mut s = String::new();
+    for f in 0..(2 + (i + v) % 4) {
+        s.push_str(&format!(
+            "/// Parses the config and retries the token ({i}, {v}).\n\
+             pub fn parse_config_{i}_{f}(token: &str) -> u32 {{\n"
+        ));
+        for _ in 0..(1 + (i * 7 + v * 3 + f) % 9) {
+            s.push_str("    let retry = backoff(token);\n");
+        }
+        if (i + f).is_multiple_of(3) {
+            s.push_str("    cache.insert(token);\n");
+        }
+        s.push_str("    0\n}\n\n");
+    }
+    s
+}
+
+/// (chunk id, score bits) of the BM25 ranking.
+fn ranking(index: &Index, q: &str) -> Vec<(i64, u32)> {
+    index
+        .search(&SearchRequest {
+            query: q.into(),
+            limit: 10_000,
+            mode: SearchMode::Bm25,
+            ..SearchRequest::default()
+        })
+        .unwrap()
+        .into_iter()
+        .map(|h| (h.chunk.id.0, h.score.to_bits()))
+        .collect()
+}
+
+#[test]
+fn an_index_updated_in_place_ranks_exactly_like_a_fresh_one() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
-    write(root, "src/a.rs", "pub fn migrated_fn() {}\n");
-    {
-        let mut index = open(root);
-        update(&mut index);
+    // A large first segment, so that merges of the small update segments leave its deleted
+    // documents in place (as in a real repository).
+    for i in 0..60 {
+        write(root, &format!("src/m{i}.rs"), &module(i, 0));
     }
-    let db = index_dir(&root.canonicalize().unwrap()).join("meta.db");
-    {
-        // Pretend format 1 with one cached embedding.
-        let (mut meta, _) = Meta::open(&db).unwrap();
-        meta.set("schema", "1").unwrap();
-        meta.add_vectors(&[(42, 0)]).unwrap();
-    }
-    let (meta, migrated) = Meta::open(&db).unwrap();
-    assert!(migrated);
-    assert_eq!(meta.counts().unwrap().files, 0, "derived tables dropped");
-    assert_eq!(
-        meta.vector_row(42).unwrap(),
-        Some(0),
-        "embedding cache kept"
-    );
-    drop(meta);
-    // Reopen through the index (now format 2, nothing recorded): a full re-index, searchable.
     let mut index = open(root);
-    let s = update(&mut index);
-    assert_eq!(s.files_indexed, 1, "{s:?}");
-    assert_eq!(names(&index, "migrated_fn")[0], "migrated_fn");
-    let (_, migrated) = Meta::open(&db).unwrap();
-    assert!(!migrated, "migrates once");
+    update(&mut index);
+    // Updates that replace, delete and add files, by walk and by path.
+    for round in 1..=6 {
+        write(root, &format!("src/m{round}.rs"), &module(round, round));
+        let gone = format!("src/m{}.rs", round + 5);
+        let _ = std::fs::remove_file(root.join(&gone));
+        let added = format!("src/n{round}.rs");
+        write(root, &added, &module(round + 20, round));
+        if round.is_multiple_of(2) {
+            update(&mut index);
+        } else {
+            let changed = format!("src/m{round}.rs");
+            index
+                .update_paths(&[changed.as_str(), gone.as_str(), added.as_str()], false)
+                .unwrap();
+        }
+    }
+    index.close_writer().unwrap();
+
+    let fresh_dir = tempfile::tempdir().unwrap();
+    let mut fresh = Index::open_at(root, fresh_dir.path(), IndexConfig::default()).unwrap();
+    update(&mut fresh);
+    assert_eq!(index.counts().unwrap(), fresh.counts().unwrap());
+    for q in [
+        "parse config",
+        "retry backoff token",
+        "cache insert",
+        "token",
+        "m3 n2",
+    ] {
+        let (updated, fresh) = (ranking(&index, q), ranking(&fresh, q));
+        assert!(!fresh.is_empty(), "{q}");
+        assert_eq!(updated, fresh, "query {q:?}: (chunk id, score bits)");
+    }
 }
