@@ -11,10 +11,12 @@
 //! 3. The DAG's edges are the strong learned edges among its tools (a cycle, say `a → b` and
 //!    `b → a` both learned, loses the edges petgraph's greedy feedback arc set picks); the
 //!    tools are ordered topologically.
-//! 4. **Confidence** is the weakest DAG edge's confidence ([`crate::edge_confidence`]) times
-//!    the DAG's *coverage* of the intent: a pattern is as sure as its least established
-//!    step, and only as relevant as the share of the intent's words (among those any
-//!    catalog tool contains) that its tools contain. A pattern executed successfully 12
+//! 4. **Confidence** is the pattern's weakest step — over the DAG's tools that have a
+//!    predecessor, the least of their strongest incoming edge's confidence
+//!    ([`crate::edge_confidence`]; an extra, weaker edge into a tool that is also reached
+//!    by a strong one does not lower it) — times the DAG's *coverage* of the intent: the
+//!    share of the intent's words (among those any catalog tool contains) that its tools
+//!    contain. A pattern executed successfully 12
 //!    times and covering the intent reaches 0.857, 23 times 0.92; a well-learned pattern
 //!    that leaves out a tool the intent names (its edge kept failing, say) falls by the
 //!    share of words left unexplained. Without any strong edge the suggestion is the best
@@ -161,7 +163,17 @@ pub fn suggest_dag_with(
         })
         .collect();
     edges.sort_by_key(|x| (x.0, x.1));
-    let weakest = edges.iter().map(|e| e.2).fold(1.0, f64::min);
+    // Each tool's best-established way in; the weakest of those is the pattern's.
+    let mut best_in = vec![f64::NAN; tools.len()];
+    for &(_, j, c) in &edges {
+        if best_in[j].is_nan() || c > best_in[j] {
+            best_in[j] = c;
+        }
+    }
+    let weakest = best_in
+        .iter()
+        .filter(|c| !c.is_nan())
+        .fold(1.0_f64, |a, b| a.min(*b));
     let confidence = weakest * catalog.term_coverage(intent, &tools);
 
     let direct = edges

@@ -65,6 +65,26 @@ fn a_repeated_pattern_climbs_past_085_in_dependency_order_with_an_explanation() 
 }
 
 #[test]
+fn a_weaker_shortcut_edge_is_kept_but_does_not_lower_the_confidence() {
+    let (_dir, store) = store();
+    let mut graph = ToolGraph::new();
+    learn(&mut graph, &store, &run(&PATTERN, &[]), 30);
+    // Sometimes the issue was created straight from the file: a strong, younger edge.
+    learn(
+        &mut graph,
+        &store,
+        &run(&["read_file", "create_issue"], &[]),
+        3,
+    );
+    let s = suggest_dag(INTENT, &catalog(), &graph).unwrap().unwrap();
+    assert_eq!(s.tools, PATTERN);
+    assert_eq!(s.edges, [(0, 1), (0, 2), (1, 2)]);
+    assert!(s.explanation.transitive_dependencies.is_empty());
+    assert!(s.confidence > 0.92, "{s:?}");
+    assert_eq!(s.mode, Mode::Speculative);
+}
+
+#[test]
 fn a_tool_the_intent_does_not_name_is_brought_in_by_the_learned_chain() {
     let (_dir, store) = store();
     let mut graph = ToolGraph::new();

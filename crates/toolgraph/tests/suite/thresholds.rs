@@ -56,8 +56,7 @@ fn waste_raises_the_threshold_up_to_the_ceiling() {
     assert_eq!(t.speculate(), 0.99);
     assert_eq!(t.mode(0.95), Mode::Suggestion);
 
-    // 96% used is not enough waste to raise it nor acceptance to lower it... until the
-    // window is all used again.
+    // 96% used (4% wasted) is acceptance enough to lower it.
     let mut t = Thresholds::new();
     for i in 0..100 {
         t.record(i % 25 != 0);
