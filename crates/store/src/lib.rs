@@ -27,6 +27,10 @@
 //! | `turn_tools` | tool call of a turn | session, turn, call id, tool, JSON input, output, status (`running` or the `ToolStatus` name), start time, duration |
 //! | `artifacts` | artifact version | run, node, kind, version (1, 2, … per run and kind), content, status, feedback, created/updated time |
 //! | `review_comments` | reviewer's comment on a change set | run, node, author, comment JSON (path, line, hunk, severity, body), created time |
+//! | `tool_nodes` | tool of the tool knowledge graph | name, MCP server, description, cached embedding and its embedder key, calls, successes, updated time |
+//! | `tool_dependency` | learned dependency between two tools | from, to, observed count, success count, confidence |
+//! | `tool_executions` | execution the tool graph learned from | context, tools (JSON), success, created time |
+//! | `speculations` | speculative execution's outcome | context, tools (JSON), confidence, outcome (`used`, `wasted`, `failed`), created time |
 //!
 //! An event blob holds a batch's events as compact JSON — the run id not repeated, seqs
 //! implied by the row's range, timestamps as deltas — compressed with LZ4 against a static
@@ -78,6 +82,7 @@ mod review_comments;
 mod schema;
 mod sessions;
 mod streams;
+mod toolgraph;
 mod usage;
 mod writer;
 
@@ -103,6 +108,11 @@ pub use review_comments::{NewReviewComment, ReviewCommentRecord};
 pub use schema::LATEST_VERSION as SCHEMA_VERSION;
 pub use sessions::{
     SessionFilter, SessionRecord, SessionStatus, TurnRecord, TurnStatus, TurnToolRecord,
+};
+pub use toolgraph::{
+    CachedEmbedding, CallOutcome, EdgeObservation, NewSpeculation, NewToolExecution,
+    SpeculationOutcome, SpeculationRecord, ToolEdgeRecord, ToolGraphSnapshot, ToolNodeRecord,
+    ToolNodeUpsert,
 };
 pub use usage::{ModelCallRecord, RunUsage, UsageTotals};
 

@@ -93,10 +93,14 @@ pub(crate) enum Record {
     ClientSession(crate::client_sessions::ClientSession),
     ClientTurn(crate::client_sessions::ClientTurn),
     ReviewComment(crate::review_comments::NewReviewComment),
+    ToolNodes(Vec<crate::toolgraph::ToolNodeUpsert>),
+    ToolEmbeddings(Vec<crate::toolgraph::CachedEmbedding>),
+    ToolExecutions(Vec<crate::toolgraph::NewToolExecution>),
+    Speculation(crate::toolgraph::NewSpeculation),
 }
 
-/// Writes `record`; returns the new row id for tool calls, model calls, artifacts and
-/// review comments, the
+/// Writes `record`; returns the new row id for tool calls, model calls, artifacts,
+/// review comments and speculations (the last one's for tool executions), the
 /// artifact's id for a status change (0 when it does not exist), the turn's number for a
 /// client turn, 0 otherwise.
 pub(crate) fn write(conn: &Connection, record: &Record) -> rusqlite::Result<i64> {
@@ -107,6 +111,10 @@ pub(crate) fn write(conn: &Connection, record: &Record) -> rusqlite::Result<i64>
         Record::ClientSession(r) => crate::client_sessions::upsert(conn, r),
         Record::ClientTurn(r) => crate::client_sessions::insert_turn(conn, r),
         Record::ReviewComment(r) => crate::review_comments::insert(conn, r),
+        Record::ToolNodes(r) => crate::toolgraph::upsert_nodes(conn, r),
+        Record::ToolEmbeddings(r) => crate::toolgraph::set_embeddings(conn, r),
+        Record::ToolExecutions(r) => crate::toolgraph::record_executions(conn, r),
+        Record::Speculation(r) => crate::toolgraph::insert_speculation(conn, r),
         Record::ToolCall(r) => {
             conn.prepare_cached(
                 "INSERT INTO tool_calls (run_id, node_id, tool, args, decision, is_error, summary,

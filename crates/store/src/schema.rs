@@ -307,10 +307,60 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         CREATE INDEX review_comments_run ON review_comments (run, id);
     "#,
     },
+    Migration {
+        version: 7,
+        name: "tool_graph",
+        sql: r#"
+        -- The tool knowledge graph (seed 002): tools, with an embedding cached under the key
+        -- of the embedder and text it came from, and their call counts in executions.
+        CREATE TABLE tool_nodes (
+            tool        TEXT    PRIMARY KEY,
+            server      TEXT,
+            description TEXT    NOT NULL,
+            embedding   BLOB,
+            embedder    TEXT,
+            calls       INTEGER NOT NULL,
+            successes   INTEGER NOT NULL,
+            updated_ms  INTEGER NOT NULL
+        );
+
+        -- Dependencies learned from executions: `from_tool` ran before `to_tool` (or fed it
+        -- data) in `observed_count` executions, `success_count` of them with both calls
+        -- succeeding; `confidence` is computed from the two counts.
+        CREATE TABLE tool_dependency (
+            from_tool      TEXT    NOT NULL,
+            to_tool        TEXT    NOT NULL,
+            observed_count INTEGER NOT NULL,
+            confidence     REAL    NOT NULL,
+            success_count  INTEGER NOT NULL,
+            PRIMARY KEY (from_tool, to_tool)
+        ) WITHOUT ROWID;
+
+        -- The executions they were learned from; `tools` is a JSON array of names in order.
+        CREATE TABLE tool_executions (
+            id          INTEGER PRIMARY KEY,
+            context     TEXT    NOT NULL,
+            tools       TEXT    NOT NULL,
+            success     INTEGER NOT NULL,
+            created_ms  INTEGER NOT NULL
+        );
+
+        -- Speculative executions' outcomes (`used`, `wasted`, `failed`), which adapt the
+        -- speculation threshold.
+        CREATE TABLE speculations (
+            id          INTEGER PRIMARY KEY,
+            context     TEXT    NOT NULL,
+            tools       TEXT    NOT NULL,
+            confidence  REAL    NOT NULL,
+            outcome     TEXT    NOT NULL,
+            created_ms  INTEGER NOT NULL
+        );
+    "#,
+    },
 ];
 
 /// The newest schema version this binary knows.
-pub const LATEST_VERSION: i64 = 6;
+pub const LATEST_VERSION: i64 = 7;
 
 const CREATE_TABLE: &str = "CREATE TABLE IF NOT EXISTS schema_migrations (
     version     INTEGER PRIMARY KEY,
@@ -476,7 +526,8 @@ mod tests {
                 "model_calls",
                 "streams_sessions_artifacts",
                 "client_sessions",
-                "review_comments"
+                "review_comments",
+                "tool_graph"
             ]
         );
         let summary: String = conn

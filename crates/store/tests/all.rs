@@ -18,5 +18,6 @@ mod suite {
     mod size;
     mod stream_prop;
     mod streams;
+    mod toolgraph;
     mod usage;
 }
