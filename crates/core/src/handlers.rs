@@ -247,7 +247,18 @@ impl RunContext {
         let opened = self
             .open_session(&ctx.node, &role.name, ctx.attempt)
             .await?;
-        let sink = opened.sink;
+        // The activation's calls, learned by the tool knowledge graph when it ends.
+        let calls = crate::toolknow::CallLog::default();
+        let sink: Option<SessionSink> = {
+            let calls = calls.clone();
+            let inner = opened.sink;
+            Some(Arc::new(move |e: SessionEvent| {
+                calls.note(&e);
+                if let Some(inner) = &inner {
+                    inner(e);
+                }
+            }))
+        };
         // An agent whose tools can change files (a write tool, or the shell) edits in a
         // worktree of its own, merged into the run branch when it is done; the others read
         // the run's worktree.
@@ -297,6 +308,11 @@ impl RunContext {
             }
         };
         let outcome = run.run(resume).await;
+        let knowledge = self.runtime.tool_knowledge.clone();
+        let learned = calls.take();
+        let context = format!("{stage_name}/{}", role.name);
+        // Learning writes to the store: off the async workers.
+        let _ = tokio::task::spawn_blocking(move || knowledge.learn(&context, learned)).await;
         match outcome {
             Ok(AgentOutcome::Interrupted { interrupt, scratch }) => {
                 Ok(NodeOutput::interrupt_with(interrupt, scratch))

@@ -29,6 +29,7 @@ pub mod stages;
 mod task_tools;
 pub mod tasktree;
 pub mod testcmd;
+pub mod toolknow;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -96,6 +97,8 @@ pub struct Runtime {
     pub mcp: trellis_mcp::McpHub,
     /// The repository's language servers (`[lsp]`; each started on first use).
     pub lsp: Arc<trellis_lsp::LspPool>,
+    /// The workspace's tool knowledge graph (`[tools.graph]`).
+    pub tool_knowledge: Arc<toolknow::ToolKnowledge>,
 }
 
 /// The workflows of `repo` (built-in, `.trellis/workflows`, `dirs`), each
@@ -141,6 +144,10 @@ impl Runtime {
         role_dirs.extend(agents.roles_dirs.iter().map(|d| repo.join(d)));
         let roles = RoleCatalog::discover(&role_dirs)?;
         let catalog = discover_workflows(Some(&repo), workflow_dirs);
+        let tool_knowledge = Arc::new(toolknow::ToolKnowledge::new(
+            store.clone(),
+            tools.graph.learn,
+        ));
         Ok(Self {
             repo,
             config,
@@ -154,6 +161,7 @@ impl Runtime {
             store,
             mcp,
             lsp,
+            tool_knowledge,
         })
     }
 

@@ -37,6 +37,22 @@ pub struct ToolsConfig {
     pub roles: BTreeMap<String, Vec<String>>,
     /// Tool DAGs: parallel tool calls and the `execute_dag` tool.
     pub dag: DagConfig,
+    /// The tool knowledge graph (learned tool dependencies).
+    pub graph: GraphConfig,
+}
+
+/// The `tools.graph` section: the workspace's tool knowledge graph.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct GraphConfig {
+    /// Learn from every agent activation's tool calls (order, co-occurrence, success).
+    pub learn: bool,
+}
+
+impl Default for GraphConfig {
+    fn default() -> Self {
+        Self { learn: true }
+    }
 }
 
 /// The `tools.dag` section: how agents run several tool calls.

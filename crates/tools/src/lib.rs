@@ -37,7 +37,9 @@ pub mod tool;
 pub mod workspace;
 pub mod worktree;
 
-pub use config::{Action, CommandRule, DagConfig, PolicyConfig, ShellConfig, ToolsConfig};
+pub use config::{
+    Action, CommandRule, DagConfig, GraphConfig, PolicyConfig, ShellConfig, ToolsConfig,
+};
 pub use context::{Decision, Note, ProgressFn, ToolContext, ToolEnv, ToolProgress};
 pub use error::{Error, Result};
 pub use interaction::{

@@ -403,11 +403,22 @@ async fn execute_dag_runs_a_plan_with_outputs_flowing_into_later_steps() {
     assert!(first.tools.iter().any(|t| t.name == "execute_dag"));
     // A small model is not offered it.
     let small = ScriptedProvider::new([report()]).with_context_window(4096);
-    agent(&fx, small.clone(), &Recorder::default(), None, DagConfig::default())
-        .run(Resume::Fresh)
-        .await
-        .unwrap();
-    assert!(!small.requests()[0].tools.iter().any(|t| t.name == "execute_dag"));
+    agent(
+        &fx,
+        small.clone(),
+        &Recorder::default(),
+        None,
+        DagConfig::default(),
+    )
+    .run(Resume::Fresh)
+    .await
+    .unwrap();
+    assert!(
+        !small.requests()[0]
+            .tools
+            .iter()
+            .any(|t| t.name == "execute_dag")
+    );
     let got = results(&model.requests()[1].messages);
     assert!(
         got[0].1.contains("refers to `missing`"),

@@ -27,6 +27,7 @@ async fn tests_fail_twice_adaptive_retrieval_then_code_retries_and_review_applie
         queries(),
         // code_generation#1 reads the code and reports (no change yet).
         tool("read_file", json!({ "path": "inventory.py" })),
+        tool("grep", json!({ "pattern": "def commit" })),
         report(false, "read inventory.py; nothing to change yet"),
         // test_generation_and_execution#1: the runtime runs the tests; they fail.
         report(false, "tests look fine to me"),
@@ -176,4 +177,16 @@ async fn tests_fail_twice_adaptive_retrieval_then_code_retries_and_review_applie
         .unwrap();
     assert!(status.success(), "the user's tests pass after review");
     let _: Value = Value::Null;
+
+    // The tool knowledge graph learned each activation's calls: their order and outcomes.
+    let graph = trellis_toolgraph::ToolGraph::load(&rt.store).unwrap();
+    let edge = graph
+        .edge("read_file", "grep")
+        .expect("code_generation#1 read, then searched");
+    assert_eq!(edge.observed_count, 1);
+    assert_eq!(graph.calls("edit_file"), Some((1, 1)));
+    assert!(
+        graph.edge("grep", "edit_file").is_none(),
+        "two activations, not one"
+    );
 }

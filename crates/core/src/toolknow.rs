@@ -1,0 +1,99 @@
+//! The tool knowledge graph of the workspace (seed 002 Patterns 3–4): every agent
+//! activation's tool calls, in order and with their outcomes, are an execution it learns
+//! from (`tool_dependency` in the workspace store: co-occurrence, order, success).
+//!
+//! The graph is loaded from the store on first use and kept in memory; learning never fails
+//! a run (a store error is logged). `[tools.graph] learn = false` turns it off.
+
+use std::sync::{Arc, Mutex};
+
+use trellis_protocol::{SessionEvent, ToolStatus};
+use trellis_store::Store;
+use trellis_toolgraph::{ExecutedCall, Execution, ToolGraph};
+
+/// The workspace's tool knowledge graph.
+pub struct ToolKnowledge {
+    store: Arc<Store>,
+    graph: Mutex<Option<ToolGraph>>,
+    learn: bool,
+}
+
+impl std::fmt::Debug for ToolKnowledge {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolKnowledge")
+            .field("learn", &self.learn)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ToolKnowledge {
+    /// The graph of `store`'s workspace; `learn` says whether executions are recorded.
+    pub fn new(store: Arc<Store>, learn: bool) -> Self {
+        Self {
+            store,
+            graph: Mutex::new(None),
+            learn,
+        }
+    }
+
+    /// Learns from one activation's calls (`context`: what they were for, e.g.
+    /// `feature/implement`). Nothing happens for fewer than one call or when learning is off.
+    pub fn learn(&self, context: &str, calls: Vec<ExecutedCall>) {
+        if !self.learn || calls.is_empty() {
+            return;
+        }
+        let execution = Execution {
+            context: context.to_owned(),
+            calls,
+            data_edges: Vec::new(),
+        };
+        let Ok(mut slot) = self.graph.lock() else {
+            return;
+        };
+        if slot.is_none() {
+            match ToolGraph::load(&self.store) {
+                Ok(g) => *slot = Some(g),
+                Err(e) => {
+                    tracing::warn!(error = %e, "the tool knowledge graph could not be loaded");
+                    return;
+                }
+            }
+        }
+        if let Some(graph) = slot.as_mut()
+            && let Err(e) = graph.record_execution(&self.store, &execution)
+        {
+            tracing::warn!(error = %e, "the tool knowledge graph could not learn an execution");
+        }
+    }
+}
+
+/// Collects an activation's tool calls from its session events (a tee in front of its
+/// sink), to be learned when it ends.
+#[derive(Clone, Debug, Default)]
+pub struct CallLog(Arc<Mutex<Vec<ExecutedCall>>>);
+
+impl CallLog {
+    /// Notes `event` if it completes a tool call (interrupted and cancelled calls are not
+    /// outcomes and are left out).
+    pub fn note(&self, event: &SessionEvent) {
+        let SessionEvent::ToolCompleted { name, status, .. } = event else {
+            return;
+        };
+        let ok = match status {
+            ToolStatus::Ok => true,
+            ToolStatus::Error | ToolStatus::Denied => false,
+            _ => return,
+        };
+        if let Ok(mut calls) = self.0.lock() {
+            calls.push(ExecutedCall::new(name.clone(), ok));
+        }
+    }
+
+    /// The calls noted so far, emptying the log.
+    pub fn take(&self) -> Vec<ExecutedCall> {
+        self.0
+            .lock()
+            .map(|mut c| std::mem::take(&mut *c))
+            .unwrap_or_default()
+    }
+}
