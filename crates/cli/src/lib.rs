@@ -21,6 +21,7 @@ mod runs;
 mod serve;
 mod session;
 mod steer;
+mod tools;
 mod usage;
 mod workflows;
 
@@ -114,6 +115,10 @@ pub enum Commands {
     /// Be an Agent Client Protocol (v1) agent on stdin/stdout, for editors such as Zed
     /// (`docs/acp.md`).
     Acp(acp::AcpArgs),
+    /// The tools' knowledge: `graph` prints the tool knowledge graph learned from the
+    /// agents' tool calls (text, DOT or JSON).
+    #[command(subcommand)]
+    Tools(tools::ToolsCommand),
 }
 
 /// Runs the command line and maps errors to exit code 1 (printed on stderr).
@@ -215,6 +220,7 @@ pub fn run(mut cli: Cli) -> anyhow::Result<ExitCode> {
             code
         }),
         Commands::Sandbox(cmd) => rt.block_on(review::sandbox(cmd, &repo, &cli.config, store)),
+        Commands::Tools(cmd) => tools::execute(cmd, &store),
         Commands::Index(_)
         | Commands::Search(_)
         | Commands::Map(_)
@@ -243,7 +249,7 @@ fn check_dir(dir: &Path) -> anyhow::Result<()> {
 fn needs_existing_store(command: &Commands) -> bool {
     matches!(
         command,
-        Commands::Runs(_) | Commands::Review(_) | Commands::Undo(_)
+        Commands::Runs(_) | Commands::Review(_) | Commands::Undo(_) | Commands::Tools(_)
     )
 }
 

@@ -13,5 +13,6 @@ mod staged;
 mod steering;
 mod task_tree;
 mod three_phase;
+mod tools;
 mod workflows;
 mod workspace;
