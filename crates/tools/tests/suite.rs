@@ -1,4 +1,5 @@
 mod dag;
+mod dag_real;
 mod edit;
 mod nodes;
 mod review;

@@ -8,13 +8,16 @@
 //!   the one it names. References may point anywhere in the plan; a cycle among them is
 //!   refused, naming it.
 //! - **Schemas**: a *required* parameter the invocation does not give is filled from an
-//!   earlier step's output — an output property of the same name (compared without case,
-//!   `_` and `-`) and a compatible type, else one of a compatible type (`string → string`,
-//!   `object → object`, an integer for a number). Ambiguous matches are conservative: every
-//!   earlier step that could provide the value becomes a dependency; the value is bound from
-//!   a name match, else from the nearest earlier candidate, and the binding says it was
-//!   ambiguous. Inferred edges always point from an earlier step to a later one (the plan's
-//!   order says which way data flows), so schema inference alone never makes a cycle.
+//!   earlier step's output property of the same name (compared without case, `_` and `-`)
+//!   and a compatible type; else, when an earlier step was *given* an argument of that name
+//!   and type (`repo_path`, `path`), it is carried over (no dependency: the value is known);
+//!   else from an output of a compatible type (`string → string`, `object → object`, an
+//!   integer for a number). Ambiguous matches are conservative: every earlier step that
+//!   could provide the value becomes a dependency; the value is bound from a name match,
+//!   else from the nearest earlier candidate, and the binding says it was ambiguous (so does
+//!   a step with several fitting outputs). Inferred edges always point from an earlier step
+//!   to a later one (the plan's order says which way data flows), so schema inference alone
+//!   never makes a cycle.
 //! - **Explicit** `depends_on` lists.
 //! - **Order**: a step whose tool is not parallel-safe (it changes things, or may ask the
 //!   user) keeps its place: it depends on every earlier step and every later step depends
@@ -116,6 +119,10 @@ pub struct DagNode {
     /// Parameters filled from other steps' outputs by schema matching.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub bindings: Vec<Binding>,
+    /// Parameters carried over from an earlier step's arguments (`repo_path from status`);
+    /// they are already in `args`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub carried: Vec<String>,
     /// Its layer (0 = no dependencies).
     pub layer: usize,
     /// Whether it may run beside other steps of its layer.
@@ -185,6 +192,8 @@ pub fn build(steps: &[Step], catalog: &dyn Catalog) -> Result<Dag, DagError> {
 
     let mut edges: Vec<(usize, usize, DagEdge)> = Vec::new();
     let mut bindings: Vec<Vec<Binding>> = vec![Vec::new(); steps.len()];
+    let mut args: Vec<Value> = steps.iter().map(|s| s.args.clone()).collect();
+    let mut carried: Vec<Vec<String>> = vec![Vec::new(); steps.len()];
     let mut add = |from: usize, to: usize, kind: EdgeKind, data_path: Option<String>| {
         if !edges
             .iter()
@@ -236,11 +245,24 @@ pub fn build(steps: &[Step], catalog: &dyn Catalog) -> Result<Dag, DagError> {
             if !param.required || given(&step.args, &param.name) {
                 continue;
             }
-            let candidates = providers(&param, &specs[..to]);
+            let mut candidates = providers(&param, &specs[..to], true);
+            if candidates.is_empty() {
+                if let Some((from, value)) = given_earlier(&param, &args[..to]) {
+                    if let Value::Object(m) = &mut args[to] {
+                        m.insert(param.name.clone(), value);
+                    } else if args[to].is_null() {
+                        args[to] =
+                            Value::Object([(param.name.clone(), value)].into_iter().collect());
+                    }
+                    carried[to].push(format!("{} from {}", param.name, steps[from].id));
+                    continue;
+                }
+                candidates = providers(&param, &specs[..to], false);
+            }
             let Some(chosen) = choose(&candidates) else {
                 continue;
             };
-            let ambiguous = candidates.len() > 1;
+            let ambiguous = candidates.len() > 1 || chosen.several;
             for c in &candidates {
                 add(
                     c.step,
@@ -302,7 +324,8 @@ pub fn build(steps: &[Step], catalog: &dyn Catalog) -> Result<Dag, DagError> {
             DagNode {
                 id: s.id.clone(),
                 tool: s.tool.clone(),
-                args: s.args.clone(),
+                args: args[i].clone(),
+                carried: std::mem::take(&mut carried[i]),
                 dependencies: deps.iter().map(|d| steps[*d].id.clone()).collect(),
                 bindings: std::mem::take(&mut bindings[i]),
                 layer: layer[i],
@@ -317,6 +340,35 @@ pub fn build(steps: &[Step], catalog: &dyn Catalog) -> Result<Dag, DagError> {
     })
 }
 
+/// The nearest earlier step given an argument named like `param` (without case, `_`, `-`)
+/// whose value fits its type: (step index, value).
+fn given_earlier(param: &Port, earlier: &[Value]) -> Option<(usize, Value)> {
+    let want = schema::normalize(&param.name);
+    earlier.iter().enumerate().rev().find_map(|(i, args)| {
+        let m = args.as_object()?;
+        let mut keys: Vec<&String> = m.keys().collect();
+        keys.sort_unstable();
+        keys.into_iter()
+            .filter(|k| schema::normalize(k) == want)
+            .map(|k| &m[k])
+            .find(|v| !v.is_null() && type_of(v).fits(param.ty))
+            .map(|v| (i, v.clone()))
+    })
+}
+
+/// A JSON value's type.
+fn type_of(v: &Value) -> JsonType {
+    match v {
+        Value::String(_) => JsonType::String,
+        Value::Number(n) if n.is_i64() || n.is_u64() => JsonType::Integer,
+        Value::Number(_) => JsonType::Number,
+        Value::Bool(_) => JsonType::Boolean,
+        Value::Object(_) => JsonType::Object,
+        Value::Array(_) => JsonType::Array,
+        Value::Null => JsonType::Any,
+    }
+}
+
 /// Whether `args` gives `param` (a JSON `null` does not count).
 fn given(args: &Value, param: &str) -> bool {
     args.get(param).is_some_and(|v| !v.is_null())
@@ -327,16 +379,18 @@ struct Candidate {
     step: usize,
     output: String,
     by_name: bool,
+    /// The step had several outputs of a fitting type.
+    several: bool,
 }
 
 /// Outputs preferred when a step has several of a fitting type.
 const PREFERRED_OUTPUTS: &[&str] = &["content", TEXT_OUTPUT, "result", "data", "output"];
 
 /// The earlier steps (`earlier`, in plan order) whose outputs fit `param`: per step, its
-/// output of the same name, else — when no step has one — its best output of a fitting type.
-fn providers(param: &Port, earlier: &[Option<ToolSpec>]) -> Vec<Candidate> {
+/// output of the same name (`by_name`), else its best output of a fitting type.
+fn providers(param: &Port, earlier: &[Option<ToolSpec>], by_name: bool) -> Vec<Candidate> {
     let want = schema::normalize(&param.name);
-    let by_name: Vec<Candidate> = earlier
+    let named: Vec<Candidate> = earlier
         .iter()
         .enumerate()
         .filter_map(|(i, spec)| {
@@ -348,11 +402,12 @@ fn providers(param: &Port, earlier: &[Option<ToolSpec>]) -> Vec<Candidate> {
                     step: i,
                     output: o.name,
                     by_name: true,
+                    several: false,
                 })
         })
         .collect();
-    if !by_name.is_empty() || param.ty == JsonType::Any {
-        return by_name;
+    if by_name || param.ty == JsonType::Any {
+        return named;
     }
     earlier
         .iter()
@@ -375,6 +430,7 @@ fn providers(param: &Port, earlier: &[Option<ToolSpec>]) -> Vec<Candidate> {
                 step: i,
                 output: best.name.clone(),
                 by_name: false,
+                several: fitting.len() > 1,
             })
         })
         .collect()
