@@ -30,6 +30,7 @@ mod calls;
 mod inbox;
 mod record;
 mod report;
+mod toolset;
 mod window;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -57,6 +58,7 @@ use crate::roles::RoleSpec;
 pub use calls::{EXECUTE_DAG, ExecuteDagInput, execute_dag_spec};
 pub use inbox::Inbox;
 pub use record::INTERRUPTED_TOOL;
+pub use toolset::{SEARCH_TOOLS, search_tools_spec};
 
 /// Where one session's events go (an agent activation's, or a retrieval node's notes).
 pub type SessionSink = Arc<dyn Fn(SessionEvent) + Send + Sync>;
@@ -182,6 +184,9 @@ struct Saved {
     /// tells [`Resume::choose`] whether the record went on after the interrupt.
     #[serde(default)]
     recorded: u64,
+    /// MCP tools found with `search_tools`: offered whatever the schema budget says.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    discovered: Vec<String>,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -293,7 +298,7 @@ impl AgentRun {
             let turn = st.next_turn;
             self.deliver(&mut st, turn, inbox::drain(&mut inbox));
             let request = ChatRequest {
-                tools: self.offered_tools(),
+                tools: self.offered_tools(&st),
                 ..ChatRequest::new(st.messages.clone())
             };
             let request = self.fit_request(&mut st, request, turn, 0).await?;
@@ -608,6 +613,12 @@ impl AgentRun {
                 ToolStatus::Error,
             ),
             Ok(args) if self.reads_output(&call.name) => self.read_output(&args),
+            Ok(args)
+                if call.name == SEARCH_TOOLS
+                    && !self.tools.allows(self.allow_list(), SEARCH_TOOLS) =>
+            {
+                self.search_tools(st, &args)
+            }
             Ok(args) if call.name == EXECUTE_DAG && self.env.config.dag.execute_dag => {
                 let (text, status) = self.execute_dag(&args).await;
                 if status == ToolStatus::Cancelled {

@@ -1,4 +1,5 @@
 mod agent_loop;
+mod budget;
 mod compress;
 mod context;
 mod context_wire;

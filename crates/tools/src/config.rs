@@ -39,6 +39,33 @@ pub struct ToolsConfig {
     pub dag: DagConfig,
     /// The tool knowledge graph (learned tool dependencies).
     pub graph: GraphConfig,
+    /// The context budget of MCP tools' schemas.
+    pub budget: BudgetConfig,
+}
+
+/// The `tools.budget` section: how many MCP tool schemas a model call may carry (seed 002
+/// Pattern 2). An agent's own tools (built-in, stage and language-server tools its role
+/// lists) are always offered; the MCP servers' tools it may use compete for the rest.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct BudgetConfig {
+    /// Choose MCP tools by relevance within the budget (off: offer every allowed tool).
+    pub enabled: bool,
+    /// The share of the model's context window that tool schemas may take, the agent's own
+    /// tools included (models whose window is not known get every tool).
+    pub share: f64,
+    /// How many tools one `search_tools` call returns at most.
+    pub search_results: usize,
+}
+
+impl Default for BudgetConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            share: 0.05,
+            search_results: 8,
+        }
+    }
 }
 
 /// The `tools.graph` section: the workspace's tool knowledge graph.

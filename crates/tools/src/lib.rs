@@ -38,7 +38,8 @@ pub mod workspace;
 pub mod worktree;
 
 pub use config::{
-    Action, CommandRule, DagConfig, GraphConfig, PolicyConfig, ShellConfig, ToolsConfig,
+    Action, BudgetConfig, CommandRule, DagConfig, GraphConfig, PolicyConfig, ShellConfig,
+    ToolsConfig,
 };
 pub use context::{Decision, Note, ProgressFn, ToolContext, ToolEnv, ToolProgress};
 pub use error::{Error, Result};

@@ -202,6 +202,11 @@ impl Registry {
         specs
     }
 
+    /// Whether `tool` comes from a [`ToolSource`] (an MCP server's), not a registered one.
+    pub fn sourced(&self, tool: &str) -> bool {
+        !self.tools.contains_key(tool) && self.sources.iter().any(|s| s.get(tool).is_some())
+    }
+
     /// Whether `tool` exists and only reads ([`Tool::read_only`]).
     pub fn read_only(&self, tool: &str) -> bool {
         self.tool(tool).is_some_and(|t| t.read_only())

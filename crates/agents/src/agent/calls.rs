@@ -84,6 +84,7 @@ impl AgentRun {
         call.arguments_json().is_ok()
             && !self.reads_output(&call.name)
             && call.name != EXECUTE_DAG
+            && call.name != super::SEARCH_TOOLS
             && self.tools.allows(self.allow_list(), &call.name)
             && self.tools.read_only(&call.name)
     }

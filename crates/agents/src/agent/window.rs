@@ -28,10 +28,18 @@ impl AgentRun {
         self.context.outputs.as_ref().is_some_and(|s| !s.is_empty())
     }
 
-    /// The tools offered to the model: the role's, and `read_tool_output` once an output
-    /// is stored.
-    pub(super) fn offered_tools(&self) -> Vec<ToolSpec> {
-        let mut specs = self.tool_specs();
+    /// The tools offered to the model: the role's (MCP tools within the schema budget, with
+    /// `search_tools` when some are left out), `execute_dag`, and `read_tool_output` once an
+    /// output is stored.
+    pub(super) fn offered_tools(&self, st: &Saved) -> Vec<ToolSpec> {
+        let offer = self.within_budget(self.tool_specs(), st);
+        if offer.left_out > 0 {
+            tracing::debug!(
+                left_out = offer.left_out,
+                "MCP tools left out of the schema budget"
+            );
+        }
+        let mut specs = offer.specs;
         if self.offers_execute_dag(&specs) && !specs.iter().any(|s| s.name == super::EXECUTE_DAG) {
             specs.push(super::execute_dag_spec(self.env.config.dag.max_steps));
         }
