@@ -96,6 +96,7 @@ fn main() -> Result<()> {
     }
 
     let entries = entries(&catalogue);
+    let listed = entries.len();
     let bpe = tiktoken_rs::o200k_base().context("loading the o200k_base tokenizer")?;
     let mut costs = HashMap::with_capacity(entries.len());
     let mut estimate_total = 0usize;
@@ -106,7 +107,7 @@ fn main() -> Result<()> {
     }
     let total: usize = costs.values().sum();
     let catalog = ToolCatalog::new(entries);
-    if catalog.entries().len() != costs.len() {
+    if catalog.entries().len() != listed {
         bail!("the catalogue repeats a tool name");
     }
     for t in &tasks {
