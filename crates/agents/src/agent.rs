@@ -30,6 +30,7 @@ mod calls;
 mod inbox;
 mod record;
 mod report;
+mod speculate;
 mod toolset;
 mod window;
 
@@ -187,6 +188,13 @@ struct Saved {
     /// MCP tools found with `search_tools`: offered whatever the schema budget says.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     discovered: Vec<String>,
+    /// The completed calls of the activation (tool, arguments), oldest first: what the
+    /// tool knowledge graph predicts from, and what speculative calls' arguments come from.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    history: Vec<(String, Value)>,
+    /// Calls run ahead of the model, waiting to be asked for.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    speculated: Vec<speculate::Speculated>,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -361,6 +369,7 @@ impl AgentRun {
             {
                 return Ok(out);
             }
+            self.speculate(&mut st).await;
         }
         self.note(
             &mut st,
@@ -563,6 +572,9 @@ impl AgentRun {
                         );
                         return Err(Error::Cancelled);
                     }
+                    if let Ok(args) = call.arguments_json() {
+                        self.remember(st, &call.name, args);
+                    }
                     let content = self.shrink_output(st, turn, call, f.content);
                     self.emit(
                         st,
@@ -613,6 +625,9 @@ impl AgentRun {
                 ToolStatus::Error,
             ),
             Ok(args) if self.reads_output(&call.name) => self.read_output(&args),
+            Ok(args) if self.has_speculated(st, &call.name, &args) => self
+                .take_speculated(st, &call.name, &args)
+                .unwrap_or_else(|| (String::new(), ToolStatus::Error)),
             Ok(args)
                 if call.name == SEARCH_TOOLS
                     && !self.tools.allows(self.allow_list(), SEARCH_TOOLS) =>
@@ -668,6 +683,9 @@ impl AgentRun {
                 }
             }
         };
+        if let Ok(args) = call.arguments_json() {
+            self.remember(st, &call.name, args);
+        }
         let content = self.shrink_output(st, turn, call, content);
         self.emit(
             st,

@@ -6,3 +6,4 @@ mod context_wire;
 mod parallel;
 mod retrieval;
 mod retrieval_adaptive;
+mod speculation;

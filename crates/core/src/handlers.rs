@@ -116,6 +116,9 @@ impl RunContext {
         env.run = Some(self.run.clone());
         env.node = Some(node.to_owned());
         env.base_commit = Some(self.worktree.base.clone());
+        if self.runtime.tools.speculation.enabled {
+            env.advisor = Some(self.runtime.tool_knowledge.clone());
+        }
         Ok(env)
     }
 

@@ -4,17 +4,23 @@
 //!
 //! The graph is loaded from the store on first use and kept in memory; learning never fails
 //! a run (a store error is logged). `[tools.graph] learn = false` turns it off.
+//!
+//! It is also the agents' [`ToolAdvisor`]: which tools usually follow the calls made so far,
+//! and the speculation threshold, adapted from the stored outcomes of earlier speculations.
 
 use std::sync::{Arc, Mutex};
 
 use trellis_protocol::{SessionEvent, ToolStatus};
 use trellis_store::Store;
-use trellis_toolgraph::{ExecutedCall, Execution, ToolGraph};
+use trellis_store::{NewSpeculation, SpeculationOutcome as Stored};
+use trellis_toolgraph::{ExecutedCall, Execution, Thresholds, ToolGraph};
+use trellis_tools::{SpeculationOutcome, ToolAdvisor};
 
 /// The workspace's tool knowledge graph.
 pub struct ToolKnowledge {
     store: Arc<Store>,
     graph: Mutex<Option<ToolGraph>>,
+    thresholds: Mutex<Option<Thresholds>>,
     learn: bool,
 }
 
@@ -32,8 +38,36 @@ impl ToolKnowledge {
         Self {
             store,
             graph: Mutex::new(None),
+            thresholds: Mutex::new(None),
             learn,
         }
+    }
+
+    /// Runs `f` on the graph, loading it first if needed; `None` when it cannot be loaded.
+    fn with_graph<T>(&self, f: impl FnOnce(&mut ToolGraph) -> T) -> Option<T> {
+        let mut slot = self.graph.lock().ok()?;
+        if slot.is_none() {
+            match ToolGraph::load(&self.store) {
+                Ok(g) => *slot = Some(g),
+                Err(e) => {
+                    tracing::warn!(error = %e, "the tool knowledge graph could not be loaded");
+                    return None;
+                }
+            }
+        }
+        slot.as_mut().map(f)
+    }
+
+    /// Runs `f` on the thresholds, loading them from the stored outcomes first if needed.
+    fn with_thresholds<T>(&self, f: impl FnOnce(&mut Thresholds) -> T) -> Option<T> {
+        let mut slot = self.thresholds.lock().ok()?;
+        if slot.is_none() {
+            *slot = Some(Thresholds::load(&self.store).unwrap_or_else(|e| {
+                tracing::warn!(error = %e, "stored speculation outcomes could not be read");
+                Thresholds::new()
+            }));
+        }
+        slot.as_mut().map(f)
     }
 
     /// Learns from one activation's calls (`context`: what they were for, e.g.
@@ -47,22 +81,38 @@ impl ToolKnowledge {
             calls,
             data_edges: Vec::new(),
         };
-        let Ok(mut slot) = self.graph.lock() else {
-            return;
-        };
-        if slot.is_none() {
-            match ToolGraph::load(&self.store) {
-                Ok(g) => *slot = Some(g),
-                Err(e) => {
-                    tracing::warn!(error = %e, "the tool knowledge graph could not be loaded");
-                    return;
-                }
-            }
-        }
-        if let Some(graph) = slot.as_mut()
-            && let Err(e) = graph.record_execution(&self.store, &execution)
-        {
+        let store = &self.store;
+        if let Some(Err(e)) = self.with_graph(|g| g.record_execution(store, &execution)) {
             tracing::warn!(error = %e, "the tool knowledge graph could not learn an execution");
+        }
+    }
+}
+
+impl ToolAdvisor for ToolKnowledge {
+    fn predict_next(&self, completed: &[String]) -> Vec<(String, f64)> {
+        self.with_graph(|g| g.predict_next(completed))
+            .unwrap_or_default()
+    }
+
+    fn threshold(&self) -> f64 {
+        self.with_thresholds(|t| t.speculate())
+            .unwrap_or(trellis_toolgraph::START)
+    }
+
+    fn speculated(&self, tool: &str, confidence: f64, outcome: SpeculationOutcome) {
+        let speculation = NewSpeculation {
+            context: "agent".into(),
+            tools: vec![tool.to_owned()],
+            confidence,
+            outcome: match outcome {
+                SpeculationOutcome::Used => Stored::Used,
+                SpeculationOutcome::Wasted => Stored::Wasted,
+                SpeculationOutcome::Failed => Stored::Failed,
+            },
+        };
+        let store = &self.store;
+        if let Some(Err(e)) = self.with_thresholds(|t| t.record_speculation(store, speculation)) {
+            tracing::warn!(error = %e, "a speculation's outcome could not be stored");
         }
     }
 }

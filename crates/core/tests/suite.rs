@@ -11,3 +11,4 @@ mod stage_tools;
 mod staged;
 mod task_tree;
 mod three_phase;
+mod toolknow;

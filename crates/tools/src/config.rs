@@ -41,6 +41,30 @@ pub struct ToolsConfig {
     pub graph: GraphConfig,
     /// The context budget of MCP tools' schemas.
     pub budget: BudgetConfig,
+    /// Speculative execution of the calls the tool knowledge graph predicts.
+    pub speculation: SpeculationConfig,
+}
+
+/// The `tools.speculation` section (seed 002 Pattern 3).
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SpeculationConfig {
+    /// Run predicted read-only calls before the model asks for them.
+    pub enabled: bool,
+    /// Speculative calls per model turn, at most.
+    pub max_per_turn: usize,
+    /// A speculative call taking longer than this is abandoned (milliseconds).
+    pub max_ms: u64,
+}
+
+impl Default for SpeculationConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            max_per_turn: 2,
+            max_ms: 5000,
+        }
+    }
 }
 
 /// The `tools.budget` section: how many MCP tool schemas a model call may carry (seed 002

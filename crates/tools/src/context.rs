@@ -31,6 +31,8 @@ pub struct ToolEnv {
     pub base_commit: Option<String>,
     /// Notes taken with `take_note`.
     pub notes: Arc<Mutex<Vec<Note>>>,
+    /// The tool knowledge graph's advice (speculation), if the runtime has one.
+    pub advisor: Option<Arc<dyn crate::advice::ToolAdvisor>>,
 }
 
 impl std::fmt::Debug for ToolEnv {
@@ -58,6 +60,7 @@ impl ToolEnv {
             node: None,
             base_commit: None,
             notes: Arc::default(),
+            advisor: None,
         }
     }
 

@@ -21,6 +21,7 @@
 //!
 //! See `docs/tools.md` for every tool's schema and the policy configuration.
 
+pub mod advice;
 pub mod builtin;
 pub mod config;
 pub mod context;
@@ -37,6 +38,7 @@ pub mod tool;
 pub mod workspace;
 pub mod worktree;
 
+pub use advice::{SpeculationOutcome, ToolAdvisor};
 pub use config::{
     Action, BudgetConfig, CommandRule, DagConfig, GraphConfig, PolicyConfig, ShellConfig,
     ToolsConfig,

@@ -55,6 +55,7 @@ impl AgentRun {
         text: String,
         forced: bool,
     ) -> Result<AgentOutcome> {
+        self.waste_speculations(&mut st);
         let mut notes = Vec::new();
         if self.free_text && !forced {
             // A conversation (channel sessions): the answer is the text itself.

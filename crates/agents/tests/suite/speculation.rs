@@ -1,0 +1,257 @@
+//! Speculative execution: predicted read-only calls run before the model asks, their result
+//! answers the model's identical call at once (used) or is reported wasted; dangerous and
+//! writing tools never run ahead.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+use trellis_agents::{AgentOutcome, AgentRun, Resume, RoleSpec, SessionSink};
+use trellis_llm::{FinishReason, Message, StreamEvent};
+use trellis_protocol::SessionEvent;
+use trellis_test_support::TempWorkspace;
+use trellis_test_support::scripted::{ScriptedProvider, Turn};
+use trellis_tools::tool::BoxFuture;
+use trellis_tools::{
+    NonInteractive, Registry, SpeculationOutcome, Tool, ToolAdvisor, ToolContext, ToolEnv,
+    ToolOutput, ToolSpec, ToolsConfig, Workspace,
+};
+
+type Runs = Arc<Mutex<BTreeMap<String, usize>>>;
+
+struct Keyed {
+    spec: ToolSpec,
+    read_only: bool,
+    runs: Runs,
+}
+
+impl Tool for Keyed {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    fn read_only(&self) -> bool {
+        self.read_only
+    }
+
+    fn call<'a>(
+        &'a self,
+        _ctx: &'a ToolContext,
+        args: Value,
+    ) -> BoxFuture<'a, trellis_tools::Result<ToolOutput>> {
+        Box::pin(async move {
+            *self
+                .runs
+                .lock()
+                .unwrap()
+                .entry(self.spec.name.clone())
+                .or_default() += 1;
+            Ok(ToolOutput::text(format!(
+                "{} of {}",
+                self.spec.name, args["key"]
+            )))
+        })
+    }
+}
+
+/// Predicts `details` (0.95), `purge_cache` (0.99, read-only but dangerous) and `write`
+/// (0.97, not read-only) after `lookup`; records outcomes.
+#[derive(Default)]
+struct Advisor(Mutex<Vec<(String, SpeculationOutcome)>>);
+
+impl ToolAdvisor for Advisor {
+    fn predict_next(&self, completed: &[String]) -> Vec<(String, f64)> {
+        if completed.last().map(String::as_str) == Some("lookup") {
+            vec![
+                ("purge_cache".into(), 0.99),
+                ("write".into(), 0.97),
+                ("details".into(), 0.95),
+            ]
+        } else {
+            Vec::new()
+        }
+    }
+
+    fn threshold(&self) -> f64 {
+        0.92
+    }
+
+    fn speculated(&self, tool: &str, _confidence: f64, outcome: SpeculationOutcome) {
+        self.0.lock().unwrap().push((tool.into(), outcome));
+    }
+}
+
+fn registry(runs: &Runs) -> Registry {
+    let mut r = Registry::new();
+    let schema =
+        json!({"type": "object", "properties": {"key": {"type": "string"}}, "required": ["key"]});
+    for (name, read_only) in [
+        ("lookup", true),
+        ("details", true),
+        ("purge_cache", true),
+        ("write", false),
+    ] {
+        r.register(Arc::new(Keyed {
+            spec: ToolSpec {
+                name: name.into(),
+                description: format!("The {name} tool."),
+                input_schema: schema.clone(),
+                output_schema: None,
+            },
+            read_only,
+            runs: runs.clone(),
+        }));
+    }
+    r.allow("reader", ["lookup", "details", "purge_cache", "write"]);
+    r
+}
+
+fn call(id: &str, name: &str, args: Value) -> Turn {
+    Turn::Events(vec![
+        StreamEvent::ToolCallDelta {
+            index: 0,
+            id: Some(id.into()),
+            name: Some(name.into()),
+            arguments: args.to_string(),
+        },
+        StreamEvent::Finish {
+            reason: FinishReason::ToolCalls,
+        },
+    ])
+}
+
+fn report() -> Turn {
+    Turn::Json(json!({ "failure": false, "output": "done", "files_changed": [], "findings": [] }))
+}
+
+async fn run(
+    script: Vec<Turn>,
+    advisor: &Arc<Advisor>,
+    config: ToolsConfig,
+) -> (Runs, Vec<SessionEvent>) {
+    let ws = TempWorkspace::new("speculation").unwrap();
+    let runs: Runs = Arc::default();
+    let mut env = ToolEnv::new(
+        Workspace::new(ws.path(), &Default::default()).unwrap(),
+        Arc::new(config),
+        Arc::new(NonInteractive { approve: true }),
+    );
+    env.advisor = Some(advisor.clone());
+    let events = Arc::new(Mutex::new(Vec::new()));
+    let sink: SessionSink = {
+        let events = events.clone();
+        Arc::new(move |e| events.lock().unwrap().push(e))
+    };
+    let agent = AgentRun {
+        node: "read".into(),
+        role: RoleSpec {
+            name: "reader".into(),
+            model_role: "default".into(),
+            role: "You read.".into(),
+            objective: "Read.".into(),
+            process: vec![],
+            tools: vec![],
+            constraints: vec![],
+            max_turns: 6,
+            run_tests: false,
+        },
+        provider: Arc::new(ScriptedProvider::new(script)),
+        tools: Arc::new(registry(&runs)),
+        tool_scope: None,
+        env,
+        gate: None,
+        ledger: None,
+        messages: vec![Message::system("You read."), Message::user("Look up a.")],
+        max_turns: 6,
+        events: Some(sink),
+        inbox: None,
+        first_turn: 1,
+        attempt: 1,
+        free_text: false,
+        context: Default::default(),
+        cancel: CancellationToken::new(),
+    };
+    let out = agent.run(Resume::Fresh).await.unwrap();
+    assert!(matches!(out, AgentOutcome::Done(_)), "{out:?}");
+    let events = events.lock().unwrap().clone();
+    (runs, events)
+}
+
+fn count(runs: &Runs, tool: &str) -> usize {
+    runs.lock().unwrap().get(tool).copied().unwrap_or(0)
+}
+
+#[tokio::test]
+async fn a_predicted_safe_call_is_ready_when_the_model_asks_and_dangerous_ones_never_run() {
+    let advisor = Arc::new(Advisor::default());
+    let (runs, events) = run(
+        vec![
+            call("c1", "lookup", json!({"key": "a"})),
+            call("c2", "details", json!({"key": "a"})),
+            report(),
+        ],
+        &advisor,
+        ToolsConfig::default(),
+    )
+    .await;
+    // `details` ran once — ahead of the model's second call — and answered it.
+    assert_eq!(count(&runs, "details"), 1);
+    assert_eq!(count(&runs, "purge_cache"), 0, "dangerous by name");
+    assert_eq!(count(&runs, "write"), 0, "not read-only");
+    let ahead = events
+        .iter()
+        .position(
+            |e| matches!(e, SessionEvent::Note { text } if text.contains("ran `details` ahead")),
+        )
+        .expect("a note of the speculative call");
+    let second_turn = events
+        .iter()
+        .position(|e| matches!(e, SessionEvent::TurnStarted { turn: 2, .. }))
+        .unwrap();
+    assert!(ahead < second_turn);
+    let answered = events.iter().find_map(|e| match e {
+        SessionEvent::ToolCompleted {
+            call_id, output, ..
+        } if call_id == "c2" => Some(output),
+        _ => None,
+    });
+    assert_eq!(answered.map(String::as_str), Some("details of \"a\""));
+    assert_eq!(
+        *advisor.0.lock().unwrap(),
+        [("details".to_owned(), SpeculationOutcome::Used)]
+    );
+}
+
+#[tokio::test]
+async fn a_result_nobody_asks_for_is_wasted_and_speculation_can_be_turned_off() {
+    let advisor = Arc::new(Advisor::default());
+    let (runs, _) = run(
+        vec![
+            call("c1", "lookup", json!({"key": "a"})),
+            call("c2", "details", json!({"key": "b"})),
+            report(),
+        ],
+        &advisor,
+        ToolsConfig::default(),
+    )
+    .await;
+    // Ran ahead with key "a", asked for with "b": two runs, one wasted.
+    assert_eq!(count(&runs, "details"), 2);
+    assert_eq!(
+        *advisor.0.lock().unwrap(),
+        [("details".to_owned(), SpeculationOutcome::Wasted)]
+    );
+
+    let advisor = Arc::new(Advisor::default());
+    let mut off = ToolsConfig::default();
+    off.speculation.enabled = false;
+    let (runs, _) = run(
+        vec![call("c1", "lookup", json!({"key": "a"})), report()],
+        &advisor,
+        off,
+    )
+    .await;
+    assert_eq!(count(&runs, "details"), 0);
+    assert!(advisor.0.lock().unwrap().is_empty());
+}

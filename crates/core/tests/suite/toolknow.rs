@@ -1,0 +1,46 @@
+//! The workspace's tool knowledge graph as the agents' advisor: a repeated pattern is
+//! predicted above the speculation threshold, and used speculations lower the threshold,
+//! persisted across processes.
+
+use std::sync::Arc;
+
+use trellis_core::toolknow::ToolKnowledge;
+use trellis_store::{Store, StoreOptions};
+use trellis_toolgraph::ExecutedCall;
+use trellis_tools::{SpeculationOutcome, ToolAdvisor};
+
+#[test]
+fn a_repeated_pattern_is_predicted_above_the_threshold_and_used_results_lower_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(Store::open_workspace(dir.path(), StoreOptions::default()).unwrap());
+    let k = ToolKnowledge::new(store.clone(), true);
+    assert!(k.predict_next(&["lookup".into()]).is_empty());
+    for _ in 0..30 {
+        k.learn(
+            "read/reader",
+            vec![
+                ExecutedCall::new("lookup", true),
+                ExecutedCall::new("details", true),
+            ],
+        );
+    }
+    let predicted = k.predict_next(&["lookup".into()]);
+    let (tool, confidence) = predicted.first().cloned().unwrap();
+    assert_eq!(tool, "details");
+    assert!(
+        confidence >= k.threshold(),
+        "{confidence} < {}",
+        k.threshold()
+    );
+    assert_eq!(k.threshold(), 0.92);
+    for _ in 0..60 {
+        k.speculated("details", confidence, SpeculationOutcome::Used);
+    }
+    let lowered = k.threshold();
+    assert!(lowered < 0.92, "{lowered}");
+    // Another process sees the same graph and threshold.
+    store.flush().unwrap();
+    let again = ToolKnowledge::new(store, true);
+    assert_eq!(again.threshold(), lowered);
+    assert_eq!(again.predict_next(&["lookup".into()])[0].0, "details");
+}
