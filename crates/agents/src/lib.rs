@@ -29,7 +29,8 @@ pub mod roles;
 pub mod usage;
 
 pub use agent::{
-    AgentOutcome, AgentReport, AgentRun, INTERRUPTED_TOOL, Inbox, Resume, SessionSink, SinkFactory,
+    AgentOutcome, AgentReport, AgentRun, EXECUTE_DAG, INTERRUPTED_TOOL, Inbox, Resume,
+    SEARCH_TOOLS, SessionSink, SinkFactory,
 };
 pub use compress::{Compressed, FieldRepair, FieldRepairMethod, compress_field};
 pub use config::{AgentsConfig, RetrievalAgentConfig};

@@ -124,11 +124,21 @@ pub struct CallLog(Arc<Mutex<Vec<ExecutedCall>>>);
 
 impl CallLog {
     /// Notes `event` if it completes a tool call (interrupted and cancelled calls are not
-    /// outcomes and are left out).
+    /// outcomes and are left out, and so are the agent loop's own meta-tools: `execute_dag`,
+    /// `search_tools`, `read_tool_output`).
     pub fn note(&self, event: &SessionEvent) {
         let SessionEvent::ToolCompleted { name, status, .. } = event else {
             return;
         };
+        if [
+            trellis_agents::EXECUTE_DAG,
+            trellis_agents::SEARCH_TOOLS,
+            trellis_agents::context::READ_TOOL_OUTPUT,
+        ]
+        .contains(&name.as_str())
+        {
+            return;
+        }
         let ok = match status {
             ToolStatus::Ok => true,
             ToolStatus::Error | ToolStatus::Denied => false,

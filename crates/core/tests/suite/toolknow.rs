@@ -44,3 +44,31 @@ fn a_repeated_pattern_is_predicted_above_the_threshold_and_used_results_lower_it
     assert_eq!(again.threshold(), lowered);
     assert_eq!(again.predict_next(&["lookup".into()])[0].0, "details");
 }
+
+#[test]
+fn the_call_log_keeps_outcomes_of_real_tools_only() {
+    use trellis_core::toolknow::CallLog;
+    use trellis_protocol::{SessionEvent, ToolStatus};
+    let log = CallLog::default();
+    let done = |name: &str, status| SessionEvent::ToolCompleted {
+        turn: 1,
+        call_id: "c".into(),
+        name: name.into(),
+        output: String::new(),
+        status,
+        duration_ms: 0,
+    };
+    log.note(&done("read_file", ToolStatus::Ok));
+    log.note(&done("execute_dag", ToolStatus::Ok));
+    log.note(&done("search_tools", ToolStatus::Ok));
+    log.note(&done("grep", ToolStatus::Error));
+    log.note(&done("shell", ToolStatus::Interrupted));
+    assert_eq!(
+        log.take(),
+        vec![
+            ExecutedCall::new("read_file", true),
+            ExecutedCall::new("grep", false)
+        ]
+    );
+    assert!(log.take().is_empty());
+}
