@@ -616,25 +616,28 @@ impl AgentRun {
             self.emit(st, tool_started(turn, call));
         }
         let clock = Instant::now();
-        let (content, status) = match args {
-            Err(e) => (
+        // A call run ahead of the model (speculation) is answered from its result.
+        let ready = match &args {
+            Ok(a) => self.take_speculated(st, &call.name, a),
+            Err(_) => None,
+        };
+        let (content, status) = match (ready, args) {
+            (Some(hit), _) => hit,
+            (None, Err(e)) => (
                 format!(
                     "error: the arguments of `{}` are not valid JSON ({e}); call it again with a JSON object",
                     call.name
                 ),
                 ToolStatus::Error,
             ),
-            Ok(args) if self.reads_output(&call.name) => self.read_output(&args),
-            Ok(args) if self.has_speculated(st, &call.name, &args) => self
-                .take_speculated(st, &call.name, &args)
-                .unwrap_or_else(|| (String::new(), ToolStatus::Error)),
-            Ok(args)
+            (None, Ok(args)) if self.reads_output(&call.name) => self.read_output(&args),
+            (None, Ok(args))
                 if call.name == SEARCH_TOOLS
                     && !self.tools.allows(self.allow_list(), SEARCH_TOOLS) =>
             {
                 self.search_tools(st, &args)
             }
-            Ok(args) if call.name == EXECUTE_DAG && self.env.config.dag.execute_dag => {
+            (None, Ok(args)) if call.name == EXECUTE_DAG && self.env.config.dag.execute_dag => {
                 let (text, status) = self.execute_dag(&args).await;
                 if status == ToolStatus::Cancelled {
                     self.emit(st, tool_completed(turn, call, text, status, clock));
@@ -642,7 +645,7 @@ impl AgentRun {
                 }
                 (text, status)
             }
-            Ok(args) => {
+            (None, Ok(args)) => {
                 let result = self
                     .tools
                     .call_with_progress(

@@ -17,6 +17,8 @@ pub mod refs;
 pub mod run;
 pub mod schema;
 
-pub use build::{Binding, Catalog, Dag, DagEdge, DagError, DagNode, EdgeKind, Step, build};
+pub use build::{
+    Binding, Catalog, Dag, DagEdge, DagError, DagNode, EdgeKind, Step, build, given_earlier,
+};
 pub use refs::StepOutput;
 pub use run::{DagEvent, Deferring, ParallelCall, Runner, StepResult, StepStatus, call_parallel};

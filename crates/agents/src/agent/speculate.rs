@@ -12,7 +12,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use trellis_protocol::ToolStatus;
-use trellis_tools::dag::{Catalog, call_parallel, schema};
+use trellis_tools::dag::{Catalog, call_parallel, given_earlier, schema};
 use trellis_tools::{SpeculationOutcome, advice};
 
 use super::{AgentRun, Saved};
@@ -112,7 +112,8 @@ impl AgentRun {
     }
 
     /// Arguments for `tool`: each required parameter carried from the latest earlier call
-    /// that was given one of that name and a fitting type; `None` if one cannot be.
+    /// given one of that name and a fitting type (the DAG builder's rule); `None` if one
+    /// cannot be.
     fn carried_args(&self, st: &Saved, tool: &str) -> Option<Value> {
         let spec = self.tools.spec(tool)?;
         let mut args = Map::new();
@@ -120,24 +121,10 @@ impl AgentRun {
             .into_iter()
             .filter(|p| p.required)
         {
-            let want = schema::normalize(&param.name);
-            let value = st.history.iter().rev().find_map(|(_, given)| {
-                given
-                    .as_object()?
-                    .iter()
-                    .find(|(k, v)| schema::normalize(k) == want && !v.is_null())
-                    .map(|(_, v)| v.clone())
-            })?;
+            let (_, value) = given_earlier(&param, st.history.iter().map(|(_, a)| a))?;
             args.insert(param.name, value);
         }
         Some(Value::Object(args))
-    }
-
-    /// Whether a speculative result of exactly this call waits.
-    pub(super) fn has_speculated(&self, st: &Saved, tool: &str, args: &Value) -> bool {
-        st.speculated
-            .iter()
-            .any(|s| s.tool == tool && &s.args == args)
     }
 
     /// The speculative result of exactly this call, if one waits (it is used up).

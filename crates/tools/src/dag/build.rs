@@ -342,9 +342,13 @@ pub fn build(steps: &[Step], catalog: &dyn Catalog) -> Result<Dag, DagError> {
 
 /// The nearest earlier step given an argument named like `param` (without case, `_`, `-`)
 /// whose value fits its type: (step index, value).
-fn given_earlier(param: &Port, earlier: &[Value]) -> Option<(usize, Value)> {
+pub fn given_earlier<'a, I>(param: &Port, earlier: I) -> Option<(usize, Value)>
+where
+    I: IntoIterator<Item = &'a Value>,
+    I::IntoIter: DoubleEndedIterator + ExactSizeIterator,
+{
     let want = schema::normalize(&param.name);
-    earlier.iter().enumerate().rev().find_map(|(i, args)| {
+    earlier.into_iter().enumerate().rev().find_map(|(i, args)| {
         let m = args.as_object()?;
         let mut keys: Vec<&String> = m.keys().collect();
         keys.sort_unstable();
