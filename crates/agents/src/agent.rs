@@ -27,6 +27,7 @@
 
 mod budget;
 mod calls;
+mod foresight;
 mod inbox;
 mod record;
 mod report;
@@ -188,13 +189,17 @@ struct Saved {
     /// MCP tools found with `search_tools`: offered whatever the schema budget says.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     discovered: Vec<String>,
-    /// The completed calls of the activation (tool, arguments), oldest first: what the
-    /// tool knowledge graph predicts from, and what speculative calls' arguments come from.
+    /// The completed calls of the activation, oldest first: what the tool knowledge graph
+    /// predicts from, and what speculative calls' arguments come from.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    history: Vec<(String, Value)>,
+    history: Vec<speculate::Done>,
     /// Calls run ahead of the model, waiting to be asked for.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     speculated: Vec<speculate::Speculated>,
+    /// How many of `history`'s first calls were run ahead by foresight (their results are
+    /// in the prompt); the rest are the model's.
+    #[serde(default)]
+    foresight: usize,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -318,7 +323,9 @@ impl AgentRun {
                     attempt: self.attempt,
                 },
             );
-            let completion = match self.turn(request, turn).await {
+            // Safe predicted calls run while the model thinks: ready when it asks.
+            let (completion, ()) = tokio::join!(self.turn(request, turn), self.speculate(&mut st));
+            let completion = match completion {
                 Ok(c) => c,
                 Err(e) => {
                     self.emit(
@@ -369,7 +376,6 @@ impl AgentRun {
             {
                 return Ok(out);
             }
-            self.speculate(&mut st).await;
         }
         self.note(
             &mut st,
@@ -385,7 +391,7 @@ impl AgentRun {
     /// activation (a final answer recorded, an interrupt again, a refused budget).
     async fn restore(&self, resume: Resume) -> Result<ControlFlow<AgentOutcome, Saved>> {
         let st = match resume {
-            Resume::Fresh => self.start(),
+            Resume::Fresh => self.start().await,
             Resume::Interrupt { scratch, answer } => {
                 let mut st: Saved =
                     serde_json::from_value(scratch).map_err(|e| Error::Resume(e.to_string()))?;
@@ -418,7 +424,7 @@ impl AgentRun {
             }
             Resume::Recorded(events) => {
                 let Some(r) = record::replay(&events, self.attempt, self.first_turn)? else {
-                    return Ok(ControlFlow::Continue(self.start()));
+                    return Ok(ControlFlow::Continue(self.start().await));
                 };
                 let mut st = r.state;
                 for (turn, call_id, name) in r.interrupted {
@@ -454,18 +460,25 @@ impl AgentRun {
         Ok(ControlFlow::Continue(st))
     }
 
-    /// The state of a fresh activation, its prompt recorded.
-    fn start(&self) -> Saved {
-        let mut st = Saved {
-            messages: self.messages.clone(),
-            next_turn: self.first_turn.max(1),
-            ..Saved::default()
-        };
-        let messages = self
-            .messages
+    /// The state of a fresh activation, its prompt (with what foresight adds) recorded.
+    async fn start(&self) -> Saved {
+        let foresight = self.foresee(&self.messages).await;
+        let mut prompt = self.messages.clone();
+        if let Some(text) = foresight.message {
+            prompt.push(Message::user(text));
+        }
+        let messages = prompt
             .iter()
             .map(|m| serde_json::to_value(m).unwrap_or(Value::Null))
             .collect();
+        let mut st = Saved {
+            messages: prompt,
+            next_turn: self.first_turn.max(1),
+            foresight: foresight.history.len(),
+            history: foresight.history,
+            speculated: foresight.speculated,
+            ..Saved::default()
+        };
         self.emit(
             &mut st,
             SessionEvent::PromptSet {
@@ -473,6 +486,9 @@ impl AgentRun {
                 messages,
             },
         );
+        for note in foresight.notes {
+            self.note(&mut st, note);
+        }
         st
     }
 
@@ -547,6 +563,7 @@ impl AgentRun {
                         continue;
                     }
                     let status = status_of(&r.result);
+                    let data = r.result.data.clone().filter(|_| !r.result.is_error);
                     let content = if r.result.is_error && !r.result.cancelled {
                         format!("error: {}", r.result.content)
                     } else {
@@ -558,6 +575,7 @@ impl AgentRun {
                             content,
                             status,
                             duration_ms: r.duration_ms,
+                            data,
                         },
                     );
                 }
@@ -573,7 +591,7 @@ impl AgentRun {
                         return Err(Error::Cancelled);
                     }
                     if let Ok(args) = call.arguments_json() {
-                        self.remember(st, &call.name, args);
+                        self.remember(st, &call.name, args, f.data);
                     }
                     let content = self.shrink_output(st, turn, call, f.content);
                     self.emit(
@@ -621,8 +639,13 @@ impl AgentRun {
             Ok(a) => self.take_speculated(st, &call.name, a),
             Err(_) => None,
         };
+        // The call's structured result, when it has one (later arguments may come from it).
+        let mut data = None;
         let (content, status) = match (ready, args) {
-            (Some(hit), _) => hit,
+            (Some((content, status, kept)), _) => {
+                data = kept;
+                (content, status)
+            }
             (None, Err(e)) => (
                 format!(
                     "error: the arguments of `{}` are not valid JSON ({e}); call it again with a JSON object",
@@ -682,12 +705,13 @@ impl AgentRun {
                 if result.is_error {
                     (format!("error: {}", result.content), status)
                 } else {
+                    data = result.data;
                     (result.content, status)
                 }
             }
         };
         if let Ok(args) = call.arguments_json() {
-            self.remember(st, &call.name, args);
+            self.remember(st, &call.name, args, data);
         }
         let content = self.shrink_output(st, turn, call, content);
         self.emit(
@@ -707,6 +731,8 @@ struct Finished {
     content: String,
     status: ToolStatus,
     duration_ms: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    data: Option<Value>,
 }
 
 /// The `ToolStarted` event of `call`.

@@ -3,6 +3,7 @@ mod budget;
 mod compress;
 mod context;
 mod context_wire;
+mod foresight;
 mod parallel;
 mod retrieval;
 mod retrieval_adaptive;

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use clap::{Subcommand, ValueEnum};
 use trellis_store::Store;
-use trellis_toolgraph::ToolGraph;
+use trellis_toolgraph::{ThresholdReport, Thresholds, ToolGraph};
 
 /// `trellis tools` subcommands.
 #[derive(Debug, Subcommand)]
@@ -40,16 +40,41 @@ pub enum Format {
 pub fn execute(cmd: ToolsCommand, store: &Store) -> anyhow::Result<ExitCode> {
     let ToolsCommand::Graph { format, top } = cmd;
     let graph = ToolGraph::load(store)?;
+    let speculation = Thresholds::load(store)?.report();
     match format {
         Format::Dot => print!("{}", graph.to_dot()?),
-        Format::Json => println!("{}", serde_json::to_string_pretty(&graph.to_json()?)?),
-        Format::Text => print!("{}", summary(&graph, top)?),
+        Format::Json => {
+            let mut json = graph.to_json()?;
+            if let Some(map) = json.as_object_mut() {
+                map.insert("speculation".into(), serde_json::to_value(speculation)?);
+            }
+            println!("{}", serde_json::to_string_pretty(&json)?);
+        }
+        Format::Text => print!("{}{}", summary(&graph, top)?, outcomes(&speculation)),
     }
     Ok(ExitCode::SUCCESS)
 }
 
 /// The text summary: counts, the top tools by PageRank, the strongest dependencies, the
 /// communities.
+/// The speculation threshold and the outcomes it adapts to.
+fn outcomes(r: &ThresholdReport) -> String {
+    if r.samples == 0 {
+        return format!(
+            "\nSpeculation: threshold {:.2}, no speculation recorded yet\n",
+            r.threshold
+        );
+    }
+    format!(
+        "\nSpeculation: threshold {:.2}; last {} outcomes {:.0}% used, {:.0}% wasted \
+         (targets: > 95% used, < 10% wasted)\n",
+        r.threshold,
+        r.samples,
+        r.acceptance * 100.0,
+        r.waste * 100.0
+    )
+}
+
 fn summary(graph: &ToolGraph, top: usize) -> anyhow::Result<String> {
     let mut out = String::new();
     if graph.node_count() == 0 {

@@ -13,8 +13,10 @@ use std::sync::{Arc, Mutex};
 use trellis_protocol::{SessionEvent, ToolStatus};
 use trellis_store::Store;
 use trellis_store::{NewSpeculation, SpeculationOutcome as Stored};
-use trellis_toolgraph::{ExecutedCall, Execution, Thresholds, ToolGraph};
-use trellis_tools::{SpeculationOutcome, ToolAdvisor};
+use trellis_toolgraph::{
+    ExecutedCall, Execution, Mode, Suggestion, Thresholds, ToolCatalog, ToolEntry, ToolGraph,
+};
+use trellis_tools::{AdviceMode, SpeculationOutcome, Suggested, ToolAdvisor, ToolSpec};
 
 /// The workspace's tool knowledge graph.
 pub struct ToolKnowledge {
@@ -70,6 +72,12 @@ impl ToolKnowledge {
         slot.as_mut().map(f)
     }
 
+    /// The speculation threshold and the acceptance and waste it adapts to (seed 002's
+    /// targets: > 95% used, < 10% wasted).
+    pub fn thresholds(&self) -> Option<trellis_toolgraph::ThresholdReport> {
+        self.with_thresholds(|t| t.report())
+    }
+
     /// Learns from one activation's calls (`context`: what they were for, e.g.
     /// `feature/implement`). Nothing happens for fewer than one call or when learning is off.
     pub fn learn(&self, context: &str, calls: Vec<ExecutedCall>) {
@@ -88,7 +96,66 @@ impl ToolKnowledge {
     }
 }
 
+/// A suggestion as the agent loop sees it, its explanation on one line.
+fn advice(s: Suggestion) -> Suggested {
+    let e = &s.explanation;
+    let mut why = Vec::new();
+    if !e.direct_dependencies.is_empty() {
+        why.push(format!(
+            "learned order {}",
+            e.direct_dependencies.join(", ")
+        ));
+    }
+    if !e.transitive_dependencies.is_empty() {
+        why.push(format!("chains {}", e.transitive_dependencies.join(", ")));
+    }
+    if !e.page_rank_scores.is_empty() {
+        let ranks: Vec<String> = e
+            .page_rank_scores
+            .iter()
+            .map(|(t, r)| format!("{t} {r:.3}"))
+            .collect();
+        why.push(format!("PageRank {}", ranks.join(", ")));
+    }
+    Suggested {
+        tools: s.tools,
+        edges: s.edges,
+        confidence: s.confidence,
+        mode: match s.mode {
+            Mode::Explicit => AdviceMode::Explicit,
+            Mode::Suggestion => AdviceMode::Suggestion,
+            Mode::Speculative => AdviceMode::Speculative,
+        },
+        explanation: why.join("; "),
+    }
+}
+
 impl ToolAdvisor for ToolKnowledge {
+    fn suggest(&self, intent: &str, tools: &[ToolSpec]) -> Option<Suggested> {
+        let thresholds = self.with_thresholds(|t| t.clone())?;
+        let entries = tools
+            .iter()
+            .map(|t| ToolEntry {
+                name: t.name.clone(),
+                server: t.name.split_once("__").map(|(s, _)| s.to_owned()),
+                description: t.description.clone(),
+                input_schema: t.input_schema.clone(),
+            })
+            .collect();
+        let suggestion = self.with_graph(|g| {
+            let mut catalog = ToolCatalog::new(entries);
+            catalog.set_graph_prior(g)?;
+            trellis_toolgraph::suggest_dag_with(intent, &catalog, g, &thresholds)
+        })?;
+        match suggestion {
+            Ok(s) => s.map(advice),
+            Err(e) => {
+                tracing::warn!(error = %e, "the tool knowledge graph could not suggest a workflow");
+                None
+            }
+        }
+    }
+
     fn predict_next(&self, completed: &[String]) -> Vec<(String, f64)> {
         self.with_graph(|g| g.predict_next(completed))
             .unwrap_or_default()

@@ -13,8 +13,40 @@ pub enum SpeculationOutcome {
     Failed,
 }
 
+/// What to do with a suggested workflow (seed 002's three modes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AdviceMode {
+    /// Confidence below 0.70: no trustworthy pattern, the model plans.
+    Explicit,
+    /// From 0.70 to the speculation threshold: show the workflow to the model.
+    Suggestion,
+    /// At or above the threshold: run its safe steps now, results ready.
+    Speculative,
+}
+
+/// A workflow the tool knowledge graph suggests for a task.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Suggested {
+    /// The tools, in a topological order.
+    pub tools: Vec<String>,
+    /// Dependencies `(i, j)`: `tools[i]` runs before `tools[j]` (`i < j`).
+    pub edges: Vec<(usize, usize)>,
+    /// How sure the graph is, in `[0, 1]`.
+    pub confidence: f64,
+    /// What to do with it under the current thresholds.
+    pub mode: AdviceMode,
+    /// Why these tools (direct and transitive dependencies, PageRank), one line.
+    pub explanation: String,
+}
+
 /// The tool knowledge graph, as the agent loop sees it.
 pub trait ToolAdvisor: Send + Sync {
+    /// The workflow the graph suggests for `intent` among `tools` (the ones the caller may
+    /// use), if any tool matches it.
+    fn suggest(&self, intent: &str, tools: &[crate::ToolSpec]) -> Option<Suggested> {
+        let _ = (intent, tools);
+        None
+    }
     /// Tools likely to be called after `completed` (tool names, oldest first), with a
     /// confidence in `[0, 1]`, best first.
     fn predict_next(&self, completed: &[String]) -> Vec<(String, f64)>;

@@ -53,8 +53,20 @@ pub struct SpeculationConfig {
     pub enabled: bool,
     /// Speculative calls per model turn, at most.
     pub max_per_turn: usize,
-    /// A speculative call taking longer than this is abandoned (milliseconds).
+    /// A speculative call (or a speculated workflow, as a whole) taking longer than this
+    /// is abandoned (milliseconds).
     pub max_ms: u64,
+    /// Before an agent's first model call, ask the tool knowledge graph for the task's
+    /// workflow: at or above the speculation threshold its safe steps run and their results
+    /// are part of the prompt; between 0.70 and the threshold the workflow is shown to the
+    /// model as a suggestion.
+    pub from_task: bool,
+    /// The cost limit of one speculative result: the prompt tokens it may add (longer
+    /// results are cut to this, with a note that the call can be made for all of it).
+    pub max_result_tokens: usize,
+    /// Speculated workflows that would add more than this many prompt tokens in all are cut
+    /// to their first steps that fit.
+    pub max_total_tokens: usize,
 }
 
 impl Default for SpeculationConfig {
@@ -63,6 +75,9 @@ impl Default for SpeculationConfig {
             enabled: true,
             max_per_turn: 2,
             max_ms: 5000,
+            from_task: true,
+            max_result_tokens: 2000,
+            max_total_tokens: 6000,
         }
     }
 }

@@ -38,7 +38,7 @@ pub mod tool;
 pub mod workspace;
 pub mod worktree;
 
-pub use advice::{SpeculationOutcome, ToolAdvisor};
+pub use advice::{AdviceMode, SpeculationOutcome, Suggested, ToolAdvisor};
 pub use config::{
     Action, BudgetConfig, CommandRule, DagConfig, GraphConfig, PolicyConfig, ShellConfig,
     ToolsConfig,

@@ -11,7 +11,7 @@
 
 use serde::Deserialize;
 use serde_json::{Value, json};
-use trellis_llm::{ChatRequest, Role, ToolSpec};
+use trellis_llm::{ChatRequest, ToolSpec};
 use trellis_protocol::ToolStatus;
 use trellis_toolgraph::{ToolCatalog, ToolEntry};
 
@@ -61,17 +61,6 @@ impl AgentRun {
         (b.enabled && b.share > 0.0).then(|| (f64::from(window) * b.share) as usize)
     }
 
-    /// What the task is about: the prompt's user messages before the first answer.
-    fn task_text(&self, st: &Saved) -> String {
-        st.messages
-            .iter()
-            .take_while(|m| m.role != Role::Assistant)
-            .filter(|m| m.role == Role::User)
-            .map(|m| m.content.as_str())
-            .collect::<Vec<_>>()
-            .join("\n")
-    }
-
     /// `specs` (every tool the agent may use) within the schema budget.
     pub(super) fn within_budget(&self, specs: Vec<ToolSpec>, st: &Saved) -> Offer {
         let Some(budget) = self.schema_budget() else {
@@ -105,7 +94,12 @@ impl AgentRun {
                 .find(|s| s.name == e.name)
                 .map_or(usize::MAX, cost)
         };
-        let chosen = match catalog.select_within_budget(&self.task_text(st), left, &count, &[]) {
+        let chosen = match catalog.select_within_budget(
+            &super::foresight::task_text(&st.messages),
+            left,
+            &count,
+            &[],
+        ) {
             Ok(sel) => sel.chosen,
             Err(e) => {
                 tracing::warn!(error = %e, "tool selection failed; offering no MCP tool");

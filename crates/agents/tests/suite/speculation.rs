@@ -107,7 +107,7 @@ fn registry(runs: &Runs) -> Registry {
     r
 }
 
-fn call(id: &str, name: &str, args: Value) -> Turn {
+pub(crate) fn call(id: &str, name: &str, args: Value) -> Turn {
     Turn::Events(vec![
         StreamEvent::ToolCallDelta {
             index: 0,
@@ -121,7 +121,7 @@ fn call(id: &str, name: &str, args: Value) -> Turn {
     ])
 }
 
-fn report() -> Turn {
+pub(crate) fn report() -> Turn {
     Turn::Json(json!({ "failure": false, "output": "done", "files_changed": [], "findings": [] }))
 }
 
@@ -130,19 +130,32 @@ async fn run(
     advisor: &Arc<Advisor>,
     config: ToolsConfig,
 ) -> (Runs, Vec<SessionEvent>) {
-    let ws = TempWorkspace::new("speculation").unwrap();
     let runs: Runs = Arc::default();
+    let (events, _) = run_with(script, advisor.clone(), registry(&runs), config).await;
+    (runs, events)
+}
+
+/// Runs a `reader` agent (task "Look up a.") over `tools` with `advisor`; its events and
+/// the model requests.
+pub(crate) async fn run_with(
+    script: Vec<Turn>,
+    advisor: Arc<dyn ToolAdvisor>,
+    tools: Registry,
+    config: ToolsConfig,
+) -> (Vec<SessionEvent>, Vec<trellis_llm::ChatRequest>) {
+    let ws = TempWorkspace::new("speculation").unwrap();
     let mut env = ToolEnv::new(
         Workspace::new(ws.path(), &Default::default()).unwrap(),
         Arc::new(config),
         Arc::new(NonInteractive { approve: true }),
     );
-    env.advisor = Some(advisor.clone());
+    env.advisor = Some(advisor);
     let events = Arc::new(Mutex::new(Vec::new()));
     let sink: SessionSink = {
         let events = events.clone();
         Arc::new(move |e| events.lock().unwrap().push(e))
     };
+    let provider = Arc::new(ScriptedProvider::new(script));
     let agent = AgentRun {
         node: "read".into(),
         role: RoleSpec {
@@ -156,8 +169,8 @@ async fn run(
             max_turns: 6,
             run_tests: false,
         },
-        provider: Arc::new(ScriptedProvider::new(script)),
-        tools: Arc::new(registry(&runs)),
+        provider: provider.clone(),
+        tools: Arc::new(tools),
         tool_scope: None,
         env,
         gate: None,
@@ -175,7 +188,7 @@ async fn run(
     let out = agent.run(Resume::Fresh).await.unwrap();
     assert!(matches!(out, AgentOutcome::Done(_)), "{out:?}");
     let events = events.lock().unwrap().clone();
-    (runs, events)
+    (events, provider.requests())
 }
 
 fn count(runs: &Runs, tool: &str) -> usize {
@@ -205,11 +218,16 @@ async fn a_predicted_safe_call_is_ready_when_the_model_asks_and_dangerous_ones_n
             |e| matches!(e, SessionEvent::Note { text } if text.contains("ran `details` ahead")),
         )
         .expect("a note of the speculative call");
+    // It ran during the second model call, before the model asked for it.
     let second_turn = events
         .iter()
         .position(|e| matches!(e, SessionEvent::TurnStarted { turn: 2, .. }))
         .unwrap();
-    assert!(ahead < second_turn);
+    let asked = events
+        .iter()
+        .position(|e| matches!(e, SessionEvent::TurnCompleted { turn: 2, .. }))
+        .unwrap();
+    assert!(second_turn < ahead && ahead < asked, "{events:?}");
     let answered = events.iter().find_map(|e| match e {
         SessionEvent::ToolCompleted {
             call_id, output, ..

@@ -78,4 +78,11 @@ fn a_runs_tool_calls_teach_the_graph_and_tools_graph_prints_it() {
         &["tools", "graph", "--format", "dot"],
     ));
     assert!(dot.starts_with("digraph"), "{dot}");
+    // Nothing was speculated yet (one observation is far below the threshold).
+    assert!(
+        text.contains("Speculation: threshold 0.92, no speculation recorded yet"),
+        "{text}"
+    );
+    assert_eq!(graph["speculation"]["threshold"], json!(0.92), "{graph}");
+    assert_eq!(graph["speculation"]["samples"], json!(0), "{graph}");
 }

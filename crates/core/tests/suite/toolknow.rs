@@ -72,3 +72,56 @@ fn the_call_log_keeps_outcomes_of_real_tools_only() {
     );
     assert!(log.take().is_empty());
 }
+
+#[test]
+fn a_learned_workflow_is_suggested_for_speculation_from_the_task_text() {
+    use trellis_tools::{AdviceMode, ToolSpec};
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(Store::open_workspace(dir.path(), StoreOptions::default()).unwrap());
+    let k = ToolKnowledge::new(store, true);
+    let spec = |name: &str, description: &str| ToolSpec {
+        name: name.into(),
+        description: description.into(),
+        input_schema: serde_json::json!({"type": "object"}),
+        output_schema: None,
+    };
+    let tools = [
+        spec("list_issues", "List the open issues."),
+        spec("get_issue", "Get one issue and the file it names."),
+        spec("read_source", "Read a source file."),
+        spec("send_email", "Send an email."),
+    ];
+    let task = "Find the open issue and read the source file it names.";
+    // Nothing learned: at most the best tool alone, below the suggestion band.
+    let unseen = k.suggest(task, &tools).unwrap();
+    assert_eq!(unseen.mode, AdviceMode::Explicit, "{unseen:?}");
+    for _ in 0..12 {
+        k.learn(
+            "investigate/reader",
+            ["list_issues", "get_issue", "read_source"]
+                .map(|t| ExecutedCall::new(t, true))
+                .to_vec(),
+        );
+    }
+    let some = k.suggest(task, &tools).unwrap();
+    assert_eq!(some.mode, AdviceMode::Suggestion, "{some:?}");
+    for _ in 0..18 {
+        k.learn(
+            "investigate/reader",
+            ["list_issues", "get_issue", "read_source"]
+                .map(|t| ExecutedCall::new(t, true))
+                .to_vec(),
+        );
+    }
+    let s = k.suggest(task, &tools).unwrap();
+    assert_eq!(
+        s.tools,
+        ["list_issues", "get_issue", "read_source"],
+        "{s:?}"
+    );
+    assert_eq!(s.mode, AdviceMode::Speculative, "{s:?}");
+    assert!(s.confidence >= 0.92, "{s:?}");
+    assert!(s.explanation.contains("list_issues → get_issue"), "{s:?}");
+    let report = k.thresholds().unwrap();
+    assert_eq!((report.threshold, report.samples), (0.92, 0));
+}

@@ -1,0 +1,356 @@
+//! End-to-end latency of a 5-step read-only workflow (issue 20 item 8, seed 002's "4-5x"):
+//! the model calling the tools one turn at a time, against the same agent with per-call
+//! speculation only, and with foresight (the task's learned workflow run before the first
+//! model call, its results in the prompt).
+//!
+//! What is real: the agent loop (`trellis_agents::AgentRun`), the tool registry and DAG
+//! runner, and the workspace's tool knowledge graph (`trellis_core::toolknow::ToolKnowledge`
+//! over a SQLite store), which learns the workflow from 30 sequential runs first — exactly
+//! as `trellis run` teaches it — and then decides, from the task text alone, what to run
+//! ahead. What is simulated: the model (every call takes `--model-ms`, then asks for the
+//! first step of the workflow whose result is not in its conversation yet, and answers once
+//! all are; so it uses results it was given exactly like the calls it made) and the five
+//! tools (each takes `--tool-ms` and returns fixed data).
+//!
+//! ```text
+//! cargo run --release -p trellis-core --example speculation_bench -- [--model-ms 1000] [--tool-ms 150] [--runs 5]
+//! ```
+
+#![allow(clippy::print_stdout)]
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+use trellis_agents::{AgentOutcome, AgentRun, Resume, RoleSpec, SessionSink};
+use trellis_core::toolknow::{CallLog, ToolKnowledge};
+use trellis_llm::{
+    ChatRequest, ChatStream, FinishReason, Message, ModelProvider, ProviderInfo, Role, StreamEvent,
+};
+use trellis_store::{Store, StoreOptions};
+use trellis_test_support::scripted::{ScriptedProvider, Turn};
+use trellis_tools::tool::BoxFuture;
+use trellis_tools::{
+    NonInteractive, Registry, Tool, ToolContext, ToolEnv, ToolOutput, ToolSpec, ToolsConfig,
+    Workspace,
+};
+
+const TASK: &str = "Find the open issue, read the source file it names and the function in \
+                    it, find the callers of that function and read their tests.";
+
+/// One step: tool, its description, its required input, its output (name, value).
+type StepDef = (
+    &'static str,
+    &'static str,
+    Option<&'static str>,
+    (&'static str, &'static str),
+);
+
+/// The workflow.
+const STEPS: [StepDef; 5] = [
+    (
+        "list_issues",
+        "List the open issues of the project.",
+        None,
+        ("issue_id", "42"),
+    ),
+    (
+        "get_issue",
+        "Get an issue by id: its text and the source file it names.",
+        Some("issue_id"),
+        ("path", "src/stock.rs"),
+    ),
+    (
+        "read_source",
+        "Read a source file and the function it is about.",
+        Some("path"),
+        ("function", "reserve"),
+    ),
+    (
+        "find_callers",
+        "Find the callers of a function.",
+        Some("function"),
+        ("caller_path", "src/orders.rs"),
+    ),
+    (
+        "read_tests",
+        "Read the tests of a caller's file.",
+        Some("caller_path"),
+        ("tests", "orders_reserve_stock: ok"),
+    ),
+];
+
+struct Step {
+    spec: ToolSpec,
+    output: Value,
+    delay: Duration,
+    calls: Arc<AtomicU32>,
+}
+
+impl Tool for Step {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    fn read_only(&self) -> bool {
+        true
+    }
+
+    fn call<'a>(
+        &'a self,
+        _ctx: &'a ToolContext,
+        args: Value,
+    ) -> BoxFuture<'a, trellis_tools::Result<ToolOutput>> {
+        Box::pin(async move {
+            self.calls.fetch_add(1, Ordering::SeqCst);
+            tokio::time::sleep(self.delay).await;
+            Ok(ToolOutput {
+                text: format!("{} {args}: {}", self.spec.name, self.output),
+                data: Some(self.output.clone()),
+            })
+        })
+    }
+}
+
+fn registry(tool_ms: u64, calls: &Arc<AtomicU32>) -> Registry {
+    let mut r = Registry::new();
+    for (name, description, input, (out, value)) in STEPS {
+        let (props, required) = match input {
+            Some(p) => (json!({ p: {"type": "string"} }), json!([p])),
+            None => (json!({}), json!([])),
+        };
+        r.register(Arc::new(Step {
+            spec: ToolSpec {
+                name: name.into(),
+                description: description.into(),
+                input_schema: json!({"type": "object", "properties": props, "required": required}),
+                output_schema: Some(
+                    json!({"type": "object", "properties": { out: {"type": "string"} }}),
+                ),
+            },
+            output: json!({ out: value }),
+            delay: Duration::from_millis(tool_ms),
+            calls: calls.clone(),
+        }));
+    }
+    r.allow("reader", STEPS.map(|s| s.0));
+    r
+}
+
+/// The arguments the model gives step `i` (the previous step's output, as it read it).
+fn args_of(i: usize) -> Value {
+    match STEPS[i].2 {
+        Some(p) => json!({ p: STEPS[i - 1].3.1 }),
+        None => json!({}),
+    }
+}
+
+/// The simulated model: the first step whose result its conversation lacks, else the report.
+fn respond(request: &ChatRequest) -> Turn {
+    let seen: String = request
+        .messages
+        .iter()
+        .filter(|m| m.role != Role::System)
+        .map(|m| m.content.as_str())
+        .collect();
+    for (i, step) in STEPS.iter().enumerate() {
+        let args = args_of(i);
+        let asked = format!("{} {args}", step.0);
+        let given = format!("### {} {args}", step.0);
+        if !seen.contains(&asked) && !seen.contains(&given) {
+            return Turn::Events(vec![
+                StreamEvent::ToolCallDelta {
+                    index: 0,
+                    id: Some(format!("call_{i}")),
+                    name: Some(step.0.into()),
+                    arguments: args.to_string(),
+                },
+                StreamEvent::Finish {
+                    reason: FinishReason::ToolCalls,
+                },
+            ]);
+        }
+    }
+    Turn::Json(
+        json!({"failure": false, "output": "orders_reserve_stock passes", "files_changed": [], "findings": []}),
+    )
+}
+
+/// The simulated model with its latency.
+struct Model {
+    inner: ScriptedProvider,
+    delay: Duration,
+    calls: AtomicU32,
+}
+
+impl ModelProvider for Model {
+    fn info(&self) -> &ProviderInfo {
+        self.inner.info()
+    }
+
+    fn stream(&self, request: ChatRequest, cancel: CancellationToken) -> ChatStream {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        let inner = self.inner.clone();
+        let delay = self.delay;
+        futures::stream::once(async move {
+            tokio::time::sleep(delay).await;
+            inner.stream(request, cancel)
+        })
+        .flatten()
+        .boxed()
+    }
+}
+
+struct Measured {
+    elapsed: Duration,
+    model_calls: u32,
+    tool_calls: u32,
+}
+
+async fn once(
+    knowledge: &Arc<ToolKnowledge>,
+    config: &ToolsConfig,
+    model_ms: u64,
+    tool_ms: u64,
+) -> anyhow::Result<Measured> {
+    let ws = tempfile::tempdir()?;
+    let tool_calls = Arc::new(AtomicU32::new(0));
+    let mut env = ToolEnv::new(
+        Workspace::new(ws.path(), &Default::default())?,
+        Arc::new(config.clone()),
+        Arc::new(NonInteractive { approve: true }),
+    );
+    env.advisor = Some(knowledge.clone());
+    let log = CallLog::default();
+    let sink: SessionSink = {
+        let log = log.clone();
+        Arc::new(move |e| log.note(&e))
+    };
+    let model = Arc::new(Model {
+        inner: ScriptedProvider::responding(respond),
+        delay: Duration::from_millis(model_ms),
+        calls: AtomicU32::new(0),
+    });
+    let agent = AgentRun {
+        node: "investigate".into(),
+        role: RoleSpec {
+            name: "reader".into(),
+            model_role: "default".into(),
+            role: "You investigate issues.".into(),
+            objective: "Investigate.".into(),
+            process: vec![],
+            tools: vec![],
+            constraints: vec![],
+            max_turns: 10,
+            run_tests: false,
+        },
+        provider: model.clone(),
+        tools: Arc::new(registry(tool_ms, &tool_calls)),
+        tool_scope: None,
+        env,
+        gate: None,
+        ledger: None,
+        messages: vec![
+            Message::system("You investigate issues."),
+            Message::user(TASK),
+        ],
+        max_turns: 10,
+        events: Some(sink),
+        inbox: None,
+        first_turn: 1,
+        attempt: 1,
+        free_text: false,
+        context: Default::default(),
+        cancel: CancellationToken::new(),
+    };
+    let clock = Instant::now();
+    let out = agent.run(Resume::Fresh).await?;
+    let elapsed = clock.elapsed();
+    anyhow::ensure!(
+        matches!(out, AgentOutcome::Done(_)),
+        "the agent did not finish: {out:?}"
+    );
+    knowledge.learn("investigate/reader", log.take());
+    Ok(Measured {
+        elapsed,
+        model_calls: model.calls.load(Ordering::SeqCst),
+        tool_calls: tool_calls.load(Ordering::SeqCst),
+    })
+}
+
+fn arg(name: &str, default: u64) -> anyhow::Result<u64> {
+    let args: Vec<String> = std::env::args().collect();
+    match args.iter().position(|a| a == name) {
+        Some(i) => Ok(args
+            .get(i + 1)
+            .ok_or_else(|| anyhow::anyhow!("{name} needs a value"))?
+            .parse()?),
+        None => Ok(default),
+    }
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let model_ms = arg("--model-ms", 1000)?;
+    let tool_ms = arg("--tool-ms", 150)?;
+    let runs = arg("--runs", 5)?.max(1);
+    let dir = tempfile::tempdir()?;
+    let store = Arc::new(Store::open_workspace(dir.path(), StoreOptions::default())?);
+    let knowledge = Arc::new(ToolKnowledge::new(store, true));
+
+    let mut sequential = ToolsConfig::default();
+    sequential.speculation.enabled = false;
+    let mut per_call = ToolsConfig::default();
+    per_call.speculation.from_task = false;
+    let foresight = ToolsConfig::default();
+
+    // Learning: the workflow as the model runs it, 30 times (no latency needed).
+    for _ in 0..30 {
+        once(&knowledge, &sequential, 0, 0).await?;
+    }
+    println!(
+        "5-step read-only workflow; model call {model_ms} ms, tool call {tool_ms} ms; \
+         mean of {runs} runs each, after 30 learning runs"
+    );
+    let mut means = Vec::new();
+    for (label, config) in [
+        ("sequential (no speculation)", &sequential),
+        ("per-call speculation only", &per_call),
+        ("foresight + speculation (default)", &foresight),
+    ] {
+        let mut total = Duration::ZERO;
+        let mut last = None;
+        for _ in 0..runs {
+            let m = once(&knowledge, config, model_ms, tool_ms).await?;
+            total += m.elapsed;
+            last = Some(m);
+        }
+        let mean = total / u32::try_from(runs)?;
+        let last = last.ok_or_else(|| anyhow::anyhow!("no run"))?;
+        println!(
+            "  {label:<36} {:>7.0} ms   model calls {}   tool calls {}",
+            mean.as_secs_f64() * 1000.0,
+            last.model_calls,
+            last.tool_calls
+        );
+        means.push(mean);
+    }
+    println!(
+        "  speed-up: foresight {:.2}x, per-call {:.2}x (against sequential)",
+        means[0].as_secs_f64() / means[2].as_secs_f64(),
+        means[0].as_secs_f64() / means[1].as_secs_f64()
+    );
+    if let Some(t) = knowledge.thresholds() {
+        println!(
+            "  speculation outcomes: {} recorded, {:.0}% used, {:.0}% wasted, threshold {:.2}",
+            t.samples,
+            t.acceptance * 100.0,
+            t.waste * 100.0,
+            t.threshold
+        );
+    }
+    Ok(())
+}
