@@ -13,6 +13,7 @@ import type { Workspace } from './state';
 import { RunsPage } from './views/Runs';
 import { RunPage } from './views/Run';
 import { ChannelsPage, ChatPage } from './views/Chat';
+import { ToolsPage } from './views/Tools';
 
 
 socket.onError = (m) => toast(m, 'error');
@@ -86,6 +87,7 @@ function Page() {
     return <RunPage id={b} tab={c ?? 'graph'} query={r.query} />;
   }
   if (a === 'channels') return <ChannelsPage />;
+  if (a === 'tools') return <ToolsPage />;
   if (a === 'chat' && b) return <ChatPage session={b} />;
   return (
     <main class="page">
@@ -112,7 +114,7 @@ function App() {
   }, [auth]);
   if (auth === false) return <Login />;
   if (!ready) return <Spinner label="Connecting to trellis serve" />;
-  const section = !r.parts[0] || r.parts[0] === 'runs' ? 'runs' : 'channels';
+  const section = !r.parts[0] || r.parts[0] === 'runs' ? 'runs' : r.parts[0] === 'tools' ? 'tools' : 'channels';
   return (
     <>
       <a class="skip" href="#main">
@@ -128,6 +130,9 @@ function App() {
           </a>
           <a href={href(['channels'])} aria-current={section === 'channels' ? 'page' : undefined} data-testid="nav-channels">
             Channels
+          </a>
+          <a href={href(['tools'])} aria-current={section === 'tools' ? 'page' : undefined} data-testid="nav-tools">
+            Tools
           </a>
         </nav>
         <span class="spacer" />

@@ -43,13 +43,10 @@ pub fn execute(cmd: ToolsCommand, store: &Store) -> anyhow::Result<ExitCode> {
     let speculation = Thresholds::load(store)?.report();
     match format {
         Format::Dot => print!("{}", graph.to_dot()?),
-        Format::Json => {
-            let mut json = graph.to_json()?;
-            if let Some(map) = json.as_object_mut() {
-                map.insert("speculation".into(), serde_json::to_value(speculation)?);
-            }
-            println!("{}", serde_json::to_string_pretty(&json)?);
-        }
+        Format::Json => println!(
+            "{}",
+            serde_json::to_string_pretty(&ToolGraph::workspace_json(store)?)?
+        ),
         Format::Text => print!("{}{}", summary(&graph, top)?, outcomes(&speculation)),
     }
     Ok(ExitCode::SUCCESS)

@@ -84,6 +84,21 @@ impl ToolGraph {
         Ok(serde_json::to_value(self.export()?).unwrap_or(serde_json::Value::Null))
     }
 
+    /// The graph of `store`'s workspace with the state of speculation, as `trellis tools
+    /// graph --format json` and `GET /api/tools/graph` show it: [`ToolGraph::to_json`] plus
+    /// `"speculation": {threshold, acceptance, waste, samples}`.
+    pub fn workspace_json(store: &trellis_store::Store) -> Result<serde_json::Value> {
+        let mut json = Self::load(store)?.to_json()?;
+        let speculation = crate::Thresholds::load(store)?.report();
+        if let Some(map) = json.as_object_mut() {
+            map.insert(
+                "speculation".into(),
+                serde_json::to_value(speculation).unwrap_or(serde_json::Value::Null),
+            );
+        }
+        Ok(json)
+    }
+
     /// The graph in Graphviz DOT: nodes labelled with PageRank and community, edges with
     /// observed count and confidence (pen width growing with confidence).
     pub fn to_dot(&self) -> Result<String> {

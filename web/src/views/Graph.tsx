@@ -115,7 +115,7 @@ function topAncestor(m: RunModel, id: string): string {
   return id;
 }
 
-function pathOf(points: { x: number; y: number }[]): string {
+export function pathOf(points: { x: number; y: number }[]): string {
   if (!points.length) return '';
   let d = `M${points[0].x},${points[0].y}`;
   if (points.length === 2) return d + ` L${points[1].x},${points[1].y}`;
@@ -140,7 +140,7 @@ const STATE_SHORT: Record<string, string> = {
   PENDING: 'not reached',
 };
 
-function clip(s: string, n = 22) {
+export function clip(s: string, n = 22) {
   return s.length > n ? s.slice(0, n - 1) + '…' : s;
 }
 

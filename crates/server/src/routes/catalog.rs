@@ -40,3 +40,23 @@ pub(crate) async fn workflows(
         json!({ "workspace": w.id, "workflows": entries, "errors": errors }),
     ))
 }
+
+/// `GET /api/tools/graph?workspace=`: the tool knowledge graph the agents' calls taught the
+/// workspace, with the speculation threshold and outcomes (`trellis tools graph --format
+/// json`).
+pub(crate) async fn tool_graph(
+    State(state): State<AppState>,
+    Query(q): Query<WorkspaceQuery>,
+) -> Result<Json<Value>, ApiError> {
+    let w = state.workspace(q.workspace.as_deref())?;
+    let (id, store) = (w.id.clone(), w.service.runtime().store.clone());
+    crate::lookup::blocking(move || {
+        let mut graph = trellis_toolgraph::ToolGraph::workspace_json(&store)
+            .map_err(|e| ApiError::internal("reading the tool knowledge graph", e))?;
+        if let Some(map) = graph.as_object_mut() {
+            map.insert("workspace".into(), json!(id));
+        }
+        Ok(Json(graph))
+    })
+    .await
+}

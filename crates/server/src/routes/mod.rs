@@ -120,6 +120,9 @@ pub(crate) fn table() -> Vec<Route> {
         route("GET", "/api/catalog/workflows", "The workflows a run can use", get(catalog::workflows))
             .query(WORKSPACE_QUERY)
             .answer("`{workspace, workflows: [{source, workflow}], errors: [string]}`"),
+        route("GET", "/api/tools/graph", "The workspace's tool knowledge graph (seed 002) and the state of speculation", get(catalog::tool_graph))
+            .query(WORKSPACE_QUERY)
+            .answer("`{workspace, nodes: [{tool, pagerank, community, calls, successes}], edges: [{from, to, observedCount, confidence}], speculation: {threshold, acceptance, waste, samples}}`"),
         route("GET", "/api/workflows", "Runs, newest first, with usage", get(runs::list))
             .query(&[
                 ("workspace", "only this workspace"),

@@ -27,6 +27,17 @@ async fn a_run_is_created_listed_inspected_and_refuses_what_its_state_forbids() 
     let run = start_run(app, "Why is stock kept in memory?").await;
     finished(&s, &run).await;
 
+    // The tool knowledge graph (the scripted agents call no tools: empty, nothing speculated).
+    let (status, graph) = get(app, "/api/tools/graph").await;
+    assert_eq!(status, StatusCode::OK, "{graph}");
+    assert_eq!(graph["workspace"], "inventory");
+    assert!(
+        graph["nodes"].is_array() && graph["edges"].is_array(),
+        "{graph}"
+    );
+    assert_eq!(graph["speculation"]["threshold"], json!(0.92), "{graph}");
+    assert_eq!(graph["speculation"]["samples"], json!(0), "{graph}");
+
     let (status, list) = get(app, "/api/workflows").await;
     assert_eq!(status, StatusCode::OK);
     let row = list
