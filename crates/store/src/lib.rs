@@ -82,6 +82,7 @@ mod review_comments;
 mod schema;
 mod sessions;
 mod streams;
+mod dag_checkpoints;
 mod toolgraph;
 mod usage;
 mod writer;

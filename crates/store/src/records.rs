@@ -97,6 +97,7 @@ pub(crate) enum Record {
     ToolEmbeddings(Vec<crate::toolgraph::CachedEmbedding>),
     ToolExecutions(Vec<crate::toolgraph::NewToolExecution>),
     Speculation(crate::toolgraph::NewSpeculation),
+    DagCheckpoint(crate::dag_checkpoints::DagCheckpointWrite),
 }
 
 /// Writes `record`; returns the new row id for tool calls, model calls, artifacts,
@@ -115,6 +116,7 @@ pub(crate) fn write(conn: &Connection, record: &Record) -> rusqlite::Result<i64>
         Record::ToolEmbeddings(r) => crate::toolgraph::set_embeddings(conn, r),
         Record::ToolExecutions(r) => crate::toolgraph::record_executions(conn, r),
         Record::Speculation(r) => crate::toolgraph::insert_speculation(conn, r),
+        Record::DagCheckpoint(r) => crate::dag_checkpoints::write(conn, r),
         Record::ToolCall(r) => {
             conn.prepare_cached(
                 "INSERT INTO tool_calls (run_id, node_id, tool, args, decision, is_error, summary,

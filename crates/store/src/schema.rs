@@ -357,10 +357,24 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         );
     "#,
     },
+    Migration {
+        version: 8,
+        name: "dag_checkpoints",
+        sql: r#"
+        -- Tool DAG executions in progress (seed 002's ControlledExecutor checkpoints): the
+        -- plan, the results of its completed steps and the decisions taken, as JSON, so a
+        -- paused or interrupted execution resumes without running its completed steps again.
+        CREATE TABLE dag_checkpoints (
+            id          TEXT    PRIMARY KEY,
+            state       TEXT    NOT NULL,
+            updated_ms  INTEGER NOT NULL
+        ) WITHOUT ROWID;
+    "#,
+    },
 ];
 
 /// The newest schema version this binary knows.
-pub const LATEST_VERSION: i64 = 7;
+pub const LATEST_VERSION: i64 = 8;
 
 const CREATE_TABLE: &str = "CREATE TABLE IF NOT EXISTS schema_migrations (
     version     INTEGER PRIMARY KEY,
@@ -527,7 +541,8 @@ mod tests {
                 "streams_sessions_artifacts",
                 "client_sessions",
                 "review_comments",
-                "tool_graph"
+                "tool_graph",
+                "dag_checkpoints"
             ]
         );
         let summary: String = conn
