@@ -21,4 +21,7 @@ pub use build::{
     Binding, Catalog, Dag, DagEdge, DagError, DagNode, EdgeKind, Step, build, given_earlier,
 };
 pub use refs::StepOutput;
-pub use run::{DagEvent, Deferring, ParallelCall, Runner, StepResult, StepStatus, call_parallel};
+pub use run::{
+    DagEvent, Deferring, ParallelCall, Progress, Runner, StepResult, StepStatus, Stop,
+    call_parallel,
+};

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use futures::future::join_all;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
@@ -57,7 +57,7 @@ pub enum DagEvent {
 }
 
 /// How a step ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum StepStatus {
     /// It ran and succeeded.
@@ -73,7 +73,7 @@ pub enum StepStatus {
 }
 
 /// One step's result.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct StepResult {
     /// The step.
@@ -117,10 +117,34 @@ impl Runner<'_> {
 
     /// Runs `dag`; the results come back in the plan's order.
     pub async fn run(&self, dag: &Dag) -> Vec<StepResult> {
-        let mut results: BTreeMap<usize, StepResult> = BTreeMap::new();
+        self.resume(dag, BTreeMap::new(), &[], false)
+            .await
+            .results
+            .into_values()
+            .collect()
+    }
+
+    /// Runs the steps of `dag` that have no result in `done` (node index → result: what
+    /// ran before a pause), layer by layer, and stops early:
+    /// - after a layer in which a step listed in `decide_after` completed, while other
+    ///   steps have yet to run ([`Stop::Decision`]: the caller decides how to go on);
+    /// - with `hold_for_user`, after a layer in which a step needed the user: that step gets
+    ///   no result ([`Stop::NeedsUser`]: the caller runs it where the user can answer, then
+    ///   resumes); without it such a step ends [`StepStatus::NeedsInput`].
+    pub async fn resume(
+        &self,
+        dag: &Dag,
+        done: BTreeMap<usize, StepResult>,
+        decide_after: &[String],
+        hold_for_user: bool,
+    ) -> Progress {
+        let mut results = done;
         for (layer, members) in dag.layers.iter().enumerate() {
             let mut ready = Vec::new();
             for &i in members {
+                if results.contains_key(&i) {
+                    continue;
+                }
                 let node = &dag.nodes[i];
                 let failed = node.dependencies.iter().find(|d| {
                     dag.nodes
@@ -183,8 +207,17 @@ impl Runner<'_> {
                 true,
             )
             .await;
+            let mut held = None;
+            let mut decide = Vec::new();
             for ((i, args), call) in ready.into_iter().zip(done) {
                 let node = &dag.nodes[i];
+                if call.deferred && hold_for_user {
+                    held.get_or_insert_with(|| node.id.clone());
+                    continue;
+                }
+                if !call.deferred && !call.result.is_error && decide_after.contains(&node.id) {
+                    decide.push(node.id.clone());
+                }
                 let status = if call.deferred {
                     StepStatus::NeedsInput
                 } else if call.result.cancelled {
@@ -221,9 +254,50 @@ impl Runner<'_> {
                     },
                 );
             }
+            if let Some(step) = held {
+                return Progress {
+                    results,
+                    stop: Stop::NeedsUser { step },
+                };
+            }
+            if !decide.is_empty() && results.len() < dag.nodes.len() {
+                return Progress {
+                    results,
+                    stop: Stop::Decision { after: decide },
+                };
+            }
         }
-        results.into_values().collect()
+        Progress {
+            results,
+            stop: Stop::Finished,
+        }
     }
+}
+
+/// Where [`Runner::resume`] stopped.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Stop {
+    /// Every step has a result.
+    Finished,
+    /// Steps the caller asked to decide after completed; others have yet to run.
+    Decision {
+        /// Those steps.
+        after: Vec<String>,
+    },
+    /// This step needs the user's approval or answers (it has no result yet).
+    NeedsUser {
+        /// The step.
+        step: String,
+    },
+}
+
+/// What [`Runner::resume`] did.
+#[derive(Clone, Debug)]
+pub struct Progress {
+    /// Results by node index: the ones given and the ones that ran.
+    pub results: BTreeMap<usize, StepResult>,
+    /// Why it stopped.
+    pub stop: Stop,
 }
 
 fn skipped(node: &super::build::DagNode, status: StepStatus, text: String) -> StepResult {

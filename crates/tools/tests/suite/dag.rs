@@ -408,3 +408,86 @@ async fn a_step_that_needs_the_user_is_not_asked_for() {
     assert!(user.approval_requests().is_empty());
     assert!(r.parallel_safe("careful") && !r.parallel_safe("missing"));
 }
+
+#[tokio::test]
+async fn a_run_stops_for_a_decision_and_for_the_user_and_resumes_without_rerunning() {
+    use std::collections::BTreeMap;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let runs = Arc::new(AtomicUsize::new(0));
+    let counted = |name: &str, asks: bool| -> Arc<dyn Tool> {
+        let runs = runs.clone();
+        Arc::new(Fake {
+            spec: ToolSpec {
+                name: name.into(),
+                description: String::new(),
+                input_schema: schema(json!({}), &[]),
+                output_schema: None,
+            },
+            read_only: true,
+            asks,
+            run: Arc::new(move |_| {
+                runs.fetch_add(1, Ordering::SeqCst);
+                Box::pin(async { Ok(ToolOutput::text("ok")) })
+            }),
+        })
+    };
+    let r = registry(vec![
+        counted("list", false),
+        counted("careful", true),
+        counted("sum", false),
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    let env = env(dir.path(), Arc::new(ScriptedInteraction::default()));
+    let runner = Runner {
+        registry: &r,
+        env: &env,
+        role: "agent",
+        cancel: CancellationToken::new(),
+        events: None,
+    };
+    let mut sum = step("sum", "sum", json!({}));
+    sum.depends_on = vec!["careful".into()];
+    let mut careful = step("careful", "careful", json!({}));
+    careful.depends_on = vec!["list".into()];
+    let d = dag::build(&[step("list", "list", json!({})), careful, sum], &r).unwrap();
+
+    // A decision after `list`: the rest waits.
+    let p = runner
+        .resume(&d, BTreeMap::new(), &["list".into()], true)
+        .await;
+    assert_eq!(
+        p.stop,
+        dag::Stop::Decision {
+            after: vec!["list".into()]
+        }
+    );
+    assert_eq!(p.results.len(), 1);
+    // Going on: `careful` needs the user; held without a result, `sum` not reached.
+    let p = runner.resume(&d, p.results, &[], true).await;
+    assert_eq!(
+        p.stop,
+        dag::Stop::NeedsUser {
+            step: "careful".into()
+        }
+    );
+    assert_eq!(p.results.len(), 1);
+    // The caller ran it where the user could answer; the run ends without running `list`
+    // again.
+    let mut done = p.results;
+    done.insert(
+        1,
+        dag::StepResult {
+            id: "careful".into(),
+            tool: "careful".into(),
+            status: StepStatus::Ok,
+            args: Some(json!({})),
+            text: "approved and done".into(),
+            data: None,
+            duration_ms: 0,
+        },
+    );
+    let p = runner.resume(&d, done, &[], true).await;
+    assert_eq!(p.stop, dag::Stop::Finished);
+    assert_eq!(p.results.len(), 3);
+    assert_eq!(runs.load(Ordering::SeqCst), 2, "list and sum, once each");
+}
