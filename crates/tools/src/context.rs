@@ -33,6 +33,9 @@ pub struct ToolEnv {
     pub notes: Arc<Mutex<Vec<Note>>>,
     /// The tool knowledge graph's advice (speculation), if the runtime has one.
     pub advisor: Option<Arc<dyn crate::advice::ToolAdvisor>>,
+    /// Where paused tool DAG executions are kept (in memory unless the runtime gives the
+    /// workspace store's).
+    pub checkpoints: Arc<dyn crate::dag::Checkpoints>,
 }
 
 impl std::fmt::Debug for ToolEnv {
@@ -61,6 +64,7 @@ impl ToolEnv {
             base_commit: None,
             notes: Arc::default(),
             advisor: None,
+            checkpoints: Arc::new(crate::dag::MemoryCheckpoints::default()),
         }
     }
 

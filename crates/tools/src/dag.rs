@@ -13,6 +13,7 @@
 //! See `docs/tools.md` ("Tool DAGs") for the rules.
 
 pub mod build;
+pub mod exec;
 pub mod refs;
 pub mod run;
 pub mod schema;
@@ -20,6 +21,7 @@ pub mod schema;
 pub use build::{
     Binding, Catalog, Dag, DagEdge, DagError, DagNode, EdgeKind, Step, build, given_earlier,
 };
+pub use exec::{Checkpoints, Decision, Execution, MemoryCheckpoints, StoreCheckpoints};
 pub use refs::StepOutput;
 pub use run::{
     DagEvent, Deferring, ParallelCall, Progress, Runner, StepResult, StepStatus, Stop,
