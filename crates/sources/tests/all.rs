@@ -1,1 +1,3 @@
+//! Integration tests of trellis-sources.
+
 mod suite;

@@ -247,7 +247,7 @@ impl Source for DocsSource {
             let n = request.queries.len();
             let web = async {
                 if me.web.unavailable().is_some() {
-                    return Ok(Vec::new());
+                    return Err(Box::new(Error::NetworkDenied) as SourceError);
                 }
                 me.web
                     .run(
