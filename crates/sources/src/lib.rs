@@ -20,6 +20,7 @@ mod cache;
 mod clock;
 mod config;
 mod error;
+mod http;
 mod limit;
 pub mod osv;
 pub mod web;

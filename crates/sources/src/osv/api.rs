@@ -62,22 +62,6 @@ impl OsvApi {
         })
     }
 
-    async fn send(&self, req: reqwest::RequestBuilder) -> Result<Vec<u8>> {
-        let resp = req
-            .send()
-            .await
-            .map_err(|e| http_err(trellis_fetch::error_chain(&e)))?;
-        let status = resp.status();
-        let body = resp
-            .bytes()
-            .await
-            .map_err(|e| http_err(trellis_fetch::error_chain(&e)))?;
-        if !status.is_success() {
-            return Err(http_err(format!("HTTP {status}")));
-        }
-        Ok(body.to_vec())
-    }
-
     /// The advisories affecting `deps`, as the API sees them.
     pub(crate) async fn advisories(
         &self,
@@ -103,7 +87,7 @@ impl OsvApi {
                 .header(reqwest::header::CONTENT_TYPE, "application/json")
                 .body(body);
             let bytes = tokio::select! {
-                r = self.send(req) => r?,
+                r = crate::http::send("osv api", req) => r?,
                 () = cancel.cancelled() => return Err(Error::Cancelled),
             };
             let answer: BatchAnswer = serde_json::from_slice(&bytes)
@@ -130,7 +114,7 @@ impl OsvApi {
             }
             let req = self.http.get(format!("{}/v1/vulns/{id}", self.base));
             let bytes = tokio::select! {
-                r = self.send(req) => r?,
+                r = crate::http::send("osv api", req) => r?,
                 () = cancel.cancelled() => return Err(Error::Cancelled),
             };
             let a: Advisory = serde_json::from_slice(&bytes)

@@ -135,22 +135,7 @@ impl Backend {
         {
             req = req.bearer_auth(key);
         }
-        let resp = req
-            .send()
-            .await
-            .map_err(|e| http_err(trellis_fetch::error_chain(&e)))?;
-        let status = resp.status();
-        let body = resp
-            .bytes()
-            .await
-            .map_err(|e| http_err(trellis_fetch::error_chain(&e)))?;
-        if !status.is_success() {
-            let text = String::from_utf8_lossy(&body);
-            return Err(http_err(format!(
-                "HTTP {status}: {}",
-                text.chars().take(200).collect::<String>()
-            )));
-        }
+        let body = crate::http::send(self.name(), req).await?;
         let hits = match self.kind {
             WebBackend::Searxng => parse_searxng(&body),
             WebBackend::Brave => parse_brave(&body),
