@@ -193,3 +193,71 @@ fn the_sources_section_is_checked_by_the_configuration() {
         .to_string();
     assert!(err.contains("did you mean `sources.web.backend`"), "{err}");
 }
+
+/// A source that answers after a long time, with a timeout of its own.
+struct Slow;
+
+impl trellis_agents::retrieval::Source for Slow {
+    fn name(&self) -> &str {
+        "web_search"
+    }
+
+    fn search(
+        &self,
+        request: trellis_agents::retrieval::SourceRequest,
+        cancel: CancellationToken,
+    ) -> futures::future::BoxFuture<
+        'static,
+        Result<Vec<Vec<trellis_agents::PackedItem>>, trellis_agents::retrieval::SourceError>,
+    > {
+        Box::pin(async move {
+            tokio::select! {
+                () = tokio::time::sleep(std::time::Duration::from_secs(30)) => {}
+                () = cancel.cancelled() => {}
+            }
+            Ok(vec![Vec::new(); request.queries.len()])
+        })
+    }
+
+    fn timeout(&self) -> Option<std::time::Duration> {
+        Some(std::time::Duration::from_millis(200))
+    }
+}
+
+#[tokio::test]
+async fn a_source_with_its_own_timeout_is_cut_at_it() {
+    let ws = workspace();
+    let plan = plan();
+    let strategy = strategy_of(&plan).unwrap();
+    let stages: Vec<_> = plan.planned.iter().map(|p| p.context.clone()).collect();
+    let agent = RetrievalAgent::new(
+        ws.path(),
+        IndexConfig::default(),
+        None,
+        Arc::new(ScriptedProvider::new([])),
+        RetrievalOptions::default(),
+    )
+    .with_source(Arc::new(Slow));
+    agent
+        .prepare(&strategy, None, CancellationToken::new())
+        .await
+        .unwrap();
+    let t = std::time::Instant::now();
+    let packs = agent
+        .upfront(TASK, &strategy, &stages, CancellationToken::new())
+        .await
+        .unwrap();
+    // The agent's own source timeout is 5 s; the source's 200 ms applies.
+    assert!(
+        t.elapsed() < std::time::Duration::from_secs(4),
+        "{:?}",
+        t.elapsed()
+    );
+    let web = packs["code_generation"]
+        .sources
+        .iter()
+        .find(|s| s.name == "web_search")
+        .unwrap();
+    assert!(web.timed_out, "{web:?}");
+    assert_eq!(web.error.as_deref(), Some("no answer within 200 ms"));
+}
