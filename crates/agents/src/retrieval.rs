@@ -94,6 +94,7 @@ struct SourceRun {
     elapsed_ms: u64,
     timed_out: bool,
     error: Option<String>,
+    skipped: Option<String>,
 }
 
 /// The retrieval agent of one workspace.
@@ -150,6 +151,22 @@ impl RetrievalAgent {
         self.plugins.retain(|p| p.name() != source.name());
         self.plugins.push(source);
         self
+    }
+
+    /// The index's own source of that name (`doc_retrieval`, `codebase_semantic_search`, …),
+    /// e.g. for a plug-in that extends it rather than replacing it; `None` for names the
+    /// index does not serve.
+    pub fn index_source(&self, name: &str) -> Option<Arc<dyn Source>> {
+        let spec = ContextSource {
+            source: name.to_owned(),
+            ..ContextSource::default()
+        };
+        source_categories(&spec, true).map(|_| {
+            Arc::new(IndexSource {
+                name: name.to_owned(),
+                pool: self.pool.clone(),
+            }) as Arc<dyn Source>
+        })
     }
 
     /// The options.
@@ -468,7 +485,19 @@ impl RetrievalAgent {
             };
             let token = cancel.child_token();
             let name = route.spec.source.clone();
+            let skipped = source.unavailable();
+            let timeout = source.timeout().unwrap_or(timeout);
             Some(async move {
+                if let Some(reason) = skipped {
+                    let run = SourceRun {
+                        lists: HashMap::new(),
+                        elapsed_ms: 0,
+                        timed_out: false,
+                        error: None,
+                        skipped: Some(reason),
+                    };
+                    return (name, run);
+                }
                 let t = Instant::now();
                 let result =
                     tokio::time::timeout(timeout, source.search(request, token.clone())).await;
@@ -481,18 +510,21 @@ impl RetrievalAgent {
                         elapsed_ms,
                         timed_out: false,
                         error: None,
+                        skipped: None,
                     },
                     Ok(Err(e)) => SourceRun {
                         lists: HashMap::new(),
                         elapsed_ms,
                         timed_out: false,
                         error: Some(e.to_string()),
+                        skipped: None,
                     },
                     Err(_) => SourceRun {
                         lists: HashMap::new(),
                         elapsed_ms,
                         timed_out: true,
                         error: Some(format!("no answer within {} ms", timeout.as_millis())),
+                        skipped: None,
                     },
                 };
                 (name, run)
@@ -545,7 +577,10 @@ impl RetrievalAgent {
                     });
                 }
             }
-            if run.timed_out {
+            if let Some(reason) = &run.skipped {
+                p.notes
+                    .push(format!("source `{name}` not searched: {reason}"));
+            } else if run.timed_out {
                 p.notes.push(format!(
                     "source `{name}` timed out after {} ms",
                     run.elapsed_ms
@@ -561,6 +596,7 @@ impl RetrievalAgent {
                 elapsed_ms: run.elapsed_ms,
                 timed_out: run.timed_out,
                 error: run.error.clone(),
+                skipped: run.skipped.clone(),
             });
         }
         let mut ranked = pack::fuse(&lists);

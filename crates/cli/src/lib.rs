@@ -20,6 +20,7 @@ mod review;
 mod runs;
 mod serve;
 mod session;
+mod sources;
 mod steer;
 mod tools;
 mod usage;

@@ -48,6 +48,11 @@ pub enum StrategyArg {
 pub struct SearchArgs {
     /// What to look for.
     pub query: String,
+    /// Ask a retrieval source outside the index instead (`[sources]`): `web_search`,
+    /// `doc_retrieval` (the documentation sites) or `cve_database` (OSV advisories affecting
+    /// the workspace's lockfiles).
+    #[arg(long, value_name = "NAME")]
+    pub source: Option<String>,
     /// Which corpus and chunking to search.
     #[arg(long, value_enum, default_value_t = StrategyArg::Code)]
     pub strategy: StrategyArg,
@@ -156,9 +161,12 @@ pub fn handles(command: &Commands) -> bool {
 /// Runs an index, search or map command.
 pub fn execute(repo: &Path, overrides: &[String], command: Commands) -> anyhow::Result<ExitCode> {
     // Section `index` of the layered configuration (defaults when absent).
-    let config: IndexConfig =
-        crate::models::load_config(repo, overrides)?.section_serde("index")?;
+    let layered = crate::models::load_config(repo, overrides)?;
+    let config: IndexConfig = layered.section_serde("index")?;
     match command {
+        Commands::Search(args) if args.source.is_some() => {
+            crate::sources::search(repo, &layered, &args)
+        }
         Commands::Index(args) => index(repo, config, &args),
         Commands::Search(args) => search(repo, config, &args),
         Commands::Map(args) => map(repo, config, &args),

@@ -35,6 +35,7 @@ pub const SECTIONS: &[&str] = &[
     "context", // trellis-agents: input caps, summarisation, tool-output handles
     "mcp",     // trellis-mcp: MCP servers whose tools agents use
     "lsp",     // trellis-lsp: language server commands
+    "sources", // trellis-sources: web search, documentation sites, OSV advisories
 ];
 
 /// Where to look for configuration.

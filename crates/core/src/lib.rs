@@ -87,6 +87,8 @@ pub struct Runtime {
     pub context: trellis_agents::ContextConfig,
     /// The `[index]` section.
     pub index: IndexConfig,
+    /// The `[sources]` section: web search, documentation sites, OSV advisories.
+    pub sources: trellis_sources::SourcesConfig,
     /// Roles (built-in, `.trellis/agents`, configured directories).
     pub roles: RoleCatalog,
     /// Workflows (built-in, `.trellis/workflows`, `--workflows-dir`).
@@ -136,6 +138,7 @@ impl Runtime {
         let context: trellis_agents::ContextConfig = config.section("context")?;
         context.validate()?;
         let index: IndexConfig = config.section_serde("index")?;
+        let sources: trellis_sources::SourcesConfig = config.section(trellis_sources::SECTION)?;
         let mcp: trellis_mcp::McpConfig = config.section_serde("mcp")?;
         let mcp = trellis_mcp::McpHub::new(&repo, &mcp)?;
         let lsp: trellis_lsp::LspConfig = config.section_serde("lsp")?;
@@ -156,6 +159,7 @@ impl Runtime {
             agents,
             context,
             index,
+            sources,
             roles,
             catalog,
             store,

@@ -130,10 +130,21 @@ impl RunContext {
                     }
                     Err(e) => return Err(e.to_string()),
                 };
-                Ok(Arc::new(
+                let agent =
                     RetrievalAgent::new(&rt.repo, rt.index.clone(), embedder, provider, options)
-                        .with_source(Arc::new(LspSource::new(rt.code_intel()))),
-                ))
+                        .with_source(Arc::new(LspSource::new(rt.code_intel())));
+                // Web search, documentation sites, OSV advisories (`[sources]`); those not
+                // configured are reported as such by the packs.
+                let local_docs = agent.index_source(trellis_sources::DOCS_SOURCE);
+                let agent = trellis_sources::sources(
+                    &rt.sources,
+                    &rt.repo,
+                    rt.tools.policy.network,
+                    local_docs,
+                )
+                .into_iter()
+                .fold(agent, RetrievalAgent::with_source);
+                Ok(Arc::new(agent))
             })
             .await
             .cloned()

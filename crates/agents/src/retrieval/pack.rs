@@ -176,6 +176,14 @@ pub(crate) fn render(pack: &StagePack) -> String {
             pack.external_sources.join(", ")
         );
     }
+    let skipped: Vec<String> = pack
+        .sources
+        .iter()
+        .filter_map(|r| Some(format!("{} ({})", r.name, r.skipped.as_deref()?)))
+        .collect();
+    if !skipped.is_empty() {
+        let _ = writeln!(s, "Unavailable sources: {}", skipped.join("; "));
+    }
     if pack.items.is_empty() {
         s.push_str("\nNothing relevant was found.\n");
     }
@@ -185,11 +193,16 @@ pub(crate) fn render(pack: &StagePack) -> String {
             .as_deref()
             .or(it.section.as_deref())
             .unwrap_or(it.kind.as_str());
-        let _ = write!(
-            s,
-            "\n### {}:{}-{} ({what}) — {}",
-            it.path, it.start_line, it.end_line, it.source
-        );
+        // Web pages and advisories are URLs without lines.
+        let _ = if it.start_line == 0 && it.end_line == 0 {
+            write!(s, "\n### {} ({what}) — {}", it.path, it.source)
+        } else {
+            write!(
+                s,
+                "\n### {}:{}-{} ({what}) — {}",
+                it.path, it.start_line, it.end_line, it.source
+            )
+        };
         if let Some(n) = &it.note {
             let _ = write!(s, "; {n}");
         }

@@ -3,12 +3,15 @@
 //! Every source of a strategy (`codebase_semantic_search`, `decision_log_search`, …) runs as
 //! its own task with its own timeout, so one slow or failing source never holds up or fails a
 //! retrieval. The index serves the sources it knows ([`source_categories`]); other sources
-//! (web search, a CVE database) can be plugged in with
-//! [`RetrievalAgent::with_source`](crate::retrieval::RetrievalAgent::with_source).
+//! (web search, a CVE database: crate `trellis-sources`) are plugged in with
+//! [`RetrievalAgent::with_source`](crate::retrieval::RetrievalAgent::with_source). A plugged-in
+//! source that cannot be searched now (not configured, network denied) says why in
+//! [`Source::unavailable`]; the agent reports the reason and does not call it.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
 
 use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
@@ -47,6 +50,19 @@ pub trait Source: Send + Sync {
         request: SourceRequest,
         cancel: CancellationToken,
     ) -> BoxFuture<'static, Result<Vec<Vec<PackedItem>>, SourceError>>;
+
+    /// Why the source cannot be searched now (`not configured: set …`, `network denied by
+    /// tools.policy.network`), or `None` when it can. An unavailable source is reported in
+    /// the pack (`sources[].skipped` and a note), never called and never an error.
+    fn unavailable(&self) -> Option<String> {
+        None
+    }
+
+    /// The time this source gets for all its queries, when it differs from the agent's
+    /// `source_timeout` (a source with its own configured timeout).
+    fn timeout(&self) -> Option<Duration> {
+        None
+    }
 }
 
 /// Hands an [`Embedder`] shared by the agent to index handles (which own a `Box`), caching

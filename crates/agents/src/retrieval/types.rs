@@ -154,6 +154,9 @@ pub struct SourceReport {
     /// What went wrong, if anything.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// Why the source was not searched (not configured, network denied), if it was not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<String>,
 }
 
 /// The context prepared for one stage.

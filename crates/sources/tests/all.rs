@@ -1,0 +1,10 @@
+//! Integration tests of trellis-sources.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    clippy::print_stderr,
+    missing_docs
+)]
+
+mod suite;

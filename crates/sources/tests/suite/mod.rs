@@ -1,0 +1,4 @@
+mod agent;
+mod fake;
+mod osv;
+mod web;
