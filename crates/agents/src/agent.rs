@@ -194,7 +194,7 @@ struct Saved {
     history: Vec<(String, Value)>,
     /// Calls run ahead of the model, waiting to be asked for.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    speculated: Vec<speculate::Speculated>,
+    speculated: Vec<trellis_tools::speculate::Speculated>,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
