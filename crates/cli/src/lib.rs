@@ -172,6 +172,12 @@ pub fn run(mut cli: Cli) -> anyhow::Result<ExitCode> {
     if let Commands::Models(cmd) = &cli.command {
         return rt.block_on(models::execute(cmd, &repo, &cli.config));
     }
+    if let Commands::Mcp(cmd) = &cli.command
+        && cmd.gateway
+    {
+        let store = open_store(&cli)?;
+        return rt.block_on(mcp::gateway(cmd, &repo, &cli.config, store));
+    }
     if let Commands::Mcp(cmd) = cli.command {
         return rt.block_on(mcp::execute(cmd, &repo, &cli.config));
     }

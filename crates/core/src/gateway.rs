@@ -157,11 +157,12 @@ impl Gateway {
         })
     }
 
-    /// Starts the servers and waits at most `wait` for them; returns their statuses (a
-    /// server that failed shows there, with its reason: the gateway serves the others).
-    pub async fn start(&self, wait: Duration) -> Vec<ServerStatus> {
-        self.hub.start();
-        self.hub.settled(wait).await
+    /// Starts the servers and waits for them at most `mcp.startup_wait_secs` (a server
+    /// ready later is listed from then on; one that failed shows in
+    /// [`Gateway::status_lines`] with its reason, and the gateway serves the others).
+    pub async fn start(&self) -> Vec<ServerStatus> {
+        self.hub.ready_for_run().await;
+        self.hub.status()
     }
 
     /// One line per server for the log: its state, tools and last error.

@@ -306,8 +306,8 @@ impl GatewaySession {
     async fn wait_ahead(&self, tool: &str, args: &Value) {
         let running = |st: &State| st.running.iter().any(|(t, a)| t == tool && a == args);
         let mut rx = self.ahead.subscribe();
-        let limit = Duration::from_millis(self.gateway.config.speculation.max_ms)
-            + Duration::from_secs(1);
+        let limit =
+            Duration::from_millis(self.gateway.config.speculation.max_ms) + Duration::from_secs(1);
         let wait = async {
             while running(&self.state()) {
                 if rx.changed().await.is_err() {
@@ -329,5 +329,7 @@ impl Drop for GatewaySession {
 
 /// The state, even if a panic poisoned it.
 fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
-    state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    state
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
