@@ -41,7 +41,7 @@ impl CallAnswer {
 
 #[derive(Default)]
 struct State {
-    /// The hub tools listed to the client (the last listing and what `search_tools` found).
+    /// The tools listed to the client so far (listings and what `search_tools` found).
     listed: BTreeSet<String>,
     /// Whether the session has been listed its tools.
     has_listing: bool,
@@ -90,16 +90,18 @@ impl GatewaySession {
         lock(&self.state)
     }
 
-    /// The tools to list now: the meta tools, what `search_tools` found, and the hub tools
-    /// that fit the budget (all of them when it is off), by name.
+    /// The tools to list now, by name: the meta tools, what the session was listed before
+    /// and what `search_tools` found, and the hub tools that fit what that leaves of the
+    /// budget (all of them when it is off).
     pub fn list_tools(&self) -> Vec<GatewayTool> {
         let g = &self.gateway;
         let exposed = g.exposed();
         let meta = g.meta();
         let mut st = self.state();
+        // What the session was listed once stays listed (its client may hold on to it).
         let (found, rest): (Vec<GatewayTool>, Vec<GatewayTool>) = exposed
             .into_iter()
-            .partition(|t| st.discovered.contains(&t.name));
+            .partition(|t| st.listed.contains(&t.name) || st.discovered.contains(&t.name));
         let chosen: Vec<String> = match g.budget() {
             None => rest.iter().map(|t| t.name.clone()).collect(),
             Some(budget) => {
@@ -121,7 +123,7 @@ impl GatewaySession {
         let mut tools = meta;
         tools.extend(found);
         tools.extend(rest.into_iter().filter(|t| chosen.contains(&t.name)));
-        st.listed = tools.iter().map(|t| t.name.clone()).collect();
+        st.listed.extend(tools.iter().map(|t| t.name.clone()));
         st.has_listing = true;
         tools.sort_by(|a, b| a.name.cmp(&b.name));
         tools
