@@ -113,16 +113,7 @@ impl ServerHandler for GatewayServer {
 
 /// Serves a session of `gateway` on stdin/stdout until the client closes the connection.
 pub async fn serve_gateway_stdio(gateway: &Arc<Gateway>) -> Result<(), Error> {
-    use rmcp::ServiceExt as _;
-    let running = GatewayServer::new(gateway)
-        .serve(rmcp::transport::stdio())
-        .await
-        .map_err(|e| Error::Mcp(e.to_string()))?;
-    running
-        .waiting()
-        .await
-        .map_err(|e| Error::Mcp(e.to_string()))?;
-    Ok(())
+    crate::serve_stdio(GatewayServer::new(gateway)).await
 }
 
 /// Serves `gateway` over Streamable HTTP (as [`crate::serve_http`]), a session per client.

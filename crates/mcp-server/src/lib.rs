@@ -200,8 +200,9 @@ impl ServerHandler for CodeServer {
     }
 }
 
-/// Serves `server` on stdin/stdout until the client closes the connection.
-pub async fn serve_stdio(server: CodeServer) -> Result<(), Error> {
+/// Serves `server` (a [`CodeServer`], a [`GatewayServer`]) on stdin/stdout until the client
+/// closes the connection.
+pub async fn serve_stdio<S: ServerHandler>(server: S) -> Result<(), Error> {
     use rmcp::ServiceExt as _;
     let running = server
         .serve(rmcp::transport::stdio())
