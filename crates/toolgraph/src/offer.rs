@@ -172,3 +172,56 @@ impl ToolCatalog {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn catalog() -> ToolCatalog {
+        let tool = |name: &str, description: &str| ToolEntry::of(name, description, &json!({}));
+        ToolCatalog::new(vec![
+            tool("srv__alpha", "reads the weather forecast"),
+            tool("srv__beta", "adds two numbers"),
+            tool("srv__gamma", "echoes a message"),
+        ])
+    }
+
+    #[test]
+    fn everything_fits_or_the_best_then_the_rest_by_name_within_the_budget() {
+        let c = catalog();
+        let cost = |_: &ToolEntry| 10;
+        let all = c.offer("", 100, 5, 3, &cost, false).unwrap();
+        assert_eq!(all.chosen.len(), 3);
+        assert_eq!(all.left_out, 0);
+        // 28 tokens: 5 fixed and 3 for search_tools leave room for two tools of 10.
+        let some = c.offer("sum of numbers", 28, 5, 3, &cost, false).unwrap();
+        assert_eq!(some.chosen, ["srv__beta"]);
+        assert_eq!(some.left_out, 2);
+        let filled = c.offer("sum of numbers", 28, 5, 3, &cost, true).unwrap();
+        assert_eq!(filled.chosen, ["srv__beta", "srv__alpha"]);
+        let none = c.offer("", 10, 5, 3, &cost, true).unwrap();
+        assert!(none.chosen.is_empty());
+    }
+
+    #[test]
+    fn search_tools_answers_with_schemas_or_says_what_is_wrong() {
+        let c = catalog();
+        let found = c.search_tools(&json!({"query": "add numbers"}), 8);
+        assert!(!found.is_error);
+        assert_eq!(found.tools, ["srv__beta"]);
+        assert!(
+            found
+                .text
+                .contains("## srv__beta\nadds two numbers\narguments: {}")
+        );
+        assert!(c.search_tools(&json!({"query": " "}), 8).is_error);
+        assert!(c.search_tools(&json!({"q": "x"}), 8).is_error);
+        assert!(
+            c.search_tools(&json!({"query": "zebra"}), 8)
+                .tools
+                .is_empty()
+        );
+    }
+}
