@@ -13,6 +13,7 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::Value;
 use trellis_core::gateway::{Gateway, GatewaySession, GatewayTool};
+use trellis_protocol::canonical::canonical;
 
 use crate::Error;
 
@@ -37,9 +38,10 @@ impl GatewayServer {
     }
 }
 
-/// The MCP tool of a gateway tool (annotations as the server sent them).
+/// The MCP tool of a gateway tool (annotations as the server sent them; schemas with their
+/// keys sorted, so what the client sees does not depend on serde_json's map order).
 fn tool(t: GatewayTool) -> Tool {
-    let object = |v: Value| match v {
+    let object = |v: Value| match canonical(v) {
         Value::Object(m) => m,
         _ => JsonObject::new(),
     };
@@ -106,7 +108,7 @@ impl ServerHandler for GatewayServer {
         } else {
             CallToolResult::success(vec![ContentBlock::text(answer.text)])
         };
-        result.structured_content = answer.data;
+        result.structured_content = answer.data.map(canonical);
         Ok(CallToolResponse::Complete(result))
     }
 }
