@@ -9,7 +9,7 @@ use trellis_test_support::TempWorkspace;
 use super::common::*;
 use super::mock::*;
 
-fn everything() -> PathBuf {
+pub(super) fn everything() -> PathBuf {
     let p = Path::new(env!("CARGO_MANIFEST_DIR")).join(
         "../mcp/tests/peers/node_modules/@modelcontextprotocol/server-everything/dist/index.js",
     );
