@@ -175,8 +175,7 @@ pub fn run(mut cli: Cli) -> anyhow::Result<ExitCode> {
     if let Commands::Mcp(cmd) = &cli.command
         && cmd.gateway
     {
-        let store = open_store(&cli)?;
-        return rt.block_on(mcp::gateway(cmd, &repo, &cli.config, store));
+        return rt.block_on(mcp::gateway(cmd, &repo, &cli.config, || open_store(&cli)));
     }
     if let Commands::Mcp(cmd) = cli.command {
         return rt.block_on(mcp::execute(cmd, &repo, &cli.config));

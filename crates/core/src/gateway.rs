@@ -47,6 +47,12 @@ pub use session::{CallAnswer, GatewaySession};
 use crate::error::{Error, Result};
 use crate::toolknow::ToolKnowledge;
 
+/// What the gateway says when `[mcp.servers]` is empty.
+pub const NO_SERVERS: &str = "no MCP servers are configured: the gateway serves the tools of \
+     the servers in [mcp.servers]; add one to .trellis/config.toml, e.g.\n\n  \
+     [mcp.servers.time]\n  command = \"uvx\"\n  args = [\"mcp-server-time\"]\n\n\
+     (or -c mcp.servers.NAME.command=…; see docs/mcp.md)";
+
 /// The allow-list key of the gateway's calls.
 const ROLE: &str = "gateway";
 
@@ -119,13 +125,7 @@ impl Gateway {
         store: Option<Arc<Store>>,
     ) -> Result<Self> {
         if mcp.servers.is_empty() {
-            return Err(Error::Gateway(
-                "no MCP servers are configured: the gateway serves the tools of the servers in \
-                 [mcp.servers]; add one to .trellis/config.toml, e.g.\n\n  \
-                 [mcp.servers.time]\n  command = \"uvx\"\n  args = [\"mcp-server-time\"]\n\n\
-                 (or -c mcp.servers.NAME.command=…; see docs/mcp.md)"
-                    .into(),
-            ));
+            return Err(Error::Gateway(NO_SERVERS.into()));
         }
         let hub = McpHub::new(root, &mcp)?;
         let mut registry = Registry::new().with_source(Arc::new(hub.clone()));

@@ -305,4 +305,8 @@ fn mcp_gateway_without_servers_says_how_to_add_one() {
         "{stderr}"
     );
     assert!(out.stdout.is_empty(), "stdout carries only MCP");
+    assert!(
+        !ws.path().join(".trellis/trellis.db").exists(),
+        "no store is created for nothing"
+    );
 }
