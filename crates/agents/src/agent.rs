@@ -192,10 +192,10 @@ struct Saved {
     /// The completed calls of the activation, oldest first: what the tool knowledge graph
     /// predicts from, and what speculative calls' arguments come from.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    history: Vec<speculate::Done>,
+    history: Vec<trellis_tools::speculate::Done>,
     /// Calls run ahead of the model, waiting to be asked for.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    speculated: Vec<speculate::Speculated>,
+    speculated: Vec<trellis_tools::speculate::Speculated>,
     /// How many of `history`'s first calls were run ahead by foresight (their results are
     /// in the prompt); the rest are the model's.
     #[serde(default)]

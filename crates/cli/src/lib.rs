@@ -173,6 +173,11 @@ pub fn run(mut cli: Cli) -> anyhow::Result<ExitCode> {
     if let Commands::Models(cmd) = &cli.command {
         return rt.block_on(models::execute(cmd, &repo, &cli.config));
     }
+    if let Commands::Mcp(cmd) = &cli.command
+        && cmd.gateway
+    {
+        return rt.block_on(mcp::gateway(cmd, &repo, &cli.config, || open_store(&cli)));
+    }
     if let Commands::Mcp(cmd) = cli.command {
         return rt.block_on(mcp::execute(cmd, &repo, &cli.config));
     }

@@ -1,9 +1,11 @@
 //! `trellis mcp`: the workspace's code intelligence as an MCP server on stdio; `trellis mcp
-//! list`: the MCP servers of `[mcp.servers]`, each started as a run would start it, with its
-//! state, tools and last error.
+//! --gateway`: the workspace's MCP servers behind the tool-schema budget, `search_tools`,
+//! `execute_dag` and speculation; `trellis mcp list`: the MCP servers of `[mcp.servers]`,
+//! each started as a run would start it, with its state, tools and last error.
 
 use std::path::Path;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
@@ -27,6 +29,11 @@ pub struct McpArgs {
     /// `$XDG_CONFIG_HOME/trellis/serve-token`).
     #[arg(long, value_name = "PATH", requires = "http")]
     pub token_file: Option<std::path::PathBuf>,
+    /// Serve the tools of the MCP servers in `[mcp.servers]` instead: the ones that fit
+    /// `tools.gateway.budget_tokens`, plus `search_tools` and `execute_dag`; every call is
+    /// learned into the tool knowledge graph and predicted safe calls run ahead.
+    #[arg(long)]
+    pub gateway: bool,
 }
 
 /// `trellis mcp` subcommands.
@@ -122,6 +129,42 @@ pub async fn execute(args: McpArgs, repo: &Path, overrides: &[String]) -> anyhow
     })
 }
 
+/// Serves the MCP gateway of `repo` on stdio until the client disconnects, or over HTTP
+/// until SIGINT/SIGTERM (server states and logs go to stderr).
+pub async fn gateway(
+    args: &McpArgs,
+    repo: &Path,
+    overrides: &[String],
+    store: impl FnOnce() -> anyhow::Result<trellis_store::Store>,
+) -> anyhow::Result<ExitCode> {
+    // Before the store is created: a workspace without servers gets nothing.
+    let mcp: McpConfig = load_config(repo, overrides)?.section_serde("mcp")?;
+    if mcp.servers.is_empty() {
+        anyhow::bail!(trellis_core::gateway::NO_SERVERS);
+    }
+    let gateway = trellis_core::gateway::Gateway::open(repo, overrides, Arc::new(store()?))?;
+    let gateway = Arc::new(gateway);
+    gateway.start().await;
+    for line in gateway.status_lines() {
+        eprintln!("trellis mcp --gateway: {line}");
+    }
+    let served = match args.http {
+        None => trellis_mcp_server::serve_gateway_stdio(&gateway)
+            .await
+            .map_err(anyhow::Error::from),
+        Some(addr) => {
+            let g = gateway.clone();
+            serve_http(addr, args, move |listener, authorize, stop| {
+                trellis_mcp_server::serve_gateway_http(g, listener, authorize, stop)
+            })
+            .await
+        }
+    };
+    gateway.stop(Duration::from_secs(5)).await;
+    served?;
+    Ok(ExitCode::SUCCESS)
+}
+
 /// Serves the code intelligence of `repo` on stdio until the client disconnects (only MCP
 /// goes to stdout; progress and logs go to stderr), or over HTTP until SIGINT/SIGTERM.
 async fn serve(repo: &Path, overrides: &[String], args: &McpArgs) -> anyhow::Result<ExitCode> {
@@ -135,6 +178,29 @@ async fn serve(repo: &Path, overrides: &[String], args: &McpArgs) -> anyhow::Res
         trellis_mcp_server::serve_stdio(server).await?;
         return Ok(ExitCode::SUCCESS);
     };
+    serve_http(addr, args, move |listener, authorize, stop| async move {
+        let server = trellis_mcp_server::CodeServer::open(&root, config, &lsp)?;
+        trellis_mcp_server::serve_http(server, listener, authorize, stop).await
+    })
+    .await?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `--http ADDR`: binds the loopback address, loads (or creates) the token, prints the
+/// address, and runs `serve` until SIGINT/SIGTERM.
+async fn serve_http<F, Fut>(
+    addr: std::net::SocketAddr,
+    args: &McpArgs,
+    serve: F,
+) -> anyhow::Result<()>
+where
+    F: FnOnce(
+        tokio::net::TcpListener,
+        trellis_mcp_server::Authorize,
+        tokio_util::sync::CancellationToken,
+    ) -> Fut,
+    Fut: std::future::Future<Output = Result<(), trellis_mcp_server::Error>>,
+{
     if !addr.ip().is_loopback() {
         anyhow::bail!(
             "--http {addr}: trellis mcp listens on loopback addresses only (127.0.0.1, ::1)"
@@ -149,7 +215,6 @@ async fn serve(repo: &Path, overrides: &[String], args: &McpArgs) -> anyhow::Res
         .await
         .map_err(|e| anyhow::anyhow!("--http {addr}: {e}"))?;
     let bound = listener.local_addr()?;
-    let server = trellis_mcp_server::CodeServer::open(&root, config, &lsp)?;
     println!("listening on http://{bound}/mcp");
     if token.created {
         eprintln!(
@@ -175,12 +240,11 @@ async fn serve(repo: &Path, overrides: &[String], args: &McpArgs) -> anyhow::Res
         on_signal.cancel();
     });
     let secret = token.token;
-    trellis_mcp_server::serve_http(
-        server,
+    serve(
         listener,
-        std::sync::Arc::new(move |given: &str| secret.matches(given)),
+        Arc::new(move |given: &str| secret.matches(given)),
         stop,
     )
     .await?;
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }

@@ -30,6 +30,9 @@ pub enum Error {
     /// MCP servers.
     #[error(transparent)]
     Mcp(#[from] trellis_mcp::Error),
+    /// The MCP gateway cannot serve.
+    #[error("{0}")]
+    Gateway(String),
     /// A run cannot be resumed.
     #[error("{0}")]
     Resume(String),

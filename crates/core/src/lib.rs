@@ -19,6 +19,7 @@
 pub mod code_intel;
 mod error;
 mod fork;
+pub mod gateway;
 mod handlers;
 pub mod merge;
 pub mod nodes;

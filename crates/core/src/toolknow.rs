@@ -12,7 +12,9 @@ use std::sync::{Arc, Mutex};
 
 use trellis_protocol::{SessionEvent, ToolStatus};
 use trellis_store::Store;
-use trellis_store::{NewSpeculation, SpeculationOutcome as Stored};
+use trellis_store::{
+    CallOutcome, EdgeObservation, NewSpeculation, NewToolExecution, SpeculationOutcome as Stored,
+};
 use trellis_toolgraph::{
     ExecutedCall, Execution, Mode, Suggestion, Thresholds, ToolCatalog, ToolEntry, ToolGraph,
 };
@@ -24,6 +26,8 @@ pub struct ToolKnowledge {
     graph: Mutex<Option<ToolGraph>>,
     thresholds: Mutex<Option<Thresholds>>,
     learn: bool,
+    /// What speculations' outcomes are stored under (`agent`, `gateway`).
+    speculator: String,
 }
 
 impl std::fmt::Debug for ToolKnowledge {
@@ -42,6 +46,73 @@ impl ToolKnowledge {
             graph: Mutex::new(None),
             thresholds: Mutex::new(None),
             learn,
+            speculator: "agent".into(),
+        }
+    }
+
+    /// The same, storing speculations' outcomes under `context` (`gateway`) instead of
+    /// `agent`.
+    pub fn speculating_for(mut self, context: &str) -> Self {
+        self.speculator = context.to_owned();
+        self
+    }
+
+    /// Uses the graph's PageRank as `catalog`'s search prior (nothing when the graph is
+    /// empty or cannot be loaded).
+    pub fn set_prior(&self, catalog: &mut ToolCatalog) {
+        let set = self.with_graph(|g| {
+            if g.node_count() > 0 {
+                catalog.set_graph_prior(g)
+            } else {
+                Ok(())
+            }
+        });
+        if let Some(Err(e)) = set {
+            tracing::warn!(error = %e, "the tool knowledge graph's PageRank is unavailable");
+        }
+    }
+
+    /// Learns one call as it happens (the MCP gateway, whose session has no end to wait
+    /// for): `call` counts as a call of its tool, and, when `after` is the call before it in
+    /// the same session and `new_pair` says that pair was not observed in the session yet,
+    /// as an observation of the edge `after → call` (a pair counts once per session, as it
+    /// counts once per agent activation).
+    pub fn learn_step(
+        &self,
+        context: &str,
+        after: Option<&ExecutedCall>,
+        call: &ExecutedCall,
+        new_pair: bool,
+    ) {
+        if !self.learn {
+            return;
+        }
+        let edges = after
+            .filter(|a| new_pair && a.tool != call.tool)
+            .map(|a| EdgeObservation {
+                from: a.tool.clone(),
+                to: call.tool.clone(),
+                ok: a.ok && call.ok,
+            })
+            .into_iter()
+            .collect();
+        let record = NewToolExecution {
+            context: context.to_owned(),
+            calls: vec![CallOutcome {
+                tool: call.tool.clone(),
+                ok: call.ok,
+            }],
+            edges,
+            confidence: trellis_toolgraph::edge_confidence,
+        };
+        let store = &self.store;
+        let stored = self.with_graph(|g| {
+            store.record_tool_execution(record.clone())?;
+            g.apply(&record);
+            Ok::<_, trellis_store::Error>(())
+        });
+        if let Some(Err(e)) = stored {
+            tracing::warn!(error = %e, "the tool knowledge graph could not learn a call");
         }
     }
 
@@ -168,7 +239,7 @@ impl ToolAdvisor for ToolKnowledge {
 
     fn speculated(&self, tool: &str, confidence: f64, outcome: SpeculationOutcome) {
         let speculation = NewSpeculation {
-            context: "agent".into(),
+            context: self.speculator.clone(),
             tools: vec![tool.to_owned()],
             confidence,
             outcome: match outcome {

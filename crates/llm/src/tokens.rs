@@ -13,7 +13,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::types::ChatRequest;
+use crate::types::{ChatRequest, ToolSpec};
 
 /// A prompt token count.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -47,6 +47,16 @@ fn texts(request: &ChatRequest) -> impl Iterator<Item = String> + '_ {
         .iter()
         .map(|f| trellis_protocol::canonical::to_canonical_string(&f.schema).unwrap_or_default());
     messages.chain(tools).chain(schema)
+}
+
+/// A tool definition's cost in a prompt: the estimate of a request carrying only it (the
+/// schema budget's unit, for agents and the MCP gateway).
+pub fn estimate_tool(spec: &ToolSpec) -> usize {
+    let request = ChatRequest {
+        tools: vec![spec.clone()],
+        ..ChatRequest::new(Vec::new())
+    };
+    usize::try_from(estimate_request(&request).tokens).unwrap_or(usize::MAX)
 }
 
 /// The documented estimate: ⌈bytes / 4⌉ + 4 per message.

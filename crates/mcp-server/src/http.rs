@@ -2,6 +2,8 @@
 
 use std::sync::Arc;
 
+use rmcp::ServerHandler;
+
 use crate::{CodeServer, Error};
 
 /// Decides whether a bearer token is the right one (constant time, by the caller's token).
@@ -17,6 +19,20 @@ pub async fn serve_http(
     authorize: Authorize,
     shutdown: tokio_util::sync::CancellationToken,
 ) -> Result<(), Error> {
+    serve_http_with(move || server.clone(), listener, authorize, shutdown).await
+}
+
+/// [`serve_http`] for any handler: `session` makes the handler of each new MCP session.
+pub async fn serve_http_with<S, F>(
+    session: F,
+    listener: tokio::net::TcpListener,
+    authorize: Authorize,
+    shutdown: tokio_util::sync::CancellationToken,
+) -> Result<(), Error>
+where
+    S: ServerHandler + Send + 'static,
+    F: Fn() -> S + Send + Sync + 'static,
+{
     use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
     use rmcp::transport::streamable_http_server::{
         StreamableHttpServerConfig, StreamableHttpService,
@@ -39,12 +55,11 @@ pub async fn serve_http(
         .with_allowed_hosts(hosts)
         .with_allowed_origins(origins)
         .with_cancellation_token(shutdown.child_token());
-    let service: StreamableHttpService<CodeServer, LocalSessionManager> =
-        StreamableHttpService::new(
-            move || Ok(server.clone()),
-            Arc::new(LocalSessionManager::default()),
-            config,
-        );
+    let service: StreamableHttpService<S, LocalSessionManager> = StreamableHttpService::new(
+        move || Ok(session()),
+        Arc::new(LocalSessionManager::default()),
+        config,
+    );
     let router =
         axum::Router::new()
             .nest_service("/mcp", service)

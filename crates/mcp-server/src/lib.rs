@@ -12,7 +12,11 @@
 //! The language servers of the languages present in the workspace start in the background
 //! too (`[lsp] warm_for_mcp`, on by default), so the first call that needs one does not wait
 //! for its whole start.
+//!
+//! [`gateway`] serves `trellis mcp --gateway`: the workspace's configured MCP servers behind
+//! the tool-schema budget, `search_tools`, `execute_dag`, learning and speculation.
 
+pub mod gateway;
 mod http;
 pub mod tools;
 
@@ -24,7 +28,8 @@ use rmcp::model::{Implementation, ServerCapabilities, ServerConfig};
 use rmcp::{ServerHandler, tool_handler};
 use trellis_index::{Index, IndexConfig, UpdateOptions};
 
-pub use http::{Authorize, serve_http};
+pub use gateway::{GatewayServer, serve_gateway_http, serve_gateway_stdio};
+pub use http::{Authorize, serve_http, serve_http_with};
 pub use tools::index::{
     AstMapArgs, Hit, RepoMapArgs, RepoMapResult, SearchArgs, SearchResult, Symbol, SymbolAtArgs,
     Symbols, SymbolsArgs,
@@ -195,8 +200,9 @@ impl ServerHandler for CodeServer {
     }
 }
 
-/// Serves `server` on stdin/stdout until the client closes the connection.
-pub async fn serve_stdio(server: CodeServer) -> Result<(), Error> {
+/// Serves `server` (a [`CodeServer`], a [`GatewayServer`]) on stdin/stdout until the client
+/// closes the connection.
+pub async fn serve_stdio<S: ServerHandler>(server: S) -> Result<(), Error> {
     use rmcp::ServiceExt as _;
     let running = server
         .serve(rmcp::transport::stdio())

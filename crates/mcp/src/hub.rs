@@ -66,6 +66,10 @@ pub struct ToolInfo {
     pub read_only: bool,
     /// Offered to agents (`enabled_tools` / `disabled_tools`).
     pub offered: bool,
+    /// The server's annotations (`readOnlyHint`, `destructiveHint`, …), as it sent them
+    /// (for the gateway; not in `trellis mcp list --json`).
+    #[serde(skip)]
+    pub annotations: Option<serde_json::Value>,
 }
 
 /// A server's status, for `trellis mcp list` and the tools' error messages.
@@ -446,6 +450,10 @@ async fn list(server: &Arc<Server>, peer: &Peer<RoleClient>) -> Result<()> {
                 .and_then(|a| a.read_only_hint)
                 .unwrap_or(false),
             offered,
+            annotations: t
+                .annotations
+                .as_ref()
+                .and_then(|a| serde_json::to_value(a).ok()),
         });
         if offered {
             tools.push(Arc::new(McpTool::new(server.clone(), &t)));

@@ -212,6 +212,11 @@ impl ToolCatalog {
         &self.entries
     }
 
+    /// The PageRank prior of entry `i` (0 without a graph).
+    pub(crate) fn prior_of(&self, i: usize) -> f64 {
+        self.prior.get(i).copied().unwrap_or(0.0)
+    }
+
     /// The tool called `name`.
     pub fn get(&self, name: &str) -> Option<&ToolEntry> {
         self.by_name.get(name).map(|i| &self.entries[*i])

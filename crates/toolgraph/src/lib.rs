@@ -7,7 +7,8 @@
 //!   [`ToolGraph::path`] and [`ToolGraph::predict_next`] read, [`ToolGraph::to_dot`] and
 //!   [`ToolGraph::to_json`] export.
 //! - [`ToolCatalog`] searches tools for a query (BM25, optional embeddings, the PageRank
-//!   prior) and picks the ones that fit a token budget.
+//!   prior) and picks the ones that fit a token budget ([`ToolCatalog::offer`], with
+//!   [`ToolCatalog::search_tools`] for the ones left out).
 //! - [`suggest_dag`] turns an intent into a DAG of tools with a confidence, an execution
 //!   [`Mode`] and an [`Explanation`]; [`Thresholds`] adapts the speculation threshold to
 //!   how often speculative results were used.
@@ -21,6 +22,7 @@ mod export;
 mod graph;
 mod lexical;
 mod metrics;
+mod offer;
 mod suggest;
 mod thresholds;
 
@@ -28,6 +30,7 @@ pub use catalog::{Selection, ToolCatalog, ToolEntry};
 pub use error::{Error, Result};
 pub use export::{Export, ExportEdge, ExportNode};
 pub use graph::{EdgeStats, ExecutedCall, Execution, ToolGraph, edge_confidence};
+pub use offer::{Found, Offer, SEARCH_TOOLS, SEARCH_TOOLS_DESCRIPTION, search_tools_schema};
 pub use suggest::{
     Explanation, HITS, MAX_HOPS, STRONG_EDGE, Suggestion, suggest_dag, suggest_dag_with,
 };

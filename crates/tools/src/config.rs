@@ -43,6 +43,34 @@ pub struct ToolsConfig {
     pub budget: BudgetConfig,
     /// Speculative execution of the calls the tool knowledge graph predicts.
     pub speculation: SpeculationConfig,
+    /// `trellis mcp --gateway`: the configured MCP servers' tools for an MCP client.
+    pub gateway: GatewayConfig,
+}
+
+/// The `tools.gateway` section: what `trellis mcp --gateway` offers an MCP client.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct GatewayConfig {
+    /// Tokens the listed tools' schemas may take (the meta tools included); default
+    /// `tools.budget.share` of [`GatewayConfig::DEFAULT_WINDOW`] (6,400 with the default
+    /// share). `tools.budget.enabled = false` lists every tool.
+    pub budget_tokens: Option<usize>,
+}
+
+impl GatewayConfig {
+    /// The context window the default budget is a share of (the client's model is unknown).
+    pub const DEFAULT_WINDOW: u32 = 128_000;
+
+    /// The schema budget in tokens, `None` when the budget is off.
+    pub fn budget(&self, budget: &BudgetConfig) -> Option<usize> {
+        if !budget.enabled {
+            return None;
+        }
+        Some(
+            self.budget_tokens
+                .unwrap_or((f64::from(Self::DEFAULT_WINDOW) * budget.share.max(0.0)) as usize),
+        )
+    }
 }
 
 /// The `tools.speculation` section (seed 002 Pattern 3).

@@ -9,11 +9,14 @@
 //! - [`Runner`] executes a DAG through the [`crate::Registry`], reporting [`DagEvent`]s;
 //!   [`call_parallel`] runs a batch of independent calls (the agent loop's parallel tool
 //!   calls).
+//! - [`run_plan`] is the `execute_dag` tool (the agents' and the MCP gateway's): a plan's
+//!   arguments in, its report out.
 //!
 //! See `docs/tools.md` ("Tool DAGs") for the rules.
 
 pub mod build;
 pub mod exec;
+pub mod plan;
 pub mod refs;
 pub mod run;
 pub mod schema;
@@ -22,6 +25,7 @@ pub use build::{
     Binding, Catalog, Dag, DagEdge, DagError, DagNode, EdgeKind, Step, build, given_earlier,
 };
 pub use exec::{Checkpoints, Decision, Execution, MemoryCheckpoints, StoreCheckpoints};
+pub use plan::{EXECUTE_DAG, ExecuteDagInput, PlanReport, execute_dag_description, run_plan};
 pub use refs::StepOutput;
 pub use run::{
     DagEvent, Deferring, ParallelCall, Progress, Runner, StepResult, StepStatus, Stop,

@@ -34,14 +34,15 @@ pub mod policy;
 pub mod record;
 pub mod registry;
 pub mod review;
+pub mod speculate;
 pub mod tool;
 pub mod workspace;
 pub mod worktree;
 
 pub use advice::{AdviceMode, SpeculationOutcome, Suggested, ToolAdvisor};
 pub use config::{
-    Action, BudgetConfig, CommandRule, DagConfig, GraphConfig, PolicyConfig, ShellConfig,
-    ToolsConfig,
+    Action, BudgetConfig, CommandRule, DagConfig, GatewayConfig, GraphConfig, PolicyConfig,
+    ShellConfig, SpeculationConfig, ToolsConfig,
 };
 pub use context::{Decision, Note, ProgressFn, ToolContext, ToolEnv, ToolProgress};
 pub use error::{Error, Result};

@@ -11,49 +11,24 @@
 
 use std::ops::Range;
 
-use schemars::JsonSchema;
-use serde::Deserialize;
 use serde_json::Value;
 use trellis_llm::{ToolCall, ToolSpec};
 use trellis_protocol::ToolStatus;
-use trellis_tools::dag::{self, Runner, Step, StepStatus};
+use trellis_tools::dag::{self, Runner, Step};
+pub use trellis_tools::dag::{EXECUTE_DAG, ExecuteDagInput};
 use trellis_tools::tool::schema_for;
 
 use super::AgentRun;
-
-/// The tool agents submit plans with.
-pub const EXECUTE_DAG: &str = "execute_dag";
 
 /// Models with a smaller context window are not offered `execute_dag`: its schema costs
 /// ~300 tokens, and small local models do not plan multi-step calls.
 pub const EXECUTE_DAG_MIN_WINDOW: u32 = 16_384;
 
-/// How long a step's text may be in the `execute_dag` report before it is cut.
-const STEP_TEXT_MAX: usize = 4000;
-
-/// `execute_dag` arguments.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ExecuteDagInput {
-    /// The steps, in the order they would run one after another. Each names a tool and its
-    /// arguments; `"${step}"` or `"${step.field}"` in an argument is replaced by that earlier
-    /// step's output (or one of its fields), and a required argument left out is filled from
-    /// an earlier step's output of the same name or type.
-    pub steps: Vec<Step>,
-}
-
 /// The `execute_dag` tool's description, as offered to a model.
 pub fn execute_dag_spec(max_steps: usize) -> ToolSpec {
     ToolSpec {
         name: EXECUTE_DAG.into(),
-        description: format!(
-            "Run a plan of up to {max_steps} tool calls in one go. Steps that do not depend \
-             on each other run at the same time; a step's output flows into later steps \
-             through \"${{step}}\" / \"${{step.field}}\" in their arguments, or into a \
-             required argument you leave out. Use it when you already know the next calls \
-             (read three files; list, then read what you found). Steps that need the user's \
-             approval are not run: call those tools directly."
-        ),
+        description: dag::execute_dag_description(max_steps),
         parameters: schema_for::<ExecuteDagInput>(),
     }
 }
@@ -134,31 +109,6 @@ impl AgentRun {
     /// Runs an `execute_dag` call: the plan's DAG through the registry, every step checked
     /// against the agent's allow list; the report for the model.
     pub(super) async fn execute_dag(&self, args: &Value) -> (String, ToolStatus) {
-        let input: ExecuteDagInput = match serde_json::from_value(args.clone()) {
-            Ok(i) => i,
-            Err(e) => {
-                return (
-                    format!(
-                        "error: invalid arguments for `{EXECUTE_DAG}`: {e}; give {{\"steps\": [{{\"id\", \"tool\", \"args\"}}, …]}}"
-                    ),
-                    ToolStatus::Error,
-                );
-            }
-        };
-        let max = self.env.config.dag.max_steps;
-        if input.steps.len() > max {
-            return (
-                format!(
-                    "error: the plan has {} steps; at most {max} are allowed (tools.dag.max_steps) — split it",
-                    input.steps.len()
-                ),
-                ToolStatus::Error,
-            );
-        }
-        let graph = match dag::build(&input.steps, self.tools.as_ref()) {
-            Ok(g) => g,
-            Err(e) => return (format!("error: {e}"), ToolStatus::Error),
-        };
         let runner = Runner {
             registry: &self.tools,
             env: &self.env,
@@ -166,59 +116,7 @@ impl AgentRun {
             cancel: self.cancel.clone(),
             events: None,
         };
-        let results = runner.run(&graph).await;
-        if results.iter().any(|r| r.status == StepStatus::Cancelled) {
-            return ("cancelled".into(), ToolStatus::Cancelled);
-        }
-        let mut text = format!(
-            "DAG of {} steps in {} layers.\n",
-            graph.nodes.len(),
-            graph.layers.len()
-        );
-        for e in graph.edges.iter().filter(|e| e.data_path.is_some()) {
-            text.push_str(&format!(
-                "{} → {}: {}\n",
-                e.from,
-                e.to,
-                e.data_path.as_deref().unwrap_or_default()
-            ));
-        }
-        for (node, r) in graph.nodes.iter().zip(&results) {
-            let status = match r.status {
-                StepStatus::Ok => "ok",
-                StepStatus::Error => "error",
-                StepStatus::NeedsInput => "needs input",
-                StepStatus::Skipped => "skipped",
-                StepStatus::Cancelled => "cancelled",
-            };
-            text.push_str(&format!(
-                "\n## {} ({}, layer {}): {status}\n{}\n",
-                r.id,
-                r.tool,
-                node.layer,
-                cut(&r.text, STEP_TEXT_MAX)
-            ));
-        }
-        let ok = results.iter().all(|r| r.status == StepStatus::Ok);
-        (
-            text,
-            if ok {
-                ToolStatus::Ok
-            } else {
-                ToolStatus::Error
-            },
-        )
+        let report = dag::run_plan(&runner, args, self.env.config.dag.max_steps).await;
+        (report.text, report.status)
     }
-}
-
-/// `text` cut to about `max` bytes at a character boundary, saying so.
-fn cut(text: &str, max: usize) -> String {
-    if text.len() <= max {
-        return text.to_owned();
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}\n… ({} bytes cut)", &text[..end], text.len() - end)
 }

@@ -30,7 +30,7 @@ use trellis_tools::dag::{self, Catalog, Dag, Runner, Step, StepStatus, schema};
 use trellis_tools::{AdviceMode, SpeculationOutcome, Suggested, ToolAdvisor};
 
 use super::AgentRun;
-use super::speculate::{Done, Speculated};
+use trellis_tools::speculate::{Done, Speculated};
 
 /// What foresight adds to a fresh activation.
 #[derive(Debug, Default)]
@@ -284,8 +284,14 @@ impl AgentRun {
             if show {
                 out.history.push(done.clone());
             }
-            out.speculated
-                .push(Speculated::new(done, r.text, s.confidence, show));
+            out.speculated.push(Speculated {
+                tool: done.tool,
+                args: done.args,
+                content: r.text,
+                data: done.data,
+                confidence: s.confidence,
+                shown: show,
+            });
         }
         if ran.is_empty() {
             return fallback(s, "its first steps failed when run ahead");

@@ -9,7 +9,7 @@ use trellis_test_support::TempWorkspace;
 use super::common::*;
 use super::mock::*;
 
-fn everything() -> PathBuf {
+pub(super) fn everything() -> PathBuf {
     let p = Path::new(env!("CARGO_MANIFEST_DIR")).join(
         "../mcp/tests/peers/node_modules/@modelcontextprotocol/server-everything/dist/index.js",
     );
@@ -224,5 +224,89 @@ fn trellis_mcp_serves_code_intelligence_that_an_agent_uses_through_the_mcp_clien
     assert!(
         text.contains("inventory.py") && text.contains("\\\"start_line\\\":25"),
         "{text}"
+    );
+}
+
+/// `trellis mcp --gateway` on stdio: it answers initialize (with `tools.listChanged`) and
+/// tools/list (server-everything's tools within the budget, `search_tools`, `execute_dag`)
+/// while the broken server shows as failed on stderr.
+#[test]
+fn mcp_gateway_answers_initialize_and_tools_list_on_stdio() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::process::Stdio;
+
+    let ws = workspace("http://127.0.0.1:9/v1");
+    let mut child = args(isolated(ws.path()), &["mcp", "--gateway"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    for m in [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "cli-test", "version": "1"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
+    ] {
+        writeln!(stdin, "{m}").unwrap();
+    }
+    stdin.flush().unwrap();
+    let mut answers = std::collections::BTreeMap::new();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    while answers.len() < 2 {
+        let line = lines.next().expect("an answer").unwrap();
+        let v: Value = serde_json::from_str(&line).unwrap();
+        if let Some(id) = v["id"].as_i64() {
+            answers.insert(id, v);
+        }
+    }
+    drop(stdin);
+    let status = child.wait().unwrap();
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert!(status.success(), "{status}: {stderr}");
+
+    let init = &answers[&1]["result"];
+    assert_eq!(init["serverInfo"]["name"], "trellis-gateway", "{init}");
+    assert_eq!(init["capabilities"]["tools"]["listChanged"], true, "{init}");
+    let tools: Vec<String> = answers[&2]["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str().map(str::to_owned))
+        .collect();
+    for t in ["search_tools", "execute_dag", "everything__echo"] {
+        assert!(tools.contains(&t.to_owned()), "{t}: {tools:?}");
+    }
+    assert!(
+        !tools.iter().any(|t| t.starts_with("broken__")),
+        "{tools:?}"
+    );
+    assert!(
+        stderr.contains("broken: failed") && stderr.contains("everything: ready"),
+        "{stderr}"
+    );
+}
+
+/// Without `[mcp.servers]` the gateway says how to add one, and exits 1.
+#[test]
+fn mcp_gateway_without_servers_says_how_to_add_one() {
+    let ws = trellis_test_support::example_repo("inventory", "").unwrap();
+    let out = args(isolated(ws.path()), &["mcp", "--gateway"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("no MCP servers are configured") && stderr.contains("[mcp.servers"),
+        "{stderr}"
+    );
+    assert!(out.stdout.is_empty(), "stdout carries only MCP");
+    assert!(
+        !ws.path().join(".trellis/trellis.db").exists(),
+        "no store is created for nothing"
     );
 }

@@ -25,6 +25,27 @@ fn bin(name: &str) -> PathBuf {
     peers().join("node_modules/.bin").join(name)
 }
 
+/// The inspector's CLI with `args` against `trellis --repo WS COMMAND…` on stdio: its exit
+/// code and stdout.
+fn inspect(ws: &Path, command: &[&str], args: &[&str]) -> (Option<i32>, String) {
+    let out = node22()
+        .arg(bin("mcp-inspector"))
+        .arg("--cli")
+        .args(args)
+        .arg("--")
+        .arg(env!("CARGO_BIN_EXE_trellis"))
+        .arg("--repo")
+        .arg(ws)
+        .args(command)
+        .env("XDG_CONFIG_HOME", ws.join(".xdg"))
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
 /// Kills the child when dropped.
 struct Running(Child);
 
@@ -60,22 +81,7 @@ fn started(mut cmd: Command) -> (Running, String) {
 #[test]
 fn the_inspector_finds_the_tools_strictly_valid_and_calls_them() {
     let ws = trellis_test_support::example_repo("inventory", "").unwrap();
-    let trellis = env!("CARGO_BIN_EXE_trellis");
-    let repo = ws.path().to_str().unwrap();
-    let inspect = |args: &[&str]| {
-        let out = node22()
-            .arg(bin("mcp-inspector"))
-            .arg("--cli")
-            .args(args)
-            .args(["--", trellis, "--repo", repo, "mcp"])
-            .env("XDG_CONFIG_HOME", ws.path().join(".xdg"))
-            .output()
-            .unwrap();
-        (
-            out.status.code(),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-        )
-    };
+    let inspect = |args: &[&str]| inspect(ws.path(), &["mcp"], args);
     let (code, out) = inspect(&["--strict", "--method", "tools/list"]);
     assert_eq!(code, Some(0), "{out}");
     for tool in [
@@ -161,4 +167,41 @@ fn the_conformance_suite_passes_over_http_apart_from_its_fixture_scenarios() {
     ] {
         assert!(text.contains(passes), "{passes}: {text}");
     }
+}
+
+/// `trellis mcp --gateway` (server-everything behind it) passes the inspector's strict
+/// `tools/list`, and its `search_tools` and a forwarded call answer through it.
+#[test]
+fn the_inspector_finds_the_gateways_tools_strictly_valid_and_calls_them() {
+    let everything = super::mcp::everything();
+    let config = format!(
+        "[mcp.servers.everything]\ncommand = \"node\"\nargs = [{:?}, \"stdio\"]\n",
+        everything.display().to_string()
+    );
+    let ws = trellis_test_support::example_repo("inventory", &config).unwrap();
+    let inspect = |args: &[&str]| inspect(ws.path(), &["mcp", "--gateway"], args);
+    let (code, out) = inspect(&["--strict", "--method", "tools/list"]);
+    assert_eq!(code, Some(0), "{out}");
+    for tool in ["search_tools", "execute_dag", "everything__echo"] {
+        assert!(
+            out.contains(&format!("\"name\": \"{tool}\"")),
+            "{tool}: {out}"
+        );
+    }
+    let call = |tool: &str, arg: &str| {
+        inspect(&[
+            "--method",
+            "tools/call",
+            "--tool-name",
+            tool,
+            "--tool-arg",
+            arg,
+        ])
+    };
+    let (code, out) = call("search_tools", "query=sum of two numbers");
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("everything__get-sum"), "{out}");
+    let (code, out) = call("everything__echo", "message=through the gateway");
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("Echo: through the gateway"), "{out}");
 }

@@ -1,3 +1,4 @@
+mod gateway;
 mod http;
 mod lsp;
 mod tools;
