@@ -57,7 +57,7 @@ use crate::interaction::GraphInteraction;
 use crate::output::StageReport;
 use crate::roles::RoleSpec;
 
-pub use calls::{EXECUTE_DAG, ExecuteDagInput, execute_dag_spec};
+pub use calls::{EXECUTE_DAG, ExecuteDagInput, REPLAN_DAG, execute_dag_spec, replan_dag_spec};
 pub use inbox::Inbox;
 pub use record::INTERRUPTED_TOOL;
 pub use toolset::{SEARCH_TOOLS, search_tools_spec};
@@ -428,13 +428,25 @@ impl AgentRun {
                 };
                 let mut st = r.state;
                 for (turn, call_id, name) in r.interrupted {
+                    // A plan with a checkpoint can be continued instead of redone.
+                    let output = self
+                        .interrupted_plan(&name, &call_id)
+                        .unwrap_or_else(|| INTERRUPTED_TOOL.into());
+                    if output != INTERRUPTED_TOOL {
+                        for m in st.messages.iter_mut().rev() {
+                            if m.tool_call_id.as_deref() == Some(call_id.as_str()) {
+                                m.content.clone_from(&output);
+                                break;
+                            }
+                        }
+                    }
                     self.emit(
                         &mut st,
                         SessionEvent::ToolCompleted {
                             turn,
                             call_id,
                             name,
-                            output: INTERRUPTED_TOOL.into(),
+                            output,
                             status: ToolStatus::Interrupted,
                             duration_ms: 0,
                         },
@@ -614,6 +626,31 @@ impl AgentRun {
         Ok(None)
     }
 
+    /// The interrupt for the user's answer a call of `calls[i]` is waiting for, if the gate
+    /// holds one: the call runs again (a new `ToolStarted`) once the user answered.
+    fn wait_for_user(
+        &self,
+        st: &mut Saved,
+        calls: &[ToolCall],
+        i: usize,
+        turn: u32,
+        done: &BTreeMap<usize, Finished>,
+    ) -> Result<Option<AgentOutcome>> {
+        let Some(pending) = self.gate.as_ref().and_then(|g| g.take_pending()) else {
+            return Ok(None);
+        };
+        let interrupt = pending.interrupt(&self.node);
+        st.waiting = Waiting::Tools {
+            calls: calls.to_vec(),
+            next: i,
+            turn,
+            done: done.iter().map(|(i, f)| (*i, f.clone())).collect(),
+        };
+        let scratch = serde_json::to_value(&*st).map_err(|e| Error::Resume(e.to_string()))?;
+        st.waiting = Waiting::Nothing;
+        Ok(Some(AgentOutcome::Interrupted { interrupt, scratch }))
+    }
+
     /// Runs call `i` of `calls` on its own (its `ToolStarted` already sent when `started`),
     /// appending its result; returns an interrupt if it waits for the user.
     async fn call_one(
@@ -660,11 +697,17 @@ impl AgentRun {
             {
                 self.search_tools(st, &args)
             }
-            (None, Ok(args)) if call.name == EXECUTE_DAG && self.env.config.dag.execute_dag => {
-                let (text, status) = self.execute_dag(&args).await;
+            (None, Ok(args))
+                if (call.name == EXECUTE_DAG || call.name == REPLAN_DAG)
+                    && self.env.config.dag.execute_dag =>
+            {
+                let (text, status) = self.execute_dag(call, &args).await;
                 if status == ToolStatus::Cancelled {
                     self.emit(st, tool_completed(turn, call, text, status, clock));
                     return Err(Error::Cancelled);
+                }
+                if let Some(out) = self.wait_for_user(st, calls, i, turn, done)? {
+                    return Ok(Some(out));
                 }
                 (text, status)
             }
@@ -688,19 +731,8 @@ impl AgentRun {
                     );
                     return Err(Error::Cancelled);
                 }
-                if let Some(pending) = self.gate.as_ref().and_then(|g| g.take_pending()) {
-                    // The call runs again (a new `ToolStarted`) once the user answered.
-                    let interrupt = pending.interrupt(&self.node);
-                    st.waiting = Waiting::Tools {
-                        calls: calls.to_vec(),
-                        next: i,
-                        turn,
-                        done: done.iter().map(|(i, f)| (*i, f.clone())).collect(),
-                    };
-                    let scratch =
-                        serde_json::to_value(&*st).map_err(|e| Error::Resume(e.to_string()))?;
-                    st.waiting = Waiting::Nothing;
-                    return Ok(Some(AgentOutcome::Interrupted { interrupt, scratch }));
+                if let Some(out) = self.wait_for_user(st, calls, i, turn, done)? {
+                    return Ok(Some(out));
                 }
                 if result.is_error {
                     (format!("error: {}", result.content), status)

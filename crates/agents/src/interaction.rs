@@ -87,6 +87,11 @@ impl GraphInteraction {
         self.pending.lock().ok().and_then(|mut p| p.take())
     }
 
+    /// Whether a refused call waits for the user.
+    pub fn has_pending(&self) -> bool {
+        self.pending.lock().is_ok_and(|p| p.is_some())
+    }
+
     fn take_preset(&self) -> Option<Answer> {
         self.preset.lock().ok().and_then(|mut p| p.take())
     }

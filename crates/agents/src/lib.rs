@@ -29,7 +29,7 @@ pub mod roles;
 pub mod usage;
 
 pub use agent::{
-    AgentOutcome, AgentReport, AgentRun, EXECUTE_DAG, INTERRUPTED_TOOL, Inbox, Resume,
+    AgentOutcome, AgentReport, AgentRun, EXECUTE_DAG, INTERRUPTED_TOOL, Inbox, REPLAN_DAG, Resume,
     SEARCH_TOOLS, SessionSink, SinkFactory,
 };
 pub use compress::{Compressed, FieldRepair, FieldRepairMethod, compress_field};

@@ -37,7 +37,10 @@ use trellis_mcp::{McpConfig, McpHub, ServerState, ServerStatus};
 use trellis_store::Store;
 use trellis_toolgraph::{SEARCH_TOOLS, ToolCatalog, ToolEntry};
 use trellis_tools::config::Action;
-use trellis_tools::dag::{EXECUTE_DAG, ExecuteDagInput, execute_dag_description};
+use trellis_tools::dag::{
+    EXECUTE_DAG, ExecuteDagInput, REPLAN_DAG, ReplanDagInput, execute_dag_description,
+    replan_dag_description,
+};
 use trellis_tools::interaction::NonInteractive;
 use trellis_tools::tool::schema_for;
 use trellis_tools::{Registry, ToolEnv, ToolSource, ToolsConfig, Workspace};
@@ -135,7 +138,7 @@ impl Gateway {
             }
         }
         let config = Arc::new(tools);
-        let knowledge = store.map(|s| {
+        let knowledge = store.clone().map(|s| {
             Arc::new(ToolKnowledge::new(s, config.graph.learn).speculating_for("gateway"))
         });
         let mut env = ToolEnv::new(
@@ -147,6 +150,9 @@ impl Gateway {
         env.advisor = knowledge
             .clone()
             .map(|k| k as Arc<dyn trellis_tools::ToolAdvisor>);
+        if let Some(store) = store {
+            env.checkpoints = Arc::new(trellis_tools::dag::StoreCheckpoints(store));
+        }
         Ok(Self {
             hub,
             mcp,
@@ -249,6 +255,13 @@ impl Gateway {
                 name: EXECUTE_DAG.into(),
                 description: execute_dag_description(self.config.dag.max_steps),
                 input_schema: schema_for::<ExecuteDagInput>(),
+                output_schema: None,
+                annotations: None,
+            });
+            out.push(GatewayTool {
+                name: REPLAN_DAG.into(),
+                description: replan_dag_description(),
+                input_schema: schema_for::<ReplanDagInput>(),
                 output_schema: None,
                 annotations: None,
             });

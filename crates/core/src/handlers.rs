@@ -119,6 +119,9 @@ impl RunContext {
         if self.runtime.tools.speculation.enabled {
             env.advisor = Some(self.runtime.tool_knowledge.clone());
         }
+        env.checkpoints = Arc::new(trellis_tools::dag::StoreCheckpoints(
+            self.runtime.store.clone(),
+        ));
         Ok(env)
     }
 

@@ -270,6 +270,7 @@ impl CallLog {
         };
         if [
             trellis_agents::EXECUTE_DAG,
+            trellis_agents::REPLAN_DAG,
             trellis_agents::SEARCH_TOOLS,
             trellis_agents::context::READ_TOOL_OUTPUT,
         ]

@@ -25,7 +25,10 @@ pub use build::{
     Binding, Catalog, Dag, DagEdge, DagError, DagNode, EdgeKind, Step, build, given_earlier,
 };
 pub use exec::{Checkpoints, Decision, Execution, MemoryCheckpoints, StoreCheckpoints};
-pub use plan::{EXECUTE_DAG, ExecuteDagInput, PlanReport, execute_dag_description, run_plan};
+pub use plan::{
+    EXECUTE_DAG, ExecuteDagInput, Outcome, PlanReport, REPLAN_DAG, ReplanDagInput,
+    execute_dag_description, replan_dag_description, run_plan,
+};
 pub use refs::StepOutput;
 pub use run::{
     DagEvent, Deferring, ParallelCall, Progress, Runner, StepResult, StepStatus, Stop,

@@ -15,7 +15,7 @@ use serde_json::Value;
 use trellis_llm::{ToolCall, ToolSpec};
 use trellis_protocol::ToolStatus;
 use trellis_tools::dag::{self, Runner, Step};
-pub use trellis_tools::dag::{EXECUTE_DAG, ExecuteDagInput};
+pub use trellis_tools::dag::{EXECUTE_DAG, ExecuteDagInput, REPLAN_DAG, ReplanDagInput};
 use trellis_tools::tool::schema_for;
 
 use super::AgentRun;
@@ -30,6 +30,15 @@ pub fn execute_dag_spec(max_steps: usize) -> ToolSpec {
         name: EXECUTE_DAG.into(),
         description: dag::execute_dag_description(max_steps),
         parameters: schema_for::<ExecuteDagInput>(),
+    }
+}
+
+/// The `replan_dag` tool's description, as offered to a model (with `execute_dag`).
+pub fn replan_dag_spec() -> ToolSpec {
+    ToolSpec {
+        name: REPLAN_DAG.into(),
+        description: dag::replan_dag_description(),
+        parameters: schema_for::<ReplanDagInput>(),
     }
 }
 
@@ -59,6 +68,7 @@ impl AgentRun {
         call.arguments_json().is_ok()
             && !self.reads_output(&call.name)
             && call.name != EXECUTE_DAG
+            && call.name != REPLAN_DAG
             && call.name != super::SEARCH_TOOLS
             && self.tools.allows(self.allow_list(), &call.name)
             && self.tools.read_only(&call.name)
@@ -106,9 +116,49 @@ impl AgentRun {
         out
     }
 
-    /// Runs an `execute_dag` call: the plan's DAG through the registry, every step checked
-    /// against the agent's allow list; the report for the model.
-    pub(super) async fn execute_dag(&self, args: &Value) -> (String, ToolStatus) {
+    /// The id of the DAG execution started by `call` (stable across an interrupt, so the
+    /// call continues its checkpoint when it runs again).
+    fn dag_id(&self, call_id: &str) -> String {
+        format!(
+            "{}/{}#{}/{}",
+            self.env.run.as_ref().map_or("-", |r| r.as_str()),
+            self.node,
+            self.attempt,
+            call_id
+        )
+    }
+
+    /// What the model reads for an `execute_dag` call the process stopped in, when its
+    /// checkpoint lets the plan continue: what is done and how to go on.
+    pub(super) fn interrupted_plan(&self, tool: &str, call_id: &str) -> Option<String> {
+        if tool != EXECUTE_DAG {
+            return None;
+        }
+        let id = self.dag_id(call_id);
+        let execution = self.env.checkpoints.load(&id)?;
+        Some(format!(
+            "interrupted: the process stopped while this plan ran. Its checkpoint keeps {} \
+             completed steps ({}); pending: {}. Continue it with `{REPLAN_DAG}` \
+             {{\"dag_id\": \"{id}\"}} (completed steps do not run again).",
+            execution.done.len(),
+            execution
+                .done
+                .keys()
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(", "),
+            execution.pending().join(", ")
+        ))
+    }
+
+    /// Runs an `execute_dag` or `replan_dag` call (seed 002's controlled executor): the
+    /// plan's DAG through the registry, every step checked against the agent's allow list,
+    /// paused where the plan asks for a decision (checkpoint kept for `replan_dag`). A step
+    /// that needs the user is asked on its own through the agent's gate: if the answer is
+    /// not there yet the checkpoint holds the step and the caller sees the gate's pending
+    /// request (an interrupt); when the call runs again with the answer, it continues from
+    /// the checkpoint. Returns the report for the model.
+    pub(super) async fn execute_dag(&self, call: &ToolCall, args: &Value) -> (String, ToolStatus) {
         let runner = Runner {
             registry: &self.tools,
             env: &self.env,
@@ -116,7 +166,58 @@ impl AgentRun {
             cancel: self.cancel.clone(),
             events: None,
         };
-        let report = dag::run_plan(&runner, args, self.env.config.dag.max_steps).await;
-        (report.text, report.status)
+        let checkpoints = self.env.checkpoints.as_ref();
+        let max = self.env.config.dag.max_steps;
+        let hold = self.gate.is_some();
+        let id = self.dag_id(&call.id);
+        let mut outcome = match checkpoints.load(&id) {
+            Some(execution) if call.name == EXECUTE_DAG && execution.held.is_some() => {
+                let step = execution.held.clone().unwrap_or_default();
+                dag::Outcome::NeedsUser { execution, step }
+            }
+            _ if call.name == EXECUTE_DAG => {
+                dag::plan::start(&runner, checkpoints, id, args, max, hold).await
+            }
+            _ => dag::plan::replan(&runner, checkpoints, args, max, hold).await,
+        };
+        loop {
+            let (mut execution, step) = match outcome {
+                dag::Outcome::Report(r) => return (r.text, r.status),
+                dag::Outcome::NeedsUser { execution, step } => (execution, step),
+            };
+            let graph = match execution.dag(self.tools.as_ref()) {
+                Ok(g) => g,
+                Err(e) => return (format!("error: {e}"), ToolStatus::Error),
+            };
+            let Some(i) = graph.nodes.iter().position(|n| n.id == step) else {
+                return (
+                    format!("error: the held step `{step}` is gone"),
+                    ToolStatus::Error,
+                );
+            };
+            let result = runner
+                .run_alone(&graph, i, &execution.done_by_index(&graph))
+                .await;
+            if self.gate.as_ref().is_some_and(|g| g.has_pending()) {
+                // The checkpoint holds the step; the caller turns the request into an
+                // interrupt and this call runs again with the answer.
+                return (
+                    format!("step `{step}` waits for the user's answer"),
+                    ToolStatus::Error,
+                );
+            }
+            execution.decisions.push(dag::Decision {
+                kind: if result.status == dag::StepStatus::Ok {
+                    "approved"
+                } else {
+                    "refused"
+                }
+                .into(),
+                detail: step.clone(),
+            });
+            execution.held = None;
+            execution.done.insert(step, result);
+            outcome = dag::plan::drive(&runner, checkpoints, execution, hold).await;
+        }
     }
 }

@@ -10,8 +10,8 @@
 //! [`ToolSource`]: trellis_tools::ToolSource
 
 use serde_json::Value;
-use trellis_llm::tokens::estimate_tool as cost;
 use trellis_llm::ToolSpec;
+use trellis_llm::tokens::estimate_tool as cost;
 use trellis_protocol::ToolStatus;
 use trellis_toolgraph::{ToolCatalog, ToolEntry};
 

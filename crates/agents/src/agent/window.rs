@@ -42,6 +42,7 @@ impl AgentRun {
         let mut specs = offer.specs;
         if self.offers_execute_dag(&specs) && !specs.iter().any(|s| s.name == super::EXECUTE_DAG) {
             specs.push(super::execute_dag_spec(self.env.config.dag.max_steps));
+            specs.push(super::replan_dag_spec());
         }
         if self.outputs_stored() && !specs.iter().any(|s| s.name == READ_TOOL_OUTPUT) {
             specs.push(outputs::read_spec(self.read_max()));

@@ -64,16 +64,16 @@ impl Tool for Probe {
     }
 }
 
-struct Fixture {
+pub(crate) struct Fixture {
     _ws: TempWorkspace,
     registry: Arc<Registry>,
-    runs: Arc<AtomicUsize>,
+    pub(crate) runs: Arc<AtomicUsize>,
     workspace: Workspace,
 }
 
 /// Tools `a`, `b`, `c` meet at one barrier (3); `plain` and `double` are read-only,
 /// `careful` asks, `write` changes things.
-fn fixture() -> Fixture {
+pub(crate) fn fixture() -> Fixture {
     let ws = TempWorkspace::new("parallel").unwrap();
     let runs = Arc::new(AtomicUsize::new(0));
     let barrier = Arc::new(Barrier::new(3));
@@ -114,7 +114,7 @@ fn fixture() -> Fixture {
 }
 
 #[derive(Clone, Default)]
-struct Recorder(Arc<Mutex<Vec<SessionEvent>>>);
+pub(crate) struct Recorder(pub(crate) Arc<Mutex<Vec<SessionEvent>>>);
 
 impl Recorder {
     fn sink(&self) -> SessionSink {
@@ -137,7 +137,7 @@ impl Recorder {
     }
 }
 
-fn agent(
+pub(crate) fn agent(
     fx: &Fixture,
     provider: ScriptedProvider,
     recorder: &Recorder,
@@ -187,7 +187,7 @@ fn agent(
 }
 
 /// One model turn asking for `calls` (id, tool, arguments) at once.
-fn calls(calls: &[(&str, &str, Value)]) -> Turn {
+pub(crate) fn calls(calls: &[(&str, &str, Value)]) -> Turn {
     let mut events: Vec<StreamEvent> = calls
         .iter()
         .enumerate()
@@ -204,12 +204,12 @@ fn calls(calls: &[(&str, &str, Value)]) -> Turn {
     Turn::Events(events)
 }
 
-fn report() -> Turn {
+pub(crate) fn report() -> Turn {
     Turn::Json(json!({ "failure": false, "output": "read", "files_changed": [], "findings": [] }))
 }
 
 /// The tool results of a request, as (call id, content), in order.
-fn results(messages: &[Message]) -> Vec<(String, String)> {
+pub(crate) fn results(messages: &[Message]) -> Vec<(String, String)> {
     messages
         .iter()
         .filter(|m| m.role == Role::Tool)

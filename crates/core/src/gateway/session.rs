@@ -10,7 +10,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use trellis_protocol::ToolStatus;
 use trellis_toolgraph::{ExecutedCall, SEARCH_TOOLS};
-use trellis_tools::dag::{EXECUTE_DAG, Runner, StepStatus, run_plan};
+use trellis_tools::dag::{EXECUTE_DAG, REPLAN_DAG, Runner, StepStatus, plan};
 use trellis_tools::speculate::{self, Ahead, Speculated};
 
 use super::{Gateway, GatewayTool, ROLE};
@@ -137,8 +137,8 @@ impl GatewaySession {
         if tool == SEARCH_TOOLS {
             return Ok(self.search_tools(&args));
         }
-        if tool == EXECUTE_DAG && g.config.dag.execute_dag {
-            return Ok(self.execute_dag(&args).await);
+        if (tool == EXECUTE_DAG || tool == REPLAN_DAG) && g.config.dag.execute_dag {
+            return Ok(self.execute_dag(tool, &args).await);
         }
         if !g.exposes(tool) {
             return Err(format!(
@@ -212,7 +212,9 @@ impl GatewaySession {
         }
     }
 
-    async fn execute_dag(&self, args: &Value) -> CallAnswer {
+    /// Runs an `execute_dag` or `replan_dag` call: a plan that pauses for the client's
+    /// decision keeps a checkpoint in the workspace store (the id is in the report).
+    async fn execute_dag(&self, tool: &str, args: &Value) -> CallAnswer {
         let g = self.gateway.clone();
         let runner = Runner {
             registry: &g.registry,
@@ -221,7 +223,14 @@ impl GatewaySession {
             cancel: self.cancel.child_token(),
             events: None,
         };
-        let report = run_plan(&runner, args, g.config.dag.max_steps).await;
+        let checkpoints = g.env.checkpoints.as_ref();
+        let max = g.config.dag.max_steps;
+        let report = if tool == REPLAN_DAG {
+            plan::replan(&runner, checkpoints, args, max, false).await
+        } else {
+            plan::start(&runner, checkpoints, plan_id(), args, max, false).await
+        }
+        .report();
         for step in report.steps {
             let ok = match step.status {
                 StepStatus::Ok => true,
@@ -339,4 +348,14 @@ fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
     state
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// A new id for a plan run through the gateway (unique across sessions and restarts).
+fn plan_id() -> String {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let started = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros());
+    format!("gateway-{started:x}-{n}")
 }

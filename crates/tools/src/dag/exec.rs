@@ -38,6 +38,9 @@ pub struct Execution {
     /// The decisions taken so far, oldest first.
     #[serde(default)]
     pub decisions: Vec<Decision>,
+    /// A step waiting for the user (it runs first when the execution continues).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held: Option<String>,
 }
 
 impl Execution {
@@ -49,6 +52,7 @@ impl Execution {
             done: BTreeMap::new(),
             decide_after,
             decisions: Vec::new(),
+            held: None,
         }
     }
 

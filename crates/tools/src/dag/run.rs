@@ -138,6 +138,20 @@ impl Runner<'_> {
         decide_after: &[String],
         hold_for_user: bool,
     ) -> Progress {
+        self.resume_saving(dag, done, decide_after, hold_for_user, &|_| {})
+            .await
+    }
+
+    /// [`Runner::resume`], calling `save` with the results so far after every layer (a
+    /// checkpoint: the process may stop before the run ends).
+    pub async fn resume_saving(
+        &self,
+        dag: &Dag,
+        done: BTreeMap<usize, StepResult>,
+        decide_after: &[String],
+        hold_for_user: bool,
+        save: &(dyn Fn(&BTreeMap<usize, StepResult>) + Sync),
+    ) -> Progress {
         let mut results = done;
         for (layer, members) in dag.layers.iter().enumerate() {
             let mut ready = Vec::new();
@@ -254,6 +268,7 @@ impl Runner<'_> {
                     },
                 );
             }
+            save(&results);
             if let Some(step) = held {
                 return Progress {
                     results,
@@ -270,6 +285,57 @@ impl Runner<'_> {
         Progress {
             results,
             stop: Stop::Finished,
+        }
+    }
+}
+
+impl Runner<'_> {
+    /// Runs step `i` of `dag` on its own with the runner's interaction (where the user can
+    /// answer: a step [`Runner::resume`] held), its arguments completed from `done`.
+    pub async fn run_alone(
+        &self,
+        dag: &Dag,
+        i: usize,
+        done: &BTreeMap<usize, StepResult>,
+    ) -> StepResult {
+        let node = &dag.nodes[i];
+        let outputs = |id: &str| {
+            let j = dag.nodes.iter().position(|n| n.id == id)?;
+            done.get(&j).map(|r| StepOutput {
+                text: r.text.clone(),
+                data: r.data.clone(),
+            })
+        };
+        let args = match complete_args(node, &outputs) {
+            Ok(a) => a,
+            Err(e) => return skipped(node, StepStatus::Error, e),
+        };
+        let clock = Instant::now();
+        let result = self
+            .registry
+            .call(
+                self.env,
+                self.role,
+                &node.tool,
+                args.clone(),
+                self.cancel.clone(),
+            )
+            .await;
+        let status = if result.cancelled {
+            StepStatus::Cancelled
+        } else if result.is_error {
+            StepStatus::Error
+        } else {
+            StepStatus::Ok
+        };
+        StepResult {
+            id: node.id.clone(),
+            tool: node.tool.clone(),
+            status,
+            args: Some(args),
+            text: result.content,
+            data: result.data,
+            duration_ms: u64::try_from(clock.elapsed().as_millis()).unwrap_or(u64::MAX),
         }
     }
 }

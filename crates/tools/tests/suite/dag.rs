@@ -491,3 +491,81 @@ async fn a_run_stops_for_a_decision_and_for_the_user_and_resumes_without_rerunni
     assert_eq!(p.results.len(), 3);
     assert_eq!(runs.load(Ordering::SeqCst), 2, "list and sum, once each");
 }
+
+#[tokio::test]
+async fn a_paused_plan_survives_the_process_in_the_store_and_bad_replans_are_refused() {
+    use trellis_store::{Store, StoreOptions};
+    use trellis_tools::dag::{Checkpoints, Outcome, StoreCheckpoints, plan};
+    let r = registry(seed_tools());
+    let dir = tempfile::tempdir().unwrap();
+    let env = env(dir.path(), Arc::new(ScriptedInteraction::default()));
+    let runner = Runner {
+        registry: &r,
+        env: &env,
+        role: "agent",
+        cancel: CancellationToken::new(),
+        events: None,
+    };
+    let store_dir = tempfile::tempdir().unwrap();
+    let open =
+        || Arc::new(Store::open_workspace(store_dir.path(), StoreOptions::default()).unwrap());
+    let args = json!({
+        "steps": [
+            {"id": "read", "tool": "fs_read", "args": {"path": "a.json"}},
+            {"id": "parse", "tool": "json_parse", "args": {}}
+        ],
+        "decide_after": ["read"]
+    });
+    {
+        let store = open();
+        let cps = StoreCheckpoints(store.clone());
+        let Outcome::Report(paused) =
+            plan::start(&runner, &cps, "p1".into(), &args, 10, false).await
+        else {
+            panic!("held");
+        };
+        assert!(
+            paused.text.contains("Paused after `read`"),
+            "{}",
+            paused.text
+        );
+        // Refused replans leave it paused.
+        for (bad, why) in [
+            (json!({"dag_id": "p1", "remove": ["read"]}), "ran already"),
+            (
+                json!({"dag_id": "p1", "remove": ["nope"]}),
+                "no step `nope`",
+            ),
+            (
+                json!({"dag_id": "p1", "add": [{"id": "parse", "tool": "json_parse"}]}),
+                "already called `parse`",
+            ),
+            (json!({"dag_id": "p9"}), "no paused plan `p9`"),
+        ] {
+            let out = plan::replan(&runner, &cps, &bad, 10, false).await.report();
+            assert!(out.text.contains(why), "{bad}: {}", out.text);
+        }
+        assert!(cps.load("p1").is_some());
+        store.flush().unwrap();
+    }
+    // Another process continues it from the store: `read` does not run again.
+    let store = open();
+    let cps = StoreCheckpoints(store);
+    let done = plan::replan(&runner, &cps, &json!({"dag_id": "p1"}), 10, false)
+        .await
+        .report();
+    assert_eq!(done.steps.len(), 1, "only parse ran: {:?}", done.steps);
+    assert!(
+        done.text.contains("## parse (json_parse, layer 1): ok"),
+        "{}",
+        done.text
+    );
+    assert!(
+        done.text
+            .contains("## read (fs_read, layer 0): ok (earlier)"),
+        "{}",
+        done.text
+    );
+    let decisions = cps.load("p1");
+    assert!(decisions.is_none(), "finished: the checkpoint is removed");
+}
