@@ -15,6 +15,10 @@
 //! ```text
 //! cargo run --release -p trellis-core --example speculation_bench -- [--model-ms 1000] [--tool-ms 150] [--runs 5]
 //! ```
+//!
+//! `--check` (run by `scripts/check` in the dev profile with small delays) exits 1 unless the
+//! learned workflow is run ahead from the task alone — one model call instead of six, every
+//! speculation used, none wasted — and per-call speculation answers calls too.
 
 #![allow(clippy::print_stdout)]
 
@@ -294,6 +298,7 @@ fn arg(name: &str, default: u64) -> anyhow::Result<u64> {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
+    let check = std::env::args().any(|a| a == "--check");
     let model_ms = arg("--model-ms", 1000)?;
     let tool_ms = arg("--tool-ms", 150)?;
     let runs = arg("--runs", 5)?.max(1);
@@ -316,6 +321,7 @@ async fn main() -> anyhow::Result<()> {
          mean of {runs} runs each, after 30 learning runs"
     );
     let mut means = Vec::new();
+    let mut model_calls = Vec::new();
     for (label, config) in [
         ("sequential (no speculation)", &sequential),
         ("per-call speculation only", &per_call),
@@ -337,20 +343,38 @@ async fn main() -> anyhow::Result<()> {
             last.tool_calls
         );
         means.push(mean);
+        model_calls.push(last.model_calls);
     }
     println!(
         "  speed-up: foresight {:.2}x, per-call {:.2}x (against sequential)",
         means[0].as_secs_f64() / means[2].as_secs_f64(),
         means[0].as_secs_f64() / means[1].as_secs_f64()
     );
-    if let Some(t) = knowledge.thresholds() {
-        println!(
-            "  speculation outcomes: {} recorded, {:.0}% used, {:.0}% wasted, threshold {:.2}",
-            t.samples,
-            t.acceptance * 100.0,
-            t.waste * 100.0,
-            t.threshold
+    let t = knowledge
+        .thresholds()
+        .ok_or_else(|| anyhow::anyhow!("the speculation outcomes could not be read"))?;
+    println!(
+        "  speculation outcomes: {} recorded, {:.0}% used, {:.0}% wasted, threshold {:.2}",
+        t.samples,
+        t.acceptance * 100.0,
+        t.waste * 100.0,
+        t.threshold
+    );
+    if check {
+        // Sequential: 6 model calls; foresight: 1; per call: 4 of the 5 answered ahead
+        // (the first call has nothing to predict from) plus foresight's results, all used.
+        anyhow::ensure!(
+            model_calls == [6, 6, 1],
+            "model calls per mode {model_calls:?}, expected [6, 6, 1]"
         );
+        anyhow::ensure!(
+            t.samples >= 5 * runs as usize && t.acceptance == 1.0 && t.waste == 0.0,
+            "speculations: {} recorded, {:.2} used, {:.2} wasted",
+            t.samples,
+            t.acceptance,
+            t.waste
+        );
+        println!("  check passed");
     }
     Ok(())
 }
