@@ -61,15 +61,19 @@ impl GatewayConfig {
     /// The context window the default budget is a share of (the client's model is unknown).
     pub const DEFAULT_WINDOW: u32 = 128_000;
 
-    /// The schema budget in tokens, `None` when the budget is off.
+    /// The schema budget in tokens, `None` when the budget is off (`tools.budget.enabled =
+    /// false`, or no `budget_tokens` and a share of 0, as for agents).
     pub fn budget(&self, budget: &BudgetConfig) -> Option<usize> {
         if !budget.enabled {
             return None;
         }
-        Some(
-            self.budget_tokens
-                .unwrap_or((f64::from(Self::DEFAULT_WINDOW) * budget.share.max(0.0)) as usize),
-        )
+        match self.budget_tokens {
+            Some(tokens) => Some(tokens),
+            None if budget.share > 0.0 => {
+                Some((f64::from(Self::DEFAULT_WINDOW) * budget.share) as usize)
+            }
+            None => None,
+        }
     }
 }
 
@@ -291,5 +295,25 @@ impl Default for FilesConfig {
             max_read_bytes: 256 * 1024,
             max_results: 500,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_gateway_budget_is_a_share_of_128k_unless_given_or_off() {
+        let mut budget = BudgetConfig::default();
+        let mut gateway = GatewayConfig::default();
+        assert_eq!(gateway.budget(&budget), Some(6400));
+        gateway.budget_tokens = Some(800);
+        assert_eq!(gateway.budget(&budget), Some(800));
+        budget.enabled = false;
+        assert_eq!(gateway.budget(&budget), None);
+        budget.enabled = true;
+        budget.share = 0.0;
+        gateway.budget_tokens = None;
+        assert_eq!(gateway.budget(&budget), None);
     }
 }
