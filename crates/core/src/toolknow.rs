@@ -232,6 +232,20 @@ impl ToolAdvisor for ToolKnowledge {
             .unwrap_or_default()
     }
 
+    fn importance(&self) -> std::collections::BTreeMap<String, f64> {
+        self.with_graph(|g| {
+            if g.node_count() == 0 {
+                return Ok(Default::default());
+            }
+            g.pagerank()
+        })
+        .and_then(|r| {
+            r.map_err(|e| tracing::warn!(error = %e, "the tool knowledge graph's PageRank is unavailable"))
+                .ok()
+        })
+        .unwrap_or_default()
+    }
+
     fn threshold(&self) -> f64 {
         self.with_thresholds(|t| t.speculate())
             .unwrap_or(trellis_toolgraph::START)

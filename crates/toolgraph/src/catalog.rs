@@ -179,7 +179,13 @@ impl ToolCatalog {
 
     /// Uses `graph`'s PageRank as the search prior (call again after the graph learned).
     pub fn set_graph_prior(&mut self, graph: &ToolGraph) -> Result<()> {
-        let ranks = graph.pagerank()?;
+        self.set_prior_ranks(&graph.pagerank()?);
+        Ok(())
+    }
+
+    /// Uses `ranks` (tool → PageRank, as [`ToolGraph::pagerank`] gives them) as the search
+    /// prior; tools without a rank get none.
+    pub fn set_prior_ranks(&mut self, ranks: &std::collections::BTreeMap<String, f64>) {
         let max = ranks.values().copied().fold(0.0, f64::max);
         self.prior = self
             .entries
@@ -189,7 +195,6 @@ impl ToolCatalog {
                 _ => 0.0,
             })
             .collect();
-        Ok(())
     }
 
     /// Stores every tool's server and description (for the graph's nodes and exports).

@@ -50,6 +50,11 @@ pub trait ToolAdvisor: Send + Sync {
     /// Tools likely to be called after `completed` (tool names, oldest first), with a
     /// confidence in `[0, 1]`, best first.
     fn predict_next(&self, completed: &[String]) -> Vec<(String, f64)>;
+    /// Each known tool's importance in the learned graph (weighted PageRank), the prior of
+    /// the tool-schema budget's ranking; empty when nothing was learned.
+    fn importance(&self) -> std::collections::BTreeMap<String, f64> {
+        std::collections::BTreeMap::new()
+    }
     /// Predictions at or above this confidence may run speculatively.
     fn threshold(&self) -> f64;
     /// Records a speculation's outcome (adapts the threshold).

@@ -4,7 +4,7 @@
 //! are always offered. The MCP servers' tools it may use (a registry [`ToolSource`]'s)
 //! compete for what is left of `tools.budget.share` of the model's window: the ones most
 //! relevant to the task (`trellis_toolgraph::ToolCatalog`, BM25 over names, descriptions
-//! and schema fields) that fit. When some are left out, `search_tools` is offered; what it
+//! and schema fields, with the tool knowledge graph's PageRank as the prior) that fit. When some are left out, `search_tools` is offered; what it
 //! finds is offered from then on in the activation.
 //!
 //! [`ToolSource`]: trellis_tools::ToolSource
@@ -56,7 +56,14 @@ impl AgentRun {
         }
         let fixed: usize = own.iter().map(cost).sum();
         let search = super::search_tools_spec();
-        let catalog = ToolCatalog::new(sourced.iter().map(entry).collect());
+        let mut catalog = ToolCatalog::new(sourced.iter().map(entry).collect());
+        // What the workspace's tool knowledge graph learned matters as the prior.
+        if let Some(advisor) = &self.env.advisor {
+            let ranks = advisor.importance();
+            if !ranks.is_empty() {
+                catalog.set_prior_ranks(&ranks);
+            }
+        }
         let count = |e: &ToolEntry| {
             sourced
                 .iter()

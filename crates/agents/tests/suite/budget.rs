@@ -224,3 +224,40 @@ async fn mcp_tools_compete_for_the_budget_and_search_tools_finds_the_rest() {
         assert!(!all.contains(&"search_tools".to_owned()));
     }
 }
+
+/// A tool knowledge graph that learned one tool matters.
+struct Ranks(&'static str);
+
+impl trellis_tools::ToolAdvisor for Ranks {
+    fn importance(&self) -> std::collections::BTreeMap<String, f64> {
+        [(self.0.to_owned(), 0.9), ("srv__invoice_0".to_owned(), 0.1)].into()
+    }
+
+    fn predict_next(&self, _completed: &[String]) -> Vec<(String, f64)> {
+        Vec::new()
+    }
+
+    fn threshold(&self) -> f64 {
+        0.92
+    }
+
+    fn speculated(&self, _: &str, _: f64, _: trellis_tools::SpeculationOutcome) {}
+}
+
+#[tokio::test]
+async fn the_knowledge_graphs_pagerank_breaks_ties_in_the_budget() {
+    // Every generic tool matches "records of the account" alike; only one or two fit.
+    let offered = |advisor: Option<Arc<Ranks>>| async move {
+        let ws = TempWorkspace::new("budget-prior").unwrap();
+        let model = ScriptedProvider::new([report()]).with_context_window(4096);
+        let mut a = agent(&model, &ws, ToolsConfig::default());
+        a.messages[1] = Message::user("## TASK\nArchive the records of the account.");
+        a.env.advisor = advisor.map(|a| a as Arc<dyn trellis_tools::ToolAdvisor>);
+        a.run(Resume::Fresh).await.unwrap();
+        names(&model.requests()[0])
+    };
+    let plain = offered(None).await;
+    assert!(!plain.contains(&"srv__recipe_22".to_owned()), "{plain:?}");
+    let ranked = offered(Some(Arc::new(Ranks("srv__recipe_22")))).await;
+    assert!(ranked.contains(&"srv__recipe_22".to_owned()), "{ranked:?}");
+}
