@@ -36,11 +36,8 @@ use trellis_llm::{
 };
 use trellis_store::{Store, StoreOptions};
 use trellis_test_support::scripted::{ScriptedProvider, Turn};
-use trellis_tools::tool::BoxFuture;
-use trellis_tools::{
-    NonInteractive, Registry, Tool, ToolContext, ToolEnv, ToolOutput, ToolSpec, ToolsConfig,
-    Workspace,
-};
+use trellis_test_support::tools::{FakeTool, Runs, count, object_schema};
+use trellis_tools::{NonInteractive, Registry, ToolEnv, ToolOutput, ToolsConfig, Workspace};
 
 const TASK: &str = "Find the open issue, read the source file it names and the function in \
                     it, find the callers of that function and read their tests.";
@@ -87,58 +84,27 @@ const STEPS: [StepDef; 5] = [
     ),
 ];
 
-struct Step {
-    spec: ToolSpec,
-    output: Value,
-    delay: Duration,
-    calls: Arc<AtomicU32>,
-}
-
-impl Tool for Step {
-    fn spec(&self) -> &ToolSpec {
-        &self.spec
-    }
-
-    fn read_only(&self) -> bool {
-        true
-    }
-
-    fn call<'a>(
-        &'a self,
-        _ctx: &'a ToolContext,
-        args: Value,
-    ) -> BoxFuture<'a, trellis_tools::Result<ToolOutput>> {
-        Box::pin(async move {
-            self.calls.fetch_add(1, Ordering::SeqCst);
-            tokio::time::sleep(self.delay).await;
-            Ok(ToolOutput {
-                text: format!("{} {args}: {}", self.spec.name, self.output),
-                data: Some(self.output.clone()),
-            })
-        })
-    }
-}
-
-fn registry(tool_ms: u64, calls: &Arc<AtomicU32>) -> Registry {
+fn registry(tool_ms: u64, calls: &Runs) -> Registry {
     let mut r = Registry::new();
     for (name, description, input, (out, value)) in STEPS {
-        let (props, required) = match input {
-            Some(p) => (json!({ p: {"type": "string"} }), json!([p])),
-            None => (json!({}), json!([])),
-        };
-        r.register(Arc::new(Step {
-            spec: ToolSpec {
-                name: name.into(),
-                description: description.into(),
-                input_schema: json!({"type": "object", "properties": props, "required": required}),
-                output_schema: Some(
-                    json!({"type": "object", "properties": { out: {"type": "string"} }}),
-                ),
-            },
-            output: json!({ out: value }),
-            delay: Duration::from_millis(tool_ms),
-            calls: calls.clone(),
-        }));
+        let output = json!({ out: value });
+        let label = name.to_owned();
+        let tool = FakeTool::new(name)
+            .description(description)
+            .input(object_schema(
+                &input.map(|p| vec![(p, "string")]).unwrap_or_default(),
+                &input.map(|p| vec![p]).unwrap_or_default(),
+            ))
+            .output(object_schema(&[(out, "string")], &[]))
+            .delay(Duration::from_millis(tool_ms))
+            .counting(calls)
+            .returns(move |args| {
+                Ok(ToolOutput {
+                    text: format!("{label} {args}: {output}"),
+                    data: Some(output.clone()),
+                })
+            });
+        r.register(tool.arc());
     }
     r.allow("reader", STEPS.map(|s| s.0));
     r
@@ -221,7 +187,7 @@ async fn once(
     tool_ms: u64,
 ) -> anyhow::Result<Measured> {
     let ws = tempfile::tempdir()?;
-    let tool_calls = Arc::new(AtomicU32::new(0));
+    let tool_calls: Runs = Arc::default();
     let mut env = ToolEnv::new(
         Workspace::new(ws.path(), &Default::default())?,
         Arc::new(config.clone()),
@@ -281,7 +247,7 @@ async fn once(
     Ok(Measured {
         elapsed,
         model_calls: model.calls.load(Ordering::SeqCst),
-        tool_calls: tool_calls.load(Ordering::SeqCst),
+        tool_calls: STEPS.iter().map(|s| count(&tool_calls, s.0)).sum::<usize>() as u32,
     })
 }
 

@@ -1,11 +1,13 @@
 //! Helpers shared by the test suites of Trellis crates.
 //!
 //! Temporary workspaces, the [scripted model provider](scripted), and for the benchmarks the
-//! [paced one](paced) and the process's [CPU time and memory](usage). This crate is a dev-dependency only (`publish = false`), so the test
+//! [paced one](paced), a configurable [fake tool](tools) and the process's [CPU time and
+//! memory](usage). This crate is a dev-dependency only (`publish = false`), so the test
 //! doubles never reach a release build.
 
 pub mod paced;
 pub mod scripted;
+pub mod tools;
 pub mod usage;
 
 use std::path::{Path, PathBuf};

@@ -9,35 +9,14 @@ use trellis_agents::{AgentOutcome, AgentRun, Resume, RoleSpec};
 use trellis_llm::{ChatRequest, FinishReason, Message, Role, StreamEvent};
 use trellis_test_support::TempWorkspace;
 use trellis_test_support::scripted::{ScriptedProvider, Turn};
-use trellis_tools::tool::BoxFuture;
-use trellis_tools::{
-    NonInteractive, Registry, Tool, ToolContext, ToolEnv, ToolOutput, ToolSource, ToolSpec,
-    ToolsConfig, Workspace,
-};
-
-struct Echo(ToolSpec);
-
-impl Tool for Echo {
-    fn spec(&self) -> &ToolSpec {
-        &self.0
-    }
-
-    fn call<'a>(
-        &'a self,
-        _ctx: &'a ToolContext,
-        args: Value,
-    ) -> BoxFuture<'a, trellis_tools::Result<ToolOutput>> {
-        Box::pin(async move { Ok(ToolOutput::text(format!("{} {args}", self.0.name))) })
-    }
-}
+use trellis_test_support::tools::FakeTool;
+use trellis_tools::{NonInteractive, Registry, Tool, ToolEnv, ToolSource, ToolsConfig, Workspace};
 
 fn tool(name: &str, description: &str) -> Arc<dyn Tool> {
-    Arc::new(Echo(ToolSpec {
-        name: name.into(),
-        description: description.into(),
-        input_schema: json!({"type": "object", "properties": {"q": {"type": "string", "description": "What to look up, in the tool's own terms."}}}),
-        output_schema: None,
-    }))
+    FakeTool::new(name)
+        .description(description)
+        .input(json!({"type": "object", "properties": {"q": {"type": "string", "description": "What to look up, in the tool's own terms."}}}))
+        .arc()
 }
 
 /// An MCP server's tools, as the hub offers them.

@@ -7,60 +7,13 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 use trellis_protocol::SessionEvent;
-use trellis_tools::tool::BoxFuture;
+use trellis_test_support::tools::{FakeTool, Runs, count, object_schema};
 use trellis_tools::{
-    AdviceMode, Registry, SpeculationOutcome, Suggested, Tool, ToolAdvisor, ToolContext,
-    ToolOutput, ToolSpec, ToolsConfig,
+    AdviceMode, Registry, SpeculationOutcome, Suggested, ToolAdvisor, ToolOutput, ToolSpec,
+    ToolsConfig,
 };
 
 use super::speculation::{call, report, run_with};
-
-type Runs = Arc<Mutex<BTreeMap<String, usize>>>;
-
-/// A tool returning fixed structured data.
-struct Fixed {
-    spec: ToolSpec,
-    read_only: bool,
-    data: Value,
-    runs: Runs,
-}
-
-impl Tool for Fixed {
-    fn spec(&self) -> &ToolSpec {
-        &self.spec
-    }
-
-    fn read_only(&self) -> bool {
-        self.read_only
-    }
-
-    fn call<'a>(
-        &'a self,
-        _ctx: &'a ToolContext,
-        args: Value,
-    ) -> BoxFuture<'a, trellis_tools::Result<ToolOutput>> {
-        Box::pin(async move {
-            *self
-                .runs
-                .lock()
-                .unwrap()
-                .entry(self.spec.name.clone())
-                .or_default() += 1;
-            Ok(ToolOutput {
-                text: format!("{} {args} → {}", self.spec.name, self.data),
-                data: Some(self.data.clone()),
-            })
-        })
-    }
-}
-
-fn string_params(names: &[&str]) -> Value {
-    let props: serde_json::Map<String, Value> = names
-        .iter()
-        .map(|n| ((*n).to_owned(), json!({"type": "string"})))
-        .collect();
-    json!({"type": "object", "properties": props, "required": names})
-}
 
 /// list_issues → {issue_id} → get_issue(issue_id) → {path} → read_source(path); save_note
 /// (path) writes; search_web(query) has no producer of `query`.
@@ -84,24 +37,29 @@ fn registry(runs: &Runs) -> Registry {
         ("search_web", &["query"], json!({"hits": 0}), true),
     ];
     for (name, params, data, read_only) in tools {
-        let output = Value::Object(
-            data.as_object()
-                .unwrap()
-                .keys()
-                .map(|k| (k.clone(), json!({"type": "string"})))
-                .collect(),
-        );
-        r.register(Arc::new(Fixed {
-            spec: ToolSpec {
-                name: name.into(),
-                description: format!("The {name} tool."),
-                input_schema: string_params(params),
-                output_schema: Some(json!({"type": "object", "properties": output})),
-            },
-            read_only,
-            data,
-            runs: runs.clone(),
-        }));
+        let outputs: Vec<(&str, &str)> = data
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(|k| (k.as_str(), "string"))
+            .collect();
+        let inputs: Vec<(&str, &str)> = params.iter().map(|p| (*p, "string")).collect();
+        let label = name.to_owned();
+        let answer = data.clone();
+        let mut tool = FakeTool::new(name)
+            .input(object_schema(&inputs, params))
+            .output(object_schema(&outputs, &[]))
+            .counting(runs)
+            .returns(move |args| {
+                Ok(ToolOutput {
+                    text: format!("{label} {args} → {answer}"),
+                    data: Some(answer.clone()),
+                })
+            });
+        if !read_only {
+            tool = tool.writes();
+        }
+        r.register(tool.arc());
     }
     r.allow(
         "reader",
@@ -163,10 +121,6 @@ impl ToolAdvisor for Fixedly {
     fn speculated(&self, tool: &str, _confidence: f64, outcome: SpeculationOutcome) {
         self.1.lock().unwrap().push((tool.into(), outcome));
     }
-}
-
-fn count(runs: &Runs, tool: &str) -> usize {
-    runs.lock().unwrap().get(tool).copied().unwrap_or(0)
 }
 
 const CHAIN: [&str; 4] = ["list_issues", "get_issue", "read_source", "save_note"];

@@ -14,55 +14,12 @@ use trellis_llm::{FinishReason, Message, Role, StreamEvent};
 use trellis_protocol::{Answer, SessionEvent, ToolStatus};
 use trellis_test_support::TempWorkspace;
 use trellis_test_support::scripted::{ScriptedProvider, Turn};
-use trellis_tools::tool::BoxFuture;
+use trellis_test_support::tools::FakeTool;
 use trellis_tools::{
-    Action, DagConfig, Interaction, NonInteractive, Registry, Tool, ToolContext, ToolEnv,
-    ToolOutput, ToolSpec, ToolsConfig, Workspace,
+    DagConfig, Interaction, NonInteractive, Registry, ToolEnv, ToolOutput, ToolsConfig, Workspace,
 };
 
 const ROLE: &str = "reader";
-
-/// A tool that counts its runs; `meet` makes it wait for others at a barrier, `asks` makes
-/// it ask the user first, `writes` makes it a tool that changes things.
-struct Probe {
-    spec: ToolSpec,
-    meet: Option<Arc<Barrier>>,
-    asks: bool,
-    writes: bool,
-    runs: Arc<AtomicUsize>,
-}
-
-impl Tool for Probe {
-    fn spec(&self) -> &ToolSpec {
-        &self.spec
-    }
-
-    fn read_only(&self) -> bool {
-        !self.writes
-    }
-
-    fn call<'a>(
-        &'a self,
-        ctx: &'a ToolContext,
-        args: Value,
-    ) -> BoxFuture<'a, trellis_tools::Result<ToolOutput>> {
-        Box::pin(async move {
-            if self.asks {
-                ctx.gate(Action::Ask, "it looks closely".into(), None)
-                    .await?;
-            }
-            if let Some(b) = &self.meet {
-                b.wait().await;
-            }
-            self.runs.fetch_add(1, Ordering::SeqCst);
-            let n = args["n"].as_i64().unwrap_or(0);
-            Ok(ToolOutput {
-                text: format!("{} saw {n}", self.spec.name),
-                data: Some(json!({ "value": n * 10 })),
-            })
-        })
-    }
-}
 
 pub(crate) struct Fixture {
     _ws: TempWorkspace,
@@ -78,14 +35,6 @@ pub(crate) fn fixture() -> Fixture {
     let runs = Arc::new(AtomicUsize::new(0));
     let barrier = Arc::new(Barrier::new(3));
     let mut registry = Registry::new();
-    let spec = |name: &str, input: Value| ToolSpec {
-        name: name.into(),
-        description: format!("The {name} tool."),
-        input_schema: input,
-        output_schema: Some(
-            json!({"type": "object", "properties": {"value": {"type": "integer"}}}),
-        ),
-    };
     let n = json!({"type": "object", "properties": {"n": {"type": "integer"}}});
     for (name, meet, asks, writes) in [
         ("a", true, false, false),
@@ -95,13 +44,31 @@ pub(crate) fn fixture() -> Fixture {
         ("careful", false, true, false),
         ("write", false, false, true),
     ] {
-        registry.register(Arc::new(Probe {
-            spec: spec(name, n.clone()),
-            meet: meet.then(|| barrier.clone()),
-            asks,
-            writes,
-            runs: runs.clone(),
-        }));
+        let (label, barrier, runs) = (name.to_owned(), barrier.clone(), runs.clone());
+        let mut tool = FakeTool::new(name)
+            .input(n.clone())
+            .output(json!({"type": "object", "properties": {"value": {"type": "integer"}}}))
+            .runs(move |args| {
+                let (label, barrier, runs) = (label.clone(), barrier.clone(), runs.clone());
+                Box::pin(async move {
+                    if meet {
+                        barrier.wait().await;
+                    }
+                    runs.fetch_add(1, Ordering::SeqCst);
+                    let n = args["n"].as_i64().unwrap_or(0);
+                    Ok(ToolOutput {
+                        text: format!("{label} saw {n}"),
+                        data: Some(json!({ "value": n * 10 })),
+                    })
+                })
+            });
+        if asks {
+            tool = tool.asks();
+        }
+        if writes {
+            tool = tool.writes();
+        }
+        registry.register(tool.arc());
     }
     registry.allow(ROLE, ["a", "b", "c", "plain", "careful", "write"]);
     let workspace = Workspace::new(ws.path(), &Default::default()).unwrap();

@@ -2,7 +2,6 @@
 //! answers the model's identical call at once (used) or is reported wasted; dangerous and
 //! writing tools never run ahead.
 
-use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
@@ -12,48 +11,11 @@ use trellis_llm::{FinishReason, Message, StreamEvent};
 use trellis_protocol::SessionEvent;
 use trellis_test_support::TempWorkspace;
 use trellis_test_support::scripted::{ScriptedProvider, Turn};
-use trellis_tools::tool::BoxFuture;
+use trellis_test_support::tools::{FakeTool, Runs, count, object_schema};
 use trellis_tools::{
-    NonInteractive, Registry, SpeculationOutcome, Tool, ToolAdvisor, ToolContext, ToolEnv,
-    ToolOutput, ToolSpec, ToolsConfig, Workspace,
+    NonInteractive, Registry, SpeculationOutcome, ToolAdvisor, ToolEnv, ToolOutput, ToolsConfig,
+    Workspace,
 };
-
-type Runs = Arc<Mutex<BTreeMap<String, usize>>>;
-
-struct Keyed {
-    spec: ToolSpec,
-    read_only: bool,
-    runs: Runs,
-}
-
-impl Tool for Keyed {
-    fn spec(&self) -> &ToolSpec {
-        &self.spec
-    }
-
-    fn read_only(&self) -> bool {
-        self.read_only
-    }
-
-    fn call<'a>(
-        &'a self,
-        _ctx: &'a ToolContext,
-        args: Value,
-    ) -> BoxFuture<'a, trellis_tools::Result<ToolOutput>> {
-        Box::pin(async move {
-            *self
-                .runs
-                .lock()
-                .unwrap()
-                .entry(self.spec.name.clone())
-                .or_default() += 1;
-            Ok(ToolOutput::text(format!(
-                "{} of {}",
-                self.spec.name, args["key"]
-            )))
-        })
-    }
-}
 
 /// Predicts `details` (0.95), `purge_cache` (0.99, read-only but dangerous) and `write`
 /// (0.97, not read-only) after `lookup`; records outcomes.
@@ -84,24 +46,21 @@ impl ToolAdvisor for Advisor {
 
 fn registry(runs: &Runs) -> Registry {
     let mut r = Registry::new();
-    let schema =
-        json!({"type": "object", "properties": {"key": {"type": "string"}}, "required": ["key"]});
     for (name, read_only) in [
         ("lookup", true),
         ("details", true),
         ("purge_cache", true),
         ("write", false),
     ] {
-        r.register(Arc::new(Keyed {
-            spec: ToolSpec {
-                name: name.into(),
-                description: format!("The {name} tool."),
-                input_schema: schema.clone(),
-                output_schema: None,
-            },
-            read_only,
-            runs: runs.clone(),
-        }));
+        let label = name.to_owned();
+        let mut tool = FakeTool::new(name)
+            .input(object_schema(&[("key", "string")], &["key"]))
+            .counting(runs)
+            .returns(move |args| Ok(ToolOutput::text(format!("{label} of {}", args["key"]))));
+        if !read_only {
+            tool = tool.writes();
+        }
+        r.register(tool.arc());
     }
     r.allow("reader", ["lookup", "details", "purge_cache", "write"]);
     r
@@ -189,10 +148,6 @@ pub(crate) async fn run_with(
     assert!(matches!(out, AgentOutcome::Done(_)), "{out:?}");
     let events = events.lock().unwrap().clone();
     (events, provider.requests())
-}
-
-fn count(runs: &Runs, tool: &str) -> usize {
-    runs.lock().unwrap().get(tool).copied().unwrap_or(0)
 }
 
 #[tokio::test]

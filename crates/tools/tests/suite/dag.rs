@@ -7,47 +7,12 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::sync::Barrier;
 use tokio_util::sync::CancellationToken;
-use trellis_tools::config::Action;
+use trellis_test_support::tools::{FakeTool, Runs, count};
 use trellis_tools::dag::{self, Catalog, DagError, DagEvent, EdgeKind, Runner, Step, StepStatus};
-use trellis_tools::tool::BoxFuture;
 use trellis_tools::{
-    ApprovalDecision, Registry, ScriptedInteraction, Tool, ToolContext, ToolEnv, ToolOutput,
-    ToolSpec, ToolsConfig, Workspace,
+    ApprovalDecision, Registry, ScriptedInteraction, Tool, ToolEnv, ToolOutput, ToolsConfig,
+    Workspace,
 };
-
-type Behaviour =
-    dyn Fn(Value) -> BoxFuture<'static, trellis_tools::Result<ToolOutput>> + Send + Sync;
-
-/// A tool with given schemas whose behaviour is a closure.
-struct Fake {
-    spec: ToolSpec,
-    read_only: bool,
-    asks: bool,
-    run: Arc<Behaviour>,
-}
-
-impl Tool for Fake {
-    fn spec(&self) -> &ToolSpec {
-        &self.spec
-    }
-
-    fn read_only(&self) -> bool {
-        self.read_only
-    }
-
-    fn call<'a>(
-        &'a self,
-        ctx: &'a ToolContext,
-        args: Value,
-    ) -> BoxFuture<'a, trellis_tools::Result<ToolOutput>> {
-        Box::pin(async move {
-            if self.asks {
-                ctx.gate(Action::Ask, "it wants to".into(), None).await?;
-            }
-            (self.run)(args).await
-        })
-    }
-}
 
 fn schema(props: Value, required: &[&str]) -> Value {
     json!({"type": "object", "properties": props, "required": required})
@@ -60,21 +25,17 @@ fn fake(
     read_only: bool,
     run: impl Fn(Value) -> trellis_tools::Result<ToolOutput> + Send + Sync + 'static,
 ) -> Arc<dyn Tool> {
-    let run = Arc::new(run);
-    Arc::new(Fake {
-        spec: ToolSpec {
-            name: name.into(),
-            description: format!("{name} (a test tool)"),
-            input_schema: input,
-            output_schema: output,
-        },
-        read_only,
-        asks: false,
-        run: Arc::new(move |args| {
-            let run = run.clone();
-            Box::pin(async move { run(args) })
-        }),
-    })
+    let mut tool = FakeTool::new(name)
+        .description(&format!("{name} (a test tool)"))
+        .input(input)
+        .returns(run);
+    if let Some(output) = output {
+        tool = tool.output(output);
+    }
+    if !read_only {
+        tool = tool.writes();
+    }
+    tool.arc()
 }
 
 fn data(text: &str, data: Value) -> trellis_tools::Result<ToolOutput> {
@@ -318,23 +279,18 @@ async fn a_layers_steps_run_at_the_same_time() {
     let mut tools = Vec::new();
     for name in ["one", "two", "three"] {
         let barrier = barrier.clone();
-        tools.push(Arc::new(Fake {
-            spec: ToolSpec {
-                name: name.into(),
-                description: String::new(),
-                input_schema: schema(json!({}), &[]),
-                output_schema: None,
-            },
-            read_only: true,
-            asks: false,
-            run: Arc::new(move |_| {
-                let barrier = barrier.clone();
-                Box::pin(async move {
-                    barrier.wait().await;
-                    Ok(ToolOutput::text("ok"))
+        tools.push(
+            FakeTool::new(name)
+                .input(schema(json!({}), &[]))
+                .runs(move |_| {
+                    let barrier = barrier.clone();
+                    Box::pin(async move {
+                        barrier.wait().await;
+                        Ok(ToolOutput::text("ok"))
+                    })
                 })
-            }),
-        }) as Arc<dyn Tool>);
+                .arc(),
+        );
     }
     let r = registry(tools);
     let dir = tempfile::tempdir().unwrap();
@@ -374,17 +330,11 @@ async fn a_layers_steps_run_at_the_same_time() {
 
 #[tokio::test]
 async fn a_step_that_needs_the_user_is_not_asked_for() {
-    let asking: Arc<dyn Tool> = Arc::new(Fake {
-        spec: ToolSpec {
-            name: "careful".into(),
-            description: String::new(),
-            input_schema: schema(json!({}), &[]),
-            output_schema: None,
-        },
-        read_only: true,
-        asks: true,
-        run: Arc::new(|_| Box::pin(async { Ok(ToolOutput::text("done")) })),
-    });
+    let asking = FakeTool::new("careful")
+        .input(schema(json!({}), &[]))
+        .asks()
+        .returns(|_| Ok(ToolOutput::text("done")))
+        .arc();
     let r = registry(vec![asking]);
     let dir = tempfile::tempdir().unwrap();
     let user = Arc::new(ScriptedInteraction::new([ApprovalDecision::Approve], []));
@@ -412,24 +362,13 @@ async fn a_step_that_needs_the_user_is_not_asked_for() {
 #[tokio::test]
 async fn a_run_stops_for_a_decision_and_for_the_user_and_resumes_without_rerunning() {
     use std::collections::BTreeMap;
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    let runs = Arc::new(AtomicUsize::new(0));
+    let runs: Runs = Arc::default();
     let counted = |name: &str, asks: bool| -> Arc<dyn Tool> {
-        let runs = runs.clone();
-        Arc::new(Fake {
-            spec: ToolSpec {
-                name: name.into(),
-                description: String::new(),
-                input_schema: schema(json!({}), &[]),
-                output_schema: None,
-            },
-            read_only: true,
-            asks,
-            run: Arc::new(move |_| {
-                runs.fetch_add(1, Ordering::SeqCst);
-                Box::pin(async { Ok(ToolOutput::text("ok")) })
-            }),
-        })
+        let tool = FakeTool::new(name)
+            .input(schema(json!({}), &[]))
+            .counting(&runs)
+            .returns(|_| Ok(ToolOutput::text("ok")));
+        if asks { tool.asks().arc() } else { tool.arc() }
     };
     let r = registry(vec![
         counted("list", false),
@@ -489,7 +428,15 @@ async fn a_run_stops_for_a_decision_and_for_the_user_and_resumes_without_rerunni
     let p = runner.resume(&d, done, &[], true).await;
     assert_eq!(p.stop, dag::Stop::Finished);
     assert_eq!(p.results.len(), 3);
-    assert_eq!(runs.load(Ordering::SeqCst), 2, "list and sum, once each");
+    assert_eq!(
+        (
+            count(&runs, "list"),
+            count(&runs, "careful"),
+            count(&runs, "sum")
+        ),
+        (1, 0, 1),
+        "list and sum once each; careful ran where the user was asked (outside)"
+    );
 }
 
 #[tokio::test]
