@@ -157,6 +157,7 @@ impl ContextConfig {
             tool_output_max_bytes: self.tool_output_max_bytes,
             summarizer: None,
             outputs: None,
+            tool_embedder: None,
         }
     }
 }
@@ -180,6 +181,9 @@ pub struct ContextPolicy {
     pub summarizer: Option<Arc<dyn ModelProvider>>,
     /// Where stored tool outputs go (`None`: in memory, for this activation).
     pub outputs: Option<Arc<dyn OutputStore>>,
+    /// Embeds MCP tools and the task for the tool-schema budget's semantic ranking (fused
+    /// with BM25 and the tool knowledge graph's PageRank); `None`: lexical only.
+    pub tool_embedder: Option<Arc<dyn trellis_index::Embedder>>,
 }
 
 impl Default for ContextPolicy {
@@ -192,6 +196,7 @@ impl Default for ContextPolicy {
             tool_output_max_bytes: None,
             summarizer: None,
             outputs: None,
+            tool_embedder: None,
         }
     }
 }

@@ -120,6 +120,11 @@ impl std::fmt::Debug for RetrievalAgent {
 }
 
 impl RetrievalAgent {
+    /// The embedder the agent's index handles share (`None`: BM25-only retrieval).
+    pub fn embedder(&self) -> Option<Arc<dyn Embedder>> {
+        self.pool.embedder()
+    }
+
     /// An agent for the repository at `repo` (its index under `<repo>/.trellis/index` unless
     /// `options.index_dir` says otherwise). `embedder` is shared by every index handle; with
     /// `None`, retrieval is BM25-only.

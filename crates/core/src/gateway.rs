@@ -98,6 +98,9 @@ pub struct Gateway {
     env: ToolEnv,
     config: Arc<ToolsConfig>,
     knowledge: Option<Arc<ToolKnowledge>>,
+    /// Ranks tools by meaning too (the index's embedder; vectors cached in `store`).
+    embedder: Option<Arc<dyn trellis_index::Embedder>>,
+    store: Option<Arc<Store>>,
 }
 
 impl std::fmt::Debug for Gateway {
@@ -116,7 +119,14 @@ impl Gateway {
         let config = Config::load(&LoadOptions::discover(&root, overrides.to_vec()))?;
         let tools: ToolsConfig = config.section_serde("tools")?;
         let mcp: McpConfig = config.section_serde("mcp")?;
-        Self::new(&root, tools, mcp, Some(store))
+        let index: trellis_index::IndexConfig = config.section_serde("index")?;
+        let mut gateway = Self::new(&root, tools, mcp, Some(store))?;
+        // The index's embedder ranks the tools by meaning with BM25 (`index.embedding`).
+        match trellis_index::embed::from_config(&index.embedding, true) {
+            Ok(e) => gateway.embedder = e.map(Arc::from),
+            Err(e) => tracing::warn!(error = %e, "tool embeddings unavailable; lexical ranking"),
+        }
+        Ok(gateway)
     }
 
     /// The gateway of the workspace at `root` with these sections; without a store nothing
@@ -150,8 +160,8 @@ impl Gateway {
         env.advisor = knowledge
             .clone()
             .map(|k| k as Arc<dyn trellis_tools::ToolAdvisor>);
-        if let Some(store) = store {
-            env.checkpoints = Arc::new(trellis_tools::dag::StoreCheckpoints(store));
+        if let Some(store) = &store {
+            env.checkpoints = Arc::new(trellis_tools::dag::StoreCheckpoints(store.clone()));
         }
         Ok(Self {
             hub,
@@ -160,7 +170,15 @@ impl Gateway {
             env,
             config,
             knowledge,
+            embedder: None,
+            store,
         })
+    }
+
+    /// Ranks tools with `embedder` too (hybrid with BM25; vectors cached in the store).
+    pub fn with_embedder(mut self, embedder: Arc<dyn trellis_index::Embedder>) -> Self {
+        self.embedder = Some(embedder);
+        self
     }
 
     /// Starts the servers and waits for them at most `mcp.startup_wait_secs` (a server
@@ -271,7 +289,16 @@ impl Gateway {
 
     /// A catalog of `tools`, with the knowledge graph's PageRank as its prior.
     fn catalog(&self, tools: &[GatewayTool]) -> ToolCatalog {
-        let mut catalog = ToolCatalog::new(tools.iter().map(GatewayTool::entry).collect());
+        let entries = || tools.iter().map(GatewayTool::entry).collect();
+        let mut catalog = match &self.embedder {
+            Some(e) => ToolCatalog::new(entries())
+                .with_embedder(e.clone(), self.store.as_deref())
+                .unwrap_or_else(|err| {
+                    tracing::warn!(error = %err, "tool embeddings unavailable; lexical ranking");
+                    ToolCatalog::new(entries())
+                }),
+            None => ToolCatalog::new(entries()),
+        };
         if let Some(k) = &self.knowledge {
             k.set_prior(&mut catalog);
         }

@@ -42,6 +42,8 @@ pub struct RunContext {
     pub(crate) nodes: Arc<crate::nodes::NodeSpaces>,
     /// The retrieval agent, built on first use.
     pub(crate) retrieval: tokio::sync::OnceCell<Arc<trellis_agents::RetrievalAgent>>,
+    /// The index's embedder with a vector cache, for the tool-schema budget (first use).
+    tool_embedder: tokio::sync::OnceCell<Option<Arc<dyn trellis_index::Embedder>>>,
     me: Weak<RunContext>,
 }
 
@@ -101,6 +103,7 @@ impl RunContext {
             test_command,
             nodes: Arc::new(nodes),
             retrieval: tokio::sync::OnceCell::new(),
+            tool_embedder: tokio::sync::OnceCell::new(),
             me: me.clone(),
         })
     }
@@ -281,7 +284,16 @@ impl RunContext {
             }
             None => (env, None),
         };
-        let context = self.context_policy(&role.name, &node, &stage_name, &agent.agent);
+        let mut context = self.context_policy(&role.name, &node, &stage_name, &agent.agent);
+        // MCP tools compete for the schema budget: rank them with the index's embeddings too.
+        let allow = tool_scope.as_deref().unwrap_or(&role.name);
+        if registry
+            .specs_for(allow)
+            .iter()
+            .any(|s| registry.sourced(&s.name))
+        {
+            context.tool_embedder = self.tool_embedder().await;
+        }
         let run = AgentRun {
             node: node.clone(),
             role: role.clone(),
@@ -355,6 +367,20 @@ impl RunContext {
                 Ok(NodeOutput::failure(format!("{}: {e}", agent.agent)))
             }
         }
+    }
+
+    /// The index's embedder (the retrieval agent's) behind a vector cache: tool descriptions
+    /// are embedded once per run, not before every model call. `None` without embeddings.
+    async fn tool_embedder(&self) -> Option<Arc<dyn trellis_index::Embedder>> {
+        self.tool_embedder
+            .get_or_init(|| async {
+                let agent = self.retrieval_agent().await.ok()?;
+                let inner = agent.embedder()?;
+                Some(Arc::new(trellis_index::CachedEmbedder::new(inner, 4096))
+                    as Arc<dyn trellis_index::Embedder>)
+            })
+            .await
+            .clone()
     }
 
     /// The context policy of an activation of `role` at `node`: the configured caps, the

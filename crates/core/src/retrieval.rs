@@ -83,7 +83,7 @@ impl RunContext {
     }
 
     /// The run's retrieval agent (built on first use).
-    async fn retrieval_agent(&self) -> Result<Arc<RetrievalAgent>, String> {
+    pub(crate) async fn retrieval_agent(&self) -> Result<Arc<RetrievalAgent>, String> {
         self.retrieval
             .get_or_try_init(|| async {
                 let rt = &self.runtime;

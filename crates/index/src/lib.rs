@@ -39,7 +39,7 @@ pub mod vectors;
 
 pub use chunk::{Category, Chunk, ChunkId, ChunkKind};
 pub use config::{EmbeddingBackend, EmbeddingConfig, IndexConfig, SearchConfig};
-pub use embed::Embedder;
+pub use embed::{CachedEmbedder, Embedder};
 pub use error::{Error, Result};
 pub use filter::{SearchFilter, TestFiles};
 pub use index::{Index, Progress, Scope, SymbolQuery, UpdateOptions, UpdateStats, index_dir};

@@ -3,8 +3,9 @@
 //! An agent's own tools (registered ones: built-in, stage, language-server and task tools)
 //! are always offered. The MCP servers' tools it may use (a registry [`ToolSource`]'s)
 //! compete for what is left of `tools.budget.share` of the model's window: the ones most
-//! relevant to the task (`trellis_toolgraph::ToolCatalog`, BM25 over names, descriptions
-//! and schema fields, with the tool knowledge graph's PageRank as the prior) that fit. When some are left out, `search_tools` is offered; what it
+//! relevant to the task (`trellis_toolgraph::ToolCatalog`: BM25 over names, descriptions
+//! and schema fields, fused with embeddings when the runtime gives an embedder, with the
+//! tool knowledge graph's PageRank as the prior) that fit. When some are left out, `search_tools` is offered; what it
 //! finds is offered from then on in the activation.
 //!
 //! [`ToolSource`]: trellis_tools::ToolSource
@@ -57,6 +58,16 @@ impl AgentRun {
         let fixed: usize = own.iter().map(cost).sum();
         let search = super::search_tools_spec();
         let mut catalog = ToolCatalog::new(sourced.iter().map(entry).collect());
+        // Hybrid: the tools' and the task's embeddings join BM25 (cached vectors).
+        if let Some(embedder) = &self.context.tool_embedder {
+            catalog = match catalog.with_embedder(embedder.clone(), None) {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::warn!(error = %e, "tool embeddings unavailable; lexical ranking");
+                    ToolCatalog::new(sourced.iter().map(entry).collect())
+                }
+            };
+        }
         // What the workspace's tool knowledge graph learned matters as the prior.
         if let Some(advisor) = &self.env.advisor {
             let ranks = advisor.importance();

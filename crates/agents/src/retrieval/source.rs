@@ -144,6 +144,11 @@ impl IndexPool {
         self.embedder.is_some()
     }
 
+    /// The shared embedder, if any.
+    pub(crate) fn embedder(&self) -> Option<Arc<dyn Embedder>> {
+        self.embedder.clone()
+    }
+
     /// An idle handle, or a newly opened one, with its generation.
     pub(crate) fn take(&self) -> trellis_index::Result<(Index, u64)> {
         let generation = {

@@ -240,3 +240,57 @@ async fn the_knowledge_graphs_pagerank_breaks_ties_in_the_budget() {
     let ranked = offered(Some(Arc::new(Ranks("srv__recipe_22")))).await;
     assert!(ranked.contains(&"srv__recipe_22".to_owned()), "{ranked:?}");
 }
+
+/// Embeds by concept: weather words, money words, anything else.
+struct Concepts;
+
+impl trellis_index::Embedder for Concepts {
+    fn id(&self) -> String {
+        "concepts".into()
+    }
+
+    fn dim(&self) -> usize {
+        3
+    }
+
+    fn embed(&self, texts: &[&str]) -> trellis_index::Result<Vec<Vec<f32>>> {
+        Ok(texts
+            .iter()
+            .map(|t| {
+                let t = t.to_lowercase();
+                let has = |words: &[&str]| words.iter().any(|w| t.contains(w));
+                if has(&["weather", "umbrella", "rain", "sky"]) {
+                    vec![1.0, 0.0, 0.0]
+                } else if has(&["stock", "shares", "ticker"]) {
+                    vec![0.0, 1.0, 0.0]
+                } else {
+                    vec![0.0, 0.0, 1.0]
+                }
+            })
+            .collect())
+    }
+}
+
+#[tokio::test]
+async fn with_an_embedder_a_tool_is_found_by_meaning_not_only_by_words() {
+    // No word of the task is in the forecast tool's name or description.
+    let offered = |embedder: Option<Arc<dyn trellis_index::Embedder>>| async move {
+        let ws = TempWorkspace::new("budget-embed").unwrap();
+        let model = ScriptedProvider::new([report()]).with_context_window(4096);
+        let mut a = agent(&model, &ws, ToolsConfig::default());
+        a.messages[1] = Message::user("## TASK\nWill I need an umbrella in Paris tomorrow?");
+        a.context.tool_embedder = embedder;
+        a.run(Resume::Fresh).await.unwrap();
+        names(&model.requests()[0])
+    };
+    let lexical = offered(None).await;
+    assert!(
+        !lexical.contains(&"srv__weather_forecast".to_owned()),
+        "{lexical:?}"
+    );
+    let hybrid = offered(Some(Arc::new(Concepts))).await;
+    assert!(
+        hybrid.contains(&"srv__weather_forecast".to_owned()),
+        "{hybrid:?}"
+    );
+}

@@ -107,8 +107,10 @@ fn fuzzed_bodies_never_crash_the_server_or_a_run() {
     rt.block_on(async {
         let (status, shown) = get(&s.app, &format!("/api/workflows/{run}")).await;
         assert_eq!(status, StatusCode::OK);
+        // A fuzzed body may be a valid request: a revision sends the run back to work and
+        // a cancel stops it (seen once in 742 tests: revise `{}`, then cancel `{}`).
         assert!(
-            ["succeeded", "running"].contains(&shown["status"].as_str().unwrap()),
+            ["succeeded", "running", "cancelled"].contains(&shown["status"].as_str().unwrap()),
             "{shown}"
         );
         let (status, _) = get(&s.app, "/api/health").await;
