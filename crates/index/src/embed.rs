@@ -72,11 +72,14 @@ pub(crate) fn check_shape(vectors: &[Vec<f32>], inputs: usize, what: &str) -> Re
 pub struct CachedEmbedder {
     inner: std::sync::Arc<dyn Embedder>,
     capacity: usize,
-    cache: std::sync::Mutex<(
-        std::collections::HashMap<String, Vec<f32>>,
-        std::collections::VecDeque<String>,
-    )>,
+    cache: std::sync::Mutex<Cache>,
 }
+
+/// The cached vectors by text, and the texts in the order they came.
+type Cache = (
+    std::collections::HashMap<String, Vec<f32>>,
+    std::collections::VecDeque<String>,
+);
 
 impl CachedEmbedder {
     /// Caches `inner`'s vectors of up to `capacity` texts.
