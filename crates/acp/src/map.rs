@@ -78,8 +78,11 @@ impl StagePlan {
             NodeState::Completed => (acp::PlanEntryStatus::Completed, None),
             NodeState::Skipped => (acp::PlanEntryStatus::Completed, Some("skipped")),
             NodeState::Pruned => (acp::PlanEntryStatus::Completed, Some("pruned")),
-            // A failed activation may run again (retry); a ready one has not started yet.
-            NodeState::Failed | NodeState::Ready => return false,
+            // ACP has no failed status: the stage is over, saying it failed; a retry shows
+            // it in progress again.
+            NodeState::Failed => (acp::PlanEntryStatus::Completed, Some("failed")),
+            // A ready node has not started yet.
+            NodeState::Ready => return false,
         };
         if stage.status == status && stage.note == note {
             return false;
@@ -357,6 +360,14 @@ mod tests {
             statuses(&plan),
             ["analysis=completed", "review (skipped)=completed"]
         );
+        // A failed stage is over (ACP has no failed status) until a retry runs it again.
+        assert!(plan.apply(&transition("analysis", NodeState::Failed)));
+        assert_eq!(
+            statuses(&plan),
+            ["analysis (failed)=completed", "review (skipped)=completed"]
+        );
+        assert!(plan.apply(&transition("analysis", NodeState::Running)));
+        assert_eq!(statuses(&plan)[0], "analysis=in_progress");
     }
 
     #[test]
