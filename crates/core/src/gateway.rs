@@ -9,7 +9,7 @@
 //!    tools `search_tools` and `execute_dag`;
 //! 2. **`search_tools`**: what it finds is offered from then on in the session, and the
 //!    adapter tells the client the list changed;
-//! 3. **`execute_dag`**: the agents' plan tool ([`trellis_tools::dag::run_plan`]) over the hub
+//! 3. **`execute_dag`**: the agents' plan tool ([`trellis_tools::dag::plan`]) over the hub
 //!    tools;
 //! 4. **learning and speculation**: every call is learned into the workspace's tool
 //!    knowledge graph as it happens ([`ToolKnowledge::learn_step`], `[tools.graph] learn`),
@@ -289,19 +289,16 @@ impl Gateway {
 
     /// A catalog of `tools`, with the knowledge graph's PageRank as its prior.
     fn catalog(&self, tools: &[GatewayTool]) -> ToolCatalog {
-        let entries = || tools.iter().map(GatewayTool::entry).collect();
-        let mut catalog = match &self.embedder {
-            Some(e) => ToolCatalog::new(entries())
-                .with_embedder(e.clone(), self.store.as_deref())
-                .unwrap_or_else(|err| {
-                    tracing::warn!(error = %err, "tool embeddings unavailable; lexical ranking");
-                    ToolCatalog::new(entries())
-                }),
-            None => ToolCatalog::new(entries()),
-        };
-        if let Some(k) = &self.knowledge {
-            k.set_prior(&mut catalog);
-        }
-        catalog
+        let ranks = self
+            .knowledge
+            .as_ref()
+            .map(|k| trellis_tools::ToolAdvisor::importance(k.as_ref()))
+            .unwrap_or_default();
+        ToolCatalog::hybrid(
+            tools.iter().map(GatewayTool::entry).collect(),
+            self.embedder.clone(),
+            self.store.as_deref(),
+            &ranks,
+        )
     }
 }

@@ -57,21 +57,6 @@ impl ToolKnowledge {
         self
     }
 
-    /// Uses the graph's PageRank as `catalog`'s search prior (nothing when the graph is
-    /// empty or cannot be loaded).
-    pub fn set_prior(&self, catalog: &mut ToolCatalog) {
-        let set = self.with_graph(|g| {
-            if g.node_count() > 0 {
-                catalog.set_graph_prior(g)
-            } else {
-                Ok(())
-            }
-        });
-        if let Some(Err(e)) = set {
-            tracing::warn!(error = %e, "the tool knowledge graph's PageRank is unavailable");
-        }
-    }
-
     /// Learns one call as it happens (the MCP gateway, whose session has no end to wait
     /// for): `call` counts as a call of its tool, and, when `after` is the call before it in
     /// the same session and `new_pair` says that pair was not observed in the session yet,
@@ -206,12 +191,7 @@ impl ToolAdvisor for ToolKnowledge {
         let thresholds = self.with_thresholds(|t| t.clone())?;
         let entries = tools
             .iter()
-            .map(|t| ToolEntry {
-                name: t.name.clone(),
-                server: t.name.split_once("__").map(|(s, _)| s.to_owned()),
-                description: t.description.clone(),
-                input_schema: t.input_schema.clone(),
-            })
+            .map(|t| ToolEntry::of(&t.name, &t.description, &t.input_schema))
             .collect();
         let suggestion = self.with_graph(|g| {
             let mut catalog = ToolCatalog::new(entries);

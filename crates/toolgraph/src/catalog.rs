@@ -177,6 +177,30 @@ impl ToolCatalog {
         Ok(self)
     }
 
+    /// The catalog callers rank tools with: `entries`, fused with `embedder`'s vectors when
+    /// there is one (cached in `store` when given; on an embedding error, logged, lexical
+    /// only), and `ranks` (tool → PageRank) as the prior when not empty.
+    pub fn hybrid(
+        entries: Vec<ToolEntry>,
+        embedder: Option<Arc<dyn Embedder>>,
+        store: Option<&Store>,
+        ranks: &std::collections::BTreeMap<String, f64>,
+    ) -> Self {
+        let mut catalog = match embedder {
+            Some(e) => Self::new(entries.clone())
+                .with_embedder(e, store)
+                .unwrap_or_else(|err| {
+                    tracing::warn!(error = %err, "tool embeddings unavailable; lexical ranking");
+                    Self::new(entries)
+                }),
+            None => Self::new(entries),
+        };
+        if !ranks.is_empty() {
+            catalog.set_prior_ranks(ranks);
+        }
+        catalog
+    }
+
     /// Uses `graph`'s PageRank as the search prior (call again after the graph learned).
     pub fn set_graph_prior(&mut self, graph: &ToolGraph) -> Result<()> {
         self.set_prior_ranks(&graph.pagerank()?);

@@ -9,8 +9,9 @@
 //! - [`Runner`] executes a DAG through the [`crate::Registry`], reporting [`DagEvent`]s;
 //!   [`call_parallel`] runs a batch of independent calls (the agent loop's parallel tool
 //!   calls).
-//! - [`run_plan`] is the `execute_dag` tool (the agents' and the MCP gateway's): a plan's
-//!   arguments in, its report out.
+//! - [`plan`] is the `execute_dag` and `replan_dag` tools (the agents' and the MCP
+//!   gateway's): a plan's arguments in, its report out, paused and resumed through
+//!   [`exec`]'s checkpoints.
 //!
 //! See `docs/tools.md` ("Tool DAGs") for the rules.
 
@@ -27,7 +28,7 @@ pub use build::{
 pub use exec::{Checkpoints, Decision, Execution, MemoryCheckpoints, StoreCheckpoints};
 pub use plan::{
     EXECUTE_DAG, ExecuteDagInput, Outcome, PlanReport, REPLAN_DAG, ReplanDagInput,
-    execute_dag_description, replan_dag_description, run_plan,
+    execute_dag_description, replan_dag_description,
 };
 pub use refs::StepOutput;
 pub use run::{

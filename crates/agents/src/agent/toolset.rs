@@ -57,24 +57,20 @@ impl AgentRun {
         }
         let fixed: usize = own.iter().map(cost).sum();
         let search = super::search_tools_spec();
-        let mut catalog = ToolCatalog::new(sourced.iter().map(entry).collect());
-        // Hybrid: the tools' and the task's embeddings join BM25 (cached vectors).
-        if let Some(embedder) = &self.context.tool_embedder {
-            catalog = match catalog.with_embedder(embedder.clone(), None) {
-                Ok(c) => c,
-                Err(e) => {
-                    tracing::warn!(error = %e, "tool embeddings unavailable; lexical ranking");
-                    ToolCatalog::new(sourced.iter().map(entry).collect())
-                }
-            };
-        }
-        // What the workspace's tool knowledge graph learned matters as the prior.
-        if let Some(advisor) = &self.env.advisor {
-            let ranks = advisor.importance();
-            if !ranks.is_empty() {
-                catalog.set_prior_ranks(&ranks);
-            }
-        }
+        // Hybrid: BM25 with the tools' and the task's embeddings (cached vectors), and what
+        // the workspace's tool knowledge graph learned (PageRank) as the prior.
+        let ranks = self
+            .env
+            .advisor
+            .as_ref()
+            .map(|a| a.importance())
+            .unwrap_or_default();
+        let catalog = ToolCatalog::hybrid(
+            sourced.iter().map(entry).collect(),
+            self.context.tool_embedder.clone(),
+            None,
+            &ranks,
+        );
         let count = |e: &ToolEntry| {
             sourced
                 .iter()

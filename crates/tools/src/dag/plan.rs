@@ -127,16 +127,6 @@ fn refused(text: String) -> Outcome {
     })
 }
 
-/// Runs an `execute_dag` call with `args` (at most `max_steps` steps) through `runner`;
-/// steps that need the user end `needs input`.
-pub async fn run_plan(runner: &Runner<'_>, args: &Value, max_steps: usize) -> PlanReport {
-    let checkpoints = super::MemoryCheckpoints::default();
-    let id = format!("plan-{}", std::process::id());
-    start(runner, &checkpoints, id, args, max_steps, false)
-        .await
-        .report()
-}
-
 /// Starts execution `id` of an `execute_dag` call: its steps run until the plan finishes,
 /// pauses after a `decide_after` step (checkpoint saved), or — with `hold_for_user` — a step
 /// needs the user.
