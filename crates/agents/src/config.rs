@@ -58,6 +58,9 @@ pub struct RetrievalAgentConfig {
     /// Milliseconds query generation may take in one retrieval, all stages together; stages
     /// still waiting then use deterministic queries (default 45000).
     pub query_timeout_ms: Option<u64>,
+    /// Share of a code workflow's stage budget kept for the AST context map and the repo
+    /// map (default 0.2; 0 turns them off).
+    pub map_share: Option<f32>,
     /// Disable retrieval entirely (stages get no retrieved context).
     #[serde(default)]
     pub disabled: bool,

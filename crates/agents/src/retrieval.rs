@@ -17,6 +17,7 @@
 //! reported in the pack; neither fails the retrieval.
 
 mod failure;
+mod maps;
 mod pack;
 mod prompts;
 mod queries;
@@ -40,6 +41,7 @@ use trellis_llm::ModelProvider;
 use trellis_workflow::{Plan, StageContext};
 
 pub use failure::{FailureAnalysis, FailureRef, analyse_failure};
+pub use maps::StageMaps;
 pub use queries::identifiers;
 pub use source::{Source, SourceError, SourceRequest};
 pub use types::{
@@ -307,8 +309,12 @@ impl RetrievalAgent {
         for (st, g) in stages.iter().zip(generated) {
             let mut p = self.empty_pack(strategy, st, RetrievalMode::Upfront, 0);
             self.fill(&mut p, strategy, st, g, &routes, &runs, Vec::new(), None);
-            p.elapsed_ms = t0.elapsed().as_millis() as u64;
             packs.insert(st.stage_name.clone(), p);
+        }
+        self.add_maps(strategy, task, packs.values_mut().collect())
+            .await;
+        for p in packs.values_mut() {
+            p.elapsed_ms = t0.elapsed().as_millis() as u64;
         }
         Ok(packs)
     }
@@ -403,6 +409,7 @@ impl RetrievalAgent {
             pinned,
             Some(worktree),
         );
+        self.add_maps(strategy, task, vec![&mut p]).await;
         p.elapsed_ms = t0.elapsed().as_millis() as u64;
         Ok(p)
     }
@@ -490,7 +497,11 @@ impl RetrievalAgent {
             };
             let token = cancel.child_token();
             let name = route.spec.source.clone();
-            let skipped = source.unavailable();
+            let skipped = source.unavailable().or_else(|| {
+                (source.code_only() && !strategy.ast_enabled()).then(|| {
+                    "it serves code workflows only (this strategy has `ast_parsing` off)".to_owned()
+                })
+            });
             let timeout = source.timeout().unwrap_or(timeout);
             Some(async move {
                 if let Some(reason) = skipped {
@@ -539,6 +550,61 @@ impl RetrievalAgent {
         tokio::select! {
             runs = all => Ok(runs.into_iter().collect()),
             () = cancel.cancelled() => Err(RetrievalError::Cancelled),
+        }
+    }
+
+    /// Tokens of a stage's budget kept for the code maps (none unless AST work is on).
+    fn map_reserve(&self, strategy: &RetrievalStrategyConfig, budget: usize) -> usize {
+        if strategy.ast_enabled() && self.options.map_share > 0.0 {
+            (budget as f32 * self.options.map_share.min(1.0)) as usize
+        } else {
+            0
+        }
+    }
+
+    /// Code workflows: adds the AST context map of each pack's files and the repo map,
+    /// within what the items left of the budget (at least the reserved share). Maps are
+    /// context, not a requirement: a failure becomes a note.
+    async fn add_maps(
+        &self,
+        strategy: &RetrievalStrategyConfig,
+        task: &str,
+        packs: Vec<&mut StagePack>,
+    ) {
+        if self.map_reserve(strategy, 1 << 20) == 0 || packs.is_empty() {
+            return;
+        }
+        let mentioned = identifiers(task, 16);
+        let requests: Vec<_> = packs
+            .iter()
+            .map(|p| maps::request(p, &mentioned, p.budget_tokens.saturating_sub(p.used_tokens)))
+            .collect();
+        let pool = self.pool.clone();
+        let share = self.options.ast_map_share;
+        let built = tokio::task::spawn_blocking(move || {
+            let (ix, generation) = pool.take()?;
+            let outlines = ix.outlines();
+            pool.give(ix, generation);
+            let outlines = outlines?;
+            Ok::<_, trellis_index::Error>(
+                requests
+                    .iter()
+                    .map(|r| maps::build(&outlines, r, share))
+                    .collect::<Vec<_>>(),
+            )
+        })
+        .await;
+        let built = match built {
+            Ok(Ok(b)) => b,
+            Ok(Err(e)) => return note_all(packs, &format!("code maps unavailable: {e}")),
+            Err(e) => return note_all(packs, &format!("code maps unavailable: {e}")),
+        };
+        for (p, m) in packs.into_iter().zip(built) {
+            if m.tokens == 0 {
+                continue;
+            }
+            p.used_tokens += m.tokens;
+            p.maps = Some(m);
         }
     }
 
@@ -626,7 +692,8 @@ impl RetrievalAgent {
             .iter()
             .any(|a| a == STAGE_AWARE_AVOID)
             && !is_test_stage(stage);
-        let packing = pack::pack(pinned, ranked, p.budget_tokens, drop_tests);
+        let item_budget = p.budget_tokens - self.map_reserve(strategy, p.budget_tokens);
+        let packing = pack::pack(pinned, ranked, item_budget, drop_tests);
         if packing.over_budget > 0 {
             p.notes.push(format!(
                 "{} results did not fit the budget of {} tokens",
@@ -664,6 +731,12 @@ fn budget_by_words(strategy: &RetrievalStrategyConfig, stage: &str) -> Option<u6
     .flat_map(|m| m.iter())
     .find(|(k, _)| matches(&k.0))
     .map(|(_, v)| *v)
+}
+
+fn note_all(packs: Vec<&mut StagePack>, note: &str) {
+    for p in packs {
+        p.notes.push(note.to_owned());
+    }
 }
 
 fn check(cancel: &CancellationToken) -> Result<()> {

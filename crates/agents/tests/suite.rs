@@ -6,6 +6,7 @@ mod context_wire;
 mod decisions;
 mod foresight;
 pub(crate) mod parallel;
-mod retrieval;
+pub(crate) mod retrieval;
 mod retrieval_adaptive;
+mod retrieval_maps;
 pub(crate) mod speculation;

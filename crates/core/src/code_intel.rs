@@ -5,9 +5,10 @@
 //!   seed's `lsp_integration.tools`), granted to a workflow's agents when its
 //!   `retrieval_strategy_config.lsp_integration` is enabled: a position (`path`, `line`,
 //!   `column`) or a `symbol` looked up in the index.
-//! - **Retrieval source** `lsp_tools`: the identifiers of the retrieval's queries (a failure's
-//!   named symbols first) that the index knows as symbols, their definitions and the places
-//!   that use them, as code regions.
+//! - **Retrieval source** `lsp_tools` (code workflows only): the identifiers of the
+//!   retrieval's queries (a failure's named symbols first) that the index knows as symbols,
+//!   their signatures (hover: type and documentation), definitions and the places that use
+//!   them, as code regions.
 //!
 //! Both ask the repository's language servers (one [`LspPool`] per runtime, started on first
 //! use, see `[lsp]`), so answers describe the repository as checked out, not a run's
@@ -304,6 +305,11 @@ impl LspSource {
             let Ok(Ok(lsp)) = start.await else {
                 continue;
             };
+            match lsp.hover(&site.path, site.line, site.column).await {
+                Ok(Some(h)) if !h.trim().is_empty() => out.push(signature_item(&name, &site, h)),
+                Ok(_) => {}
+                Err(e) => tracing::debug!("lsp_tools: signature of {name}: {e}"),
+            }
             let refs = match lsp.references(&site.path, site.line, site.column).await {
                 Ok(r) => r,
                 Err(e) => {
@@ -357,9 +363,34 @@ impl LspSource {
     }
 }
 
+/// A symbol's type, signature and documentation from the language server: not lines of the
+/// file (line 0, as for web pages), with the declaration's place in the note.
+fn signature_item(name: &str, site: &Site, hover: String) -> PackedItem {
+    PackedItem {
+        source: LSP_SOURCE.to_owned(),
+        path: site.path.clone(),
+        start_line: 0,
+        end_line: 0,
+        symbol: Some(name.to_owned()),
+        section: None,
+        kind: "signature".to_owned(),
+        text: hover,
+        tokens: 0,
+        score: 0.0,
+        note: Some(format!(
+            "type, signature and documentation of `{name}` declared at line {} (language server)",
+            site.line
+        )),
+    }
+}
+
 impl Source for LspSource {
     fn name(&self) -> &str {
         LSP_SOURCE
+    }
+
+    fn code_only(&self) -> bool {
+        true
     }
 
     fn search(

@@ -59,6 +59,8 @@ fn stored(pack: &StagePack) -> Value {
         "used_tokens": pack.used_tokens,
         "budget_tokens": pack.budget_tokens,
         "notes": pack.notes,
+        // Seed 000's `ast_context_map` of the stage (code workflows).
+        "ast_context_map": pack.maps.as_ref().map(|m| &m.ast_context_map),
     })
 }
 
@@ -108,6 +110,9 @@ impl RunContext {
                 }
                 if let Some(ms) = cfg.query_timeout_ms {
                     options.query_timeout = Duration::from_millis(ms.max(1));
+                }
+                if let Some(share) = cfg.map_share {
+                    options.map_share = share.clamp(0.0, 0.9);
                 }
                 // A stage's context must leave room for the prompt and the answer: at most a
                 // quarter of the smallest context window among the agents' models.

@@ -1,16 +1,17 @@
 //! The AST context map (seed 000 `ast_context_map`): per file, functions with parameters and
 //! return types, classes with their methods, and imports — exportable as JSON.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::chunk::ChunkKind;
 use crate::error::Result;
 use crate::index::Index;
 use crate::meta::FileOutline;
+use crate::repomap::{self, RepoMap, RepoMapRequest};
 use crate::symbols::Symbol;
 
 /// A function or method.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct FunctionEntry {
     /// Name.
     pub name: String,
@@ -23,14 +24,14 @@ pub struct FunctionEntry {
     /// Declaration.
     pub signature: String,
     /// Doc comment.
-    #[serde(skip_serializing_if = "String::is_empty")]
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub doc: String,
     /// Lines (1-based, inclusive).
     pub lines: [u32; 2],
 }
 
 /// A class, struct, enum, trait, interface or impl block with its methods.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ClassEntry {
     /// Name.
     pub name: String,
@@ -41,7 +42,7 @@ pub struct ClassEntry {
     /// Declaration.
     pub signature: String,
     /// Doc comment.
-    #[serde(skip_serializing_if = "String::is_empty")]
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub doc: String,
     /// Lines.
     pub lines: [u32; 2],
@@ -50,7 +51,7 @@ pub struct ClassEntry {
 }
 
 /// One file of the map.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct FileEntry {
     /// Relative path.
     pub path: String,
@@ -65,7 +66,7 @@ pub struct FileEntry {
 }
 
 /// The AST context map.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct AstContextMap {
     /// Files with at least one symbol or import.
     pub files: Vec<FileEntry>,
@@ -140,5 +141,31 @@ impl Index {
             outlines.retain(|o| paths.contains(&o.path));
         }
         Ok(build(&outlines))
+    }
+
+    /// Every file's outline, read once, to build several maps from (a code workflow's stages
+    /// each get a repo map and an AST context map).
+    pub fn outlines(&self) -> Result<Outlines> {
+        Ok(Outlines(self.meta.outlines()?))
+    }
+}
+
+/// The outlines of every indexed file ([`Index::outlines`]).
+#[derive(Clone, Debug, Default)]
+pub struct Outlines(Vec<FileOutline>);
+
+impl Outlines {
+    /// The repo map for a request.
+    pub fn repo_map(&self, req: &RepoMapRequest) -> RepoMap {
+        repomap::build(&self.0, req)
+    }
+
+    /// The AST context map of these files, in this order (files not indexed are skipped).
+    pub fn ast_context_map(&self, paths: &[String]) -> AstContextMap {
+        let picked: Vec<FileOutline> = paths
+            .iter()
+            .filter_map(|p| self.0.iter().find(|o| &o.path == p).cloned())
+            .collect();
+        build(&picked)
     }
 }

@@ -37,6 +37,7 @@ pub mod symbols;
 pub mod tokenize;
 pub mod vectors;
 
+pub use astmap::{AstContextMap, Outlines};
 pub use chunk::{Category, Chunk, ChunkId, ChunkKind};
 pub use config::{EmbeddingBackend, EmbeddingConfig, IndexConfig, SearchConfig};
 pub use embed::{CachedEmbedder, Embedder};

@@ -307,6 +307,10 @@ pub(crate) fn reground(
     ast: bool,
     files: &mut HashMap<String, Option<String>>,
 ) -> Option<PackedItem> {
+    // Not a region of a file (a web page, an advisory, a language server's signature).
+    if item.start_line == 0 {
+        return Some(item);
+    }
     let content = files
         .entry(item.path.clone())
         .or_insert_with(|| std::fs::read_to_string(worktree.join(&item.path)).ok())

@@ -96,12 +96,17 @@ pub(crate) fn pack(
             p.tests_avoided += 1;
             continue;
         }
-        let inside = kept_ranges
-            .iter()
-            .any(|(f, s, e)| *f == item.path && *s <= item.start_line && item.end_line <= *e);
-        let overlaps_pinned = pinned_ranges
-            .iter()
-            .any(|(f, s, e)| *f == item.path && item.start_line <= *e && *s <= item.end_line);
+        // Items without lines (web pages, advisories, language-server signatures) are not
+        // regions of a file: only their text can repeat.
+        let lined = item.start_line > 0;
+        let inside = lined
+            && kept_ranges
+                .iter()
+                .any(|(f, s, e)| *f == item.path && *s <= item.start_line && item.end_line <= *e);
+        let overlaps_pinned = lined
+            && pinned_ranges
+                .iter()
+                .any(|(f, s, e)| *f == item.path && item.start_line <= *e && *s <= item.end_line);
         if inside || overlaps_pinned || !texts.insert(text_hash(&item.text)) {
             p.duplicates += 1;
             continue;
@@ -216,7 +221,33 @@ pub(crate) fn render(pack: &StagePack) -> String {
             it.text
         );
     }
+    if let Some(m) = &pack.maps {
+        render_maps(&mut s, m);
+    }
     s
+}
+
+/// The code maps after the items: the outline of the items' files, then the repo map.
+fn render_maps(s: &mut String, m: &super::StageMaps) {
+    if !m.ast_text.is_empty() {
+        let more = if m.ast_left_out > 0 {
+            format!("; {} more entries left out for the budget", m.ast_left_out)
+        } else {
+            String::new()
+        };
+        let _ = write!(
+            s,
+            "\n### AST context map of the files above (functions, types, imports; [lines]{more})\n```text\n{}```\n",
+            m.ast_text
+        );
+    }
+    if !m.repo_map.is_empty() {
+        let _ = write!(
+            s,
+            "\n### Repository map (definitions elsewhere that these files and the task refer to, most relevant first)\n```text\n{}```\n",
+            m.repo_map
+        );
+    }
 }
 
 #[cfg(test)]

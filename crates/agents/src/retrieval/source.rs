@@ -63,6 +63,12 @@ pub trait Source: Send + Sync {
     fn timeout(&self) -> Option<Duration> {
         None
     }
+
+    /// Whether the source only serves code workflows (strategies with AST parsing on);
+    /// in a document workflow it is skipped with that reason (language servers).
+    fn code_only(&self) -> bool {
+        false
+    }
 }
 
 /// Hands an [`Embedder`] shared by the agent to index handles (which own a `Box`), caching

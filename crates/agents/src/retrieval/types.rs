@@ -7,6 +7,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use trellis_index::Progress;
 
+use super::maps::StageMaps;
 use super::pack;
 
 /// Errors of the retrieval agent. Model and source failures are not errors (they degrade
@@ -70,6 +71,13 @@ pub struct RetrievalOptions {
     pub temperature: Option<f32>,
     /// Regions named by a failure read from the worktree, at most (default 6).
     pub max_failure_regions: usize,
+    /// Share of a code workflow's stage budget reserved for the code maps (the AST context
+    /// map of the files in play and the repo map; default 0.2; 0 turns them off). Item
+    /// budget the items leave unused goes to the maps too.
+    pub map_share: f32,
+    /// Share of the maps' budget the AST context map may take (default 0.5); the repo map
+    /// gets the rest.
+    pub ast_map_share: f32,
     /// Lines either side of a failure line when no symbol or section encloses it (default 12).
     pub region_context_lines: u32,
 }
@@ -89,6 +97,8 @@ impl Default for RetrievalOptions {
             query_max_tokens: 64,
             temperature: Some(0.3),
             max_failure_regions: 6,
+            map_share: 0.2,
+            ast_map_share: 0.5,
             region_context_lines: 12,
         }
     }
@@ -187,6 +197,10 @@ pub struct StagePack {
     pub notes: Vec<String>,
     /// Wall time of the retrieval, query generation included.
     pub elapsed_ms: u64,
+    /// Code workflows: the AST context map of the items' files and the repo map (their
+    /// tokens are part of `used_tokens`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub maps: Option<StageMaps>,
 }
 
 impl StagePack {

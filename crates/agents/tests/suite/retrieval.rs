@@ -249,9 +249,11 @@ async fn upfront_packs_per_stage_with_budgets_attribution_and_stage_guidance() {
     assert!(code.queries_from_model);
     assert_eq!(code.budget_tokens, 200);
     assert!(code.used_tokens <= 200 && code.used_tokens > 0, "{code:?}");
+    // The items and the code maps share the budget.
     assert_eq!(
         code.used_tokens,
         code.items.iter().map(|i| i.tokens).sum::<usize>()
+            + code.maps.as_ref().map_or(0, |m| m.tokens)
     );
     assert!(
         code.notes
@@ -394,11 +396,16 @@ struct Fake {
     name: &'static str,
     delay: Duration,
     fail: bool,
+    code_only: bool,
 }
 
 impl Source for Fake {
     fn name(&self) -> &str {
         self.name
+    }
+
+    fn code_only(&self) -> bool {
+        self.code_only
     }
 
     fn search(
@@ -456,16 +463,19 @@ async fn slow_and_failing_sources_are_reported_not_fatal() {
             name: "web_search",
             delay: Duration::from_secs(30),
             fail: false,
+            code_only: false,
         }))
         .with_source(Arc::new(Fake {
             name: "doc_retrieval",
             delay: Duration::ZERO,
             fail: true,
+            code_only: false,
         }))
         .with_source(Arc::new(Fake {
             name: "lsp_tools",
             delay: Duration::ZERO,
             fail: false,
+            code_only: false,
         }));
     agent
         .prepare(&strategy, None, CancellationToken::new())
@@ -576,4 +586,81 @@ async fn cancelled_and_disabled_retrievals() {
     let mut bare = plan.clone();
     bare.retrieval_strategy_config = None;
     assert_eq!(strategy_of(&bare).unwrap(), RetrievalStrategyConfig::code());
+}
+
+#[tokio::test]
+async fn a_code_only_source_serves_code_workflows_and_is_skipped_in_document_ones() {
+    let ws = TempWorkspace::new("retr-code-only").unwrap();
+    write_fixture(ws.path());
+    let lsp = || {
+        Arc::new(Fake {
+            name: "lsp_tools",
+            delay: Duration::ZERO,
+            fail: false,
+            code_only: true,
+        })
+    };
+    let listed = trellis_index::strategy::ContextSource {
+        source: "lsp_tools".into(),
+        priority: Some("HIGH".into()),
+        ..Default::default()
+    };
+    // A document workflow that lists the language servers anyway.
+    let task = "Discuss the architecture decision on how prices are stored";
+    let docs_plan = plan("architecture_discussion", &[], task);
+    let mut docs = strategy_of(&docs_plan).unwrap();
+    assert!(!docs.ast_enabled());
+    let mut sources = docs.sources();
+    sources.push(listed.clone());
+    docs.context_sources = sources;
+    docs.rag_strategy = None;
+    let stages: Vec<_> = docs_plan
+        .planned
+        .iter()
+        .map(|p| p.context.clone())
+        .collect();
+    let provider = ScriptedProvider::new([queries(&["integer cents decision"])]);
+    let agent_docs = agent(ws.path(), &provider, RetrievalOptions::default()).with_source(lsp());
+    let packs = agent_docs
+        .upfront(task, &docs, &stages[..1], CancellationToken::new())
+        .await
+        .unwrap();
+    let p = packs.values().next().unwrap();
+    let report = p.sources.iter().find(|r| r.name == "lsp_tools").unwrap();
+    assert!(
+        report
+            .skipped
+            .as_deref()
+            .unwrap()
+            .contains("code workflows only"),
+        "{report:?}"
+    );
+    assert!(p.items.iter().all(|i| i.source != "lsp_tools"), "{p:?}");
+    assert!(
+        p.render()
+            .contains("Unavailable sources: lsp_tools (it serves code workflows only")
+    );
+
+    // The same source in a code workflow is searched.
+    let code_plan = plan("feature_with_iterative_testing", &[], TASK);
+    let mut code = strategy_of(&code_plan).unwrap();
+    let mut sources = code.sources();
+    sources.retain(|s| s.source != "lsp_tools");
+    sources.push(listed);
+    code.context_sources = sources;
+    code.rag_strategy = None;
+    let stages: Vec<_> = code_plan
+        .planned
+        .iter()
+        .map(|p| p.context.clone())
+        .collect();
+    let provider = ScriptedProvider::new([queries(&["cart total"])]);
+    let agent_code = agent(ws.path(), &provider, RetrievalOptions::default()).with_source(lsp());
+    let packs = agent_code
+        .upfront(TASK, &code, &stages[..1], CancellationToken::new())
+        .await
+        .unwrap();
+    let p = packs.values().next().unwrap();
+    let report = p.sources.iter().find(|r| r.name == "lsp_tools").unwrap();
+    assert!(report.skipped.is_none() && report.items > 0, "{report:?}");
 }

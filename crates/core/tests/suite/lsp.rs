@@ -208,7 +208,23 @@ async fn the_lsp_tools_source_returns_the_definition_and_uses_of_named_symbols()
             .any(|i| i.symbol.as_deref() == Some("OutOfStock") && i.path == "inventory.py"),
         "{places:?}"
     );
-    for item in &lists[0] {
+    // `reserve`'s signature from the server (hover), not lines of the file.
+    let sig = lists[0]
+        .iter()
+        .find(|i| i.kind == "signature" && i.symbol.as_deref() == Some("reserve"))
+        .unwrap_or_else(|| panic!("no signature of reserve in {places:?}"));
+    assert_eq!((sig.path.as_str(), sig.start_line), ("inventory.py", 0));
+    assert!(
+        sig.text.contains("reserve") && sig.text.contains("sku"),
+        "{}",
+        sig.text
+    );
+    assert!(
+        sig.note.as_deref().unwrap().contains("line 25"),
+        "{:?}",
+        sig.note
+    );
+    for item in lists[0].iter().filter(|i| i.kind != "signature") {
         let file = std::fs::read_to_string(repo.join(&item.path)).unwrap();
         let lines: Vec<&str> = file.lines().collect();
         assert_eq!(
