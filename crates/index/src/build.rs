@@ -25,8 +25,8 @@ use rayon::prelude::*;
 use crate::analyze::{FileAnalysis, analyze};
 use crate::bm25::Bm25;
 use crate::error::{Error, Result};
-use crate::lang::Lang;
 use crate::index::{Progress, UpdateOptions, UpdateStats};
+use crate::lang::Lang;
 use crate::meta::{FileRecord, FileState, Meta};
 use crate::scan::ScannedFile;
 

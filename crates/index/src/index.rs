@@ -326,7 +326,14 @@ impl Index {
                 .filter(|f| unparsed.contains(&f.path))
                 .cloned()
                 .collect();
-            self.process(&todo, Vec::new(), &HashMap::new(), Pass::Full, opts, &mut stats)?;
+            self.process(
+                &todo,
+                Vec::new(),
+                &HashMap::new(),
+                Pass::Full,
+                opts,
+                &mut stats,
+            )?;
         } else {
             let mut todo = stale;
             let mut states = states;
@@ -415,7 +422,9 @@ impl Index {
             bm25: &mut self.bm25,
             meta: &mut self.meta,
         };
-        let written = build::run(&root, stale, removed, states, batch, pass, opts, sink, stats)?;
+        let written = build::run(
+            &root, stale, removed, states, batch, pass, opts, sink, stats,
+        )?;
         if written {
             self.invalidate_vectors();
         }

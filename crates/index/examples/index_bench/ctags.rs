@@ -67,7 +67,11 @@ pub fn run(corpus: &Path, label: &str, extra: &[&str]) -> anyhow::Result<Option<
 
 /// Both ctags rows: every language ctags knows (its default) and Trellis's languages only.
 pub fn both(corpus: &Path) -> anyhow::Result<Option<CtagsRun>> {
-    let all = run(corpus, "universal-ctags `ctags -R` (default: all languages)", &[])?;
+    let all = run(
+        corpus,
+        "universal-ctags `ctags -R` (default: all languages)",
+        &[],
+    )?;
     let langs = format!("--languages={PARSED_LANGUAGES}");
     run(
         corpus,

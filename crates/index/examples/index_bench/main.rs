@@ -204,7 +204,8 @@ fn main() -> anyhow::Result<()> {
         let at_searchable = std::sync::Mutex::new(None);
         let on_progress = |p: Progress| {
             if let Progress::Searchable { .. } = p {
-                *at_searchable.lock().unwrap() = Some((t.elapsed().as_secs_f64(), cpu_secs() - cpu0));
+                *at_searchable.lock().unwrap() =
+                    Some((t.elapsed().as_secs_f64(), cpu_secs() - cpu0));
             }
         };
         let cold = index.update(&UpdateOptions {

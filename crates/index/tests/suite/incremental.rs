@@ -369,9 +369,13 @@ fn a_text_first_index_is_searchable_before_symbols_and_resumes_after_a_cancel() 
             "{events:?}"
         );
         assert!(
-            events[..searchable]
-                .iter()
-                .any(|p| matches!(p, Progress::TextIndexed { done: 13, total: 13 })),
+            events[..searchable].iter().any(|p| matches!(
+                p,
+                Progress::TextIndexed {
+                    done: 13,
+                    total: 13
+                }
+            )),
             "{events:?}"
         );
         // Every file is searchable: the parsed ones by symbol, the rest as text windows.
@@ -388,7 +392,10 @@ fn a_text_first_index_is_searchable_before_symbols_and_resumes_after_a_cancel() 
             assert_eq!(hits[0].chunk.path, format!("src/m{i}.rs"));
         }
         let c = index.counts().unwrap();
-        assert!(c.symbols > 0 && c.symbols < 40, "5 of 12 files parsed: {c:?}");
+        assert!(
+            c.symbols > 0 && c.symbols < 40,
+            "5 of 12 files parsed: {c:?}"
+        );
     }
     // Reopened: the update parses only what is left and ranks like a fresh index.
     let mut index = open(root);
