@@ -121,7 +121,8 @@ pub struct UpdateStats {
     pub files_seen: usize,
     /// Files read, hashed and (if their content changed) re-parsed.
     pub files_read: usize,
-    /// Files whose content changed and were re-parsed and re-indexed.
+    /// Files whose content changed and were re-parsed and re-indexed (a file is counted once
+    /// per pass: an update with a text pass counts a code file twice).
     pub files_indexed: usize,
     /// Files removed from the index.
     pub files_removed: usize,
