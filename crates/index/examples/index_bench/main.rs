@@ -12,7 +12,8 @@
 //! The cold index is timed next to universal-ctags (`ctags -R`, all languages and Trellis's
 //! languages only) and the parse-only floor in the same run: when it is searchable (the text
 //! pass) and when it is complete. `--single-pass` indexes without the text pass (symbols
-//! directly, as small updates do).
+//! directly, as small updates do); `--searchable-only` stops each cold run when it is
+//! searchable; `--no-reference` skips the parse floor and ctags.
 //! `--cold-only` stops after the cold index, `--no-embed` after BM25; `--embed-only` indexes
 //! once (untimed) and runs only the embedding comparison. `--threads N` (default: all cores)
 //! applies to both embedding sides. `--embed-all` embeds
@@ -178,14 +179,25 @@ fn main() -> anyhow::Result<()> {
 
     // The floor under any cold index: read every source file and parse it with tree-sitter,
     // nothing else (no symbol extraction, no chunks, no writes).
-    let floor = parse_floor(&corpus, &config)?;
+    let no_reference = args.iter().any(|a| a == "--no-reference");
+    let floor = if no_reference {
+        f64::NAN
+    } else {
+        parse_floor(&corpus, &config)?
+    };
     if args.iter().any(|a| a == "--parse-report") {
         return parse_report(&corpus, &config);
     }
 
     // universal-ctags on the same tree, then the cold index (symbols + sections + BM25, no
     // embeddings), each run into a fresh store: first searchable (text pass), then complete.
-    let ctags = ctags::both(&corpus)?;
+    let ctags = if no_reference {
+        None
+    } else {
+        ctags::both(&corpus)?
+    };
+    let searchable_only = args.iter().any(|a| a == "--searchable-only");
+    let stop = std::sync::atomic::AtomicBool::new(false);
     let floor_secs = floor;
     let text_first = if args.iter().any(|a| a == "--single-pass") {
         Some(false)
@@ -206,13 +218,24 @@ fn main() -> anyhow::Result<()> {
             if let Progress::Searchable { .. } = p {
                 *at_searchable.lock().unwrap() =
                     Some((t.elapsed().as_secs_f64(), cpu_secs() - cpu0));
+                stop.store(searchable_only, std::sync::atomic::Ordering::Relaxed);
             }
         };
         let cold = index.update(&UpdateOptions {
             progress: Some(&on_progress),
+            cancel: Some(&stop),
             text_first,
             ..UpdateOptions::default()
-        })?;
+        });
+        if searchable_only && let Some((s_secs, s_cpu)) = at_searchable.lock().unwrap().take() {
+            println!(
+                "| cold index run {}: **searchable** (then stopped) | {} files | **{s_secs:.2} s** | CPU {s_cpu:.1} s | {load} |",
+                run + 1,
+                index.counts()?.files
+            );
+            continue;
+        }
+        let cold = cold?;
         index.close_writer()?;
         let secs = t.elapsed().as_secs_f64();
         let cpu = cpu_secs() - cpu0;
@@ -251,7 +274,9 @@ fn main() -> anyhow::Result<()> {
         cold_times.push((secs, cold.files));
         kept = Some((store, index, cold));
     }
-    let (_store, mut index, cold) = kept.expect("one run");
+    let Some((_store, mut index, cold)) = kept else {
+        return Ok(());
+    };
     let mut secs: Vec<f64> = cold_times.iter().map(|c| c.0).collect();
     secs.sort_by(f64::total_cmp);
     let med = secs[secs.len() / 2];
