@@ -179,6 +179,17 @@ fn report(p: Progress) {
         Progress::Scanned { files, stale } => {
             eprintln!("scanned {files} files, {stale} new or modified");
         }
+        Progress::TextIndexed { done, total } if total > 0 => {
+            eprintln!("text-indexed {done}/{total} files");
+        }
+        Progress::TextIndexed { .. } => {}
+        Progress::Searchable {
+            unparsed,
+            elapsed_ms,
+        } => eprintln!(
+            "searchable after {:.1} s (every file as text); extracting symbols of {unparsed} files",
+            elapsed_ms as f64 / 1000.0
+        ),
         Progress::Parsed { done, total } if total > 0 => {
             eprintln!("indexed {done}/{total} files");
         }

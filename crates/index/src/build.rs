@@ -8,6 +8,11 @@
 //! full-text index commits, and only then does the metadata say "indexed at this hash" (and
 //! clear the journal). A crash anywhere leaves every file of the batch either recorded with
 //! its committed documents, or stale/pending, to be rewritten (delete + add) by the next update.
+//!
+//! A large update runs the pipeline twice ([`Pass`]): first a text pass that does no
+//! tree-sitter work (code files become text windows, recorded as unparsed), after which every
+//! file is searchable; then a symbol pass over the unparsed files, which replaces each file's
+//! windows with its symbols batch by batch.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -21,8 +26,19 @@ use crate::analyze::{FileAnalysis, analyze};
 use crate::bm25::Bm25;
 use crate::error::{Error, Result};
 use crate::index::{Progress, UpdateOptions, UpdateStats};
+use crate::lang::Lang;
 use crate::meta::{FileRecord, FileState, Meta};
 use crate::scan::ScannedFile;
+
+/// What the pipeline does with a changed file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Pass {
+    /// Code files are indexed as text windows and recorded as unparsed (no tree-sitter);
+    /// other files are analysed completely (their analysis needs no parser).
+    Text,
+    /// Every file is analysed completely: symbols for code, sections for documents.
+    Full,
+}
 
 /// Where batches are written.
 pub(crate) struct Sink<'a> {
@@ -37,6 +53,8 @@ struct Processed {
     file: ScannedFile,
     hash: i64,
     analysis: Option<FileAnalysis>,
+    /// Indexed as text windows only (see [`Pass::Text`]).
+    unparsed: bool,
 }
 
 /// One parsed batch on its way to the writer.
@@ -69,6 +87,7 @@ pub(crate) fn run(
     removed: Vec<String>,
     states: &HashMap<String, FileState>,
     batch_files: usize,
+    pass: Pass,
     opts: &UpdateOptions<'_>,
     sink: Sink<'_>,
     stats: &mut UpdateStats,
@@ -99,9 +118,10 @@ pub(crate) fn run(
                     &mut w,
                 )?;
                 if let Some(p) = progress {
-                    p(Progress::Parsed {
-                        done: batch.done,
-                        total,
+                    let (done, total) = (batch.done, total);
+                    p(match pass {
+                        Pass::Text => Progress::TextIndexed { done, total },
+                        Pass::Full => Progress::Parsed { done, total },
                     });
                 }
             }
@@ -119,7 +139,7 @@ pub(crate) fn run(
             let tp = Instant::now();
             let processed: Vec<Processed> = files
                 .par_iter()
-                .map(|f| process_file(root, f, states.get(&f.path)))
+                .map(|f| process_file(root, f, states.get(&f.path), pass))
                 .collect();
             parse_ms += tp.elapsed().as_millis() as u64;
             done += files.len();
@@ -193,6 +213,7 @@ fn write_batch(
                     path: &p.file.path,
                     state,
                     analysis: a,
+                    unparsed: p.unparsed,
                 });
             }
             None => touched.push((p.file.path.clone(), state)),
@@ -213,7 +234,7 @@ fn write_batch(
     Ok(())
 }
 
-fn process_file(root: &Path, f: &ScannedFile, old: Option<&FileState>) -> Processed {
+fn process_file(root: &Path, f: &ScannedFile, old: Option<&FileState>, pass: Pass) -> Processed {
     let bytes = std::fs::read(root.join(&f.path)).unwrap_or_default();
     let hash = xxhash_rust::xxh3::xxh3_64(&bytes) as i64;
     if old.is_some_and(|o| o.hash == hash) {
@@ -221,11 +242,16 @@ fn process_file(root: &Path, f: &ScannedFile, old: Option<&FileState>) -> Proces
             file: f.clone(),
             hash,
             analysis: None,
+            unparsed: false,
         };
     }
     let head = &bytes[..bytes.len().min(8192)];
+    let mut unparsed = false;
     let analysis = match std::str::from_utf8(&bytes) {
-        Ok(text) if !head.contains(&0) => analyze(&f.path, text, true),
+        Ok(text) if !head.contains(&0) => {
+            unparsed = pass == Pass::Text && Lang::detect(&f.path).is_code();
+            analyze(&f.path, text, !unparsed)
+        }
         // Binary or not UTF-8: remembered (so it is not re-read) but not indexed.
         _ => FileAnalysis::default(),
     };
@@ -233,5 +259,6 @@ fn process_file(root: &Path, f: &ScannedFile, old: Option<&FileState>) -> Proces
         file: f.clone(),
         hash,
         analysis: Some(analysis),
+        unparsed,
     }
 }

@@ -43,7 +43,10 @@ pub use config::{EmbeddingBackend, EmbeddingConfig, IndexConfig, SearchConfig};
 pub use embed::{CachedEmbedder, Embedder};
 pub use error::{Error, Result};
 pub use filter::{SearchFilter, TestFiles};
-pub use index::{Index, Progress, Scope, SymbolQuery, UpdateOptions, UpdateStats, index_dir};
+pub use index::{
+    Index, Progress, Scope, SymbolQuery, TEXT_FIRST_MIN_FILES, UpdateOptions, UpdateStats,
+    index_dir,
+};
 pub use locate::Site;
 pub use repomap::{RepoMap, RepoMapRequest};
 pub use retrieve::{Attribution, ContextItem, ContextPack, RetrievalRequest};

@@ -6,7 +6,7 @@
 //! full-text index has committed the file's documents, so an interrupted run leaves files
 //! either fully indexed or still marked stale, and the next run completes them.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
 use rusqlite::{Connection, OptionalExtension, params};
@@ -40,7 +40,8 @@ const DERIVED_TABLES: &str = "
              CREATE UNIQUE INDEX IF NOT EXISTS chunks_id ON chunks(id);
              CREATE INDEX IF NOT EXISTS chunks_path ON chunks(path);
              CREATE INDEX IF NOT EXISTS chunks_embed_hash ON chunks(embed_hash);
-             CREATE TABLE IF NOT EXISTS pending(path TEXT PRIMARY KEY) WITHOUT ROWID;";
+             CREATE TABLE IF NOT EXISTS pending(path TEXT PRIMARY KEY) WITHOUT ROWID;
+             CREATE TABLE IF NOT EXISTS unparsed(path TEXT PRIMARY KEY) WITHOUT ROWID;";
 
 /// What the index knows about a file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -62,6 +63,9 @@ pub struct FileRecord<'a> {
     pub state: FileState,
     /// The analysis.
     pub analysis: &'a FileAnalysis,
+    /// Indexed as text windows only, its symbols still to extract (the first pass of a
+    /// large update, see [`Meta::unparsed`]).
+    pub unparsed: bool,
 }
 
 /// Per-file symbols, imports and references, as stored.
@@ -129,7 +133,8 @@ impl Meta {
                 );
                 conn.execute_batch(
                     "DROP TABLE IF EXISTS chunks; DROP TABLE IF EXISTS files;
-                     DROP TABLE IF EXISTS pending; DROP TABLE IF EXISTS vectors;
+                     DROP TABLE IF EXISTS pending; DROP TABLE IF EXISTS unparsed;
+                     DROP TABLE IF EXISTS vectors;
                      DELETE FROM meta WHERE key IN ('embedding_model', 'embedding_dim');",
                 )?;
                 true
@@ -224,6 +229,14 @@ impl Meta {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
+    /// Files recorded by the text pass whose symbols (and sections) are still to be extracted:
+    /// searchable as text windows, complete once a later pass records them parsed.
+    pub fn unparsed(&self) -> Result<HashSet<String>> {
+        let mut stmt = self.conn.prepare("SELECT path FROM unparsed")?;
+        let rows = stmt.query_map([], |r| r.get(0))?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
     /// Records new file contents and removals in one transaction.
     pub fn apply(
         &mut self,
@@ -246,12 +259,21 @@ impl Meta {
             )?;
             let mut touch =
                 tx.prepare_cached("UPDATE files SET size=?2, mtime_ns=?3 WHERE path=?1")?;
+            let mut mark_unparsed =
+                tx.prepare_cached("INSERT OR IGNORE INTO unparsed(path) VALUES(?1)")?;
+            let mut parsed = tx.prepare_cached("DELETE FROM unparsed WHERE path=?1")?;
             for path in removed {
                 del_chunks.execute([path])?;
                 del_file.execute([path])?;
+                parsed.execute([path])?;
             }
             for rec in records {
                 del_chunks.execute([rec.path])?;
+                if rec.unparsed {
+                    mark_unparsed.execute([rec.path])?;
+                } else {
+                    parsed.execute([rec.path])?;
+                }
                 let a = rec.analysis;
                 let lang = crate::lang::Lang::detect(rec.path).as_str();
                 let json = |v: serde_json::Result<String>| v.unwrap_or_default();

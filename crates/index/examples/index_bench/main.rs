@@ -9,6 +9,11 @@
 //!     [--python ~/.cache/trellis/bench-venv/bin/python] [--st-script scripts/bench-embeddings.py]
 //! ```
 //!
+//! The cold index is timed next to universal-ctags (`ctags -R`, all languages and Trellis's
+//! languages only) and the parse-only floor in the same run: when it is searchable (the text
+//! pass) and when it is complete. `--single-pass` indexes without the text pass (symbols
+//! directly, as small updates do); `--searchable-only` stops each cold run when it is
+//! searchable; `--no-reference` skips the parse floor and ctags.
 //! `--cold-only` stops after the cold index, `--no-embed` after BM25; `--embed-only` indexes
 //! once (untimed) and runs only the embedding comparison. `--threads N` (default: all cores)
 //! applies to both embedding sides. `--embed-all` embeds
@@ -23,6 +28,7 @@
     missing_docs
 )]
 
+mod ctags;
 mod st;
 
 /// The allocator of the `trellis` binary, so that the numbers are the product's.
@@ -38,7 +44,9 @@ use trellis_index::embed::{self, Embedder};
 use trellis_index::lang::Lang;
 use trellis_index::scan::{Excludes, scan};
 use trellis_index::vectors::VectorIndex;
-use trellis_index::{Category, Index, IndexConfig, SearchMode, SearchRequest, UpdateOptions};
+use trellis_index::{
+    Category, Index, IndexConfig, Progress, SearchMode, SearchRequest, UpdateOptions,
+};
 
 const QUERIES: &[&str] = &[
     "parse configuration file",
@@ -171,12 +179,31 @@ fn main() -> anyhow::Result<()> {
 
     // The floor under any cold index: read every source file and parse it with tree-sitter,
     // nothing else (no symbol extraction, no chunks, no writes).
-    parse_floor(&corpus, &config)?;
+    let no_reference = args.iter().any(|a| a == "--no-reference");
+    let floor = if no_reference {
+        f64::NAN
+    } else {
+        parse_floor(&corpus, &config)?
+    };
     if args.iter().any(|a| a == "--parse-report") {
         return parse_report(&corpus, &config);
     }
 
-    // Cold index (symbols + sections + BM25, no embeddings), each run into a fresh store.
+    // universal-ctags on the same tree, then the cold index (symbols + sections + BM25, no
+    // embeddings), each run into a fresh store: first searchable (text pass), then complete.
+    let ctags = if no_reference {
+        None
+    } else {
+        ctags::both(&corpus)?
+    };
+    let searchable_only = args.iter().any(|a| a == "--searchable-only");
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let floor_secs = floor;
+    let text_first = if args.iter().any(|a| a == "--single-pass") {
+        Some(false)
+    } else {
+        None
+    };
     let mut cold_times = Vec::new();
     let mut kept = None;
     let cold_runs = if embed_only { 1 } else { cold_runs.max(1) };
@@ -186,18 +213,59 @@ fn main() -> anyhow::Result<()> {
         let load = loadavg();
         let cpu0 = cpu_secs();
         let t = Instant::now();
-        let cold = index.update(&UpdateOptions::default())?;
+        let at_searchable = std::sync::Mutex::new(None);
+        let on_progress = |p: Progress| {
+            if let Progress::Searchable { .. } = p {
+                *at_searchable.lock().unwrap() =
+                    Some((t.elapsed().as_secs_f64(), cpu_secs() - cpu0));
+                stop.store(searchable_only, std::sync::atomic::Ordering::Relaxed);
+            }
+        };
+        let cold = index.update(&UpdateOptions {
+            progress: Some(&on_progress),
+            cancel: Some(&stop),
+            text_first,
+            ..UpdateOptions::default()
+        });
+        if searchable_only && let Some((s_secs, s_cpu)) = at_searchable.lock().unwrap().take() {
+            println!(
+                "| cold index run {}: **searchable** (then stopped) | {} files | **{s_secs:.2} s** | CPU {s_cpu:.1} s | {load} |",
+                run + 1,
+                index.counts()?.files
+            );
+            continue;
+        }
+        let cold = cold?;
         index.close_writer()?;
         let secs = t.elapsed().as_secs_f64();
         let cpu = cpu_secs() - cpu0;
+        let searchable = at_searchable.lock().unwrap().take();
+        if let Some((s_secs, s_cpu)) = searchable {
+            println!(
+                "| cold index run {}: **searchable** (walk + read + hash + text windows of every file + BM25 commit; no tree-sitter) | {} files | **{s_secs:.2} s** | CPU {s_cpu:.1} s; text pass {:.2} s{} | {load} |",
+                run + 1,
+                cold.files,
+                cold.text_pass_ms as f64 / 1000.0,
+                ctags
+                    .as_ref()
+                    .map(|c| format!("; **{:.2}× ctags -R**", s_secs / c.secs))
+                    .unwrap_or_default(),
+            );
+        }
         println!(
-            "| cold index run {} (walk + read + hash + parse + BM25 + commit) | {} files, {} symbols, {} sections, {} chunks | {secs:.2} s | CPU {cpu:.1} s (user + system); phases (they overlap): walk {:.2}, read + parse {:.2}, full-text {:.2}, metadata {:.2} s; {:.2} s per 10k files | {load} |",
+            "| cold index run {}: **complete** (walk + read + hash + parse + symbols + sections + BM25 + metadata) | {} files, {} symbols, {} sections, {} chunks | **{secs:.2} s** | CPU {cpu:.1} s (user + system); **{:.2}× the parse floor, {}**; phases: text pass {:.2} s, symbol pass {:.2} s (of which, overlapping, read + parse + extract {:.2}, full-text {:.2}, metadata {:.2} s, summed over both passes); {:.2} s per 10k files | {load} |",
             run + 1,
             cold.files,
             cold.symbols,
             cold.sections,
             cold.chunks,
-            cold.scan_ms as f64 / 1000.0,
+            secs / floor_secs,
+            ctags
+                .as_ref()
+                .map(|c| format!("{:.2}× ctags -R", secs / c.secs))
+                .unwrap_or_else(|| "ctags not run".into()),
+            cold.text_pass_ms as f64 / 1000.0,
+            (cold.index_ms - cold.text_pass_ms) as f64 / 1000.0,
             cold.parse_ms as f64 / 1000.0,
             cold.fulltext_ms as f64 / 1000.0,
             cold.meta_ms as f64 / 1000.0,
@@ -206,7 +274,9 @@ fn main() -> anyhow::Result<()> {
         cold_times.push((secs, cold.files));
         kept = Some((store, index, cold));
     }
-    let (_store, mut index, cold) = kept.expect("one run");
+    let Some((_store, mut index, cold)) = kept else {
+        return Ok(());
+    };
     let mut secs: Vec<f64> = cold_times.iter().map(|c| c.0).collect();
     secs.sort_by(f64::total_cmp);
     let med = secs[secs.len() / 2];
@@ -439,7 +509,7 @@ fn cpu_secs() -> f64 {
 
 /// Reads and parses every source file with a grammar (in parallel, like the index), and
 /// prints the time: the floor under the cold index's read + parse phase.
-fn parse_floor(corpus: &Path, config: &IndexConfig) -> anyhow::Result<()> {
+fn parse_floor(corpus: &Path, config: &IndexConfig) -> anyhow::Result<f64> {
     use rayon::prelude::*;
     let files: Vec<_> = scan(corpus, &Excludes::new(config)?)?
         .into_iter()
@@ -465,7 +535,7 @@ fn parse_floor(corpus: &Path, config: &IndexConfig) -> anyhow::Result<()> {
         bytes as f64 / 1e6,
         bytes as f64 / 1e6 / cpu.max(0.001),
     );
-    Ok(())
+    Ok(secs)
 }
 
 /// Where the parse floor goes: per language, with and without syntax errors, and the slowest

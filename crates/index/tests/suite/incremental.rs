@@ -322,3 +322,127 @@ fn an_index_updated_in_place_ranks_exactly_like_a_fresh_one() {
         assert_eq!(updated, fresh, "query {q:?}: (chunk id, score bits)");
     }
 }
+
+#[test]
+fn a_text_first_index_is_searchable_before_symbols_and_resumes_after_a_cancel() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    for i in 0..12 {
+        let text = format!("// landmark zqmark{i}\n{}", module(i, 0));
+        write(root, &format!("src/m{i}.rs"), &text);
+    }
+    write(
+        root,
+        "docs/guide.md",
+        "# Guide\n\n## Retries\n\nThe backoff token.\n",
+    );
+    let cancel = AtomicBool::new(false);
+    let events = std::sync::Mutex::new(Vec::new());
+    // Stop after the first batch of the symbol pass.
+    let on_progress = |p: Progress| {
+        if matches!(p, Progress::Parsed { .. }) {
+            cancel.store(true, Ordering::Relaxed);
+        }
+        events.lock().unwrap().push(p);
+    };
+    {
+        let mut index = open(root);
+        let err = index
+            .update(&UpdateOptions {
+                progress: Some(&on_progress),
+                cancel: Some(&cancel),
+                batch_files: Some(5),
+                text_first: Some(true),
+                ..UpdateOptions::default()
+            })
+            .unwrap_err();
+        assert!(matches!(err, Error::Cancelled));
+        let events = events.lock().unwrap();
+        let searchable = events
+            .iter()
+            .position(|p| matches!(p, Progress::Searchable { unparsed: 12, .. }))
+            .expect("searchable after the text pass");
+        assert!(
+            events[..searchable]
+                .iter()
+                .all(|p| !matches!(p, Progress::Parsed { .. })),
+            "{events:?}"
+        );
+        assert!(
+            events[..searchable].iter().any(|p| matches!(
+                p,
+                Progress::TextIndexed {
+                    done: 13,
+                    total: 13
+                }
+            )),
+            "{events:?}"
+        );
+        // Every file is searchable: the parsed ones by symbol, the rest as text windows.
+        assert_eq!(index.counts().unwrap().files, 13);
+        for i in 0..12 {
+            let hits = index
+                .search(&SearchRequest {
+                    query: format!("zqmark{i}"),
+                    limit: 1,
+                    mode: SearchMode::Bm25,
+                    ..SearchRequest::default()
+                })
+                .unwrap();
+            assert_eq!(hits[0].chunk.path, format!("src/m{i}.rs"));
+        }
+        let c = index.counts().unwrap();
+        assert!(
+            c.symbols > 0 && c.symbols < 40,
+            "5 of 12 files parsed: {c:?}"
+        );
+    }
+    // Reopened: the update parses only what is left and ranks like a fresh index.
+    let mut index = open(root);
+    let s = update(&mut index);
+    assert_eq!(s.files_indexed, 7, "the unparsed rest only: {s:?}");
+    assert_eq!(s.searchable_ms, 0, "no text pass for 7 files");
+    let s = update(&mut index);
+    assert_eq!(s.files_read, 0, "complete: {s:?}");
+    index.close_writer().unwrap();
+    let fresh_dir = tempfile::tempdir().unwrap();
+    let mut fresh = Index::open_at(root, fresh_dir.path(), IndexConfig::default()).unwrap();
+    fresh
+        .update(&UpdateOptions {
+            text_first: Some(false),
+            ..UpdateOptions::default()
+        })
+        .unwrap();
+    assert_eq!(index.counts().unwrap(), fresh.counts().unwrap());
+    for q in ["parse config", "retry backoff token", "cache insert", "m3"] {
+        let (updated, fresh) = (ranking(&index, q), ranking(&fresh, q));
+        assert!(!fresh.is_empty(), "{q}");
+        assert_eq!(updated, fresh, "query {q:?}: (chunk id, score bits)");
+    }
+}
+
+#[test]
+fn a_text_first_update_completes_like_a_direct_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    for i in 0..8 {
+        write(root, &format!("src/m{i}.rs"), &module(i, 0));
+    }
+    let mut index = open(root);
+    let s = index
+        .update(&UpdateOptions {
+            text_first: Some(true),
+            ..UpdateOptions::default()
+        })
+        .unwrap();
+    assert!(s.searchable_ms <= s.scan_ms + s.index_ms, "{s:?}");
+    assert_eq!(s.files_indexed, 16, "each file twice: as text, then parsed");
+    let fresh_dir = tempfile::tempdir().unwrap();
+    let mut fresh = Index::open_at(root, fresh_dir.path(), IndexConfig::default()).unwrap();
+    update(&mut fresh);
+    index.close_writer().unwrap();
+    assert_eq!(index.counts().unwrap(), fresh.counts().unwrap());
+    for q in ["parse config", "retry backoff token", "token"] {
+        assert_eq!(ranking(&index, q), ranking(&fresh, q), "{q}");
+    }
+}
