@@ -28,6 +28,7 @@ mod index;
 pub mod lang;
 pub mod locate;
 pub mod meta;
+pub mod rank;
 pub mod repomap;
 pub mod retrieve;
 pub mod scan;
@@ -38,7 +39,7 @@ pub mod tokenize;
 pub mod vectors;
 
 pub use chunk::{Category, Chunk, ChunkId, ChunkKind};
-pub use config::{EmbeddingBackend, EmbeddingConfig, IndexConfig, SearchConfig};
+pub use config::{EmbeddingBackend, EmbeddingConfig, IndexConfig, Rerank, SearchConfig};
 pub use embed::{CachedEmbedder, Embedder};
 pub use error::{Error, Result};
 pub use filter::{SearchFilter, TestFiles};
