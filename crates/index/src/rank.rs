@@ -25,7 +25,7 @@ const SHIPPED: &str = include_str!("rank/model.json");
 #[serde(deny_unknown_fields)]
 struct Tree {
     split_feature: Vec<usize>,
-    threshold: Vec<f32>,
+    threshold: Vec<f64>,
     left_child: Vec<i32>,
     right_child: Vec<i32>,
     leaf_value: Vec<f32>,
@@ -40,7 +40,7 @@ impl Tree {
         // Bounded by the node count: a malformed tree cannot loop.
         for _ in 0..=self.split_feature.len() {
             let i = node as usize;
-            let go_left = x[self.split_feature[i]] <= self.threshold[i];
+            let go_left = f64::from(x[self.split_feature[i]]) <= self.threshold[i];
             node = if go_left {
                 self.left_child[i]
             } else {
@@ -78,6 +78,9 @@ pub struct Ranker {
     pub trained_on: String,
     /// The feature names the model was trained with, in order.
     features: Vec<String>,
+    /// Per feature: 1 when the model was constrained never to score lower as the feature
+    /// grows (evidence of relevance: ranks, scores, name matches), -1 never higher, 0 free.
+    pub monotone: Vec<i8>,
     trees: Vec<Tree>,
 }
 
@@ -99,6 +102,11 @@ impl Ranker {
                  scripts/retrieval_train.py"
                     .into(),
             ));
+        }
+        if r.monotone.len() != COUNT || r.monotone.iter().any(|m| !(-1..=1).contains(m)) {
+            return Err(Error::Config(format!(
+                "learned ranker model: `monotone` needs {COUNT} entries of -1, 0 or 1"
+            )));
         }
         if let Some(i) = r.trees.iter().position(|t| !t.check()) {
             return Err(Error::Config(format!(
@@ -170,6 +178,109 @@ pub fn relevance(
                     }
                 })
                 .collect())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A model over [`NAMES`] with the given trees (JSON arrays) and no constraints.
+    fn model(trees: &str) -> String {
+        format!(
+            r#"{{"format":1,"trained_on":"test","features":{},"monotone":{},"trees":{trees}}}"#,
+            serde_json::to_string(NAMES).unwrap_or_default(),
+            serde_json::to_string(&[0i8; COUNT]).unwrap_or_default(),
+        )
+    }
+
+    #[test]
+    fn trees_follow_their_splits_and_sum() {
+        // Tree 1: feature 2 <= 0.5 ? (feature 5 <= 0.1 ? 1 : 2) : 3. Tree 2: a constant 0.25.
+        let r = Ranker::from_json(&model(
+            r#"[{"split_feature":[2,5],"threshold":[0.5,0.1],"left_child":[1,-1],
+                 "right_child":[-3,-2],"leaf_value":[1.0,2.0,3.0]},
+                {"split_feature":[],"threshold":[],"left_child":[],"right_child":[],
+                 "leaf_value":[0.25]}]"#,
+        ))
+        .unwrap();
+        let mut x = [0.0f32; COUNT];
+        assert_eq!(r.score(&x), 1.25);
+        x[5] = 0.2;
+        assert_eq!(r.score(&x), 2.25);
+        x[2] = 0.5; // `<=` goes left at the threshold itself
+        assert_eq!(r.score(&x), 2.25);
+        x[2] = 0.51;
+        assert_eq!(r.score(&x), 3.25);
+    }
+
+    #[test]
+    fn models_for_other_features_or_with_bad_trees_are_refused() {
+        let other = model("[]").replacen(NAMES[0], "something_else", 1);
+        let e = Ranker::from_json(&other).unwrap_err().to_string();
+        assert!(e.contains("retrain"), "{e}");
+        let dangling = model(
+            r#"[{"split_feature":[0],"threshold":[0.5],"left_child":[-1],
+                 "right_child":[-3],"leaf_value":[1.0,2.0]}]"#,
+        );
+        let e = Ranker::from_json(&dangling).unwrap_err().to_string();
+        assert!(e.contains("tree 0 is malformed"), "{e}");
+    }
+
+    /// Deterministic pseudo-random feature vectors in the ranges the features take.
+    fn vectors(n: usize) -> Vec<[f32; COUNT]> {
+        let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 40) as f32 / (1u64 << 24) as f32
+        };
+        (0..n)
+            .map(|_| {
+                let mut x = [0.0f32; COUNT];
+                for v in &mut x {
+                    *v = next();
+                }
+                x
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_shipped_model_loads_and_scores_deterministically() {
+        let shipped = Ranker::shipped().unwrap();
+        assert!(shipped.trees() > 0, "the shipped model has no trees");
+        let again = Ranker::from_json(SHIPPED).unwrap();
+        let xs = vectors(200);
+        let a: Vec<f32> = xs.iter().map(|x| shipped.score(x)).collect();
+        let b: Vec<f32> = xs.iter().map(|x| again.score(x)).collect();
+        assert_eq!(a, b);
+        // It is not a constant: the features move the score.
+        assert!(a.iter().any(|s| (s - a[0]).abs() > 1e-3));
+    }
+
+    #[test]
+    fn the_shipped_model_honours_its_monotone_constraints() {
+        let r = Ranker::shipped().unwrap();
+        let constrained: Vec<usize> = (0..COUNT).filter(|i| r.monotone[*i] != 0).collect();
+        assert!(!constrained.is_empty());
+        for x in vectors(300) {
+            for &f in &constrained {
+                let base = r.score(&x);
+                for step in [0.05f32, 0.3, 1.0] {
+                    let mut y = x;
+                    y[f] += step;
+                    let s = r.score(&y);
+                    let dir = f32::from(r.monotone[f]);
+                    assert!(
+                        (s - base) * dir >= -1e-5,
+                        "raising {} by {step} moved the score {base} -> {s}",
+                        NAMES[f]
+                    );
+                }
+            }
         }
     }
 }

@@ -175,8 +175,8 @@ fn main() -> anyhow::Result<()> {
     );
     let mut totals: BTreeMap<String, Tally> = BTreeMap::new();
     let mut per_lang: BTreeMap<(String, String), Tally> = BTreeMap::new();
-    let mut rerank_time = Duration::ZERO;
-    let mut reranked = 0usize;
+    let mut rerank_times: Vec<Duration> = Vec::new();
+    let mut candidates_seen = 0usize;
     let mut report: Vec<serde_json::Value> = Vec::new();
     let started = Instant::now();
 
@@ -224,7 +224,8 @@ fn main() -> anyhow::Result<()> {
                     }
                 }
             }
-            if let Some(out) = dump.as_mut() {
+            let timing = modes.iter().any(|m| m.ends_with("+learned"));
+            if dump.is_some() || timing {
                 for hybrid in [true, false] {
                     let (hits, cosines) = candidates(idx, &text, hybrid)?;
                     let inputs: Vec<RankInput<'_>> = hits
@@ -236,9 +237,11 @@ fn main() -> anyhow::Result<()> {
                         })
                         .collect();
                     let t = Instant::now();
+                    let scores = ranker.rerank(&text, &inputs);
+                    rerank_times.push(t.elapsed());
+                    candidates_seen += scores.len();
+                    let Some(out) = dump.as_mut() else { continue };
                     let feats = rank::features::features(&text, &inputs);
-                    rerank_time += t.elapsed();
-                    reranked += 1;
                     for (h, f) in hits.iter().zip(&feats) {
                         let key = (h.chunk.path.clone(), h.chunk.qualified_name.clone());
                         let label = if gold_fns.contains(&key) {
@@ -256,7 +259,8 @@ fn main() -> anyhow::Result<()> {
                     }
                 }
             }
-            let mut result = serde_json::json!({"id": q.id, "repo": q.repo, "lang": q.lang});
+            let mut result = serde_json::json!({"id": q.id, "repo": q.repo, "lang": q.lang,
+                "functions_gold": gold_fns.len()});
             for mode in &modes {
                 let (hybrid, rerank) = match mode.as_str() {
                     "bm25" => (false, Rerank::Blend),
@@ -354,10 +358,17 @@ fn main() -> anyhow::Result<()> {
     for ((lang, m), t) in &per_lang {
         println!("| {lang} ({}) | {m} | {} |", t.file_queries, t.row());
     }
-    if reranked > 0 {
+    if !rerank_times.is_empty() {
+        rerank_times.sort();
+        let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+        let mean = rerank_times.iter().map(|d| ms(*d)).sum::<f64>() / rerank_times.len() as f64;
         println!(
-            "\nfeatures: {:.2} ms per candidate list",
-            rerank_time.as_secs_f64() * 1000.0 / reranked as f64
+            "\nlearned rerank (features + trees) per candidate list: mean {mean:.2} ms, p95 {:.2} ms, \
+             max {:.2} ms over {} lists ({:.0} candidates each on average)",
+            ms(rerank_times[rerank_times.len() * 95 / 100]),
+            ms(rerank_times[rerank_times.len() - 1]),
+            rerank_times.len(),
+            candidates_seen as f64 / rerank_times.len() as f64
         );
     }
     if let Some(p) = arg(&args, "--report") {

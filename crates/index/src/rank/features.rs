@@ -152,7 +152,7 @@ pub fn features(query: &str, inputs: &[RankInput<'_>]) -> Vec<[f32; COUNT]> {
             let name_tokens = tokens(&c.name);
             let qualified_parts: Vec<String> = c
                 .qualified_name
-                .split(|ch: char| matches!(ch, ':' | '.' | '>' | '/' | '#'))
+                .split([':', '.', '>', '/', '#'])
                 .map(|s| s.trim().to_lowercase())
                 .filter(|s| s.len() >= 3)
                 .collect();
