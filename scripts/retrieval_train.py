@@ -6,7 +6,7 @@
     ~/.cache/trellis/rank-venv/bin/pip install lightgbm==4.6.0 numpy
     python3 scripts/retrieval_mine.py --split train --per-repo 60 --out /tmp/rank/data/train.jsonl
     cargo run --release -p trellis-index --example retrieval_eval -- /tmp/rank/data/train.jsonl \
-        --max-per-repo 45 --modes bm25,hybrid --dump-features /tmp/rank/out/train-features.jsonl
+        --max-per-repo 20 --modes bm25,hybrid --dump-features /tmp/rank/out/train-features.jsonl
     ~/.cache/trellis/rank-venv/bin/python scripts/retrieval_train.py \
         /tmp/rank/out/train-features.jsonl [--out crates/index/src/rank/model.json]
 
@@ -35,8 +35,8 @@ PARAMS = {
     "label_gain": [0, 1, 3],
     "lambdarank_truncation_level": 20,
     "learning_rate": 0.05,
-    "num_leaves": 15,
-    "min_data_in_leaf": 40,
+    "num_leaves": 7,
+    "min_data_in_leaf": 100,
     "feature_fraction": 0.8,
     "bagging_fraction": 0.8,
     "bagging_freq": 1,
@@ -147,7 +147,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("features")
     ap.add_argument("--out", default=os.path.join(ROOT, "crates/index/src/rank/model.json"))
-    ap.add_argument("--rounds", type=int, default=150)
+    ap.add_argument("--rounds", type=int, default=100)
     ap.add_argument("--no-cv", action="store_true")
     ap.add_argument("--leaves", type=int, default=PARAMS["num_leaves"])
     ap.add_argument("--min-leaf", type=int, default=PARAMS["min_data_in_leaf"])

@@ -10,7 +10,8 @@
 //!   heading-scoped sections ([`docs`]); decision records and specifications are recognised.
 //! - [`Index::search`] fuses BM25 and embedding rankings with reciprocal rank fusion.
 //! - [`Index::retrieve`] drives retrieval from a workflow's [`RetrievalStrategyConfig`]:
-//!   rerank, deduplicate, ground against the workspace, pack into a token budget.
+//!   rerank (by default with the learned ranker of [`rank`]), deduplicate, ground against the
+//!   workspace, pack into a token budget.
 //! - [`Index::repo_map`] renders a PageRank-ranked outline; [`Index::ast_context_map`] exports
 //!   functions, classes and imports as JSON.
 

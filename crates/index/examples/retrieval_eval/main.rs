@@ -46,6 +46,7 @@ use anyhow::Context;
 use serde::Deserialize;
 use trellis_index::rank::{self, RankInput, Ranker};
 use trellis_index::search::SearchHit;
+use trellis_index::vectors::dot;
 use trellis_index::{
     Category, ChunkKind, Index, IndexConfig, Rerank, RetrievalRequest, RetrievalStrategyConfig,
     SearchFilter, SearchMode, SearchRequest, TestFiles, UpdateOptions, embed,
@@ -404,9 +405,7 @@ fn candidates(
     let cosines = hits
         .iter()
         .map(|h| match (&qv, &vi) {
-            (Some(q), Some(v)) => v
-                .get(h.chunk.id)
-                .map(|cv| q.iter().zip(cv).map(|(a, b)| a * b).sum::<f32>()),
+            (Some(q), Some(v)) => v.get(h.chunk.id).map(|cv| dot(q, cv)),
             _ => None,
         })
         .collect();
