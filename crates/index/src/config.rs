@@ -169,6 +169,21 @@ pub struct SearchConfig {
     pub paths: Vec<String>,
     /// Never files whose path matches one of these globs (`--exclude-path`).
     pub exclude_paths: Vec<String>,
+    /// How retrieval reranks the hybrid candidates: `learned` (the shipped learned ranker,
+    /// docs/retrieval.md "Learned ranking") or `blend` (the earlier hand-weighted blend of the
+    /// fused rank and the embedding cosine).
+    pub rerank: Rerank,
+}
+
+/// The reranker of retrievals (`index.search.rerank`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Rerank {
+    /// The learned ranker compiled into the binary.
+    #[default]
+    Learned,
+    /// `0.5 × fused score (normalised) + 0.5 × cosine`, the cosine term only with embeddings.
+    Blend,
 }
 
 impl Default for SearchConfig {
@@ -186,6 +201,7 @@ impl Default for SearchConfig {
             languages: Vec::new(),
             paths: Vec::new(),
             exclude_paths: Vec::new(),
+            rerank: Rerank::Learned,
         }
     }
 }

@@ -251,6 +251,17 @@ impl Index {
         self.invalidate_vectors();
     }
 
+    /// Chooses the reranker of retrievals (`index.search.rerank`), e.g. to compare rankers on
+    /// one open index.
+    pub fn set_rerank(&mut self, rerank: crate::config::Rerank) {
+        self.config.search.rerank = rerank;
+    }
+
+    /// Detaches the embedder (searches are BM25-only until one is attached again).
+    pub fn take_embedder(&mut self) -> Option<Box<dyn Embedder>> {
+        self.embedder.take()
+    }
+
     /// The attached embedder.
     pub fn embedder(&self) -> Option<&dyn Embedder> {
         self.embedder.as_deref()

@@ -10,7 +10,8 @@
 //!   heading-scoped sections ([`docs`]); decision records and specifications are recognised.
 //! - [`Index::search`] fuses BM25 and embedding rankings with reciprocal rank fusion.
 //! - [`Index::retrieve`] drives retrieval from a workflow's [`RetrievalStrategyConfig`]:
-//!   rerank, deduplicate, ground against the workspace, pack into a token budget.
+//!   rerank (by default with the learned ranker of [`rank`]), deduplicate, ground against the
+//!   workspace, pack into a token budget.
 //! - [`Index::repo_map`] renders a PageRank-ranked outline; [`Index::ast_context_map`] exports
 //!   functions, classes and imports as JSON.
 
@@ -28,6 +29,7 @@ mod index;
 pub mod lang;
 pub mod locate;
 pub mod meta;
+pub mod rank;
 pub mod repomap;
 pub mod retrieve;
 pub mod scan;
@@ -39,7 +41,7 @@ pub mod vectors;
 
 pub use astmap::{AstContextMap, Outlines};
 pub use chunk::{Category, Chunk, ChunkId, ChunkKind};
-pub use config::{EmbeddingBackend, EmbeddingConfig, IndexConfig, SearchConfig};
+pub use config::{EmbeddingBackend, EmbeddingConfig, IndexConfig, Rerank, SearchConfig};
 pub use embed::{CachedEmbedder, Embedder};
 pub use error::{Error, Result};
 pub use filter::{SearchFilter, TestFiles};

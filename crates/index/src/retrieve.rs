@@ -2,9 +2,10 @@
 //! [`RetrievalStrategyConfig`], reranking, exact and semantic deduplication, a grounding check
 //! against the workspace, and packing into a token budget, with attribution on every item.
 //!
-//! Reranking: no package ships cross-encoder weights, so the default scorer blends the fused
-//! hybrid rank (normalised to 0..1) with the embedding cosine between query and chunk, then
-//! weights by the source's priority and the strategy's hints (see docs/retrieval.md).
+//! Reranking: each source's hybrid candidates are scored by the learned ranker shipped with the
+//! binary ([`crate::rank`]; `index.search.rerank = "blend"` restores the hand-weighted blend
+//! of the fused rank and the embedding cosine), then weighted by the source's priority and the
+//! strategy's hints (see docs/retrieval.md).
 
 use std::collections::{HashMap, HashSet};
 
@@ -16,6 +17,7 @@ use crate::error::Result;
 use crate::filter::SearchFilter;
 pub use crate::filter::is_test_path;
 use crate::index::Index;
+use crate::rank;
 use crate::search::{SearchMode, SearchRequest};
 use crate::strategy::{DEFAULT_TOKEN_BUDGET, Priority, RetrievalStrategyConfig, source_categories};
 use crate::vectors::dot;
@@ -221,8 +223,16 @@ impl Index {
                 vi.as_deref(),
                 Some(&filter),
             )?;
-            let max = hits.first().map_or(1.0, |h| h.score).max(f32::EPSILON);
-            for h in hits {
+            let cosines: Vec<Option<f32>> = hits
+                .iter()
+                .map(|h| match (&qv, &vi) {
+                    (Some(q), Some(v)) => v.get(h.chunk.id).map(|cv| dot(q, cv)),
+                    _ => None,
+                })
+                .collect();
+            let relevance =
+                rank::relevance(self.config().search.rerank, &req.query, &hits, &cosines)?;
+            for ((h, cosine), relevance) in hits.into_iter().zip(cosines).zip(relevance) {
                 if !ast && h.chunk.kind.is_symbol() {
                     continue;
                 }
@@ -230,17 +240,9 @@ impl Index {
                     pack.dropped.avoided += 1;
                     continue;
                 }
-                let cosine = match (&qv, &vi) {
-                    (Some(q), Some(v)) => v.get(h.chunk.id).map(|cv| dot(q, cv)),
-                    _ => None,
-                };
-                let base = h.score / max;
-                let blended = match cosine {
-                    Some(c) => 0.5 * base + 0.5 * c.max(0.0),
-                    None => base,
-                };
-                let score =
-                    blended * priority.weight() * hint_factor(&strategy.retrieval_hints, &h.chunk);
+                let score = relevance
+                    * priority.weight()
+                    * hint_factor(&strategy.retrieval_hints, &h.chunk);
                 let keep = candidates.get(&h.chunk.id).is_none_or(|c| c.score < score);
                 if keep {
                     candidates.insert(

@@ -48,6 +48,8 @@ pub struct SearchHit {
     pub score: f32,
     /// 1-based rank in the BM25 list, if present there.
     pub bm25_rank: Option<usize>,
+    /// The BM25 score, if present in the BM25 list.
+    pub bm25_score: Option<f32>,
     /// 1-based rank in the vector list, if present there.
     pub vector_rank: Option<usize>,
     /// Cosine similarity to the query, if known.
@@ -193,6 +195,7 @@ impl Index {
                     chunk,
                     score,
                     bm25_rank: bm25_ids.iter().position(|x| *x == id).map(|p| p + 1),
+                    bm25_score: bm25.iter().find(|x| x.0 == id).map(|x| x.1),
                     vector_rank: vec_ids.iter().position(|x| *x == id).map(|p| p + 1),
                     cosine: cos.get(&id).copied(),
                 });
