@@ -169,6 +169,54 @@ pub struct SearchConfig {
     pub paths: Vec<String>,
     /// Never files whose path matches one of these globs (`--exclude-path`).
     pub exclude_paths: Vec<String>,
+    /// Long natural-language queries (`[index.search.query]`).
+    pub query: QueryConfig,
+}
+
+/// What the embedder reads of a long query.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum QueryEmbedding {
+    /// The title, the first error line and the identifiers (at most 72 words).
+    #[default]
+    Condensed,
+    /// The whole text (the embedder truncates it at `embedding.max_tokens` word pieces).
+    Whole,
+}
+
+/// Handling of long queries (whole bug reports with stack traces and code; see
+/// [`crate::query`]). Short queries are searched as written whatever is set here.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct QueryConfig {
+    /// Whether long queries are analysed at all (false: every query as written).
+    pub analyze: bool,
+    /// Queries of more words than this are long (a stack frame or fenced code makes any
+    /// query long).
+    pub long_words: usize,
+    /// RRF weight of the BM25 ranking of the focused sub-query (title, identifiers, paths).
+    pub focused_weight: f32,
+    /// RRF weight of the ranking of chunks in the files the query's paths and stack frames
+    /// name (the chunk at a frame's line first, then each file's head).
+    pub path_weight: f32,
+    /// RRF weight of the ranking of candidates whose symbol name is an identifier of the
+    /// query.
+    pub name_weight: f32,
+    /// What the embedder reads of a long query.
+    pub embed: QueryEmbedding,
+}
+
+impl Default for QueryConfig {
+    fn default() -> Self {
+        QueryConfig {
+            analyze: true,
+            long_words: 24,
+            focused_weight: 1.0,
+            path_weight: 2.0,
+            name_weight: 1.0,
+            embed: QueryEmbedding::Condensed,
+        }
+    }
 }
 
 impl Default for SearchConfig {
@@ -186,6 +234,7 @@ impl Default for SearchConfig {
             languages: Vec::new(),
             paths: Vec::new(),
             exclude_paths: Vec::new(),
+            query: QueryConfig::default(),
         }
     }
 }

@@ -27,6 +27,7 @@ pub mod filter;
 mod index;
 pub mod lang;
 pub mod locate;
+pub mod query;
 pub mod meta;
 pub mod repomap;
 pub mod retrieve;

@@ -16,6 +16,7 @@ use crate::error::Result;
 use crate::filter::SearchFilter;
 pub use crate::filter::is_test_path;
 use crate::index::Index;
+use crate::query::QueryAnalysis;
 use crate::search::{SearchMode, SearchRequest};
 use crate::strategy::{DEFAULT_TOKEN_BUDGET, Priority, RetrievalStrategyConfig, source_categories};
 use crate::vectors::dot;
@@ -110,6 +111,9 @@ pub struct ContextPack {
     pub external_sources: Vec<String>,
     /// What was dropped and why.
     pub dropped: Dropped,
+    /// What the query names (identifiers, paths, stack frames, errors) and whether it was
+    /// searched as a long query (see [`crate::query`]).
+    pub query: QueryAnalysis,
 }
 
 struct Candidate {
@@ -183,6 +187,8 @@ impl Index {
         if !strategy.enabled || budget == 0 {
             return Ok(pack);
         }
+        let plan = self.plan(&req.query)?;
+        pack.query = plan.analysis.clone();
         let ast = strategy.ast_enabled();
         let mut sources = strategy.sources();
         if sources.is_empty() {
@@ -192,7 +198,8 @@ impl Index {
                 RetrievalStrategyConfig::docs().sources()
             };
         }
-        let qv = self.embed_query(&req.query)?;
+        let qv =
+            self.embed_query(plan.embedding_text(&req.query, self.config().search.query.embed))?;
         let vi = if qv.is_some() {
             self.vector_index()?
         } else {
@@ -210,13 +217,14 @@ impl Index {
                 continue;
             };
             let (priority, _) = src.priority();
-            let hits = self.search_filtered(
+            let hits = self.search_planned(
                 &SearchRequest {
                     query: req.query.clone(),
                     categories,
                     limit: n,
                     mode: SearchMode::Hybrid,
                 },
+                &plan,
                 qv.as_deref(),
                 vi.as_deref(),
                 Some(&filter),
