@@ -47,8 +47,8 @@ pub struct QueryAnalysis {
     pub words: usize,
     /// The first line or sentence of prose.
     pub title: String,
-    /// Identifiers, first mentioned first: code spans, stack-frame functions, error types,
-    /// then names in prose and code.
+    /// Identifiers, first mentioned first: code spans, stack-frame functions (innermost
+    /// first), error types, then names in prose and code.
     pub identifiers: Vec<String>,
     /// File paths as written (normalised), stack-frame paths first, then module paths
     /// written with dots (`a.b.c`) as `a/b/c`.
@@ -155,7 +155,7 @@ pub fn analyze(query: &str, long_words: usize) -> QueryAnalysis {
             }
         }
     }
-    for f in &frames {
+    for f in frames::innermost_first(&frames) {
         if let Some(func) = &f.function {
             ids.add_qualified(func);
         }

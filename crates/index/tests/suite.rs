@@ -5,5 +5,6 @@ mod embed_cache;
 mod embedding;
 mod extract;
 mod incremental;
+mod long_query;
 mod retrieve;
 mod strategy;

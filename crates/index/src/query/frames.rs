@@ -193,6 +193,16 @@ pub fn frames(text: &str) -> Vec<StackFrame> {
         .collect()
 }
 
+/// `frames` innermost first: Python prints the innermost frame last ("most recent call
+/// last"), the other formats first.
+pub fn innermost_first(frames: &[StackFrame]) -> Vec<&StackFrame> {
+    let mut out: Vec<&StackFrame> = frames.iter().collect();
+    if let Some(last) = out.iter().rposition(|f| f.format == FrameFormat::Python) {
+        out[..=last].reverse();
+    }
+    out
+}
+
 type Push<'a> = dyn FnMut(&mut Vec<(usize, StackFrame)>, (usize, usize), StackFrame) + 'a;
 
 /// Rust and Go traces: the frame's location is on the line after its function.

@@ -9,6 +9,7 @@ use crate::chunk::{Chunk, ChunkId, ChunkKind};
 use crate::config::QueryEmbedding;
 use crate::error::Result;
 use crate::index::Index;
+use crate::query::frames::innermost_first;
 use crate::query::{QueryAnalysis, analyze};
 
 /// A path of the query matching more indexed files than this says nothing.
@@ -179,7 +180,7 @@ impl Index {
             }
         };
         let mut chunks_by_file: HashMap<String, Vec<Chunk>> = HashMap::new();
-        for f in &plan.analysis.frames {
+        for f in innermost_first(&plan.analysis.frames) {
             for file in file_of.get(&f.path).into_iter().flatten() {
                 let chunks = match chunks_by_file.get(file) {
                     Some(c) => c,
