@@ -51,6 +51,8 @@ pub struct IndexConfig {
     pub embedding: EmbeddingConfig,
     /// Hybrid search weights.
     pub search: SearchConfig,
+    /// A reranking endpoint (`[index.rerank]`; off unless `api` is set).
+    pub rerank: RerankConfig,
 }
 
 impl Default for IndexConfig {
@@ -60,6 +62,7 @@ impl Default for IndexConfig {
             max_file_bytes: 1_000_000,
             embedding: EmbeddingConfig::default(),
             search: SearchConfig::default(),
+            rerank: RerankConfig::default(),
         }
     }
 }
@@ -235,6 +238,57 @@ impl Default for SearchConfig {
             paths: Vec::new(),
             exclude_paths: Vec::new(),
             query: QueryConfig::default(),
+        }
+    }
+}
+
+/// The request and response shape of a rerank endpoint.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RerankApi {
+    /// `POST {base_url}/rerank` with `{"model", "query", "documents", "top_n"}`, answered
+    /// `{"results": [{"index", "relevance_score"}]}`: Cohere (`https://api.cohere.com/v2`),
+    /// Jina (`https://api.jina.ai/v1`), vLLM (`http://host:8000/v1`), Infinity, LiteLLM.
+    Cohere,
+    /// Hugging Face text-embeddings-inference: `POST {base_url}/rerank` with
+    /// `{"query", "texts"}`, answered `[{"index", "score"}]`.
+    Tei,
+}
+
+/// A cross-encoder behind an HTTP endpoint that reorders the best candidates of a
+/// retrieval (step 3 of `Index::retrieve`). Any failure falls back to the local ranking.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RerankConfig {
+    /// The endpoint's shape; reranking is off when unset.
+    pub api: Option<RerankApi>,
+    /// Base URL; `/rerank` is appended (e.g. `http://127.0.0.1:8080` for TEI,
+    /// `http://127.0.0.1:8000/v1` for vLLM, `https://api.cohere.com/v2`).
+    pub base_url: Option<String>,
+    /// Model name sent to the endpoint (required for `cohere`; TEI serves one model).
+    pub model: Option<String>,
+    /// Name of the environment variable holding the API key (never the key itself); sent as
+    /// `Authorization: Bearer`.
+    pub api_key_env: Option<String>,
+    /// Time one rerank call may take before the local ranking is used (milliseconds).
+    pub timeout_ms: u64,
+    /// Candidates sent (the best of the local ranking); the rest keep their local order
+    /// after them.
+    pub max_documents: usize,
+    /// Characters of each candidate sent (its path, symbol and text, cut there).
+    pub max_document_chars: usize,
+}
+
+impl Default for RerankConfig {
+    fn default() -> Self {
+        RerankConfig {
+            api: None,
+            base_url: None,
+            model: None,
+            api_key_env: None,
+            timeout_ms: 5000,
+            max_documents: 40,
+            max_document_chars: 2000,
         }
     }
 }

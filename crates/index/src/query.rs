@@ -112,11 +112,50 @@ const NOT_IDENTIFIERS: &[&str] = &[
 
 /// Keywords and common words of code blocks that say nothing about where the code is.
 const CODE_NOISE: &[&str] = &[
-    "self", "this", "print", "println", "len", "str", "int", "None", "True", "False", "return",
-    "import", "from", "def", "class", "fn", "let", "mut", "pub", "const", "var", "function",
-    "new", "assert", "assert_eq", "__init__", "__name__", "__main__", "main", "Some", "Ok", "Err",
-    "unwrap", "expect", "console", "log", "isinstance", "range", "list", "dict", "set", "tuple",
-    "format", "append",
+    "self",
+    "this",
+    "print",
+    "println",
+    "len",
+    "str",
+    "int",
+    "None",
+    "True",
+    "False",
+    "return",
+    "import",
+    "from",
+    "def",
+    "class",
+    "fn",
+    "let",
+    "mut",
+    "pub",
+    "const",
+    "var",
+    "function",
+    "new",
+    "assert",
+    "assert_eq",
+    "__init__",
+    "__name__",
+    "__main__",
+    "main",
+    "Some",
+    "Ok",
+    "Err",
+    "unwrap",
+    "expect",
+    "console",
+    "log",
+    "isinstance",
+    "range",
+    "list",
+    "dict",
+    "set",
+    "tuple",
+    "format",
+    "append",
 ];
 
 /// Analyses `query`. `long_words` is the word count above which a query is long (a stack
@@ -258,7 +297,10 @@ pub fn is_identifier(w: &str) -> bool {
     if !(first.is_alphabetic() || first == '$') || w.len() < 3 {
         return false;
     }
-    if !w.chars().all(|c| c.is_alphanumeric() || c == '_' || c == '$') {
+    if !w
+        .chars()
+        .all(|c| c.is_alphanumeric() || c == '_' || c == '$')
+    {
         return false;
     }
     let has_lower = w.chars().any(char::is_lowercase);
@@ -291,7 +333,9 @@ fn as_path(w: &str) -> Option<String> {
 fn as_module(w: &str, code: bool) -> Option<String> {
     let segments: Vec<&str> = w.split('.').collect();
     let valid = segments.iter().all(|s| {
-        s.chars().next().is_some_and(|c| c.is_alphabetic() || c == '_')
+        s.chars()
+            .next()
+            .is_some_and(|c| c.is_alphabetic() || c == '_')
             && s.chars().all(|c| c.is_alphanumeric() || c == '_')
     });
     let lowered = segments[..segments.len().saturating_sub(1)]
@@ -354,9 +398,11 @@ fn scan_words(
                 modules.push(m);
             }
             let qualified = segments.len() > 1
-                && segments
-                    .iter()
-                    .all(|s| s.chars().next().is_some_and(|c| c.is_alphabetic() || c == '_'));
+                && segments.iter().all(|s| {
+                    s.chars()
+                        .next()
+                        .is_some_and(|c| c.is_alphabetic() || c == '_')
+                });
             if qualified && (call || segments.iter().any(|s| is_identifier(s))) {
                 ids.add_qualified(w);
             }
@@ -392,7 +438,10 @@ fn error_lines(text: &str) -> Vec<String> {
             }
         }
     }
-    for r in [COMPILER_ERROR.as_ref(), PANIC.as_ref()].into_iter().flatten() {
+    for r in [COMPILER_ERROR.as_ref(), PANIC.as_ref()]
+        .into_iter()
+        .flatten()
+    {
         for c in r.captures_iter(text) {
             if let Some(m) = c.get(1).or_else(|| c.get(2)) {
                 push(m.as_str());
@@ -493,7 +542,10 @@ mod tests {
              see https://example.com/x/page.html, e.g. lib.rs.",
             4,
         );
-        assert_eq!(a.paths, ["docs/retrieval.md", "src/index/search.rs", "lib.rs"]);
+        assert_eq!(
+            a.paths,
+            ["docs/retrieval.md", "src/index/search.rs", "lib.rs"]
+        );
     }
 
     #[test]
@@ -504,14 +556,21 @@ mod tests {
             \x20   raise ValueError(msg)\nValueError: invalid color 'red'\n";
         let a = analyze(report, 200);
         assert!(a.long, "a traceback makes a query long");
-        assert_eq!(a.title, "ValueError when saving a model with a custom field");
+        assert_eq!(
+            a.title,
+            "ValueError when saving a model with a custom field"
+        );
         assert_eq!(a.frames.len(), 1);
         assert_eq!(a.paths[0], "/venv/lib/app/fields.py");
         assert!(a.paths.contains(&"app/fields".to_owned()), "{:?}", a.paths);
         assert_eq!(a.errors, ["ValueError: invalid color 'red'"]);
         assert_eq!(a.identifiers[0], "clean");
         for want in ["ValueError", "ColorField", "max_length"] {
-            assert!(a.identifiers.iter().any(|x| x == want), "{want}: {:?}", a.identifiers);
+            assert!(
+                a.identifiers.iter().any(|x| x == want),
+                "{want}: {:?}",
+                a.identifiers
+            );
         }
         assert!(!a.identifiers.iter().any(|x| x == "from" || x == "import"));
         assert!(a.focused.contains("ColorField") && a.focused.contains("fields"));
@@ -535,7 +594,13 @@ mod tests {
 
     #[test]
     fn identifier_shapes() {
-        for yes in ["parse_config", "HttpClient", "parseHTTP", "MAX_SIZE", "utf8Decode"] {
+        for yes in [
+            "parse_config",
+            "HttpClient",
+            "parseHTTP",
+            "MAX_SIZE",
+            "utf8Decode",
+        ] {
             assert!(is_identifier(yes), "{yes}");
         }
         for no in ["Hello", "OK", "the", "a_", "42_x", "HTTP"] {

@@ -163,7 +163,9 @@ impl Index {
                 rankings.bm25 = self.bm25.search(&req.query, &req.categories, n)?;
                 if long {
                     rankings.focused =
-                        ids(self.bm25.search(&plan.analysis.focused, &req.categories, n)?);
+                        ids(self
+                            .bm25
+                            .search(&plan.analysis.focused, &req.categories, n)?);
                     rankings.paths = plan.path_chunks.clone();
                 }
             }

@@ -6,5 +6,6 @@ mod embedding;
 mod extract;
 mod incremental;
 mod long_query;
+mod rerank;
 mod retrieve;
 mod strategy;

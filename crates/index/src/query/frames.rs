@@ -61,8 +61,7 @@ static RUST_FN: LazyLock<Option<Regex>> =
     LazyLock::new(|| re(r"^\s*\d+:\s+(?:0x[0-9a-f]+ - )?([\w:<>$]+?)(?:::h[0-9a-f]{16})?$"));
 static GO: LazyLock<Option<Regex>> =
     LazyLock::new(|| re(r"^\s+(\S+\.go):(\d+)(?:\s+\+0x[0-9a-f]+)?\s*$"));
-static GO_FN: LazyLock<Option<Regex>> =
-    LazyLock::new(|| re(r"^([\w./*()\-]+?)\((?:[^()]*)\)\s*$"));
+static GO_FN: LazyLock<Option<Regex>> = LazyLock::new(|| re(r"^([\w./*()\-]+?)\((?:[^()]*)\)\s*$"));
 static LOCATION: LazyLock<Option<Regex>> = LazyLock::new(|| {
     re(&format!(
         r"(?:^|[\s(\[`'\x22=])((?:[A-Za-z]:)?[\w./\\-]*[\w-]\.(?:{})):(\d+)(?::\d+)?",
@@ -288,7 +287,10 @@ mod tests {
         );
         assert_eq!(bt.len(), 2);
         assert_eq!(bt[0].path, "src/parse.rs");
-        assert_eq!(bt[0].function.as_deref(), Some("mycrate::parse::parse_header"));
+        assert_eq!(
+            bt[0].function.as_deref(),
+            Some("mycrate::parse::parse_header")
+        );
         assert_eq!(bt[1].function.as_deref(), Some("main"));
     }
 
@@ -311,7 +313,10 @@ mod tests {
         );
         assert_eq!(f.path, "com/acme/store/Cart.java");
         assert_eq!(f.line, Some(118));
-        assert_eq!(f.function.as_deref(), Some("com.acme.store.Cart$Item.total"));
+        assert_eq!(
+            f.function.as_deref(),
+            Some("com.acme.store.Cart$Item.total")
+        );
         assert_eq!(f.format, FrameFormat::Java);
     }
 
@@ -333,11 +338,13 @@ mod tests {
         let f = frames(
             "src/net/conn.c:120:7: error: use of undeclared identifier\nFAILED tests/test_io.py:31: AssertionError\nsee http://example.com/a.py:80",
         );
-        let paths: Vec<(&str, Option<u32>)> =
-            f.iter().map(|f| (f.path.as_str(), f.line)).collect();
+        let paths: Vec<(&str, Option<u32>)> = f.iter().map(|f| (f.path.as_str(), f.line)).collect();
         assert_eq!(
             paths,
-            [("src/net/conn.c", Some(120)), ("tests/test_io.py", Some(31))]
+            [
+                ("src/net/conn.c", Some(120)),
+                ("tests/test_io.py", Some(31))
+            ]
         );
     }
 

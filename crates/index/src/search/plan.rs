@@ -195,7 +195,10 @@ impl Index {
                 }
                 if let Some(func) = &f.function {
                     let name = func.rsplit(['.', ':']).next().unwrap_or(func);
-                    for c in chunks.iter().filter(|c| c.kind.is_symbol() && c.name == name) {
+                    for c in chunks
+                        .iter()
+                        .filter(|c| c.kind.is_symbol() && c.name == name)
+                    {
                         push(c.id);
                     }
                 }
@@ -301,7 +304,10 @@ mod tests {
         let t = table();
         assert_eq!(t.resolve("/venv/lib/app/fields.py"), ["src/app/fields.py"]);
         assert_eq!(t.resolve("/app/src/csv/parse.js"), ["web/src/csv/parse.js"]);
-        assert_eq!(t.resolve("com/acme/store/Cart.java"), ["com/acme/store/Cart.java"]);
+        assert_eq!(
+            t.resolve("com/acme/store/Cart.java"),
+            ["com/acme/store/Cart.java"]
+        );
         // Two files of that name and nothing more specific: both.
         assert_eq!(
             t.resolve("fields.py"),

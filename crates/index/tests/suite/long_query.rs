@@ -103,10 +103,7 @@ fn the_pack_says_what_the_query_named() {
     let q = &pack.query;
     assert!(q.long);
     assert_eq!(q.title, "Saving an order page crashes for some users");
-    assert_eq!(
-        q.files,
-        ["shop/views/page_3.py", "shop/billing/invoice.py"]
-    );
+    assert_eq!(q.files, ["shop/views/page_3.py", "shop/billing/invoice.py"]);
     assert_eq!(q.frames.len(), 2);
     assert!(q.identifiers.iter().any(|i| i == "render_order_page_3"));
     assert_eq!(
