@@ -17,6 +17,7 @@
 //! reported in the pack; neither fails the retrieval.
 
 mod failure;
+mod judge;
 mod pack;
 mod prompts;
 mod queries;
@@ -307,6 +308,9 @@ impl RetrievalAgent {
         for (st, g) in stages.iter().zip(generated) {
             let mut p = self.empty_pack(strategy, st, RetrievalMode::Upfront, 0);
             self.fill(&mut p, strategy, st, g, &routes, &runs, Vec::new(), None);
+            if self.options.judge {
+                judge::judge(&*self.provider, &self.options, task, &mut p, &cancel).await;
+            }
             p.elapsed_ms = t0.elapsed().as_millis() as u64;
             packs.insert(st.stage_name.clone(), p);
         }
@@ -403,6 +407,9 @@ impl RetrievalAgent {
             pinned,
             Some(worktree),
         );
+        if self.options.judge {
+            judge::judge(&*self.provider, &self.options, task, &mut p, &cancel).await;
+        }
         p.elapsed_ms = t0.elapsed().as_millis() as u64;
         Ok(p)
     }

@@ -8,4 +8,5 @@ mod foresight;
 pub(crate) mod parallel;
 mod retrieval;
 mod retrieval_adaptive;
+mod retrieval_judge;
 pub(crate) mod speculation;

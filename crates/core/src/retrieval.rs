@@ -109,6 +109,10 @@ impl RunContext {
                 if let Some(ms) = cfg.query_timeout_ms {
                     options.query_timeout = Duration::from_millis(ms.max(1));
                 }
+                options.judge = cfg.judge;
+                if let Some(n) = cfg.judge_candidates {
+                    options.judge_candidates = n.max(2);
+                }
                 // A stage's context must leave room for the prompt and the answer: at most a
                 // quarter of the smallest context window among the agents' models.
                 options.max_budget = rt
