@@ -180,9 +180,12 @@ pub struct SearchConfig {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum QueryEmbedding {
-    /// The title, the first error line and the identifiers (at most 72 words).
+    /// The title, the first error line and the identifiers (at most 96 words).
     #[default]
     Condensed,
+    /// The title, the first error line, the opening prose after the title (at most 48 words,
+    /// without stack frames or code) and the identifiers (at most 96 words).
+    Lead,
     /// The whole text (the embedder truncates it at `embedding.max_tokens` word pieces).
     Whole,
 }

@@ -35,7 +35,9 @@ const MAX_PATHS: usize = 16;
 /// Longest title kept (characters).
 const MAX_TITLE_CHARS: usize = 200;
 /// Words of the condensed embedding text, at most.
-const MAX_CONDENSED_WORDS: usize = 72;
+const MAX_CONDENSED_WORDS: usize = 96;
+/// Words of prose after the title in the `lead` embedding text, at most.
+const MAX_LEAD_WORDS: usize = 48;
 
 /// What a query names.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -63,9 +65,15 @@ pub struct QueryAnalysis {
     /// The sub-query searched with BM25 beside the whole text (long queries).
     #[serde(skip_serializing_if = "String::is_empty")]
     pub focused: String,
-    /// What the embedder reads instead of the whole text (long queries).
+    /// What the embedder reads instead of the whole text (long queries): title, first
+    /// error line, identifiers.
     #[serde(skip_serializing_if = "String::is_empty")]
     pub condensed: String,
+    /// The title, first error line, the opening prose after the title (stack frames, code
+    /// and markup left out) and the identifiers: the alternative embedding text
+    /// (`search.query.embed = "lead"`).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub lead: String,
 }
 
 fn re(pattern: &str) -> Option<Regex> {
@@ -238,7 +246,8 @@ pub fn analyze(query: &str, long_words: usize) -> QueryAnalysis {
     };
     if long {
         a.focused = focused(&a);
-        a.condensed = condensed(&a);
+        a.condensed = condensed(&a, "");
+        a.lead = condensed(&a, &opening(&prose, &a.title));
     }
     a
 }
@@ -476,10 +485,43 @@ fn focused(a: &QueryAnalysis) -> String {
     parts.join(" ")
 }
 
-/// Title, first error and identifiers, capped: what the embedder reads of a long query.
-fn condensed(a: &QueryAnalysis) -> String {
+/// The prose after the title, at most [`MAX_LEAD_WORDS`] words: lines without stack
+/// frames, error lines or markup, bullets removed.
+fn opening(prose: &str, title: &str) -> String {
+    let mut words: Vec<&str> = Vec::new();
+    let mut past_title = false;
+    for line in prose.lines() {
+        let l = line.trim();
+        if !past_title {
+            past_title = !title.is_empty() && l.contains(title);
+            continue;
+        }
+        let l = l.trim_start_matches(['*', '-', '>', '#', '+', ' ']);
+        let letters = l.chars().filter(|c| c.is_alphabetic()).count();
+        if letters * 2 < l.len()
+            || l.starts_with('<')
+            || l.starts_with("Traceback")
+            || !frames::frames(l).is_empty()
+            || !error_lines(l).is_empty()
+        {
+            continue;
+        }
+        for w in l.split_whitespace() {
+            if words.len() == MAX_LEAD_WORDS {
+                return words.join(" ");
+            }
+            words.push(w);
+        }
+    }
+    words.join(" ")
+}
+
+/// Title, first error, `opening` and identifiers, capped: what the embedder reads of a long
+/// query.
+fn condensed(a: &QueryAnalysis, opening: &str) -> String {
     let mut parts: Vec<&str> = vec![a.title.as_str()];
     parts.extend(a.errors.first().map(String::as_str));
+    parts.push(opening);
     parts.extend(a.identifiers.iter().map(String::as_str));
     let text = parts.join(" ");
     text.split_whitespace()
@@ -576,6 +618,9 @@ mod tests {
         assert!(a.focused.contains("ColorField") && a.focused.contains("fields"));
         assert!(a.condensed.starts_with("ValueError when saving"));
         assert!(a.condensed.contains("invalid color"));
+        assert!(a.lead.starts_with("ValueError when saving"));
+        assert!(a.lead.contains("Steps:"), "{}", a.lead);
+        assert!(!a.lead.contains("line 88"), "{}", a.lead);
     }
 
     #[test]

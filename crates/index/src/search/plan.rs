@@ -34,11 +34,15 @@ impl QueryPlan {
 
     /// What the embedder reads for this query.
     pub fn embedding_text<'a>(&'a self, query: &'a str, how: QueryEmbedding) -> &'a str {
-        match how {
-            QueryEmbedding::Condensed if self.is_long() && !self.analysis.condensed.is_empty() => {
-                &self.analysis.condensed
-            }
-            _ => query,
+        let text = match how {
+            QueryEmbedding::Condensed => &self.analysis.condensed,
+            QueryEmbedding::Lead => &self.analysis.lead,
+            QueryEmbedding::Whole => query,
+        };
+        if self.is_long() && !text.is_empty() {
+            text
+        } else {
+            query
         }
     }
 }
@@ -151,6 +155,7 @@ impl Index {
             analysis.long = false;
             analysis.focused.clear();
             analysis.condensed.clear();
+            analysis.lead.clear();
         }
         let mut plan = QueryPlan {
             analysis,
