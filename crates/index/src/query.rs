@@ -295,6 +295,14 @@ impl Names {
     }
 }
 
+/// Whether an identifier says more than an English word would: code-shaped
+/// ([`is_identifier`]) or qualified (`a.b`, `a::b`). Backticked plain words (`input`,
+/// `default`) and the last segments of qualified names (`string` of `z.string`) are kept
+/// as identifiers but are not distinctive.
+pub fn is_distinctive(ident: &str) -> bool {
+    is_identifier(ident) || ident.contains('.') || ident.contains("::")
+}
+
 /// Whether a word looks like code rather than English: `snake_case`, `CamelCase` or
 /// `camelCase`, `ALL_CAPS` with an underscore, or letters mixed with digits after a letter.
 pub fn is_identifier(w: &str) -> bool {
@@ -371,8 +379,8 @@ fn words_of(text: &str) -> impl Iterator<Item = &str> {
     .filter(|w| !w.is_empty())
 }
 
-/// Identifiers, paths and dotted module paths of `text`. In code, plain words count only as
-/// calls (`name(`); common keywords are skipped.
+/// Identifiers, paths and dotted module paths of `text`. Plain words count only as calls:
+/// `name(` in code, `name()` in prose; common keywords are skipped.
 fn scan_words(
     text: &str,
     ids: &mut Names,
@@ -380,13 +388,21 @@ fn scan_words(
     modules: &mut Vec<String>,
     code: bool,
 ) {
+    // (piece, followed by `(`, followed by `()`): in prose only `name()` counts as a call
+    // (`fix(v4):` and `min(5` are not code), in code any `name(`.
     let pieces = words_of(text).flat_map(|raw| {
         let n = raw.split('(').count();
-        raw.split('(')
-            .enumerate()
-            .map(move |(i, w)| (w.trim_start_matches('.'), i + 1 < n))
+        let empty_call = raw.ends_with('(');
+        raw.split('(').enumerate().map(move |(i, w)| {
+            (
+                w.trim_start_matches('.'),
+                i + 1 < n,
+                empty_call && i + 2 == n,
+            )
+        })
     });
-    for (w, call) in pieces {
+    for (w, call, empty_call) in pieces {
+        let call = if code { call } else { empty_call };
         if w.is_empty() {
             continue;
         }
@@ -474,10 +490,10 @@ fn title_of(prose: &str) -> String {
     sentence.chars().take(MAX_TITLE_CHARS).collect()
 }
 
-/// Title, identifiers and path stems: the terms that say where the problem is.
+/// Title, distinctive identifiers and path stems: the terms that say where the problem is.
 fn focused(a: &QueryAnalysis) -> String {
     let mut parts: Vec<String> = vec![a.title.clone()];
-    parts.extend(a.identifiers.iter().cloned());
+    parts.extend(a.identifiers.iter().filter(|i| is_distinctive(i)).cloned());
     parts.extend(a.paths.iter().filter_map(|p| {
         let file = p.rsplit('/').next()?;
         Some(file.split('.').next().unwrap_or(file).to_owned())
@@ -549,7 +565,8 @@ mod tests {
         let a = analyze(
             "The `Index::search` call fails in HttpClient when parse_config reads \
              `max_tokens`; the config module django.db.models.query_utils breaks, \
-             and calling refresh() twice in JavaScript on GitHub does too. MAX_SIZE is 3.",
+             and calling refresh() twice in JavaScript on GitHub does too. MAX_SIZE is 3.\n\
+             fix(v4): clamp min(5) too",
             8,
         );
         for want in [
@@ -570,7 +587,15 @@ mod tests {
                 a.identifiers
             );
         }
-        for not in ["JavaScript", "GitHub", "The", "calling", "config"] {
+        for not in [
+            "JavaScript",
+            "GitHub",
+            "The",
+            "calling",
+            "config",
+            "fix",
+            "min",
+        ] {
             assert!(!a.identifiers.iter().any(|x| x == not), "{not}");
         }
         assert!(a.paths.contains(&"django/db/models/query_utils".to_owned()));

@@ -10,7 +10,7 @@ use crate::config::QueryEmbedding;
 use crate::error::Result;
 use crate::index::Index;
 use crate::query::frames::innermost_first;
-use crate::query::{QueryAnalysis, analyze};
+use crate::query::{QueryAnalysis, analyze, is_distinctive};
 
 /// A path of the query matching more indexed files than this says nothing.
 const MAX_MATCHES: usize = 3;
@@ -244,12 +244,21 @@ fn innermost(chunks: &[Chunk], line: u32) -> Option<&Chunk> {
 }
 
 /// The candidates whose symbol name (short, or the last segments of the qualified name)
-/// is an identifier of the query, earlier identifiers first, then in `order`.
+/// is a distinctive identifier of the query ([`is_distinctive`]) or a stack frame's
+/// function, earlier identifiers first, then in `order`.
 pub(crate) fn name_matches(
     analysis: &QueryAnalysis,
     order: &[ChunkId],
     chunks: &HashMap<ChunkId, Chunk>,
 ) -> Vec<ChunkId> {
+    // Stack frames' functions count whatever their shape (`total` in a traceback).
+    let frame_names: Vec<&str> = analysis
+        .frames
+        .iter()
+        .filter_map(|f| f.function.as_deref())
+        .map(|f| f.rsplit(['.', ':']).next().unwrap_or(f))
+        .collect();
+    let strong = |ident: &str| is_distinctive(ident) || frame_names.contains(&ident);
     let mut ranked: Vec<(usize, usize, ChunkId)> = Vec::new();
     for (pos, id) in order.iter().enumerate() {
         let Some(c) = chunks.get(id) else { continue };
@@ -257,9 +266,10 @@ pub(crate) fn name_matches(
             continue;
         }
         let hit = analysis.identifiers.iter().position(|ident| {
-            c.name == *ident
-                || c.qualified_name == *ident
-                || qualified_tail_matches(&c.qualified_name, ident)
+            strong(ident)
+                && (c.name == *ident
+                    || c.qualified_name == *ident
+                    || qualified_tail_matches(&c.qualified_name, ident))
         });
         if let Some(i) = hit {
             ranked.push((i, pos, *id));
