@@ -90,7 +90,7 @@ impl Index {
     }
 
     /// Runs a search and returns hits with their chunks. A long query is embedded as
-    /// `search.query.embed` says (its condensed text by default).
+    /// `search.query.embed` says (the whole text by default).
     pub fn search(&self, req: &SearchRequest) -> Result<Vec<SearchHit>> {
         let plan = self.plan(&req.query)?;
         let qv = if req.mode == SearchMode::Bm25 {
