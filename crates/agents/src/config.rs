@@ -64,6 +64,12 @@ pub struct RetrievalAgentConfig {
     /// Disable retrieval entirely (stages get no retrieved context).
     #[serde(default)]
     pub disabled: bool,
+    /// Have the model judge the relevance of each stage's best results (a grammar-constrained
+    /// answer) and reorder and filter them by it (default false).
+    #[serde(default)]
+    pub judge: bool,
+    /// Results shown to the judge (default 8).
+    pub judge_candidates: Option<usize>,
 }
 
 impl AgentsConfig {

@@ -17,6 +17,7 @@
 //! reported in the pack; neither fails the retrieval.
 
 mod failure;
+mod judge;
 mod maps;
 mod pack;
 mod prompts;
@@ -309,6 +310,9 @@ impl RetrievalAgent {
         for (st, g) in stages.iter().zip(generated) {
             let mut p = self.empty_pack(strategy, st, RetrievalMode::Upfront, 0);
             self.fill(&mut p, strategy, st, g, &routes, &runs, Vec::new(), None);
+            if self.options.judge {
+                judge::judge(&*self.provider, &self.options, task, &mut p, &cancel).await;
+            }
             packs.insert(st.stage_name.clone(), p);
         }
         self.add_maps(strategy, task, packs.values_mut().collect())
@@ -409,6 +413,9 @@ impl RetrievalAgent {
             pinned,
             Some(worktree),
         );
+        if self.options.judge {
+            judge::judge(&*self.provider, &self.options, task, &mut p, &cancel).await;
+        }
         self.add_maps(strategy, task, vec![&mut p]).await;
         p.elapsed_ms = t0.elapsed().as_millis() as u64;
         Ok(p)

@@ -9,4 +9,5 @@ pub(crate) mod parallel;
 pub(crate) mod retrieval;
 mod retrieval_adaptive;
 mod retrieval_maps;
+mod retrieval_judge;
 pub(crate) mod speculation;

@@ -339,6 +339,27 @@ fn search(repo: &Path, mut config: IndexConfig, args: &SearchArgs) -> anyhow::Re
         );
         println!("{}\n", item.text);
     }
+    let q = &pack.query;
+    if q.long {
+        eprintln!(
+            "long query ({} words): identifiers [{}]; paths [{}]; files [{}]; {} stack frames; {} error lines",
+            q.words,
+            q.identifiers.join(", "),
+            q.paths.join(", "),
+            q.files.join(", "),
+            q.frames.len(),
+            q.errors.len()
+        );
+    }
+    if let Some(r) = &pack.rerank {
+        match &r.error {
+            Some(e) => eprintln!("rerank: {e}"),
+            None => eprintln!(
+                "reranked {} candidates with {} in {} ms",
+                r.documents, r.endpoint, r.elapsed_ms
+            ),
+        }
+    }
     let d = pack.dropped;
     eprintln!(
         "{} items, {}/{} tokens; dropped: {} duplicate, {} overlapping, {} near-duplicate, \

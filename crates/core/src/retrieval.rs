@@ -114,6 +114,10 @@ impl RunContext {
                 if let Some(share) = cfg.map_share {
                     options.map_share = share.clamp(0.0, 0.9);
                 }
+                options.judge = cfg.judge;
+                if let Some(n) = cfg.judge_candidates {
+                    options.judge_candidates = n.max(2);
+                }
                 // A stage's context must leave room for the prompt and the answer: at most a
                 // quarter of the smallest context window among the agents' models.
                 options.max_budget = rt

@@ -51,6 +51,8 @@ pub struct IndexConfig {
     pub embedding: EmbeddingConfig,
     /// Hybrid search weights.
     pub search: SearchConfig,
+    /// A reranking endpoint (`[index.rerank]`; off unless `api` is set).
+    pub rerank: RerankConfig,
 }
 
 impl Default for IndexConfig {
@@ -60,6 +62,7 @@ impl Default for IndexConfig {
             max_file_bytes: 1_000_000,
             embedding: EmbeddingConfig::default(),
             search: SearchConfig::default(),
+            rerank: RerankConfig::default(),
         }
     }
 }
@@ -173,6 +176,8 @@ pub struct SearchConfig {
     /// docs/retrieval.md "Learned ranking") or `blend` (the earlier hand-weighted blend of the
     /// fused rank and the embedding cosine).
     pub rerank: Rerank,
+    /// Long natural-language queries (`[index.search.query]`).
+    pub query: QueryConfig,
 }
 
 /// The reranker of retrievals (`index.search.rerank`).
@@ -184,6 +189,56 @@ pub enum Rerank {
     Learned,
     /// `0.5 × fused score (normalised) + 0.5 × cosine`, the cosine term only with embeddings.
     Blend,
+}
+
+/// What the embedder reads of a long query.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum QueryEmbedding {
+    /// The whole text (the embedder truncates it at `embedding.max_tokens` word pieces): the
+    /// best of the three on the localisation dev set (docs/retrieval.md, "Long queries").
+    #[default]
+    Whole,
+    /// The title, the first error line and the identifiers (at most 96 words).
+    Condensed,
+    /// The title, the first error line, the opening prose after the title (at most 48 words,
+    /// without stack frames or code) and the identifiers (at most 96 words).
+    Lead,
+}
+
+/// Handling of long queries (whole bug reports with stack traces and code; see
+/// [`crate::query`]). Short queries are searched as written whatever is set here.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct QueryConfig {
+    /// Whether long queries are analysed at all (false: every query as written).
+    pub analyze: bool,
+    /// Queries of more words than this are long (a stack frame or fenced code makes any
+    /// query long).
+    pub long_words: usize,
+    /// RRF weight of the BM25 ranking of the focused sub-query (title, identifiers, paths).
+    pub focused_weight: f32,
+    /// RRF weight of the ranking of chunks in the files the query's paths and stack frames
+    /// name (the chunk at a frame's line first, then each file's head).
+    pub path_weight: f32,
+    /// RRF weight of the ranking of candidates whose symbol name is an identifier of the
+    /// query.
+    pub name_weight: f32,
+    /// What the embedder reads of a long query.
+    pub embed: QueryEmbedding,
+}
+
+impl Default for QueryConfig {
+    fn default() -> Self {
+        QueryConfig {
+            analyze: true,
+            long_words: 24,
+            focused_weight: 1.0,
+            path_weight: 2.0,
+            name_weight: 1.0,
+            embed: QueryEmbedding::Whole,
+        }
+    }
 }
 
 impl Default for SearchConfig {
@@ -202,6 +257,58 @@ impl Default for SearchConfig {
             paths: Vec::new(),
             exclude_paths: Vec::new(),
             rerank: Rerank::Learned,
+            query: QueryConfig::default(),
+        }
+    }
+}
+
+/// The request and response shape of a rerank endpoint.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RerankApi {
+    /// `POST {base_url}/rerank` with `{"model", "query", "documents", "top_n"}`, answered
+    /// `{"results": [{"index", "relevance_score"}]}`: Cohere (`https://api.cohere.com/v2`),
+    /// Jina (`https://api.jina.ai/v1`), vLLM (`http://host:8000/v1`), Infinity, LiteLLM.
+    Cohere,
+    /// Hugging Face text-embeddings-inference: `POST {base_url}/rerank` with
+    /// `{"query", "texts"}`, answered `[{"index", "score"}]`.
+    Tei,
+}
+
+/// A cross-encoder behind an HTTP endpoint that reorders the best candidates of a
+/// retrieval (step 3 of `Index::retrieve`). Any failure falls back to the local ranking.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RerankConfig {
+    /// The endpoint's shape; reranking is off when unset.
+    pub api: Option<RerankApi>,
+    /// Base URL; `/rerank` is appended (e.g. `http://127.0.0.1:8080` for TEI,
+    /// `http://127.0.0.1:8000/v1` for vLLM, `https://api.cohere.com/v2`).
+    pub base_url: Option<String>,
+    /// Model name sent to the endpoint (required for `cohere`; TEI serves one model).
+    pub model: Option<String>,
+    /// Name of the environment variable holding the API key (never the key itself); sent as
+    /// `Authorization: Bearer`.
+    pub api_key_env: Option<String>,
+    /// Time one rerank call may take before the local ranking is used (milliseconds).
+    pub timeout_ms: u64,
+    /// Candidates sent (the best of the local ranking); the rest keep their local order
+    /// after them.
+    pub max_documents: usize,
+    /// Characters of each candidate sent (its path, symbol and text, cut there).
+    pub max_document_chars: usize,
+}
+
+impl Default for RerankConfig {
+    fn default() -> Self {
+        RerankConfig {
+            api: None,
+            base_url: None,
+            model: None,
+            api_key_env: None,
+            timeout_ms: 5000,
+            max_documents: 40,
+            max_document_chars: 2000,
         }
     }
 }

@@ -38,6 +38,14 @@ pub enum Error {
         /// What went wrong.
         message: String,
     },
+    /// The rerank endpoint answered with an error or an unexpected body, or not in time.
+    #[error("rerank endpoint {url}: {message}")]
+    Rerank {
+        /// The URL called.
+        url: String,
+        /// What went wrong.
+        message: String,
+    },
     /// The configuration is inconsistent (the message says which field and what to do).
     #[error("index configuration: {0}")]
     Config(String),
@@ -60,7 +68,10 @@ impl Error {
 
     /// Whether retrying the same operation later may succeed (network and I/O failures).
     pub fn is_retryable(&self) -> bool {
-        matches!(self, Error::Io { .. } | Error::Endpoint { .. })
+        matches!(
+            self,
+            Error::Io { .. } | Error::Endpoint { .. } | Error::Rerank { .. }
+        )
     }
 }
 

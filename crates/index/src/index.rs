@@ -4,7 +4,7 @@
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, OnceLock, RwLock};
 use std::time::Instant;
 
 use serde::Serialize;
@@ -17,6 +17,7 @@ use crate::embed::Embedder;
 use crate::error::{Error, Result};
 use crate::lang::Lang;
 use crate::meta::{Counts, FileState, Meta};
+use crate::rerank::RemoteReranker;
 use crate::scan::{self, Excludes, ScannedFile};
 use crate::vectors::{VectorFile, VectorIndex};
 
@@ -174,6 +175,8 @@ pub struct Index {
     pub(crate) bm25: Bm25,
     pub(crate) embedder: Option<Box<dyn Embedder>>,
     vectors: RwLock<Option<Arc<VectorIndex>>>,
+    /// The rerank endpoint client (built on first use from `config.rerank`), or why not.
+    pub(crate) reranker: OnceLock<std::result::Result<Option<RemoteReranker>, String>>,
 }
 
 impl std::fmt::Debug for Index {
@@ -232,6 +235,7 @@ impl Index {
             bm25,
             embedder: None,
             vectors: RwLock::new(None),
+            reranker: OnceLock::new(),
         })
     }
 

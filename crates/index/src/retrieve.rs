@@ -18,6 +18,8 @@ use crate::filter::SearchFilter;
 pub use crate::filter::is_test_path;
 use crate::index::Index;
 use crate::rank;
+use crate::query::QueryAnalysis;
+use crate::rerank::{RerankReport, Reranked};
 use crate::search::{SearchMode, SearchRequest};
 use crate::strategy::{DEFAULT_TOKEN_BUDGET, Priority, RetrievalStrategyConfig, source_categories};
 use crate::vectors::dot;
@@ -80,6 +82,9 @@ pub struct ContextItem {
     /// Cosine between query and chunk embeddings, when both exist.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cosine: Option<f32>,
+    /// The rerank endpoint's score, when it scored this item (`index.rerank`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rerank_score: Option<f32>,
 }
 
 /// Why candidates were left out.
@@ -112,6 +117,12 @@ pub struct ContextPack {
     pub external_sources: Vec<String>,
     /// What was dropped and why.
     pub dropped: Dropped,
+    /// What the query names (identifiers, paths, stack frames, errors) and whether it was
+    /// searched as a long query (see [`crate::query`]).
+    pub query: QueryAnalysis,
+    /// What the rerank endpoint did (`index.rerank`), when one is configured.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rerank: Option<RerankReport>,
 }
 
 struct Candidate {
@@ -120,6 +131,7 @@ struct Candidate {
     priority: Priority,
     score: f32,
     cosine: Option<f32>,
+    rerank_score: Option<f32>,
 }
 
 fn hint_factor(hints: &crate::strategy::RetrievalHints, c: &Chunk) -> f32 {
@@ -154,6 +166,19 @@ fn hint_factor(hints: &crate::strategy::RetrievalHints, c: &Chunk) -> f32 {
     f
 }
 
+/// What a rerank endpoint reads of a chunk: where it is, what it is, then its text.
+fn rerank_document(c: &Chunk) -> String {
+    let mut d = String::with_capacity(c.path.len() + c.qualified_name.len() + c.text.len() + 2);
+    d.push_str(&c.path);
+    d.push('\n');
+    if c.kind != ChunkKind::File && !c.qualified_name.is_empty() {
+        d.push_str(&c.qualified_name);
+        d.push('\n');
+    }
+    d.push_str(&c.text);
+    d
+}
+
 fn avoided(hints: &crate::strategy::RetrievalHints, c: &Chunk) -> bool {
     hints.avoid.iter().any(|a| match a.as_str() {
         "test_code" => is_test_path(&c.path),
@@ -185,6 +210,8 @@ impl Index {
         if !strategy.enabled || budget == 0 {
             return Ok(pack);
         }
+        let plan = self.plan(&req.query)?;
+        pack.query = plan.analysis.clone();
         let ast = strategy.ast_enabled();
         let mut sources = strategy.sources();
         if sources.is_empty() {
@@ -194,7 +221,8 @@ impl Index {
                 RetrievalStrategyConfig::docs().sources()
             };
         }
-        let qv = self.embed_query(&req.query)?;
+        let qv =
+            self.embed_query(plan.embedding_text(&req.query, self.config().search.query.embed))?;
         let vi = if qv.is_some() {
             self.vector_index()?
         } else {
@@ -212,13 +240,14 @@ impl Index {
                 continue;
             };
             let (priority, _) = src.priority();
-            let hits = self.search_filtered(
+            let hits = self.search_planned(
                 &SearchRequest {
                     query: req.query.clone(),
                     categories,
                     limit: n,
                     mode: SearchMode::Hybrid,
                 },
+                &plan,
                 qv.as_deref(),
                 vi.as_deref(),
                 Some(&filter),
@@ -253,6 +282,7 @@ impl Index {
                             priority,
                             score,
                             cosine,
+                            rerank_score: None,
                         },
                     );
                 }
@@ -264,6 +294,10 @@ impl Index {
                 .total_cmp(&a.score)
                 .then(a.chunk.id.cmp(&b.chunk.id))
         });
+        let rerank_query = plan.embedding_text(&req.query, self.config().search.query.embed);
+        if let Some(report) = self.rerank_candidates(rerank_query, &mut ranked) {
+            pack.rerank = Some(report);
+        }
         let dedup_cos = self.config().search.dedup_cosine;
         let mut seen_text: HashSet<i64> = HashSet::new();
         let mut kept_ranges: Vec<(String, u32, u32)> = Vec::new();
@@ -331,10 +365,39 @@ impl Index {
                 tokens,
                 score: c.score,
                 cosine: c.cosine,
+                rerank_score: c.rerank_score,
             });
         }
         pack.used_tokens = budget - remaining;
         Ok(pack)
+    }
+
+    /// Step 3 with a rerank endpoint: the best candidates in the endpoint's order (those it
+    /// did not score keep their local order after them), the rest unchanged. `None` when no
+    /// endpoint is configured; on failure `ranked` is left as it was.
+    fn rerank_candidates(&self, query: &str, ranked: &mut Vec<Candidate>) -> Option<RerankReport> {
+        let n = ranked.len().min(self.config().rerank.max_documents.max(1));
+        let docs: Vec<String> = ranked[..n]
+            .iter()
+            .map(|c| rerank_document(&c.chunk))
+            .collect();
+        let refs: Vec<&str> = docs.iter().map(String::as_str).collect();
+        let Reranked { report, scores } = self.rerank_documents(query, &refs)?;
+        let Some(scored) = scores else {
+            return Some(report);
+        };
+        let rest = ranked.split_off(n);
+        let mut top: Vec<Option<Candidate>> =
+            std::mem::take(ranked).into_iter().map(Some).collect();
+        for (i, score) in scored {
+            if let Some(mut c) = top.get_mut(i).and_then(Option::take) {
+                c.rerank_score = Some(score);
+                ranked.push(c);
+            }
+        }
+        ranked.extend(top.into_iter().flatten());
+        ranked.extend(rest);
+        Some(report)
     }
 
     /// Whether the chunk's text is still at its location in the workspace.

@@ -1,4 +1,9 @@
-//! Hybrid search: BM25 and vector rankings fused with weighted reciprocal rank fusion.
+//! Hybrid search: BM25 and vector rankings fused with weighted reciprocal rank fusion. A long
+//! query (a bug report) adds rankings of its own ([`plan`]): the BM25 ranking of its focused
+//! sub-query, the chunks of the files its paths and stack frames name, and the candidates
+//! whose symbol name it names.
+
+pub mod plan;
 
 use std::collections::HashMap;
 
@@ -9,6 +14,7 @@ use crate::error::Result;
 use crate::filter::SearchFilter;
 use crate::index::Index;
 use crate::vectors::VectorIndex;
+pub use plan::QueryPlan;
 
 /// The widest ranking a filtered search takes before giving up on filling its limit.
 pub const MAX_FILTERED_CANDIDATES: usize = 12_800;
@@ -85,14 +91,20 @@ impl Index {
         }
     }
 
-    /// Runs a search and returns hits with their chunks.
+    /// Runs a search and returns hits with their chunks. A long query is embedded as
+    /// `search.query.embed` says (the whole text by default).
     pub fn search(&self, req: &SearchRequest) -> Result<Vec<SearchHit>> {
+        let plan = self.plan(&req.query)?;
         let qv = if req.mode == SearchMode::Bm25 {
             None
         } else {
-            self.embed_query(&req.query)?
+            self.embed_query(plan.embedding_text(&req.query, self.config().search.query.embed))?
         };
-        self.search_with_vector(req, qv.as_deref())
+        let vi = match (req.mode, &qv) {
+            (SearchMode::Bm25, _) | (_, None) => None,
+            _ => self.vector_index()?,
+        };
+        self.search_planned(req, &plan, qv.as_deref(), vi.as_deref(), None)
     }
 
     /// Like [`Index::search`] with a precomputed query embedding.
@@ -129,55 +141,98 @@ impl Index {
         vector_index: Option<&VectorIndex>,
         filter: Option<&SearchFilter>,
     ) -> Result<Vec<SearchHit>> {
+        let plan = self.plan(&req.query)?;
+        self.search_planned(req, &plan, query_vector, vector_index, filter)
+    }
+
+    /// Like [`Index::search_filtered`] for a query already prepared with [`Index::plan`]
+    /// (`query_vector` is the embedding of [`QueryPlan::embedding_text`]).
+    pub fn search_planned(
+        &self,
+        req: &SearchRequest,
+        plan: &QueryPlan,
+        query_vector: Option<&[f32]>,
+        vector_index: Option<&VectorIndex>,
+        filter: Option<&SearchFilter>,
+    ) -> Result<Vec<SearchHit>> {
         let filter = filter.filter(|f| !f.accepts_all());
         let cfg = &self.config().search;
+        let long = plan.is_long();
         let mut n = cfg.candidates.max(req.limit);
         loop {
-            let mut bm25 = if req.mode == SearchMode::Vector {
-                Vec::new()
-            } else {
-                self.bm25.search(&req.query, &req.categories, n)?
-            };
-            let mut vectors = match (req.mode, query_vector, vector_index) {
+            let mut rankings = Rankings::default();
+            if req.mode != SearchMode::Vector {
+                rankings.bm25 = self.bm25.search(&req.query, &req.categories, n)?;
+                if long {
+                    rankings.focused =
+                        ids(self
+                            .bm25
+                            .search(&plan.analysis.focused, &req.categories, n)?);
+                    rankings.paths = plan.path_chunks.clone();
+                }
+            }
+            rankings.vectors = match (req.mode, query_vector, vector_index) {
                 (SearchMode::Bm25, _, _) | (_, None, _) | (_, _, None) => Vec::new(),
                 (_, Some(q), Some(vi)) => vi.search(q, &req.categories, n),
             };
-            let exhausted = bm25.len() < n && vectors.len() < n;
+            let exhausted = rankings.bm25.len() < n && rankings.vectors.len() < n;
             let mut loaded: HashMap<ChunkId, Chunk> = HashMap::new();
-            if let Some(f) = filter {
-                let mut ids: Vec<ChunkId> = bm25.iter().chain(&vectors).map(|x| x.0).collect();
-                ids.sort_unstable();
-                ids.dedup();
+            if filter.is_some() || long {
+                let mut all = rankings.all_ids();
+                all.sort_unstable();
+                all.dedup();
                 loaded = self
-                    .chunks(&ids)?
+                    .chunks(&all)?
                     .into_iter()
-                    .filter(|c| f.accepts(c))
+                    .filter(|c| {
+                        (req.categories.is_empty() || req.categories.contains(&c.category))
+                            && filter.is_none_or(|f| f.accepts(c))
+                    })
                     .map(|c| (c.id, c))
                     .collect();
-                bm25.retain(|x| loaded.contains_key(&x.0));
-                vectors.retain(|x| loaded.contains_key(&x.0));
-                if loaded.len() < req.limit && !exhausted && n < MAX_FILTERED_CANDIDATES {
+                rankings.retain(|id| loaded.contains_key(id));
+                if filter.is_some()
+                    && loaded.len() < req.limit
+                    && !exhausted
+                    && n < MAX_FILTERED_CANDIDATES
+                {
                     n = (n * 4).min(MAX_FILTERED_CANDIDATES);
                     continue;
                 }
             }
-            return self.fuse(req, &bm25, &vectors, loaded);
+            if long {
+                let order: Vec<ChunkId> = rankings
+                    .focused
+                    .iter()
+                    .chain(rankings.bm25.iter().map(|x| &x.0))
+                    .chain(rankings.vectors.iter().map(|x| &x.0))
+                    .copied()
+                    .collect();
+                rankings.names = plan::name_matches(&plan.analysis, &order, &loaded);
+            }
+            return self.fuse(req, &rankings, loaded);
         }
     }
 
-    /// Fuses the two rankings and attaches the chunks (from `loaded`, else the database).
+    /// Fuses the rankings and attaches the chunks (from `loaded`, else the database).
     fn fuse(
         &self,
         req: &SearchRequest,
-        bm25: &[(ChunkId, f32)],
-        vectors: &[(ChunkId, f32)],
+        r: &Rankings,
         mut loaded: HashMap<ChunkId, Chunk>,
     ) -> Result<Vec<SearchHit>> {
         let cfg = &self.config().search;
-        let bm25_ids: Vec<ChunkId> = bm25.iter().map(|x| x.0).collect();
-        let vec_ids: Vec<ChunkId> = vectors.iter().map(|x| x.0).collect();
+        let bm25_ids = ids(r.bm25.clone());
+        let vec_ids = ids(r.vectors.clone());
+        let q = &cfg.query;
         let fused = rrf(
-            &[(&bm25_ids, cfg.bm25_weight), (&vec_ids, cfg.vector_weight)],
+            &[
+                (&bm25_ids, cfg.bm25_weight),
+                (&vec_ids, cfg.vector_weight),
+                (&r.focused, q.focused_weight),
+                (&r.paths, q.path_weight),
+                (&r.names, q.name_weight),
+            ],
             cfg.rrf_k,
         );
         let top: Vec<(ChunkId, f32)> = fused.into_iter().take(req.limit).collect();
@@ -187,7 +242,7 @@ impl Index {
             .filter(|id| !loaded.contains_key(id))
             .collect();
         loaded.extend(self.chunks(&missing)?.into_iter().map(|c| (c.id, c)));
-        let cos: HashMap<ChunkId, f32> = vectors.iter().copied().collect();
+        let cos: HashMap<ChunkId, f32> = r.vectors.iter().copied().collect();
         let mut out = Vec::with_capacity(top.len());
         for (id, score) in top {
             if let Some(chunk) = loaded.remove(&id) {
@@ -203,6 +258,40 @@ impl Index {
         }
         Ok(out)
     }
+}
+
+/// The rankings fused for one search: the whole text's BM25 and vector rankings, and for a
+/// long query the focused sub-query's BM25 ranking, the named files' chunks and the
+/// candidates whose names the query names.
+#[derive(Default)]
+struct Rankings {
+    bm25: Vec<(ChunkId, f32)>,
+    vectors: Vec<(ChunkId, f32)>,
+    focused: Vec<ChunkId>,
+    paths: Vec<ChunkId>,
+    names: Vec<ChunkId>,
+}
+
+impl Rankings {
+    fn all_ids(&self) -> Vec<ChunkId> {
+        self.bm25
+            .iter()
+            .chain(&self.vectors)
+            .map(|x| x.0)
+            .chain(self.focused.iter().chain(&self.paths).copied())
+            .collect()
+    }
+
+    fn retain(&mut self, keep: impl Fn(&ChunkId) -> bool) {
+        self.bm25.retain(|x| keep(&x.0));
+        self.vectors.retain(|x| keep(&x.0));
+        self.focused.retain(&keep);
+        self.paths.retain(&keep);
+    }
+}
+
+fn ids(scored: Vec<(ChunkId, f32)>) -> Vec<ChunkId> {
+    scored.into_iter().map(|x| x.0).collect()
 }
 
 #[cfg(test)]

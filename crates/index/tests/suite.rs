@@ -6,5 +6,7 @@ mod embedding;
 mod extract;
 mod incremental;
 mod rank;
+mod long_query;
+mod rerank;
 mod retrieve;
 mod strategy;

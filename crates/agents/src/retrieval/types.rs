@@ -80,6 +80,16 @@ pub struct RetrievalOptions {
     pub ast_map_share: f32,
     /// Lines either side of a failure line when no symbol or section encloses it (default 12).
     pub region_context_lines: u32,
+    /// Ask the model to judge the relevance of each stage's best packed results (a
+    /// grammar-constrained `{"relevant": [numbers]}`) and reorder and filter them by it
+    /// (default false: one more model call per stage).
+    pub judge: bool,
+    /// Results shown to the judge, at most (default 8).
+    pub judge_candidates: usize,
+    /// Tokens the judgement may generate (default 64).
+    pub judge_max_tokens: u32,
+    /// Time one judgement may take before the ranking is kept (default 30 s).
+    pub judge_timeout: Duration,
 }
 
 impl Default for RetrievalOptions {
@@ -100,6 +110,10 @@ impl Default for RetrievalOptions {
             map_share: 0.2,
             ast_map_share: 0.5,
             region_context_lines: 12,
+            judge: false,
+            judge_candidates: 8,
+            judge_max_tokens: 64,
+            judge_timeout: Duration::from_secs(30),
         }
     }
 }

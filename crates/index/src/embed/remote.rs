@@ -53,14 +53,7 @@ impl RemoteEmbedder {
         let model = config.model.clone().ok_or_else(|| {
             Error::Config("embedding.model is required for backend \"openai\"".into())
         })?;
-        let api_key = match &config.api_key_env {
-            Some(var) => Some(std::env::var(var).map_err(|_| {
-                Error::Config(format!(
-                    "embedding.api_key_env names `{var}`, which is not set in the environment"
-                ))
-            })?),
-            None => None,
-        };
+        let api_key = crate::http::api_key("embedding.api_key_env", config.api_key_env.as_deref())?;
         let url = format!("{}/embeddings", base.trim_end_matches('/'));
         let setup = |e: trellis_fetch::Error| Error::Endpoint {
             url: url.clone(),
@@ -83,30 +76,15 @@ impl RemoteEmbedder {
             url: self.url.clone(),
             message,
         };
-        let body = serde_json::to_vec(&serde_json::json!({ "model": self.model, "input": texts }))
-            .map_err(|e| err(e.to_string()))?;
-        let mut req = self
-            .client
-            .post(&self.url)
-            .timeout(Duration::from_secs(120))
-            .header("Content-Type", "application/json")
-            .body(body);
-        if let Some(k) = &self.api_key {
-            req = req.bearer_auth(k);
-        }
-        let (status, text) = self
-            .runtime
-            .run(async move {
-                let resp = req.send().await?;
-                let status = resp.status().as_u16();
-                Ok::<_, reqwest::Error>((status, resp.text().await?))
-            })
-            .map_err(|e| err(e.to_string()))?
-            .map_err(|e| err(trellis_fetch::error_chain(&e)))?;
-        if status >= 400 {
-            let snippet: String = text.chars().take(300).collect();
-            return Err(err(format!("HTTP {status}: {snippet}")));
-        }
+        let text = crate::http::post_json(
+            &self.client,
+            &self.runtime,
+            &self.url,
+            self.api_key.as_deref(),
+            &serde_json::json!({ "model": self.model, "input": texts }),
+            Duration::from_secs(120),
+        )
+        .map_err(err)?;
         let parsed: Response =
             serde_json::from_str(&text).map_err(|e| err(format!("unexpected body: {e}")))?;
         let mut items = parsed.data;
