@@ -250,7 +250,7 @@ impl Index {
                     chunk,
                     score,
                     bm25_rank: bm25_ids.iter().position(|x| *x == id).map(|p| p + 1),
-                    bm25_score: bm25.iter().find(|x| x.0 == id).map(|x| x.1),
+                    bm25_score: r.bm25.iter().find(|x| x.0 == id).map(|x| x.1),
                     vector_rank: vec_ids.iter().position(|x| *x == id).map(|p| p + 1),
                     cosine: cos.get(&id).copied(),
                 });

@@ -488,9 +488,7 @@ async fn a_channel_answers_from_the_repository_map_and_the_index() {
         .update(&trellis_index::UpdateOptions {
             scope: trellis_index::Scope::All,
             embed: false,
-            progress: None,
-            cancel: None,
-            batch_files: None,
+            ..trellis_index::UpdateOptions::default()
         })
         .unwrap();
     drop(index);
