@@ -217,6 +217,13 @@ fn summary(s: &UpdateStats, json: bool) -> anyhow::Result<()> {
             s.index_ms as f64 / 1000.0,
             s.embed_ms as f64 / 1000.0,
         );
+        if s.searchable_ms > 0 {
+            println!(
+                "searchable after {:.2} s (text pass), symbols complete after {:.2} s",
+                s.searchable_ms as f64 / 1000.0,
+                (s.scan_ms + s.index_ms) as f64 / 1000.0
+            );
+        }
     }
     Ok(())
 }

@@ -127,8 +127,8 @@ pub struct UpdateStats {
     pub files_seen: usize,
     /// Files read, hashed and (if their content changed) re-parsed.
     pub files_read: usize,
-    /// Files whose content changed and were re-parsed and re-indexed (a file is counted once
-    /// per pass: an update with a text pass counts a code file twice).
+    /// Files whose content changed and were re-parsed and re-indexed (once, also when the text
+    /// pass and the symbol pass both wrote them).
     pub files_indexed: usize,
     /// Files removed from the index.
     pub files_removed: usize,
@@ -355,6 +355,13 @@ impl Index {
                 opts,
                 &mut stats,
             )?;
+            // A file indexed by both passes of this update counts once.
+            let text_indexed: HashSet<&str> = stale.iter().map(|f| f.path.as_str()).collect();
+            let twice = todo
+                .iter()
+                .filter(|f| text_indexed.contains(f.path.as_str()))
+                .count();
+            stats.files_indexed = stats.files_indexed.saturating_sub(twice);
         } else {
             let mut todo = stale;
             let mut states = states;
