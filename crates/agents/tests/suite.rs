@@ -8,6 +8,6 @@ mod foresight;
 pub(crate) mod parallel;
 pub(crate) mod retrieval;
 mod retrieval_adaptive;
-mod retrieval_maps;
 mod retrieval_judge;
+mod retrieval_maps;
 pub(crate) mod speculation;

@@ -110,9 +110,43 @@ fn the_pack_says_what_the_query_named() {
         q.errors,
         ["AttributeError: 'float' object has no attribute 'quantize'"]
     );
-    assert_eq!(pack.items[0].attribution.path, "shop/billing/invoice.py");
+    // The shipped learned ranker was trained on commit messages, which carry no stack
+    // traces: it keeps the innermost frame's file among the first two files, not first
+    // (docs/retrieval.md, "Long queries").
+    let files = |p: &trellis_index::ContextPack| {
+        let mut v: Vec<String> = Vec::new();
+        for it in &p.items {
+            if !v.contains(&it.attribution.path) {
+                v.push(it.attribution.path.clone());
+            }
+        }
+        v
+    };
+    let learned = files(&pack);
+    assert!(
+        learned[..2].contains(&"shop/billing/invoice.py".to_owned()),
+        "{learned:?}"
+    );
     let json = serde_json::to_value(&pack).unwrap();
     assert_eq!(json["query"]["files"][1], "shop/billing/invoice.py");
+    // With the hand-weighted rerank the fused order stands: the innermost frame first.
+    let mut ix = ix;
+    ix.set_rerank(trellis_index::config::Rerank::Blend);
+    let blend = ix
+        .retrieve(&RetrievalRequest {
+            query: REPORT.into(),
+            strategy: &strategy,
+            stage: None,
+            budget_tokens: Some(2000),
+            candidates: None,
+        })
+        .unwrap();
+    assert_eq!(
+        files(&blend)[0],
+        "shop/billing/invoice.py",
+        "{:?}",
+        files(&blend)
+    );
 }
 
 #[test]
