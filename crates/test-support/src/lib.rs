@@ -2,13 +2,14 @@
 //!
 //! Temporary workspaces, the [scripted model provider](scripted), and for the benchmarks the
 //! [paced one](paced), a configurable [fake tool](tools) and the process's [CPU time and
-//! memory](usage). This crate is a dev-dependency only (`publish = false`), so the test
+//! memory](usage), and a loopback [OpenAI-wire server](wire). This crate is a dev-dependency only (`publish = false`), so the test
 //! doubles never reach a release build.
 
 pub mod paced;
 pub mod scripted;
 pub mod tools;
 pub mod usage;
+pub mod wire;
 
 use std::path::{Path, PathBuf};
 

@@ -4,8 +4,6 @@
 //! tiktoken) and tool results that answer the call right before them — and answers 400
 //! otherwise, as vLLM and OpenAI do.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpListener;
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
@@ -15,6 +13,7 @@ use trellis_llm::tokens::count_openai;
 use trellis_llm::types::ResponseFormat;
 use trellis_llm::{ChatRequest, Message, ModelRegistry, ToolCall, ToolSpec};
 use trellis_protocol::{CompactionMethod, SessionEvent};
+use trellis_test_support::wire::{self, Reply, text_sse, tool_sse};
 
 use super::context::{Recorder, agent, consistent, done, fixture};
 
@@ -98,39 +97,6 @@ fn refusal(body: &Value) -> Option<String> {
     consistent(&request.messages).err()
 }
 
-fn chunk(delta: Value, finish: Value) -> Value {
-    json!({ "id": "chatcmpl-mock", "object": "chat.completion.chunk", "created": 0,
-            "model": "mock-model", "choices": [{ "index": 0, "delta": delta, "finish_reason": finish }] })
-}
-
-fn usage() -> String {
-    format!(
-        "data: {}\n\n",
-        json!({ "id": "chatcmpl-mock", "object": "chat.completion.chunk", "created": 0, "model": "mock-model",
-                "choices": [], "usage": { "prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120 } })
-    )
-}
-
-fn text_sse(text: &str) -> String {
-    format!(
-        "data: {}\n\ndata: {}\n\n{}data: [DONE]\n\n",
-        chunk(json!({ "role": "assistant", "content": text }), Value::Null),
-        chunk(json!({}), json!("stop")),
-        usage()
-    )
-}
-
-fn tool_sse(id: &str, name: &str, arguments: &Value) -> String {
-    let call = json!({ "tool_calls": [{ "index": 0, "id": id, "type": "function",
-        "function": { "name": name, "arguments": arguments.to_string() } }] });
-    format!(
-        "data: {}\n\ndata: {}\n\n{}data: [DONE]\n\n",
-        chunk(call, Value::Null),
-        chunk(json!({}), json!("tool_calls")),
-        usage()
-    )
-}
-
 /// What the server saw: request bodies, and the refusals it answered.
 #[derive(Clone, Default)]
 struct Seen {
@@ -141,77 +107,37 @@ struct Seen {
 /// Serves until the test process ends: summary requests (by their instruction) get a
 /// summary, the agent's get eight `dump` calls and then its report.
 fn serve() -> (String, Seen) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}/v1", listener.local_addr().unwrap());
-    let seen = Seen::default();
-    let log = seen.clone();
-    std::thread::spawn(move || {
-        let mut agent_calls = 0;
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { continue };
-            let mut reader = BufReader::new(stream.try_clone().unwrap());
-            let mut len = 0usize;
-            let mut line = String::new();
-            loop {
-                line.clear();
-                if reader.read_line(&mut line).unwrap_or(0) == 0 {
-                    break;
-                }
-                let l = line.trim_end();
-                if l.is_empty() {
-                    break;
-                }
-                if let Some(v) = l.to_ascii_lowercase().strip_prefix("content-length:") {
-                    len = v.trim().parse().unwrap_or(0);
-                }
-            }
-            let mut body = vec![0; len];
-            if reader.read_exact(&mut body).is_err() {
-                continue;
-            }
-            let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-            log.bodies.lock().unwrap().push(body.clone());
-            let (status, reply) = if let Some(why) = refusal(&body) {
-                log.refused.lock().unwrap().push(why.clone());
-                (
-                    "400 Bad Request",
-                    json!({ "error": { "message": why, "type": "invalid_request_error" } })
-                        .to_string(),
-                )
-            } else if body["messages"][0]["content"]
-                .as_str()
-                .is_some_and(|s| s.starts_with("You maintain the working memory"))
-            {
-                (
-                    "200 OK",
-                    text_sse("Dumped tags W0 to W3; W4 onwards remain."),
-                )
+    let refused: Arc<Mutex<Vec<String>>> = Arc::default();
+    let log = refused.clone();
+    let mut agent_calls = 0;
+    let (url, bodies) = wire::serve(move |body| {
+        if let Some(why) = refusal(body) {
+            log.lock().unwrap().push(why.clone());
+            Reply::json(
+                "400 Bad Request",
+                &json!({ "error": { "message": why, "type": "invalid_request_error" } }),
+            )
+        } else if body["messages"][0]["content"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("You maintain the working memory"))
+        {
+            Reply::sse(text_sse("Dumped tags W0 to W3; W4 onwards remain."))
+        } else {
+            agent_calls += 1;
+            if agent_calls <= 8 {
+                let args = json!({ "tag": format!("W{agent_calls}"), "bytes": 1500 });
+                Reply::sse(tool_sse(
+                    &format!("call_w{agent_calls}"),
+                    "dump",
+                    &args.to_string(),
+                ))
             } else {
-                agent_calls += 1;
-                if agent_calls <= 8 {
-                    let args = json!({ "tag": format!("W{agent_calls}"), "bytes": 1500 });
-                    (
-                        "200 OK",
-                        tool_sse(&format!("call_w{agent_calls}"), "dump", &args),
-                    )
-                } else {
-                    let report = json!({ "failure": false, "output": "dumped eight tags" });
-                    ("200 OK", text_sse(&report.to_string()))
-                }
-            };
-            let kind = if status.starts_with("200") {
-                "text/event-stream"
-            } else {
-                "application/json"
-            };
-            let _ = write!(
-                stream,
-                "HTTP/1.1 {status}\r\ncontent-type: {kind}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{reply}",
-                reply.len()
-            );
+                let report = json!({ "failure": false, "output": "dumped eight tags" });
+                Reply::sse(text_sse(&report.to_string()))
+            }
         }
     });
-    (url, seen)
+    (url, Seen { bodies, refused })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

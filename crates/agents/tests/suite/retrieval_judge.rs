@@ -3,9 +3,7 @@
 //! the scripted model and with the OpenAI provider against a loopback chat-completions
 //! server (the schema reaches the wire as `json_schema`).
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpListener;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -15,6 +13,7 @@ use trellis_index::IndexConfig;
 use trellis_llm::{ChatRequest, ModelProvider, ModelRegistry, Role};
 use trellis_test_support::TempWorkspace;
 use trellis_test_support::scripted::{ScriptedProvider, Turn};
+use trellis_test_support::wire::{self, Reply, Seen, text_sse};
 
 use super::retrieval::{TASK, plan, write_fixture};
 
@@ -162,63 +161,23 @@ async fn a_failing_judgement_keeps_the_ranking() {
 
 /// A loopback chat-completions endpoint answering with `answer` (streamed as one chunk)
 /// and recording the request bodies; it serves until the test process ends.
-fn serve() -> (String, Arc<Mutex<Vec<Value>>>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}/v1", listener.local_addr().unwrap());
-    let bodies = Arc::new(Mutex::new(Vec::new()));
-    let seen = bodies.clone();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { continue };
-            let mut reader = BufReader::new(stream.try_clone().unwrap());
-            let mut len = 0usize;
-            let mut line = String::new();
-            loop {
-                line.clear();
-                if reader.read_line(&mut line).unwrap_or(0) == 0 || line.trim_end().is_empty() {
-                    break;
-                }
-                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                    len = v.trim().parse().unwrap_or(0);
-                }
-            }
-            let mut body = vec![0; len];
-            if reader.read_exact(&mut body).is_err() {
-                continue;
-            }
-            let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-            seen.lock().unwrap().push(body.clone());
-            // The request as the model side sees it: the user message and the schema's name.
-            let request = ChatRequest {
-                messages: vec![trellis_llm::Message::user(
-                    body["messages"][1]["content"].as_str().unwrap_or_default(),
-                )],
-                response_format: body["response_format"]["json_schema"]["name"].as_str().map(
-                    |name| trellis_llm::types::ResponseFormat {
-                        name: name.into(),
-                        schema: Value::Null,
-                    },
-                ),
-                ..ChatRequest::default()
-            };
-            let text = answer(&request).to_string();
-            let chunk = |delta: Value, finish: Value| {
-                json!({ "id": "c", "object": "chat.completion.chunk", "created": 0, "model": "m",
-                        "choices": [{ "index": 0, "delta": delta, "finish_reason": finish }] })
-            };
-            let sse = format!(
-                "data: {}\n\ndata: {}\n\ndata: [DONE]\n\n",
-                chunk(json!({ "role": "assistant", "content": text }), Value::Null),
-                chunk(json!({}), json!("stop"))
-            );
-            let _ = write!(
-                stream,
-                "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{sse}",
-                sse.len()
-            );
-        }
-    });
-    (url, bodies)
+fn serve() -> (String, Seen) {
+    wire::serve(|body| {
+        // The request as the model side sees it: the user message and the schema's name.
+        let request = ChatRequest {
+            messages: vec![trellis_llm::Message::user(
+                body["messages"][1]["content"].as_str().unwrap_or_default(),
+            )],
+            response_format: body["response_format"]["json_schema"]["name"]
+                .as_str()
+                .map(|name| trellis_llm::types::ResponseFormat {
+                    name: name.into(),
+                    schema: Value::Null,
+                }),
+            ..ChatRequest::default()
+        };
+        Reply::sse(text_sse(&answer(&request).to_string()))
+    })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

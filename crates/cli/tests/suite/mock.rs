@@ -1,10 +1,6 @@
 //! A loopback server speaking the OpenAI chat-completions wire format (SSE), answering each
 //! request with what a responder decides, and the answers the tests' agents give.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpListener;
-use std::sync::{Arc, Mutex};
-
 use serde_json::{Value, json};
 
 /// The answer a model would give to `body`, by what it asks for.
@@ -30,92 +26,13 @@ pub fn answer(body: &Value) -> String {
     }
 }
 
-fn chunk(delta: Value, finish: Value) -> Value {
-    json!({
-        "id": "chatcmpl-mock", "object": "chat.completion.chunk", "created": 0, "model": "mock-model",
-        "choices": [{ "index": 0, "delta": delta, "finish_reason": finish }]
-    })
-}
-
-/// A streamed call of tool `name` with JSON `arguments` (call id `id`).
-pub fn tool_sse(id: &str, name: &str, arguments: &str) -> String {
-    let call = json!({ "tool_calls": [{ "index": 0, "id": id, "type": "function",
-        "function": { "name": name, "arguments": arguments } }] });
-    format!(
-        "data: {}\n\ndata: {}\n\ndata: [DONE]\n\n",
-        chunk(call, Value::Null),
-        chunk(json!({}), json!("tool_calls"))
-    )
-}
-
-/// `text` streamed in 16-byte pieces, then usage.
-pub fn sse(text: &str) -> String {
-    let mut out = String::new();
-    out.push_str(&format!(
-        "data: {}\n\n",
-        chunk(json!({ "role": "assistant", "content": "" }), Value::Null)
-    ));
-    for piece in text.as_bytes().chunks(16) {
-        let piece = String::from_utf8_lossy(piece);
-        out.push_str(&format!(
-            "data: {}\n\n",
-            chunk(json!({ "content": piece }), Value::Null)
-        ));
-    }
-    out.push_str(&format!("data: {}\n\n", chunk(json!({}), json!("stop"))));
-    out.push_str(&format!(
-        "data: {}\n\n",
-        json!({ "id": "chatcmpl-mock", "object": "chat.completion.chunk", "created": 0, "model": "mock-model", "choices": [],
-                "usage": { "prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120 } })
-    ));
-    out.push_str("data: [DONE]\n\n");
-    out
-}
-
-/// Request bodies received so far.
-pub type Seen = Arc<Mutex<Vec<Value>>>;
+use trellis_test_support::wire::{self, Reply};
+pub use trellis_test_support::wire::{Seen, text_sse as sse, tool_sse};
 
 /// Serves chat completions on 127.0.0.1 (a free port) until the test process ends, answering
 /// each request with `respond(body)` (an SSE body); records the request bodies.
 pub fn serve(respond: impl Fn(&Value) -> String + Send + 'static) -> (String, Seen) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}/v1", listener.local_addr().unwrap());
-    let seen: Seen = Arc::new(Mutex::new(Vec::new()));
-    let log = seen.clone();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { continue };
-            let mut reader = BufReader::new(stream.try_clone().unwrap());
-            let mut len = 0usize;
-            let mut line = String::new();
-            loop {
-                line.clear();
-                if reader.read_line(&mut line).unwrap_or(0) == 0 {
-                    break;
-                }
-                let l = line.trim_end();
-                if l.is_empty() {
-                    break;
-                }
-                if let Some(v) = l.to_ascii_lowercase().strip_prefix("content-length:") {
-                    len = v.trim().parse().unwrap_or(0);
-                }
-            }
-            let mut body = vec![0; len];
-            if reader.read_exact(&mut body).is_err() {
-                continue;
-            }
-            let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-            log.lock().unwrap().push(body.clone());
-            let reply = respond(&body);
-            let _ = write!(
-                stream,
-                "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{reply}",
-                reply.len()
-            );
-        }
-    });
-    (url, seen)
+    wire::serve(move |body| Reply::sse(respond(body)))
 }
 
 /// The configuration of a workspace whose every model role uses the mock at `url`.
