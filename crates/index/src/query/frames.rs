@@ -206,44 +206,35 @@ type Push<'a> = dyn FnMut(&mut Vec<(usize, StackFrame)>, (usize, usize), StackFr
 
 /// Rust and Go traces: the frame's location is on the line after its function.
 fn line_frames(text: &str, out: &mut Vec<(usize, StackFrame)>, push: &mut Push<'_>) {
+    // (the location's pattern, the function line's pattern, the format), tried in order.
+    let kinds: [(&Option<Regex>, &Option<Regex>, FrameFormat); 2] = [
+        (&RUST, &RUST_FN, FrameFormat::Rust),
+        (&GO, &GO_FN, FrameFormat::Go),
+    ];
     let mut offset = 0;
     let mut previous: Option<&str> = None;
     for line in text.split_inclusive('\n') {
         let start = offset;
         offset += line.len();
         let l = line.trim_end_matches(['\n', '\r']);
-        if let Some(c) = RUST.as_ref().and_then(|r| r.captures(l))
-            && let (Some(all), Some(path)) = (c.get(0), c.get(1))
-        {
+        let found = kinds.iter().find_map(|(at, func, format)| {
+            let c = at.as_ref()?.captures(l)?;
+            let (all, path) = (c.get(0)?, c.get(1)?);
+            Some((c.get(2), all.range(), path.as_str(), *func, *format))
+        });
+        if let Some((line_no, all, path, func, format)) = found {
             let function = previous
-                .and_then(|p| RUST_FN.as_ref()?.captures(p))
+                .and_then(|p| func.as_ref()?.captures(p))
                 .and_then(|c| c.get(1))
                 .map(|m| m.as_str().to_owned());
             push(
                 out,
-                (start + all.start(), start + all.end()),
+                (start + all.start, start + all.end),
                 StackFrame {
-                    path: normalize_path(path.as_str()),
-                    line: c.get(2).and_then(|m| m.as_str().parse().ok()),
+                    path: normalize_path(path),
+                    line: line_no.and_then(|m| m.as_str().parse().ok()),
                     function,
-                    format: FrameFormat::Rust,
-                },
-            );
-        } else if let Some(c) = GO.as_ref().and_then(|r| r.captures(l))
-            && let (Some(all), Some(path)) = (c.get(0), c.get(1))
-        {
-            let function = previous
-                .and_then(|p| GO_FN.as_ref()?.captures(p))
-                .and_then(|c| c.get(1))
-                .map(|m| m.as_str().to_owned());
-            push(
-                out,
-                (start + all.start(), start + all.end()),
-                StackFrame {
-                    path: normalize_path(path.as_str()),
-                    line: c.get(2).and_then(|m| m.as_str().parse().ok()),
-                    function,
-                    format: FrameFormat::Go,
+                    format,
                 },
             );
         }
