@@ -560,9 +560,14 @@ impl RetrievalAgent {
         }
     }
 
+    /// Whether packs get the code maps: code workflows, unless `map_share` is 0.
+    fn maps_on(&self, strategy: &RetrievalStrategyConfig) -> bool {
+        strategy.ast_enabled() && self.options.map_share > 0.0
+    }
+
     /// Tokens of a stage's budget kept for the code maps (none unless AST work is on).
     fn map_reserve(&self, strategy: &RetrievalStrategyConfig, budget: usize) -> usize {
-        if strategy.ast_enabled() && self.options.map_share > 0.0 {
+        if self.maps_on(strategy) {
             (budget as f32 * self.options.map_share.min(1.0)) as usize
         } else {
             0
@@ -578,7 +583,7 @@ impl RetrievalAgent {
         task: &str,
         packs: Vec<&mut StagePack>,
     ) {
-        if self.map_reserve(strategy, 1 << 20) == 0 || packs.is_empty() {
+        if !self.maps_on(strategy) || packs.is_empty() {
             return;
         }
         let mentioned = identifiers(task, 16);
