@@ -2,11 +2,10 @@
 //! drive a real provider over HTTP: it records every request body and answers each with what
 //! the test's responder decides.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpListener;
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
+use trellis_test_http::{Response, Server};
 
 /// Request bodies received so far.
 pub type Seen = Arc<Mutex<Vec<Value>>>;
@@ -14,8 +13,8 @@ pub type Seen = Arc<Mutex<Vec<Value>>>;
 /// One HTTP answer.
 #[derive(Clone, Debug)]
 pub struct Reply {
-    /// Status line after `HTTP/1.1 ` (`200 OK`, `400 Bad Request`).
-    pub status: &'static str,
+    /// Status code (`200`, `400`).
+    pub status: u16,
     /// Content type.
     pub content_type: &'static str,
     /// Body.
@@ -26,14 +25,14 @@ impl Reply {
     /// `200 OK` with an SSE body (from [`text_sse`] or [`tool_sse`]).
     pub fn sse(body: String) -> Self {
         Reply {
-            status: "200 OK",
+            status: 200,
             content_type: "text/event-stream",
             body,
         }
     }
 
     /// A JSON body with `status`.
-    pub fn json(status: &'static str, body: &Value) -> Self {
+    pub fn json(status: u16, body: &Value) -> Self {
         Reply {
             status,
             content_type: "application/json",
@@ -89,54 +88,46 @@ pub fn tool_sse(id: &str, name: &str, arguments: &str) -> String {
     )
 }
 
-/// Serves on 127.0.0.1 (a free port) until the test process ends, one request at a time:
-/// records each request's JSON body and answers with `respond(body)`. Returns the base URL
-/// (`http://127.0.0.1:PORT/v1`) and the recorded bodies.
-///
-/// # Panics
-/// When no loopback port can be bound (a test helper).
-pub fn serve(mut respond: impl FnMut(&Value) -> Reply + Send + 'static) -> (String, Seen) {
-    #[allow(clippy::unwrap_used)]
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    #[allow(clippy::unwrap_used)]
-    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+/// A running OpenAI-wire server: derefs to (and prints as) its base URL
+/// (`http://127.0.0.1:PORT/v1`); stops when dropped.
+pub struct Wire {
+    url: String,
+    _server: Server,
+}
+
+impl std::ops::Deref for Wire {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.url
+    }
+}
+
+impl std::fmt::Display for Wire {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.url)
+    }
+}
+
+/// Serves on 127.0.0.1 (a free port) until the returned [`Wire`] is dropped, one request at
+/// a time: records each request's JSON body and answers with `respond(body)`. Returns the
+/// server (its base URL) and the recorded bodies.
+pub fn serve(mut respond: impl FnMut(&Value) -> Reply + Send + 'static) -> (Wire, Seen) {
     let seen: Seen = Arc::default();
     let log = seen.clone();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { continue };
-            let Ok(clone) = stream.try_clone() else {
-                continue;
-            };
-            let mut reader = BufReader::new(clone);
-            let (mut len, mut line) = (0usize, String::new());
-            loop {
-                line.clear();
-                if reader.read_line(&mut line).unwrap_or(0) == 0 || line.trim_end().is_empty() {
-                    break;
-                }
-                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                    len = v.trim().parse().unwrap_or(0);
-                }
-            }
-            let mut body = vec![0; len];
-            if reader.read_exact(&mut body).is_err() {
-                continue;
-            }
-            let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-            log.lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .push(body.clone());
-            let reply = respond(&body);
-            let _ = write!(
-                stream,
-                "HTTP/1.1 {}\r\ncontent-type: {}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{}",
-                reply.status,
-                reply.content_type,
-                reply.body.len(),
-                reply.body
-            );
-        }
+    let server = Server::start(move |request| {
+        let body = request.json();
+        log.lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(body.clone());
+        let reply = respond(&body);
+        Response::new(reply.status, reply.content_type, reply.body)
     });
-    (url, seen)
+    let url = format!("{}/v1", server.url());
+    (
+        Wire {
+            url,
+            _server: server,
+        },
+        seen,
+    )
 }

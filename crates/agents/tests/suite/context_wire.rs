@@ -104,9 +104,9 @@ struct Seen {
     refused: Arc<Mutex<Vec<String>>>,
 }
 
-/// Serves until the test process ends: summary requests (by their instruction) get a
+/// Serves until the returned server is dropped: summary requests (by their instruction) get a
 /// summary, the agent's get eight `dump` calls and then its report.
-fn serve() -> (String, Seen) {
+fn serve() -> (wire::Wire, Seen) {
     let refused: Arc<Mutex<Vec<String>>> = Arc::default();
     let log = refused.clone();
     let mut agent_calls = 0;
@@ -114,7 +114,7 @@ fn serve() -> (String, Seen) {
         if let Some(why) = refusal(body) {
             log.lock().unwrap().push(why.clone());
             Reply::json(
-                "400 Bad Request",
+                400,
                 &json!({ "error": { "message": why, "type": "invalid_request_error" } }),
             )
         } else if body["messages"][0]["content"]

@@ -160,8 +160,8 @@ async fn a_failing_judgement_keeps_the_ranking() {
 }
 
 /// A loopback chat-completions endpoint answering with `answer` (streamed as one chunk)
-/// and recording the request bodies; it serves until the test process ends.
-fn serve() -> (String, Seen) {
+/// and recording the request bodies; it serves until the returned server is dropped.
+fn serve() -> (wire::Wire, Seen) {
     wire::serve(|body| {
         // The request as the model side sees it: the user message and the schema's name.
         let request = ChatRequest {

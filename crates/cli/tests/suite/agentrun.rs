@@ -23,12 +23,12 @@ fn wants_tool(body: &Value) -> Option<String> {
         .then(|| json!({ "command": "curl -s http://127.0.0.1:9/stock" }).to_string())
 }
 
-fn mock_openai() -> (String, Seen) {
+fn mock_openai() -> (Wire, Seen) {
     mock_openai_with(std::time::Duration::ZERO)
 }
 
 /// Like [`mock_openai`], answering agent (non-structured) requests after `agent_delay`.
-fn mock_openai_with(agent_delay: std::time::Duration) -> (String, Seen) {
+fn mock_openai_with(agent_delay: std::time::Duration) -> (Wire, Seen) {
     serve(move |body| {
         if body["response_format"].is_null() {
             std::thread::sleep(agent_delay);

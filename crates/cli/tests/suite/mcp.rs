@@ -65,7 +65,7 @@ fn offered(body: &Value) -> Vec<String> {
 }
 
 /// The mock model: an agent offered `tool` calls it once (`id`, `arguments`), then answers.
-fn calling(tool: &'static str, id: &'static str, arguments: Value) -> (String, Seen) {
+fn calling(tool: &'static str, id: &'static str, arguments: Value) -> (Wire, Seen) {
     serve(move |body| {
         if offered(body).iter().any(|t| t == tool) && tool_results(body) == 0 {
             tool_sse(id, tool, &arguments.to_string())

@@ -27,11 +27,11 @@ pub fn answer(body: &Value) -> String {
 }
 
 use trellis_test_support::wire::{self, Reply};
-pub use trellis_test_support::wire::{Seen, text_sse as sse, tool_sse};
+pub use trellis_test_support::wire::{Seen, Wire, text_sse as sse, tool_sse};
 
-/// Serves chat completions on 127.0.0.1 (a free port) until the test process ends, answering
+/// Serves chat completions on 127.0.0.1 (a free port) until the returned server is dropped, answering
 /// each request with `respond(body)` (an SSE body); records the request bodies.
-pub fn serve(respond: impl Fn(&Value) -> String + Send + 'static) -> (String, Seen) {
+pub fn serve(respond: impl Fn(&Value) -> String + Send + 'static) -> (wire::Wire, Seen) {
     wire::serve(move |body| Reply::sse(respond(body)))
 }
 

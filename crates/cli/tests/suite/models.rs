@@ -4,6 +4,7 @@ use std::path::Path;
 use std::process::Command;
 
 use super::common::{json, ok, trellis};
+use trellis_test_http::{Response, Server};
 
 fn isolated(repo: &Path) -> Command {
     let mut c = trellis(repo);
@@ -91,45 +92,15 @@ fn test_with_no_configuration_uses_the_default_model() {
     assert!(text.contains("ok: structured answer parsed"), "{text}");
 }
 
-/// Serves one canned SSE response on 127.0.0.1 and returns its base URL and the request it
-/// received (first line and body).
-fn one_shot_server(fixture: &str) -> (String, std::thread::JoinHandle<(String, String)>) {
-    use std::io::{BufRead, BufReader, Read, Write};
+/// Serves one canned SSE response (a recorded stream) on 127.0.0.1 until dropped.
+fn one_shot_server(fixture: &str) -> Server {
     let body = std::fs::read_to_string(
         Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("../llm/tests/fixtures")
             .join(fixture),
     )
     .unwrap();
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}/v1", listener.local_addr().unwrap());
-    let handle = std::thread::spawn(move || {
-        let (mut sock, _) = listener.accept().unwrap();
-        let mut reader = BufReader::new(sock.try_clone().unwrap());
-        let mut first = String::new();
-        reader.read_line(&mut first).unwrap();
-        let mut len = 0;
-        loop {
-            let mut line = String::new();
-            reader.read_line(&mut line).unwrap();
-            if line.trim().is_empty() {
-                break;
-            }
-            if let Some(v) = line.to_lowercase().strip_prefix("content-length:") {
-                len = v.trim().parse().unwrap();
-            }
-        }
-        let mut req = vec![0; len];
-        reader.read_exact(&mut req).unwrap();
-        write!(
-            sock,
-            "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-            body.len()
-        )
-        .unwrap();
-        (first, String::from_utf8(req).unwrap())
-    });
-    (url, handle)
+    Server::scripted(vec![Response::sse(body)])
 }
 
 /// The same command reaches an OpenAI-compatible or an Anthropic endpoint by configuration
@@ -150,7 +121,8 @@ fn test_reaches_remote_endpoints_by_configuration_alone() {
         ),
     ] {
         let dir = tempfile::tempdir().unwrap();
-        let (url, server) = one_shot_server(fixture);
+        let server = one_shot_server(fixture);
+        let url = format!("{}/v1", server.url());
         std::fs::create_dir_all(dir.path().join(".trellis")).unwrap();
         std::fs::write(
             dir.path().join(".trellis/config.toml"),
@@ -164,9 +136,9 @@ fn test_reaches_remote_endpoints_by_configuration_alone() {
         let v = json(c);
         assert_eq!(v["provider"], provider);
         assert_eq!(v["answer"]["city"], "Paris", "{v}");
-        let (first, body) = server.join().unwrap();
-        assert!(first.starts_with(path), "{first}");
-        let body: serde_json::Value = serde_json::from_str(&body).unwrap();
+        let request = &server.requests()[0];
+        assert!(request.head.starts_with(path), "{}", request.head);
+        let body = request.json();
         assert_eq!(body["model"], "served-model");
         assert_eq!(body["stream"], true);
     }

