@@ -115,44 +115,14 @@ pub fn analyse_failure(failure: &Value, worktree: &Path, roots: &[PathBuf]) -> F
     }
 }
 
-/// `path:line[:col]` and Python's `File "path", line N`, in order.
+/// The `path:line` of every stack frame and location in `text`, in order: the index's
+/// reader of bug reports (Python, Rust, Go, Java and JavaScript traces, compiler and test
+/// runner locations), so a failure and a task are read alike.
 fn locations(text: &str) -> Vec<(String, u32)> {
-    let mut out = Vec::new();
-    for raw in text.lines() {
-        // Python tracebacks.
-        if let Some(i) = raw.find("File \"") {
-            let rest = &raw[i + 6..];
-            if let Some((path, after)) = rest.split_once('"')
-                && let Some(n) = after.trim_start_matches(',').trim().strip_prefix("line ")
-                && let Some(line) = leading_number(n)
-            {
-                out.push((path.to_owned(), line));
-                continue;
-            }
-        }
-        for tok in raw.split(|c: char| c.is_whitespace() || "()[]{}<>\"',;|=".contains(c)) {
-            let tok = tok.trim_end_matches(['.', ':']);
-            let mut parts = tok.split(':');
-            let Some(path) = parts.next() else { continue };
-            let Some(line) = parts.next().and_then(leading_number) else {
-                continue;
-            };
-            let path = path.trim_start_matches("file://");
-            let file = path.rsplit('/').next().unwrap_or(path);
-            let has_ext = file.rsplit_once('.').is_some_and(|(stem, ext)| {
-                !stem.is_empty() && ext.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
-            });
-            if line > 0 && has_ext {
-                out.push((path.to_owned(), line));
-            }
-        }
-    }
-    out
-}
-
-fn leading_number(s: &str) -> Option<u32> {
-    let digits: String = s.chars().take_while(char::is_ascii_digit).collect();
-    digits.parse().ok()
+    trellis_index::query::frames::frames(text)
+        .into_iter()
+        .filter_map(|f| Some((f.path, f.line.filter(|l| *l > 0)?)))
+        .collect()
 }
 
 /// The path relative to the worktree if the file exists there.

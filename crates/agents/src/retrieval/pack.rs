@@ -11,6 +11,9 @@ use trellis_index::retrieve::is_test_path;
 
 use super::{PackedItem, StagePack};
 
+/// Characters of a query shown in the rendered pack.
+const SHOWN_QUERY_CHARS: usize = 160;
+
 /// The RRF constant (as in the index's hybrid search).
 const RRF_K: f32 = 60.0;
 /// Below this many tokens left, packing stops.
@@ -171,7 +174,18 @@ pub(crate) fn render(pack: &StagePack) -> String {
         pack.budget_tokens
     );
     if !pack.queries.is_empty() {
-        let q: Vec<String> = pack.queries.iter().map(|q| format!("\"{q}\"")).collect();
+        // The first query is the whole task, which the prompt carries already: each query
+        // is shown on one line and cut.
+        let q: Vec<String> = pack
+            .queries
+            .iter()
+            .map(|q| {
+                let line = q.split_whitespace().collect::<Vec<_>>().join(" ");
+                let cut = super::queries::truncate_chars(&line, SHOWN_QUERY_CHARS);
+                let more = if cut.len() < line.len() { "…" } else { "" };
+                format!("\"{cut}{more}\"")
+            })
+            .collect();
         let _ = writeln!(s, "Searched for: {}", q.join("; "));
     }
     if !pack.external_sources.is_empty() {

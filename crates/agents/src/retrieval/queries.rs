@@ -45,12 +45,20 @@ task. Answer only with JSON.";
 
 /// Longest query kept (characters).
 const MAX_QUERY_CHARS: usize = 160;
-/// Longest task used as a query (characters).
-const MAX_TASK_CHARS: usize = 500;
+/// Longest task used as a query (characters): a whole bug report with its stack trace. The
+/// index reads long queries deliberately (identifiers, paths, frames, a focused sub-query),
+/// so the task is passed whole rather than cut to its first lines.
+const MAX_TASK_CHARS: usize = 12_000;
 
-/// The task as a query: whitespace collapsed, capped.
+/// The task as a query, capped: runs of spaces collapsed within each line, blank lines
+/// dropped, line breaks kept (Rust and Go traces put a frame's location on its own line).
 pub(crate) fn task_query(task: &str) -> String {
-    let t = collapse(task);
+    let t = task
+        .lines()
+        .map(collapse)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join("\n");
     truncate_chars(&t, MAX_TASK_CHARS)
 }
 
@@ -288,6 +296,23 @@ fn looks_like_identifier(w: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_long_task_reaches_the_index_whole_with_its_trace_lines() {
+        let task = format!(
+            "{}\n\nTraceback (most recent call last):\n  File \"pkg/deep.py\", line 9, in run\n    go()\n\
+             stack backtrace:\n   1: app::load\n             at ./src/load.rs:88:13\n",
+            "The export fails   after a while. ".repeat(40)
+        );
+        let q = task_query(&task);
+        assert!(q.chars().count() > 1200, "cut: {}", q.len());
+        assert!(q.starts_with("The export fails after a while."), "{q}");
+        assert!(q.contains("File \"pkg/deep.py\", line 9, in run\ngo()\nstack backtrace:"));
+        let frames = trellis_index::query::frames::frames(&q);
+        let paths: Vec<&str> = frames.iter().map(|f| f.path.as_str()).collect();
+        assert_eq!(paths, ["pkg/deep.py", "src/load.rs"]);
+        assert!(task_query(&"x ".repeat(20_000)).chars().count() <= MAX_TASK_CHARS);
+    }
 
     #[test]
     fn identifiers_and_keywords() {
