@@ -21,6 +21,11 @@ use trellis_workflow::{AgentSpec, StageContext};
 
 use crate::handlers::RunContext;
 
+mod answer;
+
+pub use answer::json_in;
+use answer::{boolean, new_task, strings, text};
+
 /// Runs of the implementor per task: the first and 3 retries (`[agents.task_tree]`
 /// `implementor_runs`).
 pub const IMPLEMENTOR_RUNS: u32 = 4;
@@ -115,82 +120,6 @@ impl Limits {
 
 fn node_error(e: impl std::fmt::Display) -> NodeError {
     NodeError::new(e.to_string())
-}
-
-/// The first JSON object in `text` (raw, or in a code fence), if any.
-pub fn json_in(text: &str) -> Option<Value> {
-    let t = text.trim();
-    if let Ok(v @ Value::Object(_)) = serde_json::from_str::<Value>(t) {
-        return Some(v);
-    }
-    let bytes = t.as_bytes();
-    let mut start = 0;
-    while let Some(off) = t[start..].find('{') {
-        let open = start + off;
-        let mut depth = 0i32;
-        let mut in_str = false;
-        let mut escaped = false;
-        for (i, &b) in bytes.iter().enumerate().skip(open) {
-            match (in_str, escaped, b) {
-                (true, true, _) => escaped = false,
-                (true, false, b'\\') => escaped = true,
-                (true, false, b'"') => in_str = false,
-                (false, _, b'"') => in_str = true,
-                (false, _, b'{') => depth += 1,
-                (false, _, b'}') => {
-                    depth -= 1;
-                    if depth == 0 {
-                        if let Ok(v @ Value::Object(_)) = serde_json::from_str(&t[open..=i]) {
-                            return Some(v);
-                        }
-                        break;
-                    }
-                }
-                _ => {}
-            }
-        }
-        start = open + 1;
-    }
-    None
-}
-
-fn text(v: &Value, key: &str) -> String {
-    match v.get(key) {
-        Some(Value::String(s)) => s.trim().to_owned(),
-        Some(Value::Null) | None => String::new(),
-        Some(other) => other.to_string(),
-    }
-}
-
-fn strings(v: &Value, key: &str) -> Vec<String> {
-    match v.get(key) {
-        Some(Value::Array(a)) => a
-            .iter()
-            .filter_map(|x| match x {
-                Value::String(s) => Some(s.trim().to_owned()),
-                Value::Object(o) => o
-                    .get("description")
-                    .and_then(Value::as_str)
-                    .map(|s| s.trim().to_owned()),
-                _ => None,
-            })
-            .filter(|s| !s.is_empty())
-            .collect(),
-        Some(Value::String(s)) if !s.trim().is_empty() => vec![s.trim().to_owned()],
-        _ => Vec::new(),
-    }
-}
-
-fn boolean(v: &Value, key: &str) -> Option<bool> {
-    match v.get(key)? {
-        Value::Bool(b) => Some(*b),
-        Value::String(s) => match s.trim().to_ascii_lowercase().as_str() {
-            "true" | "yes" => Some(true),
-            "false" | "no" => Some(false),
-            _ => None,
-        },
-        _ => None,
-    }
 }
 
 /// What a step decided: the ops, the outcome, feedback for another stage, and a note.
@@ -813,43 +742,5 @@ fn decide(
                 Decided::new(vec![TreeOp::AdvanceMilestone], Some("complete"))
             }
         }
-    }
-}
-
-/// A proposed task from the expander's JSON.
-fn new_task(v: &Value) -> Option<NewTask> {
-    let description = match text(v, "description") {
-        d if d.is_empty() => text(v, "title"),
-        d => d,
-    };
-    if description.is_empty() {
-        return None;
-    }
-    let id = match v.get("id") {
-        Some(Value::String(s)) if !s.trim().is_empty() => Some(s.trim().to_owned()),
-        Some(Value::Number(n)) => Some(n.to_string()),
-        _ => None,
-    };
-    Some(NewTask {
-        id,
-        description,
-        measurable_outcome: text(v, "measurable_outcome"),
-        depends_on: strings(v, "depends_on"),
-        estimated_complexity: Some(text(v, "estimated_complexity")).filter(|c| !c.is_empty()),
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn json_is_found_in_prose_and_fences() {
-        assert_eq!(json_in("{\"a\": 1}"), Some(json!({"a": 1})));
-        assert_eq!(
-            json_in("Here it is:\n```json\n{\"gap_exists\": false, \"x\": \"}\"}\n```"),
-            Some(json!({"gap_exists": false, "x": "}"}))
-        );
-        assert_eq!(json_in("no object {here"), None);
     }
 }
