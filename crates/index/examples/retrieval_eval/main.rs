@@ -225,6 +225,7 @@ fn main() -> anyhow::Result<()> {
                     }
                 }
             }
+            let plan = idx.plan(&text)?;
             let timing = modes.iter().any(|m| m.ends_with("+learned"));
             if dump.is_some() || timing {
                 for hybrid in [true, false] {
@@ -238,11 +239,11 @@ fn main() -> anyhow::Result<()> {
                         })
                         .collect();
                     let t = Instant::now();
-                    let scores = ranker.rerank(&text, &inputs);
+                    let scores = ranker.rerank(&text, &plan, &inputs);
                     rerank_times.push(t.elapsed());
                     candidates_seen += scores.len();
                     let Some(out) = dump.as_mut() else { continue };
-                    let feats = rank::features::features(&text, &inputs);
+                    let feats = rank::features::features(&text, &plan, &inputs);
                     for (h, f) in hits.iter().zip(&feats) {
                         let key = (h.chunk.path.clone(), h.chunk.qualified_name.clone());
                         let label = if gold_fns.contains(&key) {
@@ -254,6 +255,7 @@ fn main() -> anyhow::Result<()> {
                         };
                         let row = serde_json::json!({
                             "qid": q.id, "repo": q.repo, "hybrid": hybrid, "label": label,
+                            "path": h.chunk.path, "symbol": h.chunk.qualified_name,
                             "f": f.as_slice(),
                         });
                         writeln!(out, "{row}")?;
@@ -261,7 +263,9 @@ fn main() -> anyhow::Result<()> {
                 }
             }
             let mut result = serde_json::json!({"id": q.id, "repo": q.repo, "lang": q.lang,
-                "functions_gold": gold_fns.len()});
+                "functions_gold": gold_fns.len(), "long": plan.is_long(),
+                "frames": plan.analysis.frames.len(), "named_files": plan.named.len(),
+                "named_gold": plan.named.iter().any(|n| gold_files.contains(&n.path))});
             for mode in &modes {
                 let (hybrid, rerank) = match mode.as_str() {
                     "bm25" => (false, Rerank::Blend),
