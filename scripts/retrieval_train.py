@@ -61,8 +61,7 @@ MONOTONE = {
     "name_terms_matched": 1, "qualified_parts_matched": 1, "path_terms_matched": 1,
     "file_stem_in_query": 1, "file_name_in_query": 1, "query_idents_in_text": 1,
     "file_best_fused": 1, "file_best_cosine": 1, "file_inv_rank": 1,
-    "file_query_terms_matched": 1, "path_named": 1, "frame_file": 1, "frame_line": 1,
-    "frame_function": 1,
+    "file_query_terms_matched": 1,
 }
 
 
@@ -197,10 +196,11 @@ def main():
     ap.add_argument("--min-leaf", type=int, default=PARAMS["min_data_in_leaf"])
     ap.add_argument("--function-gain", type=float, default=3.0,
                     help="gain of label 2 (a changed function) against 1 (its file)")
+    ap.add_argument("--seed", type=int, default=PARAMS["seed"], help="bagging and feature sampling seed")
     ap.add_argument("--drop", default="", help="comma-separated features to leave out")
     ap.add_argument("--eval", help="a features file to score offline (the dev set's)")
     args = ap.parse_args()
-    PARAMS.update(num_leaves=args.leaves, min_data_in_leaf=args.min_leaf,
+    PARAMS.update(num_leaves=args.leaves, min_data_in_leaf=args.min_leaf, seed=args.seed,
                   label_gain=[0, 1, args.function_gain])
     all_names = feature_names()
     drop = {d for d in args.drop.split(",") if d}

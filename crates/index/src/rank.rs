@@ -13,7 +13,7 @@ use serde::Deserialize;
 
 use crate::config::Rerank;
 use crate::error::{Error, Result};
-use crate::search::{QueryPlan, SearchHit};
+use crate::search::SearchHit;
 pub use features::{COUNT, NAMES, RankInput};
 
 /// The shipped model (written by `scripts/retrieval_train.py`).
@@ -170,8 +170,8 @@ impl Ranker {
 
     /// Relevance in `0..1` (the logistic of the raw score) of every candidate of one query,
     /// `inputs` in fused-rank order.
-    pub fn rerank(&self, query: &str, plan: &QueryPlan, inputs: &[RankInput<'_>]) -> Vec<f32> {
-        features::features(query, plan, inputs)
+    pub fn rerank(&self, query: &str, inputs: &[RankInput<'_>]) -> Vec<f32> {
+        features::features(query, inputs)
             .iter()
             .map(|x| 1.0 / (1.0 + (-self.score(x)).exp()))
             .collect()
@@ -179,11 +179,10 @@ impl Ranker {
 }
 
 /// The relevance in `0..1` of each hit of one source's hybrid search (`hits` in fused order,
-/// `cosines` beside them, `plan` the query's search plan), by the configured reranker.
+/// `cosines` beside them), by the configured reranker.
 pub fn relevance(
     rerank: Rerank,
     query: &str,
-    plan: &QueryPlan,
     hits: &[SearchHit],
     cosines: &[Option<f32>],
 ) -> Result<Vec<f32>> {
@@ -197,7 +196,7 @@ pub fn relevance(
                     cosine: *cosine,
                 })
                 .collect();
-            Ok(Ranker::shipped()?.rerank(query, plan, &inputs))
+            Ok(Ranker::shipped()?.rerank(query, &inputs))
         }
         Rerank::Blend => {
             let max = hits.first().map_or(1.0, |h| h.score).max(f32::EPSILON);

@@ -259,13 +259,8 @@ impl Index {
                     _ => None,
                 })
                 .collect();
-            let relevance = rank::relevance(
-                self.config().search.rerank,
-                &req.query,
-                &plan,
-                &hits,
-                &cosines,
-            )?;
+            let relevance =
+                rank::relevance(self.config().search.rerank, &req.query, &hits, &cosines)?;
             for ((h, cosine), relevance) in hits.into_iter().zip(cosines).zip(relevance) {
                 if !ast && h.chunk.kind.is_symbol() {
                     continue;

@@ -239,11 +239,11 @@ fn main() -> anyhow::Result<()> {
                         })
                         .collect();
                     let t = Instant::now();
-                    let scores = ranker.rerank(&text, &plan, &inputs);
+                    let scores = ranker.rerank(&text, &inputs);
                     rerank_times.push(t.elapsed());
                     candidates_seen += scores.len();
                     let Some(out) = dump.as_mut() else { continue };
-                    let feats = rank::features::features(&text, &plan, &inputs);
+                    let feats = rank::features::features(&text, &inputs);
                     for (h, f) in hits.iter().zip(&feats) {
                         let key = (h.chunk.path.clone(), h.chunk.qualified_name.clone());
                         let label = if gold_fns.contains(&key) {
@@ -264,8 +264,8 @@ fn main() -> anyhow::Result<()> {
             }
             let mut result = serde_json::json!({"id": q.id, "repo": q.repo, "lang": q.lang,
                 "functions_gold": gold_fns.len(), "long": plan.is_long(),
-                "frames": plan.analysis.frames.len(), "named_files": plan.named.len(),
-                "named_gold": plan.named.iter().any(|n| gold_files.contains(&n.path))});
+                "frames": plan.analysis.frames.len(), "named_files": plan.analysis.files.len(),
+                "named_gold": plan.analysis.files.iter().any(|f| gold_files.contains(f))});
             for mode in &modes {
                 let (hybrid, rerank) = match mode.as_str() {
                     "bm25" => (false, Rerank::Blend),

@@ -1,9 +1,7 @@
 //! The features the learned ranker reads, computed from what a hybrid search already has for
 //! each candidate: its fused rank and score, its BM25 rank and score, its vector rank and
 //! cosine, how the query's words and identifiers match its path, name and qualified name, its
-//! kind and category, aggregates over the candidates of the same file, and what the query
-//! analysis resolved: the files the query's paths and stack frames name
-//! ([`QueryPlan::named`]).
+//! kind and category, and aggregates over the candidates of the same file.
 //!
 //! The same function computes them for training (`examples/retrieval_eval --dump-features`)
 //! and at query time, so the model sees at query time exactly what it was trained on.
@@ -12,7 +10,6 @@ use std::collections::{HashMap, HashSet};
 
 use crate::chunk::{Category, ChunkKind};
 use crate::search::SearchHit;
-use crate::search::plan::{NamedFile, QueryPlan};
 use crate::tokenize::{for_each_token, query_terms};
 
 /// Feature names, in the order of [`features`]' vectors; the shipped model lists the same
@@ -45,10 +42,6 @@ pub const NAMES: &[&str] = &[
     "lines_log",
     "path_depth",
     "query_terms_log",
-    "path_named",
-    "frame_file",
-    "frame_line",
-    "frame_function",
 ];
 
 /// The number of features.
@@ -106,30 +99,8 @@ fn inv_rank(rank: Option<usize>) -> f32 {
     rank.map_or(0.0, |r| 1.0 / r as f32)
 }
 
-/// The path and frame features of a candidate: how specifically the query names its file (1 /
-/// the files the naming path matched), 1 / the rank of its file among the files stack frames
-/// name (the innermost frame's first), whether it spans a frame's line, whether it is the
-/// symbol a frame's function names. Zero when the query names no file of it.
-fn named_features(named: Option<&NamedFile>, c: &crate::chunk::Chunk) -> [f32; 4] {
-    let Some(n) = named else {
-        return [0.0; 4];
-    };
-    let spans_line = n
-        .lines
-        .iter()
-        .any(|l| c.start_line <= *l && *l <= c.end_line);
-    let names_function = c.kind.is_symbol() && n.functions.contains(&c.name);
-    [
-        n.specificity,
-        n.frame_rank.map_or(0.0, |r| 1.0 / (r + 1) as f32),
-        f32::from(u8::from(spans_line)),
-        f32::from(u8::from(names_function)),
-    ]
-}
-
-/// Features of every candidate of one query, `inputs` in fused-rank order (best first);
-/// `plan` is the query's search plan (its named files).
-pub fn features(query: &str, plan: &QueryPlan, inputs: &[RankInput<'_>]) -> Vec<[f32; COUNT]> {
+/// Features of every candidate of one query, `inputs` in fused-rank order (best first).
+pub fn features(query: &str, inputs: &[RankInput<'_>]) -> Vec<[f32; COUNT]> {
     let terms: HashSet<String> = query_terms(query).into_iter().collect();
     let query_tokens = tokens(query);
     let query_lower = query.to_lowercase();
@@ -197,7 +168,6 @@ pub fn features(query: &str, plan: &QueryPlan, inputs: &[RankInput<'_>]) -> Vec<
                 c.kind,
                 ChunkKind::Class | ChunkKind::Interface | ChunkKind::Type | ChunkKind::Enum
             );
-            let named = named_features(plan.named.iter().find(|n| n.path == c.path), c);
             [
                 i.hit.score / max_fused,
                 1.0 / (pos + 1) as f32,
@@ -236,10 +206,6 @@ pub fn features(query: &str, plan: &QueryPlan, inputs: &[RankInput<'_>]) -> Vec<
                 ((c.end_line.saturating_sub(c.start_line) + 1) as f32).ln(),
                 c.path.matches('/').count() as f32,
                 n_terms.ln_1p(),
-                named[0],
-                named[1],
-                named[2],
-                named[3],
             ]
         })
         .collect()

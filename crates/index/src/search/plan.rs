@@ -18,31 +18,12 @@ const MAX_MATCHES: usize = 3;
 const INDEX_STEMS: &[&str] = &["__init__", "mod", "index", "package-info"];
 
 /// A query prepared for search.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct QueryPlan {
     /// What the query names (with `files` resolved).
     pub analysis: QueryAnalysis,
     /// Chunks of the named files, best first (long queries).
     pub(crate) path_chunks: Vec<ChunkId>,
-    /// The indexed files the query's paths and stack frames name, with how they name them:
-    /// the learned ranker's path and frame features (`rank::features`).
-    pub named: Vec<NamedFile>,
-}
-
-/// An indexed file the query names by a path or a stack frame.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct NamedFile {
-    /// The indexed path.
-    pub path: String,
-    /// 1 / the number of indexed files the most specific path naming it resolved to (1: the
-    /// query names this file alone; `fields.py` matching three files gives each 1/3).
-    pub specificity: f32,
-    /// Its rank (0-based) among the files stack frames name, the innermost frame's first.
-    pub frame_rank: Option<usize>,
-    /// The lines stack frames point at in it.
-    pub lines: Vec<u32>,
-    /// The functions of the frames in it (last segment: `total` of `Invoice.total`).
-    pub functions: Vec<String>,
 }
 
 impl QueryPlan {
@@ -178,11 +159,9 @@ impl Index {
         }
         let mut plan = QueryPlan {
             analysis,
-            ..QueryPlan::default()
+            path_chunks: Vec::new(),
         };
-        // Paths are resolved for short queries too (the ranker's path features read them);
-        // only a long query adds the paths ranking to the fusion.
-        if !cfg.analyze || plan.analysis.paths.is_empty() {
+        if !plan.is_long() || plan.analysis.paths.is_empty() {
             return Ok(plan);
         }
         let table = PathTable::new(self.meta.file_states()?.into_keys());
@@ -196,11 +175,6 @@ impl Index {
                 }
             }
             file_of.insert(p.clone(), found);
-        }
-        plan.named = named_files(&plan.analysis, &files, &file_of);
-        plan.analysis.files = files;
-        if !plan.is_long() {
-            return Ok(plan);
         }
         // A frame's line first (the innermost symbol there), then the symbol its function
         // names, then each file's head.
@@ -225,7 +199,7 @@ impl Index {
                     push(c.id);
                 }
                 if let Some(func) = &f.function {
-                    let name = function_name(func);
+                    let name = func.rsplit(['.', ':']).next().unwrap_or(func);
                     for c in chunks
                         .iter()
                         .filter(|c| c.kind.is_symbol() && c.name == name)
@@ -235,7 +209,7 @@ impl Index {
                 }
             }
         }
-        for file in &plan.analysis.files {
+        for file in &files {
             let chunks = match chunks_by_file.get(file) {
                 Some(c) => c,
                 None => chunks_by_file
@@ -251,51 +225,9 @@ impl Index {
             }
         }
         plan.path_chunks = out;
+        plan.analysis.files = files;
         Ok(plan)
     }
-}
-
-/// The last segment of a frame's function (`total` of `shop.Invoice.total`, `f` of `a::f`).
-fn function_name(function: &str) -> &str {
-    function.rsplit(['.', ':']).next().unwrap_or(function)
-}
-
-/// What the query says of each of `files` (resolved from its paths by `file_of`).
-fn named_files(
-    analysis: &QueryAnalysis,
-    files: &[String],
-    file_of: &HashMap<String, Vec<String>>,
-) -> Vec<NamedFile> {
-    let mut named: Vec<NamedFile> = files
-        .iter()
-        .map(|f| NamedFile {
-            path: f.clone(),
-            ..NamedFile::default()
-        })
-        .collect();
-    for found in file_of.values() {
-        let specificity = 1.0 / found.len().max(1) as f32;
-        for n in named.iter_mut().filter(|n| found.contains(&n.path)) {
-            n.specificity = n.specificity.max(specificity);
-        }
-    }
-    let mut frame_files = 0;
-    for f in innermost_first(&analysis.frames) {
-        for file in file_of.get(&f.path).into_iter().flatten() {
-            let Some(n) = named.iter_mut().find(|n| n.path == *file) else {
-                continue;
-            };
-            if n.frame_rank.is_none() {
-                n.frame_rank = Some(frame_files);
-                frame_files += 1;
-            }
-            n.lines.extend(f.line);
-            if let Some(func) = &f.function {
-                n.functions.push(function_name(func).to_owned());
-            }
-        }
-    }
-    named
 }
 
 /// The smallest symbol or section of `chunks` (one file's) containing `line`, else the
@@ -324,7 +256,7 @@ pub(crate) fn name_matches(
         .frames
         .iter()
         .filter_map(|f| f.function.as_deref())
-        .map(function_name)
+        .map(|f| f.rsplit(['.', ':']).next().unwrap_or(f))
         .collect();
     let strong = |ident: &str| is_distinctive(ident) || frame_names.contains(&ident);
     let mut ranked: Vec<(usize, usize, ChunkId)> = Vec::new();
@@ -402,44 +334,6 @@ mod tests {
         assert_eq!(t.resolve("app/models"), ["src/app/models/__init__.py"]);
         assert_eq!(t.resolve("app/fields/ColorField"), ["src/app/fields.py"]);
         assert!(t.resolve("lib").is_empty());
-    }
-
-    #[test]
-    fn named_files_rank_frames_innermost_first() {
-        let report = "Saving fails\n\nTraceback (most recent call last):\n  \
-            File \"/srv/app/views.py\", line 3, in render\n  \
-            File \"/srv/app/fields.py\", line 10, in Invoice.total\n\
-            KeyError: 'x'\nSee also fields.py.\n";
-        let analysis = analyze(report, 24);
-        let t = table();
-        let mut files: Vec<String> = Vec::new();
-        let mut file_of: HashMap<String, Vec<String>> = HashMap::new();
-        for p in &analysis.paths {
-            let found = t.resolve(p);
-            for f in &found {
-                if !files.contains(f) {
-                    files.push(f.clone());
-                }
-            }
-            file_of.insert(p.clone(), found);
-        }
-        let named = named_files(&analysis, &files, &file_of);
-        let fields = named
-            .iter()
-            .find(|n| n.path == "src/app/fields.py")
-            .unwrap();
-        // The innermost frame (printed last in a Python traceback) ranks first; the frame's
-        // path names it alone even though `fields.py` also matches another file.
-        assert_eq!(fields.frame_rank, Some(0));
-        assert_eq!(fields.specificity, 1.0);
-        assert_eq!(fields.lines, [10]);
-        assert_eq!(fields.functions, ["total"]);
-        let other = named
-            .iter()
-            .find(|n| n.path == "src/other/fields.py")
-            .unwrap();
-        assert_eq!(other.frame_rank, None);
-        assert_eq!(other.specificity, 0.5);
     }
 
     #[test]
