@@ -7,7 +7,7 @@
 //! cargo run --release -p trellis-index --example retrieval_eval -- /tmp/rank/data/dev.jsonl \
 //!     [--mirrors /work/.mirror] [--work /tmp/rank/work] [--modes bm25,hybrid,hybrid+learned] \
 //!     [--subject-only] [--repo NAME] [--max-per-repo N] [--report out.json] \
-//!     [--dump-features train.jsonl]
+//!     [--dump-features train.jsonl] [--no-analysis]
 //! ```
 //!
 //! For each query the parent commit is written out (`git archive`) into one directory per
@@ -24,6 +24,7 @@
 //! `hybrid` (BM25 + embeddings, the hand-weighted blend `index.search.rerank = "blend"`) and
 //! `hybrid+learned` (the default). `--dump-features` writes every candidate's ranker
 //! features and label (2: a gold function, 1: in a gold file, 0: other), hybrid and BM25-only.
+//! `--no-analysis` searches every query as written (`index.search.query.analyze = false`).
 #![allow(
     clippy::print_stdout,
     clippy::print_stderr,
@@ -167,6 +168,8 @@ fn main() -> anyhow::Result<()> {
 
     let mut config = IndexConfig::default();
     config.search.tests = TestFiles::Exclude;
+    // The shipped model's training features were dumped without the long-query analysis.
+    config.search.query.analyze = !args.iter().any(|a| a == "--no-analysis");
     let strategy = RetrievalStrategyConfig::code();
     let ranker = Ranker::shipped()?;
     eprintln!(
