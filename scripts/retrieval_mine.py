@@ -19,6 +19,12 @@ names and identifiers are kept (issue texts name them too). The gold is each cha
 with the line ranges the diff removes or edits on the parent side (an insertion counts the
 lines around it); the evaluator maps them to the functions of the parent's index.
 
+`--order history` writes each repository's picked commits newest first whatever their kind (the
+evaluator then walks history in one direction, so each snapshot update is small); the default
+keeps fix-like commits first (the dev set's `--max-per-repo` cut depends on it).
+`--traces` keeps only commits whose message pastes a stack trace or a `path:line` location (a
+loose pre-filter; the evaluator's report says what the query analysis actually read).
+
 Output: one JSON object a line: id, repo, split, lang, commit, parent, fix_like, query,
 gold [{path, lines: [[start, end], ...]}]. Deterministic for a given manifest and mirror.
 Repositories listed in fixtures/retrieval-dev/excluded-repos.txt are refused.
@@ -50,6 +56,13 @@ TRAILER = re.compile(
     r"^\s*(signed-off-by|co-authored-by|reviewed-by|acked-by|tested-by|reported-by|suggested-by|"
     r"helped-by|pr-url|refs?|fixes|fix|closes|close|resolves|see|change-id|cc|backport-of)\s*:",
     re.I,
+)
+# Loose signs of a pasted trace or location (the query analysis, crates/index/src/query/frames.rs,
+# decides what is a frame; this only picks candidate commits).
+TRACE_LIKE = re.compile(
+    r"Traceback \(most recent call last\)|File \"[^\"]+\", line \d+|panicked at|goroutine \d+ \[|"
+    r"\bat [\w$.<>]+\([\w$-]+\.(?:java|kt):\d+\)|\bat .+\(\S+\.[jt]sx?:\d+:\d+\)|"
+    r"[\w./-]+\.(?:py|rs|go|js|mjs|ts|tsx|java|c|h|cc|cpp|hpp|hh):\d+"
 )
 GENERATED = re.compile(r"(^|/)(vendor|vendored|third_party|third-party|thirdparty|3rdparty|generated|deps)/")
 
@@ -107,15 +120,17 @@ def changed_lines(mirror, parent, commit, path):
     return ranges
 
 
-def mine(mirror, repo, head, lang, split, per_repo, window):
+def mine(mirror, repo, head, lang, split, per_repo, window, order="fix-first", traces=False):
     log = git(
         mirror, "log", "--first-parent", "--no-merges", f"-n{window}", "--no-renames",
         "--name-status", "--format=%x1e%H%x1f%P%x1f%s%x1f%b%x1f", head,
     )
     fix, other = [], []
+    age = {}  # commit -> position in first-parent history, newest 0
     for rec in log.split("\x1e")[1:]:
         head_part, _, files_part = rec.rpartition("\x1f")
         sha, parents, subject, body = head_part.split("\x1f", 3)
+        age[sha] = len(age)
         parents = parents.split()
         if len(parents) != 1 or SKIP_SUBJECT.search(subject):
             continue
@@ -134,9 +149,13 @@ def mine(mirror, repo, head, lang, split, per_repo, window):
         query = clean_message(subject, body)
         if len(query) < 30 or len(query.split()) < 6:
             continue
+        if traces and not TRACE_LIKE.search(query):
+            continue
         item = (sha, parents[0], query, sorted(gold), bool(FIX_LIKE.search(subject + " " + body)))
         (fix if item[4] else other).append(item)
     picked = (fix + other)[:per_repo]
+    if order == "history":
+        picked.sort(key=lambda item: age[item[0]])
     out = []
     for sha, parent, query, gold, fix_like in picked:
         out.append({
@@ -162,6 +181,9 @@ def main():
     ap.add_argument("--excluded", default=os.path.join(ROOT, "fixtures/retrieval-dev/excluded-repos.txt"))
     ap.add_argument("--per-repo", type=int, default=40)
     ap.add_argument("--window", type=int, default=1500, help="newest first-parent commits scanned")
+    ap.add_argument("--order", choices=["fix-first", "history"], default="fix-first")
+    ap.add_argument("--traces", action="store_true", help="only messages with a trace or path:line")
+    ap.add_argument("--repos", help="comma-separated subset of the split's repositories")
     args = ap.parse_args()
     excluded = set()
     with open(args.excluded) as f:
@@ -175,12 +197,12 @@ def main():
             if line.startswith("#") or not line.strip():
                 continue
             split, repo, head, _licence, lang = line.rstrip("\n").split("\t")[:5]
-            if split != args.split:
+            if split != args.split or (args.repos and repo not in args.repos.split(",")):
                 continue
             if repo.lower() in excluded:
                 sys.exit(f"{repo} is in {args.excluded} (SWE-bench family): refusing to mine it")
             mirror = os.path.join(args.mirrors, repo.replace("/", "+"), "repo")
-            got = mine(mirror, repo, head, lang, split, args.per_repo, args.window)
+            got = mine(mirror, repo, head, lang, split, args.per_repo, args.window, args.order, args.traces)
             print(f"{repo}: {len(got)} queries ({sum(r['fix_like'] for r in got)} fix-like)", file=sys.stderr)
             rows.extend(got)
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)

@@ -4,6 +4,9 @@ the Acc@k table of docs/retrieval.md: file and function Acc@1/5/10 per mode, ove
 language. A query in several reports counts once (the last report wins).
 
     python3 scripts/retrieval_table.py /tmp/rank/out/dev-*.json
+
+Reports written since the ranker's path features also get tables for the queries whose paths
+or stack frames name some indexed file ("named files") and for those naming a gold file.
 """
 import json
 import sys
@@ -40,6 +43,10 @@ def main():
 
     allrows = list(rows.values())
     table(allrows, "all")
+    if any("named_files" in r for r in allrows):
+        table([r for r in allrows if r.get("named_files", 0) > 0], "queries naming an indexed file")
+        table([r for r in allrows if r.get("named_gold")], "queries naming a gold file")
+        table([r for r in allrows if r.get("frames", 0) > 0], "queries with a stack frame or path:line")
     by_lang = defaultdict(list)
     for r in allrows:
         by_lang[r["lang"]].append(r)

@@ -53,8 +53,9 @@ impl Tree {
         0.0
     }
 
-    /// Every index in range, so that [`Tree::eval`] cannot go out of bounds.
-    fn check(&self) -> bool {
+    /// Every index in range (`features`: how many features the model has), so that
+    /// [`Tree::eval`] cannot go out of bounds.
+    fn check(&self, features: usize) -> bool {
         let n = self.split_feature.len();
         let leaves = self.leaf_value.len() as i32;
         let child_ok = |c: i32| (c >= 0 && (c as usize) < n) || (c < 0 && !c < leaves);
@@ -62,58 +63,90 @@ impl Tree {
             && self.left_child.len() == n
             && self.right_child.len() == n
             && !self.leaf_value.is_empty()
-            && self.split_feature.iter().all(|f| *f < COUNT)
+            && self.split_feature.iter().all(|f| *f < features)
             && self.left_child.iter().all(|c| child_ok(*c))
             && self.right_child.iter().all(|c| child_ok(*c))
     }
 }
 
-/// A learned ranker: a sum of regression trees over [`NAMES`].
+/// A model file as `scripts/retrieval_train.py` writes it: trees over its own list of
+/// feature names.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Ranker {
+struct ModelFile {
     /// Model format version (1).
     format: u32,
+    trained_on: String,
+    /// The feature names the model was trained with; its trees' `split_feature` index them.
+    features: Vec<String>,
+    monotone: Vec<i8>,
+    trees: Vec<Tree>,
+}
+
+/// A learned ranker: a sum of regression trees over [`NAMES`].
+#[derive(Clone, Debug)]
+pub struct Ranker {
     /// How it was trained (data, command, date), for `docs/retrieval.md` and `--version` output.
     pub trained_on: String,
-    /// The feature names the model was trained with, in order.
-    features: Vec<String>,
-    /// Per feature: 1 when the model was constrained never to score lower as the feature
-    /// grows (evidence of relevance: ranks, scores, name matches), -1 never higher, 0 free.
+    /// Per feature of [`NAMES`]: 1 when the model was constrained never to score lower as the
+    /// feature grows (evidence of relevance: ranks, scores, name matches), -1 never higher, 0
+    /// free (or not read by the model).
     pub monotone: Vec<i8>,
     trees: Vec<Tree>,
 }
 
 impl Ranker {
-    /// Parses and validates a model: format 1, the features of this build in the same order,
-    /// every tree well formed.
+    /// Parses and validates a model: format 1, every feature one of this build's (by name, so
+    /// a model trained on fewer features — an older one, or an ablation — still loads and
+    /// reads the ones it knows), every tree well formed.
     pub fn from_json(text: &str) -> Result<Self> {
-        let r: Ranker = serde_json::from_str(text)
+        let m: ModelFile = serde_json::from_str(text)
             .map_err(|e| Error::Config(format!("learned ranker model: {e}")))?;
-        if r.format != 1 {
+        if m.format != 1 {
             return Err(Error::Config(format!(
                 "learned ranker model: format {} (this build reads format 1)",
-                r.format
+                m.format
             )));
         }
-        if r.features != NAMES {
-            return Err(Error::Config(
-                "learned ranker model: its features differ from this build's; retrain it with \
-                 scripts/retrieval_train.py"
-                    .into(),
-            ));
+        let mut index: Vec<usize> = Vec::with_capacity(m.features.len());
+        for name in &m.features {
+            match NAMES.iter().position(|n| n == name) {
+                Some(i) if !index.contains(&i) => index.push(i),
+                _ => {
+                    return Err(Error::Config(format!(
+                        "learned ranker model: feature `{name}` is unknown to this build (or \
+                         repeated); retrain it with scripts/retrieval_train.py"
+                    )));
+                }
+            }
         }
-        if r.monotone.len() != COUNT || r.monotone.iter().any(|m| !(-1..=1).contains(m)) {
+        if m.monotone.len() != index.len() || m.monotone.iter().any(|d| !(-1..=1).contains(d)) {
             return Err(Error::Config(format!(
-                "learned ranker model: `monotone` needs {COUNT} entries of -1, 0 or 1"
+                "learned ranker model: `monotone` needs {} entries of -1, 0 or 1",
+                index.len()
             )));
         }
-        if let Some(i) = r.trees.iter().position(|t| !t.check()) {
-            return Err(Error::Config(format!(
-                "learned ranker model: tree {i} is malformed"
-            )));
+        let mut trees = m.trees;
+        for (i, t) in trees.iter_mut().enumerate() {
+            if !t.check(index.len()) {
+                return Err(Error::Config(format!(
+                    "learned ranker model: tree {i} is malformed"
+                )));
+            }
+            // The model's feature positions become this build's.
+            for f in &mut t.split_feature {
+                *f = index[*f];
+            }
         }
-        Ok(r)
+        let mut monotone = vec![0i8; COUNT];
+        for (i, d) in index.iter().zip(&m.monotone) {
+            monotone[*i] = *d;
+        }
+        Ok(Ranker {
+            trained_on: m.trained_on,
+            monotone,
+            trees,
+        })
     }
 
     /// The model compiled into this binary (parsed once).
@@ -226,6 +259,32 @@ mod tests {
         );
         let e = Ranker::from_json(&dangling).unwrap_err().to_string();
         assert!(e.contains("tree 0 is malformed"), "{e}");
+    }
+
+    #[test]
+    fn a_model_over_some_of_the_features_reads_them_by_name() {
+        // Two features, in another order than NAMES: the tree splits on its feature 0,
+        // which is NAMES[3].
+        let json = format!(
+            r#"{{"format":1,"trained_on":"test","features":["{}","{}"],"monotone":[1,0],
+                "trees":[{{"split_feature":[0],"threshold":[0.5],"left_child":[-1],
+                "right_child":[-2],"leaf_value":[1.0,2.0]}}]}}"#,
+            NAMES[3], NAMES[1]
+        );
+        let r = Ranker::from_json(&json).unwrap();
+        let mut x = [0.0f32; COUNT];
+        x[0] = 1.0;
+        assert_eq!(r.score(&x), 1.0);
+        x[3] = 1.0;
+        assert_eq!(r.score(&x), 2.0);
+        assert_eq!(r.monotone[3], 1);
+        assert_eq!(r.monotone.iter().filter(|d| **d != 0).count(), 1);
+        // A split on a feature the model does not list is malformed.
+        let e =
+            Ranker::from_json(&json.replace(r#""split_feature":[0]"#, r#""split_feature":[2]"#))
+                .unwrap_err()
+                .to_string();
+        assert!(e.contains("malformed"), "{e}");
     }
 
     /// Deterministic pseudo-random feature vectors in the ranges the features take.

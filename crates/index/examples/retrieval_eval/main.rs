@@ -7,7 +7,7 @@
 //! cargo run --release -p trellis-index --example retrieval_eval -- /tmp/rank/data/dev.jsonl \
 //!     [--mirrors /work/.mirror] [--work /tmp/rank/work] [--modes bm25,hybrid,hybrid+learned] \
 //!     [--subject-only] [--repo NAME] [--max-per-repo N] [--report out.json] \
-//!     [--dump-features train.jsonl]
+//!     [--dump-features train.jsonl] [--no-analysis]
 //! ```
 //!
 //! For each query the parent commit is written out (`git archive`) into one directory per
@@ -24,6 +24,7 @@
 //! `hybrid` (BM25 + embeddings, the hand-weighted blend `index.search.rerank = "blend"`) and
 //! `hybrid+learned` (the default). `--dump-features` writes every candidate's ranker
 //! features and label (2: a gold function, 1: in a gold file, 0: other), hybrid and BM25-only.
+//! `--no-analysis` searches every query as written (`index.search.query.analyze = false`).
 #![allow(
     clippy::print_stdout,
     clippy::print_stderr,
@@ -167,6 +168,8 @@ fn main() -> anyhow::Result<()> {
 
     let mut config = IndexConfig::default();
     config.search.tests = TestFiles::Exclude;
+    // The shipped model's training features were dumped without the long-query analysis.
+    config.search.query.analyze = !args.iter().any(|a| a == "--no-analysis");
     let strategy = RetrievalStrategyConfig::code();
     let ranker = Ranker::shipped()?;
     eprintln!(
@@ -225,6 +228,7 @@ fn main() -> anyhow::Result<()> {
                     }
                 }
             }
+            let plan = idx.plan(&text)?;
             let timing = modes.iter().any(|m| m.ends_with("+learned"));
             if dump.is_some() || timing {
                 for hybrid in [true, false] {
@@ -254,6 +258,7 @@ fn main() -> anyhow::Result<()> {
                         };
                         let row = serde_json::json!({
                             "qid": q.id, "repo": q.repo, "hybrid": hybrid, "label": label,
+                            "path": h.chunk.path, "symbol": h.chunk.qualified_name,
                             "f": f.as_slice(),
                         });
                         writeln!(out, "{row}")?;
@@ -261,7 +266,9 @@ fn main() -> anyhow::Result<()> {
                 }
             }
             let mut result = serde_json::json!({"id": q.id, "repo": q.repo, "lang": q.lang,
-                "functions_gold": gold_fns.len()});
+                "functions_gold": gold_fns.len(), "long": plan.is_long(),
+                "frames": plan.analysis.frames.len(), "named_files": plan.analysis.files.len(),
+                "named_gold": plan.analysis.files.iter().any(|f| gold_files.contains(f))});
             for mode in &modes {
                 let (hybrid, rerank) = match mode.as_str() {
                     "bm25" => (false, Rerank::Blend),
