@@ -133,6 +133,12 @@ pub struct Normalised<T> {
     pub repairs: Vec<Repair>,
 }
 
+/// The first complete JSON object in `text` that parses without repairs — raw, inside a
+/// code fence, or amid prose — trying each `{` in turn.
+pub fn first_json_object(text: &str) -> Option<Value> {
+    extract::first_object(text)
+}
+
 /// Normalises `text` against `schema` into a JSON value.
 pub fn normalise_value(
     text: &str,

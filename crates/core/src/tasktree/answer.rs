@@ -5,41 +5,9 @@
 use serde_json::Value;
 use trellis_workflow::tasktree::NewTask;
 
-/// The first JSON object in `text` (raw, or in a code fence), if any.
+/// The first JSON object in `text` (raw, in a code fence, or amid prose), if any.
 pub fn json_in(text: &str) -> Option<Value> {
-    let t = text.trim();
-    if let Ok(v @ Value::Object(_)) = serde_json::from_str::<Value>(t) {
-        return Some(v);
-    }
-    let bytes = t.as_bytes();
-    let mut start = 0;
-    while let Some(off) = t[start..].find('{') {
-        let open = start + off;
-        let mut depth = 0i32;
-        let mut in_str = false;
-        let mut escaped = false;
-        for (i, &b) in bytes.iter().enumerate().skip(open) {
-            match (in_str, escaped, b) {
-                (true, true, _) => escaped = false,
-                (true, false, b'\\') => escaped = true,
-                (true, false, b'"') => in_str = false,
-                (false, _, b'"') => in_str = true,
-                (false, _, b'{') => depth += 1,
-                (false, _, b'}') => {
-                    depth -= 1;
-                    if depth == 0 {
-                        if let Ok(v @ Value::Object(_)) = serde_json::from_str(&t[open..=i]) {
-                            return Some(v);
-                        }
-                        break;
-                    }
-                }
-                _ => {}
-            }
-        }
-        start = open + 1;
-    }
-    None
+    trellis_llm::normalise::first_json_object(text)
 }
 
 pub(super) fn text(v: &Value, key: &str) -> String {

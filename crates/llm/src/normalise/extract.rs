@@ -53,6 +53,27 @@ pub(super) fn extract_json(
     None
 }
 
+/// The first complete JSON object in `text` that parses as it is (raw, inside a code fence,
+/// or amid prose), trying each `{` in turn; no repairs. For readers that take a model's free
+/// answer leniently but must not invent content (the task tree's steps).
+pub(crate) fn first_object(text: &str) -> Option<serde_json::Value> {
+    let t = text.trim();
+    if let Ok(v @ serde_json::Value::Object(_)) = serde_json::from_str(t) {
+        return Some(v);
+    }
+    let mut start = 0;
+    while let Some(off) = t[start..].find('{') {
+        let open = start + off;
+        if let Scan::Complete(len) = scan(&t.as_bytes()[open..])
+            && let Ok(v @ serde_json::Value::Object(_)) = serde_json::from_str(&t[open..open + len])
+        {
+            return Some(v);
+        }
+        start = open + 1;
+    }
+    None
+}
+
 /// The inside of the first ``` fenced block, if any.
 fn fenced(text: &str) -> Option<&str> {
     let start = text.find("```")?;
@@ -222,6 +243,20 @@ mod tests {
     fn ex(s: &str) -> (Option<serde_json::Value>, Vec<Repair>) {
         let mut r = Vec::new();
         (extract_json(s, false, &mut r), r)
+    }
+
+    #[test]
+    fn first_object_tries_each_brace_and_repairs_nothing() {
+        assert_eq!(
+            first_object("use {braces} like {\"a\": [1, {\"b\": \"}\"}]} here"),
+            Some(serde_json::json!({"a": [1, {"b": "}"}]}))
+        );
+        assert_eq!(
+            first_object("```json\n{\"x\": 1}\n```"),
+            Some(serde_json::json!({"x": 1}))
+        );
+        assert_eq!(first_object("[1, 2]"), None);
+        assert_eq!(first_object("cut {\"a\": 1"), None);
     }
 
     #[test]
