@@ -5,8 +5,8 @@ language. A query in several reports counts once (the last report wins).
 
     python3 scripts/retrieval_table.py /tmp/rank/out/dev-*.json
 
-Reports written since the ranker's path features also get tables for the queries whose paths
-or stack frames name some indexed file ("named files") and for those naming a gold file.
+Reports that record the query analysis (retrieval_eval writes it) also get tables for the
+queries whose paths or stack frames name some indexed file and for those naming a gold file.
 """
 import json
 import sys

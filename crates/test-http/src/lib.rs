@@ -49,11 +49,6 @@ impl Request {
     pub fn text(&self) -> String {
         String::from_utf8_lossy(&self.body).into_owned()
     }
-
-    /// The head followed by the body as text: what tests that grep a whole request read.
-    pub fn raw(&self) -> String {
-        format!("{}{}", self.head, self.text())
-    }
 }
 
 /// One answer.
@@ -170,11 +165,6 @@ impl Server {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
-    }
-
-    /// A handle on the recorded requests that outlives borrowing the server.
-    pub fn log(&self) -> Arc<Mutex<Vec<Request>>> {
-        self.requests.clone()
     }
 }
 

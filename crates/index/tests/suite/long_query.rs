@@ -91,15 +91,17 @@ fn the_pack_says_what_the_query_named() {
     let dir = workspace();
     let ix = index(dir.path(), true);
     let strategy = RetrievalStrategyConfig::code();
-    let pack = ix
-        .retrieve(&RetrievalRequest {
+    let retrieve = |ix: &Index| {
+        ix.retrieve(&RetrievalRequest {
             query: REPORT.into(),
             strategy: &strategy,
             stage: None,
             budget_tokens: Some(2000),
             candidates: None,
         })
-        .unwrap();
+        .unwrap()
+    };
+    let pack = retrieve(&ix);
     let q = &pack.query;
     assert!(q.long);
     assert_eq!(q.title, "Saving an order page crashes for some users");
@@ -132,15 +134,7 @@ fn the_pack_says_what_the_query_named() {
     // With the hand-weighted rerank the fused order stands: the innermost frame first.
     let mut ix = ix;
     ix.set_rerank(trellis_index::config::Rerank::Blend);
-    let blend = ix
-        .retrieve(&RetrievalRequest {
-            query: REPORT.into(),
-            strategy: &strategy,
-            stage: None,
-            budget_tokens: Some(2000),
-            candidates: None,
-        })
-        .unwrap();
+    let blend = retrieve(&ix);
     assert_eq!(
         files(&blend)[0],
         "shop/billing/invoice.py",
