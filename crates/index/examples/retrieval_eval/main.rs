@@ -7,7 +7,7 @@
 //! cargo run --release -p trellis-index --example retrieval_eval -- /tmp/rank/data/dev.jsonl \
 //!     [--mirrors /work/.mirror] [--work /tmp/rank/work] [--modes bm25,hybrid,hybrid+learned] \
 //!     [--subject-only] [--repo NAME] [--max-per-repo N] [--report out.json] \
-//!     [--dump-features train.jsonl] [--no-analysis]
+//!     [--dump-features train.jsonl] [--no-analysis] [--text-only]
 //! ```
 //!
 //! For each query the parent commit is written out (`git archive`) into one directory per
@@ -25,6 +25,9 @@
 //! `hybrid+learned` (the default). `--dump-features` writes every candidate's ranker
 //! features and label (2: a gold function, 1: in a gold file, 0: other), hybrid and BM25-only.
 //! `--no-analysis` searches every query as written (`index.search.query.analyze = false`).
+//! `--text-only` keeps each index as the text pass leaves it (every file as text windows, no
+//! symbols: what searches see before the symbol pass of a large update has run); use a
+//! `--work` of its own and file-level numbers only (there are no function chunks).
 #![allow(
     clippy::print_stdout,
     clippy::print_stderr,
@@ -41,6 +44,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
@@ -49,8 +53,9 @@ use trellis_index::rank::{self, RankInput, Ranker};
 use trellis_index::search::SearchHit;
 use trellis_index::vectors::dot;
 use trellis_index::{
-    Category, ChunkKind, Index, IndexConfig, Rerank, RetrievalRequest, RetrievalStrategyConfig,
-    SearchFilter, SearchMode, SearchRequest, TestFiles, UpdateOptions, embed,
+    Category, ChunkKind, Index, IndexConfig, Progress, Rerank, RetrievalRequest,
+    RetrievalStrategyConfig, SearchFilter, SearchMode, SearchRequest, TestFiles, UpdateOptions,
+    embed,
 };
 
 #[derive(Deserialize)]
@@ -144,6 +149,7 @@ fn main() -> anyhow::Result<()> {
         .map(str::to_string)
         .collect();
     let subject_only = args.iter().any(|a| a == "--subject-only");
+    let text_only = args.iter().any(|a| a == "--text-only");
     let only_repo = arg(&args, "--repo");
     let max_per_repo: usize =
         arg(&args, "--max-per-repo").map_or(usize::MAX, |v| v.parse().unwrap());
@@ -201,10 +207,29 @@ fn main() -> anyhow::Result<()> {
             if let Some(e) = embedder.take() {
                 idx.set_embedder(e);
             }
-            idx.update(&UpdateOptions {
-                embed: true,
-                ..UpdateOptions::default()
-            })?;
+            if text_only {
+                // The text pass, then a cancel as soon as every file is searchable.
+                let stop = AtomicBool::new(false);
+                let on_progress = |p: Progress| {
+                    if matches!(p, Progress::Searchable { .. }) {
+                        stop.store(true, Ordering::Relaxed);
+                    }
+                };
+                match idx.update(&UpdateOptions {
+                    text_first: Some(true),
+                    progress: Some(&on_progress),
+                    cancel: Some(&stop),
+                    ..UpdateOptions::default()
+                }) {
+                    Ok(_) | Err(trellis_index::Error::Cancelled) => {}
+                    Err(e) => return Err(e.into()),
+                }
+            } else {
+                idx.update(&UpdateOptions {
+                    embed: true,
+                    ..UpdateOptions::default()
+                })?;
+            }
             let prepared = t0.elapsed();
             let text = if subject_only {
                 q.query.lines().next().unwrap_or("").to_string()
