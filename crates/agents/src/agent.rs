@@ -27,6 +27,7 @@
 
 mod budget;
 mod calls;
+mod events;
 mod foresight;
 mod inbox;
 mod record;
@@ -47,15 +48,17 @@ use trellis_llm::{
     BudgetExceeded, BudgetLedger, ChatRequest, Completion, Message, ModelProvider, StreamEvent,
     ToolCall, ToolSpec, Usage, collect_with,
 };
-use trellis_protocol::{Answer, Interrupt, NodeId, SessionEvent, ToolStatus, TurnUsage};
+use trellis_protocol::{Answer, Interrupt, NodeId, SessionEvent, ToolStatus};
 use trellis_tools::dag::call_parallel;
-use trellis_tools::{Registry, ToolEnv, ToolResult};
+use trellis_tools::{Registry, ToolEnv};
 
 use crate::context::{ContextPolicy, MemoryOutputs};
 use crate::error::{Error, Result};
 use crate::interaction::GraphInteraction;
 use crate::output::StageReport;
 use crate::roles::RoleSpec;
+
+use events::{Finished, completed, status_of, tool_completed, tool_started, turn_usage};
 
 pub use calls::{EXECUTE_DAG, ExecuteDagInput, REPLAN_DAG, execute_dag_spec, replan_dag_spec};
 pub use inbox::Inbox;
@@ -221,27 +224,6 @@ enum Waiting {
     /// Nothing (a fresh state).
     #[default]
     Nothing,
-}
-
-fn turn_usage(u: &Usage) -> TurnUsage {
-    TurnUsage {
-        prompt_tokens: u.prompt_tokens,
-        completion_tokens: u.completion_tokens,
-    }
-}
-
-/// How a tool call ended, from the registry's result: a cancellation, a denial (by the
-/// policy or the user: the tools' `denied: …` error), another error, or a success.
-fn status_of(result: &ToolResult) -> ToolStatus {
-    if result.cancelled {
-        ToolStatus::Cancelled
-    } else if !result.is_error {
-        ToolStatus::Ok
-    } else if result.content.starts_with("denied:") {
-        ToolStatus::Denied
-    } else {
-        ToolStatus::Error
-    }
 }
 
 impl AgentRun {
@@ -755,62 +737,4 @@ impl AgentRun {
             .push(Message::tool_result(call.id.clone(), content));
         Ok(None)
     }
-}
-
-/// A call that ran beside others, waiting for its turn to go back to the model.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-struct Finished {
-    content: String,
-    status: ToolStatus,
-    duration_ms: u64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    data: Option<Value>,
-}
-
-/// The `ToolStarted` event of `call`.
-fn tool_started(turn: u32, call: &ToolCall) -> SessionEvent {
-    SessionEvent::ToolStarted {
-        turn,
-        call_id: call.id.clone(),
-        name: call.name.clone(),
-        input: match call.arguments_json() {
-            Ok(v) => v,
-            Err(_) => Value::String(call.arguments.clone()),
-        },
-    }
-}
-
-/// The `ToolCompleted` event of `call` after `duration_ms`.
-fn completed(
-    turn: u32,
-    call: &ToolCall,
-    output: String,
-    status: ToolStatus,
-    duration_ms: u64,
-) -> SessionEvent {
-    SessionEvent::ToolCompleted {
-        turn,
-        call_id: call.id.clone(),
-        name: call.name.clone(),
-        output,
-        status,
-        duration_ms,
-    }
-}
-
-/// The `ToolCompleted` event of `call`.
-fn tool_completed(
-    turn: u32,
-    call: &ToolCall,
-    output: String,
-    status: ToolStatus,
-    clock: Instant,
-) -> SessionEvent {
-    completed(
-        turn,
-        call,
-        output,
-        status,
-        u64::try_from(clock.elapsed().as_millis()).unwrap_or(u64::MAX),
-    )
 }

@@ -9,7 +9,8 @@ use trellis_llm::{
 };
 use trellis_protocol::SessionEvent;
 
-use super::{AgentOutcome, AgentReport, AgentRun, Saved, turn_usage};
+use super::events::turn_usage;
+use super::{AgentOutcome, AgentReport, AgentRun, Saved};
 use crate::compress::{FieldRepair, FieldRepairMethod, normalise_compressing};
 use crate::error::{Error, Result};
 use crate::output::StageReport;

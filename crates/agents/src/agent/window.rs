@@ -6,7 +6,8 @@ use serde_json::Value;
 use trellis_llm::{ChatRequest, ToolCall, ToolSpec};
 use trellis_protocol::{SessionEvent, ToolStatus};
 
-use super::{AgentRun, Saved, turn_usage};
+use super::events::turn_usage;
+use super::{AgentRun, Saved};
 use crate::context::outputs::{self, READ_TOOL_OUTPUT};
 use crate::context::{Compactor, Limits};
 use crate::error::Result;
