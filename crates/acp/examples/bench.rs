@@ -12,8 +12,7 @@
 
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpListener;
+use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc;
@@ -51,44 +50,6 @@ fn answer(body: &Value) -> String {
                "files_changed": [], "findings": []})
     };
     sse(&v.to_string())
-}
-
-/// Serves the instant model on 127.0.0.1 (a free port) until the process ends.
-fn serve_model() -> Res<String> {
-    let listener = TcpListener::bind("127.0.0.1:0")?;
-    let url = format!("http://{}/v1", listener.local_addr()?);
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { continue };
-            std::thread::spawn(move || {
-                let Ok(clone) = stream.try_clone() else {
-                    return;
-                };
-                let mut reader = BufReader::new(clone);
-                let (mut len, mut line) = (0usize, String::new());
-                loop {
-                    line.clear();
-                    if reader.read_line(&mut line).unwrap_or(0) == 0 || line.trim_end().is_empty() {
-                        break;
-                    }
-                    if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                        len = v.trim().parse().unwrap_or(0);
-                    }
-                }
-                let mut body = vec![0; len];
-                if reader.read_exact(&mut body).is_err() {
-                    return;
-                }
-                let reply = answer(&serde_json::from_slice(&body).unwrap_or(Value::Null));
-                let _ = write!(
-                    stream,
-                    "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{reply}",
-                    reply.len()
-                );
-            });
-        }
-    });
-    Ok(url)
 }
 
 /// A response and when things arrived.
@@ -221,7 +182,11 @@ fn main() -> Res<()> {
         let target = std::env::var("CARGO_TARGET_DIR").unwrap_or_else(|_| "target".into());
         PathBuf::from(target).join("debug/trellis")
     });
-    let url = serve_model()?;
+    // The instant model on 127.0.0.1 (a free port), a thread per connection, until the end.
+    let model = trellis_test_http::Server::concurrent(|r| {
+        trellis_test_http::Response::sse(answer(&r.json()))
+    });
+    let url = format!("{}/v1", model.url());
     let config = format!(
         "[models]\ndefault = \"mock\"\n\n[models.profiles.mock]\nprovider = \"openai\"\nbase_url = \"{url}\"\nmodel = \"m\"\ncontext = 8192\n\n[index.embedding]\nbackend = \"none\"\n"
     );

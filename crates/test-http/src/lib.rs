@@ -1,8 +1,8 @@
 //! A loopback HTTP/1.1 stub server for tests.
 //!
 //! [`Server::start`] binds `127.0.0.1` on a free port and answers every request, one
-//! connection at a time, with what the test's handler returns for it; every request is
-//! recorded. Dropping the [`Server`] stops it: the accept loop ends and its thread is joined,
+//! connection at a time ([`Server::concurrent`]: a thread per connection), with what the
+//! test's handler returns for it; every request is recorded. Dropping the [`Server`] stops it: the accept loop ends and its thread is joined,
 //! so no test leaves a listener behind.
 //!
 //! Why not a mocking library: the tests need request-dependent statuses and bodies, delays
@@ -98,25 +98,49 @@ impl Response {
     }
 }
 
+/// The requests answered so far, shared with the serving threads.
+type Log = Arc<Mutex<Vec<Request>>>;
+
 /// A running stub server; stops when dropped.
 pub struct Server {
     addr: SocketAddr,
-    requests: Arc<Mutex<Vec<Request>>>,
+    requests: Log,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
 
 impl Server {
-    /// Serves on a free loopback port, answering each request with `handler(&request)`.
+    /// Serves on a free loopback port, answering each request with `handler(&request)`, one
+    /// connection at a time.
     ///
     /// # Panics
     /// When no loopback port can be bound (a test helper).
     pub fn start(mut handler: impl FnMut(&Request) -> Response + Send + 'static) -> Server {
+        Server::listen(move |stream, log| answer(stream, &mut handler, log))
+    }
+
+    /// Like [`Server::start`], but each connection is answered on a thread of its own, so
+    /// that concurrent clients (benchmarks of many sessions) do not queue behind each other.
+    /// Dropping the server stops accepting; answers in flight finish on their threads.
+    ///
+    /// # Panics
+    /// When no loopback port can be bound (a test helper).
+    pub fn concurrent(handler: impl Fn(&Request) -> Response + Send + Sync + 'static) -> Server {
+        let handler = Arc::new(handler);
+        Server::listen(move |stream, log| {
+            let (handler, log) = (handler.clone(), log.clone());
+            std::thread::spawn(move || answer(stream, &mut |r| handler(r), &log));
+        })
+    }
+
+    /// Binds a free loopback port and hands each accepted connection to `on_connection`
+    /// until the server is dropped.
+    fn listen(mut on_connection: impl FnMut(TcpStream, &Log) + Send + 'static) -> Server {
         #[allow(clippy::expect_used)]
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind a loopback port");
         #[allow(clippy::expect_used)]
         let addr = listener.local_addr().expect("the bound address");
-        let requests: Arc<Mutex<Vec<Request>>> = Arc::default();
+        let requests: Log = Arc::default();
         let stop = Arc::new(AtomicBool::new(false));
         let (log, stopping) = (requests.clone(), stop.clone());
         let thread = std::thread::spawn(move || {
@@ -124,16 +148,9 @@ impl Server {
                 if stopping.load(Ordering::SeqCst) {
                     return;
                 }
-                let Ok(mut stream) = stream else { continue };
-                let Some(request) = read_request(&stream) else {
-                    continue;
-                };
-                let response = handler(&request);
-                log.lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .push(request);
-                std::thread::sleep(response.delay);
-                let _ = write_response(&mut stream, &response);
+                if let Ok(stream) = stream {
+                    on_connection(stream, &log);
+                }
             }
         });
         Server {
@@ -177,6 +194,20 @@ impl Drop for Server {
             let _ = thread.join();
         }
     }
+}
+
+/// Reads one request from `stream`, answers it with `handler` (after the response's delay)
+/// and records it.
+fn answer(mut stream: TcpStream, handler: &mut dyn FnMut(&Request) -> Response, log: &Log) {
+    let Some(request) = read_request(&stream) else {
+        return;
+    };
+    let response = handler(&request);
+    log.lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .push(request);
+    std::thread::sleep(response.delay);
+    let _ = write_response(&mut stream, &response);
 }
 
 fn read_request(stream: &TcpStream) -> Option<Request> {
@@ -274,6 +305,33 @@ mod tests {
             TcpStream::connect(addr).is_err(),
             "still listening after drop"
         );
+    }
+
+    #[test]
+    fn concurrent_answers_a_second_client_while_the_first_waits() {
+        let server =
+            Server::concurrent(|r| {
+                let slow = r.target == "/slow";
+                Response::json(if slow { "slow" } else { "fast" })
+                    .after(Duration::from_secs(if slow { 3 } else { 0 }))
+            });
+        let url = server.url();
+        let slow_url = url.clone();
+        let slow = std::thread::spawn(move || get(&slow_url, "/slow", ""));
+        // Wait until the slow request is being answered, then ask again: a one-at-a-time
+        // server would answer only after the slow one's three seconds.
+        while server.requests().is_empty() {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let (tx, rx) = std::sync::mpsc::channel();
+        let fast_url = url.clone();
+        std::thread::spawn(move || tx.send(get(&fast_url, "/fast", "")));
+        let fast = rx
+            .recv_timeout(Duration::from_secs(2))
+            .expect("the second client was answered while the first waited");
+        assert!(fast.ends_with("fast"), "{fast}");
+        assert!(slow.join().unwrap().ends_with("slow"));
+        assert_eq!(server.requests().len(), 2);
     }
 
     #[test]
