@@ -31,6 +31,7 @@
 )]
 
 mod ctags;
+mod floor;
 mod st;
 
 /// The allocator of the `trellis` binary, so that the numbers are the product's.
@@ -185,15 +186,15 @@ fn main() -> anyhow::Result<()> {
     let floor = if no_reference {
         f64::NAN
     } else {
-        parse_floor(&corpus, &config)?
+        floor::parse_floor(&corpus, &config)?
     };
     if args.iter().any(|a| a == "--parse-report") {
-        return parse_report(&corpus, &config);
+        return floor::parse_report(&corpus, &config);
     }
     let extraction = if no_reference {
         None
     } else {
-        Some(extract_floor(&corpus, &config)?)
+        Some(floor::extract_floor(&corpus, &config)?)
     };
 
     // universal-ctags on the same tree, then the cold index (symbols + sections + BM25, no
@@ -527,7 +528,7 @@ fn hybrid(
 
 /// Counts the files the walk finds, by kind.
 /// CPU time (user + system) of this process so far, in seconds (Linux; 0 elsewhere).
-fn cpu_secs() -> f64 {
+pub fn cpu_secs() -> f64 {
     let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
     // Fields after the command name (which is in parentheses and may contain spaces):
     // utime and stime are the 12th and 13th, in clock ticks (100 per second on Linux).
@@ -535,118 +536,6 @@ fn cpu_secs() -> f64 {
     let f: Vec<&str> = rest.split_whitespace().collect();
     let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
     (ticks(11) + ticks(12)) / 100.0
-}
-
-/// Reads and parses every source file with a grammar (in parallel, like the index), and
-/// prints the time: the floor under the cold index's read + parse phase.
-fn parse_floor(corpus: &Path, config: &IndexConfig) -> anyhow::Result<f64> {
-    use rayon::prelude::*;
-    let files: Vec<_> = scan(corpus, &Excludes::new(config)?)?
-        .into_iter()
-        .filter(|f| Lang::detect(&f.path).is_code())
-        .collect();
-    let load = loadavg();
-    let cpu0 = cpu_secs();
-    let t = Instant::now();
-    let (bytes, nodes) = files
-        .par_iter()
-        .map(|f| {
-            let text = std::fs::read_to_string(corpus.join(&f.path)).unwrap_or_default();
-            let nodes = trellis_index::symbols::parse_tree(Lang::detect(&f.path), &text)
-                .map_or(0, |t| t.root_node().descendant_count());
-            (text.len(), nodes)
-        })
-        .reduce(|| (0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
-    let secs = t.elapsed().as_secs_f64();
-    let cpu = cpu_secs() - cpu0;
-    println!(
-        "| floor: read + tree-sitter parse only (no extraction, no writes) | {} source files, {:.0} MB, {nodes} syntax nodes | {secs:.2} s | CPU {cpu:.1} s; {:.1} MB/s per CPU-second | {load} |",
-        files.len(),
-        bytes as f64 / 1e6,
-        bytes as f64 / 1e6 / cpu.max(0.001),
-    );
-    Ok(secs)
-}
-
-/// Reads, parses and analyses every source file (symbols, references, imports and chunks:
-/// everything the index derives from a file before writing it), in parallel like the index,
-/// and prints the time: the floor under the complete index's work before any write.
-fn extract_floor(corpus: &Path, config: &IndexConfig) -> anyhow::Result<(f64, f64)> {
-    use rayon::prelude::*;
-    let files: Vec<_> = scan(corpus, &Excludes::new(config)?)?
-        .into_iter()
-        .filter(|f| Lang::detect(&f.path).is_code())
-        .collect();
-    let load = loadavg();
-    let cpu0 = cpu_secs();
-    let t = Instant::now();
-    let (symbols, chunks) = files
-        .par_iter()
-        .map(|f| {
-            let text = std::fs::read_to_string(corpus.join(&f.path)).unwrap_or_default();
-            let a = trellis_index::analyze::analyze(&f.path, &text, true);
-            (a.symbols.len(), a.chunks.len())
-        })
-        .reduce(|| (0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
-    let secs = t.elapsed().as_secs_f64();
-    let cpu = cpu_secs() - cpu0;
-    println!(
-        "| floor + extraction: read + parse + symbols, references, imports and chunks (no writes) | {} source files, {symbols} symbols, {chunks} chunks | {secs:.2} s | CPU {cpu:.1} s | {load} |",
-        files.len(),
-    );
-    Ok((secs, cpu))
-}
-
-/// Where the parse floor goes: per language, with and without syntax errors, and the slowest
-/// files (`--parse-report`; single file timings, so run it on a quiet machine).
-fn parse_report(corpus: &Path, config: &IndexConfig) -> anyhow::Result<()> {
-    use rayon::prelude::*;
-    let files: Vec<_> = scan(corpus, &Excludes::new(config)?)?
-        .into_iter()
-        .filter(|f| Lang::detect(&f.path).is_code())
-        .collect();
-    let timed: Vec<(String, &'static str, bool, usize, f64)> = files
-        .par_iter()
-        .map(|f| {
-            let text = std::fs::read_to_string(corpus.join(&f.path)).unwrap_or_default();
-            let lang = Lang::detect(&f.path);
-            let t = Instant::now();
-            let tree = trellis_index::symbols::parse_tree(lang, &text);
-            let secs = t.elapsed().as_secs_f64();
-            let error = tree.is_some_and(|t| t.root_node().has_error());
-            (f.path.clone(), lang.as_str(), error, text.len(), secs)
-        })
-        .collect();
-    let mut by = std::collections::BTreeMap::<(&str, bool), (usize, usize, f64)>::new();
-    for (_, lang, error, bytes, secs) in &timed {
-        let e = by.entry((lang, *error)).or_default();
-        e.0 += 1;
-        e.1 += bytes;
-        e.2 += secs;
-    }
-    println!();
-    println!("| language | syntax errors | files | MB | parse s | MB/s |");
-    println!("|---|---|---|---|---|---|");
-    for ((lang, error), (n, bytes, secs)) in &by {
-        println!(
-            "| {lang} | {error} | {n} | {:.1} | {secs:.2} | {:.1} |",
-            *bytes as f64 / 1e6,
-            *bytes as f64 / 1e6 / secs.max(1e-9)
-        );
-    }
-    let mut slow = timed;
-    slow.sort_by(|a, b| b.4.total_cmp(&a.4));
-    println!();
-    println!("| slowest files | language | errors | KB | s | MB/s |");
-    println!("|---|---|---|---|---|---|");
-    for (path, lang, error, bytes, secs) in slow.iter().take(25) {
-        println!(
-            "| {path} | {lang} | {error} | {} | {secs:.3} | {:.1} |",
-            bytes / 1000,
-            *bytes as f64 / 1e6 / secs.max(1e-9)
-        );
-    }
-    Ok(())
 }
 
 fn corpus_stats(corpus: &Path, config: &IndexConfig) -> anyhow::Result<()> {
