@@ -55,46 +55,58 @@ fn floor_over_sources(
     })
 }
 
+impl Floor {
+    /// Prints the measurement's row: `what`, then `size` after the file count, then the
+    /// time, the CPU and `extra`.
+    fn print(&self, what: &str, size: &str, extra: &str) {
+        let Floor {
+            files,
+            secs,
+            cpu,
+            load,
+            ..
+        } = self;
+        println!(
+            "| {what} | {files} source files, {size} | {secs:.2} s | CPU {cpu:.1} s{extra} | {load} |"
+        );
+    }
+}
+
 /// Reads and parses every source file with a grammar, and prints the time: the floor under
 /// the cold index's read + parse phase.
 pub fn parse_floor(corpus: &Path, config: &IndexConfig) -> anyhow::Result<f64> {
-    let Floor {
-        files,
-        counts: (bytes, nodes),
-        secs,
-        cpu,
-        load,
-    } = floor_over_sources(corpus, config, |path, text| {
+    let f = floor_over_sources(corpus, config, |path, text| {
         let nodes = trellis_index::symbols::parse_tree(Lang::detect(path), text)
             .map_or(0, |t| t.root_node().descendant_count());
         (text.len(), nodes)
     })?;
-    println!(
-        "| floor: read + tree-sitter parse only (no extraction, no writes) | {files} source files, {:.0} MB, {nodes} syntax nodes | {secs:.2} s | CPU {cpu:.1} s; {:.1} MB/s per CPU-second | {load} |",
-        bytes as f64 / 1e6,
-        bytes as f64 / 1e6 / cpu.max(0.001),
+    let (bytes, nodes) = f.counts;
+    f.print(
+        "floor: read + tree-sitter parse only (no extraction, no writes)",
+        &format!("{:.0} MB, {nodes} syntax nodes", bytes as f64 / 1e6),
+        &format!(
+            "; {:.1} MB/s per CPU-second",
+            bytes as f64 / 1e6 / f.cpu.max(0.001)
+        ),
     );
-    Ok(secs)
+    Ok(f.secs)
 }
 
 /// Reads, parses and analyses every source file (symbols, references, imports and chunks:
 /// everything the index derives from a file before writing it), and prints the time: the
 /// floor under the complete index's work before any write. Returns (wall, CPU) seconds.
 pub fn extract_floor(corpus: &Path, config: &IndexConfig) -> anyhow::Result<(f64, f64)> {
-    let Floor {
-        files,
-        counts: (symbols, chunks),
-        secs,
-        cpu,
-        load,
-    } = floor_over_sources(corpus, config, |path, text| {
+    let f = floor_over_sources(corpus, config, |path, text| {
         let a = trellis_index::analyze::analyze(path, text, true);
         (a.symbols.len(), a.chunks.len())
     })?;
-    println!(
-        "| floor + extraction: read + parse + symbols, references, imports and chunks (no writes) | {files} source files, {symbols} symbols, {chunks} chunks | {secs:.2} s | CPU {cpu:.1} s | {load} |",
+    let (symbols, chunks) = f.counts;
+    f.print(
+        "floor + extraction: read + parse + symbols, references, imports and chunks (no writes)",
+        &format!("{symbols} symbols, {chunks} chunks"),
+        "",
     );
-    Ok((secs, cpu))
+    Ok((f.secs, f.cpu))
 }
 
 /// Where the parse floor goes: per language, with and without syntax errors, and the slowest
