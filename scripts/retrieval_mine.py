@@ -14,7 +14,8 @@ first. A commit is kept when
 - its cleaned message has at least 6 words and 30 characters.
 Fix-like commits (fix, bug, crash, error, wrong, leak, ...) are taken first, newest first, up
 to `--per-repo`; other commits fill up from the same window. The query is subject + body
-with trailers (Signed-off-by:, Fixes:, Refs:, ...), PR/issue numbers and URLs removed; file
+with trailers (Signed-off-by:, Fixes: #12, Refs: URL, ...; never the subject, and a `fix:` line
+that is more than references is text), PR/issue numbers and URLs removed; file
 names and identifiers are kept (issue texts name them too). The gold is each changed file
 with the line ranges the diff removes or edits on the parent side (an insertion counts the
 lines around it); the evaluator maps them to the functions of the parent's index.
@@ -54,7 +55,15 @@ FIX_LIKE = re.compile(
 )
 TRAILER = re.compile(
     r"^\s*(signed-off-by|co-authored-by|reviewed-by|acked-by|tested-by|reported-by|suggested-by|"
-    r"helped-by|pr-url|refs?|fixes|fix|closes|close|resolves|see|change-id|cc|backport-of)\s*:",
+    r"helped-by|pr-url|change-id|cc|backport-of)\s*:",
+    re.I,
+)
+# A reference trailer ("Fixes: #12", "Refs: https://...", "See: abc1234"): only when all that
+# follows the key is references, so that a conventional-commit line ("fix: escape pointers")
+# is kept as text.
+REF_TRAILER = re.compile(
+    r"^\s*(refs?|fixes|fix|closes|close|resolves|see)\s*:"
+    r"(\s*(https?://\S+|[\w.-]+/[\w.-]+#\d+|#\d+|GH-\d+|[0-9a-f]{7,40})[,.;]?)+\s*$",
     re.I,
 )
 # Loose signs of a pasted trace or location (the query analysis, crates/index/src/query/frames.rs,
@@ -95,8 +104,9 @@ def git(mirror, *args):
 
 def clean_message(subject: str, body: str) -> str:
     lines = []
-    for line in [subject, ""] + body.splitlines():
-        if TRAILER.match(line):
+    # The subject is never a trailer ("fix: ..." is a conventional-commit subject).
+    for i, line in enumerate([subject, ""] + body.splitlines()):
+        if i > 0 and (TRAILER.match(line) or REF_TRAILER.match(line)):
             continue
         line = re.sub(r"https?://\S+", "", line)
         line = re.sub(r"\(#\d+\)|(?<![\w/])#\d+\b|\bGH-\d+\b", "", line)
