@@ -11,6 +11,7 @@
 //! fenced code is *short* and searched exactly as written.
 
 pub mod frames;
+pub mod markup;
 
 use std::sync::LazyLock;
 

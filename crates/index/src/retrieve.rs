@@ -221,8 +221,7 @@ impl Index {
                 RetrievalStrategyConfig::docs().sources()
             };
         }
-        let qv =
-            self.embed_query(plan.embedding_text(&req.query, self.config().search.query.embed))?;
+        let qv = self.embed_query(plan.embedding_text(self.config().search.query.embed))?;
         let vi = if qv.is_some() {
             self.vector_index()?
         } else {
@@ -260,7 +259,7 @@ impl Index {
                 })
                 .collect();
             let relevance =
-                rank::relevance(self.config().search.rerank, &req.query, &hits, &cosines)?;
+                rank::relevance(self.config().search.rerank, &plan.text, &hits, &cosines)?;
             for ((h, cosine), relevance) in hits.into_iter().zip(cosines).zip(relevance) {
                 if !ast && h.chunk.kind.is_symbol() {
                     continue;
@@ -294,7 +293,7 @@ impl Index {
                 .total_cmp(&a.score)
                 .then(a.chunk.id.cmp(&b.chunk.id))
         });
-        let rerank_query = plan.embedding_text(&req.query, self.config().search.query.embed);
+        let rerank_query = plan.embedding_text(self.config().search.query.embed);
         if let Some(report) = self.rerank_candidates(rerank_query, &mut ranked) {
             pack.rerank = Some(report);
         }

@@ -98,7 +98,7 @@ impl Index {
         let qv = if req.mode == SearchMode::Bm25 {
             None
         } else {
-            self.embed_query(plan.embedding_text(&req.query, self.config().search.query.embed))?
+            self.embed_query(plan.embedding_text(self.config().search.query.embed))?
         };
         let vi = match (req.mode, &qv) {
             (SearchMode::Bm25, _) | (_, None) => None,
@@ -162,7 +162,7 @@ impl Index {
         loop {
             let mut rankings = Rankings::default();
             if req.mode != SearchMode::Vector {
-                rankings.bm25 = self.bm25.search(&req.query, &req.categories, n)?;
+                rankings.bm25 = self.bm25.search(&plan.text, &req.categories, n)?;
                 if long {
                     rankings.focused =
                         ids(self

@@ -268,11 +268,11 @@ fn main() -> anyhow::Result<()> {
                         })
                         .collect();
                     let t = Instant::now();
-                    let scores = ranker.rerank(&text, &inputs);
+                    let scores = ranker.rerank(&plan.text, &inputs);
                     rerank_times.push(t.elapsed());
                     candidates_seen += scores.len();
                     let Some(out) = dump.as_mut() else { continue };
-                    let feats = rank::features::features(&text, &inputs);
+                    let feats = rank::features::features(&plan.text, &inputs);
                     for (h, f) in hits.iter().zip(&feats) {
                         let key = (h.chunk.path.clone(), h.chunk.qualified_name.clone());
                         let label = if gold_fns.contains(&key) {

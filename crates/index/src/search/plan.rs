@@ -20,6 +20,9 @@ const INDEX_STEMS: &[&str] = &["__init__", "mod", "index", "package-info"];
 /// A query prepared for search.
 #[derive(Clone, Debug)]
 pub struct QueryPlan {
+    /// The query as searched: without an issue's markup that names no code
+    /// ([`crate::query::markup::strip`]).
+    pub text: String,
     /// What the query names (with `files` resolved).
     pub analysis: QueryAnalysis,
     /// Chunks of the named files, best first (long queries).
@@ -33,16 +36,16 @@ impl QueryPlan {
     }
 
     /// What the embedder reads for this query.
-    pub fn embedding_text<'a>(&'a self, query: &'a str, how: QueryEmbedding) -> &'a str {
+    pub fn embedding_text(&self, how: QueryEmbedding) -> &str {
         let text = match how {
             QueryEmbedding::Condensed => &self.analysis.condensed,
             QueryEmbedding::Lead => &self.analysis.lead,
-            QueryEmbedding::Whole => query,
+            QueryEmbedding::Whole => &self.text,
         };
         if self.is_long() && !text.is_empty() {
             text
         } else {
-            query
+            &self.text
         }
     }
 }
@@ -150,7 +153,8 @@ impl Index {
     /// off) gets a plan that searches it as written.
     pub fn plan(&self, query: &str) -> Result<QueryPlan> {
         let cfg = &self.config().search.query;
-        let mut analysis = analyze(query, cfg.long_words);
+        let text = crate::query::markup::strip(query).into_owned();
+        let mut analysis = analyze(&text, cfg.long_words);
         if !cfg.analyze {
             analysis.long = false;
             analysis.focused.clear();
@@ -158,6 +162,7 @@ impl Index {
             analysis.lead.clear();
         }
         let mut plan = QueryPlan {
+            text,
             analysis,
             path_chunks: Vec::new(),
         };
