@@ -2,8 +2,8 @@
 //!
 //! [`Server::start`] binds `127.0.0.1` on a free port and answers every request, one
 //! connection at a time ([`Server::concurrent`]: a thread per connection), with what the
-//! test's handler returns for it; every request is recorded. Dropping the [`Server`] stops it: the accept loop ends and its thread is joined,
-//! so no test leaves a listener behind.
+//! test's handler returns for it; every request is recorded. Dropping the [`Server`] stops
+//! it: the accept loop ends and its thread is joined, so no test leaves a listener behind.
 //!
 //! Why not a mocking library: the tests need request-dependent statuses and bodies, delays
 //! (timeout tests), and a blocking API usable from synchronous tests and crates as low as
