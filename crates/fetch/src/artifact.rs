@@ -108,8 +108,17 @@ impl Artifact {
         file: std::fs::File,
         progress: bool,
     ) -> Result<()> {
-        let client = crate::client(Duration::from_secs(30), Some(Duration::from_secs(120)))?;
-        let (sum, bytes) = download(&client, self, file, wheel, progress).await?;
+        let client = download_client()?;
+        let (sum, bytes) = download(
+            &client,
+            self.url,
+            self.size,
+            &format!("downloading {}", self.name),
+            file,
+            wheel,
+            progress,
+        )
+        .await?;
         if sum != self.sha256 {
             return Err(Error::Checksum {
                 what: format!("{}: wheel ({bytes} bytes)", self.url),
@@ -160,15 +169,23 @@ impl Artifact {
     }
 }
 
-/// Streams `artifact.url` into `file`; returns the SHA-256 and the byte count.
-async fn download(
+/// The client downloads use: 30 s to connect, 120 s without data.
+pub(crate) fn download_client() -> Result<reqwest::Client> {
+    crate::client(Duration::from_secs(30), Some(Duration::from_secs(120)))
+}
+
+/// Streams `url` into `file`; returns the SHA-256 and the byte count. `size` is the
+/// expected size (for the progress bar when the server sends no length), `label` the bar's
+/// message.
+pub(crate) async fn download(
     client: &reqwest::Client,
-    artifact: &Artifact,
+    url: &str,
+    size: u64,
+    label: &str,
     mut file: std::fs::File,
     path: &Path,
     progress: bool,
 ) -> Result<(String, u64)> {
-    let url = artifact.url;
     let response = client
         .get(url)
         .send()
@@ -180,7 +197,7 @@ async fn download(
             message: format!("HTTP {}", response.status()),
         });
     }
-    let total = response.content_length().unwrap_or(artifact.size);
+    let total = response.content_length().unwrap_or(size);
     let bar = if progress {
         let bar = indicatif::ProgressBar::with_draw_target(
             Some(total),
@@ -191,7 +208,7 @@ async fn download(
         ) {
             bar.set_style(style.progress_chars("=> "));
         }
-        bar.set_message(format!("downloading {}", artifact.name));
+        bar.set_message(label.to_owned());
         bar
     } else {
         indicatif::ProgressBar::hidden()
@@ -213,6 +230,21 @@ async fn download(
 
 /// Copies `from` into `out` (then syncs it); returns the SHA-256 and the byte count.
 fn copy_hashed(from: &mut impl Read, mut out: std::fs::File, path: &Path) -> Result<(String, u64)> {
+    let copied = copy_hashed_into(from, &mut out, path, None)?;
+    out.sync_all()
+        .map_err(|e| Error::io(format!("write {}", path.display()), e))?;
+    Ok(copied)
+}
+
+/// Copies `from` to `out` at its position (without syncing); returns the SHA-256 of what was
+/// copied and its byte count, and feeds the same bytes to `also` (the hash of a whole file
+/// assembled from pieces).
+pub(crate) fn copy_hashed_into(
+    from: &mut impl Read,
+    out: &mut std::fs::File,
+    path: &Path,
+    mut also: Option<&mut Sha256>,
+) -> Result<(String, u64)> {
     let write = |e| Error::io(format!("write {}", path.display()), e);
     let mut hasher = Sha256::new();
     let mut buf = vec![0u8; 1 << 16];
@@ -225,15 +257,17 @@ fn copy_hashed(from: &mut impl Read, mut out: std::fs::File, path: &Path) -> Res
             break;
         }
         hasher.update(&buf[..n]);
+        if let Some(whole) = also.as_deref_mut() {
+            whole.update(&buf[..n]);
+        }
         out.write_all(&buf[..n]).map_err(write)?;
         size += n as u64;
     }
-    out.sync_all().map_err(write)?;
     Ok((hex(&hasher.finalize()), size))
 }
 
 /// A new file in `dir` with a unique hidden `.partial` name (never a final name).
-fn tempfile_in(dir: &Path, label: &str) -> Result<(PathBuf, std::fs::File)> {
+pub(crate) fn tempfile_in(dir: &Path, label: &str) -> Result<(PathBuf, std::fs::File)> {
     for n in 0..1000u32 {
         let path = dir.join(format!(".{label}-{}-{n}.partial", std::process::id()));
         match std::fs::OpenOptions::new()
@@ -270,6 +304,6 @@ pub fn sha256_file(path: &Path) -> Result<String> {
     Ok(hex(&hasher.finalize()))
 }
 
-fn hex(bytes: &[u8]) -> String {
+pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

