@@ -13,7 +13,9 @@ use crate::budget::{Budget, BudgetLedger, Budgeted, CallScope, Price};
 use crate::config::{
     BudgetsSection, ModelsSection, ProfileConfig, ProviderName, ROLES, RolesSection,
 };
-use crate::download::{BUILTIN_MODELS, SMOLLM2_135M, TINYCODER, model_cache_dir};
+use crate::download::{
+    QWEN_CODER_1_5B, SMOLLM2_135M, TINYCODER, builtin, builtin_models, model_cache_dir,
+};
 use crate::http::Endpoint;
 use crate::openai::OpenAiProvider;
 use crate::provider::{ModelProvider, ProviderInfo, ProviderKind};
@@ -30,15 +32,39 @@ const REMOTE_MAX_TOKENS: u32 = 4096;
 /// Default `max_tokens` of embedded profiles.
 const EMBEDDED_MAX_TOKENS: u32 = 512;
 
+/// The `local` profile's context window: room for a stage's retrieval pack, the
+/// conversation of a few tool rounds and a file-sized answer (the model was trained on
+/// 32k; every 1k tokens of window costs 28 KB of KV cache per token slot and prompt time).
+const LOCAL_CONTEXT: u32 = 16_384;
+
+/// The `local` profile's default answer length: a whole edited function or a report.
+const LOCAL_MAX_TOKENS: u32 = 1024;
+
 fn builtin_profiles() -> BTreeMap<String, ProfileConfig> {
     let mut m = BTreeMap::new();
     m.insert(
         "local".to_string(),
         ProfileConfig {
             provider: Some(ProviderName::Embedded),
+            model: Some(QWEN_CODER_1_5B.to_string()),
+            context: Some(LOCAL_CONTEXT),
+            max_tokens: Some(LOCAL_MAX_TOKENS),
+            description: Some(
+                "built-in: Qwen2.5-Coder-1.5B-Instruct Q4_K_M in-process (llama.cpp), fetched on \
+                 first use (1.1 GB)"
+                    .into(),
+            ),
+            ..ProfileConfig::default()
+        },
+    );
+    m.insert(
+        "small".to_string(),
+        ProfileConfig {
+            provider: Some(ProviderName::Embedded),
             model: Some(SMOLLM2_135M.name.to_string()),
             description: Some(
-                "built-in: SmolLM2-135M-Instruct in-process (llama.cpp), fetched on first use"
+                "built-in: SmolLM2-135M-Instruct in-process (98 MB): fast, proves wiring, \
+                 cannot code"
                     .into(),
             ),
             ..ProfileConfig::default()
@@ -165,12 +191,9 @@ impl ModelRegistry {
             match p.provider {
                 None => return fail("set `provider` to `embedded`, `openai` or `anthropic`"),
                 Some(ProviderName::Embedded) => {
-                    if p.path.is_none()
-                        && !BUILTIN_MODELS
-                            .iter()
-                            .any(|m| Some(m.name) == p.model.as_deref())
-                    {
-                        let names: Vec<&str> = BUILTIN_MODELS.iter().map(|m| m.name).collect();
+                    if p.path.is_none() && p.model.as_deref().and_then(builtin).is_none() {
+                        let models = builtin_models();
+                        let names: Vec<&str> = models.iter().map(|m| m.name()).collect();
                         return fail(&format!(
                             "set `path` to a GGUF file or `model` to a built-in model ({})",
                             names.join(", ")
@@ -227,11 +250,13 @@ impl ModelRegistry {
                     Some(ProviderName::Anthropic) => ProviderKind::Anthropic,
                     _ => ProviderKind::Embedded,
                 };
-                let builtin_model = BUILTIN_MODELS
-                    .iter()
-                    .find(|m| p.path.is_none() && Some(m.name) == p.model.as_deref());
+                let builtin_model = p
+                    .path
+                    .is_none()
+                    .then(|| p.model.as_deref().and_then(builtin))
+                    .flatten();
                 let location = match provider {
-                    ProviderKind::Embedded => match (&p.path, builtin_model) {
+                    ProviderKind::Embedded => match (&p.path, &builtin_model) {
                         (Some(path), _) => path.display().to_string(),
                         (None, Some(m)) => m.path_in(&self.cache_dir).display().to_string(),
                         (None, None) => String::new(),
@@ -250,7 +275,7 @@ impl ModelRegistry {
                         .map(|r| (*r).to_string())
                         .collect(),
                     default: *name == self.default,
-                    cached: builtin_model.map(|m| m.is_cached(&self.cache_dir)),
+                    cached: builtin_model.as_ref().map(|m| m.is_cached(&self.cache_dir)),
                     description: p.description.clone(),
                 }
             })
@@ -396,12 +421,11 @@ fn build_embedded(
     let source = match (&p.path, p.model.as_deref()) {
         (Some(path), _) => ModelSource::Path(path.clone()),
         (None, model) => {
-            let m = BUILTIN_MODELS
-                .iter()
-                .find(|m| Some(m.name) == model)
+            let m = model
+                .and_then(builtin)
                 .ok_or_else(|| Error::Config(format!("profile `{name}`: no model file")))?;
             ModelSource::Builtin {
-                model: *m,
+                model: m,
                 cache_dir: cache_dir.to_path_buf(),
             }
         }

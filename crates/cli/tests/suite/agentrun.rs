@@ -9,6 +9,10 @@ use trellis_test_support::TempWorkspace;
 use super::common::*;
 use super::mock::*;
 
+/// The wiring tests' configuration: BM25 only, and the `small` profile (SmolLM2-135M: fast,
+/// proves every layer runs, cannot code) as the default model.
+const SMALL: &str = "[index.embedding]\nbackend = \"none\"\n\n[models]\ndefault = \"small\"\n";
+
 /// A copy of `examples/inventory` as a git repository with `config`.
 fn example(config: &str) -> TempWorkspace {
     trellis_test_support::example_repo("inventory", config).unwrap()
@@ -245,11 +249,11 @@ fn approvals_are_asked_in_the_terminal() {
     );
 }
 
-/// With the embedded default model (SmolLM2 via llama.cpp): every layer runs for real. The
+/// With the embedded `small` model (SmolLM2 via llama.cpp): every layer runs for real. The
 /// output's quality is not asserted. `.config/nextest.toml` runs it alone.
 #[test]
 fn embedded_model_completes_the_discussion_workflow() {
-    let ws = example("[index.embedding]\nbackend = \"none\"\n");
+    let ws = example(SMALL);
     let out = ok(args(
         isolated(ws.path()),
         &[
@@ -266,7 +270,7 @@ fn embedded_model_completes_the_discussion_workflow() {
     assert!(out.contains("at DONE"), "{out}");
 }
 
-/// Seed 003's `staged_review` with the embedded default model, every gate approved (`--yes`):
+/// Seed 003's `staged_review` with the embedded `small` model, every gate approved (`--yes`):
 /// the run reaches an end state (DONE, or ABORT when the 135M model's answers fail a stage
 /// three times or it never submits an artifact its gate can accept: the gate sends the
 /// producer back three times, then ends the run). The output's quality is not asserted. Runs alone (`.config/nextest.toml`).
@@ -277,10 +281,10 @@ fn embedded_model_runs_staged_review_to_an_end() {
     assert_end_state(&text, &err);
 }
 
-/// `trellis run REQUEST --workflow WORKFLOW --yes --no-review` with the embedded default model
+/// `trellis run REQUEST --workflow WORKFLOW --yes --no-review` with the embedded `small` model
 /// on the inventory example (`extra` appended to its configuration): stdout and stderr.
 fn embedded_run(workflow: &str, request: &str, extra: &str) -> (String, String) {
-    let ws = example(&format!("[index.embedding]\nbackend = \"none\"\n{extra}"));
+    let ws = example(&format!("{SMALL}{extra}"));
     let out = args(
         isolated(ws.path()),
         &[
@@ -307,7 +311,7 @@ fn assert_end_state(text: &str, err: &str) {
     );
 }
 
-/// Seed 004's `three_phase` with the embedded default model (`--yes`): discovery, planning
+/// Seed 004's `three_phase` with the embedded `small` model (`--yes`): discovery, planning
 /// and the tickets' pipelines run to an end state — DONE, or ABORT when the 135M model's
 /// answers give no usable items or no valid tickets.md after its collector's three attempts.
 /// The output's quality is not asserted. Runs alone (`.config/nextest.toml`).
@@ -318,7 +322,7 @@ fn embedded_model_runs_three_phase_to_an_end() {
     assert_end_state(&text, &err);
 }
 
-/// Seed 001's `task_tree` with the embedded default model (8k context, `--yes`): the remit,
+/// Seed 001's `task_tree` with the embedded `small` model (8k context, `--yes`): the remit,
 /// milestones and tasks (the deterministic fallbacks stand in for answers the 135M model gets
 /// wrong) run to an end state without a context error. The quality is not asserted. Runs
 /// alone (`.config/nextest.toml`).
@@ -339,12 +343,12 @@ fn embedded_model_runs_task_tree_to_an_end() {
     );
 }
 
-/// `trellis acp` with the embedded default model: an editor's prompt (NDJSON over stdio)
+/// `trellis acp` with the embedded `small` model: an editor's prompt (NDJSON over stdio)
 /// becomes a discussion run whose plan, messages and end stream back. The answer's quality
 /// is not asserted. Runs alone (`.config/nextest.toml`, `suite::agentrun::embedded_`).
 #[test]
 fn embedded_model_answers_an_acp_prompt() {
-    let ws = example("[index.embedding]\nbackend = \"none\"\n");
+    let ws = example(SMALL);
     let root = ws.path().canonicalize().unwrap();
     let mut child = args(
         isolated(ws.path()),

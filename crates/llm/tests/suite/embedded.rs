@@ -1,5 +1,5 @@
 //! The embedded llama.cpp provider with real weights: the random-weights fixture for
-//! plumbing, and the default SmolLM2 model for the structured-answer acceptance test.
+//! plumbing, and the `small` profile's SmolLM2 for the structured-answer acceptance test.
 //! Both are fetched by `scripts/setup.d/30-models.sh` (or on first use).
 
 use std::sync::Arc;
@@ -169,11 +169,12 @@ struct CapitalAnswer {
     country: String,
 }
 
-/// The acceptance test of the issue: the real default model answers a structured question
-/// with valid output 10 times out of 10.
+/// The acceptance test of issue 3: a real (small) model answers a structured question with
+/// valid output 10 times out of 10. The `small` profile (SmolLM2-135M) keeps it to seconds;
+/// the coder model's structured answers are measured by `llm_bench --prompt-set`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_default_model_answers_structured_questions_ten_of_ten() {
-    let p = provider("local");
+async fn the_small_model_answers_structured_questions_ten_of_ten() {
+    let p = provider("small");
     let countries = [
         "France", "Germany", "Italy", "Spain", "Japan", "Canada", "Egypt", "Peru", "Norway",
         "Kenya",

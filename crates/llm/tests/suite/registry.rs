@@ -17,7 +17,7 @@ fn no_configuration_means_the_embedded_default_for_every_role() {
         .find(|p| p.name == "local")
         .unwrap();
     assert_eq!(local.provider, ProviderKind::Embedded);
-    assert_eq!(local.model, "smollm2-135m-instruct");
+    assert_eq!(local.model, "qwen2.5-coder-1.5b-instruct");
     assert!(local.default && local.builtin);
     assert_eq!(local.roles.len(), 9);
     assert!(local.roles.iter().any(|r| r == "discussion"));
@@ -57,7 +57,8 @@ coder = "ollama"
     // A partial override of a built-in profile keeps its other fields.
     let local = reg.profile("local").unwrap();
     assert_eq!(local.threads, Some(2));
-    assert_eq!(local.model.as_deref(), Some("smollm2-135m-instruct"));
+    assert_eq!(local.model.as_deref(), Some("qwen2.5-coder-1.5b-instruct"));
+    assert_eq!(local.context, Some(16_384));
     let p = reg.provider("ollama").unwrap();
     assert_eq!(p.info().model, "qwen3:8b");
 }
