@@ -294,6 +294,10 @@ impl AgentRun {
             self.deliver(&mut st, turn, inbox::drain(&mut inbox));
             let request = ChatRequest {
                 tools: self.offered_tools(&st),
+                // The final answer is the report itself where the provider can hold it to
+                // the schema (no second call to get it); a conversation answers in prose.
+                final_format: (!self.free_text)
+                    .then(trellis_llm::structured::response_format::<StageReport>),
                 ..ChatRequest::new(st.messages.clone())
             };
             let request = self.fit_request(&mut st, request, turn, 0).await?;

@@ -1,7 +1,9 @@
 //! The embedded default model: a GGUF run in-process by llama.cpp (`llama-cpp-2`).
 //!
-//! Generation runs on a blocking thread, one token at a time, checking the cancellation
-//! token and the consumer between tokens. Structured output compiles the JSON Schema to a
+//! Generation runs on the model's own thread ([`worker`]), one token at a time, checking
+//! the cancellation token and the consumer between tokens; that thread keeps a few contexts
+//! whose KV caches hold recent conversations, so a growing conversation decodes only what
+//! is new (the reused count is reported as `cached_prompt_tokens`). Structured output compiles the JSON Schema to a
 //! llama.cpp grammar (llama.cpp's own `json_schema_to_grammar`, the converter its server
 //! uses), so the answer always parses. Sampling is free-first: the sampler picks a token
 //! from the full distribution and the grammar only checks that one token; only when the
@@ -14,31 +16,29 @@
 //! is constrained to `{"tool": NAME, "arguments": {…}}` or `{"answer": "…"}` and mapped to
 //! a tool call or text.
 
-use std::num::NonZeroU32;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 
-use llama_cpp_2::context::params::LlamaContextParams;
 use llama_cpp_2::llama_backend::LlamaBackend;
-use llama_cpp_2::llama_batch::LlamaBatch;
 use llama_cpp_2::model::params::LlamaModelParams;
 use llama_cpp_2::model::{LlamaChatMessage, LlamaChatTemplate, LlamaModel};
-use llama_cpp_2::sampling::LlamaSampler;
 use llama_cpp_2::token::LlamaToken;
-use llama_cpp_2::token::data::LlamaTokenData;
-use llama_cpp_2::token::data_array::LlamaTokenDataArray;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use trellis_protocol::canonical::to_canonical_string;
 
-use crate::download::Artifact;
-use crate::provider::{
-    ChatStream, EventSender, ModelProvider, ProviderInfo, ProviderKind, spawn_stream,
-};
+use crate::download::Builtin;
+use crate::provider::{ChatStream, ModelProvider, ProviderInfo, ProviderKind, spawn_stream};
 use crate::structured::schema_instruction;
 use crate::tokens::TokenCount;
-use crate::types::{ChatRequest, FinishReason, Message, Role, StreamEvent, Usage};
+use crate::types::{ChatRequest, Message, Role};
 use crate::{Error, Result};
+
+mod sample;
+mod worker;
+
+#[cfg(test)]
+use sample::TextOut;
 
 /// Where the weights come from.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -46,7 +46,7 @@ pub enum ModelSource {
     /// A built-in model, fetched into `cache_dir` on first use.
     Builtin {
         /// Which.
-        model: Artifact,
+        model: Builtin,
         /// The model cache directory.
         cache_dir: PathBuf,
     },
@@ -94,10 +94,11 @@ fn default_threads() -> u32 {
 }
 
 struct Loaded {
-    model: LlamaModel,
+    model: Arc<LlamaModel>,
     template: Option<LlamaChatTemplate>,
-    /// llama.cpp may mutate the model while creating a context; one generation at a time.
-    busy: Mutex<()>,
+    /// The model's generation thread (see [`worker`]): one generation at a time, each
+    /// reusing the cached prefix of its conversation.
+    worker: std::sync::mpsc::Sender<worker::Work>,
 }
 
 /// The embedded llama.cpp provider. Cheap to clone; clones share the loaded model.
@@ -138,11 +139,7 @@ impl EmbeddedProvider {
     /// [`ModelProvider::prepare`]).
     pub fn new(profile: &str, source: ModelSource, settings: EmbeddedSettings) -> Self {
         let model = match &source {
-            ModelSource::Builtin { model, .. } => model
-                .members
-                .first()
-                .map_or(model.name, |m| m.file)
-                .to_string(),
+            ModelSource::Builtin { model, .. } => model.file().to_string(),
             ModelSource::Path(p) => p.file_name().map_or_else(
                 || p.display().to_string(),
                 |n| n.to_string_lossy().into_owned(),
@@ -192,10 +189,12 @@ impl Inner {
                         LlamaModel::load_from_file(backend, &path, &LlamaModelParams::default())
                             .map_err(|e| embedded(format!("loading {}: {e}", path.display())))?;
                     let template = model.chat_template(None).ok();
+                    let model = Arc::new(model);
+                    let worker = worker::spawn(Arc::clone(&model))?;
                     Ok(Arc::new(Loaded {
                         model,
                         template,
-                        busy: Mutex::new(()),
+                        worker,
                     }))
                 })
                 .await
@@ -249,10 +248,19 @@ impl ModelProvider for EmbeddedProvider {
         spawn_stream(move |tx| async move {
             let loaded = inner.load().await?;
             let job = build_job(&loaded, &request, &inner.settings)?;
-            let settings = inner.settings.clone();
-            tokio::task::spawn_blocking(move || generate(&loaded, &job, &settings, &cancel, &tx))
-                .await
-                .map_err(embedded)?
+            let (done, finished) = tokio::sync::oneshot::channel();
+            let stopped = || embedded("the model's generation thread stopped");
+            loaded
+                .worker
+                .send(worker::Work {
+                    job,
+                    settings: inner.settings.clone(),
+                    cancel,
+                    tx,
+                    done,
+                })
+                .map_err(|_| stopped())?;
+            finished.await.map_err(|_| stopped())?
         })
     }
 }
@@ -265,33 +273,55 @@ fn tokenize(model: &LlamaModel, prompt: &str) -> Result<Vec<LlamaToken>> {
 
 fn grammar_for(schema: &Value) -> Result<String> {
     // The grammar fixes the order of an object's keys: the schema's, so sort it.
-    let text = to_canonical_string(schema).map_err(embedded)?;
-    llama_cpp_2::json_schema_to_grammar(&text)
+    grammar_of(&to_canonical_string(schema).map_err(embedded)?)
+}
+
+/// The grammar of a JSON Schema given as text (keys in the order written).
+fn grammar_of(schema: &str) -> Result<String> {
+    llama_cpp_2::json_schema_to_grammar(schema)
         .map_err(|e| embedded(format!("cannot compile the JSON Schema to a grammar: {e}")))
 }
 
-/// The union schema for tool use: a call of one tool, or a plain answer.
-fn tools_schema(request: &ChatRequest) -> (Value, String) {
-    let mut alternatives: Vec<Value> = request
-        .tools
-        .iter()
-        .map(|t| {
-            json!({
+/// The union schema for tool use, as JSON text: a call of one tool, or the final answer —
+/// the request's `final_format` when it has one (a report the caller parses as it is, so no
+/// second call is needed to get it), else `{"answer": "…"}`.
+///
+/// The text is written by hand because llama.cpp's converter keeps an object's keys in the
+/// order the schema lists them, and the grammar makes the model write them in that order: a
+/// tool call must name the tool before its arguments (sorted keys would put `arguments`
+/// first, making the model choose the arguments' shape before the tool). Everything inside
+/// is canonical (sorted) so the grammar is the same for the same request.
+fn tools_schema(request: &ChatRequest) -> Result<(String, String)> {
+    let canonical = |v: &Value| to_canonical_string(v).map_err(embedded);
+    let mut alternatives = Vec::with_capacity(request.tools.len() + 1);
+    for t in &request.tools {
+        alternatives.push(format!(
+            "{{\"type\":\"object\",\"properties\":{{\"tool\":{{\"const\":{}}},\"arguments\":{}}},\
+             \"required\":[\"tool\",\"arguments\"]}}",
+            canonical(&Value::String(t.name.clone()))?,
+            canonical(&t.parameters)?
+        ));
+    }
+    let mut instruction =
+        String::from("You can call one tool by replying {\"tool\": NAME, \"arguments\": {...}}");
+    match &request.final_format {
+        Some(format) => {
+            alternatives.push(canonical(&format.schema)?);
+            instruction.push_str(
+                ", or, when you are done, reply with your final answer: the JSON object \
+                 described under OUTPUT FORMAT.",
+            );
+        }
+        None => {
+            alternatives.push(canonical(&json!({
                 "type": "object",
-                "properties": {"tool": {"const": t.name}, "arguments": t.parameters},
-                "required": ["tool", "arguments"],
-            })
-        })
-        .collect();
-    alternatives.push(json!({
-        "type": "object",
-        "properties": {"answer": {"type": "string"}},
-        "required": ["answer"],
-    }));
-    let mut instruction = String::from(
-        "You can call one tool by replying {\"tool\": NAME, \"arguments\": {...}}, or reply \
-         directly with {\"answer\": \"...\"}. Tools:",
-    );
+                "properties": {"answer": {"type": "string"}},
+                "required": ["answer"],
+            }))?);
+            instruction.push_str(", or reply directly with {\"answer\": \"...\"}.");
+        }
+    }
+    instruction.push_str(" Tools:");
     for t in &request.tools {
         instruction.push_str(&format!(
             "\n- {}: {} Arguments schema: {}",
@@ -300,7 +330,10 @@ fn tools_schema(request: &ChatRequest) -> (Value, String) {
             to_canonical_string(&t.parameters).unwrap_or_default()
         ));
     }
-    (json!({"anyOf": alternatives}), instruction)
+    Ok((
+        format!("{{\"anyOf\":[{}]}}", alternatives.join(",")),
+        instruction,
+    ))
 }
 
 fn build_job(loaded: &Loaded, request: &ChatRequest, settings: &EmbeddedSettings) -> Result<Job> {
@@ -309,9 +342,9 @@ fn build_job(loaded: &Loaded, request: &ChatRequest, settings: &EmbeddedSettings
         crate::openai::add_instruction(&mut messages, &schema_instruction(&format.schema));
         Output::Json(grammar_for(&format.schema)?)
     } else if !request.tools.is_empty() {
-        let (schema, instruction) = tools_schema(request);
+        let (schema, instruction) = tools_schema(request)?;
         crate::openai::add_instruction(&mut messages, &instruction);
-        Output::Tools(grammar_for(&schema)?)
+        Output::Tools(grammar_of(&schema)?)
     } else {
         Output::Text
     };
@@ -373,304 +406,6 @@ fn render(loaded: &Loaded, messages: &[Message]) -> Result<String> {
     Ok(prompt)
 }
 
-/// Free-first sampling with an optional grammar check (see the module docs).
-struct Sampler {
-    free: LlamaSampler,
-    grammar: Option<LlamaSampler>,
-    resample: Option<LlamaSampler>,
-}
-
-impl Sampler {
-    fn new(model: &LlamaModel, job: &Job, seed: u32) -> Result<Self> {
-        let greedy = job.temperature <= 0.0;
-        let free = if greedy {
-            LlamaSampler::greedy()
-        } else {
-            LlamaSampler::chain_simple([
-                LlamaSampler::temp(job.temperature),
-                LlamaSampler::dist(seed),
-            ])
-        };
-        let grammar = match &job.output {
-            Output::Text => None,
-            Output::Json(g) | Output::Tools(g) => Some(
-                LlamaSampler::grammar(model, g, "root")
-                    .map_err(|e| embedded(format!("invalid grammar: {e}")))?,
-            ),
-        };
-        let resample = (!greedy).then(|| {
-            LlamaSampler::chain_simple([
-                LlamaSampler::temp(job.temperature),
-                LlamaSampler::dist(seed.wrapping_add(1)),
-            ])
-        });
-        Ok(Self {
-            free,
-            grammar,
-            resample,
-        })
-    }
-
-    fn next(
-        &mut self,
-        ctx: &llama_cpp_2::context::LlamaContext<'_>,
-        idx: i32,
-    ) -> Result<LlamaToken> {
-        let candidate = self.free.sample(ctx, idx);
-        let Some(grammar) = &mut self.grammar else {
-            return Ok(candidate);
-        };
-        let logit = usize::try_from(candidate.0)
-            .ok()
-            .and_then(|i| ctx.get_logits_ith(idx).get(i).copied())
-            .unwrap_or(0.0);
-        let mut one =
-            LlamaTokenDataArray::new(vec![LlamaTokenData::new(candidate, logit, 0.0)], false);
-        grammar.apply(&mut one);
-        let allowed = one.data.first().is_some_and(|d| d.logit().is_finite());
-        let token = if allowed {
-            candidate
-        } else {
-            let mut all = ctx.token_data_array_ith(idx);
-            grammar.apply(&mut all);
-            match &mut self.resample {
-                None => all.sample_token_greedy(),
-                Some(chain) => {
-                    all.apply_sampler(chain);
-                    all.selected_token()
-                        .ok_or_else(|| embedded("the grammar admits no token"))?
-                }
-            }
-        };
-        grammar
-            .try_accept(token)
-            .map_err(|e| embedded(format!("grammar rejected a token: {e}")))?;
-        Ok(token)
-    }
-}
-
-/// Holds back text that could be the start of a stop sequence.
-struct TextOut {
-    utf8: Vec<u8>,
-    pending: String,
-    stops: Vec<String>,
-    hold: usize,
-}
-
-impl TextOut {
-    fn new(stops: Vec<String>) -> Self {
-        let hold = stops
-            .iter()
-            .map(|s| s.chars().count())
-            .max()
-            .unwrap_or(1)
-            .saturating_sub(1);
-        Self {
-            utf8: Vec::new(),
-            pending: String::new(),
-            stops,
-            hold,
-        }
-    }
-
-    /// Adds token bytes; returns text safe to emit and whether a stop sequence was hit.
-    fn push(&mut self, bytes: &[u8]) -> (String, bool) {
-        self.utf8.extend_from_slice(bytes);
-        let valid = match std::str::from_utf8(&self.utf8) {
-            Ok(s) => s.len(),
-            Err(e) => e.valid_up_to(),
-        };
-        let rest = self.utf8.split_off(valid);
-        self.pending
-            .push_str(&String::from_utf8_lossy(&std::mem::replace(
-                &mut self.utf8,
-                rest,
-            )));
-        if let Some(i) = self
-            .stops
-            .iter()
-            .filter_map(|s| self.pending.find(s.as_str()))
-            .min()
-        {
-            let out = self.pending[..i].to_string();
-            self.pending.clear();
-            return (out, true);
-        }
-        let chars = self.pending.chars().count();
-        if chars <= self.hold {
-            return (String::new(), false);
-        }
-        let cut = self
-            .pending
-            .char_indices()
-            .nth(chars - self.hold)
-            .map_or(self.pending.len(), |(i, _)| i);
-        let rest = self.pending.split_off(cut);
-        (std::mem::replace(&mut self.pending, rest), false)
-    }
-
-    fn finish(&mut self) -> String {
-        let mut s = std::mem::take(&mut self.pending);
-        s.push_str(&String::from_utf8_lossy(&std::mem::take(&mut self.utf8)));
-        s
-    }
-}
-
-fn send(tx: &EventSender, event: StreamEvent) -> Result<()> {
-    // The consumer dropped the stream: stop generating.
-    tx.blocking_send(Ok(event)).map_err(|_| Error::Cancelled)
-}
-
-fn generate(
-    loaded: &Loaded,
-    job: &Job,
-    settings: &EmbeddedSettings,
-    cancel: &CancellationToken,
-    tx: &EventSender,
-) -> Result<()> {
-    let _busy = loaded
-        .busy
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let model = &loaded.model;
-    let vocab = model.vocab();
-    let tokens = tokenize(model, &job.prompt)?;
-    let n_prompt = u32::try_from(tokens.len()).map_err(embedded)?;
-    let limit = settings.context.min(model.n_ctx_train().max(256));
-    if n_prompt + 1 >= limit {
-        return Err(embedded(format!(
-            "the prompt has {n_prompt} tokens; the context holds {limit}"
-        )));
-    }
-    let max_tokens = job.max_tokens.min(limit - n_prompt);
-    // Size the context to the request: allocating the whole window for a short call costs
-    // more than the call.
-    let n_ctx = (n_prompt + max_tokens)
-        .div_ceil(256)
-        .saturating_mul(256)
-        .min(limit);
-    let n_batch = n_ctx.min(512);
-    let threads = i32::try_from(settings.threads.max(1)).unwrap_or(1);
-    let params = LlamaContextParams::default()
-        .with_n_ctx(NonZeroU32::new(n_ctx))
-        .with_n_batch(n_batch)
-        .with_n_ubatch(n_batch)
-        .with_n_threads(threads)
-        .with_n_threads_batch(threads);
-    let mut ctx = model.new_context(backend()?, params).map_err(embedded)?;
-    let mut batch = LlamaBatch::new(n_batch as usize, 1);
-    let last = tokens.len().saturating_sub(1);
-    for (c, chunk) in tokens.chunks(n_batch as usize).enumerate() {
-        if cancel.is_cancelled() {
-            return Err(Error::Cancelled);
-        }
-        batch.clear();
-        for (j, t) in chunk.iter().enumerate() {
-            let pos = c * n_batch as usize + j;
-            let pos_i32 = i32::try_from(pos).map_err(embedded)?;
-            batch
-                .add(*t, pos_i32, &[0], pos == last)
-                .map_err(embedded)?;
-        }
-        ctx.decode(&mut batch).map_err(embedded)?;
-    }
-    let mut logits_idx = batch.n_tokens() - 1;
-    let mut sampler = Sampler::new(model, job, settings.seed)?;
-    let buffered = matches!(job.output, Output::Tools(_));
-    let mut out = TextOut::new(job.stop.clone());
-    let mut collected = String::new();
-    let mut pos = i32::try_from(n_prompt).map_err(embedded)?;
-    let mut generated = 0u32;
-    let mut piece = Vec::with_capacity(32);
-    let reason = loop {
-        if cancel.is_cancelled() {
-            return Err(Error::Cancelled);
-        }
-        if generated >= max_tokens {
-            break FinishReason::Length;
-        }
-        let token = sampler.next(&ctx, logits_idx)?;
-        if vocab.is_eog(token) && !settings.ignore_eos {
-            break FinishReason::Stop;
-        }
-        generated += 1;
-        piece.clear();
-        vocab.token_to_piece_into(token, &mut piece, false, None);
-        let (text, stopped) = out.push(&piece);
-        if !text.is_empty() {
-            if buffered {
-                collected.push_str(&text);
-            } else {
-                send(tx, StreamEvent::TextDelta { text })?;
-            }
-        }
-        if stopped {
-            break FinishReason::Stop;
-        }
-        batch.clear();
-        batch.add(token, pos, &[0], true).map_err(embedded)?;
-        pos += 1;
-        ctx.decode(&mut batch).map_err(embedded)?;
-        logits_idx = 0;
-    };
-    let rest = out.finish();
-    let mut reason = reason;
-    if buffered {
-        collected.push_str(&rest);
-        reason = emit_tool_answer(tx, &collected, reason)?;
-    } else if !rest.is_empty() {
-        send(tx, StreamEvent::TextDelta { text: rest })?;
-    }
-    send(
-        tx,
-        StreamEvent::Usage {
-            usage: Usage {
-                prompt_tokens: u64::from(n_prompt),
-                completion_tokens: u64::from(generated),
-                cached_prompt_tokens: 0,
-            },
-        },
-    )?;
-    send(tx, StreamEvent::Finish { reason })
-}
-
-/// Maps a tools-mode answer to a tool call or text.
-fn emit_tool_answer(tx: &EventSender, text: &str, reason: FinishReason) -> Result<FinishReason> {
-    // A reply cut by `max_tokens` is closed by the normaliser so the partial answer survives.
-    let parsed: Option<Value> = serde_json::from_str(text).ok().or_else(|| {
-        let options = crate::normalise::NormaliseOptions { max_repairs: 4 };
-        crate::normalise::normalise_value(text, &json!({"type": "object"}), options)
-            .ok()
-            .map(|n| n.value)
-    });
-    if let Some(v) = &parsed
-        && let Some(name) = v.get("tool").and_then(Value::as_str)
-    {
-        let arguments = v.get("arguments").cloned().unwrap_or(json!({}));
-        send(
-            tx,
-            StreamEvent::ToolCallDelta {
-                index: 0,
-                id: Some("call_0".into()),
-                name: Some(name.to_string()),
-                arguments: arguments.to_string(),
-            },
-        )?;
-        return Ok(if reason == FinishReason::Length {
-            reason
-        } else {
-            FinishReason::ToolCalls
-        });
-    }
-    let answer = parsed
-        .as_ref()
-        .and_then(|v| v.get("answer"))
-        .and_then(Value::as_str)
-        .map_or_else(|| text.to_string(), str::to_string);
-    send(tx, StreamEvent::TextDelta { text: answer })?;
-    Ok(reason)
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -711,7 +446,7 @@ mod tests {
             }],
             ..ChatRequest::default()
         };
-        let (schema, instruction) = tools_schema(&request);
+        let (schema, instruction) = tools_schema(&request).unwrap();
         assert!(
             before(&instruction, "\"alpha\"", "\"zeta\""),
             "{instruction}"
@@ -720,8 +455,37 @@ mod tests {
             before(&instruction, "\"properties\"", "\"type\""),
             "{instruction}"
         );
-        let grammar = grammar_for(&schema).unwrap();
+        let grammar = grammar_of(&schema).unwrap();
         assert!(before(&grammar, "alpha-kv", "zeta-kv"), "{grammar}");
+        // A call names its tool before its arguments.
+        assert!(before(&grammar, "tool-kv", "arguments-kv"), "{grammar}");
+        assert!(grammar.contains("answer-kv"), "{grammar}");
+    }
+
+    #[test]
+    fn a_final_format_is_the_answer_a_tool_request_may_give() {
+        let request = ChatRequest {
+            tools: vec![ToolSpec {
+                name: "read_file".into(),
+                description: "Reads a file.".into(),
+                parameters: json!({"type": "object", "properties": {"path": {"type": "string"}},
+                    "required": ["path"]}),
+            }],
+            final_format: Some(crate::types::ResponseFormat {
+                name: "report".into(),
+                schema: unsorted_schema(),
+            }),
+            ..ChatRequest::default()
+        };
+        let (schema, instruction) = tools_schema(&request).unwrap();
+        assert!(instruction.contains("OUTPUT FORMAT"), "{instruction}");
+        let grammar = grammar_of(&schema).unwrap();
+        // The report's keys are alternatives of the root; no `answer` wrapper.
+        assert!(
+            grammar.contains("zeta-kv") && grammar.contains("path-kv"),
+            "{grammar}"
+        );
+        assert!(!grammar.contains("answer-kv"), "{grammar}");
     }
 
     #[test]

@@ -151,6 +151,12 @@ pub struct ChatRequest {
     /// Ask for a JSON answer matching a schema.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub response_format: Option<ResponseFormat>,
+    /// With `tools`: the schema an answer that calls no tool follows (an agent's final
+    /// report). A provider that constrains output (the embedded model) makes the final
+    /// answer that object, so the caller needs no second call to get it; the others leave
+    /// it to the prompt's instructions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub final_format: Option<ResponseFormat>,
     /// Token budget for thinking (Anthropic extended thinking); `None` disables it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub thinking_budget: Option<u32>,
