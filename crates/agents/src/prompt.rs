@@ -98,6 +98,40 @@ pub fn output_instruction() -> String {
     )
 }
 
+/// The stage's `failure_criteria` in words. The workflow's keys are the engine's, not the
+/// model's: `agent_defined: true` (seed 000) means the agent's own report decides, which a
+/// model is told as such; echoing the raw object made models quote "the `agent_defined`
+/// condition" back to the user.
+fn failure_text(criteria: &Value) -> Option<String> {
+    let Value::Object(map) = criteria else {
+        return None;
+    };
+    let mut lines = Vec::new();
+    // Sorted, so the prompt is the same whatever the map's order.
+    let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+    entries.sort_by(|a, b| a.0.cmp(b.0));
+    for (key, value) in entries {
+        match (key.as_str(), value) {
+            ("agent_defined", Value::Bool(true)) => lines.push(
+                "You judge whether this stage failed: set `failure` to true in your report \
+                 only if you could not do the stage's work."
+                    .to_string(),
+            ),
+            ("agent_defined", _) => {}
+            (key, Value::String(text)) => lines.push(format!(
+                "The stage fails when {}: {text}",
+                key.replace('_', " ")
+            )),
+            (key, other) => lines.push(format!(
+                "The stage fails when {}: {}",
+                key.replace('_', " "),
+                to_canonical_string(other).unwrap_or_default()
+            )),
+        }
+    }
+    (!lines.is_empty()).then(|| lines.join("\n") + "\n")
+}
+
 /// Context messages in a fixed order, skipping empty ones.
 pub fn context_messages(parts: &[(ContextKind, String)]) -> Vec<Message> {
     let mut parts: Vec<&(ContextKind, String)> =
@@ -127,9 +161,8 @@ pub fn task_text(task: &str, stage: &Value, attempt: u32, previous: Option<&Valu
             s.push_str(&format!("{label}: {}\n", v.trim()));
         }
     }
-    if let Some(fc) = stage.get("failure_criteria").filter(|v| !v.is_null()) {
-        let fc = to_canonical_string(fc).unwrap_or_default();
-        s.push_str(&format!("The stage fails when: {fc}\n"));
+    if let Some(fc) = stage.get("failure_criteria").and_then(failure_text) {
+        s.push_str(&fc);
     }
     let mut produces: Vec<&str> = stage
         .get("produces")
@@ -322,6 +355,26 @@ mod tests {
     }
 
     #[test]
+    fn failure_criteria_are_told_in_words_never_as_the_engine_keys() {
+        let stage = json!({"stage_name": "s", "failure_criteria": {"agent_defined": true}});
+        let text = task_text("do it", &stage, 1, None);
+        assert!(!text.contains("agent_defined"), "{text}");
+        assert!(
+            text.contains("set `failure` to true in your report only if"),
+            "{text}"
+        );
+        let stage = json!({"stage_name": "s", "failure_criteria": {"agent_defined": false}});
+        assert!(!task_text("do it", &stage, 1, None).contains("fail"));
+        let stage =
+            json!({"stage_name": "s", "failure_criteria": {"tests_fail": "any test fails"}});
+        let text = task_text("do it", &stage, 1, None);
+        assert!(
+            text.contains("The stage fails when tests fail: any test fails"),
+            "{text}"
+        );
+    }
+
+    #[test]
     fn json_in_prompts_is_sorted_whatever_the_map_order() {
         // StageReport declares failure, output, files_changed, findings; the prompt sorts.
         let text = output_instruction();
@@ -333,7 +386,10 @@ mod tests {
         fc.insert("alpha".into(), json!(2));
         let stage = json!({"stage_name": "s", "failure_criteria": Value::Object(fc)});
         let text = task_text("do it", &stage, 1, None);
-        assert!(text.contains(r#"{"alpha":2,"zeta":1}"#), "{text}");
+        assert!(
+            before(&text, "fails when alpha: 2", "fails when zeta: 1"),
+            "{text}"
+        );
 
         let mut results = Map::new();
         results.insert("review".into(), json!({"output": {"output": "r"}}));
