@@ -206,3 +206,59 @@ async fn the_small_model_answers_structured_questions_ten_of_ten() {
     }
     assert!(paris, "SmolLM2 knows the capital of France");
 }
+
+/// The usage of one streamed call.
+async fn usage_of(p: &dyn ModelProvider, req: ChatRequest) -> trellis_llm::Usage {
+    let mut stream = p.stream(req, CancellationToken::new());
+    let mut usage = None;
+    while let Some(e) = stream.next().await {
+        if let StreamEvent::Usage { usage: u } = e.unwrap() {
+            usage = Some(u);
+        }
+    }
+    usage.unwrap()
+}
+
+/// A growing conversation decodes only what is new: the second call of a conversation
+/// reuses the first call's prompt from the KV cache, a different conversation does not
+/// disturb it (it takes a slot of its own), and the same prompt again reuses all but its
+/// last token (whose logits start the answer).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_growing_conversation_reuses_its_cached_prefix() {
+    let p = provider("tiny");
+    let system = Message::system("You write code. ".repeat(40));
+    let first = ChatRequest {
+        max_tokens: Some(8),
+        ..ChatRequest::new(vec![system.clone(), Message::user("fn main")])
+    };
+    let u1 = usage_of(p.as_ref(), first.clone()).await;
+    assert_eq!(u1.cached_prompt_tokens, 0, "{u1:?}");
+    assert!(u1.prompt_tokens > 64, "{u1:?}");
+    let again = usage_of(p.as_ref(), first.clone()).await;
+    assert_eq!(
+        again.cached_prompt_tokens + 1,
+        again.prompt_tokens,
+        "{again:?}"
+    );
+
+    // Another conversation in between.
+    let other = ChatRequest {
+        max_tokens: Some(8),
+        ..ChatRequest::new(vec![
+            Message::system("Something else entirely. ".repeat(30)),
+            Message::user("hello"),
+        ])
+    };
+    let u = usage_of(p.as_ref(), other).await;
+    assert_eq!(u.cached_prompt_tokens, 0, "{u:?}");
+
+    let mut grown = first.clone();
+    grown.messages.push(Message::assistant("fn main() {}"));
+    grown.messages.push(Message::user("now add a test"));
+    let u2 = usage_of(p.as_ref(), grown).await;
+    assert!(
+        u2.cached_prompt_tokens + 8 >= u1.prompt_tokens
+            && u2.cached_prompt_tokens < u2.prompt_tokens,
+        "the first prompt is reused: {u1:?} then {u2:?}"
+    );
+}
