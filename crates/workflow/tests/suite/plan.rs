@@ -226,6 +226,8 @@ async fn always_failing_stage_aborts_after_max_attempts() {
     };
     let out = run(&plan, &script).await;
     assert_eq!(out.terminal.as_ref().unwrap().as_str(), "ABORT");
+    // The failure route back to code_generation is taken max_attempts (3) times — the first
+    // two through adaptive retrieval, the third directly — and the fourth failure aborts.
     assert_eq!(
         log(&script),
         [
@@ -237,7 +239,17 @@ async fn always_failing_stage_aborts_after_max_attempts() {
             "adaptive_retrieval#2",
             "code_generation#3",
             "test_generation_and_execution#3",
+            "code_generation#4",
+            "test_generation_and_execution#4",
         ]
+    );
+    assert!(
+        out.error
+            .as_deref()
+            .unwrap_or_default()
+            .contains("max_attempts (3) reached"),
+        "{:?}",
+        out.error
     );
 }
 
