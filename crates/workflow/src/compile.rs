@@ -16,7 +16,8 @@
 //! Channels: `task` (replace; the run's input `{"task": "…"}`), `orchestrator` (replace; the
 //! orchestrator's decisions, stored with the run), `current_stage` (replace; the stage node
 //! that ran last), `stage_results` (merge; `{stage: {failure, attempt, output}}` where
-//! `output` is the stage handler's recorded result), `retrieval_context` (merge; upfront
+//! `output` is the stage handler's recorded result, or a multi-agent stage's combined
+//! `{output, findings, files_changed}`), `retrieval_context` (merge; upfront
 //! context per stage), `enriched_context` (merge; adaptive context per retry stage),
 //! `retry_stage` (replace; where adaptive retrieval routes), `outcome` (replace; `DONE` or
 //! `ABORT`).
@@ -28,7 +29,7 @@ use serde_json::{Value, json};
 use trellis_graph::{
     Graph, GraphBuilder, NodeContext, NodeError, NodeHandler, NodeOutput, Reducer, RouteContext,
 };
-use trellis_protocol::{NodeId, TerminalKind};
+use trellis_protocol::{NodeId, NodeState, TerminalKind};
 
 use crate::error::Result;
 use crate::fanout::{
@@ -211,6 +212,74 @@ fn child(inner: Arc<dyn NodeHandler>) -> impl NodeHandler {
     move |ctx: NodeContext| {
         let inner = inner.clone();
         async move { Ok(call(&inner, ctx).await) }
+    }
+}
+
+/// The collector of a stage with several agents: the failure aggregation's verdict, recorded
+/// as the engine records it for a collector without a handler (`{aggregate, children}`), and
+/// the stage's `stage_results` entry, its agents' reports combined. So such a stage reports
+/// like a single agent's: in the run's summary, to later stages and to adaptive retrieval —
+/// and seed 000's `lint_and_format`, failing to DONE, leaves its report in the result.
+fn parallel_result(stage: String) -> impl NodeHandler {
+    move |ctx: NodeContext| {
+        let stage = stage.clone();
+        async move {
+            let Some((children, aggregate)) = ctx.children else {
+                return Err(NodeError::new(format!(
+                    "the collector of `{stage}` ran without its agents' outcomes"
+                )));
+            };
+            let (mut text, mut findings, mut files) = (Vec::new(), Vec::new(), Vec::new());
+            for c in children.iter().filter(|c| c.state != NodeState::Pruned) {
+                let said = c
+                    .result
+                    .get("output")
+                    .or_else(|| c.result.get("reason"))
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                let how = if c.state == NodeState::Failed {
+                    "failed"
+                } else {
+                    "succeeded"
+                };
+                text.push(if said.trim().is_empty() {
+                    format!("{} ({how})", c.key)
+                } else {
+                    format!("{} ({how}): {said}", c.key)
+                });
+                let strings = |key: &str| {
+                    c.result
+                        .get(key)
+                        .and_then(Value::as_array)
+                        .into_iter()
+                        .flatten()
+                        .filter_map(Value::as_str)
+                        .map(str::to_owned)
+                        .collect::<Vec<_>>()
+                };
+                findings.extend(
+                    strings("findings")
+                        .into_iter()
+                        .map(|f| format!("{}: {f}", c.key)),
+                );
+                files.extend(strings("files_changed"));
+            }
+            files.sort();
+            files.dedup();
+            let failure = aggregate.failed;
+            let entry = json!({ stage.as_str(): {
+                "failure": failure,
+                "attempt": ctx.attempt,
+                "output": { "output": text.join("\n\n"), "findings": findings, "files_changed": files },
+            }});
+            let result = json!({ "aggregate": aggregate, "children": children });
+            let out = if failure {
+                NodeOutput::failure("failure policy").result(result)
+            } else {
+                NodeOutput::success().result(result)
+            };
+            Ok(out.write("stage_results", entry))
+        }
     }
 }
 
@@ -453,7 +522,7 @@ pub fn compile(plan: &Plan, handlers: &dyn StageHandlers) -> Result<Graph> {
                         from.as_str(),
                         stage.as_str(),
                         route.failure_aggregation.policy(),
-                        None,
+                        Some(Arc::new(parallel_result(stage.clone()))),
                     );
             }
         }

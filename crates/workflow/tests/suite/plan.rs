@@ -292,8 +292,16 @@ async fn parallel_stage_uses_the_failure_aggregation() {
     .unwrap();
     assert!(!plan.adaptive_retrieval);
     let s = script();
-    assert_eq!(run(&plan, &s).await.terminal.unwrap().as_str(), "DONE");
+    let out = run(&plan, &s).await;
+    assert_eq!(out.terminal.as_ref().unwrap().as_str(), "DONE");
     assert_eq!(log(&s).len(), 3);
+    // The collector records the stage's result, its agents' reports combined.
+    let result = out.state.get_in("stage_results", "review").unwrap();
+    assert_eq!(result["failure"], false);
+    assert_eq!(
+        result["output"]["output"],
+        "a (failed): scripted failure\n\nb (succeeded)\n\nc (succeeded)"
+    );
 
     let plan = assemble(
         &load_str("p", &yaml("any_fails"), None).unwrap(),
