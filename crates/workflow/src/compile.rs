@@ -3,14 +3,16 @@
 //! - one node per stage, named after the stage; skipped stages are SKIPPED nodes the engine
 //!   bypasses along their success route;
 //! - a stage with several agents is a fan-out node (one child per agent) plus a collector
-//!   `<stage>:collect` applying the stage's failure aggregation; routing leaves from the
-//!   collector;
-//! - after a failure: while the stage's enrichment counter is below [`MAX_ENRICHMENTS`], to
-//!   `adaptive_retrieval`, which enriches the context of the *retry stage* and routes to it —
-//!   the failed stage's `next_stage_on_failure` when that is a planned stage (seed 000's
-//!   walk-through: failing tests enrich and re-run `code_generation`), otherwise the failed
-//!   stage itself; after that, failures go to `next_stage_on_failure`; reaching
-//!   `max_attempts` goes to ABORT first;
+//!   `<stage>:collect` applying the stage's failure aggregation and recording the stage's
+//!   result (its agents' reports combined); routing leaves from the collector;
+//! - after a failure (seed 000: "when stage reaches max_attempts, conditional edge routes to
+//!   failure path"): a `next_stage_on_failure` of DONE or ABORT is taken as written, at once;
+//!   one to a stage is taken at most `max_attempts` times per stage in a run (the engine counts
+//!   them, [`trellis_graph::RouteContext::failure_routes`]), after which the run ends at ABORT.
+//!   While the failed stage's enrichment counter is below [`MAX_ENRICHMENTS`], the way back
+//!   goes through `adaptive_retrieval`, which enriches the context of the *retry stage* and
+//!   routes to it — the failure route's stage when it is planned (seed 000's walk-through:
+//!   failing tests enrich and re-run `code_generation`), otherwise the failed stage itself;
 //! - `DONE` and `ABORT` terminals.
 //!
 //! Channels: `task` (replace; the run's input `{"task": "…"}`), `orchestrator` (replace; the
@@ -315,6 +317,11 @@ fn retrieval(
     }
 }
 
+/// Whether a routing target is one of the plan's terminals rather than a stage.
+fn is_terminal(target: &str) -> bool {
+    matches!(target, "DONE" | "ABORT")
+}
+
 fn terminal(name: &'static str) -> Arc<dyn NodeHandler> {
     Arc::new(move |_ctx: NodeContext| async move {
         Ok::<_, NodeError>(NodeOutput::success().write("outcome", json!(name)))
@@ -551,16 +558,26 @@ pub fn compile(plan: &Plan, handlers: &dyn StageHandlers) -> Result<Graph> {
                 to.as_str()
             } else if !r.failed {
                 success.as_str()
-            } else if collector_max.is_some_and(|m| r.attempt >= m)
-                || (gate && r.result.get("feedback").is_none_or(Value::is_null))
-            {
+            } else if gate && r.result.get("feedback").is_none_or(Value::is_null) {
                 "ABORT"
+            } else if is_terminal(&failure) {
+                // Taken as written: enriching a stage that will not run again is wasted.
+                failure.as_str()
             } else if enriches && r.counter(&counter) < MAX_ENRICHMENTS {
                 ADAPTIVE_RETRIEVAL
             } else {
                 failure.as_str()
             };
-            Ok(vec![NodeId::from(to)])
+            // The engine bounds a task node's failure routes (`max_attempts(n, "ABORT")`);
+            // a collector has no such bound in the graph, so its router applies the same one.
+            let exhausted = collector_max.is_some_and(|m| r.failure_routes >= m);
+            Ok(vec![NodeId::from(
+                if r.failed && exhausted && !is_terminal(to) {
+                    "ABORT"
+                } else {
+                    to
+                },
+            )])
         });
     }
     if adaptive {

@@ -182,9 +182,11 @@ pub struct Route {
     pub stage: String,
     /// After success.
     pub next_on_success: String,
-    /// After failure, once adaptive retrieval is spent.
+    /// After failure: DONE or ABORT at once; a stage through adaptive retrieval while it
+    /// lasts.
     pub next_on_failure: String,
-    /// Activations before a failure goes to ABORT (`None`: unlimited).
+    /// How often a failure may be routed back to a stage (through `next_on_failure` or an
+    /// outcome) before the next one goes to ABORT (`None`: unlimited).
     pub max_attempts: Option<u32>,
     /// How parallel agents' failures combine.
     pub failure_aggregation: Aggregation,

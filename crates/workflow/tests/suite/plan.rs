@@ -282,8 +282,8 @@ async fn parallel_stage_uses_the_failure_aggregation() {
         ..Script::default()
     };
     // One of three fails: majority_fail passes; any_fails routes back to the stage itself (no
-    // retrieval config, so no enrichment) until max_attempts and aborts; only the failed child
-    // re-runs.
+    // retrieval config, so no enrichment) max_attempts (2) times, and the third failure aborts;
+    // only the failed child re-runs.
     let plan = assemble(
         &load_str("p", &yaml("majority_fail"), None).unwrap(),
         &Decisions::default(),
@@ -315,7 +315,7 @@ async fn parallel_stage_uses_the_failure_aggregation() {
     let log = log(&s);
     assert_eq!(
         log.iter().filter(|l| l.starts_with("review/a#")).count(),
-        2,
+        3,
         "{log:?}"
     );
     assert_eq!(
