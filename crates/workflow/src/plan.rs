@@ -252,6 +252,43 @@ impl Plan {
         self.planned.iter().any(|p| p.context.stage_name == stage)
     }
 
+    /// Where a failure of `route`'s stage leads, in words, as the compiled graph routes it:
+    /// DONE or ABORT at once; a stage at most `max_attempts` times — the first ones through
+    /// adaptive retrieval when it is on — then ABORT.
+    pub fn failure_path(&self, route: &Route) -> String {
+        let to = route.next_on_failure.as_str();
+        if matches!(to, "DONE" | "ABORT") {
+            return to.to_owned();
+        }
+        let enriches = self.adaptive_retrieval
+            && self
+                .planned
+                .iter()
+                .any(|p| p.context.stage_name == route.stage && p.context.kind.is_agent());
+        let via = if enriches {
+            let n = crate::compile::MAX_ENRICHMENTS;
+            let first = match route.max_attempts {
+                Some(m) if i64::from(m) <= n => String::new(),
+                _ => format!("the first {n} "),
+            };
+            // Adaptive retrieval retries a planned stage; a skipped one is bypassed, so it
+            // retries the failed stage instead.
+            let retry = if self.is_planned(to) {
+                String::new()
+            } else {
+                format!(", which retries {}", route.stage)
+            };
+            format!(" ({first}through adaptive_retrieval{retry})")
+        } else {
+            String::new()
+        };
+        match route.max_attempts {
+            Some(1) => format!("{to} once{via}, then ABORT"),
+            Some(n) => format!("{to} up to {n} times{via}, then ABORT"),
+            None => format!("{to}{via}"),
+        }
+    }
+
     /// Whether the compiled graph starts with an upfront-retrieval node: the workflow has a
     /// `retrieval_strategy_config` that is not `enabled: false`, and stages to run. (The
     /// graph's shape depends on the plan alone, so a stored run's graph can be rebuilt.)

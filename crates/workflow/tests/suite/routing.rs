@@ -340,3 +340,20 @@ async fn record_the_stored_run() {
     );
     std::fs::write(path, serde_json::to_string_pretty(&prefix).unwrap() + "\n").unwrap();
 }
+
+#[test]
+fn failure_paths_read_as_the_graph_routes() {
+    let plan = feature_plan();
+    let path =
+        |stage: &str| plan.failure_path(plan.routing.iter().find(|r| r.stage == stage).unwrap());
+    assert_eq!(path("code_generation"), "ABORT");
+    assert_eq!(
+        path("test_generation_and_execution"),
+        "code_generation up to 3 times (the first 2 through adaptive_retrieval), then ABORT"
+    );
+    assert_eq!(
+        path("security_review"),
+        "code_generation once (through adaptive_retrieval), then ABORT"
+    );
+    assert_eq!(path("lint_and_format"), "DONE");
+}
