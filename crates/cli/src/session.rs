@@ -78,25 +78,7 @@ fn print_graph(plan: &Plan) {
         if !plan.is_planned(&r.stage) {
             continue;
         }
-        let failure = if r.max_attempts == Some(1) {
-            "ABORT (max_attempts 1)".to_owned()
-        } else {
-            let target = if plan.is_planned(&r.next_on_failure) {
-                r.next_on_failure.as_str()
-            } else {
-                r.stage.as_str()
-            };
-            let retry = if plan.adaptive_retrieval {
-                format!("adaptive_retrieval → {target} (up to 2×), then ")
-            } else {
-                String::new()
-            };
-            let max = r
-                .max_attempts
-                .map(|n| format!("; its {n}th failure → ABORT"))
-                .unwrap_or_default();
-            format!("{retry}{}{max}", r.next_on_failure)
-        };
+        let failure = plan.failure_path(r);
         println!("  {} ✓→ {}   ✗→ {failure}", r.stage, r.next_on_success);
     }
 }

@@ -253,17 +253,16 @@ pub fn print_plan(plan: &Plan, json: bool) -> anyhow::Result<ExitCode> {
     println!("routing:");
     for r in &plan.routing {
         println!(
-            "  {:<32} success → {:<32} failure → {:<16} max_attempts: {}",
+            "  {:<32} success → {:<32} failure → {}",
             r.stage,
             r.next_on_success,
-            r.next_on_failure,
-            r.max_attempts.map_or("unlimited".into(), |n| n.to_string())
+            plan.failure_path(r)
         );
     }
     println!(
         "adaptive retrieval: {}",
         if plan.adaptive_retrieval {
-            "on failure, up to 2 enrichments per stage, each followed by a retry of the stage on the failure route (or of the failed stage)"
+            "on a failure routed back to a stage, up to 2 enrichments per failed stage, each before that stage runs again (failures routed to DONE or ABORT end the run there)"
         } else {
             "off"
         }

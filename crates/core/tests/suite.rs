@@ -5,6 +5,7 @@ mod feature;
 mod llama_shared;
 mod lsp;
 mod nodes;
+mod routing;
 mod service;
 mod service_bench;
 mod stage_tools;

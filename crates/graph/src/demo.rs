@@ -2,8 +2,8 @@
 //!
 //! - `feature`: seed 000's `feature_with_iterative_testing` loop with simulated stages —
 //!   code_generation → test_generation → security_review → lint_and_format → DONE, where a
-//!   failing stage goes through `adaptive_retrieval` (at most 2 enrichments) and back, and
-//!   `max_attempts` routes to ABORT. `test_generation` fails its first `fail_first` attempts
+//!   failing stage goes through `adaptive_retrieval` (at most 2 enrichments) and back, at most
+//!   `max_attempts` (3) times, then to ABORT. `test_generation` fails its first `fail_first` attempts
 //!   (default 2), so a default run takes 9 node steps, like the LangGraph anchor's G1.
 //! - `fanout`: an orchestrator spawns `n` workers (every 7th fails), a collector aggregates
 //!   them with `policy` (`any_fails`, `all_fail`, `majority_fail`, or `{"quorum": k}`).

@@ -390,6 +390,9 @@ pub struct RouteContext<'a> {
     pub counters: &'a BTreeMap<String, i64>,
     /// Attempts per node.
     pub attempts: &'a Attempts,
+    /// How many earlier failed activations of this node were routed back into the graph (to
+    /// a node that is not a terminal): what `max_attempts` bounds.
+    pub failure_routes: u32,
 }
 
 impl RouteContext<'_> {

@@ -185,8 +185,11 @@ pub struct NodeOptions<'a> {
 }
 
 impl NodeOptions<'_> {
-    /// After `n` failed attempts, route straight to `on_exhausted` (seed 000: reaching
-    /// max_attempts routes to the failure path without consulting the router).
+    /// Bounds the node's failure routes back into the graph (seed 000's `max_attempts`): a
+    /// failed activation is routed as its edge says, and a route to terminals only is always
+    /// taken; a route to any other node (a retry, an earlier node, an enrichment step) is taken
+    /// at most `n` times per run, after which such failures go to `on_exhausted` instead.
+    /// Also bounds the node's revisions to `n`.
     pub fn max_attempts(self, n: u32, on_exhausted: impl Into<NodeId>) -> Self {
         self.def.max_attempts = Some(n.max(1));
         self.def.on_exhausted = Some(on_exhausted.into());

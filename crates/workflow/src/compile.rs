@@ -3,20 +3,23 @@
 //! - one node per stage, named after the stage; skipped stages are SKIPPED nodes the engine
 //!   bypasses along their success route;
 //! - a stage with several agents is a fan-out node (one child per agent) plus a collector
-//!   `<stage>:collect` applying the stage's failure aggregation; routing leaves from the
-//!   collector;
-//! - after a failure: while the stage's enrichment counter is below [`MAX_ENRICHMENTS`], to
-//!   `adaptive_retrieval`, which enriches the context of the *retry stage* and routes to it —
-//!   the failed stage's `next_stage_on_failure` when that is a planned stage (seed 000's
-//!   walk-through: failing tests enrich and re-run `code_generation`), otherwise the failed
-//!   stage itself; after that, failures go to `next_stage_on_failure`; reaching
-//!   `max_attempts` goes to ABORT first;
+//!   `<stage>:collect` applying the stage's failure aggregation and recording the stage's
+//!   result (its agents' reports combined); routing leaves from the collector;
+//! - after a failure (seed 000: "when stage reaches max_attempts, conditional edge routes to
+//!   failure path"): a `next_stage_on_failure` of DONE or ABORT is taken as written, at once;
+//!   one to a stage is taken at most `max_attempts` times per stage in a run (the engine counts
+//!   them, [`trellis_graph::RouteContext::failure_routes`]), after which the run ends at ABORT.
+//!   While the failed stage's enrichment counter is below [`MAX_ENRICHMENTS`], the way back
+//!   goes through `adaptive_retrieval`, which enriches the context of the *retry stage* and
+//!   routes to it — the failure route's stage when it is planned (seed 000's walk-through:
+//!   failing tests enrich and re-run `code_generation`), otherwise the failed stage itself;
 //! - `DONE` and `ABORT` terminals.
 //!
 //! Channels: `task` (replace; the run's input `{"task": "…"}`), `orchestrator` (replace; the
 //! orchestrator's decisions, stored with the run), `current_stage` (replace; the stage node
 //! that ran last), `stage_results` (merge; `{stage: {failure, attempt, output}}` where
-//! `output` is the stage handler's recorded result), `retrieval_context` (merge; upfront
+//! `output` is the stage handler's recorded result, or a multi-agent stage's combined
+//! `{output, findings, files_changed}`), `retrieval_context` (merge; upfront
 //! context per stage), `enriched_context` (merge; adaptive context per retry stage),
 //! `retry_stage` (replace; where adaptive retrieval routes), `outcome` (replace; `DONE` or
 //! `ABORT`).
@@ -28,7 +31,7 @@ use serde_json::{Value, json};
 use trellis_graph::{
     Graph, GraphBuilder, NodeContext, NodeError, NodeHandler, NodeOutput, Reducer, RouteContext,
 };
-use trellis_protocol::{NodeId, TerminalKind};
+use trellis_protocol::{NodeId, NodeState, TerminalKind};
 
 use crate::error::Result;
 use crate::fanout::{
@@ -214,6 +217,74 @@ fn child(inner: Arc<dyn NodeHandler>) -> impl NodeHandler {
     }
 }
 
+/// The collector of a stage with several agents: the failure aggregation's verdict, recorded
+/// as the engine records it for a collector without a handler (`{aggregate, children}`), and
+/// the stage's `stage_results` entry, its agents' reports combined. So such a stage reports
+/// like a single agent's: in the run's summary, to later stages and to adaptive retrieval —
+/// and seed 000's `lint_and_format`, failing to DONE, leaves its report in the result.
+fn parallel_result(stage: String) -> impl NodeHandler {
+    move |ctx: NodeContext| {
+        let stage = stage.clone();
+        async move {
+            let Some((children, aggregate)) = ctx.children else {
+                return Err(NodeError::new(format!(
+                    "the collector of `{stage}` ran without its agents' outcomes"
+                )));
+            };
+            let (mut text, mut findings, mut files) = (Vec::new(), Vec::new(), Vec::new());
+            for c in children.iter().filter(|c| c.state != NodeState::Pruned) {
+                let said = c
+                    .result
+                    .get("output")
+                    .or_else(|| c.result.get("reason"))
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                let how = if c.state == NodeState::Failed {
+                    "failed"
+                } else {
+                    "succeeded"
+                };
+                text.push(if said.trim().is_empty() {
+                    format!("{} ({how})", c.key)
+                } else {
+                    format!("{} ({how}): {said}", c.key)
+                });
+                let strings = |key: &str| {
+                    c.result
+                        .get(key)
+                        .and_then(Value::as_array)
+                        .into_iter()
+                        .flatten()
+                        .filter_map(Value::as_str)
+                        .map(str::to_owned)
+                        .collect::<Vec<_>>()
+                };
+                findings.extend(
+                    strings("findings")
+                        .into_iter()
+                        .map(|f| format!("{}: {f}", c.key)),
+                );
+                files.extend(strings("files_changed"));
+            }
+            files.sort();
+            files.dedup();
+            let failure = aggregate.failed;
+            let entry = json!({ stage.as_str(): {
+                "failure": failure,
+                "attempt": ctx.attempt,
+                "output": { "output": text.join("\n\n"), "findings": findings, "files_changed": files },
+            }});
+            let result = json!({ "aggregate": aggregate, "children": children });
+            let out = if failure {
+                NodeOutput::failure("failure policy").result(result)
+            } else {
+                NodeOutput::success().result(result)
+            };
+            Ok(out.write("stage_results", entry))
+        }
+    }
+}
+
 fn retrieval(
     inner: Arc<dyn NodeHandler>,
     retry_targets: BTreeMap<String, String>,
@@ -244,6 +315,11 @@ fn retrieval(
                 .write("retry_stage", json!(retry)))
         }
     }
+}
+
+/// Whether a routing target is one of the plan's terminals rather than a stage.
+fn is_terminal(target: &str) -> bool {
+    matches!(target, "DONE" | "ABORT")
 }
 
 fn terminal(name: &'static str) -> Arc<dyn NodeHandler> {
@@ -453,7 +529,7 @@ pub fn compile(plan: &Plan, handlers: &dyn StageHandlers) -> Result<Graph> {
                         from.as_str(),
                         stage.as_str(),
                         route.failure_aggregation.policy(),
-                        None,
+                        Some(Arc::new(parallel_result(stage.clone()))),
                     );
             }
         }
@@ -482,16 +558,26 @@ pub fn compile(plan: &Plan, handlers: &dyn StageHandlers) -> Result<Graph> {
                 to.as_str()
             } else if !r.failed {
                 success.as_str()
-            } else if collector_max.is_some_and(|m| r.attempt >= m)
-                || (gate && r.result.get("feedback").is_none_or(Value::is_null))
-            {
+            } else if gate && r.result.get("feedback").is_none_or(Value::is_null) {
                 "ABORT"
+            } else if is_terminal(&failure) {
+                // Taken as written: enriching a stage that will not run again is wasted.
+                failure.as_str()
             } else if enriches && r.counter(&counter) < MAX_ENRICHMENTS {
                 ADAPTIVE_RETRIEVAL
             } else {
                 failure.as_str()
             };
-            Ok(vec![NodeId::from(to)])
+            // The engine bounds a task node's failure routes (`max_attempts(n, "ABORT")`);
+            // a collector has no such bound in the graph, so its router applies the same one.
+            let exhausted = collector_max.is_some_and(|m| r.failure_routes >= m);
+            Ok(vec![NodeId::from(
+                if r.failed && exhausted && !is_terminal(to) {
+                    "ABORT"
+                } else {
+                    to
+                },
+            )])
         });
     }
     if adaptive {

@@ -182,9 +182,11 @@ pub struct Route {
     pub stage: String,
     /// After success.
     pub next_on_success: String,
-    /// After failure, once adaptive retrieval is spent.
+    /// After failure: DONE or ABORT at once; a stage through adaptive retrieval while it
+    /// lasts.
     pub next_on_failure: String,
-    /// Activations before a failure goes to ABORT (`None`: unlimited).
+    /// How often a failure may be routed back to a stage (through `next_on_failure` or an
+    /// outcome) before the next one goes to ABORT (`None`: unlimited).
     pub max_attempts: Option<u32>,
     /// How parallel agents' failures combine.
     pub failure_aggregation: Aggregation,
@@ -248,6 +250,43 @@ impl Plan {
     /// Whether `stage` (a node id) is planned.
     pub fn is_planned(&self, stage: &str) -> bool {
         self.planned.iter().any(|p| p.context.stage_name == stage)
+    }
+
+    /// Where a failure of `route`'s stage leads, in words, as the compiled graph routes it:
+    /// DONE or ABORT at once; a stage at most `max_attempts` times — the first ones through
+    /// adaptive retrieval when it is on — then ABORT.
+    pub fn failure_path(&self, route: &Route) -> String {
+        let to = route.next_on_failure.as_str();
+        if matches!(to, "DONE" | "ABORT") {
+            return to.to_owned();
+        }
+        let enriches = self.adaptive_retrieval
+            && self
+                .planned
+                .iter()
+                .any(|p| p.context.stage_name == route.stage && p.context.kind.is_agent());
+        let via = if enriches {
+            let n = crate::compile::MAX_ENRICHMENTS;
+            let first = match route.max_attempts {
+                Some(m) if i64::from(m) <= n => String::new(),
+                _ => format!("the first {n} "),
+            };
+            // Adaptive retrieval retries a planned stage; a skipped one is bypassed, so it
+            // retries the failed stage instead.
+            let retry = if self.is_planned(to) {
+                String::new()
+            } else {
+                format!(", which retries {}", route.stage)
+            };
+            format!(" ({first}through adaptive_retrieval{retry})")
+        } else {
+            String::new()
+        };
+        match route.max_attempts {
+            Some(1) => format!("{to} once{via}, then ABORT"),
+            Some(n) => format!("{to} up to {n} times{via}, then ABORT"),
+            None => format!("{to}{via}"),
+        }
     }
 
     /// Whether the compiled graph starts with an upfront-retrieval node: the workflow has a

@@ -422,10 +422,11 @@ impl Aggregation {
 pub struct Routing {
     /// After a success (default: the next stage in the file, or DONE after the last).
     pub next_stage_on_success: Spanned<Target>,
-    /// After a failure once adaptive retrieval is spent (default: ABORT).
+    /// After a failure (default: ABORT). DONE and ABORT are taken at once; a stage is
+    /// reached through adaptive retrieval while the stage's enrichments last.
     pub next_stage_on_failure: Spanned<Target>,
-    /// Activations allowed before a failure goes to ABORT; absent means unlimited, which
-    /// validation refuses for stages in a loop.
+    /// How many times a failure may be routed back to a stage, after which the next failure
+    /// goes to ABORT; absent means unlimited, which validation refuses for stages in a loop.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_attempts: Option<u32>,
     /// `outcomes`: where a result's `outcome` leads (`{gap: planning, no_gap: assess}`),

@@ -215,7 +215,7 @@ fn check_reachable(d: &mut Decoder<'_>, w: &Workflow) {
     }
 }
 
-/// A failure edge out of a stage with `max_attempts` ends after that many activations, so it
+/// A failure edge out of a stage with `max_attempts` is taken at most that many times, so it
 /// cannot loop forever; any cycle left once those edges are removed is unbounded. Outcome
 /// routes count like failure routes: bounded by the stage's `max_attempts`.
 fn check_loops(d: &mut Decoder<'_>, w: &Workflow) {

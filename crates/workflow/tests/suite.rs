@@ -1,4 +1,5 @@
 mod kinds;
 mod load;
 mod plan;
+mod routing;
 mod tasktree;

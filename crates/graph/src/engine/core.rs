@@ -26,6 +26,10 @@ pub(crate) const NO_FAILURE_ROUTE: &str = "failure: no route";
 /// The reason of the transition that starts a revision.
 pub(crate) const REVISION_REASON: &str = "revision requested";
 
+/// How the routing reason of a failure sent to `on_exhausted` begins (the engine wrote
+/// "max_attempts (N) reached" before the rule counted failure routes, so old logs match too).
+pub(crate) const MAX_ATTEMPTS_REACHED: &str = "max_attempts (";
+
 /// Run-time record of one node (static or dynamic).
 #[derive(Clone)]
 pub(crate) struct NodeRt {
@@ -59,6 +63,12 @@ pub(crate) struct NodeRt {
     pub unrouted: bool,
     /// Revisions applied to this node (`revise` commands that took effect).
     pub revisions: u32,
+    /// Failed activations routed back into the graph (to a node that is not a terminal):
+    /// what `max_attempts` bounds.
+    pub failure_routes: u32,
+    /// For terminals: the reason of the `max_attempts` exhaustion that routed here, as
+    /// `node: reason` (`None` when the latest route here was an ordinary one).
+    pub exhausted: Option<String>,
     pub inbox: Vec<Message>,
     pub interrupt: Option<Interrupt>,
     pub scratch: Value,
@@ -91,6 +101,8 @@ impl NodeRt {
             pruned: false,
             unrouted: false,
             revisions: 0,
+            failure_routes: 0,
+            exhausted: None,
             inbox: Vec::new(),
             interrupt: None,
             scratch: Value::Null,
@@ -369,6 +381,23 @@ impl RunCore {
                 self.route_depth = self.nodes[o].depth + 1;
                 if to.is_empty() && reason == NO_FAILURE_ROUTE {
                     self.nodes[o].unrouted = true;
+                }
+                // Counted from the log, so a replayed, resumed or forked run (old logs
+                // included) knows how often each node's failures went back into the graph.
+                if self.nodes[o].state == Some(NodeState::Failed)
+                    && to.iter().any(|t| !self.is_terminal(t))
+                {
+                    self.nodes[o].failure_routes += 1;
+                }
+                let exhausted = reason
+                    .starts_with(MAX_ATTEMPTS_REACHED)
+                    .then(|| format!("{from}: {reason}"));
+                for t in to {
+                    if let Some(t) = self.ordinal(t)
+                        && matches!(self.nodes[t].def.kind, NodeKind::Terminal(_))
+                    {
+                        self.nodes[t].exhausted = exhausted.clone();
+                    }
                 }
             }
             EventKind::StepStarted { step } => {
@@ -711,6 +740,12 @@ impl RunCore {
             .filter(|n| n.state == Some(NodeState::WaitingInput))
             .filter_map(|n| n.interrupt.clone().map(|i| (n.id.clone(), i)))
             .collect()
+    }
+
+    /// Whether `id` is a terminal node (an unknown id is not).
+    pub fn is_terminal(&self, id: &NodeId) -> bool {
+        self.ordinal(id)
+            .is_some_and(|o| matches!(self.nodes[o].def.kind, NodeKind::Terminal(_)))
     }
 
     /// The terminal kind of a node, if it is a terminal.

@@ -8,7 +8,7 @@ use trellis_protocol::{
 };
 
 use super::CommandReply;
-use super::core::{NO_FAILURE_ROUTE, Spawned};
+use super::core::{MAX_ATTEMPTS_REACHED, NO_FAILURE_ROUTE, Spawned};
 use super::live::Live;
 use crate::handler::RouteContext;
 use crate::spec::{Edge, NodeKind};
@@ -79,7 +79,10 @@ impl Live {
                 (TerminalKind::Success, false) => (RunStatus::Succeeded, None),
                 (TerminalKind::Failure, false) => (
                     RunStatus::Failed,
-                    Some(format!("reached failure terminal {id}")),
+                    Some(match &self.core.nodes[o].exhausted {
+                        Some(why) => format!("reached failure terminal {id} ({why})"),
+                        None => format!("reached failure terminal {id}"),
+                    }),
                 ),
             };
             self.emit(EventKind::RunStatusChanged {
@@ -150,57 +153,68 @@ impl Live {
             Some(e) => e.clone(),
             None => Vec::new(),
         };
-        let (mut targets, reason) = match (failed, n.def.max_attempts, &n.def.on_exhausted) {
-            (true, Some(max), Some(to)) if attempt >= max => (
-                vec![to.clone()],
-                Cow::Owned(format!("max_attempts ({max}) reached")),
+        let (mut targets, mut reason) = match is_static.then(|| self.core.graph.edge(&id)).flatten()
+        {
+            None if extra.is_empty() && failed => (Vec::new(), Cow::Borrowed(NO_FAILURE_ROUTE)),
+            None if extra.is_empty() => return Ok(()),
+            None => (extra, Cow::Borrowed("always")),
+            Some(Edge::Always(t)) => (
+                t.iter().cloned().chain(extra).collect(),
+                Cow::Borrowed("always"),
             ),
-            _ => match is_static.then(|| self.core.graph.edge(&id)).flatten() {
-                None if extra.is_empty() && failed => (Vec::new(), Cow::Borrowed(NO_FAILURE_ROUTE)),
-                None if extra.is_empty() => return Ok(()),
-                None => (extra, Cow::Borrowed("always")),
-                Some(Edge::Always(t)) => (
-                    t.iter().cloned().chain(extra).collect(),
-                    Cow::Borrowed("always"),
-                ),
-                Some(Edge::Outcome { success, failure }) => {
-                    let (t, r) = if failed {
-                        (failure, "failure")
-                    } else {
-                        (success, "success")
-                    };
-                    (t.iter().cloned().chain(extra).collect(), Cow::Borrowed(r))
-                }
-                Some(Edge::Conditional { router, targets }) => {
-                    let ctx = RouteContext {
-                        node: &id,
-                        attempt,
-                        failed,
-                        result: &n.result,
-                        error: n.error.as_deref(),
-                        state: &self.core.state,
-                        counters: &self.core.counters,
-                        attempts: &self.core.attempts,
-                    };
-                    let chosen = router.route(&ctx).map_err(|message| Error::Routing {
+            Some(Edge::Outcome { success, failure }) => {
+                let (t, r) = if failed {
+                    (failure, "failure")
+                } else {
+                    (success, "success")
+                };
+                (t.iter().cloned().chain(extra).collect(), Cow::Borrowed(r))
+            }
+            Some(Edge::Conditional { router, targets }) => {
+                let ctx = RouteContext {
+                    node: &id,
+                    attempt,
+                    failed,
+                    result: &n.result,
+                    error: n.error.as_deref(),
+                    state: &self.core.state,
+                    counters: &self.core.counters,
+                    attempts: &self.core.attempts,
+                    failure_routes: n.failure_routes,
+                };
+                let chosen = router.route(&ctx).map_err(|message| Error::Routing {
+                    node: id.clone(),
+                    message,
+                })?;
+                if let Some(bad) = chosen.iter().find(|t| !targets.contains(t)) {
+                    return Err(Error::Routing {
                         node: id.clone(),
-                        message,
-                    })?;
-                    if let Some(bad) = chosen.iter().find(|t| !targets.contains(t)) {
-                        return Err(Error::Routing {
-                            node: id.clone(),
-                            message: format!(
-                                "router returned `{bad}`, which is not among its declared targets"
-                            ),
-                        });
-                    }
-                    (
-                        chosen.into_iter().chain(extra).collect(),
-                        Cow::Borrowed("router"),
-                    )
+                        message: format!(
+                            "router returned `{bad}`, which is not among its declared targets"
+                        ),
+                    });
                 }
-            },
+                (
+                    chosen.into_iter().chain(extra).collect(),
+                    Cow::Borrowed("router"),
+                )
+            }
         };
+        // Seed 000: a failure route to a terminal (DONE, ABORT) is taken as written, whatever
+        // the count; one back into the graph (a retry, an earlier stage, adaptive retrieval)
+        // is taken at most `max_attempts` times, after which failures go to `on_exhausted`.
+        let n = &self.core.nodes[o];
+        if failed
+            && let (Some(max), Some(to)) = (n.def.max_attempts, &n.def.on_exhausted)
+            && n.failure_routes >= max
+            && targets.iter().any(|t| !self.core.is_terminal(t))
+        {
+            reason = Cow::Owned(format!(
+                "{MAX_ATTEMPTS_REACHED}{max}) reached: failed again after its failure route was taken {} time(s)",
+                n.failure_routes
+            ));
+            targets = vec![to.clone()];
+        }
         targets.dedup();
         self.emit(EventKind::Routed {
             from: id,

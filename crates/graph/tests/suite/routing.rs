@@ -40,7 +40,7 @@ async fn feature_loop_enriches_twice_then_succeeds() {
 }
 
 #[tokio::test]
-async fn max_attempts_routes_to_failure_path_immediately() {
+async fn max_attempts_bounds_the_failure_routes_back_into_the_graph() {
     let (engine, _) = mem();
     let out = engine
         .run(demo("feature", json!({"fail_first": 10})), json!({}))
@@ -48,11 +48,127 @@ async fn max_attempts_routes_to_failure_path_immediately() {
         .unwrap();
     assert_eq!(out.status, RunStatus::Failed);
     assert_eq!(out.terminal, Some(NodeId::new("ABORT")));
-    // attempts 1 and 2 enrich; attempt 3 reaches max_attempts → ABORT without asking the router.
-    assert_eq!(out.node("test_generation").unwrap().attempt, 3);
+    // Failures 1 and 2 enrich, failure 3 retries at once (enrichment spent): the failure route
+    // was taken max_attempts (3) times, so failure 4 goes to ABORT without it.
+    assert_eq!(out.node("test_generation").unwrap().attempt, 4);
     assert_eq!(out.node("adaptive_retrieval").unwrap().attempt, 2);
     assert_eq!(out.node("security_review").unwrap().state, None);
     assert_eq!(out.state.get("outcome"), Some(&json!("ABORT")));
+    assert_eq!(
+        out.error.as_deref(),
+        Some(
+            "reached failure terminal ABORT (test_generation: max_attempts (3) reached: \
+             failed again after its failure route was taken 3 time(s))"
+        )
+    );
+}
+
+/// Fails its first and third activations.
+fn fail_first_and_third(ctx: NodeContext) -> futures::future::Ready<Result<NodeOutput, NodeError>> {
+    futures::future::ready(if ctx.attempt == 1 || ctx.attempt == 3 {
+        Err(NodeError::new("boom"))
+    } else {
+        Ok(NodeOutput::success().write("seen", json!([ctx.node.to_string()])))
+    })
+}
+
+#[tokio::test]
+async fn a_failure_route_to_a_terminal_is_taken_whatever_max_attempts_says() {
+    let g = GraphBuilder::new("t")
+        .channel("seen", Reducer::Append)
+        .node_with("a", fail, |o| o.max_attempts(1, "ABORT"))
+        .terminal("DONE", TerminalKind::Success, None)
+        .terminal("ABORT", TerminalKind::Failure, None)
+        .node("b", ok)
+        .outcome_edge("a", "b", "DONE")
+        .entry("a")
+        .build()
+        .unwrap();
+    let (engine, _) = mem();
+    let out = engine.run(g.into(), json!({})).await.unwrap();
+    assert_eq!(out.status, RunStatus::Succeeded, "{:?}", out.error);
+    assert_eq!(out.terminal, Some(NodeId::new("DONE")));
+    assert_eq!(out.node("ABORT").unwrap().state, None);
+}
+
+#[tokio::test]
+async fn max_attempts_counts_failure_routes_not_activations() {
+    // `a` retries itself on failure (max_attempts 2) and runs again when `b` fails: its third
+    // activation fails, but only its second failure route is taken then, so the run goes on.
+    let b_fails_once = |ctx: NodeContext| {
+        futures::future::ready(if ctx.attempt == 1 {
+            Err(NodeError::new("boom"))
+        } else {
+            Ok(NodeOutput::success())
+        })
+    };
+    let g = GraphBuilder::new("t")
+        .channel("seen", Reducer::Append)
+        .node("start", ok)
+        .node_with("a", fail_first_and_third, |o| o.max_attempts(2, "ABORT"))
+        .node_with("b", b_fails_once, |o| o.max_attempts(1, "ABORT"))
+        .terminal("DONE", TerminalKind::Success, None)
+        .terminal("ABORT", TerminalKind::Failure, None)
+        .edge("start", "a")
+        .outcome_edge("a", "b", "a")
+        .outcome_edge("b", "DONE", "start")
+        .entry("start")
+        .build()
+        .unwrap();
+    let (engine, _) = mem();
+    let out = engine.run(g.into(), json!({})).await.unwrap();
+    assert_eq!(out.status, RunStatus::Succeeded, "{:?}", out.error);
+    assert_eq!(out.node("a").unwrap().attempt, 4);
+    assert_eq!(out.node("b").unwrap().attempt, 2);
+    assert_eq!(
+        out.state.get("seen"),
+        Some(&json!(["start", "a", "start", "a"]))
+    );
+}
+
+#[tokio::test]
+async fn a_resumed_run_counts_the_failure_routes_of_its_log() {
+    // Stopped after `a`'s first failure was routed back to it: resumed, its count comes from
+    // the log, so the next failure goes to ABORT instead of a third activation.
+    let g = std::sync::Arc::new(
+        GraphBuilder::new("t")
+            .node_with("a", fail, |o| o.max_attempts(1, "ABORT"))
+            .terminal("ABORT", TerminalKind::Failure, None)
+            .outcome_edge("a", "ABORT", "a")
+            .entry("a")
+            .build()
+            .unwrap(),
+    );
+    let (engine, journal) = mem();
+    let full = engine.run(g.clone(), json!({})).await.unwrap();
+    assert_eq!(full.node("a").unwrap().attempt, 2);
+    let mut events = trellis_graph::Journal::load(journal.as_ref(), &full.run).unwrap();
+    let retry = events
+        .iter()
+        .position(|e| {
+            matches!(
+                e.kind,
+                trellis_protocol::EventKind::NodeTransition {
+                    attempt: 2,
+                    to: NodeState::Ready,
+                    ..
+                }
+            )
+        })
+        .unwrap();
+    events.truncate(retry + 1);
+    let engine = trellis_graph::Engine::new(std::sync::Arc::new(
+        trellis_graph::MemoryJournal::with_log(events),
+    ));
+    let resumed = engine
+        .resume(g, &full.run, Vec::new())
+        .unwrap()
+        .wait()
+        .await
+        .unwrap();
+    assert_eq!(resumed.terminal, Some(NodeId::new("ABORT")));
+    assert_eq!(resumed.node("a").unwrap().attempt, 2);
+    assert_eq!(resumed.error, full.error);
 }
 
 fn ok(ctx: NodeContext) -> futures::future::Ready<Result<NodeOutput, NodeError>> {

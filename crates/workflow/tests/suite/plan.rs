@@ -226,6 +226,8 @@ async fn always_failing_stage_aborts_after_max_attempts() {
     };
     let out = run(&plan, &script).await;
     assert_eq!(out.terminal.as_ref().unwrap().as_str(), "ABORT");
+    // The failure route back to code_generation is taken max_attempts (3) times — the first
+    // two through adaptive retrieval, the third directly — and the fourth failure aborts.
     assert_eq!(
         log(&script),
         [
@@ -237,7 +239,17 @@ async fn always_failing_stage_aborts_after_max_attempts() {
             "adaptive_retrieval#2",
             "code_generation#3",
             "test_generation_and_execution#3",
+            "code_generation#4",
+            "test_generation_and_execution#4",
         ]
+    );
+    assert!(
+        out.error
+            .as_deref()
+            .unwrap_or_default()
+            .contains("max_attempts (3) reached"),
+        "{:?}",
+        out.error
     );
 }
 
@@ -270,8 +282,8 @@ async fn parallel_stage_uses_the_failure_aggregation() {
         ..Script::default()
     };
     // One of three fails: majority_fail passes; any_fails routes back to the stage itself (no
-    // retrieval config, so no enrichment) until max_attempts and aborts; only the failed child
-    // re-runs.
+    // retrieval config, so no enrichment) max_attempts (2) times, and the third failure aborts;
+    // only the failed child re-runs.
     let plan = assemble(
         &load_str("p", &yaml("majority_fail"), None).unwrap(),
         &Decisions::default(),
@@ -280,8 +292,16 @@ async fn parallel_stage_uses_the_failure_aggregation() {
     .unwrap();
     assert!(!plan.adaptive_retrieval);
     let s = script();
-    assert_eq!(run(&plan, &s).await.terminal.unwrap().as_str(), "DONE");
+    let out = run(&plan, &s).await;
+    assert_eq!(out.terminal.as_ref().unwrap().as_str(), "DONE");
     assert_eq!(log(&s).len(), 3);
+    // The collector records the stage's result, its agents' reports combined.
+    let result = out.state.get_in("stage_results", "review").unwrap();
+    assert_eq!(result["failure"], false);
+    assert_eq!(
+        result["output"]["output"],
+        "a (failed): scripted failure\n\nb (succeeded)\n\nc (succeeded)"
+    );
 
     let plan = assemble(
         &load_str("p", &yaml("any_fails"), None).unwrap(),
@@ -295,7 +315,7 @@ async fn parallel_stage_uses_the_failure_aggregation() {
     let log = log(&s);
     assert_eq!(
         log.iter().filter(|l| l.starts_with("review/a#")).count(),
-        2,
+        3,
         "{log:?}"
     );
     assert_eq!(
