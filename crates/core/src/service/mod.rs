@@ -390,11 +390,12 @@ impl Service {
     /// Stops everything: live runs stop where they are (resumable from the store), channel
     /// turns are cancelled, and recorded events are flushed.
     ///
-    /// Each run's driver is stopped, and waited for, before anything else: a model call or
-    /// tool cut short by the shutdown (or by the runtime going away after it) must not be
+    /// Each run's driver is stopped, and waited for, before anything else is: a model call
+    /// or tool cut short by the shutdown (or by the runtime going away after it) must not be
     /// recorded as its stage failing — that would end the run, which `runs resume` then
-    /// refuses.
+    /// refuses. (Runs get no shutdown token: cancelling it first cuts nothing short.)
     pub async fn shutdown(&self) {
+        self.shutdown.cancel();
         let runs: Vec<runs::LiveRun> = lock(&self.runs).drain().map(|(_, r)| r).collect();
         for r in &runs {
             r.stop();
@@ -402,7 +403,6 @@ impl Service {
         for r in &runs {
             r.stopped().await;
         }
-        self.shutdown.cancel();
         for c in lock(&self.channels).values() {
             c.cancel();
         }

@@ -372,6 +372,11 @@ impl Service {
             );
             let _ = done_tx.send(true);
         });
+        // A run that starts after a shutdown took the live runs stops at once (the shutdown
+        // cancels its token before it takes them, and this check holds their lock).
+        if self.shutdown.is_cancelled() {
+            engine.stop();
+        }
         runs.insert(
             run,
             LiveRun {
