@@ -46,7 +46,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use trellis_llm::{
     BudgetExceeded, BudgetLedger, ChatRequest, Completion, Message, ModelProvider, StreamEvent,
-    ToolCall, ToolSpec, Usage, collect_with,
+    ToolCall, ToolSpec, Usage, collect_named,
 };
 use trellis_protocol::{Answer, Interrupt, NodeId, SessionEvent, ToolStatus};
 use trellis_tools::dag::call_parallel;
@@ -504,7 +504,7 @@ impl AgentRun {
     /// One streamed model call; text and thinking are reported as they arrive.
     async fn turn(&self, request: ChatRequest, turn: u32) -> trellis_llm::Result<Completion> {
         let stream = self.provider.stream(request, self.cancel.clone());
-        collect_with(stream, |event| match event {
+        collect_named(&self.provider.info().profile, stream, |event| match event {
             StreamEvent::TextDelta { text } => self.send(SessionEvent::MessageDelta {
                 turn,
                 text: text.clone(),

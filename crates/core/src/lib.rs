@@ -102,6 +102,9 @@ pub struct Runtime {
     pub lsp: Arc<trellis_lsp::LspPool>,
     /// The workspace's tool knowledge graph (`[tools.graph]`).
     pub tool_knowledge: Arc<toolknow::ToolKnowledge>,
+    /// Tools registered in every run after the others, replacing any of the same name
+    /// (embedders' own tools; tests wrap built-in ones to observe or interrupt their calls).
+    pub extra_tools: Vec<Arc<dyn trellis_tools::Tool>>,
 }
 
 /// The workflows of `repo` (built-in, `.trellis/workflows`, `dirs`), each
@@ -167,6 +170,7 @@ impl Runtime {
             mcp,
             lsp,
             tool_knowledge,
+            extra_tools: Vec::new(),
         })
     }
 
@@ -275,6 +279,9 @@ impl Runtime {
             registry.register(tool);
         }
         self.grant_lsp_tools(&mut registry, plan);
+        for tool in &self.extra_tools {
+            registry.register(tool.clone());
+        }
         if !self.mcp.is_empty() {
             self.grant_mcp_tools(&mut registry, plan);
             registry = registry.with_source(Arc::new(self.mcp.clone()));

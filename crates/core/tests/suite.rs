@@ -2,6 +2,7 @@ mod common;
 mod context;
 mod discussion;
 mod feature;
+mod interrupt;
 mod llama_shared;
 mod lsp;
 mod nodes;

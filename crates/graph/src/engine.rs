@@ -506,11 +506,34 @@ impl RunHandle {
         self.first.take().unwrap_or_else(|| self.events.subscribe())
     }
 
-    /// Waits for the run to finish or pause.
+    /// Something that stops this run where it is, usable while [`RunHandle::wait`] owns the
+    /// handle.
+    pub fn stopper(&self) -> RunStopper {
+        RunStopper(self.task.abort_handle())
+    }
+
+    /// Waits for the run to finish or pause; [`Error::Stopped`] if it was stopped.
     pub async fn wait(self) -> Result<RunOutcome> {
         match self.task.await {
             Ok(r) => r,
+            Err(e) if e.is_cancelled() => Err(Error::Stopped),
             Err(e) => Err(Error::Task(e.to_string())),
         }
+    }
+}
+
+/// Stops a run executing in this process where it is, as the process stopping would (see
+/// [`RunHandle::stopper`]).
+#[derive(Clone, Debug)]
+pub struct RunStopper(tokio::task::AbortHandle);
+
+impl RunStopper {
+    /// Stops the run: its driver is dropped at its next await point, so nothing more is
+    /// recorded — a handler cut short by the stop is not recorded as failing — its handlers
+    /// are stopped and its claim released (batches already handed to the journal still
+    /// commit). The run resumes from its log like one whose process died
+    /// ([`Engine::resume`]). [`RunHandle::wait`] then returns [`Error::Stopped`].
+    pub fn stop(&self) {
+        self.0.abort();
     }
 }

@@ -68,6 +68,10 @@ pub enum Error {
     /// The run task ended abnormally.
     #[error("run task failed: {0}")]
     Task(String),
+    /// The run was stopped where it was ([`crate::RunStopper::stop`]); it resumes from its
+    /// log.
+    #[error("run stopped where it was; it can be resumed")]
+    Stopped,
 }
 
 impl Error {

@@ -23,7 +23,7 @@ pub mod journal;
 mod spec;
 mod state;
 
-pub use engine::{Engine, EngineConfig, NodeView, RunCommands, RunHandle, RunOutcome};
+pub use engine::{Engine, EngineConfig, NodeView, RunCommands, RunHandle, RunOutcome, RunStopper};
 pub use error::{Error, Result};
 pub use handler::{
     Aggregate, Attempts, ChildResult, Mailbox, NodeContext, NodeError, NodeHandler, NodeOutput,

@@ -11,3 +11,4 @@ mod replay;
 mod replay_prop;
 mod revise;
 mod routing;
+mod wakeups;

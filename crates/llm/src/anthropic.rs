@@ -168,7 +168,7 @@ impl ModelProvider for AnthropicProvider {
         let body = self.request_body(&request);
         let structured_tool = self.structured_tool(&request);
         let endpoint = self.endpoint.clone();
-        spawn_stream(move |tx| async move {
+        spawn_stream(&self.info.profile, move |tx| async move {
             let mut decoder = EventDecoder {
                 profile: endpoint.profile.clone(),
                 structured_tool,

@@ -449,7 +449,7 @@ impl ModelProvider for Budgeted {
         let scope = self.scope.clone();
         let price = self.price;
         let max_out = u64::from(request.max_tokens.unwrap_or(self.default_max_tokens));
-        spawn_stream(move |tx| async move {
+        spawn_stream(&self.inner.info().profile, move |tx| async move {
             inner.prepare().await?;
             let prompt = inner.count_tokens(&request)?.tokens;
             let projected_cost = price.map_or(0.0, |p| p.cost(prompt, max_out));

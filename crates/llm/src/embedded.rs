@@ -245,7 +245,7 @@ impl ModelProvider for EmbeddedProvider {
 
     fn stream(&self, request: ChatRequest, cancel: CancellationToken) -> ChatStream {
         let inner = Arc::clone(&self.inner);
-        spawn_stream(move |tx| async move {
+        spawn_stream(&self.inner.info.profile, move |tx| async move {
             let loaded = inner.load().await?;
             let job = build_job(&loaded, &request, &inner.settings)?;
             let (done, finished) = tokio::sync::oneshot::channel();

@@ -32,11 +32,23 @@ pub enum Error {
         /// Whether it was a timeout.
         timeout: bool,
     },
-    /// The response stream ended before the model finished.
-    #[error("{provider}: stream ended before the response was complete")]
+    /// The response stream ended before the model finished: with neither a finish nor an
+    /// error, or the connection broke off.
+    #[error("{provider}: stream ended before the response was complete ({received})")]
     StreamCut {
         /// Profile or provider name.
         provider: String,
+        /// What arrived before the end (`received 3 events (12 characters of text) and no
+        /// finish`).
+        received: String,
+    },
+    /// The task producing the response panicked (a bug, not a property of the endpoint).
+    #[error("{provider}: the model call's task panicked: {message}")]
+    Panicked {
+        /// Profile or provider name.
+        provider: String,
+        /// The panic's message.
+        message: String,
     },
     /// The endpoint sent something that does not follow its wire format, or reported an
     /// error inside the stream.
@@ -114,6 +126,7 @@ impl Error {
             Error::Transport { timeout: true, .. } => "timeout",
             Error::Transport { .. } => "transport",
             Error::StreamCut { .. } => "stream_cut",
+            Error::Panicked { .. } => "panicked",
             Error::Protocol {
                 overloaded: true, ..
             } => "overloaded",

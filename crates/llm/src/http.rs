@@ -7,7 +7,7 @@ use futures::StreamExt;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use tokio_util::sync::CancellationToken;
 
-use crate::provider::EventSender;
+use crate::provider::{EventSender, Received};
 use crate::sse::{SseDecoder, SseEvent};
 use crate::types::StreamEvent;
 use crate::{Error, Result};
@@ -273,6 +273,8 @@ pub(crate) async fn forward_sse(
 ) -> Result<()> {
     let mut decoder = SseDecoder::new();
     let mut body = response.bytes_stream();
+    let mut received = Received::default();
+    let mut bytes = 0usize;
     loop {
         let chunk = tokio::select! {
             c = body.next() => c,
@@ -282,6 +284,9 @@ pub(crate) async fn forward_sse(
             let Some(events) = handler.eof() else {
                 return Err(Error::StreamCut {
                     provider: provider.to_string(),
+                    received: format!(
+                        "{received}; the body ended after {bytes} bytes without the end marker"
+                    ),
                 });
             };
             for ev in events {
@@ -298,12 +303,18 @@ pub(crate) async fn forward_sse(
             } else {
                 Error::StreamCut {
                     provider: provider.to_string(),
+                    received: format!(
+                        "{received}; the body broke off after {bytes} bytes: {}",
+                        trellis_fetch::error_chain(&e)
+                    ),
                 }
             }
         })?;
+        bytes += chunk.len();
         for event in decoder.feed(&chunk) {
             let decoded = handler.event(event)?;
             for ev in decoded.events {
+                received.note(&ev);
                 if tx.send(Ok(ev)).await.is_err() {
                     return Ok(());
                 }

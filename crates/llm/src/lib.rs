@@ -47,7 +47,9 @@ pub use budget::{
 };
 pub use error::{Error, Result};
 pub use openai::OpenAiProvider;
-pub use provider::{ChatStream, ModelProvider, ProviderInfo, ProviderKind, collect, collect_with};
+pub use provider::{
+    ChatStream, ModelProvider, ProviderInfo, ProviderKind, collect, collect_named, collect_with,
+};
 pub use registry::{DEFAULT_PROFILE, ModelRegistry, ProfileSummary};
 pub use retry::{RetryPolicy, Retrying};
 pub use structured::{

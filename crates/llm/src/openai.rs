@@ -168,7 +168,7 @@ impl ModelProvider for OpenAiProvider {
     fn stream(&self, request: ChatRequest, cancel: CancellationToken) -> ChatStream {
         let body = self.request_body(&request);
         let endpoint = self.endpoint.clone();
-        spawn_stream(move |tx| async move {
+        spawn_stream(&self.info.profile, move |tx| async move {
             let mut decoder = ChunkDecoder {
                 profile: endpoint.profile.clone(),
                 finish: None,

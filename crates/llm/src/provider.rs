@@ -74,7 +74,7 @@ pub trait ModelProvider: Send + Sync {
         cancel: CancellationToken,
     ) -> BoxFuture<'_, Result<Completion>> {
         let stream = self.stream(request, cancel);
-        Box::pin(collect(stream))
+        Box::pin(async move { collect_named(&self.info().profile, stream, |_| {}).await })
     }
 }
 
@@ -86,12 +86,24 @@ pub async fn collect(stream: ChatStream) -> Result<Completion> {
 
 /// Like [`collect`], showing every event to `observe` first (for live progress).
 pub async fn collect_with(
+    stream: ChatStream,
+    observe: impl FnMut(&StreamEvent),
+) -> Result<Completion> {
+    collect_named("model stream", stream, observe).await
+}
+
+/// Like [`collect_with`] for a stream of `provider` (a profile name), which a stream that
+/// ends early is reported under.
+pub async fn collect_named(
+    provider: &str,
     mut stream: ChatStream,
     mut observe: impl FnMut(&StreamEvent),
 ) -> Result<Completion> {
     let mut completion = Completion::default();
+    let mut received = Received::default();
     while let Some(event) = stream.next().await {
         let event = event?;
+        received.note(&event);
         observe(&event);
         completion.push(event);
     }
@@ -99,43 +111,162 @@ pub async fn collect_with(
         Some(FinishReason::Cancelled) => Err(Error::Cancelled),
         Some(_) => Ok(completion),
         None => Err(Error::StreamCut {
-            provider: "stream".into(),
+            provider: provider.to_owned(),
+            received: received.to_string(),
         }),
+    }
+}
+
+/// What a stream delivered, for the error of one that ended before its
+/// [`StreamEvent::Finish`].
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Received {
+    events: usize,
+    text: usize,
+    thinking: usize,
+    tool_call_deltas: usize,
+    usage: bool,
+    finished: bool,
+}
+
+impl Received {
+    /// Counts `event`.
+    pub(crate) fn note(&mut self, event: &StreamEvent) {
+        self.events += 1;
+        match event {
+            StreamEvent::TextDelta { text } => self.text += text.chars().count(),
+            StreamEvent::ThinkingDelta { text } => self.thinking += text.chars().count(),
+            StreamEvent::ToolCallDelta { .. } => self.tool_call_deltas += 1,
+            StreamEvent::Usage { .. } => self.usage = true,
+            StreamEvent::Finish { .. } => self.finished = true,
+            StreamEvent::ThinkingSignature { .. } => {}
+        }
+    }
+
+    /// How many events arrived.
+    pub(crate) fn events(&self) -> usize {
+        self.events
+    }
+
+    /// Whether a [`StreamEvent::Finish`] was among the events.
+    pub(crate) fn finished(&self) -> bool {
+        self.finished
+    }
+}
+
+impl std::fmt::Display for Received {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.events == 0 {
+            return f.write_str("received nothing");
+        }
+        let mut parts = Vec::new();
+        if self.text > 0 {
+            parts.push(format!("{} characters of text", self.text));
+        }
+        if self.thinking > 0 {
+            parts.push(format!("{} characters of reasoning", self.thinking));
+        }
+        if self.tool_call_deltas > 0 {
+            parts.push(format!("{} tool-call deltas", self.tool_call_deltas));
+        }
+        if self.usage {
+            parts.push("the usage".to_owned());
+        }
+        let plural = if self.events == 1 { "" } else { "s" };
+        write!(f, "received {} event{plural}", self.events)?;
+        if !parts.is_empty() {
+            write!(f, " ({})", parts.join(", "))?;
+        }
+        f.write_str(" and no finish")
     }
 }
 
 /// The sending half of a channel-backed [`ChatStream`].
 pub(crate) type EventSender = mpsc::Sender<Result<StreamEvent>>;
 
-/// A channel-backed stream: the producer (a task or a thread) sends events; the stream ends
-/// when the producer drops its sender. Dropping the stream makes `send` fail, which
-/// producers treat as cancellation.
-pub(crate) fn channel_stream(capacity: usize) -> (EventSender, ChatStream) {
-    let (tx, rx) = mpsc::channel(capacity);
-    let stream = futures::stream::unfold(rx, |mut rx| async move {
-        rx.recv().await.map(|item| (item, rx))
-    });
-    (tx, Box::pin(stream))
-}
-
-/// Spawns `producer` on the tokio runtime, feeding a channel stream. The producer's error,
-/// if any, becomes the stream's last item.
-pub(crate) fn spawn_stream<F, Fut>(producer: F) -> ChatStream
+/// Spawns `producer` on the tokio runtime, feeding a channel stream of `provider` (a profile
+/// name); the producer starts on the stream's first poll, so building a stream has no side
+/// effects. Dropping the stream makes `send` fail, which producers treat as cancellation.
+///
+/// The stream keeps the promise of [`ChatStream`] — it ends after a
+/// [`StreamEvent::Finish`] or an error — whatever the producer does: its error becomes the
+/// last item; a producer that returns without having sent a finish ends the stream with
+/// [`Error::StreamCut`] (naming `provider` and what it sent); one whose task was stopped (the
+/// runtime shutting down, the task aborted) with [`Error::Cancelled`]; one that panicked
+/// with [`Error::Panicked`]. A stream that just stops would leave the caller to guess.
+pub(crate) fn spawn_stream<F, Fut>(provider: &str, producer: F) -> ChatStream
 where
     F: FnOnce(EventSender) -> Fut + Send + 'static,
     Fut: std::future::Future<Output = Result<()>> + Send + 'static,
 {
-    let (tx, stream) = channel_stream(64);
-    // Start lazily on first poll so that building a stream has no side effects.
-    let start = futures::stream::once(async move {
-        let err_tx = tx.clone();
-        tokio::spawn(async move {
-            if let Err(e) = producer(tx).await {
-                let _ = err_tx.send(Err(e)).await;
+    let (tx, rx) = mpsc::channel(64);
+    let feed = Feed {
+        phase: Phase::Start(producer, tx),
+        rx,
+        provider: provider.to_owned(),
+        received: Received::default(),
+    };
+    Box::pin(futures::stream::unfold(feed, Feed::next))
+}
+
+enum Phase<F> {
+    Start(F, EventSender),
+    Running(tokio::task::JoinHandle<Result<()>>),
+    Ended,
+}
+
+struct Feed<F> {
+    phase: Phase<F>,
+    rx: mpsc::Receiver<Result<StreamEvent>>,
+    provider: String,
+    received: Received,
+}
+
+impl<F, Fut> Feed<F>
+where
+    F: FnOnce(EventSender) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = Result<()>> + Send + 'static,
+{
+    async fn next(mut self) -> Option<(Result<StreamEvent>, Self)> {
+        let task = match std::mem::replace(&mut self.phase, Phase::Ended) {
+            Phase::Start(producer, tx) => tokio::spawn(producer(tx)),
+            Phase::Running(task) => task,
+            Phase::Ended => return None,
+        };
+        if let Some(item) = self.rx.recv().await {
+            match &item {
+                Ok(event) => self.received.note(event),
+                // A producer's error ends the stream.
+                Err(_) => return Some((item, self)),
             }
-        });
-        futures::stream::empty::<Result<StreamEvent>>()
-    })
-    .flatten();
-    Box::pin(start.chain(stream))
+            self.phase = Phase::Running(task);
+            return Some((item, self));
+        }
+        // Every sender is gone: the producer returned, or its task was stopped.
+        let last = match task.await {
+            Ok(Ok(())) if self.received.finished() => return None,
+            Ok(Ok(())) => Error::StreamCut {
+                provider: self.provider.clone(),
+                received: self.received.to_string(),
+            },
+            Ok(Err(e)) => e,
+            Err(e) if e.is_panic() => Error::Panicked {
+                provider: self.provider.clone(),
+                message: panic_message(e.into_panic()),
+            },
+            Err(_) => Error::Cancelled,
+        };
+        Some((Err(last), self))
+    }
+}
+
+/// The text of a panic payload.
+fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_owned()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "no message".to_owned()
+    }
 }

@@ -12,7 +12,7 @@ use rand::Rng;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
-use crate::provider::{ChatStream, ModelProvider, ProviderInfo, spawn_stream};
+use crate::provider::{ChatStream, ModelProvider, ProviderInfo, Received, spawn_stream};
 use crate::tokens::TokenCount;
 use crate::types::ChatRequest;
 use crate::{Error, Result};
@@ -92,16 +92,23 @@ impl ModelProvider for Retrying {
     fn stream(&self, request: ChatRequest, cancel: CancellationToken) -> ChatStream {
         let inner = Arc::clone(&self.inner);
         let policy = self.policy;
-        spawn_stream(move |tx| async move {
+        spawn_stream(&self.inner.info().profile, move |tx| async move {
             let mut attempt = 0u32;
             loop {
                 let mut stream = inner.stream(request.clone(), cancel.clone());
-                let mut forwarded = false;
+                let mut received = Received::default();
                 let failure = loop {
                     match stream.next().await {
-                        None => return Ok(()),
+                        None if received.finished() => return Ok(()),
+                        // Neither a finish nor an error: a cut stream, retried like one.
+                        None => {
+                            break Error::StreamCut {
+                                provider: inner.info().profile.clone(),
+                                received: received.to_string(),
+                            };
+                        }
                         Some(Ok(event)) => {
-                            forwarded = true;
+                            received.note(&event);
                             if tx.send(Ok(event)).await.is_err() {
                                 return Ok(());
                             }
@@ -109,6 +116,7 @@ impl ModelProvider for Retrying {
                         Some(Err(e)) => break e,
                     }
                 };
+                let forwarded = received.events() > 0;
                 if forwarded || !failure.is_retryable() || attempt >= policy.max_retries {
                     return Err(failure);
                 }
@@ -143,6 +151,7 @@ mod tests {
         };
         let e = Error::StreamCut {
             provider: "x".into(),
+            received: String::new(),
         };
         for attempt in 1..=6 {
             let d = p.delay(attempt, &e);

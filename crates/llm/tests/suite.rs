@@ -8,4 +8,5 @@ mod openai;
 mod recorded;
 mod recorded_replay;
 mod registry;
+mod streams;
 mod structured;

@@ -1,10 +1,12 @@
 //! Helpers shared by the test suites of Trellis crates.
 //!
-//! Temporary workspaces, the [scripted model provider](scripted), and for the benchmarks the
+//! Temporary workspaces, the [scripted model provider](scripted), a deterministic
+//! [interruption point](interrupt) for models and tools, and for the benchmarks the
 //! [paced one](paced), a configurable [fake tool](tools) and the process's [CPU time and
 //! memory](usage), and a loopback [OpenAI-wire server](wire). This crate is a dev-dependency only (`publish = false`), so the test
 //! doubles never reach a release build.
 
+pub mod interrupt;
 pub mod paced;
 pub mod scripted;
 pub mod tools;

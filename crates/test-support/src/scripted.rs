@@ -197,6 +197,7 @@ impl ModelProvider for ScriptedProvider {
                 .map(Ok)
                 .chain([Err(Error::StreamCut {
                     provider: "scripted".into(),
+                    received: "a scripted cut".into(),
                 })])
                 .collect(),
         };

@@ -389,11 +389,19 @@ impl Service {
 
     /// Stops everything: live runs stop where they are (resumable from the store), channel
     /// turns are cancelled, and recorded events are flushed.
+    ///
+    /// Each run's driver is stopped, and waited for, before anything else is: a model call
+    /// or tool cut short by the shutdown (or by the runtime going away after it) must not be
+    /// recorded as its stage failing — that would end the run, which `runs resume` then
+    /// refuses. (Runs get no shutdown token: cancelling it first cuts nothing short.)
     pub async fn shutdown(&self) {
         self.shutdown.cancel();
         let runs: Vec<runs::LiveRun> = lock(&self.runs).drain().map(|(_, r)| r).collect();
-        for r in runs {
-            r.abort();
+        for r in &runs {
+            r.stop();
+        }
+        for r in &runs {
+            r.stopped().await;
         }
         for c in lock(&self.channels).values() {
             c.cancel();

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 use tokio::sync::watch;
-use trellis_graph::{RunCommands, RunHandle, RunOutcome};
+use trellis_graph::{RunCommands, RunHandle, RunOutcome, RunStopper};
 use trellis_protocol::{
     Answer, ArtifactStatus, Budgets, Command, EventKind, InputMode, InterruptKind, Message,
     NodeAnswer, NodeId, NodeMessage, NodeState, RunId, RunStatus, ServiceEvent, ServiceEventBody,
@@ -33,13 +33,21 @@ pub(crate) struct LiveRun {
     pub commands: RunCommands,
     /// Becomes true when the run stops executing here.
     pub done: watch::Receiver<bool>,
-    task: tokio::task::AbortHandle,
+    engine: RunStopper,
 }
 
 impl LiveRun {
-    /// Stops the run's task where it is (it stays resumable from the store).
-    pub fn abort(self) {
-        self.task.abort();
+    /// Stops the run's driver where it is (it stays resumable from the store); see
+    /// [`LiveRun::stopped`].
+    pub fn stop(&self) {
+        self.engine.stop();
+    }
+
+    /// Waits until the run's driver is gone and its tracking task has published what the
+    /// run committed: from then on nothing more is recorded for it.
+    pub async fn stopped(&self) {
+        let mut done = self.done.clone();
+        let _ = done.wait_for(|d| *d).await;
     }
 }
 
@@ -237,13 +245,14 @@ impl Service {
         let run = handle.id().clone();
         let mut events = handle.subscribe();
         let commands = handle.commands();
+        let engine = handle.stopper();
         let (done_tx, done) = watch::channel(false);
         let me = self.clone();
         let id = run.clone();
         // Registered before the task starts, so that a command sent right after the start
         // op finds the run live.
         let mut runs = lock(&self.runs);
-        let task = tokio::spawn(async move {
+        tokio::spawn(async move {
             let bus = me.bus.clone();
             // The workflow's stages, for `workflow:stage_changed` (empty for other graphs):
             // read when the first batch is committed (a new run's plan is in that batch).
@@ -341,6 +350,8 @@ impl Service {
             let _ = forward.await;
             let (status, error) = match &outcome {
                 Ok(o) => (o.status, o.error.clone()),
+                // Stopped by a shutdown: the stored run is still running, and resumable.
+                Err(e @ trellis_graph::Error::Stopped) => (RunStatus::Running, Some(e.to_string())),
                 Err(e) => (RunStatus::Failed, Some(e.to_string())),
             };
             // A run that ended drops its agents' worktrees and branches; its own branch and
@@ -361,12 +372,17 @@ impl Service {
             );
             let _ = done_tx.send(true);
         });
+        // A run that starts after a shutdown took the live runs stops at once (the shutdown
+        // cancels its token before it takes them, and this check holds their lock).
+        if self.shutdown.is_cancelled() {
+            engine.stop();
+        }
         runs.insert(
             run,
             LiveRun {
                 commands,
                 done,
-                task: task.abort_handle(),
+                engine,
             },
         );
         first_rx

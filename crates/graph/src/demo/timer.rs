@@ -101,18 +101,25 @@ struct Sleep {
     timer: &'static Timer,
 }
 
-impl Future for Sleep {
-    type Output = ();
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        if Instant::now() >= self.deadline {
+impl Sleep {
+    /// Completes if the deadline has passed as of `now` (read by the caller before taking
+    /// the timer's lock), else registers `waker` to be woken at the deadline.
+    fn poll_at(&mut self, now: Instant, waker: &Waker) -> Poll<()> {
+        if now >= self.deadline {
             return Poll::Ready(());
         }
         let mut q = self.timer.lock();
         match self.id {
-            Some(id) => {
-                q.wakers.insert(id, cx.waker().clone());
-            }
+            // The timer removes a sleeper's waker when it wakes it, at the deadline: no waker
+            // means the deadline has passed, even though `now`, read before the lock was
+            // taken, is earlier. Registering this poll's waker then would park the sleeper
+            // for good — the timer woke the previous poll's waker, which the caller may no
+            // longer listen to (the engine moves a handler from its first poll into its
+            // in-flight set between two polls).
+            Some(id) => match q.wakers.get_mut(&id) {
+                Some(registered) => registered.clone_from(waker),
+                None => return Poll::Ready(()),
+            },
             None => {
                 let id = q.next_id;
                 q.next_id += 1;
@@ -121,7 +128,7 @@ impl Future for Sleep {
                     .peek()
                     .is_none_or(|Reverse((at, _))| self.deadline < *at);
                 q.deadlines.push(Reverse((self.deadline, id)));
-                q.wakers.insert(id, cx.waker().clone());
+                q.wakers.insert(id, waker.clone());
                 drop(q);
                 self.id = Some(id);
                 if earliest {
@@ -130,6 +137,15 @@ impl Future for Sleep {
             }
         }
         Poll::Pending
+    }
+}
+
+impl Future for Sleep {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let now = Instant::now();
+        self.poll_at(now, cx.waker())
     }
 }
 
@@ -153,6 +169,49 @@ mod tests {
         assert!(took >= Duration::from_millis(10), "{took:?}");
         // Generous bound (CI machines are busy); tokio's wheel would round to >= 11 ms.
         assert!(took < Duration::from_millis(60), "{took:?}");
+    }
+
+    /// A waker that records that it was woken.
+    struct Flag(std::sync::atomic::AtomicBool);
+
+    impl std::task::Wake for Flag {
+        fn wake(self: Arc<Self>) {
+            self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    fn flag() -> (Arc<Flag>, Waker) {
+        let f = Arc::new(Flag(std::sync::atomic::AtomicBool::new(false)));
+        (f.clone(), Waker::from(f))
+    }
+
+    /// The engine polls a handler once with its own waker, then again from its in-flight
+    /// set with another. If that second poll reads the clock just before the deadline and
+    /// the timer fires (waking the first waker) before the poll takes the lock, the sleeper
+    /// must complete: parking with the new waker would wait for a wake-up that never comes
+    /// (the benchmark's hung run, every task parked).
+    #[test]
+    fn a_poll_that_races_the_timer_completes() {
+        let timer = TIMER.as_ref().unwrap();
+        let start = Instant::now();
+        let mut s = Sleep {
+            deadline: start + Duration::from_millis(2),
+            id: None,
+            timer,
+        };
+        let (first, waker) = flag();
+        assert!(s.poll_at(start, &waker).is_pending());
+        let waited = Instant::now();
+        while !first.0.load(std::sync::atomic::Ordering::SeqCst) {
+            assert!(
+                waited.elapsed() < Duration::from_secs(30),
+                "the timer never fired"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        // The clock as read before the deadline; the timer has fired since.
+        let (_second, waker) = flag();
+        assert_eq!(s.poll_at(start, &waker), Poll::Ready(()));
     }
 
     #[tokio::test]
