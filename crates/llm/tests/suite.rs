@@ -9,3 +9,4 @@ mod recorded;
 mod recorded_replay;
 mod registry;
 mod structured;
+mod window;
