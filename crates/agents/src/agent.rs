@@ -281,6 +281,9 @@ impl AgentRun {
     /// Runs the agent: a fresh activation, the continuation of an answered interrupt, or the
     /// continuation of a recorded activation after the process stopped.
     pub async fn run(mut self, resume: Resume) -> Result<AgentOutcome> {
+        // A remote model's window is asked of its server once: from here on the limits
+        // (`info().context_window`) are the server's, not an assumption.
+        self.provider.context_window().await;
         let mut inbox = self.inbox.take();
         if self.context.outputs.is_none() {
             self.context.outputs = Some(Arc::new(MemoryOutputs::default()));

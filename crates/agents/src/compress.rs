@@ -149,9 +149,9 @@ pub async fn compress_field(
     // cut off mid-sentence.
     let max_tokens = (max_chars / 2 + 64) as u64;
     let budget = provider
-        .info()
-        .context_window
-        .map(|w| u64::from(w).saturating_sub(max_tokens + 64).max(256));
+        .context_window()
+        .await
+        .map(|w| u64::from(w.tokens).saturating_sub(max_tokens + 64).max(256));
     let mut input = text.to_owned();
     let request = loop {
         let request = ChatRequest {

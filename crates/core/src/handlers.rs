@@ -284,7 +284,9 @@ impl RunContext {
             }
             None => (env, None),
         };
-        let mut context = self.context_policy(&role.name, &node, &stage_name, &agent.agent);
+        let mut context = self
+            .context_policy(&role.name, &node, &stage_name, &agent.agent)
+            .await;
         // MCP tools compete for the schema budget: rank them with the index's embeddings too.
         let allow = tool_scope.as_deref().unwrap_or(&role.name);
         if registry
@@ -386,7 +388,7 @@ impl RunContext {
     /// The context policy of an activation of `role` at `node`: the configured caps, the
     /// summary model booked to the run's ledger under the agent's scope, and its large tool
     /// outputs stored in `.trellis/runs/<run>/tool-outputs/<node>/`.
-    fn context_policy(
+    async fn context_policy(
         &self,
         role: &str,
         node: &str,
@@ -405,14 +407,14 @@ impl RunContext {
         ) {
             // A model with a small window (the embedded SmolLM2: 4096) writes poor summaries
             // slowly — on CPU a summary per turn made one activation take minutes: digests.
-            Ok(p)
-                if p.info()
-                    .context_window
-                    .is_some_and(|w| w < MIN_SUMMARY_WINDOW) =>
-            {
-                None
+            // (A remote model's window is asked of its server here, once.)
+            Ok(p) => {
+                let small = p
+                    .context_window()
+                    .await
+                    .is_some_and(|w| w.tokens < MIN_SUMMARY_WINDOW);
+                (!small).then_some(p)
             }
-            Ok(p) => Some(p),
             Err(e) => {
                 tracing::warn!(error = %e, "no summary model; compaction falls back to digests");
                 None

@@ -120,12 +120,11 @@ impl RunContext {
                 }
                 // A stage's context must leave room for the prompt and the answer: at most a
                 // quarter of the smallest context window among the agents' models.
-                options.max_budget = rt
-                    .models
-                    .for_role("default")
-                    .ok()
-                    .and_then(|p| p.info().context_window)
-                    .map(|w| (w as usize) / 4);
+                // (A remote model's window is asked of its server here, once.)
+                options.max_budget = match rt.models.for_role("default") {
+                    Ok(p) => p.context_window().await.map(|w| w.tokens as usize / 4),
+                    Err(_) => None,
+                };
                 let embedder = match tokio::task::spawn_blocking({
                     let config = rt.index.embedding.clone();
                     move || trellis_index::embed::from_config(&config, true)

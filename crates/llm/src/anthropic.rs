@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use futures::future::BoxFuture;
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -12,6 +13,7 @@ use crate::provider::{ChatStream, ModelProvider, ProviderInfo, spawn_stream};
 use crate::sse::SseEvent;
 use crate::structured::{StructuredMode, schema_instruction};
 use crate::types::{ChatRequest, FinishReason, Message, Role, StreamEvent, Usage};
+use crate::window::{ContextWindow, Window};
 use crate::{Error, Result};
 
 /// The API version header value.
@@ -20,6 +22,7 @@ pub const ANTHROPIC_VERSION: &str = "2023-06-01";
 /// An Anthropic Messages endpoint.
 pub struct AnthropicProvider {
     info: ProviderInfo,
+    window: Window,
     endpoint: Endpoint,
     structured: StructuredMode,
     default_max_tokens: u32,
@@ -35,6 +38,7 @@ impl AnthropicProvider {
         default_temperature: Option<f32>,
     ) -> Self {
         Self {
+            window: Window::new(endpoint.clone(), KeyHeader::Named("x-api-key"), &info),
             info,
             endpoint,
             structured,
@@ -161,7 +165,11 @@ fn wire_messages(messages: &[Message]) -> Vec<Value> {
 
 impl ModelProvider for AnthropicProvider {
     fn info(&self) -> &ProviderInfo {
-        &self.info
+        self.window.info().unwrap_or(&self.info)
+    }
+
+    fn context_window(&self) -> BoxFuture<'_, Option<ContextWindow>> {
+        Box::pin(async move { Some(self.window.get(&self.info).await) })
     }
 
     fn stream(&self, request: ChatRequest, cancel: CancellationToken) -> ChatStream {

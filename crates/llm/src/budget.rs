@@ -439,6 +439,12 @@ impl ModelProvider for Budgeted {
         self.inner.prepare()
     }
 
+    fn context_window(
+        &self,
+    ) -> futures::future::BoxFuture<'_, Option<crate::window::ContextWindow>> {
+        self.inner.context_window()
+    }
+
     fn count_tokens(&self, request: &ChatRequest) -> Result<TokenCount> {
         self.inner.count_tokens(request)
     }

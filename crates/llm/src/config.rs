@@ -56,7 +56,10 @@ pub struct ProfileConfig {
     pub max_tokens: Option<u32>,
     /// Default temperature.
     pub temperature: Option<f32>,
-    /// `embedded`: context size in tokens; remote: the model's context window (informative).
+    /// `embedded`: context size in tokens. Remote: the server's context window; unset, it is
+    /// asked of the server (llama-server, Ollama, a `/models` list) or taken from the table
+    /// of OpenAI and Anthropic models, else 4096 with a warning; a smaller window reported
+    /// by the server wins over this value.
     pub context: Option<u32>,
     /// `embedded`: CPU threads.
     pub threads: Option<u32>,

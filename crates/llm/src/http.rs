@@ -218,19 +218,7 @@ impl Endpoint {
         tx: &EventSender,
         handler: &mut (dyn SseHandler + Send),
     ) -> Result<()> {
-        let mut headers = self.headers.clone();
-        if let Some(key_value) = self.api_key()? {
-            let (name, text) = match key {
-                KeyHeader::Bearer => (
-                    reqwest::header::AUTHORIZATION,
-                    format!("Bearer {key_value}"),
-                ),
-                KeyHeader::Named(n) => (HeaderName::from_static(n), key_value),
-            };
-            let value = HeaderValue::from_str(&text)
-                .map_err(|_| Error::Config(format!("{}: invalid API key", self.profile)))?;
-            headers.insert(name, value);
-        }
+        let mut headers = self.headers_with_key(key)?;
         for (k, v) in extra {
             headers.insert(HeaderName::from_static(k), HeaderValue::from_static(v));
         }
@@ -244,6 +232,24 @@ impl Endpoint {
         )
         .await?;
         forward_sse(&self.profile, response, cancel, tx, handler).await
+    }
+
+    /// The configured headers with the API key (as `key`) when one is configured.
+    pub(crate) fn headers_with_key(&self, key: KeyHeader) -> Result<HeaderMap> {
+        let mut headers = self.headers.clone();
+        if let Some(key_value) = self.api_key()? {
+            let (name, text) = match key {
+                KeyHeader::Bearer => (
+                    reqwest::header::AUTHORIZATION,
+                    format!("Bearer {key_value}"),
+                ),
+                KeyHeader::Named(n) => (HeaderName::from_static(n), key_value),
+            };
+            let value = HeaderValue::from_str(&text)
+                .map_err(|_| Error::Config(format!("{}: invalid API key", self.profile)))?;
+            headers.insert(name, value);
+        }
+        Ok(headers)
     }
 
     /// The API key from the environment; `None` when no variable is configured.

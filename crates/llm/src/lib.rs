@@ -20,7 +20,8 @@
 //! mock-server tests can assert on the exact bytes sent, and the dependency tree stays small.
 //!
 //! Around the providers: [`structured`] output and the [`normalise`]r, [`tokens`] counting,
-//! and hard [`budget`]s checked before each call.
+//! hard [`budget`]s checked before each call, and each model's context [`window`] (asked of
+//! the server where it can say).
 
 pub mod anthropic;
 pub mod budget;
@@ -39,6 +40,7 @@ pub mod sse;
 pub mod structured;
 pub mod tokens;
 pub mod types;
+pub mod window;
 
 pub use anthropic::AnthropicProvider;
 pub use budget::{
@@ -60,3 +62,4 @@ pub use types::{
     ChatRequest, Completion, FinishReason, Message, ResponseFormat, Role, StreamEvent, Thinking,
     ToolCall, ToolSpec, Usage,
 };
+pub use window::{ContextWindow, WindowSource};

@@ -4,6 +4,7 @@
 //! llama.cpp server, TabbyAPI, LM Studio, OpenRouter — which differ only in configuration
 //! (base URL, key variable, model, headers, structured-output mode).
 
+use futures::future::BoxFuture;
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -13,11 +14,13 @@ use crate::sse::SseEvent;
 use crate::structured::{StructuredMode, schema_instruction};
 use crate::tokens::TokenCount;
 use crate::types::{ChatRequest, FinishReason, Message, Role, StreamEvent, Usage};
+use crate::window::{ContextWindow, Window};
 use crate::{Error, Result};
 
 /// An OpenAI-compatible endpoint.
 pub struct OpenAiProvider {
     info: ProviderInfo,
+    window: Window,
     endpoint: Endpoint,
     structured: StructuredMode,
     default_max_tokens: Option<u32>,
@@ -33,6 +36,7 @@ impl OpenAiProvider {
         default_temperature: Option<f32>,
     ) -> Self {
         Self {
+            window: Window::new(endpoint.clone(), KeyHeader::Bearer, &info),
             info,
             endpoint,
             structured,
@@ -158,7 +162,11 @@ fn wire_message(m: &Message) -> Value {
 
 impl ModelProvider for OpenAiProvider {
     fn info(&self) -> &ProviderInfo {
-        &self.info
+        self.window.info().unwrap_or(&self.info)
+    }
+
+    fn context_window(&self) -> BoxFuture<'_, Option<ContextWindow>> {
+        Box::pin(async move { Some(self.window.get(&self.info).await) })
     }
 
     fn count_tokens(&self, request: &ChatRequest) -> Result<TokenCount> {

@@ -10,6 +10,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::tokens::TokenCount;
 use crate::types::{ChatRequest, Completion, FinishReason, StreamEvent};
+use crate::window::{ContextWindow, WindowSource};
 use crate::{Error, Result};
 
 /// A stream of response events. It ends after [`StreamEvent::Finish`] or after the first
@@ -42,7 +43,8 @@ pub struct ProviderInfo {
     /// Whether the provider enforces a JSON Schema while generating (grammar or native
     /// `response_format`), as opposed to asking for it in the prompt.
     pub native_structured_output: bool,
-    /// The context window in tokens, when known.
+    /// The context window in tokens, when known (for a remote endpoint: the profile's
+    /// `context` until [`ModelProvider::context_window`] has found out the server's).
     pub context_window: Option<u32>,
 }
 
@@ -59,6 +61,17 @@ pub trait ModelProvider: Send + Sync {
     /// weights); calls work without it, this only moves the cost. Idempotent.
     fn prepare(&self) -> BoxFuture<'_, Result<()>> {
         Box::pin(async { Ok(()) })
+    }
+
+    /// The context window and where it comes from. A remote endpoint asks its server on the
+    /// first call (once, with a short timeout; [`crate::window`]) and from then on
+    /// [`ProviderInfo::context_window`] holds the answer too; other providers state theirs.
+    fn context_window(&self) -> BoxFuture<'_, Option<ContextWindow>> {
+        let window = self.info().context_window.map(|tokens| ContextWindow {
+            tokens,
+            source: WindowSource::Provider,
+        });
+        Box::pin(async move { window })
     }
 
     /// Counts the prompt tokens of `request` with the model's tokenizer where available,

@@ -101,6 +101,10 @@ pub struct ProfileSummary {
     pub roles: Vec<String>,
     /// Whether this is `models.default`.
     pub default: bool,
+    /// The configured `context` (a remote endpoint's window is otherwise asked of its
+    /// server on first use).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub context: Option<u32>,
     /// For built-in weights: whether they are already cached.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cached: Option<bool>,
@@ -275,6 +279,7 @@ impl ModelRegistry {
                         .map(|r| (*r).to_string())
                         .collect(),
                     default: *name == self.default,
+                    context: p.context,
                     cached: builtin_model.as_ref().map(|m| m.is_cached(&self.cache_dir)),
                     description: p.description.clone(),
                 }

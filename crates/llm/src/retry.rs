@@ -85,6 +85,12 @@ impl ModelProvider for Retrying {
         self.inner.prepare()
     }
 
+    fn context_window(
+        &self,
+    ) -> futures::future::BoxFuture<'_, Option<crate::window::ContextWindow>> {
+        self.inner.context_window()
+    }
+
     fn count_tokens(&self, request: &ChatRequest) -> Result<TokenCount> {
         self.inner.count_tokens(request)
     }

@@ -10,3 +10,4 @@ mod recorded_replay;
 mod registry;
 mod streams;
 mod structured;
+mod window;

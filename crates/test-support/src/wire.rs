@@ -109,12 +109,39 @@ impl std::fmt::Display for Wire {
 }
 
 /// Serves on 127.0.0.1 (a free port) until the returned [`Wire`] is dropped, one request at
-/// a time: records each request's JSON body and answers with `respond(body)`. Returns the
-/// server (its base URL) and the recorded bodies.
-pub fn serve(mut respond: impl FnMut(&Value) -> Reply + Send + 'static) -> (Wire, Seen) {
+/// a time: records each chat-completions request's JSON body and answers with
+/// `respond(body)`. Any other request (a provider asking for its context window) gets 404,
+/// as from a server that does not offer it, and is not recorded. Returns the server (its
+/// base URL) and the recorded bodies.
+pub fn serve(respond: impl FnMut(&Value) -> Reply + Send + 'static) -> (Wire, Seen) {
+    serve_with(Vec::new(), respond)
+}
+
+/// A fixed answer to one other endpoint of the server: `("GET", "/props", reply)` (the path
+/// is the request target without the query).
+pub type Route = (&'static str, &'static str, Reply);
+
+/// [`serve`], also answering `routes` (endpoints such as llama-server's `/props` or
+/// Ollama's `/api/show`, which a provider asks for the model's context window).
+pub fn serve_with(
+    routes: Vec<Route>,
+    mut respond: impl FnMut(&Value) -> Reply + Send + 'static,
+) -> (Wire, Seen) {
     let seen: Seen = Arc::default();
     let log = seen.clone();
     let server = Server::start(move |request| {
+        if request.method != "POST" || !request.target.ends_with("/chat/completions") {
+            let path = request.target.split('?').next().unwrap_or_default();
+            return match routes
+                .iter()
+                .find(|(method, route, _)| *method == request.method && *route == path)
+            {
+                Some((_, _, reply)) => {
+                    Response::new(reply.status, reply.content_type, reply.body.clone())
+                }
+                None => Response::json_status(404, r#"{"error":"not found"}"#),
+            };
+        }
         let body = request.json();
         log.lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)

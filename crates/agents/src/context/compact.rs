@@ -420,7 +420,7 @@ impl Compactor<'_> {
         max_tokens: u64,
     ) -> Summarised {
         let mut usage = Usage::default();
-        let window = model.info().context_window.map(u64::from);
+        let window = model.context_window().await.map(|w| u64::from(w.tokens));
         // Like an agent's model, a summary model of unknown window gets the default limit.
         let budget = window
             .map_or(super::DEFAULT_SUMMARIZE_AT, |w| {

@@ -1,5 +1,6 @@
 //! Context management against a real endpoint: the OpenAI provider (built from
-//! configuration, `context = 3000`) talking to a loopback chat-completions server that
+//! configuration, `context = 3000` or no `context` and an Ollama-like server that reports
+//! 3000 tokens) talking to a loopback chat-completions server that
 //! enforces what real servers enforce — a prompt within the context window (counted with
 //! tiktoken) and tool results that answer the call right before them — and answers 400
 //! otherwise, as vLLM and OpenAI do.
@@ -105,12 +106,13 @@ struct Seen {
 }
 
 /// Serves until the returned server is dropped: summary requests (by their instruction) get a
-/// summary, the agent's get eight `dump` calls and then its report.
-fn serve() -> (wire::Wire, Seen) {
+/// summary, the agent's get eight `dump` calls and then its report; `routes` answer the
+/// server's other endpoints.
+fn serve(routes: Vec<wire::Route>) -> (wire::Wire, Seen) {
     let refused: Arc<Mutex<Vec<String>>> = Arc::default();
     let log = refused.clone();
     let mut agent_calls = 0;
-    let (url, bodies) = wire::serve(move |body| {
+    let (url, bodies) = wire::serve_with(routes, move |body| {
         if let Some(why) = refusal(body) {
             log.lock().unwrap().push(why.clone());
             Reply::json(
@@ -142,28 +144,66 @@ fn serve() -> (wire::Wire, Seen) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_openai_wire_endpoint_never_sees_a_prompt_beyond_its_window() {
-    let (url, seen) = serve();
-    let toml = format!(
+    let (url, seen) = serve(Vec::new());
+    let context = format!("context = {WINDOW}\n");
+    let toml = config(&url, &context);
+    let provider_window = run_within_the_window(&toml, &seen).await;
+    assert_eq!(provider_window, Some(WINDOW as u32));
+}
+
+/// The issue's case: an Ollama profile with no `context`. Ollama cuts a prompt at its own
+/// `num_ctx` without a word (this server refuses instead, so an overflow fails the test);
+/// the provider reads the window from `/api/show` (the model's Modelfile sets `num_ctx`;
+/// `/api/ps` shows nothing loaded) and the agent keeps every prompt within it. Before, the
+/// window was unknown and compaction waited for 30,000 tokens.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ollama_endpoint_without_context_is_kept_within_the_window_it_reports() {
+    // Shapes of Ollama's `ShowResponse` and `ProcessResponse` (api/types.go, docs/api.md).
+    let show = json!({
+        "parameters": format!("num_ctx                        {WINDOW}\nstop                           \"<|im_end|>\""),
+        "model_info": {"general.architecture": "qwen2", "qwen2.context_length": 32768},
+        "details": {"format": "gguf", "family": "qwen2"},
+        "capabilities": ["completion", "tools"],
+    });
+    let routes = vec![
+        ("POST", "/api/show", Reply::json(200, &show)),
+        ("GET", "/api/ps", Reply::json(200, &json!({"models": []}))),
+    ];
+    let (url, seen) = serve(routes);
+    let toml = config(&url, "");
+    let provider_window = run_within_the_window(&toml, &seen).await;
+    assert_eq!(provider_window, Some(WINDOW as u32));
+}
+
+/// Two profiles on the server at `url` (the agent's and the summary model's), each with the
+/// `context` line `context` (or none).
+fn config(url: &str, context: &str) -> String {
+    format!(
         "[models]\ndefault = \"mock\"\n\n\
-         [models.profiles.mock]\nprovider = \"openai\"\nbase_url = \"{url}\"\nmodel = \"mock-model\"\ncontext = {WINDOW}\nmax_retries = 0\n\n\
-         [models.profiles.mock-summary]\nprovider = \"openai\"\nbase_url = \"{url}\"\nmodel = \"mock-summary\"\ncontext = {WINDOW}\nmax_retries = 0\n\n\
+         [models.profiles.mock]\nprovider = \"openai\"\nbase_url = \"{url}\"\nmodel = \"mock-model\"\n{context}max_retries = 0\n\n\
+         [models.profiles.mock-summary]\nprovider = \"openai\"\nbase_url = \"{url}\"\nmodel = \"mock-summary\"\n{context}max_retries = 0\n\n\
          [roles]\nplanner = \"mock-summary\"\n\n\
          [context]\nkeep_last = 6\n"
-    );
+    )
+}
+
+/// Runs the dumping agent on the configuration `toml` and checks that the server refused
+/// nothing although the outputs far exceed the window; returns the agent model's window as
+/// its provider states it after the run.
+async fn run_within_the_window(toml: &str, seen: &Seen) -> Option<u32> {
     let config =
-        trellis_config::Config::from_toml(std::path::Path::new("config.toml"), &toml).unwrap();
+        trellis_config::Config::from_toml(std::path::Path::new("config.toml"), toml).unwrap();
     let models = ModelRegistry::from_config(&config).unwrap();
     let context: ContextConfig = config.section("context").unwrap();
     context.validate().unwrap();
     let mut policy: ContextPolicy = context.policy_for("dumper");
     policy.summarizer = Some(models.for_role(context.summary_role()).unwrap());
     let provider = models.for_role("default").unwrap();
-    assert_eq!(provider.info().context_window, Some(WINDOW as u32));
 
     let fx = fixture();
     let recorder = Recorder::default();
     let out = done(
-        agent(&fx, provider, policy, &recorder)
+        agent(&fx, provider.clone(), policy, &recorder)
             .run(Resume::Fresh)
             .await
             .unwrap(),
@@ -204,4 +244,5 @@ async fn an_openai_wire_endpoint_never_sees_a_prompt_beyond_its_window() {
     for e in &compacted {
         println!("{}", e.compaction_text().unwrap());
     }
+    provider.info().context_window
 }

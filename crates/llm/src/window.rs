@@ -1,0 +1,331 @@
+//! Context windows: how many tokens a model takes, and how that was found out.
+//!
+//! Every prompt is kept within its model's window (`docs/context.md`), so the window must be
+//! the one the server really uses: Ollama, for one, silently cuts a prompt at its own
+//! `num_ctx`, whatever a client assumes. A remote provider therefore asks its server, once,
+//! on the first [`ModelProvider::context_window`](crate::ModelProvider::context_window) call
+//! (llama-server's `/props`, Ollama's `/api/show` and `/api/ps`, the `/models` list, each
+//! with a short timeout — see `docs/models.md`, "Context windows"); the
+//! official OpenAI and Anthropic APIs report nothing and are looked up in a table instead.
+//! What the server reports caps the profile's `context`; when nothing is known, a
+//! conservative [`DEFAULT_WINDOW`] is used and a warning names the key to set.
+
+mod known;
+mod probe;
+
+use std::fmt;
+use std::time::Duration;
+
+use serde::Serialize;
+use tokio::sync::OnceCell;
+
+use crate::http::{Endpoint, KeyHeader};
+use crate::provider::ProviderInfo;
+
+pub use known::known_window;
+
+/// The window assumed when nothing reports one: the smallest default of the common local
+/// servers (Ollama below 24 GiB of VRAM, LM Studio, TabbyAPI, llama-server's `-c` in older
+/// builds). Too small costs summaries; too large silently loses the start of a prompt.
+pub const DEFAULT_WINDOW: u32 = 4096;
+
+/// The window Ollama gives a model that has no `num_ctx` on a machine with less than 24 GiB
+/// of VRAM (its `server/routes.go`: 4096, 32768 from 24 GiB, 262144 from 48 GiB), unless the
+/// server was started with `OLLAMA_CONTEXT_LENGTH` — which no endpoint reports.
+pub const OLLAMA_DEFAULT_NUM_CTX: u32 = 4096;
+
+/// How long each request asking for the window may take before it counts as unanswered.
+pub const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A model's context window and where the number comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct ContextWindow {
+    /// Tokens of prompt and answer together.
+    pub tokens: u32,
+    /// Where the number comes from.
+    pub source: WindowSource,
+}
+
+/// Where a [`ContextWindow`] comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum WindowSource {
+    /// The provider states it itself (the embedded model's context size, a test double's).
+    Provider,
+    /// The profile's `context` key.
+    Configured,
+    /// llama.cpp's `llama-server`: `GET /props`, `default_generation_settings.n_ctx` (the
+    /// window of one slot, which is what one request gets).
+    LlamaServer,
+    /// Ollama: `GET /api/ps`, the `context_length` the loaded model runs with.
+    OllamaLoaded,
+    /// Ollama: `POST /api/show`, the model's `num_ctx` parameter (at most its trained
+    /// `<arch>.context_length`).
+    OllamaModelfile,
+    /// Ollama with a model neither loaded nor given a `num_ctx`: its default below 24 GiB of
+    /// VRAM ([`OLLAMA_DEFAULT_NUM_CTX`]), at most the model's trained length — an assumption.
+    OllamaDefault,
+    /// `GET {base_url}/models`: a field of the model's entry (`max_model_len` from vLLM and
+    /// `trellis models serve`, `meta.n_ctx` from llama-server, `context_length`, …).
+    ModelList {
+        /// The field read.
+        field: &'static str,
+    },
+    /// The table of OpenAI and Anthropic models ([`known_window`]).
+    KnownModel,
+    /// Nothing said: [`DEFAULT_WINDOW`] — an assumption.
+    Default,
+}
+
+impl WindowSource {
+    /// Whether the server itself reported the number (so it caps a configured `context`).
+    pub fn is_reported(self) -> bool {
+        matches!(
+            self,
+            Self::LlamaServer | Self::OllamaLoaded | Self::OllamaModelfile | Self::ModelList { .. }
+        )
+    }
+
+    /// Whether the number is a guess that deserves a warning.
+    pub fn is_assumed(self) -> bool {
+        matches!(self, Self::OllamaDefault | Self::Default)
+    }
+}
+
+impl fmt::Display for WindowSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Provider => f.write_str("stated by the provider"),
+            Self::Configured => f.write_str("the profile's `context`"),
+            Self::LlamaServer => {
+                f.write_str("llama-server GET /props default_generation_settings.n_ctx")
+            }
+            Self::OllamaLoaded => f.write_str("Ollama GET /api/ps context_length (loaded model)"),
+            Self::OllamaModelfile => f.write_str("Ollama POST /api/show num_ctx parameter"),
+            Self::OllamaDefault => f.write_str(
+                "assumed: Ollama's default for a model without num_ctx that is not loaded",
+            ),
+            Self::ModelList { field } => write!(f, "GET /models {field}"),
+            Self::KnownModel => f.write_str("the table of OpenAI and Anthropic models"),
+            Self::Default => f.write_str("assumed: no server or table reported it"),
+        }
+    }
+}
+
+impl ContextWindow {
+    /// The warning for a window that is only assumed, naming the key that fixes it.
+    pub fn warning(&self, profile: &str) -> Option<String> {
+        let ollama = match self.source {
+            WindowSource::OllamaDefault => {
+                " Ollama runs such a model with OLLAMA_CONTEXT_LENGTH (which no endpoint \
+                 reports) or its VRAM-based default; a `PARAMETER num_ctx` in the model's \
+                 Modelfile is read instead."
+            }
+            WindowSource::Default => "",
+            _ => return None,
+        };
+        Some(format!(
+            "profile `{profile}`: the model's context window is not known; assuming {} \
+             tokens. Set `models.profiles.{profile}.context` to the server's window.{ollama}",
+            self.tokens
+        ))
+    }
+}
+
+/// A remote provider's window: found out on first use and kept, with the provider's info
+/// updated to hold it.
+pub(crate) struct Window {
+    endpoint: Endpoint,
+    key: KeyHeader,
+    model: String,
+    configured: Option<u32>,
+    found: OnceCell<(ContextWindow, ProviderInfo)>,
+}
+
+impl Window {
+    /// The window of `info.model` behind `endpoint` (`info.context_window` is the profile's
+    /// `context`).
+    pub(crate) fn new(endpoint: Endpoint, key: KeyHeader, info: &ProviderInfo) -> Self {
+        Self {
+            endpoint,
+            key,
+            model: info.model.clone(),
+            configured: info.context_window,
+            found: OnceCell::new(),
+        }
+    }
+
+    /// `base` with the window found, once it was.
+    pub(crate) fn info(&self) -> Option<&ProviderInfo> {
+        self.found.get().map(|(_, info)| info)
+    }
+
+    /// The window, found out on the first call (concurrent first calls wait for one answer).
+    pub(crate) async fn get(&self, base: &ProviderInfo) -> ContextWindow {
+        let (window, _) = self
+            .found
+            .get_or_init(|| async {
+                let window = self.find().await;
+                let info = ProviderInfo {
+                    context_window: Some(window.tokens),
+                    ..base.clone()
+                };
+                (window, info)
+            })
+            .await;
+        *window
+    }
+
+    async fn find(&self) -> ContextWindow {
+        // The official APIs answer none of the probes: do not send them requests in vain.
+        let reported = if is_official(&self.endpoint.base_url) {
+            None
+        } else {
+            probe::ask(&self.endpoint, self.key, &self.model).await
+        };
+        let window = decide(
+            &self.endpoint.profile,
+            self.configured,
+            reported,
+            known_window(&self.model),
+        );
+        tracing::info!(
+            profile = %self.endpoint.profile,
+            tokens = window.tokens,
+            source = %window.source,
+            "context window"
+        );
+        window
+    }
+}
+
+/// Chooses among the configured, the reported and the table's window: the configured one
+/// unless the server reports less; else what the server reports; else the table; else
+/// [`DEFAULT_WINDOW`]. Warns when the result is assumed or a configured value was lowered.
+pub(crate) fn decide(
+    profile: &str,
+    configured: Option<u32>,
+    reported: Option<ContextWindow>,
+    known: Option<u32>,
+) -> ContextWindow {
+    let window = match (configured, reported) {
+        (Some(c), Some(r)) if r.source.is_reported() && r.tokens < c => {
+            tracing::warn!(
+                "profile `{profile}`: `models.profiles.{profile}.context` is {c} but the server \
+                 reports {} tokens ({}); using {}",
+                r.tokens,
+                r.source,
+                r.tokens
+            );
+            r
+        }
+        (Some(tokens), _) => ContextWindow {
+            tokens,
+            source: WindowSource::Configured,
+        },
+        (None, Some(r)) => r,
+        (None, None) => match known {
+            Some(tokens) => ContextWindow {
+                tokens,
+                source: WindowSource::KnownModel,
+            },
+            None => ContextWindow {
+                tokens: DEFAULT_WINDOW,
+                source: WindowSource::Default,
+            },
+        },
+    };
+    if let Some(warning) = window.warning(profile) {
+        tracing::warn!("{warning}");
+    }
+    window
+}
+
+/// Whether `base_url` is OpenAI's or Anthropic's own API.
+fn is_official(base_url: &str) -> bool {
+    reqwest::Url::parse(base_url)
+        .ok()
+        .and_then(|u| u.host_str().map(str::to_ascii_lowercase))
+        .is_some_and(|h| h == "api.openai.com" || h == "api.anthropic.com")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn w(tokens: u32, source: WindowSource) -> Option<ContextWindow> {
+        Some(ContextWindow { tokens, source })
+    }
+
+    #[test]
+    fn a_reported_window_caps_the_configured_one_but_an_assumed_one_does_not() {
+        let loaded = w(4096, WindowSource::OllamaLoaded);
+        assert_eq!(decide("p", Some(32768), loaded, None), loaded.unwrap());
+        let assumed = w(4096, WindowSource::OllamaDefault);
+        assert_eq!(
+            decide("p", Some(32768), assumed, None).source,
+            WindowSource::Configured
+        );
+        // A larger reported window leaves a deliberately smaller configuration alone.
+        let big = w(
+            131_072,
+            WindowSource::ModelList {
+                field: "max_model_len",
+            },
+        );
+        assert_eq!(
+            decide("p", Some(8192), big, None),
+            ContextWindow {
+                tokens: 8192,
+                source: WindowSource::Configured
+            }
+        );
+    }
+
+    #[test]
+    fn without_configuration_the_server_then_the_table_then_the_default() {
+        let props = w(8192, WindowSource::LlamaServer);
+        assert_eq!(decide("p", None, props, Some(128_000)), props.unwrap());
+        assert_eq!(
+            decide("p", None, None, Some(128_000)).source,
+            WindowSource::KnownModel
+        );
+        assert_eq!(
+            decide("p", None, None, None),
+            ContextWindow {
+                tokens: DEFAULT_WINDOW,
+                source: WindowSource::Default
+            }
+        );
+    }
+
+    #[test]
+    fn only_assumed_windows_warn_and_the_warning_names_the_key() {
+        let assumed = ContextWindow {
+            tokens: 4096,
+            source: WindowSource::Default,
+        };
+        let text = assumed.warning("ollama").unwrap();
+        assert!(text.contains("`models.profiles.ollama.context`"), "{text}");
+        assert!(text.contains("assuming 4096 tokens"), "{text}");
+        let ollama = ContextWindow {
+            source: WindowSource::OllamaDefault,
+            ..assumed
+        };
+        assert!(ollama.warning("o").unwrap().contains("num_ctx"));
+        let known = ContextWindow {
+            source: WindowSource::KnownModel,
+            ..assumed
+        };
+        assert_eq!(known.warning("o"), None);
+    }
+
+    #[test]
+    fn only_the_official_hosts_skip_the_probes() {
+        assert!(is_official("https://api.openai.com/v1"));
+        assert!(is_official("https://API.anthropic.com/v1/"));
+        assert!(!is_official("http://localhost:11434/v1"));
+        assert!(!is_official("https://openrouter.ai/api/v1"));
+        assert!(!is_official("not a url"));
+    }
+}
