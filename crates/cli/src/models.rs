@@ -1,4 +1,6 @@
-//! `trellis models list | test [PROFILE]`.
+//! `trellis models list | test [PROFILE] | serve`.
+
+mod serve;
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -29,6 +31,9 @@ pub enum ModelsCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Serve a profile's model over the OpenAI chat-completions API on loopback (token
+    /// protected), for editors, other tools and other Trellis processes.
+    Serve(serve::ServeArgs),
 }
 
 /// The structured answer `models test` asks for.
@@ -61,6 +66,7 @@ pub async fn execute(
     match cmd {
         ModelsCommand::List { json } => list(&registry, *json),
         ModelsCommand::Test { profile, json } => test(&registry, profile.as_deref(), *json).await,
+        ModelsCommand::Serve(args) => serve::serve(args, &registry).await,
     }
 }
 

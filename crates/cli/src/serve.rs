@@ -79,14 +79,9 @@ pub fn serve(
             .await
             .with_context(|| format!("cannot listen on {}", args.bind))?;
         let addr = listener.local_addr()?;
-        let mut hosts = trellis_server::loopback_hosts(addr.port());
-        if !addr.ip().is_loopback() {
-            hosts.push(addr.to_string());
-        }
-        hosts.extend(args.allow_host.iter().cloned());
         let settings = Settings {
             token: token.token.clone(),
-            allowed_hosts: hosts,
+            allowed_hosts: trellis_server::served_hosts(addr, &args.allow_host),
             limits: Limits {
                 body_bytes: args.max_body,
                 ..Limits::default()
@@ -133,7 +128,7 @@ pub fn serve(
 }
 
 /// SIGINT or SIGTERM.
-async fn shutdown_signal() {
+pub(crate) async fn shutdown_signal() {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};

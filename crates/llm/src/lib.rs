@@ -33,6 +33,7 @@ mod error;
 pub mod http;
 pub mod normalise;
 pub mod openai;
+pub mod openai_wire;
 pub mod provider;
 pub mod registry;
 pub mod retry;

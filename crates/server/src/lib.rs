@@ -29,7 +29,7 @@ use trellis_core::service::Service;
 
 pub use assets::embedded as ui_embedded;
 pub use error::ApiError;
-pub use security::{Token, TokenFile, loopback_hosts};
+pub use trellis_access::{Token, TokenFile, loopback_hosts, served_hosts};
 
 /// One repository served, with its runtime service.
 pub struct Workspace {
@@ -92,8 +92,8 @@ pub enum Error {
     #[error("two workspaces have the id `{0}`")]
     DuplicateWorkspace(String),
     /// The token file.
-    #[error("{0}")]
-    Token(String),
+    #[error(transparent)]
+    Token(#[from] trellis_access::Error),
     /// A refused bind address.
     #[error("{0}")]
     Bind(String),

@@ -143,3 +143,97 @@ fn test_reaches_remote_endpoints_by_configuration_alone() {
         assert_eq!(body["stream"], true);
     }
 }
+
+/// `trellis models serve` as a real process with the random-weights model: the banner names
+/// the address and the token file, a streamed request is answered in OpenAI's chunk format
+/// and logged on stderr, a request without the token is refused, SIGTERM stops it.
+#[test]
+fn serve_answers_a_streamed_request_with_the_tiny_model() {
+    use std::io::{BufRead, BufReader, Read, Write};
+    use std::net::TcpStream;
+    use std::process::Stdio;
+
+    let dir = tempfile::tempdir().unwrap();
+    let token_file = dir.path().join("models-token");
+    let stderr = dir.path().join("serve.stderr");
+    let mut c = isolated(dir.path());
+    c.args([
+        "models",
+        "serve",
+        "--profile",
+        "tiny",
+        "--port",
+        "0",
+        "--token-file",
+    ])
+    .arg(&token_file)
+    .stdin(Stdio::null())
+    .stdout(Stdio::piped())
+    .stderr(std::fs::File::create(&stderr).unwrap());
+    let mut child = c.spawn().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    // Stops the server however the test ends.
+    struct Kill(std::process::Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let banner = lines.next().unwrap().unwrap();
+    let mut child = Kill(child);
+    assert!(banner.starts_with("serving `tiny`"), "{banner}");
+    let base = banner.rsplit(' ').next().unwrap().to_string();
+    let addr = base
+        .strip_prefix("http://")
+        .and_then(|a| a.strip_suffix("/v1"))
+        .unwrap()
+        .to_string();
+    let token = std::fs::read_to_string(&token_file).unwrap();
+    let token = token.trim();
+    let shown = lines.next().unwrap().unwrap();
+    assert!(shown.contains(token), "a new token is shown once: {shown}");
+
+    let post = |auth: &str, body: &str| {
+        let mut s = TcpStream::connect(&addr).unwrap();
+        write!(
+            s,
+            "POST /v1/chat/completions HTTP/1.1\r\nHost: {addr}\r\n{auth}Content-Type: application/json\r\n\
+             Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).unwrap();
+        out
+    };
+    let body = r#"{"model":"tiny","stream":true,"max_tokens":12,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hello"}]}"#;
+    let refused = post("", body);
+    assert!(refused.starts_with("HTTP/1.1 401"), "{refused}");
+    assert!(refused.contains("invalid_api_key"), "{refused}");
+    let answer = post(&format!("Authorization: Bearer {token}\r\n"), body);
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(answer.contains("text/event-stream"), "{answer}");
+    assert!(
+        answer.contains("\"object\":\"chat.completion.chunk\""),
+        "{answer}"
+    );
+    assert!(answer.contains("\"finish_reason\":\""), "{answer}");
+    assert!(answer.contains("\"completion_tokens\":"), "{answer}");
+    assert!(answer.contains("data: [DONE]"), "{answer}");
+
+    let pid = child.0.id().to_string();
+    let term = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap();
+    assert!(term.success());
+    let status = child.0.wait().unwrap();
+    assert!(status.success(), "{status}");
+    let log = std::fs::read_to_string(&stderr).unwrap();
+    assert!(
+        log.contains("POST /v1/chat/completions 200 tiny stream"),
+        "{log}"
+    );
+    assert!(log.contains("POST /v1/chat/completions 401"), "{log}");
+}

@@ -1,0 +1,5 @@
+mod clients;
+mod common;
+mod loopback;
+mod routes;
+mod trellis_client;
