@@ -195,6 +195,11 @@ async fn whole(job: Job, ticket: Ticket) -> Response {
     if failure.is_none() && completion.finish.is_none() {
         failure = Some(trellis_llm::Error::StreamCut {
             provider: job.call.model.clone(),
+            received: format!(
+                "{} characters of text, {} tool call(s) and no finish",
+                completion.text.chars().count(),
+                completion.tool_calls.len()
+            ),
         });
     }
     unfinished.armed = false;
@@ -353,6 +358,7 @@ async fn run(
     let Some(reason) = encoder.finish.clone() else {
         let cut = trellis_llm::Error::StreamCut {
             provider: job.call.model.clone(),
+            received: "the stream ended with no finish".into(),
         };
         return Err(fail(tx, &cut).await);
     };

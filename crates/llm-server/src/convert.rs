@@ -97,6 +97,9 @@ pub(crate) fn to_call(wire: ChatCompletionRequest) -> Result<Call, ApiError> {
             max_tokens,
             temperature: wire.temperature,
             response_format,
+            // The OpenAI wire has no such field: a client's tools and its schema are sent
+            // as tools and response_format.
+            final_format: None,
             thinking_budget: None,
             stop: wire.stop.map(|s| s.into_vec()).unwrap_or_default(),
         },
