@@ -16,13 +16,9 @@ pub struct ServeArgs {
     /// Address to listen on; port 0 picks a free one (printed at start).
     #[arg(long, default_value = "127.0.0.1:8420", value_name = "ADDR:PORT")]
     pub bind: SocketAddr,
-    /// Accept a non-loopback --bind (clients then need the token; put TLS in front).
-    #[arg(long)]
-    pub allow_remote: bool,
-    /// Another `Host` header value to accept (a name the server is reached by, with the
-    /// port: `trellis.lan:8420`); repeatable.
-    #[arg(long, value_name = "HOST:PORT")]
-    pub allow_host: Vec<String>,
+    /// Who may reach the server.
+    #[command(flatten)]
+    pub reach: Reach,
     /// Where the access token is kept (default `$XDG_CONFIG_HOME/trellis/serve-token`, or
     /// `~/.config/trellis/serve-token`).
     #[arg(long, value_name = "PATH")]
@@ -35,6 +31,18 @@ pub struct ServeArgs {
     pub max_body: usize,
 }
 
+/// Who may reach a local HTTP server (`trellis serve`, `trellis models serve`).
+#[derive(Debug, Args)]
+pub struct Reach {
+    /// Accept a non-loopback address (clients still need the token; put TLS in front).
+    #[arg(long)]
+    pub allow_remote: bool,
+    /// Another `Host` header value to accept (a name the server is reached by, with the
+    /// port: `trellis.lan:8420`); repeatable.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub allow_host: Vec<String>,
+}
+
 /// Runs the server until SIGINT or SIGTERM.
 pub fn serve(
     args: &ServeArgs,
@@ -42,7 +50,7 @@ pub fn serve(
     overrides: &[String],
     store_options: StoreOptions,
 ) -> anyhow::Result<ExitCode> {
-    trellis_server::check_bind(args.bind, args.allow_remote)?;
+    trellis_server::check_bind(args.bind, args.reach.allow_remote)?;
     let roots: Vec<PathBuf> = if repos.is_empty() {
         vec![PathBuf::from(".")]
     } else {
@@ -81,7 +89,7 @@ pub fn serve(
         let addr = listener.local_addr()?;
         let settings = Settings {
             token: token.token.clone(),
-            allowed_hosts: trellis_server::served_hosts(addr, &args.allow_host),
+            allowed_hosts: trellis_server::served_hosts(addr, &args.reach.allow_host),
             limits: Limits {
                 body_bytes: args.max_body,
                 ..Limits::default()

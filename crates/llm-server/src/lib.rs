@@ -299,3 +299,18 @@ pub async fn serve(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_non_loopback_bind_needs_allow_remote() {
+        let any: SocketAddr = "0.0.0.0:8421".parse().unwrap();
+        let err = check_bind(any, false).unwrap_err().to_string();
+        assert!(err.contains("--allow-remote"), "{err}");
+        assert!(check_bind(any, true).is_ok());
+        assert!(check_bind("127.0.0.1:0".parse().unwrap(), false).is_ok());
+        assert!(check_bind("[::1]:0".parse().unwrap(), false).is_ok());
+    }
+}

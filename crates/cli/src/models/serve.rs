@@ -23,13 +23,9 @@ pub struct ServeArgs {
     /// Port; 0 picks a free one (printed at start).
     #[arg(long, default_value_t = 8421)]
     pub port: u16,
-    /// Accept a non-loopback --host (clients still need the token; put TLS in front).
-    #[arg(long)]
-    pub allow_remote: bool,
-    /// Another `Host` header value to accept (a name the server is reached by, with the
-    /// port: `gpu-box.lan:8421`); repeatable.
-    #[arg(long, value_name = "HOST:PORT")]
-    pub allow_host: Vec<String>,
+    /// Who may reach the server (as for `trellis serve`).
+    #[command(flatten)]
+    pub reach: crate::serve::Reach,
     /// Where the access token is kept (default `$XDG_CONFIG_HOME/trellis/models-token`, or
     /// `~/.config/trellis/models-token`).
     #[arg(long, value_name = "PATH")]
@@ -46,7 +42,7 @@ pub struct ServeArgs {
 /// Serves until SIGINT or SIGTERM; a line per request on stderr.
 pub async fn serve(args: &ServeArgs, registry: &ModelRegistry) -> anyhow::Result<ExitCode> {
     let addr = SocketAddr::new(args.host, args.port);
-    trellis_llm_server::check_bind(addr, args.allow_remote)?;
+    trellis_llm_server::check_bind(addr, args.reach.allow_remote)?;
     let token_path = match &args.token_file {
         Some(p) => p.clone(),
         None => TokenFile::config_path("models-token")?,
@@ -67,7 +63,7 @@ pub async fn serve(args: &ServeArgs, registry: &ModelRegistry) -> anyhow::Result
     let bound = listener.local_addr()?;
     let settings = Settings {
         token: token.token.clone(),
-        allowed_hosts: trellis_llm_server::served_hosts(bound, &args.allow_host),
+        allowed_hosts: trellis_llm_server::served_hosts(bound, &args.reach.allow_host),
         limits: Limits {
             parallel: args.parallel.max(1),
             queue: args.queue,
