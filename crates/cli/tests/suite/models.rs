@@ -86,7 +86,7 @@ fn test_with_no_configuration_uses_the_default_model() {
     c.args(["models", "test"]);
     let text = ok(c);
     assert!(
-        text.contains("profile   local (embedded SmolLM2-135M-Instruct.Q4_1.gguf)"),
+        text.contains("profile   local (embedded qwen2.5-coder-1.5b-instruct-q4_k_m.gguf)"),
         "{text}"
     );
     assert!(text.contains("ok: structured answer parsed"), "{text}");
