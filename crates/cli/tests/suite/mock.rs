@@ -38,7 +38,7 @@ pub fn serve(respond: impl Fn(&Value) -> String + Send + 'static) -> (wire::Wire
 /// The configuration of a workspace whose every model role uses the mock at `url`.
 pub fn mock_config(url: &str) -> String {
     format!(
-        "[models]\ndefault = \"mock\"\n\n[models.profiles.mock]\nprovider = \"openai\"\nbase_url = \"{url}\"\nmodel = \"mock-model\"\n\n[index.embedding]\nbackend = \"none\"\n"
+        "[models]\ndefault = \"mock\"\n\n[models.profiles.mock]\nprovider = \"openai\"\nbase_url = \"{url}\"\nmodel = \"mock-model\"\n# The loopback mock answers no window probe: a window as a real server would report.\ncontext = 32768\n\n[index.embedding]\nbackend = \"none\"\n"
     )
 }
 
