@@ -12,7 +12,10 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 use trellis_config::{Config, LoadOptions};
-use trellis_llm::{ChatRequest, Message, ModelRegistry, StructuredOptions, complete_structured};
+use trellis_llm::{
+    ChatRequest, ContextWindow, Message, ModelRegistry, ProviderKind, StructuredOptions,
+    complete_structured,
+};
 
 /// `trellis models` subcommands.
 #[derive(Debug, Subcommand)]
@@ -106,7 +109,13 @@ fn list(registry: &ModelRegistry, json: bool) -> anyhow::Result<ExitCode> {
             Some(false) => " (fetched on first use)",
             None => "",
         };
-        println!("  {:width$}  {}{cached}", "", p.location);
+        let context = match (p.context, p.provider) {
+            (Some(tokens), _) => format!("  (context {tokens})"),
+            (None, ProviderKind::Embedded) => String::new(),
+            // Remote: asked of the server (or the table) on first use; `models test` shows it.
+            (None, _) => "  (context found on first use)".to_string(),
+        };
+        println!("  {:width$}  {}{cached}{context}", "", p.location);
     }
     println!("\n* default profile ({})", registry.default_profile());
     Ok(ExitCode::SUCCESS)
@@ -121,6 +130,10 @@ struct TestReport {
     repairs: usize,
     prompt_tokens: u64,
     completion_tokens: u64,
+    /// The context window the provider found (`null` when it states none).
+    context_window: Option<ContextWindow>,
+    /// Where the window comes from, in words.
+    context_source: Option<String>,
     prepare_ms: u128,
     call_ms: u128,
 }
@@ -138,7 +151,12 @@ async fn test(
         .prepare()
         .await
         .with_context(|| format!("preparing profile `{name}`"))?;
+    // A remote endpoint is asked for its window here, as a run would on its first call.
+    let window = provider.context_window().await;
     let prepare_ms = started.elapsed().as_millis();
+    if let Some(warning) = window.and_then(|w| w.warning(name)) {
+        eprintln!("warning: {warning}");
+    }
     let request = ChatRequest {
         max_tokens: Some(256),
         temperature: Some(0.0),
@@ -175,6 +193,8 @@ async fn test(
         repairs: answer.repairs.len(),
         prompt_tokens: usage.prompt_tokens,
         completion_tokens: usage.completion_tokens,
+        context_window: window,
+        context_source: window.map(|w| w.source.to_string()),
         prepare_ms,
         call_ms,
     };
@@ -185,6 +205,9 @@ async fn test(
             "profile   {} ({} {})",
             report.profile, report.provider, report.model
         );
+        if let Some(w) = window {
+            println!("window    {} tokens ({})", w.tokens, w.source);
+        }
         println!("answer    {}", report.answer);
         println!(
             "repairs   {}{}",

@@ -92,15 +92,132 @@ fn test_with_no_configuration_uses_the_default_model() {
     assert!(text.contains("ok: structured answer parsed"), "{text}");
 }
 
-/// Serves one canned SSE response (a recorded stream) on 127.0.0.1 until dropped.
-fn one_shot_server(fixture: &str) -> Server {
+/// Serves one canned SSE response (a recorded stream) to the model call on 127.0.0.1 until
+/// dropped; `GET /props` gets `props` when given (llama-server says its window there),
+/// anything else 404 (a server that does not say).
+fn one_shot_server(fixture: &str, props: Option<serde_json::Value>) -> Server {
     let body = std::fs::read_to_string(
         Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("../llm/tests/fixtures")
             .join(fixture),
     )
     .unwrap();
-    Server::scripted(vec![Response::sse(body)])
+    let mut answered = false;
+    Server::start(move |r| {
+        if r.method == "POST" && !r.target.starts_with("/api/") && !answered {
+            answered = true;
+            Response::sse(body.clone())
+        } else if let (true, Some(props)) = (r.target == "/props", &props) {
+            Response::json(props.to_string())
+        } else {
+            Response::json_status(404, r#"{"error":"not found"}"#)
+        }
+    })
+}
+
+/// The model call among the requests a server received.
+fn model_call(server: &Server) -> trellis_test_http::Request {
+    server
+        .requests()
+        .into_iter()
+        .find(|r| r.method == "POST" && !r.target.starts_with("/api/"))
+        .expect("a model call")
+}
+
+/// `trellis models test` shows the window the server reports and where it comes from; with a
+/// server that says nothing it warns, naming the key to set, and assumes 4096 tokens.
+#[test]
+fn test_shows_the_context_window_and_its_source() {
+    // llama-server's `GET /props` (tools/server/README.md), trimmed.
+    let props = serde_json::json!({
+        "default_generation_settings": {"id": 0, "id_task": -1, "n_ctx": 8192, "params": {"n_predict": -1}},
+        "total_slots": 1,
+        "model_path": "../models/SmolLM2-135M-Instruct.Q4_1.gguf",
+        "build_info": "b11434"
+    });
+    for (props, expect_out, expect_err) in [
+        (
+            Some(props),
+            "window    8192 tokens (llama-server GET /props default_generation_settings.n_ctx)",
+            None,
+        ),
+        (
+            None,
+            "window    4096 tokens (assumed: no server or table reported it)",
+            Some(
+                "warning: profile `remote`: the model's context window is not known; assuming 4096 tokens. Set `models.profiles.remote.context`",
+            ),
+        ),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let server = one_shot_server("recorded/openai/structured.response", props);
+        std::fs::create_dir_all(dir.path().join(".trellis")).unwrap();
+        std::fs::write(
+            dir.path().join(".trellis/config.toml"),
+            format!(
+                "[models]\ndefault = \"remote\"\n[models.profiles.remote]\nprovider = \"openai\"\nbase_url = \"{}/v1\"\nmodel = \"served-model\"\nmax_retries = 0\n",
+                server.url()
+            ),
+        )
+        .unwrap();
+        let out = isolated(dir.path())
+            .args(["models", "test"])
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{stdout}\n{stderr}");
+        assert!(stdout.contains(expect_out), "{stdout}");
+        match expect_err {
+            Some(warning) => assert!(stderr.contains(warning), "{stderr}"),
+            None => assert!(!stderr.contains("warning:"), "{stderr}"),
+        }
+        // The call itself went out once, after the window was asked for.
+        let posts: Vec<_> = server
+            .requests()
+            .into_iter()
+            .filter(|r| r.target == "/v1/chat/completions")
+            .collect();
+        assert_eq!(posts.len(), 1);
+    }
+}
+
+/// `trellis models list` shows a configured window, and that a remote one is found out
+/// otherwise (listing sends no request).
+#[test]
+fn list_shows_configured_windows() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join(".trellis")).unwrap();
+    std::fs::write(
+        dir.path().join(".trellis/config.toml"),
+        "[models.profiles.big]\nprovider = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\nmodel = \"m\"\ncontext = 32768\n\
+         [models.profiles.ask]\nprovider = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\nmodel = \"m\"\n",
+    )
+    .unwrap();
+    let mut c = isolated(dir.path());
+    c.args(["models", "list", "--json"]);
+    let v = json(c);
+    let of = |name: &str| {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == name)
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(of("big")["context"], 32768);
+    assert!(of("ask").get("context").is_none());
+    let mut c = isolated(dir.path());
+    c.args(["models", "list"]);
+    let text = ok(c);
+    assert!(
+        text.contains("http://127.0.0.1:9/v1  (context 32768)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("http://127.0.0.1:9/v1  (context found on first use)"),
+        "{text}"
+    );
 }
 
 /// The same command reaches an OpenAI-compatible or an Anthropic endpoint by configuration
@@ -121,7 +238,7 @@ fn test_reaches_remote_endpoints_by_configuration_alone() {
         ),
     ] {
         let dir = tempfile::tempdir().unwrap();
-        let server = one_shot_server(fixture);
+        let server = one_shot_server(fixture, None);
         let url = format!("{}/v1", server.url());
         std::fs::create_dir_all(dir.path().join(".trellis")).unwrap();
         std::fs::write(
@@ -136,7 +253,7 @@ fn test_reaches_remote_endpoints_by_configuration_alone() {
         let v = json(c);
         assert_eq!(v["provider"], provider);
         assert_eq!(v["answer"]["city"], "Paris", "{v}");
-        let request = &server.requests()[0];
+        let request = model_call(&server);
         assert!(request.head.starts_with(path), "{}", request.head);
         let body = request.json();
         assert_eq!(body["model"], "served-model");
