@@ -57,6 +57,9 @@ pub async fn serve(args: &ServeArgs, registry: &ModelRegistry) -> anyhow::Result
         .await
         .with_context(|| format!("loading profile `{}`", args.profile))?;
     eprintln!("loaded in {:.1} s", started.elapsed().as_secs_f64());
+    // A remote profile's window is asked of its server now, so that `/v1/models` tells
+    // clients the real one (the provider's info holds it from here on).
+    let window = provider.context_window().await;
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .with_context(|| format!("cannot listen on {addr}"))?;
@@ -73,9 +76,7 @@ pub async fn serve(args: &ServeArgs, registry: &ModelRegistry) -> anyhow::Result
     };
     let model = ServedModel::new(provider);
     let base = format!("http://{bound}/v1");
-    let window = info
-        .context_window
-        .map_or_else(String::new, |n| format!(", context {n} tokens"));
+    let window = window.map_or_else(String::new, |w| format!(", context {} tokens", w.tokens));
     println!("serving `{}` ({}{window}) at {base}", model.id, info.model);
     if token.created {
         println!(

@@ -354,3 +354,75 @@ fn serve_answers_a_streamed_request_with_the_tiny_model() {
     );
     assert!(log.contains("POST /v1/chat/completions 401"), "{log}");
 }
+
+/// `trellis models test` against `trellis models serve` (both real processes): the client
+/// profile sets no `context` and reads the served model's window from `GET /v1/models`
+/// (`max_model_len`), the number the server's banner names.
+#[test]
+fn test_reads_the_window_that_models_serve_reports() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+
+    let dir = tempfile::tempdir().unwrap();
+    let token_file = dir.path().join("models-token");
+    let mut c = isolated(dir.path());
+    c.args([
+        "models",
+        "serve",
+        "--profile",
+        "tiny",
+        "--port",
+        "0",
+        "--token-file",
+    ])
+    .arg(&token_file)
+    .stdin(Stdio::null())
+    .stdout(Stdio::piped())
+    .stderr(std::fs::File::create(dir.path().join("serve.stderr")).unwrap());
+    // Stops the server however the test ends.
+    struct Kill(std::process::Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut server = Kill(c.spawn().unwrap());
+    let banner = BufReader::new(server.0.stdout.take().unwrap())
+        .lines()
+        .next()
+        .unwrap()
+        .unwrap();
+    // "serving `tiny` (FILE, context N tokens) at http://127.0.0.1:PORT/v1"
+    let base = banner.rsplit(' ').next().unwrap().to_string();
+    let served: u32 = banner
+        .split(", context ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no window in the banner: {banner}"));
+    let token = std::fs::read_to_string(&token_file).unwrap();
+
+    let client = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(client.path().join(".trellis")).unwrap();
+    std::fs::write(
+        client.path().join(".trellis/config.toml"),
+        format!(
+            "[models.profiles.served]\nprovider = \"openai\"\nbase_url = \"{base}\"\nmodel = \"tiny\"\napi_key_env = \"TRELLIS_MODELS_TOKEN\"\nmax_retries = 0\n"
+        ),
+    )
+    .unwrap();
+    let mut c = isolated(client.path());
+    c.env("TRELLIS_MODELS_TOKEN", token.trim())
+        .args(["models", "test", "served", "--json"]);
+    let v = json(c);
+    assert_eq!(v["context_window"]["tokens"], served, "{v}");
+    assert_eq!(
+        v["context_window"]["source"],
+        serde_json::json!({"kind": "model_list", "field": "max_model_len"}),
+        "{v}"
+    );
+    drop(server);
+    let log = std::fs::read_to_string(dir.path().join("serve.stderr")).unwrap();
+    assert!(log.contains("GET /v1/models 200"), "{log}");
+}
