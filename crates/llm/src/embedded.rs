@@ -12,9 +12,10 @@
 //! The grammar sampler is advanced exactly once per token with `accept` (never through
 //! `sample`, which would advance it a second time).
 //!
-//! Tools: the embedded model has no native tool calling; when tools are offered, its output
-//! is constrained to `{"tool": NAME, "arguments": {…}}` or `{"answer": "…"}` and mapped to
-//! a tool call or text.
+//! Tools: when tools are offered, the output is constrained to `{"tool": NAME, "arguments":
+//! {…}}` (name first) or the final answer — the request's `final_format` object when it has
+//! one, else `{"answer": "…"}` — and mapped to a tool call or text. (The model's own
+//! tool-call template is not used; which of the two it follows better is not measured yet.)
 
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};

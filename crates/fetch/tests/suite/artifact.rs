@@ -1,12 +1,11 @@
 //! The first-use fetch: a wheel from a loopback server, both checksums, atomic placement.
 
 use std::io::Write;
-use std::path::Path;
 
 use sha2::Digest;
 use trellis_fetch::{Artifact, Member, sha256_file};
 
-use super::server::{Response, Server, ok};
+use super::server::{Response, Server, names, ok};
 
 fn wheel_with(files: &[(&str, &[u8])]) -> Vec<u8> {
     let mut buf = std::io::Cursor::new(Vec::new());
@@ -53,15 +52,6 @@ fn artifact(server: &Server, wheel: &[u8], members: Vec<Member>) -> Artifact {
         size: wheel.len() as u64,
         members: leak(members.into_boxed_slice()),
     }
-}
-
-fn names(dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    v.sort();
-    v
 }
 
 #[tokio::test]

