@@ -268,3 +268,17 @@ pub fn task_tree(value: &serde_json::Value) -> String {
     ));
     s
 }
+
+/// Prints a server's lines to stdout. A server whose stdout reader went away (a closed
+/// pipe, `| head -1`, a detached terminal) keeps serving: `println!` would panic on the
+/// broken pipe and take the server down with it.
+pub fn announce<S: AsRef<str>>(lines: &[S]) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    for line in lines {
+        if writeln!(out, "{}", line.as_ref()).is_err() {
+            return;
+        }
+    }
+    let _ = out.flush();
+}

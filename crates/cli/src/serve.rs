@@ -101,30 +101,33 @@ pub fn serve(
             .collect();
         let state = AppState::new(workspaces, settings)?;
         let base = format!("http://{addr}");
-        println!("listening on {base}");
-        println!("workspaces: {}", names.join(", "));
+        let mut banner = vec![
+            format!("listening on {base}"),
+            format!("workspaces: {}", names.join(", ")),
+        ];
         if token.created {
-            println!(
+            banner.push(format!(
                 "new access token saved to {} (shown once):\n  login: {base}/login?token={}",
                 token.path.display(),
                 token.token.expose()
-            );
+            ));
         } else {
-            println!(
+            banner.push(format!(
                 "access token: in {} (login: {base}/login?token=<that token>)",
                 token.path.display()
-            );
+            ));
         }
-        println!(
+        banner.push(format!(
             "API: curl -H \"Authorization: Bearer $(cat {})\" {base}/api/workflows",
             token.path.display()
-        );
+        ));
+        crate::display::announce(&banner);
         // Before accepting requests (they queue on the bound listener), so that a client
         // never sees a run of a dead server as live-but-stalled.
         if !args.no_resume {
             for (ws, run, result) in state.resume_interrupted().await {
                 match result {
-                    Ok(()) => println!("resumed run {run} ({ws})"),
+                    Ok(()) => crate::display::announce(&[format!("resumed run {run} ({ws})")]),
                     Err(e) => eprintln!("cannot resume run {run} ({ws}): {e}"),
                 }
             }

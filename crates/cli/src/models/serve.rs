@@ -77,24 +77,28 @@ pub async fn serve(args: &ServeArgs, registry: &ModelRegistry) -> anyhow::Result
     let model = ServedModel::new(provider);
     let base = format!("http://{bound}/v1");
     let window = window.map_or_else(String::new, |w| format!(", context {} tokens", w.tokens));
-    println!("serving `{}` ({}{window}) at {base}", model.id, info.model);
+    let mut banner = vec![format!(
+        "serving `{}` ({}{window}) at {base}",
+        model.id, info.model
+    )];
     if token.created {
-        println!(
+        banner.push(format!(
             "new access token saved to {} (shown once): {}",
             token.path.display(),
             token.token.expose()
-        );
+        ));
     } else {
-        println!("access token: in {}", token.path.display());
+        banner.push(format!("access token: in {}", token.path.display()));
     }
-    println!(
+    banner.push(format!(
         "try: curl -H \"Authorization: Bearer $(cat {})\" {base}/models",
         token.path.display()
-    );
-    println!(
+    ));
+    banner.push(format!(
         "OpenAI clients: base URL {base}, API key: the token, model `{}`",
         model.id
-    );
+    ));
+    crate::display::announce(&banner);
     let state = AppState::new(model, settings);
     trellis_llm_server::serve(listener, state, crate::serve::shutdown_signal()).await?;
     eprintln!("stopped");

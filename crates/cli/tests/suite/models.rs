@@ -388,6 +388,8 @@ fn test_reads_the_window_that_models_serve_reports() {
         }
     }
     let mut server = Kill(c.spawn().unwrap());
+    // Only the first line is read and the pipe closed at once: the server must go on
+    // serving when its stdout reader has gone (it died on the broken pipe once).
     let banner = BufReader::new(server.0.stdout.take().unwrap())
         .lines()
         .next()
