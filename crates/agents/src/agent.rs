@@ -504,7 +504,8 @@ impl AgentRun {
         self.emit(st, SessionEvent::MessagesReceived { turn, texts: lines });
     }
 
-    /// One streamed model call; text and thinking are reported as they arrive.
+    /// One streamed model call; text, thinking and the call's progress are reported as they
+    /// arrive.
     async fn turn(&self, request: ChatRequest, turn: u32) -> trellis_llm::Result<Completion> {
         let stream = self.provider.stream(request, self.cancel.clone());
         collect_named(&self.provider.info().profile, stream, |event| match event {
@@ -515,6 +516,16 @@ impl AgentRun {
             StreamEvent::ThinkingDelta { text } => self.send(SessionEvent::ThoughtDelta {
                 turn,
                 text: text.clone(),
+            }),
+            StreamEvent::Progress {
+                prompt_tokens,
+                prompt_done,
+                generated,
+            } => self.send(SessionEvent::TurnProgress {
+                turn,
+                prompt_tokens: *prompt_tokens,
+                prompt_done: *prompt_done,
+                generated: *generated,
             }),
             _ => {}
         })

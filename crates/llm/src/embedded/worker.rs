@@ -37,6 +37,10 @@ const SLOTS: usize = 3;
 /// the least recently used slot instead of truncating another's cache.
 const MIN_REUSE: usize = 64;
 
+/// While an answer is held back (a tool call is sent whole), a progress event goes out
+/// every this many generated tokens (a few seconds on two cores).
+const HELD_PROGRESS: u32 = 16;
+
 /// One request for the generation thread.
 pub(super) struct Work {
     pub job: Job,
@@ -211,6 +215,21 @@ fn run(
     let n_batch = slot.ctx.n_batch() as usize;
     let mut batch = LlamaBatch::new(n_batch, 1);
     let last = n_prompt.saturating_sub(1);
+    let progress = |prompt_done: usize, generated: u32| {
+        send(
+            tx,
+            StreamEvent::Progress {
+                prompt_tokens: n_prompt as u64,
+                prompt_done: prompt_done as u64,
+                generated: u64::from(generated),
+            },
+        )
+    };
+    // Reading a long prompt takes minutes on a few cores: say how far it has got.
+    let reading = n_prompt - keep > n_batch;
+    if reading {
+        progress(keep, 0)?;
+    }
     for (c, chunk) in tokens[keep..].chunks(n_batch).enumerate() {
         if cancel.is_cancelled() {
             return Err(Error::Cancelled);
@@ -225,6 +244,9 @@ fn run(
         }
         slot.ctx.decode(&mut batch).map_err(embedded)?;
         slot.tokens.extend_from_slice(chunk);
+        if reading {
+            progress(slot.tokens.len(), 0)?;
+        }
     }
     let n_prompt_u32 = u32::try_from(n_prompt).map_err(embedded)?;
     let max_tokens = job.max_tokens.min(slot.n_ctx - n_prompt_u32);
@@ -251,6 +273,9 @@ fn run(
         piece.clear();
         vocab.token_to_piece_into(token, &mut piece, false, None);
         let (text, stopped) = out.push(&piece);
+        if buffered && generated % HELD_PROGRESS == 0 {
+            progress(n_prompt, generated)?;
+        }
         if !text.is_empty() {
             if buffered {
                 collected.push_str(&text);
