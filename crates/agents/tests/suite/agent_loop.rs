@@ -820,7 +820,9 @@ async fn the_same_call_three_times_in_a_row_ends_in_the_report() {
         })
         .collect();
     assert!(
-        notes.iter().any(|n| n.contains(r#"3 turns in a row (count {"n":7})"#)),
+        notes
+            .iter()
+            .any(|n| n.contains(r#"3 turns in a row (count {"n":7})"#)),
         "{notes:?}"
     );
 }
