@@ -192,6 +192,13 @@ export interface ToolProgress {
   message?: string;
 }
 
+/** How far a model call whose answer is not streamed yet has got (`turnProgress`). */
+export interface TurnProgress {
+  promptTokens: number;
+  promptDone: number;
+  generated: number;
+}
+
 export interface Turn {
   turn: number;
   attempt: number;

@@ -1,4 +1,4 @@
-import type { ToolProgress, Usage } from './api';
+import type { ToolProgress, TurnProgress, Usage } from './api';
 
 export function ago(ms: number | null | undefined): string {
   if (!ms) return '—';
@@ -55,4 +55,11 @@ export function progressText(p: ToolProgress): string {
   const m = p.message?.trim();
   if (m) text += ` · ${m}`;
   return text;
+}
+
+/** A model call's progress as one line: `reading the prompt: 1536/4100 tokens (37%)`, `writing: 48 tokens` (the CLI's wording). */
+export function turnProgressText(p: TurnProgress): string {
+  if (p.generated > 0 || p.promptDone >= p.promptTokens) return `writing: ${p.generated} tokens`;
+  const pct = Math.round((p.promptDone / Math.max(1, p.promptTokens)) * 100);
+  return `reading the prompt: ${p.promptDone}/${p.promptTokens} tokens (${pct}%)`;
 }

@@ -2,7 +2,7 @@
 // to which seq they go) and then the `session:<id>` stream's events from that seq on.
 
 import { get, enc, ApiError } from './api';
-import type { Frame, SessionRecord, ToolCall, Turn } from './api';
+import type { Frame, SessionRecord, ToolCall, Turn, TurnProgress } from './api';
 import { Notifier } from './store';
 import { socket } from './ws';
 import type { Follow } from './ws';
@@ -16,6 +16,8 @@ export interface TurnView {
   tools: ToolCall[];
   usage?: { promptTokens: number; completionTokens: number };
   error?: string;
+  /** The latest `turnProgress` report while the call runs (not stored with the turn). */
+  progress?: TurnProgress;
 }
 
 export type Item =
@@ -122,12 +124,20 @@ export class SessionModel extends Notifier {
         this.status = 'running';
         break;
       }
-      case 'messageDelta':
-        this.turn(e.turn).text += e.text;
+      case 'messageDelta': {
+        const t = this.turn(e.turn);
+        t.text += e.text;
+        t.progress = undefined;
         break;
+      }
       case 'thoughtDelta':
         this.turn(e.turn).thoughts += e.text;
         break;
+      case 'turnProgress': {
+        const t = this.turn(e.turn);
+        if (t.status === 'running') t.progress = { promptTokens: e.promptTokens, promptDone: e.promptDone, generated: e.generated ?? 0 };
+        break;
+      }
       case 'toolStarted': {
         const t = this.turn(e.turn);
         if (!t.tools.some((c) => c.callId === e.callId)) t.tools.push({ callId: e.callId, name: e.name, input: e.input, status: 'running' });
@@ -152,6 +162,7 @@ export class SessionModel extends Notifier {
       case 'turnCompleted': {
         const t = this.turn(e.turn);
         t.status = 'completed';
+        t.progress = undefined;
         t.usage = e.usage;
         const content = e.message?.content;
         if (typeof content === 'string' && content.length >= t.text.length) t.text = content;
@@ -162,6 +173,7 @@ export class SessionModel extends Notifier {
       case 'turnFailed': {
         const t = this.turn(e.turn);
         t.status = 'failed';
+        t.progress = undefined;
         t.error = e.error;
         break;
       }

@@ -33,6 +33,7 @@ mod inbox;
 mod record;
 mod report;
 mod speculate;
+mod stuck;
 mod toolset;
 mod window;
 
@@ -293,6 +294,27 @@ impl AgentRun {
             ControlFlow::Break(out) => return Ok(out),
         };
         while st.turns < self.max_turns {
+            if let Some(calls) = stuck::repeated_calls(&st.messages) {
+                self.note(
+                    &mut st,
+                    format!(
+                        "the model made the same tool calls with the same results {} turns in \
+                         a row ({}); asking for the report",
+                        stuck::REPEATS,
+                        crate::compress::truncate_chars(&calls, 200)
+                    ),
+                );
+                return self
+                    .finish(
+                        st,
+                        String::new(),
+                        Some(
+                            "You made the same tool calls with the same results several times \
+                             in a row; calling them again cannot help. ",
+                        ),
+                    )
+                    .await;
+            }
             let turn = st.next_turn;
             self.deliver(&mut st, turn, inbox::drain(&mut inbox));
             let request = ChatRequest {
@@ -356,7 +378,7 @@ impl AgentRun {
                         continue;
                     }
                 }
-                return self.finish(st, completion.text, false).await;
+                return self.finish(st, completion.text, None).await;
             }
             st.messages.push(message);
             if let Some(out) = self
@@ -373,7 +395,8 @@ impl AgentRun {
                 self.max_turns
             ),
         );
-        self.finish(st, String::new(), true).await
+        self.finish(st, String::new(), Some("You have used all your turns. "))
+            .await
     }
 
     /// The state the loop starts from, or the outcome when resuming already ends the
@@ -443,7 +466,7 @@ impl AgentRun {
                 }
                 match r.next {
                     record::Next::Finish { text } => {
-                        return Ok(ControlFlow::Break(self.finish(st, text, false).await?));
+                        return Ok(ControlFlow::Break(self.finish(st, text, None).await?));
                     }
                     record::Next::Tools { turn, calls } => {
                         if let Some(out) = self
@@ -504,7 +527,8 @@ impl AgentRun {
         self.emit(st, SessionEvent::MessagesReceived { turn, texts: lines });
     }
 
-    /// One streamed model call; text and thinking are reported as they arrive.
+    /// One streamed model call; text, thinking and the call's progress are reported as they
+    /// arrive.
     async fn turn(&self, request: ChatRequest, turn: u32) -> trellis_llm::Result<Completion> {
         let stream = self.provider.stream(request, self.cancel.clone());
         collect_named(&self.provider.info().profile, stream, |event| match event {
@@ -515,6 +539,16 @@ impl AgentRun {
             StreamEvent::ThinkingDelta { text } => self.send(SessionEvent::ThoughtDelta {
                 turn,
                 text: text.clone(),
+            }),
+            StreamEvent::Progress {
+                prompt_tokens,
+                prompt_done,
+                generated,
+            } => self.send(SessionEvent::TurnProgress {
+                turn,
+                prompt_tokens: *prompt_tokens,
+                prompt_done: *prompt_done,
+                generated: *generated,
             }),
             _ => {}
         })

@@ -115,6 +115,7 @@ async fn stream_answer(
     mut session: Option<SessionId>,
     printed: Arc<Mutex<bool>>,
 ) {
+    let mut silence = crate::follow::Silence::default();
     while let Ok(e) = live.recv().await {
         let StreamId::Session(s) = &e.stream else {
             continue;
@@ -128,19 +129,30 @@ async fn stream_answer(
                     session = Some(s.clone());
                 }
             }
-            (Some(want), SessionEvent::MessageDelta { text, .. }) if want == s => {
-                let mut out = std::io::stdout().lock();
-                let _ = write!(out, "{text}");
-                let _ = out.flush();
-                if let Ok(mut p) = printed.lock() {
-                    *p = true;
+            // A long silent wait (a local model reading a long prompt) shows its progress
+            // on stderr, once per ten seconds of silence.
+            (Some(want), SessionEvent::TurnProgress { .. }) if want == s => {
+                if silence.progress_due(want.as_str(), std::time::Instant::now())
+                    && let Some(text) = ev.turn_progress_text()
+                {
+                    eprintln!("  … model {text}");
                 }
             }
-            (Some(want), SessionEvent::ToolStarted { name, input, .. }) if want == s => {
-                println!(
-                    "\n  → {name} {}",
-                    crate::display::truncate(&input.to_string(), 120)
-                );
+            (Some(want), _) if want == s => {
+                silence.spoke(want.as_str(), std::time::Instant::now());
+                if let SessionEvent::MessageDelta { text, .. } = ev {
+                    let mut out = std::io::stdout().lock();
+                    let _ = write!(out, "{text}");
+                    let _ = out.flush();
+                    if let Ok(mut p) = printed.lock() {
+                        *p = true;
+                    }
+                } else if let SessionEvent::ToolStarted { name, input, .. } = ev {
+                    println!(
+                        "\n  → {name} {}",
+                        crate::display::truncate(&input.to_string(), 120)
+                    );
+                }
             }
             _ => {}
         }

@@ -1,8 +1,10 @@
 //! Follows a run executing in the runtime service: prints its graph progress and its
 //! agents' turns as they are committed, until the run stops executing.
 
+use std::collections::HashMap;
 use std::io::Write;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use tokio::sync::broadcast;
@@ -37,7 +39,7 @@ pub async fn follow_run(
 /// `quiet`, prints nothing and only waits.
 pub async fn follow(live: &mut broadcast::Receiver<Arc<LiveEvent>>, run: &RunId, quiet: bool) {
     let mut progress = Progress::default();
-    let pending: Mutex<Vec<(String, String)>> = Mutex::new(Vec::new());
+    let pending = Mutex::new(Printer::default());
     let prefix = format!("{run}:");
     loop {
         let e = match live.recv().await {
@@ -74,21 +76,83 @@ pub async fn follow(live: &mut broadcast::Receiver<Arc<LiveEvent>>, run: &RunId,
     }
 }
 
-/// Prints one event of `node` to `out`; `pending` holds every node's unfinished line.
+/// A silent wait shorter than this shows no progress line; longer ones get one such line
+/// per this interval (a model reading a long prompt on a few cores, say).
+pub(crate) const QUIET: Duration = Duration::from_secs(10);
+
+/// When each of several speakers (nodes, sessions) last showed something, so that progress
+/// reports are printed only into a silence of [`QUIET`] and then once per [`QUIET`].
+#[derive(Debug, Default)]
+pub(crate) struct Silence(HashMap<String, Instant>);
+
+impl Silence {
+    /// `key` showed something at `now`.
+    pub(crate) fn spoke(&mut self, key: &str, now: Instant) {
+        self.0.insert(key.to_owned(), now);
+    }
+
+    /// Whether a progress report of `key` at `now` is worth a line (and if so, it counts as
+    /// `key` speaking). The first report of a key only marks the start of its silence.
+    pub(crate) fn progress_due(&mut self, key: &str, now: Instant) -> bool {
+        match self.0.get(key) {
+            Some(last) if now.saturating_duration_since(*last) < QUIET => false,
+            Some(_) => {
+                self.spoke(key, now);
+                true
+            }
+            None => {
+                self.spoke(key, now);
+                false
+            }
+        }
+    }
+}
+
+/// What the printer keeps between events: every node's unfinished line and when each node
+/// last printed.
+#[derive(Debug, Default)]
+pub(crate) struct Printer {
+    open: Vec<(String, String)>,
+    silence: Silence,
+}
+
+/// Prints one event of `node` to `out`; `printer` holds every node's unfinished line.
 pub(crate) fn print_event(
     out: &mut dyn Write,
-    pending: &Mutex<Vec<(String, String)>>,
+    printer: &Mutex<Printer>,
     node: &str,
     e: SessionEvent,
+) {
+    print_event_at(out, printer, node, e, Instant::now());
+}
+
+/// [`print_event`] at time `now`.
+fn print_event_at(
+    out: &mut dyn Write,
+    printer: &Mutex<Printer>,
+    node: &str,
+    e: SessionEvent,
+    now: Instant,
 ) {
     let flush_node = |out: &mut dyn Write, text: &str| {
         for line in text.lines().filter(|l| !l.trim().is_empty()) {
             let _ = writeln!(out, "    [{node}] {line}");
         }
     };
-    let Ok(mut pending) = pending.lock() else {
+    let Ok(mut printer) = printer.lock() else {
         return;
     };
+    if let SessionEvent::TurnProgress { .. } = &e {
+        if printer.silence.progress_due(node, now)
+            && let Some(text) = e.turn_progress_text()
+        {
+            let _ = writeln!(out, "    [{node}] … model {text}");
+            let _ = out.flush();
+        }
+        return;
+    }
+    printer.silence.spoke(node, now);
+    let pending = &mut printer.open;
     if let SessionEvent::MessageDelta { text, .. } = &e {
         let i = match pending.iter().position(|(n, _)| n == node) {
             Some(i) => i,
@@ -165,7 +229,7 @@ mod tests {
 
     #[test]
     fn the_printer_shows_text_by_line_tool_calls_and_notes_per_node() {
-        let pending = Mutex::new(Vec::new());
+        let pending = Mutex::new(Printer::default());
         let mut out = Vec::new();
         let events = [
             (
@@ -253,6 +317,57 @@ mod tests {
              \x20   [code]   … 2/5 (40%) · reading\n\
              \x20   [code]   error: no such file\n\
              \x20   [code] ← user: use b.rs\n"
+        );
+    }
+
+    #[test]
+    fn model_progress_shows_only_in_a_long_silence_and_then_every_ten_seconds() {
+        let printer = Mutex::new(Printer::default());
+        let mut out = Vec::new();
+        let t0 = Instant::now();
+        let at = |s: u64| t0 + Duration::from_secs(s);
+        let reading = |done| SessionEvent::TurnProgress {
+            turn: 1,
+            prompt_tokens: 2048,
+            prompt_done: done,
+            generated: 0,
+        };
+        let mut print = |node, e, t| print_event_at(&mut out, &printer, node, e, t);
+        print(
+            "code",
+            SessionEvent::TurnStarted {
+                turn: 1,
+                attempt: 1,
+            },
+            at(0),
+        );
+        print("code", reading(512), at(4)); // quiet for 4 s: nothing
+        print("code", reading(1024), at(11)); // 11 s: a line
+        print("code", reading(1536), at(15)); // 4 s after that line: nothing
+        print("test", reading(512), at(15)); // another node's first report: nothing
+        print(
+            "code",
+            SessionEvent::TurnProgress {
+                turn: 1,
+                prompt_tokens: 2048,
+                prompt_done: 2048,
+                generated: 32,
+            },
+            at(22),
+        );
+        print(
+            "code",
+            SessionEvent::Note {
+                text: "done".into(),
+            },
+            at(25),
+        );
+        print("code", reading(100), at(30)); // 5 s after the note: nothing
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "    [code] … model reading the prompt: 1024/2048 tokens (50%)\n\
+             \x20   [code] … model writing: 32 tokens\n\
+             \x20   [code] note: done\n"
         );
     }
 }

@@ -1,4 +1,5 @@
 mod agentrun;
+mod coder;
 mod common;
 mod crash;
 mod mcp;

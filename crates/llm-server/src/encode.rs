@@ -146,7 +146,8 @@ impl Encoder {
             }
             StreamEvent::TextDelta { .. }
             | StreamEvent::ThinkingDelta { .. }
-            | StreamEvent::ThinkingSignature { .. } => return None,
+            | StreamEvent::ThinkingSignature { .. }
+            | StreamEvent::Progress { .. } => return None,
         };
         Some(self.chunk(delta, None))
     }

@@ -145,6 +145,10 @@ pub(crate) struct Received {
 impl Received {
     /// Counts `event`.
     pub(crate) fn note(&mut self, event: &StreamEvent) {
+        // Progress is no output: a stream cut after it is retried like one that sent nothing.
+        if matches!(event, StreamEvent::Progress { .. }) {
+            return;
+        }
         self.events += 1;
         match event {
             StreamEvent::TextDelta { text } => self.text += text.chars().count(),
@@ -152,7 +156,7 @@ impl Received {
             StreamEvent::ToolCallDelta { .. } => self.tool_call_deltas += 1,
             StreamEvent::Usage { .. } => self.usage = true,
             StreamEvent::Finish { .. } => self.finished = true,
-            StreamEvent::ThinkingSignature { .. } => {}
+            StreamEvent::ThinkingSignature { .. } | StreamEvent::Progress { .. } => {}
         }
     }
 

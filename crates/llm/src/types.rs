@@ -257,6 +257,19 @@ pub enum StreamEvent {
         /// The usage so far.
         usage: Usage,
     },
+    /// How far a call whose answer is not streamed yet has got: the prompt being read
+    /// (`prompt_done` of `prompt_tokens`, counting a reused cached prefix as done) and the
+    /// answer tokens generated but held back (a tool call is sent whole when it is complete).
+    /// Local providers send it so that a long silent wait shows its progress; it carries no
+    /// content and changes nothing in the response.
+    Progress {
+        /// Prompt tokens of the call.
+        prompt_tokens: u64,
+        /// Prompt tokens read so far.
+        prompt_done: u64,
+        /// Answer tokens generated so far and not yet sent.
+        generated: u64,
+    },
     /// The end of the response; always the last event of a successful stream.
     Finish {
         /// Why it ended.
@@ -320,6 +333,7 @@ impl Completion {
             }
             StreamEvent::Usage { usage } => self.usage = usage,
             StreamEvent::Finish { reason } => self.finish = Some(reason),
+            StreamEvent::Progress { .. } => {}
         }
     }
 

@@ -366,6 +366,12 @@ fn session_events() -> Vec<SessionEvent> {
             turn: 1,
             text: "hmm".into(),
         },
+        SessionEvent::TurnProgress {
+            turn: 1,
+            prompt_tokens: 4100,
+            prompt_done: 1536,
+            generated: 0,
+        },
         SessionEvent::TurnCompleted {
             turn: 1,
             message: json!({ "role": "assistant", "content": "Hello" }),
@@ -561,6 +567,7 @@ fn session_variant(e: &SessionEvent) -> usize {
         SessionEvent::SessionError { .. } => 13,
         SessionEvent::ToolProgress { .. } => 14,
         SessionEvent::ContextCompacted { .. } => 15,
+        SessionEvent::TurnProgress { .. } => 16,
     }
 }
 
@@ -636,7 +643,7 @@ fn every_event_validates_as_a_frame() {
         assert_eq!(back, frame.clone().into_owned());
     }
     assert_eq!(graph.len(), 15, "an EventKind variant has no sample");
-    assert_eq!(session.len(), 16, "a SessionEvent variant has no sample");
+    assert_eq!(session.len(), 17, "a SessionEvent variant has no sample");
     assert_eq!(workspace.len(), 8, "a WorkspaceEvent variant has no sample");
     let missing: Vec<_> = TOPICS.iter().filter(|t| !topics.contains(*t)).collect();
     assert!(missing.is_empty(), "topics without a sample: {missing:?}");

@@ -427,7 +427,8 @@ pub(crate) fn materialise(
         SessionEvent::PromptSet { .. }
         | SessionEvent::ContextCompacted { .. }
         | SessionEvent::Note { .. }
-        | SessionEvent::ToolProgress { .. } => {}
+        | SessionEvent::ToolProgress { .. }
+        | SessionEvent::TurnProgress { .. } => {}
     }
     Ok(())
 }

@@ -8,7 +8,7 @@ import { useNotifier } from '../store';
 import { renderMarkdown, readable } from '../markdown';
 import { linkCitations } from '../citations';
 import { Spinner } from '../ui';
-import { progressText } from '../format';
+import { progressText, turnProgressText } from '../format';
 
 export function useSession(id: string | null, retryKey: unknown = null): SessionModel | null {
   const [model, setModel] = useState<SessionModel | null>(null);
@@ -115,6 +115,16 @@ function TurnBlock({ t, citations, agentReports, live }: { t: TurnView; citation
         {t.usage ? ` · ${t.usage.promptTokens + t.usage.completionTokens} tokens` : ''}
         {status === 'running' ? ' · streaming' : status === 'stopped' ? ' · stopped before it finished' : ''}
       </span>
+      {status === 'running' && t.progress && (
+        <p class="turn-progress muted" data-testid="turn-progress">
+          <progress
+            max={t.progress.generated > 0 ? undefined : t.progress.promptTokens}
+            value={t.progress.generated > 0 ? undefined : t.progress.promptDone}
+            aria-label="model progress"
+          />{' '}
+          model {turnProgressText(t.progress)}
+        </p>
+      )}
       {t.thoughts && (
         <details class="thinking" data-testid="thinking">
           <summary>Thinking ({t.thoughts.length} chars)</summary>

@@ -50,12 +50,16 @@ impl AgentRun {
     }
 
     /// Parses the final answer, or asks once for a structured report (one more turn).
+    /// `forced` ends the activation without a final answer, saying why to the model (`You
+    /// have used all your turns. `).
     pub(super) async fn finish(
         &self,
         mut st: Saved,
         text: String,
-        forced: bool,
+        forced: Option<&str>,
     ) -> Result<AgentOutcome> {
+        let why = forced.unwrap_or_default();
+        let forced = forced.is_some();
         self.waste_speculations(&mut st);
         let mut notes = Vec::new();
         if self.free_text && !forced {
@@ -105,12 +109,7 @@ impl AgentRun {
             }
         }
         st.messages.push(Message::user(format!(
-            "{}Report your result now as the JSON object described in OUTPUT FORMAT (no tool calls).",
-            if forced {
-                "You have used all your turns. "
-            } else {
-                ""
-            }
+            "{why}Report your result now as the JSON object described in OUTPUT FORMAT (no tool calls)."
         )));
         let turn = st.next_turn;
         let request = ChatRequest {

@@ -771,3 +771,58 @@ async fn interrupts_round_trip_and_choose_how_to_resume() {
         "{output}"
     );
 }
+
+/// A model that asks for the same call with the same result turn after turn (a small model's
+/// loop) is stopped after three such turns and asked for its report, with the reason, instead
+/// of spending the turn limit (8 here) on more of the same.
+#[tokio::test]
+async fn the_same_call_three_times_in_a_row_ends_in_the_report() {
+    let fx = fixture(None);
+    let scripted = ScriptedProvider::new(vec![
+        call("t1", "count", 1),
+        call("t2", "count", 7),
+        call("t3", "count", 7),
+        call("t4", "count", 7),
+        Turn::Json(report_json()),
+    ]);
+    let recorder = Recorder::default();
+    let out = agent(Setup {
+        fx: &fx,
+        provider: Arc::new(scripted.clone()),
+        recorder: &recorder,
+        inbox: None,
+        gate: None,
+        first_turn: 1,
+    })
+    .run(Resume::Fresh)
+    .await
+    .unwrap();
+    let report = done(out);
+    assert_eq!(report.report.output, "counted to three");
+    assert_eq!(fx.runs.load(Ordering::SeqCst), 4);
+    let requests = scripted.requests();
+    assert_eq!(requests.len(), 5);
+    // The last request offers no tools, asks for the report and says why.
+    let last = requests.last().unwrap();
+    assert!(last.tools.is_empty());
+    assert!(last.response_format.is_some());
+    let asked = &last.messages.last().unwrap().content;
+    assert!(
+        asked.starts_with("You made the same tool calls with the same results several times"),
+        "{asked}"
+    );
+    let notes: Vec<String> = recorder
+        .events()
+        .into_iter()
+        .filter_map(|e| match e {
+            SessionEvent::Note { text } => Some(text),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.contains(r#"3 turns in a row (count {"n":7})"#)),
+        "{notes:?}"
+    );
+}

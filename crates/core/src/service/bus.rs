@@ -482,7 +482,7 @@ impl Recorder {
 }
 
 /// Appends `next` to `held` when both are deltas of the same kind and turn, or replaces
-/// `held` with `next` when both report the progress of the same tool call.
+/// `held` with `next` when both report the progress of the same tool call or model call.
 fn merge(held: &mut SessionEvent, next: &SessionEvent) -> bool {
     match (held, next) {
         (
@@ -517,6 +517,14 @@ fn merge(held: &mut SessionEvent, next: &SessionEvent) -> bool {
             }
             same
         }
+        // Likewise a model call's progress: the latest report of the turn is what counts.
+        (held @ SessionEvent::TurnProgress { .. }, SessionEvent::TurnProgress { turn: t, .. }) => {
+            let same = matches!(&*held, SessionEvent::TurnProgress { turn, .. } if turn == t);
+            if same {
+                held.clone_from(next);
+            }
+            same
+        }
         _ => false,
     }
 }
@@ -533,6 +541,22 @@ mod tests {
             total: Some(10.0),
             message: None,
         }
+    }
+
+    #[test]
+    fn the_latest_progress_of_a_model_call_supersedes_the_held_one() {
+        let turn = |turn, prompt_done| SessionEvent::TurnProgress {
+            turn,
+            prompt_tokens: 2048,
+            prompt_done,
+            generated: 0,
+        };
+        let mut held = turn(1, 512);
+        assert!(merge(&mut held, &turn(1, 1024)));
+        assert_eq!(held, turn(1, 1024));
+        assert!(!merge(&mut held, &turn(2, 512)));
+        assert!(!merge(&mut held, &progress("a", 1.0)));
+        assert_eq!(held, turn(1, 1024));
     }
 
     #[test]

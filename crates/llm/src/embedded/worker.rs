@@ -37,6 +37,27 @@ const SLOTS: usize = 3;
 /// the least recently used slot instead of truncating another's cache.
 const MIN_REUSE: usize = 64;
 
+/// While an answer is held back (a tool call is sent whole), a progress event goes out
+/// every this many generated tokens (a few seconds on two cores).
+const HELD_PROGRESS: u32 = 16;
+
+/// A model caught in a loop (`decision_decision_decision…`, the same line again and again)
+/// writes until `max_tokens`: when the last this many generated tokens repeat with a period
+/// of at most [`LOOP_PERIOD`] tokens, generation stops as if cut by `max_tokens`.
+const LOOP_SPAN: usize = 96;
+
+/// See [`LOOP_SPAN`].
+const LOOP_PERIOD: usize = 32;
+
+/// Whether the end of `tokens` is a loop: each of its last [`LOOP_SPAN`] tokens equals the
+/// token a period of at most [`LOOP_PERIOD`] before it.
+fn looping<T: PartialEq>(tokens: &[T]) -> bool {
+    let n = tokens.len();
+    (1..=LOOP_PERIOD)
+        .filter(|p| n >= LOOP_SPAN + p)
+        .any(|p| (n - LOOP_SPAN..n).all(|i| tokens[i] == tokens[i - p]))
+}
+
 /// One request for the generation thread.
 pub(super) struct Work {
     pub job: Job,
@@ -211,6 +232,21 @@ fn run(
     let n_batch = slot.ctx.n_batch() as usize;
     let mut batch = LlamaBatch::new(n_batch, 1);
     let last = n_prompt.saturating_sub(1);
+    let progress = |prompt_done: usize, generated: u32| {
+        send(
+            tx,
+            StreamEvent::Progress {
+                prompt_tokens: n_prompt as u64,
+                prompt_done: prompt_done as u64,
+                generated: u64::from(generated),
+            },
+        )
+    };
+    // Reading a long prompt takes minutes on a few cores: say how far it has got.
+    let reading = n_prompt - keep > n_batch;
+    if reading {
+        progress(keep, 0)?;
+    }
     for (c, chunk) in tokens[keep..].chunks(n_batch).enumerate() {
         if cancel.is_cancelled() {
             return Err(Error::Cancelled);
@@ -225,6 +261,9 @@ fn run(
         }
         slot.ctx.decode(&mut batch).map_err(embedded)?;
         slot.tokens.extend_from_slice(chunk);
+        if reading {
+            progress(slot.tokens.len(), 0)?;
+        }
     }
     let n_prompt_u32 = u32::try_from(n_prompt).map_err(embedded)?;
     let max_tokens = job.max_tokens.min(slot.n_ctx - n_prompt_u32);
@@ -235,6 +274,7 @@ fn run(
     let mut collected = String::new();
     let mut pos = i32::try_from(n_prompt).map_err(embedded)?;
     let mut generated = 0u32;
+    let mut answer = Vec::with_capacity(max_tokens as usize);
     let mut piece = Vec::with_capacity(32);
     let reason = loop {
         if cancel.is_cancelled() {
@@ -248,9 +288,16 @@ fn run(
             break FinishReason::Stop;
         }
         generated += 1;
+        answer.push(token);
+        if looping(&answer) {
+            break FinishReason::Length;
+        }
         piece.clear();
         vocab.token_to_piece_into(token, &mut piece, false, None);
         let (text, stopped) = out.push(&piece);
+        if buffered && generated % HELD_PROGRESS == 0 {
+            progress(n_prompt, generated)?;
+        }
         if !text.is_empty() {
             if buffered {
                 collected.push_str(&text);
@@ -324,4 +371,42 @@ fn emit_tool_answer(tx: &EventSender, text: &str, reason: FinishReason) -> Resul
         .map_or_else(|| text.to_string(), str::to_string);
     send(tx, StreamEvent::TextDelta { text: answer })?;
     Ok(reason)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_loop_is_a_short_period_over_the_whole_span() {
+        // `decision_` as two tokens, again and again.
+        let mut t: Vec<u32> = (0..20).collect();
+        t.extend([7, 8].iter().cycle().take(LOOP_SPAN + 2));
+        assert!(!looping(&t[..t.len() - 1]), "one token short of the span");
+        assert!(looping(&t));
+        // A repeated line of 30 tokens.
+        let line: Vec<u32> = (100..130).collect();
+        let lines: Vec<u32> = line.iter().copied().cycle().take(LOOP_SPAN + 30).collect();
+        assert!(looping(&lines));
+    }
+
+    #[test]
+    fn varied_text_and_long_periods_are_not_loops() {
+        let t: Vec<u32> = (0..500).collect();
+        assert!(!looping(&t));
+        // A period longer than LOOP_PERIOD (a repeated block of 40 tokens) is left alone.
+        let block: Vec<u32> = (0..40).collect();
+        let blocks: Vec<u32> = block.iter().copied().cycle().take(400).collect();
+        assert!(!looping(&blocks));
+        // One change inside the span breaks it.
+        let mut t: Vec<u32> = [7, 8]
+            .iter()
+            .copied()
+            .cycle()
+            .take(LOOP_SPAN + 10)
+            .collect();
+        let mid = t.len() - LOOP_SPAN / 2;
+        t[mid] = 9;
+        assert!(!looping(&t));
+    }
 }

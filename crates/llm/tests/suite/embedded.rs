@@ -262,3 +262,60 @@ async fn a_growing_conversation_reuses_its_cached_prefix() {
         "the first prompt is reused: {u1:?} then {u2:?}"
     );
 }
+
+/// A call that shows nothing for a while says how far it has got: reading a prompt longer
+/// than one batch reports the tokens read (from the reused prefix up to the whole prompt),
+/// and a tool call held back until complete reports the tokens generated every 16.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_prompt_and_a_held_back_tool_call_report_progress() {
+    let p = provider("tiny");
+    let req = ChatRequest {
+        max_tokens: Some(60),
+        tools: vec![ToolSpec {
+            name: "read_file".into(),
+            description: "Read a file.".into(),
+            parameters: json!({"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}),
+        }],
+        ..ChatRequest::new(vec![
+            Message::system("Progress is reported while the prompt is read. ".repeat(150)),
+            Message::user("Open src/lib.rs"),
+        ])
+    };
+    let mut stream = p.stream(req, CancellationToken::new());
+    let (mut reading, mut held, mut usage, mut after_content) = (vec![], vec![], None, false);
+    while let Some(e) = stream.next().await {
+        match e.unwrap() {
+            StreamEvent::Progress {
+                prompt_tokens,
+                prompt_done,
+                generated,
+            } => {
+                assert!(!after_content, "progress after the answer");
+                if generated == 0 {
+                    reading.push((prompt_done, prompt_tokens));
+                } else {
+                    assert_eq!(prompt_done, prompt_tokens);
+                    held.push(generated);
+                }
+            }
+            StreamEvent::Usage { usage: u } => usage = Some(u),
+            StreamEvent::TextDelta { .. } | StreamEvent::ToolCallDelta { .. } => {
+                after_content = true;
+            }
+            _ => {}
+        }
+    }
+    let usage = usage.unwrap();
+    assert!(usage.prompt_tokens > 1024, "{usage:?}");
+    // From what the cache held to the whole prompt, one report per batch of 512.
+    assert_eq!(reading.first().unwrap().0, usage.cached_prompt_tokens);
+    assert_eq!(
+        *reading.last().unwrap(),
+        (usage.prompt_tokens, usage.prompt_tokens)
+    );
+    assert!(reading.windows(2).all(|w| w[0].0 < w[1].0), "{reading:?}");
+    let batches = (usage.prompt_tokens - usage.cached_prompt_tokens).div_ceil(512);
+    assert_eq!(reading.len() as u64, batches + 1, "{reading:?}");
+    let every_16: Vec<u64> = (1..=usage.completion_tokens / 16).map(|k| k * 16).collect();
+    assert_eq!(held, every_16, "{usage:?}");
+}

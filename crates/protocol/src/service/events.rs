@@ -169,6 +169,21 @@ pub enum SessionEvent {
         /// The text.
         text: String,
     },
+    /// `turn:progress`: how far a model call whose answer is not streamed yet has got —
+    /// the prompt being read (`promptDone` of `promptTokens`, a reused cached prefix counting
+    /// as read) and answer tokens generated but held back (a tool call is sent whole).
+    /// Local models report it; stored coalesced like deltas (only the latest of a burst).
+    TurnProgress {
+        /// The turn.
+        turn: u32,
+        /// Prompt tokens of the call.
+        prompt_tokens: u64,
+        /// Prompt tokens read so far.
+        prompt_done: u64,
+        /// Answer tokens generated so far and not yet shown.
+        #[serde(default)]
+        generated: u64,
+    },
     /// `turn:completed`: the model call finished; `message` is the assistant message added
     /// to the conversation (text and tool calls, provider message JSON).
     TurnCompleted {
@@ -293,6 +308,7 @@ impl SessionEvent {
             SessionEvent::TurnStarted { .. } => "turnStarted",
             SessionEvent::MessageDelta { .. } => "messageDelta",
             SessionEvent::ThoughtDelta { .. } => "thoughtDelta",
+            SessionEvent::TurnProgress { .. } => "turnProgress",
             SessionEvent::TurnCompleted { .. } => "turnCompleted",
             SessionEvent::TurnFailed { .. } => "turnFailed",
             SessionEvent::ToolStarted { .. } => "toolStarted",
@@ -340,6 +356,26 @@ impl SessionEvent {
         Some(text)
     }
 
+    /// A `TurnProgress` report as one line for people (`reading the prompt: 1536/4100
+    /// tokens (37%)`, `writing: 48 tokens`); `None` for other events.
+    pub fn turn_progress_text(&self) -> Option<String> {
+        let SessionEvent::TurnProgress {
+            prompt_tokens,
+            prompt_done,
+            generated,
+            ..
+        } = self
+        else {
+            return None;
+        };
+        Some(if *generated > 0 || prompt_done >= prompt_tokens {
+            format!("writing: {generated} tokens")
+        } else {
+            let pct = (*prompt_done as f64 / (*prompt_tokens).max(1) as f64 * 100.0).round();
+            format!("reading the prompt: {prompt_done}/{prompt_tokens} tokens ({pct:.0}%)")
+        })
+    }
+
     /// A `ContextCompacted` event as one line for people (`context compacted (summary):
     /// 2400 → 900 tokens (limit 1500); 12 messages summarised`); `None` for other events.
     pub fn compaction_text(&self) -> Option<String> {
@@ -385,6 +421,7 @@ impl SessionEvent {
             SessionEvent::MessageDelta { .. }
                 | SessionEvent::ThoughtDelta { .. }
                 | SessionEvent::ToolProgress { .. }
+                | SessionEvent::TurnProgress { .. }
         )
     }
 }

@@ -580,6 +580,29 @@ mod tests {
     }
 
     #[test]
+    fn turn_progress_reads_as_one_line() {
+        let p = |prompt_done, generated| {
+            SessionEvent::TurnProgress {
+                turn: 1,
+                prompt_tokens: 4100,
+                prompt_done,
+                generated,
+            }
+            .turn_progress_text()
+        };
+        assert_eq!(
+            p(1536, 0).as_deref(),
+            Some("reading the prompt: 1536/4100 tokens (37%)")
+        );
+        assert_eq!(p(4100, 48).as_deref(), Some("writing: 48 tokens"));
+        assert_eq!(p(4100, 0).as_deref(), Some("writing: 0 tokens"));
+        assert_eq!(
+            SessionEvent::Note { text: "x".into() }.turn_progress_text(),
+            None
+        );
+    }
+
+    #[test]
     fn progress_reads_as_one_line() {
         let p = |progress, total, message: Option<&str>| {
             SessionEvent::ToolProgress {
