@@ -378,6 +378,21 @@ impl AgentRun {
                         continue;
                     }
                 }
+                if self.role.changes_files
+                    && st.turns < self.max_turns
+                    && stuck::unbacked_success(&st.messages, &completion.text, |t| {
+                        self.tools.read_only(t)
+                    })
+                {
+                    self.note(
+                        &mut st,
+                        "reported success without changing a file; asked to make the change \
+                         or say why none is needed",
+                    );
+                    st.messages.push(message);
+                    st.messages.push(Message::user(stuck::UNBACKED));
+                    continue;
+                }
                 return self.finish(st, completion.text, None).await;
             }
             st.messages.push(message);

@@ -107,6 +107,12 @@ pub struct RoleSpec {
     /// status decide the stage's failure (the test role).
     #[serde(default)]
     pub run_tests: bool,
+    /// Whether the role's job is to change files (the code agent, the implementor): a report
+    /// of success from an activation in which no call that can change files succeeded is
+    /// questioned once — the model then makes the change, or reports again saying why none
+    /// is needed.
+    #[serde(default)]
+    pub changes_files: bool,
 }
 
 fn default_model_role() -> String {
@@ -221,6 +227,9 @@ mod tests {
             assert!(c.get(name).is_ok(), "{name}");
         }
         assert!(c.get("test_agent").is_ok_and(|r| r.run_tests));
+        assert!(c.get("code_agent").is_ok_and(|r| r.changes_files));
+        assert!(c.get("implementor").is_ok_and(|r| r.changes_files));
+        assert!(c.get("test_agent").is_ok_and(|r| !r.changes_files));
         let e = c.get("code_agnet").err().map(|e| e.to_string());
         assert!(
             e.as_deref()

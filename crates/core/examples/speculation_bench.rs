@@ -216,6 +216,7 @@ async fn once(
             constraints: vec![],
             max_turns: 10,
             run_tests: false,
+            changes_files: false,
         },
         provider: model.clone(),
         tools: Arc::new(registry(tool_ms, &tool_calls)),

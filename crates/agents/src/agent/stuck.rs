@@ -1,3 +1,6 @@
+//! Two ways a small model's activation goes nowhere, recognised from its conversation (so a
+//! resumed activation sees them too).
+//!
 //! A model stuck in a loop: the same tool calls with the same arguments, answered with the
 //! same results, turn after turn. Small models do this (a mistyped path asked for again and
 //! again until the turn limit, each turn costing a full answer's decode); nothing new can
@@ -54,6 +57,42 @@ pub(super) fn repeated_calls(messages: &[Message]) -> Option<String> {
     )
 }
 
+/// What a role that changes files is told when it reports success without having changed
+/// anything (asked once per activation).
+pub(super) const UNBACKED: &str = "You reported success, but no call that changes files \
+succeeded in this activation: nothing has changed yet. If the task needs a change, make it \
+now with the editing tools; if it truly needs none, report again and say why in output.";
+
+/// Whether `answer` (a final answer) claims success without anything to show for it: the
+/// answer is not a report of failure, no call of a tool that is not `read_only` succeeded in
+/// `messages`, and the model has not been asked about it already.
+pub(super) fn unbacked_success(
+    messages: &[Message],
+    answer: &str,
+    read_only: impl Fn(&str) -> bool,
+) -> bool {
+    let failed = serde_json::from_str::<serde_json::Value>(answer.trim())
+        .ok()
+        .and_then(|v| v.get("failure").and_then(serde_json::Value::as_bool))
+        == Some(true);
+    if failed
+        || messages
+            .iter()
+            .any(|m| m.role == Role::User && m.content == UNBACKED)
+    {
+        return false;
+    }
+    let ok_results: std::collections::HashSet<&str> = messages
+        .iter()
+        .filter(|m| m.role == Role::Tool && !m.content.starts_with("error: "))
+        .filter_map(|m| m.tool_call_id.as_deref())
+        .collect();
+    !messages
+        .iter()
+        .flat_map(|m| &m.tool_calls)
+        .any(|c| !read_only(&c.name) && ok_results.contains(c.id.as_str()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -82,6 +121,44 @@ mod tests {
             m.push(result(&id, &format!("error: no file `{p}`")));
         }
         m
+    }
+
+    fn edit(id: &str) -> Message {
+        Message {
+            tool_calls: vec![ToolCall {
+                id: id.into(),
+                name: "edit_file".into(),
+                arguments: "{}".into(),
+            }],
+            ..Message::assistant("")
+        }
+    }
+
+    #[test]
+    fn success_without_a_change_is_unbacked_once() {
+        let read_only = |t: &str| t == "read_file";
+        let ok = r#"{"failure": false, "output": "fixed"}"#;
+        // Only reads: unbacked.
+        let mut m = turns(&["x"]);
+        assert!(unbacked_success(&m, ok, read_only));
+        // A failure report, or prose, decide: failure is never questioned; prose is.
+        assert!(!unbacked_success(
+            &m,
+            r#"{"failure": true, "output": "no"}"#,
+            read_only
+        ));
+        assert!(unbacked_success(&m, "Done, I fixed it.", read_only));
+        // A failed edit changes nothing; a successful one does.
+        m.push(edit("e1"));
+        m.push(result("e1", "error: old_string not found"));
+        assert!(unbacked_success(&m, ok, read_only));
+        m.push(edit("e2"));
+        m.push(result("e2", "edited inventory.py"));
+        assert!(!unbacked_success(&m, ok, read_only));
+        // Asked once already: not again.
+        let mut m = turns(&["x"]);
+        m.push(Message::user(UNBACKED));
+        assert!(!unbacked_success(&m, ok, read_only));
     }
 
     #[test]

@@ -118,6 +118,7 @@ fn role() -> RoleSpec {
         constraints: vec![],
         max_turns: 8,
         run_tests: false,
+        changes_files: false,
     }
 }
 
@@ -825,4 +826,34 @@ async fn the_same_call_three_times_in_a_row_ends_in_the_report() {
             .any(|n| n.contains(r#"3 turns in a row (count {"n":7})"#)),
         "{notes:?}"
     );
+}
+
+/// A role whose job is to change files (`changes_files`) that reports success without any
+/// change is asked once to make it or say why none is needed; its second report stands.
+#[tokio::test]
+async fn a_success_without_a_change_is_questioned_once() {
+    let fx = fixture(None);
+    let scripted =
+        ScriptedProvider::new(vec![Turn::Json(report_json()), Turn::Json(report_json())]);
+    let recorder = Recorder::default();
+    let mut run = agent(Setup {
+        fx: &fx,
+        provider: Arc::new(scripted.clone()),
+        recorder: &recorder,
+        inbox: None,
+        gate: None,
+        first_turn: 1,
+    });
+    run.role.changes_files = true;
+    let report = done(run.run(Resume::Fresh).await.unwrap());
+    assert_eq!(report.report.output, "counted to three");
+    let requests = scripted.requests();
+    assert_eq!(requests.len(), 2, "asked once, not twice");
+    let asked = &requests[1].messages.last().unwrap().content;
+    assert!(
+        asked.starts_with("You reported success, but no call that changes files"),
+        "{asked}"
+    );
+    assert!(recorder.events().iter().any(|e| matches!(e,
+        SessionEvent::Note { text } if text.starts_with("reported success without changing a file"))));
 }

@@ -91,6 +91,7 @@ fn agent(model: &ScriptedProvider, ws: &TempWorkspace, config: ToolsConfig) -> A
             constraints: vec![],
             max_turns: 6,
             run_tests: false,
+            changes_files: false,
         },
         provider: Arc::new(model.clone()),
         tools: Arc::new(registry),

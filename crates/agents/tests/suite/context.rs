@@ -112,6 +112,7 @@ pub fn agent(
             constraints: vec![],
             max_turns: 16,
             run_tests: false,
+            changes_files: false,
         },
         provider,
         tools: fx.registry.clone(),

@@ -131,6 +131,7 @@ pub(crate) fn agent(
             constraints: vec![],
             max_turns: 6,
             run_tests: false,
+            changes_files: false,
         },
         provider: Arc::new(provider),
         tools: fx.registry.clone(),

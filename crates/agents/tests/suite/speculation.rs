@@ -127,6 +127,7 @@ pub(crate) async fn run_with(
             constraints: vec![],
             max_turns: 6,
             run_tests: false,
+            changes_files: false,
         },
         provider: provider.clone(),
         tools: Arc::new(tools),

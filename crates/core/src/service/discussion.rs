@@ -42,6 +42,7 @@ fn role() -> RoleSpec {
         ],
         max_turns: 8,
         run_tests: false,
+        changes_files: false,
     }
 }
 
