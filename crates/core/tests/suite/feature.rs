@@ -29,11 +29,14 @@ async fn tests_fail_twice_adaptive_retrieval_then_code_retries_and_review_applie
         tool("read_file", json!({ "path": "inventory.py" })),
         tool("grep", json!({ "pattern": "def commit" })),
         report(false, "read inventory.py; nothing to change yet"),
+        // A success without a change is questioned once (changes_files); the answer stands.
+        report(false, "read inventory.py; no change is needed yet"),
         // test_generation_and_execution#1: the runtime runs the tests; they fail.
         report(false, "tests look fine to me"),
         // adaptive_retrieval#1, then code_generation#2 changes nothing again.
         queries(),
         report(false, "still nothing to change"),
+        report(false, "still no change needed"),
         report(false, "tests look fine to me"),
         // adaptive_retrieval#2, then code_generation#3 fixes the bug.
         queries(),
@@ -127,6 +130,17 @@ async fn tests_fail_twice_adaptive_retrieval_then_code_retries_and_review_applie
         "{}",
         enriched.content
     );
+    // Each success without a change was questioned once per activation; the fix was not.
+    let questioned = requests
+        .iter()
+        .filter(|r| {
+            r.messages.last().is_some_and(|m| {
+                m.content
+                    .starts_with("You reported success, but no call that changes files")
+            })
+        })
+        .count();
+    assert_eq!(questioned, 2);
     // The upfront context reached the first stage, attributed.
     let code1 = &requests[2];
     let codebase = code1
