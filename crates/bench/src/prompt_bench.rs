@@ -206,7 +206,11 @@ async fn run_case(provider: &EmbeddedProvider, case: &Case, format: &str) -> Out
     o.prompt_tokens = c.usage.prompt_tokens;
     o.cached_tokens = c.usage.cached_prompt_tokens;
     o.completion_tokens = c.usage.completion_tokens;
-    o.finish = c.finish.as_ref().map(|f| format!("{f:?}")).unwrap_or_default();
+    o.finish = c
+        .finish
+        .as_ref()
+        .map(|f| format!("{f:?}"))
+        .unwrap_or_default();
     o.text = c.text.chars().take(4000).collect();
     let schema = case
         .request
@@ -245,10 +249,7 @@ async fn run_case(provider: &EmbeddedProvider, case: &Case, format: &str) -> Out
         if !right && case.kind == "tool_call" {
             problems.push(format!(
                 "called {} {}, expected {:?} {:?}",
-                first.name,
-                args,
-                case.expect.tools,
-                case.expect.arguments
+                first.name, args, case.expect.tools, case.expect.arguments
             ));
         }
         o.right = (case.kind != "structured").then_some(right);
@@ -354,7 +355,7 @@ async fn main() -> anyhow::Result<()> {
     }
     let cases = load_cases(&args.cases)?;
     if args.report {
-        print!("{}", table(&load_outcomes(&args.out)?, &args.format));
+        std::io::stdout().write_all(table(&load_outcomes(&args.out)?, &args.format).as_bytes())?;
         return Ok(());
     }
     let model = args.model.clone().unwrap_or_else(default_model);
@@ -423,6 +424,6 @@ async fn main() -> anyhow::Result<()> {
         }
     }
     eprintln!("load at the end {}", loadavg());
-    print!("{}", table(&load_outcomes(&args.out)?, &args.format));
+    std::io::stdout().write_all(table(&load_outcomes(&args.out)?, &args.format).as_bytes())?;
     Ok(())
 }
