@@ -158,7 +158,8 @@ pub struct NativeAnswer {
 /// Reads the `<tool_call>…</tool_call>` blocks of `answer`. A call is well-formed when its
 /// block is one JSON object with a `name` among `tools` and an `arguments` object (a JSON
 /// string holding an object is accepted too: some fine-tunes write it that way). A block cut
-/// off by the end of the answer is read up to the end.
+/// off by the end of the answer is read up to the end. An answer without blocks that is
+/// exactly one `{"name", "arguments"}` object is read as that call.
 pub fn parse(answer: &str, tools: &[&str]) -> NativeAnswer {
     const OPEN: &str = "<tool_call>";
     const CLOSE: &str = "</tool_call>";
@@ -180,6 +181,22 @@ pub fn parse(answer: &str, tools: &[&str]) -> NativeAnswer {
         rest = next;
     }
     text.push_str(rest);
+    // No block, but the whole answer is one `{"name": …, "arguments": …}` object: the call
+    // without its tags (the coder model drops them on some turns). A final report has no
+    // such pair of keys, so it stays text.
+    if calls.is_empty()
+        && rejected.is_empty()
+        && let Ok(Value::Object(o)) = serde_json::from_str::<Value>(text.trim())
+        && o.len() == 2
+        && o.contains_key("name")
+        && o.contains_key("arguments")
+    {
+        match read_call(text.trim(), tools) {
+            Ok(call) => calls.push(call),
+            Err(why) => rejected.push(why),
+        }
+        text.clear();
+    }
     NativeAnswer {
         calls,
         rejected,
@@ -280,6 +297,23 @@ mod tests {
         let plain = parse("{\"failure\": false, \"output\": \"done\"}", TOOLS);
         assert!(plain.calls.is_empty() && plain.rejected.is_empty());
         assert_eq!(plain.text, "{\"failure\": false, \"output\": \"done\"}");
+    }
+
+    #[test]
+    fn a_bare_call_object_is_a_call_and_a_report_is_not() {
+        let a = parse(
+            " {\"name\": \"read_file\", \"arguments\": {\"path\": \"a\"}}\n",
+            TOOLS,
+        );
+        assert_eq!(a.calls.len(), 1, "{a:?}");
+        assert!(a.text.is_empty());
+        let unknown = parse("{\"name\": \"rm\", \"arguments\": {}}", TOOLS);
+        assert!(unknown.calls.is_empty() && unknown.rejected.len() == 1);
+        let report = parse(
+            "{\"name\": \"x\", \"arguments\": {}, \"output\": \"\"}",
+            TOOLS,
+        );
+        assert!(report.calls.is_empty() && report.rejected.is_empty());
     }
 
     /// Key order of `preserve_order` maps (on in this crate's tests) must not reach the text.
