@@ -35,6 +35,30 @@ pub enum ProviderName {
     Anthropic,
 }
 
+/// How the embedded model is asked for tool calls and structured answers.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolFormat {
+    /// Output constrained by a llama.cpp grammar: a tool call is `{"tool": NAME,
+    /// "arguments": {…}}`, a structured answer the JSON Schema's object; always parses.
+    #[default]
+    Grammar,
+    /// The model's own format, free generation: tools in the system prompt as Qwen2.5's chat
+    /// template writes them, calls read from `<tool_call>` blocks; a structured answer is
+    /// plain text that must parse.
+    Native,
+}
+
+impl ToolFormat {
+    /// The configuration value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ToolFormat::Grammar => "grammar",
+            ToolFormat::Native => "native",
+        }
+    }
+}
+
 /// One model profile (`[models.profiles.NAME]`).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(default, deny_unknown_fields)]
@@ -67,6 +91,8 @@ pub struct ProfileConfig {
     pub seed: Option<u32>,
     /// Remote: how structured output is requested (`native`, `json_object`, `prompt`, `tool`).
     pub structured_output: Option<StructuredMode>,
+    /// `embedded`: how tools and structured answers are asked for (`grammar`, `native`).
+    pub tool_format: Option<ToolFormat>,
     /// Remote: seconds without data before a call fails (default 120).
     pub timeout_secs: Option<u64>,
     /// Remote: retries on 429/5xx/timeouts (default 4).
@@ -95,6 +121,7 @@ impl ProfileConfig {
             threads: self.threads.or(base.threads),
             seed: self.seed.or(base.seed),
             structured_output: self.structured_output.or(base.structured_output),
+            tool_format: self.tool_format.or(base.tool_format),
             timeout_secs: self.timeout_secs.or(base.timeout_secs),
             max_retries: self.max_retries.or(base.max_retries),
             price: self.price.or(base.price),

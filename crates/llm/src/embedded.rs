@@ -12,10 +12,20 @@
 //! The grammar sampler is advanced exactly once per token with `accept` (never through
 //! `sample`, which would advance it a second time).
 //!
-//! Tools: when tools are offered, the output is constrained to `{"tool": NAME, "arguments":
-//! {…}}` (name first) or the final answer — the request's `final_format` object when it has
-//! one, else `{"answer": "…"}` — and mapped to a tool call or text. (The model's own
-//! tool-call template is not used; which of the two it follows better is not measured yet.)
+//! Tools and structured answers come in two formats (`tool_format` of the profile,
+//! [`ToolFormat`]):
+//! - `grammar` (the default): when tools are offered, the output is constrained to
+//!   `{"tool": NAME, "arguments": {…}}` (name first) or the final answer — the request's
+//!   `final_format` object when it has one, else `{"answer": "…"}` — and mapped to a tool
+//!   call or text; past calls are written back in the same name-first form. A
+//!   `response_format` answer is constrained by the schema's grammar.
+//! - `native`: the model's own template ([`native`]): the tools' signatures in the system
+//!   prompt as Qwen2.5's GGUF template writes them, free generation, `<tool_call>` blocks
+//!   parsed into calls (an offered tool, object arguments); a final or structured answer is
+//!   plain text that must parse as the JSON object.
+//!
+//! Which the coder model follows more reliably is measured on the committed prompt set
+//! (`fixtures/prompt-set`, `trellis-prompt-bench`; results in docs/models.md).
 
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
@@ -28,6 +38,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use trellis_protocol::canonical::to_canonical_string;
 
+pub use crate::config::ToolFormat;
 use crate::download::Builtin;
 use crate::provider::{ChatStream, ModelProvider, ProviderInfo, ProviderKind, spawn_stream};
 use crate::structured::schema_instruction;
@@ -35,6 +46,7 @@ use crate::tokens::TokenCount;
 use crate::types::{ChatRequest, Message, Role};
 use crate::{Error, Result};
 
+pub mod native;
 mod sample;
 mod worker;
 
@@ -71,6 +83,8 @@ pub struct EmbeddedSettings {
     pub seed: u32,
     /// Keep generating past end-of-generation tokens until `max_tokens` (benchmarks only).
     pub ignore_eos: bool,
+    /// How tool calls and structured answers are asked for.
+    pub tool_format: ToolFormat,
 }
 
 impl Default for EmbeddedSettings {
@@ -82,6 +96,7 @@ impl Default for EmbeddedSettings {
             temperature: 0.0,
             seed: 42,
             ignore_eos: false,
+            tool_format: ToolFormat::default(),
         }
     }
 }
@@ -152,7 +167,8 @@ impl EmbeddedProvider {
                     profile: profile.to_string(),
                     kind: ProviderKind::Embedded,
                     model,
-                    native_structured_output: true,
+                    // Only a grammar holds the answer to the schema.
+                    native_structured_output: settings.tool_format == ToolFormat::Grammar,
                     context_window: Some(settings.context),
                 },
                 source,
@@ -213,6 +229,8 @@ enum Output {
     Json(String),
     /// A tool call or an answer, constrained by this grammar.
     Tools(String),
+    /// Free text whose `<tool_call>` blocks naming one of these tools become calls.
+    Native(Vec<String>),
 }
 
 struct Job {
@@ -339,18 +357,34 @@ fn tools_schema(request: &ChatRequest) -> Result<(String, String)> {
 
 fn build_job(loaded: &Loaded, request: &ChatRequest, settings: &EmbeddedSettings) -> Result<Job> {
     let mut messages = request.messages.clone();
-    let output = if let Some(format) = &request.response_format {
+    let native = settings.tool_format == ToolFormat::Native;
+    let (output, pairs) = if let Some(format) = &request.response_format {
         crate::openai::add_instruction(&mut messages, &schema_instruction(&format.schema));
-        Output::Json(grammar_for(&format.schema)?)
+        let output = if native {
+            Output::Text
+        } else {
+            Output::Json(grammar_for(&format.schema)?)
+        };
+        (output, grammar_pairs(&messages)?)
+    } else if native {
+        let output = if request.tools.is_empty() {
+            Output::Text
+        } else {
+            Output::Native(request.tools.iter().map(|t| t.name.clone()).collect())
+        };
+        (output, native::pairs(&messages, &request.tools))
     } else if !request.tools.is_empty() {
         let (schema, instruction) = tools_schema(request)?;
         crate::openai::add_instruction(&mut messages, &instruction);
-        Output::Tools(grammar_of(&schema)?)
+        (
+            Output::Tools(grammar_of(&schema)?),
+            grammar_pairs(&messages)?,
+        )
     } else {
-        Output::Text
+        (Output::Text, grammar_pairs(&messages)?)
     };
     Ok(Job {
-        prompt: render(loaded, &messages)?,
+        prompt: render(loaded, &pairs)?,
         output,
         max_tokens: request.max_tokens.unwrap_or(settings.max_tokens),
         temperature: request.temperature.unwrap_or(settings.temperature),
@@ -358,37 +392,49 @@ fn build_job(loaded: &Loaded, request: &ChatRequest, settings: &EmbeddedSettings
     })
 }
 
-/// Applies the model's chat template (ChatML when the GGUF has none).
-fn render(loaded: &Loaded, messages: &[Message]) -> Result<String> {
-    let pairs: Vec<(&'static str, String)> = messages
+/// The role/content pairs of `messages` in the grammar format: a past call written as the
+/// grammar makes the model write it (`{"tool": NAME, "arguments": {…}}`, name first; several
+/// as an array), a tool result as a user turn.
+fn grammar_pairs(messages: &[Message]) -> Result<Vec<(&'static str, String)>> {
+    let canonical = |v: &Value| to_canonical_string(v).map_err(embedded);
+    messages
         .iter()
-        .map(|m| match m.role {
-            Role::Tool => (
-                "user",
-                format!(
-                    "Result of tool call {}:\n{}",
-                    m.tool_call_id.as_deref().unwrap_or("?"),
-                    m.content
+        .map(|m| {
+            Ok(match m.role {
+                Role::Tool => (
+                    "user",
+                    format!(
+                        "Result of tool call {}:\n{}",
+                        m.tool_call_id.as_deref().unwrap_or("?"),
+                        m.content
+                    ),
                 ),
-            ),
-            Role::Assistant if !m.tool_calls.is_empty() => {
-                let calls: Vec<Value> = m
-                    .tool_calls
-                    .iter()
-                    .map(|c| {
-                        json!({"tool": c.name, "arguments": c.arguments_json().unwrap_or(Value::Null)})
-                    })
-                    .collect();
-                let text = match calls.as_slice() {
-                    [one] => to_canonical_string(one),
-                    many => to_canonical_string(many),
+                Role::Assistant if !m.tool_calls.is_empty() => {
+                    let calls = m
+                        .tool_calls
+                        .iter()
+                        .map(|c| {
+                            Ok(format!(
+                                "{{\"tool\":{},\"arguments\":{}}}",
+                                canonical(&Value::String(c.name.clone()))?,
+                                canonical(&c.arguments_json().unwrap_or(Value::Null))?
+                            ))
+                        })
+                        .collect::<Result<Vec<String>>>()?;
+                    let text = match calls.as_slice() {
+                        [one] => one.clone(),
+                        many => format!("[{}]", many.join(",")),
+                    };
+                    ("assistant", text)
                 }
-                .unwrap_or_default();
-                ("assistant", text)
-            }
-            role => (role.as_str(), m.content.clone()),
+                role => (role.as_str(), m.content.clone()),
+            })
         })
-        .collect();
+        .collect()
+}
+
+/// Applies the model's chat template (ChatML when the GGUF has none) to role/content pairs.
+fn render(loaded: &Loaded, pairs: &[(&'static str, String)]) -> Result<String> {
     if let Some(template) = &loaded.template {
         let chat: Vec<LlamaChatMessage> = pairs
             .iter()
@@ -400,7 +446,7 @@ fn render(loaded: &Loaded, messages: &[Message]) -> Result<String> {
         }
     }
     let mut prompt = String::new();
-    for (role, content) in &pairs {
+    for (role, content) in pairs {
         prompt.push_str(&format!("<|im_start|>{role}\n{content}<|im_end|>\n"));
     }
     prompt.push_str("<|im_start|>assistant\n");
@@ -487,6 +533,38 @@ mod tests {
             "{grammar}"
         );
         assert!(!grammar.contains("answer-kv"), "{grammar}");
+    }
+
+    #[test]
+    fn past_calls_are_written_back_name_first_as_the_grammar_has_them() {
+        use crate::types::ToolCall;
+        let call = |name: &str| ToolCall {
+            id: "c".into(),
+            name: name.into(),
+            arguments: "{\"zeta\":1,\"alpha\":2}".into(),
+        };
+        let one = Message {
+            tool_calls: vec![call("read_file")],
+            ..Message::assistant("")
+        };
+        let two = Message {
+            tool_calls: vec![call("grep"), call("read_file")],
+            ..Message::assistant("")
+        };
+        let pairs = grammar_pairs(&[one, two, Message::tool_result("c", "ok")]).unwrap();
+        assert_eq!(
+            pairs[0],
+            (
+                "assistant",
+                "{\"tool\":\"read_file\",\"arguments\":{\"alpha\":2,\"zeta\":1}}".to_string()
+            )
+        );
+        assert!(
+            pairs[1].1.starts_with("[{\"tool\":\"grep\",\"arguments\""),
+            "{:?}",
+            pairs[1]
+        );
+        assert_eq!(pairs[2], ("user", "Result of tool call c:\nok".to_string()));
     }
 
     #[test]

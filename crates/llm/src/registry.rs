@@ -443,6 +443,7 @@ fn build_embedded(
         temperature: p.temperature.unwrap_or(d.temperature),
         seed: p.seed.unwrap_or(d.seed),
         ignore_eos: false,
+        tool_format: p.tool_format.unwrap_or(d.tool_format),
     };
     Ok(Arc::new(EmbeddedProvider::new(name, source, settings)))
 }

@@ -28,7 +28,7 @@ impl Sampler {
             ])
         };
         let grammar = match &job.output {
-            Output::Text => None,
+            Output::Text | Output::Native(_) => None,
             Output::Json(g) | Output::Tools(g) => Some(
                 LlamaSampler::grammar(model, g, "root")
                     .map_err(|e| embedded(format!("invalid grammar: {e}")))?,

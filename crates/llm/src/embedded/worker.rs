@@ -269,7 +269,7 @@ fn run(
     let max_tokens = job.max_tokens.min(slot.n_ctx - n_prompt_u32);
     let mut logits_idx = batch.n_tokens() - 1;
     let mut sampler = Sampler::new(model, job, settings.seed)?;
-    let buffered = matches!(job.output, Output::Tools(_));
+    let buffered = matches!(job.output, Output::Tools(_) | Output::Native(_));
     let mut out = TextOut::new(job.stop.clone());
     let mut collected = String::new();
     let mut pos = i32::try_from(n_prompt).map_err(embedded)?;
@@ -319,7 +319,10 @@ fn run(
     let mut reason = reason;
     if buffered {
         collected.push_str(&rest);
-        reason = emit_tool_answer(tx, &collected, reason)?;
+        reason = match &job.output {
+            Output::Native(tools) => emit_native_answer(tx, &collected, tools, reason)?,
+            _ => emit_tool_answer(tx, &collected, reason)?,
+        };
     } else if !rest.is_empty() {
         send(tx, StreamEvent::TextDelta { text: rest })?;
     }
@@ -334,6 +337,49 @@ fn run(
         },
     )?;
     send(tx, StreamEvent::Finish { reason })
+}
+
+/// Maps a natively generated answer to its well-formed `<tool_call>`s, or, when it has none,
+/// to its text as written (a final answer; malformed calls reach the caller as text).
+fn emit_native_answer(
+    tx: &EventSender,
+    text: &str,
+    tools: &[String],
+    reason: FinishReason,
+) -> Result<FinishReason> {
+    let names: Vec<&str> = tools.iter().map(String::as_str).collect();
+    let answer = super::native::parse(text, &names);
+    for why in &answer.rejected {
+        tracing::debug!("a malformed native tool call was dropped: {why}");
+    }
+    if answer.calls.is_empty() {
+        send(
+            tx,
+            StreamEvent::TextDelta {
+                text: text.to_string(),
+            },
+        )?;
+        return Ok(reason);
+    }
+    if !answer.text.is_empty() {
+        send(tx, StreamEvent::TextDelta { text: answer.text })?;
+    }
+    for (i, call) in answer.calls.into_iter().enumerate() {
+        send(
+            tx,
+            StreamEvent::ToolCallDelta {
+                index: i,
+                id: Some(format!("call_{i}")),
+                name: Some(call.name),
+                arguments: call.arguments.to_string(),
+            },
+        )?;
+    }
+    Ok(if reason == FinishReason::Length {
+        reason
+    } else {
+        FinishReason::ToolCalls
+    })
 }
 
 /// Maps a tools-mode answer to a tool call or text.

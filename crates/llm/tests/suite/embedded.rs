@@ -161,6 +161,39 @@ async fn tools_are_offered_through_the_grammar() {
     }
 }
 
+/// `tool_format = "native"` from the configuration reaches the provider: the answer is free
+/// text (the random weights write no `<tool_call>`, so no call), never the grammar's
+/// `{"tool": …}` / `{"answer": …}` shape, and a call, if any, names the offered tool.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_native_format_is_configurable_and_answers_free_text() {
+    let config = Config::from_toml(
+        std::path::Path::new("test.toml"),
+        "[models.profiles.tiny]\ntool_format = \"native\"\n",
+    )
+    .unwrap();
+    let registry = ModelRegistry::from_config(&config).unwrap();
+    let p = registry.provider("tiny").unwrap();
+    assert!(
+        !p.info().native_structured_output,
+        "only a grammar holds the schema"
+    );
+    let req = ChatRequest {
+        max_tokens: Some(40),
+        tools: vec![ToolSpec {
+            name: "read_file".into(),
+            description: "Read a file.".into(),
+            parameters: json!({"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}),
+        }],
+        ..ChatRequest::new(vec![Message::user("Open src/lib.rs")])
+    };
+    let c = p.complete(req, CancellationToken::new()).await.unwrap();
+    assert!(c.tool_calls.iter().all(|t| t.name == "read_file"), "{c:?}");
+    if c.tool_calls.is_empty() {
+        assert!(!c.text.starts_with("{\"tool\""), "{c:?}");
+        assert!(c.usage.completion_tokens > 0, "{c:?}");
+    }
+}
+
 #[derive(Debug, Deserialize, JsonSchema)]
 struct CapitalAnswer {
     #[schemars(length(max = 40))]
