@@ -13,12 +13,15 @@ use trellis_llm::{Message, Role};
 /// Identical turns in a row that count as stuck.
 pub(super) const REPEATS: usize = 3;
 
+/// One turn's calls (name, arguments) and the results they got.
+type Turn<'a> = (Vec<(String, String)>, Vec<&'a str>);
+
 /// When the conversation ends with [`REPEATS`] turns that made the same tool calls (names
 /// and arguments) and got the same results, the calls as one line (`read_file
 /// {"path":"x"}`); `None` otherwise. A message of the user or another agent between the
 /// turns breaks the repetition (it may have changed the situation).
 pub(super) fn repeated_calls(messages: &[Message]) -> Option<String> {
-    let mut turns: Vec<(Vec<(String, String)>, Vec<&str>)> = Vec::new();
+    let mut turns: Vec<Turn<'_>> = Vec::new();
     let mut results: Vec<&str> = Vec::new();
     for m in messages.iter().rev() {
         match m.role {

@@ -295,7 +295,7 @@ fn run(
         piece.clear();
         vocab.token_to_piece_into(token, &mut piece, false, None);
         let (text, stopped) = out.push(&piece);
-        if buffered && generated % HELD_PROGRESS == 0 {
+        if buffered && generated.is_multiple_of(HELD_PROGRESS) {
             progress(n_prompt, generated)?;
         }
         if !text.is_empty() {
