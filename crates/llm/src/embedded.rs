@@ -1,6 +1,6 @@
 //! The embedded default model: a GGUF run in-process by llama.cpp (`llama-cpp-2`).
 //!
-//! Generation runs on the model's own thread ([`worker`]), one token at a time, checking
+//! Generation runs on the model's own thread (`worker`), one token at a time, checking
 //! the cancellation token and the consumer between tokens; that thread keeps a few contexts
 //! whose KV caches hold recent conversations, so a growing conversation decodes only what
 //! is new (the reused count is reported as `cached_prompt_tokens`). Structured output compiles the JSON Schema to a
