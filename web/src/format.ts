@@ -59,7 +59,8 @@ export function progressText(p: ToolProgress): string {
 
 /** A model call's progress as one line: `reading the prompt: 1536/4100 tokens (37%)`, `writing: 48 tokens` (the CLI's wording). */
 export function turnProgressText(p: TurnProgress): string {
-  if (p.generated > 0 || p.promptDone >= p.promptTokens) return `writing: ${p.generated} tokens`;
+  if (p.generated > 0) return `writing: ${p.generated} tokens`;
+  if (p.promptDone >= p.promptTokens) return `read the prompt (${p.promptTokens} tokens); writing`;
   const pct = Math.round((p.promptDone / Math.max(1, p.promptTokens)) * 100);
   return `reading the prompt: ${p.promptDone}/${p.promptTokens} tokens (${pct}%)`;
 }

@@ -368,8 +368,10 @@ impl SessionEvent {
         else {
             return None;
         };
-        Some(if *generated > 0 || prompt_done >= prompt_tokens {
+        Some(if *generated > 0 {
             format!("writing: {generated} tokens")
+        } else if prompt_done >= prompt_tokens {
+            format!("read the prompt ({prompt_tokens} tokens); writing")
         } else {
             let pct = (*prompt_done as f64 / (*prompt_tokens).max(1) as f64 * 100.0).round();
             format!("reading the prompt: {prompt_done}/{prompt_tokens} tokens ({pct:.0}%)")

@@ -595,7 +595,10 @@ mod tests {
             Some("reading the prompt: 1536/4100 tokens (37%)")
         );
         assert_eq!(p(4100, 48).as_deref(), Some("writing: 48 tokens"));
-        assert_eq!(p(4100, 0).as_deref(), Some("writing: 0 tokens"));
+        assert_eq!(
+            p(4100, 0).as_deref(),
+            Some("read the prompt (4100 tokens); writing")
+        );
         assert_eq!(
             SessionEvent::Note { text: "x".into() }.turn_progress_text(),
             None
