@@ -251,20 +251,24 @@ fn done(outcome: AgentOutcome) -> AgentReport {
     }
 }
 
+/// An agent on `scripted` with no inbox and no gate, from turn 1.
+fn fresh(fx: &Fixture, scripted: &ScriptedProvider, recorder: &Recorder) -> AgentRun {
+    agent(Setup {
+        fx,
+        provider: Arc::new(scripted.clone()),
+        recorder,
+        inbox: None,
+        gate: None,
+        first_turn: 1,
+    })
+}
+
 /// The uninterrupted run: its events, requests and report.
 async fn uninterrupted() -> (Vec<SessionEvent>, Vec<ChatRequest>, AgentReport) {
     let fx = fixture(None);
     let scripted = ScriptedProvider::new(script());
     let recorder = Recorder::default();
-    let out = agent(Setup {
-        fx: &fx,
-        provider: Arc::new(scripted.clone()),
-        recorder: &recorder,
-        inbox: None,
-        gate: None,
-        first_turn: 1,
-    })
-    .run(Resume::Fresh);
+    let out = fresh(&fx, &scripted, &recorder).run(Resume::Fresh);
     // Node handlers run agents on the multi-threaded runtime.
     fn assert_send<T: Send>(t: T) -> T {
         t
@@ -406,17 +410,10 @@ async fn resume_after(
     let fx = fixture(None);
     let scripted = ScriptedProvider::new(remaining);
     let recorder = Recorder::default();
-    let out = agent(Setup {
-        fx: &fx,
-        provider: Arc::new(scripted.clone()),
-        recorder: &recorder,
-        inbox: None,
-        gate: None,
-        first_turn: 1,
-    })
-    .run(Resume::Recorded(events[..cut].to_vec()))
-    .await
-    .unwrap();
+    let out = fresh(&fx, &scripted, &recorder)
+        .run(Resume::Recorded(events[..cut].to_vec()))
+        .await
+        .unwrap();
     assert_eq!(scripted.remaining(), 0, "unused model turns");
     (
         recorder.events(),
@@ -787,17 +784,10 @@ async fn the_same_call_three_times_in_a_row_ends_in_the_report() {
         Turn::Json(report_json()),
     ]);
     let recorder = Recorder::default();
-    let out = agent(Setup {
-        fx: &fx,
-        provider: Arc::new(scripted.clone()),
-        recorder: &recorder,
-        inbox: None,
-        gate: None,
-        first_turn: 1,
-    })
-    .run(Resume::Fresh)
-    .await
-    .unwrap();
+    let out = fresh(&fx, &scripted, &recorder)
+        .run(Resume::Fresh)
+        .await
+        .unwrap();
     let report = done(out);
     assert_eq!(report.report.output, "counted to three");
     assert_eq!(fx.runs.load(Ordering::SeqCst), 4);
@@ -836,14 +826,7 @@ async fn a_success_without_a_change_is_questioned_once() {
     let scripted =
         ScriptedProvider::new(vec![Turn::Json(report_json()), Turn::Json(report_json())]);
     let recorder = Recorder::default();
-    let mut run = agent(Setup {
-        fx: &fx,
-        provider: Arc::new(scripted.clone()),
-        recorder: &recorder,
-        inbox: None,
-        gate: None,
-        first_turn: 1,
-    });
+    let mut run = fresh(&fx, &scripted, &recorder);
     run.role.changes_files = true;
     let report = done(run.run(Resume::Fresh).await.unwrap());
     assert_eq!(report.report.output, "counted to three");

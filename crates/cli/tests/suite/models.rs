@@ -261,19 +261,28 @@ fn test_reaches_remote_endpoints_by_configuration_alone() {
     }
 }
 
-/// `trellis models serve` as a real process with the random-weights model: the banner names
-/// the address and the token file, a streamed request is answered in OpenAI's chunk format
-/// and logged on stderr, a request without the token is refused, SIGTERM stops it.
-#[test]
-fn serve_answers_a_streamed_request_with_the_tiny_model() {
-    use std::io::{BufRead, BufReader, Read, Write};
-    use std::net::TcpStream;
-    use std::process::Stdio;
+/// Stops a server however the test ends.
+struct Kill(std::process::Child);
 
-    let dir = tempfile::tempdir().unwrap();
-    let token_file = dir.path().join("models-token");
-    let stderr = dir.path().join("serve.stderr");
-    let mut c = isolated(dir.path());
+impl Drop for Kill {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `trellis models serve --profile tiny --port 0` in `dir` (stderr to `dir/serve.stderr`,
+/// its token in `token_file`): the process and its stdout's lines.
+fn serve_tiny(
+    dir: &Path,
+    token_file: &Path,
+) -> (
+    Kill,
+    std::io::Lines<std::io::BufReader<std::process::ChildStdout>>,
+) {
+    use std::io::BufRead;
+    use std::process::Stdio;
+    let mut c = isolated(dir);
     c.args([
         "models",
         "serve",
@@ -283,22 +292,28 @@ fn serve_answers_a_streamed_request_with_the_tiny_model() {
         "0",
         "--token-file",
     ])
-    .arg(&token_file)
+    .arg(token_file)
     .stdin(Stdio::null())
     .stdout(Stdio::piped())
-    .stderr(std::fs::File::create(&stderr).unwrap());
-    let mut child = c.spawn().unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    // Stops the server however the test ends.
-    struct Kill(std::process::Child);
-    impl Drop for Kill {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
+    .stderr(std::fs::File::create(dir.join("serve.stderr")).unwrap());
+    let mut child = Kill(c.spawn().unwrap());
+    let out = child.0.stdout.take().unwrap();
+    (child, std::io::BufReader::new(out).lines())
+}
+
+/// `trellis models serve` as a real process with the random-weights model: the banner names
+/// the address and the token file, a streamed request is answered in OpenAI's chunk format
+/// and logged on stderr, a request without the token is refused, SIGTERM stops it.
+#[test]
+fn serve_answers_a_streamed_request_with_the_tiny_model() {
+    use std::io::{Read, Write};
+    use std::net::TcpStream;
+
+    let dir = tempfile::tempdir().unwrap();
+    let token_file = dir.path().join("models-token");
+    let stderr = dir.path().join("serve.stderr");
+    let (mut child, mut lines) = serve_tiny(dir.path(), &token_file);
     let banner = lines.next().unwrap().unwrap();
-    let mut child = Kill(child);
     assert!(banner.starts_with("serving `tiny`"), "{banner}");
     let base = banner.rsplit(' ').next().unwrap().to_string();
     let addr = base
@@ -360,41 +375,13 @@ fn serve_answers_a_streamed_request_with_the_tiny_model() {
 /// (`max_model_len`), the number the server's banner names.
 #[test]
 fn test_reads_the_window_that_models_serve_reports() {
-    use std::io::{BufRead, BufReader};
-    use std::process::Stdio;
-
     let dir = tempfile::tempdir().unwrap();
     let token_file = dir.path().join("models-token");
-    let mut c = isolated(dir.path());
-    c.args([
-        "models",
-        "serve",
-        "--profile",
-        "tiny",
-        "--port",
-        "0",
-        "--token-file",
-    ])
-    .arg(&token_file)
-    .stdin(Stdio::null())
-    .stdout(Stdio::piped())
-    .stderr(std::fs::File::create(dir.path().join("serve.stderr")).unwrap());
-    // Stops the server however the test ends.
-    struct Kill(std::process::Child);
-    impl Drop for Kill {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-    let mut server = Kill(c.spawn().unwrap());
+    let (server, mut lines) = serve_tiny(dir.path(), &token_file);
     // Only the first line is read and the pipe closed at once: the server must go on
     // serving when its stdout reader has gone (it died on the broken pipe once).
-    let banner = BufReader::new(server.0.stdout.take().unwrap())
-        .lines()
-        .next()
-        .unwrap()
-        .unwrap();
+    let banner = lines.next().unwrap().unwrap();
+    drop(lines);
     // "serving `tiny` (FILE, context N tokens) at http://127.0.0.1:PORT/v1"
     let base = banner.rsplit(' ').next().unwrap().to_string();
     let served: u32 = banner
