@@ -323,6 +323,7 @@ impl AgentRun {
                 // the schema (no second call to get it); a conversation answers in prose.
                 final_format: (!self.free_text)
                     .then(trellis_llm::structured::response_format::<StageReport>),
+                tool_choice: self.tool_choice(&st),
                 ..ChatRequest::new(st.messages.clone())
             };
             let request = self.fit_request(&mut st, request, turn, 0).await?;

@@ -5,7 +5,9 @@ use serde_json::{Value, json};
 use trellis_llm::openai_wire::{
     ChatCompletionRequest, Content, RequestMessage, ResponseFormatParam, Tool, WireRole,
 };
-use trellis_llm::{ChatRequest, Message, ResponseFormat, Role, Thinking, ToolCall, ToolSpec};
+use trellis_llm::{
+    ChatRequest, Message, ResponseFormat, Role, Thinking, ToolCall, ToolChoice, ToolSpec,
+};
 
 use crate::ApiError;
 
@@ -59,6 +61,13 @@ pub(crate) fn to_call(wire: ChatCompletionRequest) -> Result<Call, ApiError> {
         .map(|(i, m)| message(i, m))
         .collect::<Result<Vec<_>, _>>()?;
     let tools = tools(wire.tools.unwrap_or_default(), wire.tool_choice.as_ref())?;
+    // `required` and a named function must be answered by a call; the embedded model's
+    // grammar then has no other answer.
+    let tool_choice = match &wire.tool_choice {
+        Some(Value::String(s)) if s == "required" => ToolChoice::Required,
+        Some(Value::Object(_)) => ToolChoice::Required,
+        _ => ToolChoice::Auto,
+    };
     let max_tokens = wire.max_completion_tokens.or(wire.max_tokens);
     if max_tokens == Some(0) {
         let field = if wire.max_completion_tokens.is_some() {
@@ -100,6 +109,7 @@ pub(crate) fn to_call(wire: ChatCompletionRequest) -> Result<Call, ApiError> {
             // The OpenAI wire has no such field: a client's tools and its schema are sent
             // as tools and response_format.
             final_format: None,
+            tool_choice,
             thinking_budget: None,
             stop: wire.stop.map(|s| s.into_vec()).unwrap_or_default(),
         },
@@ -190,7 +200,7 @@ fn message(i: usize, m: RequestMessage) -> Result<Message, ApiError> {
 }
 
 /// The tools offered, after `tool_choice`: `none` offers none; a named function offers
-/// only that one; `auto` and `required` offer all (the model is not forced to call one).
+/// only that one; `auto` and `required` offer all.
 fn tools(wire: Vec<Tool>, choice: Option<&Value>) -> Result<Vec<ToolSpec>, ApiError> {
     let mut specs = Vec::with_capacity(wire.len());
     for (i, t) in wire.into_iter().enumerate() {
@@ -302,11 +312,18 @@ mod tests {
                         "tools": tools, "tool_choice": choice}),
             )
         };
-        assert_eq!(with(json!("auto")).unwrap().request.tools.len(), 2);
+        let auto = with(json!("auto")).unwrap().request;
+        assert_eq!((auto.tools.len(), auto.tool_choice), (2, ToolChoice::Auto));
+        let required = with(json!("required")).unwrap().request;
+        assert_eq!(
+            (required.tools.len(), required.tool_choice),
+            (2, ToolChoice::Required)
+        );
         assert!(with(json!("none")).unwrap().request.tools.is_empty());
         let named = with(json!({"type": "function", "function": {"name": "b"}})).unwrap();
         assert_eq!(named.request.tools[0].name, "b");
         assert_eq!(named.request.tools.len(), 1);
+        assert_eq!(named.request.tool_choice, ToolChoice::Required);
         let missing = with(json!({"type": "function", "function": {"name": "z"}}));
         assert_eq!(param_of(missing).as_deref(), Some("tool_choice"));
     }

@@ -96,6 +96,11 @@ impl AnthropicProvider {
                 "input_schema": format.schema,
             }));
             body.insert("tool_choice".into(), json!({"type": "tool", "name": name}));
+        } else if request.tool_choice.requires_call(&request.tools)
+            && request.thinking_budget.is_none()
+        {
+            // Any of the tools; Anthropic refuses a forced tool together with thinking.
+            body.insert("tool_choice".into(), json!({"type": "any"}));
         }
         if !tools.is_empty() {
             body.insert("tools".into(), Value::Array(tools));

@@ -303,7 +303,8 @@ fn grammar_of(schema: &str) -> Result<String> {
 
 /// The union schema for tool use, as JSON text: a call of one tool, or the final answer —
 /// the request's `final_format` when it has one (a report the caller parses as it is, so no
-/// second call is needed to get it), else `{"answer": "…"}`.
+/// second call is needed to get it), else `{"answer": "…"}`; only a call when the request
+/// requires one ([`ToolChoice::Required`](crate::ToolChoice)).
 ///
 /// The text is written by hand because llama.cpp's converter keeps an object's keys in the
 /// order the schema lists them, and the grammar makes the model write them in that order: a
@@ -321,31 +322,53 @@ fn tools_schema(request: &ChatRequest) -> Result<(String, String)> {
             canonical(&t.parameters)?
         ));
     }
-    let mut instruction =
-        String::from("You can call one tool by replying {\"tool\": NAME, \"arguments\": {...}}");
-    match &request.final_format {
-        Some(format) => {
-            alternatives.push(canonical(&format.schema)?);
-            instruction.push_str(
-                ", or, when you are done, reply with your final answer: the JSON object \
-                 described under OUTPUT FORMAT.",
-            );
+    let mut instruction = if request.tool_choice.requires_call(&request.tools) {
+        String::from(
+            "Now call one tool by replying {\"tool\": NAME, \"arguments\": {...}}; the final \
+             answer comes later, after you have used the tools.",
+        )
+    } else {
+        let mut instruction = String::from(
+            "You can call one tool by replying {\"tool\": NAME, \"arguments\": {...}}",
+        );
+        match &request.final_format {
+            Some(format) => {
+                alternatives.push(canonical(&format.schema)?);
+                instruction.push_str(
+                    ", or, when you are done, reply with your final answer: the JSON object \
+                     described under OUTPUT FORMAT.",
+                );
+            }
+            None => {
+                alternatives.push(canonical(&json!({
+                    "type": "object",
+                    "properties": {"answer": {"type": "string"}},
+                    "required": ["answer"],
+                }))?);
+                instruction.push_str(", or reply directly with {\"answer\": \"...\"}.");
+            }
         }
-        None => {
-            alternatives.push(canonical(&json!({
-                "type": "object",
-                "properties": {"answer": {"type": "string"}},
-                "required": ["answer"],
-            }))?);
-            instruction.push_str(", or reply directly with {\"answer\": \"...\"}.");
-        }
-    }
+        instruction
+    };
     instruction.push_str(" Tools:");
+    // A description the system prompt already carries (an agent's TOOLS AVAILABLE) is not
+    // written twice: the name and the arguments' schema are enough here.
+    let system: Vec<&str> = request
+        .messages
+        .iter()
+        .filter(|m| m.role == Role::System)
+        .map(|m| m.content.as_str())
+        .collect();
     for t in &request.tools {
+        let described =
+            !t.description.is_empty() && system.iter().any(|s| s.contains(t.description.as_str()));
+        instruction.push_str(&format!("\n- {}: ", t.name));
+        if !described {
+            instruction.push_str(&t.description);
+            instruction.push(' ');
+        }
         instruction.push_str(&format!(
-            "\n- {}: {} Arguments schema: {}",
-            t.name,
-            t.description,
+            "Arguments schema: {}",
             to_canonical_string(&t.parameters).unwrap_or_default()
         ));
     }
@@ -533,6 +556,56 @@ mod tests {
             "{grammar}"
         );
         assert!(!grammar.contains("answer-kv"), "{grammar}");
+
+        // Required: only the call remains, and the instruction says so.
+        let required = ChatRequest {
+            tool_choice: crate::types::ToolChoice::Required,
+            ..request
+        };
+        let (schema, instruction) = tools_schema(&required).unwrap();
+        assert!(!instruction.contains("OUTPUT FORMAT"), "{instruction}");
+        assert!(
+            instruction.starts_with("Now call one tool"),
+            "{instruction}"
+        );
+        let grammar = grammar_of(&schema).unwrap();
+        assert!(
+            grammar.contains("path-kv") && !grammar.contains("zeta-kv"),
+            "{grammar}"
+        );
+    }
+
+    #[test]
+    fn a_description_the_system_prompt_carries_is_not_repeated() {
+        let tool = |name: &str, description: &str| ToolSpec {
+            name: name.into(),
+            description: description.into(),
+            parameters: json!({"type": "object", "properties": {"path": {"type": "string"}}}),
+        };
+        let request = ChatRequest {
+            tools: vec![
+                tool("read_file", "Reads a file."),
+                tool("grep", "Searches files."),
+            ],
+            ..ChatRequest::new(vec![
+                Message::system("## TOOLS AVAILABLE\n- read_file: Reads a file."),
+                Message::user("go"),
+            ])
+        };
+        let (_, instruction) = tools_schema(&request).unwrap();
+        assert_eq!(
+            instruction.matches("Reads a file.").count(),
+            0,
+            "{instruction}"
+        );
+        assert!(
+            instruction.contains("- read_file: Arguments schema: {"),
+            "{instruction}"
+        );
+        assert!(
+            instruction.contains("- grep: Searches files. Arguments schema: {"),
+            "{instruction}"
+        );
     }
 
     #[test]

@@ -61,6 +61,6 @@ pub use structured::{
 };
 pub use types::{
     ChatRequest, Completion, FinishReason, Message, ResponseFormat, Role, StreamEvent, Thinking,
-    ToolCall, ToolSpec, Usage,
+    ToolCall, ToolChoice, ToolSpec, Usage,
 };
 pub use window::{ContextWindow, WindowSource};

@@ -96,6 +96,9 @@ impl OpenAiProvider {
                 })
                 .collect();
             body.insert("tools".into(), Value::Array(tools));
+            if request.tool_choice.requires_call(&request.tools) {
+                body.insert("tool_choice".into(), json!("required"));
+            }
         }
         if let Some(n) = request.max_tokens.or(self.default_max_tokens) {
             body.insert(self.max_tokens_field().into(), json!(n));

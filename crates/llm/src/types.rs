@@ -157,12 +157,41 @@ pub struct ChatRequest {
     /// it to the prompt's instructions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub final_format: Option<ResponseFormat>,
+    /// With `tools`: whether the answer must be a tool call. Providers that can force it
+    /// do (OpenAI `tool_choice: "required"`, Anthropic `{"type": "any"}` unless thinking is
+    /// on, the embedded model's grammar without the final-answer alternative); the others
+    /// leave it to the model.
+    #[serde(default, skip_serializing_if = "ToolChoice::is_auto")]
+    pub tool_choice: ToolChoice,
     /// Token budget for thinking (Anthropic extended thinking); `None` disables it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub thinking_budget: Option<u32>,
     /// Stop sequences.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stop: Vec<String>,
+}
+
+/// Whether a request with tools may be answered without calling one.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolChoice {
+    /// A tool call or a final answer, as the model decides.
+    #[default]
+    Auto,
+    /// A tool call (one of the offered tools).
+    Required,
+}
+
+impl ToolChoice {
+    /// Whether this is the default, [`ToolChoice::Auto`].
+    pub fn is_auto(&self) -> bool {
+        *self == Self::Auto
+    }
+
+    /// Whether a call is required of a request offering `tools` (never when none are).
+    pub fn requires_call(self, tools: &[ToolSpec]) -> bool {
+        self == Self::Required && !tools.is_empty()
+    }
 }
 
 impl ChatRequest {

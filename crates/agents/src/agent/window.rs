@@ -3,7 +3,7 @@
 //! `read_tool_output` tool that reads them back.
 
 use serde_json::Value;
-use trellis_llm::{ChatRequest, ToolCall, ToolSpec};
+use trellis_llm::{ChatRequest, ToolCall, ToolChoice, ToolSpec};
 use trellis_protocol::{SessionEvent, ToolStatus};
 
 use super::events::turn_usage;
@@ -49,6 +49,17 @@ impl AgentRun {
             specs.push(outputs::read_spec(self.read_max()));
         }
         specs
+    }
+
+    /// Whether the model must answer with a tool call: a role that changes files calls a
+    /// tool before it may report (a small model otherwise answers its first turn with a
+    /// report claiming the work is done); after its first call it is free to report.
+    pub(super) fn tool_choice(&self, st: &Saved) -> ToolChoice {
+        if self.role.changes_files && st.tool_calls == 0 {
+            ToolChoice::Required
+        } else {
+            ToolChoice::Auto
+        }
     }
 
     /// `request` for model call `turn`, compacted when its prompt exceeds the threshold or

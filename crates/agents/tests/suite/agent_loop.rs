@@ -840,3 +840,34 @@ async fn a_success_without_a_change_is_questioned_once() {
     assert!(recorder.events().iter().any(|e| matches!(e,
         SessionEvent::Note { text } if text.starts_with("reported success without changing a file"))));
 }
+
+/// A role that changes files must call a tool before it may report: its first request
+/// requires a call (`tool_choice`), the ones after its first call do not. Other roles are
+/// never required to.
+#[tokio::test]
+async fn a_role_that_changes_files_must_call_a_tool_first() {
+    use trellis_llm::ToolChoice;
+    for changes_files in [true, false] {
+        let fx = fixture(None);
+        let scripted = ScriptedProvider::new(vec![
+            call("c1", "count", 1),
+            call("c2", "count", 2),
+            Turn::Json(report_json()),
+        ]);
+        let recorder = Recorder::default();
+        let mut run = fresh(&fx, &scripted, &recorder);
+        run.role.changes_files = changes_files;
+        done(run.run(Resume::Fresh).await.unwrap());
+        let choices: Vec<ToolChoice> = scripted.requests().iter().map(|r| r.tool_choice).collect();
+        let first = if changes_files {
+            ToolChoice::Required
+        } else {
+            ToolChoice::Auto
+        };
+        assert_eq!(
+            choices,
+            [first, ToolChoice::Auto, ToolChoice::Auto],
+            "changes_files {changes_files}"
+        );
+    }
+}

@@ -189,3 +189,31 @@ async fn a_529_then_a_cut_stream() {
     assert!(matches!(err, Error::StreamCut { .. }), "{err}");
     assert_eq!(server.requests().len(), 2);
 }
+
+#[tokio::test]
+async fn a_required_tool_call_is_any_tool_unless_thinking_is_on() {
+    let server = MockServer::start(vec![
+        replay("anthropic", "text"),
+        replay("anthropic", "text"),
+    ])
+    .await;
+    let p = provider(&server, "");
+    let mut req = hello();
+    req.tools = vec![ToolSpec {
+        name: "read_file".into(),
+        description: "Read a file".into(),
+        parameters: json!({"type": "object", "properties": {"path": {"type": "string"}}}),
+    }];
+    req.tool_choice = trellis_llm::ToolChoice::Required;
+    p.complete(req.clone(), CancellationToken::new())
+        .await
+        .unwrap();
+    req.thinking_budget = Some(1024);
+    p.complete(req, CancellationToken::new()).await.unwrap();
+    let requests = server.requests();
+    assert_eq!(requests[0].body["tool_choice"], json!({"type": "any"}));
+    assert!(
+        requests[1].body.get("tool_choice").is_none(),
+        "Anthropic refuses a forced tool with thinking"
+    );
+}

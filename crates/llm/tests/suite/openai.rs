@@ -332,3 +332,30 @@ async fn cancellation_is_an_error() {
         .unwrap_err();
     assert!(matches!(err, Error::Cancelled), "{err}");
 }
+
+#[tokio::test]
+async fn a_required_tool_call_is_sent_as_tool_choice_required() {
+    let server = MockServer::start(vec![
+        Reply::sse(&fixture("openai/tool_calls.sse")),
+        Reply::sse(&fixture("openai/tool_calls.sse")),
+    ])
+    .await;
+    let p = provider(&server, "");
+    let mut req = hello();
+    req.tools = vec![ToolSpec {
+        name: "read_file".into(),
+        description: "Read a file".into(),
+        parameters: json!({"type": "object", "properties": {"path": {"type": "string"}}}),
+    }];
+    p.complete(req.clone(), CancellationToken::new())
+        .await
+        .unwrap();
+    req.tool_choice = trellis_llm::ToolChoice::Required;
+    p.complete(req, CancellationToken::new()).await.unwrap();
+    let requests = server.requests();
+    assert!(
+        requests[0].body.get("tool_choice").is_none(),
+        "auto is the server's default"
+    );
+    assert_eq!(requests[1].body["tool_choice"], "required");
+}
