@@ -222,7 +222,7 @@ fn median(v: &mut [f64]) -> f64 {
 /// The Trellis side: the embedded provider and a prompt of about the wanted length.
 struct Ours {
     provider: EmbeddedProvider,
-    request: ChatRequest,
+    words: String,
     n_prompt: u64,
     generate: u32,
 }
@@ -246,33 +246,41 @@ impl Ours {
             },
         );
         provider.prepare().await?;
-        let words = "the quick brown fox jumps over the lazy dog ".repeat(prompt_tokens / 9 + 1);
-        let mut request = ChatRequest::new(vec![Message::user(words)]);
+        let mut words =
+            "the quick brown fox jumps over the lazy dog ".repeat(prompt_tokens / 9 + 1);
         // Trim the prompt to about `prompt_tokens` using the model's own count.
-        while provider.count_tokens(&request)?.tokens as usize > prompt_tokens {
-            let text = &mut request.messages[0].content;
-            let cut = text.trim_end().rfind(' ').unwrap_or(0);
-            text.truncate(cut);
+        while provider.count_tokens(&Self::request(&words, 0))?.tokens as usize > prompt_tokens {
+            let cut = words.trim_end().rfind(' ').unwrap_or(0);
+            words.truncate(cut);
         }
-        let n_prompt = provider.count_tokens(&request)?.tokens;
+        let n_prompt = provider.count_tokens(&Self::request(&words, 0))?.tokens;
         Ok(Self {
             provider,
-            request,
+            words,
             n_prompt,
             generate,
         })
     }
 
-    /// One call: prompt tokens ÷ time to the first delta; (generated − 1) ÷ time from the
-    /// first to the last delta.
-    async fn once(&self) -> anyhow::Result<Speed> {
+    /// The prompt of round `round`: its own system line first, so that the provider's prefix
+    /// reuse (which keeps the previous call's KV cache) cannot skip reading it.
+    fn request(words: &str, round: usize) -> ChatRequest {
+        ChatRequest::new(vec![
+            Message::system(format!("Round {round:04}.")),
+            Message::user(words),
+        ])
+    }
+
+    /// One call: prompt tokens read (the reused prefix, a few template tokens, not counted) ÷
+    /// time to the first delta; (generated − 1) ÷ time from the first to the last delta.
+    async fn once(&self, round: usize) -> anyhow::Result<Speed> {
         let start = Instant::now();
         let mut stream = self
             .provider
-            .stream(self.request.clone(), CancellationToken::new());
+            .stream(Self::request(&self.words, round), CancellationToken::new());
         let mut first = None;
         let mut last = start;
-        let mut generated = 0;
+        let mut usage = None;
         while let Some(ev) = stream.next().await {
             match ev? {
                 StreamEvent::TextDelta { .. } => {
@@ -280,67 +288,135 @@ impl Ours {
                     first.get_or_insert(now);
                     last = now;
                 }
-                StreamEvent::Usage { usage } => generated = usage.completion_tokens,
+                StreamEvent::Usage { usage: u } => usage = Some(u),
                 _ => {}
             }
         }
         let first = first.context("no output")?;
-        if generated != u64::from(self.generate) {
-            bail!("generated {generated} tokens, wanted {}", self.generate);
+        let usage = usage.context("no usage reported")?;
+        if usage.completion_tokens != u64::from(self.generate) {
+            bail!(
+                "generated {} tokens, wanted {}",
+                usage.completion_tokens,
+                self.generate
+            );
         }
+        let read = usage.prompt_tokens - usage.cached_prompt_tokens;
         Ok(Speed {
-            pp: self.n_prompt as f64 / (first - start).as_secs_f64(),
-            tg: (generated - 1) as f64 / (last - first).as_secs_f64(),
+            pp: read as f64 / (first - start).as_secs_f64(),
+            tg: (usage.completion_tokens - 1) as f64 / (last - first).as_secs_f64(),
         })
     }
 }
 
+/// Runs `cmd` to the end, polling its `VmHWM`: its output and its peak resident memory in KiB
+/// (`getrusage`'s children `ru_maxrss` would count this process's memory, inherited at fork).
+fn run_measured(cmd: &mut Command) -> anyhow::Result<(std::process::Output, u64)> {
+    use std::io::Read;
+    let mut child = cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()?;
+    let status_path = format!("/proc/{}/status", child.id());
+    let (mut out, mut err) = (child.stdout.take(), child.stderr.take());
+    let reader = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        if let Some(o) = out.as_mut() {
+            let _ = o.read_to_end(&mut buf);
+        }
+        buf
+    });
+    let err_reader = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        if let Some(e) = err.as_mut() {
+            let _ = e.read_to_end(&mut buf);
+        }
+        buf
+    });
+    let mut peak = 0;
+    let status = loop {
+        if let Some(hwm) = std::fs::read_to_string(&status_path).ok().and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
+        }) {
+            peak = peak.max(hwm);
+        }
+        if let Some(status) = child.try_wait()? {
+            break status;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let stdout = reader.join().unwrap_or_default();
+    let stderr = err_reader.join().unwrap_or_default();
+    Ok((
+        std::process::Output {
+            status,
+            stdout,
+            stderr,
+        },
+        peak,
+    ))
+}
+
+/// llama-bench's speeds: prompt processing of `prompt` tokens on an empty context, and
+/// generation of `generate` tokens after `prompt` tokens (`-d`), as the Trellis side
+/// generates after reading its prompt. Also its peak resident memory (KiB).
 fn llama_bench_speed(
     bin: &Path,
     model: &Path,
     threads: u32,
     prompt: u64,
     generate: u32,
-    reps: usize,
-) -> anyhow::Result<Speed> {
-    let out = Command::new(bin)
-        .arg("-m")
-        .arg(model)
-        .args(["-p", &prompt.to_string(), "-n", &generate.to_string()])
-        .args([
+) -> anyhow::Result<(Speed, u64)> {
+    let mut peak = 0;
+    let mut rate = |args: [String; 6]| -> anyhow::Result<f64> {
+        let (out, rss) = run_measured(Command::new(bin).arg("-m").arg(model).args(&args).args([
             "-t",
             &threads.to_string(),
             "-r",
-            &reps.to_string(),
+            "1",
             "-o",
             "json",
-        ])
-        .output()
+        ]))
         .context("running llama-bench")?;
-    if !out.status.success() {
-        bail!(
-            "llama-bench failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    let records: Vec<serde_json::Value> =
-        serde_json::from_slice(&out.stdout).with_context(|| {
-            format!(
-                "llama-bench output: {}",
-                String::from_utf8_lossy(&out.stdout)
-            )
-        })?;
-    let rate = |pp: bool| {
-        records
-            .iter()
-            .find(|r| (r["n_prompt"].as_u64().unwrap_or(0) > 0) == pp)
+        peak = peak.max(rss);
+        if !out.status.success() {
+            bail!(
+                "llama-bench failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        let records: Vec<serde_json::Value> =
+            serde_json::from_slice(&out.stdout).with_context(|| {
+                format!(
+                    "llama-bench output: {}",
+                    String::from_utf8_lossy(&out.stdout)
+                )
+            })?;
+        Ok(records
+            .first()
             .and_then(|r| r["avg_ts"].as_f64())
-            .unwrap_or(f64::NAN)
+            .unwrap_or(f64::NAN))
     };
-    Ok(Speed {
-        pp: rate(true),
-        tg: rate(false),
-    })
+    let s = |v: &str| v.to_owned();
+    let pp = rate([
+        s("-p"),
+        prompt.to_string(),
+        s("-n"),
+        s("0"),
+        s("-d"),
+        s("0"),
+    ])?;
+    let tg = rate([
+        s("-p"),
+        s("0"),
+        s("-n"),
+        generate.to_string(),
+        s("-d"),
+        prompt.to_string(),
+    ])?;
+    Ok((Speed { pp, tg }, peak))
 }
 
 fn sh(cmd: &str, args: &[&str]) -> String {
@@ -370,6 +446,7 @@ fn main() -> anyhow::Result<()> {
     let load_before = sh("cat", &["/proc/loadavg"]);
     let started = sh("date", &["-u", "+%Y-%m-%d %H:%M:%S UTC"]);
     let mut rows = Vec::new();
+    let mut rss_theirs = 0;
     for &threads in &args.threads {
         // Interleave the two sides round by round so that a change in machine load hits both.
         log(&format!(
@@ -377,11 +454,12 @@ fn main() -> anyhow::Result<()> {
             args.reps
         ));
         let ours = rt.block_on(Ours::new(&model, threads, args.prompt, args.generate))?;
-        rt.block_on(ours.once())?; // warm-up
+        rt.block_on(ours.once(0))?; // warm-up
         let (mut op, mut ot, mut tp, mut tt) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-        for _ in 0..args.reps {
-            let o = rt.block_on(ours.once())?;
-            let t = llama_bench_speed(&bin, &model, threads, ours.n_prompt, args.generate, 1)?;
+        for round in 1..=args.reps {
+            let o = rt.block_on(ours.once(round))?;
+            let (t, rss) = llama_bench_speed(&bin, &model, threads, ours.n_prompt, args.generate)?;
+            rss_theirs = rss_theirs.max(rss);
             op.push(o.pp);
             ot.push(o.tg);
             tp.push(t.pp);
@@ -402,7 +480,7 @@ fn main() -> anyhow::Result<()> {
         kib.map_or_else(|| "?".to_owned(), |k| format!("{:.0}", k as f64 / 1024.0))
     };
     let rss_ours = mib(usage::peak_rss_kib());
-    let rss_theirs = mib(usage::children_peak_rss_kib());
+    let rss_theirs = mib(Some(rss_theirs));
     let model_name = model
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -437,10 +515,10 @@ fn main() -> anyhow::Result<()> {
     s.push_str(&format!(
         "Model `{}`; {} rounds, each one Trellis call then one llama-bench run (`-r 1`, after its own warm-up), medians over the rounds; greedy sampling, end-of-generation ignored. \
          Both sides are the same llama.cpp sources (vendored in llama-cpp-sys-2 {LLAMA_CPP_SYS_VERSION}; llama-bench's driver from llama-cpp-python 0.3.36's llama.cpp) built Release (-O3), without OpenMP or GGML_NATIVE, with {}. \
-         Trellis is measured through `EmbeddedProvider::stream` (tokenise, template, context per call, sampling, channel): \
-         prompt speed = prompt tokens ÷ time to the first streamed token, generation speed = (tokens − 1) ÷ time from the first to the last token. \
-         llama-bench reports pp (prompt batch) and tg (single-token decode, no sampling) on random tokens. \
-         Peak resident memory (`VmHWM` of this process, which holds the model; `ru_maxrss` of the llama-bench children): Trellis {rss_ours} MiB, llama-bench {rss_theirs} MiB. \
+         Trellis is measured through `EmbeddedProvider::stream` (tokenise, template, prefix reuse, sampling, channel), each round's prompt starting with its own system line so that the previous call's KV cache cannot be reused for it: \
+         prompt speed = prompt tokens read (the reused template prefix of a few tokens not counted) ÷ time to the first streamed token, generation speed = (tokens − 1) ÷ time from the first to the last token, after the prompt. \
+         llama-bench reports pp (prompt batch, empty context: `-p N -n 0`) and tg (single-token decode, no sampling, after N tokens of context: `-p 0 -n G -d N`) on random tokens. \
+         Peak resident memory (`VmHWM`; this process holds the model and the context; llama-bench's polled from /proc while it runs): Trellis {rss_ours} MiB, llama-bench {rss_theirs} MiB. \
          Started {started}; /proc/loadavg before `{load_before}`, after `{load_after}`.\n\n",
         model_name,
         args.reps,

@@ -217,6 +217,7 @@ async fn once(
             max_turns: 10,
             run_tests: false,
             changes_files: false,
+            tool_first: false,
         },
         provider: model.clone(),
         tools: Arc::new(registry(tool_ms, &tool_calls)),

@@ -21,25 +21,16 @@ pub fn thread_cpu_time() -> Duration {
     rusage(libc::RUSAGE_THREAD)
 }
 
-/// Peak resident set size of the largest child process waited for so far, KiB
-/// (`ru_maxrss` of `getrusage(RUSAGE_CHILDREN)`, Linux).
-pub fn children_peak_rss_kib() -> Option<u64> {
-    getrusage(libc::RUSAGE_CHILDREN).and_then(|ru| u64::try_from(ru.ru_maxrss).ok())
-}
-
 #[allow(unsafe_code)]
-fn getrusage(who: libc::c_int) -> Option<libc::rusage> {
+fn rusage(who: libc::c_int) -> Duration {
     let mut ru = std::mem::MaybeUninit::<libc::rusage>::zeroed();
     // SAFETY: `ru` is valid for writes of a `rusage`, which is all getrusage writes.
     let rc = unsafe { libc::getrusage(who, ru.as_mut_ptr()) };
-    // SAFETY: zero-initialised (a valid `rusage`: integers only) and filled by the call.
-    (rc == 0).then(|| unsafe { ru.assume_init() })
-}
-
-fn rusage(who: libc::c_int) -> Duration {
-    let Some(ru) = getrusage(who) else {
+    if rc != 0 {
         return Duration::ZERO;
-    };
+    }
+    // SAFETY: zero-initialised (a valid `rusage`: integers only) and filled by the call.
+    let ru = unsafe { ru.assume_init() };
     let tv = |t: libc::timeval| {
         Duration::from_secs(u64::try_from(t.tv_sec).unwrap_or(0))
             + Duration::from_micros(u64::try_from(t.tv_usec).unwrap_or(0))

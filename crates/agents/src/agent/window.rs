@@ -51,11 +51,12 @@ impl AgentRun {
         specs
     }
 
-    /// Whether the model must answer with a tool call: a role that changes files calls a
-    /// tool before it may report (a small model otherwise answers its first turn with a
-    /// report claiming the work is done); after its first call it is free to report.
+    /// Whether the model must answer with a tool call: a `tool_first` role calls a tool
+    /// before it may report (a small model otherwise answers its first turn with a report
+    /// claiming the work is done, or resting on the retrieved context alone); after its first
+    /// call it is free to report.
     pub(super) fn tool_choice(&self, st: &Saved) -> ToolChoice {
-        if self.role.changes_files && st.tool_calls == 0 {
+        if self.role.tool_first && st.tool_calls == 0 {
             ToolChoice::Required
         } else {
             ToolChoice::Auto

@@ -119,6 +119,7 @@ fn role() -> RoleSpec {
         max_turns: 8,
         run_tests: false,
         changes_files: false,
+        tool_first: false,
     }
 }
 
@@ -841,13 +842,13 @@ async fn a_success_without_a_change_is_questioned_once() {
         SessionEvent::Note { text } if text.starts_with("reported success without changing a file"))));
 }
 
-/// A role that changes files must call a tool before it may report: its first request
-/// requires a call (`tool_choice`), the ones after its first call do not. Other roles are
-/// never required to.
+/// A `tool_first` role must call a tool before it may report: its first request requires a
+/// call (`tool_choice`), the ones after its first call do not. Other roles are never
+/// required to.
 #[tokio::test]
-async fn a_role_that_changes_files_must_call_a_tool_first() {
+async fn a_tool_first_role_must_call_a_tool_before_it_reports() {
     use trellis_llm::ToolChoice;
-    for changes_files in [true, false] {
+    for tool_first in [true, false] {
         let fx = fixture(None);
         let scripted = ScriptedProvider::new(vec![
             call("c1", "count", 1),
@@ -856,10 +857,10 @@ async fn a_role_that_changes_files_must_call_a_tool_first() {
         ]);
         let recorder = Recorder::default();
         let mut run = fresh(&fx, &scripted, &recorder);
-        run.role.changes_files = changes_files;
+        run.role.tool_first = tool_first;
         done(run.run(Resume::Fresh).await.unwrap());
         let choices: Vec<ToolChoice> = scripted.requests().iter().map(|r| r.tool_choice).collect();
-        let first = if changes_files {
+        let first = if tool_first {
             ToolChoice::Required
         } else {
             ToolChoice::Auto
@@ -867,7 +868,7 @@ async fn a_role_that_changes_files_must_call_a_tool_first() {
         assert_eq!(
             choices,
             [first, ToolChoice::Auto, ToolChoice::Auto],
-            "changes_files {changes_files}"
+            "tool_first {tool_first}"
         );
     }
 }

@@ -92,6 +92,7 @@ fn agent(model: &ScriptedProvider, ws: &TempWorkspace, config: ToolsConfig) -> A
             max_turns: 6,
             run_tests: false,
             changes_files: false,
+            tool_first: false,
         },
         provider: Arc::new(model.clone()),
         tools: Arc::new(registry),

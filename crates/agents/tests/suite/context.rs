@@ -113,6 +113,7 @@ pub fn agent(
             max_turns: 16,
             run_tests: false,
             changes_files: false,
+            tool_first: false,
         },
         provider,
         tools: fx.registry.clone(),

@@ -132,6 +132,7 @@ pub(crate) fn agent(
             max_turns: 6,
             run_tests: false,
             changes_files: false,
+            tool_first: false,
         },
         provider: Arc::new(provider),
         tools: fx.registry.clone(),

@@ -128,6 +128,7 @@ pub(crate) async fn run_with(
             max_turns: 6,
             run_tests: false,
             changes_files: false,
+            tool_first: false,
         },
         provider: provider.clone(),
         tools: Arc::new(tools),

@@ -71,6 +71,10 @@ fn the_coder_model_runs_the_feature_workflow_on_the_planted_bug() {
     // without them; the agent then questions a success without a change once).
     let calls = turns.matches("    → ").count();
     println!("{turns}");
+    // Prefix reuse (issue 33): prompt tokens served from the model's KV cache, per call.
+    let usage = ok(args(isolated(ws.path()), &["runs", "usage", &run]));
+    println!("{usage}");
+    assert!(usage.contains("prompt"), "{usage}");
 
     // The change set is reviewable: its files and hunks are listed, nothing applied yet.
     let set = json(args(isolated(ws.path()), &["review", &run, "--json"]));

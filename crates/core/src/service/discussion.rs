@@ -43,6 +43,7 @@ fn role() -> RoleSpec {
         max_turns: 8,
         run_tests: false,
         changes_files: false,
+        tool_first: false,
     }
 }
 
