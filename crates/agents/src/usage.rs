@@ -122,6 +122,7 @@ mod tests {
             run: Limit {
                 tokens: Some(200),
                 cost_usd: None,
+                calls: None,
             },
             ..Budget::default()
         };

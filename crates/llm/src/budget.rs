@@ -49,6 +49,9 @@ pub struct Limit {
     pub tokens: Option<u64>,
     /// Maximum cost in US dollars (only calls with a configured price count).
     pub cost_usd: Option<f64>,
+    /// Maximum model calls (each request counts once, whatever it costs).
+    #[serde(default)]
+    pub calls: Option<u64>,
 }
 
 /// What a budget applies to.
@@ -92,6 +95,8 @@ pub enum BudgetUnit {
     Tokens,
     /// US dollars.
     CostUsd,
+    /// Model calls.
+    Calls,
 }
 
 /// A call refused because it would exceed a budget. Serializable so that it can travel in
@@ -226,6 +231,7 @@ impl UsageSink for MemoryUsageSink {
 struct Spend {
     tokens: u64,
     cost: f64,
+    calls: u64,
 }
 
 #[derive(Default)]
@@ -315,6 +321,18 @@ impl BudgetLedger {
                     });
                 }
             }
+            if let Some(max) = limit.calls {
+                let used = spent.calls + held.calls;
+                if used + 1 > max {
+                    return Err(BudgetExceeded {
+                        scope: s.clone(),
+                        unit: BudgetUnit::Calls,
+                        limit: max as f64,
+                        used: used as f64,
+                        requested: 1.0,
+                    });
+                }
+            }
             if let Some(max) = limit.cost_usd {
                 let used = spent.cost + held.cost;
                 if used + cost > max {
@@ -328,11 +346,16 @@ impl BudgetLedger {
                 }
             }
         }
-        let spend = Spend { tokens, cost };
+        let spend = Spend {
+            tokens,
+            cost,
+            calls: 1,
+        };
         for s in &scopes {
             let r = st.reserved.entry(s.clone()).or_default();
             r.tokens += tokens;
             r.cost += cost;
+            r.calls += 1;
         }
         Ok(Reservation { scopes, spend })
     }
@@ -345,6 +368,7 @@ impl BudgetLedger {
                 if let Some(r) = st.reserved.get_mut(s) {
                     r.tokens = r.tokens.saturating_sub(reservation.spend.tokens);
                     r.cost = (r.cost - reservation.spend.cost).max(0.0);
+                    r.calls = r.calls.saturating_sub(reservation.spend.calls);
                 }
             }
             book(&mut st, &reservation.scopes, &record);
@@ -370,6 +394,9 @@ impl BudgetLedger {
         if let (Some(c), Some(e)) = (&mut limit.cost_usd, extra.cost_usd) {
             *c += e;
         }
+        if let (Some(c), Some(e)) = (&mut limit.calls, extra.calls) {
+            *c += e;
+        }
     }
 
     /// Tokens and cost spent in `scope` so far.
@@ -391,6 +418,7 @@ fn book(st: &mut LedgerState, scopes: &[Scope], record: &UsageRecord) {
         let sp = st.spent.entry(s.clone()).or_default();
         sp.tokens += record.usage.total();
         sp.cost += cost;
+        sp.calls += 1;
     }
 }
 

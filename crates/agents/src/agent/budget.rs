@@ -22,11 +22,15 @@ impl AgentRun {
             let limit = match exceeded.unit {
                 trellis_llm::budget::BudgetUnit::Tokens => Limit {
                     tokens: Some(extra.ceil() as u64),
-                    cost_usd: None,
+                    ..Limit::default()
                 },
                 trellis_llm::budget::BudgetUnit::CostUsd => Limit {
-                    tokens: None,
                     cost_usd: Some(extra),
+                    ..Limit::default()
+                },
+                trellis_llm::budget::BudgetUnit::Calls => Limit {
+                    calls: Some(extra.ceil() as u64),
+                    ..Limit::default()
                 },
             };
             ledger.grant(&exceeded.scope, limit);

@@ -31,6 +31,7 @@ async fn a_call_over_budget_is_not_made_and_can_resume_after_a_grant() {
         run: Limit {
             tokens: Some(200),
             cost_usd: None,
+            calls: None,
         },
         ..Budget::default()
     };
@@ -82,6 +83,7 @@ async fn a_call_over_budget_is_not_made_and_can_resume_after_a_grant() {
         Limit {
             tokens: Some(1000),
             cost_usd: None,
+            calls: None,
         },
     );
     let c = p
@@ -101,6 +103,7 @@ async fn cost_budgets_use_the_price_and_agent_limits_apply() {
         Limit {
             tokens: None,
             cost_usd: Some(0.01),
+            calls: None,
         },
     );
     let ledger = Arc::new(BudgetLedger::new(budget));
@@ -140,6 +143,7 @@ async fn concurrent_calls_reserve_their_projection() {
         run: Limit {
             tokens: Some(100),
             cost_usd: None,
+            calls: None,
         },
         ..Budget::default()
     }));
@@ -169,6 +173,7 @@ fn limit(tokens: u64) -> Limit {
     Limit {
         tokens: Some(tokens),
         cost_usd: None,
+        calls: None,
     }
 }
 
@@ -322,4 +327,59 @@ async fn restored_usage_counts_against_the_budgets_of_a_resumed_run() {
         .unwrap();
     assert_eq!(sink.records().len(), 1);
     assert_eq!(scripted.requests().len(), 1);
+}
+
+/// `calls` counts model requests whatever their size: the third call of a run limited to two
+/// is refused before it is made, and a granted call lets one more through.
+#[tokio::test]
+async fn a_call_limit_counts_requests() {
+    let scripted = ScriptedProvider::new([
+        Turn::Text("one".into()),
+        Turn::Text("two".into()),
+        Turn::Text("three".into()),
+    ]);
+    let budget = Budget {
+        run: Limit {
+            calls: Some(2),
+            ..Limit::default()
+        },
+        ..Budget::default()
+    };
+    let ledger = Arc::new(BudgetLedger::new(budget));
+    let p = Budgeted::new(
+        Arc::new(scripted.clone()),
+        Arc::clone(&ledger),
+        scope(),
+        None,
+        512,
+    );
+    for _ in 0..2 {
+        p.complete(request(10), CancellationToken::new())
+            .await
+            .unwrap();
+    }
+    let err = p
+        .complete(request(10), CancellationToken::new())
+        .await
+        .unwrap_err();
+    let Error::Budget(exceeded) = err else {
+        panic!("expected a budget error, got {err}");
+    };
+    assert_eq!(
+        (exceeded.unit, exceeded.limit, exceeded.used),
+        (BudgetUnit::Calls, 2.0, 2.0)
+    );
+    assert_eq!(scripted.requests().len(), 2, "the third call was not made");
+    ledger.grant(
+        &Scope::Run,
+        Limit {
+            calls: Some(1),
+            ..Limit::default()
+        },
+    );
+    let c = p
+        .complete(request(10), CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(c.text, "three");
 }
