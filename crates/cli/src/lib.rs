@@ -11,6 +11,7 @@ mod chat;
 mod demo;
 mod display;
 mod drive;
+mod eval;
 mod follow;
 mod mcp;
 mod models;
@@ -116,6 +117,10 @@ pub enum Commands {
     /// Be an Agent Client Protocol (v1) agent on stdin/stdout, for editors such as Zed
     /// (`docs/acp.md`).
     Acp(acp::AcpArgs),
+    /// The task harness: `run` scores Trellis on coding tasks (SWE-bench's format) by their
+    /// hidden tests, `validate` checks a task file (docs/eval.md).
+    #[command(subcommand)]
+    Eval(eval::EvalCommand),
     /// The tools' knowledge: `graph` prints the tool knowledge graph learned from the
     /// agents' tool calls (text, DOT or JSON).
     #[command(subcommand)]
@@ -172,6 +177,9 @@ pub fn run(mut cli: Cli) -> anyhow::Result<ExitCode> {
         .build()?;
     if let Commands::Models(cmd) = &cli.command {
         return rt.block_on(models::execute(cmd, &repo, &cli.config));
+    }
+    if let Commands::Eval(cmd) = cli.command {
+        return rt.block_on(eval::execute(cmd, &cli.config));
     }
     if let Commands::Mcp(cmd) = &cli.command
         && cmd.gateway
@@ -233,6 +241,7 @@ pub fn run(mut cli: Cli) -> anyhow::Result<ExitCode> {
         | Commands::Workflows(_)
         | Commands::Run(_)
         | Commands::Models(_)
+        | Commands::Eval(_)
         | Commands::Mcp(_)
         | Commands::Serve(_)
         | Commands::Acp(_) => unreachable!("handled before the store is opened"),

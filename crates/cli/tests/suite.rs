@@ -2,6 +2,7 @@ mod agentrun;
 mod coder;
 mod common;
 mod crash;
+mod eval;
 mod mcp;
 mod mcp_checkers;
 mod mock;

@@ -1,0 +1,273 @@
+//! `trellis eval` (issue 34, item 6): the harness on two tiny tasks with a scripted model
+//! behind the OpenAI wire — one the model's edit resolves, one it does not — and the task
+//! file's validation.
+
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::{Value, json};
+
+use super::common::*;
+use super::mock::*;
+
+const CALC: &str = "def add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n";
+const VISIBLE: &str = "import unittest\n\nimport calc\n\n\nclass CalcTest(unittest.TestCase):\n    def test_sub(self):\n        self.assertEqual(calc.sub(5, 3), 2)\n";
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// A new test file `test_hidden.py` as a diff (the task's hidden test).
+fn hidden(name: &str, body: &str) -> String {
+    let lines: Vec<String> = format!(
+        "import unittest\n\nimport calc\n\n\nclass HiddenTest(unittest.TestCase):\n    def {name}(self):\n        {body}\n"
+    )
+    .lines()
+    .map(|l| format!("+{l}\n"))
+    .collect();
+    format!(
+        "diff --git a/test_hidden.py b/test_hidden.py\nnew file mode 100644\n--- /dev/null\n+++ b/test_hidden.py\n@@ -0,0 +1,{} @@\n{}",
+        lines.len(),
+        lines.concat()
+    )
+}
+
+/// The reference fix of the function at `line` (its `def` line).
+fn fix(line: u32, def: &str, old: &str, new: &str) -> String {
+    format!(
+        "diff --git a/calc.py b/calc.py\n--- a/calc.py\n+++ b/calc.py\n@@ -{line},3 +{line},3 @@\n def {def}:\n-    return {old}\n+    return {new}\n \n"
+    )
+}
+
+/// The repository and the task file (two tasks) in `dir`.
+fn tasks(dir: &Path) -> std::path::PathBuf {
+    let repo = dir.join("calc");
+    std::fs::create_dir_all(&repo).unwrap();
+    std::fs::write(repo.join("calc.py"), CALC).unwrap();
+    std::fs::write(repo.join("test_calc.py"), VISIBLE).unwrap();
+    git(&repo, &["init", "-q", "-b", "main"]);
+    git(&repo, &["add", "."]);
+    git(
+        &repo,
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-qm",
+            "calc",
+        ],
+    );
+    let base = git(&repo, &["rev-parse", "HEAD"]);
+    let env = json!({"language": "python", "setup": ["mkdir -p \"$TRELLIS_EVAL_ENV/made\""],
+        "test_command": "test -d \"$TRELLIS_EVAL_ENV/made\" && python3 -B -m unittest {tests}", "env_key": "calc-1"});
+    let task = |id: &str, problem: &str, test: &str, body: &str, patch: String| {
+        json!({"instance_id": id, "repo": "calc", "base_commit": base, "problem_statement": problem,
+            "test_patch": hidden(test, body), "patch": patch,
+            "FAIL_TO_PASS": [format!("test_hidden.HiddenTest.{test}")],
+            "PASS_TO_PASS": ["test_calc.CalcTest.test_sub"], "environment": env})
+        .to_string()
+    };
+    let file = dir.join("tasks.jsonl");
+    std::fs::write(
+        &file,
+        [
+            task(
+                "calc-add",
+                "calc.add subtracts instead of adding.",
+                "test_add",
+                "self.assertEqual(calc.add(2, 3), 5)",
+                fix(1, "add(a, b)", "a - b", "a + b"),
+            ),
+            task(
+                "calc-mul",
+                "calc.mul adds instead of multiplying.",
+                "test_mul",
+                "self.assertEqual(calc.mul(2, 3), 6)",
+                fix(5, "mul(a, b)", "a + b", "a * b"),
+            ),
+        ]
+        .join("\n")
+            + "\n",
+    )
+    .unwrap();
+    file
+}
+
+/// The scripted model: its code agent fixes `add` (an edit, then its report) and reports
+/// without a change on anything else; every other request gets the mock's usual answer.
+fn model(body: &Value) -> String {
+    let offers_edit = body["tools"]
+        .as_array()
+        .is_some_and(|t| t.iter().any(|t| t["function"]["name"] == "edit_file"));
+    let code_agent = offers_edit && system(body).contains("senior software engineer");
+    if code_agent
+        && tool_results(body) == 0
+        && body["messages"].to_string().contains("calc.add subtracts")
+    {
+        return tool_sse(
+            "call_1",
+            "edit_file",
+            &json!({"path": "calc.py", "old_string": "    return a - b\n\n\ndef mul", "new_string": "    return a + b\n\n\ndef mul"}).to_string(),
+        );
+    }
+    sse(&answer(body))
+}
+
+fn eval(dir: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_trellis"));
+    c.current_dir(dir)
+        .env_remove("RUST_LOG")
+        .env("XDG_CONFIG_HOME", dir.join("xdg-config"));
+    c
+}
+
+#[test]
+fn the_harness_scores_a_resolved_and_an_unresolved_task_and_resumes() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = tasks(dir.path());
+    let (url, _seen) = serve(model);
+    let profile = |k: &str, v: &str| format!("models.profiles.mock.{k}={v}");
+    let run = |extra: &[&str]| {
+        let mut a: Vec<String> = vec![
+            "-c".into(),
+            "models.default=\"mock\"".into(),
+            "-c".into(),
+            profile("provider", "\"openai\""),
+            "-c".into(),
+            profile("base_url", &format!("\"{url}\"")),
+            "-c".into(),
+            profile("model", "\"mock-model\""),
+            "-c".into(),
+            profile("context", "32768"),
+            "-c".into(),
+            "index.embedding.backend=\"none\"".into(),
+            "eval".into(),
+            "run".into(),
+            file.to_string_lossy().into_owned(),
+            "--out".into(),
+            dir.path().join("out").to_string_lossy().into_owned(),
+            "--envs".into(),
+            dir.path().join("envs").to_string_lossy().into_owned(),
+            "--workflow".into(),
+            "feature_with_iterative_testing".into(),
+            "--skip".into(),
+            "security_review".into(),
+            "--skip".into(),
+            "lint_and_format".into(),
+        ];
+        a.extend(extra.iter().map(|s| (*s).to_owned()));
+        let out = eval(dir.path()).args(&a).output().unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(out.status.success(), "{text}");
+        text
+    };
+    let printed = run(&[]);
+    let records: Vec<Value> = std::fs::read_to_string(dir.path().join("out/results.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let by = |id: &str| {
+        records
+            .iter()
+            .find(|r| r["instance_id"] == id)
+            .unwrap_or_else(|| panic!("{id}: {printed}"))
+    };
+    let add = by("calc-add");
+    assert_eq!(add["resolved"], true, "{add:#}\n{printed}");
+    assert_eq!(add["files_changed"], json!(["calc.py"]), "{add:#}");
+    assert!(add["model_calls"].as_u64().unwrap() >= 2, "{add:#}");
+    assert_eq!(add["tool_calls"], 1, "{add:#}");
+    assert_eq!(add["ended"], "finished", "{add:#}");
+    // `trellis runs show RUN` explains the attempt, in the task's checkout.
+    let checkout = add["checkout"].as_str().unwrap();
+    let run_id = add["run_id"].as_str().unwrap();
+    ok(args(
+        trellis(Path::new(checkout)),
+        &["runs", "show", run_id],
+    ));
+    let mul = by("calc-mul");
+    assert_eq!(mul["resolved"], false, "{mul:#}");
+    assert_eq!(mul["verdict"]["fail_to_pass"]["exit_code"], 1, "{mul:#}");
+    assert_eq!(mul["verdict"]["pass_to_pass"]["exit_code"], 0, "{mul:#}");
+    assert!(printed.contains("| trellis | 2 | 1 (50 %) |"), "{printed}");
+    assert!(dir.path().join("out/summary.md").is_file());
+    // Run again: both are recorded, nothing runs.
+    let again = run(&[]);
+    assert!(again.contains("2 tasks, 2 already recorded"), "{again}");
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("out/results.jsonl"))
+            .unwrap()
+            .lines()
+            .count(),
+        2
+    );
+}
+
+#[test]
+fn validate_checks_each_task_and_a_bad_file_names_line_and_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = tasks(dir.path());
+    let envs = dir.path().join("envs");
+    let out = eval(dir.path())
+        .args(["eval", "validate"])
+        .arg(&file)
+        .arg("--envs")
+        .arg(&envs)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("2 tasks checked, 2 valid, 0 not"), "{text}");
+    // A reference patch that does not fix the task is reported, exit 2.
+    let broken = std::fs::read_to_string(&file)
+        .unwrap()
+        .replace("a * b", "a - b");
+    std::fs::write(&file, broken).unwrap();
+    let out = eval(dir.path())
+        .args(["eval", "validate"])
+        .arg(&file)
+        .arg("--envs")
+        .arg(&envs)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(2), "{text}");
+    assert!(
+        text.contains("calc-mul: not resolved by the reference patch"),
+        "{text}"
+    );
+    // A bad line is refused with its line and field, before anything runs.
+    std::fs::write(&file, "{\"instance_id\": \"x\"}\n").unwrap();
+    let out = eval(dir.path())
+        .args(["eval", "validate"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("tasks.jsonl: line 1, field `environment`: missing"),
+        "{err}"
+    );
+}
