@@ -225,13 +225,16 @@ fn validate_checks_each_task_and_a_bad_file_names_line_and_field() {
     let dir = tempfile::tempdir().unwrap();
     let file = tasks(dir.path());
     let envs = dir.path().join("envs");
-    let out = eval(dir.path())
-        .args(["eval", "validate"])
-        .arg(&file)
-        .arg("--envs")
-        .arg(&envs)
-        .output()
-        .unwrap();
+    let validate = || {
+        eval(dir.path())
+            .args(["eval", "validate"])
+            .arg(&file)
+            .arg("--envs")
+            .arg(&envs)
+            .output()
+            .unwrap()
+    };
+    let out = validate();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
@@ -244,13 +247,7 @@ fn validate_checks_each_task_and_a_bad_file_names_line_and_field() {
         .unwrap()
         .replace("a * b", "a - b");
     std::fs::write(&file, broken).unwrap();
-    let out = eval(dir.path())
-        .args(["eval", "validate"])
-        .arg(&file)
-        .arg("--envs")
-        .arg(&envs)
-        .output()
-        .unwrap();
+    let out = validate();
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(2), "{text}");
     assert!(
@@ -259,11 +256,7 @@ fn validate_checks_each_task_and_a_bad_file_names_line_and_field() {
     );
     // A bad line is refused with its line and field, before anything runs.
     std::fs::write(&file, "{\"instance_id\": \"x\"}\n").unwrap();
-    let out = eval(dir.path())
-        .args(["eval", "validate"])
-        .arg(&file)
-        .output()
-        .unwrap();
+    let out = validate();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(
