@@ -5,9 +5,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use anyhow::Context;
+use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
-use trellis_eval::run::{Options, validate};
+use trellis_eval::mini::MiniAgent;
+use trellis_eval::run::{Agent, Options, validate};
 use trellis_eval::trellis::TrellisAgent;
 
 /// `trellis eval …`.
@@ -55,7 +56,16 @@ pub struct RunArgs {
     /// The output directory (results, summary, the tasks' checkouts).
     #[arg(long)]
     pub out: PathBuf,
-    /// The model profile every role uses (`models.default`).
+    /// The agents run on each task: `trellis`, `mini-swe-agent` (the anchor, on the same
+    /// model behind `trellis models serve`, started for it).
+    #[arg(long, value_delimiter = ',', default_value = "trellis,mini-swe-agent")]
+    pub agents: Vec<String>,
+    /// mini-swe-agent's `mini` (default: the venv `scripts/setup` makes,
+    /// `~/.cache/trellis/mini-swe-agent-venv/bin/mini`).
+    #[arg(long)]
+    pub mini: Option<PathBuf>,
+    /// The model profile every role uses (`models.default`), and the one served to the
+    /// anchor.
     #[arg(long)]
     pub model: Option<String>,
     /// Run this workflow on every task instead of letting the orchestrator choose.
@@ -99,12 +109,19 @@ impl Selection {
     }
 
     fn envs(&self) -> PathBuf {
-        self.envs.clone().unwrap_or_else(|| {
-            std::env::var_os("HOME")
-                .map_or_else(|| PathBuf::from("."), PathBuf::from)
-                .join(".cache/trellis/eval-envs")
-        })
+        self.envs
+            .clone()
+            .unwrap_or_else(|| cache_dir().join("eval-envs"))
     }
+}
+
+/// `~/.cache/trellis` (`$XDG_CACHE_HOME/trellis`), where `scripts/setup` installs.
+fn cache_dir() -> PathBuf {
+    std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(|| PathBuf::from("."))
+        .join("trellis")
 }
 
 fn say(line: &str) {
@@ -119,11 +136,44 @@ pub async fn execute(cmd: EvalCommand, overrides: &[String]) -> anyhow::Result<E
             if let Some(m) = &args.model {
                 overrides.push(format!("models.default={}", toml_string(m)));
             }
+            // The anchor is served the model Trellis's code agent uses.
+            let config = crate::models::load_config(std::path::Path::new("."), &overrides)?;
+            let profile = trellis_llm::ModelRegistry::from_config(&config)?
+                .profile_for_role("coder")
+                .to_owned();
+            let mut agents = Vec::new();
+            for name in &args.agents {
+                agents.push(match name.as_str() {
+                    "trellis" => Agent::Trellis,
+                    "mini-swe-agent" => Agent::MiniSweAgent,
+                    other => bail!("--agents: unknown agent `{other}` (trellis, mini-swe-agent)"),
+                });
+            }
+            let mini = if agents.contains(&Agent::MiniSweAgent) {
+                let exe = args
+                    .mini
+                    .clone()
+                    .unwrap_or_else(|| cache_dir().join("mini-swe-agent-venv/bin/mini"));
+                if !exe.is_file() {
+                    bail!(
+                        "mini-swe-agent is not installed at {}: run scripts/setup (step \
+                         75-mini-swe-agent.sh), give --mini PATH, or leave it out with \
+                         --agents trellis",
+                        exe.display()
+                    );
+                }
+                Some(MiniAgent { exe })
+            } else {
+                None
+            };
             let opts = Options {
                 tasks: args.selection.file.clone(),
                 out: args.out.clone(),
                 envs: args.selection.envs(),
                 only: args.selection.ids()?,
+                agents,
+                mini,
+                profile: Some(profile),
                 trellis: TrellisAgent {
                     exe: std::env::current_exe().context("finding the trellis executable")?,
                     overrides,

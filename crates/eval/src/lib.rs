@@ -6,8 +6,11 @@
 //! - [`workdir`]: fresh checkouts at a task's base commit, and set-up environments cached
 //!   per `env_key`.
 //! - [`score`]: the hidden tests applied after the agent's change, and the verdict.
+//! - [`trellis`], [`mini`]: the agents — Trellis, and the anchor mini-swe-agent on the same
+//!   model behind `trellis models serve`.
 //! - [`results`]: the records (one JSON line per task and agent), resuming, the summary.
 
+pub mod mini;
 pub mod results;
 pub mod run;
 pub mod score;

@@ -4,12 +4,32 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::mini::{MiniAgent, Served, serve_model};
 use crate::results::{self, Ended, Record};
 use crate::score::{self, Verdict};
 use crate::task::{self, Task};
-use crate::trellis::TrellisAgent;
+use crate::trellis::{Attempt, TrellisAgent};
 use crate::workdir;
 use crate::{Error, Result};
+
+/// An agent the harness runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Agent {
+    /// Trellis (`trellis run`).
+    Trellis,
+    /// The anchor, mini-swe-agent, on the same model behind `trellis models serve`.
+    MiniSweAgent,
+}
+
+impl Agent {
+    /// Its name in records and tables.
+    pub fn name(self) -> &'static str {
+        match self {
+            Agent::Trellis => "trellis",
+            Agent::MiniSweAgent => "mini-swe-agent",
+        }
+    }
+}
 
 /// What `trellis eval run` does.
 #[derive(Clone, Debug)]
@@ -22,8 +42,14 @@ pub struct Options {
     pub envs: PathBuf,
     /// Only these task ids (empty: all).
     pub only: Vec<String>,
-    /// Trellis, as run on each task.
+    /// The agents, in the order they run on each task.
+    pub agents: Vec<Agent>,
+    /// Trellis, as run on each task (its executable also serves the model to the anchor).
     pub trellis: TrellisAgent,
+    /// mini-swe-agent, when it is one of `agents`.
+    pub mini: Option<MiniAgent>,
+    /// The model profile both use (`None`: the configured default).
+    pub profile: Option<String>,
     /// Wall-time limit of one attempt.
     pub wall: Duration,
     /// Model-call limit of one attempt.
@@ -71,27 +97,48 @@ pub async fn run(opts: &Options, say: &mut dyn FnMut(&str)) -> Result<Vec<Record
     })?;
     let path = opts.out.join("results.jsonl");
     let mut records = results::load(&path)?;
-    let agent = "trellis";
-    let todo: Vec<&Task> = tasks
+    let todo: Vec<(&Task, Agent)> = tasks
         .iter()
-        .filter(|t| {
+        .flat_map(|t| opts.agents.iter().map(move |a| (t, *a)))
+        .filter(|(t, a)| {
             !records
                 .iter()
-                .any(|r| r.instance_id == t.instance_id && r.agent == agent)
+                .any(|r| r.instance_id == t.instance_id && r.agent == a.name())
         })
         .collect();
+    let pairs = tasks.len() * opts.agents.len();
     say(&format!(
-        "{} tasks, {} already recorded in {}; running {} ({} min wall, {} model calls each)",
+        "{} tasks × {} agents, {} already recorded in {}; running {} ({} min wall, {} model calls each)",
         tasks.len(),
-        tasks.len() - todo.len(),
+        opts.agents.len(),
+        pairs - todo.len(),
         path.display(),
         todo.len(),
         opts.wall.as_secs() / 60,
         opts.calls
     ));
-    for (i, task) in todo.iter().enumerate() {
-        let place = format!("[{}/{}] {agent} {}", i + 1, todo.len(), task.instance_id);
-        let record = attempt(opts, task, &tasks_dir, agent, &place, say).await;
+    let mut served: Option<Served> = None;
+    for (i, (task, agent)) in todo.iter().enumerate() {
+        let place = format!(
+            "[{}/{}] {} {}",
+            i + 1,
+            todo.len(),
+            agent.name(),
+            task.instance_id
+        );
+        if *agent == Agent::MiniSweAgent && served.is_none() {
+            say("starting `trellis models serve` for mini-swe-agent");
+            served = Some(
+                serve_model(
+                    &opts.trellis,
+                    opts.profile.as_deref(),
+                    &opts.out,
+                    opts.setup_timeout,
+                )
+                .await?,
+            );
+        }
+        let record = attempt(opts, task, &tasks_dir, *agent, served.as_ref(), &place, say).await;
         say(&format!(
             "{place}: {} ({:?}, {:.1} min, {} calls, {} tokens)",
             if record.resolved {
@@ -120,14 +167,19 @@ async fn attempt(
     opts: &Options,
     task: &Task,
     tasks_dir: &Path,
-    agent: &str,
+    agent: Agent,
+    served: Option<&Served>,
     place: &str,
     say: &mut dyn FnMut(&str),
 ) -> Record {
-    let checkout = opts.out.join("work").join(agent).join(&task.instance_id);
+    let checkout = opts
+        .out
+        .join("work")
+        .join(agent.name())
+        .join(&task.instance_id);
     let mut record = Record {
         instance_id: task.instance_id.clone(),
-        agent: agent.to_owned(),
+        agent: agent.name().to_owned(),
         resolved: false,
         ended: Ended::Error,
         seconds: 0.0,
@@ -157,14 +209,33 @@ async fn attempt(
         record.detail = Some(e.to_string());
         return record;
     }
-    say(&format!(
-        "{place}: running trellis in {}",
-        checkout.display()
-    ));
-    let a = opts
-        .trellis
-        .attempt(task, &checkout, opts.wall, opts.calls)
-        .await;
+    say(&format!("{place}: running in {}", checkout.display()));
+    let a = match (agent, &opts.mini, served) {
+        (Agent::Trellis, _, _) => {
+            opts.trellis
+                .attempt(task, &checkout, opts.wall, opts.calls)
+                .await
+        }
+        (Agent::MiniSweAgent, Some(mini), Some(served)) => {
+            let dir = opts.out.join("trajectories");
+            let _ = std::fs::create_dir_all(&dir);
+            let trajectory = dir.join(format!("{}.traj.json", task.instance_id));
+            mini.attempt(
+                task,
+                &checkout,
+                &trajectory,
+                &served.endpoint,
+                opts.wall,
+                opts.calls,
+            )
+            .await
+        }
+        (Agent::MiniSweAgent, _, _) => Attempt {
+            ended: Some(Ended::Error),
+            detail: Some("mini-swe-agent is not configured".into()),
+            ..Attempt::default()
+        },
+    };
     record.run_id = a.run_id;
     record.ended = a.ended.unwrap_or(Ended::Error);
     record.seconds = a.seconds;

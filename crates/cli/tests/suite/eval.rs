@@ -105,9 +105,23 @@ fn tasks(dir: &Path) -> std::path::PathBuf {
     file
 }
 
-/// The scripted model: its code agent fixes `add` (an edit, then its report) and reports
-/// without a change on anything else; every other request gets the mock's usual answer.
+/// The scripted model. As Trellis's code agent it fixes `add` (an edit, then its report) and
+/// reports without a change on anything else; as mini-swe-agent (its `bash` tool) it fixes
+/// `add` with `sed` and submits, and submits at once on anything else; every other request
+/// gets the mock's usual answer.
 fn model(body: &Value) -> String {
+    let mini = body["tools"]
+        .as_array()
+        .is_some_and(|t| t.iter().any(|t| t["function"]["name"] == "bash"));
+    if mini {
+        let fixing = body["messages"].to_string().contains("calc.add subtracts");
+        let command = if fixing && tool_results(body) == 0 {
+            "sed -i '2s/a - b/a + b/' calc.py"
+        } else {
+            "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
+        };
+        return tool_sse("call_1", "bash", &json!({ "command": command }).to_string());
+    }
     let offers_edit = body["tools"]
         .as_array()
         .is_some_and(|t| t.iter().any(|t| t["function"]["name"] == "edit_file"));
@@ -166,6 +180,10 @@ fn the_harness_scores_a_resolved_and_an_unresolved_task_and_resumes() {
             "security_review".into(),
             "--skip".into(),
             "lint_and_format".into(),
+            "--agents".into(),
+            "trellis,mini-swe-agent".into(),
+            "--wall-minutes".into(),
+            "3".into(),
         ];
         a.extend(extra.iter().map(|s| (*s).to_owned()));
         let out = eval(dir.path()).args(&a).output().unwrap();
@@ -183,13 +201,13 @@ fn the_harness_scores_a_resolved_and_an_unresolved_task_and_resumes() {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    let by = |id: &str| {
+    let by = |id: &str, agent: &str| {
         records
             .iter()
-            .find(|r| r["instance_id"] == id)
-            .unwrap_or_else(|| panic!("{id}: {printed}"))
+            .find(|r| r["instance_id"] == id && r["agent"] == agent)
+            .unwrap_or_else(|| panic!("{id} {agent}: {printed}"))
     };
-    let add = by("calc-add");
+    let add = by("calc-add", "trellis");
     assert_eq!(add["resolved"], true, "{add:#}\n{printed}");
     assert_eq!(add["files_changed"], json!(["calc.py"]), "{add:#}");
     assert!(add["model_calls"].as_u64().unwrap() >= 2, "{add:#}");
@@ -202,21 +220,41 @@ fn the_harness_scores_a_resolved_and_an_unresolved_task_and_resumes() {
         trellis(Path::new(checkout)),
         &["runs", "show", run_id],
     ));
-    let mul = by("calc-mul");
-    assert_eq!(mul["resolved"], false, "{mul:#}");
-    assert_eq!(mul["verdict"]["fail_to_pass"]["exit_code"], 1, "{mul:#}");
-    assert_eq!(mul["verdict"]["pass_to_pass"]["exit_code"], 0, "{mul:#}");
-    assert!(printed.contains("| trellis | 2 | 1 (50 %) |"), "{printed}");
+    for agent in ["trellis", "mini-swe-agent"] {
+        let mul = by("calc-mul", agent);
+        assert_eq!(mul["resolved"], false, "{mul:#}");
+        assert_eq!(mul["verdict"]["fail_to_pass"]["exit_code"], 1, "{mul:#}");
+        assert_eq!(mul["verdict"]["pass_to_pass"]["exit_code"], 0, "{mul:#}");
+        assert!(
+            printed.contains(&format!("| {agent} | 2 | 1 (50 %) |")),
+            "{printed}"
+        );
+    }
+    // The anchor went through `trellis models serve` to the same model: its edit, its
+    // submission, its usage from the trajectory.
+    let mini = by("calc-add", "mini-swe-agent");
+    assert_eq!(mini["resolved"], true, "{mini:#}\n{printed}");
+    assert_eq!(mini["ended"], "finished", "{mini:#}");
+    assert_eq!(mini["files_changed"], json!(["calc.py"]), "{mini:#}");
+    assert_eq!(
+        (mini["model_calls"].as_u64(), mini["tool_calls"].as_u64()),
+        (Some(2), Some(2)),
+        "{mini:#}"
+    );
+    assert!(mini["prompt_tokens"].as_u64().unwrap() > 0, "{mini:#}");
     assert!(dir.path().join("out/summary.md").is_file());
-    // Run again: both are recorded, nothing runs.
+    // Run again: everything is recorded, nothing runs.
     let again = run(&[]);
-    assert!(again.contains("2 tasks, 2 already recorded"), "{again}");
+    assert!(
+        again.contains("2 tasks × 2 agents, 4 already recorded"),
+        "{again}"
+    );
     assert_eq!(
         std::fs::read_to_string(dir.path().join("out/results.jsonl"))
             .unwrap()
             .lines()
             .count(),
-        2
+        4
     );
 }
 
