@@ -304,7 +304,7 @@ fn grammar_of(schema: &str) -> Result<String> {
 /// The union schema for tool use, as JSON text: a call of one tool, or the final answer —
 /// the request's `final_format` when it has one (a report the caller parses as it is, so no
 /// second call is needed to get it), else `{"answer": "…"}`; only a call when the request
-/// requires one ([`ToolChoice::Required`](crate::ToolChoice)).
+/// requires one ([`ToolChoice::Required`](crate::ToolChoice)), with the same instruction.
 ///
 /// The text is written by hand because llama.cpp's converter keeps an object's keys in the
 /// order the schema lists them, and the grammar makes the model write them in that order: a
@@ -322,34 +322,33 @@ fn tools_schema(request: &ChatRequest) -> Result<(String, String)> {
             canonical(&t.parameters)?
         ));
     }
-    let mut instruction = if request.tool_choice.requires_call(&request.tools) {
-        String::from(
-            "Now call one tool by replying {\"tool\": NAME, \"arguments\": {...}}; the final \
-             answer comes later, after you have used the tools.",
-        )
-    } else {
-        let mut instruction = String::from(
-            "You can call one tool by replying {\"tool\": NAME, \"arguments\": {...}}",
-        );
-        match &request.final_format {
-            Some(format) => {
+    // The instruction is the same whether or not a call is required (the grammar alone
+    // enforces it): it sits in the system prompt, so changing it would make the next call
+    // re-read everything after it instead of reusing the cached prefix.
+    let mut instruction =
+        String::from("You can call one tool by replying {\"tool\": NAME, \"arguments\": {...}}");
+    let required = request.tool_choice.requires_call(&request.tools);
+    match &request.final_format {
+        Some(format) => {
+            if !required {
                 alternatives.push(canonical(&format.schema)?);
-                instruction.push_str(
-                    ", or, when you are done, reply with your final answer: the JSON object \
-                     described under OUTPUT FORMAT.",
-                );
             }
-            None => {
+            instruction.push_str(
+                ", or, when you are done, reply with your final answer: the JSON object \
+                 described under OUTPUT FORMAT.",
+            );
+        }
+        None => {
+            if !required {
                 alternatives.push(canonical(&json!({
                     "type": "object",
                     "properties": {"answer": {"type": "string"}},
                     "required": ["answer"],
                 }))?);
-                instruction.push_str(", or reply directly with {\"answer\": \"...\"}.");
             }
+            instruction.push_str(", or reply directly with {\"answer\": \"...\"}.");
         }
-        instruction
-    };
+    }
     instruction.push_str(" Tools:");
     // A description the system prompt already carries (an agent's TOOLS AVAILABLE) is not
     // written twice: the name and the arguments' schema are enough here.
@@ -557,17 +556,14 @@ mod tests {
         );
         assert!(!grammar.contains("answer-kv"), "{grammar}");
 
-        // Required: only the call remains, and the instruction says so.
+        // Required: only the call remains in the grammar; the instruction is unchanged (the
+        // cached prompt prefix stays valid when the next call is free).
         let required = ChatRequest {
             tool_choice: crate::types::ToolChoice::Required,
             ..request
         };
-        let (schema, instruction) = tools_schema(&required).unwrap();
-        assert!(!instruction.contains("OUTPUT FORMAT"), "{instruction}");
-        assert!(
-            instruction.starts_with("Now call one tool"),
-            "{instruction}"
-        );
+        let (schema, required_instruction) = tools_schema(&required).unwrap();
+        assert_eq!(required_instruction, instruction);
         let grammar = grammar_of(&schema).unwrap();
         assert!(
             grammar.contains("path-kv") && !grammar.contains("zeta-kv"),
