@@ -114,10 +114,10 @@ pub struct RoleSpec {
     #[serde(default)]
     pub changes_files: bool,
     /// Whether the activation must call a tool before it may report (look before answering):
-    /// its requests require a tool call until it has made one. For the roles that change
-    /// code (the code agent, the implementor): a small model otherwise claims work it did not
-    /// do. (Tried on the analysis agent too: its forced first call was a useless search, and
-    /// the demo's discussion failed on it.)
+    /// its requests require a tool call until it has made one. No built-in role sets it: on
+    /// the embedded 1.5B model the forced first call was a wrong guess (a `src` directory that
+    /// does not exist, a search for the request's sentence) after which the agent reported
+    /// the stage failed, ending the runs earlier than without it (docs/models.md).
     #[serde(default)]
     pub tool_first: bool,
 }
@@ -236,10 +236,8 @@ mod tests {
         assert!(c.get("test_agent").is_ok_and(|r| r.run_tests));
         assert!(c.get("code_agent").is_ok_and(|r| r.changes_files));
         assert!(c.get("implementor").is_ok_and(|r| r.changes_files));
-        for role in ["code_agent", "implementor"] {
-            assert!(c.get(role).is_ok_and(|r| r.tool_first), "{role}");
-        }
-        for role in ["test_agent", "analysis_agent"] {
+        // An opt-in: measured worse on every built-in role that tried it (docs/models.md).
+        for role in ["code_agent", "implementor", "test_agent", "analysis_agent"] {
             assert!(c.get(role).is_ok_and(|r| !r.tool_first), "{role}");
         }
         assert!(c.get("test_agent").is_ok_and(|r| !r.changes_files));

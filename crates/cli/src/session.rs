@@ -181,6 +181,11 @@ pub async fn drive_run(
             break outcome;
         }
         if !term.interactive() {
+            if term.json {
+                // One JSON document, as for a finished run, with what the run waits for.
+                summary(&service.runtime().store, &outcome, true)?;
+                return Ok(ExitCode::SUCCESS);
+            }
             println!("\nthe run is waiting for input:");
             for (node, it) in &outcome.waiting {
                 println!("  {node}: {}", it.prompt);
@@ -260,6 +265,7 @@ fn summary(store: &Store, o: &RunOutcome, json: bool) -> anyhow::Result<()> {
                 "stages": stages,
                 "orchestrator": o.state.get("orchestrator"),
                 "files_changed": changed_files(o),
+                "waiting": o.waiting.iter().map(|(node, it)| (node.to_string(), it.prompt.clone())).collect::<std::collections::BTreeMap<_, _>>(),
             }))?
         );
         return Ok(());

@@ -108,8 +108,10 @@ impl TrellisAgent {
         } else {
             match serde_json::from_str::<Value>(out.stdout.trim()) {
                 Ok(v) => {
-                    let waiting = v["status"].as_str() == Some("waiting_input");
-                    let budget = v.to_string().contains("budget");
+                    // A run that stopped for input: with `--yes` only a budget (the call
+                    // limit) asks; anything else waiting is reported as it is.
+                    let waiting = v["status"].as_str() == Some("waitingInput");
+                    let budget = v["waiting"].to_string().contains("budget");
                     a.ended = Some(if waiting && budget {
                         Ended::Calls
                     } else if waiting || out.exit_code == Some(0) || v["terminal"].is_string() {
@@ -117,7 +119,9 @@ impl TrellisAgent {
                     } else {
                         Ended::Error
                     });
-                    if v["terminal"].as_str() == Some("ABORT") || waiting {
+                    if waiting {
+                        a.detail = Some(tail(&v["waiting"].to_string(), 600));
+                    } else if v["terminal"].as_str() == Some("ABORT") {
                         a.detail = Some(tail(&v["stages"].to_string(), 600));
                     }
                 }

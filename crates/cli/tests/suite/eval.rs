@@ -139,6 +139,22 @@ fn model(body: &Value) -> String {
     sse(&answer(body))
 }
 
+/// `-c` overrides making `mock` (the loopback mock at `url`) the model of every run.
+fn mock_overrides(url: &str) -> Vec<String> {
+    let profile = |k: &str, v: &str| format!("models.profiles.mock.{k}={v}");
+    [
+        "models.default=\"mock\"".to_owned(),
+        profile("provider", "\"openai\""),
+        profile("base_url", &format!("\"{url}\"")),
+        profile("model", "\"mock-model\""),
+        profile("context", "32768"),
+        "index.embedding.backend=\"none\"".to_owned(),
+    ]
+    .into_iter()
+    .flat_map(|o| ["-c".to_owned(), o])
+    .collect()
+}
+
 fn eval(dir: &Path) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_trellis"));
     c.current_dir(dir)
@@ -152,21 +168,9 @@ fn the_harness_scores_a_resolved_and_an_unresolved_task_and_resumes() {
     let dir = tempfile::tempdir().unwrap();
     let file = tasks(dir.path());
     let (url, _seen) = serve(model);
-    let profile = |k: &str, v: &str| format!("models.profiles.mock.{k}={v}");
     let run = |extra: &[&str]| {
-        let mut a: Vec<String> = vec![
-            "-c".into(),
-            "models.default=\"mock\"".into(),
-            "-c".into(),
-            profile("provider", "\"openai\""),
-            "-c".into(),
-            profile("base_url", &format!("\"{url}\"")),
-            "-c".into(),
-            profile("model", "\"mock-model\""),
-            "-c".into(),
-            profile("context", "32768"),
-            "-c".into(),
-            "index.embedding.backend=\"none\"".into(),
+        let mut a: Vec<String> = mock_overrides(&url);
+        a.extend([
             "eval".into(),
             "run".into(),
             file.to_string_lossy().into_owned(),
@@ -184,7 +188,7 @@ fn the_harness_scores_a_resolved_and_an_unresolved_task_and_resumes() {
             "trellis,mini-swe-agent".into(),
             "--wall-minutes".into(),
             "3".into(),
-        ];
+        ]);
         a.extend(extra.iter().map(|s| (*s).to_owned()));
         let out = eval(dir.path()).args(&a).output().unwrap();
         let text = format!(
@@ -300,5 +304,67 @@ fn validate_checks_each_task_and_a_bad_file_names_line_and_field() {
     assert!(
         err.contains("tasks.jsonl: line 1, field `environment`: missing"),
         "{err}"
+    );
+}
+
+/// A run stopped by the model-call limit (`budgets.run.calls`) is recorded as ended by it,
+/// with what the run was waiting for.
+#[test]
+fn the_call_limit_ends_an_attempt() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = tasks(dir.path());
+    let (url, seen) = serve(model);
+    let out = eval(dir.path())
+        .args(mock_overrides(&url))
+        .args(["eval", "run"])
+        .arg(&file)
+        .arg("--out")
+        .arg(dir.path().join("out"))
+        .args([
+            "--tasks",
+            "calc-add",
+            "--agents",
+            "trellis",
+            "--max-calls",
+            "1",
+        ])
+        .args([
+            "--workflow",
+            "feature_with_iterative_testing",
+            "--skip",
+            "security_review",
+        ])
+        .args(["--skip", "lint_and_format"])
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{text}");
+    let record: Value = serde_json::from_str(
+        std::fs::read_to_string(dir.path().join("out/results.jsonl"))
+            .unwrap()
+            .trim(),
+    )
+    .unwrap();
+    let shown = ok(args(
+        trellis(Path::new(record["checkout"].as_str().unwrap())),
+        &["runs", "show", record["run_id"].as_str().unwrap(), "--json"],
+    ));
+    assert_eq!(record["ended"], "calls", "{record:#}\n{text}\n{shown}");
+    assert_eq!(record["resolved"], false, "{record:#}");
+    assert!(
+        record["detail"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("budget"),
+        "{record:#}"
+    );
+    assert_eq!(
+        seen.lock().unwrap().len(),
+        1,
+        "one model call, then the limit"
     );
 }
