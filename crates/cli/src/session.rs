@@ -265,7 +265,7 @@ fn summary(store: &Store, o: &RunOutcome, json: bool) -> anyhow::Result<()> {
                 "stages": stages,
                 "orchestrator": o.state.get("orchestrator"),
                 "files_changed": changed_files(o),
-                "waiting": o.waiting.iter().map(|(node, it)| (node.to_string(), it.prompt.clone())).collect::<std::collections::BTreeMap<_, _>>(),
+                "waiting": o.waiting.iter().map(|(node, it)| (node.to_string(), json!({"prompt": it.prompt, "data": it.data}))).collect::<serde_json::Map<_, _>>(),
             }))?
         );
         return Ok(());

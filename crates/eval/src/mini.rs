@@ -4,14 +4,14 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 use crate::results::Ended;
 use crate::task::{Task, quote};
-use crate::trellis::{Attempt, TrellisAgent};
+use crate::trellis::{Attempt, TrellisAgent, timed};
 use crate::workdir::{sh, tail};
 use crate::{Error, Result};
 
@@ -158,23 +158,10 @@ impl MiniAgent {
             ("LITELLM_LOCAL_MODEL_COST_MAP", "True".to_owned()),
             ("OPENAI_API_KEY", endpoint.key.clone()),
         ];
-        let started = Instant::now();
         // A little over the agent's own limit: it stops itself and saves its trajectory.
-        let out = sh(
-            &words.join(" "),
-            checkout,
-            &env,
-            wall + Duration::from_secs(60),
-        )
-        .await;
-        a.seconds = started.elapsed().as_secs_f64();
-        let out = match out {
-            Ok(o) => o,
-            Err(e) => {
-                a.ended = Some(Ended::Error);
-                a.detail = Some(e.to_string());
-                return a;
-            }
+        let limit = wall + Duration::from_secs(60);
+        let Some(out) = timed(&mut a, &words.join(" "), checkout, &env, limit).await else {
+            return a;
         };
         let traj: Option<Value> = std::fs::read_to_string(trajectory)
             .ok()

@@ -6,6 +6,8 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
+use trellis_protocol::canonical::kind_of;
+
 use crate::Error;
 
 /// How a task's repository is set up and tested.
@@ -204,7 +206,7 @@ fn text(obj: &Map<String, Value>, field: &str) -> Result<String, FieldError> {
         Some(Value::String(_)) => Err((field.to_owned(), "must not be empty".into())),
         Some(v) => Err((
             field.to_owned(),
-            format!("must be a string, not {}", kind(v)),
+            format!("must be a string, not {}", kind_of(v)),
         )),
     }
 }
@@ -222,7 +224,7 @@ fn tests(obj: &Map<String, Value>, field: &str) -> Result<Vec<String>, FieldErro
     let Value::Array(items) = value else {
         return Err(bad(format!(
             "must be a list of test ids, not {}",
-            kind(&value)
+            kind_of(&value)
         )));
     };
     items
@@ -234,22 +236,11 @@ fn tests(obj: &Map<String, Value>, field: &str) -> Result<Vec<String>, FieldErro
                 format!("{field}[{i}]"),
                 format!(
                     "must be a test id (a non-empty string), not {}",
-                    kind(&other)
+                    kind_of(&other)
                 ),
             )),
         })
         .collect()
-}
-
-fn kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "a list",
-        Value::Object(_) => "an object",
-    }
 }
 
 #[cfg(test)]

@@ -7,6 +7,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use trellis_tools::builtin::ShellOutcome;
+
 use crate::results::Ended;
 use crate::task::{Task, quote};
 use crate::workdir::{sh, tail};
@@ -87,16 +89,8 @@ impl TrellisAgent {
             args.extend(["--skip", stage.as_str()]);
         }
         let command = self.command_with(checkout, &[limit], &args);
-        let started = Instant::now();
-        let out = sh(&command, checkout, &[], wall).await;
-        a.seconds = started.elapsed().as_secs_f64();
-        let out = match out {
-            Ok(o) => o,
-            Err(e) => {
-                a.ended = Some(Ended::Error);
-                a.detail = Some(e.to_string());
-                return a;
-            }
+        let Some(out) = timed(&mut a, &command, checkout, &[], wall).await else {
+            return a;
         };
         a.run_id = run_id(&out.stdout).or(self.latest_run(checkout).await);
         if out.timed_out {
@@ -111,8 +105,11 @@ impl TrellisAgent {
                     // A run that stopped for input: with `--yes` only a budget (the call
                     // limit) asks; anything else waiting is reported as it is.
                     let waiting = v["status"].as_str() == Some("waitingInput");
-                    let budget = v["waiting"].to_string().contains("budget");
-                    a.ended = Some(if waiting && budget {
+                    // The interrupt's data names the exhausted budget unit.
+                    let calls = v["waiting"].as_object().is_some_and(|w| {
+                        w.values().any(|it| it["data"]["budget"]["unit"] == "calls")
+                    });
+                    a.ended = Some(if waiting && calls {
                         Ended::Calls
                     } else if waiting || out.exit_code == Some(0) || v["terminal"].is_string() {
                         Ended::Finished
@@ -214,6 +211,28 @@ impl TrellisAgent {
             })
             .unwrap_or(0);
         Ok(())
+    }
+}
+
+/// Runs an agent's command line in `checkout` within `limit`, its wall time in `a`; `None`
+/// (with `a` ended by the error) when it could not be run at all.
+pub(crate) async fn timed(
+    a: &mut Attempt,
+    command: &str,
+    checkout: &Path,
+    env: &[(&str, String)],
+    limit: Duration,
+) -> Option<ShellOutcome> {
+    let started = Instant::now();
+    let out = sh(command, checkout, env, limit).await;
+    a.seconds = started.elapsed().as_secs_f64();
+    match out {
+        Ok(o) => Some(o),
+        Err(e) => {
+            a.ended = Some(Ended::Error);
+            a.detail = Some(e.to_string());
+            None
+        }
     }
 }
 

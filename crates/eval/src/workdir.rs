@@ -88,7 +88,7 @@ pub async fn checkout(task: &Task, tasks_dir: &Path, dest: &Path) -> Result<()> 
         what: format!("creating {}", parent.display()),
         source: e,
     })?;
-    let minute = Duration::from_secs(600);
+    let limit = Duration::from_secs(600);
     let source = task.repo_source(tasks_dir);
     must(
         &format!(
@@ -98,7 +98,7 @@ pub async fn checkout(task: &Task, tasks_dir: &Path, dest: &Path) -> Result<()> 
         ),
         parent,
         &[],
-        minute,
+        limit,
     )
     .await?;
     let commit = quote(&task.base_commit);
@@ -106,7 +106,7 @@ pub async fn checkout(task: &Task, tasks_dir: &Path, dest: &Path) -> Result<()> 
         &format!("git cat-file -e {commit}^{{commit}}"),
         dest,
         &[],
-        minute,
+        limit,
     )
     .await?;
     if found.exit_code != Some(0) {
@@ -122,7 +122,7 @@ pub async fn checkout(task: &Task, tasks_dir: &Path, dest: &Path) -> Result<()> 
         ),
         dest,
         &[],
-        minute,
+        limit,
     )
     .await?;
     Ok(())

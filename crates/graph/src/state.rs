@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
+use trellis_protocol::canonical::kind_of;
 
 /// A user-defined reducer: `(current value or None, update) → new value`.
 pub type ReduceFn = dyn Fn(Option<&Value>, Value) -> Result<Value, String> + Send + Sync;
@@ -141,17 +142,6 @@ impl Reducer {
 impl fmt::Debug for Reducer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
-    }
-}
-
-fn kind_of(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "a list",
-        Value::Object(_) => "an object",
     }
 }
 

@@ -10,6 +10,18 @@
 use serde::Serialize;
 use serde_json::Value;
 
+/// What kind of JSON value `v` is, as an error message says it (`a string`, `a list`, …).
+pub fn kind_of(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "an object",
+    }
+}
+
 /// Sorts the keys of every object in `value`, at every depth, in place.
 pub fn canonicalise(value: &mut Value) {
     value.sort_all_objects();
