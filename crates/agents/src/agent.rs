@@ -29,7 +29,7 @@ mod budget;
 mod calls;
 mod events;
 mod foresight;
-mod inbox;
+pub(crate) mod inbox;
 mod record;
 mod report;
 mod speculate;

@@ -40,11 +40,14 @@ pub(super) fn drain(inbox: &mut Option<Box<dyn Inbox>>) -> Vec<String> {
     lines
 }
 
+/// What follows "Message" or "Messages" at the start of a [`received_text`].
+const RECEIVED: &str = " from the user while you were working:\n";
+
 /// The user message that delivers `lines` to the model (also what a recorded
 /// `MessagesReceived` becomes when a conversation is rebuilt).
 pub(super) fn received_text(lines: &[String]) -> String {
     format!(
-        "{} from the user while you were working:\n{}",
+        "{}{RECEIVED}{}",
         if lines.len() == 1 {
             "Message"
         } else {
@@ -52,4 +55,12 @@ pub(super) fn received_text(lines: &[String]) -> String {
         },
         lines.join("\n")
     )
+}
+
+/// Whether `text` is a [`received_text`]: messages that reached the agent while it worked.
+pub(crate) fn is_received(text: &str) -> bool {
+    ["Message", "Messages"].iter().any(|w| {
+        text.strip_prefix(w)
+            .is_some_and(|t| t.starts_with(RECEIVED))
+    })
 }

@@ -39,9 +39,16 @@ remains to do, and open questions. Keep identifiers, paths and numbers exact. Wh
 transcript starts with an earlier summary, or you are given the summary so far, fold it in. \
 Write plain text, no preamble.";
 
-/// Whether `m` is never summarised: a system message or the TASK message.
+/// Whether `m` is never summarised: a system message, the TASK message, or what the user
+/// said — the MESSAGES FROM THE USER block (review feedback of a revision) and messages that
+/// reached the agent while it worked. The user's words are instructions, not history: a
+/// digest kept only their headings, and the model redid the work without the feedback.
 pub(crate) fn is_protected(m: &Message) -> bool {
-    m.role == Role::System || m.content.starts_with(ContextKind::Task.heading())
+    m.role == Role::System
+        || m.content.starts_with(ContextKind::Task.heading())
+        || (m.role == Role::User
+            && (m.content.starts_with(ContextKind::UserMessages.heading())
+                || crate::agent::inbox::is_received(&m.content)))
 }
 
 fn is_summary(m: &Message) -> bool {
@@ -542,8 +549,9 @@ mod tests {
             call("b"),
             Message::tool_result("b", "3"),
             Message::user("Message from the user while you were working:\nhurry"),
+            Message::user("## MESSAGES FROM THE USER\nuse SQLite"),
         ];
-        assert_eq!(units(&m), vec![1..2, 3..6, 6..7, 7..9, 9..10]);
+        assert_eq!(units(&m), vec![1..2, 3..6, 6..7, 7..9]);
     }
 
     #[test]

@@ -458,6 +458,43 @@ async fn a_failing_summary_falls_back_to_a_digest_and_the_call_still_fits() {
     )));
 }
 
+/// What the user said — review feedback in the MESSAGES FROM THE USER block, a message that
+/// reached the agent while it worked — is an instruction, not history: compaction keeps it
+/// word for word in every request, summary model or not (the review's "request changes"
+/// reached only the first call of the stage's new attempt before).
+#[tokio::test]
+async fn the_users_words_survive_compaction() {
+    let fx = fixture();
+    let feedback = "## MESSAGES FROM THE USER\nChanges requested in review: docs/adr.md:3 Status must be Accepted.";
+    let arrived = "Message from the user while you were working:\nAlso mention SQLite.";
+    let model = ScriptedProvider::new(dumping(vec![report()])).with_context_window(2000);
+    let recorder = Recorder::default();
+    let mut run = agent(
+        &fx,
+        Arc::new(model.clone()),
+        ContextPolicy::default(),
+        &recorder,
+    );
+    let task = run.messages.pop().unwrap();
+    run.messages.push(Message::user(feedback));
+    run.messages.push(task);
+    run.messages.push(Message::user(arrived));
+    let limits = ContextPolicy::default().limits(Some(2000));
+    done(run.run(Resume::Fresh).await.unwrap());
+    let requests = model.requests();
+    assert_all_fit(&requests, &limits);
+    assert!(!compactions(&recorder.events()).is_empty());
+    for (i, r) in requests.iter().enumerate() {
+        for said in [feedback, arrived] {
+            assert!(
+                r.messages.iter().any(|m| m.content == said),
+                "request {i} lost {said:?}: {:#?}",
+                r.messages.iter().map(|m| &m.content).collect::<Vec<_>>()
+            );
+        }
+    }
+}
+
 #[tokio::test]
 async fn a_summary_model_with_a_small_window_folds_the_transcript_in_parts() {
     let fx = fixture();
