@@ -391,7 +391,11 @@ impl AgentRun {
                          or say why none is needed",
                     );
                     st.messages.push(message);
-                    st.messages.push(Message::user(stuck::UNBACKED));
+                    st.messages.push(Message::user(if self.role.force_edit {
+                        stuck::UNBACKED_EDIT
+                    } else {
+                        stuck::UNBACKED
+                    }));
                     continue;
                 }
                 return self.finish(st, completion.text, None).await;

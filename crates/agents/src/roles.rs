@@ -120,6 +120,12 @@ pub struct RoleSpec {
     /// the stage failed, ending the runs earlier than without it (docs/models.md).
     #[serde(default)]
     pub tool_first: bool,
+    /// With `changes_files`: when a report of success has nothing to show for it, the
+    /// answer to the question must be an edit — a call of one of the editing tools the role
+    /// is offered (`edit_file`, `multi_edit`, `write_file`, `apply_patch`; not `shell`) —
+    /// instead of a report again. For a model that otherwise repeats the claim.
+    #[serde(default)]
+    pub force_edit: bool,
 }
 
 fn default_model_role() -> String {

@@ -218,6 +218,7 @@ async fn once(
             run_tests: false,
             changes_files: false,
             tool_first: false,
+            force_edit: false,
         },
         provider: model.clone(),
         tools: Arc::new(registry(tool_ms, &tool_calls)),

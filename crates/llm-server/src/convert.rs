@@ -61,11 +61,11 @@ pub(crate) fn to_call(wire: ChatCompletionRequest) -> Result<Call, ApiError> {
         .map(|(i, m)| message(i, m))
         .collect::<Result<Vec<_>, _>>()?;
     let tools = tools(wire.tools.unwrap_or_default(), wire.tool_choice.as_ref())?;
-    // `required` and a named function must be answered by a call; the embedded model's
-    // grammar then has no other answer.
+    // `required` and a named function must be answered by a call (of the named one: the
+    // tools were narrowed to it); the embedded model's grammar then has no other answer.
     let tool_choice = match &wire.tool_choice {
         Some(Value::String(s)) if s == "required" => ToolChoice::Required,
-        Some(Value::Object(_)) => ToolChoice::Required,
+        Some(Value::Object(_)) => ToolChoice::OneOf(tools.iter().map(|t| t.name.clone()).collect()),
         _ => ToolChoice::Auto,
     };
     let max_tokens = wire.max_completion_tokens.or(wire.max_tokens);
@@ -323,7 +323,10 @@ mod tests {
         let named = with(json!({"type": "function", "function": {"name": "b"}})).unwrap();
         assert_eq!(named.request.tools[0].name, "b");
         assert_eq!(named.request.tools.len(), 1);
-        assert_eq!(named.request.tool_choice, ToolChoice::Required);
+        assert_eq!(
+            named.request.tool_choice,
+            ToolChoice::OneOf(vec!["b".into()])
+        );
         let missing = with(json!({"type": "function", "function": {"name": "z"}}));
         assert_eq!(param_of(missing).as_deref(), Some("tool_choice"));
     }

@@ -12,7 +12,7 @@ use crate::http::{Decoded, Endpoint, KeyHeader, SseHandler};
 use crate::provider::{ChatStream, ModelProvider, ProviderInfo, spawn_stream};
 use crate::sse::SseEvent;
 use crate::structured::{StructuredMode, schema_instruction};
-use crate::types::{ChatRequest, FinishReason, Message, Role, StreamEvent, Usage};
+use crate::types::{ChatRequest, FinishReason, Message, Role, StreamEvent, ToolChoice, Usage};
 use crate::window::{ContextWindow, Window};
 use crate::{Error, Result};
 
@@ -84,8 +84,16 @@ impl AnthropicProvider {
             "messages".into(),
             Value::Array(wire_messages(&request.messages)),
         );
-        let mut tools: Vec<Value> = request
-            .tools
+        // A forced choice among some tools sends only those; with thinking nothing is forced
+        // (Anthropic refuses it), so all stay offered.
+        let forced =
+            request.tool_choice.requires_call(&request.tools) && request.thinking_budget.is_none();
+        let offered = if forced {
+            request.tool_choice.callable(&request.tools)
+        } else {
+            request.tools.iter().collect()
+        };
+        let mut tools: Vec<Value> = offered
             .iter()
             .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.parameters}))
             .collect();
@@ -96,11 +104,12 @@ impl AnthropicProvider {
                 "input_schema": format.schema,
             }));
             body.insert("tool_choice".into(), json!({"type": "tool", "name": name}));
-        } else if request.tool_choice.requires_call(&request.tools)
-            && request.thinking_budget.is_none()
-        {
-            // Any of the tools; Anthropic refuses a forced tool together with thinking.
-            body.insert("tool_choice".into(), json!({"type": "any"}));
+        } else if forced {
+            let choice = match (&request.tool_choice, offered.as_slice()) {
+                (ToolChoice::OneOf(_), [one]) => json!({"type": "tool", "name": one.name}),
+                _ => json!({"type": "any"}),
+            };
+            body.insert("tool_choice".into(), choice);
         }
         if !tools.is_empty() {
             body.insert("tools".into(), Value::Array(tools));

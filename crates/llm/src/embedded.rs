@@ -304,7 +304,9 @@ fn grammar_of(schema: &str) -> Result<String> {
 /// The union schema for tool use, as JSON text: a call of one tool, or the final answer —
 /// the request's `final_format` when it has one (a report the caller parses as it is, so no
 /// second call is needed to get it), else `{"answer": "…"}`; only a call when the request
-/// requires one ([`ToolChoice::Required`](crate::ToolChoice)), with the same instruction.
+/// requires one ([`ToolChoice::Required`](crate::ToolChoice)), and only a call of the tools
+/// [`ToolChoice::OneOf`](crate::ToolChoice) names when it narrows them — with the same
+/// instruction.
 ///
 /// The text is written by hand because llama.cpp's converter keeps an object's keys in the
 /// order the schema lists them, and the grammar makes the model write them in that order: a
@@ -314,7 +316,8 @@ fn grammar_of(schema: &str) -> Result<String> {
 fn tools_schema(request: &ChatRequest) -> Result<(String, String)> {
     let canonical = |v: &Value| to_canonical_string(v).map_err(embedded);
     let mut alternatives = Vec::with_capacity(request.tools.len() + 1);
-    for t in &request.tools {
+    // A choice among some tools narrows the grammar only; the instruction lists them all.
+    for t in request.tool_choice.callable(&request.tools) {
         alternatives.push(format!(
             "{{\"type\":\"object\",\"properties\":{{\"tool\":{{\"const\":{}}},\"arguments\":{}}},\
              \"required\":[\"tool\",\"arguments\"]}}",
@@ -567,6 +570,35 @@ mod tests {
         let grammar = grammar_of(&schema).unwrap();
         assert!(
             grammar.contains("path-kv") && !grammar.contains("zeta-kv"),
+            "{grammar}"
+        );
+
+        // One of some tools: only their calls remain; the instruction still lists all.
+        let mut edit = required.tools[0].clone();
+        edit.name = "edit_file".into();
+        edit.parameters = json!({"type": "object", "properties": {"old": {"type": "string"}},
+            "required": ["old"]});
+        let mut narrowed = ChatRequest {
+            tool_choice: crate::types::ToolChoice::OneOf(vec!["edit_file".into()]),
+            ..required
+        };
+        narrowed.tools.push(edit);
+        let (_, all_instruction) = tools_schema(&ChatRequest {
+            tool_choice: crate::types::ToolChoice::Auto,
+            ..narrowed.clone()
+        })
+        .unwrap();
+        let (schema, narrowed_instruction) = tools_schema(&narrowed).unwrap();
+        assert_eq!(narrowed_instruction, all_instruction);
+        assert!(
+            narrowed_instruction.contains("- read_file: "),
+            "{narrowed_instruction}"
+        );
+        let grammar = grammar_of(&schema).unwrap();
+        assert!(
+            grammar.contains("old-kv")
+                && !grammar.contains("path-kv")
+                && !grammar.contains("zeta-kv"),
             "{grammar}"
         );
     }

@@ -13,7 +13,7 @@ use crate::provider::{ChatStream, ModelProvider, ProviderInfo, spawn_stream};
 use crate::sse::SseEvent;
 use crate::structured::{StructuredMode, schema_instruction};
 use crate::tokens::TokenCount;
-use crate::types::{ChatRequest, FinishReason, Message, Role, StreamEvent, Usage};
+use crate::types::{ChatRequest, FinishReason, Message, Role, StreamEvent, ToolChoice, Usage};
 use crate::window::{ContextWindow, Window};
 use crate::{Error, Result};
 
@@ -86,8 +86,10 @@ impl OpenAiProvider {
             Value::Array(messages.iter().map(wire_message).collect()),
         );
         if !request.tools.is_empty() {
-            let tools: Vec<Value> = request
-                .tools
+            // A choice among some tools sends only those (servers differ in what else they
+            // accept); one of them is named.
+            let callable = request.tool_choice.callable(&request.tools);
+            let tools: Vec<Value> = callable
                 .iter()
                 .map(|t| {
                     json!({"type": "function", "function": {
@@ -97,7 +99,13 @@ impl OpenAiProvider {
                 .collect();
             body.insert("tools".into(), Value::Array(tools));
             if request.tool_choice.requires_call(&request.tools) {
-                body.insert("tool_choice".into(), json!("required"));
+                let choice = match (&request.tool_choice, callable.as_slice()) {
+                    (ToolChoice::OneOf(_), [one]) => {
+                        json!({"type": "function", "function": {"name": one.name}})
+                    }
+                    _ => json!("required"),
+                };
+                body.insert("tool_choice".into(), choice);
             }
         }
         if let Some(n) = request.max_tokens.or(self.default_max_tokens) {

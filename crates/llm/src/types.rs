@@ -157,10 +157,12 @@ pub struct ChatRequest {
     /// it to the prompt's instructions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub final_format: Option<ResponseFormat>,
-    /// With `tools`: whether the answer must be a tool call. Providers that can force it
-    /// do (OpenAI `tool_choice: "required"`, Anthropic `{"type": "any"}` unless thinking is
-    /// on, the embedded model's grammar without the final-answer alternative); the others
-    /// leave it to the model.
+    /// With `tools`: whether the answer must be a tool call, and of which tools. Providers
+    /// that can force it do (OpenAI `tool_choice: "required"` or a named function,
+    /// Anthropic `{"type": "any"}` or a named tool unless thinking is on — both sending only
+    /// the callable tools when [`ToolChoice::OneOf`] narrows them — and the embedded model's
+    /// grammar without the final-answer alternative and the other tools); the others leave
+    /// it to the model.
     #[serde(default, skip_serializing_if = "ToolChoice::is_auto")]
     pub tool_choice: ToolChoice,
     /// Token budget for thinking (Anthropic extended thinking); `None` disables it.
@@ -172,7 +174,7 @@ pub struct ChatRequest {
 }
 
 /// Whether a request with tools may be answered without calling one.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ToolChoice {
     /// A tool call or a final answer, as the model decides.
@@ -180,6 +182,10 @@ pub enum ToolChoice {
     Auto,
     /// A tool call (one of the offered tools).
     Required,
+    /// A call of one of these offered tools (the others stay offered, so a prompt that
+    /// lists them is unchanged). Names not offered are ignored; when none is offered this
+    /// is [`ToolChoice::Auto`].
+    OneOf(Vec<String>),
 }
 
 impl ToolChoice {
@@ -188,9 +194,23 @@ impl ToolChoice {
         *self == Self::Auto
     }
 
-    /// Whether a call is required of a request offering `tools` (never when none are).
-    pub fn requires_call(self, tools: &[ToolSpec]) -> bool {
-        self == Self::Required && !tools.is_empty()
+    /// Whether a call is required of a request offering `tools` (never when none are, nor
+    /// when none of [`ToolChoice::OneOf`]'s names is offered).
+    pub fn requires_call(&self, tools: &[ToolSpec]) -> bool {
+        match self {
+            Self::Auto => false,
+            Self::Required => !tools.is_empty(),
+            Self::OneOf(_) => !self.callable(tools).is_empty(),
+        }
+    }
+
+    /// The tools of `tools` an answer may call: all of them, or those
+    /// [`ToolChoice::OneOf`] names (in `tools`' order).
+    pub fn callable<'a>(&self, tools: &'a [ToolSpec]) -> Vec<&'a ToolSpec> {
+        match self {
+            Self::OneOf(names) => tools.iter().filter(|t| names.contains(&t.name)).collect(),
+            _ => tools.iter().collect(),
+        }
     }
 }
 

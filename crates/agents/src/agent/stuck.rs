@@ -66,6 +66,20 @@ pub(super) const UNBACKED: &str = "You reported success, but no call that change
 succeeded in this activation: nothing has changed yet. If the task needs a change, make it \
 now with the editing tools; if it truly needs none, report again and say why in output.";
 
+/// [`UNBACKED`] for a `force_edit` role, whose next answer must be an edit.
+pub(super) const UNBACKED_EDIT: &str = "You reported success, but no call that changes \
+files succeeded in this activation: nothing has changed yet. Make the change now: answer \
+with a call of an editing tool, using the code you have been shown.";
+
+/// The tools a `force_edit` role's answer to [`UNBACKED_EDIT`] may call (those it is
+/// offered).
+pub(super) const EDIT_TOOLS: &[&str] = &["edit_file", "multi_edit", "write_file", "apply_patch"];
+
+/// Whether `m` is the question [`unbacked_success`] leads to.
+pub(super) fn is_unbacked_question(m: &Message) -> bool {
+    m.role == Role::User && (m.content == UNBACKED || m.content == UNBACKED_EDIT)
+}
+
 /// Whether `answer` (a final answer) claims success without anything to show for it: the
 /// answer is not a report of failure, no call of a tool that is not `read_only` succeeded in
 /// `messages`, and the model has not been asked about it already.
@@ -78,11 +92,7 @@ pub(super) fn unbacked_success(
         .ok()
         .and_then(|v| v.get("failure").and_then(serde_json::Value::as_bool))
         == Some(true);
-    if failed
-        || messages
-            .iter()
-            .any(|m| m.role == Role::User && m.content == UNBACKED)
-    {
+    if failed || messages.iter().any(is_unbacked_question) {
         return false;
     }
     let ok_results: std::collections::HashSet<&str> = messages

@@ -55,8 +55,22 @@ impl AgentRun {
     /// before it may report (a small model otherwise answers its first turn with a report
     /// claiming the work is done, or resting on the retrieved context alone); after its first
     /// call it is free to report.
+    ///
+    /// A `force_edit` role answers the question about an unbacked report of success with
+    /// an edit ([`super::stuck::EDIT_TOOLS`]).
     pub(super) fn tool_choice(&self, st: &Saved) -> ToolChoice {
-        if self.role.tool_first && st.tool_calls == 0 {
+        let asked = st
+            .messages
+            .last()
+            .is_some_and(super::stuck::is_unbacked_question);
+        if self.role.force_edit && asked {
+            ToolChoice::OneOf(
+                super::stuck::EDIT_TOOLS
+                    .iter()
+                    .map(|t| (*t).to_owned())
+                    .collect(),
+            )
+        } else if self.role.tool_first && st.tool_calls == 0 {
             ToolChoice::Required
         } else {
             ToolChoice::Auto

@@ -120,6 +120,7 @@ fn role() -> RoleSpec {
         run_tests: false,
         changes_files: false,
         tool_first: false,
+        force_edit: false,
     }
 }
 
@@ -842,6 +843,49 @@ async fn a_success_without_a_change_is_questioned_once() {
         SessionEvent::Note { text } if text.starts_with("reported success without changing a file"))));
 }
 
+/// A `force_edit` role answers the question about an unbacked success with an edit: that
+/// request may only call an editing tool (`tool_choice`), and says so; the ones before and
+/// after it are free. Without the key the question leaves the choice to the model.
+#[tokio::test]
+async fn a_force_edit_role_answers_an_unbacked_success_with_an_edit() {
+    use trellis_llm::ToolChoice;
+    for force_edit in [true, false] {
+        let fx = fixture(None);
+        let scripted = ScriptedProvider::new(vec![
+            Turn::Json(report_json()),
+            call("c1", "count", 1),
+            Turn::Json(report_json()),
+        ]);
+        let recorder = Recorder::default();
+        let mut run = fresh(&fx, &scripted, &recorder);
+        run.role.changes_files = true;
+        run.role.force_edit = force_edit;
+        done(run.run(Resume::Fresh).await.unwrap());
+        let requests = scripted.requests();
+        let choices: Vec<ToolChoice> = requests.iter().map(|r| r.tool_choice.clone()).collect();
+        let asked = if force_edit {
+            ToolChoice::OneOf(
+                ["edit_file", "multi_edit", "write_file", "apply_patch"]
+                    .map(String::from)
+                    .to_vec(),
+            )
+        } else {
+            ToolChoice::Auto
+        };
+        assert_eq!(
+            choices,
+            [ToolChoice::Auto, asked, ToolChoice::Auto],
+            "force_edit {force_edit}"
+        );
+        let question = &requests[1].messages.last().unwrap().content;
+        assert_eq!(
+            question.contains("answer with a call of an editing tool"),
+            force_edit,
+            "{question}"
+        );
+    }
+}
+
 /// A `tool_first` role must call a tool before it may report: its first request requires a
 /// call (`tool_choice`), the ones after its first call do not. Other roles are never
 /// required to.
@@ -859,7 +903,11 @@ async fn a_tool_first_role_must_call_a_tool_before_it_reports() {
         let mut run = fresh(&fx, &scripted, &recorder);
         run.role.tool_first = tool_first;
         done(run.run(Resume::Fresh).await.unwrap());
-        let choices: Vec<ToolChoice> = scripted.requests().iter().map(|r| r.tool_choice).collect();
+        let choices: Vec<ToolChoice> = scripted
+            .requests()
+            .iter()
+            .map(|r| r.tool_choice.clone())
+            .collect();
         let first = if tool_first {
             ToolChoice::Required
         } else {

@@ -93,6 +93,7 @@ fn agent(model: &ScriptedProvider, ws: &TempWorkspace, config: ToolsConfig) -> A
             run_tests: false,
             changes_files: false,
             tool_first: false,
+            force_edit: false,
         },
         provider: Arc::new(model.clone()),
         tools: Arc::new(registry),

@@ -114,6 +114,7 @@ pub fn agent(
             run_tests: false,
             changes_files: false,
             tool_first: false,
+            force_edit: false,
         },
         provider,
         tools: fx.registry.clone(),

@@ -133,6 +133,7 @@ pub(crate) fn agent(
             run_tests: false,
             changes_files: false,
             tool_first: false,
+            force_edit: false,
         },
         provider: Arc::new(provider),
         tools: fx.registry.clone(),

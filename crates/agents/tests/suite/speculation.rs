@@ -129,6 +129,7 @@ pub(crate) async fn run_with(
             run_tests: false,
             changes_files: false,
             tool_first: false,
+            force_edit: false,
         },
         provider: provider.clone(),
         tools: Arc::new(tools),

@@ -44,6 +44,7 @@ fn role() -> RoleSpec {
         run_tests: false,
         changes_files: false,
         tool_first: false,
+        force_edit: false,
     }
 }
 

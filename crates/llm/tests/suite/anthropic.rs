@@ -217,3 +217,49 @@ async fn a_required_tool_call_is_any_tool_unless_thinking_is_on() {
         "Anthropic refuses a forced tool with thinking"
     );
 }
+
+#[tokio::test]
+async fn a_choice_among_some_tools_sends_only_those_unless_thinking_is_on() {
+    let server = MockServer::start(vec![
+        replay("anthropic", "text"),
+        replay("anthropic", "text"),
+        replay("anthropic", "text"),
+    ])
+    .await;
+    let p = provider(&server, "");
+    let tool = |name: &str| ToolSpec {
+        name: name.into(),
+        description: format!("{name} tool"),
+        parameters: json!({"type": "object"}),
+    };
+    let mut req = hello();
+    req.tools = vec![tool("read_file"), tool("edit_file"), tool("write_file")];
+    req.tool_choice = trellis_llm::ToolChoice::OneOf(vec!["edit_file".into()]);
+    p.complete(req.clone(), CancellationToken::new())
+        .await
+        .unwrap();
+    req.tool_choice = trellis_llm::ToolChoice::OneOf(vec!["edit_file".into(), "write_file".into()]);
+    p.complete(req.clone(), CancellationToken::new())
+        .await
+        .unwrap();
+    req.thinking_budget = Some(1024);
+    p.complete(req, CancellationToken::new()).await.unwrap();
+    let requests = server.requests();
+    let names = |i: usize| -> Vec<String> {
+        requests[i].body["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(names(0), ["edit_file"]);
+    assert_eq!(
+        requests[0].body["tool_choice"],
+        json!({"type": "tool", "name": "edit_file"})
+    );
+    assert_eq!(names(1), ["edit_file", "write_file"]);
+    assert_eq!(requests[1].body["tool_choice"], json!({"type": "any"}));
+    assert_eq!(names(2).len(), 3, "nothing is forced with thinking");
+    assert!(requests[2].body.get("tool_choice").is_none());
+}

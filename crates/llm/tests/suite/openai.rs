@@ -359,3 +359,42 @@ async fn a_required_tool_call_is_sent_as_tool_choice_required() {
     );
     assert_eq!(requests[1].body["tool_choice"], "required");
 }
+
+#[tokio::test]
+async fn a_choice_among_some_tools_sends_only_those_and_names_a_single_one() {
+    let server = MockServer::start(vec![
+        Reply::sse(&fixture("openai/tool_calls.sse")),
+        Reply::sse(&fixture("openai/tool_calls.sse")),
+    ])
+    .await;
+    let p = provider(&server, "");
+    let tool = |name: &str| ToolSpec {
+        name: name.into(),
+        description: format!("{name} tool"),
+        parameters: json!({"type": "object"}),
+    };
+    let mut req = hello();
+    req.tools = vec![tool("read_file"), tool("edit_file"), tool("write_file")];
+    req.tool_choice = trellis_llm::ToolChoice::OneOf(vec!["edit_file".into(), "shell".into()]);
+    p.complete(req.clone(), CancellationToken::new())
+        .await
+        .unwrap();
+    req.tool_choice = trellis_llm::ToolChoice::OneOf(vec!["edit_file".into(), "write_file".into()]);
+    p.complete(req, CancellationToken::new()).await.unwrap();
+    let requests = server.requests();
+    let names = |i: usize| -> Vec<String> {
+        requests[i].body["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["function"]["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(names(0), ["edit_file"]);
+    assert_eq!(
+        requests[0].body["tool_choice"],
+        json!({"type": "function", "function": {"name": "edit_file"}})
+    );
+    assert_eq!(names(1), ["edit_file", "write_file"]);
+    assert_eq!(requests[1].body["tool_choice"], "required");
+}
