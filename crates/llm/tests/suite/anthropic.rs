@@ -6,7 +6,7 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use trellis_llm::{Error, FinishReason, Message, ModelProvider, ToolSpec};
 
-use super::mock::{MockServer, Reply, fixture, hello, profile};
+use super::mock::{MockServer, Reply, fixture, hello, profile, sent_tools, tools};
 use super::recorded::{expected_usage, recorded_text, recording, replay, usage_tuple};
 
 fn provider(server: &MockServer, extra: &str) -> Arc<dyn ModelProvider> {
@@ -227,13 +227,8 @@ async fn a_choice_among_some_tools_sends_only_those_unless_thinking_is_on() {
     ])
     .await;
     let p = provider(&server, "");
-    let tool = |name: &str| ToolSpec {
-        name: name.into(),
-        description: format!("{name} tool"),
-        parameters: json!({"type": "object"}),
-    };
     let mut req = hello();
-    req.tools = vec![tool("read_file"), tool("edit_file"), tool("write_file")];
+    req.tools = tools(&["read_file", "edit_file", "write_file"]);
     req.tool_choice = trellis_llm::ToolChoice::OneOf(vec!["edit_file".into()]);
     p.complete(req.clone(), CancellationToken::new())
         .await
@@ -245,14 +240,7 @@ async fn a_choice_among_some_tools_sends_only_those_unless_thinking_is_on() {
     req.thinking_budget = Some(1024);
     p.complete(req, CancellationToken::new()).await.unwrap();
     let requests = server.requests();
-    let names = |i: usize| -> Vec<String> {
-        requests[i].body["tools"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|t| t["name"].as_str().unwrap().to_owned())
-            .collect()
-    };
+    let names = |i: usize| sent_tools(&requests[i].body, "/name");
     assert_eq!(names(0), ["edit_file"]);
     assert_eq!(
         requests[0].body["tool_choice"],

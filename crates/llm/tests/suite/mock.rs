@@ -261,3 +261,29 @@ pub fn hello() -> trellis_llm::ChatRequest {
         trellis_llm::Message::user("Hi"),
     ])
 }
+
+/// Tool specs named `names` ("NAME tool", an object of arguments).
+pub fn tools(names: &[&str]) -> Vec<trellis_llm::ToolSpec> {
+    names
+        .iter()
+        .map(|name| trellis_llm::ToolSpec {
+            name: (*name).into(),
+            description: format!("{name} tool"),
+            parameters: serde_json::json!({"type": "object"}),
+        })
+        .collect()
+}
+
+/// The names of the tools a request body sends; `pointer` finds a tool's name in its entry
+/// (`/function/name` on the OpenAI wire, `/name` on Anthropic's).
+pub fn sent_tools(body: &Value, pointer: &str) -> Vec<String> {
+    body["tools"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|t| t.pointer(pointer).and_then(Value::as_str))
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default()
+}

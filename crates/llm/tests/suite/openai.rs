@@ -11,7 +11,7 @@ use trellis_llm::{
     ToolSpec, complete_structured,
 };
 
-use super::mock::{MockServer, Reply, fixture, hello, profile};
+use super::mock::{MockServer, Reply, fixture, hello, profile, sent_tools, tools};
 use super::recorded::{expected_usage, recorded_text, recording, replay, usage_tuple};
 
 fn provider(server: &MockServer, extra: &str) -> Arc<dyn ModelProvider> {
@@ -368,13 +368,8 @@ async fn a_choice_among_some_tools_sends_only_those_and_names_a_single_one() {
     ])
     .await;
     let p = provider(&server, "");
-    let tool = |name: &str| ToolSpec {
-        name: name.into(),
-        description: format!("{name} tool"),
-        parameters: json!({"type": "object"}),
-    };
     let mut req = hello();
-    req.tools = vec![tool("read_file"), tool("edit_file"), tool("write_file")];
+    req.tools = tools(&["read_file", "edit_file", "write_file"]);
     req.tool_choice = trellis_llm::ToolChoice::OneOf(vec!["edit_file".into(), "shell".into()]);
     p.complete(req.clone(), CancellationToken::new())
         .await
@@ -382,14 +377,7 @@ async fn a_choice_among_some_tools_sends_only_those_and_names_a_single_one() {
     req.tool_choice = trellis_llm::ToolChoice::OneOf(vec!["edit_file".into(), "write_file".into()]);
     p.complete(req, CancellationToken::new()).await.unwrap();
     let requests = server.requests();
-    let names = |i: usize| -> Vec<String> {
-        requests[i].body["tools"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|t| t["function"]["name"].as_str().unwrap().to_owned())
-            .collect()
-    };
+    let names = |i: usize| sent_tools(&requests[i].body, "/function/name");
     assert_eq!(names(0), ["edit_file"]);
     assert_eq!(
         requests[0].body["tool_choice"],
