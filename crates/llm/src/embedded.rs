@@ -43,10 +43,11 @@ use crate::download::Builtin;
 use crate::provider::{ChatStream, ModelProvider, ProviderInfo, ProviderKind, spawn_stream};
 use crate::structured::schema_instruction;
 use crate::tokens::TokenCount;
-use crate::types::{ChatRequest, Message, Role};
+use crate::types::{ChatRequest, Message, Role, ToolSpec};
 use crate::{Error, Result};
 
 pub mod native;
+mod order;
 mod sample;
 mod worker;
 
@@ -311,8 +312,9 @@ fn grammar_of(schema: &str) -> Result<String> {
 /// The text is written by hand because llama.cpp's converter keeps an object's keys in the
 /// order the schema lists them, and the grammar makes the model write them in that order: a
 /// tool call must name the tool before its arguments (sorted keys would put `arguments`
-/// first, making the model choose the arguments' shape before the tool). Everything inside
-/// is canonical (sorted) so the grammar is the same for the same request.
+/// first, making the model choose the arguments' shape before the tool), and the arguments in
+/// their writing order ([`order`]: required ones first, as listed). Everything else is
+/// canonical (sorted) so the grammar is the same for the same request.
 fn tools_schema(request: &ChatRequest) -> Result<(String, String)> {
     let canonical = |v: &Value| to_canonical_string(v).map_err(embedded);
     let mut alternatives = Vec::with_capacity(request.tools.len() + 1);
@@ -322,7 +324,7 @@ fn tools_schema(request: &ChatRequest) -> Result<(String, String)> {
             "{{\"type\":\"object\",\"properties\":{{\"tool\":{{\"const\":{}}},\"arguments\":{}}},\
              \"required\":[\"tool\",\"arguments\"]}}",
             canonical(&Value::String(t.name.clone()))?,
-            canonical(&t.parameters)?
+            serde_json::to_string(&order::schema(&t.parameters)).map_err(embedded)?
         ));
     }
     // The instruction is the same whether or not a call is required (the grammar alone
@@ -371,7 +373,7 @@ fn tools_schema(request: &ChatRequest) -> Result<(String, String)> {
         }
         instruction.push_str(&format!(
             "Arguments schema: {}",
-            to_canonical_string(&t.parameters).unwrap_or_default()
+            serde_json::to_string(&order::schema(&t.parameters)).unwrap_or_default()
         ));
     }
     Ok((
@@ -390,7 +392,7 @@ fn build_job(loaded: &Loaded, request: &ChatRequest, settings: &EmbeddedSettings
         } else {
             Output::Json(grammar_for(&format.schema)?)
         };
-        (output, grammar_pairs(&messages)?)
+        (output, grammar_pairs(&messages, &request.tools)?)
     } else if native {
         let output = if request.tools.is_empty() {
             Output::Text
@@ -403,10 +405,10 @@ fn build_job(loaded: &Loaded, request: &ChatRequest, settings: &EmbeddedSettings
         crate::openai::add_instruction(&mut messages, &instruction);
         (
             Output::Tools(grammar_of(&schema)?),
-            grammar_pairs(&messages)?,
+            grammar_pairs(&messages, &request.tools)?,
         )
     } else {
-        (Output::Text, grammar_pairs(&messages)?)
+        (Output::Text, grammar_pairs(&messages, &request.tools)?)
     };
     Ok(Job {
         prompt: render(loaded, &pairs)?,
@@ -420,8 +422,17 @@ fn build_job(loaded: &Loaded, request: &ChatRequest, settings: &EmbeddedSettings
 /// The role/content pairs of `messages` in the grammar format: a past call written as the
 /// grammar makes the model write it (`{"tool": NAME, "arguments": {…}}`, name first; several
 /// as an array), a tool result as a user turn.
-fn grammar_pairs(messages: &[Message]) -> Result<Vec<(&'static str, String)>> {
+fn grammar_pairs(messages: &[Message], tools: &[ToolSpec]) -> Result<Vec<(&'static str, String)>> {
     let canonical = |v: &Value| to_canonical_string(v).map_err(embedded);
+    // Arguments as the grammar has the model write them (so the cached prefix holds too).
+    let arguments = |name: &str, args: &Value| -> Result<String> {
+        match tools.iter().find(|t| t.name == name) {
+            Some(t) => {
+                serde_json::to_string(&order::arguments(args, &t.parameters)).map_err(embedded)
+            }
+            None => canonical(args),
+        }
+    };
     messages
         .iter()
         .map(|m| {
@@ -442,7 +453,7 @@ fn grammar_pairs(messages: &[Message]) -> Result<Vec<(&'static str, String)>> {
                             Ok(format!(
                                 "{{\"tool\":{},\"arguments\":{}}}",
                                 canonical(&Value::String(c.name.clone()))?,
-                                canonical(&c.arguments_json().unwrap_or(Value::Null))?
+                                arguments(&c.name, &c.arguments_json().unwrap_or(Value::Null))?
                             ))
                         })
                         .collect::<Result<Vec<String>>>()?;
@@ -483,7 +494,6 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
-    use crate::types::ToolSpec;
 
     /// A schema of two required properties inserted `zeta` first (not sorted).
     fn unsorted_schema() -> Value {
@@ -505,10 +515,11 @@ mod tests {
     }
 
     #[test]
-    fn grammars_and_tool_prompts_take_keys_sorted_whatever_the_map_order() {
+    fn grammars_and_tool_prompts_take_keys_in_a_fixed_order_whatever_the_map_order() {
         // The grammar fixes the order the model writes keys in: sorted, not insertion order.
         let grammar = grammar_for(&unsorted_schema()).unwrap();
         assert!(before(&grammar, "alpha-kv", "zeta-kv"), "{grammar}");
+        // A tool's arguments: required ones first, as listed (`zeta`, `alpha`).
 
         let request = ChatRequest {
             tools: vec![ToolSpec {
@@ -520,7 +531,7 @@ mod tests {
         };
         let (schema, instruction) = tools_schema(&request).unwrap();
         assert!(
-            before(&instruction, "\"alpha\"", "\"zeta\""),
+            before(&instruction, "\"zeta\"", "\"alpha\""),
             "{instruction}"
         );
         assert!(
@@ -528,7 +539,7 @@ mod tests {
             "{instruction}"
         );
         let grammar = grammar_of(&schema).unwrap();
-        assert!(before(&grammar, "alpha-kv", "zeta-kv"), "{grammar}");
+        assert!(before(&grammar, "zeta-kv", "alpha-kv"), "{grammar}");
         // A call names its tool before its arguments.
         assert!(before(&grammar, "tool-kv", "arguments-kv"), "{grammar}");
         assert!(grammar.contains("answer-kv"), "{grammar}");
@@ -652,7 +663,7 @@ mod tests {
             tool_calls: vec![call("grep"), call("read_file")],
             ..Message::assistant("")
         };
-        let pairs = grammar_pairs(&[one, two, Message::tool_result("c", "ok")]).unwrap();
+        let pairs = grammar_pairs(&[one, two, Message::tool_result("c", "ok")], &[]).unwrap();
         assert_eq!(
             pairs[0],
             (
@@ -666,6 +677,28 @@ mod tests {
             pairs[1]
         );
         assert_eq!(pairs[2], ("user", "Result of tool call c:\nok".to_string()));
+        // A call of a known tool: its arguments in the order its grammar has them written.
+        let tool = ToolSpec {
+            name: "read_file".into(),
+            description: String::new(),
+            parameters: unsorted_schema(),
+        };
+        let pairs = grammar_pairs(&[pairs_one()], &[tool]).unwrap();
+        assert_eq!(
+            pairs[0].1,
+            "{\"tool\":\"read_file\",\"arguments\":{\"zeta\":1,\"alpha\":2}}"
+        );
+    }
+
+    fn pairs_one() -> Message {
+        Message {
+            tool_calls: vec![crate::types::ToolCall {
+                id: "c".into(),
+                name: "read_file".into(),
+                arguments: "{\"alpha\":2,\"zeta\":1}".into(),
+            }],
+            ..Message::assistant("")
+        }
     }
 
     #[test]
