@@ -391,11 +391,8 @@ impl AgentRun {
                          or say why none is needed",
                     );
                     st.messages.push(message);
-                    st.messages.push(Message::user(if self.role.force_edit {
-                        stuck::UNBACKED_EDIT
-                    } else {
-                        stuck::UNBACKED
-                    }));
+                    st.messages
+                        .push(Message::user(stuck::question(self.role.force_edit)));
                     continue;
                 }
                 return self.finish(st, completion.text, None).await;

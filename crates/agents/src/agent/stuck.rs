@@ -75,6 +75,11 @@ with a call of an editing tool, using the code you have been shown.";
 /// offered).
 pub(super) const EDIT_TOOLS: &[&str] = &["edit_file", "multi_edit", "write_file", "apply_patch"];
 
+/// The question an unbacked success gets: [`UNBACKED_EDIT`] for a `force_edit` role.
+pub(super) fn question(force_edit: bool) -> &'static str {
+    if force_edit { UNBACKED_EDIT } else { UNBACKED }
+}
+
 /// Whether `m` is the question [`unbacked_success`] leads to.
 pub(super) fn is_unbacked_question(m: &Message) -> bool {
     m.role == Role::User && (m.content == UNBACKED || m.content == UNBACKED_EDIT)
