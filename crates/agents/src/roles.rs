@@ -219,12 +219,59 @@ fn parse(text: &str, path: &Path) -> Result<RoleSpec> {
             message: "`name` and `role` must not be empty".into(),
         });
     }
+    if spec.force_edit && !spec.changes_files {
+        return Err(Error::Role {
+            path: path.to_path_buf(),
+            message: "`force_edit: true` needs `changes_files: true` (it answers the question \
+                      about a success that changed nothing): set both, or remove force_edit"
+                .into(),
+        });
+    }
+    if spec.force_edit
+        && !spec.tools.is_empty()
+        && !spec.tools.iter().any(|t| EDIT_TOOLS.contains(&t.as_str()))
+    {
+        return Err(Error::Role {
+            path: path.to_path_buf(),
+            message: format!(
+                "`force_edit: true` needs an editing tool in `tools` ({}), or remove force_edit",
+                EDIT_TOOLS.join(", ")
+            ),
+        });
+    }
     Ok(spec)
 }
+
+/// The tools a `force_edit` role's answer to the unbacked-success question may call (those
+/// it is offered).
+pub const EDIT_TOOLS: &[&str] = &["edit_file", "multi_edit", "write_file", "apply_patch"];
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn force_edit_without_what_it_needs_is_refused_naming_the_file() {
+        let path = Path::new("agents/fixer.yaml");
+        let base = "name: fixer\nrole: You fix.\nobjective: Fix it.\nforce_edit: true\n";
+        let err = parse(base, path).unwrap_err().to_string();
+        assert!(
+            err.contains("agents/fixer.yaml") && err.contains("changes_files"),
+            "{err}"
+        );
+        let err = parse(
+            &format!("{base}changes_files: true\ntools: [read_file]\n"),
+            path,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("editing tool"), "{err}");
+        let ok = parse(
+            &format!("{base}changes_files: true\ntools: [edit_file]\n"),
+            path,
+        );
+        assert!(ok.is_ok_and(|r| r.force_edit));
+    }
 
     #[test]
     fn builtin_roles_parse_and_cover_the_seed_agents() {

@@ -200,17 +200,19 @@ impl ToolChoice {
         match self {
             Self::Auto => false,
             Self::Required => !tools.is_empty(),
-            Self::OneOf(_) => !self.callable(tools).is_empty(),
+            Self::OneOf(names) => tools.iter().any(|t| names.contains(&t.name)),
         }
     }
 
-    /// The tools of `tools` an answer may call: all of them, or those
-    /// [`ToolChoice::OneOf`] names (in `tools`' order).
+    /// The tools of `tools` an answer may call: those [`ToolChoice::OneOf`] names (in
+    /// `tools`' order), or all of them — also when it names none of them.
     pub fn callable<'a>(&self, tools: &'a [ToolSpec]) -> Vec<&'a ToolSpec> {
-        match self {
-            Self::OneOf(names) => tools.iter().filter(|t| names.contains(&t.name)).collect(),
-            _ => tools.iter().collect(),
+        if let Self::OneOf(names) = self
+            && self.requires_call(tools)
+        {
+            return tools.iter().filter(|t| names.contains(&t.name)).collect();
         }
+        tools.iter().collect()
     }
 }
 

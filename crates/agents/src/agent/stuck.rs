@@ -71,10 +71,6 @@ pub(super) const UNBACKED_EDIT: &str = "You reported success, but no call that c
 files succeeded in this activation: nothing has changed yet. Make the change now: answer \
 with a call of an editing tool, using the code you have been shown.";
 
-/// The tools a `force_edit` role's answer to [`UNBACKED_EDIT`] may call (those it is
-/// offered).
-pub(super) const EDIT_TOOLS: &[&str] = &["edit_file", "multi_edit", "write_file", "apply_patch"];
-
 /// The question an unbacked success gets: [`UNBACKED_EDIT`] for a `force_edit` role.
 pub(super) fn question(force_edit: bool) -> &'static str {
     if force_edit { UNBACKED_EDIT } else { UNBACKED }

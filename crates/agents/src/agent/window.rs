@@ -57,7 +57,7 @@ impl AgentRun {
     /// call it is free to report.
     ///
     /// A `force_edit` role answers the question about an unbacked report of success with
-    /// an edit ([`super::stuck::EDIT_TOOLS`]).
+    /// an edit ([`crate::roles::EDIT_TOOLS`]).
     pub(super) fn tool_choice(&self, st: &Saved) -> ToolChoice {
         let asked = st
             .messages
@@ -65,7 +65,7 @@ impl AgentRun {
             .is_some_and(super::stuck::is_unbacked_question);
         if self.role.force_edit && asked {
             ToolChoice::OneOf(
-                super::stuck::EDIT_TOOLS
+                crate::roles::EDIT_TOOLS
                     .iter()
                     .map(|t| (*t).to_owned())
                     .collect(),

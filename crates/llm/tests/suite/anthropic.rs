@@ -190,64 +190,55 @@ async fn a_529_then_a_cut_stream() {
     assert_eq!(server.requests().len(), 2);
 }
 
+/// `tool_choice` on Anthropic's wire, for each choice, with and without thinking (which
+/// refuses a forced tool: then nothing is forced and every tool stays offered).
 #[tokio::test]
-async fn a_required_tool_call_is_any_tool_unless_thinking_is_on() {
-    let server = MockServer::start(vec![
-        replay("anthropic", "text"),
-        replay("anthropic", "text"),
-    ])
-    .await;
+async fn tool_choices_are_any_or_a_named_tool_with_only_the_callable_tools_unless_thinking() {
+    use trellis_llm::ToolChoice;
+    let one_of = |names: &[&str]| ToolChoice::OneOf(names.iter().map(|n| (*n).into()).collect());
+    let all = ["read_file", "edit_file", "write_file"];
+    let cases = [
+        (ToolChoice::Auto, None, &all[..], None),
+        (
+            ToolChoice::Required,
+            None,
+            &all[..],
+            Some(json!({"type": "any"})),
+        ),
+        (ToolChoice::Required, Some(1024), &all[..], None),
+        (
+            one_of(&["edit_file"]),
+            None,
+            &["edit_file"][..],
+            Some(json!({"type": "tool", "name": "edit_file"})),
+        ),
+        (
+            one_of(&["edit_file", "write_file"]),
+            None,
+            &["edit_file", "write_file"][..],
+            Some(json!({"type": "any"})),
+        ),
+        (
+            one_of(&["edit_file", "write_file"]),
+            Some(1024),
+            &all[..],
+            None,
+        ),
+        (one_of(&["shell"]), None, &all[..], None),
+    ];
+    let replies = cases.iter().map(|_| replay("anthropic", "text")).collect();
+    let server = MockServer::start(replies).await;
     let p = provider(&server, "");
-    let mut req = hello();
-    req.tools = vec![ToolSpec {
-        name: "read_file".into(),
-        description: "Read a file".into(),
-        parameters: json!({"type": "object", "properties": {"path": {"type": "string"}}}),
-    }];
-    req.tool_choice = trellis_llm::ToolChoice::Required;
-    p.complete(req.clone(), CancellationToken::new())
-        .await
-        .unwrap();
-    req.thinking_budget = Some(1024);
-    p.complete(req, CancellationToken::new()).await.unwrap();
-    let requests = server.requests();
-    assert_eq!(requests[0].body["tool_choice"], json!({"type": "any"}));
-    assert!(
-        requests[1].body.get("tool_choice").is_none(),
-        "Anthropic refuses a forced tool with thinking"
-    );
-}
-
-#[tokio::test]
-async fn a_choice_among_some_tools_sends_only_those_unless_thinking_is_on() {
-    let server = MockServer::start(vec![
-        replay("anthropic", "text"),
-        replay("anthropic", "text"),
-        replay("anthropic", "text"),
-    ])
-    .await;
-    let p = provider(&server, "");
-    let mut req = hello();
-    req.tools = tools(&["read_file", "edit_file", "write_file"]);
-    req.tool_choice = trellis_llm::ToolChoice::OneOf(vec!["edit_file".into()]);
-    p.complete(req.clone(), CancellationToken::new())
-        .await
-        .unwrap();
-    req.tool_choice = trellis_llm::ToolChoice::OneOf(vec!["edit_file".into(), "write_file".into()]);
-    p.complete(req.clone(), CancellationToken::new())
-        .await
-        .unwrap();
-    req.thinking_budget = Some(1024);
-    p.complete(req, CancellationToken::new()).await.unwrap();
-    let requests = server.requests();
-    let names = |i: usize| sent_tools(&requests[i].body, "/name");
-    assert_eq!(names(0), ["edit_file"]);
-    assert_eq!(
-        requests[0].body["tool_choice"],
-        json!({"type": "tool", "name": "edit_file"})
-    );
-    assert_eq!(names(1), ["edit_file", "write_file"]);
-    assert_eq!(requests[1].body["tool_choice"], json!({"type": "any"}));
-    assert_eq!(names(2).len(), 3, "nothing is forced with thinking");
-    assert!(requests[2].body.get("tool_choice").is_none());
+    for (choice, thinking, _, _) in &cases {
+        let mut req = hello();
+        req.tools = tools(&all);
+        req.tool_choice = choice.clone();
+        req.thinking_budget = *thinking;
+        p.complete(req, CancellationToken::new()).await.unwrap();
+    }
+    for ((choice, thinking, sent, wire), r) in cases.iter().zip(server.requests()) {
+        let case = format!("{choice:?}, thinking {thinking:?}");
+        assert_eq!(sent_tools(&r.body, "/name"), *sent, "{case}");
+        assert_eq!(r.body.get("tool_choice"), wire.as_ref(), "{case}");
+    }
 }

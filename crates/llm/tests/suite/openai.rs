@@ -333,56 +333,44 @@ async fn cancellation_is_an_error() {
     assert!(matches!(err, Error::Cancelled), "{err}");
 }
 
+/// `tool_choice` on the wire, for each choice: what is sent as `tools` and `tool_choice`.
 #[tokio::test]
-async fn a_required_tool_call_is_sent_as_tool_choice_required() {
-    let server = MockServer::start(vec![
-        Reply::sse(&fixture("openai/tool_calls.sse")),
-        Reply::sse(&fixture("openai/tool_calls.sse")),
-    ])
-    .await;
+async fn tool_choices_are_sent_as_required_or_a_named_function_with_only_the_callable_tools() {
+    use trellis_llm::ToolChoice;
+    let one_of = |names: &[&str]| ToolChoice::OneOf(names.iter().map(|n| (*n).into()).collect());
+    let all = ["read_file", "edit_file", "write_file"];
+    let cases = [
+        // Auto is the server's default: not sent.
+        (ToolChoice::Auto, &all[..], None),
+        (ToolChoice::Required, &all[..], Some(json!("required"))),
+        // Names not offered are ignored; a single callable tool is named.
+        (
+            one_of(&["edit_file", "shell"]),
+            &["edit_file"][..],
+            Some(json!({"type": "function", "function": {"name": "edit_file"}})),
+        ),
+        (
+            one_of(&["edit_file", "write_file"]),
+            &["edit_file", "write_file"][..],
+            Some(json!("required")),
+        ),
+        // None of the names offered: as Auto, every tool stays.
+        (one_of(&["shell"]), &all[..], None),
+    ];
+    let replies = cases
+        .iter()
+        .map(|_| Reply::sse(&fixture("openai/tool_calls.sse")))
+        .collect();
+    let server = MockServer::start(replies).await;
     let p = provider(&server, "");
-    let mut req = hello();
-    req.tools = vec![ToolSpec {
-        name: "read_file".into(),
-        description: "Read a file".into(),
-        parameters: json!({"type": "object", "properties": {"path": {"type": "string"}}}),
-    }];
-    p.complete(req.clone(), CancellationToken::new())
-        .await
-        .unwrap();
-    req.tool_choice = trellis_llm::ToolChoice::Required;
-    p.complete(req, CancellationToken::new()).await.unwrap();
-    let requests = server.requests();
-    assert!(
-        requests[0].body.get("tool_choice").is_none(),
-        "auto is the server's default"
-    );
-    assert_eq!(requests[1].body["tool_choice"], "required");
-}
-
-#[tokio::test]
-async fn a_choice_among_some_tools_sends_only_those_and_names_a_single_one() {
-    let server = MockServer::start(vec![
-        Reply::sse(&fixture("openai/tool_calls.sse")),
-        Reply::sse(&fixture("openai/tool_calls.sse")),
-    ])
-    .await;
-    let p = provider(&server, "");
-    let mut req = hello();
-    req.tools = tools(&["read_file", "edit_file", "write_file"]);
-    req.tool_choice = trellis_llm::ToolChoice::OneOf(vec!["edit_file".into(), "shell".into()]);
-    p.complete(req.clone(), CancellationToken::new())
-        .await
-        .unwrap();
-    req.tool_choice = trellis_llm::ToolChoice::OneOf(vec!["edit_file".into(), "write_file".into()]);
-    p.complete(req, CancellationToken::new()).await.unwrap();
-    let requests = server.requests();
-    let names = |i: usize| sent_tools(&requests[i].body, "/function/name");
-    assert_eq!(names(0), ["edit_file"]);
-    assert_eq!(
-        requests[0].body["tool_choice"],
-        json!({"type": "function", "function": {"name": "edit_file"}})
-    );
-    assert_eq!(names(1), ["edit_file", "write_file"]);
-    assert_eq!(requests[1].body["tool_choice"], "required");
+    for (choice, _, _) in &cases {
+        let mut req = hello();
+        req.tools = tools(&all);
+        req.tool_choice = choice.clone();
+        p.complete(req, CancellationToken::new()).await.unwrap();
+    }
+    for ((choice, sent, wire), r) in cases.iter().zip(server.requests()) {
+        assert_eq!(sent_tools(&r.body, "/function/name"), *sent, "{choice:?}");
+        assert_eq!(r.body.get("tool_choice"), wire.as_ref(), "{choice:?}");
+    }
 }
