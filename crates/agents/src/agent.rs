@@ -25,6 +25,7 @@
 //!   one structured call (a turn too) asks for the report (grammar-constrained on the
 //!   embedded model).
 
+mod blocks;
 mod budget;
 mod calls;
 mod events;
@@ -294,35 +295,14 @@ impl AgentRun {
             ControlFlow::Break(out) => return Ok(out),
         };
         while st.turns < self.max_turns {
-            if let Some(calls) = stuck::repeated_calls(&st.messages) {
-                self.note(
-                    &mut st,
-                    format!(
-                        "the model made the same tool calls with the same results {} turns in \
-                         a row ({}); asking for the report",
-                        stuck::REPEATS,
-                        crate::compress::truncate_chars(&calls, 200)
-                    ),
-                );
-                return self
-                    .finish(
-                        st,
-                        String::new(),
-                        Some(
-                            "You made the same tool calls with the same results several times \
-                             in a row; calling them again cannot help. ",
-                        ),
-                    )
-                    .await;
+            if let Some(why) = self.stuck(&mut st) {
+                return self.finish(st, String::new(), Some(why)).await;
             }
             let turn = st.next_turn;
             self.deliver(&mut st, turn, inbox::drain(&mut inbox));
             let request = ChatRequest {
                 tools: self.offered_tools(&st),
-                // The final answer is the report itself where the provider can hold it to
-                // the schema (no second call to get it); a conversation answers in prose.
-                final_format: (!self.free_text)
-                    .then(trellis_llm::structured::response_format::<StageReport>),
+                final_format: self.final_format(),
                 tool_choice: self.tool_choice(&st),
                 ..ChatRequest::new(st.messages.clone())
             };
@@ -337,7 +317,7 @@ impl AgentRun {
             );
             // Safe predicted calls run while the model thinks: ready when it asks.
             let (completion, ()) = tokio::join!(self.turn(request, turn), self.speculate(&mut st));
-            let completion = match completion {
+            let mut completion = match completion {
                 Ok(c) => c,
                 Err(e) => {
                     self.emit(
@@ -358,6 +338,7 @@ impl AgentRun {
             };
             st.turns += 1;
             st.usage.add(&completion.usage);
+            let written = self.take_blocks(&st, &mut completion, turn);
             let message = completion.to_message();
             self.emit(
                 &mut st,
@@ -368,6 +349,11 @@ impl AgentRun {
                 },
             );
             if completion.tool_calls.is_empty() {
+                let unapplied = written.as_ref().and_then(|w| self.blocks_outcome(&st, w));
+                if let Some(tell) = unapplied.filter(|_| st.turns < self.max_turns) {
+                    st.messages.extend([message, tell]);
+                    continue;
+                }
                 // Messages that arrived during the final answer: let the model act on them
                 // while it has turns left.
                 if st.turns < self.max_turns {
@@ -391,8 +377,7 @@ impl AgentRun {
                          or say why none is needed",
                     );
                     st.messages.push(message);
-                    st.messages
-                        .push(Message::user(stuck::question(self.role.force_edit)));
+                    st.messages.push(Message::user(stuck::question(&self.role)));
                     continue;
                 }
                 return self.finish(st, completion.text, None).await;
@@ -403,6 +388,12 @@ impl AgentRun {
                 .await?
             {
                 return Ok(out);
+            }
+            if let Some(w) = written {
+                match self.blocks_outcome(&st, &w) {
+                    Some(tell) => st.messages.push(tell),
+                    None => return Ok(self.edited(st, &w)),
+                }
             }
         }
         self.note(

@@ -9,7 +9,7 @@ use trellis_llm::structured::schema_of;
 use trellis_protocol::canonical::to_canonical_string;
 
 use crate::output::StageReport;
-use crate::roles::RoleSpec;
+use crate::roles::{EDIT_TOOLS, EditFormat, RoleSpec};
 
 /// One kind of context message.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -42,10 +42,36 @@ impl ContextKind {
     }
 }
 
-/// The system prompt of `role`, offering `tools` (name, description).
+/// The system prompt of `role`, offering `tools` (name, description). A role with
+/// `edit_format: blocks` is not offered the editing tools: its answers carry its edits as
+/// blocks ([`blocks_instruction`]).
 pub fn system_prompt(role: &RoleSpec, tools: &[(String, String)]) -> String {
+    if role.edit_format == EditFormat::Blocks {
+        let offered: Vec<(String, String)> = tools
+            .iter()
+            .filter(|(name, _)| !EDIT_TOOLS.contains(&name.as_str()))
+            .cloned()
+            .collect();
+        return prompt_with(role, &offered, Some(BLOCKS_INSTRUCTION));
+    }
     prompt_with(role, tools, Some(&output_instruction()))
 }
+
+/// How a `blocks` role answers.
+pub const BLOCKS_INSTRUCTION: &str = "Answer with one sentence saying what is wrong and how \
+you fix it, then the change as one or more edit blocks, each in this form:
+
+<the file's path, as shown with its code>
+<<<<<<< SEARCH
+    the lines to replace, copied exactly from the code you were shown
+=======
+    the lines that replace them
+>>>>>>> REPLACE
+
+The SEARCH part must be whole lines of the file, character for character, indentation \
+included, and enough of them to be found only once. Change only what the task needs. If \
+the change cannot be made from the code you were shown, say why in one sentence and write \
+no block.";
 
 /// The system prompt of a conversational role (channel sessions): like [`system_prompt`],
 /// answering in prose instead of a typed report.

@@ -74,6 +74,7 @@ pub const BUILTIN_ROLES: &[(&str, &str)] = &[
         include_str!("../roles/implementor.yaml"),
     ),
     ("qa.yaml", include_str!("../roles/qa.yaml")),
+    ("fixer.yaml", include_str!("../roles/fixer.yaml")),
     ("assessor.yaml", include_str!("../roles/assessor.yaml")),
 ];
 
@@ -126,6 +127,24 @@ pub struct RoleSpec {
     /// instead of a report again. For a model that otherwise repeats the claim.
     #[serde(default)]
     pub force_edit: bool,
+    /// How the role writes its edits: `tools` (calls of the editing tools, the default) or
+    /// `blocks` (SEARCH/REPLACE blocks in the answer's text, which the runtime applies as
+    /// `edit_file` calls; for a small model, which copies code into blocks more reliably
+    /// than into a JSON string, and answers in free text without a tool grammar).
+    #[serde(default)]
+    pub edit_format: EditFormat,
+}
+
+/// How a role writes its edits (`edit_format`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EditFormat {
+    /// Calls of the editing tools.
+    #[default]
+    Tools,
+    /// SEARCH/REPLACE blocks in the answer, applied as `edit_file` calls: the editing tools
+    /// are not offered to the model, and its answers are free text.
+    Blocks,
 }
 
 fn default_model_role() -> String {
@@ -239,8 +258,32 @@ fn parse(text: &str, path: &Path) -> Result<RoleSpec> {
             ),
         });
     }
+    if spec.edit_format == EditFormat::Blocks {
+        let problem = if spec.force_edit {
+            Some(
+                "`edit_format: blocks` and `force_edit: true` do not go together (a blocks role \
+                  is offered no editing tool to be forced to): remove one"
+                    .to_owned(),
+            )
+        } else if !spec.tools.is_empty() && !spec.tools.iter().any(|t| t == BLOCKS_TOOL) {
+            Some(format!(
+                "`edit_format: blocks` applies the blocks with `{BLOCKS_TOOL}`: add it to `tools`"
+            ))
+        } else {
+            None
+        };
+        if let Some(message) = problem {
+            return Err(Error::Role {
+                path: path.to_path_buf(),
+                message,
+            });
+        }
+    }
     Ok(spec)
 }
+
+/// `edit_format: blocks` writes its edits through this tool, which the role must list.
+pub const BLOCKS_TOOL: &str = "edit_file";
 
 /// The tools a `force_edit` role's answer to the unbacked-success question may call (those
 /// it is offered).
@@ -271,6 +314,33 @@ mod tests {
             path,
         );
         assert!(ok.is_ok_and(|r| r.force_edit));
+    }
+
+    #[test]
+    fn blocks_without_edit_file_or_with_force_edit_are_refused_naming_the_file() {
+        let path = Path::new("agents/fixer.yaml");
+        let base = "name: fixer\nrole: You fix.\nobjective: Fix it.\nedit_format: blocks\n";
+        let err = parse(&format!("{base}tools: [read_file]\n"), path)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("agents/fixer.yaml") && err.contains("add it to `tools`"),
+            "{err}"
+        );
+        let err = parse(
+            &format!("{base}tools: [edit_file]\nchanges_files: true\nforce_edit: true\n"),
+            path,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("do not go together"), "{err}");
+        let ok = parse(&format!("{base}tools: [edit_file]\n"), path);
+        assert!(ok.is_ok_and(|r| r.edit_format == EditFormat::Blocks));
+        let bad = parse(
+            &format!("{base}tools: [edit_file]\n").replace("blocks", "diff"),
+            path,
+        );
+        assert!(bad.is_err());
     }
 
     #[test]

@@ -1,4 +1,5 @@
 mod agent_loop;
+mod blocks;
 mod budget;
 mod compress;
 mod context;

@@ -219,6 +219,7 @@ async fn once(
             changes_files: false,
             tool_first: false,
             force_edit: false,
+            edit_format: Default::default(),
         },
         provider: model.clone(),
         tools: Arc::new(registry(tool_ms, &tool_calls)),

@@ -12,7 +12,7 @@ use crate::schema::Workflow;
 use crate::validate::{ConfigCheck, load_str};
 
 /// The built-in workflows (`workflows/` at the top of the repository), file name and text.
-pub const BUILTINS: [(&str, &str); 5] = [
+pub const BUILTINS: [(&str, &str); 6] = [
     (
         "feature_with_iterative_testing.yaml",
         include_str!("../../../workflows/feature_with_iterative_testing.yaml"),
@@ -32,6 +32,10 @@ pub const BUILTINS: [(&str, &str); 5] = [
     (
         "task_tree.yaml",
         include_str!("../../../workflows/task_tree.yaml"),
+    ),
+    (
+        "bug_fix.yaml",
+        include_str!("../../../workflows/bug_fix.yaml"),
     ),
 ];
 

@@ -5,8 +5,8 @@
 //! same results, turn after turn. Small models do this (a mistyped path asked for again and
 //! again until the turn limit, each turn costing a full answer's decode); nothing new can
 //! come of another identical turn, so the agent stops calling tools and reports.
-//! (OpenHands' stuck detector watches for the same action and observation repeated; this is
-//! its first case.)
+//! (OpenHands' stuck detector watches for the same action and observation repeated, and for
+//! alternating pairs; these are its first two cases.)
 
 use trellis_llm::{Message, Role};
 
@@ -16,10 +16,22 @@ pub(super) const REPEATS: usize = 3;
 /// One turn's calls (name, arguments) and the results they got.
 type Turn<'a> = (Vec<(String, String)>, Vec<&'a str>);
 
+/// Turns of a two-turn cycle (A, B, A, B) that count as stuck.
+pub(super) const CYCLE: usize = 4;
+
+fn line(turn: &Turn<'_>) -> String {
+    turn.0
+        .iter()
+        .map(|(name, args)| format!("{name} {args}"))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
 /// When the conversation ends with [`REPEATS`] turns that made the same tool calls (names
-/// and arguments) and got the same results, the calls as one line (`read_file
-/// {"path":"x"}`); `None` otherwise. A message of the user or another agent between the
-/// turns breaks the repetition (it may have changed the situation).
+/// and arguments) and got the same results, or with a cycle of two such turns repeated
+/// ([`CYCLE`] turns: a failing edit and the same read, again and again), the calls as one
+/// line (`read_file {"path":"x"}`); `None` otherwise. A message of the user or another
+/// agent between the turns breaks the repetition (it may have changed the situation).
 pub(super) fn repeated_calls(messages: &[Message]) -> Option<String> {
     let mut turns: Vec<Turn<'_>> = Vec::new();
     let mut results: Vec<&str> = Vec::new();
@@ -39,25 +51,42 @@ pub(super) fn repeated_calls(messages: &[Message]) -> Option<String> {
                     .collect();
                 results.reverse();
                 turns.push((calls, std::mem::take(&mut results)));
-                if turns.len() == REPEATS {
+                if turns.len() == CYCLE {
                     break;
                 }
             }
             _ => break,
         }
     }
-    let first = turns.first()?;
-    if turns.len() < REPEATS || turns.iter().any(|t| t != first) || !results.is_empty() {
+    if !results.is_empty() {
         return None;
     }
-    Some(
-        first
-            .0
-            .iter()
-            .map(|(name, args)| format!("{name} {args}"))
-            .collect::<Vec<_>>()
-            .join("; "),
-    )
+    // `turns[0]` is the latest.
+    if turns.len() >= REPEATS && turns[..REPEATS].iter().all(|t| *t == turns[0]) {
+        return Some(line(&turns[0]));
+    }
+    (turns.len() == CYCLE && turns[0] == turns[2] && turns[1] == turns[3])
+        .then(|| format!("{}, then {}", line(&turns[1]), line(&turns[0])))
+}
+
+impl super::AgentRun {
+    /// Whether the activation is stuck in a loop ([`repeated_calls`]): then a note for the
+    /// session and what the request for the report says about it.
+    pub(super) fn stuck(&self, st: &mut super::Saved) -> Option<&'static str> {
+        let calls = repeated_calls(&st.messages)?;
+        self.note(
+            st,
+            format!(
+                "the model made the same tool calls with the same results turn after turn \
+                 ({}); asking for the report",
+                crate::compress::truncate_chars(&calls, 200)
+            ),
+        );
+        Some(
+            "You made the same tool calls with the same results several times; calling them \
+             again cannot help. ",
+        )
+    }
 }
 
 /// What a role that changes files is told when it reports success without having changed
@@ -71,14 +100,27 @@ pub(super) const UNBACKED_EDIT: &str = "You reported success, but no call that c
 files succeeded in this activation: nothing has changed yet. Make the change now: answer \
 with a call of an editing tool, using the code you have been shown.";
 
-/// The question an unbacked success gets: [`UNBACKED_EDIT`] for a `force_edit` role.
-pub(super) fn question(force_edit: bool) -> &'static str {
-    if force_edit { UNBACKED_EDIT } else { UNBACKED }
+/// [`UNBACKED`] for an `edit_format: blocks` role, which edits with blocks in its answer.
+pub(super) const UNBACKED_BLOCKS: &str = "You reported success, but no edit block has been \
+applied: nothing has changed yet. If the task needs a change, answer now with edit blocks \
+(the file's path, then <<<<<<< SEARCH, the lines copied exactly from the code you were shown, \
+=======, the new lines, >>>>>>> REPLACE); if it truly needs none, say why in one sentence.";
+
+/// The question an unbacked success gets: [`UNBACKED_EDIT`] for a `force_edit` role,
+/// [`UNBACKED_BLOCKS`] for a `blocks` role.
+pub(super) fn question(role: &crate::roles::RoleSpec) -> &'static str {
+    if role.force_edit {
+        UNBACKED_EDIT
+    } else if role.edit_format == crate::roles::EditFormat::Blocks {
+        UNBACKED_BLOCKS
+    } else {
+        UNBACKED
+    }
 }
 
 /// Whether `m` is the question [`unbacked_success`] leads to.
 pub(super) fn is_unbacked_question(m: &Message) -> bool {
-    m.role == Role::User && (m.content == UNBACKED || m.content == UNBACKED_EDIT)
+    m.role == Role::User && [UNBACKED, UNBACKED_EDIT, UNBACKED_BLOCKS].contains(&m.content.as_str())
 }
 
 /// Whether `answer` (a final answer) claims success without anything to show for it: the
@@ -181,6 +223,16 @@ mod tests {
             repeated_calls(&turns(&["a", "x", "x", "x"])).as_deref(),
             Some(r#"read_file {"path":"x"}"#)
         );
+    }
+
+    #[test]
+    fn a_two_turn_cycle_is_stuck() {
+        assert_eq!(
+            repeated_calls(&turns(&["a", "x", "y", "x", "y"])).as_deref(),
+            Some(r#"read_file {"path":"x"}, then read_file {"path":"y"}"#)
+        );
+        assert_eq!(repeated_calls(&turns(&["x", "y", "x"])), None);
+        assert_eq!(repeated_calls(&turns(&["x", "y", "z", "y"])), None);
     }
 
     #[test]

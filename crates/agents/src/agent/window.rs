@@ -11,6 +11,7 @@ use super::{AgentRun, Saved};
 use crate::context::outputs::{self, READ_TOOL_OUTPUT};
 use crate::context::{Compactor, Limits};
 use crate::error::Result;
+use crate::roles::EditFormat;
 
 impl AgentRun {
     /// The limits of this activation on its model.
@@ -41,6 +42,10 @@ impl AgentRun {
             );
         }
         let mut specs = offer.specs;
+        if self.role.edit_format == EditFormat::Blocks {
+            // Its edits are the blocks in its answers, written in free text.
+            specs.retain(|s| !crate::roles::EDIT_TOOLS.contains(&s.name.as_str()));
+        }
         if self.offers_execute_dag(&specs) && !specs.iter().any(|s| s.name == super::EXECUTE_DAG) {
             specs.push(super::execute_dag_spec(self.env.config.dag.max_steps));
             specs.push(super::replan_dag_spec());
@@ -49,6 +54,14 @@ impl AgentRun {
             specs.push(outputs::read_spec(self.read_max()));
         }
         specs
+    }
+
+    /// The format the final answer is held to: the report itself where the provider can
+    /// hold it to the schema (no second call to get it). A conversation answers in prose,
+    /// and so does a `blocks` role, whose answers carry its edits.
+    pub(super) fn final_format(&self) -> Option<trellis_llm::ResponseFormat> {
+        (!self.free_text && self.role.edit_format != EditFormat::Blocks)
+            .then(trellis_llm::structured::response_format::<crate::output::StageReport>)
     }
 
     /// Whether the model must answer with a tool call: a `tool_first` role calls a tool

@@ -121,6 +121,7 @@ fn role() -> RoleSpec {
         changes_files: false,
         tool_first: false,
         force_edit: false,
+        edit_format: Default::default(),
     }
 }
 
@@ -815,7 +816,7 @@ async fn the_same_call_three_times_in_a_row_ends_in_the_report() {
     assert!(
         notes
             .iter()
-            .any(|n| n.contains(r#"3 turns in a row (count {"n":7})"#)),
+            .any(|n| n.contains(r#"turn after turn (count {"n":7})"#)),
         "{notes:?}"
     );
 }

@@ -94,6 +94,7 @@ fn agent(model: &ScriptedProvider, ws: &TempWorkspace, config: ToolsConfig) -> A
             changes_files: false,
             tool_first: false,
             force_edit: false,
+            edit_format: Default::default(),
         },
         provider: Arc::new(model.clone()),
         tools: Arc::new(registry),

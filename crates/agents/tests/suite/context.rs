@@ -115,6 +115,7 @@ pub fn agent(
             changes_files: false,
             tool_first: false,
             force_edit: false,
+            edit_format: Default::default(),
         },
         provider,
         tools: fx.registry.clone(),

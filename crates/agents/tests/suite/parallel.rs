@@ -134,6 +134,7 @@ pub(crate) fn agent(
             changes_files: false,
             tool_first: false,
             force_edit: false,
+            edit_format: Default::default(),
         },
         provider: Arc::new(provider),
         tools: fx.registry.clone(),

@@ -130,6 +130,7 @@ pub(crate) async fn run_with(
             changes_files: false,
             tool_first: false,
             force_edit: false,
+            edit_format: Default::default(),
         },
         provider: provider.clone(),
         tools: Arc::new(tools),

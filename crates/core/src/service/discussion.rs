@@ -45,6 +45,7 @@ fn role() -> RoleSpec {
         changes_files: false,
         tool_first: false,
         force_edit: false,
+        edit_format: Default::default(),
     }
 }
 

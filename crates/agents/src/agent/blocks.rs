@@ -1,0 +1,547 @@
+//! Edits written as SEARCH/REPLACE blocks in an answer's text (`edit_format: blocks`).
+//!
+//! A small model copies code into a block of plain lines more faithfully than into a JSON
+//! string, and answers in free text without a tool grammar. Each block —
+//!
+//! ```text
+//! path/to/file.py
+//! <<<<<<< SEARCH
+//! the lines to replace
+//! =======
+//! the lines that replace them
+//! >>>>>>> REPLACE
+//! ```
+//!
+//! — is matched against the file and becomes an ordinary `edit_file` call of the assistant
+//! message (recorded, approved, shown in the review and resumed like any other call). The
+//! SEARCH part is matched exactly, then line by line ignoring trailing whitespace, then
+//! ignoring indentation (the replacement re-indented by the difference). A block that
+//! matches nowhere, or more than once, is not applied: the model is told why, with the
+//! file's closest lines to copy from.
+
+use std::path::Path;
+
+use serde_json::json;
+use trellis_llm::{Completion, Message, ToolCall};
+
+use super::{AgentOutcome, AgentReport, AgentRun, Saved};
+use crate::output::StageReport;
+use crate::roles::{BLOCKS_TOOL, EditFormat};
+
+/// One block as written.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Block {
+    /// The file it names (the previous block's when it names none).
+    pub path: Option<String>,
+    /// The lines to replace.
+    pub search: String,
+    /// The lines that replace them.
+    pub replace: String,
+}
+
+/// What an answer's blocks came to: the calls to make and the blocks that cannot be made.
+#[derive(Debug, Default)]
+pub(super) struct Edits {
+    /// One `edit_file` call per block that matched its file once.
+    pub calls: Vec<ToolCall>,
+    /// Why each other block was not applied.
+    pub problems: Vec<String>,
+}
+
+fn marker(line: &str, c: char) -> bool {
+    let t = line.trim();
+    let n = t.chars().take_while(|&x| x == c).count();
+    n >= 5
+        && t[n..]
+            .trim()
+            .chars()
+            .all(|x| x.is_ascii_alphabetic() || x == ' ')
+}
+
+fn is_search(line: &str) -> bool {
+    marker(line, '<')
+}
+
+fn is_divider(line: &str) -> bool {
+    let t = line.trim();
+    t.len() >= 5 && t.chars().all(|c| c == '=')
+}
+
+fn is_replace(line: &str) -> bool {
+    marker(line, '>')
+}
+
+/// The file a line before a block names, if it looks like a path: `path.py`, `` `path.py` ``,
+/// `**path.py**`, `File: path.py`, `# path.py:`.
+fn path_in(line: &str) -> Option<String> {
+    let mut t = line.trim();
+    for prefix in ["#", "File:", "file:", "Path:", "path:"] {
+        t = t.trim_start_matches(prefix).trim();
+    }
+    let t = t
+        .trim_matches(|c| matches!(c, '`' | '*' | '"' | '\'' | ':'))
+        .trim();
+    let plausible = !t.is_empty()
+        && !t.contains(char::is_whitespace)
+        && (t.contains('.') || t.contains('/'))
+        && !t.starts_with("```");
+    plausible.then(|| t.trim_start_matches("./").to_owned())
+}
+
+/// The blocks of `text`, and a problem for each block left open.
+pub(crate) fn parse(text: &str) -> (Vec<Block>, Vec<String>) {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut blocks: Vec<Block> = Vec::new();
+    let mut problems = Vec::new();
+    let mut i = 0;
+    while i < lines.len() {
+        if !is_search(lines[i]) {
+            i += 1;
+            continue;
+        }
+        let named = lines[..i]
+            .iter()
+            .rev()
+            .take(3)
+            .map(|l| l.trim())
+            .find(|l| !l.is_empty() && !l.starts_with("```"))
+            .and_then(path_in);
+        let path = named.or_else(|| blocks.last().and_then(|b| b.path.clone()));
+        let Some(div) = (i + 1..lines.len()).find(|&j| is_divider(lines[j])) else {
+            problems.push("an edit block has no `=======` line after its SEARCH part".into());
+            break;
+        };
+        let Some(end) = (div + 1..lines.len()).find(|&j| is_replace(lines[j])) else {
+            problems.push("an edit block has no `>>>>>>> REPLACE` line to end it".into());
+            break;
+        };
+        blocks.push(Block {
+            path,
+            search: lines[i + 1..div].join("\n"),
+            replace: lines[div + 1..end].join("\n"),
+        });
+        i = end + 1;
+    }
+    (blocks, problems)
+}
+
+/// `text` without its blocks (and the file names and fences around them): what the model
+/// said about its change.
+pub(crate) fn prose(text: &str) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut keep = vec![true; lines.len()];
+    let mut i = 0;
+    while i < lines.len() {
+        if is_search(lines[i]) {
+            let end = (i..lines.len())
+                .find(|&j| is_replace(lines[j]))
+                .unwrap_or(lines.len() - 1);
+            let mut start = i;
+            while start > 0 && {
+                let l = lines[start - 1].trim();
+                l.starts_with("```") || path_in(l).is_some()
+            } {
+                start -= 1;
+            }
+            let mut stop = end;
+            while stop + 1 < lines.len() && lines[stop + 1].trim().starts_with("```") {
+                stop += 1;
+            }
+            keep[start..=stop].iter_mut().for_each(|k| *k = false);
+            i = stop + 1;
+        } else {
+            i += 1;
+        }
+    }
+    let kept: Vec<&str> = lines
+        .iter()
+        .zip(keep)
+        .filter_map(|(l, k)| k.then_some(*l))
+        .collect();
+    kept.join("\n").trim().to_owned()
+}
+
+fn indent(line: &str) -> &str {
+    &line[..line.len() - line.trim_start().len()]
+}
+
+fn trim_blank_ends(lines: &[&str]) -> (usize, usize) {
+    let start = lines.iter().position(|l| !l.trim().is_empty()).unwrap_or(0);
+    let end = lines
+        .iter()
+        .rposition(|l| !l.trim().is_empty())
+        .map_or(start, |e| e + 1);
+    (start, end)
+}
+
+/// Where `search` (lines) occurs in `file` (lines) under `same`: the start of each match.
+fn matches(file: &[&str], search: &[&str], same: impl Fn(&str, &str) -> bool) -> Vec<usize> {
+    if search.is_empty() || search.len() > file.len() {
+        return Vec::new();
+    }
+    (0..=file.len() - search.len())
+        .filter(|&s| search.iter().zip(&file[s..]).all(|(a, b)| same(a, b)))
+        .collect()
+}
+
+/// `replace`'s lines re-indented from `from` to `to` (the indentation of the SEARCH part's
+/// first line and of the file's matching line).
+fn reindent(replace: &str, from: &str, to: &str) -> String {
+    replace
+        .split('\n')
+        .map(|l| {
+            if l.trim().is_empty() {
+                String::new()
+            } else if let Some(rest) = l.strip_prefix(from) {
+                format!("{to}{rest}")
+            } else {
+                l.to_owned()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The exact `(old_string, new_string)` for a block's `search` and `replace` in `file`, or
+/// why there is none (`path` names the file in the message).
+pub(crate) fn resolve(
+    file: &str,
+    path: &str,
+    search: &str,
+    replace: &str,
+) -> Result<(String, String), String> {
+    if search.trim().is_empty() {
+        return Err(format!(
+            "the block for `{path}` has an empty SEARCH part: copy the lines to replace from \
+             the file into it"
+        ));
+    }
+    let several = |n: usize| {
+        format!(
+            "the SEARCH part of the block for `{path}` matches {n} places: add lines around \
+             it so that it matches one"
+        )
+    };
+    match file.matches(search).count() {
+        1 => return Ok((search.to_owned(), replace.to_owned())),
+        0 => {}
+        n => return Err(several(n)),
+    }
+    let file_lines: Vec<&str> = file.split('\n').collect();
+    let all: Vec<&str> = search.split('\n').collect();
+    let (a, b) = trim_blank_ends(&all);
+    let wanted = &all[a..b];
+    let exact_ends = matches(&file_lines, wanted, |x, y| x.trim_end() == y.trim_end());
+    let loose = matches(&file_lines, wanted, |x, y| x.trim() == y.trim());
+    let (start, reindented) = match (exact_ends.as_slice(), loose.as_slice()) {
+        ([s], _) => (*s, replace.to_owned()),
+        ([], [s]) => {
+            let from = indent(wanted[0]);
+            let to = indent(file_lines[*s]);
+            (*s, reindent(replace, from, to))
+        }
+        ([], []) => return Err(not_found(&file_lines, path, wanted)),
+        ([], m) | (m, _) => return Err(several(m.len())),
+    };
+    let old = file_lines[start..start + wanted.len()].join("\n");
+    Ok((old, reindented))
+}
+
+/// The message for a SEARCH part found nowhere: the file's lines around the line most like
+/// its first line, numbered, to copy from.
+fn not_found(file: &[&str], path: &str, wanted: &[&str]) -> String {
+    let first = wanted.first().map_or("", |l| l.trim());
+    let best = file
+        .iter()
+        .enumerate()
+        .map(|(i, l)| (i, strsim::normalized_levenshtein(l.trim(), first)))
+        .max_by(|x, y| x.1.total_cmp(&y.1));
+    let mut msg = format!(
+        "the SEARCH part of the block for `{path}` is not in the file: its lines must be \
+         copied exactly from the file"
+    );
+    if let Some((i, score)) = best.filter(|b| b.1 >= 0.5) {
+        let from = i.saturating_sub(2);
+        let to = (i + wanted.len() + 3).min(file.len());
+        msg.push_str(&format!(
+            ". The closest lines ({}% like its first line), lines {}-{}:\n",
+            (score * 100.0).round(),
+            from + 1,
+            to
+        ));
+        for (n, l) in file.iter().enumerate().take(to).skip(from) {
+            msg.push_str(&format!("{:>5}\t{l}\n", n + 1));
+        }
+    }
+    msg
+}
+
+/// The blocks an answer wrote: how many became calls, why the others did not, its text.
+#[derive(Debug)]
+pub(super) struct Written {
+    calls: usize,
+    problems: Vec<String>,
+    text: String,
+}
+
+impl AgentRun {
+    /// For a `blocks` role, the blocks of an answer without tool calls become its
+    /// `edit_file` calls (in `completion`); `None` when the answer wrote no block.
+    pub(super) fn take_blocks(
+        &self,
+        st: &Saved,
+        completion: &mut Completion,
+        turn: u32,
+    ) -> Option<Written> {
+        if self.role.edit_format != EditFormat::Blocks || !completion.tool_calls.is_empty() {
+            return None;
+        }
+        let edits = self.edits(&st.messages, &completion.text, turn);
+        if edits.calls.is_empty() && edits.problems.is_empty() {
+            return None;
+        }
+        completion.tool_calls = edits.calls;
+        Some(Written {
+            calls: completion.tool_calls.len(),
+            problems: edits.problems,
+            text: completion.text.clone(),
+        })
+    }
+
+    /// The text of workspace file `path`.
+    fn file(&self, path: &str) -> Result<String, String> {
+        self.env
+            .workspace
+            .resolve(path)
+            .map_err(|e| e.to_string())
+            .and_then(|r| read(&r.abs, path))
+    }
+
+    /// A block whose file is not named, or not a file of the workspace, belongs to the one
+    /// file of those the conversation shows (`messages`) where its SEARCH part is found.
+    fn locate(&self, messages: &[Message], b: &Block) -> Result<(String, String, String), String> {
+        if let Some(path) = &b.path
+            && let Ok(text) = self.file(path)
+        {
+            let (old, new) = resolve(&text, path, &b.search, &b.replace)?;
+            return Ok((path.clone(), old, new));
+        }
+        let mut found = Vec::new();
+        for path in shown_paths(messages) {
+            if let Ok(text) = self.file(&path)
+                && let Ok((old, new)) = resolve(&text, &path, &b.search, &b.replace)
+            {
+                found.push((path, old, new));
+            }
+        }
+        match (found.len(), &b.path) {
+            (1, _) => Ok(found.remove(0)),
+            (0, Some(path)) => Err(format!(
+                "the block names `{path}`, which is not a file of the workspace, and its \
+                 SEARCH part is in none of the files shown: use the path shown with the code"
+            )),
+            (0, None) => Err(
+                "an edit block names no file, and its SEARCH part is in none \
+                              of the files shown: write the file's path on the line before \
+                              `<<<<<<< SEARCH`"
+                    .into(),
+            ),
+            (_, _) => Err(format!(
+                "an edit block's SEARCH part is in several files ({}): name the file on the \
+                 line before `<<<<<<< SEARCH`",
+                found
+                    .iter()
+                    .map(|f| f.0.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
+        }
+    }
+
+    fn edits(&self, messages: &[Message], text: &str, turn: u32) -> Edits {
+        let (blocks, mut problems) = parse(text);
+        let mut calls = Vec::new();
+        for (i, b) in blocks.into_iter().enumerate() {
+            match self.locate(messages, &b) {
+                Ok((path, old, new)) => calls.push(ToolCall {
+                    id: format!("block-{turn}-{i}"),
+                    name: BLOCKS_TOOL.into(),
+                    arguments: json!({"path": path, "old_string": old, "new_string": new})
+                        .to_string(),
+                }),
+                Err(p) => problems.push(p),
+            }
+        }
+        Edits { calls, problems }
+    }
+
+    /// After the calls of `written` ran (the last messages hold their results): what tells
+    /// the model which blocks were not applied, or `None` when every block was.
+    pub(super) fn blocks_outcome(&self, st: &Saved, written: &Written) -> Option<Message> {
+        let failed: Vec<&str> = st
+            .messages
+            .iter()
+            .rev()
+            .take(written.calls)
+            .filter(|m| m.content.starts_with("error: "))
+            .map(|m| m.content.trim_start_matches("error: "))
+            .collect();
+        if written.problems.is_empty() && failed.is_empty() {
+            return None;
+        }
+        let mut text = String::from("These edit blocks were not applied:\n");
+        for p in written.problems.iter().map(String::as_str).chain(failed) {
+            text.push_str(&format!("- {}\n", p.trim()));
+        }
+        text.push_str(
+            "Answer with corrected blocks for them (the other blocks are applied: the files \
+             have them now), or say in one sentence why the change cannot be made.",
+        );
+        Some(Message::user(text))
+    }
+
+    /// The report of an activation whose blocks were all applied: a success, in the
+    /// model's words around its blocks (the runtime fills `files_changed` from git).
+    pub(super) fn edited(&self, mut st: Saved, written: &Written) -> AgentOutcome {
+        self.waste_speculations(&mut st);
+        let said = prose(&written.text);
+        let output = if said.is_empty() {
+            format!("Applied {} edit block(s).", written.calls)
+        } else {
+            said
+        };
+        AgentOutcome::Done(AgentReport {
+            report: StageReport {
+                failure: false,
+                output,
+                ..StageReport::default()
+            },
+            turns: st.turns,
+            tool_calls: st.tool_calls,
+            usage: st.usage,
+            notes: Vec::new(),
+        })
+    }
+}
+
+/// The file paths the conversation's user messages mention (`pkg/mod.py`, `lib/a.js:10-20`),
+/// in order of first mention.
+fn shown_paths(messages: &[Message]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for m in messages
+        .iter()
+        .filter(|m| m.role == trellis_llm::Role::User)
+    {
+        for word in m
+            .content
+            .split(|c: char| c.is_whitespace() || "`'\"()[]<>,;".contains(c))
+        {
+            let word = word.split(':').next().unwrap_or_default();
+            let word = word.trim_start_matches("./").trim_end_matches('.');
+            let plausible = word.contains('.')
+                && !word.starts_with('.')
+                && word
+                    .chars()
+                    .all(|c| c.is_alphanumeric() || "._/-".contains(c));
+            if plausible && out.len() < 256 && !out.iter().any(|p| p == word) {
+                out.push(word.to_owned());
+            }
+        }
+    }
+    out
+}
+
+fn read(abs: &Path, path: &str) -> Result<String, String> {
+    std::fs::read_to_string(abs).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => format!(
+            "the block names `{path}`, which is not a file of the workspace: use the path \
+             shown with the code"
+        ),
+        _ => format!("`{path}` could not be read: {e}"),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FILE: &str = "def f(x):\n    if x > 2:\n        return 1\n    return 0\n";
+
+    #[test]
+    fn blocks_are_parsed_with_their_file_names() {
+        let text = "The bound is off by one.\n\n```python\nmathutils.py\n<<<<<<< SEARCH\n    \
+                    if x > 2:\n=======\n    if x >= 2:\n>>>>>>> REPLACE\n```\n\n<<<<<<< \
+                    SEARCH\nreturn 0\n=======\nreturn -1\n>>>>>>> REPLACE\n";
+        let (blocks, problems) = parse(text);
+        assert!(problems.is_empty(), "{problems:?}");
+        assert_eq!(
+            blocks,
+            vec![
+                Block {
+                    path: Some("mathutils.py".into()),
+                    search: "    if x > 2:".into(),
+                    replace: "    if x >= 2:".into(),
+                },
+                Block {
+                    path: Some("mathutils.py".into()),
+                    search: "return 0".into(),
+                    replace: "return -1".into(),
+                },
+            ]
+        );
+        assert_eq!(prose(text), "The bound is off by one.");
+        for named in [
+            "`a/b.py`",
+            "**a/b.py**",
+            "File: a/b.py",
+            "# a/b.py:",
+            "./a/b.py",
+        ] {
+            assert_eq!(path_in(named).as_deref(), Some("a/b.py"), "{named}");
+        }
+        assert_eq!(path_in("Here is the fix:"), None);
+    }
+
+    #[test]
+    fn an_open_block_is_a_problem() {
+        let (blocks, problems) = parse("a.py\n<<<<<<< SEARCH\nx\n=======\ny\n");
+        assert!(blocks.is_empty());
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        let (_, problems) = parse("a.py\n<<<<<<< SEARCH\nx\n");
+        assert!(problems[0].contains("======="), "{problems:?}");
+    }
+
+    #[test]
+    fn search_matches_exactly_then_ignoring_trailing_space_then_indentation() {
+        let exact = resolve(FILE, "f.py", "    if x > 2:", "    if x >= 2:");
+        assert_eq!(exact, Ok(("    if x > 2:".into(), "    if x >= 2:".into())));
+        // Trailing spaces and blank edges do not matter; the file's own text is replaced.
+        let ends = resolve(FILE, "f.py", "\n    if x > 2:  \n", "    if x >= 2:");
+        assert_eq!(ends, Ok(("    if x > 2:".into(), "    if x >= 2:".into())));
+        // Indentation written differently: the replacement takes the file's.
+        let loose = resolve(
+            FILE,
+            "f.py",
+            "if x > 2:\n    return 1",
+            "if x >= 2:\n    return 1",
+        );
+        assert_eq!(
+            loose,
+            Ok((
+                "    if x > 2:\n        return 1".into(),
+                "    if x >= 2:\n        return 1".into()
+            ))
+        );
+    }
+
+    #[test]
+    fn a_search_found_nowhere_or_twice_says_why_and_shows_the_closest_lines() {
+        let missing = resolve(FILE, "f.py", "    if (x > 3):", "    if x >= 2:").unwrap_err();
+        assert!(missing.contains("not in the file"), "{missing}");
+        assert!(missing.contains("    2\t    if x > 2:"), "{missing}");
+        let twice = resolve("a = 1\na = 1\n", "f.py", "a = 1", "a = 2").unwrap_err();
+        assert!(twice.contains("matches 2 places"), "{twice}");
+        let empty = resolve(FILE, "f.py", "  \n", "x").unwrap_err();
+        assert!(empty.contains("empty SEARCH"), "{empty}");
+    }
+}

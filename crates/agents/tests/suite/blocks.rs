@@ -1,0 +1,181 @@
+//! A role with `edit_format: blocks`: edits written as SEARCH/REPLACE blocks in the model's
+//! text become `edit_file` calls; a block that cannot be applied is explained to the model,
+//! and the activation ends with a success report once every block is applied.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use tokio_util::sync::CancellationToken;
+use trellis_agents::roles::EditFormat;
+use trellis_agents::{AgentOutcome, AgentRun, Resume, RoleCatalog, SessionSink};
+use trellis_llm::{Message, Role};
+use trellis_protocol::{SessionEvent, ToolStatus};
+use trellis_test_support::TempWorkspace;
+use trellis_test_support::scripted::{ScriptedProvider, Turn};
+use trellis_tools::{NonInteractive, Registry, ToolEnv, ToolsConfig, Workspace};
+
+const SOURCE: &str = "def bits(val, len_):\n    if val > 2 ** len_:\n        raise ValueError(val)\n    return val\n";
+
+struct Ran {
+    report: trellis_agents::AgentReport,
+    requests: Vec<trellis_llm::ChatRequest>,
+    events: Vec<SessionEvent>,
+    file: String,
+}
+
+async fn run(answers: Vec<&str>) -> Ran {
+    let ws = TempWorkspace::new("blocks").unwrap();
+    std::fs::create_dir_all(ws.path().join("pkg")).unwrap();
+    std::fs::write(ws.path().join("pkg/math.py"), SOURCE).unwrap();
+    let role = RoleCatalog::builtin()
+        .unwrap()
+        .get("fixer")
+        .unwrap()
+        .clone();
+    assert_eq!(role.edit_format, EditFormat::Blocks);
+    let mut registry = Registry::builtin(&BTreeMap::new());
+    registry.allow(&role.name, role.tools.iter().map(String::as_str));
+    let scripted = ScriptedProvider::new(
+        answers
+            .into_iter()
+            .map(|a| Turn::Text(a.to_owned()))
+            .collect::<Vec<_>>(),
+    );
+    let events = Arc::new(Mutex::new(Vec::new()));
+    let sink: SessionSink = {
+        let events = events.clone();
+        Arc::new(move |e| events.lock().unwrap().push(e))
+    };
+    let agent = AgentRun {
+        node: "fix".into(),
+        role: role.clone(),
+        provider: Arc::new(scripted.clone()),
+        tools: Arc::new(registry),
+        tool_scope: None,
+        env: ToolEnv::new(
+            Workspace::new(ws.path(), &Default::default()).unwrap(),
+            Arc::new(ToolsConfig::default()),
+            Arc::new(NonInteractive { approve: true }),
+        ),
+        gate: None,
+        ledger: None,
+        messages: vec![
+            Message::system(trellis_agents::prompt::system_prompt(
+                &role,
+                &[("edit_file".into(), "Replace an exact string.".into())],
+            )),
+            Message::user(format!(
+                "## RELEVANT CODEBASE\n### pkg/math.py:1-4 (bits)\n```python\n{SOURCE}```"
+            )),
+            Message::user("## TASK\nBits: a value of exactly 2**len_ does not fit."),
+        ],
+        max_turns: role.max_turns,
+        events: Some(sink),
+        inbox: None,
+        first_turn: 1,
+        attempt: 1,
+        free_text: false,
+        context: Default::default(),
+        cancel: CancellationToken::new(),
+    };
+    let report = match agent.run(Resume::Fresh).await.unwrap() {
+        AgentOutcome::Done(r) => r,
+        AgentOutcome::Interrupted { interrupt, .. } => panic!("interrupted: {interrupt:?}"),
+    };
+    let file = std::fs::read_to_string(ws.path().join("pkg/math.py")).unwrap();
+    let events = events.lock().unwrap().clone();
+    Ran {
+        report,
+        requests: scripted.requests(),
+        events,
+        file,
+    }
+}
+
+fn edits(events: &[SessionEvent]) -> Vec<(String, ToolStatus)> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            SessionEvent::ToolCompleted { name, status, .. } => Some((name.clone(), *status)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_block_is_applied_as_an_edit_and_ends_the_activation() {
+    // Written as a small model writes it: indentation lost, the file named in backticks,
+    // inside a fence.
+    let ran = run(vec![
+        "The bound is off by one: 2**len_ needs len_+1 bits.\n```python\n`pkg/math.py`\n\
+         <<<<<<< SEARCH\nif val > 2 ** len_:\n=======\nif val >= 2 ** len_:\n>>>>>>> REPLACE\n```",
+    ])
+    .await;
+    assert_eq!(ran.file, SOURCE.replace("val > 2", "val >= 2"));
+    assert!(!ran.report.report.failure);
+    assert_eq!(
+        ran.report.report.output,
+        "The bound is off by one: 2**len_ needs len_+1 bits."
+    );
+    assert_eq!((ran.report.turns, ran.report.tool_calls), (1, 1));
+    assert_eq!(
+        edits(&ran.events),
+        [("edit_file".to_owned(), ToolStatus::Ok)]
+    );
+    // One request, in free text: no tools offered, no report format imposed.
+    assert_eq!(ran.requests.len(), 1);
+    assert!(ran.requests[0].tools.is_empty());
+    assert!(ran.requests[0].final_format.is_none());
+    let system = &ran.requests[0].messages[0].content;
+    assert!(system.contains("<<<<<<< SEARCH"), "{system}");
+    assert!(!system.contains("- edit_file"), "{system}");
+}
+
+#[tokio::test]
+async fn a_block_that_matches_nothing_is_explained_and_the_next_answer_counts() {
+    let ran = run(vec![
+        // The template's placeholder path and a SEARCH part the file does not have.
+        "Off by one.\n<the file's path, as shown with its code>\n<<<<<<< SEARCH\n    if (val > \
+         2**len_):\n=======\n    if val >= 2 ** len_:\n>>>>>>> REPLACE\n",
+        // No path at all: the block belongs to the file shown where its SEARCH part is.
+        "<<<<<<< SEARCH\n    if val > 2 ** len_:\n=======\n    if val >= 2 ** len_:\n>>>>>>> \
+         REPLACE\n",
+    ])
+    .await;
+    assert_eq!(ran.file, SOURCE.replace("val > 2", "val >= 2"));
+    assert!(!ran.report.report.failure);
+    assert_eq!(ran.requests.len(), 2);
+    let told = ran.requests[1].messages.last().unwrap();
+    assert_eq!(told.role, Role::User);
+    assert!(
+        told.content
+            .starts_with("These edit blocks were not applied:")
+            && told.content.contains("in none of the files shown"),
+        "{}",
+        told.content
+    );
+    assert_eq!(
+        edits(&ran.events),
+        [("edit_file".to_owned(), ToolStatus::Ok)]
+    );
+}
+
+#[tokio::test]
+async fn an_answer_without_blocks_is_asked_for_the_change_once() {
+    let ran = run(vec![
+        "The code already handles it.",
+        "It needs no change: the bound is right.",
+        r#"{"failure": true, "output": "no change made"}"#,
+    ])
+    .await;
+    assert_eq!(ran.file, SOURCE);
+    assert!(ran.report.report.failure);
+    let asked = &ran.requests[1].messages.last().unwrap().content;
+    assert!(
+        asked.starts_with("You reported success, but no edit block has been applied"),
+        "{asked}"
+    );
+    // The prose second answer is not a report: the third request asks for one.
+    assert_eq!(ran.requests.len(), 3);
+    assert!(ran.requests[2].response_format.is_some());
+}
