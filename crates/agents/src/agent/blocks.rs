@@ -15,7 +15,8 @@
 //! — is matched against the file and becomes an ordinary `edit_file` call of the assistant
 //! message (recorded, approved, shown in the review and resumed like any other call). The
 //! SEARCH part is matched exactly, then line by line ignoring trailing whitespace, then
-//! ignoring indentation (the replacement re-indented by the difference). A block that
+//! ignoring indentation (the replacement re-indented by the difference). A replacement that
+//! breaks the file's syntax (tree-sitter finds an error the file did not have) is refused. A block that
 //! matches nowhere, or more than once, is not applied: the model is told why, with the
 //! file's closest lines to copy from.
 
@@ -324,6 +325,7 @@ impl AgentRun {
             && let Ok(text) = self.file(path)
         {
             let (old, new) = resolve(&text, path, &b.search, &b.replace)?;
+            check_syntax(path, &text, &old, &new)?;
             return Ok((path.clone(), old, new));
         }
         let mut found = Vec::new();
@@ -331,11 +333,17 @@ impl AgentRun {
             if let Ok(text) = self.file(&path)
                 && let Ok((old, new)) = resolve(&text, &path, &b.search, &b.replace)
             {
-                found.push((path, old, new));
+                found.push((path, old, new, text));
             }
         }
+        if let [(path, old, new, text)] = found.as_slice() {
+            check_syntax(path, text, old, new)?;
+        }
         match (found.len(), &b.path) {
-            (1, _) => Ok(found.remove(0)),
+            (1, _) => {
+                let (path, old, new, _) = found.remove(0);
+                Ok((path, old, new))
+            }
             (0, Some(path)) => Err(format!(
                 "the block names `{path}`, which is not a file of the workspace, and its \
                  SEARCH part is in none of the files shown: use the path shown with the code"
@@ -422,6 +430,42 @@ impl AgentRun {
             notes: Vec::new(),
         })
     }
+}
+
+/// Refuses a replacement that breaks the file's syntax: when tree-sitter parses `text`
+/// without an error and finds one once `old` is replaced by `new` (a language without a
+/// grammar is not checked).
+fn check_syntax(path: &str, text: &str, old: &str, new: &str) -> Result<(), String> {
+    let lang = trellis_index::lang::Lang::detect(path);
+    let parse = |t: &str| trellis_index::symbols::parse_tree(lang, t);
+    let Some(before) = parse(text) else {
+        return Ok(());
+    };
+    if before.root_node().has_error() {
+        return Ok(());
+    }
+    let after = text.replacen(old, new, 1);
+    let Some(tree) = parse(&after) else {
+        return Ok(());
+    };
+    let mut node = tree.root_node();
+    if !node.has_error() {
+        return Ok(());
+    }
+    // Down to the first node that is an error or misses a token.
+    while !node.is_error() && !node.is_missing() {
+        let mut cursor = node.walk();
+        let Some(child) = node.children(&mut cursor).find(|c| c.has_error()) else {
+            break;
+        };
+        node = child;
+    }
+    let line = node.start_position().row + 1;
+    let shown = after.lines().nth(line - 1).unwrap_or_default().trim();
+    Err(format!(
+        "the block for `{path}` would leave the file with a syntax error at line {line} \
+         (`{shown}`): write the replacement as complete, valid code"
+    ))
 }
 
 /// The file paths the conversation's user messages mention (`pkg/mod.py`, `lib/a.js:10-20`),
@@ -543,5 +587,16 @@ mod tests {
         assert!(twice.contains("matches 2 places"), "{twice}");
         let empty = resolve(FILE, "f.py", "  \n", "x").unwrap_err();
         assert!(empty.contains("empty SEARCH"), "{empty}");
+    }
+
+    #[test]
+    fn a_replacement_that_breaks_the_syntax_is_refused() {
+        let ok = check_syntax("f.py", FILE, "    if x > 2:", "    if x >= 2:");
+        assert_eq!(ok, Ok(()));
+        let broken = check_syntax("f.py", FILE, "    if x > 2:", "    if (x >= 2:").unwrap_err();
+        assert!(broken.contains("syntax error at line 2"), "{broken}");
+        // No grammar, no check; a file already broken is not held against the block.
+        assert_eq!(check_syntax("f.txt", "a(", "a(", "b(("), Ok(()));
+        assert_eq!(check_syntax("f.py", "def (:\n", "def", "def (("), Ok(()));
     }
 }
