@@ -87,6 +87,7 @@ fn workflow_name(name: &str) -> String {
     match name {
         "feature_with_iterative_testing" => "Feature (implement, test, review)".into(),
         "architecture_discussion" => "Discussion (analyse, answer, document)".into(),
+        "bug_fix" => "Bug fix (one small change)".into(),
         other => other.replace('_', " "),
     }
 }

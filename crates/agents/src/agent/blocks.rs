@@ -217,6 +217,12 @@ pub(crate) fn resolve(
              the file into it"
         ));
     }
+    if search.trim_end() == replace.trim_end() {
+        return Err(format!(
+            "the block for `{path}` changes nothing (its REPLACE part is its SEARCH part): \
+             write the lines as they must become"
+        ));
+    }
     let several = |n: usize| {
         format!(
             "the SEARCH part of the block for `{path}` matches {n} places: add lines around \
@@ -367,7 +373,14 @@ impl AgentRun {
     }
 
     fn edits(&self, messages: &[Message], text: &str, turn: u32) -> Edits {
-        let (blocks, mut problems) = parse(text);
+        let (mut blocks, mut problems) = parse(text);
+        // A block written twice is applied once.
+        let mut seen = Vec::new();
+        blocks.retain(|b| {
+            let new = !seen.contains(b);
+            seen.push(b.clone());
+            new
+        });
         let mut calls = Vec::new();
         for (i, b) in blocks.into_iter().enumerate() {
             match self.locate(messages, &b) {
@@ -585,6 +598,8 @@ mod tests {
         assert!(missing.contains("    2\t    if x > 2:"), "{missing}");
         let twice = resolve("a = 1\na = 1\n", "f.py", "a = 1", "a = 2").unwrap_err();
         assert!(twice.contains("matches 2 places"), "{twice}");
+        let same = resolve(FILE, "f.py", "    return 0", "    return 0\n").unwrap_err();
+        assert!(same.contains("changes nothing"), "{same}");
         let empty = resolve(FILE, "f.py", "  \n", "x").unwrap_err();
         assert!(empty.contains("empty SEARCH"), "{empty}");
     }

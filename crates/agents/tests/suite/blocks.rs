@@ -179,3 +179,13 @@ async fn an_answer_without_blocks_is_asked_for_the_change_once() {
     assert_eq!(ran.requests.len(), 3);
     assert!(ran.requests[2].response_format.is_some());
 }
+
+#[tokio::test]
+async fn a_block_written_twice_is_applied_once() {
+    let block = "pkg/math.py\n<<<<<<< SEARCH\n    if val > 2 ** len_:\n=======\n    if val >= 2 ** \
+                 len_:\n>>>>>>> REPLACE\n";
+    let ran = run(vec![&format!("Off by one.\n{block}\n{block}")]).await;
+    assert_eq!(ran.file, SOURCE.replace("val > 2", "val >= 2"));
+    assert_eq!((ran.report.turns, ran.report.tool_calls), (1, 1));
+    assert!(!ran.report.report.failure);
+}

@@ -91,6 +91,7 @@ fn run_goes_through_an_openai_compatible_endpoint() {
         bodies[0]["response_format"]["json_schema"]["schema"]["properties"]["workflow"]["enum"],
         json!([
             "architecture_discussion",
+            "bug_fix",
             "feature_with_iterative_testing",
             "staged_review",
             "task_tree",

@@ -55,6 +55,7 @@ async fn orchestrator_answer_decides_and_discussion_skips_ast_work() {
         schema["properties"]["workflow"]["enum"],
         json!([
             "architecture_discussion",
+            "bug_fix",
             "feature_with_iterative_testing",
             "staged_review",
             "task_tree",

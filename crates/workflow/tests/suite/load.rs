@@ -41,9 +41,10 @@ fn builtins_load_unchanged() {
     for (file, text) in BUILTINS {
         let w = load_str(&builtin_label(file), text, None).unwrap();
         assert_eq!(format!("{}.yaml", w.name()), file);
-        // The seed-000 workflows are the seed's text; the others come from seeds 001/003/004.
+        // The seed-000 workflows are the seed's text; the others come from seeds 001/003/004
+        // and Trellis (bug_fix).
         if let Some(seed) = &seed
-            && !["staged_review", "three_phase", "task_tree"].contains(&w.name())
+            && !["staged_review", "three_phase", "task_tree", "bug_fix"].contains(&w.name())
         {
             assert!(
                 seed.contains(text.trim_end()),
@@ -254,6 +255,7 @@ fn discovery_and_override() {
         names,
         [
             "architecture_discussion",
+            "bug_fix",
             "feature_with_iterative_testing",
             "mini",
             "staged_review",
