@@ -73,15 +73,21 @@ fn is_replace(line: &str) -> bool {
 }
 
 /// The file a line before a block names, if it looks like a path: `path.py`, `` `path.py` ``,
-/// `**path.py**`, `File: path.py`, `# path.py:`.
+/// `**path.py**`, `File: path.py`, `# path.py:`, `<path.py>`, and `path.py:10-20` as the
+/// retrieved code's headings write it.
 fn path_in(line: &str) -> Option<String> {
     let mut t = line.trim();
     for prefix in ["#", "File:", "file:", "Path:", "path:"] {
         t = t.trim_start_matches(prefix).trim();
     }
     let t = t
-        .trim_matches(|c| matches!(c, '`' | '*' | '"' | '\'' | ':'))
+        .trim_matches(|c| matches!(c, '`' | '*' | '"' | '\'' | ':' | '<' | '>'))
         .trim();
+    // A line range after the path (`a.py:10-20`, `a.py:10`).
+    let t = match t.rsplit_once(':') {
+        Some((p, lines)) if lines.chars().all(|c| c.is_ascii_digit() || c == '-') => p,
+        _ => t,
+    };
     let plausible = !t.is_empty()
         && !t.contains(char::is_whitespace)
         && (t.contains('.') || t.contains('/'))
