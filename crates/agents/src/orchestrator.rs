@@ -473,8 +473,11 @@ pub async fn orchestrate(
         .collect();
     stage_names.sort();
     stage_names.dedup();
-    let shown: Vec<&Workflow> = workflows
+    // Listed best prior first: a small model leans towards what it reads first, so let that
+    // be what the patterns point to (measured: docs/eval.md, "The orchestrator's choice").
+    let shown: Vec<&Workflow> = prior
         .iter()
+        .filter_map(|(name, _)| workflows.iter().find(|w| w.metadata.name == *name))
         .filter(|w| names.contains(&w.metadata.name.as_str()))
         .copied()
         .collect();
