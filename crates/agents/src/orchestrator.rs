@@ -350,8 +350,9 @@ fn prompt(
          ## PRIMARY OBJECTIVE\nPick the workflow that fits the user's request and decide, for each \
          optional stage of that workflow, whether to run it.\n\n\
          ## PROCESS\n1. Read the request and the project context.\n\
-         2. Compare the request with each workflow's description and patterns (the prior scores \
-         count pattern matches).\n3. For each optional stage of the chosen workflow, follow its \
+         2. Compare the request with each workflow's description. A workflow's prior counts \
+         its patterns that match the request: choose the workflow with the highest prior unless \
+         its description clearly does not fit the request.\n3. For each optional stage of the chosen workflow, follow its \
          guidance.\n\n## OUTPUT FORMAT\nOnly a JSON object: {\"reasoning\": \"…\", \"workflow\": \
          \"<name>\", \"stages\": [{\"stage\": \"<optional stage name>\", \"include\": true|false, \
          \"reason\": \"…\"}]}\n\n## CONSTRAINTS\n- Use only the workflow and stage names listed.\n\
@@ -369,8 +370,13 @@ fn prompt(
             .iter()
             .find(|(n, _)| *n == m.name)
             .map_or(0.0, |p| p.1);
+        let matched = if score >= 1.0 {
+            ": its patterns match the request"
+        } else {
+            ""
+        };
         w_text.push_str(&format!(
-            "- {} ({}): {} [prior {score:.1}]\n",
+            "- {} ({}): {} [prior {score:.1}{matched}]\n",
             m.name,
             m.workflow_type.as_deref().unwrap_or("-"),
             m.description.as_deref().unwrap_or("")
