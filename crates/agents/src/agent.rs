@@ -27,6 +27,7 @@
 
 mod blocks;
 mod budget;
+mod build;
 mod calls;
 mod events;
 mod foresight;

@@ -147,6 +147,28 @@ pub enum EditFormat {
     Blocks,
 }
 
+impl Default for RoleSpec {
+    /// A role with the file format's defaults (model role `default`, 16 turns, no tools)
+    /// and an empty name, role and objective.
+    fn default() -> Self {
+        Self {
+            name: String::new(),
+            model_role: default_model_role(),
+            role: String::new(),
+            objective: String::new(),
+            process: Vec::new(),
+            tools: Vec::new(),
+            constraints: Vec::new(),
+            max_turns: default_max_turns(),
+            run_tests: false,
+            changes_files: false,
+            tool_first: false,
+            force_edit: false,
+            edit_format: EditFormat::Tools,
+        }
+    }
+}
+
 fn default_model_role() -> String {
     "default".into()
 }

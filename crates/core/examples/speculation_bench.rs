@@ -205,40 +205,25 @@ async fn once(
         calls: AtomicU32::new(0),
     });
     let agent = AgentRun {
-        node: "investigate".into(),
-        role: RoleSpec {
-            name: "reader".into(),
-            model_role: "default".into(),
-            role: "You investigate issues.".into(),
-            objective: "Investigate.".into(),
-            process: vec![],
-            tools: vec![],
-            constraints: vec![],
-            max_turns: 10,
-            run_tests: false,
-            changes_files: false,
-            tool_first: false,
-            force_edit: false,
-            edit_format: Default::default(),
-        },
-        provider: model.clone(),
-        tools: Arc::new(registry(tool_ms, &tool_calls)),
-        tool_scope: None,
-        env,
-        gate: None,
-        ledger: None,
-        messages: vec![
-            Message::system("You investigate issues."),
-            Message::user(TASK),
-        ],
         max_turns: 10,
         events: Some(sink),
-        inbox: None,
-        first_turn: 1,
-        attempt: 1,
-        free_text: false,
-        context: Default::default(),
-        cancel: CancellationToken::new(),
+        ..AgentRun::new(
+            "investigate",
+            RoleSpec {
+                name: "reader".into(),
+                role: "You investigate issues.".into(),
+                objective: "Investigate.".into(),
+                max_turns: 10,
+                ..Default::default()
+            },
+            model.clone(),
+            Arc::new(registry(tool_ms, &tool_calls)),
+            env,
+            vec![
+                Message::system("You investigate issues."),
+                Message::user(TASK),
+            ],
+        )
     };
     let clock = Instant::now();
     let out = agent.run(Resume::Fresh).await?;

@@ -110,18 +110,10 @@ fn fixture(inbox: Option<UnboundedSender<trellis_protocol::Message>>) -> Fixture
 fn role() -> RoleSpec {
     RoleSpec {
         name: ROLE.into(),
-        model_role: "default".into(),
         role: "You count.".into(),
         objective: "Count to three.".into(),
-        process: vec![],
-        tools: vec![],
-        constraints: vec![],
         max_turns: 8,
-        run_tests: false,
-        changes_files: false,
-        tool_first: false,
-        force_edit: false,
-        edit_format: Default::default(),
+        ..Default::default()
     }
 }
 
@@ -155,32 +147,28 @@ fn agent(s: Setup<'_>) -> AgentRun {
         None => Arc::new(NonInteractive { approve: true }),
     };
     AgentRun {
-        node: "count_stage".into(),
-        role: role(),
-        provider: s.provider,
-        tools: s.fx.registry.clone(),
-        tool_scope: None,
-        env: ToolEnv::new(
-            s.fx.workspace.clone(),
-            Arc::new(ToolsConfig::default()),
-            interaction,
-        ),
         gate: s.gate,
-        ledger: None,
-        messages: vec![
-            Message::system("## ROLE\nYou count."),
-            Message::user("## TASK\nCount to three."),
-        ],
         max_turns: 8,
         events: Some(s.recorder.sink()),
         inbox: s
             .inbox
             .map(|r| Box::new(r) as Box<dyn trellis_agents::Inbox>),
         first_turn: s.first_turn,
-        attempt: 1,
-        free_text: false,
-        context: Default::default(),
-        cancel: CancellationToken::new(),
+        ..AgentRun::new(
+            "count_stage",
+            role(),
+            s.provider,
+            s.fx.registry.clone(),
+            ToolEnv::new(
+                s.fx.workspace.clone(),
+                Arc::new(ToolsConfig::default()),
+                interaction,
+            ),
+            vec![
+                Message::system("## ROLE\nYou count."),
+                Message::user("## TASK\nCount to three."),
+            ],
+        )
     }
 }
 

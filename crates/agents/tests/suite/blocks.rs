@@ -5,7 +5,6 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-use tokio_util::sync::CancellationToken;
 use trellis_agents::roles::EditFormat;
 use trellis_agents::{AgentOutcome, AgentRun, Resume, RoleCatalog, SessionSink};
 use trellis_llm::{Message, Role};
@@ -46,37 +45,25 @@ async fn run(answers: Vec<&str>) -> Ran {
         let events = events.clone();
         Arc::new(move |e| events.lock().unwrap().push(e))
     };
+    let env = ToolEnv::new(
+        Workspace::new(ws.path(), &Default::default()).unwrap(),
+        Arc::new(ToolsConfig::default()),
+        Arc::new(NonInteractive { approve: true }),
+    );
+    let messages = vec![
+        Message::system(trellis_agents::prompt::system_prompt(
+            &role,
+            &[("edit_file".into(), "Replace an exact string.".into())],
+        )),
+        Message::user(format!(
+            "## RELEVANT CODEBASE\n### pkg/math.py:1-4 (bits)\n```python\n{SOURCE}```"
+        )),
+        Message::user("## TASK\nBits: a value of exactly 2**len_ does not fit."),
+    ];
+    let provider = Arc::new(scripted.clone());
     let agent = AgentRun {
-        node: "fix".into(),
-        role: role.clone(),
-        provider: Arc::new(scripted.clone()),
-        tools: Arc::new(registry),
-        tool_scope: None,
-        env: ToolEnv::new(
-            Workspace::new(ws.path(), &Default::default()).unwrap(),
-            Arc::new(ToolsConfig::default()),
-            Arc::new(NonInteractive { approve: true }),
-        ),
-        gate: None,
-        ledger: None,
-        messages: vec![
-            Message::system(trellis_agents::prompt::system_prompt(
-                &role,
-                &[("edit_file".into(), "Replace an exact string.".into())],
-            )),
-            Message::user(format!(
-                "## RELEVANT CODEBASE\n### pkg/math.py:1-4 (bits)\n```python\n{SOURCE}```"
-            )),
-            Message::user("## TASK\nBits: a value of exactly 2**len_ does not fit."),
-        ],
-        max_turns: role.max_turns,
         events: Some(sink),
-        inbox: None,
-        first_turn: 1,
-        attempt: 1,
-        free_text: false,
-        context: Default::default(),
-        cancel: CancellationToken::new(),
+        ..AgentRun::new("fix", role, provider, Arc::new(registry), env, messages)
     };
     let report = match agent.run(Resume::Fresh).await.unwrap() {
         AgentOutcome::Done(r) => r,

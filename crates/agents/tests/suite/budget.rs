@@ -4,7 +4,6 @@
 use std::sync::Arc;
 
 use serde_json::{Value, json};
-use tokio_util::sync::CancellationToken;
 use trellis_agents::{AgentOutcome, AgentRun, Resume, RoleSpec};
 use trellis_llm::{ChatRequest, FinishReason, Message, Role, StreamEvent};
 use trellis_test_support::TempWorkspace;
@@ -80,44 +79,28 @@ fn agent(model: &ScriptedProvider, ws: &TempWorkspace, config: ToolsConfig) -> A
     registry.register(tool("note", "Take a note."));
     registry.allow("planner", ["note", "srv__*"]);
     AgentRun {
-        node: "plan".into(),
-        role: RoleSpec {
-            name: "planner".into(),
-            model_role: "default".into(),
-            role: "You plan.".into(),
-            objective: "Plan.".into(),
-            process: vec![],
-            tools: vec![],
-            constraints: vec![],
-            max_turns: 6,
-            run_tests: false,
-            changes_files: false,
-            tool_first: false,
-            force_edit: false,
-            edit_format: Default::default(),
-        },
-        provider: Arc::new(model.clone()),
-        tools: Arc::new(registry),
-        tool_scope: None,
-        env: ToolEnv::new(
-            Workspace::new(ws.path(), &Default::default()).unwrap(),
-            Arc::new(config),
-            Arc::new(NonInteractive { approve: true }),
-        ),
-        gate: None,
-        ledger: None,
-        messages: vec![
-            Message::system("## ROLE\nYou plan."),
-            Message::user("## TASK\nWhat is the weather forecast for Paris this weekend?"),
-        ],
         max_turns: 6,
-        events: None,
-        inbox: None,
-        first_turn: 1,
-        attempt: 1,
-        free_text: false,
-        context: Default::default(),
-        cancel: CancellationToken::new(),
+        ..AgentRun::new(
+            "plan",
+            RoleSpec {
+                name: "planner".into(),
+                role: "You plan.".into(),
+                objective: "Plan.".into(),
+                max_turns: 6,
+                ..Default::default()
+            },
+            Arc::new(model.clone()),
+            Arc::new(registry),
+            ToolEnv::new(
+                Workspace::new(ws.path(), &Default::default()).unwrap(),
+                Arc::new(config),
+                Arc::new(NonInteractive { approve: true }),
+            ),
+            vec![
+                Message::system("## ROLE\nYou plan."),
+                Message::user("## TASK\nWhat is the weather forecast for Paris this weekend?"),
+            ],
+        )
     }
 }
 

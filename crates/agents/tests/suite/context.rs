@@ -6,7 +6,6 @@
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
-use tokio_util::sync::CancellationToken;
 use trellis_agents::context::{ContextPolicy, DirOutputs, Limits, READ_TOOL_OUTPUT};
 use trellis_agents::{AgentOutcome, AgentReport, AgentRun, Resume, RoleSpec};
 use trellis_llm::tokens::estimate_request;
@@ -101,45 +100,30 @@ pub fn agent(
 ) -> AgentRun {
     let events = recorder.0.clone();
     AgentRun {
-        node: "dump_stage".into(),
-        role: RoleSpec {
-            name: ROLE.into(),
-            model_role: "default".into(),
-            role: "You dump.".into(),
-            objective: "Dump lines.".into(),
-            process: vec![],
-            tools: vec![],
-            constraints: vec![],
-            max_turns: 16,
-            run_tests: false,
-            changes_files: false,
-            tool_first: false,
-            force_edit: false,
-            edit_format: Default::default(),
-        },
-        provider,
-        tools: fx.registry.clone(),
-        tool_scope: None,
-        env: ToolEnv::new(
-            fx.workspace.clone(),
-            Arc::new(ToolsConfig::default()),
-            Arc::new(NonInteractive { approve: true }),
-        ),
-        gate: None,
-        ledger: None,
-        messages: vec![
-            Message::system("## ROLE\nYou dump lines and report what you saw."),
-            Message::user("## PROJECT CONTEXT\nA repository of numbered lines."),
-            Message::user("## TASK\nDump the lines of every tag and report."),
-        ],
         max_turns: 16,
         events: Some(Arc::new(move |e| events.lock().unwrap().push(e))),
-        inbox: None,
-        first_turn: 1,
-        attempt: 1,
-        free_text: false,
         context,
-        cancel: CancellationToken::new(),
+        ..AgentRun::new(
+            "dump_stage",
+            RoleSpec {
+                name: ROLE.into(),
+                role: "You dump.".into(),
+                objective: "Dump lines.".into(),
+                ..Default::default()
+            },
+            provider,
+            fx.registry.clone(),
+            ToolEnv::new(
+                fx.workspace.clone(),
+                Arc::new(ToolsConfig::default()),
+                Arc::new(NonInteractive { approve: true }),
+            ),
+            vec![
+                Message::system("## ROLE\nYou dump lines and report what you saw."),
+                Message::user("## PROJECT CONTEXT\nA repository of numbered lines."),
+                Message::user("## TASK\nDump the lines of every tag and report."),
+            ],
+        )
     }
 }
 

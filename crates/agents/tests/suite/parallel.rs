@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use tokio::sync::Barrier;
-use tokio_util::sync::CancellationToken;
 use trellis_agents::{AgentOutcome, AgentRun, GraphInteraction, Resume, RoleSpec, SessionSink};
 use trellis_llm::{FinishReason, Message, Role, StreamEvent};
 use trellis_protocol::{Answer, SessionEvent, ToolStatus};
@@ -120,40 +119,26 @@ pub(crate) fn agent(
         ..ToolsConfig::default()
     };
     AgentRun {
-        node: "read_stage".into(),
-        role: RoleSpec {
-            name: ROLE.into(),
-            model_role: "default".into(),
-            role: "You read.".into(),
-            objective: "Read.".into(),
-            process: vec![],
-            tools: vec![],
-            constraints: vec![],
-            max_turns: 6,
-            run_tests: false,
-            changes_files: false,
-            tool_first: false,
-            force_edit: false,
-            edit_format: Default::default(),
-        },
-        provider: Arc::new(provider),
-        tools: fx.registry.clone(),
-        tool_scope: None,
-        env: ToolEnv::new(fx.workspace.clone(), Arc::new(config), interaction),
         gate,
-        ledger: None,
-        messages: vec![
-            Message::system("## ROLE\nYou read."),
-            Message::user("Read."),
-        ],
         max_turns: 6,
         events: Some(recorder.sink()),
-        inbox: None,
-        first_turn: 1,
-        attempt: 1,
-        free_text: false,
-        context: Default::default(),
-        cancel: CancellationToken::new(),
+        ..AgentRun::new(
+            "read_stage",
+            RoleSpec {
+                name: ROLE.into(),
+                role: "You read.".into(),
+                objective: "Read.".into(),
+                max_turns: 6,
+                ..Default::default()
+            },
+            Arc::new(provider),
+            fx.registry.clone(),
+            ToolEnv::new(fx.workspace.clone(), Arc::new(config), interaction),
+            vec![
+                Message::system("## ROLE\nYou read."),
+                Message::user("Read."),
+            ],
+        )
     }
 }
 

@@ -5,7 +5,6 @@
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
-use tokio_util::sync::CancellationToken;
 use trellis_agents::{AgentOutcome, AgentRun, Resume, RoleSpec, SessionSink};
 use trellis_llm::{FinishReason, Message, StreamEvent};
 use trellis_protocol::SessionEvent;
@@ -116,37 +115,22 @@ pub(crate) async fn run_with(
     };
     let provider = Arc::new(ScriptedProvider::new(script));
     let agent = AgentRun {
-        node: "read".into(),
-        role: RoleSpec {
-            name: "reader".into(),
-            model_role: "default".into(),
-            role: "You read.".into(),
-            objective: "Read.".into(),
-            process: vec![],
-            tools: vec![],
-            constraints: vec![],
-            max_turns: 6,
-            run_tests: false,
-            changes_files: false,
-            tool_first: false,
-            force_edit: false,
-            edit_format: Default::default(),
-        },
-        provider: provider.clone(),
-        tools: Arc::new(tools),
-        tool_scope: None,
-        env,
-        gate: None,
-        ledger: None,
-        messages: vec![Message::system("You read."), Message::user("Look up a.")],
         max_turns: 6,
         events: Some(sink),
-        inbox: None,
-        first_turn: 1,
-        attempt: 1,
-        free_text: false,
-        context: Default::default(),
-        cancel: CancellationToken::new(),
+        ..AgentRun::new(
+            "read",
+            RoleSpec {
+                name: "reader".into(),
+                role: "You read.".into(),
+                objective: "Read.".into(),
+                max_turns: 6,
+                ..Default::default()
+            },
+            provider.clone(),
+            Arc::new(tools),
+            env,
+            vec![Message::system("You read."), Message::user("Look up a.")],
+        )
     };
     let out = agent.run(Resume::Fresh).await.unwrap();
     assert!(matches!(out, AgentOutcome::Done(_)), "{out:?}");

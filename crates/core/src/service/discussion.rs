@@ -41,11 +41,7 @@ fn role() -> RoleSpec {
             "Say so when something is not in the repository.".into(),
         ],
         max_turns: 8,
-        run_tests: false,
-        changes_files: false,
-        tool_first: false,
-        force_edit: false,
-        edit_format: Default::default(),
+        ..RoleSpec::default()
     }
 }
 
