@@ -44,7 +44,7 @@ impl ContextKind {
 
 /// The system prompt of `role`, offering `tools` (name, description). A role with
 /// `edit_format: blocks` is not offered the editing tools: its answers carry its edits as
-/// blocks ([`blocks_instruction`]).
+/// blocks ([`BLOCKS_INSTRUCTION`]).
 pub fn system_prompt(role: &RoleSpec, tools: &[(String, String)]) -> String {
     if role.edit_format == EditFormat::Blocks {
         let offered: Vec<(String, String)> = tools
