@@ -352,8 +352,8 @@ fn prompt(
          ## PROCESS\n1. Read the request and the project context.\n\
          2. Compare the request with each workflow's description. A workflow's prior counts \
          its patterns that match the request: choose the workflow with the highest prior unless \
-         its description clearly does not fit the request.\n3. For each optional stage of the chosen workflow, follow its \
-         guidance.\n\n## OUTPUT FORMAT\nOnly a JSON object: {\"reasoning\": \"…\", \"workflow\": \
+         its description clearly does not fit the request.\n\
+         3. For each optional stage of the chosen workflow, follow its guidance.\n\n## OUTPUT FORMAT\nOnly a JSON object: {\"reasoning\": \"…\", \"workflow\": \
          \"<name>\", \"stages\": [{\"stage\": \"<optional stage name>\", \"include\": true|false, \
          \"reason\": \"…\"}]}\n\n## CONSTRAINTS\n- Use only the workflow and stage names listed.\n\
          - Give one entry per optional stage of the chosen workflow.\n",

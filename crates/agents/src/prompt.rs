@@ -9,7 +9,7 @@ use trellis_llm::structured::schema_of;
 use trellis_protocol::canonical::to_canonical_string;
 
 use crate::output::StageReport;
-use crate::roles::{EDIT_TOOLS, EditFormat, RoleSpec};
+use crate::roles::{EditFormat, RoleSpec};
 
 /// One kind of context message.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -49,7 +49,7 @@ pub fn system_prompt(role: &RoleSpec, tools: &[(String, String)]) -> String {
     if role.edit_format == EditFormat::Blocks {
         let offered: Vec<(String, String)> = tools
             .iter()
-            .filter(|(name, _)| !EDIT_TOOLS.contains(&name.as_str()))
+            .filter(|(name, _)| role.offers(name))
             .cloned()
             .collect();
         return prompt_with(role, &offered, Some(BLOCKS_INSTRUCTION));

@@ -169,6 +169,15 @@ impl Default for RoleSpec {
     }
 }
 
+impl RoleSpec {
+    /// Whether the model is offered `tool` (listed in the prompt, sent with the requests):
+    /// a `blocks` role writes its edits in its answers, so it is not offered the editing
+    /// tools — the runtime calls `edit_file` for it.
+    pub fn offers(&self, tool: &str) -> bool {
+        self.edit_format != EditFormat::Blocks || !EDIT_TOOLS.contains(&tool)
+    }
+}
+
 fn default_model_role() -> String {
     "default".into()
 }
@@ -254,54 +263,46 @@ fn parse(text: &str, path: &Path) -> Result<RoleSpec> {
         path: path.to_path_buf(),
         message: e.to_string(),
     })?;
+    match problem(&spec) {
+        Some(message) => Err(Error::Role {
+            path: path.to_path_buf(),
+            message,
+        }),
+        None => Ok(spec),
+    }
+}
+
+/// What is wrong with a parsed role file, if anything (the first problem found).
+fn problem(spec: &RoleSpec) -> Option<String> {
+    // An empty `tools` list allows every tool.
+    let lists = |tool: &str| spec.tools.is_empty() || spec.tools.iter().any(|t| t == tool);
+    let blocks = spec.edit_format == EditFormat::Blocks;
     if spec.name.trim().is_empty() || spec.role.trim().is_empty() {
-        return Err(Error::Role {
-            path: path.to_path_buf(),
-            message: "`name` and `role` must not be empty".into(),
-        });
-    }
-    if spec.force_edit && !spec.changes_files {
-        return Err(Error::Role {
-            path: path.to_path_buf(),
-            message: "`force_edit: true` needs `changes_files: true` (it answers the question \
-                      about a success that changed nothing): set both, or remove force_edit"
+        Some("`name` and `role` must not be empty".into())
+    } else if spec.force_edit && !spec.changes_files {
+        Some(
+            "`force_edit: true` needs `changes_files: true` (it answers the question about a \
+             success that changed nothing): set both, or remove force_edit"
                 .into(),
-        });
+        )
+    } else if spec.force_edit && !EDIT_TOOLS.iter().any(|t| lists(t)) {
+        Some(format!(
+            "`force_edit: true` needs an editing tool in `tools` ({}), or remove force_edit",
+            EDIT_TOOLS.join(", ")
+        ))
+    } else if blocks && spec.force_edit {
+        Some(
+            "`edit_format: blocks` and `force_edit: true` do not go together (a blocks role is \
+             offered no editing tool to be forced to): remove one"
+                .into(),
+        )
+    } else if blocks && !lists(BLOCKS_TOOL) {
+        Some(format!(
+            "`edit_format: blocks` applies the blocks with `{BLOCKS_TOOL}`: add it to `tools`"
+        ))
+    } else {
+        None
     }
-    if spec.force_edit
-        && !spec.tools.is_empty()
-        && !spec.tools.iter().any(|t| EDIT_TOOLS.contains(&t.as_str()))
-    {
-        return Err(Error::Role {
-            path: path.to_path_buf(),
-            message: format!(
-                "`force_edit: true` needs an editing tool in `tools` ({}), or remove force_edit",
-                EDIT_TOOLS.join(", ")
-            ),
-        });
-    }
-    if spec.edit_format == EditFormat::Blocks {
-        let problem = if spec.force_edit {
-            Some(
-                "`edit_format: blocks` and `force_edit: true` do not go together (a blocks role \
-                  is offered no editing tool to be forced to): remove one"
-                    .to_owned(),
-            )
-        } else if !spec.tools.is_empty() && !spec.tools.iter().any(|t| t == BLOCKS_TOOL) {
-            Some(format!(
-                "`edit_format: blocks` applies the blocks with `{BLOCKS_TOOL}`: add it to `tools`"
-            ))
-        } else {
-            None
-        };
-        if let Some(message) = problem {
-            return Err(Error::Role {
-                path: path.to_path_buf(),
-                message,
-            });
-        }
-    }
-    Ok(spec)
 }
 
 /// `edit_format: blocks` writes its edits through this tool, which the role must list.

@@ -42,10 +42,7 @@ impl AgentRun {
             );
         }
         let mut specs = offer.specs;
-        if self.role.edit_format == EditFormat::Blocks {
-            // Its edits are the blocks in its answers, written in free text.
-            specs.retain(|s| !crate::roles::EDIT_TOOLS.contains(&s.name.as_str()));
-        }
+        specs.retain(|s| self.role.offers(&s.name));
         if self.offers_execute_dag(&specs) && !specs.iter().any(|s| s.name == super::EXECUTE_DAG) {
             specs.push(super::execute_dag_spec(self.env.config.dag.max_steps));
             specs.push(super::replan_dag_spec());
