@@ -34,6 +34,7 @@ mod foresight;
 pub(crate) mod inbox;
 mod record;
 mod report;
+mod sample;
 mod speculate;
 mod stuck;
 mod toolset;
@@ -316,8 +317,13 @@ impl AgentRun {
                     attempt: self.attempt,
                 },
             );
+            let again = self.samples().then(|| request.clone());
             // Safe predicted calls run while the model thinks: ready when it asks.
             let (completion, ()) = tokio::join!(self.turn(request, turn), self.speculate(&mut st));
+            let completion = match (completion, again) {
+                (Ok(c), Some(request)) => Ok(self.sample(&mut st, request, c, turn).await?),
+                (c, _) => c,
+            };
             let mut completion = match completion {
                 Ok(c) => c,
                 Err(e) => {

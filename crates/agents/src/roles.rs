@@ -133,6 +133,17 @@ pub struct RoleSpec {
     /// than into a JSON string, and answers in free text without a tool grammar).
     #[serde(default)]
     pub edit_format: EditFormat,
+    /// With `edit_format: blocks`: how many answers a turn draws (default 1). The first is
+    /// the profile's usual answer; the others are sampled at `sample_temperature`, each with
+    /// its own seed. The turn keeps the answer whose blocks all apply and that most others
+    /// agree with (the same change, whitespace aside) — majority voting over candidate
+    /// patches, as in Agentless. Each answer is a model call (budgets count them); the
+    /// prompt is the same, so a local model reads it once (prefix reuse).
+    #[serde(default = "default_samples")]
+    pub samples: u32,
+    /// The temperature of the answers drawn after the first (default 0.8).
+    #[serde(default = "default_sample_temperature")]
+    pub sample_temperature: f32,
 }
 
 /// How a role writes its edits (`edit_format`).
@@ -165,6 +176,8 @@ impl Default for RoleSpec {
             tool_first: false,
             force_edit: false,
             edit_format: EditFormat::Tools,
+            samples: default_samples(),
+            sample_temperature: default_sample_temperature(),
         }
     }
 }
@@ -185,6 +198,17 @@ fn default_model_role() -> String {
 fn default_max_turns() -> u32 {
     16
 }
+
+fn default_samples() -> u32 {
+    1
+}
+
+fn default_sample_temperature() -> f32 {
+    0.8
+}
+
+/// The most answers a turn may draw (`samples`).
+pub const MAX_SAMPLES: u32 = 16;
 
 /// Where a role came from.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -300,6 +324,22 @@ fn problem(spec: &RoleSpec) -> Option<String> {
         Some(format!(
             "`edit_format: blocks` applies the blocks with `{BLOCKS_TOOL}`: add it to `tools`"
         ))
+    } else if !(1..=MAX_SAMPLES).contains(&spec.samples) {
+        Some(format!(
+            "`samples: {}` must be between 1 and {MAX_SAMPLES}",
+            spec.samples
+        ))
+    } else if spec.samples > 1 && !blocks {
+        Some(
+            "`samples` above 1 needs `edit_format: blocks` (the answers are compared by the \
+             change their blocks make): set edit_format, or remove samples"
+                .into(),
+        )
+    } else if !(0.0..=2.0).contains(&spec.sample_temperature) {
+        Some(format!(
+            "`sample_temperature: {}` must be between 0 and 2",
+            spec.sample_temperature
+        ))
     } else {
         None
     }
@@ -364,6 +404,27 @@ mod tests {
             path,
         );
         assert!(bad.is_err());
+    }
+
+    #[test]
+    fn samples_need_blocks_and_a_sane_count_and_temperature() {
+        let path = Path::new("agents/fixer.yaml");
+        let base = "name: fixer\nrole: You fix.\nobjective: Fix it.\ntools: [edit_file]\n";
+        let err = |extra: &str| {
+            parse(&format!("{base}{extra}"), path)
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default()
+        };
+        assert!(err("samples: 3\n").contains("needs `edit_format: blocks`"));
+        assert!(err("edit_format: blocks\nsamples: 0\n").contains("between 1 and 16"));
+        assert!(err("edit_format: blocks\nsamples: 17\n").contains("between 1 and 16"));
+        assert!(
+            err("edit_format: blocks\nsamples: 3\nsample_temperature: 3\n")
+                .contains("between 0 and 2")
+        );
+        let ok = parse(&format!("{base}edit_format: blocks\nsamples: 3\n"), path);
+        assert!(ok.is_ok_and(|r| r.samples == 3 && r.sample_temperature == 0.8));
     }
 
     #[test]

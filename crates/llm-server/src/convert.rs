@@ -112,6 +112,7 @@ pub(crate) fn to_call(wire: ChatCompletionRequest) -> Result<Call, ApiError> {
             tool_choice,
             thinking_budget: None,
             stop: wire.stop.map(|s| s.into_vec()).unwrap_or_default(),
+            seed: wire.seed,
         },
         stream,
         include_usage: stream
@@ -272,7 +273,7 @@ mod tests {
     fn a_conversation_with_tools_maps_to_the_provider_request() {
         let c = call(json!({
             "model": "local", "stream": true, "stream_options": {"include_usage": true},
-            "max_completion_tokens": 50, "stop": ["END"],
+            "max_completion_tokens": 50, "stop": ["END"], "seed": 9,
             "messages": [
                 {"role": "developer", "content": "be brief"},
                 {"role": "user", "content": [{"type": "text", "text": "list "}, {"type": "text", "text": "files"}]},
@@ -294,6 +295,7 @@ mod tests {
         assert_eq!(r.tools[0].parameters["type"], "object");
         assert_eq!(r.max_tokens, Some(50));
         assert_eq!(r.stop, vec!["END"]);
+        assert_eq!(r.seed, Some(9));
         assert_eq!(
             r.response_format.as_ref().unwrap().schema,
             json!({"type": "object"})

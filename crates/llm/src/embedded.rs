@@ -239,6 +239,7 @@ struct Job {
     output: Output,
     max_tokens: u32,
     temperature: f32,
+    seed: u32,
     stop: Vec<String>,
 }
 
@@ -415,6 +416,7 @@ fn build_job(loaded: &Loaded, request: &ChatRequest, settings: &EmbeddedSettings
         output,
         max_tokens: request.max_tokens.unwrap_or(settings.max_tokens),
         temperature: request.temperature.unwrap_or(settings.temperature),
+        seed: request.seed.unwrap_or(settings.seed),
         stop: request.stop.clone(),
     })
 }

@@ -114,6 +114,9 @@ impl OpenAiProvider {
         if let Some(t) = request.temperature.or(self.default_temperature) {
             body.insert("temperature".into(), json!(t));
         }
+        if let Some(seed) = request.seed {
+            body.insert("seed".into(), json!(seed));
+        }
         if !request.stop.is_empty() {
             body.insert("stop".into(), json!(request.stop));
         }

@@ -34,6 +34,9 @@ pub struct ChatCompletionRequest {
     /// Sampling temperature.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub temperature: Option<f32>,
+    /// Sampling seed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u32>,
     /// Stop sequences: one string or a list.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stop: Option<Stop>,

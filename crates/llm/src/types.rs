@@ -171,6 +171,11 @@ pub struct ChatRequest {
     /// Stop sequences.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stop: Vec<String>,
+    /// Sampling seed (the profile's when `None`): with a temperature above 0, requests
+    /// that differ only in their seed draw different answers — the embedded model and
+    /// OpenAI-compatible servers take it (OpenAI `seed`); Anthropic has none and ignores it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u32>,
 }
 
 /// Whether a request with tools may be answered without calling one.

@@ -378,7 +378,7 @@ impl AgentRun {
         }
     }
 
-    fn edits(&self, messages: &[Message], text: &str, turn: u32) -> Edits {
+    pub(super) fn edits(&self, messages: &[Message], text: &str, turn: u32) -> Edits {
         let (mut blocks, mut problems) = parse(text);
         // A block written twice is applied once.
         let mut seen = Vec::new();

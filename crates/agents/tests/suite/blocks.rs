@@ -23,6 +23,11 @@ struct Ran {
 }
 
 async fn run(answers: Vec<&str>) -> Ran {
+    run_with(answers, 1).await
+}
+
+/// `answers` to the built-in fixer drawing `samples` answers per turn.
+async fn run_with(answers: Vec<&str>, samples: u32) -> Ran {
     let ws = TempWorkspace::new("blocks").unwrap();
     std::fs::create_dir_all(ws.path().join("pkg")).unwrap();
     std::fs::write(ws.path().join("pkg/math.py"), SOURCE).unwrap();
@@ -32,6 +37,7 @@ async fn run(answers: Vec<&str>) -> Ran {
         .unwrap()
         .clone();
     assert_eq!(role.edit_format, EditFormat::Blocks);
+    let role = trellis_agents::RoleSpec { samples, ..role };
     let mut registry = Registry::builtin(&BTreeMap::new());
     registry.allow(&role.name, role.tools.iter().map(String::as_str));
     let scripted = ScriptedProvider::new(
@@ -175,4 +181,63 @@ async fn a_block_written_twice_is_applied_once() {
     assert_eq!(ran.file, SOURCE.replace("val > 2", "val >= 2"));
     assert_eq!((ran.report.turns, ran.report.tool_calls), (1, 1));
     assert!(!ran.report.report.failure);
+}
+
+const FIX: &str = "pkg/math.py\n<<<<<<< SEARCH\n    if val > 2 ** len_:\n=======\n    if val >= 2 ** len_:\n>>>>>>> REPLACE";
+
+#[tokio::test]
+async fn several_samples_keep_the_answer_whose_blocks_apply_and_most_agree_on() {
+    // The greedy answer only talks, the second copies a line wrongly, the third applies.
+    let wrong = FIX.replace("if val > 2", "if value > 2");
+    let ran = run_with(vec!["The bound is off by one.", &wrong, FIX], 3).await;
+    assert_eq!(ran.file, SOURCE.replace("val > 2", "val >= 2"));
+    assert_eq!((ran.report.turns, ran.report.tool_calls), (1, 1));
+    // The first answer as the profile gives it; the others sampled, each with its seed.
+    let drawn: Vec<_> = ran
+        .requests
+        .iter()
+        .map(|r| (r.temperature, r.seed))
+        .collect();
+    assert_eq!(
+        drawn,
+        [
+            (None, None),
+            (Some(0.8), Some(1001)),
+            (Some(0.8), Some(1002))
+        ]
+    );
+    assert!(
+        ran.requests
+            .iter()
+            .all(|r| r.messages == ran.requests[0].messages)
+    );
+    let notes: Vec<&str> = ran
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            SessionEvent::Note { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        notes.iter().any(|n| n.starts_with(
+            "drew 3 answers: 1 with blocks that all apply; kept answer 3 (its change made by \
+             1 of them). Answers 1: no block; 2: 0 block(s) apply, 1 refused (the SEARCH part \
+             of the block for `pkg/math.py` is not in the file"
+        ) && n.ends_with("; 3: 1 block(s) apply")),
+        "{notes:?}"
+    );
+    // The turn's recorded answer is the one kept, with every answer's tokens.
+    let kept = ran.events.iter().find_map(|e| match e {
+        SessionEvent::TurnCompleted { message, .. } => Some(message.to_string()),
+        _ => None,
+    });
+    assert!(kept.is_some_and(|m| m.contains("val >= 2")));
+
+    // Two answers agree on another change than the greedy one: the majority is kept,
+    // however its blocks' blank lines and line ends are written.
+    let other = FIX.replace(">= 2 ** len_", "> 2 ** len_ - 1");
+    let other_spaced = other.replace("len_ - 1:", "len_ - 1:   \n");
+    let ran = run_with(vec![FIX, &other, &other_spaced], 3).await;
+    assert_eq!(ran.file, SOURCE.replace("2 ** len_:", "2 ** len_ - 1:"));
 }

@@ -268,7 +268,7 @@ fn run(
     let n_prompt_u32 = u32::try_from(n_prompt).map_err(embedded)?;
     let max_tokens = job.max_tokens.min(slot.n_ctx - n_prompt_u32);
     let mut logits_idx = batch.n_tokens() - 1;
-    let mut sampler = Sampler::new(model, job, settings.seed)?;
+    let mut sampler = Sampler::new(model, job, job.seed)?;
     let buffered = matches!(job.output, Output::Tools(_) | Output::Native(_));
     let mut out = TextOut::new(job.stop.clone());
     let mut collected = String::new();

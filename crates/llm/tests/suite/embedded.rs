@@ -73,6 +73,29 @@ async fn random_weights_still_answer_in_schema_ten_of_ten() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sampled_answer_follows_its_seed() {
+    let p = provider("tiny");
+    let answer = |seed| {
+        let req = ChatRequest {
+            max_tokens: Some(24),
+            temperature: Some(0.9),
+            seed: Some(seed),
+            ..ChatRequest::new(vec![Message::user("Write a line.")])
+        };
+        let p = p.clone();
+        async move {
+            p.complete(req, CancellationToken::new())
+                .await
+                .unwrap()
+                .text
+        }
+    };
+    let (one, again, two) = (answer(1).await, answer(1).await, answer(2).await);
+    assert_eq!(one, again, "the same seed draws the same answer");
+    assert_ne!(one, two, "another seed draws another answer");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn streams_counts_and_cancels() {
     let p = provider("tiny");
     p.prepare().await.unwrap();

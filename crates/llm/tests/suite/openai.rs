@@ -86,8 +86,12 @@ async fn text_stream_and_request_body() {
 #[tokio::test]
 async fn complete_collects_usage() {
     let server = MockServer::start(vec![replay("openai", "text")]).await;
+    let seeded = trellis_llm::ChatRequest {
+        seed: Some(7),
+        ..hello()
+    };
     let c = provider(&server, "max_tokens = 77\ntemperature = 0.25")
-        .complete(hello(), CancellationToken::new())
+        .complete(seeded, CancellationToken::new())
         .await
         .unwrap();
     assert_eq!(c.text, recorded_text("openai", "text"));
@@ -100,6 +104,7 @@ async fn complete_collects_usage() {
     let body = &server.requests()[0].body;
     assert_eq!(body["max_tokens"], 77);
     assert_eq!(body["temperature"], 0.25);
+    assert_eq!(body["seed"], 7);
 }
 
 #[tokio::test]
