@@ -36,6 +36,7 @@ mod record;
 mod report;
 mod sample;
 mod speculate;
+mod state;
 mod stuck;
 mod toolset;
 mod window;
@@ -45,12 +46,12 @@ use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::time::Instant;
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use trellis_llm::{
-    BudgetExceeded, BudgetLedger, ChatRequest, Completion, Message, ModelProvider, StreamEvent,
-    ToolCall, ToolSpec, Usage, collect_named,
+    BudgetLedger, ChatRequest, Completion, Message, ModelProvider, StreamEvent, ToolCall, ToolSpec,
+    Usage, collect_named,
 };
 use trellis_protocol::{Answer, Interrupt, NodeId, SessionEvent, ToolStatus};
 use trellis_tools::dag::call_parallel;
@@ -62,11 +63,14 @@ use crate::interaction::GraphInteraction;
 use crate::output::StageReport;
 use crate::roles::RoleSpec;
 
+use state::{Saved, Waiting};
+
 use events::{Finished, completed, status_of, tool_completed, tool_started, turn_usage};
 
 pub use calls::{EXECUTE_DAG, ExecuteDagInput, REPLAN_DAG, execute_dag_spec, replan_dag_spec};
 pub use inbox::Inbox;
 pub use record::INTERRUPTED_TOOL;
+pub use sample::{TestOutcome, TestProbe};
 pub use toolset::{SEARCH_TOOLS, search_tools_spec};
 
 /// Where one session's events go (an agent activation's, or a retrieval node's notes).
@@ -124,6 +128,8 @@ pub struct AgentRun {
     pub context: ContextPolicy,
     /// Stops the agent.
     pub cancel: CancellationToken,
+    /// The project's tests, for a role that tests its drawn answers (`test_samples`).
+    pub probe: Option<Arc<dyn TestProbe>>,
 }
 
 /// How an activation starts.
@@ -176,58 +182,6 @@ pub struct AgentReport {
     pub usage: Usage,
     /// Repairs the normaliser applied to the final answer, and other notes.
     pub notes: Vec<String>,
-}
-
-/// The conversation and counters of an activation (saved in an interrupt's scratch).
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
-struct Saved {
-    messages: Vec<Message>,
-    turns: u32,
-    tool_calls: u32,
-    usage: Usage,
-    waiting: Waiting,
-    /// The session turn number of the next model call.
-    #[serde(default)]
-    next_turn: u32,
-    /// Events other than deltas emitted in this attempt since its `PromptSet` (inclusive):
-    /// tells [`Resume::choose`] whether the record went on after the interrupt.
-    #[serde(default)]
-    recorded: u64,
-    /// MCP tools found with `search_tools`: offered whatever the schema budget says.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    discovered: Vec<String>,
-    /// The completed calls of the activation, oldest first: what the tool knowledge graph
-    /// predicts from, and what speculative calls' arguments come from.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    history: Vec<trellis_tools::speculate::Done>,
-    /// Calls run ahead of the model, waiting to be asked for.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    speculated: Vec<trellis_tools::speculate::Speculated>,
-    /// How many of `history`'s first calls were run ahead by foresight (their results are
-    /// in the prompt); the rest are the model's.
-    #[serde(default)]
-    foresight: usize,
-}
-
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-enum Waiting {
-    /// The tool call at `next` of `calls` (asked for by turn `turn`) waits for the user.
-    Tools {
-        calls: Vec<ToolCall>,
-        next: usize,
-        #[serde(default)]
-        turn: u32,
-        /// Calls after `next` that already ran beside it, with their results (a list: JSON
-        /// map keys are strings).
-        #[serde(default, skip_serializing_if = "Vec::is_empty")]
-        done: Vec<(usize, Finished)>,
-    },
-    /// A model call was refused by the budget.
-    Budget { exceeded: BudgetExceeded },
-    /// Nothing (a fresh state).
-    #[default]
-    Nothing,
 }
 
 impl AgentRun {

@@ -144,6 +144,12 @@ pub struct RoleSpec {
     /// The temperature of the answers drawn after the first (default 0.8).
     #[serde(default = "default_sample_temperature")]
     pub sample_temperature: f32,
+    /// With `samples`: run the project's test command (when it has one) on each different
+    /// change the answers' blocks make, in a scratch copy of the workspace, and rank a change
+    /// that breaks tests the files pass after one that does not (regression filtering, as in
+    /// Agentless).
+    #[serde(default)]
+    pub test_samples: bool,
 }
 
 /// How a role writes its edits (`edit_format`).
@@ -178,6 +184,7 @@ impl Default for RoleSpec {
             edit_format: EditFormat::Tools,
             samples: default_samples(),
             sample_temperature: default_sample_temperature(),
+            test_samples: false,
         }
     }
 }
@@ -335,6 +342,12 @@ fn problem(spec: &RoleSpec) -> Option<String> {
              change their blocks make): set edit_format, or remove samples"
                 .into(),
         )
+    } else if spec.test_samples && spec.samples < 2 {
+        Some(
+            "`test_samples: true` tests the answers `samples` draws: set `samples` to 2 or \
+             more, or remove test_samples"
+                .into(),
+        )
     } else if !(0.0..=2.0).contains(&spec.sample_temperature) {
         Some(format!(
             "`sample_temperature: {}` must be between 0 and 2",
@@ -417,6 +430,7 @@ mod tests {
                 .unwrap_or_default()
         };
         assert!(err("samples: 3\n").contains("needs `edit_format: blocks`"));
+        assert!(err("edit_format: blocks\ntest_samples: true\n").contains("2 or more"));
         assert!(err("edit_format: blocks\nsamples: 0\n").contains("between 1 and 16"));
         assert!(err("edit_format: blocks\nsamples: 17\n").contains("between 1 and 16"));
         assert!(

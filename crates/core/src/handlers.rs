@@ -128,6 +128,24 @@ impl RunContext {
         Ok(env)
     }
 
+    /// The project's tests for a role that tests its drawn answers (`test_samples`), when
+    /// the project has a test command.
+    fn probe(&self, role: &RoleSpec, env: &ToolEnv) -> Option<Arc<dyn trellis_agents::TestProbe>> {
+        let command = self.test_command.clone().filter(|_| role.test_samples)?;
+        Some(Arc::new(testcmd::ScratchProbe {
+            registry: self.registry.clone(),
+            env: env.clone(),
+            command,
+            timeout_secs: self
+                .runtime
+                .agents
+                .test_timeout()
+                .min(testcmd::PROBE_TIMEOUT)
+                .as_secs(),
+            secrets: self.runtime.tools.secrets.clone(),
+        }))
+    }
+
     fn project_text(&self) -> String {
         let mut s = format!(
             "You work in a git worktree of the repository (a copy on the branch `{}`); tool \
@@ -314,6 +332,7 @@ impl RunContext {
             free_text: false,
             context,
             cancel: ctx.cancel.clone(),
+            probe: self.probe(&role, &env),
         };
         let resume = Resume::choose(
             ctx.attempt,

@@ -186,3 +186,190 @@ fn tail(text: &str, max: usize) -> String {
     }
     format!("[… {} bytes cut]\n{}", start, &text[start..])
 }
+
+/// The longest a probe's test run may take (or `agents.test_timeout_secs` when shorter): a
+/// suite that takes longer is not run for every drawn answer.
+pub const PROBE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// Top-level directories a scratch copy links to instead of copying (installed dependencies
+/// and build output: large, and read-only to the tests).
+const LINKED: &[&str] = &["node_modules", ".venv", "venv", "target"];
+
+/// Copies the tree at `from` into `to` for a test run: without `.git` and `.trellis`, the
+/// [`LINKED`] top-level directories as symlinks, symlinks as symlinks.
+fn copy_for_tests(from: &Path, to: &Path, top: bool) -> std::io::Result<()> {
+    std::fs::create_dir_all(to)?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let name = entry.file_name();
+        let (src, dst) = (entry.path(), to.join(&name));
+        let kind = entry.file_type()?;
+        if name == ".git" || name == ".trellis" {
+            continue;
+        }
+        if kind.is_symlink() {
+            std::os::unix::fs::symlink(std::fs::read_link(&src)?, &dst)?;
+        } else if kind.is_dir() && top && LINKED.iter().any(|l| name == *l) {
+            std::os::unix::fs::symlink(&src, &dst)?;
+        } else if kind.is_dir() {
+            copy_for_tests(&src, &dst, false)?;
+        } else {
+            std::fs::copy(&src, &dst)?;
+        }
+    }
+    Ok(())
+}
+
+/// A failure line as a key that does not change with what the failure printed: pytest's
+/// `FAILED a.py::t - message` is `FAILED a.py::t`. Summary lines (`FAILED (failures=2)`,
+/// counts) are not failures of their own: `None`.
+fn failure_key(line: &str) -> Option<String> {
+    let key = line.split(" - ").next().unwrap_or(line).trim();
+    (!key.starts_with("FAILED (") && !key.starts_with("test result:")).then(|| key.to_owned())
+}
+
+/// The project's test command run on a scratch copy of a workspace with some files
+/// replaced: the [`TestProbe`](trellis_agents::TestProbe) of a role that tests its drawn
+/// answers (`test_samples`). The workspace itself is never written.
+pub struct ScratchProbe {
+    /// The registry the command runs through (as [`TEST_RUNNER`]).
+    pub registry: std::sync::Arc<Registry>,
+    /// The agent's environment (its workspace is the one copied).
+    pub env: ToolEnv,
+    /// The command.
+    pub command: TestCommand,
+    /// Its time limit.
+    pub timeout_secs: u64,
+    /// The secret patterns of the copy's workspace (the run's).
+    pub secrets: trellis_tools::SecretsConfig,
+}
+
+impl trellis_agents::TestProbe for ScratchProbe {
+    fn run(
+        &self,
+        files: Vec<(String, String)>,
+        cancel: CancellationToken,
+    ) -> futures::future::BoxFuture<'_, Option<trellis_agents::TestOutcome>> {
+        Box::pin(async move {
+            let root = self.env.workspace.root().to_path_buf();
+            let scratch = tempfile::Builder::new()
+                .prefix("trellis-probe-")
+                .tempdir()
+                .ok()?;
+            let dir = scratch.path().to_path_buf();
+            let copied = tokio::task::spawn_blocking(move || -> std::io::Result<()> {
+                copy_for_tests(&root, &dir, true)?;
+                for (path, text) in files {
+                    std::fs::write(dir.join(path), text)?;
+                }
+                Ok(())
+            })
+            .await;
+            if !matches!(copied, Ok(Ok(()))) {
+                return None;
+            }
+            let mut env = self.env.clone();
+            env.workspace = trellis_tools::Workspace::new(scratch.path(), &self.secrets).ok()?;
+            // The project's own command: `ask` is taken as approved; `deny` still applies.
+            env.interaction = std::sync::Arc::new(trellis_tools::NonInteractive { approve: true });
+            let run = run(
+                &self.registry,
+                &env,
+                &self.command,
+                self.timeout_secs,
+                cancel,
+            )
+            .await;
+            if run.exit_code.is_none() {
+                return None;
+            }
+            Some(trellis_agents::TestOutcome {
+                passed: run.passed,
+                failures: run.failures.iter().filter_map(|l| failure_key(l)).collect(),
+            })
+        })
+    }
+
+    fn command(&self) -> String {
+        self.command.command.clone()
+    }
+}
+
+#[cfg(test)]
+mod probe_tests {
+    use super::*;
+
+    #[test]
+    fn failure_keys_drop_messages_and_summaries() {
+        assert_eq!(
+            failure_key("FAILED tests/a.py::t - assert 1 == 2").as_deref(),
+            Some("FAILED tests/a.py::t")
+        );
+        assert_eq!(
+            failure_key("FAIL: test_x (m.C)").as_deref(),
+            Some("FAIL: test_x (m.C)")
+        );
+        assert_eq!(failure_key("FAILED (failures=2)"), None);
+    }
+
+    #[tokio::test]
+    async fn the_probe_tests_a_change_in_a_copy_and_leaves_the_workspace_alone() {
+        use trellis_agents::TestProbe;
+        let ws = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(ws.path().join("a.py"), "x = 1\n").unwrap_or_else(|e| panic!("{e}"));
+        let mut registry = Registry::builtin(&Default::default());
+        registry.allow(TEST_RUNNER, ["shell"]);
+        let env = ToolEnv::new(
+            trellis_tools::Workspace::new(ws.path(), &Default::default())
+                .unwrap_or_else(|e| panic!("{e}")),
+            std::sync::Arc::new(trellis_tools::ToolsConfig::default()),
+            std::sync::Arc::new(trellis_tools::NonInteractive { approve: false }),
+        );
+        let probe = ScratchProbe {
+            registry: std::sync::Arc::new(registry),
+            env,
+            command: TestCommand {
+                command: "grep -q 'x = 2' a.py || { echo 'FAILED t.py::x - not 2'; exit 1; }"
+                    .into(),
+                source: "test".into(),
+            },
+            timeout_secs: 30,
+            secrets: Default::default(),
+        };
+        let before = probe.run(Vec::new(), CancellationToken::new()).await;
+        assert_eq!(
+            before.map(|o| (o.passed, o.failures.into_iter().collect::<Vec<_>>())),
+            Some((false, vec!["FAILED t.py::x".to_owned()]))
+        );
+        let after = probe
+            .run(
+                vec![("a.py".into(), "x = 2\n".into())],
+                CancellationToken::new(),
+            )
+            .await;
+        assert!(after.is_some_and(|o| o.passed && o.failures.is_empty()));
+        assert_eq!(
+            std::fs::read_to_string(ws.path().join("a.py")).unwrap_or_default(),
+            "x = 1\n"
+        );
+    }
+
+    #[test]
+    fn a_scratch_copy_leaves_out_git_and_links_dependencies() {
+        let from = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let to = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        for dir in [".git", "node_modules/x", "src/pkg"] {
+            std::fs::create_dir_all(from.path().join(dir)).unwrap_or_else(|e| panic!("{e}"));
+        }
+        std::fs::write(from.path().join("src/pkg/a.py"), "x = 1\n")
+            .unwrap_or_else(|e| panic!("{e}"));
+        copy_for_tests(from.path(), to.path(), true).unwrap_or_else(|e| panic!("{e}"));
+        assert!(!to.path().join(".git").exists());
+        assert!(to.path().join("node_modules").is_symlink());
+        assert_eq!(
+            std::fs::read_to_string(to.path().join("src/pkg/a.py")).unwrap_or_default(),
+            "x = 1\n"
+        );
+        assert!(!to.path().join("src").is_symlink());
+    }
+}

@@ -42,7 +42,7 @@ pub mod worktree;
 pub use advice::{AdviceMode, SpeculationOutcome, Suggested, ToolAdvisor};
 pub use config::{
     Action, BudgetConfig, CommandRule, DagConfig, GatewayConfig, GraphConfig, PolicyConfig,
-    ShellConfig, SpeculationConfig, ToolsConfig,
+    SecretsConfig, ShellConfig, SpeculationConfig, ToolsConfig,
 };
 pub use context::{Decision, Note, ProgressFn, ToolContext, ToolEnv, ToolProgress};
 pub use error::{Error, Result};

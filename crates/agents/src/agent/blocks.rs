@@ -322,7 +322,7 @@ impl AgentRun {
     }
 
     /// The text of workspace file `path`.
-    fn file(&self, path: &str) -> Result<String, String> {
+    pub(super) fn file(&self, path: &str) -> Result<String, String> {
         self.env
             .workspace
             .resolve(path)

@@ -13,7 +13,7 @@ impl AgentRun {
     /// A fresh activation of `role` at graph node `node` on `provider`, with `tools` in
     /// `env`, from `messages` (the system prompt and context): the role's `max_turns`, its
     /// own allow list, no gate, ledger, session sink or inbox, turn 1 of attempt 1, a typed
-    /// report, the default context policy. Set the other fields with struct update syntax
+    /// report, the default context policy, no test probe. Set the other fields with struct update syntax
     /// (`AgentRun { events: Some(sink), ..AgentRun::new(…) }`).
     pub fn new(
         node: impl Into<String>,
@@ -41,6 +41,7 @@ impl AgentRun {
             free_text: false,
             context: Default::default(),
             cancel: CancellationToken::new(),
+            probe: None,
         }
     }
 }

@@ -7,12 +7,72 @@
 //! change most answers make (majority voting over candidate patches, as Agentless does),
 //! the earliest on a tie — so the greedy answer wins unless others agree on something
 //! better. A local model reads the prompt once: every answer shares it (prefix reuse).
+//!
+//! With `test_samples` and a [`TestProbe`] (the runtime's, when the project has a test
+//! command), each different change whose blocks all apply is also run against the project's
+//! tests in a scratch copy — as Agentless filters its candidates by the regression tests — and
+//! a change that breaks tests the files as they are pass ranks after one that breaks none.
 
+use std::collections::BTreeSet;
+
+use futures::future::BoxFuture;
+use tokio_util::sync::CancellationToken;
 use trellis_llm::{ChatRequest, Completion, Message, StreamEvent, Usage, collect_named};
 
 use super::{AgentRun, Saved};
 use crate::error::{Error, Result};
 use crate::roles::EditFormat;
+
+/// How much of an answer not kept its note shows.
+const NOT_KEPT_CHARS: usize = 2_000;
+
+/// What the project's tests said of a set of files.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TestOutcome {
+    /// Whether the test command passed.
+    pub passed: bool,
+    /// The failures it printed (a failing test's name, an error line), one per entry.
+    pub failures: BTreeSet<String>,
+}
+
+impl TestOutcome {
+    /// How many failures `self` has that `before` did not: 0 when it passes; at least 1 when
+    /// it fails and `before` passed.
+    pub fn new_failures(&self, before: &TestOutcome) -> usize {
+        if self.passed {
+            return 0;
+        }
+        let new = self.failures.difference(&before.failures).count();
+        if before.passed { new.max(1) } else { new }
+    }
+
+    /// How many of `before`'s failures `self` no longer has: all of them (at least 1) when
+    /// it passes and `before` did not.
+    pub fn fixed(&self, before: &TestOutcome) -> usize {
+        if before.passed {
+            return 0;
+        }
+        if self.passed {
+            return before.failures.len().max(1);
+        }
+        before.failures.difference(&self.failures).count()
+    }
+}
+
+/// Runs the project's tests with some files' text replaced, never touching the workspace
+/// (the runtime's runs them in a scratch copy of it): what `test_samples` ranks answers by.
+pub trait TestProbe: Send + Sync {
+    /// The test command's outcome with each `(path, text)` of `files` in place of the
+    /// workspace's file; `None` when the tests could not be run at all.
+    fn run(
+        &self,
+        files: Vec<(String, String)>,
+        cancel: CancellationToken,
+    ) -> BoxFuture<'_, Option<TestOutcome>>;
+
+    /// The command, as the notes name it.
+    fn command(&self) -> String;
+}
 
 /// What one answer's blocks come to, for choosing between answers.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -22,6 +82,12 @@ pub(crate) struct Candidate {
     pub change: Vec<(String, String, String)>,
     /// Why each block that cannot be applied is not.
     pub problems: Vec<String>,
+    /// The applicable blocks' exact `(path, old, new)`, in the answer's order.
+    pub edits: Vec<(String, String, String)>,
+    /// Test failures the change adds (`test_samples`; `None` when not tested).
+    pub broken: Option<usize>,
+    /// Failing tests the change makes pass (`test_samples`).
+    pub fixed: usize,
 }
 
 impl Candidate {
@@ -45,7 +111,9 @@ impl Candidate {
 }
 
 /// The index of the candidate to keep: a clean one (every block applies) before others,
-/// then the change most candidates make, then the most applicable blocks, then the earliest.
+/// then the fewest test failures added and the most failing tests made to pass (when
+/// tested), then the change most candidates make,
+/// then the most applicable blocks, then the earliest.
 pub(crate) fn choose(candidates: &[Candidate]) -> usize {
     let votes = |c: &Candidate| {
         candidates
@@ -59,6 +127,8 @@ pub(crate) fn choose(candidates: &[Candidate]) -> usize {
         .max_by_key(|(i, c)| {
             (
                 c.clean(),
+                std::cmp::Reverse(c.broken.unwrap_or(0)),
+                c.fixed,
                 votes(c),
                 c.change.len() as i64 - c.problems.len() as i64,
                 std::cmp::Reverse(*i),
@@ -85,24 +155,27 @@ impl AgentRun {
 
     /// What `text`'s blocks come to against the files now.
     fn candidate(&self, messages: &[Message], text: &str, turn: u32) -> Candidate {
-        let edits = self.edits(messages, text, turn);
-        let mut change: Vec<(String, String, String)> = edits
+        let found = self.edits(messages, text, turn);
+        let edits: Vec<(String, String, String)> = found
             .calls
             .iter()
             .filter_map(|c| c.arguments_json().ok())
             .map(|a| {
                 let s = |k: &str| a[k].as_str().unwrap_or_default().to_owned();
-                (
-                    s("path"),
-                    normal(&s("old_string")),
-                    normal(&s("new_string")),
-                )
+                (s("path"), s("old_string"), s("new_string"))
             })
+            .collect();
+        let mut change: Vec<(String, String, String)> = edits
+            .iter()
+            .map(|(p, o, n)| (p.clone(), normal(o), normal(n)))
             .collect();
         change.sort();
         Candidate {
             change,
-            problems: edits.problems,
+            problems: found.problems,
+            edits,
+            broken: None,
+            fixed: 0,
         }
     }
 
@@ -138,10 +211,11 @@ impl AgentRun {
                 }
             }
         }
-        let candidates: Vec<Candidate> = answers
+        let mut candidates: Vec<Candidate> = answers
             .iter()
             .map(|a| self.candidate(&st.messages, &a.text, turn))
             .collect();
+        self.test_candidates(st, &mut candidates).await?;
         let kept = choose(&candidates);
         let clean = candidates.iter().filter(|c| c.clean()).count();
         let agree = candidates
@@ -163,6 +237,16 @@ impl AgentRun {
                 each.join("; ")
             ),
         );
+        // The answers not kept, as they were written: what `runs show` explains the choice by.
+        for (i, a) in answers.iter().enumerate().filter(|(i, _)| *i != kept) {
+            let text: String = a.text.chars().take(NOT_KEPT_CHARS).collect();
+            let cut = if a.text.chars().count() > NOT_KEPT_CHARS {
+                " […]"
+            } else {
+                ""
+            };
+            self.note(st, format!("answer {} (not kept):\n{text}{cut}", i + 1));
+        }
         let mut usage = Usage::default();
         for a in &answers {
             usage.add(&a.usage);
@@ -170,6 +254,95 @@ impl AgentRun {
         let mut chosen = answers.swap_remove(kept);
         chosen.usage = usage;
         Ok(chosen)
+    }
+
+    /// With `test_samples` and a probe: each different change whose blocks all apply, run
+    /// against the tests (the files as they are first), its added failures in `broken`.
+    async fn test_candidates(&self, st: &mut Saved, candidates: &mut [Candidate]) -> Result<()> {
+        let Some(probe) = self.probe.as_ref().filter(|_| self.role.test_samples) else {
+            return Ok(());
+        };
+        if st.untestable || !candidates.iter().any(Candidate::clean) {
+            return Ok(());
+        }
+        let Some(before) = probe.run(Vec::new(), self.cancel.clone()).await else {
+            st.untestable = true;
+            self.note(
+                st,
+                format!(
+                    "could not run `{}` (it did not finish): the answers of this activation \
+                     are not tested",
+                    probe.command()
+                ),
+            );
+            return Ok(());
+        };
+        let mut said = vec![format!(
+            "as they are: {}",
+            if before.passed {
+                "pass".to_owned()
+            } else {
+                format!("fail ({} failures)", before.failures.len())
+            }
+        )];
+        for i in 0..candidates.len() {
+            if !candidates[i].clean() || candidates[i].broken.is_some() {
+                continue;
+            }
+            if self.cancel.is_cancelled() {
+                return Err(Error::Cancelled);
+            }
+            let files = self.changed_files(&candidates[i].edits);
+            let (broken, fixed) = match probe.run(files, self.cancel.clone()).await {
+                Some(after) => (after.new_failures(&before), after.fixed(&before)),
+                // Not runnable with the change (a timeout, a crash): as bad as can be told.
+                None => (usize::MAX, 0),
+            };
+            let change = candidates[i].change.clone();
+            for c in candidates.iter_mut().filter(|c| c.change == change) {
+                (c.broken, c.fixed) = (Some(broken), fixed);
+            }
+            said.push(match (broken, fixed) {
+                (usize::MAX, _) => format!("answer {}: did not run", i + 1),
+                (0, 0) => format!("answer {}: no new failure", i + 1),
+                (0, f) => format!("answer {}: no new failure, {f} fixed", i + 1),
+                (n, _) => format!("answer {}: {n} new failure(s)", i + 1),
+            });
+        }
+        if self.cancel.is_cancelled() {
+            return Err(Error::Cancelled);
+        }
+        self.note(
+            st,
+            format!(
+                "tested the answers with `{}`: {}",
+                probe.command(),
+                said.join("; ")
+            ),
+        );
+        Ok(())
+    }
+
+    /// The workspace files `edits` change, with the edits made (each `old` replaced once, in
+    /// order); a file that cannot be read is left out.
+    fn changed_files(&self, edits: &[(String, String, String)]) -> Vec<(String, String)> {
+        let mut files: Vec<(String, String)> = Vec::new();
+        for (path, old, new) in edits {
+            let at = files.iter().position(|(p, _)| p == path);
+            let text = match at {
+                Some(i) => files[i].1.clone(),
+                None => match self.file(path) {
+                    Ok(t) => t,
+                    Err(_) => continue,
+                },
+            };
+            let text = text.replacen(old.as_str(), new, 1);
+            match at {
+                Some(i) => files[i].1 = text,
+                None => files.push((path.clone(), text)),
+            }
+        }
+        files
     }
 
     /// A model call whose text is not streamed to the session (a sample beside the answer
@@ -202,7 +375,7 @@ mod tests {
     fn change(new: &str) -> Candidate {
         Candidate {
             change: vec![("a.py".into(), "x = 1".into(), new.into())],
-            problems: Vec::new(),
+            ..Candidate::default()
         }
     }
 
@@ -230,6 +403,41 @@ mod tests {
         // Nothing applies anywhere: the answer with the most applicable blocks, else the first.
         assert_eq!(choose(&[nothing.clone(), refused]), 1);
         assert_eq!(choose(&[nothing.clone(), nothing]), 0);
+    }
+
+    #[test]
+    fn a_change_that_breaks_tests_ranks_after_one_that_does_not_whatever_the_votes() {
+        let broken = |new: &str, n| Candidate {
+            broken: Some(n),
+            ..change(new)
+        };
+        let picked = choose(&[broken("x = 2", 3), broken("x = 2", 3), broken("x = 4", 0)]);
+        assert_eq!(picked, 2);
+        // Fewer added failures first, when every change breaks something.
+        assert_eq!(choose(&[broken("x = 2", 3), broken("x = 4", 1)]), 1);
+        // A change that makes a failing test pass, over the majority that does not.
+        let fixing = Candidate {
+            fixed: 1,
+            ..broken("x = 5", 0)
+        };
+        let kept = choose(&[broken("x = 2", 0), broken("x = 2", 0), fixing]);
+        assert_eq!(kept, 2);
+    }
+
+    #[test]
+    fn new_failures_count_against_the_files_as_they_were() {
+        let out = |passed, f: &[&str]| TestOutcome {
+            passed,
+            failures: f.iter().map(|s| (*s).to_owned()).collect(),
+        };
+        assert_eq!(out(true, &[]).new_failures(&out(false, &["a"])), 0);
+        assert_eq!(out(false, &["a"]).new_failures(&out(false, &["a", "b"])), 0);
+        assert_eq!(out(false, &["a", "c"]).new_failures(&out(false, &["a"])), 1);
+        // Failing without a failure line where everything passed: still one.
+        assert_eq!(out(false, &[]).new_failures(&out(true, &[])), 1);
+        assert_eq!(out(true, &[]).fixed(&out(false, &["a", "b"])), 2);
+        assert_eq!(out(false, &["b"]).fixed(&out(false, &["a", "b"])), 1);
+        assert_eq!(out(true, &[]).fixed(&out(true, &[])), 0);
     }
 
     #[test]

@@ -28,6 +28,15 @@ async fn run(answers: Vec<&str>) -> Ran {
 
 /// `answers` to the built-in fixer drawing `samples` answers per turn.
 async fn run_with(answers: Vec<&str>, samples: u32) -> Ran {
+    run_probed(answers, samples, None).await
+}
+
+/// [`run_with`], the answers tested by `probe` (`test_samples`).
+async fn run_probed(
+    answers: Vec<&str>,
+    samples: u32,
+    probe: Option<Arc<dyn trellis_agents::TestProbe>>,
+) -> Ran {
     let ws = TempWorkspace::new("blocks").unwrap();
     std::fs::create_dir_all(ws.path().join("pkg")).unwrap();
     std::fs::write(ws.path().join("pkg/math.py"), SOURCE).unwrap();
@@ -37,7 +46,11 @@ async fn run_with(answers: Vec<&str>, samples: u32) -> Ran {
         .unwrap()
         .clone();
     assert_eq!(role.edit_format, EditFormat::Blocks);
-    let role = trellis_agents::RoleSpec { samples, ..role };
+    let role = trellis_agents::RoleSpec {
+        samples,
+        test_samples: probe.is_some(),
+        ..role
+    };
     let mut registry = Registry::builtin(&BTreeMap::new());
     registry.allow(&role.name, role.tools.iter().map(String::as_str));
     let scripted = ScriptedProvider::new(
@@ -69,6 +82,7 @@ async fn run_with(answers: Vec<&str>, samples: u32) -> Ran {
     let provider = Arc::new(scripted.clone());
     let agent = AgentRun {
         events: Some(sink),
+        probe,
         ..AgentRun::new("fix", role, provider, Arc::new(registry), env, messages)
     };
     let report = match agent.run(Resume::Fresh).await.unwrap() {
@@ -240,4 +254,69 @@ async fn several_samples_keep_the_answer_whose_blocks_apply_and_most_agree_on() 
     let other_spaced = other.replace("len_ - 1:", "len_ - 1:   \n");
     let ran = run_with(vec![FIX, &other, &other_spaced], 3).await;
     assert_eq!(ran.file, SOURCE.replace("2 ** len_:", "2 ** len_ - 1:"));
+}
+
+/// Tests that pass when `pkg/math.py` contains `passing` (what the probe was given).
+struct Probe {
+    passing: &'static str,
+    seen: Mutex<Vec<Vec<(String, String)>>>,
+}
+
+impl trellis_agents::TestProbe for Probe {
+    fn run(
+        &self,
+        files: Vec<(String, String)>,
+        _cancel: tokio_util::sync::CancellationToken,
+    ) -> futures::future::BoxFuture<'_, Option<trellis_agents::TestOutcome>> {
+        let passed = files.iter().any(|(_, text)| text.contains(self.passing));
+        self.seen.lock().unwrap().push(files);
+        Box::pin(async move {
+            Some(trellis_agents::TestOutcome {
+                passed,
+                failures: if passed {
+                    Default::default()
+                } else {
+                    ["FAILED test_math.py::test_bits".to_owned()].into()
+                },
+            })
+        })
+    }
+
+    fn command(&self) -> String {
+        "pytest".into()
+    }
+}
+
+#[tokio::test]
+async fn tested_samples_keep_the_change_that_breaks_no_test_over_the_majority() {
+    let other = FIX.replace(">= 2 ** len_", "> 2 ** len_ - 1");
+    let probe = Arc::new(Probe {
+        passing: "val >= 2",
+        seen: Mutex::new(Vec::new()),
+    });
+    // Two answers agree on a change the tests fail; the third passes them.
+    let ran = run_probed(vec![&other, &other, FIX], 3, Some(probe.clone())).await;
+    assert_eq!(ran.file, SOURCE.replace("val > 2", "val >= 2"));
+    // The files as they are, then each different change once, with the whole file's text.
+    let seen = probe.seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 3, "{seen:?}");
+    assert!(seen[0].is_empty());
+    assert_eq!(
+        seen[2],
+        [(
+            "pkg/math.py".to_owned(),
+            SOURCE.replace("val > 2", "val >= 2")
+        )]
+    );
+    let note = ran.events.iter().find_map(|e| match e {
+        SessionEvent::Note { text } if text.starts_with("tested") => Some(text.clone()),
+        _ => None,
+    });
+    assert_eq!(
+        note.as_deref(),
+        Some(
+            "tested the answers with `pytest`: as they are: fail (1 failures); answer 1: \
+             no new failure; answer 3: no new failure, 1 fixed"
+        )
+    );
 }

@@ -198,6 +198,7 @@ pub(crate) async fn answer(
         free_text: true,
         context,
         cancel,
+        probe: None,
     };
     match run.run(Resume::Fresh).await {
         Ok(AgentOutcome::Done(report)) => {
