@@ -189,6 +189,9 @@ pub enum DecidedBy {
     User,
     /// The selection prior or a default, because the model's answer could not be used.
     Default,
+    /// The workflows' selection patterns: the model chose a workflow whose patterns do not
+    /// match the request while another of the same kind (`workflow_type`) has patterns that do.
+    Patterns,
 }
 
 /// One optional stage's final decision.
@@ -242,6 +245,7 @@ impl Orchestration {
                         DecidedBy::Model => "orchestrator",
                         DecidedBy::User => "command line",
                         DecidedBy::Default => "default",
+                        DecidedBy::Patterns => "selection patterns",
                     }
                 )),
             );
@@ -553,6 +557,17 @@ pub async fn orchestrate(
         },
         (None, None) => (best_prior(workflows, &prior), DecidedBy::Default),
     };
+    let (workflow, workflow_by) = match (workflow_by, by_patterns(workflows, &prior, workflow)) {
+        (DecidedBy::Model, Some(matched)) => {
+            notes.push(format!(
+                "the model chose `{}`, whose selection patterns do not match the request; \
+                 `{}`'s do, and it is of the same kind: `{}` runs",
+                workflow.metadata.name, matched.metadata.name, matched.metadata.name
+            ));
+            (matched, DecidedBy::Patterns)
+        }
+        _ => (workflow, workflow_by),
+    };
     let mut stages = Vec::new();
     for s in optional_stages(workflow) {
         if let Some(d) = user_fixed(s) {
@@ -590,6 +605,29 @@ pub async fn orchestrate(
         project,
         notes,
     })
+}
+
+/// The workflow the selection patterns choose over `chosen`: the best prior among those
+/// whose patterns match the request, when `chosen`'s match nothing and both are of the same
+/// `workflow_type` (the model tells a discussion from an implementation; the patterns, which
+/// the workflows' authors wrote for this, tell which implementation). A small model answers
+/// with the workflow it has seen most; a request that says "fix" goes to the fix workflow.
+fn by_patterns<'a>(
+    workflows: &[&'a Workflow],
+    prior: &[(String, f32)],
+    chosen: &Workflow,
+) -> Option<&'a Workflow> {
+    let score = |name: &str| prior.iter().find(|(n, _)| n == name).map_or(0.0, |p| p.1);
+    if score(&chosen.metadata.name) >= 1.0 {
+        return None;
+    }
+    let kind = |w: &Workflow| w.metadata.workflow_type.clone();
+    prior
+        .iter()
+        .filter(|(_, s)| *s >= 1.0)
+        .filter_map(|(n, _)| workflows.iter().find(|w| w.metadata.name == *n))
+        .find(|w| kind(w).is_some() && kind(w) == kind(chosen))
+        .copied()
 }
 
 fn best_prior<'a>(workflows: &[&'a Workflow], prior: &[(String, f32)]) -> &'a Workflow {

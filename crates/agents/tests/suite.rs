@@ -6,6 +6,7 @@ mod context;
 mod context_wire;
 mod decisions;
 mod foresight;
+mod orchestrate;
 pub(crate) mod parallel;
 pub(crate) mod retrieval;
 mod retrieval_adaptive;

@@ -43,6 +43,9 @@ pub fn print_choice(o: &Orchestration, plan: &Plan) {
         DecidedBy::Model => "chosen by the orchestrator",
         DecidedBy::User => "chosen on the command line",
         DecidedBy::Default => "chosen by the selection prior (the model's answer was unusable)",
+        DecidedBy::Patterns => {
+            "chosen by the selection patterns (the model's choice matched none of them)"
+        }
     };
     println!("workflow: {} ({})", o.workflow, by(o.workflow_by));
     println!("project: {}", o.project.describe());
