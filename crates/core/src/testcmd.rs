@@ -280,9 +280,8 @@ impl trellis_agents::TestProbe for ScratchProbe {
                 cancel,
             )
             .await;
-            if run.exit_code.is_none() {
-                return None;
-            }
+            // Killed (the time limit) or refused: not a verdict on the files.
+            run.exit_code?;
             Some(trellis_agents::TestOutcome {
                 passed: run.passed,
                 failures: run.failures.iter().filter_map(|l| failure_key(l)).collect(),

@@ -74,14 +74,32 @@ fn is_replace(line: &str) -> bool {
 
 /// The file a line before a block names, if it looks like a path: `path.py`, `` `path.py` ``,
 /// `**path.py**`, `File: path.py`, `# path.py:`, `<path.py>`, and `path.py:10-20` as the
-/// retrieved code's headings write it.
+/// retrieved code's headings write it; in a line that is not one path as a whole
+/// (`<a.py, lines 10-20>`, `In a/b.py:`), its first word that looks like a file's path.
 fn path_in(line: &str) -> Option<String> {
     let mut t = line.trim();
     for prefix in ["#", "File:", "file:", "Path:", "path:"] {
         t = t.trim_start_matches(prefix).trim();
     }
+    clean_path(t).or_else(|| {
+        t.split(|c: char| c.is_whitespace() || c == ',')
+            .filter_map(clean_path)
+            .find(|p| p.contains('/') || p.rsplit_once('.').is_some_and(|(_, ext)| is_ext(ext)))
+    })
+}
+
+/// A file extension as paths have them: 1 to 5 letters or digits, a letter first.
+fn is_ext(ext: &str) -> bool {
+    (1..=5).contains(&ext.len())
+        && ext.starts_with(|c: char| c.is_ascii_alphabetic())
+        && ext.chars().all(|c| c.is_ascii_alphanumeric())
+}
+
+/// `t` as a path, without the quotes, emphasis and brackets around it and a line range after
+/// it, if it is one word with a `.` or a `/`.
+fn clean_path(t: &str) -> Option<String> {
     let t = t
-        .trim_matches(|c| matches!(c, '`' | '*' | '"' | '\'' | ':' | '<' | '>'))
+        .trim_matches(|c| matches!(c, '`' | '*' | '"' | '\'' | ':' | '<' | '>' | '(' | ')'))
         .trim();
     // A line range after the path (`a.py:10-20`, `a.py:10`).
     let t = match t.rsplit_once(':') {
@@ -563,6 +581,20 @@ mod tests {
             assert_eq!(path_in(named).as_deref(), Some("a/b.py"), "{named}");
         }
         assert_eq!(path_in("Here is the fix:"), None);
+        // A heading with more than the path: its first word that is a file's path.
+        for named in [
+            "<a/b.py, lines 535-563>",
+            "In `a/b.py`:",
+            "x.py (lines 3-9)",
+        ] {
+            let want = if named.starts_with('x') {
+                "x.py"
+            } else {
+                "a/b.py"
+            };
+            assert_eq!(path_in(named).as_deref(), Some(want), "{named}");
+        }
+        assert_eq!(path_in("Change it, then return 0.5 instead."), None);
     }
 
     #[test]
