@@ -147,11 +147,12 @@ impl RunContext {
     }
 
     fn project_text(&self) -> String {
-        let mut s = format!(
-            "You work in a git worktree of the repository (a copy on the branch `{}`); tool \
-             paths are relative to its root. The user reviews your changes before they reach \
-             their branch.\n",
-            self.worktree.branch
+        // Nothing of the run's identity (its branch is named after the run id): two runs of
+        // one request send the model the same prompt.
+        let mut s = String::from(
+            "You work in a git worktree of the repository (a copy of it on a branch of its \
+             own); tool paths are relative to its root. The user reviews your changes before \
+             they reach their branch.\n",
         );
         match &self.test_command {
             Some(t) => s.push_str(&format!(

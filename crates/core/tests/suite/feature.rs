@@ -87,6 +87,19 @@ async fn tests_fail_twice_adaptive_retrieval_then_code_retries_and_review_applie
     assert_eq!(outcome.terminal.as_ref().unwrap().as_str(), "DONE");
     assert_eq!(script.remaining(), 0, "every scripted turn was used");
     rt.store.flush().unwrap();
+    // The project context does not name the run: two runs of one request on one repository
+    // send the model the same prompt (its greedy answers, and so the evaluations, repeat).
+    let project: Vec<String> = script
+        .requests()
+        .iter()
+        .flat_map(|r| r.messages.iter().map(|m| m.content.clone()))
+        .filter(|m| m.contains("You work in a git worktree"))
+        .collect();
+    assert!(!project.is_empty());
+    assert!(
+        project.iter().all(|m| !m.contains(&run.to_string())),
+        "{project:?}"
+    );
 
     assert_eq!(
         activations(&rt.store, &run),
