@@ -273,7 +273,8 @@ impl AgentRun {
             );
             let again = self.samples().then(|| request.clone());
             // Safe predicted calls run while the model thinks: ready when it asks.
-            let (completion, ()) = tokio::join!(self.turn(request, turn), self.speculate(&mut st));
+            let (completion, ()) =
+                tokio::join!(self.turn(request, turn, true), self.speculate(&mut st));
             let completion = match (completion, again) {
                 (Ok(c), Some(request)) => Ok(self.sample(&mut st, request, c, turn).await?),
                 (c, _) => c,
@@ -496,16 +497,22 @@ impl AgentRun {
         self.emit(st, SessionEvent::MessagesReceived { turn, texts: lines });
     }
 
-    /// One streamed model call; text, thinking and the call's progress are reported as they
-    /// arrive.
-    async fn turn(&self, request: ChatRequest, turn: u32) -> trellis_llm::Result<Completion> {
+    /// One streamed model call; the call's progress, and when `live` its text and thinking,
+    /// are reported as they arrive (a drawn sample beside the answer that was streamed is not
+    /// `live`).
+    async fn turn(
+        &self,
+        request: ChatRequest,
+        turn: u32,
+        live: bool,
+    ) -> trellis_llm::Result<Completion> {
         let stream = self.provider.stream(request, self.cancel.clone());
         collect_named(&self.provider.info().profile, stream, |event| match event {
-            StreamEvent::TextDelta { text } => self.send(SessionEvent::MessageDelta {
+            StreamEvent::TextDelta { text } if live => self.send(SessionEvent::MessageDelta {
                 turn,
                 text: text.clone(),
             }),
-            StreamEvent::ThinkingDelta { text } => self.send(SessionEvent::ThoughtDelta {
+            StreamEvent::ThinkingDelta { text } if live => self.send(SessionEvent::ThoughtDelta {
                 turn,
                 text: text.clone(),
             }),

@@ -17,7 +17,7 @@ use std::collections::BTreeSet;
 
 use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
-use trellis_llm::{ChatRequest, Completion, Message, StreamEvent, Usage, collect_named};
+use trellis_llm::{ChatRequest, Completion, Message, Usage};
 
 use super::{AgentRun, Saved};
 use crate::error::{Error, Result};
@@ -199,7 +199,7 @@ impl AgentRun {
                 seed: Some(turn.wrapping_mul(1_000).wrapping_add(k)),
                 ..request.clone()
             };
-            match self.quiet_turn(request, turn).await {
+            match self.turn(request, turn, false).await {
                 Ok(c) => answers.push(c),
                 Err(trellis_llm::Error::Cancelled) => return Err(Error::Cancelled),
                 Err(e) => {
@@ -343,28 +343,6 @@ impl AgentRun {
             }
         }
         files
-    }
-
-    /// A model call whose text is not streamed to the session (a sample beside the answer
-    /// that was); its progress is.
-    async fn quiet_turn(&self, request: ChatRequest, turn: u32) -> trellis_llm::Result<Completion> {
-        let stream = self.provider.stream(request, self.cancel.clone());
-        collect_named(&self.provider.info().profile, stream, |event| {
-            if let StreamEvent::Progress {
-                prompt_tokens,
-                prompt_done,
-                generated,
-            } = event
-            {
-                self.send(trellis_protocol::SessionEvent::TurnProgress {
-                    turn,
-                    prompt_tokens: *prompt_tokens,
-                    prompt_done: *prompt_done,
-                    generated: *generated,
-                });
-            }
-        })
-        .await
     }
 }
 
