@@ -281,22 +281,7 @@ impl AgentRun {
             };
             let mut completion = match completion {
                 Ok(c) => c,
-                Err(e) => {
-                    self.emit(
-                        &mut st,
-                        SessionEvent::TurnFailed {
-                            turn,
-                            error: e.to_string(),
-                        },
-                    );
-                    return match e {
-                        trellis_llm::Error::Budget(exceeded) => {
-                            Ok(self.budget_interrupt(st, exceeded))
-                        }
-                        trellis_llm::Error::Cancelled => Err(Error::Cancelled),
-                        e => Err(e.into()),
-                    };
-                }
+                Err(e) => return self.turn_failed(st, turn, e),
             };
             st.turns += 1;
             st.usage.add(&completion.usage);

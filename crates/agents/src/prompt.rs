@@ -9,7 +9,7 @@ use trellis_llm::structured::schema_of;
 use trellis_protocol::canonical::to_canonical_string;
 
 use crate::output::StageReport;
-use crate::roles::{EditFormat, RoleSpec};
+use crate::roles::{AnswerFormat, EditFormat, FAILED_MARK, RoleSpec};
 
 /// One kind of context message.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -54,7 +54,20 @@ pub fn system_prompt(role: &RoleSpec, tools: &[(String, String)]) -> String {
             .collect();
         return prompt_with(role, &offered, Some(BLOCKS_INSTRUCTION));
     }
+    if role.answer == AnswerFormat::Prose {
+        return prompt_with(role, tools, Some(&prose_instruction()));
+    }
     prompt_with(role, tools, Some(&output_instruction()))
+}
+
+/// How an `answer: prose` role answers.
+pub fn prose_instruction() -> String {
+    format!(
+        "When you are done (no more tool calls), answer the request directly in plain prose \
+         (markdown allowed, no JSON): your answer is what the user reads. Name the files, \
+         functions and sections your answer rests on. If you could not answer the request at \
+         all, start with `{FAILED_MARK}` and say why in one sentence."
+    )
 }
 
 /// How a `blocks` role answers.
@@ -128,7 +141,7 @@ pub fn output_instruction() -> String {
 /// model's: `agent_defined: true` (seed 000) means the agent's own report decides, which a
 /// model is told as such; echoing the raw object made models quote "the `agent_defined`
 /// condition" back to the user.
-fn failure_text(criteria: &Value) -> Option<String> {
+fn failure_text(criteria: &Value, prose: bool) -> Option<String> {
     let Value::Object(map) = criteria else {
         return None;
     };
@@ -138,6 +151,8 @@ fn failure_text(criteria: &Value) -> Option<String> {
     entries.sort_by(|a, b| a.0.cmp(b.0));
     for (key, value) in entries {
         match (key.as_str(), value) {
+            // A prose role is told how to fail in its OUTPUT FORMAT (`FAILED:`).
+            ("agent_defined", Value::Bool(true)) if prose => {}
             ("agent_defined", Value::Bool(true)) => lines.push(
                 "You judge whether this stage failed: set `failure` to true in your report \
                  only if you could not do the stage's work."
@@ -169,25 +184,38 @@ pub fn context_messages(parts: &[(ContextKind, String)]) -> Vec<Message> {
         .collect()
 }
 
-/// The TASK message of a stage: the request, the stage and its guidance, and the attempt.
-pub fn task_text(task: &str, stage: &Value, attempt: u32, previous: Option<&Value>) -> String {
+/// The TASK message of a stage for `role`: the request, the stage and its guidance, and the
+/// attempt. The stage's `retrieval_guidance` is the retrieval agent's (what context to
+/// gather), not shown here: models echoed its lines ("Retrieval strategy: document_domain",
+/// "No MCP tools available") back as their answer.
+pub fn task_text(
+    role: &RoleSpec,
+    task: &str,
+    stage: &Value,
+    attempt: u32,
+    previous: Option<&Value>,
+) -> String {
     let field = |k: &str| stage.get(k).and_then(Value::as_str).unwrap_or_default();
     let mut s = format!("Request: {}\n", task.trim());
-    s.push_str(&format!("Stage: {}", field("stage_name")));
-    if !field("stage_description").is_empty() {
-        s.push_str(&format!(" — {}", field("stage_description")));
-    }
-    s.push('\n');
-    for (key, label) in [
-        ("reasoning_guidance", "Guidance"),
-        ("retrieval_guidance", "What to look at"),
-    ] {
-        let v = field(key);
-        if !v.trim().is_empty() {
-            s.push_str(&format!("{label}: {}\n", v.trim()));
+    // A prose answer is the user's to read: the stage's name and the failure rule (told in
+    // OUTPUT FORMAT) are left out, or a small model answers about them ("The stage
+    // `architectural_analysis` did not fail.") instead of the request.
+    let prose = role.answer == AnswerFormat::Prose;
+    if !prose {
+        s.push_str(&format!("Stage: {}", field("stage_name")));
+        if !field("stage_description").is_empty() {
+            s.push_str(&format!(" — {}", field("stage_description")));
         }
+        s.push('\n');
     }
-    if let Some(fc) = stage.get("failure_criteria").and_then(failure_text) {
+    let guidance = field("reasoning_guidance");
+    if !guidance.trim().is_empty() {
+        s.push_str(&format!("Guidance: {}\n", guidance.trim()));
+    }
+    if let Some(fc) = stage
+        .get("failure_criteria")
+        .and_then(|c| failure_text(c, prose))
+    {
         s.push_str(&fc);
     }
     let mut produces: Vec<&str> = stage
@@ -373,6 +401,10 @@ mod tests {
     use super::*;
     use serde_json::{Map, json};
 
+    fn role() -> RoleSpec {
+        RoleSpec::default()
+    }
+
     fn before(text: &str, a: &str, b: &str) -> bool {
         match (text.find(a), text.find(b)) {
             (Some(i), Some(j)) => i < j,
@@ -383,19 +415,50 @@ mod tests {
     #[test]
     fn failure_criteria_are_told_in_words_never_as_the_engine_keys() {
         let stage = json!({"stage_name": "s", "failure_criteria": {"agent_defined": true}});
-        let text = task_text("do it", &stage, 1, None);
+        let text = task_text(&role(), "do it", &stage, 1, None);
         assert!(!text.contains("agent_defined"), "{text}");
         assert!(
             text.contains("set `failure` to true in your report only if"),
             "{text}"
         );
         let stage = json!({"stage_name": "s", "failure_criteria": {"agent_defined": false}});
-        assert!(!task_text("do it", &stage, 1, None).contains("fail"));
+        assert!(!task_text(&role(), "do it", &stage, 1, None).contains("fail"));
         let stage =
             json!({"stage_name": "s", "failure_criteria": {"tests_fail": "any test fails"}});
-        let text = task_text("do it", &stage, 1, None);
+        let text = task_text(&role(), "do it", &stage, 1, None);
         assert!(
             text.contains("The stage fails when tests fail: any test fails"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_prose_role_answers_in_words_and_fails_by_its_first_word() {
+        let prose = RoleSpec {
+            answer: AnswerFormat::Prose,
+            ..RoleSpec::default()
+        };
+        let stage = json!({"stage_name": "s", "failure_criteria": {"agent_defined": true}});
+        let text = task_text(&prose, "discuss it", &stage, 1, None);
+        assert_eq!(text.trim(), "Request: discuss it");
+        let system = system_prompt(&prose, &[]);
+        assert!(system.contains("plain prose"), "{system}");
+        assert!(system.contains("start with `FAILED:`"), "{system}");
+        assert!(!system.contains("JSON Schema"), "{system}");
+        assert!(system_prompt(&role(), &[]).contains("JSON Schema"));
+    }
+
+    #[test]
+    fn retrieval_guidance_is_the_retrieval_agents_not_the_task() {
+        let stage = json!({
+            "stage_name": "analysis",
+            "retrieval_guidance": "Retrieval strategy: document_domain",
+            "reasoning_guidance": "Include when the change touches storage",
+        });
+        let text = task_text(&role(), "discuss it", &stage, 1, None);
+        assert!(!text.contains("document_domain"), "{text}");
+        assert!(
+            text.contains("Guidance: Include when the change touches storage"),
             "{text}"
         );
     }
@@ -411,7 +474,7 @@ mod tests {
         fc.insert("zeta".into(), json!(1));
         fc.insert("alpha".into(), json!(2));
         let stage = json!({"stage_name": "s", "failure_criteria": Value::Object(fc)});
-        let text = task_text("do it", &stage, 1, None);
+        let text = task_text(&role(), "do it", &stage, 1, None);
         assert!(
             before(&text, "fails when alpha: 2", "fails when zeta: 1"),
             "{text}"
@@ -432,7 +495,7 @@ mod tests {
             "item": {"id": "T1", "title": "parse flags"},
             "feedback": "drop the web UI from the scope",
         });
-        let text = task_text("add a flag", &stage, 2, None);
+        let text = task_text(&role(), "add a flag", &stage, 2, None);
         assert!(
             text.contains("produces the `scope_card` artifact"),
             "{text}"
@@ -443,7 +506,7 @@ mod tests {
         );
         assert!(text.contains("Feedback to address"), "{text}");
         assert!(text.contains("drop the web UI from the scope"), "{text}");
-        let plain = task_text("add a flag", &json!({"stage_name": "s"}), 1, None);
+        let plain = task_text(&role(), "add a flag", &json!({"stage_name": "s"}), 1, None);
         assert!(
             !plain.contains("Feedback") && !plain.contains("artifact"),
             "{plain}"

@@ -150,7 +150,28 @@ pub struct RoleSpec {
     /// Agentless).
     #[serde(default)]
     pub test_samples: bool,
+    /// How the role gives its final answer: `report` (the JSON stage report, the default)
+    /// or `prose` (plain text, which becomes the report's `output`; an answer starting with
+    /// `FAILED:` marks the stage failed). For answers that are the result a person reads —
+    /// an analysis, a discussion — which a small model writes far better as prose than as a
+    /// JSON string.
+    #[serde(default)]
+    pub answer: AnswerFormat,
 }
+
+/// How a role gives its final answer (`answer`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AnswerFormat {
+    /// The JSON stage report (`failure`, `output`, `findings`, `files_changed`).
+    #[default]
+    Report,
+    /// Plain text: the report's `output`; [`FAILED_MARK`] at its start marks a failure.
+    Prose,
+}
+
+/// How a `prose` answer says the stage failed: it starts with these characters.
+pub const FAILED_MARK: &str = "FAILED:";
 
 /// How a role writes its edits (`edit_format`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -185,6 +206,7 @@ impl Default for RoleSpec {
             samples: default_samples(),
             sample_temperature: default_sample_temperature(),
             test_samples: false,
+            answer: AnswerFormat::Report,
         }
     }
 }
@@ -348,6 +370,12 @@ fn problem(spec: &RoleSpec) -> Option<String> {
              more, or remove test_samples"
                 .into(),
         )
+    } else if blocks && spec.answer == AnswerFormat::Prose {
+        Some(
+            "`answer: prose` is for roles that report in words; an `edit_format: blocks` role \
+             already answers in prose around its blocks: remove `answer`"
+                .into(),
+        )
     } else if !(0.0..=2.0).contains(&spec.sample_temperature) {
         Some(format!(
             "`sample_temperature: {}` must be between 0 and 2",
@@ -439,6 +467,21 @@ mod tests {
         );
         let ok = parse(&format!("{base}edit_format: blocks\nsamples: 3\n"), path);
         assert!(ok.is_ok_and(|r| r.samples == 3 && r.sample_temperature == 0.8));
+    }
+
+    #[test]
+    fn prose_answers_are_for_roles_without_blocks() {
+        let path = Path::new("agents/analyst.yaml");
+        let base = "name: analyst\nrole: You analyse.\nobjective: Answer.\ntools: [edit_file]\n";
+        let prose = parse(&format!("{base}answer: prose\n"), path);
+        assert!(prose.is_ok_and(|r| r.answer == AnswerFormat::Prose));
+        let plain = parse(base, path);
+        assert!(plain.is_ok_and(|r| r.answer == AnswerFormat::Report));
+        assert!(parse(&format!("{base}answer: essay\n"), path).is_err());
+        let err = parse(&format!("{base}edit_format: blocks\nanswer: prose\n"), path)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("remove `answer`"), "{err}");
     }
 
     #[test]

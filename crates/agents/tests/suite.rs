@@ -8,6 +8,7 @@ mod decisions;
 mod foresight;
 mod orchestrate;
 pub(crate) mod parallel;
+mod prose;
 pub(crate) mod retrieval;
 mod retrieval_adaptive;
 mod retrieval_judge;

@@ -263,7 +263,7 @@ impl RunContext {
             (ContextKind::UserMessages, user_messages.join("\n")),
             (
                 ContextKind::Task,
-                task_text(&task, &ctx.input, ctx.attempt, ctx.previous.as_ref()),
+                task_text(&role, &task, &ctx.input, ctx.attempt, ctx.previous.as_ref()),
             ),
         ];
         let mut messages = vec![Message::system(system_prompt(&role, &tools))];

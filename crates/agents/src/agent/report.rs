@@ -14,6 +14,7 @@ use super::{AgentOutcome, AgentReport, AgentRun, Saved};
 use crate::compress::{FieldRepair, FieldRepairMethod, normalise_compressing};
 use crate::error::{Error, Result};
 use crate::output::StageReport;
+use crate::roles::{AnswerFormat, FAILED_MARK};
 
 impl AgentRun {
     /// The model that compresses over-long report fields: the summary model, else the
@@ -62,19 +63,13 @@ impl AgentRun {
         let forced = forced.is_some();
         self.waste_speculations(&mut st);
         let mut notes = Vec::new();
-        if self.free_text && !forced {
-            // A conversation (channel sessions): the answer is the text itself.
-            return Ok(AgentOutcome::Done(AgentReport {
-                report: StageReport {
-                    failure: false,
-                    output: text,
-                    ..StageReport::default()
-                },
-                turns: st.turns,
-                tool_calls: st.tool_calls,
-                usage: st.usage,
-                notes,
-            }));
+        let prose = self.role.answer == AnswerFormat::Prose;
+        if (self.free_text || prose) && !forced {
+            // A conversation (channel sessions) or a prose role: the answer is the text.
+            return Ok(self.answered(st, text, prose));
+        }
+        if prose {
+            return self.ask_prose(st, why).await;
         }
         if !forced {
             // Over-long fields with a declared limit are summarised before they are cut.
@@ -213,5 +208,156 @@ impl AgentRun {
             usage: st.usage,
             notes,
         }))
+    }
+
+    /// The report of an answer in words: its text is the output. A prose role's answer
+    /// that is empty or starts with [`FAILED_MARK`] is a failure (a conversation's never is).
+    fn answered(&self, mut st: Saved, text: String, prose: bool) -> AgentOutcome {
+        let failure =
+            prose && (text.trim().is_empty() || text.trim_start().starts_with(FAILED_MARK));
+        let text = match prose.then(|| cut_repetition(&text)).flatten() {
+            Some(at) => {
+                self.note(
+                    &mut st,
+                    format!(
+                        "the answer repeated itself from character {at} on ({} characters \
+                         cut)",
+                        text.len() - at
+                    ),
+                );
+                text[..at].trim_end().to_owned()
+            }
+            None => text,
+        };
+        AgentOutcome::Done(AgentReport {
+            report: StageReport {
+                failure,
+                output: text,
+                ..StageReport::default()
+            },
+            turns: st.turns,
+            tool_calls: st.tool_calls,
+            usage: st.usage,
+            notes: Vec::new(),
+        })
+    }
+
+    /// A prose role out of turns (or stuck): one more turn, without tools, for its answer.
+    async fn ask_prose(&self, mut st: Saved, why: &str) -> Result<AgentOutcome> {
+        st.messages.push(Message::user(format!(
+            "{why}Answer the request now, in plain prose (no tool calls)."
+        )));
+        let turn = st.next_turn;
+        let extra = self.limits().reserve + 256;
+        let request = ChatRequest::new(st.messages.clone());
+        let request = self.fit_request(&mut st, request, turn, extra).await?;
+        st.next_turn = turn + 1;
+        self.emit(
+            &mut st,
+            SessionEvent::TurnStarted {
+                turn,
+                attempt: self.attempt,
+            },
+        );
+        let completion = match self.turn(request, turn, true).await {
+            Ok(c) => c,
+            Err(e) => return self.turn_failed(st, turn, e),
+        };
+        st.turns += 1;
+        st.usage.add(&completion.usage);
+        self.emit(
+            &mut st,
+            SessionEvent::TurnCompleted {
+                turn,
+                message: serde_json::to_value(completion.to_message()).unwrap_or(Value::Null),
+                usage: turn_usage(&completion.usage),
+            },
+        );
+        Ok(self.answered(st, completion.text, true))
+    }
+
+    /// A model call that failed: recorded, then a budget's interrupt, a cancellation, or
+    /// the error.
+    pub(super) fn turn_failed(
+        &self,
+        mut st: Saved,
+        turn: u32,
+        e: trellis_llm::Error,
+    ) -> Result<AgentOutcome> {
+        self.emit(
+            &mut st,
+            SessionEvent::TurnFailed {
+                turn,
+                error: e.to_string(),
+            },
+        );
+        match e {
+            trellis_llm::Error::Budget(exceeded) => Ok(self.budget_interrupt(st, exceeded)),
+            trellis_llm::Error::Cancelled => Err(Error::Cancelled),
+            e => Err(e.into()),
+        }
+    }
+}
+
+/// Where a prose answer starts repeating itself: the byte offset of the first sentence (of
+/// at least [`REPEAT_MIN`] characters) that the answer already said, word for word. A small
+/// model decoding greedily can cycle through the same few sentences until its token limit;
+/// prose never needs a sentence twice. Sentences end at `.`, `!` or `?` before whitespace, or
+/// at a line end; lines of fenced code are not compared.
+fn cut_repetition(text: &str) -> Option<usize> {
+    let mut seen = std::collections::HashSet::new();
+    let mut start = 0;
+    let mut fenced = false;
+    let bytes = text.as_bytes();
+    for (i, c) in text.char_indices() {
+        if c == '`' && text[i..].starts_with("```") && (i == 0 || bytes[i - 1] == b'\n') {
+            fenced = !fenced;
+        }
+        let next = bytes.get(i + 1).copied();
+        let ends = c == '\n'
+            || (!fenced
+                && matches!(c, '.' | '!' | '?')
+                && next.is_none_or(|b| b.is_ascii_whitespace()));
+        if !ends {
+            continue;
+        }
+        let end = i + c.len_utf8();
+        let piece = &text[start..end];
+        let sentence = piece.trim();
+        if !fenced && sentence.len() >= REPEAT_MIN && !seen.insert(sentence) {
+            return Some(start + (piece.len() - piece.trim_start().len()));
+        }
+        start = end;
+    }
+    None
+}
+
+/// The shortest sentence [`cut_repetition`] compares.
+const REPEAT_MIN: usize = 30;
+
+#[cfg(test)]
+mod tests {
+    use super::cut_repetition;
+
+    #[test]
+    fn a_cycle_of_sentences_is_cut_where_it_starts_again() {
+        let once = "Stock lives in memory (ADR 0001). A restart loses all of it. \
+                    The tests in `test_inventory.py` check the invariant. ";
+        let text = format!("{once}{once}{once}The tests in");
+        let at = cut_repetition(&text);
+        assert_eq!(at.map(|at| text[..at].trim_end()), Some(once.trim_end()));
+        // Short sentences ("Yes.") and different ones are kept.
+        assert_eq!(
+            cut_repetition("Yes. Yes. It keeps stock in two dictionaries."),
+            None
+        );
+        assert_eq!(cut_repetition(once), None);
+    }
+
+    #[test]
+    fn repeated_lines_of_fenced_code_are_not_repetition() {
+        let text = "Two calls:\n```python\ninventory.reserve(\"apple\", 1)  # the first one\n\
+                    inventory.reserve(\"apple\", 1)  # the first one\n```\nBoth reserve stock.";
+        assert_eq!(cut_repetition(text), None);
     }
 }

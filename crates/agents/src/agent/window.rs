@@ -11,7 +11,7 @@ use super::{AgentRun, Saved};
 use crate::context::outputs::{self, READ_TOOL_OUTPUT};
 use crate::context::{Compactor, Limits};
 use crate::error::Result;
-use crate::roles::EditFormat;
+use crate::roles::{AnswerFormat, EditFormat};
 
 impl AgentRun {
     /// The limits of this activation on its model.
@@ -55,9 +55,11 @@ impl AgentRun {
 
     /// The format the final answer is held to: the report itself where the provider can
     /// hold it to the schema (no second call to get it). A conversation answers in prose,
-    /// and so does a `blocks` role, whose answers carry its edits.
+    /// and so do an `answer: prose` role and a `blocks` role, whose answers carry its edits.
     pub(super) fn final_format(&self) -> Option<trellis_llm::ResponseFormat> {
-        (!self.free_text && self.role.edit_format != EditFormat::Blocks)
+        (!self.free_text
+            && self.role.edit_format != EditFormat::Blocks
+            && self.role.answer != AnswerFormat::Prose)
             .then(trellis_llm::structured::response_format::<crate::output::StageReport>)
     }
 
