@@ -254,23 +254,15 @@ impl AgentRun {
             if let Some(why) = self.stuck(&mut st) {
                 return self.finish(st, String::new(), Some(why)).await;
             }
-            let turn = st.next_turn;
-            self.deliver(&mut st, turn, inbox::drain(&mut inbox));
+            let next = st.next_turn;
+            self.deliver(&mut st, next, inbox::drain(&mut inbox));
             let request = ChatRequest {
                 tools: self.offered_tools(&st),
                 final_format: self.final_format(),
                 tool_choice: self.tool_choice(&st),
                 ..ChatRequest::new(st.messages.clone())
             };
-            let request = self.fit_request(&mut st, request, turn, 0).await?;
-            st.next_turn = turn + 1;
-            self.emit(
-                &mut st,
-                SessionEvent::TurnStarted {
-                    turn,
-                    attempt: self.attempt,
-                },
-            );
+            let (request, turn) = self.open_turn(&mut st, request, 0).await?;
             let again = self.samples().then(|| request.clone());
             // Safe predicted calls run while the model thinks: ready when it asks.
             let (completion, ()) =

@@ -106,22 +106,13 @@ impl AgentRun {
         st.messages.push(Message::user(format!(
             "{why}Report your result now as the JSON object described in OUTPUT FORMAT (no tool calls)."
         )));
-        let turn = st.next_turn;
         let request = ChatRequest {
             response_format: Some(response_format::<StageReport>()),
             ..ChatRequest::new(st.messages.clone())
         };
         // Room for a re-ask: the rejected answer and the request to fix it.
         let extra = self.limits().reserve + 256;
-        let request = self.fit_request(&mut st, request, turn, extra).await?;
-        st.next_turn = turn + 1;
-        self.emit(
-            &mut st,
-            SessionEvent::TurnStarted {
-                turn,
-                attempt: self.attempt,
-            },
-        );
+        let (request, turn) = self.open_turn(&mut st, request, extra).await?;
         let answer = complete_structured::<StageReport>(
             self.provider.as_ref(),
             request,
@@ -247,18 +238,9 @@ impl AgentRun {
         st.messages.push(Message::user(format!(
             "{why}Answer the request now, in plain prose (no tool calls)."
         )));
-        let turn = st.next_turn;
-        let extra = self.limits().reserve + 256;
         let request = ChatRequest::new(st.messages.clone());
-        let request = self.fit_request(&mut st, request, turn, extra).await?;
-        st.next_turn = turn + 1;
-        self.emit(
-            &mut st,
-            SessionEvent::TurnStarted {
-                turn,
-                attempt: self.attempt,
-            },
-        );
+        let extra = self.limits().reserve + 256;
+        let (request, turn) = self.open_turn(&mut st, request, extra).await?;
         let completion = match self.turn(request, turn, true).await {
             Ok(c) => c,
             Err(e) => return self.turn_failed(st, turn, e),

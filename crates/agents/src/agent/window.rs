@@ -89,6 +89,28 @@ impl AgentRun {
         }
     }
 
+    /// Opens the next model call of `st`: `request` fitted to the window (less `extra`
+    /// tokens, see [`Self::fit_request`]), the turn counted and announced
+    /// ([`SessionEvent::TurnStarted`]). Returns the request and its turn number.
+    pub(super) async fn open_turn(
+        &self,
+        st: &mut Saved,
+        request: ChatRequest,
+        extra: u64,
+    ) -> Result<(ChatRequest, u32)> {
+        let turn = st.next_turn;
+        let request = self.fit_request(st, request, turn, extra).await?;
+        st.next_turn = turn + 1;
+        self.emit(
+            st,
+            SessionEvent::TurnStarted {
+                turn,
+                attempt: self.attempt,
+            },
+        );
+        Ok((request, turn))
+    }
+
     /// `request` for model call `turn`, compacted when its prompt exceeds the threshold or
     /// the limit (lowered by `extra` tokens); a compaction becomes the conversation and is
     /// recorded ([`SessionEvent::ContextCompacted`]). Fails only when cancelled.
