@@ -202,8 +202,23 @@ impl AgentRun {
     }
 
     /// The report of an answer in words: its text is the output. A prose role's answer
-    /// that is empty or starts with [`FAILED_MARK`] is a failure (a conversation's never is).
+    /// that is empty or starts with [`FAILED_MARK`] is a failure (a conversation's never is);
+    /// a prose role's answer that is the JSON stage report is read as one.
     fn answered(&self, mut st: Saved, text: String, prose: bool) -> AgentOutcome {
+        // A model (or endpoint) that answers with the JSON report anyway is taken at its
+        // word: its fields, not the JSON as prose.
+        if prose
+            && text.trim_start().starts_with('{')
+            && let Ok(report) = serde_json::from_str::<StageReport>(text.trim())
+        {
+            return AgentOutcome::Done(AgentReport {
+                report,
+                turns: st.turns,
+                tool_calls: st.tool_calls,
+                usage: st.usage,
+                notes: Vec::new(),
+            });
+        }
         let failure =
             prose && (text.trim().is_empty() || text.trim_start().starts_with(FAILED_MARK));
         let text = match prose.then(|| cut_repetition(&text)).flatten() {

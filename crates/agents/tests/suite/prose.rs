@@ -100,3 +100,13 @@ async fn out_of_turns_it_is_asked_for_its_answer_without_tools() {
     let asked = &last.messages.last().unwrap().content;
     assert!(asked.contains("in plain prose (no tool calls)"), "{asked}");
 }
+
+#[tokio::test]
+async fn a_json_report_given_anyway_is_read_as_the_report() {
+    let report =
+        json!({"failure": false, "output": "Stock is in memory.", "findings": ["no persistence"]});
+    let (report, requests) = run(vec![Turn::Json(report)], 8).await;
+    assert_eq!(report.report.output, "Stock is in memory.");
+    assert_eq!(report.report.findings, ["no persistence"]);
+    assert_eq!(requests.len(), 1);
+}
