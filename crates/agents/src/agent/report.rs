@@ -211,41 +211,32 @@ impl AgentRun {
             && text.trim_start().starts_with('{')
             && let Ok(report) = serde_json::from_str::<StageReport>(text.trim())
         {
-            return AgentOutcome::Done(AgentReport {
-                report,
-                turns: st.turns,
-                tool_calls: st.tool_calls,
-                usage: st.usage,
-                notes: Vec::new(),
-            });
+            return done(st, report);
         }
         let failure =
             prose && (text.trim().is_empty() || text.trim_start().starts_with(FAILED_MARK));
         let text = match prose.then(|| cut_repetition(&text)).flatten() {
             Some(at) => {
+                let (kept, cut) = (text[..at].chars().count(), text[at..].chars().count());
                 self.note(
                     &mut st,
                     format!(
-                        "the answer repeated itself from character {at} on ({} characters \
-                         cut)",
-                        text.len() - at
+                        "the answer repeated itself from character {kept} on ({cut} characters \
+                         cut)"
                     ),
                 );
                 text[..at].trim_end().to_owned()
             }
             None => text,
         };
-        AgentOutcome::Done(AgentReport {
-            report: StageReport {
+        done(
+            st,
+            StageReport {
                 failure,
                 output: text,
                 ..StageReport::default()
             },
-            turns: st.turns,
-            tool_calls: st.tool_calls,
-            usage: st.usage,
-            notes: Vec::new(),
-        })
+        )
     }
 
     /// A prose role out of turns (or stuck): one more turn, without tools, for its answer.
@@ -294,6 +285,17 @@ impl AgentRun {
             e => Err(e.into()),
         }
     }
+}
+
+/// The activation's end with `report`, its counts and usage taken from `st`.
+fn done(st: Saved, report: StageReport) -> AgentOutcome {
+    AgentOutcome::Done(AgentReport {
+        report,
+        turns: st.turns,
+        tool_calls: st.tool_calls,
+        usage: st.usage,
+        notes: Vec::new(),
+    })
 }
 
 /// Where a prose answer starts repeating itself: the byte offset of the first sentence (of
