@@ -72,19 +72,21 @@ pub fn prose_instruction() -> String {
 
 /// How a `blocks` role answers.
 pub const BLOCKS_INSTRUCTION: &str = "Answer with one sentence saying what is wrong and how \
-you fix it, then the change as one or more edit blocks, each in this form:
+you fix it, then the change as one or more edit blocks. The SEARCH part of a block is whole \
+lines of the file, copied character for character with their indentation, enough of them to \
+be found only once; the REPLACE part is the lines that take their place. Change only what the \
+task needs. If the change cannot be made from the code you were shown, say why in one \
+sentence and write no block. A block starts with the file's path on a line of its own, as in \
+this example for a file `shapes/area.py`:
 
-<the file's path, as shown with its code>
+shapes/area.py
 <<<<<<< SEARCH
-    the lines to replace, copied exactly from the code you were shown
+def rectangle(width, height):
+    return width + height
 =======
-    the lines that replace them
->>>>>>> REPLACE
-
-The SEARCH part must be whole lines of the file, character for character, indentation \
-included, and enough of them to be found only once. Change only what the task needs. If \
-the change cannot be made from the code you were shown, say why in one sentence and write \
-no block.";
+def rectangle(width, height):
+    return width * height
+>>>>>>> REPLACE";
 
 /// The system prompt of a conversational role (channel sessions): like [`system_prompt`],
 /// answering in prose instead of a typed report.
