@@ -60,6 +60,9 @@ use source::{IndexPool, IndexSource, STAGE_AWARE_AVOID};
 /// The source name of regions read from the worktree because a failure names them.
 pub const FAILURE_SOURCE: &str = "failure_location";
 
+/// At most this many code files named by a document workflow's sections are outlined.
+const NAMED_CODE_FILES: usize = 8;
+
 /// The strategy of a plan: its `retrieval_strategy_config`, or when the workflow has none,
 /// the code preset for code workflows and the document preset otherwise.
 pub fn strategy_of(plan: &Plan) -> Result<RetrievalStrategyConfig> {
@@ -583,7 +586,13 @@ impl RetrievalAgent {
         task: &str,
         packs: Vec<&mut StagePack>,
     ) {
-        if !self.maps_on(strategy) || packs.is_empty() {
+        if packs.is_empty() {
+            return;
+        }
+        if !self.maps_on(strategy) {
+            if strategy.enabled && self.options.map_share > 0.0 {
+                self.add_named_code(packs).await;
+            }
             return;
         }
         let mentioned = identifiers(task, 16);
@@ -615,6 +624,57 @@ impl RetrievalAgent {
             if m.tokens == 0 {
                 continue;
             }
+            p.used_tokens += m.tokens;
+            p.maps = Some(m);
+        }
+    }
+
+    /// Document workflows (no AST work, no symbols in the index): the outline of the code
+    /// files the pack's document sections name — what a design discussion is about — within
+    /// what the items left of the budget. Context, not a requirement: a failure is a note.
+    async fn add_named_code(&self, packs: Vec<&mut StagePack>) {
+        let texts: Vec<Vec<(String, String)>> = packs
+            .iter()
+            .map(|p| {
+                p.items
+                    .iter()
+                    .filter(|it| it.section.is_some())
+                    .map(|it| (it.path.clone(), it.text.clone()))
+                    .collect()
+            })
+            .collect();
+        if texts.iter().all(Vec::is_empty) {
+            return;
+        }
+        let pool = self.pool.clone();
+        let built = tokio::task::spawn_blocking(move || {
+            let (ix, generation) = pool.take()?;
+            let outlines: Vec<_> = texts
+                .iter()
+                .map(|t| {
+                    let refs: Vec<(&str, &str)> =
+                        t.iter().map(|(p, x)| (p.as_str(), x.as_str())).collect();
+                    ix.named_code_outlines(&refs, NAMED_CODE_FILES)
+                })
+                .collect();
+            pool.give(ix, generation);
+            Ok::<_, trellis_index::Error>(outlines)
+        })
+        .await;
+        let built = match built {
+            Ok(Ok(b)) => b,
+            Ok(Err(e)) => return note_all(packs, &format!("code outlines unavailable: {e}")),
+            Err(e) => return note_all(packs, &format!("code outlines unavailable: {e}")),
+        };
+        for (p, outlines) in packs.into_iter().zip(built) {
+            let m = maps::build_named(&outlines, p.budget_tokens.saturating_sub(p.used_tokens));
+            if m.tokens == 0 {
+                continue;
+            }
+            p.notes.push(format!(
+                "outlined the code files the documents name: {}",
+                m.files.join(", ")
+            ));
             p.used_tokens += m.tokens;
             p.maps = Some(m);
         }

@@ -154,7 +154,18 @@ impl Index {
 #[derive(Clone, Debug, Default)]
 pub struct Outlines(Vec<FileOutline>);
 
+impl From<Vec<FileOutline>> for Outlines {
+    fn from(outlines: Vec<FileOutline>) -> Self {
+        Outlines(outlines)
+    }
+}
+
 impl Outlines {
+    /// The files outlined, in order.
+    pub fn paths(&self) -> Vec<String> {
+        self.0.iter().map(|o| o.path.clone()).collect()
+    }
+
     /// The repo map for a request.
     pub fn repo_map(&self, req: &RepoMapRequest) -> RepoMap {
         repomap::build(&self.0, req)

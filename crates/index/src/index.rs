@@ -244,6 +244,11 @@ impl Index {
         &self.root
     }
 
+    /// The exclusion rules the index scans with.
+    pub(crate) fn excludes(&self) -> &Excludes {
+        &self.excludes
+    }
+
     /// The configuration.
     pub fn config(&self) -> &IndexConfig {
         &self.config

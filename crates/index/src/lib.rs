@@ -30,6 +30,7 @@ mod index;
 pub mod lang;
 pub mod locate;
 pub mod meta;
+pub mod named;
 pub mod query;
 pub mod rank;
 pub mod repomap;

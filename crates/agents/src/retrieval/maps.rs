@@ -28,6 +28,10 @@ pub struct StageMaps {
     pub tokens: usize,
     /// Entries of the AST context map left out for the budget.
     pub ast_left_out: usize,
+    /// Document workflows: the map outlines the code files the pack's documents name
+    /// (there is no repo map), not the files of code items.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub named_by_documents: bool,
 }
 
 /// What a map request needs from a pack: its code files and the names the task mentions.
@@ -76,6 +80,29 @@ pub(crate) fn build(outlines: &Outlines, req: &RepoMapRequest, ast_share: f32) -
         repo_map,
         tokens: ast_tokens + repo_tokens,
         ast_left_out,
+        named_by_documents: false,
+    }
+}
+
+/// Document workflows: the outline of the code files the pack's documents name (`outlines`,
+/// in order of first mention), cut to `budget` tokens; no repo map.
+pub(crate) fn build_named(outlines: &Outlines, budget: usize) -> StageMaps {
+    let files = outlines.paths();
+    let ast = outlines.ast_context_map(&files);
+    let (ast_text, ast_left_out) = render_ast(&ast, budget);
+    let tokens = if ast_text.is_empty() {
+        0
+    } else {
+        estimate_tokens(&ast_text)
+    };
+    StageMaps {
+        files,
+        ast_context_map: ast,
+        ast_text,
+        repo_map: String::new(),
+        tokens,
+        ast_left_out,
+        named_by_documents: true,
     }
 }
 

@@ -249,9 +249,14 @@ fn render_maps(s: &mut String, m: &super::StageMaps) {
         } else {
             String::new()
         };
+        let what = if m.named_by_documents {
+            "Outline of the code files the documents above name"
+        } else {
+            "AST context map of the files above"
+        };
         let _ = write!(
             s,
-            "\n### AST context map of the files above (functions, types, imports; [lines]{more})\n```text\n{}```\n",
+            "\n### {what} (functions, types, imports; [lines]{more})\n```text\n{}```\n",
             m.ast_text
         );
     }

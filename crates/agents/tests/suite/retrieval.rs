@@ -339,6 +339,15 @@ async fn upfront_packs_per_stage_with_budgets_attribution_and_stage_guidance() {
 async fn document_strategy_indexes_no_symbols_and_finds_decisions() {
     let ws = TempWorkspace::new("retr-docs").unwrap();
     write_fixture(ws.path());
+    // The ADR names the code it is about (and a file that does not exist).
+    std::fs::write(
+        ws.path().join("docs/adr/0001-store-prices-in-cents.md"),
+        ADR.replace(
+            "at the edges.",
+            "at the edges (`total` in ../../src/calc.py sums cents; src/gone.py was removed).",
+        ),
+    )
+    .unwrap();
     let task = "Discuss the architecture decision on how prices are stored";
     let plan = plan("architecture_discussion", &[], task);
     let strategy = strategy_of(&plan).unwrap();
@@ -389,6 +398,28 @@ async fn document_strategy_indexes_no_symbols_and_finds_decisions() {
     assert_eq!(pack.budget_tokens, 15_000, "analysis budget by prefix");
     assert!(pack.external_sources.contains(&"web_search".to_owned()));
     assert_grounded(pack, ws.path());
+    // The code the ADR names is outlined beside it (parsed from disk: the index has none).
+    let maps = pack.maps.as_ref().expect("the named code is outlined");
+    assert!(maps.named_by_documents);
+    assert_eq!(maps.files, vec!["src/calc.py"]);
+    assert!(
+        maps.ast_text.contains("def total(items)"),
+        "{}",
+        maps.ast_text
+    );
+    assert!(maps.repo_map.is_empty());
+    assert!(pack.used_tokens >= maps.tokens && maps.tokens > 0);
+    assert!(
+        pack.notes.iter().any(|n| n.contains("src/calc.py")),
+        "{:?}",
+        pack.notes
+    );
+    let text = pack.render();
+    assert!(
+        text.contains("### Outline of the code files the documents above name"),
+        "{text}"
+    );
+    assert!(!text.contains("AST context map"), "{text}");
 }
 
 /// A source that answers after `delay`, or fails.
