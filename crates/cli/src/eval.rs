@@ -80,6 +80,11 @@ pub struct RunArgs {
     /// Model-call limit of one task's run (`budgets.run.calls`).
     #[arg(long, default_value_t = 40)]
     pub max_calls: u64,
+    /// Run the agents without the task's environment (its virtualenv or node_modules first
+    /// on PATH, the variables its test command sets), as runs recorded before 2026-11-29
+    /// (docs/eval.md) were.
+    #[arg(long)]
+    pub no_task_env: bool,
 }
 
 /// `trellis eval validate`.
@@ -184,6 +189,7 @@ pub async fn execute(cmd: EvalCommand, overrides: &[String]) -> anyhow::Result<E
                 calls: args.max_calls,
                 setup_timeout: Duration::from_secs(args.selection.setup_minutes * 60),
                 test_timeout: Duration::from_secs(args.selection.test_minutes * 60),
+                task_env: !args.no_task_env,
             };
             let records = trellis_eval::run::run(&opts, &mut say).await?;
             print!("{}", trellis_eval::results::summary(&records));

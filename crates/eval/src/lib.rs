@@ -10,6 +10,7 @@
 //!   model behind `trellis models serve`.
 //! - [`results`]: the records (one JSON line per task and agent), resuming, the summary.
 
+pub mod agentenv;
 pub mod mini;
 pub mod results;
 pub mod run;

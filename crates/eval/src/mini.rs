@@ -11,7 +11,7 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 
 use crate::results::Ended;
 use crate::task::{Task, quote};
-use crate::trellis::{Attempt, TrellisAgent, timed};
+use crate::trellis::{Attempt, Limits, TrellisAgent, timed};
 use crate::workdir::{sh, tail};
 use crate::{Error, Result};
 
@@ -115,18 +115,20 @@ impl MiniAgent {
     /// Runs mini-swe-agent on the task in `checkout` (it edits the files in place), its
     /// trajectory saved to `trajectory`: `--yolo --exit-immediately` with `mini.yaml`,
     /// `agent.step_limit` the call limit, `agent.wall_time_limit_seconds` the wall limit (the
-    /// process is also killed at it), cost tracking off (a local model has no price).
+    /// process is also killed at it), cost tracking off (a local model has no price); `vars`
+    /// (the task's environment) set for the commands it runs.
     pub async fn attempt(
         &self,
         task: &Task,
         checkout: &Path,
         trajectory: &Path,
         endpoint: &Endpoint,
-        wall: Duration,
-        calls: u64,
+        vars: &[(String, String)],
+        limits: Limits,
     ) -> Attempt {
+        let Limits { wall, calls } = limits;
         let mut a = Attempt::default();
-        let words = [
+        let mut words = vec![
             quote(&self.exe.to_string_lossy()),
             "-m".into(),
             quote(&format!("openai/{}", endpoint.model)),
@@ -152,6 +154,14 @@ impl MiniAgent {
             "-o".into(),
             quote(&trajectory.to_string_lossy()),
         ];
+        // The task's environment goes to the commands it runs (`environment.env`), not to
+        // mini's own interpreter: a `PYTHONPATH` of the task's sources must not shadow its
+        // modules. JSON strings, so that mini reads every value as a string.
+        for (k, v) in vars {
+            let value = serde_json::to_string(v).unwrap_or_default();
+            words.push("-c".into());
+            words.push(quote(&format!("environment.env.{k}={value}")));
+        }
         let env = [
             ("MSWEA_CONFIGURED", "true".to_owned()),
             ("MSWEA_COST_TRACKING", "ignore_errors".to_owned()),

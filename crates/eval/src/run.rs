@@ -8,9 +8,9 @@ use crate::mini::{MiniAgent, Served, serve_model};
 use crate::results::{self, Ended, Record};
 use crate::score::{self, Verdict};
 use crate::task::{self, Task};
-use crate::trellis::{Attempt, TrellisAgent};
-use crate::workdir;
+use crate::trellis::{Attempt, Limits, TrellisAgent};
 use crate::{Error, Result};
+use crate::{agentenv, workdir};
 
 /// An agent the harness runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -58,6 +58,9 @@ pub struct Options {
     pub setup_timeout: Duration,
     /// Limit of one test command.
     pub test_timeout: Duration,
+    /// Whether the agents work in the task's environment ([`crate::agentenv`]); off
+    /// reproduces runs recorded before it existed.
+    pub task_env: bool,
 }
 
 /// The tasks of `tasks` selected by `only` (every id must exist).
@@ -209,13 +212,33 @@ async fn attempt(
         record.detail = Some(e.to_string());
         return record;
     }
-    say(&format!("{place}: running in {}", checkout.display()));
-    let a = match (agent, &opts.mini, served) {
-        (Agent::Trellis, _, _) => {
-            opts.trellis
-                .attempt(task, &checkout, opts.wall, opts.calls)
-                .await
+    let vars = if opts.task_env {
+        match agentenv::agent_env(task, &env, &checkout).await {
+            Ok(v) => v,
+            Err(e) => {
+                record.detail = Some(format!("the agents' environment: {e}"));
+                return record;
+            }
         }
+    } else {
+        Vec::new()
+    };
+    let names: Vec<&str> = vars.iter().map(|(k, _)| k.as_str()).collect();
+    say(&format!(
+        "{place}: running in {}{}",
+        checkout.display(),
+        if names.is_empty() {
+            String::new()
+        } else {
+            format!(" (the task's environment: {})", names.join(", "))
+        }
+    ));
+    let limits = Limits {
+        wall: opts.wall,
+        calls: opts.calls,
+    };
+    let a = match (agent, &opts.mini, served) {
+        (Agent::Trellis, _, _) => opts.trellis.attempt(task, &checkout, &vars, limits).await,
         (Agent::MiniSweAgent, Some(mini), Some(served)) => {
             let dir = opts.out.join("trajectories");
             let _ = std::fs::create_dir_all(&dir);
@@ -225,8 +248,8 @@ async fn attempt(
                 &checkout,
                 &trajectory,
                 &served.endpoint,
-                opts.wall,
-                opts.calls,
+                &vars,
+                limits,
             )
             .await
         }

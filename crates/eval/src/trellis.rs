@@ -27,6 +27,15 @@ pub struct TrellisAgent {
     pub skip: Vec<String>,
 }
 
+/// The limits of one attempt.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// Wall time.
+    pub wall: Duration,
+    /// Model calls.
+    pub calls: u64,
+}
+
 /// What one Trellis attempt did.
 #[derive(Clone, Debug, Default)]
 pub struct Attempt {
@@ -64,15 +73,17 @@ impl TrellisAgent {
 
     /// Runs the task: the request is its problem statement; approvals are granted by
     /// policy (`--yes`), the model-call limit is the run's `budgets.run.calls`; a run that
-    /// stops for more budget ended by the limit. The change set is then applied to the
-    /// checkout.
+    /// stops for more budget ended by the limit. `vars` (the task's environment) are set
+    /// for the process, so its tools and test runs see them. The change set is then applied
+    /// to the checkout.
     pub async fn attempt(
         &self,
         task: &Task,
         checkout: &Path,
-        wall: Duration,
-        calls: u64,
+        vars: &[(String, String)],
+        limits: Limits,
     ) -> Attempt {
+        let Limits { wall, calls } = limits;
         let mut a = Attempt::default();
         let limit = format!("budgets.run.calls={calls}");
         let mut args = vec![
@@ -89,7 +100,8 @@ impl TrellisAgent {
             args.extend(["--skip", stage.as_str()]);
         }
         let command = self.command_with(checkout, &[limit], &args);
-        let Some(out) = timed(&mut a, &command, checkout, &[], wall).await else {
+        let env: Vec<(&str, String)> = vars.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
+        let Some(out) = timed(&mut a, &command, checkout, &env, wall).await else {
             return a;
         };
         a.run_id = run_id(&out.stdout).or(self.latest_run(checkout).await);
