@@ -71,7 +71,8 @@ fn tasks(dir: &Path) -> std::path::PathBuf {
     );
     let base = git(&repo, &["rev-parse", "HEAD"]);
     let env = json!({"language": "python", "setup": ["mkdir -p \"$TRELLIS_EVAL_ENV/made\""],
-        "test_command": "test -d \"$TRELLIS_EVAL_ENV/made\" && python3 -B -m unittest {tests}", "env_key": "calc-1"});
+        // The assignment reaches the agents (the task's environment): mini's fix uses it.
+        "test_command": "CALC_FIX='a + b' test -d \"$TRELLIS_EVAL_ENV/made\" && python3 -B -m unittest {tests}", "env_key": "calc-1"});
     let task = |id: &str, problem: &str, test: &str, body: &str, patch: String| {
         json!({"instance_id": id, "repo": "calc", "base_commit": base, "problem_statement": problem,
             "test_patch": hidden(test, body), "patch": patch,
@@ -107,7 +108,7 @@ fn tasks(dir: &Path) -> std::path::PathBuf {
 
 /// The scripted model. As Trellis's code agent it fixes `add` (an edit, then its report) and
 /// reports without a change on anything else; as mini-swe-agent (its `bash` tool) it fixes
-/// `add` with `sed` and submits, and submits at once on anything else; every other request
+/// `add` with `sed` (the replacement from the task environment's `CALC_FIX`) and submits, and submits at once on anything else; every other request
 /// gets the mock's usual answer.
 fn model(body: &Value) -> String {
     let mini = body["tools"]
@@ -116,7 +117,7 @@ fn model(body: &Value) -> String {
     if mini {
         let fixing = body["messages"].to_string().contains("calc.add subtracts");
         let command = if fixing && tool_results(body) == 0 {
-            "sed -i '2s/a - b/a + b/' calc.py"
+            "sed -i \"2s/a - b/$CALC_FIX/\" calc.py"
         } else {
             "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
         };
