@@ -29,6 +29,7 @@ mod blocks;
 mod budget;
 mod build;
 mod calls;
+mod defs;
 mod events;
 mod foresight;
 pub(crate) mod inbox;

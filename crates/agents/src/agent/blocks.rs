@@ -211,7 +211,7 @@ fn matches(file: &[&str], search: &[&str], same: impl Fn(&str, &str) -> bool) ->
 
 /// `replace`'s lines re-indented from `from` to `to` (the indentation of the SEARCH part's
 /// first line and of the file's matching line).
-fn reindent(replace: &str, from: &str, to: &str) -> String {
+pub(super) fn reindent(replace: &str, from: &str, to: &str) -> String {
     replace
         .split('\n')
         .map(|l| {
@@ -406,6 +406,9 @@ impl AgentRun {
             new
         });
         let mut calls = Vec::new();
+        if blocks.is_empty() && problems.is_empty() {
+            calls = self.definitions(messages, text, turn);
+        }
         for (i, b) in blocks.into_iter().enumerate() {
             match self.locate(messages, &b) {
                 Ok((path, old, new)) => calls.push(ToolCall {
@@ -418,6 +421,41 @@ impl AgentRun {
             }
         }
         Edits { calls, problems }
+    }
+
+    /// An answer without blocks: the whole definitions its fences replace in the files the
+    /// conversation shows ([`super::defs`]), as `edit_file` calls; a replacement that breaks
+    /// its file's syntax is left out.
+    fn definitions(&self, messages: &[Message], text: &str, turn: u32) -> Vec<ToolCall> {
+        let fences = super::defs::fences(text);
+        if fences.is_empty() {
+            return Vec::new();
+        }
+        let files: Vec<(String, String)> = shown_paths(messages)
+            .into_iter()
+            .filter(|p| trellis_index::lang::Lang::detect(p).is_code())
+            .filter_map(|p| self.file(&p).ok().map(|t| (p, t)))
+            .collect();
+        let mut calls: Vec<ToolCall> = Vec::new();
+        for fence in &fences {
+            for (path, old, new) in super::defs::replacements(fence, &files) {
+                let Some((_, text)) = files.iter().find(|(p, _)| *p == path) else {
+                    continue;
+                };
+                let fresh = !calls
+                    .iter()
+                    .any(|c| c.arguments.contains(&json!(old).to_string()));
+                if fresh && check_syntax(&path, text, &old, &new).is_ok() {
+                    calls.push(ToolCall {
+                        id: format!("def-{turn}-{}", calls.len()),
+                        name: BLOCKS_TOOL.into(),
+                        arguments: json!({"path": path, "old_string": old, "new_string": new})
+                            .to_string(),
+                    });
+                }
+            }
+        }
+        calls
     }
 
     /// After the calls of `written` ran (the last messages hold their results): what tells

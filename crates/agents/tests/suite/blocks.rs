@@ -320,3 +320,19 @@ async fn tested_samples_keep_the_change_that_breaks_no_test_over_the_majority() 
         )
     );
 }
+
+#[tokio::test]
+async fn an_answer_with_the_whole_function_in_a_fence_replaces_it() {
+    // No block: the changed function written whole, as small models often do.
+    let ran = run(vec![
+        "The bound is off by one.\n\n```python\ndef bits(val, len_):\n    if val >= 2 ** len_:\n        raise ValueError(val)\n    return val\n```",
+    ])
+    .await;
+    assert_eq!(ran.file, SOURCE.replace("val > 2", "val >= 2"));
+    assert!(!ran.report.report.failure);
+    assert_eq!((ran.report.turns, ran.report.tool_calls), (1, 1));
+    assert_eq!(
+        edits(&ran.events),
+        [("edit_file".to_owned(), ToolStatus::Ok)]
+    );
+}
