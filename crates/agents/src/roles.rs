@@ -157,6 +157,11 @@ pub struct RoleSpec {
     /// JSON string.
     #[serde(default)]
     pub answer: AnswerFormat,
+    /// Lowers a token's odds by how often the answer already used it (the requests'
+    /// `frequency_penalty`, -2 to 2; none by default): against a small greedy model that
+    /// repeats its sentences in a long prose answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub frequency_penalty: Option<f32>,
 }
 
 /// How a role gives its final answer (`answer`).
@@ -207,6 +212,7 @@ impl Default for RoleSpec {
             sample_temperature: default_sample_temperature(),
             test_samples: false,
             answer: AnswerFormat::Report,
+            frequency_penalty: None,
         }
     }
 }
@@ -381,6 +387,10 @@ fn problem(spec: &RoleSpec) -> Option<String> {
             "`sample_temperature: {}` must be between 0 and 2",
             spec.sample_temperature
         ))
+    } else if let Some(p) = spec.frequency_penalty
+        && !(-2.0..=2.0).contains(&p)
+    {
+        Some(format!("`frequency_penalty: {p}` must be between -2 and 2"))
     } else {
         None
     }
@@ -460,6 +470,8 @@ mod tests {
         assert!(err("samples: 3\n").contains("needs `edit_format: blocks`"));
         assert!(err("edit_format: blocks\ntest_samples: true\n").contains("2 or more"));
         assert!(err("edit_format: blocks\nsamples: 0\n").contains("between 1 and 16"));
+        assert!(err("frequency_penalty: 3\n").contains("between -2 and 2"));
+        assert!(err("frequency_penalty: 0.5\n").is_empty());
         assert!(err("edit_format: blocks\nsamples: 17\n").contains("between 1 and 16"));
         assert!(
             err("edit_format: blocks\nsamples: 3\nsample_temperature: 3\n")

@@ -113,6 +113,7 @@ pub(crate) fn to_call(wire: ChatCompletionRequest) -> Result<Call, ApiError> {
             thinking_budget: None,
             stop: wire.stop.map(|s| s.into_vec()).unwrap_or_default(),
             seed: wire.seed,
+            frequency_penalty: wire.frequency_penalty,
         },
         stream,
         include_usage: stream
@@ -273,7 +274,7 @@ mod tests {
     fn a_conversation_with_tools_maps_to_the_provider_request() {
         let c = call(json!({
             "model": "local", "stream": true, "stream_options": {"include_usage": true},
-            "max_completion_tokens": 50, "stop": ["END"], "seed": 9,
+            "max_completion_tokens": 50, "stop": ["END"], "seed": 9, "frequency_penalty": 0.5,
             "messages": [
                 {"role": "developer", "content": "be brief"},
                 {"role": "user", "content": [{"type": "text", "text": "list "}, {"type": "text", "text": "files"}]},
@@ -296,6 +297,7 @@ mod tests {
         assert_eq!(r.max_tokens, Some(50));
         assert_eq!(r.stop, vec!["END"]);
         assert_eq!(r.seed, Some(9));
+        assert_eq!(r.frequency_penalty, Some(0.5));
         assert_eq!(
             r.response_format.as_ref().unwrap().schema,
             json!({"type": "object"})

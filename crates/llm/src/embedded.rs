@@ -240,6 +240,7 @@ struct Job {
     max_tokens: u32,
     temperature: f32,
     seed: u32,
+    frequency_penalty: f32,
     stop: Vec<String>,
 }
 
@@ -417,6 +418,7 @@ fn build_job(loaded: &Loaded, request: &ChatRequest, settings: &EmbeddedSettings
         max_tokens: request.max_tokens.unwrap_or(settings.max_tokens),
         temperature: request.temperature.unwrap_or(settings.temperature),
         seed: request.seed.unwrap_or(settings.seed),
+        frequency_penalty: request.frequency_penalty.unwrap_or(0.0),
         stop: request.stop.clone(),
     })
 }

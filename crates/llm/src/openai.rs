@@ -117,6 +117,9 @@ impl OpenAiProvider {
         if let Some(seed) = request.seed {
             body.insert("seed".into(), json!(seed));
         }
+        if let Some(p) = request.frequency_penalty.filter(|p| *p != 0.0) {
+            body.insert("frequency_penalty".into(), json!(p));
+        }
         if !request.stop.is_empty() {
             body.insert("stop".into(), json!(request.stop));
         }

@@ -37,6 +37,9 @@ pub struct ChatCompletionRequest {
     /// Sampling seed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seed: Option<u32>,
+    /// Penalty on tokens by how often the answer used them (-2 to 2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub frequency_penalty: Option<f32>,
     /// Stop sequences: one string or a list.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stop: Option<Stop>,

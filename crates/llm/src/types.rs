@@ -176,6 +176,12 @@ pub struct ChatRequest {
     /// OpenAI-compatible servers take it (OpenAI `seed`); Anthropic has none and ignores it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seed: Option<u32>,
+    /// Lowers a token's odds by how often the answer has already used it (OpenAI
+    /// `frequency_penalty`, 0 = off): against a small greedy model repeating its sentences.
+    /// The embedded model applies it over the last 256 tokens of the answer, OpenAI-wire
+    /// servers get `frequency_penalty`; Anthropic has none and ignores it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub frequency_penalty: Option<f32>,
 }
 
 /// Whether a request with tools may be answered without calling one.

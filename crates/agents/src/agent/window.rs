@@ -99,6 +99,10 @@ impl AgentRun {
         extra: u64,
     ) -> Result<(ChatRequest, u32)> {
         let turn = st.next_turn;
+        let request = ChatRequest {
+            frequency_penalty: request.frequency_penalty.or(self.role.frequency_penalty),
+            ..request
+        };
         let request = self.fit_request(st, request, turn, extra).await?;
         st.next_turn = turn + 1;
         self.emit(

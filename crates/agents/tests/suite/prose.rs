@@ -62,6 +62,8 @@ async fn the_prose_answer_is_the_output_without_a_json_report() {
     assert_eq!(report.report.output, answer);
     assert_eq!(report.turns, 1);
     assert_eq!(requests.len(), 1, "no second call for a report");
+    // The role's penalty against greedy repetition goes with its requests.
+    assert_eq!(requests[0].frequency_penalty, Some(0.3));
     assert!(
         requests[0].final_format.is_none(),
         "{:?}",

@@ -9,6 +9,9 @@ use llama_cpp_2::token::data_array::LlamaTokenDataArray;
 use super::{Job, Output, embedded};
 use crate::Result;
 
+/// The answer's last tokens a frequency penalty counts.
+const PENALTY_LAST_N: i32 = 256;
+
 /// Free-first sampling with an optional grammar check (see the module docs).
 pub(super) struct Sampler {
     free: LlamaSampler,
@@ -19,14 +22,23 @@ pub(super) struct Sampler {
 impl Sampler {
     pub(super) fn new(model: &LlamaModel, job: &Job, seed: u32) -> Result<Self> {
         let greedy = job.temperature <= 0.0;
-        let free = if greedy {
-            LlamaSampler::greedy()
+        let mut chain = Vec::new();
+        if job.frequency_penalty.is_finite() && job.frequency_penalty != 0.0 {
+            chain.push(LlamaSampler::penalties(
+                model.n_vocab(),
+                PENALTY_LAST_N,
+                1.0,
+                job.frequency_penalty,
+                0.0,
+            ));
+        }
+        if greedy {
+            chain.push(LlamaSampler::greedy());
         } else {
-            LlamaSampler::chain_simple([
-                LlamaSampler::temp(job.temperature),
-                LlamaSampler::dist(seed),
-            ])
-        };
+            chain.push(LlamaSampler::temp(job.temperature));
+            chain.push(LlamaSampler::dist(seed));
+        }
+        let free = LlamaSampler::chain_simple(chain);
         let grammar = match &job.output {
             Output::Text | Output::Native(_) => None,
             Output::Json(g) | Output::Tools(g) => Some(

@@ -96,6 +96,35 @@ async fn a_sampled_answer_follows_its_seed() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frequency_penalty_reaches_the_sampler() {
+    // The tiny test model's greedy answer repeats its tokens after a few dozen: with a
+    // penalty on repeated tokens it goes elsewhere; a penalty of 0 is none.
+    let p = provider("tiny");
+    let answer = |penalty| {
+        let req = ChatRequest {
+            max_tokens: Some(48),
+            temperature: Some(0.0),
+            frequency_penalty: penalty,
+            ..ChatRequest::new(vec![Message::user("Say the word hello 40 times.")])
+        };
+        let p = p.clone();
+        async move {
+            p.complete(req, CancellationToken::new())
+                .await
+                .unwrap()
+                .text
+        }
+    };
+    let (plain, zero, penalized) = (
+        answer(None).await,
+        answer(Some(0.0)).await,
+        answer(Some(1.5)).await,
+    );
+    assert_eq!(plain, zero, "a penalty of 0 is none");
+    assert_ne!(penalized, plain, "the penalty changed nothing: {plain:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn streams_counts_and_cancels() {
     let p = provider("tiny");
     p.prepare().await.unwrap();

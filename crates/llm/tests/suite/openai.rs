@@ -88,6 +88,7 @@ async fn complete_collects_usage() {
     let server = MockServer::start(vec![replay("openai", "text")]).await;
     let seeded = trellis_llm::ChatRequest {
         seed: Some(7),
+        frequency_penalty: Some(0.3),
         ..hello()
     };
     let c = provider(&server, "max_tokens = 77\ntemperature = 0.25")
@@ -105,6 +106,7 @@ async fn complete_collects_usage() {
     assert_eq!(body["max_tokens"], 77);
     assert_eq!(body["temperature"], 0.25);
     assert_eq!(body["seed"], 7);
+    assert!((body["frequency_penalty"].as_f64().unwrap() - 0.3).abs() < 1e-6);
 }
 
 #[tokio::test]
