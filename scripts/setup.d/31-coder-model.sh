@@ -14,10 +14,11 @@ manifest="$(cd "$(dirname "$0")/../.." && pwd)/crates/llm/models/qwen2.5-coder-1
 dir=$(model_cache_dir)
 file=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["file"])' "$manifest")
 size=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["size"])' "$manifest")
+# llama.cpp's GGUF reader, also for scripts/check's tests of the checks.
+python3 -c 'import gguf' 2>/dev/null || python3 -m pip install -q --disable-pip-version-check 'gguf==0.19.0' 2>&1 | grep -v "^WARNING: Running pip as the 'root' user" || true
 if [ -f "$dir/$file" ] && [ "$(stat -c %s "$dir/$file")" = "$size" ]; then
   exit 0
 fi
-python3 -c 'import gguf' 2>/dev/null || python3 -m pip install -q --disable-pip-version-check 'gguf==0.19.0' 2>&1 | grep -v "^WARNING: Running pip as the 'root' user" || true
 mkdir -p "$dir"
 tmp=$(mktemp -d "$dir/.setup.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
