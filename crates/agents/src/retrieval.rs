@@ -600,24 +600,18 @@ impl RetrievalAgent {
             .iter()
             .map(|p| maps::request(p, &mentioned, p.budget_tokens.saturating_sub(p.used_tokens)))
             .collect();
-        let pool = self.pool.clone();
         let share = self.options.ast_map_share;
-        let built = tokio::task::spawn_blocking(move || {
-            let (ix, generation) = pool.take()?;
-            let outlines = ix.outlines();
-            pool.give(ix, generation);
-            let outlines = outlines?;
-            Ok::<_, trellis_index::Error>(
-                requests
+        let built = self
+            .on_index(move |ix| {
+                let outlines = ix.outlines()?;
+                Ok(requests
                     .iter()
                     .map(|r| maps::build(&outlines, r, share))
-                    .collect::<Vec<_>>(),
-            )
-        })
-        .await;
+                    .collect::<Vec<_>>())
+            })
+            .await;
         let built = match built {
-            Ok(Ok(b)) => b,
-            Ok(Err(e)) => return note_all(packs, &format!("code maps unavailable: {e}")),
+            Ok(b) => b,
             Err(e) => return note_all(packs, &format!("code maps unavailable: {e}")),
         };
         for (p, m) in packs.into_iter().zip(built) {
@@ -626,6 +620,26 @@ impl RetrievalAgent {
             }
             p.used_tokens += m.tokens;
             p.maps = Some(m);
+        }
+    }
+
+    /// Runs `f` on the workspace index off the async threads (the pool's index is taken and
+    /// given back); an error as text, for a note.
+    async fn on_index<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&trellis_index::Index) -> trellis_index::Result<T> + Send + 'static,
+    ) -> std::result::Result<T, String> {
+        let pool = self.pool.clone();
+        let run = tokio::task::spawn_blocking(move || {
+            let (ix, generation) = pool.take()?;
+            let out = f(&ix);
+            pool.give(ix, generation);
+            out
+        });
+        match run.await {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(e) => Err(e.to_string()),
         }
     }
 
@@ -646,24 +660,20 @@ impl RetrievalAgent {
         if texts.iter().all(Vec::is_empty) {
             return;
         }
-        let pool = self.pool.clone();
-        let built = tokio::task::spawn_blocking(move || {
-            let (ix, generation) = pool.take()?;
-            let outlines: Vec<_> = texts
-                .iter()
-                .map(|t| {
-                    let refs: Vec<(&str, &str)> =
-                        t.iter().map(|(p, x)| (p.as_str(), x.as_str())).collect();
-                    ix.named_code_outlines(&refs, NAMED_CODE_FILES)
-                })
-                .collect();
-            pool.give(ix, generation);
-            Ok::<_, trellis_index::Error>(outlines)
-        })
-        .await;
+        let built = self
+            .on_index(move |ix| {
+                Ok(texts
+                    .iter()
+                    .map(|t| {
+                        let refs: Vec<(&str, &str)> =
+                            t.iter().map(|(p, x)| (p.as_str(), x.as_str())).collect();
+                        ix.named_code_outlines(&refs, NAMED_CODE_FILES)
+                    })
+                    .collect::<Vec<_>>())
+            })
+            .await;
         let built = match built {
-            Ok(Ok(b)) => b,
-            Ok(Err(e)) => return note_all(packs, &format!("code outlines unavailable: {e}")),
+            Ok(b) => b,
             Err(e) => return note_all(packs, &format!("code outlines unavailable: {e}")),
         };
         for (p, outlines) in packs.into_iter().zip(built) {

@@ -72,23 +72,27 @@ async fn random_weights_still_answer_in_schema_ten_of_ten() {
     }
 }
 
+/// The text of `p`'s answer to `req`.
+async fn text_of(p: &Arc<dyn ModelProvider>, req: ChatRequest) -> String {
+    p.complete(req, CancellationToken::new())
+        .await
+        .unwrap()
+        .text
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sampled_answer_follows_its_seed() {
     let p = provider("tiny");
     let answer = |seed| {
-        let req = ChatRequest {
-            max_tokens: Some(24),
-            temperature: Some(0.9),
-            seed: Some(seed),
-            ..ChatRequest::new(vec![Message::user("Write a line.")])
-        };
-        let p = p.clone();
-        async move {
-            p.complete(req, CancellationToken::new())
-                .await
-                .unwrap()
-                .text
-        }
+        text_of(
+            &p,
+            ChatRequest {
+                max_tokens: Some(24),
+                temperature: Some(0.9),
+                seed: Some(seed),
+                ..ChatRequest::new(vec![Message::user("Write a line.")])
+            },
+        )
     };
     let (one, again, two) = (answer(1).await, answer(1).await, answer(2).await);
     assert_eq!(one, again, "the same seed draws the same answer");
@@ -101,19 +105,15 @@ async fn a_frequency_penalty_reaches_the_sampler() {
     // penalty on repeated tokens it goes elsewhere; a penalty of 0 is none.
     let p = provider("tiny");
     let answer = |penalty| {
-        let req = ChatRequest {
-            max_tokens: Some(48),
-            temperature: Some(0.0),
-            frequency_penalty: penalty,
-            ..ChatRequest::new(vec![Message::user("Say the word hello 40 times.")])
-        };
-        let p = p.clone();
-        async move {
-            p.complete(req, CancellationToken::new())
-                .await
-                .unwrap()
-                .text
-        }
+        text_of(
+            &p,
+            ChatRequest {
+                max_tokens: Some(48),
+                temperature: Some(0.0),
+                frequency_penalty: penalty,
+                ..ChatRequest::new(vec![Message::user("Say the word hello 40 times.")])
+            },
+        )
     };
     let (plain, zero, penalized) = (
         answer(None).await,
