@@ -47,6 +47,8 @@ pub(super) struct Edits {
     pub calls: Vec<ToolCall>,
     /// Why each other block was not applied.
     pub problems: Vec<String>,
+    /// The calls replace whole definitions written without blocks ([`super::defs`]).
+    pub whole: bool,
 }
 
 fn marker(line: &str, c: char) -> bool {
@@ -406,7 +408,8 @@ impl AgentRun {
             new
         });
         let mut calls = Vec::new();
-        if blocks.is_empty() && problems.is_empty() {
+        let whole = blocks.is_empty() && problems.is_empty();
+        if whole {
             calls = self.definitions(messages, text, turn);
         }
         for (i, b) in blocks.into_iter().enumerate() {
@@ -420,7 +423,11 @@ impl AgentRun {
                 Err(p) => problems.push(p),
             }
         }
-        Edits { calls, problems }
+        Edits {
+            whole: whole && !calls.is_empty(),
+            calls,
+            problems,
+        }
     }
 
     /// An answer without blocks: the whole definitions its fences replace in the files the

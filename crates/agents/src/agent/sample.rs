@@ -88,6 +88,9 @@ pub(crate) struct Candidate {
     pub broken: Option<usize>,
     /// Failing tests the change makes pass (`test_samples`).
     pub fixed: usize,
+    /// The change replaces whole definitions the answer wrote without blocks
+    /// ([`super::defs`]): it ranks after a change written as the blocks asked for.
+    pub whole: bool,
 }
 
 impl Candidate {
@@ -100,6 +103,7 @@ impl Candidate {
         let first = |p: &str| p.chars().take(120).collect::<String>();
         match (self.change.len(), self.problems.first()) {
             (0, None) => "no block".into(),
+            (n, None) if self.whole => format!("{n} whole definition(s) replace"),
             (n, None) => format!("{n} block(s) apply"),
             (n, Some(p)) => format!(
                 "{n} block(s) apply, {} refused ({}…)",
@@ -112,8 +116,8 @@ impl Candidate {
 
 /// The index of the candidate to keep: a clean one (every block applies) before others,
 /// then the fewest test failures added and the most failing tests made to pass (when
-/// tested), then the change most candidates make,
-/// then the most applicable blocks, then the earliest.
+/// tested), then the change most candidates make, then one written as blocks over whole
+/// definitions written without them, then the most applicable blocks, then the earliest.
 pub(crate) fn choose(candidates: &[Candidate]) -> usize {
     let votes = |c: &Candidate| {
         candidates
@@ -130,6 +134,7 @@ pub(crate) fn choose(candidates: &[Candidate]) -> usize {
                 std::cmp::Reverse(c.broken.unwrap_or(0)),
                 c.fixed,
                 votes(c),
+                !c.whole,
                 c.change.len() as i64 - c.problems.len() as i64,
                 std::cmp::Reverse(*i),
             )
@@ -176,6 +181,7 @@ impl AgentRun {
             edits,
             broken: None,
             fixed: 0,
+            whole: found.whole,
         }
     }
 
@@ -378,6 +384,18 @@ mod tests {
         );
         // A tie keeps the earliest: the greedy answer.
         assert_eq!(choose(&[change("x = 2"), change("x = 3")]), 0);
+        // ... unless it replaced whole definitions and a later one wrote blocks.
+        let whole = Candidate {
+            whole: true,
+            ..change("x = 2")
+        };
+        assert_eq!(whole.summary(), "1 whole definition(s) replace");
+        assert_eq!(choose(&[whole.clone(), change("x = 3")]), 1);
+        assert_eq!(
+            choose(&[whole.clone(), whole, change("x = 3")]),
+            0,
+            "votes first"
+        );
         // Nothing applies anywhere: the answer with the most applicable blocks, else the first.
         assert_eq!(choose(&[nothing.clone(), refused]), 1);
         assert_eq!(choose(&[nothing.clone(), nothing]), 0);
