@@ -85,6 +85,14 @@ pub(crate) fn to_call(wire: ChatCompletionRequest) -> Result<Call, ApiError> {
             param("temperature"),
         ));
     }
+    if let Some(f) = wire.frequency_penalty
+        && !(-2.0..=2.0).contains(&f)
+    {
+        return Err(ApiError::invalid(
+            format!("{f} is not a frequency_penalty between -2 and 2"),
+            param("frequency_penalty"),
+        ));
+    }
     let response_format = match wire.response_format {
         None | Some(ResponseFormatParam::Text) => None,
         Some(ResponseFormatParam::JsonObject) => Some(ResponseFormat {
@@ -364,6 +372,11 @@ mod tests {
             (
                 json!({"model": "m", "messages": [user], "temperature": 3}),
                 Some("temperature"),
+                "",
+            ),
+            (
+                json!({"model": "m", "messages": [user], "frequency_penalty": 9}),
+                Some("frequency_penalty"),
                 "",
             ),
             (

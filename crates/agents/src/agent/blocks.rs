@@ -188,7 +188,8 @@ pub(crate) fn prose(text: &str) -> String {
     kept.join("\n").trim().to_owned()
 }
 
-fn indent(line: &str) -> &str {
+/// The leading whitespace of `line`.
+pub(super) fn indent(line: &str) -> &str {
     &line[..line.len() - line.trim_start().len()]
 }
 
@@ -444,15 +445,16 @@ impl AgentRun {
             .filter_map(|p| self.file(&p).ok().map(|t| (p, t)))
             .collect();
         let mut calls: Vec<ToolCall> = Vec::new();
+        // A definition written in two fences is replaced once.
+        let mut replaced: Vec<(String, String)> = Vec::new();
         for fence in &fences {
             for (path, old, new) in super::defs::replacements(fence, &files) {
                 let Some((_, text)) = files.iter().find(|(p, _)| *p == path) else {
                     continue;
                 };
-                let fresh = !calls
-                    .iter()
-                    .any(|c| c.arguments.contains(&json!(old).to_string()));
-                if fresh && check_syntax(&path, text, &old, &new).is_ok() {
+                let key = (path.clone(), old.clone());
+                if !replaced.contains(&key) && check_syntax(&path, text, &old, &new).is_ok() {
+                    replaced.push(key);
                     calls.push(ToolCall {
                         id: format!("def-{turn}-{}", calls.len()),
                         name: BLOCKS_TOOL.into(),

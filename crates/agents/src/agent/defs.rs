@@ -11,29 +11,27 @@ use trellis_index::chunk::ChunkKind;
 use trellis_index::lang::Lang;
 use trellis_index::symbols::{self, Symbol};
 
+use super::blocks::{indent, reindent};
+
 /// One definition to replace: the file, the exact old text, the new text.
 pub(super) type Replacement = (String, String, String);
 
-/// The contents of the answer's fenced code blocks (```` ``` ```` or `~~~`, any language tag).
+/// The contents of the answer's fenced code blocks (```` ``` ```` or `~~~`, any language tag):
+/// a fence line opens a block and the next one closes it; a block left open is not one.
 pub(super) fn fences(text: &str) -> Vec<String> {
     let mut out = Vec::new();
-    let mut open: Option<(&str, Vec<&str>)> = None;
+    let mut body: Option<Vec<&str>> = None;
     for line in text.lines() {
         let t = line.trim_start();
-        match &mut open {
-            None => {
-                if t.starts_with("```") || t.starts_with("~~~") {
-                    open = Some((&t[..3], Vec::new()));
-                }
+        let fence = t.starts_with("```") || t.starts_with("~~~");
+        match (body.as_mut(), fence) {
+            (None, true) => body = Some(Vec::new()),
+            (Some(b), true) => {
+                out.push(b.join("\n"));
+                body = None;
             }
-            Some((marker, body)) => {
-                if t.trim_end() == *marker || (t.starts_with(*marker) && t.trim_end().len() <= 5) {
-                    out.push(body.join("\n"));
-                    open = None;
-                } else {
-                    body.push(line);
-                }
-            }
+            (Some(b), false) => b.push(line),
+            (None, false) => {}
         }
     }
     out
@@ -83,10 +81,6 @@ fn same_kind(a: &Symbol, b: &Symbol) -> bool {
     a.kind == b.kind || (callable(a.kind) && callable(b.kind))
 }
 
-fn indent(line: &str) -> &str {
-    &line[..line.len() - line.trim_start().len()]
-}
-
 /// The definitions of `fence` that replace one definition each of `files` (path, text: the
 /// files the conversation shows). Empty when the fence is not complete code of their language
 /// or names no definition of theirs once.
@@ -96,28 +90,33 @@ pub(super) fn replacements(fence: &str, files: &[(String, String)]) -> Vec<Repla
     }
     let fence_lines: Vec<&str> = fence.lines().collect();
     let mut out = Vec::new();
-    let mut langs: Vec<Lang> = files.iter().map(|(p, _)| Lang::detect(p)).collect();
-    langs.dedup();
-    for lang in langs.into_iter().filter(|l| l.grammar().is_some()) {
+    let mut langs: Vec<Lang> = Vec::new();
+    for lang in files.iter().map(|(p, _)| Lang::detect(p)) {
+        if lang.grammar().is_some() && !langs.contains(&lang) {
+            langs.push(lang);
+        }
+    }
+    for lang in langs {
         let clean = symbols::parse_tree(lang, fence).is_some_and(|t| !t.root_node().has_error());
         let Some(parsed) = clean.then(|| symbols::extract(lang, fence)).flatten() else {
             continue;
         };
+        // The shown files of this language with their definitions, parsed once.
+        let shown: Vec<(&String, &String, Vec<Symbol>)> = files
+            .iter()
+            .filter(|(p, _)| Lang::detect(p) == lang)
+            .filter_map(|(p, t)| Some((p, t, symbols::extract(lang, t)?.symbols)))
+            .collect();
         // The fence's outermost definitions (a class written whole replaces the class).
         for def in parsed.symbols.iter().filter(|s| s.parent.is_empty()) {
-            let mut found = Vec::new();
-            for (path, text) in files.iter().filter(|(p, _)| Lang::detect(p) == lang) {
-                let Some(fs) = symbols::extract(lang, text) else {
-                    continue;
-                };
-                for s in fs
-                    .symbols
-                    .iter()
-                    .filter(|s| s.name == def.name && same_kind(s, def))
-                {
-                    found.push((path, text, s.clone()));
-                }
-            }
+            let found: Vec<(&String, &String, &Symbol)> = shown
+                .iter()
+                .flat_map(|(p, t, syms)| {
+                    syms.iter()
+                        .filter(|s| s.name == def.name && same_kind(s, def))
+                        .map(move |s| (*p, *t, s))
+                })
+                .collect();
             let [(path, text, old)] = found.as_slice() else {
                 continue;
             };
@@ -131,7 +130,7 @@ pub(super) fn replacements(fence: &str, files: &[(String, String)]) -> Vec<Repla
                 continue;
             }
             let old_text = lines[from..to].join("\n");
-            let new_text = super::blocks::reindent(
+            let new_text = reindent(
                 &fence_lines[nfrom..nto].join("\n"),
                 indent(fence_lines[nfrom]),
                 indent(lines[from]),

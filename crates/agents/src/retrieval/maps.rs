@@ -57,13 +57,8 @@ pub(crate) fn request(pack: &StagePack, mentioned: &[String], budget: usize) -> 
 /// `ast_share` of the request's budget, the repo map of the other files the rest of it.
 pub(crate) fn build(outlines: &Outlines, req: &RepoMapRequest, ast_share: f32) -> StageMaps {
     let ast_budget = (req.budget_tokens as f32 * ast_share.clamp(0.0, 1.0)) as usize;
-    let ast = outlines.ast_context_map(&req.files_in_play);
-    let (ast_text, ast_left_out) = render_ast(&ast, ast_budget);
-    let ast_tokens = if ast_text.is_empty() {
-        0
-    } else {
-        estimate_tokens(&ast_text)
-    };
+    let (ast, ast_text, ast_tokens, ast_left_out) =
+        ast_part(outlines, &req.files_in_play, ast_budget);
     let map = outlines.repo_map(&RepoMapRequest {
         budget_tokens: req.budget_tokens.saturating_sub(ast_tokens),
         ..req.clone()
@@ -84,17 +79,28 @@ pub(crate) fn build(outlines: &Outlines, req: &RepoMapRequest, ast_share: f32) -
     }
 }
 
+/// The AST context map of `files`, its rendering cut to `budget` tokens, the rendering's
+/// tokens and the entries left out.
+fn ast_part(
+    outlines: &Outlines,
+    files: &[String],
+    budget: usize,
+) -> (AstContextMap, String, usize, usize) {
+    let ast = outlines.ast_context_map(files);
+    let (text, left_out) = render_ast(&ast, budget);
+    let tokens = if text.is_empty() {
+        0
+    } else {
+        estimate_tokens(&text)
+    };
+    (ast, text, tokens, left_out)
+}
+
 /// Document workflows: the outline of the code files the pack's documents name (`outlines`,
 /// in order of first mention), cut to `budget` tokens; no repo map.
 pub(crate) fn build_named(outlines: &Outlines, budget: usize) -> StageMaps {
     let files = outlines.paths();
-    let ast = outlines.ast_context_map(&files);
-    let (ast_text, ast_left_out) = render_ast(&ast, budget);
-    let tokens = if ast_text.is_empty() {
-        0
-    } else {
-        estimate_tokens(&ast_text)
-    };
+    let (ast, ast_text, tokens, ast_left_out) = ast_part(outlines, &files, budget);
     StageMaps {
         files,
         ast_context_map: ast,
