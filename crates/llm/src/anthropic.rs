@@ -8,9 +8,9 @@ use futures::future::BoxFuture;
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::http::{Decoded, Endpoint, KeyHeader, SseHandler};
+use crate::http::{Decoded, Endpoint, KeyHeader, StreamHandler};
 use crate::provider::{ChatStream, ModelProvider, ProviderInfo, spawn_stream};
-use crate::sse::SseEvent;
+use crate::sse::{SseDecoder, SseEvent};
 use crate::structured::{StructuredMode, schema_instruction};
 use crate::types::{ChatRequest, FinishReason, Message, Role, StreamEvent, ToolChoice, Usage};
 use crate::window::{ContextWindow, Window};
@@ -159,10 +159,8 @@ fn wire_messages(messages: &[Message]) -> Vec<Value> {
                     blocks.push(json!({"type": "text", "text": m.content}));
                 }
                 for c in &m.tool_calls {
-                    let input = c.arguments_json().unwrap_or_else(|_| json!({}));
-                    blocks.push(
-                        json!({"type": "tool_use", "id": c.id, "name": c.name, "input": input}),
-                    );
+                    blocks.push(json!({"type": "tool_use", "id": c.id, "name": c.name,
+                                       "input": c.arguments_object()}));
                 }
                 ("assistant", blocks)
             }
@@ -201,13 +199,14 @@ impl ModelProvider for AnthropicProvider {
             };
             let version = [("anthropic-version", ANTHROPIC_VERSION)];
             endpoint
-                .stream_sse(
+                .stream(
                     "messages",
                     KeyHeader::Named("x-api-key"),
                     &version,
                     &body,
                     &cancel,
                     &tx,
+                    SseDecoder::new(),
                     &mut decoder,
                 )
                 .await
@@ -235,7 +234,7 @@ struct EventDecoder {
     finish: Option<FinishReason>,
 }
 
-impl SseHandler for EventDecoder {
+impl StreamHandler<SseEvent> for EventDecoder {
     fn event(&mut self, event: SseEvent) -> Result<Decoded> {
         let v: Value = serde_json::from_str(&event.data).map_err(|e| Error::Protocol {
             provider: self.profile.clone(),

@@ -33,6 +33,8 @@ pub enum ProviderName {
     Openai,
     /// Anthropic Messages.
     Anthropic,
+    /// Ollama's native chat API (which takes the context window with each request).
+    Ollama,
 }
 
 /// How the embedded model is asked for tool calls and structured answers.
@@ -63,14 +65,16 @@ impl ToolFormat {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct ProfileConfig {
-    /// `embedded`, `openai` or `anthropic`.
+    /// `embedded`, `openai`, `anthropic` or `ollama`.
     pub provider: Option<ProviderName>,
     /// The model: the identifier the endpoint expects, or for `embedded` a built-in model
     /// name (`smollm2-135m-instruct`, `tinycoder-random`).
     pub model: Option<String>,
     /// `embedded` only: a GGUF file to load instead of a built-in model.
     pub path: Option<PathBuf>,
-    /// Endpoint base URL including the version segment (`http://localhost:11434/v1`).
+    /// Endpoint base URL including the version segment (`http://localhost:8080/v1`); for
+    /// `ollama` the server's address (`http://localhost:11434`, the default; a trailing `/v1`
+    /// or `/api` is dropped).
     pub base_url: Option<String>,
     /// The environment variable holding the API key (never the key itself).
     pub api_key_env: Option<String>,
@@ -83,7 +87,9 @@ pub struct ProfileConfig {
     /// `embedded`: context size in tokens. Remote: the server's context window; unset, it is
     /// asked of the server (llama-server, Ollama, a `/models` list) or taken from the table
     /// of OpenAI and Anthropic models, else 4096 with a warning; a smaller window reported
-    /// by the server wins over this value.
+    /// by the server wins over this value. `ollama`: the window each request sets
+    /// (`options.num_ctx`), at most the model's trained length; unset, the one Ollama would
+    /// use (the loaded model's, the Modelfile's `num_ctx`, else 4096).
     pub context: Option<u32>,
     /// `embedded`: CPU threads.
     pub threads: Option<u32>,

@@ -1,5 +1,6 @@
 //! The HTTP client of the endpoints (the workspace's one client, from `trellis-fetch`) and
-//! the pieces shared by the two wire formats.
+//! the pieces shared by the wire formats: the request, error classification, and reading a
+//! streamed body frame by frame (SSE events, Ollama's JSON lines) into [`StreamEvent`]s.
 
 use std::time::Duration;
 
@@ -8,7 +9,6 @@ use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use tokio_util::sync::CancellationToken;
 
 use crate::provider::{EventSender, Received};
-use crate::sse::{SseDecoder, SseEvent};
 use crate::types::StreamEvent;
 use crate::{Error, Result};
 
@@ -158,7 +158,20 @@ pub(crate) fn error_message(body: &str, fallback: &str) -> String {
     }
 }
 
-/// What a wire-format decoder made of one SSE event.
+/// An error a server reported inside a stream that had already started (its HTTP status
+/// was a success): retryable when it says the server is overloaded, or carries a 429 or 5xx
+/// `code`.
+pub(crate) fn stream_error(provider: &str, message: String, code: Option<u64>) -> Error {
+    let overloaded =
+        message.to_lowercase().contains("overload") || code.is_some_and(|c| c == 429 || c >= 500);
+    Error::Protocol {
+        provider: provider.to_string(),
+        message,
+        overloaded,
+    }
+}
+
+/// What a wire-format decoder made of one frame.
 #[derive(Default)]
 pub(crate) struct Decoded {
     /// Events to forward.
@@ -167,10 +180,23 @@ pub(crate) struct Decoded {
     pub(crate) done: bool,
 }
 
-/// A wire format's stream decoder.
-pub(crate) trait SseHandler {
-    /// Decodes one event.
-    fn event(&mut self, event: SseEvent) -> Result<Decoded>;
+/// How a streamed body is cut into frames: SSE events ([`crate::sse::SseDecoder`]),
+/// newline-delimited JSON ([`crate::ndjson::LineDecoder`]).
+pub(crate) trait Framing: Send {
+    /// One frame.
+    type Frame;
+    /// Adds bytes and returns the frames they complete.
+    fn feed(&mut self, bytes: &[u8]) -> Vec<Self::Frame>;
+    /// The body ended: a last frame that needed no terminator, if the format has one.
+    fn finish(&mut self) -> Vec<Self::Frame> {
+        Vec::new()
+    }
+}
+
+/// A wire format's stream decoder, fed the frames of type `F`.
+pub(crate) trait StreamHandler<F> {
+    /// Decodes one frame.
+    fn event(&mut self, frame: F) -> Result<Decoded>;
     /// The body ended without the end marker: the closing events if the response is
     /// nonetheless complete (lenient servers), `None` for a cut stream.
     fn eof(&mut self) -> Option<Vec<StreamEvent>>;
@@ -206,9 +232,9 @@ impl Endpoint {
     }
 
     /// POSTs `body` to `path` with the API key (as `key`) and `extra` headers, then forwards
-    /// the SSE response through `handler` to `tx`.
+    /// the streamed response, cut into frames by `framing`, through `handler` to `tx`.
     #[allow(clippy::too_many_arguments)]
-    pub(crate) async fn stream_sse(
+    pub(crate) async fn stream<F: Framing>(
         &self,
         path: &str,
         key: KeyHeader,
@@ -216,7 +242,8 @@ impl Endpoint {
         body: &serde_json::Value,
         cancel: &CancellationToken,
         tx: &EventSender,
-        handler: &mut (dyn SseHandler + Send),
+        framing: F,
+        handler: &mut (dyn StreamHandler<F::Frame> + Send),
     ) -> Result<()> {
         let mut headers = self.headers_with_key(key)?;
         for (k, v) in extra {
@@ -231,7 +258,7 @@ impl Endpoint {
             cancel,
         )
         .await?;
-        forward_sse(&self.profile, response, cancel, tx, handler).await
+        forward(&self.profile, response, cancel, tx, framing, handler).await
     }
 
     /// The configured headers with the API key (as `key`) when one is configured.
@@ -267,17 +294,18 @@ impl Endpoint {
     }
 }
 
-/// Reads SSE events from a response, decodes each with `decode` and forwards the results
-/// to `tx` until `decode` reports the end. A body that ends first is [`Error::StreamCut`];
-/// a consumer that went away ends the call quietly.
-pub(crate) async fn forward_sse(
+/// Reads the frames of a response, decodes each with `handler` and forwards the results to
+/// `tx` until `handler` reports the end. A body that ends first is [`Error::StreamCut`]
+/// (unless [`StreamHandler::eof`] finds the response complete); a consumer that went away
+/// ends the call quietly.
+pub(crate) async fn forward<F: Framing>(
     provider: &str,
     response: reqwest::Response,
     cancel: &CancellationToken,
     tx: &EventSender,
-    handler: &mut (dyn SseHandler + Send),
+    mut framing: F,
+    handler: &mut (dyn StreamHandler<F::Frame> + Send),
 ) -> Result<()> {
-    let mut decoder = SseDecoder::new();
     let mut body = response.bytes_stream();
     let mut received = Received::default();
     let mut bytes = 0usize;
@@ -286,7 +314,40 @@ pub(crate) async fn forward_sse(
             c = body.next() => c,
             () = cancel.cancelled() => return Err(Error::Cancelled),
         };
-        let Some(chunk) = chunk else {
+        let (frames, ended) = match chunk {
+            Some(chunk) => {
+                let chunk = chunk.map_err(|e| {
+                    // A body that breaks off mid-way is a cut stream whatever hyper calls it.
+                    if e.is_timeout() {
+                        transport(provider, &e)
+                    } else {
+                        Error::StreamCut {
+                            provider: provider.to_string(),
+                            received: format!(
+                                "{received}; the body broke off after {bytes} bytes: {}",
+                                trellis_fetch::error_chain(&e)
+                            ),
+                        }
+                    }
+                })?;
+                bytes += chunk.len();
+                (framing.feed(&chunk), false)
+            }
+            None => (framing.finish(), true),
+        };
+        for frame in frames {
+            let decoded = handler.event(frame)?;
+            for ev in decoded.events {
+                received.note(&ev);
+                if tx.send(Ok(ev)).await.is_err() {
+                    return Ok(());
+                }
+            }
+            if decoded.done {
+                return Ok(());
+            }
+        }
+        if ended {
             let Some(events) = handler.eof() else {
                 return Err(Error::StreamCut {
                     provider: provider.to_string(),
@@ -301,33 +362,6 @@ pub(crate) async fn forward_sse(
                 }
             }
             return Ok(());
-        };
-        let chunk = chunk.map_err(|e| {
-            // A body that breaks off mid-way is a cut stream whatever hyper calls it.
-            if e.is_timeout() {
-                transport(provider, &e)
-            } else {
-                Error::StreamCut {
-                    provider: provider.to_string(),
-                    received: format!(
-                        "{received}; the body broke off after {bytes} bytes: {}",
-                        trellis_fetch::error_chain(&e)
-                    ),
-                }
-            }
-        })?;
-        bytes += chunk.len();
-        for event in decoder.feed(&chunk) {
-            let decoded = handler.event(event)?;
-            for ev in decoded.events {
-                received.note(&ev);
-                if tx.send(Ok(ev)).await.is_err() {
-                    return Ok(());
-                }
-            }
-            if decoded.done {
-                return Ok(());
-            }
         }
     }
 }

@@ -7,14 +7,17 @@
 //! jittered backoff honouring `Retry-After`.
 //!
 //! Providers, chosen by configuration ([`ModelRegistry`]):
-//! - the embedded default ([`embedded`], cargo feature `embedded`): SmolLM2-135M-Instruct
+//! - the embedded default (module `embedded`, cargo feature `embedded`): SmolLM2-135M-Instruct
 //!   in-process through llama.cpp, fetched once into `~/.cache/trellis/models`, with
 //!   grammar-constrained structured output — works offline with no configuration;
 //! - [`OpenAiProvider`]: any OpenAI-compatible chat-completions endpoint (OpenAI, Ollama,
 //!   vLLM, llama.cpp server, TabbyAPI, LM Studio, OpenRouter) as configuration data;
+//! - [`OllamaProvider`]: Ollama's native chat API, which takes the context window
+//!   (`options.num_ctx`) with each request;
 //! - [`AnthropicProvider`]: the Anthropic Messages API.
 //!
-//! The wire formats are implemented here over reqwest and a small SSE decoder rather than
+//! The wire formats are implemented here over reqwest and small SSE and JSON-lines decoders
+//! rather than
 //! through a multi-provider client crate: the stream events map one-to-one onto
 //! [`StreamEvent`] (tool-call argument deltas and thinking signatures stay exact), the
 //! mock-server tests can assert on the exact bytes sent, and the dependency tree stays small.
@@ -31,7 +34,9 @@ pub mod download;
 pub mod embedded;
 mod error;
 pub mod http;
+mod ndjson;
 pub mod normalise;
+pub mod ollama;
 pub mod openai;
 pub mod openai_wire;
 pub mod provider;
@@ -49,6 +54,7 @@ pub use budget::{
     Price, Scope, UsageRecord, UsageSink,
 };
 pub use error::{Error, Result};
+pub use ollama::OllamaProvider;
 pub use openai::OpenAiProvider;
 pub use provider::{
     ChatStream, ModelProvider, ProviderInfo, ProviderKind, collect, collect_named, collect_with,

@@ -8,12 +8,15 @@ use futures::future::BoxFuture;
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::http::{Decoded, Endpoint, KeyHeader, SseHandler};
+use crate::http::{Decoded, Endpoint, KeyHeader, StreamHandler, stream_error};
+use crate::openai_wire::{arguments_text, finish_reason};
 use crate::provider::{ChatStream, ModelProvider, ProviderInfo, spawn_stream};
-use crate::sse::SseEvent;
+use crate::sse::{SseDecoder, SseEvent};
 use crate::structured::{StructuredMode, schema_instruction};
 use crate::tokens::TokenCount;
-use crate::types::{ChatRequest, FinishReason, Message, Role, StreamEvent, ToolChoice, Usage};
+use crate::types::{
+    ChatRequest, FinishReason, Message, Role, StreamEvent, ToolChoice, ToolSpec, Usage,
+};
 use crate::window::{ContextWindow, Window};
 use crate::{Error, Result};
 
@@ -89,14 +92,7 @@ impl OpenAiProvider {
             // A choice among some tools sends only those (servers differ in what else they
             // accept); one of them is named.
             let callable = request.tool_choice.callable(&request.tools);
-            let tools: Vec<Value> = callable
-                .iter()
-                .map(|t| {
-                    json!({"type": "function", "function": {
-                        "name": t.name, "description": t.description, "parameters": t.parameters,
-                    }})
-                })
-                .collect();
+            let tools: Vec<Value> = callable.iter().map(|t| function_tool(t)).collect();
             body.insert("tools".into(), Value::Array(tools));
             if request.tool_choice.requires_call(&request.tools) {
                 let choice = match (&request.tool_choice, callable.as_slice()) {
@@ -129,6 +125,14 @@ impl OpenAiProvider {
         // they arrive: sorted, whichever way serde_json keeps maps in this build.
         trellis_protocol::canonical::canonical(Value::Object(body))
     }
+}
+
+/// A tool in the OpenAI function shape (`{"type": "function", "function": {name,
+/// description, parameters}}`), which Ollama's native API takes too.
+pub(crate) fn function_tool(t: &ToolSpec) -> Value {
+    json!({"type": "function", "function": {
+        "name": t.name, "description": t.description, "parameters": t.parameters,
+    }})
 }
 
 /// Puts a structured-output instruction at the end of the system prompt (or adds one).
@@ -199,13 +203,14 @@ impl ModelProvider for OpenAiProvider {
                 finish: None,
             };
             endpoint
-                .stream_sse(
+                .stream(
                     "chat/completions",
                     KeyHeader::Bearer,
                     &[],
                     &body,
                     &cancel,
                     &tx,
+                    SseDecoder::new(),
                     &mut decoder,
                 )
                 .await
@@ -229,7 +234,7 @@ impl ChunkDecoder {
     }
 }
 
-impl SseHandler for ChunkDecoder {
+impl StreamHandler<SseEvent> for ChunkDecoder {
     fn event(&mut self, event: SseEvent) -> Result<Decoded> {
         let data = event.data.trim();
         if data == "[DONE]" {
@@ -247,12 +252,8 @@ impl SseHandler for ChunkDecoder {
                 .get("message")
                 .and_then(Value::as_str)
                 .map_or_else(|| err.to_string(), str::to_string);
-            let overloaded = message.to_lowercase().contains("overload")
-                || err
-                    .get("code")
-                    .and_then(Value::as_u64)
-                    .is_some_and(|c| c == 429 || c >= 500);
-            return Err(self.protocol(message, overloaded));
+            let code = err.get("code").and_then(Value::as_u64);
+            return Err(stream_error(&self.profile, message, code));
         }
         let mut events = Vec::new();
         if let Some(choice) = chunk.pointer("/choices/0") {
@@ -284,22 +285,14 @@ impl SseHandler for ChunkDecoder {
                             .and_then(Value::as_str)
                             .map(str::to_string),
                         // Some servers send the arguments as an object, not JSON text.
-                        arguments: match function.get("arguments") {
-                            Some(Value::String(a)) => a.clone(),
-                            Some(Value::Null) | None => String::new(),
-                            Some(other) => other.to_string(),
-                        },
+                        arguments: arguments_text(
+                            function.get("arguments").cloned().unwrap_or_default(),
+                        ),
                     });
                 }
             }
             if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
-                self.finish = Some(match reason {
-                    "stop" => FinishReason::Stop,
-                    "length" => FinishReason::Length,
-                    "tool_calls" | "function_call" => FinishReason::ToolCalls,
-                    "content_filter" => FinishReason::ContentFilter,
-                    other => FinishReason::Other(other.to_string()),
-                });
+                self.finish = Some(finish_reason(reason));
             }
         }
         if let Some(u) = chunk.get("usage").filter(|u| u.is_object()) {

@@ -227,11 +227,18 @@ pub struct FunctionCall {
 
 /// A string as it is; any other JSON value as its text (null as empty).
 fn json_text<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
-    Ok(match Value::deserialize(d)? {
+    Ok(arguments_text(Value::deserialize(d)?))
+}
+
+/// Tool-call arguments as JSON text: a string as it is (the OpenAI wire's form), any other
+/// value — the object some servers and Ollama's native API send — as its JSON text, null
+/// or absent as empty.
+pub(crate) fn arguments_text(arguments: Value) -> String {
+    match arguments {
         Value::String(s) => s,
         Value::Null => String::new(),
         other => other.to_string(),
-    })
+    }
 }
 
 /// Token usage.
@@ -288,6 +295,18 @@ pub fn finish_reason_name(reason: &FinishReason) -> &str {
         FinishReason::ContentFilter => "content_filter",
         FinishReason::Cancelled => "cancelled",
         FinishReason::Other(other) => other,
+    }
+}
+
+/// The finish reason a wire name stands for ([`finish_reason_name`]'s inverse; the legacy
+/// `function_call` is a tool call).
+pub fn finish_reason(name: &str) -> FinishReason {
+    match name {
+        "stop" => FinishReason::Stop,
+        "length" => FinishReason::Length,
+        "tool_calls" | "function_call" => FinishReason::ToolCalls,
+        "content_filter" => FinishReason::ContentFilter,
+        other => FinishReason::Other(other.to_string()),
     }
 }
 

@@ -27,6 +27,8 @@ pub enum ProviderKind {
     Openai,
     /// The Anthropic Messages API.
     Anthropic,
+    /// Ollama's native chat API.
+    Ollama,
     /// The scripted test double.
     Scripted,
 }

@@ -17,6 +17,7 @@ use crate::download::{
     QWEN_CODER_1_5B, SMOLLM2_135M, TINYCODER, builtin, builtin_models, model_cache_dir,
 };
 use crate::http::Endpoint;
+use crate::ollama::OllamaProvider;
 use crate::openai::OpenAiProvider;
 use crate::provider::{ModelProvider, ProviderInfo, ProviderKind};
 use crate::retry::{RetryPolicy, Retrying};
@@ -193,7 +194,9 @@ impl ModelRegistry {
                 .map_or_else(|| "configuration".to_string(), ToString::to_string);
             let fail = |msg: &str| Err(Error::Config(format!("{origin}: `{key}`: {msg}")));
             match p.provider {
-                None => return fail("set `provider` to `embedded`, `openai` or `anthropic`"),
+                None => {
+                    return fail("set `provider` to `embedded`, `openai`, `anthropic` or `ollama`");
+                }
                 Some(ProviderName::Embedded) => {
                     if p.path.is_none() && p.model.as_deref().and_then(builtin).is_none() {
                         let models = builtin_models();
@@ -204,7 +207,7 @@ impl ModelRegistry {
                         ));
                     }
                 }
-                Some(ProviderName::Openai | ProviderName::Anthropic) => {
+                Some(ProviderName::Openai | ProviderName::Anthropic | ProviderName::Ollama) => {
                     if p.model.is_none() {
                         return fail("set `model` to the endpoint's model identifier");
                     }
@@ -252,7 +255,8 @@ impl ModelRegistry {
                 let provider = match p.provider {
                     Some(ProviderName::Openai) => ProviderKind::Openai,
                     Some(ProviderName::Anthropic) => ProviderKind::Anthropic,
-                    _ => ProviderKind::Embedded,
+                    Some(ProviderName::Ollama) => ProviderKind::Ollama,
+                    Some(ProviderName::Embedded) | None => ProviderKind::Embedded,
                 };
                 let builtin_model = p
                     .path
@@ -353,6 +357,7 @@ impl ModelRegistry {
 fn base_url(p: &ProfileConfig, kind: ProviderKind) -> String {
     p.base_url.clone().unwrap_or_else(|| match kind {
         ProviderKind::Anthropic => "https://api.anthropic.com/v1".into(),
+        ProviderKind::Ollama => "http://localhost:11434".into(),
         _ => "https://api.openai.com/v1".into(),
     })
 }
@@ -366,9 +371,10 @@ fn build(
         Some(ProviderName::Embedded) | None => return build_embedded(name, p, cache_dir),
         Some(ProviderName::Openai) => ProviderKind::Openai,
         Some(ProviderName::Anthropic) => ProviderKind::Anthropic,
+        Some(ProviderName::Ollama) => ProviderKind::Ollama,
     };
     let model = p.model.clone().unwrap_or_default();
-    // Real OpenAI and Anthropic need a key; local servers usually do not.
+    // Real OpenAI and Anthropic need a key; local servers (Ollama among them) usually do not.
     let api_key_env = p.api_key_env.clone().or_else(|| match (kind, &p.base_url) {
         (ProviderKind::Openai, None) => Some("OPENAI_API_KEY".into()),
         (ProviderKind::Anthropic, None) => Some("ANTHROPIC_API_KEY".into()),
@@ -399,6 +405,13 @@ fn build(
             endpoint,
             structured,
             p.max_tokens.unwrap_or(REMOTE_MAX_TOKENS),
+            p.temperature,
+        )),
+        ProviderKind::Ollama => Arc::new(OllamaProvider::new(
+            info,
+            endpoint,
+            structured,
+            p.max_tokens,
             p.temperature,
         )),
         _ => Arc::new(OpenAiProvider::new(

@@ -74,6 +74,14 @@ impl SseDecoder {
     }
 }
 
+impl crate::http::Framing for SseDecoder {
+    type Frame = SseEvent;
+
+    fn feed(&mut self, bytes: &[u8]) -> Vec<SseEvent> {
+        SseDecoder::feed(self, bytes)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

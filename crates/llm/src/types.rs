@@ -123,6 +123,15 @@ impl ToolCall {
         }
         serde_json::from_str(&self.arguments)
     }
+
+    /// The arguments as a JSON object, for wire formats that carry them as one (Anthropic's
+    /// `input`, Ollama's `arguments`): `{}` when they are empty, not JSON, or not an object.
+    pub fn arguments_object(&self) -> Value {
+        match self.arguments_json() {
+            Ok(v @ Value::Object(_)) => v,
+            _ => Value::Object(serde_json::Map::new()),
+        }
+    }
 }
 
 /// A request for a JSON answer matching a schema.

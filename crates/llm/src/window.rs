@@ -9,6 +9,10 @@
 //! official OpenAI and Anthropic APIs report nothing and are looked up in a table instead.
 //! What the server reports caps the profile's `context`; when nothing is known, a
 //! conservative [`DEFAULT_WINDOW`] is used and a warning names the key to set.
+//!
+//! Ollama's native API (`provider = "ollama"`) is different: each request sends the window as
+//! `options.num_ctx`, which makes it the window the server uses, so only Ollama is asked and
+//! a configured `context` stands, at most the model's trained length.
 
 mod known;
 mod probe;
@@ -23,6 +27,7 @@ use crate::http::{Endpoint, KeyHeader};
 use crate::provider::ProviderInfo;
 
 pub use known::known_window;
+pub(crate) use probe::ollama_root;
 
 /// The window assumed when nothing reports one: the smallest default of the common local
 /// servers (Ollama below 24 GiB of VRAM, LM Studio, TabbyAPI, llama-server's `-c` in older
@@ -65,6 +70,14 @@ pub enum WindowSource {
     /// Ollama with a model neither loaded nor given a `num_ctx`: its default below 24 GiB of
     /// VRAM ([`OLLAMA_DEFAULT_NUM_CTX`]), at most the model's trained length — an assumption.
     OllamaDefault,
+    /// Ollama's native API (`provider = "ollama"`) with a configured `context` above the
+    /// model's trained length (`POST /api/show`, `model_info["<arch>.context_length"]`), to
+    /// which Ollama would lower it: the trained length, sent as `options.num_ctx`.
+    OllamaTrained,
+    /// Ollama's native API with no `context` configured and a model neither loaded nor given
+    /// a `num_ctx`: [`OLLAMA_DEFAULT_NUM_CTX`], at most the trained length, sent as
+    /// `options.num_ctx` — so it is the window the model runs with, not an assumption.
+    OllamaSentDefault,
     /// `GET {base_url}/models`: a field of the model's entry (`max_model_len` from vLLM and
     /// `trellis models serve`, `meta.n_ctx` from llama-server, `context_length`, …).
     ModelList {
@@ -82,7 +95,11 @@ impl WindowSource {
     pub fn is_reported(self) -> bool {
         matches!(
             self,
-            Self::LlamaServer | Self::OllamaLoaded | Self::OllamaModelfile | Self::ModelList { .. }
+            Self::LlamaServer
+                | Self::OllamaLoaded
+                | Self::OllamaModelfile
+                | Self::OllamaTrained
+                | Self::ModelList { .. }
         )
     }
 
@@ -105,6 +122,13 @@ impl fmt::Display for WindowSource {
             Self::OllamaDefault => f.write_str(
                 "assumed: Ollama's default for a model without num_ctx that is not loaded",
             ),
+            Self::OllamaTrained => f.write_str(
+                "Ollama POST /api/show <arch>.context_length (the trained length, below the \
+                 configured `context`), sent as options.num_ctx",
+            ),
+            Self::OllamaSentDefault => {
+                f.write_str("Ollama's default for a model without num_ctx, sent as options.num_ctx")
+            }
             Self::ModelList { field } => write!(f, "GET /models {field}"),
             Self::KnownModel => f.write_str("the table of OpenAI and Anthropic models"),
             Self::Default => f.write_str("assumed: no server or table reported it"),
@@ -113,9 +137,27 @@ impl fmt::Display for WindowSource {
 }
 
 impl ContextWindow {
-    /// The warning for a window that is only assumed, naming the key that fixes it.
+    /// The warning for a window that is only assumed, a small default chosen for want of a
+    /// configured one, or less than the configured one, naming the key concerned.
     pub fn warning(&self, profile: &str) -> Option<String> {
         let ollama = match self.source {
+            WindowSource::OllamaTrained => {
+                return Some(format!(
+                    "profile `{profile}`: `models.profiles.{profile}.context` is more than the \
+                     {} tokens the model was trained on (Ollama POST /api/show), which Ollama \
+                     would lower it to; using {}.",
+                    self.tokens, self.tokens
+                ));
+            }
+            WindowSource::OllamaSentDefault => {
+                return Some(format!(
+                    "profile `{profile}`: no `context` is configured and the model has no \
+                     `num_ctx`; each request sets Ollama's window to {} tokens \
+                     (`options.num_ctx`). Set `models.profiles.{profile}.context` for a larger \
+                     window.",
+                    self.tokens
+                ));
+            }
             WindowSource::OllamaDefault => {
                 " Ollama runs such a model with OLLAMA_CONTEXT_LENGTH (which no endpoint \
                  reports) or its VRAM-based default; a `PARAMETER num_ctx` in the model's \
@@ -132,11 +174,25 @@ impl ContextWindow {
     }
 }
 
+/// Which servers a remote provider's window is asked of, and how their answer and a
+/// configured `context` combine.
+#[derive(Clone, Copy, Debug)]
+enum Asks {
+    /// Any OpenAI-compatible or Anthropic endpoint: every kind of server is asked, and a
+    /// reported window caps the configured one ([`decide`]).
+    Any,
+    /// Ollama's native API, which is sent the window with each request: only Ollama is
+    /// asked, and the configured window stands, at most the trained length
+    /// ([`decide_ollama`]).
+    OllamaNative,
+}
+
 /// A remote provider's window: found out on first use and kept, with the provider's info
 /// updated to hold it.
 pub(crate) struct Window {
     endpoint: Endpoint,
     key: KeyHeader,
+    asks: Asks,
     model: String,
     configured: Option<u32>,
     found: OnceCell<(ContextWindow, ProviderInfo)>,
@@ -149,9 +205,19 @@ impl Window {
         Self {
             endpoint,
             key,
+            asks: Asks::Any,
             model: info.model.clone(),
             configured: info.context_window,
             found: OnceCell::new(),
+        }
+    }
+
+    /// The window of `info.model` on the Ollama server behind `endpoint`, for its native API
+    /// (which sends it as `num_ctx`).
+    pub(crate) fn ollama_native(endpoint: Endpoint, key: KeyHeader, info: &ProviderInfo) -> Self {
+        Self {
+            asks: Asks::OllamaNative,
+            ..Self::new(endpoint, key, info)
         }
     }
 
@@ -177,18 +243,28 @@ impl Window {
     }
 
     async fn find(&self) -> ContextWindow {
-        // The official APIs answer none of the probes: do not send them requests in vain.
-        let reported = if is_official(&self.endpoint.base_url) {
-            None
-        } else {
-            probe::ask(&self.endpoint, self.key, &self.model).await
+        let profile = &self.endpoint.profile;
+        let window = match self.asks {
+            Asks::Any => {
+                // The official APIs answer none of the probes: do not send them requests in
+                // vain.
+                let reported = if is_official(&self.endpoint.base_url) {
+                    None
+                } else {
+                    probe::ask(&self.endpoint, self.key, &self.model).await
+                };
+                decide(
+                    profile,
+                    self.configured,
+                    reported,
+                    known_window(&self.model),
+                )
+            }
+            Asks::OllamaNative => {
+                let report = probe::ask_ollama_native(&self.endpoint, self.key, &self.model).await;
+                decide_ollama(profile, self.configured, report)
+            }
         };
-        let window = decide(
-            &self.endpoint.profile,
-            self.configured,
-            reported,
-            known_window(&self.model),
-        );
         tracing::info!(
             profile = %self.endpoint.profile,
             tokens = window.tokens,
@@ -235,9 +311,50 @@ pub(crate) fn decide(
             },
         },
     };
+    warn_if_unsure(profile, &window);
+    window
+}
+
+/// Logs the window's [`ContextWindow::warning`], if it has one.
+fn warn_if_unsure(profile: &str, window: &ContextWindow) {
     if let Some(warning) = window.warning(profile) {
         tracing::warn!("{warning}");
     }
+}
+
+/// The window of Ollama's native API, which each request sends as `num_ctx` (making it
+/// the server's): the configured one, lowered with a warning to the trained length Ollama
+/// would lower it to; else the window the model would get without a `num_ctx` (loaded,
+/// Modelfile, or [`WindowSource::OllamaSentDefault`]); else, when Ollama did not answer,
+/// [`DEFAULT_WINDOW`] with a warning.
+fn decide_ollama(
+    profile: &str,
+    configured: Option<u32>,
+    report: Option<probe::OllamaReport>,
+) -> ContextWindow {
+    let window = match (configured, report) {
+        (
+            Some(c),
+            Some(probe::OllamaReport {
+                trained: Some(t), ..
+            }),
+        ) if c > t => ContextWindow {
+            tokens: t,
+            source: WindowSource::OllamaTrained,
+        },
+        (Some(tokens), _) => ContextWindow {
+            tokens,
+            source: WindowSource::Configured,
+        },
+        (None, Some(r)) if r.window.source == WindowSource::OllamaDefault => ContextWindow {
+            tokens: r.window.tokens,
+            source: WindowSource::OllamaSentDefault,
+        },
+        (None, Some(r)) => r.window,
+        // The table of OpenAI and Anthropic models does not name Ollama's.
+        (None, None) => return decide(profile, None, None, None),
+    };
+    warn_if_unsure(profile, &window);
     window
 }
 
@@ -318,6 +435,88 @@ mod tests {
             ..assumed
         };
         assert_eq!(known.warning("o"), None);
+    }
+
+    fn report(
+        tokens: u32,
+        source: WindowSource,
+        trained: Option<u32>,
+    ) -> Option<probe::OllamaReport> {
+        Some(probe::OllamaReport {
+            window: ContextWindow { tokens, source },
+            trained,
+        })
+    }
+
+    #[test]
+    fn with_ollamas_native_api_the_configured_window_stands_up_to_the_trained_length() {
+        // A smaller loaded or Modelfile window does not lower it: the request sets num_ctx.
+        for source in [WindowSource::OllamaLoaded, WindowSource::OllamaModelfile] {
+            assert_eq!(
+                decide_ollama("p", Some(32768), report(4096, source, Some(131_072))),
+                ContextWindow {
+                    tokens: 32768,
+                    source: WindowSource::Configured
+                }
+            );
+        }
+        assert_eq!(
+            decide_ollama(
+                "p",
+                Some(65536),
+                report(4096, WindowSource::OllamaDefault, Some(32768))
+            ),
+            ContextWindow {
+                tokens: 32768,
+                source: WindowSource::OllamaTrained
+            }
+        );
+        let text = ContextWindow {
+            tokens: 32768,
+            source: WindowSource::OllamaTrained,
+        }
+        .warning("o")
+        .unwrap();
+        assert!(
+            text.contains("`models.profiles.o.context` is more than the 32768 tokens"),
+            "{text}"
+        );
+        // Ollama did not answer, or did not say the trained length: the configured value.
+        for r in [None, report(4096, WindowSource::OllamaDefault, None)] {
+            assert_eq!(
+                decide_ollama("p", Some(65536), r).source,
+                WindowSource::Configured
+            );
+        }
+    }
+
+    #[test]
+    fn with_ollamas_native_api_and_no_context_the_window_ollama_would_use_is_sent() {
+        let loaded = report(8192, WindowSource::OllamaLoaded, Some(131_072));
+        assert_eq!(decide_ollama("p", None, loaded), loaded.unwrap().window);
+        let sent = decide_ollama(
+            "p",
+            None,
+            report(2048, WindowSource::OllamaDefault, Some(2048)),
+        );
+        assert_eq!(
+            sent,
+            ContextWindow {
+                tokens: 2048,
+                source: WindowSource::OllamaSentDefault
+            }
+        );
+        assert!(!sent.source.is_assumed());
+        let text = sent.warning("o").unwrap();
+        assert!(text.contains("`models.profiles.o.context`"), "{text}");
+        assert!(text.contains("2048 tokens"), "{text}");
+        assert_eq!(
+            decide_ollama("p", None, None),
+            ContextWindow {
+                tokens: DEFAULT_WINDOW,
+                source: WindowSource::Default
+            }
+        );
     }
 
     #[test]

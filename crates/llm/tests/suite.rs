@@ -4,6 +4,7 @@ mod budget;
 mod embedded;
 mod mock;
 mod normalise;
+mod ollama;
 mod openai;
 mod recorded;
 mod recorded_replay;

@@ -31,13 +31,18 @@ const MODEL_LIST_FIELDS: &[(&str, &str)] = &[
     ("max_context_length", "/max_context_length"),
 ];
 
+/// The profile's headers with the API key. Without the key variable set the call itself
+/// fails later with the clear error; the probes go out unauthenticated meanwhile (local
+/// servers rarely need one).
+fn probe_headers(endpoint: &Endpoint, key: KeyHeader) -> HeaderMap {
+    endpoint
+        .headers_with_key(key)
+        .unwrap_or_else(|_| endpoint.headers.clone())
+}
+
 /// What the server at `endpoint` says `model`'s window is, if it is a kind that says.
 pub(super) async fn ask(endpoint: &Endpoint, key: KeyHeader, model: &str) -> Option<ContextWindow> {
-    // Without the key variable set the call itself fails later with the clear error; the
-    // probes go out unauthenticated meanwhile (local servers rarely need one).
-    let headers = endpoint
-        .headers_with_key(key)
-        .unwrap_or_else(|_| endpoint.headers.clone());
+    let headers = probe_headers(endpoint, key);
     let http = Http {
         client: &endpoint.client,
         headers: &headers,
@@ -49,6 +54,7 @@ pub(super) async fn ask(endpoint: &Endpoint, key: KeyHeader, model: &str) -> Opt
         ask_ollama(&http, root, model),
         http.get(&models_url),
     );
+    let ollama = ollama.map(|o| o.window);
     let llama = props
         .as_ref()
         .and_then(llama_server_n_ctx)
@@ -66,11 +72,36 @@ pub(super) async fn ask(endpoint: &Endpoint, key: KeyHeader, model: &str) -> Opt
     llama.or(ollama).or(listed)
 }
 
+/// What Ollama's native API (`provider = "ollama"`) says of `model` behind `endpoint`.
+pub(super) async fn ask_ollama_native(
+    endpoint: &Endpoint,
+    key: KeyHeader,
+    model: &str,
+) -> Option<OllamaReport> {
+    let headers = probe_headers(endpoint, key);
+    let http = Http {
+        client: &endpoint.client,
+        headers: &headers,
+    };
+    ask_ollama(&http, ollama_root(&endpoint.base_url), model).await
+}
+
 /// The server's address without the API version segment (`http://host:11434/v1` →
 /// `http://host:11434`), where llama-server and Ollama serve their own endpoints.
 fn server_root(base_url: &str) -> &str {
     let base = base_url.trim_end_matches('/');
     base.strip_suffix("/v1").unwrap_or(base)
+}
+
+/// An Ollama server's address from a configured `base_url`, which may name its
+/// OpenAI-compatible `/v1` or its native `/api` (`http://host:11434/api/` →
+/// `http://host:11434`); the native endpoints are `<root>/api/…`.
+pub(crate) fn ollama_root(base_url: &str) -> &str {
+    let base = base_url.trim_end_matches('/');
+    ["/v1", "/api"]
+        .iter()
+        .find_map(|suffix| base.strip_suffix(suffix))
+        .unwrap_or(base)
 }
 
 struct Http<'a> {
@@ -110,11 +141,22 @@ impl Http<'_> {
     }
 }
 
+/// What Ollama says of a model's window.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) struct OllamaReport {
+    /// The window a request that sets no `num_ctx` gets.
+    pub(super) window: ContextWindow,
+    /// The trained length, `model_info["<arch>.context_length"]` of `/api/show` (Ollama's
+    /// `llm/server.go` lowers a larger `num_ctx` to it).
+    pub(super) trained: Option<u32>,
+}
+
 /// Ollama's window for `model`: the loaded model's (`/api/ps`), else its `num_ctx`
 /// parameter, else Ollama's default — each at most the trained length from `/api/show`.
 /// Requests through Ollama's OpenAI-compatible endpoint cannot set `num_ctx` (its
 /// `ChatCompletionRequest` has no `options`), so these are the windows such requests get.
-async fn ask_ollama(http: &Http<'_>, root: &str, model: &str) -> Option<ContextWindow> {
+/// `None` when `/api/show` does not answer (not Ollama, or a model it does not have).
+async fn ask_ollama(http: &Http<'_>, root: &str, model: &str) -> Option<OllamaReport> {
     let show = http
         .post(&format!("{root}/api/show"), &json!({ "model": model }))
         .await?;
@@ -124,7 +166,7 @@ async fn ask_ollama(http: &Http<'_>, root: &str, model: &str) -> Option<ContextW
         .await
         .and_then(|ps| ollama_loaded(&ps, model));
     let at_most = |n: u32| shown.trained.map_or(n, |t| n.min(t));
-    Some(match (loaded, shown.num_ctx) {
+    let window = match (loaded, shown.num_ctx) {
         (Some(tokens), _) => ContextWindow {
             tokens,
             source: WindowSource::OllamaLoaded,
@@ -137,6 +179,10 @@ async fn ask_ollama(http: &Http<'_>, root: &str, model: &str) -> Option<ContextW
             tokens: at_most(OLLAMA_DEFAULT_NUM_CTX),
             source: WindowSource::OllamaDefault,
         },
+    };
+    Some(OllamaReport {
+        window,
+        trained: shown.trained,
     })
 }
 
@@ -253,6 +299,23 @@ mod tests {
             "https://openrouter.ai/api"
         );
         assert_eq!(server_root("http://h:8080"), "http://h:8080");
+    }
+
+    #[test]
+    fn the_ollama_root_drops_v1_or_api() {
+        for base in [
+            "http://localhost:11434",
+            "http://localhost:11434/",
+            "http://localhost:11434/v1",
+            "http://localhost:11434/api/",
+        ] {
+            assert_eq!(ollama_root(base), "http://localhost:11434", "{base}");
+        }
+        // Behind a reverse proxy's path.
+        assert_eq!(
+            ollama_root("https://gpu.example/ollama/api"),
+            "https://gpu.example/ollama"
+        );
     }
 
     #[test]
