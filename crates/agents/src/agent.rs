@@ -263,7 +263,13 @@ impl AgentRun {
                 tool_choice: self.tool_choice(&st),
                 ..ChatRequest::new(st.messages.clone())
             };
+            let redraw = std::mem::take(&mut st.redraw);
             let (request, turn) = self.open_turn(&mut st, request, 0).await?;
+            let request = if redraw {
+                self.redrawn(request, turn)
+            } else {
+                request
+            };
             let again = self.samples().then(|| request.clone());
             // Safe predicted calls run while the model thinks: ready when it asks.
             let (completion, ()) =
@@ -291,7 +297,9 @@ impl AgentRun {
             if completion.tool_calls.is_empty() {
                 let unapplied = written.as_ref().and_then(|w| self.blocks_outcome(&st, w));
                 if let Some(tell) = unapplied.filter(|_| st.turns < self.max_turns) {
-                    st.messages.extend([message, tell]);
+                    if !self.redraw(&mut st, written.as_ref()) {
+                        st.messages.extend([message, tell]);
+                    }
                     continue;
                 }
                 // Messages that arrived during the final answer: let the model act on them

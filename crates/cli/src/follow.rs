@@ -77,25 +77,50 @@ pub async fn follow(live: &mut broadcast::Receiver<Arc<LiveEvent>>, run: &RunId,
 }
 
 /// A silent wait shorter than this shows no progress line; longer ones get one such line
-/// per this interval (a model reading a long prompt on a few cores, say).
+/// per this interval (a model reading a long prompt on a few cores, say). The environment
+/// variable [`QUIET_ENV`] sets another number of seconds (0: every report).
 pub(crate) const QUIET: Duration = Duration::from_secs(10);
 
+/// Names the seconds of silence before a progress line, instead of [`QUIET`].
+pub(crate) const QUIET_ENV: &str = "TRELLIS_PROGRESS_QUIET_SECS";
+
+/// [`QUIET`], or the seconds [`QUIET_ENV`] names when it holds a whole number.
+fn quiet_from_env() -> Duration {
+    std::env::var(QUIET_ENV)
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map_or(QUIET, Duration::from_secs)
+}
+
 /// When each of several speakers (nodes, sessions) last showed something, so that progress
-/// reports are printed only into a silence of [`QUIET`] and then once per [`QUIET`].
-#[derive(Debug, Default)]
-pub(crate) struct Silence(HashMap<String, Instant>);
+/// reports are printed only into a silence of `quiet` ([`QUIET`] unless [`QUIET_ENV`] says
+/// otherwise) and then once per `quiet`.
+#[derive(Debug)]
+pub(crate) struct Silence {
+    last: HashMap<String, Instant>,
+    quiet: Duration,
+}
+
+impl Default for Silence {
+    fn default() -> Self {
+        Self {
+            last: HashMap::new(),
+            quiet: quiet_from_env(),
+        }
+    }
+}
 
 impl Silence {
     /// `key` showed something at `now`.
     pub(crate) fn spoke(&mut self, key: &str, now: Instant) {
-        self.0.insert(key.to_owned(), now);
+        self.last.insert(key.to_owned(), now);
     }
 
     /// Whether a progress report of `key` at `now` is worth a line (and if so, it counts as
     /// `key` speaking). The first report of a key only marks the start of its silence.
     pub(crate) fn progress_due(&mut self, key: &str, now: Instant) -> bool {
-        match self.0.get(key) {
-            Some(last) if now.saturating_duration_since(*last) < QUIET => false,
+        match self.last.get(key) {
+            Some(last) if now.saturating_duration_since(*last) < self.quiet => false,
             Some(_) => {
                 self.spoke(key, now);
                 true

@@ -19,6 +19,7 @@ use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 use trellis_llm::{ChatRequest, Completion, Message, Usage};
 
+use super::blocks::Written;
 use super::{AgentRun, Saved};
 use crate::error::{Error, Result};
 use crate::roles::EditFormat;
@@ -156,6 +157,34 @@ impl AgentRun {
     /// Whether this turn draws several answers: a `blocks` role with `samples` above 1.
     pub(super) fn samples(&self) -> bool {
         self.role.edit_format == EditFormat::Blocks && self.role.samples > 1
+    }
+
+    /// For a drawing role whose kept answer wrote blocks of which none applies (`written`):
+    /// whether the next turn draws again from the same conversation instead of answering the
+    /// refusal. Told that its blocks were refused, a small model mostly repeats the refusal
+    /// back (measured: docs/eval.md); drawn afresh, it writes new blocks. Nothing was
+    /// applied, so the files the conversation shows are still the files.
+    pub(super) fn redraw(&self, st: &mut Saved, written: Option<&Written>) -> bool {
+        if !self.samples() || written.is_none_or(|w| w.calls > 0) {
+            return false;
+        }
+        st.redraw = true;
+        self.note(
+            st,
+            "no drawn answer has a block that applies: the next turn draws again from the same \
+             conversation (without the refused answer and its refusal)",
+        );
+        true
+    }
+
+    /// `request` for a turn drawn again ([`Self::redraw`]): sampled with a seed of its own,
+    /// since a greedy answer to the same conversation would be the one refused.
+    pub(super) fn redrawn(&self, request: ChatRequest, turn: u32) -> ChatRequest {
+        ChatRequest {
+            temperature: Some(self.role.sample_temperature),
+            seed: Some(turn.wrapping_mul(1_000)),
+            ..request
+        }
     }
 
     /// What `text`'s blocks come to against the files now.

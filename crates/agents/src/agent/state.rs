@@ -38,6 +38,10 @@ pub(in crate::agent) struct Saved {
     /// The project's tests could not be run (`test_samples`): not tried again.
     #[serde(default)]
     pub(in crate::agent) untestable: bool,
+    /// The next turn draws its answers again from the same conversation: no answer of the
+    /// last drawing had a block that applies ([`AgentRun::redraw`](super::AgentRun)).
+    #[serde(default)]
+    pub(in crate::agent) redraw: bool,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]

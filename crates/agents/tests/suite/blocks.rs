@@ -256,6 +256,53 @@ async fn several_samples_keep_the_answer_whose_blocks_apply_and_most_agree_on() 
     assert_eq!(ran.file, SOURCE.replace("2 ** len_:", "2 ** len_ - 1:"));
 }
 
+#[tokio::test]
+async fn a_drawing_whose_blocks_all_fail_is_drawn_again_without_the_refusal() {
+    // Both answers of the first drawing copy the line wrongly: nothing applies, so the next
+    // turn draws again from the same conversation — sampled, with seeds of its own — instead
+    // of showing the model its refused answer and the refusal (which a small model repeats).
+    let wrong = FIX.replace("if val > 2", "if value > 2");
+    let wronger = FIX.replace("if val > 2", "if v > 2");
+    let ran = run_with(vec![&wrong, &wronger, FIX, FIX], 2).await;
+    assert_eq!(ran.file, SOURCE.replace("val > 2", "val >= 2"));
+    assert_eq!((ran.report.turns, ran.report.tool_calls), (2, 1));
+    let drawn: Vec<_> = ran
+        .requests
+        .iter()
+        .map(|r| (r.temperature, r.seed))
+        .collect();
+    assert_eq!(
+        drawn,
+        [
+            (None, None),
+            (Some(0.8), Some(1001)),
+            (Some(0.8), Some(2000)),
+            (Some(0.8), Some(2001))
+        ]
+    );
+    assert!(
+        ran.requests
+            .iter()
+            .all(|r| r.messages == ran.requests[0].messages),
+        "a redrawn turn saw other messages: {:?}",
+        ran.requests[2].messages
+    );
+    assert!(ran.events.iter().any(|e| matches!(
+        e,
+        SessionEvent::Note { text } if text.starts_with("no drawn answer has a block that applies")
+    )));
+
+    // One answer per turn: the refusal is the model's to answer, as before.
+    let ran = run_with(vec![&wrong, FIX], 1).await;
+    assert_eq!(ran.file, SOURCE.replace("val > 2", "val >= 2"));
+    assert!(
+        ran.requests[1]
+            .messages
+            .iter()
+            .any(|m| m.content.starts_with("These edit blocks were not applied"))
+    );
+}
+
 /// Tests that pass when `pkg/math.py` contains `passing` (what the probe was given).
 struct Probe {
     passing: &'static str,

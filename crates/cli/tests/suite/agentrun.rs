@@ -286,6 +286,31 @@ fn embedded_model_completes_the_discussion_workflow() {
     assert!(out.contains("at DONE"), "{out}");
 }
 
+/// `trellis chat -m` with the embedded `small` model: while the model reads the discussion
+/// agent's prompt (longer than one llama.cpp batch) its progress reaches the terminal on
+/// stderr (`TRELLIS_PROGRESS_QUIET_SECS=0`: every report, not only after ten silent
+/// seconds), and the answer follows on stdout. Without the progress events a slow model's
+/// first answer is minutes of silence. Runs alone (`.config/nextest.toml`).
+#[test]
+fn embedded_model_chat_shows_progress_while_reading() {
+    let ws = example(SMALL);
+    let mut c = isolated(ws.path());
+    c.env("TRELLIS_PROGRESS_QUIET_SECS", "0");
+    let out = args(c, &["chat", "-m", "Where is the stock kept?"])
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("… model reading the prompt:") || stderr.contains("… model read the prompt"),
+        "no progress line on stderr:\n{stderr}"
+    );
+    assert!(stdout.contains("(session "), "{stdout}");
+}
+
 /// Seed 003's `staged_review` with the embedded `small` model, every gate approved (`--yes`):
 /// the run reaches an end state (DONE, or ABORT when the 135M model's answers fail a stage
 /// three times or it never submits an artifact its gate can accept: the gate sends the
