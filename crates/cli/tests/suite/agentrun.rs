@@ -305,7 +305,8 @@ fn embedded_model_chat_shows_progress_while_reading() {
     );
     assert!(out.status.success(), "{stdout}\n{stderr}");
     assert!(
-        stderr.contains("… model reading the prompt:") || stderr.contains("… model read the prompt"),
+        stderr.contains("… model reading the prompt:")
+            || stderr.contains("… model read the prompt"),
         "no progress line on stderr:\n{stderr}"
     );
     assert!(stdout.contains("(session "), "{stdout}");
