@@ -43,7 +43,11 @@ fn markers(model: &str) -> (String, String) {
 
 /// Embedded model vs llama-bench.
 #[derive(Debug, Parser)]
-#[command(name = "trellis-llm-bench", version, about)]
+#[command(
+    name = "trellis-llm-bench",
+    version,
+    about = "Prompt-processing and generation speed of the embedded model against llama.cpp's own llama-bench on the same GGUF."
+)]
 struct Args {
     /// The GGUF (default: the built-in SmolLM2-135M-Instruct, fetched if needed).
     #[arg(long)]

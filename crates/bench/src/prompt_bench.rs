@@ -29,7 +29,11 @@ use trellis_llm::{ChatRequest, ModelProvider};
 
 /// Tool-call and structured-answer reliability of the embedded model, per tool format.
 #[derive(Debug, Parser)]
-#[command(name = "trellis-prompt-bench", version, about)]
+#[command(
+    name = "trellis-prompt-bench",
+    version,
+    about = "How reliably the embedded model answers Trellis's real requests in each tool format (grammar, native), on the committed prompt set."
+)]
 struct Args {
     /// The GGUF (default: the `local` profile's model in ~/.cache/trellis/models).
     #[arg(long)]
