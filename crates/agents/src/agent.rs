@@ -297,7 +297,10 @@ impl AgentRun {
             if completion.tool_calls.is_empty() {
                 let unapplied = written.as_ref().and_then(|w| self.blocks_outcome(&st, w));
                 if let Some(tell) = unapplied.filter(|_| st.turns < self.max_turns) {
-                    if !self.redraw(&mut st, written.as_ref()) {
+                    let nothing = written.as_ref().is_some_and(|w| w.calls == 0);
+                    if !(nothing
+                        && self.redraw(&mut st, "no drawn answer has a block that applies"))
+                    {
                         st.messages.extend([message, tell]);
                     }
                     continue;
@@ -319,6 +322,9 @@ impl AgentRun {
                         self.tools.read_only(t)
                     })
                 {
+                    if self.redraw(&mut st, "no drawn answer has a block that applies") {
+                        continue;
+                    }
                     self.note(
                         &mut st,
                         "reported success without changing a file; asked to make the change \

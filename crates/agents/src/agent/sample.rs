@@ -19,10 +19,13 @@ use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 use trellis_llm::{ChatRequest, Completion, Message, Usage};
 
-use super::blocks::Written;
 use super::{AgentRun, Saved};
 use crate::error::{Error, Result};
 use crate::roles::EditFormat;
+
+/// How many turns of an activation are drawn again ([`AgentRun::redraw`]) before the model is
+/// told what went wrong instead.
+pub(crate) const MAX_REDRAWS: u32 = 2;
 
 /// How much of an answer not kept its note shows.
 const NOT_KEPT_CHARS: usize = 2_000;
@@ -159,20 +162,26 @@ impl AgentRun {
         self.role.edit_format == EditFormat::Blocks && self.role.samples > 1
     }
 
-    /// For a drawing role whose kept answer wrote blocks of which none applies (`written`):
-    /// whether the next turn draws again from the same conversation instead of answering the
-    /// refusal. Told that its blocks were refused, a small model mostly repeats the refusal
-    /// back (measured: docs/eval.md); drawn afresh, it writes new blocks. Nothing was
-    /// applied, so the files the conversation shows are still the files.
-    pub(super) fn redraw(&self, st: &mut Saved, written: Option<&Written>) -> bool {
-        if !self.samples() || written.is_none_or(|w| w.calls > 0) {
+    /// For a drawing role whose kept answer changed nothing — its blocks were all refused, or
+    /// it wrote none and claimed success — whether the next turn draws again from the same
+    /// conversation (at most [`MAX_REDRAWS`] times an activation) instead of telling the model
+    /// what went wrong. Told that its blocks were refused, a small model mostly repeats the
+    /// refusal back, and asked to make the change after a claim it mostly claims again
+    /// (measured: docs/eval.md); drawn afresh, some answers write blocks. Nothing was applied,
+    /// so the files the conversation shows are still the files. `why` starts the note.
+    pub(super) fn redraw(&self, st: &mut Saved, why: &str) -> bool {
+        if !self.samples() || st.redraws >= MAX_REDRAWS {
             return false;
         }
+        st.redraws += 1;
         st.redraw = true;
         self.note(
             st,
-            "no drawn answer has a block that applies: the next turn draws again from the same \
-             conversation (without the refused answer and its refusal)",
+            format!(
+                "{why}: the next turn draws again from the same conversation, without this \
+                 answer ({} of {MAX_REDRAWS})",
+                st.redraws
+            ),
         );
         true
     }

@@ -39,9 +39,12 @@ pub(in crate::agent) struct Saved {
     #[serde(default)]
     pub(in crate::agent) untestable: bool,
     /// The next turn draws its answers again from the same conversation: no answer of the
-    /// last drawing had a block that applies ([`AgentRun::redraw`](super::AgentRun)).
+    /// last drawing changed anything ([`AgentRun::redraw`](super::AgentRun)).
     #[serde(default)]
     pub(in crate::agent) redraw: bool,
+    /// Turns of this activation drawn again so far.
+    #[serde(default)]
+    pub(in crate::agent) redraws: u32,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]

@@ -303,6 +303,30 @@ async fn a_drawing_whose_blocks_all_fail_is_drawn_again_without_the_refusal() {
     );
 }
 
+#[tokio::test]
+async fn answers_without_blocks_are_drawn_again_twice_then_asked_for_the_change() {
+    // Three drawings whose answers only talk: the second and third turns are drawn again from
+    // the same conversation; after two redraws the model is asked to make the change (the
+    // question of an unbacked success), and its answer to that applies.
+    let talk = "The bound is off by one; the fix is done.";
+    let ran = run_with(vec![talk, talk, talk, talk, talk, talk, FIX, FIX], 2).await;
+    assert_eq!(ran.file, SOURCE.replace("val > 2", "val >= 2"));
+    assert_eq!(ran.report.turns, 4);
+    let first = &ran.requests[0].messages;
+    assert!(ran.requests[..6].iter().all(|r| &r.messages == first));
+    assert_eq!(
+        ran.requests[6].messages.len(),
+        first.len() + 2,
+        "the fourth turn answers the question"
+    );
+    let redraws = ran
+        .events
+        .iter()
+        .filter(|e| matches!(e, SessionEvent::Note { text } if text.starts_with("no drawn answer")))
+        .count();
+    assert_eq!(redraws, 2);
+}
+
 /// Tests that pass when `pkg/math.py` contains `passing` (what the probe was given).
 struct Probe {
     passing: &'static str,
