@@ -253,6 +253,13 @@ fn chat_answers_and_continues_a_stored_session() {
     assert_eq!(second["answer"], "You asked: And reservations?");
     // The second request carried the first exchange.
     let bodies = seen.lock().unwrap().clone();
+    // The workspace was never indexed: the first message's context came from an index
+    // brought up to date for it.
+    let first_request = bodies[0]["messages"].to_string();
+    assert!(
+        first_request.contains("## RETRIEVED CODE") && first_request.contains("inventory.py"),
+        "{first_request}"
+    );
     let history = bodies.last().unwrap()["messages"].to_string();
     assert!(history.contains("Where is stock kept?") && history.contains("You asked: Where"));
 }

@@ -6,7 +6,9 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 use trellis_agents::{AgentOutcome, AgentRun, Resume, RoleSpec};
-use trellis_index::{Index, RepoMapRequest, RetrievalRequest, RetrievalStrategyConfig};
+use trellis_index::{
+    Index, RepoMapRequest, RetrievalRequest, RetrievalStrategyConfig, UpdateOptions,
+};
 use trellis_llm::Message;
 use trellis_protocol::{SessionEvent, SessionId, SubmissionId};
 use trellis_tools::{NonInteractive, Registry, ToolEnv, Workspace};
@@ -41,6 +43,9 @@ fn role() -> RoleSpec {
             "Say so when something is not in the repository.".into(),
         ],
         max_turns: 8,
+        // As the analysis agent: greedy decoding of a small local model otherwise cycles
+        // through the same sentence (docs/models.md, "The demo's answer").
+        frequency_penalty: Some(0.3),
         ..RoleSpec::default()
     }
 }
@@ -62,8 +67,10 @@ fn conversation(history: &[SessionEvent]) -> Vec<Message> {
         .collect()
 }
 
-/// Code and documents the index finds for `question`, as a context message (empty when the
-/// workspace is not indexed).
+/// Code and documents the index finds for `question`, as a context message, the index first
+/// brought up to date with the workspace (text and symbols; embeddings stay as `trellis
+/// index` left them), so the first message of a never-indexed workspace has its context too.
+/// Empty when the workspace has no indexable file.
 async fn retrieved(svc: &Service, question: &str) -> String {
     let repo = svc.runtime.repo.clone();
     let config = svc.runtime.index.clone();
@@ -74,7 +81,16 @@ async fn retrieved(svc: &Service, question: &str) -> String {
         .map(str::to_owned)
         .collect();
     let found = tokio::task::spawn_blocking(move || -> Result<String, String> {
-        let index = Index::open(&repo, config).map_err(|e| e.to_string())?;
+        let mut index = Index::open(&repo, config).map_err(|e| e.to_string())?;
+        // A failed update (another process writing, say) leaves the index as it was: search it.
+        let updated = index.update(&UpdateOptions {
+            embed: false,
+            ..UpdateOptions::default()
+        });
+        let closed = index.close_writer();
+        if let Err(e) = updated.map(drop).and(closed) {
+            tracing::warn!("chat: the index could not be brought up to date: {e}");
+        }
         if index.counts().map_err(|e| e.to_string())?.files == 0 {
             return Ok(String::new());
         }
