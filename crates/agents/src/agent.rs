@@ -296,11 +296,9 @@ impl AgentRun {
             );
             if completion.tool_calls.is_empty() {
                 let unapplied = written.as_ref().and_then(|w| self.blocks_outcome(&st, w));
+                // Blocks that apply became tool calls: here every block was refused.
                 if let Some(tell) = unapplied.filter(|_| st.turns < self.max_turns) {
-                    let nothing = written.as_ref().is_some_and(|w| w.calls == 0);
-                    if !(nothing
-                        && self.redraw(&mut st, "no drawn answer has a block that applies"))
-                    {
+                    if !self.redraw(&mut st) {
                         st.messages.extend([message, tell]);
                     }
                     continue;
@@ -322,7 +320,7 @@ impl AgentRun {
                         self.tools.read_only(t)
                     })
                 {
-                    if self.redraw(&mut st, "no drawn answer has a block that applies") {
+                    if self.redraw(&mut st) {
                         continue;
                     }
                     self.note(

@@ -313,8 +313,7 @@ fn not_found(file: &[&str], path: &str, wanted: &[&str]) -> String {
 /// The blocks an answer wrote: how many became calls, why the others did not, its text.
 #[derive(Debug)]
 pub(super) struct Written {
-    /// The blocks that apply (each became an `edit_file` call).
-    pub(super) calls: usize,
+    calls: usize,
     problems: Vec<String>,
     text: String,
 }

@@ -168,8 +168,8 @@ impl AgentRun {
     /// what went wrong. Told that its blocks were refused, a small model mostly repeats the
     /// refusal back, and asked to make the change after a claim it mostly claims again
     /// (measured: docs/eval.md); drawn afresh, some answers write blocks. Nothing was applied,
-    /// so the files the conversation shows are still the files. `why` starts the note.
-    pub(super) fn redraw(&self, st: &mut Saved, why: &str) -> bool {
+    /// so the files the conversation shows are still the files.
+    pub(super) fn redraw(&self, st: &mut Saved) -> bool {
         if !self.samples() || st.redraws >= MAX_REDRAWS {
             return false;
         }
@@ -178,8 +178,8 @@ impl AgentRun {
         self.note(
             st,
             format!(
-                "{why}: the next turn draws again from the same conversation, without this \
-                 answer ({} of {MAX_REDRAWS})",
+                "no drawn answer has a block that applies: the next turn draws again from the \
+                 same conversation, without this answer ({} of {MAX_REDRAWS})",
                 st.redraws
             ),
         );
