@@ -16,13 +16,16 @@ use crate::chunk::{Category, Chunk, ChunkId, ChunkKind};
 use crate::error::{Error, Result};
 use crate::symbols::{Import, Symbol};
 
+/// Version 4: Python and JavaScript module-level names (`PATTERN = …`, `const TABLE = {…}`) are
+/// symbols; the files are extracted again, and the embedding cache (keyed by the embedded
+/// text) is kept.
 /// Version 3: embeddings are keyed by the hash of exactly the text embedded
 /// ([`Chunk::embedding_hash`]: path, qualified name, doc comment and text); version 2 keyed
 /// them by the chunk text alone, so a moved or renamed chunk kept a stale vector.
 /// Version 2: chunks are stored in insertion order (rowid) with a unique index on the chunk id;
 /// version 1 kept them in a B-tree keyed by the (random) chunk id, which made every batch of a
 /// cold index rewrite pages all over the table.
-const SCHEMA_VERSION: &str = "3";
+const SCHEMA_VERSION: &str = "4";
 
 /// The tables holding what a re-index recreates (the embedding cache in `vectors` survives).
 const DERIVED_TABLES: &str = "
@@ -107,8 +110,8 @@ pub struct Meta {
 impl Meta {
     /// Opens or creates the database at `path`. The flag is true when the database was
     /// migrated from an older format: its files and chunks were dropped (to be re-indexed;
-    /// the full-text index must be recreated with them), and so was the embedding cache,
-    /// whose keys (the chunk text alone) do not say which text was embedded.
+    /// the full-text index must be recreated with them); from formats 1 and 2 so was the
+    /// embedding cache, whose keys (the chunk text alone) do not say which text was embedded.
     pub fn open(path: &Path) -> Result<(Self, bool)> {
         let conn = Connection::open(path)?;
         conn.execute_batch(
@@ -136,6 +139,19 @@ impl Meta {
                      DROP TABLE IF EXISTS pending; DROP TABLE IF EXISTS unparsed;
                      DROP TABLE IF EXISTS vectors;
                      DELETE FROM meta WHERE key IN ('embedding_model', 'embedding_dim');",
+                )?;
+                true
+            }
+            // Version 3 differs in what is extracted: the derived tables go, the embedding
+            // cache stays (its keys are exactly the texts embedded; unchanged chunks hit it).
+            Some(old @ "3") => {
+                tracing::info!(
+                    db = %path.display(),
+                    "index format {old} -> {SCHEMA_VERSION}: re-indexing (embeddings kept)"
+                );
+                conn.execute_batch(
+                    "DROP TABLE IF EXISTS chunks; DROP TABLE IF EXISTS files;
+                     DROP TABLE IF EXISTS pending; DROP TABLE IF EXISTS unparsed;",
                 )?;
                 true
             }

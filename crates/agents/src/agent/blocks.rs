@@ -231,7 +231,9 @@ pub(super) fn reindent(replace: &str, from: &str, to: &str) -> String {
 }
 
 /// The exact `(old_string, new_string)` for a block's `search` and `replace` in `file`, or
-/// why there is none (`path` names the file in the message).
+/// why there is none (`path` names the file in the message): the SEARCH part as written, else
+/// whitespace at line ends aside, else indentation aside, else merged into the region it was
+/// most likely copied from ([`super::merge`]).
 pub(crate) fn resolve(
     file: &str,
     path: &str,
@@ -274,7 +276,16 @@ pub(crate) fn resolve(
             let to = indent(file_lines[*s]);
             (*s, reindent(replace, from, to))
         }
-        ([], []) => return Err(not_found(&file_lines, path, wanted)),
+        ([], []) => {
+            // Not found as written: merged into the lines it was most likely copied from.
+            if let Some(m) = super::merge::merge(&file_lines, wanted, replace) {
+                let old = file_lines[m.start..m.end].join("\n");
+                if file.matches(old.as_str()).count() == 1 {
+                    return Ok((old, m.new));
+                }
+            }
+            return Err(not_found(&file_lines, path, wanted));
+        }
         ([], m) | (m, _) => return Err(several(m.len())),
     };
     let old = file_lines[start..start + wanted.len()].join("\n");

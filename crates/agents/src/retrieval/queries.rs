@@ -240,7 +240,8 @@ pub(crate) fn keywords(text: &str, n: usize) -> Vec<String> {
 }
 
 /// Identifier-like tokens of `text`: backticked or quoted names, `snake_case`, `camelCase`,
-/// `Type::path`, `file.ext` — what code search matches best.
+/// `Type::path`, `file.ext`, names written as calls (`windowed()`) — what code search matches
+/// best.
 pub fn identifiers(text: &str, n: usize) -> Vec<String> {
     let mut seen = HashSet::new();
     let mut out = Vec::new();
@@ -259,11 +260,18 @@ pub fn identifiers(text: &str, n: usize) -> Vec<String> {
             }
         }
     }
-    for w in text.split(|c: char| !(c.is_alphanumeric() || "_:.".contains(c))) {
-        let w = w.trim_matches(|c: char| c == '.' || c == ':');
-        if looks_like_identifier(w) {
+    let is_part = |c: char| c.is_alphanumeric() || "_:.".contains(c);
+    let mut rest = text;
+    while let Some(start) = rest.find(is_part) {
+        let word = &rest[start..];
+        let end = word.find(|c: char| !is_part(c)).unwrap_or(word.len());
+        // A name written as a call (`windowed()`, `parse(x)`) is code however plain it looks.
+        let called = word[end..].starts_with('(');
+        let w = word[..end].trim_matches(|c: char| c == '.' || c == ':');
+        if looks_like_identifier(w) || (called && is_identifier(w) && w.len() >= 3) {
             push(w);
         }
+        rest = &word[end..];
     }
     out.truncate(n);
     out
@@ -328,6 +336,14 @@ mod tests {
                 "ConfigLoader::load",
                 "settings.toml"
             ]
+        );
+        assert_eq!(
+            identifiers("Raise an exception for invalid size in windowed() (issue 1057)", 10),
+            ["windowed"]
+        );
+        assert_eq!(
+            identifiers("Call repeat(x, n) or tee (the recipe)", 10),
+            ["repeat"]
         );
         assert_eq!(
             keywords("Add a retry to the HTTP client for timeouts", 3),

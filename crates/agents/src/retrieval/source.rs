@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
+use trellis_index::retrieve::is_test_path;
 use trellis_index::strategy::{ContextSource, RagStrategy};
 use trellis_index::{Embedder, Index, IndexConfig, RetrievalRequest, RetrievalStrategyConfig};
 
@@ -224,6 +225,23 @@ fn one_source(strategy: &RetrievalStrategyConfig, spec: &ContextSource) -> Retri
     s
 }
 
+/// The first `limit` of `items` that are not tests and the first `limit` that are, in their
+/// order. The search runs once for every stage of a workflow, and a stage that avoids test
+/// code (`avoid: [test_code]`) drops the tests after it: counted together, the tests a
+/// request's words match best (`test_invalid_n` for "invalid size in windowed()") would take
+/// the places of the code it is about.
+fn per_kind<T>(items: Vec<T>, limit: usize, is_test: impl Fn(&T) -> bool) -> Vec<T> {
+    let (mut tests, mut code) = (0, 0);
+    items
+        .into_iter()
+        .filter(|it| {
+            let n = if is_test(it) { &mut tests } else { &mut code };
+            *n += 1;
+            *n <= limit
+        })
+        .collect()
+}
+
 impl Source for IndexSource {
     fn name(&self) -> &str {
         &self.name
@@ -250,16 +268,18 @@ impl Source for IndexSource {
                         query: q.clone(),
                         strategy: &strategy,
                         stage: None,
-                        // Everything found; the agent packs per stage.
+                        // Everything found; the agent packs per stage. Twice the limit:
+                        // test files and the rest are counted apart ([`per_kind`]).
                         budget_tokens: Some(usize::MAX / 4),
-                        candidates: Some(request.limit),
+                        candidates: Some(request.limit * 2),
                     });
                     match pack {
                         Ok(p) => out.push(
-                            p.items
-                                .into_iter()
-                                .take(request.limit)
-                                .map(|it| PackedItem {
+                            per_kind(p.items, request.limit, |it| {
+                                is_test_path(&it.attribution.path)
+                            })
+                            .into_iter()
+                            .map(|it| PackedItem {
                                     source: name.clone(),
                                     path: it.attribution.path,
                                     start_line: it.attribution.start_line,
@@ -288,5 +308,17 @@ impl Source for IndexSource {
                 Err(e) => Err(Box::new(e) as SourceError),
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::per_kind;
+
+    #[test]
+    fn tests_and_code_are_counted_apart() {
+        let items = ["t1", "t2", "t3", "c1", "t4", "c2", "c3", "c4"];
+        let kept = per_kind(items.to_vec(), 2, |s| s.starts_with('t'));
+        assert_eq!(kept, ["t1", "t2", "c1", "c2"]);
     }
 }

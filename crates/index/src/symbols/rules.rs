@@ -101,7 +101,24 @@ fn python(node: Node<'_>, src: &[u8], in_container: bool) -> Option<Def> {
             Def::new(function_kind(in_container), name?, false).with_io(node, src, "return_type")
         }
         "class_definition" => Def::new(ChunkKind::Class, name?, true),
+        // A module's own names (`NOT_STRONG_RE = r'…'`, `KEYWORDS = {…}`, `__all__ = […]`):
+        // tables and patterns that fixes change as often as functions.
+        "assignment" if top_level(node, "expression_statement", "module") => {
+            let left = node.child_by_field_name("left")?;
+            if left.kind() != "identifier" {
+                return None;
+            }
+            Def::new(ChunkKind::Constant, text(left, src), false)
+        }
         _ => return None,
+    })
+}
+
+/// Whether `node` is a statement of the file itself: its parent is a `statement` whose
+/// parent is the `root` (a module-level assignment, not one in a function or class).
+fn top_level(node: Node<'_>, statement: &str, root: &str) -> bool {
+    node.parent().is_some_and(|p| {
+        p.kind() == statement && p.parent().is_some_and(|r| r.kind() == root)
     })
 }
 
@@ -127,7 +144,15 @@ fn js(node: Node<'_>, src: &[u8], in_container: bool) -> Option<Def> {
                 value.kind(),
                 "arrow_function" | "function_expression" | "function" | "generator_function"
             ) {
-                return None;
+                // A file's own constants and tables (`var PATTERN = /…/;`), as in Python.
+                let top = node.kind() == "variable_declarator"
+                    && (top_level(node, "lexical_declaration", "program")
+                        || top_level(node, "variable_declaration", "program"));
+                let n = name().filter(|_| top)?;
+                if node.child_by_field_name("name")?.kind() != "identifier" {
+                    return None;
+                }
+                return Some(Def::new(ChunkKind::Constant, n, false));
             }
             let n = name().or_else(|| field_text(node, "property", src))?;
             let kind = if node.kind() == "variable_declarator" {

@@ -128,6 +128,62 @@ def load(path: str, *, strict: bool = True) -> Optional[dict]:
 }
 
 #[test]
+fn module_level_names_are_constants_and_local_ones_are_not() {
+    let py = r#"NOT_STRONG_RE = r'((^|\s)(\*|_)(?=\s|$))'
+KEYWORDS: dict = {
+    'ORDER BY': 1,
+}
+a, b = 1, 2
+obj.attr = 3
+
+def f():
+    local = 1
+    return local
+
+class C:
+    field = 2
+"#;
+    let fs = parse("pkg/patterns.py", py);
+    let names: Vec<(&str, ChunkKind, u32, u32)> = fs
+        .symbols
+        .iter()
+        .map(|s| (s.qualified_name.as_str(), s.kind, s.start_line, s.end_line))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            ("NOT_STRONG_RE", ChunkKind::Constant, 1, 1),
+            ("KEYWORDS", ChunkKind::Constant, 2, 4),
+            ("f", ChunkKind::Function, 8, 10),
+            ("C", ChunkKind::Class, 12, 13),
+        ]
+    );
+    let js = r#"var PATTERN = /[\x00-\x08]/;
+const TABLE = {
+  a: 1,
+};
+let { x } = require('y');
+const square = (v) => v * v;
+function g() { const inner = 1; return inner; }
+"#;
+    let fs = parse("lib/loader.js", js);
+    let names: Vec<(&str, ChunkKind, u32, u32)> = fs
+        .symbols
+        .iter()
+        .map(|s| (s.qualified_name.as_str(), s.kind, s.start_line, s.end_line))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            ("PATTERN", ChunkKind::Constant, 1, 1),
+            ("TABLE", ChunkKind::Constant, 2, 4),
+            ("square", ChunkKind::Function, 6, 6),
+            ("g", ChunkKind::Function, 7, 7),
+        ]
+    );
+}
+
+#[test]
 fn javascript() {
     let src = r#"import { x } from './x.js';
 

@@ -242,6 +242,37 @@ fn an_index_of_an_older_format_is_rebuilt_and_re_embedded() {
     }
 }
 
+#[test]
+fn an_index_of_format_3_is_re_extracted_and_keeps_its_embeddings() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    write(root, "pkg/patterns.py", "NOT_STRONG_RE = r'x'\n\ndef f():\n    return 1\n");
+    {
+        let mut index = open(root);
+        update(&mut index);
+    }
+    let db = index_dir(&root.canonicalize().unwrap()).join("meta.db");
+    {
+        let (mut meta, _) = Meta::open(&db).unwrap();
+        meta.set("schema", "3").unwrap();
+        meta.set("embedding_model", "test:hash:64").unwrap();
+        meta.add_vectors(&[(42, 0)]).unwrap();
+    }
+    let (meta, migrated) = Meta::open(&db).unwrap();
+    assert!(migrated);
+    assert_eq!(meta.counts().unwrap().files, 0, "derived tables dropped");
+    assert_eq!(meta.vector_row(42).unwrap(), Some(0), "embedding cache kept");
+    assert_eq!(
+        meta.get("embedding_model").unwrap().as_deref(),
+        Some("test:hash:64")
+    );
+    drop(meta);
+    let mut index = open(root);
+    let s = update(&mut index);
+    assert_eq!(s.files_indexed, 1, "{s:?}");
+    assert_eq!(names(&index, "NOT_STRONG_RE")[0], "NOT_STRONG_RE");
+}
+
 /// A module whose vocabulary overlaps the others' in varying proportions, so that BM25 scores
 /// depend on the document statistics (`v` is the version of the file).
 fn module(i: usize, v: usize) -> String {
