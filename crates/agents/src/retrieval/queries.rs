@@ -338,7 +338,10 @@ mod tests {
             ]
         );
         assert_eq!(
-            identifiers("Raise an exception for invalid size in windowed() (issue 1057)", 10),
+            identifiers(
+                "Raise an exception for invalid size in windowed() (issue 1057)",
+                10
+            ),
             ["windowed"]
         );
         assert_eq!(

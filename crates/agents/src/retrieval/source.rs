@@ -280,19 +280,19 @@ impl Source for IndexSource {
                             })
                             .into_iter()
                             .map(|it| PackedItem {
-                                    source: name.clone(),
-                                    path: it.attribution.path,
-                                    start_line: it.attribution.start_line,
-                                    end_line: it.attribution.end_line,
-                                    symbol: it.attribution.symbol,
-                                    section: it.attribution.section,
-                                    kind: it.kind.as_str().to_owned(),
-                                    text: it.text,
-                                    tokens: it.tokens,
-                                    score: it.score,
-                                    note: None,
-                                })
-                                .collect(),
+                                source: name.clone(),
+                                path: it.attribution.path,
+                                start_line: it.attribution.start_line,
+                                end_line: it.attribution.end_line,
+                                symbol: it.attribution.symbol,
+                                section: it.attribution.section,
+                                kind: it.kind.as_str().to_owned(),
+                                text: it.text,
+                                tokens: it.tokens,
+                                score: it.score,
+                                note: None,
+                            })
+                            .collect(),
                         ),
                         Err(e) => {
                             result = Err(e);

@@ -117,9 +117,8 @@ fn python(node: Node<'_>, src: &[u8], in_container: bool) -> Option<Def> {
 /// Whether `node` is a statement of the file itself: its parent is a `statement` whose
 /// parent is the `root` (a module-level assignment, not one in a function or class).
 fn top_level(node: Node<'_>, statement: &str, root: &str) -> bool {
-    node.parent().is_some_and(|p| {
-        p.kind() == statement && p.parent().is_some_and(|r| r.kind() == root)
-    })
+    node.parent()
+        .is_some_and(|p| p.kind() == statement && p.parent().is_some_and(|r| r.kind() == root))
 }
 
 fn js(node: Node<'_>, src: &[u8], in_container: bool) -> Option<Def> {

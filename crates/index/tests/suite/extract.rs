@@ -127,6 +127,14 @@ def load(path: str, *, strict: bool = True) -> Optional[dict]:
     assert_eq!(fs.imports.len(), 2);
 }
 
+/// Each definition's qualified name, kind and lines.
+fn defs(fs: &FileSymbols) -> Vec<(&str, ChunkKind, u32, u32)> {
+    fs.symbols
+        .iter()
+        .map(|s| (s.qualified_name.as_str(), s.kind, s.start_line, s.end_line))
+        .collect()
+}
+
 #[test]
 fn module_level_names_are_constants_and_local_ones_are_not() {
     let py = r#"NOT_STRONG_RE = r'((^|\s)(\*|_)(?=\s|$))'
@@ -144,13 +152,8 @@ class C:
     field = 2
 "#;
     let fs = parse("pkg/patterns.py", py);
-    let names: Vec<(&str, ChunkKind, u32, u32)> = fs
-        .symbols
-        .iter()
-        .map(|s| (s.qualified_name.as_str(), s.kind, s.start_line, s.end_line))
-        .collect();
     assert_eq!(
-        names,
+        defs(&fs),
         [
             ("NOT_STRONG_RE", ChunkKind::Constant, 1, 1),
             ("KEYWORDS", ChunkKind::Constant, 2, 4),
@@ -167,13 +170,8 @@ const square = (v) => v * v;
 function g() { const inner = 1; return inner; }
 "#;
     let fs = parse("lib/loader.js", js);
-    let names: Vec<(&str, ChunkKind, u32, u32)> = fs
-        .symbols
-        .iter()
-        .map(|s| (s.qualified_name.as_str(), s.kind, s.start_line, s.end_line))
-        .collect();
     assert_eq!(
-        names,
+        defs(&fs),
         [
             ("PATTERN", ChunkKind::Constant, 1, 1),
             ("TABLE", ChunkKind::Constant, 2, 4),

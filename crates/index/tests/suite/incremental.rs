@@ -246,7 +246,11 @@ fn an_index_of_an_older_format_is_rebuilt_and_re_embedded() {
 fn an_index_of_format_3_is_re_extracted_and_keeps_its_embeddings() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
-    write(root, "pkg/patterns.py", "NOT_STRONG_RE = r'x'\n\ndef f():\n    return 1\n");
+    write(
+        root,
+        "pkg/patterns.py",
+        "NOT_STRONG_RE = r'x'\n\ndef f():\n    return 1\n",
+    );
     {
         let mut index = open(root);
         update(&mut index);
@@ -261,7 +265,11 @@ fn an_index_of_format_3_is_re_extracted_and_keeps_its_embeddings() {
     let (meta, migrated) = Meta::open(&db).unwrap();
     assert!(migrated);
     assert_eq!(meta.counts().unwrap().files, 0, "derived tables dropped");
-    assert_eq!(meta.vector_row(42).unwrap(), Some(0), "embedding cache kept");
+    assert_eq!(
+        meta.vector_row(42).unwrap(),
+        Some(0),
+        "embedding cache kept"
+    );
     assert_eq!(
         meta.get("embedding_model").unwrap().as_deref(),
         Some("test:hash:64")
