@@ -72,9 +72,10 @@ pub fn prose_instruction() -> String {
 
 /// How a `blocks` role answers.
 pub const BLOCKS_INSTRUCTION: &str = "Answer with one sentence saying what is wrong and how \
-you fix it, then the change as one or more edit blocks. The SEARCH part of a block is whole \
-lines of the file, copied character for character with their indentation, enough of them to \
-be found only once; the REPLACE part is the lines that take their place. Change only what the \
+you fix it, then the change as one or more edit blocks. The SEARCH part of a block is the few \
+whole lines you change, with a line or two around them so that they are found only once (not \
+a whole function), copied character for character with their indentation; the REPLACE part is \
+the lines that take their place. Change only what the \
 task needs. If the change cannot be made from the code you were shown, say why in one \
 sentence and write no block. A block starts with the file's path on a line of its own, as in \
 this example for a file `shapes/area.py`:
