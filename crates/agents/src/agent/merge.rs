@@ -23,7 +23,7 @@ const MIN_AGREEMENT: f32 = 0.7;
 const MAX_PAIRS: usize = 256;
 
 /// Where a block's change goes and what the region becomes.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug)]
 pub(super) struct Merged {
     /// The region's first line (0-based).
     pub start: usize,

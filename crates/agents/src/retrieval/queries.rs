@@ -268,7 +268,7 @@ pub fn identifiers(text: &str, n: usize) -> Vec<String> {
         // A name written as a call (`windowed()`, `parse(x)`) is code however plain it looks.
         let called = word[end..].starts_with('(');
         let w = word[..end].trim_matches(|c: char| c == '.' || c == ':');
-        if looks_like_identifier(w) || (called && is_identifier(w) && w.len() >= 3) {
+        if looks_like_identifier(w) || (called && is_identifier(w)) {
             push(w);
         }
         rest = &word[end..];

@@ -103,7 +103,7 @@ fn python(node: Node<'_>, src: &[u8], in_container: bool) -> Option<Def> {
         "class_definition" => Def::new(ChunkKind::Class, name?, true),
         // A module's own names (`NOT_STRONG_RE = r'…'`, `KEYWORDS = {…}`, `__all__ = […]`):
         // tables and patterns that fixes change as often as functions.
-        "assignment" if top_level(node, "expression_statement", "module") => {
+        "assignment" if module_level(node) => {
             let left = node.child_by_field_name("left")?;
             if left.kind() != "identifier" {
                 return None;
@@ -114,11 +114,12 @@ fn python(node: Node<'_>, src: &[u8], in_container: bool) -> Option<Def> {
     })
 }
 
-/// Whether `node` is a statement of the file itself: its parent is a `statement` whose
-/// parent is the `root` (a module-level assignment, not one in a function or class).
-fn top_level(node: Node<'_>, statement: &str, root: &str) -> bool {
-    node.parent()
-        .is_some_and(|p| p.kind() == statement && p.parent().is_some_and(|r| r.kind() == root))
+/// Whether `node` is a statement of the module itself: its parent is an
+/// `expression_statement` of the `module` (not one in a function or class).
+fn module_level(node: Node<'_>) -> bool {
+    node.parent().is_some_and(|p| {
+        p.kind() == "expression_statement" && p.parent().is_some_and(|r| r.kind() == "module")
+    })
 }
 
 fn js(node: Node<'_>, src: &[u8], in_container: bool) -> Option<Def> {
@@ -143,15 +144,22 @@ fn js(node: Node<'_>, src: &[u8], in_container: bool) -> Option<Def> {
                 value.kind(),
                 "arrow_function" | "function_expression" | "function" | "generator_function"
             ) {
-                // A file's own constants and tables (`var PATTERN = /…/;`), as in Python.
+                // A file's own constants and tables (`var PATTERN = /…/;`, `export const
+                // TABLE = {…}`), as in Python; not destructuring (`const { a } = …`).
                 let top = node.kind() == "variable_declarator"
-                    && (top_level(node, "lexical_declaration", "program")
-                        || top_level(node, "variable_declaration", "program"));
-                let n = name().filter(|_| top)?;
-                if node.child_by_field_name("name")?.kind() != "identifier" {
+                    && node.parent().is_some_and(|d| {
+                        matches!(d.kind(), "lexical_declaration" | "variable_declaration")
+                            && d.parent().is_some_and(|p| {
+                                p.kind() == "program"
+                                    || (p.kind() == "export_statement"
+                                        && p.parent().is_some_and(|r| r.kind() == "program"))
+                            })
+                    });
+                let target = node.child_by_field_name("name")?;
+                if !top || target.kind() != "identifier" {
                     return None;
                 }
-                return Some(Def::new(ChunkKind::Constant, n, false));
+                return Some(Def::new(ChunkKind::Constant, text(target, src), false));
             }
             let n = name().or_else(|| field_text(node, "property", src))?;
             let kind = if node.kind() == "variable_declarator" {

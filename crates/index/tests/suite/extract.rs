@@ -168,6 +168,7 @@ const TABLE = {
 let { x } = require('y');
 const square = (v) => v * v;
 function g() { const inner = 1; return inner; }
+export const LIMIT = 10;
 "#;
     let fs = parse("lib/loader.js", js);
     assert_eq!(
@@ -177,6 +178,7 @@ function g() { const inner = 1; return inner; }
             ("TABLE", ChunkKind::Constant, 2, 4),
             ("square", ChunkKind::Function, 6, 6),
             ("g", ChunkKind::Function, 7, 7),
+            ("LIMIT", ChunkKind::Constant, 8, 8),
         ]
     );
 }
