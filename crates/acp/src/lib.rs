@@ -10,7 +10,6 @@
 //!
 //! stdout carries the protocol only; logs go to stderr. See `docs/acp.md`.
 
-mod change;
 mod config;
 mod ext;
 mod map;
@@ -28,10 +27,10 @@ use agent_client_protocol::{Agent, Client, ConnectTo, Stdio};
 use tokio_util::sync::CancellationToken;
 use trellis_core::service::Service;
 
-pub use change::change_set_diffs;
 pub use config::{Autonomy, SessionConfig};
 pub use ext::{METHODS as EXTENSION_METHODS, TrellisRequest};
 pub use map::{StagePlan, session_updates, tool_kind, usage_update};
+pub use turn::change::change_set_diffs;
 
 /// What can go wrong running the agent.
 #[derive(Debug, thiserror::Error)]

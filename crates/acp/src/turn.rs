@@ -1,6 +1,8 @@
 //! A prompt turn: one Trellis request, from `startRun` to the run's stop, streamed as
 //! `session/update`s, with approvals asked through `session/request_permission`.
 
+pub(crate) mod change;
+
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -18,10 +20,10 @@ use trellis_protocol::{
     ServiceEventBody, SessionEvent, SessionOwner, StreamId, WorkspaceEvent,
 };
 
-use crate::change::{Offer, UNDO};
 use crate::config::Autonomy;
 use crate::map::{StagePlan, session_updates, tool_kind, usage_update};
 use crate::{AcpAgent, invalid_params, lock};
+use change::{Offer, UNDO};
 
 /// The answer to a question when the editor cannot ask it (ACP v1 has no questions).
 const NO_QUESTIONS: &str = "(no answer: the editor cannot ask questions; decide yourself and \

@@ -33,6 +33,7 @@ mod defs;
 mod events;
 mod foresight;
 pub(crate) mod inbox;
+mod indent;
 mod merge;
 mod record;
 mod report;

@@ -20,6 +20,7 @@
 mod compact;
 mod fit;
 pub mod outputs;
+mod steps;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -42,12 +42,11 @@ use trellis_llm::ModelProvider;
 use trellis_workflow::{Plan, StageContext};
 
 pub use failure::{FailureAnalysis, FailureRef, analyse_failure};
-pub use maps::StageMaps;
 pub use queries::identifiers;
 pub use source::{Source, SourceError, SourceRequest};
 pub use types::{
     PackedItem, ProgressFn, Result, RetrievalError, RetrievalMode, RetrievalOptions, SourceReport,
-    StagePack,
+    StageMaps, StagePack,
 };
 
 use pack::RankedList;

@@ -142,7 +142,7 @@ pub async fn execute(cmd: EvalCommand, overrides: &[String]) -> anyhow::Result<E
                 overrides.push(format!("models.default={}", toml_string(m)));
             }
             // The anchor is served the model Trellis's code agent uses.
-            let config = crate::models::load_config(std::path::Path::new("."), &overrides)?;
+            let config = crate::workspace::load_config(std::path::Path::new("."), &overrides)?;
             let profile = trellis_llm::ModelRegistry::from_config(&config)?
                 .profile_for_role("coder")
                 .to_owned();

@@ -21,11 +21,11 @@ mod review;
 mod runs;
 mod serve;
 mod session;
-mod sources;
 mod steer;
 mod tools;
 mod usage;
 mod workflows;
+mod workspace;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -35,9 +35,12 @@ use anyhow::bail;
 use clap::{Parser, Subcommand, ValueEnum};
 use trellis_store::{Store, StoreOptions, Synchronous};
 
-/// Trellis: a self-hosted multi-agent coding system.
+/// Trellis: a self-hosted multi-agent coding system. Ask for work in a repository
+/// (`trellis run "…"`), discuss its code (`trellis chat`), review and apply the changes
+/// (`trellis review`); or drive it from the web UI (`trellis serve`), an editor (`trellis acp`)
+/// or another agent (`trellis mcp`).
 #[derive(Debug, Parser)]
-#[command(name = "trellis", version, about, propagate_version = true)]
+#[command(name = "trellis", version, propagate_version = true)]
 pub struct Cli {
     /// The workspace (repository) whose `.trellis/` store to use (`trellis serve` takes
     /// several).
@@ -216,19 +219,19 @@ pub fn run(mut cli: Cli) -> anyhow::Result<ExitCode> {
         Commands::Runs(cmd) => rt.block_on(runs::execute(cmd, store, &repo, &cli.config)),
         Commands::Demo(args) => rt.block_on(demo::execute(args, store)),
         Commands::Review(args) => rt.block_on(async {
-            let service = session::open_service(&repo, &cli.config, &[], Arc::new(store))?;
+            let service = workspace::open_service(&repo, &cli.config, &[], Arc::new(store))?;
             let code = review::review_with(&service, args).await;
             service.shutdown().await;
             code
         }),
         Commands::Undo(args) => rt.block_on(async {
-            let service = session::open_service(&repo, &cli.config, &[], Arc::new(store))?;
+            let service = workspace::open_service(&repo, &cli.config, &[], Arc::new(store))?;
             let code = review::undo_with(&service, args).await;
             service.shutdown().await;
             code
         }),
         Commands::Chat(args) => rt.block_on(async {
-            let service = session::open_service(&repo, &cli.config, &[], Arc::new(store))?;
+            let service = workspace::open_service(&repo, &cli.config, &[], Arc::new(store))?;
             let code = chat::chat(&service, args).await;
             service.shutdown().await;
             code

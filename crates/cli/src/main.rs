@@ -12,7 +12,35 @@ const ARENA_EAGER_COMMIT: libmimalloc_sys::mi_option_t = 4;
 
 fn main() -> std::process::ExitCode {
     commit_allocator_memory_on_demand();
+    end_quietly_on_a_closed_pipe();
     trellis_cli::main(trellis_cli::Cli::parse())
+}
+
+/// `trellis search … | head`: once the reader has gone, `println!` panics with "failed
+/// printing to stdout: Broken pipe". Like ripgrep, end quietly and successfully instead: the
+/// reader took what it wanted. SIGPIPE itself stays ignored (Rust's default), so a write to a
+/// dead child's pipe or a closed socket is still an error the code handles, not a kill.
+fn end_quietly_on_a_closed_pipe() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let message = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or_default();
+        if is_closed_pipe_panic(message) {
+            std::process::exit(0);
+        }
+        default(info);
+    }));
+}
+
+/// The panic message of `print!`/`eprint!` on a pipe whose reader has gone.
+fn is_closed_pipe_panic(message: &str) -> bool {
+    (message.starts_with("failed printing to stdout")
+        || message.starts_with("failed printing to stderr"))
+        && message.contains("Broken pipe")
 }
 
 /// mimalloc commits its arenas eagerly on Linux by default (2 = "on overcommit systems"),

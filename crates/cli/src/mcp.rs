@@ -11,7 +11,7 @@ use std::time::Duration;
 use clap::{Args, Subcommand};
 use trellis_mcp::{McpConfig, McpHub, ServerState};
 
-use crate::models::load_config;
+use crate::workspace::load_config;
 
 /// `trellis mcp`.
 #[derive(Debug, Args)]

@@ -11,11 +11,12 @@ use clap::Subcommand;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
-use trellis_config::{Config, LoadOptions};
 use trellis_llm::{
     ChatRequest, ContextWindow, Message, ModelRegistry, ProviderKind, StructuredOptions,
     complete_structured,
 };
+
+use crate::workspace::load_config;
 
 /// `trellis models` subcommands.
 #[derive(Debug, Subcommand)]
@@ -48,14 +49,6 @@ struct CapitalAnswer {
     /// The country.
     #[schemars(length(max = 40))]
     country: String,
-}
-
-/// Loads the layered configuration for `repo` with `-c` overrides.
-pub fn load_config(repo: &Path, overrides: &[String]) -> anyhow::Result<Config> {
-    Ok(Config::load(&LoadOptions::discover(
-        repo,
-        overrides.to_vec(),
-    ))?)
 }
 
 /// Runs a `models` subcommand.

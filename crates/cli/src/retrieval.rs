@@ -1,5 +1,7 @@
 //! `trellis index`, `trellis search` and `trellis map`: the workspace index front-end.
 
+mod sources;
+
 use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -161,12 +163,10 @@ pub fn handles(command: &Commands) -> bool {
 /// Runs an index, search or map command.
 pub fn execute(repo: &Path, overrides: &[String], command: Commands) -> anyhow::Result<ExitCode> {
     // Section `index` of the layered configuration (defaults when absent).
-    let layered = crate::models::load_config(repo, overrides)?;
+    let layered = crate::workspace::load_config(repo, overrides)?;
     let config: IndexConfig = layered.section_serde("index")?;
     match command {
-        Commands::Search(args) if args.source.is_some() => {
-            crate::sources::search(repo, &layered, &args)
-        }
+        Commands::Search(args) if args.source.is_some() => sources::search(repo, &layered, &args),
         Commands::Index(args) => index(repo, config, &args),
         Commands::Search(args) => search(repo, config, &args),
         Commands::Map(args) => map(repo, config, &args),

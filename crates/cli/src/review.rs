@@ -539,7 +539,7 @@ pub async fn sandbox(
             let wt = RunWorktree::from_record(&rec);
             // Section `tools` of the layered configuration (defaults when absent).
             let config: ToolsConfig =
-                crate::models::load_config(repo, overrides)?.section_serde("tools")?;
+                crate::workspace::load_config(repo, overrides)?.section_serde("tools")?;
             let config = Arc::new(config);
             let ws = Workspace::new(&wt.path, &config.secrets)?;
             let mut env = ToolEnv::new(

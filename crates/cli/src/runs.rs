@@ -170,7 +170,7 @@ pub async fn execute(
             json,
         } => {
             let rec = store.get_run(&run)?;
-            let service = crate::session::open_service(repo, overrides, &[], store)?;
+            let service = crate::workspace::open_service(repo, overrides, &[], store)?;
             let op = trellis_protocol::Op::SendMessage {
                 run: rec.id.to_string(),
                 node: NodeId::new(node),
@@ -186,7 +186,7 @@ pub async fn execute(
             json,
         } => {
             let rec = store.get_run(&run)?;
-            let service = crate::session::open_service(repo, overrides, &[], store)?;
+            let service = crate::workspace::open_service(repo, overrides, &[], store)?;
             let op = trellis_protocol::Op::Prune {
                 run: rec.id.to_string(),
                 node: NodeId::new(node),
@@ -282,7 +282,7 @@ pub async fn execute(
             if crate::registry::is_demo_run(&store, &rec.id)? {
                 return cancel(&store, &run, reason).await;
             }
-            let service = crate::session::open_service(repo, overrides, &[], store)?;
+            let service = crate::workspace::open_service(repo, overrides, &[], store)?;
             let op = trellis_protocol::Op::Cancel {
                 run: rec.id.to_string(),
                 reason: Some(reason.unwrap_or_else(|| "cancelled from the command line".into())),

@@ -80,7 +80,7 @@ pub fn serve(
         for (id, root) in ids.into_iter().zip(canonical) {
             let store = Store::open_workspace(&root, store_options)
                 .with_context(|| format!("workspace {}", root.display()))?;
-            let service = crate::session::open_service(&root, overrides, &[], Arc::new(store))?;
+            let service = crate::workspace::open_service(&root, overrides, &[], Arc::new(store))?;
             workspaces.push(Workspace { id, root, service });
         }
         let listener = tokio::net::TcpListener::bind(args.bind)

@@ -11,14 +11,16 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 use tokio::sync::broadcast;
 use trellis_agents::{DecidedBy, Orchestration};
-use trellis_core::service::{LiveEvent, Service, ServiceOptions};
-use trellis_core::{InputMode, Runtime};
+use trellis_core::InputMode;
+use trellis_core::service::{LiveEvent, Service};
 use trellis_graph::RunOutcome;
 use trellis_protocol::{
     Answer, Interrupt, InterruptKind, NodeAnswer, NodeId, NodeMessage, Op, RunId, RunStatus,
 };
 use trellis_store::Store;
 use trellis_workflow::Plan;
+
+use crate::workspace::open_service;
 
 /// How a workflow run is driven from the terminal.
 #[derive(Clone, Copy, Debug)]
@@ -311,27 +313,6 @@ fn summary(store: &Store, o: &RunOutcome, json: bool) -> anyhow::Result<()> {
         _ => println!("files changed: {}", files.join(", ")),
     }
     Ok(())
-}
-
-/// Opens the runtime of `repo`.
-pub fn open_runtime(
-    repo: &Path,
-    overrides: &[String],
-    dirs: &[std::path::PathBuf],
-    store: Arc<Store>,
-) -> anyhow::Result<Arc<Runtime>> {
-    Ok(Arc::new(Runtime::open(repo, overrides, dirs, store)?))
-}
-
-/// Starts the runtime service of `repo` in this process.
-pub fn open_service(
-    repo: &Path,
-    overrides: &[String],
-    dirs: &[std::path::PathBuf],
-    store: Arc<Store>,
-) -> anyhow::Result<Arc<Service>> {
-    let runtime = open_runtime(repo, overrides, dirs, store)?;
-    Ok(Service::start(runtime, ServiceOptions::default()))
 }
 
 /// A terminal asking for interrupts' answers (`runs resume`, `runs fork`).

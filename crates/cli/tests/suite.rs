@@ -7,6 +7,7 @@ mod mcp;
 mod mcp_checkers;
 mod mock;
 mod models;
+mod output;
 mod review;
 mod runs;
 mod search;

@@ -3,6 +3,9 @@
 //! run's branch ([`crate::nodes`]), the others in the run's worktree — and its typed report
 //! becomes the node's result (what routing, later stages and the user see).
 
+pub(crate) mod retrieval;
+mod worktrees;
+
 use std::sync::{Arc, Weak};
 
 use serde_json::{Value, json};
@@ -20,6 +23,7 @@ use trellis_tools::{Interaction, NonInteractive, Registry, ToolEnv, Workspace};
 use trellis_workflow::{AgentSpec, Plan, StageContext, StageHandlers};
 
 use crate::testcmd::{self, TestCommand};
+use crate::text::clip;
 use crate::{InputMode, RunOptions, Runtime};
 
 /// Everything the handlers of one run share.
@@ -60,7 +64,6 @@ pub(crate) fn tool_scope(stage: &str, agent: &str) -> String {
     format!("{agent}@{stage}")
 }
 
-/// Cuts `text` to `max` bytes on a char boundary.
 /// The smallest context window (tokens) of a model that summarises agents' conversations;
 /// with a smaller one, compaction uses deterministic digests (`docs/context.md`).
 pub const MIN_SUMMARY_WINDOW: u32 = 8192;
@@ -72,10 +75,6 @@ pub(crate) fn output_text(result: &Value) -> String {
         .and_then(Value::as_str)
         .unwrap_or_default()
         .to_owned()
-}
-
-pub(crate) fn clip(text: &str, max: usize) -> String {
-    trellis_agents::prompt::truncate(text, max)
 }
 
 fn node_error(e: impl std::fmt::Display) -> NodeError {
@@ -619,11 +618,11 @@ impl StageHandlers for RunContext {
     }
 
     fn adaptive_retrieval(&self, plan: &Plan) -> Arc<dyn NodeHandler> {
-        crate::retrieval::adaptive(self.me.upgrade(), plan)
+        retrieval::adaptive(self.me.upgrade(), plan)
     }
 
     fn upfront_retrieval(&self, plan: &Plan) -> Option<Arc<dyn NodeHandler>> {
-        crate::retrieval::upfront(self.me.upgrade(), plan)
+        retrieval::upfront(self.me.upgrade(), plan)
     }
 
     fn gate(&self, stage: &StageContext) -> Arc<dyn NodeHandler> {

@@ -23,13 +23,13 @@ pub mod gateway;
 mod handlers;
 pub mod merge;
 pub mod nodes;
-mod retrieval;
 pub mod service;
 pub mod stage_tools;
 pub mod stages;
 mod task_tools;
 pub mod tasktree;
 pub mod testcmd;
+mod text;
 pub mod toolknow;
 
 use std::path::{Path, PathBuf};
@@ -321,7 +321,7 @@ impl Runtime {
     /// The language-server tools for the plan's agents when its retrieval strategy turns
     /// `lsp_integration` on: those its `tools` list names (all of them when it names none).
     fn grant_lsp_tools(&self, registry: &mut Registry, plan: &Plan) {
-        let Some(lsp) = retrieval::strategy(plan).map(|s| s.lsp_integration) else {
+        let Some(lsp) = handlers::retrieval::strategy(plan).map(|s| s.lsp_integration) else {
             return;
         };
         if !lsp.enabled() {

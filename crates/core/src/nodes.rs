@@ -21,15 +21,13 @@
 use std::sync::{Arc, Mutex};
 
 use tokio_util::sync::CancellationToken;
-use trellis_graph::NodeError;
-use trellis_protocol::{NodeId, RunId, SessionEvent, SessionId};
+use trellis_protocol::RunId;
 use trellis_tools::git::Git;
 use trellis_tools::worktree::nodes::{
     MergeOutcome, MergeRecord, NodeWorktree, NodeWorktrees, PendingMerge, PruneReport,
 };
-use trellis_tools::{ToolEnv, Workspace};
 
-use crate::{RunContext, Runtime};
+use crate::Runtime;
 
 /// The merge strategy recorded (`Trellis-Merge-Strategy:`) when a stage merges an agent's
 /// branch into the run branch.
@@ -364,93 +362,6 @@ impl NodeSpaces {
     pub fn cleanup(&self) -> Result<(), String> {
         let _one = self.guard();
         self.nodes.cleanup().map_err(text)
-    }
-}
-
-impl RunContext {
-    /// The tools' environment of an activation that edits in the node worktree at `path`.
-    pub(crate) fn env_in(
-        &self,
-        env: &ToolEnv,
-        path: &std::path::Path,
-    ) -> Result<ToolEnv, NodeError> {
-        let mut env = env.clone();
-        env.workspace = Workspace::new(path, &self.runtime.tools.secrets)
-            .map_err(|e| NodeError::new(e.to_string()))?;
-        Ok(env)
-    }
-
-    /// The worktree of an editing activation of `node` (see [`NodeSpaces::checkout`]).
-    pub(crate) async fn node_worktree(&self, node: &str) -> Result<NodeWorktree, NodeError> {
-        let (nodes, node) = (self.nodes.clone(), node.to_owned());
-        tokio::task::spawn_blocking(move || nodes.checkout(&node))
-            .await
-            .map_err(|e| NodeError::new(e.to_string()))?
-            .map_err(|e| NodeError::new(format!("cannot create the agent's worktree: {e}")))
-    }
-
-    /// Commits an editing activation's work and (when `merge`) merges it into the run
-    /// branch.
-    pub(crate) async fn land(
-        &self,
-        wt: &NodeWorktree,
-        summary: &str,
-        merge: bool,
-        cancel: &CancellationToken,
-    ) -> Result<Landed, NodeError> {
-        let nodes = self.nodes.clone();
-        let (wt, summary, cancel) = (wt.clone(), summary.to_owned(), cancel.clone());
-        tokio::task::spawn_blocking(move || nodes.land(&wt, &summary, merge, &cancel))
-            .await
-            .map_err(|e| NodeError::new(e.to_string()))?
-            .map_err(NodeError::new)
-    }
-
-    /// Undoes what a pruned agent node did: its merges into the run branch are undone, its
-    /// worktree (uncommitted edits included) and branch deleted; the node's session notes
-    /// it. `None` when the node has no worktree (it never edited).
-    pub async fn roll_back(&self, node: &str) -> Option<Result<Vec<String>, String>> {
-        let (nodes, id) = (self.nodes.clone(), node.to_owned());
-        let pruned = tokio::task::spawn_blocking(move || nodes.prune(&id))
-            .await
-            .unwrap_or_else(|e| Err(e.to_string()));
-        let (restored, undone) = match pruned {
-            Ok(None) => return None,
-            Ok(Some((report, files))) => (Ok(files), report.undone.len()),
-            Err(e) => (Err(e), 0),
-        };
-        if let Some(hub) = &self.options.sessions {
-            let id = SessionId::for_node(&self.run, &NodeId::new(node));
-            let merges = match undone {
-                0 => String::new(),
-                1 => "; its merge into the run branch is undone".to_owned(),
-                n => format!("; its {n} merges into the run branch are undone"),
-            };
-            let text = match &restored {
-                Ok(p) if p.is_empty() => {
-                    format!("pruned; its worktree needed no rollback and is removed{merges}")
-                }
-                Ok(p) => format!(
-                    "pruned; rolled back {} (its worktree and branch are removed){merges}",
-                    p.join(", ")
-                ),
-                Err(e) => format!("pruned; rolling back its worktree failed: {e}"),
-            };
-            let sink = hub.sink(&id, self.options.cause.clone());
-            sink(SessionEvent::Note { text });
-            sink(SessionEvent::SessionError {
-                error: "pruned".into(),
-            });
-        }
-        Some(restored)
-    }
-
-    /// Removes the run's node worktrees and branches (the run ended).
-    pub async fn drop_node_worktrees(&self) -> Result<(), String> {
-        let nodes = self.nodes.clone();
-        tokio::task::spawn_blocking(move || nodes.cleanup())
-            .await
-            .unwrap_or_else(|e| Err(e.to_string()))
     }
 }
 

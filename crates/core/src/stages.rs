@@ -17,6 +17,7 @@ use crate::stage_tools::{
     Verdict,
 };
 use crate::testcmd;
+use crate::text::clip;
 use trellis_workflow::artifacts::{ArtifactError, ArtifactKind};
 
 /// How often a gate sends its producer back for an artifact it never submitted.
@@ -402,10 +403,6 @@ fn feedback_of(answer: &trellis_protocol::Answer) -> Option<String> {
     text.map(str::trim)
         .filter(|c| !c.is_empty())
         .map(str::to_owned)
-}
-
-fn clip(text: &str, max: usize) -> String {
-    crate::handlers::clip(text, max)
 }
 
 impl RunContext {

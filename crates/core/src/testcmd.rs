@@ -164,7 +164,7 @@ pub async fn run(
                 || t.starts_with("test result: FAILED")
         })
         .take(30)
-        .map(|l| crate::handlers::clip(l.trim(), 300))
+        .map(|l| crate::text::clip(l.trim(), 300))
         .collect();
     TestRun {
         command: command.clone(),

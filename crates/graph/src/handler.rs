@@ -11,7 +11,7 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use trellis_protocol::{Answer, Interrupt, Message, NodeId, NodeState, RunId};
 
-use crate::spec::FailurePolicy;
+use crate::policy::FailurePolicy;
 use crate::state::State;
 
 /// A node's behaviour. Implemented for every `Fn(NodeContext) -> impl Future<Output =

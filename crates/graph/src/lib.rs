@@ -20,6 +20,7 @@ mod engine;
 mod error;
 mod handler;
 pub mod journal;
+mod policy;
 mod spec;
 mod state;
 
@@ -32,8 +33,9 @@ pub use handler::{
 pub use journal::{
     Batch, Commit, Durability, Journal, JournalError, MemoryJournal, NullJournal, RunSummary,
 };
+pub use policy::FailurePolicy;
 pub use spec::{
-    DEFAULT_CONCURRENCY, DEFAULT_MAX_STEPS, Edge, FailurePolicy, Graph, GraphBuilder, NodeDef,
-    NodeKind, NodeOptions, Router, Scheduling, nearest,
+    DEFAULT_CONCURRENCY, DEFAULT_MAX_STEPS, Edge, Graph, GraphBuilder, NodeDef, NodeKind,
+    NodeOptions, Router, Scheduling, nearest,
 };
 pub use state::{ReduceFn, Reducer, State};

@@ -25,10 +25,10 @@ use rayon::prelude::*;
 use crate::analyze::{FileAnalysis, analyze};
 use crate::bm25::Bm25;
 use crate::error::{Error, Result};
-use crate::index::{Progress, UpdateOptions, UpdateStats};
 use crate::lang::Lang;
 use crate::meta::{FileRecord, FileState, Meta};
 use crate::scan::ScannedFile;
+use crate::update::{Progress, UpdateOptions, UpdateStats};
 
 /// What the pipeline does with a changed file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -5,8 +5,6 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::filter::TestFiles;
-
 /// Directories and files never indexed, in addition to `.gitignore` rules: dependency trees,
 /// version-control metadata, build outputs, caches and lockfiles.
 pub const DEFAULT_EXCLUDES: &[&str] = &[
@@ -135,6 +133,19 @@ impl Default for EmbeddingConfig {
             max_tokens: 256,
         }
     }
+}
+
+/// What a retrieval does with test files ([`is_test_path`](crate::filter::is_test_path)).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TestFiles {
+    /// Tests are returned like any other file.
+    #[default]
+    Include,
+    /// Tests are left out.
+    Exclude,
+    /// Only tests are returned.
+    Only,
 }
 
 /// Hybrid search configuration.

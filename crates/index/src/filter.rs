@@ -8,25 +8,12 @@
 //! category, so a filter never needs the index rebuilt.
 
 use globset::{Glob, GlobSet, GlobSetBuilder};
-use serde::{Deserialize, Serialize};
 
 use crate::chunk::{Category, Chunk};
 use crate::config::SearchConfig;
+pub use crate::config::TestFiles;
 use crate::error::{Error, Result};
 use crate::lang::Lang;
-
-/// What a retrieval does with test files ([`is_test_path`]).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum TestFiles {
-    /// Tests are returned like any other file.
-    #[default]
-    Include,
-    /// Tests are left out.
-    Exclude,
-    /// Only tests are returned.
-    Only,
-}
 
 /// The language names [`SearchConfig::languages`] accepts (a chunk's `lang`).
 pub const LANGUAGES: &[&str] = &[

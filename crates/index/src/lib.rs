@@ -41,6 +41,7 @@ pub mod search;
 pub mod strategy;
 pub mod symbols;
 pub mod tokenize;
+mod update;
 pub mod vectors;
 
 pub use astmap::{AstContextMap, Outlines};
@@ -49,12 +50,10 @@ pub use config::{EmbeddingBackend, EmbeddingConfig, IndexConfig, Rerank, SearchC
 pub use embed::{CachedEmbedder, Embedder};
 pub use error::{Error, Result};
 pub use filter::{SearchFilter, TestFiles};
-pub use index::{
-    Index, Progress, Scope, SymbolQuery, TEXT_FIRST_MIN_FILES, UpdateOptions, UpdateStats,
-    index_dir,
-};
+pub use index::{Index, SymbolQuery, index_dir};
 pub use locate::Site;
 pub use repomap::{RepoMap, RepoMapRequest};
 pub use retrieve::{Attribution, ContextItem, ContextPack, RetrievalRequest};
 pub use search::{SearchHit, SearchMode, SearchRequest};
 pub use strategy::RetrievalStrategyConfig;
+pub use update::{Progress, Scope, TEXT_FIRST_MIN_FILES, UpdateOptions, UpdateStats};

@@ -192,56 +192,6 @@ impl RemoteReranker {
     }
 }
 
-impl crate::Index {
-    /// Reorders `documents` (the best candidates of a retrieval, best first) with the
-    /// configured endpoint: `None` when reranking is off; otherwise a report and, when the
-    /// call succeeded, the scores. A failure (configuration, network,
-    /// timeout, body) is logged as a warning and reported; the caller keeps its order.
-    pub fn rerank_documents(&self, query: &str, documents: &[&str]) -> Option<Reranked> {
-        let client = self.reranker.get_or_init(|| {
-            RemoteReranker::from_config(&self.config().rerank).map_err(|e| e.to_string())
-        });
-        let client = match client {
-            Ok(None) => return None,
-            Ok(Some(c)) => c,
-            Err(e) => {
-                tracing::warn!("rerank endpoint not usable, local ranking kept: {e}");
-                return Some(Reranked {
-                    report: RerankReport {
-                        endpoint: self.config().rerank.base_url.clone().unwrap_or_default(),
-                        error: Some(format!("{e}; local ranking kept")),
-                        ..RerankReport::default()
-                    },
-                    scores: None,
-                });
-            }
-        };
-        let n = documents.len().min(client.max_documents());
-        let t = std::time::Instant::now();
-        let result = client.rerank(query, &documents[..n]);
-        let mut report = RerankReport {
-            endpoint: client.endpoint(),
-            documents: n,
-            elapsed_ms: t.elapsed().as_millis() as u64,
-            error: None,
-        };
-        match result {
-            Ok(scored) => Some(Reranked {
-                report,
-                scores: Some(scored),
-            }),
-            Err(e) => {
-                tracing::warn!("{e}; local ranking kept");
-                report.error = Some(format!("{e}; local ranking kept"));
-                Some(Reranked {
-                    report,
-                    scores: None,
-                })
-            }
-        }
-    }
-}
-
 /// `s` cut at `n` characters (on a character boundary).
 fn cut(s: &str, n: usize) -> &str {
     match s.char_indices().nth(n) {

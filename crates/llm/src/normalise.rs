@@ -14,6 +14,7 @@
 mod coerce;
 mod extract;
 
+use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -133,6 +134,16 @@ pub struct Normalised<T> {
     pub repairs: Vec<Repair>,
 }
 
+/// `T`'s JSON Schema, without the `$schema`/`title` decoration.
+pub fn schema_of<T: JsonSchema>() -> Value {
+    let mut v = schemars::schema_for!(T).to_value();
+    if let Value::Object(m) = &mut v {
+        m.remove("$schema");
+        m.remove("title");
+    }
+    v
+}
+
 /// The first complete JSON object in `text` that parses without repairs — raw, inside a
 /// code fence, or amid prose — trying each `{` in turn.
 pub fn first_json_object(text: &str) -> Option<Value> {
@@ -168,9 +179,9 @@ pub fn normalise_value(
 /// Normalises `text` into `T`, using `T`'s JSON Schema.
 pub fn normalise<T>(text: &str, options: NormaliseOptions) -> Result<Normalised<T>, NormaliseError>
 where
-    T: DeserializeOwned + schemars::JsonSchema,
+    T: DeserializeOwned + JsonSchema,
 {
-    let schema = crate::structured::schema_of::<T>();
+    let schema = schema_of::<T>();
     let Normalised { value, repairs } = normalise_value(text, &schema, options)?;
     match serde_json::from_value::<T>(value) {
         Ok(value) => Ok(Normalised { value, repairs }),

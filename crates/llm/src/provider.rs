@@ -10,8 +10,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::tokens::TokenCount;
 use crate::types::{ChatRequest, Completion, FinishReason, StreamEvent};
-use crate::window::{ContextWindow, WindowSource};
-use crate::{Error, Result};
+use crate::{ContextWindow, Error, Result, WindowSource};
 
 /// A stream of response events. It ends after [`StreamEvent::Finish`] or after the first
 /// error.

@@ -19,6 +19,8 @@ use crate::provider::ModelProvider;
 use crate::types::{ChatRequest, Completion, Message, ResponseFormat};
 use crate::{Error, Result};
 
+pub use crate::normalise::schema_of;
+
 /// How a remote provider asks for structured output.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
@@ -33,16 +35,6 @@ pub enum StructuredMode {
     Prompt,
     /// Anthropic: force a tool whose input schema is the schema (same as `native` there).
     Tool,
-}
-
-/// `T`'s JSON Schema, without the `$schema`/`title` decoration.
-pub fn schema_of<T: JsonSchema>() -> Value {
-    let mut v = schemars::schema_for!(T).to_value();
-    if let Value::Object(m) = &mut v {
-        m.remove("$schema");
-        m.remove("title");
-    }
-    v
 }
 
 /// The [`ResponseFormat`] for `T`, named after the type.

@@ -39,7 +39,8 @@ impl GatewayServer {
 }
 
 /// The MCP tool of a gateway tool (annotations as the server sent them; schemas with their
-/// keys sorted, so what the client sees does not depend on serde_json's map order).
+/// keys sorted, so what the client sees does not depend on serde_json's map order, and
+/// limited to standard JSON Schema: [`crate::schema`]).
 fn tool(t: GatewayTool) -> Tool {
     let object = |v: Value| match canonical(v) {
         Value::Object(m) => m,
@@ -55,7 +56,7 @@ fn tool(t: GatewayTool) -> Tool {
     {
         out = out.with_annotations(a);
     }
-    out
+    crate::schema::standard_tool(out)
 }
 
 impl ServerHandler for GatewayServer {

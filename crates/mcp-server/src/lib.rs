@@ -18,6 +18,7 @@
 
 pub mod gateway;
 mod http;
+mod schema;
 pub mod tools;
 
 use std::path::{Component, Path, PathBuf};
@@ -93,7 +94,7 @@ impl CodeServer {
             index: Arc::new(Mutex::new(index)),
             indexed,
             lsp: Arc::new(trellis_lsp::LspPool::new(root, lsp)),
-            tool_router: Self::index_router() + Self::lsp_router(),
+            tool_router: schema::standard_router(Self::index_router() + Self::lsp_router()),
         };
         let index = server.index.clone();
         let refresh = move || {

@@ -1,6 +1,6 @@
 //! Errors of the MCP client.
 
-use crate::hub::ServerState;
+use crate::status::ServerState;
 
 /// An MCP client error.
 #[derive(Debug, thiserror::Error)]

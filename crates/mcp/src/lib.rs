@@ -16,6 +16,8 @@ mod connect;
 pub mod error;
 pub mod hub;
 mod progress;
+mod server;
+mod status;
 mod tool;
 
 pub use config::{McpConfig, ServerConfig};

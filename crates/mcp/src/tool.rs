@@ -16,7 +16,7 @@ use trellis_tools::config::Action;
 use trellis_tools::tool::BoxFuture;
 use trellis_tools::{Error as ToolError, Tool, ToolContext, ToolOutput, ToolProgress, ToolSpec};
 
-use crate::hub::Server;
+use crate::server::Server;
 
 /// Longest tool name model APIs accept (`^[a-zA-Z0-9_-]{1,64}$`).
 const MAX_NAME: usize = 64;

@@ -123,3 +123,65 @@ impl fmt::Display for ActivationId {
         write!(f, "{}#{}", self.node, self.attempt)
     }
 }
+
+macro_rules! text_id {
+    ($(#[$doc:meta])* $name:ident, $prefix:literal) => {
+        $(#[$doc])*
+        #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema)]
+        #[serde(transparent)]
+        pub struct $name(Arc<str>);
+
+        impl $name {
+            /// A fresh, time-ordered id.
+            pub fn new() -> Self {
+                Self(Arc::from(format!(
+                    concat!($prefix, "{}"),
+                    uuid::Uuid::now_v7().simple()
+                )))
+            }
+
+            /// Wraps an existing id.
+            pub fn from_string(id: impl Into<String>) -> Self {
+                Self(Arc::from(id.into()))
+            }
+
+            /// The id as text.
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl Default for $name {
+            fn default() -> Self {
+                Self::new()
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+    };
+}
+
+text_id!(
+    /// Identifies one submitted [`Op`](crate::Op); every event the op causes carries it.
+    SubmissionId,
+    "sub-"
+);
+
+text_id!(
+    /// Identifies a session: the conversation of one agent node of a run, or a channel
+    /// discussion. Agent sessions are named after their node ([`SessionId::for_node`]), so a
+    /// process that resumes the run finds the same session.
+    SessionId,
+    "ses-"
+);
+
+impl SessionId {
+    /// The session of agent node `node` of run `run`: `<run>:<node>`.
+    pub fn for_node(run: &RunId, node: &NodeId) -> Self {
+        Self::from_string(format!("{run}:{node}"))
+    }
+}

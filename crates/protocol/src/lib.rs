@@ -18,12 +18,12 @@ mod time;
 
 pub use command::{Answer, Command, EdgeSpec, InjectNode, Interrupt, InterruptKind, Message};
 pub use event::{Event, EventKind, ForkRef, RunStatus, TerminalKind};
-pub use ids::{ActivationId, NodeId, RunId};
+pub use ids::{ActivationId, NodeId, RunId, SessionId, SubmissionId};
 pub use service::{
     Artifact, ArtifactStatus, BadStreamId, Budgets, CompactionMethod, EventFrame, FileHunks,
     InputMode, NodeAnswer, NodeMessage, Op, OpErrorKind, ReviewAction, ServiceEvent,
-    ServiceEventBody, SessionEvent, SessionId, SessionOwner, StreamId, SubmissionId, TOPICS,
-    ToolStatus, TurnUsage, WorkspaceEvent,
+    ServiceEventBody, SessionEvent, SessionOwner, StreamId, TOPICS, ToolStatus, TurnUsage,
+    WorkspaceEvent,
 };
 pub use state::{InvalidTransition, NodeState};
 pub use time::{format_utc_ms, now_ms};

@@ -13,7 +13,6 @@
 mod assets;
 mod error;
 mod lookup;
-pub mod openapi;
 mod routes;
 mod security;
 mod ws;
@@ -29,6 +28,7 @@ use trellis_core::service::Service;
 
 pub use assets::embedded as ui_embedded;
 pub use error::ApiError;
+pub use routes::openapi;
 pub use trellis_access::{Token, TokenFile, loopback_hosts, served_hosts};
 
 /// One repository served, with its runtime service.

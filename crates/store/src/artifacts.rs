@@ -7,12 +7,10 @@
 use rusqlite::{Connection, OptionalExtension, Row, params, types::Type};
 use trellis_protocol::{Artifact, ArtifactStatus, NodeId, RunId};
 
-use crate::Store;
 use crate::error::{Error, Result};
 use crate::read::Reader;
-use crate::records::Record;
 use crate::schema::now_ms;
-use crate::writer::Msg;
+use crate::{Msg, Record, Store};
 
 /// A new artifact, or a new version of one: [`Store::put_artifact`] numbers it.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -9,12 +9,10 @@ use rusqlite::{Connection, OptionalExtension, Row, params};
 use serde::{Deserialize, Serialize};
 use trellis_protocol::RunId;
 
-use crate::Store;
 use crate::error::Result;
 use crate::read::Reader;
-use crate::records::Record;
 use crate::schema::now_ms;
-use crate::writer::Msg;
+use crate::{Msg, Record, Store};
 
 /// One client session as recorded.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

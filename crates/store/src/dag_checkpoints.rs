@@ -4,12 +4,10 @@
 
 use rusqlite::{Connection, OptionalExtension, params};
 
-use crate::Store;
 use crate::error::Result;
 use crate::read::Reader;
-use crate::records::Record;
 use crate::schema::now_ms;
-use crate::writer::Msg;
+use crate::{Msg, Record, Store};
 
 /// A checkpoint to save (`state: Some`) or remove (`None`).
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -96,6 +96,7 @@ use std::time::Duration;
 
 use rusqlite::Connection;
 use serde::Serialize;
+use tokio::sync::oneshot;
 use trellis_graph::{Batch, Commit, Journal, JournalError};
 use trellis_protocol::{Command, Event, EventKind, RunId};
 
@@ -118,7 +119,7 @@ pub use toolgraph::{
 pub use usage::{ModelCallRecord, RunUsage, UsageTotals};
 
 use read::Reader;
-use writer::{Counters, Msg, Writer};
+use writer::{Counters, Writer};
 
 /// The store's directory inside a workspace.
 pub const STORE_DIR: &str = ".trellis";
@@ -204,6 +205,57 @@ pub struct Store {
     reader: Reader,
     counters: Arc<Counters>,
     me: Owner,
+}
+
+/// A request to the writer thread: sent by the [`Store`] methods of every module, served by
+/// the `writer` module.
+pub(crate) enum Msg {
+    /// Append a batch with its encoded events (encoded on the caller's thread, so the one
+    /// writer thread spends its time in SQLite only); answered through the engine's
+    /// [`trellis_graph::Commit`].
+    Append(Batch, Vec<u8>, oneshot::Sender<Result<(), JournalError>>),
+    /// Append a batch of service stream events (encoded on the caller's thread); answered
+    /// like [`Msg::Append`].
+    Stream(
+        Vec<crate::streams::Encoded>,
+        oneshot::Sender<Result<(), JournalError>>,
+    ),
+    /// Claim a run for this process.
+    Claim(RunId, Sender<Result<(), JournalError>>),
+    /// Drop this process's claim (or, with `force`, anyone's).
+    Release {
+        run: RunId,
+        force: bool,
+        reply: Sender<Result<()>>,
+    },
+    /// Queue a command (JSON body) for a run; answers the command's id.
+    Enqueue(RunId, String, Sender<Result<i64>>),
+    /// Take the run's pending commands.
+    Take(RunId, Sender<Result<Vec<Command>>>),
+    /// Answer once everything sent before is committed.
+    Flush(Sender<Result<()>>),
+    /// Rebuild the file compactly and truncate the WAL (runs outside any group).
+    Vacuum(Sender<Result<()>>),
+    /// Write a tool-call or change record; answers the new row id (0 for upserts).
+    Record(Record, Sender<Result<i64>>),
+}
+
+/// A record for the writer thread ([`Msg::Record`]); `records::write` writes it.
+pub(crate) enum Record {
+    ToolCall(ToolCallRecord),
+    ChangeSet(ChangeSetRecord),
+    ChangeOp(ChangeOpRecord),
+    ModelCall(crate::usage::ModelCallRecord),
+    Artifact(crate::artifacts::NewArtifact),
+    ArtifactStatus(crate::artifacts::StatusChange),
+    ClientSession(crate::client_sessions::ClientSession),
+    ClientTurn(crate::client_sessions::ClientTurn),
+    ReviewComment(crate::review_comments::NewReviewComment),
+    ToolNodes(Vec<crate::toolgraph::ToolNodeUpsert>),
+    ToolEmbeddings(Vec<crate::toolgraph::CachedEmbedding>),
+    ToolExecutions(Vec<crate::toolgraph::NewToolExecution>),
+    Speculation(crate::toolgraph::NewSpeculation),
+    DagCheckpoint(crate::dag_checkpoints::DagCheckpointWrite),
 }
 
 impl Store {
@@ -394,7 +446,7 @@ impl Store {
 
     /// Records a tool call; returns its row id once committed.
     pub fn record_tool_call(&self, record: ToolCallRecord) -> Result<i64> {
-        self.request(|reply| Msg::Record(records::Record::ToolCall(record), reply))?
+        self.request(|reply| Msg::Record(Record::ToolCall(record), reply))?
     }
 
     /// Queues a tool-call record without waiting for its commit (for callers on an async
@@ -402,7 +454,7 @@ impl Store {
     pub fn record_tool_call_nowait(&self, record: ToolCallRecord) {
         if let Some(tx) = &self.tx {
             let (reply, _) = mpsc::channel();
-            drop(tx.send(Msg::Record(records::Record::ToolCall(record), reply)));
+            drop(tx.send(Msg::Record(Record::ToolCall(record), reply)));
         }
     }
 
@@ -413,13 +465,13 @@ impl Store {
 
     /// Records a model call's usage; returns its row id once committed.
     pub fn record_model_call(&self, record: ModelCallRecord) -> Result<i64> {
-        self.request(|reply| Msg::Record(records::Record::ModelCall(record), reply))?
+        self.request(|reply| Msg::Record(Record::ModelCall(record), reply))?
     }
 
     /// Queues a model call's usage without waiting for its commit (for callers on an async
     /// executor; [`Store::flush`] waits for it). A failure is not reported.
     pub fn record_model_call_nowait(&self, record: ModelCallRecord) {
-        drop(self.post(|reply| Msg::Record(records::Record::ModelCall(record), reply)));
+        drop(self.post(|reply| Msg::Record(Record::ModelCall(record), reply)));
     }
 
     /// The run's model calls, in order.
@@ -434,7 +486,7 @@ impl Store {
 
     /// Inserts or updates a change set (keyed by run id).
     pub fn put_change_set(&self, record: ChangeSetRecord) -> Result<()> {
-        self.request(|reply| Msg::Record(records::Record::ChangeSet(record), reply))?
+        self.request(|reply| Msg::Record(Record::ChangeSet(record), reply))?
             .map(drop)
     }
 
@@ -450,7 +502,7 @@ impl Store {
 
     /// Inserts or updates a change operation (keyed by run id and seq).
     pub fn put_change_op(&self, record: ChangeOpRecord) -> Result<()> {
-        self.request(|reply| Msg::Record(records::Record::ChangeOp(record), reply))?
+        self.request(|reply| Msg::Record(Record::ChangeOp(record), reply))?
             .map(drop)
     }
 

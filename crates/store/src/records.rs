@@ -7,6 +7,7 @@ use rusqlite::{Connection, OptionalExtension, Row, params};
 use serde::Serialize;
 use trellis_protocol::RunId;
 
+use crate::Record;
 use crate::error::{Error, Result};
 use crate::read::Reader;
 
@@ -80,24 +81,6 @@ pub struct ChangeOpRecord {
     pub created_at: i64,
     /// When it completed.
     pub finished_at: Option<i64>,
-}
-
-/// A record for the writer thread.
-pub(crate) enum Record {
-    ToolCall(ToolCallRecord),
-    ChangeSet(ChangeSetRecord),
-    ChangeOp(ChangeOpRecord),
-    ModelCall(crate::usage::ModelCallRecord),
-    Artifact(crate::artifacts::NewArtifact),
-    ArtifactStatus(crate::artifacts::StatusChange),
-    ClientSession(crate::client_sessions::ClientSession),
-    ClientTurn(crate::client_sessions::ClientTurn),
-    ReviewComment(crate::review_comments::NewReviewComment),
-    ToolNodes(Vec<crate::toolgraph::ToolNodeUpsert>),
-    ToolEmbeddings(Vec<crate::toolgraph::CachedEmbedding>),
-    ToolExecutions(Vec<crate::toolgraph::NewToolExecution>),
-    Speculation(crate::toolgraph::NewSpeculation),
-    DagCheckpoint(crate::dag_checkpoints::DagCheckpointWrite),
 }
 
 /// Writes `record`; returns the new row id for tool calls, model calls, artifacts,

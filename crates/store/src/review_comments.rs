@@ -9,12 +9,10 @@ use rusqlite::{Connection, Row, params};
 use serde::Serialize;
 use trellis_protocol::{NodeId, RunId};
 
-use crate::Store;
 use crate::error::Result;
 use crate::read::Reader;
-use crate::records::Record;
 use crate::schema::now_ms;
-use crate::writer::Msg;
+use crate::{Msg, Record, Store};
 
 /// A comment to add.
 #[derive(Clone, Debug, PartialEq, Eq)]

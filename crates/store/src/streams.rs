@@ -16,12 +16,11 @@ use trellis_protocol::{
     WorkspaceEvent,
 };
 
-use crate::Store;
 use crate::error::{Error, Result};
 use crate::ops::to_i64;
 use crate::read::Reader;
 use crate::sessions;
-use crate::writer::Msg;
+use crate::{Msg, Store};
 
 /// A service event ready for the writer: the event and its body's compact JSON.
 pub(crate) struct Encoded {

@@ -11,12 +11,10 @@
 use rusqlite::{Connection, Row, params};
 use serde::{Deserialize, Serialize};
 
-use crate::Store;
 use crate::error::Result;
 use crate::read::Reader;
-use crate::records::Record;
 use crate::schema::now_ms;
-use crate::writer::Msg;
+use crate::{Msg, Record, Store};
 
 /// A tool's description to insert or refresh (its call counts and cached embedding stay).
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -30,50 +30,18 @@ use std::sync::mpsc::{Receiver, Sender, TryRecvError};
 
 use rusqlite::{Connection, Transaction, TransactionBehavior};
 use tokio::sync::oneshot;
-use trellis_graph::{Batch, JournalError};
+use trellis_graph::JournalError;
 use trellis_protocol::{Command, RunId};
 
-use crate::Synchronous;
 use crate::claim::Owner;
 use crate::error::{Error, Result};
 use crate::ops;
-use crate::records::{self, Record};
+use crate::records;
 use crate::streams;
+use crate::{Msg, Synchronous};
 
 /// The most messages one transaction takes, so a flood cannot delay acks unboundedly.
 const MAX_GROUP: usize = 4096;
-
-/// A request to the writer thread.
-pub(crate) enum Msg {
-    /// Append a batch with its encoded events (encoded on the caller's thread, so the one
-    /// writer thread spends its time in SQLite only); answered through the engine's
-    /// [`trellis_graph::Commit`].
-    Append(Batch, Vec<u8>, oneshot::Sender<Result<(), JournalError>>),
-    /// Append a batch of service stream events (encoded on the caller's thread); answered
-    /// like [`Msg::Append`].
-    Stream(
-        Vec<crate::streams::Encoded>,
-        oneshot::Sender<Result<(), JournalError>>,
-    ),
-    /// Claim a run for this process.
-    Claim(RunId, Sender<Result<(), JournalError>>),
-    /// Drop this process's claim (or, with `force`, anyone's).
-    Release {
-        run: RunId,
-        force: bool,
-        reply: Sender<Result<()>>,
-    },
-    /// Queue a command (JSON body) for a run; answers the command's id.
-    Enqueue(RunId, String, Sender<Result<i64>>),
-    /// Take the run's pending commands.
-    Take(RunId, Sender<Result<Vec<Command>>>),
-    /// Answer once everything sent before is committed.
-    Flush(Sender<Result<()>>),
-    /// Rebuild the file compactly and truncate the WAL (runs outside any group).
-    Vacuum(Sender<Result<()>>),
-    /// Write a tool-call or change record; answers the new row id (0 for upserts).
-    Record(Record, Sender<Result<i64>>),
-}
 
 impl Msg {
     /// Whether the message's effect must survive power loss (see the module docs).

@@ -25,13 +25,12 @@ pub mod schema;
 pub use build::{
     Binding, Catalog, Dag, DagEdge, DagError, DagNode, EdgeKind, Step, build, given_earlier,
 };
-pub use exec::{Checkpoints, Decision, Execution, MemoryCheckpoints, StoreCheckpoints};
+pub use exec::{
+    Checkpoints, Decision, Execution, MemoryCheckpoints, StepResult, StepStatus, StoreCheckpoints,
+};
 pub use plan::{
     EXECUTE_DAG, ExecuteDagInput, Outcome, PlanReport, REPLAN_DAG, ReplanDagInput,
     execute_dag_description, replan_dag_description,
 };
 pub use refs::StepOutput;
-pub use run::{
-    DagEvent, Deferring, ParallelCall, Progress, Runner, StepResult, StepStatus, Stop,
-    call_parallel,
-};
+pub use run::{DagEvent, Deferring, ParallelCall, Progress, Runner, Stop, call_parallel};

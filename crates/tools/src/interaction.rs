@@ -15,7 +15,7 @@ use serde_json::Value;
 
 use crate::error::{Error, Result};
 use crate::policy::CommandClass;
-use crate::tool::BoxFuture;
+use crate::spec::BoxFuture;
 
 /// A request for approval of one action.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -34,6 +34,7 @@ pub mod policy;
 pub mod record;
 pub mod registry;
 pub mod review;
+mod spec;
 pub mod speculate;
 pub mod tool;
 pub mod workspace;

@@ -7,7 +7,6 @@
 //! layer turns each [`ToolSpec`] into its provider's tool definition.
 
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 
 use schemars::JsonSchema;
@@ -19,23 +18,7 @@ use serde_json::Value;
 use crate::context::ToolContext;
 use crate::error::{Error, Result};
 
-/// A boxed future, for object-safe async methods.
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
-
-/// A tool's description, as offered to a model.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ToolSpec {
-    /// The name the model calls it by (`read_file`).
-    pub name: String,
-    /// What it does and when to use it.
-    pub description: String,
-    /// JSON Schema (2020-12, subschemas inlined) of its arguments object.
-    pub input_schema: Value,
-    /// JSON Schema of the structured part of its result, when it has one.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub output_schema: Option<Value>,
-}
+pub use crate::spec::{BoxFuture, ToolSpec};
 
 /// What a successful call returns.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]

@@ -24,6 +24,8 @@
 //! `retry_stage` (replace; where adaptive retrieval routes), `outcome` (replace; `DONE` or
 //! `ABORT`).
 
+pub(crate) mod fanout;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -33,19 +35,15 @@ use trellis_graph::{
 };
 use trellis_protocol::{NodeId, NodeState, TerminalKind};
 
+use self::fanout::{Pipeline, fan_out_node, merge_node, review_node, work_node, work_template};
 use crate::error::Result;
-use crate::fanout::{
-    self, Pipeline, fan_out_node, merge_node, review_node, work_node, work_template,
-};
-use crate::plan::{Kind, Plan, StageContext};
+use crate::plan::{Kind, MAX_ENRICHMENTS, Plan, StageContext};
 use crate::schema::AgentSpec;
 
 /// The adaptive-retrieval node's id.
 pub const ADAPTIVE_RETRIEVAL: &str = "adaptive_retrieval";
 /// The upfront-retrieval node's id (seed 000 layer 1: context per stage before stage 1).
 pub const UPFRONT_RETRIEVAL: &str = "upfront_retrieval";
-/// Enrichments per stage before a failure follows `next_stage_on_failure` (seed 000).
-pub const MAX_ENRICHMENTS: i64 = 2;
 
 /// The counter of enrichments of `stage`.
 pub fn enrichment_counter(stage: &str) -> String {

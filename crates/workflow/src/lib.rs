@@ -11,7 +11,6 @@ mod catalog;
 mod compile;
 mod decode;
 mod error;
-mod fanout;
 mod kinds;
 mod plan;
 mod schema;
@@ -20,16 +19,18 @@ mod validate;
 pub mod yaml;
 
 pub use catalog::{BUILTINS, Catalog, Entry, Source, builtin_label, load_file, yaml_files};
-pub use compile::{
-    ADAPTIVE_RETRIEVAL, MAX_ENRICHMENTS, StageHandlers, UPFRONT_RETRIEVAL, collector_id, compile,
-    enrichment_counter,
-};
-pub use error::{Error, Problem, Problems, Result};
-pub use fanout::{
+pub use compile::fanout::{
     DEFAULT_WORK_ATTEMPTS, MERGE_SUFFIX, REVIEW_SUFFIX, merge_template, review_template,
     work_template,
 };
-pub use plan::{Decision, Decisions, Kind, Plan, Planned, Route, Skipped, StageContext, assemble};
+pub use compile::{
+    ADAPTIVE_RETRIEVAL, StageHandlers, UPFRONT_RETRIEVAL, collector_id, compile, enrichment_counter,
+};
+pub use error::{Error, Problem, Problems, Result};
+pub use plan::{
+    Decision, Decisions, Kind, MAX_ENRICHMENTS, Plan, Planned, Route, Skipped, StageContext,
+    assemble,
+};
 pub use schema::{
     ARTIFACT_KINDS, AgentSpec, Aggregation, DETERMINISTIC_FUNCTIONS, Metadata, Routing,
     SelectionCriteria, Spanned, Stage, StageId, StageKind, Target, Workflow,

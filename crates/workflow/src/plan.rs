@@ -11,6 +11,9 @@ use trellis_graph::{Scheduling, nearest};
 use crate::error::{Error, Result};
 use crate::schema::{AgentSpec, Aggregation, StageKind, Target, Workflow};
 
+/// Enrichments per stage before a failure follows `next_stage_on_failure` (seed 000).
+pub const MAX_ENRICHMENTS: i64 = 2;
+
 /// Include or skip an optional stage.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
@@ -266,7 +269,7 @@ impl Plan {
                 .iter()
                 .any(|p| p.context.stage_name == route.stage && p.context.kind.is_agent());
         let via = if enriches {
-            let n = crate::compile::MAX_ENRICHMENTS;
+            let n = MAX_ENRICHMENTS;
             let first = match route.max_attempts {
                 Some(m) if i64::from(m) <= n => String::new(),
                 _ => format!("the first {n} "),

@@ -25,6 +25,7 @@ use std::path::Path;
 use serde_json::json;
 use trellis_llm::{Completion, Message, ToolCall};
 
+use super::indent::{indent, reindent};
 use super::{AgentOutcome, AgentReport, AgentRun, Saved};
 use crate::output::StageReport;
 use crate::roles::{BLOCKS_TOOL, EditFormat};
@@ -188,11 +189,6 @@ pub(crate) fn prose(text: &str) -> String {
     kept.join("\n").trim().to_owned()
 }
 
-/// The leading whitespace of `line`.
-pub(super) fn indent(line: &str) -> &str {
-    &line[..line.len() - line.trim_start().len()]
-}
-
 fn trim_blank_ends(lines: &[&str]) -> (usize, usize) {
     let start = lines.iter().position(|l| !l.trim().is_empty()).unwrap_or(0);
     let end = lines
@@ -210,24 +206,6 @@ fn matches(file: &[&str], search: &[&str], same: impl Fn(&str, &str) -> bool) ->
     (0..=file.len() - search.len())
         .filter(|&s| search.iter().zip(&file[s..]).all(|(a, b)| same(a, b)))
         .collect()
-}
-
-/// `replace`'s lines re-indented from `from` to `to` (the indentation of the SEARCH part's
-/// first line and of the file's matching line).
-pub(super) fn reindent(replace: &str, from: &str, to: &str) -> String {
-    replace
-        .split('\n')
-        .map(|l| {
-            if l.trim().is_empty() {
-                String::new()
-            } else if let Some(rest) = l.strip_prefix(from) {
-                format!("{to}{rest}")
-            } else {
-                l.to_owned()
-            }
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
 }
 
 /// The exact `(old_string, new_string)` for a block's `search` and `replace` in `file`, or

@@ -11,7 +11,7 @@ use trellis_index::chunk::ChunkKind;
 use trellis_index::lang::Lang;
 use trellis_index::symbols::{self, Symbol};
 
-use super::blocks::{indent, reindent};
+use super::indent::{indent, reindent};
 
 /// One definition to replace: the file, the exact old text, the new text.
 pub(super) type Replacement = (String, String, String);

@@ -11,7 +11,7 @@
 
 use similar::{Algorithm, DiffTag, capture_diff_slices};
 
-use super::blocks::{indent, reindent};
+use super::indent::{indent, reindent};
 
 /// Fewest lines a SEARCH part needs to be merged; a shorter one must be found as written.
 const MIN_LINES: usize = 3;

@@ -20,6 +20,7 @@ use trellis_llm::{ChatRequest, Message, ModelProvider, Role, Usage};
 use trellis_protocol::CompactionMethod;
 
 use super::fit::fit;
+use super::steps::{is_protected, units};
 use super::{Limits, measure};
 use crate::error::{Error, Result};
 use crate::prompt::{ContextKind, truncate};
@@ -39,47 +40,9 @@ remains to do, and open questions. Keep identifiers, paths and numbers exact. Wh
 transcript starts with an earlier summary, or you are given the summary so far, fold it in. \
 Write plain text, no preamble.";
 
-/// Whether `m` is never summarised: a system message, the TASK message, or what the user
-/// said — the MESSAGES FROM THE USER block (review feedback of a revision) and messages that
-/// reached the agent while it worked. The user's words are instructions, not history: a
-/// digest kept only their headings, and the model redid the work without the feedback.
-pub(crate) fn is_protected(m: &Message) -> bool {
-    m.role == Role::System
-        || m.content.starts_with(ContextKind::Task.heading())
-        || (m.role == Role::User
-            && (m.content.starts_with(ContextKind::UserMessages.heading())
-                || crate::agent::inbox::is_received(&m.content)))
-}
-
 fn is_summary(m: &Message) -> bool {
     m.role == Role::User
         && (m.content.starts_with(SUMMARY_HEADING) || m.content.starts_with(DIGEST_HEADING))
-}
-
-/// The steps of a conversation, oldest first: an assistant message with tool calls and the
-/// tool results right after it, or any other message alone. Protected messages belong to
-/// none.
-pub(crate) fn units(messages: &[Message]) -> Vec<Range<usize>> {
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < messages.len() {
-        if is_protected(&messages[i]) {
-            i += 1;
-            continue;
-        }
-        let mut end = i + 1;
-        if !messages[i].tool_calls.is_empty() {
-            while end < messages.len()
-                && messages[end].role == Role::Tool
-                && !is_protected(&messages[end])
-            {
-                end += 1;
-            }
-        }
-        out.push(i..end);
-        i = end;
-    }
-    out
 }
 
 /// A compacted request and what it took.
@@ -523,36 +486,8 @@ impl Compactor<'_> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::steps::tests::call;
     use super::*;
-    use trellis_llm::ToolCall;
-
-    fn call(id: &str) -> Message {
-        let mut m = Message::assistant("");
-        m.tool_calls.push(ToolCall {
-            id: id.into(),
-            name: "grep".into(),
-            arguments: "{}".into(),
-        });
-        m
-    }
-
-    #[test]
-    fn steps_group_calls_with_their_results_and_skip_the_protected() {
-        let m = vec![
-            Message::system("s"),
-            Message::user("## PROJECT CONTEXT\np"),
-            Message::user("## TASK\nt"),
-            call("a"),
-            Message::tool_result("a", "1"),
-            Message::tool_result("a", "2"),
-            Message::assistant("thinking"),
-            call("b"),
-            Message::tool_result("b", "3"),
-            Message::user("Message from the user while you were working:\nhurry"),
-            Message::user("## MESSAGES FROM THE USER\nuse SQLite"),
-        ];
-        assert_eq!(units(&m), vec![1..2, 3..6, 6..7, 7..9]);
-    }
 
     #[test]
     fn a_digest_keeps_the_earlier_summary_and_one_line_per_step() {

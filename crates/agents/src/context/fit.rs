@@ -14,7 +14,7 @@
 use serde_json::Value;
 use trellis_llm::{ChatRequest, Message, Role};
 
-use super::compact::{is_protected, units};
+use super::steps::{is_protected, units};
 use crate::prompt::truncate;
 
 /// What [`fit`] changed.

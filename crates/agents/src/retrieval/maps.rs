@@ -6,33 +6,11 @@
 
 use std::fmt::Write as _;
 
-use serde::{Deserialize, Serialize};
 use trellis_index::astmap::{ClassEntry, FunctionEntry};
 use trellis_index::{AstContextMap, Outlines, RepoMapRequest};
 
-use super::types::StagePack;
+use super::types::{StageMaps, StagePack};
 use trellis_index::chunk::estimate_tokens;
-
-/// The maps added to a code workflow's stage pack.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct StageMaps {
-    /// The files in play (the code files of the pack's items, in pack order).
-    pub files: Vec<String>,
-    /// The AST context map of those files (the structured form, for the run state).
-    pub ast_context_map: AstContextMap,
-    /// Its prompt rendering, cut to its budget.
-    pub ast_text: String,
-    /// The repo map's outline of the other files.
-    pub repo_map: String,
-    /// Tokens of both renderings.
-    pub tokens: usize,
-    /// Entries of the AST context map left out for the budget.
-    pub ast_left_out: usize,
-    /// Document workflows: the map outlines the code files the pack's documents name
-    /// (there is no repo map), not the files of code items.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub named_by_documents: bool,
-}
 
 /// What a map request needs from a pack: its code files and the names the task mentions.
 pub(crate) fn request(pack: &StagePack, mentioned: &[String], budget: usize) -> RepoMapRequest {

@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 use trellis_index::chunk::{estimate_tokens, text_hash};
 use trellis_index::retrieve::is_test_path;
 
-use super::{PackedItem, StagePack};
+use super::{PackedItem, StageMaps, StagePack};
 
 /// Characters of a query shown in the rendered pack.
 const SHOWN_QUERY_CHARS: usize = 160;
@@ -157,6 +157,14 @@ fn fence_lang(path: &str) -> &'static str {
     }
 }
 
+impl StagePack {
+    /// Markdown for a prompt: a heading with the budget, the queries, sources not searched,
+    /// then one fenced block per item headed `path:start-end (symbol|section) — source`.
+    pub fn render(&self) -> String {
+        render(self)
+    }
+}
+
 /// Markdown for a prompt (see [`StagePack::render`]).
 pub(crate) fn render(pack: &StagePack) -> String {
     let mut s = String::new();
@@ -242,7 +250,7 @@ pub(crate) fn render(pack: &StagePack) -> String {
 }
 
 /// The code maps after the items: the outline of the items' files, then the repo map.
-fn render_maps(s: &mut String, m: &super::StageMaps) {
+fn render_maps(s: &mut String, m: &StageMaps) {
     if !m.ast_text.is_empty() {
         let more = if m.ast_left_out > 0 {
             format!("; {} more entries left out for the budget", m.ast_left_out)

@@ -1,14 +1,12 @@
-//! The agent's public types: options, errors and the per-stage context pack.
+//! The agent's public types: options, errors and the per-stage context pack with its code
+//! maps.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use trellis_index::Progress;
-
-use super::maps::StageMaps;
-use super::pack;
+use trellis_index::{AstContextMap, Progress};
 
 /// Errors of the retrieval agent. Model and source failures are not errors (they degrade
 /// the pack and are noted in it); index failures and cancellation are.
@@ -217,10 +215,23 @@ pub struct StagePack {
     pub maps: Option<StageMaps>,
 }
 
-impl StagePack {
-    /// Markdown for a prompt: a heading with the budget, the queries, sources not searched,
-    /// then one fenced block per item headed `path:start-end (symbol|section) — source`.
-    pub fn render(&self) -> String {
-        pack::render(self)
-    }
+/// The maps added to a code workflow's stage pack.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct StageMaps {
+    /// The files in play (the code files of the pack's items, in pack order).
+    pub files: Vec<String>,
+    /// The AST context map of those files (the structured form, for the run state).
+    pub ast_context_map: AstContextMap,
+    /// Its prompt rendering, cut to its budget.
+    pub ast_text: String,
+    /// The repo map's outline of the other files.
+    pub repo_map: String,
+    /// Tokens of both renderings.
+    pub tokens: usize,
+    /// Entries of the AST context map left out for the budget.
+    pub ast_left_out: usize,
+    /// Document workflows: the map outlines the code files the pack's documents name
+    /// (there is no repo map), not the files of code items.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub named_by_documents: bool,
 }

@@ -122,6 +122,37 @@ fn the_inspector_finds_the_tools_strictly_valid_and_calls_them() {
     assert!(out.contains("outside the workspace"), "{out}");
 }
 
+/// The official TypeScript SDK's client lists the tools of `trellis mcp` and of
+/// `trellis mcp --gateway` without a warning: their schemas use only formats JSON Schema
+/// defines (schemars' `uint32` made it print one line per field).
+#[test]
+fn the_typescript_sdk_lists_the_tools_without_a_schema_warning() {
+    // The gateway needs a server behind it: server-everything, whose tools have schemas too.
+    let everything = super::mcp::everything();
+    let config = format!(
+        "[mcp.servers.everything]\ncommand = \"node\"\nargs = [{:?}, \"stdio\"]\n",
+        everything.display().to_string()
+    );
+    let ws = trellis_test_support::example_repo("inventory", &config).unwrap();
+    for command in [&["mcp"][..], &["mcp", "--gateway"]] {
+        let out = node22()
+            .arg(peers().join("list-tools.mjs"))
+            .arg(env!("CARGO_BIN_EXE_trellis"))
+            .arg("--repo")
+            .arg(ws.path())
+            .args(command)
+            .env("XDG_CONFIG_HOME", ws.path().join(".xdg"))
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{command:?}: {stdout}\n{stderr}");
+        let listed: usize = stdout.trim().parse().unwrap();
+        assert!(listed >= 2, "{command:?}: {stdout}");
+        assert!(!stderr.contains("unknown format"), "{command:?}: {stderr}");
+    }
+}
+
 #[test]
 fn the_conformance_suite_passes_over_http_apart_from_its_fixture_scenarios() {
     let ws = trellis_test_support::example_repo("inventory", "").unwrap();

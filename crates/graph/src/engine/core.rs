@@ -128,6 +128,17 @@ pub(crate) type Spawn = (String, String, Value);
 /// Spawn key → keys of the siblings that child waits for.
 pub(crate) type SpawnAfter = BTreeMap<String, Vec<String>>;
 
+/// The dependencies of an output's spawns, keyed by spawn key (as recorded in `nodeOutput`).
+pub(super) fn spawn_after(spawns: &[Spawn], after: &[Vec<String>]) -> SpawnAfter {
+    let mut map = BTreeMap::new();
+    for ((key, _, _), after) in spawns.iter().zip(after) {
+        if !after.is_empty() {
+            map.entry(key.clone()).or_insert_with(|| after.clone());
+        }
+    }
+    map
+}
+
 /// Writes, counters, spawns and revisions of a finished activation, applied at the end of its
 /// step.
 #[derive(Clone, Default)]

@@ -10,12 +10,12 @@
 //! and fork need nothing special.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
+use std::collections::{BTreeSet, BinaryHeap};
 
 use rustc_hash::{FxHashMap, FxHashSet};
 use trellis_protocol::{EventKind, NodeId, NodeState};
 
-use super::core::{NodeRt, REVISION_REASON, RunCore, Spawn, SpawnAfter};
+use super::core::{NodeRt, REVISION_REASON, RunCore};
 use super::live::Live;
 use crate::Result;
 use crate::handler::NodeOutput;
@@ -157,17 +157,6 @@ fn revision_refused(n: &NodeRt) -> Option<String> {
             n.revisions
         )
     })
-}
-
-/// The dependencies of an output's spawns, keyed by spawn key (as recorded in `nodeOutput`).
-pub(super) fn spawn_after(spawns: &[Spawn], after: &[Vec<String>]) -> SpawnAfter {
-    let mut map = BTreeMap::new();
-    for ((key, _, _), after) in spawns.iter().zip(after) {
-        if !after.is_empty() {
-            map.entry(key.clone()).or_insert_with(|| after.clone());
-        }
-    }
-    map
 }
 
 impl Live {

@@ -531,7 +531,7 @@ impl Live {
             }
             outcome => {
                 let failure = outcome == Outcome::Failure;
-                let spawn_after = super::deps::spawn_after(&out.spawns, &out.spawn_after);
+                let spawn_after = super::core::spawn_after(&out.spawns, &out.spawn_after);
                 self.emit(EventKind::NodeOutput {
                     node: node.clone(),
                     attempt,

@@ -184,6 +184,7 @@ async fn the_gateway_lists_within_the_budget_finds_forwards_and_runs_plans() {
     // fit: get-sum's 71 tokens do not fit after echo, get-annotated-message and get-env).
     let listed = client.list_all_tools().await.unwrap();
     let listed_names = names(&listed);
+    listed.iter().for_each(super::assert_standard_formats);
     assert!(
         listed_names.contains(&"search_tools".to_owned()),
         "{listed_names:?}"

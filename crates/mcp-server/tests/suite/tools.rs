@@ -81,6 +81,7 @@ async fn tools_are_typed_read_only_and_answer_from_the_index() {
         if t.name != "ast_context_map" {
             assert!(t.output_schema.is_some(), "{t:?}");
         }
+        super::assert_standard_formats(t);
     }
 
     // Where is `reserve` defined?

@@ -4,8 +4,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::{SessionId, StreamId, SubmissionId};
-use crate::{EventKind, NodeId, RunId, RunStatus};
+use super::StreamId;
+use crate::{EventKind, NodeId, RunId, RunStatus, SessionId, SubmissionId};
 
 /// One event delivered to a subscriber.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]

@@ -5,7 +5,8 @@ use std::borrow::Cow;
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::{Deserialize, Serialize};
 
-use super::{ServiceEvent, ServiceEventBody, StreamId, SubmissionId, TOPICS};
+use super::{ServiceEvent, ServiceEventBody, StreamId, TOPICS};
+use crate::SubmissionId;
 
 /// One event as `trellis serve` pushes it over a WebSocket:
 ///

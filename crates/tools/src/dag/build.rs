@@ -32,7 +32,7 @@ use serde_json::Value;
 
 use super::refs;
 use super::schema::{self, JsonType, Port, TEXT_OUTPUT};
-use crate::tool::ToolSpec;
+use crate::spec::ToolSpec;
 
 /// One tool invocation of a plan.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]

@@ -8,9 +8,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use super::build::{Catalog, Dag, DagError, Step, build};
-use super::run::StepResult;
 
 /// A decision taken while an execution was paused (seed 002's AIL/HIL decisions).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -20,6 +20,44 @@ pub struct Decision {
     pub kind: String,
     /// What it concerned (step ids, a requirement).
     pub detail: String,
+}
+
+/// How a step ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StepStatus {
+    /// It ran and succeeded.
+    Ok,
+    /// It ran and failed (or its arguments could not be completed).
+    Error,
+    /// It needed the user, which a DAG step does not ask; call the tool on its own.
+    NeedsInput,
+    /// A dependency did not succeed.
+    Skipped,
+    /// The run was cancelled.
+    Cancelled,
+}
+
+/// One step's result.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StepResult {
+    /// The step.
+    pub id: String,
+    /// Its tool.
+    pub tool: String,
+    /// How it ended.
+    pub status: StepStatus,
+    /// The arguments it ran with (after references and bindings), if it ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub args: Option<Value>,
+    /// Its text (the error or the reason it was skipped, when it did not succeed).
+    pub text: String,
+    /// Its structured result.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub data: Option<Value>,
+    /// How long it ran.
+    pub duration_ms: u64,
 }
 
 /// The state of one DAG execution.

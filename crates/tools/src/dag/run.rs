@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use futures::future::join_all;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
@@ -23,7 +23,9 @@ use crate::context::ToolEnv;
 use crate::error::{Error, Result};
 use crate::interaction::{Answer, ApprovalDecision, ApprovalRequest, Interaction, Question};
 use crate::registry::{Registry, ToolResult};
-use crate::tool::BoxFuture;
+use crate::spec::BoxFuture;
+
+pub use super::exec::{StepResult, StepStatus};
 
 /// What the runner reports while a DAG runs.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -54,44 +56,6 @@ pub enum DagEvent {
         /// Why.
         reason: String,
     },
-}
-
-/// How a step ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum StepStatus {
-    /// It ran and succeeded.
-    Ok,
-    /// It ran and failed (or its arguments could not be completed).
-    Error,
-    /// It needed the user, which a DAG step does not ask; call the tool on its own.
-    NeedsInput,
-    /// A dependency did not succeed.
-    Skipped,
-    /// The run was cancelled.
-    Cancelled,
-}
-
-/// One step's result.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct StepResult {
-    /// The step.
-    pub id: String,
-    /// Its tool.
-    pub tool: String,
-    /// How it ended.
-    pub status: StepStatus,
-    /// The arguments it ran with (after references and bindings), if it ran.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub args: Option<Value>,
-    /// Its text (the error or the reason it was skipped, when it did not succeed).
-    pub text: String,
-    /// Its structured result.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub data: Option<Value>,
-    /// How long it ran.
-    pub duration_ms: u64,
 }
 
 /// Everything a DAG's steps need to run.

@@ -4,7 +4,7 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::tool::ToolSpec;
+use crate::spec::ToolSpec;
 
 /// A JSON value's type, as far as a schema says.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]

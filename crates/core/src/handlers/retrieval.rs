@@ -23,8 +23,9 @@ use trellis_llm::CallScope;
 use trellis_protocol::{NodeId, SessionEvent};
 use trellis_workflow::{Plan, StageContext};
 
+use super::RunContext;
 use crate::code_intel::LspSource;
-use crate::handlers::{RunContext, clip};
+use crate::text::clip;
 
 /// The failure report of a `stage_results` entry as prompt text.
 pub(crate) fn failure_text(failed_stage: &str, failure: &Value) -> String {

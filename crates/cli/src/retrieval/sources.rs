@@ -14,7 +14,7 @@ use trellis_index::strategy::ContextSource;
 use trellis_sources::SourcesConfig;
 use trellis_tools::ToolsConfig;
 
-use crate::retrieval::SearchArgs;
+use super::SearchArgs;
 
 /// Runs `args.query` against source `args.source`.
 pub fn search(repo: &Path, config: &Config, args: &SearchArgs) -> anyhow::Result<ExitCode> {

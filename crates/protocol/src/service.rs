@@ -9,73 +9,10 @@
 
 use std::fmt;
 use std::str::FromStr;
-use std::sync::Arc;
 
-use crate::{Answer, EdgeSpec, InjectNode, NodeId, RunId};
+use crate::{Answer, EdgeSpec, InjectNode, NodeId, RunId, SessionId};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-
-macro_rules! text_id {
-    ($(#[$doc:meta])* $name:ident, $prefix:literal) => {
-        $(#[$doc])*
-        #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema)]
-        #[serde(transparent)]
-        pub struct $name(Arc<str>);
-
-        impl $name {
-            /// A fresh, time-ordered id.
-            pub fn new() -> Self {
-                Self(Arc::from(format!(
-                    concat!($prefix, "{}"),
-                    uuid::Uuid::now_v7().simple()
-                )))
-            }
-
-            /// Wraps an existing id.
-            pub fn from_string(id: impl Into<String>) -> Self {
-                Self(Arc::from(id.into()))
-            }
-
-            /// The id as text.
-            pub fn as_str(&self) -> &str {
-                &self.0
-            }
-        }
-
-        impl Default for $name {
-            fn default() -> Self {
-                Self::new()
-            }
-        }
-
-        impl fmt::Display for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(&self.0)
-            }
-        }
-    };
-}
-
-text_id!(
-    /// Identifies one submitted [`Op`]; every event the op causes carries it.
-    SubmissionId,
-    "sub-"
-);
-
-text_id!(
-    /// Identifies a session: the conversation of one agent node of a run, or a channel
-    /// discussion. Agent sessions are named after their node ([`SessionId::for_node`]), so a
-    /// process that resumes the run finds the same session.
-    SessionId,
-    "ses-"
-);
-
-impl SessionId {
-    /// The session of agent node `node` of run `run`: `<run>:<node>`.
-    pub fn for_node(run: &RunId, node: &NodeId) -> Self {
-        Self::from_string(format!("{run}:{node}"))
-    }
-}
 
 /// A stream of events. Text form: `run:<id>`, `session:<id>`, `workspace`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -196,7 +133,7 @@ pub struct Budgets {
     pub cost_usd: Option<f64>,
 }
 
-/// A request to the runtime service. `submit(op)` returns a [`SubmissionId`] at once; the
+/// A request to the runtime service. `submit(op)` returns a [`SubmissionId`](crate::SubmissionId) at once; the
 /// op's outcome arrives on the workspace stream as [`WorkspaceEvent::OpCompleted`] or
 /// [`WorkspaceEvent::OpFailed`], and everything it causes carries the submission id.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -457,7 +394,7 @@ pub use events::*;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{EventKind, Interrupt, NodeState};
+    use crate::{EventKind, Interrupt, NodeState, SubmissionId};
 
     #[test]
     fn stream_ids_round_trip_as_text() {

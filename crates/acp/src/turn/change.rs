@@ -9,8 +9,8 @@ use agent_client_protocol::v1::schema as acp;
 use serde_json::Value;
 use trellis_protocol::{Op, ReviewAction, RunId};
 
+use super::Turn;
 use crate::config::Autonomy;
-use crate::turn::Turn;
 use crate::{AcpAgent, config};
 
 /// The slash command that undoes (or redoes) the session's last apply.

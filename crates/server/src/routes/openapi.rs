@@ -5,7 +5,7 @@ use serde_json::{Map, Value, json};
 use trellis_protocol::EventFrame;
 use trellis_protocol::schema::{ComponentSchemas, Direction};
 
-use crate::routes::table;
+use super::table;
 
 /// Path parameters' meanings.
 fn param_doc(name: &str) -> &'static str {

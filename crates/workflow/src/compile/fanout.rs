@@ -17,7 +17,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 use trellis_graph::{NodeContext, NodeHandler, NodeOutput};
 
-use crate::compile::call;
+use super::call;
 use crate::plan::{Kind, StageContext};
 use crate::schema::AgentSpec;
 

@@ -1,6 +1,7 @@
 //! The route table. Every state-changing route submits one op; reads come from the store.
 
 mod catalog;
+pub mod openapi;
 mod review;
 mod runs;
 mod sessions;
@@ -270,7 +271,7 @@ async fn deadline(
 }
 
 async fn openapi() -> Json<Value> {
-    Json(crate::openapi::document())
+    Json(openapi::document())
 }
 
 async fn health() -> Json<Value> {
