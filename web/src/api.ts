@@ -134,7 +134,7 @@ export interface GraphResponse {
   entry: string | null;
   routing: Routing[] | null;
   skipped: { stage?: string; name?: string; reason?: string }[] | null;
-  /** Seed 001's task tree, for task_tree runs. */
+  /** The task tree, for task_tree runs (docs/workflows.md). */
   taskTree?: TaskTree | null;
 }
 

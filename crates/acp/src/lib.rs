@@ -11,6 +11,7 @@
 //! stdout carries the protocol only; logs go to stderr. See `docs/acp.md`.
 
 mod config;
+mod dispatch;
 mod ext;
 mod map;
 mod mcp;
@@ -301,9 +302,10 @@ impl AcpAgent {
     }
 
     /// The ACP agent side of a connection, for [`ConnectTo::connect_to`] a transport (stdio,
-    /// or the SDK's in-process client in tests).
+    /// or the SDK's in-process client in tests). Each request goes to its handler (see the
+    /// `on_*` methods: most run off the dispatch loop); `session/cancel` cancels the turn.
     pub fn connection(self: &Arc<Self>) -> impl ConnectTo<Client> + 'static {
-        let (a, b, c, d) = (self.clone(), self.clone(), self.clone(), self.clone());
+        let [a, b, c, d, e, f, g, h, i, j, k] = std::array::from_fn(|_| self.clone());
         Agent
             .v1()
             .name("trellis")
@@ -314,186 +316,46 @@ impl AcpAgent {
                 agent_client_protocol::on_receive_request!(),
             )
             .on_receive_request(
-                async move |req: acp::NewSessionRequest, responder, cx| {
-                    // Opening the service (store, configuration) is slow: off the dispatch loop.
-                    let b = b.clone();
-                    let conn = cx.clone();
-                    cx.spawn(async move {
-                        let created = b.new_session(req).await;
-                        let id = created.as_ref().ok().map(|r| r.session_id.clone());
-                        let _ = responder.respond_with_result(created);
-                        if let Some(id) = id {
-                            let _ = conn
-                                .send_notification(acp::SessionNotification::new(id, commands()));
-                        }
-                        Ok(())
-                    })
+                async move |req, responder, cx| b.on_new_session(req, responder, cx),
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                async move |req, responder, cx| c.on_prompt(req, responder, cx),
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                async move |req, responder, cx| d.on_load_session(req, responder, cx),
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                async move |req, responder, cx| e.on_resume_session(req, responder, cx),
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                async move |req, responder, cx| f.on_list_sessions(req, responder, cx),
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                async move |req: acp::CloseSessionRequest, responder, _cx| {
+                    responder.respond_with_result(g.close_session(&req))
                 },
                 agent_client_protocol::on_receive_request!(),
             )
             .on_receive_request(
-                async move |req: acp::PromptRequest, responder, cx| {
-                    // The turn waits on permission requests: it must not hold the dispatch
-                    // loop, or their answers never arrive.
-                    let c = c.clone();
-                    let conn = cx.clone();
-                    // `$/cancel_request` for the prompt cancels the turn like `session/cancel`
-                    // (the turn then ends `cancelled`, not with an error).
-                    let cancellation = responder.cancellation();
-                    cx.spawn(async move {
-                        let session = req.session_id.clone();
-                        let watch = async {
-                            cancellation.cancelled().await;
-                            c.cancel(&session);
-                            std::future::pending::<()>().await;
-                        };
-                        let result = tokio::select! {
-                            biased;
-                            r = c.prompt(req, conn) => r,
-                            () = watch => Err(agent_client_protocol::Error::request_cancelled()),
-                        };
-                        let _ = responder.respond_with_result(result);
-                        Ok(())
-                    })
-                },
+                async move |req, responder, cx| h.on_set_config_option(req, responder, cx),
                 agent_client_protocol::on_receive_request!(),
             )
             .on_receive_request(
-                {
-                    let agent = self.clone();
-                    async move |req: acp::LoadSessionRequest, responder, cx| {
-                        // Replaying reads the store and sends notifications: off the loop.
-                        let agent = agent.clone();
-                        let conn = cx.clone();
-                        // `$/cancel_request` stops the replay (-32800).
-                        let cancellation = responder.cancellation();
-                        cx.spawn(async move {
-                            let loaded = cancellation
-                                .run_until_cancelled(agent.load_session(req, &conn))
-                                .await;
-                            let _ = responder.respond_with_result(loaded);
-                            Ok(())
-                        })
-                    }
-                },
+                async move |req, responder, cx| i.on_set_mode(req, responder, cx),
                 agent_client_protocol::on_receive_request!(),
             )
             .on_receive_request(
-                {
-                    let agent = self.clone();
-                    async move |req: acp::ResumeSessionRequest, responder, cx| {
-                        let agent = agent.clone();
-                        cx.spawn(async move {
-                            let _ = responder.respond_with_result(agent.resume_session(req).await);
-                            Ok(())
-                        })
-                    }
-                },
-                agent_client_protocol::on_receive_request!(),
-            )
-            .on_receive_request(
-                {
-                    let agent = self.clone();
-                    async move |req: acp::ListSessionsRequest, responder, cx| {
-                        let agent = agent.clone();
-                        cx.spawn(async move {
-                            let _ = responder.respond_with_result(agent.list_sessions(req).await);
-                            Ok(())
-                        })
-                    }
-                },
-                agent_client_protocol::on_receive_request!(),
-            )
-            .on_receive_request(
-                {
-                    let agent = self.clone();
-                    async move |req: acp::CloseSessionRequest, responder, _cx| {
-                        responder.respond_with_result(agent.close_session(&req))
-                    }
-                },
-                agent_client_protocol::on_receive_request!(),
-            )
-            .on_receive_request(
-                {
-                    let agent = self.clone();
-                    async move |req: acp::SetSessionConfigOptionRequest, responder, cx| {
-                        let agent = agent.clone();
-                        let conn = cx.clone();
-                        cx.spawn(async move {
-                            let value = match &req.value {
-                                acp::SessionConfigOptionValue::ValueId { value } => {
-                                    value.0.to_string()
-                                }
-                                _ => String::new(),
-                            };
-                            let set = agent
-                                .set_config(&req.session_id, &req.config_id.0, &value)
-                                .await;
-                            let mode = set.as_ref().ok().map(|(c, _)| c.autonomy);
-                            let _ = responder.respond_with_result(set.map(|(_, options)| {
-                                acp::SetSessionConfigOptionResponse::new(options)
-                            }));
-                            if let Some(mode) =
-                                mode.filter(|_| &*req.config_id.0 == config::AUTONOMY)
-                            {
-                                let _ = conn.send_notification(acp::SessionNotification::new(
-                                    req.session_id.clone(),
-                                    acp::SessionUpdate::CurrentModeUpdate(
-                                        acp::CurrentModeUpdate::new(mode.id()),
-                                    ),
-                                ));
-                            }
-                            Ok(())
-                        })
-                    }
-                },
-                agent_client_protocol::on_receive_request!(),
-            )
-            .on_receive_request(
-                {
-                    let agent = self.clone();
-                    async move |req: acp::SetSessionModeRequest, responder, cx| {
-                        let agent = agent.clone();
-                        let conn = cx.clone();
-                        cx.spawn(async move {
-                            let set = agent
-                                .set_config(&req.session_id, config::AUTONOMY, &req.mode_id.0)
-                                .await;
-                            let options = set.as_ref().ok().map(|(_, o)| o.clone());
-                            let _ = responder.respond_with_result(
-                                set.map(|_| acp::SetSessionModeResponse::new()),
-                            );
-                            if let Some(options) = options {
-                                let _ = conn.send_notification(acp::SessionNotification::new(
-                                    req.session_id.clone(),
-                                    acp::SessionUpdate::ConfigOptionUpdate(
-                                        acp::ConfigOptionUpdate::new(options),
-                                    ),
-                                ));
-                            }
-                            Ok(())
-                        })
-                    }
-                },
-                agent_client_protocol::on_receive_request!(),
-            )
-            .on_receive_request(
-                {
-                    let agent = self.clone();
-                    async move |req: TrellisRequest, responder, cx| {
-                        // Graph control may come while a turn runs: off the loop.
-                        let agent = agent.clone();
-                        cx.spawn(async move {
-                            let _ = responder.respond_with_result(agent.extension(req).await);
-                            Ok(())
-                        })
-                    }
-                },
+                async move |req, responder, cx| j.on_extension(req, responder, cx),
                 agent_client_protocol::on_receive_request!(),
             )
             .on_receive_notification(
                 async move |n: acp::CancelNotification, _cx| {
-                    d.cancel(&n.session_id);
+                    k.cancel(&n.session_id);
                     Ok(())
                 },
                 agent_client_protocol::on_receive_notification!(),

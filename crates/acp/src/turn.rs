@@ -20,7 +20,7 @@ use trellis_protocol::{
     ServiceEventBody, SessionEvent, SessionOwner, StreamId, WorkspaceEvent,
 };
 
-use crate::config::Autonomy;
+use crate::config::{Autonomy, SessionConfig};
 use crate::map::{StagePlan, session_updates, tool_kind, usage_update};
 use crate::{AcpAgent, invalid_params, lock};
 use change::{Offer, UNDO};
@@ -332,8 +332,8 @@ impl Turn {
         })
     }
 
-    /// Cancels the run (it stops where it is) and ends the turn.
-    async fn cancel_run(&self, run: &RunId) -> acp::PromptResponse {
+    /// Cancels the run (it stops where it is) and ends the turn as `cancelled`.
+    async fn cancel_run(&self, run: &RunId) -> acp::StopReason {
         if let Err(e) = self
             .service
             .call(Op::Cancel {
@@ -345,7 +345,7 @@ impl Turn {
             tracing::warn!("cancelling run {run}: {e}");
         }
         self.service.wait_run(run).await;
-        acp::PromptResponse::new(acp::StopReason::Cancelled)
+        acp::StopReason::Cancelled
     }
 
     /// The end of the turn: the stages' answers and, for a failed run, why.
@@ -498,18 +498,7 @@ impl AcpAgent {
     ) -> Result<acp::PromptResponse, Error> {
         let key = req.session_id.0.to_string();
         let token = CancellationToken::new();
-        let (cwd, config) = {
-            let mut sessions = lock(&self.sessions);
-            let Some(s) = sessions.get_mut(&key) else {
-                return Err(acp::Error::session_not_found(req.session_id.clone()).into());
-            };
-            if s.turn.is_some() {
-                return Err(Error::invalid_request()
-                    .data(json!("a prompt turn is already running in this session")));
-            }
-            s.turn = Some(token.clone());
-            (s.cwd.clone(), s.config.clone())
-        };
+        let (cwd, config) = self.claim_session(&req.session_id, &key, &token)?;
         let _guard = TurnGuard {
             agent: self,
             session: key,
@@ -537,12 +526,7 @@ impl AcpAgent {
             Some(w) => format!("Planning the `{w}` workflow…\n"),
             None => "Choosing a workflow and its stages…\n".to_owned(),
         });
-        // Read-only: what the policy would ask about is denied, nothing is asked.
-        let input = if config.autonomy == Autonomy::ReadOnly {
-            InputMode::Deny
-        } else {
-            InputMode::Interrupts
-        };
+        let input = input_mode(config.autonomy);
         // Subscribed before the start, so the run's first events are not missed.
         let mut live = service.live();
         let op = Op::StartRun {
@@ -555,13 +539,155 @@ impl AcpAgent {
             budgets: None,
             plan_only: false,
         };
-        let svc = service.clone();
+        let started = match turn.start_run(op).await {
+            Ok(v) => v,
+            Err(stop) => return Ok(acp::PromptResponse::new(stop)),
+        };
+        let run = RunId::from_string(started["run"].as_str().unwrap_or_default());
+        self.record_turn(&service, &req.session_id, &request, &started)
+            .await;
+        let plan = StagePlan::from_plan(&started["plan"]);
+        turn.thought(format!(
+            "Workflow `{}` (run {run}).\n",
+            started["workflow"].as_str().unwrap_or("?")
+        ));
+        if !plan.is_empty() {
+            turn.send(acp::SessionUpdate::Plan(plan.to_acp()));
+        }
+        let stop = self
+            .drive_run(&turn, &mut live, &run, plan, input, config.autonomy)
+            .await?;
+        Ok(acp::PromptResponse::new(stop))
+    }
+
+    /// Claims session `key` for a new turn, cancelled by `token`: its cwd and settings. A
+    /// session with a turn running is refused.
+    fn claim_session(
+        &self,
+        id: &acp::SessionId,
+        key: &str,
+        token: &CancellationToken,
+    ) -> Result<(PathBuf, SessionConfig), Error> {
+        let mut sessions = lock(&self.sessions);
+        let Some(s) = sessions.get_mut(key) else {
+            return Err(acp::Error::session_not_found(id.clone()).into());
+        };
+        if s.turn.is_some() {
+            return Err(Error::invalid_request()
+                .data(json!("a prompt turn is already running in this session")));
+        }
+        s.turn = Some(token.clone());
+        Ok((s.cwd.clone(), s.config.clone()))
+    }
+
+    /// Follows the run until the turn ends, with the turn's stop reason: streams it, and
+    /// each time it waits for input asks the client and resumes it with the answers.
+    async fn drive_run(
+        &self,
+        turn: &Turn,
+        live: &mut broadcast::Receiver<Arc<LiveEvent>>,
+        run: &RunId,
+        mut plan: StagePlan,
+        input: InputMode,
+        autonomy: Autonomy,
+    ) -> Result<acp::StopReason, Error> {
+        let service = &turn.service;
+        let mut asked = 0usize;
+        let mut windows = HashMap::new();
+        loop {
+            match turn.follow(live, run, &mut plan, &mut windows).await? {
+                Stop::Cancelled => return Ok(turn.cancel_run(run).await),
+                Stop::Stopped => {}
+            }
+            service.wait_run(run).await;
+            service.bus().flush().await;
+            let o = outcome(service, run)?;
+            if o.status != RunStatus::WaitingInput {
+                return Ok(self.end_of_run(turn, run, &o, autonomy).await);
+            }
+            let Some(answers) = self.answers(turn, &o, &mut asked).await else {
+                // Cancelled while asking: the run stays paused (resumable).
+                return Ok(acp::StopReason::Cancelled);
+            };
+            if let Err(e) = service
+                .call(Op::ResumeRun {
+                    run: run.to_string(),
+                    answers,
+                    messages: Vec::new(),
+                    input,
+                })
+                .await
+            {
+                turn.message(format!("\nTrellis could not continue the run: {e}\n"));
+                return Ok(acp::StopReason::EndTurn);
+            }
+        }
+    }
+
+    /// The run stopped for good: the turn's summary, then the change set offered to the
+    /// client for a run that succeeded.
+    async fn end_of_run(
+        &self,
+        turn: &Turn,
+        run: &RunId,
+        o: &Outcome,
+        autonomy: Autonomy,
+    ) -> acp::StopReason {
+        turn.summary(o);
+        if o.status == RunStatus::Cancelled {
+            return acp::StopReason::Cancelled;
+        }
+        if o.status == RunStatus::Succeeded
+            && turn.offer_changes(self, run, autonomy).await == Offer::Cancelled
+        {
+            return acp::StopReason::Cancelled;
+        }
+        acp::StopReason::EndTurn
+    }
+
+    /// The client's answers to the interrupts the run waits on, numbered on from `asked`;
+    /// `None` when the turn was cancelled while asking.
+    async fn answers(
+        &self,
+        turn: &Turn,
+        o: &Outcome,
+        asked: &mut usize,
+    ) -> Option<Vec<NodeAnswer>> {
+        let mut answers = Vec::new();
+        for (node, it) in &o.waiting {
+            *asked += 1;
+            let answer = turn.ask(self, *asked, node, it).await?;
+            answers.push(NodeAnswer {
+                node: node.clone(),
+                answer,
+            });
+        }
+        Some(answers)
+    }
+}
+
+/// How the run asks for input: read-only denies what the policy would ask about and asks
+/// nothing; otherwise approvals come to the client as interrupts.
+fn input_mode(autonomy: Autonomy) -> InputMode {
+    if autonomy == Autonomy::ReadOnly {
+        InputMode::Deny
+    } else {
+        InputMode::Interrupts
+    }
+}
+
+impl Turn {
+    /// Sends the start op. `Err` ends the turn with its stop reason: the client cancelled
+    /// meanwhile (the run the op starts is cancelled as soon as it has an id), or the run
+    /// could not start (the client is told why).
+    async fn start_run(&self, op: Op) -> Result<Value, acp::StopReason> {
+        let svc = self.service.clone();
         let mut start = Box::pin(async move { svc.call(op).await });
         let started = tokio::select! {
             r = &mut start => r,
-            () = turn.token.cancelled() => {
+            () = self.token.cancelled() => {
                 // The op runs on; cancel the run it starts as soon as it has an id.
-                let svc = service.clone();
+                let svc = self.service.clone();
                 tokio::spawn(async move {
                     if let Ok(v) = start.await
                         && let Some(run) = v["run"].as_str()
@@ -574,77 +700,13 @@ impl AcpAgent {
                             .await;
                     }
                 });
-                return Ok(acp::PromptResponse::new(acp::StopReason::Cancelled));
+                return Err(acp::StopReason::Cancelled);
             }
         };
-        let started = match started {
-            Ok(v) => v,
-            Err(e) => {
-                // A request the orchestrator or the models cannot serve: say why, end the turn.
-                turn.message(format!("Trellis could not start the run: {e}"));
-                return Ok(acp::PromptResponse::new(acp::StopReason::EndTurn));
-            }
-        };
-        let run = RunId::from_string(started["run"].as_str().unwrap_or_default());
-        self.record_turn(&service, &req.session_id, &request, &started)
-            .await;
-        let mut plan = StagePlan::from_plan(&started["plan"]);
-        turn.thought(format!(
-            "Workflow `{}` (run {run}).\n",
-            started["workflow"].as_str().unwrap_or("?")
-        ));
-        if !plan.is_empty() {
-            turn.send(acp::SessionUpdate::Plan(plan.to_acp()));
-        }
-        let mut asked = 0usize;
-        let mut windows = HashMap::new();
-        loop {
-            match turn
-                .follow(&mut live, &run, &mut plan, &mut windows)
-                .await?
-            {
-                Stop::Cancelled => return Ok(turn.cancel_run(&run).await),
-                Stop::Stopped => {}
-            }
-            service.wait_run(&run).await;
-            service.bus().flush().await;
-            let o = outcome(&service, &run)?;
-            if o.status != RunStatus::WaitingInput {
-                turn.summary(&o);
-                if o.status == RunStatus::Cancelled {
-                    return Ok(acp::PromptResponse::new(acp::StopReason::Cancelled));
-                }
-                if o.status == RunStatus::Succeeded
-                    && turn.offer_changes(self, &run, config.autonomy).await == Offer::Cancelled
-                {
-                    return Ok(acp::PromptResponse::new(acp::StopReason::Cancelled));
-                }
-                return Ok(acp::PromptResponse::new(acp::StopReason::EndTurn));
-            }
-            let mut answers = Vec::new();
-            for (node, it) in &o.waiting {
-                asked += 1;
-                match turn.ask(self, asked, node, it).await {
-                    Some(answer) => answers.push(NodeAnswer {
-                        node: node.clone(),
-                        answer,
-                    }),
-                    // Cancelled while asking: the run stays paused (resumable).
-                    None => return Ok(acp::PromptResponse::new(acp::StopReason::Cancelled)),
-                }
-            }
-            if let Err(e) = service
-                .call(Op::ResumeRun {
-                    run: run.to_string(),
-                    answers,
-                    messages: Vec::new(),
-                    input,
-                })
-                .await
-            {
-                turn.message(format!("\nTrellis could not continue the run: {e}\n"));
-                return Ok(acp::PromptResponse::new(acp::StopReason::EndTurn));
-            }
-        }
+        started.map_err(|e| {
+            // A request the orchestrator or the models cannot serve: say why, end the turn.
+            self.message(format!("Trellis could not start the run: {e}"));
+            acp::StopReason::EndTurn
+        })
     }
 }

@@ -1,5 +1,5 @@
-//! Compression of handoff fields to their limits (seed 001, "Compression Points" and the
-//! normaliser's "Field truncation: summarize if too long (LLM-based compression)").
+//! Compression of handoff fields to their limits (`docs/context.md`, "Handoff compression"):
+//! a field that is too long is summarised by a model before it is truncated.
 //!
 //! A typed output declares a field's limit as a JSON Schema `maxLength` (in Rust,
 //! `#[schemars(length(max = N))]`, e.g. [`limits::GAP_ANALYSIS`]). The normaliser in
@@ -21,7 +21,7 @@ use trellis_llm::{ChatRequest, Message, ModelProvider, Usage};
 use crate::context::measure;
 use crate::error::{Error, Result};
 
-/// Seed 001's limits of the task tree's handoff fields, in characters.
+/// The limits of the task tree's handoff fields, in characters.
 pub mod limits {
     /// `Task.gap_analysis` (set by the researcher).
     pub const GAP_ANALYSIS: usize = 2000;

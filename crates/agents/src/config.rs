@@ -22,18 +22,18 @@ pub struct AgentsConfig {
     /// The retrieval agent.
     #[serde(default)]
     pub retrieval: RetrievalAgentConfig,
-    /// Seed 001's retry limits in `task_tree` runs.
+    /// The retry limits in `task_tree` runs.
     #[serde(default)]
     pub task_tree: TaskTreeLimits,
 }
 
-/// `[agents.task_tree]`: seed 001's retry limits, as runs of each stage per task (the first
+/// `[agents.task_tree]`: the retry limits, as runs of each stage per task (the first
 /// run included), and how often the assessor's gaps may add tasks.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TaskTreeLimits {
     /// Implementor runs per task, across validation failures and QA `incomplete` (default 4:
-    /// the first and seed 001's 3 retries).
+    /// the first and 3 retries).
     pub implementor_runs: Option<u32>,
     /// Planner runs per task, across QA `plan_issue` (default 3).
     pub planner_runs: Option<u32>,
@@ -42,7 +42,7 @@ pub struct TaskTreeLimits {
     /// Expansions per run after which the assessor's gaps add no more tasks (default 12).
     pub max_expansions: Option<u32>,
     /// Keep handoffs (gap analysis, plan summary, result summary, QA feedback, completed-task
-    /// summaries) to seed 001's limits (default true; false sends them whole, the benchmark's
+    /// summaries) to their field limits (default true; false sends them whole, the benchmark's
     /// baseline).
     pub compress_handoffs: Option<bool>,
 }

@@ -1,7 +1,7 @@
-//! Context management (seed 001, "Token Management"): what keeps an agent's prompt inside
+//! Context management (`docs/context.md`): what keeps an agent's prompt inside
 //! its input cap and its model's context window, however long the task runs.
 //!
-//! - **Input caps** ([`ContextConfig::cap_for`]): a token cap per agent role, seed 001's table
+//! - **Input caps** ([`ContextConfig::cap_for`]): a token cap per agent role, a default table
 //!   ([`DEFAULT_CAPS`]) as defaults, configurable in `[context]`; the model's context window
 //!   minus the reply reserve caps every prompt in any case ([`ContextPolicy::limits`]).
 //! - **Summarisation middleware** (`compact`): before every model call the loop counts the
@@ -34,7 +34,7 @@ use crate::error::{Error, Result};
 pub(crate) use compact::Compactor;
 pub use outputs::{DirOutputs, MemoryOutputs, OutputStore, READ_TOOL_OUTPUT};
 
-/// Seed 001's input caps (tokens) by agent role name ("Token Budget (~40k limit)").
+/// The default input caps (tokens) by agent role name (a task tree's agents within ~40k).
 pub const DEFAULT_CAPS: &[(&str, u64)] = &[
     ("intent", 15_000),
     ("milestone", 10_000),
@@ -47,14 +47,14 @@ pub const DEFAULT_CAPS: &[(&str, u64)] = &[
     ("assessor", 8_000),
 ];
 
-/// Summarise above this many prompt tokens unless configured (seed 001's trigger); a lower
+/// Summarise above this many prompt tokens unless configured (the default trigger); a lower
 /// `window − reserve` wins.
 pub const DEFAULT_SUMMARIZE_AT: u64 = 30_000;
 
-/// Messages kept verbatim at the end of the conversation (seed 001).
+/// Messages kept verbatim at the end of the conversation.
 pub const DEFAULT_KEEP_LAST: usize = 10;
 
-/// The model role that summarises (seed 001's `planning_llm`).
+/// The model role that summarises (the planning model).
 pub const DEFAULT_SUMMARY_ROLE: &str = "planner";
 
 /// Tool outputs above this many bytes are stored behind a handle (or a quarter of the limit
@@ -72,8 +72,8 @@ pub const INEXACT_MARGIN_PERCENT: u64 = 10;
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ContextConfig {
-    /// Input caps in tokens by agent role name (`caps.implementor = 15000`), over seed 001's
-    /// table ([`DEFAULT_CAPS`]).
+    /// Input caps in tokens by agent role name (`caps.implementor = 15000`), over the
+    /// default table ([`DEFAULT_CAPS`]).
     #[serde(default)]
     pub caps: BTreeMap<String, u64>,
     /// The cap of roles with none in `caps` or the table (default: the model's context
@@ -127,7 +127,7 @@ impl ContextConfig {
         Ok(())
     }
 
-    /// The input cap of agent role `role`: `caps.<role>`, else seed 001's table, else
+    /// The input cap of agent role `role`: `caps.<role>`, else the default table, else
     /// `default_cap`; `None` leaves only the model's window.
     pub fn cap_for(&self, role: &str) -> Option<u64> {
         self.caps

@@ -1,9 +1,10 @@
-//! Trellis agents (seed 000 layers 0 and 1, seed 001 prompt structure).
+//! Trellis agents: the orchestrator, the agent loop, the retrieval agent and the prompt
+//! structure (`docs/workflows.md`, "Roles").
 //!
 //! - [`agent`]: the agent loop (model ↔ tools) with streaming progress, interrupts for
 //!   approvals, questions and budgets, and a typed [`StageReport`] parsed with the normaliser;
 //! - [`roles`]: roles as data files (`crates/agents/roles/*.yaml`, `.trellis/agents/`);
-//! - [`prompt`]: the seed 001 prompt structure and context messages separated by kind;
+//! - [`prompt`]: the prompt structure and context messages separated by kind;
 //! - [`context`]: per-role input caps, the summarisation middleware and tool-output handles
 //!   that keep every prompt inside its cap and its model's window (`docs/context.md`);
 //! - [`compress`]: handoff fields compressed to their limits (model summary, deterministic

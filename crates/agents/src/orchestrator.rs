@@ -1,5 +1,5 @@
-//! The orchestrator (seed 000 layer 0): one structured model call picks the workflow for a
-//! request and decides each optional stage from its `reasoning_guidance`.
+//! The orchestrator (the layer above the workflows): one structured model call picks the workflow
+//! for a request and decides each optional stage from its `reasoning_guidance`.
 //!
 //! - The workflows' `selection_criteria.applicable_patterns` (regular expressions matched
 //!   against the request) and description words give a *prior*, shown to the model and used
@@ -421,43 +421,12 @@ pub async fn orchestrate(
     }
     let prior = prior(workflows, request);
     let mut notes = Vec::new();
-    let fixed = match &overrides.workflow {
-        Some(name) => Some(
-            workflows
-                .iter()
-                .find(|w| w.metadata.name == *name)
-                .copied()
-                .ok_or_else(|| {
-                    let names = workflows.iter().map(|w| w.metadata.name.as_str());
-                    Error::Orchestrator(format!(
-                        "no workflow `{name}`{}; see `trellis workflows list`",
-                        trellis_graph::nearest(name, names)
-                            .map(|n| format!(" (did you mean `{n}`?)"))
-                            .unwrap_or_default()
-                    ))
-                })?,
-        ),
-        None => None,
-    };
-    let user_fixed = |s: &trellis_workflow::Stage| -> Option<StageDecision> {
-        let hit = |keys: &[String]| keys.iter().any(|k| matches_stage(s, k));
-        let (include, flag) = if hit(&overrides.include) {
-            (true, "--include")
-        } else if hit(&overrides.skip) {
-            (false, "--skip")
-        } else {
-            return None;
-        };
-        Some(StageDecision {
-            stage: s.name.value.clone(),
-            include,
-            reason: format!("{flag} on the command line"),
-            by: DecidedBy::User,
-        })
-    };
+    let fixed = fixed_workflow(workflows, overrides)?;
     // Nothing to ask: the workflow is fixed and every optional stage is decided.
     if let Some(w) = fixed
-        && optional_stages(w).iter().all(|s| user_fixed(s).is_some())
+        && optional_stages(w)
+            .iter()
+            .all(|s| user_decision(overrides, s).is_some())
     {
         return Ok(Orchestration {
             workflow: w.metadata.name.clone(),
@@ -465,13 +434,92 @@ pub async fn orchestrate(
             reasoning: String::new(),
             stages: optional_stages(w)
                 .into_iter()
-                .filter_map(user_fixed)
+                .filter_map(|s| user_decision(overrides, s))
                 .collect(),
             prior,
             project,
             notes,
         });
     }
+    let request_msg = decision_request(workflows, &prior, &project, request, fixed);
+    let answer = ask_model(provider, request_msg, cancel, &mut notes).await?;
+    let (workflow, workflow_by) =
+        answered_workflow(workflows, &prior, fixed, answer.as_ref(), &mut notes);
+    let (workflow, workflow_by) = match (workflow_by, by_patterns(workflows, &prior, workflow)) {
+        (DecidedBy::Model, Some(matched)) => {
+            notes.push(format!(
+                "the model chose `{}`, whose selection patterns do not match the request; \
+                 `{}`'s do, and it is of the same kind: `{}` runs",
+                workflow.metadata.name, matched.metadata.name, matched.metadata.name
+            ));
+            (matched, DecidedBy::Patterns)
+        }
+        _ => (workflow, workflow_by),
+    };
+    let stages = stage_decisions(workflow, overrides, answer.as_ref());
+    Ok(Orchestration {
+        workflow: workflow.metadata.name.clone(),
+        workflow_by,
+        reasoning: answer.map(|a| a.reasoning).unwrap_or_default(),
+        stages,
+        prior,
+        project,
+        notes,
+    })
+}
+
+/// The workflow the user fixed with `--workflow`, if any; an unknown name is an error that
+/// suggests the nearest one.
+fn fixed_workflow<'a>(
+    workflows: &[&'a Workflow],
+    overrides: &Overrides,
+) -> Result<Option<&'a Workflow>> {
+    let Some(name) = &overrides.workflow else {
+        return Ok(None);
+    };
+    workflows
+        .iter()
+        .find(|w| w.metadata.name == *name)
+        .copied()
+        .map(Some)
+        .ok_or_else(|| {
+            let names = workflows.iter().map(|w| w.metadata.name.as_str());
+            Error::Orchestrator(format!(
+                "no workflow `{name}`{}; see `trellis workflows list`",
+                trellis_graph::nearest(name, names)
+                    .map(|n| format!(" (did you mean `{n}`?)"))
+                    .unwrap_or_default()
+            ))
+        })
+}
+
+/// The user's decision of stage `s` with `--include` or `--skip`, if any (`--include` first).
+fn user_decision(overrides: &Overrides, s: &trellis_workflow::Stage) -> Option<StageDecision> {
+    let hit = |keys: &[String]| keys.iter().any(|k| matches_stage(s, k));
+    let (include, flag) = if hit(&overrides.include) {
+        (true, "--include")
+    } else if hit(&overrides.skip) {
+        (false, "--skip")
+    } else {
+        return None;
+    };
+    Some(StageDecision {
+        stage: s.name.value.clone(),
+        include,
+        reason: format!("{flag} on the command line"),
+        by: DecidedBy::User,
+    })
+}
+
+/// The model request: the workflows it may choose (the fixed one, else all) best prior
+/// first, and an answer schema whose names are those workflows and their optional stages.
+fn decision_request(
+    workflows: &[&Workflow],
+    prior: &[(String, f32)],
+    project: &ProjectContext,
+    request: &str,
+    fixed: Option<&Workflow>,
+) -> ChatRequest {
     let names: Vec<&str> = match fixed {
         Some(w) => vec![w.metadata.name.as_str()],
         None => workflows.iter().map(|w| w.metadata.name.as_str()).collect(),
@@ -493,8 +541,8 @@ pub async fn orchestrate(
         .collect();
     let mut request_msg = ChatRequest::new(prompt(
         &shown,
-        &prior,
-        &project,
+        prior,
+        project,
         request,
         fixed.map(|w| w.metadata.name.as_str()),
     ));
@@ -507,9 +555,20 @@ pub async fn orchestrate(
         name: "orchestrator_decision".into(),
         schema: answer_schema(&names, &stage_names),
     });
-    let answer = match complete_structured_as::<OrchestratorAnswer>(
+    request_msg
+}
+
+/// Asks the model; an answer that cannot be used is noted and `None` (cancellation and an
+/// exhausted budget are errors). Repairs made to the answer are noted.
+async fn ask_model(
+    provider: &dyn ModelProvider,
+    request: ChatRequest,
+    cancel: CancellationToken,
+    notes: &mut Vec<String>,
+) -> Result<Option<OrchestratorAnswer>> {
+    match complete_structured_as::<OrchestratorAnswer>(
         provider,
-        request_msg,
+        request,
         StructuredOptions::default(),
         cancel,
     )
@@ -517,66 +576,70 @@ pub async fn orchestrate(
     {
         Ok(a) => {
             notes.extend(a.repairs.iter().map(|r| format!("repaired: {r:?}")));
-            Some(a.value)
+            Ok(Some(a.value))
         }
-        Err(trellis_llm::Error::Cancelled) => return Err(Error::Cancelled),
-        Err(trellis_llm::Error::Budget(e)) => return Err(Error::Model(e.into())),
+        Err(trellis_llm::Error::Cancelled) => Err(Error::Cancelled),
+        Err(trellis_llm::Error::Budget(e)) => Err(Error::Model(e.into())),
         Err(e) => {
             notes.push(format!("the model's answer could not be used: {e}"));
-            None
+            Ok(None)
         }
+    }
+}
+
+/// The workflow: the user's, else the model's if it names one (or nearly), else the
+/// prior's best.
+fn answered_workflow<'a>(
+    workflows: &[&'a Workflow],
+    prior: &[(String, f32)],
+    fixed: Option<&'a Workflow>,
+    answer: Option<&OrchestratorAnswer>,
+    notes: &mut Vec<String>,
+) -> (&'a Workflow, DecidedBy) {
+    let a = match (fixed, answer) {
+        (Some(w), _) => return (w, DecidedBy::User),
+        (None, None) => return (best_prior(workflows, prior), DecidedBy::Default),
+        (None, Some(a)) => a,
     };
-    // The workflow: the user's, else the model's if it names one, else the prior's best.
-    let (workflow, workflow_by) = match (fixed, &answer) {
-        (Some(w), _) => (w, DecidedBy::User),
-        (None, Some(a)) => match workflows.iter().find(|w| w.metadata.name == a.workflow) {
-            Some(w) => (*w, DecidedBy::Model),
-            None => {
-                let near = trellis_graph::nearest(
-                    &a.workflow,
-                    workflows.iter().map(|w| w.metadata.name.as_str()),
-                )
-                .and_then(|n| workflows.iter().find(|w| w.metadata.name == n));
-                match near {
-                    Some(w) => {
-                        notes.push(format!(
-                            "the model named `{}`; taken as `{}`",
-                            a.workflow, w.metadata.name
-                        ));
-                        (*w, DecidedBy::Model)
-                    }
-                    None => {
-                        notes.push(format!(
-                            "the model named an unknown workflow `{}`; used the prior's best",
-                            a.workflow
-                        ));
-                        (best_prior(workflows, &prior), DecidedBy::Default)
-                    }
-                }
-            }
-        },
-        (None, None) => (best_prior(workflows, &prior), DecidedBy::Default),
-    };
-    let (workflow, workflow_by) = match (workflow_by, by_patterns(workflows, &prior, workflow)) {
-        (DecidedBy::Model, Some(matched)) => {
+    if let Some(w) = workflows.iter().find(|w| w.metadata.name == a.workflow) {
+        return (*w, DecidedBy::Model);
+    }
+    let near = trellis_graph::nearest(
+        &a.workflow,
+        workflows.iter().map(|w| w.metadata.name.as_str()),
+    )
+    .and_then(|n| workflows.iter().find(|w| w.metadata.name == n));
+    match near {
+        Some(w) => {
             notes.push(format!(
-                "the model chose `{}`, whose selection patterns do not match the request; \
-                 `{}`'s do, and it is of the same kind: `{}` runs",
-                workflow.metadata.name, matched.metadata.name, matched.metadata.name
+                "the model named `{}`; taken as `{}`",
+                a.workflow, w.metadata.name
             ));
-            (matched, DecidedBy::Patterns)
+            (*w, DecidedBy::Model)
         }
-        _ => (workflow, workflow_by),
-    };
+        None => {
+            notes.push(format!(
+                "the model named an unknown workflow `{}`; used the prior's best",
+                a.workflow
+            ));
+            (best_prior(workflows, prior), DecidedBy::Default)
+        }
+    }
+}
+
+/// Each optional stage of `workflow`: the user's decision, else the model's, else skipped.
+fn stage_decisions(
+    workflow: &Workflow,
+    overrides: &Overrides,
+    answer: Option<&OrchestratorAnswer>,
+) -> Vec<StageDecision> {
     let mut stages = Vec::new();
     for s in optional_stages(workflow) {
-        if let Some(d) = user_fixed(s) {
+        if let Some(d) = user_decision(overrides, s) {
             stages.push(d);
             continue;
         }
-        let choice = answer
-            .as_ref()
-            .and_then(|a| a.stages.iter().find(|c| matches_stage(s, &c.stage)));
+        let choice = answer.and_then(|a| a.stages.iter().find(|c| matches_stage(s, &c.stage)));
         stages.push(match choice {
             Some(c) => StageDecision {
                 stage: s.name.value.clone(),
@@ -596,15 +659,7 @@ pub async fn orchestrate(
             },
         });
     }
-    Ok(Orchestration {
-        workflow: workflow.metadata.name.clone(),
-        workflow_by,
-        reasoning: answer.map(|a| a.reasoning).unwrap_or_default(),
-        stages,
-        prior,
-        project,
-        notes,
-    })
+    stages
 }
 
 /// The workflow the selection patterns choose over `chosen`: the best prior among those

@@ -1,4 +1,4 @@
-//! The typed output contract every stage agent returns (seed 000: `{failure, output,
+//! The typed output contract every stage agent returns (`{failure, output,
 //! files_changed}`), parsed from the model's answer with the normaliser.
 
 use schemars::JsonSchema;

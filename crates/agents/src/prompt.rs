@@ -1,4 +1,4 @@
-//! Prompts with seed 001's structure: a system prompt of ROLE, PRIMARY OBJECTIVE, PROCESS,
+//! Prompts with a fixed structure: a system prompt of ROLE, PRIMARY OBJECTIVE, PROCESS,
 //! TOOLS AVAILABLE, OUTPUT FORMAT and CONSTRAINTS, then context messages separated by kind
 //! (project, retrieved codebase, enriched context, earlier stages, user messages, task) so a
 //! model attends to each separately and each has its own budget.
@@ -141,7 +141,7 @@ pub fn output_instruction() -> String {
 }
 
 /// The stage's `failure_criteria` in words. The workflow's keys are the engine's, not the
-/// model's: `agent_defined: true` (seed 000) means the agent's own report decides, which a
+/// model's: `agent_defined: true` means the agent's own report decides, which a
 /// model is told as such; echoing the raw object made models quote "the `agent_defined`
 /// condition" back to the user.
 fn failure_text(criteria: &Value, prose: bool) -> Option<String> {
@@ -198,20 +198,44 @@ pub fn task_text(
     attempt: u32,
     previous: Option<&Value>,
 ) -> String {
-    let field = |k: &str| stage.get(k).and_then(Value::as_str).unwrap_or_default();
     let mut s = format!("Request: {}\n", task.trim());
     // A prose answer is the user's to read: the stage's name and the failure rule (told in
     // OUTPUT FORMAT) are left out, or a small model answers about them ("The stage
     // `architectural_analysis` did not fail.") instead of the request.
     let prose = role.answer == AnswerFormat::Prose;
     if !prose {
-        s.push_str(&format!("Stage: {}", field("stage_name")));
-        if !field("stage_description").is_empty() {
-            s.push_str(&format!(" — {}", field("stage_description")));
-        }
-        s.push('\n');
+        push_stage_line(&mut s, stage);
     }
-    let guidance = field("reasoning_guidance");
+    push_guidance(&mut s, stage, prose);
+    push_artifacts(&mut s, stage);
+    push_work_item(&mut s, stage);
+    push_work_under_review(&mut s, stage);
+    push_conflict(&mut s, stage);
+    push_children(&mut s, stage);
+    push_feedback(&mut s, stage);
+    if attempt > 1 {
+        push_attempt(&mut s, attempt, previous);
+    }
+    s
+}
+
+/// The string field `k` of the stage's input (empty when absent).
+fn stage_field<'a>(stage: &'a Value, k: &str) -> &'a str {
+    stage.get(k).and_then(Value::as_str).unwrap_or_default()
+}
+
+/// The stage's name and description.
+fn push_stage_line(s: &mut String, stage: &Value) {
+    s.push_str(&format!("Stage: {}", stage_field(stage, "stage_name")));
+    if !stage_field(stage, "stage_description").is_empty() {
+        s.push_str(&format!(" — {}", stage_field(stage, "stage_description")));
+    }
+    s.push('\n');
+}
+
+/// The stage's reasoning guidance and its failure criteria in words.
+fn push_guidance(s: &mut String, stage: &Value, prose: bool) {
+    let guidance = stage_field(stage, "reasoning_guidance");
     if !guidance.trim().is_empty() {
         s.push_str(&format!("Guidance: {}\n", guidance.trim()));
     }
@@ -221,6 +245,10 @@ pub fn task_text(
     {
         s.push_str(&fc);
     }
+}
+
+/// The artifacts the stage produces (`produces`, `also_produces`) and how to deliver them.
+fn push_artifacts(s: &mut String, stage: &Value) {
     let mut produces: Vec<&str> = stage
         .get("produces")
         .and_then(Value::as_str)
@@ -256,6 +284,10 @@ pub fn task_text(
                 .join(", ")
         )),
     }
+}
+
+/// The stage's work item, cut to its `item_max_chars`.
+fn push_work_item(s: &mut String, stage: &Value) {
     if let Some(item) = stage.get("item").filter(|v| !v.is_null()) {
         let item = match item {
             Value::String(t) => t.clone(),
@@ -268,6 +300,10 @@ pub fn task_text(
             .map_or(4000, |m| usize::try_from(m).unwrap_or(usize::MAX));
         s.push_str(&format!("Your work item: {}\n", truncate(&item, max)));
     }
+}
+
+/// A reviewer's subject: the author's report and its diff against the run branch.
+fn push_work_under_review(s: &mut String, stage: &Value) {
     if let Some(work) = stage.get("work").filter(|v| !v.is_null()) {
         let text = work
             .get("output")
@@ -284,6 +320,10 @@ pub fn task_text(
             ));
         }
     }
+}
+
+/// A merge agent's conflict: whose work, into what, in which files, and how to resolve it.
+fn push_conflict(s: &mut String, stage: &Value) {
     if let Some(conflict) = stage.get("conflict").filter(|v| !v.is_null()) {
         let files: Vec<&str> = conflict["files"]
             .as_array()
@@ -300,6 +340,10 @@ pub fn task_text(
             files.join(", ")
         ));
     }
+}
+
+/// A collector's inputs: the results of the work nodes it collects.
+fn push_children(s: &mut String, stage: &Value) {
     if let Some(Value::Array(children)) = stage.get("children") {
         s.push_str(&format!(
             "The results of the {} work nodes you collect (pruned ones are left out):\n",
@@ -314,6 +358,10 @@ pub fn task_text(
             ));
         }
     }
+}
+
+/// Feedback from the user or the reviewer to address.
+fn push_feedback(s: &mut String, stage: &Value) {
     if let Some(feedback) = stage.get("feedback").filter(|v| !v.is_null()) {
         let feedback = match feedback {
             Value::String(t) => t.clone(),
@@ -325,20 +373,21 @@ pub fn task_text(
             truncate(feedback.trim(), 4000)
         ));
     }
-    if attempt > 1 {
-        s.push_str(&format!("This is attempt {attempt} of this stage."));
-        if let Some(reason) = previous
-            .and_then(|p| p.get("output").or_else(|| p.get("reason")))
-            .and_then(Value::as_str)
-        {
-            s.push_str(&format!(
-                " The previous attempt reported: {}",
-                truncate(reason, 2000)
-            ));
-        }
-        s.push('\n');
+}
+
+/// A retry: the attempt's number and what the previous attempt reported.
+fn push_attempt(s: &mut String, attempt: u32, previous: Option<&Value>) {
+    s.push_str(&format!("This is attempt {attempt} of this stage."));
+    if let Some(reason) = previous
+        .and_then(|p| p.get("output").or_else(|| p.get("reason")))
+        .and_then(Value::as_str)
+    {
+        s.push_str(&format!(
+            " The previous attempt reported: {}",
+            truncate(reason, 2000)
+        ));
     }
-    s
+    s.push('\n');
 }
 
 /// Cuts `text` to at most `max` bytes on a char boundary, marking the cut.

@@ -1,4 +1,4 @@
-//! The retrieval agent (seed 000 layer 1): upfront context per stage and adaptive
+//! The retrieval agent (`docs/retrieval.md`): upfront context per stage and adaptive
 //! enrichment after a failure.
 //!
 //! The workflow's `retrieval_strategy_config` is followed, not inferred (TART): it says

@@ -1,7 +1,7 @@
-//! Roles as data: each agent's identity, objective, process, tools and constraints live in a
-//! YAML file (seed 001 prompt structure), not in code. The built-in roles are the files in
-//! `crates/agents/roles/`; a workspace overrides or adds roles by dropping a file with the
-//! same `name` into `.trellis/agents/`.
+//! Roles as data: each agent's identity, objective, process, tools and constraints live in a YAML
+//! file (the prompt structure of [`crate::prompt`]), not in code. The built-in roles are the files
+//! in `crates/agents/roles/`; a workspace overrides or adds roles by dropping a file with the same
+//! `name` into `.trellis/agents/`.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -5,7 +5,12 @@
 //! binary together with every other test target, with the workspace's unified feature set;
 //! a separate `cargo run -p trellis-bench` resolves features for this package alone and
 //! rebuilds bindgen and llama.cpp (see `scripts/check`).
-#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    missing_docs,
+    clippy::too_many_lines
+)]
 
 use std::path::Path;
 use std::process::Command;

@@ -1,4 +1,4 @@
-//! `trellis chat`: a channel session about the codebase (seed 003's Discussion Agent) — a
+//! `trellis chat`: a channel session about the codebase (a discussion agent) — a
 //! REPL over the runtime service. Each line is a message; the answer streams as it is
 //! recorded. `--json` prints one JSON object per answer (for scripts); `--session` continues
 //! a stored session.

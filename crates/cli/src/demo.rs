@@ -14,7 +14,7 @@ use crate::drive::{Show, drive};
 /// `trellis demo` arguments.
 #[derive(Debug, Args)]
 pub struct DemoArgs {
-    /// Which graph: `feature` (seed 000's retry loop), `fanout`, `chain`, `pipelines`,
+    /// Which graph: `feature` (a feature loop with retries), `fanout`, `chain`, `pipelines`,
     /// `crashtest` or `tickets`.
     pub graph: String,
     /// A graph parameter, `KEY=VALUE` (VALUE is JSON if it parses, else a string), e.g.

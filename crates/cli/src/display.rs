@@ -1,7 +1,9 @@
 //! Human-readable rendering of runs and events.
 
 use serde_json::Value;
-use trellis_protocol::{Event, EventKind, NodeState, RunStatus};
+use std::sync::Arc;
+
+use trellis_protocol::{Event, EventKind, ForkRef, NodeId, NodeState, RunStatus};
 
 /// `2026-11-21 21:04:05.123Z` from milliseconds since the epoch (UTC).
 pub fn timestamp(ms: i64) -> String {
@@ -57,45 +59,15 @@ pub fn details(e: &Event) -> String {
             fork,
             params,
             ..
-        } => {
-            let mut s = format!("graph={graph}");
-            if !params.is_null() {
-                s.push_str(&format!(" params={}", truncate(&compact(params), 60)));
-            }
-            if let Some(f) = fork {
-                s.push_str(&format!(" forked from {}@{}", f.run.short(), f.seq));
-            }
-            s
-        }
-        EventKind::RunResumed { requeued } => {
-            if requeued.is_empty() {
-                String::new()
-            } else {
-                let ids: Vec<&str> = requeued.iter().map(|n| n.as_str()).collect();
-                format!("re-running {}", ids.join(", "))
-            }
-        }
+        } => run_started(graph, params, fork.as_ref()),
+        EventKind::RunResumed { requeued } => run_resumed(requeued),
         EventKind::NodeAdded {
             node,
             template,
             parent,
             after,
             ..
-        } => {
-            let after: Vec<&str> = after.iter().map(|n| n.as_str()).collect();
-            format!(
-                "{node} (template {template}{}{})",
-                parent
-                    .as_ref()
-                    .map(|p| format!(", parent {p}"))
-                    .unwrap_or_default(),
-                if after.is_empty() {
-                    String::new()
-                } else {
-                    format!(", after {}", after.join(", "))
-                }
-            )
-        }
+        } => node_added(node, template, parent.as_ref(), after),
         EventKind::EdgeAdded { edge } => format!("{} → {}", edge.from, edge.to),
         EventKind::NodeTransition {
             node,
@@ -126,22 +98,8 @@ pub fn details(e: &Event) -> String {
                 "{node}#{attempt} {}",
                 if *failure { "failure" } else { "success" }
             );
-            if let Some(e) = error {
-                s.push_str(&format!(" error={}", truncate(e, 60)));
-            } else if !result.is_null() {
-                s.push_str(&format!(" result={}", truncate(&compact(result), 60)));
-            }
-            if !writes.is_empty() {
-                let ch: Vec<&str> = writes.iter().map(|(c, _)| c.as_str()).collect();
-                s.push_str(&format!(" writes={}", ch.join(",")));
-            }
-            if !spawns.is_empty() {
-                s.push_str(&format!(" spawns={}", spawns.len()));
-            }
-            if !revise.is_empty() {
-                let ids: Vec<&str> = revise.iter().map(|n| n.as_str()).collect();
-                s.push_str(&format!(" revise={}", ids.join(",")));
-            }
+            s.push_str(&output_value(error.as_deref(), result));
+            s.push_str(&output_effects(writes, spawns.len(), revise));
             s
         }
         EventKind::InterruptRaised {
@@ -165,17 +123,7 @@ pub fn details(e: &Event) -> String {
             attempt,
             to,
             reason,
-        } => {
-            let to: Vec<&str> = to.iter().map(|n| n.as_str()).collect();
-            format!(
-                "{from}#{attempt} → {} ({reason})",
-                if to.is_empty() {
-                    "(end)".to_owned()
-                } else {
-                    to.join(", ")
-                }
-            )
-        }
+        } => routed(from, *attempt, to, reason),
         EventKind::StepStarted { step } => format!("step {step}"),
         EventKind::StepCompleted { step, changed } => {
             format!(
@@ -218,7 +166,85 @@ pub fn details(e: &Event) -> String {
     }
 }
 
-/// A task tree (seed 001, the `task_tree` channel) as `runs show` prints it: milestones with
+/// A started run's details: its graph, its parameters, and the run it was forked from.
+fn run_started(graph: &str, params: &Value, fork: Option<&ForkRef>) -> String {
+    let mut s = format!("graph={graph}");
+    if !params.is_null() {
+        s.push_str(&format!(" params={}", truncate(&compact(params), 60)));
+    }
+    if let Some(f) = fork {
+        s.push_str(&format!(" forked from {}@{}", f.run.short(), f.seq));
+    }
+    s
+}
+
+/// A resumed run's details: the nodes it runs again, if any.
+fn run_resumed(requeued: &[NodeId]) -> String {
+    if requeued.is_empty() {
+        String::new()
+    } else {
+        let ids: Vec<&str> = requeued.iter().map(|n| n.as_str()).collect();
+        format!("re-running {}", ids.join(", "))
+    }
+}
+
+/// An added node's details: its template, parent and the nodes it runs after.
+fn node_added(node: &NodeId, template: &str, parent: Option<&NodeId>, after: &[NodeId]) -> String {
+    let after: Vec<&str> = after.iter().map(|n| n.as_str()).collect();
+    format!(
+        "{node} (template {template}{}{})",
+        parent.map(|p| format!(", parent {p}")).unwrap_or_default(),
+        if after.is_empty() {
+            String::new()
+        } else {
+            format!(", after {}", after.join(", "))
+        }
+    )
+}
+
+/// A node output's error, else its result (shortened; empty when neither).
+fn output_value(error: Option<&str>, result: &Value) -> String {
+    if let Some(e) = error {
+        format!(" error={}", truncate(e, 60))
+    } else if !result.is_null() {
+        format!(" result={}", truncate(&compact(result), 60))
+    } else {
+        String::new()
+    }
+}
+
+/// What a node output does besides its value: the channels it writes, how many nodes it
+/// spawns, and the nodes it sends back for revision.
+fn output_effects(writes: &[(String, Arc<Value>)], spawns: usize, revise: &[NodeId]) -> String {
+    let mut s = String::new();
+    if !writes.is_empty() {
+        let ch: Vec<&str> = writes.iter().map(|(c, _)| c.as_str()).collect();
+        s.push_str(&format!(" writes={}", ch.join(",")));
+    }
+    if spawns > 0 {
+        s.push_str(&format!(" spawns={spawns}"));
+    }
+    if !revise.is_empty() {
+        let ids: Vec<&str> = revise.iter().map(|n| n.as_str()).collect();
+        s.push_str(&format!(" revise={}", ids.join(",")));
+    }
+    s
+}
+
+/// A routing decision's details: where the node's activation goes next (or the end), and why.
+fn routed(from: &NodeId, attempt: u32, to: &[NodeId], reason: &str) -> String {
+    let to: Vec<&str> = to.iter().map(|n| n.as_str()).collect();
+    format!(
+        "{from}#{attempt} → {} ({reason})",
+        if to.is_empty() {
+            "(end)".to_owned()
+        } else {
+            to.join(", ")
+        }
+    )
+}
+
+/// A task tree (the `task_tree` channel) as `runs show` prints it: milestones with
 /// their tasks, statuses, dependencies and failure reasons, then the counts.
 pub fn task_tree(value: &serde_json::Value) -> String {
     use trellis_workflow::tasktree::{MilestoneStatus, TaskTree};

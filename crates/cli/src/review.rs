@@ -113,11 +113,7 @@ pub async fn review_with(service: &Arc<Service>, args: ReviewArgs) -> anyhow::Re
         .context("reading the change set from the service")?;
     let run = shown["run"].as_str().unwrap_or(&args.run).to_owned();
     let short = RunId::from_string(run.clone()).short().to_owned();
-    let decided = args.approve_all
-        || !args.select.is_empty()
-        || args.reject
-        || !args.request_changes.is_empty();
-    if args.json && !decided {
+    if args.json && !args.decided() {
         println!("{}", serde_json::to_string_pretty(&set)?);
         return Ok(ExitCode::SUCCESS);
     }
@@ -126,15 +122,58 @@ pub async fn review_with(service: &Arc<Service>, args: ReviewArgs) -> anyhow::Re
     if !args.json {
         print_reviewers(&shown);
     }
-    let outcome = if args.approve_all {
+    let Some(outcome) = choose_outcome(&args, &set, &short, color)? else {
+        return Ok(ExitCode::SUCCESS);
+    };
+    let reviewing = Reviewing {
+        service,
+        run,
+        short,
+        json: args.json,
+    };
+    match &outcome {
+        ReviewOutcome::Approved { selection, .. } => {
+            reviewing.apply(&set, &outcome, selection).await?;
+        }
+        ReviewOutcome::Rejected { reason } => {
+            reviewing.reject(&outcome, reason.as_deref()).await?;
+        }
+        ReviewOutcome::ChangesRequested { comments, stage } => {
+            reviewing
+                .request_changes(&outcome, comments, stage.as_deref())
+                .await?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+impl ReviewArgs {
+    /// Whether a flag decides the review (otherwise it is shown, or asked interactively).
+    fn decided(&self) -> bool {
+        self.approve_all
+            || !self.select.is_empty()
+            || self.reject
+            || !self.request_changes.is_empty()
+    }
+}
+
+/// The decision: from the flags, else asked interactively; `None` when the run changed
+/// nothing (said so).
+fn choose_outcome(
+    args: &ReviewArgs,
+    set: &ChangeSet,
+    short: &str,
+    color: bool,
+) -> anyhow::Result<Option<ReviewOutcome>> {
+    Ok(Some(if args.approve_all {
         ReviewOutcome::Approved {
-            selection: Selection::all(&set),
+            selection: Selection::all(set),
             partial: false,
         }
     } else if !args.select.is_empty() {
-        let selection = parse_selection(&args.select, &set)?;
+        let selection = parse_selection(&args.select, set)?;
         ReviewOutcome::Approved {
-            partial: selection != Selection::all(&set),
+            partial: selection != Selection::all(set),
             selection,
         }
     } else if args.reject {
@@ -151,127 +190,174 @@ pub async fn review_with(service: &Arc<Service>, args: ReviewArgs) -> anyhow::Re
     } else {
         if set.files.is_empty() {
             println!("run {short} changed nothing.");
-            return Ok(ExitCode::SUCCESS);
+            return Ok(None);
         }
         if !std::io::stdin().is_terminal() {
             bail!(
                 "stdin is not a terminal: use --approve-all, --select, --reject, --request-changes or --json"
             );
         }
-        interactive(&set, color)?
-    };
-    let review = |action| Op::Review {
-        run: run.clone(),
-        action,
-    };
-    match &outcome {
-        ReviewOutcome::Approved { selection, .. } => {
-            if selection.is_empty(&set) {
-                service
-                    .call(review(ReviewAction::Reject {
-                        comment: Some("nothing approved".into()),
-                    }))
-                    .await?;
-                println!("nothing approved; the change was rejected.");
-                return Ok(ExitCode::SUCCESS);
-            }
-            let accept: Vec<FileHunks> = set
-                .files
-                .iter()
-                .filter_map(|f| match selection.for_file(f) {
-                    FileSelection::All => Some(FileHunks {
-                        file: f.path.clone(),
-                        hunks: None,
-                    }),
-                    FileSelection::None => None,
-                    FileSelection::Hunks(h) => Some(FileHunks {
-                        file: f.path.clone(),
-                        hunks: Some(h.into_iter().collect()),
-                    }),
-                })
-                .collect();
-            let out = service
-                .call(review(ReviewAction::Apply {
-                    accept: Some(accept),
-                }))
-                .await?;
-            if args.json {
-                println!(
-                    "{}",
-                    serde_json::to_string_pretty(
-                        &serde_json::json!({"outcome": outcome, "applied": out["applied"]})
-                    )?
-                );
-            } else {
-                let files = out["applied"]["files"]
-                    .as_array()
-                    .cloned()
-                    .unwrap_or_default();
-                for f in &files {
-                    println!(
-                        "{:>16}  {}",
-                        f[1].as_str().unwrap_or_default(),
-                        f[0].as_str().unwrap_or_default()
-                    );
-                }
-                println!(
-                    "applied run {short} ({} file(s)); `trellis undo {short}` reverses it.",
-                    files.len()
-                );
-            }
-        }
-        ReviewOutcome::Rejected { reason } => {
-            service
-                .call(review(ReviewAction::Reject {
-                    comment: reason.clone(),
-                }))
-                .await?;
-            if args.json {
-                println!("{}", serde_json::to_string_pretty(&outcome)?);
-            } else {
-                println!("recorded: {}", outcome.code());
-            }
-        }
-        ReviewOutcome::ChangesRequested { comments, stage } => {
-            let feedback: Vec<String> = comments
-                .iter()
-                .map(|c| match (&c.path, c.hunk) {
-                    (Some(p), Some(h)) => format!("{p} (hunk {h}): {}", c.body),
-                    (Some(p), None) => format!("{p}: {}", c.body),
-                    _ => c.body.clone(),
-                })
-                .collect();
-            let mut live = service.live();
-            let out = service
-                .call(Op::RequestChanges {
-                    run: run.clone(),
-                    node: stage.as_deref().map(NodeId::new),
-                    artifact: None,
-                    feedback: feedback.join("\n"),
-                })
-                .await?;
-            if args.json {
-                println!("{}", serde_json::to_string_pretty(&out)?);
-            } else {
-                println!("recorded: {}", outcome.code());
-            }
-            if let Some(stage) = out["revising"].as_str() {
-                if !args.json {
-                    println!("running `{stage}` again with your comments…");
-                }
-                let id = RunId::from_string(run.clone());
-                crate::follow::follow_run(service, &mut live, &id, args.json).await;
-                if !args.json {
-                    let o = service.runtime().inspect(&id)?;
-                    println!(
-                        "run {short} {}; review the new change set with `trellis review {short}`",
-                        o.status
-                    );
-                }
-            }
+        interactive(set, color)?
+    }))
+}
+
+/// A decided review being carried out through the service, and printed.
+struct Reviewing<'a> {
+    service: &'a Arc<Service>,
+    /// The run's full id.
+    run: String,
+    /// Its short id, for messages.
+    short: String,
+    /// Print JSON.
+    json: bool,
+}
+
+impl Reviewing<'_> {
+    /// The review op for `action` on the run.
+    fn op(&self, action: ReviewAction) -> Op {
+        Op::Review {
+            run: self.run.clone(),
+            action,
         }
     }
-    Ok(ExitCode::SUCCESS)
+
+    /// Applies the approved files and hunks (rejecting the change when nothing is
+    /// approved) and prints what happened to each file.
+    async fn apply(
+        &self,
+        set: &ChangeSet,
+        outcome: &ReviewOutcome,
+        selection: &Selection,
+    ) -> anyhow::Result<()> {
+        if selection.is_empty(set) {
+            self.service
+                .call(self.op(ReviewAction::Reject {
+                    comment: Some("nothing approved".into()),
+                }))
+                .await?;
+            println!("nothing approved; the change was rejected.");
+            return Ok(());
+        }
+        let out = self
+            .service
+            .call(self.op(ReviewAction::Apply {
+                accept: Some(accepted(set, selection)),
+            }))
+            .await?;
+        if self.json {
+            println!(
+                "{}",
+                serde_json::to_string_pretty(
+                    &serde_json::json!({"outcome": outcome, "applied": out["applied"]})
+                )?
+            );
+        } else {
+            let short = &self.short;
+            let files = out["applied"]["files"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            for f in &files {
+                println!(
+                    "{:>16}  {}",
+                    f[1].as_str().unwrap_or_default(),
+                    f[0].as_str().unwrap_or_default()
+                );
+            }
+            println!(
+                "applied run {short} ({} file(s)); `trellis undo {short}` reverses it.",
+                files.len()
+            );
+        }
+        Ok(())
+    }
+
+    /// Rejects the change and prints the recorded outcome.
+    async fn reject(&self, outcome: &ReviewOutcome, reason: Option<&str>) -> anyhow::Result<()> {
+        self.service
+            .call(self.op(ReviewAction::Reject {
+                comment: reason.map(str::to_owned),
+            }))
+            .await?;
+        if self.json {
+            println!("{}", serde_json::to_string_pretty(outcome)?);
+        } else {
+            println!("recorded: {}", outcome.code());
+        }
+        Ok(())
+    }
+
+    /// Requests changes with the comments and, when a stage runs again to address them,
+    /// follows it to its end.
+    async fn request_changes(
+        &self,
+        outcome: &ReviewOutcome,
+        comments: &[ReviewComment],
+        stage: Option<&str>,
+    ) -> anyhow::Result<()> {
+        let mut live = self.service.live();
+        let out = self
+            .service
+            .call(Op::RequestChanges {
+                run: self.run.clone(),
+                node: stage.map(NodeId::new),
+                artifact: None,
+                feedback: feedback(comments),
+            })
+            .await?;
+        if self.json {
+            println!("{}", serde_json::to_string_pretty(&out)?);
+        } else {
+            println!("recorded: {}", outcome.code());
+        }
+        if let Some(stage) = out["revising"].as_str() {
+            if !self.json {
+                println!("running `{stage}` again with your comments…");
+            }
+            let id = RunId::from_string(self.run.clone());
+            crate::follow::follow_run(self.service, &mut live, &id, self.json).await;
+            if !self.json {
+                let short = &self.short;
+                let o = self.service.runtime().inspect(&id)?;
+                println!(
+                    "run {short} {}; review the new change set with `trellis review {short}`",
+                    o.status
+                );
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The approved files of `set`, whole or by hunk, as the service takes them.
+fn accepted(set: &ChangeSet, selection: &Selection) -> Vec<FileHunks> {
+    set.files
+        .iter()
+        .filter_map(|f| match selection.for_file(f) {
+            FileSelection::All => Some(FileHunks {
+                file: f.path.clone(),
+                hunks: None,
+            }),
+            FileSelection::None => None,
+            FileSelection::Hunks(h) => Some(FileHunks {
+                file: f.path.clone(),
+                hunks: Some(h.into_iter().collect()),
+            }),
+        })
+        .collect()
+}
+
+/// The review comments as one feedback text, one line per comment, with its file and hunk.
+fn feedback(comments: &[ReviewComment]) -> String {
+    let feedback: Vec<String> = comments
+        .iter()
+        .map(|c| match (&c.path, c.hunk) {
+            (Some(p), Some(h)) => format!("{p} (hunk {h}): {}", c.body),
+            (Some(p), None) => format!("{p}: {}", c.body),
+            _ => c.body.clone(),
+        })
+        .collect();
+    feedback.join("\n")
 }
 
 /// The review agent's verdict and the reviewers' comments, if there are any.

@@ -1,5 +1,6 @@
 //! `trellis runs list | show | events | usage | resume | fork | cancel`.
 
+use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -145,7 +146,7 @@ pub enum RunsCommand {
 pub async fn execute(
     cmd: RunsCommand,
     store: Store,
-    repo: &std::path::Path,
+    repo: &Path,
     overrides: &[String],
 ) -> anyhow::Result<ExitCode> {
     let store = Arc::new(store);
@@ -210,49 +211,8 @@ pub async fn execute(
             json,
             quiet,
         } => {
-            let rec = store.get_run(&run)?;
-            let mut commands = parse_answers(&answer)?;
-            for m in &message {
-                let (node, text) = m
-                    .split_once('=')
-                    .with_context(|| format!("`{m}` is not NODE=TEXT"))?;
-                commands.push(Command::SendMessage {
-                    node: NodeId::new(node),
-                    message: Message::user(text),
-                });
-            }
-            if !crate::registry::is_demo_run(&store, &rec.id)? {
-                let mut answers = Vec::new();
-                let mut messages = Vec::new();
-                for c in commands {
-                    match c {
-                        Command::Answer { node, answer } => {
-                            answers.push(trellis_protocol::NodeAnswer { node, answer })
-                        }
-                        Command::SendMessage { node, message } => {
-                            messages.push(trellis_protocol::NodeMessage {
-                                node,
-                                text: message.text,
-                            })
-                        }
-                        _ => {}
-                    }
-                }
-                return crate::session::resume(
-                    &rec.id, answers, messages, repo, overrides, store, json,
-                )
-                .await;
-            }
-            if rec.owner_alive {
-                bail!(
-                    "run {} is executing in process {}; wait for it, or stop that process first",
-                    rec.id,
-                    rec.owner.as_ref().map(|o| o.label()).unwrap_or_default()
-                );
-            }
-            let graph = crate::registry::graph_of(&store, &rec.id)?;
-            let handle = Engine::new(store.clone()).resume(graph, &rec.id, commands)?;
-            Ok(drive(handle, Show { json, quiet }).await?.1)
+            let show = Show { json, quiet };
+            resume_run(store, repo, overrides, &run, &answer, &message, show).await
         }
         RunsCommand::Fork {
             run,
@@ -261,21 +221,16 @@ pub async fn execute(
             json,
             quiet,
         } => {
-            let rec = store.get_run(&run)?;
-            let seq = checkpoint_seq(&store, &rec, &at)?;
-            if !crate::registry::is_demo_run(&store, &rec.id)? {
-                // A workflow run: the fork gets worktrees of its own (through the service).
-                let commands = parse_answers(&answer)?;
-                return crate::session::fork(&rec.id, seq, commands, repo, overrides, store, json)
-                    .await;
-            }
-            let graph = crate::registry::graph_of(&store, &rec.id)?;
-            let handle =
-                Engine::new(store.clone()).fork(graph, &rec.id, seq, parse_answers(&answer)?)?;
-            if !json && !quiet {
-                println!("run {} forked from {}@{seq}", handle.id(), rec.id.short());
-            }
-            Ok(drive(handle, Show { json, quiet }).await?.1)
+            fork_run(
+                store,
+                repo,
+                overrides,
+                &run,
+                &at,
+                &answer,
+                Show { json, quiet },
+            )
+            .await
         }
         RunsCommand::Cancel { run, reason } => {
             let rec = store.get_run(&run)?;
@@ -290,6 +245,108 @@ pub async fn execute(
             crate::steer::steer(&service, &rec.id, op, false).await
         }
     }
+}
+
+/// `runs resume`: continues a workflow run through the service, or a demo run here with
+/// the engine (refused while another process executes it), answering and messaging nodes.
+async fn resume_run(
+    store: Arc<Store>,
+    repo: &Path,
+    overrides: &[String],
+    run: &str,
+    answer: &[String],
+    message: &[String],
+    show: Show,
+) -> anyhow::Result<ExitCode> {
+    let rec = store.get_run(run)?;
+    let mut commands = parse_answers(answer)?;
+    commands.extend(parse_messages(message)?);
+    if !crate::registry::is_demo_run(&store, &rec.id)? {
+        let (answers, messages) = answers_and_messages(commands);
+        return crate::session::resume(
+            &rec.id, answers, messages, repo, overrides, store, show.json,
+        )
+        .await;
+    }
+    if rec.owner_alive {
+        bail!(
+            "run {} is executing in process {}; wait for it, or stop that process first",
+            rec.id,
+            rec.owner.as_ref().map(|o| o.label()).unwrap_or_default()
+        );
+    }
+    let graph = crate::registry::graph_of(&store, &rec.id)?;
+    let handle = Engine::new(store.clone()).resume(graph, &rec.id, commands)?;
+    Ok(drive(handle, show).await?.1)
+}
+
+/// `runs fork`: starts a new run from a checkpoint of another, through the service for a
+/// workflow run (its fork gets worktrees of its own), here with the engine for a demo run.
+async fn fork_run(
+    store: Arc<Store>,
+    repo: &Path,
+    overrides: &[String],
+    run: &str,
+    at: &str,
+    answer: &[String],
+    show: Show,
+) -> anyhow::Result<ExitCode> {
+    let rec = store.get_run(run)?;
+    let seq = checkpoint_seq(&store, &rec, at)?;
+    if !crate::registry::is_demo_run(&store, &rec.id)? {
+        // A workflow run: the fork gets worktrees of its own (through the service).
+        let commands = parse_answers(answer)?;
+        return crate::session::fork(&rec.id, seq, commands, repo, overrides, store, show.json)
+            .await;
+    }
+    let graph = crate::registry::graph_of(&store, &rec.id)?;
+    let handle = Engine::new(store.clone()).fork(graph, &rec.id, seq, parse_answers(answer)?)?;
+    if !show.json && !show.quiet {
+        println!("run {} forked from {}@{seq}", handle.id(), rec.id.short());
+    }
+    Ok(drive(handle, show).await?.1)
+}
+
+/// `NODE=TEXT` pairs as messages to send.
+fn parse_messages(pairs: &[String]) -> anyhow::Result<Vec<Command>> {
+    pairs
+        .iter()
+        .map(|m| {
+            let (node, text) = m
+                .split_once('=')
+                .with_context(|| format!("`{m}` is not NODE=TEXT"))?;
+            Ok(Command::SendMessage {
+                node: NodeId::new(node),
+                message: Message::user(text),
+            })
+        })
+        .collect()
+}
+
+/// The answers and the messages among `commands`, as the service takes them.
+fn answers_and_messages(
+    commands: Vec<Command>,
+) -> (
+    Vec<trellis_protocol::NodeAnswer>,
+    Vec<trellis_protocol::NodeMessage>,
+) {
+    let mut answers = Vec::new();
+    let mut messages = Vec::new();
+    for c in commands {
+        match c {
+            Command::Answer { node, answer } => {
+                answers.push(trellis_protocol::NodeAnswer { node, answer })
+            }
+            Command::SendMessage { node, message } => {
+                messages.push(trellis_protocol::NodeMessage {
+                    node,
+                    text: message.text,
+                })
+            }
+            _ => {}
+        }
+    }
+    (answers, messages)
 }
 
 fn parse_answers(pairs: &[String]) -> anyhow::Result<Vec<Command>> {

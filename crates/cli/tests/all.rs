@@ -5,6 +5,8 @@
     clippy::print_stdout,
     clippy::print_stderr,
     clippy::type_complexity,
-    missing_docs
+    missing_docs,
+    // Tests are exempt from the workspace's function length limit.
+    clippy::too_many_lines
 )]
 mod suite;

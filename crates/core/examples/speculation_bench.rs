@@ -1,4 +1,4 @@
-//! End-to-end latency of a 5-step read-only workflow (issue 20 item 8, seed 002's "4-5x"):
+//! End-to-end latency of a 5-step read-only workflow (issue 20 item 8, the "4-5x" target):
 //! the model calling the tools one turn at a time, against the same agent with per-call
 //! speculation only, and with foresight (the task's learned workflow run before the first
 //! model call, its results in the prompt).

@@ -1,6 +1,6 @@
 //! Issue 19's context benchmark: input tokens per completed task and the peak prompt size of a
 //! `task_tree` run on a scripted 20-task remit (two milestones of ten tasks, some depending on
-//! others), with seed 001's compressed handoffs and with whole handoffs
+//! others), with compressed handoffs (`docs/context.md`) and with whole handoffs
 //! (`[agents.task_tree] compress_handoffs = false`). The scripted agents answer at realistic
 //! length (gap analyses of ~1.5k chars, PRP plans of ~5k, implementation reports of ~2.5k,
 //! QA feedback of ~1k), so what grows is what the handoffs carry.
@@ -81,7 +81,7 @@ fn script(r: &ChatRequest) -> Turn {
         return Turn::Json(json!({ "queries": ["inventory reservations"] }));
     }
     let (sys, all) = (system(r), text(r));
-    // Handoff compression (seed 001's normaliser): a summary of the field, within its limit.
+    // Handoff compression (the output normaliser): a summary of the field, within its limit.
     if sys.contains("You compress text that one agent hands to another") {
         let body: String = all.chars().skip(sys.len()).take(300).collect();
         return Turn::Text(format!("Summary: {body}"));
@@ -143,7 +143,7 @@ fn script(r: &ChatRequest) -> Turn {
     report("nothing to do")
 }
 
-/// The role whose system prompt this is (seed 001's agents), if any.
+/// The role whose system prompt this is (the task tree's agents), if any.
 fn role_of(r: &ChatRequest) -> Option<&'static str> {
     let sys = system(r);
     [
@@ -162,7 +162,7 @@ fn role_of(r: &ChatRequest) -> Option<&'static str> {
 }
 
 struct Measured {
-    /// Agent requests over their role's input cap (`[context]`, seed 001's table).
+    /// Agent requests over their role's input cap (`[context]`, the default caps table).
     over_cap: usize,
     agent_requests: usize,
     requests: usize,

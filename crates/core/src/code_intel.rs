@@ -1,8 +1,8 @@
-//! The workspace's language servers for agents and the retrieval agent (seed 000's "LSP via
-//! MCP", `lsp_integration` and the `lsp_tools` retrieval source).
+//! The workspace's language servers for agents and the retrieval agent (a workflow's
+//! `lsp_integration` and the `lsp_tools` retrieval source; `docs/mcp.md`, `docs/retrieval.md`).
 //!
-//! - **Agent tools** `find_definition`, `get_references`, `get_signature` (the names of the
-//!   seed's `lsp_integration.tools`), granted to a workflow's agents when its
+//! - **Agent tools** `find_definition`, `get_references`, `get_signature` (the names a
+//!   workflow's `lsp_integration.tools` lists), granted to a workflow's agents when its
 //!   `retrieval_strategy_config.lsp_integration` is enabled: a position (`path`, `line`,
 //!   `column`) or a `symbol` looked up in the index.
 //! - **Retrieval source** `lsp_tools` (code workflows only): the identifiers of the
@@ -29,7 +29,7 @@ use trellis_lsp::{LspPool, Place};
 use trellis_tools::tool::typed;
 use trellis_tools::{Error as ToolError, Tool, ToolContext, TypedTool};
 
-/// The agent tools' names, as seed 000's `lsp_integration.tools` lists them.
+/// The agent tools' names, as a workflow's `lsp_integration.tools` lists them.
 pub const LSP_TOOLS: [&str; 3] = trellis_index::strategy::LSP_TOOL_NAMES;
 
 /// The retrieval source's name in `rag_strategy.sources`.

@@ -1,4 +1,4 @@
-//! The MCP gateway (seed 002's product, `trellis mcp --gateway`): the tools of the MCP
+//! The MCP gateway (`trellis mcp --gateway`, `docs/mcp.md`): the tools of the MCP
 //! servers configured in the workspace's `[mcp.servers]` ([`McpHub`]), offered to an
 //! external MCP client through
 //!

@@ -3,20 +3,16 @@
 //! run's branch ([`crate::nodes`]), the others in the run's worktree — and its typed report
 //! becomes the node's result (what routing, later stages and the user see).
 
+mod activation;
 pub(crate) mod retrieval;
 mod worktrees;
 
 use std::sync::{Arc, Weak};
 
 use serde_json::{Value, json};
-use trellis_agents::prompt::{
-    ContextKind, context_messages, earlier_stages, system_prompt, task_text,
-};
-use trellis_agents::{
-    AgentOutcome, AgentReport, AgentRun, GraphInteraction, Resume, RoleSpec, SessionSink,
-};
+use trellis_agents::{AgentReport, RoleSpec, SessionSink};
 use trellis_graph::{NodeContext, NodeError, NodeHandler, NodeOutput};
-use trellis_llm::{CallScope, Message};
+use trellis_llm::CallScope;
 use trellis_protocol::{RunId, SessionEvent};
 use trellis_tools::worktree::RunWorktree;
 use trellis_tools::{Interaction, NonInteractive, Registry, ToolEnv, Workspace};
@@ -24,7 +20,7 @@ use trellis_workflow::{AgentSpec, Plan, StageContext, StageHandlers};
 
 use crate::testcmd::{self, TestCommand};
 use crate::text::clip;
-use crate::{InputMode, RunOptions, Runtime};
+use crate::{RunOptions, Runtime};
 
 /// Everything the handlers of one run share.
 pub struct RunContext {
@@ -171,223 +167,6 @@ impl RunContext {
         ctx: NodeContext,
     ) -> Result<NodeOutput, NodeError> {
         Ok(self.run_stage_agent(stage, agent, ctx, None).await?.0)
-    }
-
-    pub(crate) async fn agent_activation(
-        self: Arc<Self>,
-        stage: StageContext,
-        agent: AgentSpec,
-        ctx: NodeContext,
-        registry: Arc<Registry>,
-        workdir: Option<std::path::PathBuf>,
-    ) -> Result<NodeOutput, NodeError> {
-        let role: RoleSpec = self
-            .runtime
-            .roles
-            .get(&agent.agent)
-            .map_err(node_error)?
-            .clone();
-        let node = ctx.node.to_string();
-        let stage_name = stage.stage_name.clone();
-        let provider = self
-            .runtime
-            .models
-            .budgeted(
-                &role.model_role,
-                self.ledger.clone(),
-                CallScope {
-                    stage: Some(stage_name.clone()),
-                    agent: Some(agent.agent.clone()),
-                },
-            )
-            .map_err(node_error)?;
-        let (interaction, gate): (Arc<dyn Interaction>, Option<Arc<GraphInteraction>>) =
-            match self.options.input {
-                InputMode::Interrupts => {
-                    let g = Arc::new(GraphInteraction::new());
-                    (g.clone(), Some(g))
-                }
-                InputMode::Approve => (Arc::new(NonInteractive { approve: true }), None),
-                InputMode::Deny => (Arc::new(NonInteractive { approve: false }), None),
-            };
-        let env = self.env(&node, interaction)?;
-        // An agent its stage grants MCP tools has an allow list of its own.
-        let scope = tool_scope(&stage_name, &agent.agent);
-        let tool_scope = registry.roles().contains(&scope).then_some(scope);
-        let tools: Vec<(String, String)> = registry
-            .specs_for(tool_scope.as_deref().unwrap_or(&role.name))
-            .into_iter()
-            .map(|t| (t.name, t.description))
-            .collect();
-        let task = ctx
-            .state
-            .get("task")
-            .and_then(Value::as_str)
-            .unwrap_or(&stage.task)
-            .to_owned();
-        let text_of = |v: Option<&Value>| -> String {
-            match v {
-                Some(Value::String(s)) => s.clone(),
-                Some(v) => v
-                    .get("rendered")
-                    .and_then(Value::as_str)
-                    .map(str::to_owned)
-                    .unwrap_or_default(),
-                None => String::new(),
-            }
-        };
-        // Messages buffered before the node started are context; those that arrive while it
-        // runs reach the agent through its inbox (the node's mailbox) before its next call.
-        let user_messages: Vec<String> = ctx.messages.iter().map(|m| m.text.clone()).collect();
-        let parts = vec![
-            (ContextKind::Project, self.project_text()),
-            (
-                ContextKind::Codebase,
-                text_of(ctx.state.get_in("retrieval_context", &stage_name)),
-            ),
-            (
-                ContextKind::Enriched,
-                text_of(ctx.state.get_in("enriched_context", &stage_name)),
-            ),
-            (
-                ContextKind::EarlierStages,
-                // A step that gets exactly what it needs in its work item (seed 001's typed
-                // handoffs) says so with `"earlier_stages": false`.
-                if ctx.input.get("earlier_stages") == Some(&Value::Bool(false)) {
-                    String::new()
-                } else {
-                    earlier_stages(ctx.state.get("stage_results"), &stage_name)
-                },
-            ),
-            (ContextKind::UserMessages, user_messages.join("\n")),
-            (
-                ContextKind::Task,
-                task_text(&role, &task, &ctx.input, ctx.attempt, ctx.previous.as_ref()),
-            ),
-        ];
-        let mut messages = vec![Message::system(system_prompt(&role, &tools))];
-        messages.extend(context_messages(&parts));
-        let max_turns = role
-            .max_turns
-            .min(self.runtime.agents.max_turns.unwrap_or(u32::MAX))
-            .max(1);
-        let opened = self
-            .open_session(&ctx.node, &role.name, ctx.attempt)
-            .await?;
-        // The activation's calls, learned by the tool knowledge graph when it ends.
-        let calls = crate::toolknow::CallLog::default();
-        let sink: Option<SessionSink> = {
-            let calls = calls.clone();
-            let inner = opened.sink;
-            Some(Arc::new(move |e: SessionEvent| {
-                calls.note(&e);
-                if let Some(inner) = &inner {
-                    inner(e);
-                }
-            }))
-        };
-        // An agent whose tools can change files (a write tool, or the shell) edits in a
-        // worktree of its own, merged into the run branch when it is done; the others read
-        // the run's worktree.
-        let can_write = tools.iter().any(|(name, _)| {
-            name == "shell" || trellis_tools::registry::WRITE_TOOLS.contains(&name.as_str())
-        });
-        // A merge agent works in the merge's worktree, a reviewer of a node's work in that
-        // node's worktree (`workdir`); nothing of theirs is committed by the activation.
-        let (env, node_wt) = match workdir {
-            Some(dir) => (self.env_in(&env, &dir)?, None),
-            None if can_write => {
-                let wt = self.node_worktree(&node).await?;
-                (self.env_in(&env, &wt.path)?, Some(wt))
-            }
-            None => (env, None),
-        };
-        let mut context = self
-            .context_policy(&role.name, &node, &stage_name, &agent.agent)
-            .await;
-        // MCP tools compete for the schema budget: rank them with the index's embeddings too.
-        let allow = tool_scope.as_deref().unwrap_or(&role.name);
-        if registry
-            .specs_for(allow)
-            .iter()
-            .any(|s| registry.sourced(&s.name))
-        {
-            context.tool_embedder = self.tool_embedder().await;
-        }
-        let run = AgentRun {
-            node: node.clone(),
-            role: role.clone(),
-            provider,
-            tools: registry,
-            tool_scope,
-            env: env.clone(),
-            gate,
-            ledger: Some(self.ledger.clone()),
-            messages,
-            max_turns,
-            events: sink.clone(),
-            inbox: Some(Box::new(ctx.mailbox)),
-            first_turn: opened.first_turn,
-            attempt: ctx.attempt,
-            free_text: false,
-            context,
-            cancel: ctx.cancel.clone(),
-            probe: self.probe(&role, &env),
-        };
-        let resume = Resume::choose(
-            ctx.attempt,
-            ctx.resume
-                .as_ref()
-                .map(|r| (r.scratch.clone(), r.answer.clone())),
-            opened.recorded,
-        );
-        let emit = |e: SessionEvent| {
-            if let Some(sink) = &sink {
-                sink(e);
-            }
-        };
-        let outcome = run.run(resume).await;
-        let knowledge = self.runtime.tool_knowledge.clone();
-        let learned = calls.take();
-        let context = format!("{stage_name}/{}", role.name);
-        // Learning writes to the store: off the async workers.
-        let _ = tokio::task::spawn_blocking(move || knowledge.learn(&context, learned)).await;
-        match outcome {
-            Ok(AgentOutcome::Interrupted { interrupt, scratch }) => {
-                Ok(NodeOutput::interrupt_with(interrupt, scratch))
-            }
-            Ok(AgentOutcome::Done(report)) => {
-                let out = self
-                    .finish(
-                        &agent.agent,
-                        &role,
-                        report,
-                        &env,
-                        node_wt.as_ref().map(|wt| (wt, !stage.merge_later)),
-                        &ctx.cancel,
-                    )
-                    .await;
-                match &out {
-                    Ok(o) => emit(SessionEvent::SessionCompleted {
-                        output: o.recorded().clone(),
-                    }),
-                    Err(e) => emit(SessionEvent::SessionError {
-                        error: e.to_string(),
-                    }),
-                }
-                out
-            }
-            // Pruned or the run cancelled: the engine has dropped this activation already;
-            // the service prunes its worktree (`RunContext::roll_back`), or drops it with the
-            // run's others when the run ends.
-            Err(trellis_agents::Error::Cancelled) => Err(NodeError::new("cancelled")),
-            Err(e) => {
-                emit(SessionEvent::SessionError {
-                    error: e.to_string(),
-                });
-                Ok(NodeOutput::failure(format!("{}: {e}", agent.agent)))
-            }
-        }
     }
 
     /// The index's embedder (the retrieval agent's) behind a vector cache: tool descriptions

@@ -274,7 +274,7 @@ impl Runtime {
             }
         }
         registry.allow(testcmd::TEST_RUNNER, ["shell"]);
-        // Seed 001's `rag_search` and `write_todos`: roles that list them get them.
+        // The task tools `rag_search` and `write_todos`: roles that list them get them.
         for tool in task_tools::tools(self.repo.clone(), self.index.clone()) {
             registry.register(tool);
         }

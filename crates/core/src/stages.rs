@@ -1,4 +1,4 @@
-//! The handlers of the stage kinds beyond seed 000's agent stages (`docs/workflows.md`,
+//! The handlers of the stage kinds beyond agent stages (`docs/workflows.md`,
 //! "Stage kinds"): `gate` (an artifact awaits the user's approval), `review` (an agent's
 //! verdict APPROVED / NEEDS_REVISION / HUMAN_REVIEW_REQUESTED), `deterministic` (built-in
 //! functions). Routing is the compiled graph's: a handler only reports success, failure with

@@ -1,6 +1,6 @@
-//! Seed 001's agent tools beyond the built-ins: `rag_search` (the index's hybrid search, for
+//! The agent tools beyond the built-ins: `rag_search` (the index's hybrid search, for
 //! the intent, milestone, expander, researcher and planner agents) and `write_todos` (an
-//! agent's own checklist for multi-step work, seed 001's TodoListMiddleware).
+//! agent's own checklist for multi-step work).
 
 use std::collections::HashMap;
 use std::path::PathBuf;

@@ -1,11 +1,11 @@
-//! Seed 001's task tree steps (`step:` on agent stages of a workflow with `state:
+//! The task tree steps (`step:` on agent stages of a workflow with `state:
 //! [task_tree]`, `docs/workflows.md` "task_tree"): each step's agent answers with a JSON object
 //! (read leniently; a deterministic fallback when it cannot be read), which becomes task tree
 //! operations ([`TreeOp`], applied by the `task_tree` channel's reducer) and the result's
 //! `outcome` the workflow routes on. The prioritizer and the validator are deterministic
 //! functions, not model calls.
 //!
-//! Retry limits (seed 001): the implementor runs at most [`IMPLEMENTOR_RUNS`] times per task
+//! Retry limits: the implementor runs at most [`IMPLEMENTOR_RUNS`] times per task
 //! (validation failures and QA `incomplete`), the planner [`PLANNER_RUNS`] (QA `plan_issue`),
 //! the researcher [`RESEARCHER_RUNS`] (QA `wrong_approach`); then the task is marked failed
 //! and its dependents are blocked.
@@ -14,17 +14,17 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 use trellis_graph::{NodeContext, NodeError, NodeOutput};
-use trellis_workflow::tasktree::{
-    CHANNEL, FIELD_LIMITS, NewTask, TaskStatus, TaskTree, TreeOp, clip_chars,
-};
+use trellis_workflow::tasktree::{CHANNEL, FIELD_LIMITS, TaskStatus, TaskTree, TreeOp, clip_chars};
 use trellis_workflow::{AgentSpec, StageContext};
 
 use crate::handlers::RunContext;
 
 mod answer;
+mod decide;
 
 pub use answer::json_in;
-use answer::{boolean, new_task, strings, text};
+use answer::strings;
+use decide::{Answer, decide};
 
 /// Runs of the implementor per task: the first and 3 retries (`[agents.task_tree]`
 /// `implementor_runs`).
@@ -38,14 +38,15 @@ pub const MAX_EXPANSIONS: u32 = 12;
 /// Characters of a step's work item shown to its agent (the whole plan fits).
 const ITEM_MAX_CHARS: u64 = 16_000;
 
-/// The limits in force: the configuration's, else seed 001's.
+/// The limits in force: the configuration's, else the defaults ([`IMPLEMENTOR_RUNS`] and
+/// the others).
 #[derive(Clone, Copy, Debug)]
 struct Limits {
     implementor: u32,
     planner: u32,
     researcher: u32,
     expansions: u32,
-    /// Handoffs kept to seed 001's limits (`compress_handoffs`, default on).
+    /// Handoffs kept to their field limits (`compress_handoffs`, default on).
     compress: bool,
 }
 
@@ -57,7 +58,7 @@ const GAP_FIELD_LIMITS: [(&str, usize); 3] = [
 ];
 
 /// Keeps the handoff fields the ops set to their limits ([`FIELD_LIMITS`]): an over-long one
-/// is summarised by `summarizer` (seed 001's normaliser: LLM compression before truncation),
+/// is summarised by `summarizer` (the output normaliser: LLM compression before truncation),
 /// truncated when that fails or overshoots. Returns the repairs, for the node's result.
 async fn compress_ops(
     ops: &mut [TreeOp],
@@ -155,45 +156,10 @@ impl RunContext {
         let step = stage.step.clone().unwrap_or_default();
         let tree = TaskTree::from_value(ctx.state.get(CHANNEL)).map_err(node_error)?;
         let task = tree.current_task.clone();
-        if matches!(step.as_str(), "research" | "plan" | "implement" | "qa") && task.is_none() {
-            return Ok(NodeOutput::failure(format!(
-                "step `{step}` needs a task selected by the prioritizer"
-            )));
+        if let Some(out) = step_without_agent(&tree, &step) {
+            return Ok(out);
         }
-        if step == "expand" && tree.active_milestone.is_none() && !tree.milestones.is_empty() {
-            return Ok(NodeOutput::success().result(json!({
-                "outcome": "complete", "output": "every milestone is complete",
-                "report": tree.report(),
-            })));
-        }
-        if let Value::Object(m) = &mut ctx.input {
-            let compress = Limits::of(&self.runtime.agents.task_tree).compress;
-            let mut item = view(&tree, &step, compress);
-            // The implementor works from the whole plan (seed 001), not its summary.
-            if step == "implement"
-                && let (Value::Object(v), Some(plan)) = (
-                    &mut item,
-                    ctx.state
-                        .get_in("stage_results", "plan")
-                        .and_then(|r| r.pointer("/output/output"))
-                        .and_then(Value::as_str),
-                )
-            {
-                v.insert("plan".into(), json!(plan));
-            }
-            m.insert("item".into(), item);
-            // Compressed handoffs keep the item small; whole ones are shown whole (the
-            // benchmark's baseline).
-            m.insert(
-                "item_max_chars".into(),
-                json!(if compress { ITEM_MAX_CHARS } else { u64::MAX }),
-            );
-            // With compressed handoffs the work item is the whole handoff: the earlier stages'
-            // raw results (every plan and report so far) are not sent again.
-            if compress {
-                m.insert("earlier_stages".into(), json!(false));
-            }
-        }
+        self.give_work_item(&tree, &step, &mut ctx);
         // The stage runs many times (once per task); earlier tasks' results are not this
         // task's previous attempt.
         ctx.previous = None;
@@ -230,69 +196,82 @@ impl RunContext {
             out.is_failure(),
         );
         let repairs = if limits.compress {
-            let summarizer = self
-                .runtime
-                .models
-                .budgeted(
-                    self.runtime.context.summary_role(),
-                    self.ledger.clone(),
-                    trellis_llm::CallScope {
-                        stage: Some(stage_key(&step).to_owned()),
-                        agent: Some(agent_name.clone()),
-                    },
-                )
-                .ok();
-            compress_ops(
-                &mut decided.ops,
-                summarizer
-                    .as_deref()
-                    .map(|p| p as &dyn trellis_llm::ModelProvider),
-                &cancel,
-            )
-            .await
+            self.compress_step_ops(&step, agent_name, &mut decided.ops, &cancel)
+                .await
         } else {
             Vec::new()
         };
         let mut check = tree.clone();
         if let Err(e) = check.apply_all(&decided.ops) {
-            // The agent's proposal does not fit the tree (a cycle, an unknown dependency): it
-            // tries again with the reason.
-            let why = format!("the task tree refused the answer: {e}");
-            if let Value::Object(m) = &mut result {
-                m.insert("feedback".into(), json!(why));
-                m.insert("reason".into(), json!(why));
-            }
-            return Ok(NodeOutput::failure(why.clone())
-                .result(result)
-                .write("feedback", json!({ stage_key(&step): why })));
+            return Ok(refused_answer(&step, result, &e));
         }
-        if let Value::Object(m) = &mut result {
-            if let Some(o) = decided.outcome {
-                m.insert("outcome".into(), json!(o));
-            }
-            if let Some(n) = &decided.note {
-                m.insert("note".into(), json!(n));
-            }
-            m.insert("task".into(), json!(task));
-            if !repairs.is_empty() {
-                m.insert("handoff_repairs".into(), json!(repairs));
-            }
-            if decided.outcome == Some("complete") {
-                m.insert("report".into(), json!(check.report()));
-            }
+        annotate_result(&mut result, &decided, task.as_ref(), &repairs, &check);
+        Ok(step_output(decided, result))
+    }
+
+    /// Puts the tree's view for `step` into the agent's input as its work item, with the
+    /// item's size limit; with compressed handoffs the earlier stages' results stay out.
+    fn give_work_item(&self, tree: &TaskTree, step: &str, ctx: &mut NodeContext) {
+        let Value::Object(m) = &mut ctx.input else {
+            return;
+        };
+        let compress = Limits::of(&self.runtime.agents.task_tree).compress;
+        let mut item = view(tree, step, compress);
+        // The implementor works from the whole plan, not its summary.
+        if step == "implement"
+            && let (Value::Object(v), Some(plan)) = (
+                &mut item,
+                ctx.state
+                    .get_in("stage_results", "plan")
+                    .and_then(|r| r.pointer("/output/output"))
+                    .and_then(Value::as_str),
+            )
+        {
+            v.insert("plan".into(), json!(plan));
         }
-        let mut out = match &decided.failure {
-            Some(why) => NodeOutput::failure(why.clone()),
-            None => NodeOutput::success(),
+        m.insert("item".into(), item);
+        // Compressed handoffs keep the item small; whole ones are shown whole (the
+        // benchmark's baseline).
+        m.insert(
+            "item_max_chars".into(),
+            json!(if compress { ITEM_MAX_CHARS } else { u64::MAX }),
+        );
+        // With compressed handoffs the work item is the whole handoff: the earlier stages'
+        // raw results (every plan and report so far) are not sent again.
+        if compress {
+            m.insert("earlier_stages".into(), json!(false));
         }
-        .result(result);
-        if !decided.ops.is_empty() {
-            out = out.write(CHANNEL, json!({ "ops": decided.ops }));
-        }
-        if let Some((to, f)) = decided.feedback {
-            out = out.write("feedback", json!({ to: f }));
-        }
-        Ok(out)
+    }
+
+    /// Compresses the handoff fields `ops` set with the summary model, billed to the step's
+    /// stage and agent; returns the repairs.
+    async fn compress_step_ops(
+        &self,
+        step: &str,
+        agent_name: String,
+        ops: &mut [TreeOp],
+        cancel: &tokio_util::sync::CancellationToken,
+    ) -> Vec<trellis_agents::FieldRepair> {
+        let summarizer = self
+            .runtime
+            .models
+            .budgeted(
+                self.runtime.context.summary_role(),
+                self.ledger.clone(),
+                trellis_llm::CallScope {
+                    stage: Some(stage_key(step).to_owned()),
+                    agent: Some(agent_name),
+                },
+            )
+            .ok();
+        compress_ops(
+            ops,
+            summarizer
+                .as_deref()
+                .map(|p| p as &dyn trellis_llm::ModelProvider),
+            cancel,
+        )
+        .await
     }
 
     /// `prioritize`: the next READY task of the active milestone, or none.
@@ -393,6 +372,79 @@ impl RunContext {
     }
 }
 
+/// The step's result without running its agent: a task step with no task selected fails,
+/// and `expand` once every milestone is complete reports the tree.
+fn step_without_agent(tree: &TaskTree, step: &str) -> Option<NodeOutput> {
+    if matches!(step, "research" | "plan" | "implement" | "qa") && tree.current_task.is_none() {
+        return Some(NodeOutput::failure(format!(
+            "step `{step}` needs a task selected by the prioritizer"
+        )));
+    }
+    if step == "expand" && tree.active_milestone.is_none() && !tree.milestones.is_empty() {
+        return Some(NodeOutput::success().result(json!({
+            "outcome": "complete", "output": "every milestone is complete",
+            "report": tree.report(),
+        })));
+    }
+    None
+}
+
+/// The answer's ops do not fit the tree (a cycle, an unknown dependency): the step fails and
+/// its agent tries again with the reason.
+fn refused_answer(step: &str, mut result: Value, e: &impl std::fmt::Display) -> NodeOutput {
+    let why = format!("the task tree refused the answer: {e}");
+    if let Value::Object(m) = &mut result {
+        m.insert("feedback".into(), json!(why));
+        m.insert("reason".into(), json!(why));
+    }
+    NodeOutput::failure(why.clone())
+        .result(result)
+        .write("feedback", json!({ stage_key(step): why }))
+}
+
+/// Records the decision in the step's result: the outcome, the note, the task, the handoff
+/// repairs, and the tree's report when the run is complete.
+fn annotate_result(
+    result: &mut Value,
+    decided: &Decided,
+    task: Option<&String>,
+    repairs: &[trellis_agents::FieldRepair],
+    check: &TaskTree,
+) {
+    let Value::Object(m) = result else {
+        return;
+    };
+    if let Some(o) = decided.outcome {
+        m.insert("outcome".into(), json!(o));
+    }
+    if let Some(n) = &decided.note {
+        m.insert("note".into(), json!(n));
+    }
+    m.insert("task".into(), json!(task));
+    if !repairs.is_empty() {
+        m.insert("handoff_repairs".into(), json!(repairs));
+    }
+    if decided.outcome == Some("complete") {
+        m.insert("report".into(), json!(check.report()));
+    }
+}
+
+/// The step's node output: its result, the tree ops and any feedback for another stage.
+fn step_output(decided: Decided, result: Value) -> NodeOutput {
+    let mut out = match &decided.failure {
+        Some(why) => NodeOutput::failure(why.clone()),
+        None => NodeOutput::success(),
+    }
+    .result(result);
+    if !decided.ops.is_empty() {
+        out = out.write(CHANNEL, json!({ "ops": decided.ops }));
+    }
+    if let Some((to, f)) = decided.feedback {
+        out = out.write("feedback", json!({ to: f }));
+    }
+    out
+}
+
 /// The node (stage) name of a step in the built-in workflow, for feedback.
 fn stage_key(step: &str) -> &'static str {
     match step {
@@ -407,7 +459,7 @@ fn stage_key(step: &str) -> &'static str {
     }
 }
 
-/// What the agent of `step` is shown of the tree (seed 001's compressed handoffs).
+/// What the agent of `step` is shown of the tree (compressed handoffs: the fields its step needs).
 fn view(tree: &TaskTree, step: &str, compress: bool) -> Value {
     // Completed tasks for the expander and assessor: 300 chars each, or whole when handoffs
     // are not compressed.
@@ -450,7 +502,7 @@ fn view(tree: &TaskTree, step: &str, compress: bool) -> Value {
         // Whole handoffs: the task with everything it carries. `id` first (keys are sorted
         // when shown): the task is named even if the rest is cut.
         _ if !compress => json!({ "id": tree.current_task, "remit": tree.remit, "task": task }),
-        // Typed handoffs (seed 001): each step gets the fields it needs.
+        // Typed handoffs: each step gets the fields it needs.
         _ => {
             let Some(t) = task else {
                 return Value::Null;
@@ -483,264 +535,6 @@ fn view(tree: &TaskTree, step: &str, compress: bool) -> Value {
                 }
             }
             json!({ "id": t.id, "task": v })
-        }
-    }
-}
-
-/// The tree operations and outcome of `step` from the agent's answer (`parsed` when it held
-/// a JSON object), with seed 001's retry limits.
-/// The agent's answer text and the user's request (the remit's fallback).
-struct Answer<'a> {
-    text: &'a str,
-    request: &'a str,
-}
-
-fn decide(
-    tree: &TaskTree,
-    limits: Limits,
-    step: &str,
-    parsed: &Value,
-    answer: Answer<'_>,
-    result: &Value,
-    failed: bool,
-) -> Decided {
-    let Answer {
-        text: answer,
-        request,
-    } = answer;
-    let task = tree.current_task.clone().unwrap_or_default();
-    let runs = |stage: &str| {
-        tree.task(&task)
-            .and_then(|t| t.attempts.get(stage))
-            .copied()
-            .unwrap_or(0)
-    };
-    let attempt = |stage: &str| TreeOp::Attempt {
-        task: task.clone(),
-        stage: stage.into(),
-    };
-    let fail = |stage: &str, reason: String| TreeOp::Fail {
-        task: task.clone(),
-        reason,
-        stage: stage.into(),
-    };
-    // A researcher, planner or QA agent that could not do its work fails the task (the
-    // others fall back to what the tree allows).
-    if failed && matches!(step, "research" | "plan" | "qa") {
-        let why = result
-            .get("reason")
-            .and_then(Value::as_str)
-            .filter(|r| !r.is_empty())
-            .unwrap_or(answer)
-            .to_owned();
-        let stage = match step {
-            "research" => "researcher",
-            "plan" => "planner",
-            _ => "qa",
-        };
-        return Decided::new(
-            vec![attempt(stage), fail(stage, clip_chars(why.trim(), 300))],
-            Some("task_failed"),
-        );
-    }
-    match step {
-        "intent" => {
-            let mut remit = text(parsed, "remit");
-            let note = remit.is_empty().then(|| {
-                remit = clip_chars(request.trim(), 1000);
-                "no JSON remit in the answer: the request is the remit".to_owned()
-            });
-            let mut d = Decided::new(
-                vec![TreeOp::SetIntent {
-                    remit,
-                    explicit_needs: strings(parsed, "explicit_needs"),
-                    implied_needs: strings(parsed, "implied_needs"),
-                }],
-                None,
-            );
-            d.note = note;
-            d
-        }
-        "milestones" => {
-            let mut milestones = strings(parsed, "milestones");
-            let note = milestones.is_empty().then(|| {
-                milestones = vec![clip_chars(&format!("Done: {}", tree.remit), 200)];
-                "no milestones in the answer: one milestone, the remit".to_owned()
-            });
-            let mut d = Decided::new(vec![TreeOp::SetMilestones { milestones }], None);
-            d.note = note;
-            d
-        }
-        "expand" => {
-            let Some(milestone) = tree.active_milestone.clone() else {
-                return Decided::new(Vec::new(), Some("complete"));
-            };
-            let mut tasks: Vec<NewTask> = match parsed.get("tasks").or(parsed.get("new_tasks")) {
-                Some(v) => serde_json::from_value::<Vec<Value>>(v.clone())
-                    .unwrap_or_default()
-                    .into_iter()
-                    .filter_map(|t| new_task(&t))
-                    .collect(),
-                None => Vec::new(),
-            };
-            let mut note = None;
-            if tasks.is_empty() && tree.tasks_of(&milestone).next().is_none() {
-                let description = tree
-                    .milestones
-                    .iter()
-                    .find(|m| m.id == milestone)
-                    .map(|m| m.description.clone())
-                    .unwrap_or_default();
-                tasks.push(NewTask {
-                    description: description.clone(),
-                    measurable_outcome: description,
-                    ..NewTask::default()
-                });
-                note = Some("no tasks in the answer: the milestone itself is the task".into());
-            }
-            let mut d = if tasks.is_empty() {
-                Decided::new(Vec::new(), None)
-            } else {
-                let by = if tree.iteration == 0 || tree.tasks_of(&milestone).next().is_none() {
-                    "expander"
-                } else {
-                    "assessor"
-                };
-                Decided::new(
-                    vec![TreeOp::AddTasks {
-                        milestone,
-                        created_by: by.into(),
-                        tasks,
-                    }],
-                    None,
-                )
-            };
-            d.note = note;
-            d
-        }
-        "research" => {
-            let gap = boolean(parsed, "gap_exists").unwrap_or(true);
-            let analysis = json!({
-                "gap_exists": gap,
-                "current_state_summary": text(parsed, "current_state_summary"),
-                "desired_state_summary": text(parsed, "desired_state_summary"),
-                "gap_description": match text(parsed, "gap_description") {
-                    d if d.is_empty() => answer.trim().to_owned(),
-                    d => d,
-                },
-                "relevant_files": strings(parsed, "relevant_files"),
-            });
-            let mut ops = vec![
-                attempt("researcher"),
-                TreeOp::SetField {
-                    task: task.clone(),
-                    field: "gap_analysis".into(),
-                    value: analysis,
-                },
-            ];
-            if gap {
-                Decided::new(ops, Some("gap"))
-            } else {
-                ops.push(TreeOp::Complete { task: task.clone() });
-                Decided::new(ops, Some("no_gap"))
-            }
-        }
-        "plan" => Decided::new(
-            vec![
-                attempt("planner"),
-                TreeOp::SetField {
-                    task: task.clone(),
-                    field: "implementation_plan_summary".into(),
-                    value: json!(answer.trim()),
-                },
-            ],
-            None,
-        ),
-        "implement" => {
-            let summary = result
-                .get("output")
-                .and_then(Value::as_str)
-                .unwrap_or_default();
-            // A failed implementation is the validator's to judge (it sends it back).
-            Decided::new(
-                vec![
-                    attempt("implementor"),
-                    TreeOp::SetField {
-                        task: task.clone(),
-                        field: "result_summary".into(),
-                        value: json!(summary.trim()),
-                    },
-                ],
-                None,
-            )
-        }
-        "qa" => {
-            let passed = boolean(parsed, "passed").unwrap_or(!failed && parsed.is_object());
-            let feedback = match text(parsed, "feedback") {
-                f if f.is_empty() => answer.trim().to_owned(),
-                f => f,
-            };
-            let mut ops = vec![
-                attempt("qa"),
-                TreeOp::SetField {
-                    task: task.clone(),
-                    field: "qa_feedback".into(),
-                    value: json!(feedback),
-                },
-            ];
-            if passed {
-                ops.push(TreeOp::Complete { task: task.clone() });
-                return Decided::new(ops, Some("passed"));
-            }
-            let kind = match text(parsed, "failure_type").to_ascii_lowercase().as_str() {
-                "wrong_approach" => "wrong_approach",
-                "plan_issue" => "plan_issue",
-                _ => "incomplete",
-            };
-            let (stage, limit, back) = match kind {
-                "wrong_approach" => ("researcher", limits.researcher, "research"),
-                "plan_issue" => ("planner", limits.planner, "plan"),
-                _ => ("implementor", limits.implementor, "implement"),
-            };
-            if runs(stage) >= limit {
-                ops.push(fail(
-                    "qa",
-                    format!(
-                        "{kind} after {} {stage} runs: {}",
-                        runs(stage),
-                        clip_chars(&feedback, 300)
-                    ),
-                ));
-                return Decided::new(ops, Some("task_failed"));
-            }
-            let mut d = Decided::new(ops, Some(kind));
-            d.feedback = Some((back, clip_chars(&feedback, 500)));
-            d
-        }
-        _ => {
-            // assess: the tree decides completion; the agent's gaps may add work.
-            let gaps = strings(parsed, "uncovered_gaps");
-            let Some(active) = tree.active_milestone.clone() else {
-                return Decided::new(Vec::new(), Some("complete"));
-            };
-            if !gaps.is_empty() && tree.iteration < limits.expansions {
-                let mut d = Decided::new(Vec::new(), Some("gaps"));
-                d.feedback = Some((
-                    "expand",
-                    format!("Uncovered gaps to add as tasks: {}", gaps.join("; ")),
-                ));
-                return d;
-            }
-            if !tree.ready_tasks(&active).is_empty()
-                || tree.tasks_of(&active).any(|t| !t.status.is_final())
-            {
-                return Decided::new(Vec::new(), Some("tasks_remain"));
-            }
-            if tree.next_milestone(&active).is_some() {
-                Decided::new(vec![TreeOp::AdvanceMilestone], Some("milestone_complete"))
-            } else {
-                Decided::new(vec![TreeOp::AdvanceMilestone], Some("complete"))
-            }
         }
     }
 }

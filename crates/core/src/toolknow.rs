@@ -1,6 +1,6 @@
-//! The tool knowledge graph of the workspace (seed 002 Patterns 3–4): every agent
-//! activation's tool calls, in order and with their outcomes, are an execution it learns
-//! from (`tool_dependency` in the workspace store: co-occurrence, order, success).
+//! The tool knowledge graph of the workspace (`docs/tools.md`, "Tool knowledge graph"): every
+//! agent activation's tool calls, in order and with their outcomes, are an execution it
+//! learns from (`tool_dependency` in the workspace store: co-occurrence, order, success).
 //!
 //! The graph is loaded from the store on first use and kept in memory; learning never fails
 //! a run (a store error is logged). `[tools.graph] learn = false` turns it off.
@@ -128,8 +128,8 @@ impl ToolKnowledge {
         slot.as_mut().map(f)
     }
 
-    /// The speculation threshold and the acceptance and waste it adapts to (seed 002's
-    /// targets: > 95% used, < 10% wasted).
+    /// The speculation threshold and the acceptance and waste it adapts to (targets: > 95%
+    /// used, < 10% wasted; `docs/tools.md`, "Outcomes and the adaptive threshold").
     pub fn thresholds(&self) -> Option<trellis_toolgraph::ThresholdReport> {
         self.with_thresholds(|t| t.report())
     }

@@ -171,76 +171,90 @@ fn shell(cmd: &str) -> String {
         .unwrap_or_default()
 }
 
-fn main() {
-    let a = args();
+/// The Trellis side of one layout: both scheduling modes, medians over the runs.
+struct LayoutTimes {
+    layout: &'static str,
+    steps: Summary,
+    free: Summary,
+}
+
+/// Times the `pipelines` demo in `layout` under both scheduling modes, runs interleaved.
+fn time_layout(
+    rt: &tokio::runtime::Runtime,
+    engine: &Engine,
+    a: &Args,
+    layout: &'static str,
+) -> LayoutTimes {
     let fast_us = (a.fast_ms * 1e3) as u64;
     let slow_us = (a.slow_ms * 1e3) as u64;
-    let load0 = loadavg();
-    let started = std::time::SystemTime::now();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    let engine = Engine::new(Arc::new(NullJournal));
-    let mut trellis = Vec::new();
-    for layout in LAYOUTS {
-        let graph = |scheduling: &str| {
-            Arc::new(
-                demo::build(
-                    "pipelines",
-                    &json!({"pipelines": PIPELINES, "stages": STAGES, "fast_us": fast_us,
-                            "slow_us": slow_us, "layout": layout, "scheduling": scheduling}),
-                )
-                .unwrap(),
+    let graph = |scheduling: &str| {
+        Arc::new(
+            demo::build(
+                "pipelines",
+                &json!({"pipelines": PIPELINES, "stages": STAGES, "fast_us": fast_us,
+                        "slow_us": slow_us, "layout": layout, "scheduling": scheduling}),
             )
-        };
-        let (steps_g, free_g) = (graph("steps"), graph("free"));
-        let (mut steps, mut free) = (Vec::new(), Vec::new());
-        rt.block_on(async {
-            for i in 0..a.runs + a.warmups {
-                // Interleaved, so both modes see the same machine load; warm-up runs first.
-                let s = time_run(&engine, steps_g.clone()).await.unwrap();
-                let f = time_run(&engine, free_g.clone()).await.unwrap();
-                if i >= a.warmups {
-                    steps.push(s);
-                    free.push(f);
-                }
+            .unwrap(),
+        )
+    };
+    let (steps_g, free_g) = (graph("steps"), graph("free"));
+    let (mut steps, mut free) = (Vec::new(), Vec::new());
+    rt.block_on(async {
+        for i in 0..a.runs + a.warmups {
+            // Interleaved, so both modes see the same machine load; warm-up runs first.
+            let s = time_run(engine, steps_g.clone()).await.unwrap();
+            let f = time_run(engine, free_g.clone()).await.unwrap();
+            if i >= a.warmups {
+                steps.push(s);
+                free.push(f);
             }
-        });
-        eprintln!(
-            "trellis {layout}: steps {:.1} ms, free {:.1} ms (medians)",
-            summarize(&steps).total_median,
-            summarize(&free).total_median
-        );
-        trellis.push((layout, summarize(&steps), summarize(&free)));
-    }
-    let load_trellis = loadavg();
-
-    let lg = (!a.skip_langgraph).then(|| {
-        let results = std::env::temp_dir().join(format!("lg-pipelines-{}", std::process::id()));
-        std::fs::create_dir_all(&results).unwrap();
-        let python = a.venv.join("bin/python");
-        let t0 = std::time::Instant::now();
-        let status = Command::new(&python)
-            .arg("bench_pipelines.py")
-            .args(["--runs", &a.runs.to_string()])
-            .args(["--fast", &(a.fast_ms / 1e3).to_string()])
-            .args(["--slow", &(a.slow_ms / 1e3).to_string()])
-            .current_dir(&a.langgraph_dir)
-            .env("LG_BENCH_RESULTS", &results)
-            .stdout(std::process::Stdio::from(std::io::stderr()))
-            .status()
-            .unwrap_or_else(|e| panic!("running {}: {e}", python.display()));
-        assert!(status.success(), "bench_pipelines.py failed: {status}");
-        let file = results.join("pipelines.json");
-        let json: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
-        let _ = std::fs::remove_dir_all(&results);
-        (json, t0.elapsed())
+        }
     });
-    let load1 = loadavg();
+    eprintln!(
+        "trellis {layout}: steps {:.1} ms, free {:.1} ms (medians)",
+        summarize(&steps).total_median,
+        summarize(&free).total_median
+    );
+    LayoutTimes {
+        layout,
+        steps: summarize(&steps),
+        free: summarize(&free),
+    }
+}
 
-    let _ = started;
+/// Runs the anchor's `bench_pipelines.py` with the venv's Python: its JSON report and how
+/// long it took.
+fn run_langgraph(a: &Args) -> (Value, Duration) {
+    let results = std::env::temp_dir().join(format!("lg-pipelines-{}", std::process::id()));
+    std::fs::create_dir_all(&results).unwrap();
+    let python = a.venv.join("bin/python");
+    let t0 = std::time::Instant::now();
+    let status = Command::new(&python)
+        .arg("bench_pipelines.py")
+        .args(["--runs", &a.runs.to_string()])
+        .args(["--fast", &(a.fast_ms / 1e3).to_string()])
+        .args(["--slow", &(a.slow_ms / 1e3).to_string()])
+        .current_dir(&a.langgraph_dir)
+        .env("LG_BENCH_RESULTS", &results)
+        .stdout(std::process::Stdio::from(std::io::stderr()))
+        .status()
+        .unwrap_or_else(|e| panic!("running {}: {e}", python.display()));
+    assert!(status.success(), "bench_pipelines.py failed: {status}");
+    let file = results.join("pipelines.json");
+    let json: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    let _ = std::fs::remove_dir_all(&results);
+    (json, t0.elapsed())
+}
+
+/// Load averages: before, after the Trellis side, at the end.
+struct Loads {
+    before: String,
+    after_trellis: String,
+    end: String,
+}
+
+/// The report's opening lines: when, where, how the cases ran, and the LangGraph side's versions.
+fn print_preamble(a: &Args, loads: &Loads, lg: Option<&(Value, Duration)>) {
     let when = shell("date -u '+%Y-%m-%d %H:%M UTC'");
     let cpu = shell("nproc; grep -m1 'model name' /proc/cpuinfo | cut -d: -f2");
     let commit = shell("git rev-parse --short HEAD");
@@ -253,12 +267,17 @@ fn main() {
         "{when}, commit `{commit}`, CPUs: {}, {profile} build.",
         cpu.replace('\n', " ×").trim()
     );
+    let Loads {
+        before: load0,
+        after_trellis: load_trellis,
+        end: load1,
+    } = loads;
     println!(
         "{} runs of each case after {} warm-up runs; fast nodes sleep {} ms, slow nodes {} ms; \
          load average (1/5/15 min) {load0} before, {load_trellis} after the Trellis side, {load1} at the end.",
         a.runs, a.warmups, a.fast_ms, a.slow_ms
     );
-    if let Some((json, elapsed)) = &lg {
+    if let Some((json, elapsed)) = lg {
         let v = &json["versions"];
         println!(
             "LangGraph side: `bench_pipelines.py` in this invocation ({:.0} s), langgraph {}, langchain-core {}, Python {}, no checkpointer.",
@@ -268,12 +287,21 @@ fn main() {
             v["python"].as_str().unwrap_or("?"),
         );
     }
-    println!();
+}
+
+/// The markdown table: per layout, each engine's figures beside the zero-overhead
+/// expectation, and LangGraph against Trellis free when it ran.
+fn print_table(a: &Args, trellis: &[LayoutTimes], lg: Option<&(Value, Duration)>) {
     println!(
         "| layout | engine | run total median / p90 ms | fast pipelines done ms | slow pipeline(s) done ms | zero-overhead expectation (total; fast pipelines) ms |"
     );
     println!("|---|---|---|---|---|---|");
-    for (layout, steps, free) in &trellis {
+    for LayoutTimes {
+        layout,
+        steps,
+        free,
+    } in trellis
+    {
         let (fast, slow) = split(layout);
         let (i_free, i_steps, i_ffree, i_fsteps) = ideal(layout, a.fast_ms, a.slow_ms);
         let worst =
@@ -286,9 +314,7 @@ fn main() {
                 format!("{i_steps:.0}; {i_fsteps:.0}"),
             ),
         ];
-        let lg_summary = lg
-            .as_ref()
-            .map(|(json, _)| from_langgraph(&json["layouts"][*layout]));
+        let lg_summary = lg.map(|(json, _)| from_langgraph(&json["layouts"][*layout]));
         if let Some(s) = &lg_summary {
             rows.push(("LangGraph", s, format!("{i_steps:.0}; {i_fsteps:.0}")));
         }
@@ -310,4 +336,32 @@ fn main() {
             );
         }
     }
+}
+
+fn main() {
+    let a = args();
+    let before = loadavg();
+    let started = std::time::SystemTime::now();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let engine = Engine::new(Arc::new(NullJournal));
+    let trellis: Vec<LayoutTimes> = LAYOUTS
+        .into_iter()
+        .map(|layout| time_layout(&rt, &engine, &a, layout))
+        .collect();
+    let after_trellis = loadavg();
+    let lg = (!a.skip_langgraph).then(|| run_langgraph(&a));
+    let end = loadavg();
+    let _ = started;
+    let loads = Loads {
+        before,
+        after_trellis,
+        end,
+    };
+    print_preamble(&a, &loads, lg.as_ref());
+    println!();
+    print_table(&a, &trellis, lg.as_ref());
 }

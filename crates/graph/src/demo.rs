@@ -1,6 +1,6 @@
 //! Built-in demonstration graphs, shared by the quick start, the benchmarks and the tests.
 //!
-//! - `feature`: seed 000's `feature_with_iterative_testing` loop with simulated stages —
+//! - `feature`: the `feature_with_iterative_testing` workflow's loop with simulated stages —
 //!   code_generation → test_generation → security_review → lint_and_format → DONE, where a
 //!   failing stage goes through `adaptive_retrieval` (at most 2 enrichments) and back, at most
 //!   `max_attempts` (3) times, then to ABORT. `test_generation` fails its first `fail_first` attempts

@@ -147,7 +147,7 @@ impl NodeContext {
     }
 }
 
-/// Messages sent to a RUNNING activation (seed 004: messages to running agents). Closed once
+/// Messages sent to a RUNNING activation (such as a running agent's). Closed once
 /// the activation finishes or is pruned.
 #[derive(Debug)]
 pub struct Mailbox {

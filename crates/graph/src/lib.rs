@@ -9,9 +9,10 @@
 //! node declaration order — never in completion order — so state is deterministic; then
 //! routing creates the next step's activations. A graph may choose free-running scheduling
 //! ([`Scheduling::Free`]): successors start as soon as their predecessor completes, each batch
-//! of completions being a step of its own in the log. Node activations follow seed 004's state machine
-//! ([`NodeState`](trellis_protocol::NodeState)); every change is an
-//! [`Event`](trellis_protocol::Event) recorded in a [`Journal`] before it is published.
+//! of completions being a step of its own in the log. Node activations follow a checked state
+//! machine ([`NodeState`](trellis_protocol::NodeState), drawn in `docs/engine.md`); every
+//! change is an [`Event`](trellis_protocol::Event) recorded in a [`Journal`] before it is
+//! published.
 //!
 //! It knows nothing about models, tools or git.
 

@@ -68,7 +68,7 @@ where
 pub enum Edge {
     /// Always go to these nodes, whatever the outcome.
     Always(Vec<NodeId>),
-    /// Binary routing (seed 000): one target list on success, another on failure.
+    /// Binary routing: one target list on success, another on failure.
     Outcome {
         /// On success.
         success: Vec<NodeId>,
@@ -151,7 +151,7 @@ pub struct NodeOptions<'a> {
 }
 
 impl NodeOptions<'_> {
-    /// Bounds the node's failure routes back into the graph (seed 000's `max_attempts`): a
+    /// Bounds the node's failure routes back into the graph (a stage's `max_attempts`): a
     /// failed activation is routed as its edge says, and a route to terminals only is always
     /// taken; a route to any other node (a retry, an earlier node, an enrichment step) is taken
     /// at most `n` times per run, after which such failures go to `on_exhausted` instead.

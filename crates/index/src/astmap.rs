@@ -1,4 +1,4 @@
-//! The AST context map (seed 000 `ast_context_map`): per file, functions with parameters and
+//! The AST context map (`ast_context_map`): per file, functions with parameters and
 //! return types, classes with their methods, and imports — exportable as JSON.
 
 use serde::{Deserialize, Serialize};

@@ -1,4 +1,4 @@
-//! Context fusion (seed 000 layers 3 and 4): per-source hybrid retrieval driven by a
+//! Context fusion (docs/retrieval.md, "Context fusion"): per-source hybrid retrieval driven by a
 //! [`RetrievalStrategyConfig`], reranking, exact and semantic deduplication, a grounding check
 //! against the workspace, and packing into a token budget, with attribution on every item.
 //!
@@ -8,6 +8,7 @@
 //! strategy's hints (see docs/retrieval.md).
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use serde::Serialize;
 
@@ -20,9 +21,11 @@ use crate::index::Index;
 use crate::query::QueryAnalysis;
 use crate::rank;
 use crate::rerank::{RerankReport, Reranked};
-use crate::search::{SearchMode, SearchRequest};
-use crate::strategy::{DEFAULT_TOKEN_BUDGET, Priority, RetrievalStrategyConfig, source_categories};
-use crate::vectors::dot;
+use crate::search::{QueryPlan, SearchHit, SearchMode, SearchRequest};
+use crate::strategy::{
+    ContextSource, DEFAULT_TOKEN_BUDGET, Priority, RetrievalStrategyConfig, source_categories,
+};
+use crate::vectors::{VectorIndex, dot};
 
 /// A retrieval for one stage.
 #[derive(Clone, Debug)]
@@ -191,46 +194,146 @@ fn avoided(hints: &crate::strategy::RetrievalHints, c: &Chunk) -> bool {
     })
 }
 
+/// The token budget of a request: its own, else the strategy's for the stage, else the default.
+fn budget_of(req: &RetrievalRequest<'_>) -> usize {
+    req.budget_tokens
+        .or_else(|| {
+            req.strategy
+                .budget_for(req.stage.as_deref())
+                .map(|b| b as usize)
+        })
+        .unwrap_or(DEFAULT_TOKEN_BUDGET as usize)
+}
+
+/// The strategy's sources, or the default code (with AST) or docs sources when it names none.
+fn sources_or_defaults(strategy: &RetrievalStrategyConfig, ast: bool) -> Vec<ContextSource> {
+    let sources = strategy.sources();
+    if !sources.is_empty() {
+        return sources;
+    }
+    if ast {
+        RetrievalStrategyConfig::code().sources()
+    } else {
+        RetrievalStrategyConfig::docs().sources()
+    }
+}
+
+/// Candidates best first (ties by chunk id, so the order is stable).
+fn best_first(candidates: HashMap<ChunkId, Candidate>) -> Vec<Candidate> {
+    let mut ranked: Vec<Candidate> = candidates.into_values().collect();
+    ranked.sort_by(|a, b| {
+        b.score
+            .total_cmp(&a.score)
+            .then(a.chunk.id.cmp(&b.chunk.id))
+    });
+    ranked
+}
+
+/// The packed item of a kept candidate, with its attribution.
+fn context_item(c: Candidate, tokens: usize) -> ContextItem {
+    let ch = c.chunk;
+    let (symbol, section) = if ch.kind == ChunkKind::Section {
+        (None, Some(ch.qualified_name.clone()))
+    } else if ch.kind.is_symbol() {
+        (Some(ch.qualified_name.clone()), None)
+    } else {
+        (None, None)
+    };
+    ContextItem {
+        source: c.source,
+        priority: c.priority,
+        attribution: Attribution {
+            path: ch.path.clone(),
+            start_line: ch.start_line,
+            end_line: ch.end_line,
+            symbol,
+            section,
+        },
+        kind: ch.kind,
+        category: ch.category,
+        signature: ch.signature,
+        text: ch.text,
+        tokens,
+        score: c.score,
+        cosine: c.cosine,
+        rerank_score: c.rerank_score,
+    }
+}
+
+/// The query's embedding and the vectors to compare it with (both absent without embeddings).
+struct QueryVectors {
+    query: Option<Vec<f32>>,
+    index: Option<Arc<VectorIndex>>,
+}
+
+/// What the packing step has kept so far, to recognise duplicates and overlaps.
+#[derive(Default)]
+struct Kept<'v> {
+    text_hashes: HashSet<i64>,
+    ranges: Vec<(String, u32, u32)>,
+    vectors: Vec<&'v [f32]>,
+}
+
+impl Kept<'_> {
+    /// Whether a kept item of the same file covers the chunk's line range.
+    fn covers(&self, chunk: &Chunk) -> bool {
+        self.ranges
+            .iter()
+            .any(|(p, s, e)| *p == chunk.path && *s <= chunk.start_line && chunk.end_line <= *e)
+    }
+}
+
 impl Index {
     /// Retrieves, reranks, deduplicates, grounds and packs context for a stage.
     pub fn retrieve(&self, req: &RetrievalRequest<'_>) -> Result<ContextPack> {
-        let strategy = req.strategy;
-        let budget = req
-            .budget_tokens
-            .or_else(|| {
-                strategy
-                    .budget_for(req.stage.as_deref())
-                    .map(|b| b as usize)
-            })
-            .unwrap_or(DEFAULT_TOKEN_BUDGET as usize);
+        let budget = budget_of(req);
         let mut pack = ContextPack {
             budget_tokens: budget,
             ..ContextPack::default()
         };
-        if !strategy.enabled || budget == 0 {
+        if !req.strategy.enabled || budget == 0 {
             return Ok(pack);
         }
         let plan = self.plan(&req.query)?;
         pack.query = plan.analysis.clone();
-        let ast = strategy.ast_enabled();
-        let mut sources = strategy.sources();
-        if sources.is_empty() {
-            sources = if ast {
-                RetrievalStrategyConfig::code().sources()
-            } else {
-                RetrievalStrategyConfig::docs().sources()
-            };
+        let vectors = self.query_vectors(&plan)?;
+        let candidates = self.gather_candidates(req, &plan, &vectors, &mut pack)?;
+        let mut ranked = best_first(candidates);
+        let rerank_query = plan.embedding_text(self.config().search.query.embed);
+        if let Some(report) = self.rerank_candidates(rerank_query, &mut ranked) {
+            pack.rerank = Some(report);
         }
-        let qv = self.embed_query(plan.embedding_text(self.config().search.query.embed))?;
-        let vi = if qv.is_some() {
+        self.pack_candidates(ranked, vectors.index.as_deref(), &mut pack);
+        Ok(pack)
+    }
+
+    /// Embeds the query and, when it has an embedding, opens the vector index.
+    fn query_vectors(&self, plan: &QueryPlan) -> Result<QueryVectors> {
+        let query = self.embed_query(plan.embedding_text(self.config().search.query.embed))?;
+        let index = if query.is_some() {
             self.vector_index()?
         } else {
             None
         };
+        Ok(QueryVectors { query, index })
+    }
+
+    /// Searches every source that applies in the stage and keeps, per chunk, the
+    /// best-scoring candidate (relevance × source priority × hints). Sources the index does
+    /// not serve are listed in `pack.external_sources`; avoided chunks are counted.
+    fn gather_candidates(
+        &self,
+        req: &RetrievalRequest<'_>,
+        plan: &QueryPlan,
+        vectors: &QueryVectors,
+        pack: &mut ContextPack,
+    ) -> Result<HashMap<ChunkId, Candidate>> {
+        let strategy = req.strategy;
+        let ast = strategy.ast_enabled();
         let n = req.candidates.unwrap_or(self.config().search.limit).max(1);
         let filter = SearchFilter::new(&self.config().search)?;
         let mut candidates: HashMap<ChunkId, Candidate> = HashMap::new();
-        for src in &sources {
+        for src in &sources_or_defaults(strategy, ast) {
             if !src.applies_in(req.stage.as_deref()) {
                 continue;
             }
@@ -239,28 +342,13 @@ impl Index {
                 continue;
             };
             let (priority, _) = src.priority();
-            let hits = self.search_planned(
-                &SearchRequest {
-                    query: req.query.clone(),
-                    categories,
-                    limit: n,
-                    mode: SearchMode::Hybrid,
-                },
-                &plan,
-                qv.as_deref(),
-                vi.as_deref(),
-                Some(&filter),
-            )?;
-            let cosines: Vec<Option<f32>> = hits
-                .iter()
-                .map(|h| match (&qv, &vi) {
-                    (Some(q), Some(v)) => v.get(h.chunk.id).map(|cv| dot(q, cv)),
-                    _ => None,
-                })
-                .collect();
-            let relevance =
-                rank::relevance(self.config().search.rerank, &plan.text, &hits, &cosines)?;
-            for ((h, cosine), relevance) in hits.into_iter().zip(cosines).zip(relevance) {
+            let search = SearchRequest {
+                query: req.query.clone(),
+                categories,
+                limit: n,
+                mode: SearchMode::Hybrid,
+            };
+            for (h, cosine, relevance) in self.scored_hits(&search, plan, vectors, &filter)? {
                 if !ast && h.chunk.kind.is_symbol() {
                     continue;
                 }
@@ -287,40 +375,66 @@ impl Index {
                 }
             }
         }
-        let mut ranked: Vec<Candidate> = candidates.into_values().collect();
-        ranked.sort_by(|a, b| {
-            b.score
-                .total_cmp(&a.score)
-                .then(a.chunk.id.cmp(&b.chunk.id))
-        });
-        let rerank_query = plan.embedding_text(self.config().search.query.embed);
-        if let Some(report) = self.rerank_candidates(rerank_query, &mut ranked) {
-            pack.rerank = Some(report);
-        }
+        Ok(candidates)
+    }
+
+    /// One source's hybrid hits, each with its embedding cosine (when both vectors exist) and
+    /// its relevance from the configured ranker.
+    fn scored_hits(
+        &self,
+        search: &SearchRequest,
+        plan: &QueryPlan,
+        vectors: &QueryVectors,
+        filter: &SearchFilter,
+    ) -> Result<Vec<(SearchHit, Option<f32>, f32)>> {
+        let (qv, vi) = (&vectors.query, &vectors.index);
+        let hits = self.search_planned(search, plan, qv.as_deref(), vi.as_deref(), Some(filter))?;
+        let cosines: Vec<Option<f32>> = hits
+            .iter()
+            .map(|h| match (qv, vi) {
+                (Some(q), Some(v)) => v.get(h.chunk.id).map(|cv| dot(q, cv)),
+                _ => None,
+            })
+            .collect();
+        let relevance = rank::relevance(self.config().search.rerank, &plan.text, &hits, &cosines)?;
+        Ok(hits
+            .into_iter()
+            .zip(cosines)
+            .zip(relevance)
+            .map(|((h, cosine), relevance)| (h, cosine, relevance))
+            .collect())
+    }
+
+    /// Walks the ranked candidates and packs those that are neither duplicates,
+    /// overlaps nor near-duplicates of a kept item, fit the remaining budget and are still
+    /// grounded in the workspace; counts every other one in `pack.dropped`.
+    fn pack_candidates(
+        &self,
+        ranked: Vec<Candidate>,
+        vi: Option<&VectorIndex>,
+        pack: &mut ContextPack,
+    ) {
         let dedup_cos = self.config().search.dedup_cosine;
-        let mut seen_text: HashSet<i64> = HashSet::new();
-        let mut kept_ranges: Vec<(String, u32, u32)> = Vec::new();
-        let mut kept_vecs: Vec<&[f32]> = Vec::new();
+        let mut kept = Kept::default();
         let mut files: HashMap<String, Option<String>> = HashMap::new();
+        let budget = pack.budget_tokens;
         let mut remaining = budget;
         for c in ranked {
             if remaining < 16 {
                 pack.dropped.over_budget += 1;
                 continue;
             }
-            if !seen_text.insert(c.chunk.text_hash()) {
+            if !kept.text_hashes.insert(c.chunk.text_hash()) {
                 pack.dropped.duplicates += 1;
                 continue;
             }
-            if kept_ranges.iter().any(|(p, s, e)| {
-                *p == c.chunk.path && *s <= c.chunk.start_line && c.chunk.end_line <= *e
-            }) {
+            if kept.covers(&c.chunk) {
                 pack.dropped.overlapping += 1;
                 continue;
             }
-            let vec = vi.as_ref().and_then(|v| v.get(c.chunk.id));
+            let vec = vi.and_then(|v| v.get(c.chunk.id));
             if let Some(v) = vec
-                && kept_vecs.iter().any(|k| dot(k, v) > dedup_cos)
+                && kept.vectors.iter().any(|k| dot(k, v) > dedup_cos)
             {
                 pack.dropped.near_duplicates += 1;
                 continue;
@@ -335,40 +449,14 @@ impl Index {
                 continue;
             }
             remaining -= tokens;
-            kept_ranges.push((c.chunk.path.clone(), c.chunk.start_line, c.chunk.end_line));
+            kept.ranges
+                .push((c.chunk.path.clone(), c.chunk.start_line, c.chunk.end_line));
             if let Some(v) = vec {
-                kept_vecs.push(v);
+                kept.vectors.push(v);
             }
-            let ch = c.chunk;
-            let (symbol, section) = if ch.kind == ChunkKind::Section {
-                (None, Some(ch.qualified_name.clone()))
-            } else if ch.kind.is_symbol() {
-                (Some(ch.qualified_name.clone()), None)
-            } else {
-                (None, None)
-            };
-            pack.items.push(ContextItem {
-                source: c.source,
-                priority: c.priority,
-                attribution: Attribution {
-                    path: ch.path.clone(),
-                    start_line: ch.start_line,
-                    end_line: ch.end_line,
-                    symbol,
-                    section,
-                },
-                kind: ch.kind,
-                category: ch.category,
-                signature: ch.signature,
-                text: ch.text,
-                tokens,
-                score: c.score,
-                cosine: c.cosine,
-                rerank_score: c.rerank_score,
-            });
+            pack.items.push(context_item(c, tokens));
         }
         pack.used_tokens = budget - remaining;
-        Ok(pack)
     }
 
     /// Step 3 with a rerank endpoint: the best candidates in the endpoint's order (those it

@@ -1,7 +1,7 @@
 //! Retrieval strategies as data: the `retrieval_strategy_config` block of a workflow YAML
-//! (seed 000), accepted in both of the seed's spellings — the workflow-file form
-//! (`ast_parsing: {enabled, index_level}`, `rag_strategy: {chunk_strategy, sources}`) and the
-//! orchestrator form (`ast_parsing: true`, `index_level`, `rag_chunk_strategy`,
+//! (docs/retrieval.md, "Strategies as data"), accepted in both spellings — the workflow-file
+//! form (`ast_parsing: {enabled, index_level}`, `rag_strategy: {chunk_strategy, sources}`) and
+//! the orchestrator form (`ast_parsing: true`, `index_level`, `rag_chunk_strategy`,
 //! `context_sources`, top-level `token_budget`).
 
 use std::collections::BTreeMap;
@@ -301,7 +301,7 @@ impl<'de> Deserialize<'de> for StageKey {
 /// The default budget when the strategy names none for a stage.
 pub const DEFAULT_TOKEN_BUDGET: u64 = 8000;
 
-/// The language-server tools `lsp_integration.tools` may name (seed 000's names).
+/// The language-server tools `lsp_integration.tools` may name.
 pub const LSP_TOOL_NAMES: [&str; 3] = ["find_definition", "get_references", "get_signature"];
 
 impl RetrievalStrategyConfig {

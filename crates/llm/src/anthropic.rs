@@ -244,128 +244,18 @@ impl StreamHandler<SseEvent> for EventDecoder {
         let kind = v.get("type").and_then(Value::as_str).unwrap_or_default();
         let index = v.get("index").and_then(Value::as_u64).unwrap_or(0);
         let mut events = Vec::new();
-        let n = |p: &str| v.pointer(p).and_then(Value::as_u64);
         match kind {
-            "message_start" => {
-                self.usage.prompt_tokens = n("/message/usage/input_tokens").unwrap_or(0)
-                    + n("/message/usage/cache_read_input_tokens").unwrap_or(0)
-                    + n("/message/usage/cache_creation_input_tokens").unwrap_or(0);
-                self.usage.cached_prompt_tokens =
-                    n("/message/usage/cache_read_input_tokens").unwrap_or(0);
-                self.usage.completion_tokens = n("/message/usage/output_tokens").unwrap_or(0);
-            }
-            "content_block_start" => {
-                let block = v.get("content_block").unwrap_or(&Value::Null);
-                let b = match block.get("type").and_then(Value::as_str) {
-                    Some("text") => Block::Text,
-                    Some("thinking") => Block::Thinking,
-                    Some("tool_use") => {
-                        let name = block
-                            .get("name")
-                            .and_then(Value::as_str)
-                            .unwrap_or_default();
-                        if self.structured_tool.as_deref() == Some(name) {
-                            Block::Answer
-                        } else {
-                            let i = self.tools;
-                            self.tools += 1;
-                            events.push(StreamEvent::ToolCallDelta {
-                                index: i,
-                                id: block.get("id").and_then(Value::as_str).map(str::to_string),
-                                name: Some(name.to_string()),
-                                arguments: String::new(),
-                            });
-                            Block::Tool(i)
-                        }
-                    }
-                    _ => Block::Other,
-                };
-                self.blocks.insert(index, b);
-            }
-            "content_block_delta" => {
-                let delta = v.get("delta").unwrap_or(&Value::Null);
-                let s = |k: &str| {
-                    delta
-                        .get(k)
-                        .and_then(Value::as_str)
-                        .unwrap_or_default()
-                        .to_string()
-                };
-                match (
-                    delta.get("type").and_then(Value::as_str),
-                    self.blocks.get(&index),
-                ) {
-                    (Some("text_delta"), _) => {
-                        events.push(StreamEvent::TextDelta { text: s("text") })
-                    }
-                    (Some("thinking_delta"), _) => {
-                        events.push(StreamEvent::ThinkingDelta {
-                            text: s("thinking"),
-                        });
-                    }
-                    (Some("signature_delta"), _) => events.push(StreamEvent::ThinkingSignature {
-                        signature: s("signature"),
-                    }),
-                    (Some("input_json_delta"), Some(Block::Tool(i))) => {
-                        events.push(StreamEvent::ToolCallDelta {
-                            index: *i,
-                            id: None,
-                            name: None,
-                            arguments: s("partial_json"),
-                        });
-                    }
-                    (Some("input_json_delta"), Some(Block::Answer)) => {
-                        events.push(StreamEvent::TextDelta {
-                            text: s("partial_json"),
-                        });
-                    }
-                    _ => {}
-                }
-            }
-            "message_delta" => {
-                if let Some(out) = n("/usage/output_tokens") {
-                    self.usage.completion_tokens = out;
-                }
-                if let Some(input) = n("/usage/input_tokens") {
-                    self.usage.prompt_tokens = self.usage.prompt_tokens.max(input);
-                }
-                events.push(StreamEvent::Usage { usage: self.usage });
-                if let Some(reason) = v.pointer("/delta/stop_reason").and_then(Value::as_str) {
-                    let answered = self.blocks.values().any(|b| matches!(b, Block::Answer));
-                    self.finish = Some(match reason {
-                        "end_turn" | "stop_sequence" => FinishReason::Stop,
-                        "max_tokens" => FinishReason::Length,
-                        "tool_use" if answered && self.tools == 0 => FinishReason::Stop,
-                        "tool_use" => FinishReason::ToolCalls,
-                        "refusal" => FinishReason::ContentFilter,
-                        other => FinishReason::Other(other.to_string()),
-                    });
-                }
-            }
+            "message_start" => self.start_message(&v),
+            "content_block_start" => events.extend(self.start_block(index, &v)),
+            "content_block_delta" => events.extend(self.block_delta(index, &v)),
+            "message_delta" => events.push(self.message_delta(&v)),
             "message_stop" => {
                 events.push(StreamEvent::Finish {
                     reason: self.finish.take().unwrap_or(FinishReason::Stop),
                 });
                 return Ok(Decoded { events, done: true });
             }
-            "error" => {
-                let etype = v
-                    .pointer("/error/type")
-                    .and_then(Value::as_str)
-                    .unwrap_or("error");
-                let message = v
-                    .pointer("/error/message")
-                    .and_then(Value::as_str)
-                    .unwrap_or("unknown error");
-                return Err(Error::Protocol {
-                    provider: self.profile.clone(),
-                    message: format!("{etype}: {message}"),
-                    overloaded: matches!(
-                        etype,
-                        "overloaded_error" | "api_error" | "rate_limit_error"
-                    ),
-                });
-            }
+            "error" => return Err(self.stream_error(&v)),
             _ => {}
         }
         Ok(Decoded {
@@ -376,5 +266,131 @@ impl StreamHandler<SseEvent> for EventDecoder {
 
     fn eof(&mut self) -> Option<Vec<StreamEvent>> {
         None
+    }
+}
+
+/// The unsigned integer at JSON pointer `p` of `v`.
+fn uint(v: &Value, p: &str) -> Option<u64> {
+    v.pointer(p).and_then(Value::as_u64)
+}
+
+impl EventDecoder {
+    /// `message_start`: the prompt's tokens (cached ones included) and the first count of
+    /// generated ones.
+    fn start_message(&mut self, v: &Value) {
+        let n = |p: &str| uint(v, p);
+        self.usage.prompt_tokens = n("/message/usage/input_tokens").unwrap_or(0)
+            + n("/message/usage/cache_read_input_tokens").unwrap_or(0)
+            + n("/message/usage/cache_creation_input_tokens").unwrap_or(0);
+        self.usage.cached_prompt_tokens = n("/message/usage/cache_read_input_tokens").unwrap_or(0);
+        self.usage.completion_tokens = n("/message/usage/output_tokens").unwrap_or(0);
+    }
+
+    /// `content_block_start`: notes what block `index` holds; a tool call (other than the
+    /// structured-output tool) starts with its id and name.
+    fn start_block(&mut self, index: u64, v: &Value) -> Option<StreamEvent> {
+        let block = v.get("content_block").unwrap_or(&Value::Null);
+        let mut event = None;
+        let b = match block.get("type").and_then(Value::as_str) {
+            Some("text") => Block::Text,
+            Some("thinking") => Block::Thinking,
+            Some("tool_use") => {
+                let name = block
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                if self.structured_tool.as_deref() == Some(name) {
+                    Block::Answer
+                } else {
+                    let i = self.tools;
+                    self.tools += 1;
+                    event = Some(StreamEvent::ToolCallDelta {
+                        index: i,
+                        id: block.get("id").and_then(Value::as_str).map(str::to_string),
+                        name: Some(name.to_string()),
+                        arguments: String::new(),
+                    });
+                    Block::Tool(i)
+                }
+            }
+            _ => Block::Other,
+        };
+        self.blocks.insert(index, b);
+        event
+    }
+
+    /// `content_block_delta`: text, thinking, a thinking signature, or a piece of a tool
+    /// call's arguments (the answer text, for the structured-output tool) of block `index`.
+    fn block_delta(&self, index: u64, v: &Value) -> Option<StreamEvent> {
+        let delta = v.get("delta").unwrap_or(&Value::Null);
+        let s = |k: &str| {
+            delta
+                .get(k)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string()
+        };
+        match (
+            delta.get("type").and_then(Value::as_str),
+            self.blocks.get(&index),
+        ) {
+            (Some("text_delta"), _) => Some(StreamEvent::TextDelta { text: s("text") }),
+            (Some("thinking_delta"), _) => Some(StreamEvent::ThinkingDelta {
+                text: s("thinking"),
+            }),
+            (Some("signature_delta"), _) => Some(StreamEvent::ThinkingSignature {
+                signature: s("signature"),
+            }),
+            (Some("input_json_delta"), Some(Block::Tool(i))) => Some(StreamEvent::ToolCallDelta {
+                index: *i,
+                id: None,
+                name: None,
+                arguments: s("partial_json"),
+            }),
+            (Some("input_json_delta"), Some(Block::Answer)) => Some(StreamEvent::TextDelta {
+                text: s("partial_json"),
+            }),
+            _ => None,
+        }
+    }
+
+    /// `message_delta`: the final token counts (reported) and why the message ends.
+    fn message_delta(&mut self, v: &Value) -> StreamEvent {
+        if let Some(out) = uint(v, "/usage/output_tokens") {
+            self.usage.completion_tokens = out;
+        }
+        if let Some(input) = uint(v, "/usage/input_tokens") {
+            self.usage.prompt_tokens = self.usage.prompt_tokens.max(input);
+        }
+        let usage = StreamEvent::Usage { usage: self.usage };
+        if let Some(reason) = v.pointer("/delta/stop_reason").and_then(Value::as_str) {
+            let answered = self.blocks.values().any(|b| matches!(b, Block::Answer));
+            self.finish = Some(match reason {
+                "end_turn" | "stop_sequence" => FinishReason::Stop,
+                "max_tokens" => FinishReason::Length,
+                "tool_use" if answered && self.tools == 0 => FinishReason::Stop,
+                "tool_use" => FinishReason::ToolCalls,
+                "refusal" => FinishReason::ContentFilter,
+                other => FinishReason::Other(other.to_string()),
+            });
+        }
+        usage
+    }
+
+    /// An `error` event as an error (overloaded when the provider says to retry).
+    fn stream_error(&self, v: &Value) -> Error {
+        let etype = v
+            .pointer("/error/type")
+            .and_then(Value::as_str)
+            .unwrap_or("error");
+        let message = v
+            .pointer("/error/message")
+            .and_then(Value::as_str)
+            .unwrap_or("unknown error");
+        Error::Protocol {
+            provider: self.profile.clone(),
+            message: format!("{etype}: {message}"),
+            overloaded: matches!(etype, "overloaded_error" | "api_error" | "rate_limit_error"),
+        }
     }
 }

@@ -1,4 +1,4 @@
-//! The normaliser (seed 001, "Normaliser Pattern"): turns a model's answer into a value of
+//! The normaliser: turns a model's answer into a value of
 //! the requested type, repairing what small models typically get wrong, logging every
 //! repair, and refusing when the repair would be too extensive.
 //!
@@ -8,7 +8,7 @@
 //! lists, number and boolean strings to numbers and booleans, scalars to strings, key and
 //! enum case, defaults for missing fields, unknown fields dropped, strings and lists
 //! truncated to `maxLength`/`maxItems`, duplicate items removed where `uniqueItems`.
-//! Summarising an over-long field with a model (the seed's "LLM-based compression") is
+//! Summarising an over-long field with a model (LLM-based compression) is
 //! the agent layer's job; here the field is truncated and the repair logged.
 
 mod coerce;

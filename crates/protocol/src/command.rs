@@ -6,7 +6,7 @@ use serde_json::Value;
 
 use crate::NodeId;
 
-/// A command on a run (seed 004 runtime capabilities, seed 002 command queue).
+/// A command on a run (docs/engine.md, "Commands on a live run").
 ///
 /// Commands are recorded in the run's event log (`commandReceived`) before they take effect;
 /// a command that cannot apply is answered with `commandRefused` and a reason.
@@ -51,7 +51,7 @@ pub enum Command {
         /// The answer handed to the node's handler when it runs again.
         answer: Answer,
     },
-    /// Request a revision (seed 004 NEEDS_REVISION, seed 003 "request changes"): run a node
+    /// Request a revision (a review's NEEDS_REVISION, a user's "request changes"): run a node
     /// whose latest activation is COMPLETED or FAILED again, as a new activation with
     /// `message` in its `messages`; routing then continues after it as usual. Reopens a run
     /// that has succeeded or failed (not a cancelled one). Refused for active nodes (send a
@@ -85,7 +85,7 @@ impl Command {
     }
 }
 
-/// A user (or agent) message to a node (seed 004 AGENT_MESSAGE_RECEIVED).
+/// A user (or agent) message to a node's agent (`graph:agent_message_received`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Message {
@@ -129,7 +129,7 @@ impl Interrupt {
         }
     }
 
-    /// A yes/no approval gate (seed 003).
+    /// A yes/no approval gate.
     pub fn approval(prompt: impl Into<String>) -> Self {
         Self {
             kind: InterruptKind::Approval,
@@ -138,7 +138,7 @@ impl Interrupt {
         }
     }
 
-    /// A human review request (seed 004 HUMAN_REVIEW_REQUESTED).
+    /// A human review request: the node waits for a person to approve it or ask for a revision.
     pub fn review(prompt: impl Into<String>) -> Self {
         Self {
             kind: InterruptKind::Review,

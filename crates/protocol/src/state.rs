@@ -1,4 +1,4 @@
-//! The node state machine (seed 004 "Node Status States").
+//! The node state machine (docs/engine.md, "Node states").
 
 use std::fmt;
 
@@ -15,9 +15,9 @@ use serde::{Deserialize, Serialize};
 /// WAITING_INPUT ──► READY (answer submitted) | PRUNED
 /// ```
 ///
-/// COMPLETED, FAILED, PRUNED and SKIPPED are final. Seed 004's transient
-/// HUMAN_REVIEW_REQUESTED is represented by WAITING_INPUT with an interrupt of kind
-/// `review`, so clients see one waiting state.
+/// COMPLETED, FAILED, PRUNED and SKIPPED are final. A node waiting for a human review is
+/// represented by WAITING_INPUT with an interrupt of kind `review`, so clients see one
+/// waiting state.
 #[derive(
     Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
 )]

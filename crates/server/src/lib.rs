@@ -142,29 +142,13 @@ impl AppState {
     ) -> Vec<(String, trellis_protocol::RunId, Result<(), String>)> {
         let mut out = Vec::new();
         for w in &self.0.workspaces {
-            let filter = trellis_store::RunFilter {
-                status: Some(trellis_protocol::RunStatus::Running),
-                limit: None,
-            };
-            let runs = match w.service.runtime().store.list_runs(&filter) {
-                Ok(r) => r,
-                Err(e) => {
-                    tracing::error!("workspace {}: listing runs: {e}", w.id);
-                    continue;
-                }
-            };
-            for rec in runs.into_iter().filter(|r| !r.owner_alive) {
-                if w.service.runtime().stored_plan(&rec.id).is_err() {
-                    continue; // not a workflow run (a demo graph): `trellis runs resume` it
-                }
-                let op = trellis_protocol::Op::ResumeRun {
-                    run: rec.id.to_string(),
-                    answers: Vec::new(),
-                    messages: Vec::new(),
-                    input: trellis_protocol::InputMode::Interrupts,
-                };
-                let result = w.service.call(op).await.map(|_| ()).map_err(|e| e.message);
-                out.push((w.id.clone(), rec.id, result));
+            match w.service.resume_orphaned_runs().await {
+                Ok(resumed) => out.extend(
+                    resumed
+                        .into_iter()
+                        .map(|r| (w.id.clone(), r.run, r.result.map_err(|e| e.message))),
+                ),
+                Err(e) => tracing::error!("workspace {}: listing runs: {e}", w.id),
             }
         }
         out
@@ -206,8 +190,8 @@ pub fn workspace_ids(roots: &[PathBuf]) -> Vec<String> {
         .collect()
 }
 
-/// The router: `/api/…` (REST and the `/api/events` WebSocket), the seed 004 `/ws/…`
-/// aliases, `/login` and the landing page.
+/// The router: `/api/…` (REST and the `/api/events` WebSocket), the `/ws/…` aliases of
+/// the node interactions (docs/api.md), `/login` and the landing page.
 pub fn app(state: AppState) -> Router {
     routes::router(state)
 }

@@ -121,7 +121,7 @@ pub(crate) fn table() -> Vec<Route> {
         route("GET", "/api/catalog/workflows", "The workflows a run can use", get(catalog::workflows))
             .query(WORKSPACE_QUERY)
             .answer("`{workspace, workflows: [{source, workflow}], errors: [string]}`"),
-        route("GET", "/api/tools/graph", "The workspace's tool knowledge graph (seed 002) and the state of speculation", get(catalog::tool_graph))
+        route("GET", "/api/tools/graph", "The workspace's tool knowledge graph (docs/tools.md) and the state of speculation", get(catalog::tool_graph))
             .query(WORKSPACE_QUERY)
             .answer("`{workspace, nodes: [{tool, pagerank, community, calls, successes}], edges: [{from, to, observedCount, confidence}], speculation: {threshold, acceptance, waste, samples}}`"),
         route("GET", "/api/workflows", "Runs, newest first, with usage", get(runs::list))
@@ -131,7 +131,7 @@ pub(crate) fn table() -> Vec<Route> {
                 ("limit", "at most this many (default 200, at most 1000)"),
             ])
             .answer("`[run]`: id, graph, status, step, createdTs, updatedTs, workspace, live, usage; workflow and request for workflow runs; stage for unfinished ones"),
-        route("POST", "/api/workflows", "Start a run (seed 003 create): the orchestrator picks the workflow unless `workflow` names one", post(runs::create))
+        route("POST", "/api/workflows", "Start a run: the orchestrator picks the workflow unless `workflow` names one", post(runs::create))
             .body(body::<Create>)
             .answer("201 `{run, workflow, worktree, branch, orchestration, plan, workspace}` (200 with `planOnly`)"),
         route("GET", "/api/workflows/{id}", "A run: record, usage, workflow and request", get(runs::show)),
@@ -146,15 +146,15 @@ pub(crate) fn table() -> Vec<Route> {
             .answer("`[{node, interrupt}]`"),
         route("POST", "/api/workflows/{id}/answer", "Answer a node's question", post(runs::answer))
             .body(body::<AnswerBody>),
-        route("POST", "/api/workflows/{id}/approve", "Approve what waits for approval (seed 003)", post(runs::approve))
+        route("POST", "/api/workflows/{id}/approve", "Approve what waits for approval", post(runs::approve))
             .body(body::<ApproveBody>),
-        route("POST", "/api/workflows/{id}/request-changes", "Send a stage or artifact back with feedback (seed 003)", post(runs::request_changes))
+        route("POST", "/api/workflows/{id}/request-changes", "Send a stage or artifact back with feedback", post(runs::request_changes))
             .body(body::<ChangesBody>),
         route("POST", "/api/workflows/{id}/cancel", "Cancel the run", post(runs::cancel))
             .body(body::<CancelBody>),
         route("POST", "/api/workflows/{id}/resume", "Resume a paused or interrupted run in this server", post(runs::resume))
             .body(body::<ResumeBody>),
-        route("POST", "/api/workflows/{id}/nodes/{node}/message", "Message a node's agent (seed 004 AGENT_MESSAGE_RECEIVED)", post(runs::node_message))
+        route("POST", "/api/workflows/{id}/nodes/{node}/message", "Message a node's agent: a running agent sees it before its next model call", post(runs::node_message))
             .body(body::<NodeMessageBody>),
         route("POST", "/api/workflows/{id}/nodes/{node}/prune", "Prune a node (with `subtree`, its unfinished children too); its edits are rolled back", post(runs::node_prune))
             .body(body::<PruneBody>),
@@ -179,12 +179,12 @@ pub(crate) fn table() -> Vec<Route> {
                 ("limit", "at most this many (default 200)"),
             ]),
         route("GET", "/api/sessions/{id}", "A session and its turns (messages, thoughts, tool calls, usage)", get(sessions::show)),
-        route("POST", "/api/sessions/{id}/message", "Message a session (seed 003): a channel answers it; an agent session's node receives it", post(sessions::message))
+        route("POST", "/api/sessions/{id}/message", "Message a session: a channel answers it; an agent session's node receives it", post(sessions::message))
             .body(body::<SessionMessageBody>),
         route("POST", "/api/sessions/{id}/cancel", "Stop a channel session's turn in progress", post(sessions::cancel)),
         route("GET", "/api/channels", "Channel sessions", get(sessions::channels))
             .query(&[("workspace", "the workspace"), ("channel", "only this channel"), ("limit", "at most this many")]),
-        route("POST", "/api/channels/{id}/session", "Start a discussion session in channel `{id}` (seed 003)", post(sessions::start_channel))
+        route("POST", "/api/channels/{id}/session", "Start a discussion session in channel `{id}`", post(sessions::start_channel))
             .body(body::<ChannelBody>)
             .answer("201 `{session, answer?, workspace}`"),
         route("GET", "/api/streams/{stream}", "A stream's last seq (to follow it from now)", get(runs::stream_head))
@@ -200,16 +200,16 @@ pub(crate) fn table() -> Vec<Route> {
                 ("workspace", "the workspace of the `workspace` stream"),
             ])
             .answer("101 Switching Protocols"),
-        route("POST", "/ws/agent/{node}/message", "Seed 004 alias of nodes/{node}/message", post(runs::alias_message))
+        route("POST", "/ws/agent/{node}/message", "Alias of nodes/{node}/message", post(runs::alias_message))
             .query(RUN_QUERY)
             .body(body::<AliasBody>),
-        route("POST", "/ws/graph/prune/{node}", "Seed 004 alias of nodes/{node}/prune", post(runs::alias_prune))
+        route("POST", "/ws/graph/prune/{node}", "Alias of nodes/{node}/prune", post(runs::alias_prune))
             .query(RUN_QUERY)
             .body(body::<AliasBody>),
-        route("POST", "/ws/review/{node}/approve", "Seed 004 alias of nodes/{node}/approve", post(runs::alias_approve))
+        route("POST", "/ws/review/{node}/approve", "Alias of nodes/{node}/approve", post(runs::alias_approve))
             .query(RUN_QUERY)
             .body(body::<AliasBody>),
-        route("POST", "/ws/review/{node}/revise", "Seed 004 alias of nodes/{node}/revise", post(runs::alias_revise))
+        route("POST", "/ws/review/{node}/revise", "Alias of nodes/{node}/revise", post(runs::alias_revise))
             .query(RUN_QUERY)
             .body(body::<AliasBody>),
         route("GET", "/login", "Set the session cookie from `?token=` and go to `/` (no token header needed)", get(security::login))

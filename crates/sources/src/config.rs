@@ -45,8 +45,7 @@ pub struct WebConfig {
     pub timeout_secs: u64,
     /// Seconds a cached answer stays fresh (default one day); 0: no cache.
     pub cache_ttl_secs: u64,
-    /// Queries sent to the backend per minute at most, cache hits not counted (default 30,
-    /// seed 000).
+    /// Queries sent to the backend per minute at most, cache hits not counted (default 30).
     pub rate_limit_per_minute: u32,
     /// How long a query may wait for the rate limit before it is refused (milliseconds,
     /// default 0: refused at once with the time to wait).

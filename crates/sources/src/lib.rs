@@ -3,7 +3,7 @@
 //!
 //! - `web_search` ([`WebSource`]): a SearXNG instance or the Brave Search API, answers
 //!   cached with a TTL (in memory and under `.trellis/cache/web/`), queries rate-limited
-//!   (30 a minute by default, seed 000);
+//!   (30 a minute by default);
 //! - `doc_retrieval` ([`DocsSource`]): the workspace's own documents plus the same web
 //!   backend restricted to documentation sites (`site:` filters: RFCs, OWASP, MDN, framework
 //!   docs);

@@ -1,5 +1,6 @@
-//! Versioned artifacts of runs (seed 003: scope cards, research cards, plans; seed 004:
-//! discovery.md, plan.md, spec.md, tickets.md): the `artifacts` table.
+//! Versioned artifacts of runs (the stages' scope cards, research cards and plans; the
+//! `three_phase` workflow's discovery.md, plan.md, spec.md, tickets.md): the `artifacts`
+//! table.
 //!
 //! Writes go through the writer thread as [`Record`]s, like change sets; reads use the
 //! reader pool.

@@ -1,5 +1,5 @@
 //! Reviewers' comments on a run's change set — the review agent's `add_line_comment`,
-//! `add_file_comment` and `add_review_comment` (seed 003) — shown by `trellis review` beside
+//! `add_file_comment` and `add_review_comment` — shown by `trellis review` beside
 //! the outcome in `change_sets.review`: the `review_comments` table.
 //!
 //! The comment itself is JSON text (`trellis_tools::review::ReviewComment`), as the review

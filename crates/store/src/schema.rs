@@ -311,7 +311,7 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         version: 7,
         name: "tool_graph",
         sql: r#"
-        -- The tool knowledge graph (seed 002): tools, with an embedding cached under the key
+        -- The tool knowledge graph: tools, with an embedding cached under the key
         -- of the embedder and text it came from, and their call counts in executions.
         CREATE TABLE tool_nodes (
             tool        TEXT    PRIMARY KEY,
@@ -361,7 +361,7 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         version: 8,
         name: "dag_checkpoints",
         sql: r#"
-        -- Tool DAG executions in progress (seed 002's ControlledExecutor checkpoints): the
+        -- Tool DAG executions in progress (the controlled executor's checkpoints): the
         -- plan, the results of its completed steps and the decisions taken, as JSON, so a
         -- paused or interrupted execution resumes without running its completed steps again.
         CREATE TABLE dag_checkpoints (

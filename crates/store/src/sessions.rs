@@ -1,4 +1,4 @@
-//! Sessions and their turns (seed 003: `sessions`, `turns`, `turn_messages`, `turn_tools`,
+//! Sessions and their turns (the tables `sessions`, `turns`, `turn_messages`, `turn_tools`,
 //! `turn_thoughts`), materialised from the session streams by the writer in the transaction
 //! that appends the events, and read back as [`SessionRecord`]s and [`TurnRecord`]s.
 //!
@@ -257,22 +257,73 @@ pub(crate) fn materialise(
     seq: u64,
     ts: i64,
 ) -> rusqlite::Result<()> {
-    let id = session.as_str();
+    let rows = SessionRows {
+        conn,
+        id: session.as_str(),
+        ts,
+    };
     match event {
-        SessionEvent::SessionStarted { owner } => {
-            let (kind, run, node, role, channel) = match owner {
-                SessionOwner::Agent { run, node, role } => (
-                    "agent",
-                    Some(run.as_str()),
-                    Some(node.as_str()),
-                    Some(role.as_str()),
-                    None,
-                ),
-                SessionOwner::Channel { channel } => {
-                    ("channel", None, None, None, Some(channel.as_str()))
-                }
-            };
-            conn.prepare_cached(
+        SessionEvent::SessionStarted { owner } => rows.start_session(owner, seq),
+        SessionEvent::TurnStarted { turn, attempt } => rows.start_turn(*turn, *attempt),
+        SessionEvent::MessageDelta { turn, text } => rows.append_assistant_text(*turn, text),
+        SessionEvent::ThoughtDelta { turn, text } => rows.append_thought(*turn, text),
+        SessionEvent::UserMessage { text } => rows.add_user_message(text),
+        SessionEvent::MessagesReceived { turn, texts } => rows.add_received_messages(*turn, texts),
+        SessionEvent::ToolStarted {
+            turn,
+            call_id,
+            name,
+            input,
+        } => rows.start_tool(*turn, call_id, name, input),
+        SessionEvent::ToolCompleted {
+            turn,
+            call_id,
+            name,
+            output,
+            status,
+            duration_ms,
+        } => rows.complete_tool(*turn, call_id, name, output, *status, *duration_ms),
+        SessionEvent::TurnCompleted {
+            turn,
+            message,
+            usage,
+        } => rows.complete_turn(*turn, message, usage),
+        SessionEvent::TurnFailed { turn, error } => rows.fail_turn(*turn, error),
+        SessionEvent::SessionCompleted { .. } => rows.complete_session(),
+        SessionEvent::SessionError { error } => rows.fail_session(error),
+        // Progress lives in the stream only: the tool's row gets its outcome on completion.
+        SessionEvent::PromptSet { .. }
+        | SessionEvent::ContextCompacted { .. }
+        | SessionEvent::Note { .. }
+        | SessionEvent::ToolProgress { .. }
+        | SessionEvent::TurnProgress { .. } => Ok(()),
+    }
+}
+
+/// One session's rows as the writer sees them while applying an event at time `ts`.
+struct SessionRows<'c> {
+    conn: &'c Connection,
+    id: &'c str,
+    ts: i64,
+}
+
+impl SessionRows<'_> {
+    /// `sessionStarted`: inserts the session (or restarts a recorded one) as running.
+    fn start_session(&self, owner: &SessionOwner, seq: u64) -> rusqlite::Result<()> {
+        let (kind, run, node, role, channel) = match owner {
+            SessionOwner::Agent { run, node, role } => (
+                "agent",
+                Some(run.as_str()),
+                Some(node.as_str()),
+                Some(role.as_str()),
+                None,
+            ),
+            SessionOwner::Channel { channel } => {
+                ("channel", None, None, None, Some(channel.as_str()))
+            }
+        };
+        self.conn
+            .prepare_cached(
                 "INSERT INTO sessions (id, owner, run, node, role, channel, status, error,
                                        created_ms, updated_ms, last_seq)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'running', NULL, ?7, ?7, ?8)
@@ -282,10 +333,25 @@ pub(crate) fn materialise(
                     error = NULL, updated_ms = excluded.updated_ms,
                     last_seq = excluded.last_seq",
             )?
-            .execute(params![id, kind, run, node, role, channel, ts, to_i64(seq)])?;
-        }
-        SessionEvent::TurnStarted { turn, attempt } => {
-            conn.prepare_cached(
+            .execute(params![
+                self.id,
+                kind,
+                run,
+                node,
+                role,
+                channel,
+                self.ts,
+                to_i64(seq)
+            ])?;
+        Ok(())
+    }
+
+    /// `turnStarted`: marks the turn running and clears what an earlier model call of the
+    /// same turn streamed.
+    fn start_turn(&self, turn: u32, attempt: u32) -> rusqlite::Result<()> {
+        let id = self.id;
+        self.conn
+            .prepare_cached(
                 "INSERT INTO turns (session, turn, attempt, status, started_ms)
                  VALUES (?1, ?2, ?3, 'running', ?4)
                  ON CONFLICT (session, turn) DO UPDATE SET
@@ -294,73 +360,106 @@ pub(crate) fn materialise(
                     prompt_tokens = NULL, completion_tokens = NULL, message = NULL,
                     error = NULL",
             )?
-            .execute(params![id, turn, attempt, ts])?;
-            // A model call started again: what the earlier call streamed is gone.
-            for sql in [
-                "DELETE FROM turn_messages WHERE session = ?1 AND turn = ?2 AND role = 'assistant'",
-                "DELETE FROM turn_thoughts WHERE session = ?1 AND turn = ?2",
-                "DELETE FROM turn_tools WHERE session = ?1 AND turn = ?2",
-            ] {
-                conn.prepare_cached(sql)?.execute(params![id, turn])?;
-            }
+            .execute(params![id, turn, attempt, self.ts])?;
+        // A model call started again: what the earlier call streamed is gone.
+        for sql in [
+            "DELETE FROM turn_messages WHERE session = ?1 AND turn = ?2 AND role = 'assistant'",
+            "DELETE FROM turn_thoughts WHERE session = ?1 AND turn = ?2",
+            "DELETE FROM turn_tools WHERE session = ?1 AND turn = ?2",
+        ] {
+            self.conn.prepare_cached(sql)?.execute(params![id, turn])?;
         }
-        SessionEvent::MessageDelta { turn, text } => {
-            conn.prepare_cached(
+        Ok(())
+    }
+
+    /// `messageDelta`: appends to the turn's assistant text.
+    fn append_assistant_text(&self, turn: u32, text: &str) -> rusqlite::Result<()> {
+        self.conn
+            .prepare_cached(
                 "INSERT INTO turn_messages (session, turn, role, text)
                  VALUES (?1, ?2, 'assistant', ?3)
                  ON CONFLICT (session, turn) WHERE role = 'assistant'
                  DO UPDATE SET text = text || excluded.text",
             )?
-            .execute(params![id, turn, text])?;
-        }
-        SessionEvent::ThoughtDelta { turn, text } => {
-            conn.prepare_cached(
+            .execute(params![self.id, turn, text])?;
+        Ok(())
+    }
+
+    /// `thoughtDelta`: appends to the turn's thinking text.
+    fn append_thought(&self, turn: u32, text: &str) -> rusqlite::Result<()> {
+        self.conn
+            .prepare_cached(
                 "INSERT INTO turn_thoughts (session, turn, text) VALUES (?1, ?2, ?3)
                  ON CONFLICT (session, turn) DO UPDATE SET text = text || excluded.text",
             )?
-            .execute(params![id, turn, text])?;
-        }
-        SessionEvent::UserMessage { text } => {
-            // The user speaks before the next model call: it belongs to the next turn.
-            conn.prepare_cached(
+            .execute(params![self.id, turn, text])?;
+        Ok(())
+    }
+
+    /// `userMessage`: records the message under the session's next turn.
+    fn add_user_message(&self, text: &str) -> rusqlite::Result<()> {
+        // The user speaks before the next model call: it belongs to the next turn.
+        self.conn
+            .prepare_cached(
                 "INSERT INTO turn_messages (session, turn, role, text)
                  SELECT ?1, COALESCE(MAX(turn), 0) + 1, 'user', ?2 FROM turns WHERE session = ?1",
             )?
-            .execute(params![id, text])?;
+            .execute(params![self.id, text])?;
+        Ok(())
+    }
+
+    /// `messagesReceived`: records the messages under the given turn, in order.
+    fn add_received_messages(&self, turn: u32, texts: &[String]) -> rusqlite::Result<()> {
+        let mut st = self.conn.prepare_cached(
+            "INSERT INTO turn_messages (session, turn, role, text) VALUES (?1, ?2, 'user', ?3)",
+        )?;
+        for text in texts {
+            st.execute(params![self.id, turn, text])?;
         }
-        SessionEvent::MessagesReceived { turn, texts } => {
-            let mut st = conn.prepare_cached(
-                "INSERT INTO turn_messages (session, turn, role, text) VALUES (?1, ?2, 'user', ?3)",
-            )?;
-            for text in texts {
-                st.execute(params![id, turn, text])?;
-            }
-        }
-        SessionEvent::ToolStarted {
-            turn,
-            call_id,
-            name,
-            input,
-        } => {
-            conn.prepare_cached(
+        Ok(())
+    }
+
+    /// `toolStarted`: records the call as running (again, when its id was seen before).
+    fn start_tool(
+        &self,
+        turn: u32,
+        call_id: &str,
+        name: &str,
+        input: &Value,
+    ) -> rusqlite::Result<()> {
+        self.conn
+            .prepare_cached(
                 "INSERT INTO turn_tools (session, turn, call_id, name, input, status, started_ms)
                  VALUES (?1, ?2, ?3, ?4, ?5, 'running', ?6)
                  ON CONFLICT (session, turn, call_id) DO UPDATE SET
                     name = excluded.name, input = excluded.input, output = NULL,
                     status = 'running', started_ms = excluded.started_ms, duration_ms = NULL",
             )?
-            .execute(params![id, turn, call_id, name, input.to_string(), ts])?;
-        }
-        SessionEvent::ToolCompleted {
-            turn,
-            call_id,
-            name,
-            output,
-            status,
-            duration_ms,
-        } => {
-            let duration = to_i64(*duration_ms);
-            conn.prepare_cached(
+            .execute(params![
+                self.id,
+                turn,
+                call_id,
+                name,
+                input.to_string(),
+                self.ts
+            ])?;
+        Ok(())
+    }
+
+    /// `toolCompleted`: records the call's outcome, inserting the call when its start was
+    /// not recorded.
+    fn complete_tool(
+        &self,
+        turn: u32,
+        call_id: &str,
+        name: &str,
+        output: &str,
+        status: ToolStatus,
+        duration_ms: u64,
+    ) -> rusqlite::Result<()> {
+        let duration = to_i64(duration_ms);
+        self.conn
+            .prepare_cached(
                 "INSERT INTO turn_tools (session, turn, call_id, name, input, output, status,
                                          started_ms, duration_ms)
                  VALUES (?1, ?2, ?3, ?4, NULL, ?5, ?6, ?7, ?8)
@@ -369,22 +468,22 @@ pub(crate) fn materialise(
                     duration_ms = excluded.duration_ms",
             )?
             .execute(params![
-                id,
+                self.id,
                 turn,
                 call_id,
                 name,
                 output,
-                tool_status_str(*status),
-                ts.saturating_sub(duration),
+                tool_status_str(status),
+                self.ts.saturating_sub(duration),
                 duration
             ])?;
-        }
-        SessionEvent::TurnCompleted {
-            turn,
-            message,
-            usage,
-        } => {
-            conn.prepare_cached(&format!(
+        Ok(())
+    }
+
+    /// `turnCompleted`: records the assistant message and the tokens.
+    fn complete_turn(&self, turn: u32, message: &Value, usage: &TurnUsage) -> rusqlite::Result<()> {
+        self.conn
+            .prepare_cached(&format!(
                 "INSERT INTO turns (session, turn, attempt, status, started_ms, finished_ms,
                                     prompt_tokens, completion_tokens, message)
                  VALUES (?1, ?2, {LATEST_ATTEMPT}, 'completed', ?3, ?3, ?4, ?5, ?6)
@@ -395,42 +494,45 @@ pub(crate) fn materialise(
                     message = excluded.message, error = NULL"
             ))?
             .execute(params![
-                id,
+                self.id,
                 turn,
-                ts,
+                self.ts,
                 to_i64(usage.prompt_tokens),
                 to_i64(usage.completion_tokens),
                 message.to_string()
             ])?;
-        }
-        SessionEvent::TurnFailed { turn, error } => {
-            conn.prepare_cached(&format!(
+        Ok(())
+    }
+
+    /// `turnFailed`: records why the model call failed.
+    fn fail_turn(&self, turn: u32, error: &str) -> rusqlite::Result<()> {
+        self.conn
+            .prepare_cached(&format!(
                 "INSERT INTO turns (session, turn, attempt, status, started_ms, finished_ms, error)
                  VALUES (?1, ?2, {LATEST_ATTEMPT}, 'failed', ?3, ?3, ?4)
                  ON CONFLICT (session, turn) DO UPDATE SET
                     status = 'failed', finished_ms = excluded.finished_ms,
                     error = excluded.error"
             ))?
-            .execute(params![id, turn, ts, error])?;
-        }
-        SessionEvent::SessionCompleted { .. } => {
-            conn.prepare_cached(
-                "UPDATE sessions SET status = 'completed', error = NULL WHERE id = ?1",
-            )?
-            .execute([id])?;
-        }
-        SessionEvent::SessionError { error } => {
-            conn.prepare_cached("UPDATE sessions SET status = 'error', error = ?2 WHERE id = ?1")?
-                .execute(params![id, error])?;
-        }
-        // Progress lives in the stream only: the tool's row gets its outcome on completion.
-        SessionEvent::PromptSet { .. }
-        | SessionEvent::ContextCompacted { .. }
-        | SessionEvent::Note { .. }
-        | SessionEvent::ToolProgress { .. }
-        | SessionEvent::TurnProgress { .. } => {}
+            .execute(params![self.id, turn, self.ts, error])?;
+        Ok(())
     }
-    Ok(())
+
+    /// `sessionCompleted`: marks the session completed.
+    fn complete_session(&self) -> rusqlite::Result<()> {
+        self.conn
+            .prepare_cached("UPDATE sessions SET status = 'completed', error = NULL WHERE id = ?1")?
+            .execute([self.id])?;
+        Ok(())
+    }
+
+    /// `sessionError`: marks the session failed, with why.
+    fn fail_session(&self, error: &str) -> rusqlite::Result<()> {
+        self.conn
+            .prepare_cached("UPDATE sessions SET status = 'error', error = ?2 WHERE id = ?1")?
+            .execute(params![self.id, error])?;
+        Ok(())
+    }
 }
 
 /// The attempt of a turn that completes or fails without having started: its session's

@@ -1,4 +1,4 @@
-//! The tool knowledge graph's storage (seed 002, pattern 3): tools (`tool_nodes`), the
+//! The tool knowledge graph's storage (docs/tools.md, "Tool knowledge graph"): tools (`tool_nodes`), the
 //! dependencies learned between them (`tool_dependency`), the executions they were learned
 //! from (`tool_executions`) and the outcomes of speculative executions (`speculations`).
 //!

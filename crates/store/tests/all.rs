@@ -1,7 +1,7 @@
 //! Integration tests of the store (one binary; modules in `suite/`).
 
 // Helpers outside `#[test]` functions panic on setup failures too.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
 
 mod suite {
     mod artifacts;

@@ -1,5 +1,5 @@
-//! Measures seed 002 pattern 2 ("Context Budget Management": tool schemas under 5% of the
-//! model's window with 15+ servers) on the real MCP catalogue in `fixtures/mcp-catalogue`:
+//! Measures the tool-schema budget (docs/tools.md, "Tool-schema budget": tool schemas under 5%
+//! of the model's window with 15+ servers) on the real MCP catalogue in `fixtures/mcp-catalogue`:
 //! 43 servers, 717 tools, and 84 one-sentence user tasks each needing one tool.
 //!
 //! ```text
@@ -86,6 +86,49 @@ struct Outcome {
     chosen: usize,
 }
 
+/// Every tool's cost in tokens, and the totals.
+struct Costs {
+    /// By exposed tool name: tiktoken `o200k_base` tokens of its definition.
+    by_name: HashMap<String, usize>,
+    /// All tools' tokens.
+    total: usize,
+    /// All tools by the bytes / 4 estimate.
+    estimate_total: usize,
+}
+
+impl Costs {
+    /// Counts every tool's definition.
+    fn count(entries: &[ToolEntry]) -> Result<Self> {
+        let bpe = tiktoken_rs::o200k_base().context("loading the o200k_base tokenizer")?;
+        let mut by_name = HashMap::with_capacity(entries.len());
+        let mut estimate_total = 0usize;
+        for e in entries {
+            let text = definition_text(e)?;
+            estimate_total += text.len().div_ceil(4);
+            by_name.insert(e.name.clone(), bpe.encode_with_special_tokens(&text).len());
+        }
+        let total = by_name.values().sum();
+        Ok(Self {
+            by_name,
+            total,
+            estimate_total,
+        })
+    }
+
+    /// One tool's tokens (0 when unknown).
+    fn of(&self, name: &str) -> usize {
+        self.by_name.get(name).copied().unwrap_or(0)
+    }
+}
+
+/// What plain search gives each task over the whole catalogue.
+struct SearchRanks {
+    /// The 0-based rank of the expected tool, `None` without a lexical match.
+    ranks: Vec<Option<usize>>,
+    /// The tool ranked first.
+    firsts: Vec<String>,
+}
+
 fn main() -> Result<()> {
     let smoke = std::env::args().any(|a| a == "--smoke");
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/mcp-catalogue");
@@ -97,20 +140,30 @@ fn main() -> Result<()> {
 
     let entries = entries(&catalogue);
     let listed = entries.len();
-    let bpe = tiktoken_rs::o200k_base().context("loading the o200k_base tokenizer")?;
-    let mut costs = HashMap::with_capacity(entries.len());
-    let mut estimate_total = 0usize;
-    for e in &entries {
-        let text = definition_text(e)?;
-        estimate_total += text.len().div_ceil(4);
-        costs.insert(e.name.clone(), bpe.encode_with_special_tokens(&text).len());
-    }
-    let total: usize = costs.values().sum();
+    let costs = Costs::count(&entries)?;
     let catalog = ToolCatalog::new(entries);
+    check_catalog(&catalog, listed, &tasks)?;
+    let cost = |e: &ToolEntry| costs.of(&e.name);
+
+    print_overview(&catalogue, &costs, &tasks, smoke);
+    print_heaviest(&catalogue, &costs.by_name, costs.total);
+
+    // Search once per task for the ranks; select per budget.
+    let search = search_ranks(&catalog, &tasks)?;
+    let by_budget = select_per_budget(&catalog, &tasks, &cost)?;
+
+    print_selection(&by_budget, costs.total);
+    print_plain_search(&search.ranks, tasks.len());
+    print_misses(&tasks, &search, &by_budget, &costs);
+    Ok(())
+}
+
+/// Fails when the catalogue repeats a tool name or a task expects a tool it does not have.
+fn check_catalog(catalog: &ToolCatalog, listed: usize, tasks: &[Task]) -> Result<()> {
     if catalog.entries().len() != listed {
         bail!("the catalogue repeats a tool name");
     }
-    for t in &tasks {
+    for t in tasks {
         if catalog.get(&t.expected_tool).is_none() {
             bail!(
                 "tasks.json: {:?} expects {}, which is not in the catalogue",
@@ -119,18 +172,22 @@ fn main() -> Result<()> {
             );
         }
     }
-    let cost = |e: &ToolEntry| costs.get(&e.name).copied().unwrap_or(0);
+    Ok(())
+}
+
+/// The title, what was measured, and the total of all tools against 128k and 200k windows.
+fn print_overview(catalogue: &Catalogue, costs: &Costs, tasks: &[Task], smoke: bool) {
     let task_servers: std::collections::BTreeSet<&str> = tasks
         .iter()
         .filter_map(|t| t.expected_tool.split_once("__").map(|(s, _)| s))
         .collect();
-
+    let (total, estimate_total) = (costs.total, costs.estimate_total);
     println!("# Tool schemas within a token budget\n");
     println!(
         "Catalogue captured {}: {} servers, {} tools. Tasks: {} over {} servers{}.\n",
         catalogue.captured,
         catalogue.servers.len(),
-        costs.len(),
+        costs.by_name.len(),
         tasks.len(),
         task_servers.len(),
         if smoke { " (--smoke: first 10)" } else { "" },
@@ -141,21 +198,31 @@ fn main() -> Result<()> {
         pct(total, 128_000),
         pct(total, 200_000),
     );
-    print_heaviest(&catalogue, &costs, total);
+}
 
-    // Search once per task for the ranks; select per budget.
+/// Searches the whole catalogue once per task.
+fn search_ranks(catalog: &ToolCatalog, tasks: &[Task]) -> Result<SearchRanks> {
     let mut ranks = Vec::with_capacity(tasks.len());
     let mut firsts = Vec::with_capacity(tasks.len());
-    for t in &tasks {
+    for t in tasks {
         let hits = catalog.search(&t.task, catalog.entries().len())?;
         ranks.push(hits.iter().position(|(n, _)| *n == t.expected_tool));
         firsts.push(hits.first().map(|(n, _)| n.clone()).unwrap_or_default());
     }
+    Ok(SearchRanks { ranks, firsts })
+}
+
+/// Selects within every budget for every task (`search_tools` pinned).
+fn select_per_budget(
+    catalog: &ToolCatalog,
+    tasks: &[Task],
+    cost: &dyn Fn(&ToolEntry) -> usize,
+) -> Result<Vec<Vec<Outcome>>> {
     let mut by_budget: Vec<Vec<Outcome>> = Vec::with_capacity(BUDGETS.len());
     for (_, budget) in BUDGETS {
         let mut outcomes = Vec::with_capacity(tasks.len());
-        for t in &tasks {
-            let s = catalog.select_within_budget(&t.task, budget, &cost, &ALWAYS)?;
+        for t in tasks {
+            let s = catalog.select_within_budget(&t.task, budget, cost, &ALWAYS)?;
             outcomes.push(Outcome {
                 found: s.chosen.contains(&t.expected_tool),
                 used: s.used_tokens,
@@ -164,13 +231,17 @@ fn main() -> Result<()> {
         }
         by_budget.push(outcomes);
     }
+    Ok(by_budget)
+}
 
+/// The table per budget: tools chosen, tokens used, share of all tools, recall.
+fn print_selection(by_budget: &[Vec<Outcome>], total: usize) {
     println!("## Selection within a budget\n");
     println!(
         "| budget | tokens | tools chosen (mean) | tokens used (mean / max) | used / all tools | recall |"
     );
     println!("|---|---:|---:|---:|---:|---:|");
-    for ((label, budget), outcomes) in BUDGETS.iter().zip(&by_budget) {
+    for ((label, budget), outcomes) in BUDGETS.iter().zip(by_budget) {
         let n = outcomes.len().max(1);
         let used: usize = outcomes.iter().map(|o| o.used).sum();
         let max = outcomes.iter().map(|o| o.used).max().unwrap_or(0);
@@ -185,21 +256,25 @@ fn main() -> Result<()> {
             pct(found, outcomes.len()),
         );
     }
+}
 
+/// Plain search's recall@k, and how many tasks had no lexical match.
+fn print_plain_search(ranks: &[Option<usize>], tasks: usize) {
     println!("\n## Plain search\n");
     println!("| k | recall@k |");
     println!("|---:|---:|");
     for k in KS {
         let found = ranks.iter().filter(|r| r.is_some_and(|r| r < k)).count();
-        println!(
-            "| {k} | {found}/{} = {:.1}% |",
-            tasks.len(),
-            pct(found, tasks.len())
-        );
+        println!("| {k} | {found}/{tasks} = {:.1}% |", pct(found, tasks));
     }
     let unmatched = ranks.iter().filter(|r| r.is_none()).count();
     println!("\nTasks whose expected tool has no lexical match at all: {unmatched}.\n");
+}
 
+/// Every task that search does not rank first or some budget misses, with its rank, what
+/// ranked first and those budgets.
+fn print_misses(tasks: &[Task], search: &SearchRanks, by_budget: &[Vec<Outcome>], costs: &Costs) {
+    let (ranks, firsts) = (&search.ranks, &search.firsts);
     println!("## Tasks not ranked first by search, or missed at some budget\n");
     println!(
         "| task | expected tool (tokens) | search rank | ranked first instead | missed at budgets |"
@@ -212,7 +287,7 @@ fn main() -> Result<()> {
         let rank = ranks[i].map_or_else(|| "no match".to_owned(), |r| (r + 1).to_string());
         let missed: Vec<&str> = BUDGETS
             .iter()
-            .zip(&by_budget)
+            .zip(by_budget)
             .filter(|(_, o)| !o[i].found)
             .map(|((label, _), _)| *label)
             .collect();
@@ -220,7 +295,7 @@ fn main() -> Result<()> {
             "| {} | `{}` ({}) | {rank} | `{}` | {} |",
             t.task,
             t.expected_tool,
-            costs.get(&t.expected_tool).copied().unwrap_or(0),
+            costs.of(&t.expected_tool),
             firsts[i],
             if missed.is_empty() {
                 "none".to_owned()
@@ -229,7 +304,6 @@ fn main() -> Result<()> {
             },
         );
     }
-    Ok(())
 }
 
 /// The catalogue's tools as `trellis-mcp` exposes them (see `exposed_name` and `McpTool::new`

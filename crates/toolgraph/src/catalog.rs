@@ -1,5 +1,5 @@
 //! [`ToolCatalog`]: the tools an agent could be offered, searched by what the user asked,
-//! and the selection of those that fit a token budget (seed 002, pattern 2).
+//! and the selection of those that fit a token budget (docs/tools.md, "Tool-schema budget").
 //!
 //! # Fusion
 //!

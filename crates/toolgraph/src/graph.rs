@@ -15,8 +15,8 @@
 //!
 //! *Reliability* is the Laplace-smoothed success rate of the pair; *support* grows with the
 //! evidence, so one lucky observation is not a pattern. A pair always seen succeeding has
-//! `n / (n + 2)`: 0.33 after one execution, 0.83 after 10, 0.857 after 12 (past the seed's
-//! speculation bar of 0.85), 0.92 after 23. Failures pull it down: 20 observations with 10
+//! `n / (n + 2)`: 0.33 after one execution, 0.83 after 10, 0.857 after 12 (past the lowest
+//! speculation threshold, 0.85), 0.92 after 23. Failures pull it down: 20 observations with 10
 //! successes give 0.50.
 //!
 //! How likely `b` is to come next after `a` also depends on what else follows `a`:

@@ -1,5 +1,6 @@
-//! The tool knowledge graph (seed 002, patterns 2–4): which tools follow which, learned
-//! from executions, and what that knowledge suggests.
+//! The tool knowledge graph (docs/tools.md: the tool-schema budget, speculative execution and
+//! the graph itself): which tools follow which, learned from executions, and what that
+//! knowledge suggests.
 //!
 //! - [`ToolGraph`] holds the learned dependencies (a petgraph `DiGraph` kept in step with
 //!   the store's `tool_nodes` and `tool_dependency` tables): [`ToolGraph::record_execution`]

@@ -4,8 +4,8 @@
 //! petgraph's `page_rank` ignores edge weights and costs O(iterations × V² × E) (it scans
 //! every node's out-edges for every pair of nodes), so a frequent, reliable dependency would
 //! count no more than one seen once and 1,000 tools would take seconds. graphrs's `pagerank`
-//! is the weighted power iteration over predecessor lists (O(iterations × E)), the
-//! graphology `pagerank(graph, { weighted: true })` the seed names; it is used on a copy of
+//! is the weighted power iteration over predecessor lists (O(iterations × E)), the same
+//! computation as graphology's `pagerank(graph, { weighted: true })`; it is used on a copy of
 //! the graph built per computation, indexed by petgraph node index.
 
 use std::collections::{BTreeMap, HashMap};

@@ -1,4 +1,4 @@
-//! The tool-schema budget (seed 002 Pattern 2) and `search_tools`, as the agents and the
+//! The tool-schema budget (docs/tools.md) and `search_tools`, as the agents and the
 //! MCP gateway offer them: the tools always offered take what they take; the catalog's tools
 //! compete for the rest — all of them when they fit, else the best for the query that fit
 //! (and, when asked to fill, the rest of the room goes to the others by their PageRank

@@ -1,6 +1,5 @@
-//! DAG suggestions (seed 002's `DAGSuggester.suggestDAG`): which tools an intent needs, in
-//! dependency order, how sure the learned graph is about them, what to do with them, and
-//! why.
+//! DAG suggestions: which tools an intent needs, in dependency order, how sure the learned
+//! graph is about them, what to do with them, and why.
 //!
 //! 1. The intent is searched in the catalog (lexical, semantic, PageRank prior); the best
 //!    [`HITS`] tools are the relevant ones.
@@ -42,7 +41,7 @@ pub const STRONG_EDGE: f64 = 0.5;
 /// The longest chain followed between two relevant tools.
 pub const MAX_HOPS: usize = 3;
 
-/// Why a DAG was suggested (seed 002's explainability).
+/// Why a DAG was suggested: the dependency paths and PageRank scores behind it.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Explanation {

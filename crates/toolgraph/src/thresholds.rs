@@ -1,4 +1,5 @@
-//! The execution modes and the adaptive speculation threshold (seed 002, pattern 3).
+//! The execution modes and the adaptive speculation threshold (docs/tools.md, "Speculative
+//! execution").
 //!
 //! A suggestion below [`EXPLICIT_BELOW`] (0.70) needs an explicit workflow; from there to
 //! the speculation threshold it is offered as a suggestion; at or above it, it is executed

@@ -1,6 +1,6 @@
 //! Integration tests of the tool graph (one binary; modules in `suite/`).
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
 
 mod suite {
     mod fixtures;

@@ -1,4 +1,4 @@
-//! What the tool knowledge graph tells the agent loop (seed 002 Pattern 3): which tools
+//! What the tool knowledge graph tells the agent loop (docs/tools.md): which tools
 //! usually come next, how sure it is, and the speculation threshold — and what became of
 //! each speculation. The runtime implements [`ToolAdvisor`] over `trellis-toolgraph`.
 
@@ -13,7 +13,7 @@ pub enum SpeculationOutcome {
     Failed,
 }
 
-/// What to do with a suggested workflow (seed 002's three modes).
+/// What to do with a suggested workflow: one of three modes, by confidence.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AdviceMode {
     /// Confidence below 0.70: no trustworthy pattern, the model plans.
@@ -62,7 +62,7 @@ pub trait ToolAdvisor: Send + Sync {
 }
 
 /// Words of tool names that are never run speculatively, whatever their annotations say:
-/// seed 002's dangerous operations (delete, deploy, payment, send_email) and their kin
+/// the dangerous operations (delete, deploy, payment, send_email) and their kin
 /// (git push, other network writes, destruction).
 pub const DANGEROUS_WORDS: &[&str] = &[
     "delete", "remove", "rm", "drop", "destroy", "purge", "kill", "deploy", "release", "publish",

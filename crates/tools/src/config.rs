@@ -77,7 +77,7 @@ impl GatewayConfig {
     }
 }
 
-/// The `tools.speculation` section (seed 002 Pattern 3).
+/// The `tools.speculation` section (speculative execution, docs/tools.md).
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct SpeculationConfig {
@@ -114,8 +114,8 @@ impl Default for SpeculationConfig {
     }
 }
 
-/// The `tools.budget` section: how many MCP tool schemas a model call may carry (seed 002
-/// Pattern 2). An agent's own tools (built-in, stage and language-server tools its role
+/// The `tools.budget` section: how many MCP tool schemas a model call may carry (docs/tools.md,
+/// "Tool-schema budget"). An agent's own tools (built-in, stage and language-server tools its role
 /// lists) are always offered; the MCP servers' tools it may use compete for the rest.
 #[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]

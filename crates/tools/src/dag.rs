@@ -1,4 +1,4 @@
-//! Tool DAGs (seed 002 Pattern 1): a plan of tool invocations becomes a DAG whose edges are
+//! Tool DAGs (docs/tools.md): a plan of tool invocations becomes a DAG whose edges are
 //! the data dependencies detected from the tools' JSON Schemas and the references between
 //! steps; it runs in topological layers, the independent calls of a layer at the same time,
 //! each output wired into its dependents' arguments.

@@ -10,6 +10,7 @@
 //! [`PolicyConfig::secret_access`].
 
 pub mod parse;
+mod programs;
 
 use std::path::Path;
 
@@ -18,7 +19,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::{Action, PolicyConfig};
 use crate::workspace::Workspace;
-use parse::{Parsed, SimpleCommand, Word};
+use parse::{SimpleCommand, Word};
+use programs::{Args, DESTRUCTIVE, NETWORK, READ_ONLY, WRITES};
 
 /// The class of a command, ordered by severity.
 #[derive(
@@ -221,203 +223,7 @@ fn escapes(path: &str, root: &Path) -> bool {
     false
 }
 
-const READ_ONLY: &[&str] = &[
-    "ls",
-    "cat",
-    "head",
-    "tail",
-    "less",
-    "more",
-    "wc",
-    "grep",
-    "egrep",
-    "fgrep",
-    "rg",
-    "ag",
-    "fd",
-    "echo",
-    "printf",
-    "pwd",
-    "stat",
-    "file",
-    "diff",
-    "cmp",
-    "sort",
-    "uniq",
-    "cut",
-    "tr",
-    "tree",
-    "du",
-    "df",
-    "which",
-    "whereis",
-    "type",
-    "printenv",
-    "date",
-    "true",
-    "false",
-    "test",
-    "[",
-    "[[",
-    "basename",
-    "dirname",
-    "realpath",
-    "readlink",
-    "jq",
-    "yq",
-    "xxd",
-    "od",
-    "hexdump",
-    "md5sum",
-    "sha1sum",
-    "sha256sum",
-    "sha512sum",
-    "b2sum",
-    "cksum",
-    "nl",
-    "column",
-    "paste",
-    "join",
-    "comm",
-    "fold",
-    "rev",
-    "tac",
-    "seq",
-    "sleep",
-    "id",
-    "whoami",
-    "uname",
-    "hostname",
-    "ps",
-    "free",
-    "uptime",
-    "nproc",
-    "expr",
-    "bc",
-    "strings",
-    "tokei",
-    "cloc",
-    "cd",
-    "export",
-    "set",
-    "unset",
-    "shopt",
-    "exit",
-    "return",
-    "read",
-    "local",
-    "declare",
-    "for",
-    "break",
-    "continue",
-    "wait",
-    "look",
-    "locale",
-    "getconf",
-];
-
-const WRITES: &[&str] = &[
-    "mkdir",
-    "touch",
-    "cp",
-    "mv",
-    "ln",
-    "install",
-    "tee",
-    "patch",
-    "rmdir",
-    "chmod",
-    "make",
-    "cmake",
-    "ninja",
-    "gcc",
-    "g++",
-    "cc",
-    "c++",
-    "clang",
-    "clang++",
-    "rustc",
-    "rustfmt",
-    "go",
-    "javac",
-    "java",
-    "python",
-    "python3",
-    "node",
-    "ruby",
-    "perl",
-    "php",
-    "deno",
-    "pytest",
-    "jest",
-    "vitest",
-    "tsc",
-    "eslint",
-    "prettier",
-    "black",
-    "ruff",
-    "mypy",
-    "tar",
-    "zip",
-    "unzip",
-    "gzip",
-    "gunzip",
-    "bzip2",
-    "xz",
-    "awk",
-    "gawk",
-    "mawk",
-    "diff3",
-    "cargo-nextest",
-    "sh-test",
-    "bats",
-    "meson",
-    "dotnet",
-    "mvn",
-    "gradle",
-    "tox",
-    "nox",
-    "uv",
-    "poetry",
-];
-
-const NETWORK: &[&str] = &[
-    "curl", "wget", "ssh", "scp", "sftp", "nc", "ncat", "netcat", "telnet", "ftp", "ping", "dig",
-    "nslookup", "host", "http", "https", "aria2c", "apt", "apt-get", "yum", "dnf", "brew",
-    "pacman", "apk", "gh", "kubectl", "npx", "pnpx", "bunx", "git-lfs", "socat",
-];
-
-const DESTRUCTIVE: &[&str] = &[
-    "sudo",
-    "su",
-    "doas",
-    "dd",
-    "shred",
-    "mkfs",
-    "fdisk",
-    "parted",
-    "mount",
-    "umount",
-    "kill",
-    "pkill",
-    "killall",
-    "shutdown",
-    "reboot",
-    "halt",
-    "poweroff",
-    "chown",
-    "chgrp",
-    "crontab",
-    "systemctl",
-    "service",
-    "truncate",
-    "wipefs",
-    "useradd",
-    "userdel",
-    "passwd",
-    "iptables",
-];
-
+/// Classifies a program and its arguments (`argv`, redirections left out).
 fn classify_argv(argv: &[Word], ws: &Workspace) -> CommandClass {
     let Some(program) = argv.first() else {
         return CommandClass::ReadOnly;
@@ -431,259 +237,32 @@ fn classify_argv(argv: &[Word], ws: &Workspace) -> CommandClass {
         return CommandClass::Unknown;
     }
     let name = base_name(name);
-    let args = argv.get(1..).unwrap_or_default();
-    let has = |flags: &[&str]| args.iter().any(|a| flags.contains(&a.text.as_str()));
-    let short_flag = |c: char| {
-        args.iter()
-            .any(|a| a.text.starts_with('-') && !a.text.starts_with("--") && a.text.contains(c))
-    };
-    let write_args = |inside: CommandClass| {
-        args.iter()
-            .filter(|a| !a.text.starts_with('-'))
-            .map(|a| path_class(a, ws, inside))
-            .max()
-            .unwrap_or(inside)
-            .max(inside)
+    let args = Args {
+        words: argv.get(1..).unwrap_or_default(),
+        ws,
     };
     match name {
-        "git" => classify_git(args),
-        "cargo" => classify_cargo(args),
-        "npm" | "pnpm" | "yarn" | "bun" => classify_js(args),
-        "pip" | "pip3" | "pipx" | "gem" => match first_positional(args) {
-            Some("list" | "show" | "freeze" | "check" | "help") => CommandClass::ReadOnly,
-            Some("uninstall") => CommandClass::WritesWorkspace,
-            _ => CommandClass::Network,
-        },
-        "docker" | "podman" => match first_positional(args) {
-            Some("ps" | "images" | "inspect" | "logs" | "version" | "info") => {
-                CommandClass::ReadOnly
-            }
-            Some("rm" | "rmi" | "kill" | "stop" | "system" | "volume" | "prune") => {
-                CommandClass::Destructive
-            }
-            _ => CommandClass::Network,
-        },
-        "rsync" => {
-            if args.iter().any(|a| a.text.contains(':')) {
-                CommandClass::Network
-            } else {
-                write_args(CommandClass::WritesWorkspace)
-            }
-        }
-        "rm" => {
-            let recursive_or_forced = short_flag('r')
-                || short_flag('R')
-                || short_flag('f')
-                || has(&["--recursive", "--force"]);
-            let glob_all = args
-                .iter()
-                .any(|a| matches!(a.text.as_str(), "*" | "." | "/" | "~"));
-            if recursive_or_forced || glob_all {
-                CommandClass::Destructive
-            } else {
-                write_args(CommandClass::WritesWorkspace)
-            }
-        }
-        "sed" => {
-            if short_flag('i') || args.iter().any(|a| a.text.starts_with("--in-place")) {
-                write_args(CommandClass::WritesWorkspace)
-            } else {
-                CommandClass::ReadOnly
-            }
-        }
-        "find" => {
-            if has(&["-delete"]) {
-                CommandClass::Destructive
-            } else if let Some(i) = args
-                .iter()
-                .position(|a| matches!(a.text.as_str(), "-exec" | "-execdir" | "-ok" | "-okdir"))
-            {
-                let inner: Vec<Word> = args
-                    .get(i + 1..)
-                    .unwrap_or_default()
-                    .iter()
-                    .take_while(|a| a.text != ";" && a.text != "+")
-                    .cloned()
-                    .collect();
-                classify_argv(&inner, ws).max(CommandClass::ReadOnly)
-            } else {
-                CommandClass::ReadOnly
-            }
-        }
+        "git" => programs::classify_git(args.words),
+        "cargo" => programs::classify_cargo(args.words),
+        "npm" | "pnpm" | "yarn" | "bun" => programs::classify_js(args.words),
+        "pip" | "pip3" | "pipx" | "gem" => programs::classify_package_installer(args.words),
+        "docker" | "podman" => programs::classify_container(args.words),
+        "rsync" => args.rsync(),
+        "rm" => args.rm(),
+        "sed" => args.sed(),
+        "find" => args.find(),
         // Wrappers: what runs is the command after their options (and, for `env`, the
         // assignments); alone they only print.
         "xargs" | "env" | "nice" | "nohup" | "command" | "builtin" | "exec" | "stdbuf"
-        | "ionice" => {
-            let inner: Vec<Word> = args
-                .iter()
-                .skip_while(|a| a.text.starts_with('-') || (name == "env" && a.text.contains('=')))
-                .cloned()
-                .collect();
-            if inner.is_empty() {
-                CommandClass::ReadOnly
-            } else {
-                classify_argv(&inner, ws)
-            }
-        }
-        "timeout" => {
-            let inner: Vec<Word> = args
-                .iter()
-                .skip_while(|a| a.text.starts_with('-'))
-                .skip(1)
-                .cloned()
-                .collect();
-            classify_argv(&inner, ws)
-        }
-        "sh" | "bash" | "zsh" | "dash" | "ksh" => match args.iter().position(|a| a.text == "-c") {
-            Some(i) => match args.get(i + 1) {
-                Some(script) if !script.dynamic => {
-                    let inner: Parsed = parse::parse(&script.text);
-                    if inner.opaque.is_some() {
-                        return CommandClass::Unknown;
-                    }
-                    inner
-                        .commands
-                        .iter()
-                        .map(|c| classify(c, ws))
-                        .max()
-                        .unwrap_or(CommandClass::ReadOnly)
-                }
-                _ => CommandClass::Unknown,
-            },
-            None => CommandClass::Unknown,
-        },
+        | "ionice" => args.wrapped(name),
+        "timeout" => args.timeout(),
+        "sh" | "bash" | "zsh" | "dash" | "ksh" => args.shell(),
         n if n.starts_with("mkfs") => CommandClass::Destructive,
         n if READ_ONLY.contains(&n) => CommandClass::ReadOnly,
-        n if WRITES.contains(&n) => write_args(CommandClass::WritesWorkspace),
+        n if WRITES.contains(&n) => args.write_args(CommandClass::WritesWorkspace),
         n if NETWORK.contains(&n) => CommandClass::Network,
         n if DESTRUCTIVE.contains(&n) => CommandClass::Destructive,
         _ => CommandClass::Unknown,
-    }
-}
-
-fn first_positional(args: &[Word]) -> Option<&str> {
-    args.iter()
-        .map(|a| a.text.as_str())
-        .find(|a| !a.starts_with('-'))
-}
-
-fn classify_git(args: &[Word]) -> CommandClass {
-    // Skip global options (`-C dir`, `-c k=v`, `--no-pager` …).
-    let mut i = 0;
-    while let Some(a) = args.get(i) {
-        match a.text.as_str() {
-            "-C" | "-c" | "--git-dir" | "--work-tree" | "--namespace" => i += 2,
-            s if s.starts_with('-') => i += 1,
-            _ => break,
-        }
-    }
-    let Some(sub) = args.get(i) else {
-        return CommandClass::ReadOnly;
-    };
-    let rest = args.get(i + 1..).unwrap_or_default();
-    let has = |flags: &[&str]| rest.iter().any(|a| flags.contains(&a.text.as_str()));
-    match sub.text.as_str() {
-        "status" | "log" | "diff" | "show" | "rev-parse" | "ls-files" | "ls-tree" | "blame"
-        | "grep" | "describe" | "shortlog" | "cat-file" | "rev-list" | "merge-base" | "help"
-        | "version" | "whatchanged" | "show-ref" | "for-each-ref" | "count-objects"
-        | "check-ignore" | "name-rev" => CommandClass::ReadOnly,
-        "branch" => {
-            if has(&[
-                "-d", "-D", "--delete", "-m", "-M", "--move", "-f", "--force",
-            ]) {
-                CommandClass::Destructive
-            } else if rest.iter().any(|a| !a.text.starts_with('-')) {
-                CommandClass::WritesWorkspace
-            } else {
-                CommandClass::ReadOnly
-            }
-        }
-        "stash" => match rest.first().map(|a| a.text.as_str()) {
-            Some("list" | "show") => CommandClass::ReadOnly,
-            Some("drop" | "clear") => CommandClass::Destructive,
-            _ => CommandClass::WritesWorkspace,
-        },
-        "tag" => {
-            if rest.is_empty() || has(&["-l", "--list"]) {
-                CommandClass::ReadOnly
-            } else {
-                CommandClass::Destructive
-            }
-        }
-        "remote" => match rest
-            .iter()
-            .find(|a| !a.text.starts_with('-'))
-            .map(|a| a.text.as_str())
-        {
-            None | Some("show" | "get-url") => CommandClass::ReadOnly,
-            Some("update" | "prune") => CommandClass::Network,
-            _ => CommandClass::Destructive,
-        },
-        "config" => {
-            if has(&["--get", "--list", "-l", "--get-all", "--get-regexp"])
-                || rest.iter().filter(|a| !a.text.starts_with('-')).count() <= 1
-            {
-                CommandClass::ReadOnly
-            } else {
-                // Repository config is shared with the user's checkout.
-                CommandClass::Destructive
-            }
-        }
-        "reset" => {
-            if has(&["--hard", "--merge", "--keep"]) {
-                CommandClass::Destructive
-            } else {
-                CommandClass::WritesWorkspace
-            }
-        }
-        "clean" | "filter-branch" | "filter-repo" | "update-ref" | "symbolic-ref" | "worktree"
-        | "replace" | "prune" | "reflog" | "gc" => CommandClass::Destructive,
-        "push" => {
-            if has(&[
-                "-f",
-                "--force",
-                "--force-with-lease",
-                "--mirror",
-                "--delete",
-                "-d",
-            ]) {
-                CommandClass::Destructive
-            } else {
-                CommandClass::Network
-            }
-        }
-        "fetch" | "pull" | "clone" | "ls-remote" | "submodule" | "send-email" | "request-pull"
-        | "archive" => CommandClass::Network,
-        "add" | "commit" | "checkout" | "switch" | "restore" | "apply" | "am" | "merge"
-        | "rebase" | "cherry-pick" | "revert" | "mv" | "rm" | "init" | "notes" | "format-patch"
-        | "bisect" | "sparse-checkout" | "mergetool" | "difftool" => CommandClass::WritesWorkspace,
-        _ => CommandClass::Unknown,
-    }
-}
-
-fn classify_cargo(args: &[Word]) -> CommandClass {
-    match first_positional(args) {
-        None
-        | Some("tree" | "metadata" | "locate-project" | "pkgid" | "verify-project" | "help")
-        | Some("version" | "read-manifest") => CommandClass::ReadOnly,
-        Some(
-            "install" | "uninstall" | "publish" | "login" | "logout" | "owner" | "yank" | "search"
-            | "update" | "fetch" | "add" | "info" | "vendor",
-        ) => CommandClass::Network,
-        Some(_) => CommandClass::WritesWorkspace,
-    }
-}
-
-fn classify_js(args: &[Word]) -> CommandClass {
-    match first_positional(args) {
-        Some("ls" | "list" | "view" | "why" | "outdated" | "help" | "config") => {
-            CommandClass::ReadOnly
-        }
-        Some("run" | "test" | "t" | "start" | "build" | "exec" | "lint" | "format" | "tsc") => {
-            CommandClass::WritesWorkspace
-        }
-        None if args.is_empty() => CommandClass::Network,
-        _ => CommandClass::Network,
     }
 }
 

@@ -174,7 +174,7 @@ pub enum ReviewOutcome {
 }
 
 impl ReviewOutcome {
-    /// The outcome in the constitution's vocabulary (seed 004): `APPROVED`,
+    /// The outcome in the review verdicts' vocabulary (docs/workflows.md): `APPROVED`,
     /// `NEEDS_REVISION` or `REJECTED`.
     pub fn code(&self) -> &'static str {
         match self {

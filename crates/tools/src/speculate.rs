@@ -1,4 +1,4 @@
-//! Speculative execution (seed 002 Pattern 3), shared by the agent loop and the MCP
+//! Speculative execution (docs/tools.md, "Speculative execution"), shared by the agent loop and the MCP
 //! gateway: after a caller's calls, the calls the tool knowledge graph ([`ToolAdvisor`])
 //! predicts with a confidence at or above its threshold run before the caller asks — only
 //! when they are safe: the tool only reads (its annotation), the caller may use it, its name

@@ -1,18 +1,19 @@
-//! Compiling a [`Plan`] into an engine [`Graph`] (seed 000, layer 2.5).
+//! Compiling a [`Plan`] into an engine [`Graph`] (docs/workflows.md, "Compiled graph").
 //!
 //! - one node per stage, named after the stage; skipped stages are SKIPPED nodes the engine
 //!   bypasses along their success route;
 //! - a stage with several agents is a fan-out node (one child per agent) plus a collector
 //!   `<stage>:collect` applying the stage's failure aggregation and recording the stage's
 //!   result (its agents' reports combined); routing leaves from the collector;
-//! - after a failure (seed 000: "when stage reaches max_attempts, conditional edge routes to
-//!   failure path"): a `next_stage_on_failure` of DONE or ABORT is taken as written, at once;
+//! - after a failure (once a stage has used up its `max_attempts`, a conditional edge routes
+//!   to the failure path): a `next_stage_on_failure` of DONE or ABORT is taken as written, at once;
 //!   one to a stage is taken at most `max_attempts` times per stage in a run (the engine counts
 //!   them, [`trellis_graph::RouteContext::failure_routes`]), after which the run ends at ABORT.
 //!   While the failed stage's enrichment counter is below [`MAX_ENRICHMENTS`], the way back
 //!   goes through `adaptive_retrieval`, which enriches the context of the *retry stage* and
-//!   routes to it — the failure route's stage when it is planned (seed 000's walk-through:
-//!   failing tests enrich and re-run `code_generation`), otherwise the failed stage itself;
+//!   routes to it — the failure route's stage when it is planned (in
+//!   `feature_with_iterative_testing`, failing tests enrich and re-run `code_generation`),
+//!   otherwise the failed stage itself;
 //! - `DONE` and `ABORT` terminals.
 //!
 //! Channels: `task` (replace; the run's input `{"task": "…"}`), `orchestrator` (replace; the
@@ -32,17 +33,18 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 use trellis_graph::{
     Graph, GraphBuilder, NodeContext, NodeError, NodeHandler, NodeOutput, Reducer, RouteContext,
+    Router,
 };
 use trellis_protocol::{NodeId, NodeState, TerminalKind};
 
 use self::fanout::{Pipeline, fan_out_node, merge_node, review_node, work_node, work_template};
 use crate::error::Result;
-use crate::plan::{Kind, MAX_ENRICHMENTS, Plan, StageContext};
+use crate::plan::{Kind, MAX_ENRICHMENTS, Plan, Route, StageContext};
 use crate::schema::AgentSpec;
 
 /// The adaptive-retrieval node's id.
 pub const ADAPTIVE_RETRIEVAL: &str = "adaptive_retrieval";
-/// The upfront-retrieval node's id (seed 000 layer 1: context per stage before stage 1).
+/// The upfront-retrieval node's id (context per stage, gathered before the first stage runs).
 pub const UPFRONT_RETRIEVAL: &str = "upfront_retrieval";
 
 /// The counter of enrichments of `stage`.
@@ -219,7 +221,8 @@ fn child(inner: Arc<dyn NodeHandler>) -> impl NodeHandler {
 /// as the engine records it for a collector without a handler (`{aggregate, children}`), and
 /// the stage's `stage_results` entry, its agents' reports combined. So such a stage reports
 /// like a single agent's: in the run's summary, to later stages and to adaptive retrieval —
-/// and seed 000's `lint_and_format`, failing to DONE, leaves its report in the result.
+/// and `feature_with_iterative_testing`'s `lint_and_format`, failing to DONE, leaves its
+/// report in the result.
 fn parallel_result(stage: String) -> impl NodeHandler {
     move |ctx: NodeContext| {
         let stage = stage.clone();
@@ -329,6 +332,23 @@ fn terminal(name: &'static str) -> Arc<dyn NodeHandler> {
 /// Compiles `plan` into a graph named after the workflow (the plan is its params, so a
 /// registry can rebuild it on resume).
 pub fn compile(plan: &Plan, handlers: &dyn StageHandlers) -> Result<Graph> {
+    let b = declare_channels(plan);
+    let mut b = add_entry(b, plan, handlers);
+    let adaptive = plan.adaptive_retrieval && !plan.planned.is_empty();
+    for route in &plan.routing {
+        b = StageCompiler::new(plan, route, handlers, adaptive).compile(b);
+    }
+    if adaptive {
+        b = add_adaptive_retrieval(b, plan, handlers);
+    }
+    b = b
+        .terminal("DONE", TerminalKind::Success, Some(terminal("DONE")))
+        .terminal("ABORT", TerminalKind::Failure, Some(terminal("ABORT")));
+    Ok(b.build()?)
+}
+
+/// A builder for the plan's graph with its channels declared (see the module docs).
+fn declare_channels(plan: &Plan) -> GraphBuilder {
     let mut b: GraphBuilder = GraphBuilder::new(plan.workflow.clone())
         .params(serde_json::to_value(plan).unwrap_or(Value::Null))
         .scheduling(plan.scheduling)
@@ -349,12 +369,18 @@ pub fn compile(plan: &Plan, handlers: &dyn StageHandlers) -> Result<Graph> {
             Reducer::custom("task_tree", crate::tasktree::reducer),
         );
     }
+    b
+}
+
+/// The graph's entry: the upfront-retrieval node (routing to the plan's entry stage) when the
+/// plan has one and the handlers supply it, else the entry stage itself.
+fn add_entry(b: GraphBuilder, plan: &Plan, handlers: &dyn StageHandlers) -> GraphBuilder {
     let upfront = if plan.has_upfront_retrieval() {
         handlers.upfront_retrieval(plan)
     } else {
         None
     };
-    b = match upfront {
+    match upfront {
         Some(h) => b
             .node(UPFRONT_RETRIEVAL, move |ctx: NodeContext| {
                 let h = h.clone();
@@ -363,247 +389,396 @@ pub fn compile(plan: &Plan, handlers: &dyn StageHandlers) -> Result<Graph> {
             .edge(UPFRONT_RETRIEVAL, plan.entry.clone())
             .entry(UPFRONT_RETRIEVAL),
         _ => b.entry(plan.entry.clone()),
-    };
-    let adaptive = plan.adaptive_retrieval && !plan.planned.is_empty();
-    for route in &plan.routing {
-        let stage = route.stage.clone();
+    }
+}
+
+/// The adaptive-retrieval node, routing to the stage its handler chose to retry.
+fn add_adaptive_retrieval(
+    b: GraphBuilder,
+    plan: &Plan,
+    handlers: &dyn StageHandlers,
+) -> GraphBuilder {
+    let stages: Vec<String> = plan
+        .planned
+        .iter()
+        .map(|p| p.context.stage_name.clone())
+        .collect();
+    let retry_targets: BTreeMap<String, String> = plan
+        .routing
+        .iter()
+        .filter(|r| plan.is_planned(&r.next_on_failure))
+        .map(|r| (r.stage.clone(), r.next_on_failure.clone()))
+        .collect();
+    b.node(
+        ADAPTIVE_RETRIEVAL,
+        retrieval(handlers.adaptive_retrieval(plan), retry_targets),
+    )
+    .conditional_edge(ADAPTIVE_RETRIEVAL, stages, |r: &RouteContext<'_>| {
+        match r.state.get("retry_stage").and_then(Value::as_str) {
+            Some(stage) => Ok(vec![NodeId::from(stage)]),
+            None => Err("adaptive retrieval ran before any stage".to_owned()),
+        }
+    })
+}
+
+/// Compiles one stage (a row of the plan's routing table) into its nodes and its router.
+struct StageCompiler<'a> {
+    route: &'a Route,
+    /// The stage's context when it is planned (`None`: it is skipped).
+    planned: Option<&'a StageContext>,
+    handlers: &'a dyn StageHandlers,
+    /// Whether its failures go through adaptive retrieval.
+    enriches: bool,
+}
+
+/// Where a compiled stage's router leaves from.
+struct Exit {
+    /// The stage's node, or the collector that ends it.
+    from: String,
+    /// The stage's `max_attempts` when `from` is a collector: the engine bounds a task node's
+    /// failure routes, a collector's router applies the bound itself.
+    collector_max: Option<u32>,
+}
+
+impl<'a> StageCompiler<'a> {
+    /// The compiler of `route`'s stage, with its context when `plan` runs it.
+    fn new(
+        plan: &'a Plan,
+        route: &'a Route,
+        handlers: &'a dyn StageHandlers,
+        adaptive: bool,
+    ) -> Self {
         let planned = plan
             .planned
             .iter()
-            .find(|p| p.context.stage_name == stage)
+            .find(|p| p.context.stage_name == route.stage)
             .map(|p| &p.context);
-        let max = route.max_attempts;
-        let mut from = stage.clone();
-        // Engine-enforced max_attempts applies to task nodes; a collector checks it itself.
-        let mut collector_max = None;
         // Adaptive retrieval enriches failed agent stages only.
         let enriches = adaptive && planned.is_some_and(|c| c.kind.is_agent());
-        let single = |b: GraphBuilder, h: Arc<dyn NodeHandler>, to: Option<String>| {
-            let input = planned.map_or(Value::Null, |c| {
-                serde_json::to_value(c).unwrap_or(Value::Null)
-            });
-            let h = stage_node(stage.clone(), input, h, to);
-            match max {
-                Some(n) => b.node_with(stage.as_str(), h, |o| o.max_attempts(n, "ABORT")),
-                None => b.node(stage.as_str(), h),
-            }
-        };
-        match planned {
+        Self {
+            route,
+            planned,
+            handlers,
+            enriches,
+        }
+    }
+
+    /// The stage's nodes, then its router (a fan-out has none: its work continues at its
+    /// collector).
+    fn compile(&self, b: GraphBuilder) -> GraphBuilder {
+        match self.nodes(b) {
+            (b, Some(exit)) => self.router(b, exit),
+            (b, None) => b,
+        }
+    }
+
+    /// Routing leaves from the stage's own node.
+    fn at_stage(&self, collector_max: Option<u32>) -> Option<Exit> {
+        Some(Exit {
+            from: self.route.stage.clone(),
+            collector_max,
+        })
+    }
+
+    /// The stage's nodes, as its plan says: a SKIPPED node, a node of its kind, a single
+    /// agent, or parallel agents; with where its router leaves from.
+    fn nodes(&self, b: GraphBuilder) -> (GraphBuilder, Option<Exit>) {
+        let stage = self.route.stage.as_str();
+        match self.planned {
             None => {
                 let noop = |_ctx: NodeContext| async { Ok::<_, NodeError>(NodeOutput::success()) };
-                b = b.node_with(stage.as_str(), noop, |o| o.skipped());
+                (
+                    b.node_with(stage, noop, |o| o.skipped()),
+                    self.at_stage(None),
+                )
             }
-            Some(ctx) if !ctx.kind.is_agent() => {
-                let agent = ctx.agents.first();
-                match &ctx.kind {
-                    Kind::Agent => {}
-                    Kind::Gate { producer, .. } => {
-                        b = single(b, handlers.gate(ctx), Some(producer.clone()));
-                    }
-                    Kind::Review { reviews } => {
-                        let h = match agent {
-                            Some(a) => handlers.review(ctx, a),
-                            None => unsupported(ctx),
-                        };
-                        b = single(b, h, Some(reviews.clone()));
-                    }
-                    Kind::Deterministic { .. } => {
-                        b = single(b, handlers.deterministic(ctx), None);
-                    }
-                    Kind::Merge { .. } => {
-                        b = single(b, handlers.merge(ctx, agent), None);
-                    }
-                    Kind::FanOut {
-                        template,
-                        max_items,
-                        items_from,
-                        review,
-                        merge,
-                    } => {
-                        let input = serde_json::to_value(ctx).unwrap_or(Value::Null);
-                        let source = match (items_from, agent) {
-                            (Some(artifact), _) => handlers.items(ctx, artifact),
-                            (None, Some(a)) => handlers.fan_out(ctx, a),
-                            (None, None) => unsupported(ctx),
-                        };
-                        let h = stage_node(stage.clone(), input, source, None);
-                        let pipeline = Pipeline {
-                            review: review.is_some(),
-                            merge: merge.is_some(),
-                        };
-                        let node = fan_out_node(stage.clone(), *max_items, pipeline, h);
-                        b = match max {
-                            Some(n) => {
-                                b.node_with(stage.as_str(), node, |o| o.max_attempts(n, "ABORT"))
-                            }
-                            None => b.node(stage.as_str(), node),
-                        };
-                        let (work, review_ctx, merge_ctx) =
-                            fanout::contexts(ctx, template, review.as_ref(), merge.as_ref());
-                        let json =
-                            |c: &StageContext| serde_json::to_value(c).unwrap_or(Value::Null);
-                        b = b.template(
-                            work_template(&stage),
-                            work_node(
-                                json(&work),
-                                handlers.agent(&work, template),
-                                review.is_some(),
-                            ),
-                        );
-                        if let (Some(c), Some(a)) = (&review_ctx, review) {
-                            let max_work = max.unwrap_or(fanout::DEFAULT_WORK_ATTEMPTS);
-                            b = b.template(
-                                fanout::review_template(&stage),
-                                review_node(json(c), handlers.review(c, a), max_work),
-                            );
-                        }
-                        if let (Some(c), Some(a)) = (&merge_ctx, merge) {
-                            b = b.template(
-                                fanout::merge_template(&stage),
-                                merge_node(json(c), handlers.merge(c, Some(a))),
-                            );
-                        }
-                        // The work continues at the collector; a failed orchestrator follows
-                        // the failure route.
-                        let failure = route.next_on_failure.clone();
-                        b = b.conditional_edge(
-                            stage.as_str(),
-                            vec![failure.clone()],
-                            move |r: &RouteContext<'_>| {
-                                Ok(if r.failed {
-                                    vec![NodeId::from(failure.as_str())]
-                                } else {
-                                    Vec::new()
-                                })
-                            },
-                        );
-                        continue;
-                    }
-                    Kind::Collector { collects } => {
-                        let input = serde_json::to_value(ctx).unwrap_or(Value::Null);
-                        // A collector that produces artifacts gets its own validation
-                        // errors back as feedback when it runs again.
-                        let back = ctx.produces.as_ref().map(|_| stage.clone());
-                        let h = handlers.collector(ctx, agent).map(|h| {
-                            Arc::new(stage_node(stage.clone(), input, h, back))
-                                as Arc<dyn NodeHandler>
-                        });
-                        b = b.collector(
-                            stage.as_str(),
-                            collects.as_str(),
-                            route.failure_aggregation.policy(),
-                            h,
-                        );
-                        collector_max = max;
-                    }
-                }
-            }
+            Some(ctx) if !ctx.kind.is_agent() => self.kind_nodes(b, ctx),
             Some(ctx) if ctx.agents.len() == 1 => {
                 let h = match &ctx.step {
-                    Some(_) => handlers.task_step(ctx, &ctx.agents[0]),
-                    None => handlers.agent(ctx, &ctx.agents[0]),
+                    Some(_) => self.handlers.task_step(ctx, &ctx.agents[0]),
+                    None => self.handlers.agent(ctx, &ctx.agents[0]),
                 };
-                b = single(b, h, None);
+                (self.single(b, h, None), self.at_stage(None))
             }
-            Some(ctx) => {
-                let input = serde_json::to_value(ctx).unwrap_or(Value::Null);
-                let mut children = Vec::new();
-                for (i, agent) in ctx.agents.iter().enumerate() {
-                    let dup = ctx.agents.iter().filter(|a| a.agent == agent.agent).count() > 1;
-                    let key = if dup {
-                        format!("{}_{}", agent.agent, i + 1)
-                    } else {
-                        agent.agent.clone()
-                    };
-                    let template = format!("{stage}:{key}");
-                    b = b.template(template.clone(), child(handlers.agent(ctx, agent)));
-                    children.push((key, template));
-                }
-                from = collector_id(&stage);
-                collector_max = max;
-                b = b
-                    .node(stage.as_str(), fan_out(stage.clone(), input, children))
-                    .collector(
-                        from.as_str(),
-                        stage.as_str(),
-                        route.failure_aggregation.policy(),
-                        Some(Arc::new(parallel_result(stage.clone()))),
-                    );
-            }
+            Some(ctx) => self.parallel_agents(b, ctx),
         }
-        let (success, failure) = (route.next_on_success.clone(), route.next_on_failure.clone());
-        let outcomes = route.outcomes.clone();
-        let mut targets = vec![success.clone(), failure.clone()];
-        targets.extend(outcomes.values().cloned());
-        if enriches {
+    }
+
+    /// A stage node running `h` (see [`stage_node`]), bounded by the stage's `max_attempts`.
+    fn single(
+        &self,
+        b: GraphBuilder,
+        h: Arc<dyn NodeHandler>,
+        feedback_to: Option<String>,
+    ) -> GraphBuilder {
+        let stage = &self.route.stage;
+        let input = self.planned.map_or(Value::Null, |c| {
+            serde_json::to_value(c).unwrap_or(Value::Null)
+        });
+        let h = stage_node(stage.clone(), input, h, feedback_to);
+        match self.route.max_attempts {
+            Some(n) => b.node_with(stage.as_str(), h, |o| o.max_attempts(n, "ABORT")),
+            None => b.node(stage.as_str(), h),
+        }
+    }
+
+    /// The nodes of a stage whose `kind` is not `agent`.
+    fn kind_nodes(&self, b: GraphBuilder, ctx: &StageContext) -> (GraphBuilder, Option<Exit>) {
+        let agent = ctx.agents.first();
+        let handlers = self.handlers;
+        let b = match &ctx.kind {
+            Kind::Agent => b,
+            Kind::Gate { producer, .. } => {
+                self.single(b, handlers.gate(ctx), Some(producer.clone()))
+            }
+            Kind::Review { reviews } => {
+                let h = match agent {
+                    Some(a) => handlers.review(ctx, a),
+                    None => unsupported(ctx),
+                };
+                self.single(b, h, Some(reviews.clone()))
+            }
+            Kind::Deterministic { .. } => self.single(b, handlers.deterministic(ctx), None),
+            Kind::Merge { .. } => self.single(b, handlers.merge(ctx, agent), None),
+            Kind::FanOut {
+                template,
+                max_items,
+                items_from,
+                review,
+                merge,
+            } => {
+                let pipeline = Pipeline {
+                    review: review.is_some(),
+                    merge: merge.is_some(),
+                };
+                let b =
+                    self.fan_out_orchestrator(b, ctx, *max_items, items_from.as_deref(), pipeline);
+                let b = self.fan_out_templates(b, ctx, template, review.as_ref(), merge.as_ref());
+                return (self.fan_out_failure_route(b), None);
+            }
+            Kind::Collector { collects } => {
+                let stage = &self.route.stage;
+                let input = serde_json::to_value(ctx).unwrap_or(Value::Null);
+                // A collector that produces artifacts gets its own validation
+                // errors back as feedback when it runs again.
+                let back = ctx.produces.as_ref().map(|_| stage.clone());
+                let h = handlers.collector(ctx, agent).map(|h| {
+                    Arc::new(stage_node(stage.clone(), input, h, back)) as Arc<dyn NodeHandler>
+                });
+                let b = b.collector(
+                    stage.as_str(),
+                    collects.as_str(),
+                    self.route.failure_aggregation.policy(),
+                    h,
+                );
+                return (b, self.at_stage(self.route.max_attempts));
+            }
+        };
+        (b, self.at_stage(None))
+    }
+
+    /// A fan-out's node: its item source (the artifact's entries, else the orchestrator
+    /// agent) spawning up to `max_items` work pipelines.
+    fn fan_out_orchestrator(
+        &self,
+        b: GraphBuilder,
+        ctx: &StageContext,
+        max_items: u32,
+        items_from: Option<&str>,
+        pipeline: Pipeline,
+    ) -> GraphBuilder {
+        let stage = &self.route.stage;
+        let input = serde_json::to_value(ctx).unwrap_or(Value::Null);
+        let source = match (items_from, ctx.agents.first()) {
+            (Some(artifact), _) => self.handlers.items(ctx, artifact),
+            (None, Some(a)) => self.handlers.fan_out(ctx, a),
+            (None, None) => unsupported(ctx),
+        };
+        let h = stage_node(stage.clone(), input, source, None);
+        let node = fan_out_node(stage.clone(), max_items, pipeline, h);
+        match self.route.max_attempts {
+            Some(n) => b.node_with(stage.as_str(), node, |o| o.max_attempts(n, "ABORT")),
+            None => b.node(stage.as_str(), node),
+        }
+    }
+
+    /// The templates of a fan-out's work pipeline: the work, and its review and merge when
+    /// the stage has them.
+    fn fan_out_templates(
+        &self,
+        mut b: GraphBuilder,
+        ctx: &StageContext,
+        template: &AgentSpec,
+        review: Option<&AgentSpec>,
+        merge: Option<&AgentSpec>,
+    ) -> GraphBuilder {
+        let stage = &self.route.stage;
+        let (work, review_ctx, merge_ctx) = fanout::contexts(ctx, template, review, merge);
+        let json = |c: &StageContext| serde_json::to_value(c).unwrap_or(Value::Null);
+        b = b.template(
+            work_template(stage),
+            work_node(
+                json(&work),
+                self.handlers.agent(&work, template),
+                review.is_some(),
+            ),
+        );
+        if let (Some(c), Some(a)) = (&review_ctx, review) {
+            let max_work = self
+                .route
+                .max_attempts
+                .unwrap_or(fanout::DEFAULT_WORK_ATTEMPTS);
+            b = b.template(
+                fanout::review_template(stage),
+                review_node(json(c), self.handlers.review(c, a), max_work),
+            );
+        }
+        if let (Some(c), Some(a)) = (&merge_ctx, merge) {
+            b = b.template(
+                fanout::merge_template(stage),
+                merge_node(json(c), self.handlers.merge(c, Some(a))),
+            );
+        }
+        b
+    }
+
+    /// A fan-out's own route: the work continues at the collector; a failed orchestrator
+    /// follows the failure route.
+    fn fan_out_failure_route(&self, b: GraphBuilder) -> GraphBuilder {
+        let failure = self.route.next_on_failure.clone();
+        b.conditional_edge(
+            self.route.stage.as_str(),
+            vec![failure.clone()],
+            move |r: &RouteContext<'_>| {
+                Ok(if r.failed {
+                    vec![NodeId::from(failure.as_str())]
+                } else {
+                    Vec::new()
+                })
+            },
+        )
+    }
+
+    /// A stage with several agents: a fan-out node with one child per agent, and the
+    /// collector that combines their reports, which routing leaves from.
+    fn parallel_agents(
+        &self,
+        mut b: GraphBuilder,
+        ctx: &StageContext,
+    ) -> (GraphBuilder, Option<Exit>) {
+        let stage = &self.route.stage;
+        let input = serde_json::to_value(ctx).unwrap_or(Value::Null);
+        let mut children = Vec::new();
+        for (i, agent) in ctx.agents.iter().enumerate() {
+            let dup = ctx.agents.iter().filter(|a| a.agent == agent.agent).count() > 1;
+            let key = if dup {
+                format!("{}_{}", agent.agent, i + 1)
+            } else {
+                agent.agent.clone()
+            };
+            let template = format!("{stage}:{key}");
+            b = b.template(template.clone(), child(self.handlers.agent(ctx, agent)));
+            children.push((key, template));
+        }
+        let from = collector_id(stage);
+        let b = b
+            .node(stage.as_str(), fan_out(stage.clone(), input, children))
+            .collector(
+                from.as_str(),
+                stage.as_str(),
+                self.route.failure_aggregation.policy(),
+                Some(Arc::new(parallel_result(stage.clone()))),
+            );
+        let exit = Exit {
+            from,
+            collector_max: self.route.max_attempts,
+        };
+        (b, Some(exit))
+    }
+
+    /// The stage's router, leaving from `exit.from`.
+    fn router(&self, b: GraphBuilder, exit: Exit) -> GraphBuilder {
+        let route = self.route;
+        let router = StageRouter {
+            success: route.next_on_success.clone(),
+            failure: route.next_on_failure.clone(),
+            outcomes: route.outcomes.clone(),
+            enriches: self.enriches,
+            // A gate rejected without feedback ends the run (there is nothing to revise).
+            gate: self
+                .planned
+                .is_some_and(|c| matches!(c.kind, Kind::Gate { .. })),
+            collector_max: exit.collector_max,
+            counter: enrichment_counter(&route.stage),
+        };
+        let targets = router.targets();
+        b.conditional_edge(exit.from.as_str(), targets, router)
+    }
+}
+
+/// Where a stage goes after an activation: the stage the result's `outcome` names, the
+/// success route, or the failure path.
+struct StageRouter {
+    success: String,
+    failure: String,
+    outcomes: BTreeMap<String, String>,
+    /// Failures go through adaptive retrieval while the stage's enrichments last.
+    enriches: bool,
+    /// The stage is a gate: a rejection without feedback goes to ABORT.
+    gate: bool,
+    /// The collector's bound on failure routes (see [`Exit::collector_max`]).
+    collector_max: Option<u32>,
+    /// The stage's enrichment counter.
+    counter: String,
+}
+
+impl StageRouter {
+    /// Every node the router may choose, each once.
+    fn targets(&self) -> Vec<String> {
+        let mut targets = vec![self.success.clone(), self.failure.clone()];
+        targets.extend(self.outcomes.values().cloned());
+        if self.enriches {
             targets.push(ADAPTIVE_RETRIEVAL.to_owned());
         }
-        // A gate rejected without feedback ends the run (there is nothing to revise).
-        let gate = planned.is_some_and(|c| matches!(c.kind, Kind::Gate { .. }));
-        if collector_max.is_some() || gate {
+        if self.collector_max.is_some() || self.gate {
             targets.push("ABORT".to_owned());
         }
         let mut seen = std::collections::BTreeSet::new();
         targets.retain(|t| seen.insert(t.clone()));
-        let counter = enrichment_counter(&stage);
-        b = b.conditional_edge(from.as_str(), targets, move |r: &RouteContext<'_>| {
-            let outcome = r
-                .result
-                .get("outcome")
-                .and_then(Value::as_str)
-                .and_then(|o| outcomes.get(o));
-            let to = if let Some(to) = outcome {
-                to.as_str()
-            } else if !r.failed {
-                success.as_str()
-            } else if gate && r.result.get("feedback").is_none_or(Value::is_null) {
+        targets
+    }
+}
+
+impl Router for StageRouter {
+    fn route(&self, r: &RouteContext<'_>) -> std::result::Result<Vec<NodeId>, String> {
+        let outcome = r
+            .result
+            .get("outcome")
+            .and_then(Value::as_str)
+            .and_then(|o| self.outcomes.get(o));
+        let to = if let Some(to) = outcome {
+            to.as_str()
+        } else if !r.failed {
+            self.success.as_str()
+        } else if self.gate && r.result.get("feedback").is_none_or(Value::is_null) {
+            "ABORT"
+        } else if is_terminal(&self.failure) {
+            // Taken as written: enriching a stage that will not run again is wasted.
+            self.failure.as_str()
+        } else if self.enriches && r.counter(&self.counter) < MAX_ENRICHMENTS {
+            ADAPTIVE_RETRIEVAL
+        } else {
+            self.failure.as_str()
+        };
+        // The engine bounds a task node's failure routes (`max_attempts(n, "ABORT")`);
+        // a collector has no such bound in the graph, so its router applies the same one.
+        let exhausted = self.collector_max.is_some_and(|m| r.failure_routes >= m);
+        Ok(vec![NodeId::from(
+            if r.failed && exhausted && !is_terminal(to) {
                 "ABORT"
-            } else if is_terminal(&failure) {
-                // Taken as written: enriching a stage that will not run again is wasted.
-                failure.as_str()
-            } else if enriches && r.counter(&counter) < MAX_ENRICHMENTS {
-                ADAPTIVE_RETRIEVAL
             } else {
-                failure.as_str()
-            };
-            // The engine bounds a task node's failure routes (`max_attempts(n, "ABORT")`);
-            // a collector has no such bound in the graph, so its router applies the same one.
-            let exhausted = collector_max.is_some_and(|m| r.failure_routes >= m);
-            Ok(vec![NodeId::from(
-                if r.failed && exhausted && !is_terminal(to) {
-                    "ABORT"
-                } else {
-                    to
-                },
-            )])
-        });
+                to
+            },
+        )])
     }
-    if adaptive {
-        let stages: Vec<String> = plan
-            .planned
-            .iter()
-            .map(|p| p.context.stage_name.clone())
-            .collect();
-        let retry_targets: BTreeMap<String, String> = plan
-            .routing
-            .iter()
-            .filter(|r| plan.is_planned(&r.next_on_failure))
-            .map(|r| (r.stage.clone(), r.next_on_failure.clone()))
-            .collect();
-        b = b
-            .node(
-                ADAPTIVE_RETRIEVAL,
-                retrieval(handlers.adaptive_retrieval(plan), retry_targets),
-            )
-            .conditional_edge(ADAPTIVE_RETRIEVAL, stages, |r: &RouteContext<'_>| {
-                match r.state.get("retry_stage").and_then(Value::as_str) {
-                    Some(stage) => Ok(vec![NodeId::from(stage)]),
-                    None => Err("adaptive retrieval ran before any stage".to_owned()),
-                }
-            });
-    }
-    b = b
-        .terminal("DONE", TerminalKind::Success, Some(terminal("DONE")))
-        .terminal("ABORT", TerminalKind::Failure, Some(terminal("ABORT")));
-    Ok(b.build()?)
 }

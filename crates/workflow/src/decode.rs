@@ -78,7 +78,8 @@ const ROUTING: &[&str] = &[
     "max_attempts",
     "outcomes",
 ];
-/// State a workflow may keep beyond seed 000's channels (`state: [task_tree]`).
+/// State a workflow may keep beyond the compiled graph's standard channels
+/// (`state: [task_tree]`).
 pub const STATE_KINDS: [&str; 1] = ["task_tree"];
 
 /// Collects problems of one file.
@@ -357,7 +358,41 @@ impl<'a> Decoder<'a> {
                 pos: n.pos,
             })
         });
-        let required = match m.get("required").map(|n| (n, &n.value)) {
+        let required = self.required_flag(&m);
+        let (kind, kind_name) = self.kind(&m, node.pos, &what);
+        let parallel_agents = self.parallel_agents(&m, node.pos, &what, &kind_name);
+        let failure_aggregation = self.aggregation(m.get("parallel_config"), node.pos);
+        let next = ids
+            .get(index + 1)
+            .map(|id| id.clone().map_or(Target::Done, Target::Stage))
+            .unwrap_or(Target::Done);
+        let routing_at = m.key_pos("routing").unwrap_or(node.pos);
+        let routing = self.routing(m.get("routing"), routing_at, next);
+        let (produces, also_produces) = self.produces(&m);
+        let step = self.step(&m);
+        Some(Stage {
+            step,
+            description: self.opt_string(&m, "description", &what),
+            stage_type: self.opt_string(&m, "type", &what),
+            kind,
+            produces,
+            also_produces,
+            required,
+            parallel_agents,
+            failure_aggregation,
+            reasoning_guidance: self.opt_string(&m, "reasoning_guidance", &what),
+            retrieval_guidance: self.opt_string(&m, "retrieval_guidance", &what),
+            routing,
+            failure_criteria: m.get("failure_criteria").map(Node::to_json),
+            pos: node.pos,
+            stage_id: stage_id?,
+            name: name?,
+        })
+    }
+
+    /// `required` (default: true).
+    fn required_flag(&mut self, m: &Map<'_>) -> bool {
+        match m.get("required").map(|n| (n, &n.value)) {
             None => true,
             Some((_, Yaml::Bool(b))) => *b,
             Some((n, _)) => {
@@ -368,13 +403,22 @@ impl<'a> Decoder<'a> {
                 );
                 true
             }
-        };
-        let (kind, kind_name) = self.kind(&m, node.pos, &what);
+        }
+    }
+
+    /// `parallel_agents`, which the kind as written requires, allows or refuses.
+    fn parallel_agents(
+        &mut self,
+        m: &Map<'_>,
+        stage: Pos,
+        what: &str,
+        kind_name: &str,
+    ) -> Vec<AgentSpec> {
         // Decided by the kind as written, so a kind missing a key reports only that.
         // A fan-out whose items come from an artifact (`items_from`) has no orchestrator.
-        let needs_agents = matches!(kind_name.as_str(), "agent" | "review")
+        let needs_agents = matches!(kind_name, "agent" | "review")
             || (kind_name == "fan_out" && m.get("items_from").is_none());
-        let takes_agents = !matches!(kind_name.as_str(), "gate" | "deterministic");
+        let takes_agents = !matches!(kind_name, "gate" | "deterministic");
         if !takes_agents && let Some(at) = m.key_pos("parallel_agents") {
             self.problem(
                 at,
@@ -383,11 +427,11 @@ impl<'a> Decoder<'a> {
             );
         }
         let agents_node = if needs_agents {
-            self.required(&m, node.pos, "parallel_agents", &what)
+            self.required(m, stage, "parallel_agents", what)
         } else {
             m.get("parallel_agents").filter(|_| takes_agents)
         };
-        let parallel_agents = match agents_node {
+        match agents_node {
             Some(Node {
                 value: Yaml::Seq(items),
                 pos,
@@ -411,15 +455,12 @@ impl<'a> Decoder<'a> {
                 Vec::new()
             }
             None => Vec::new(),
-        };
-        let failure_aggregation = self.aggregation(m.get("parallel_config"), node.pos);
-        let next = ids
-            .get(index + 1)
-            .map(|id| id.clone().map_or(Target::Done, Target::Stage))
-            .unwrap_or(Target::Done);
-        let routing_at = m.key_pos("routing").unwrap_or(node.pos);
-        let routing = self.routing(m.get("routing"), routing_at, next);
-        // `produces: kind` or `produces: [kind, …]` (the first is the stage's main artifact).
+        }
+    }
+
+    /// `produces: kind` or `produces: [kind, …]`: the stage's main artifact (the first) and
+    /// the others.
+    fn produces(&mut self, m: &Map<'_>) -> (Option<Spanned<String>>, Vec<Spanned<String>>) {
         let mut produced: Vec<Spanned<String>> = match m.get("produces") {
             Some(Node {
                 value: Yaml::Seq(items),
@@ -439,8 +480,12 @@ impl<'a> Decoder<'a> {
             None => Vec::new(),
         };
         let produces = (!produced.is_empty()).then(|| produced.remove(0));
-        let also_produces = produced;
-        let step = m.get("step").and_then(|n| {
+        (produces, produced)
+    }
+
+    /// `step`: the stage's task tree step, one of [`TASK_STEPS`].
+    fn step(&mut self, m: &Map<'_>) -> Option<Spanned<String>> {
+        m.get("step").and_then(|n| {
             let value = self.string(n, "step")?;
             if !TASK_STEPS.contains(&value.as_str()) {
                 let fix = match nearest(&value, TASK_STEPS.into_iter()) {
@@ -454,24 +499,6 @@ impl<'a> Decoder<'a> {
                 );
             }
             Some(Spanned { value, pos: n.pos })
-        });
-        Some(Stage {
-            step,
-            description: self.opt_string(&m, "description", &what),
-            stage_type: self.opt_string(&m, "type", &what),
-            kind,
-            produces,
-            also_produces,
-            required,
-            parallel_agents,
-            failure_aggregation,
-            reasoning_guidance: self.opt_string(&m, "reasoning_guidance", &what),
-            retrieval_guidance: self.opt_string(&m, "retrieval_guidance", &what),
-            routing,
-            failure_criteria: m.get("failure_criteria").map(Node::to_json),
-            pos: node.pos,
-            stage_id: stage_id?,
-            name: name?,
         })
     }
 

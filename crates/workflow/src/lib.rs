@@ -1,4 +1,4 @@
-//! Workflows (seed 000): YAML specs with positioned validation, discovery (built-ins, the
+//! Workflows (docs/workflows.md): YAML specs with positioned validation, discovery (built-ins, the
 //! repository's `.trellis/workflows`, configured directories), deterministic plan assembly
 //! and compilation of a plan into a [`trellis_graph::Graph`].
 //!

@@ -1,6 +1,6 @@
-//! Deterministic plan assembly (seed 000, layer 2): no model, the same input gives the same
-//! plan. Required stages are planned; optional stages are planned when the decisions include
-//! them and skipped otherwise.
+//! Deterministic plan assembly (docs/workflows.md, "Plan assembly"): no model, the same input
+//! gives the same plan. Required stages are planned; optional stages are planned when the
+//! decisions include them and skipped otherwise.
 
 use std::collections::BTreeMap;
 
@@ -9,9 +9,9 @@ use serde_json::Value;
 use trellis_graph::{Scheduling, nearest};
 
 use crate::error::{Error, Result};
-use crate::schema::{AgentSpec, Aggregation, StageKind, Target, Workflow};
+use crate::schema::{AgentSpec, Aggregation, Stage, StageKind, Target, Workflow};
 
-/// Enrichments per stage before a failure follows `next_stage_on_failure` (seed 000).
+/// Enrichments per stage before a failure follows `next_stage_on_failure`.
 pub const MAX_ENRICHMENTS: i64 = 2;
 
 /// Include or skip an optional stage.
@@ -36,7 +36,7 @@ impl Decisions {
     }
 }
 
-/// Everything an agent of a stage is told (seed 000's task_context, plus the stage's guidance).
+/// Everything an agent of a stage is told (the task context, plus the stage's guidance).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct StageContext {
     /// `stage_id`.
@@ -96,7 +96,7 @@ pub struct StageContext {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Kind {
-    /// The stage's agents (seed 000).
+    /// The stage's agents, run in parallel.
     #[default]
     Agent,
     /// Awaits the approval of the latest `artifact`; changes requested → `producer`.
@@ -306,6 +306,60 @@ impl Plan {
 
 /// Assembles the plan of `workflow` for `task` with the given decisions.
 pub fn assemble(workflow: &Workflow, decisions: &Decisions, task: &str) -> Result<Plan> {
+    check_decisions(workflow, decisions)?;
+    let budgets = workflow
+        .retrieval_strategy_config
+        .as_ref()
+        .and_then(|c| c.value.pointer("/retrieval_hints/token_budget"));
+    let node = |t: &Target| node_id(workflow, t);
+    let mut planned = Vec::new();
+    let mut skipped = Vec::new();
+    let mut routing = Vec::new();
+    for s in &workflow.stages {
+        let decision = decisions
+            .0
+            .get(s.stage_id.value.as_str())
+            .or_else(|| decisions.0.get(&s.name.value));
+        routing.push(route_row(s, &node));
+        let kind = plan_kind(&s.kind.value, &node);
+        match inclusion(s, decision, &kind, &skipped) {
+            Inclusion::Planned(reason) => planned.push(Planned {
+                context: stage_context(s, task, budgets, kind),
+                reason,
+            }),
+            Inclusion::Skipped(reason) => skipped.push(Skipped {
+                stage_id: s.stage_id.value.to_string(),
+                stage_name: s.name.value.clone(),
+                reason,
+            }),
+        }
+    }
+    mark_merged_later(&mut planned);
+    Ok(Plan {
+        workflow: workflow.name().to_owned(),
+        workflow_type: workflow.metadata.workflow_type.clone(),
+        task: task.to_owned(),
+        entry: workflow
+            .stages
+            .first()
+            .map(|s| s.name.value.clone())
+            .unwrap_or_else(|| "DONE".into()),
+        adaptive_retrieval: workflow.allows_enrichment(),
+        retrieval_strategy_config: workflow
+            .retrieval_strategy_config
+            .as_ref()
+            .map(|c| c.value.clone()),
+        planned,
+        skipped,
+        routing,
+        scheduling: workflow.scheduling,
+        state: workflow.state.clone(),
+    })
+}
+
+/// Every decision names a stage of the workflow (by id or name), and none skips a required
+/// stage.
+fn check_decisions(workflow: &Workflow, decisions: &Decisions) -> Result<()> {
     let err = |message: String| Error::Decision {
         workflow: workflow.name().to_owned(),
         message,
@@ -336,108 +390,111 @@ pub fn assemble(workflow: &Workflow, decisions: &Decisions, task: &str) -> Resul
             Some(_) => {}
         }
     }
-    let budgets = workflow
-        .retrieval_strategy_config
-        .as_ref()
-        .and_then(|c| c.value.pointer("/retrieval_hints/token_budget"));
-    let node = |t: &Target| match t {
+    Ok(())
+}
+
+/// A routing target as a graph node id: the stage's name (its id when no stage has it),
+/// DONE or ABORT.
+fn node_id(workflow: &Workflow, t: &Target) -> String {
+    match t {
         Target::Stage(id) => workflow
             .stages
             .iter()
             .find(|s| s.stage_id.value == *id)
             .map_or_else(|| id.to_string(), |s| s.name.value.clone()),
         other => other.to_string(),
-    };
-    let mut planned = Vec::new();
-    let mut skipped = Vec::new();
-    let mut routing = Vec::new();
-    for s in &workflow.stages {
-        let decision = decisions
-            .0
-            .get(s.stage_id.value.as_str())
-            .or_else(|| decisions.0.get(&s.name.value));
-        let name = s.name.value.clone();
-        routing.push(Route {
-            stage: name.clone(),
-            next_on_success: node(&s.routing.next_stage_on_success.value),
-            next_on_failure: node(&s.routing.next_stage_on_failure.value),
-            max_attempts: s.routing.max_attempts,
-            failure_aggregation: s.failure_aggregation.value,
-            outcomes: s
-                .routing
-                .outcomes
-                .iter()
-                .map(|(k, t)| (k.clone(), node(&t.value)))
-                .collect(),
-        });
-        let reason = |default: &str| {
-            decision
-                .and_then(|(_, r)| r.clone())
-                .unwrap_or_else(|| default.to_owned())
-        };
-        let include = match decision {
-            _ if s.required => Some("required".to_owned()),
-            Some((Decision::Include, _)) => Some(reason("included")),
-            Some((Decision::Skip, _)) => None,
-            None => None,
-        };
-        let kind = plan_kind(&s.kind.value, &node);
-        // A stage that depends on a skipped one (a gate on its artifact, a review of its
-        // work, a collector of its work nodes) is skipped with it.
-        let include = match kind.depends_on() {
-            Some(dep)
-                if include.is_some() && skipped.iter().any(|k: &Skipped| k.stage_name == dep) =>
-            {
-                skipped.push(Skipped {
-                    stage_id: s.stage_id.value.to_string(),
-                    stage_name: name,
-                    reason: format!("stage `{dep}`, which it depends on, is skipped"),
-                });
-                continue;
-            }
-            _ => include,
-        };
-        let Some(why) = include else {
-            skipped.push(Skipped {
-                stage_id: s.stage_id.value.to_string(),
-                stage_name: name,
-                reason: reason("optional stage not included"),
-            });
-            continue;
-        };
-        let mut tools: Vec<String> = s
-            .parallel_agents
-            .iter()
-            .flat_map(|a| a.mcp_tools.iter().cloned())
-            .collect();
-        tools.sort();
-        tools.dedup();
-        planned.push(Planned {
-            context: StageContext {
-                stage_id: s.stage_id.value.to_string(),
-                stage_description: s.description.clone(),
-                stage_type: s.stage_type.clone(),
-                task: task.to_owned(),
-                agents: s.parallel_agents.clone(),
-                tools,
-                reasoning_guidance: s.reasoning_guidance.clone(),
-                retrieval_guidance: s.retrieval_guidance.clone(),
-                failure_criteria: s.failure_criteria.clone(),
-                token_budget: budgets.and_then(|b| b.get(&name)).and_then(Value::as_u64),
-                kind,
-                produces: s.produces.as_ref().map(|p| p.value.clone()),
-                also_produces: s.also_produces.iter().map(|p| p.value.clone()).collect(),
-                merge_later: false,
-                step: s.step.as_ref().map(|x| x.value.clone()),
-                feedback: None,
-                item: None,
-                stage_name: name,
-            },
-            reason: why,
-        });
     }
-    // A stage that a `merge` stage merges only commits on its agents' branches: the merge
-    // stage brings its work to the run branch.
+}
+
+/// The stage's row of the routing table, in node ids.
+fn route_row(s: &Stage, node: &dyn Fn(&Target) -> String) -> Route {
+    Route {
+        stage: s.name.value.clone(),
+        next_on_success: node(&s.routing.next_stage_on_success.value),
+        next_on_failure: node(&s.routing.next_stage_on_failure.value),
+        max_attempts: s.routing.max_attempts,
+        failure_aggregation: s.failure_aggregation.value,
+        outcomes: s
+            .routing
+            .outcomes
+            .iter()
+            .map(|(k, t)| (k.clone(), node(&t.value)))
+            .collect(),
+    }
+}
+
+/// Whether a stage runs, and why.
+enum Inclusion {
+    /// It runs, for this reason.
+    Planned(String),
+    /// It is skipped, for this reason.
+    Skipped(String),
+}
+
+/// Decides stage `s`: required stages run, optional ones as `decision` says (skipped when
+/// there is none), and a stage that depends on a skipped one (a gate on its artifact, a
+/// review of its work, a collector of its work nodes) is skipped with it.
+fn inclusion(
+    s: &Stage,
+    decision: Option<&(Decision, Option<String>)>,
+    kind: &Kind,
+    skipped: &[Skipped],
+) -> Inclusion {
+    let reason = |default: &str| {
+        decision
+            .and_then(|(_, r)| r.clone())
+            .unwrap_or_else(|| default.to_owned())
+    };
+    let include = match decision {
+        _ if s.required => Some("required".to_owned()),
+        Some((Decision::Include, _)) => Some(reason("included")),
+        Some((Decision::Skip, _)) => None,
+        None => None,
+    };
+    match (include, kind.depends_on()) {
+        (Some(_), Some(dep)) if skipped.iter().any(|k| k.stage_name == dep) => {
+            Inclusion::Skipped(format!("stage `{dep}`, which it depends on, is skipped"))
+        }
+        (Some(why), _) => Inclusion::Planned(why),
+        (None, _) => Inclusion::Skipped(reason("optional stage not included")),
+    }
+}
+
+/// What the agents of planned stage `s` are told.
+fn stage_context(s: &Stage, task: &str, budgets: Option<&Value>, kind: Kind) -> StageContext {
+    let name = s.name.value.clone();
+    let mut tools: Vec<String> = s
+        .parallel_agents
+        .iter()
+        .flat_map(|a| a.mcp_tools.iter().cloned())
+        .collect();
+    tools.sort();
+    tools.dedup();
+    StageContext {
+        stage_id: s.stage_id.value.to_string(),
+        stage_description: s.description.clone(),
+        stage_type: s.stage_type.clone(),
+        task: task.to_owned(),
+        agents: s.parallel_agents.clone(),
+        tools,
+        reasoning_guidance: s.reasoning_guidance.clone(),
+        retrieval_guidance: s.retrieval_guidance.clone(),
+        failure_criteria: s.failure_criteria.clone(),
+        token_budget: budgets.and_then(|b| b.get(&name)).and_then(Value::as_u64),
+        kind,
+        produces: s.produces.as_ref().map(|p| p.value.clone()),
+        also_produces: s.also_produces.iter().map(|p| p.value.clone()).collect(),
+        merge_later: false,
+        step: s.step.as_ref().map(|x| x.value.clone()),
+        feedback: None,
+        item: None,
+        stage_name: name,
+    }
+}
+
+/// A stage that a `merge` stage merges only commits on its agents' branches: the merge
+/// stage brings its work to the run branch.
+fn mark_merged_later(planned: &mut [Planned]) {
     let merged: Vec<String> = planned
         .iter()
         .filter_map(|p| match &p.context.kind {
@@ -445,31 +502,11 @@ pub fn assemble(workflow: &Workflow, decisions: &Decisions, task: &str) -> Resul
             _ => None,
         })
         .collect();
-    for p in &mut planned {
+    for p in planned {
         if merged.contains(&p.context.stage_name) {
             p.context.merge_later = true;
         }
     }
-    Ok(Plan {
-        workflow: workflow.name().to_owned(),
-        workflow_type: workflow.metadata.workflow_type.clone(),
-        task: task.to_owned(),
-        entry: workflow
-            .stages
-            .first()
-            .map(|s| s.name.value.clone())
-            .unwrap_or_else(|| "DONE".into()),
-        adaptive_retrieval: workflow.allows_enrichment(),
-        retrieval_strategy_config: workflow
-            .retrieval_strategy_config
-            .as_ref()
-            .map(|c| c.value.clone()),
-        planned,
-        skipped,
-        routing,
-        scheduling: workflow.scheduling,
-        state: workflow.state.clone(),
-    })
 }
 
 /// The plan's form of a stage kind: references become node ids.

@@ -1,4 +1,5 @@
-//! The workflow schema of seed 000: `metadata`, `retrieval_strategy_config`, `stages`.
+//! The workflow schema (docs/workflows.md, "Format"): `metadata`,
+//! `retrieval_strategy_config`, `stages`.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -35,7 +36,7 @@ pub struct Workflow {
     /// When a stage's successors may start (`scheduling: steps | free`; default lock-step).
     #[serde(skip_serializing_if = "is_steps")]
     pub scheduling: Scheduling,
-    /// `state`: run state beyond seed 000's channels (`task_tree`: seed 001's task tree).
+    /// `state`: run state beyond the standard channels (`task_tree`: the iterative task tree).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub state: Vec<String>,
     /// Stages in file order; the first one is the entry.
@@ -62,7 +63,7 @@ impl Workflow {
     }
 
     /// Whether failed stages go through adaptive retrieval: a `retrieval_strategy_config`
-    /// is present and not `enabled: false` (seed 000's `retrieval_config.allows_enrichment`).
+    /// is present and not `enabled: false`.
     pub fn allows_enrichment(&self) -> bool {
         self.retrieval_strategy_config
             .as_ref()
@@ -161,7 +162,7 @@ pub struct Stage {
     /// `kind` and its keys: what the stage's node does (default: an agent stage).
     #[serde(skip_serializing_if = "StageKind::is_agent")]
     pub kind: Spanned<StageKind>,
-    /// `step`: the stage's part in seed 001's task tree (`intent`, `milestones`, `expand`,
+    /// `step`: the stage's part in the task tree (`intent`, `milestones`, `expand`,
     /// `research`, `plan`, `implement`, `qa`, `assess`), for workflows with `state:
     /// [task_tree]`.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -187,7 +188,7 @@ pub struct Stage {
     pub retrieval_guidance: Option<String>,
     /// Success/failure routing.
     pub routing: Routing,
-    /// `failure_criteria`, kept as data (seed 000: `agent_defined: true`).
+    /// `failure_criteria`, kept as data (e.g. `agent_defined: true`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub failure_criteria: Option<Value>,
     /// Where the stage starts in the file.
@@ -209,7 +210,7 @@ impl Stage {
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum StageKind {
-    /// The stage's agents run in parallel (seed 000; the default).
+    /// The stage's agents run in parallel (the default).
     #[default]
     Agent,
     /// An artifact awaits the user's approval: approve → `next_stage_on_success`; request
@@ -315,7 +316,7 @@ pub const DETERMINISTIC_FUNCTIONS: [&str; 4] = [
     "validate_task",
 ];
 
-/// The steps of seed 001's task tree an agent stage may take (`step:`).
+/// The steps of the task tree an agent stage may take (`step:`).
 pub const TASK_STEPS: [&str; 8] = [
     "intent",
     "milestones",
@@ -327,8 +328,8 @@ pub const TASK_STEPS: [&str; 8] = [
     "assess",
 ];
 
-/// The artifact kinds stages can produce and gates can await (seed 003's cards and plan,
-/// seed 004's markdown files, and a review's summary).
+/// The artifact kinds stages can produce and gates can await (`staged_review`'s cards and
+/// plan, `three_phase`'s markdown files, and a review's summary).
 pub const ARTIFACT_KINDS: [&str; 8] = [
     "scope_card",
     "research_card",
@@ -349,7 +350,7 @@ pub struct AgentSpec {
     pub mcp_tools: Vec<String>,
 }
 
-/// `parallel_config.failure_aggregation` (seed 000: any-fails, all-fail, majority-fail).
+/// `parallel_config.failure_aggregation` (also spelled any-fails, all-fail, majority-fail).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Aggregation {

@@ -1,5 +1,6 @@
-// Seed 001's task tree of a task_tree run: the remit, the milestones in order and each one's
-// tasks with their status, dependencies, attempts and why a task failed or is blocked.
+// The task tree of a task_tree run (docs/workflows.md): the remit, the milestones in order and
+// each one's tasks with their status, dependencies, attempts and why a task failed or is
+// blocked.
 // Reloaded whenever a step of the run completes.
 
 import { get, enc } from '../api';

@@ -1,4 +1,4 @@
-// The workspace's tool knowledge graph (seed 002, docs/tools.md): the tools the agents called,
+// The workspace's tool knowledge graph (docs/tools.md): the tools the agents called,
 // sized by PageRank and coloured by Louvain community, the learned dependencies (thicker when
 // more certain), the speculation threshold with the share of speculations used and wasted,
 // and the same as tables. Drawn with dagre, left to right.

@@ -7,8 +7,6 @@
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
-use agent_client_protocol::Client;
-use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema as acp;
 use serde_json::{Value, json};
 use trellis_acp::{AcpAgent, AcpOptions};
@@ -52,26 +50,17 @@ fn writing_script() -> ScriptedProvider {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_change_set_is_applied_only_when_accepted_and_undo_reverses_it() {
-    let ws = trellis_test_support::example_repo("inventory", CONFIG).unwrap();
-    let root = ws.path().canonicalize().unwrap();
-    let service = service_with(&root, writing_script());
+    let f = fixture_with(writing_script());
+    let (root, service) = (f.root.clone(), f.service.clone());
     let agent = AcpAgent::with_service(service.clone(), AcpOptions::default());
     let answers: Arc<Mutex<VecDeque<&'static str>>> = Arc::default();
     let asked: Arc<Mutex<Vec<Value>>> = Arc::default();
     let updates: Updates = Arc::default();
-    let (a, q, u) = (answers.clone(), asked.clone(), updates.clone());
+    let (a, q) = (answers.clone(), asked.clone());
     let adr = root.join(ADR);
     let exists = || adr.exists();
     with_timeout(
-        Client
-            .v1()
-            .on_receive_notification(
-                async move |n: acp::SessionNotification, _cx| {
-                    u.lock().unwrap().push(serde_json::to_value(&n).unwrap());
-                    Ok(())
-                },
-                agent_client_protocol::on_receive_notification!(),
-            )
+        recording(&updates)
             .on_receive_request(
                 async move |req: acp::RequestPermissionRequest, responder, _cx| {
                     q.lock().unwrap().push(serde_json::to_value(&req).unwrap());
@@ -80,18 +69,12 @@ async fn the_change_set_is_applied_only_when_accepted_and_undo_reverses_it() {
                         .unwrap()
                         .pop_front()
                         .expect("an unexpected request");
-                    responder.respond(acp::RequestPermissionResponse::new(
-                        acp::RequestPermissionOutcome::Selected(
-                            acp::SelectedPermissionOutcome::new(answer),
-                        ),
-                    ))
+                    responder.respond(selected(answer))
                 },
                 agent_client_protocol::on_receive_request!(),
             )
             .connect_with(agent.connection(), async |cx| {
-                cx.send_request(acp::InitializeRequest::new(ProtocolVersion::V1))
-                    .block_task()
-                    .await?;
+                init(&cx).await;
                 let s = cx
                     .send_request(acp::NewSessionRequest::new(root.clone()))
                     .block_task()
@@ -100,13 +83,7 @@ async fn the_change_set_is_applied_only_when_accepted_and_undo_reverses_it() {
                 assert_eq!(v["modes"]["currentModeId"], "ask", "{v}");
                 assert_eq!(v["configOptions"][1]["id"], "autonomy", "{v}");
                 let sid = s.session_id;
-                let prompt = async |text: &str| {
-                    cx.send_request(acp::PromptRequest::new(sid.clone(), vec![text.into()]))
-                        .block_task()
-                        .await
-                        .unwrap()
-                        .stop_reason
-                };
+                let prompt = async |text: &str| prompt(&cx, &sid, text).await.unwrap().stop_reason;
 
                 // Ask, accepted: the permission shows the diff; the file is written.
                 answers.lock().unwrap().push_back("allow_once");
@@ -145,14 +122,7 @@ async fn the_change_set_is_applied_only_when_accepted_and_undo_reverses_it() {
                 assert!(!exists(), "read-only");
 
                 // Auto-edit (a config option): applied without asking.
-                let r = cx
-                    .send_request(acp::SetSessionConfigOptionRequest::new(
-                        sid.clone(),
-                        "autonomy",
-                        "auto-edit",
-                    ))
-                    .block_task()
-                    .await?;
+                let r = set_option(&cx, &sid, "autonomy", "auto-edit").await?;
                 let v = serde_json::to_value(&r).unwrap();
                 assert_eq!(v["configOptions"][1]["currentValue"], "auto-edit", "{v}");
                 assert_eq!(
@@ -162,15 +132,7 @@ async fn the_change_set_is_applied_only_when_accepted_and_undo_reverses_it() {
                 assert_eq!(asked.lock().unwrap().len(), 2);
                 assert!(exists(), "auto-edit");
                 // An unknown value is refused.
-                let e = cx
-                    .send_request(acp::SetSessionConfigOptionRequest::new(
-                        sid.clone(),
-                        "autonomy",
-                        "yolo",
-                    ))
-                    .block_task()
-                    .await
-                    .unwrap_err();
+                let e = set_option(&cx, &sid, "autonomy", "yolo").await.unwrap_err();
                 assert_eq!(e.code, agent_client_protocol::ErrorCode::INVALID_PARAMS);
                 Ok(())
             }),

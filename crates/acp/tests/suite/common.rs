@@ -6,11 +6,14 @@ use std::time::Duration;
 
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema as acp;
+use agent_client_protocol::v1::{self, ConnectionTo};
+use agent_client_protocol::{Agent, Client, HandleDispatchFrom};
 use serde_json::{Value, json};
 use trellis_acp::{AcpAgent, AcpOptions};
 use trellis_core::Runtime;
 use trellis_core::service::{Service, ServiceOptions};
 use trellis_llm::ChatRequest;
+use trellis_protocol::RunId;
 use trellis_store::{Store, StoreOptions};
 use trellis_test_support::TempWorkspace;
 use trellis_test_support::scripted::{ScriptedProvider, Turn};
@@ -68,10 +71,22 @@ pub fn service_with(root: &Path, script: ScriptedProvider) -> Arc<Service> {
     Service::start(Arc::new(rt), ServiceOptions::default())
 }
 
-pub fn fixture(delay: Duration) -> Fixture {
+/// A temporary copy of `examples/inventory` with [`CONFIG`], and its canonical root.
+pub fn workspace() -> (TempWorkspace, PathBuf) {
     let ws = trellis_test_support::example_repo("inventory", CONFIG).unwrap();
     let root = ws.path().canonicalize().unwrap();
-    let service = service_at(&root, delay);
+    (ws, root)
+}
+
+/// A service over a fresh workspace whose agent calls take `delay` ([`script`]).
+pub fn fixture(delay: Duration) -> Fixture {
+    fixture_with(script(delay))
+}
+
+/// A service over a fresh workspace whose models play `script`.
+pub fn fixture_with(script: ScriptedProvider) -> Fixture {
+    let (ws, root) = workspace();
+    let service = service_with(&root, script);
     Fixture {
         _ws: ws,
         root,
@@ -105,7 +120,7 @@ pub fn kinds(updates: &Updates) -> Vec<String> {
         .collect()
 }
 
-pub async fn init(cx: &agent_client_protocol::v1::ConnectionTo<agent_client_protocol::Agent>) {
+pub async fn init(cx: &ConnectionTo<Agent>) {
     cx.send_request(acp::InitializeRequest::new(ProtocolVersion::V1))
         .block_task()
         .await
@@ -116,4 +131,88 @@ pub async fn with_timeout<T>(f: impl Future<Output = T>) -> T {
     tokio::time::timeout(Duration::from_secs(120), f)
         .await
         .expect("the test timed out")
+}
+
+/// A client that records every `session/update` it receives in `updates`, as JSON.
+pub fn recording(updates: &Updates) -> v1::Builder<Client, impl HandleDispatchFrom<Agent> + use<>> {
+    let u = updates.clone();
+    Client.v1().on_receive_notification(
+        async move |n: acp::SessionNotification, _cx| {
+            u.lock().unwrap().push(serde_json::to_value(&n).unwrap());
+            Ok(())
+        },
+        agent_client_protocol::on_receive_notification!(),
+    )
+}
+
+/// `initialize`, then a new session in `cwd`: its id.
+pub async fn open_session(
+    cx: &ConnectionTo<Agent>,
+    cwd: &Path,
+) -> Result<acp::SessionId, agent_client_protocol::Error> {
+    init(cx).await;
+    new_session(cx, cwd).await
+}
+
+/// A new session in `cwd`: its id.
+pub async fn new_session(
+    cx: &ConnectionTo<Agent>,
+    cwd: &Path,
+) -> Result<acp::SessionId, agent_client_protocol::Error> {
+    Ok(cx
+        .send_request(acp::NewSessionRequest::new(cwd))
+        .block_task()
+        .await?
+        .session_id)
+}
+
+/// A prompt of one text block to `session`.
+pub async fn prompt(
+    cx: &ConnectionTo<Agent>,
+    session: &acp::SessionId,
+    text: &str,
+) -> Result<acp::PromptResponse, agent_client_protocol::Error> {
+    cx.send_request(acp::PromptRequest::new(session.clone(), vec![text.into()]))
+        .block_task()
+        .await
+}
+
+/// Sets config option `id` of `session` to `value`.
+pub async fn set_option(
+    cx: &ConnectionTo<Agent>,
+    session: &acp::SessionId,
+    id: &str,
+    value: &str,
+) -> Result<acp::SetSessionConfigOptionResponse, agent_client_protocol::Error> {
+    cx.send_request(acp::SetSessionConfigOptionRequest::new(
+        session.clone(),
+        id.to_owned(),
+        value,
+    ))
+    .block_task()
+    .await
+}
+
+/// The answer to a permission request that selects option `id`.
+pub fn selected(id: &str) -> acp::RequestPermissionResponse {
+    acp::RequestPermissionResponse::new(acp::RequestPermissionOutcome::Selected(
+        acp::SelectedPermissionOutcome::new(id.to_owned()),
+    ))
+}
+
+/// The run a turn named in its thoughts (`Workflow … (run <id>).`).
+pub fn turn_run(updates: &Updates) -> RunId {
+    let thought: String = updates
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|u| u["update"]["sessionUpdate"] == "agent_thought_chunk")
+        .filter_map(|u| u["update"]["content"]["text"].as_str().map(str::to_owned))
+        .collect();
+    let run = thought
+        .split("(run ")
+        .nth(1)
+        .and_then(|r| r.split(')').next())
+        .expect("the turn names its run");
+    RunId::from_string(run)
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema as acp;
-use agent_client_protocol::{Client, ErrorCode, UntypedMessage};
+use agent_client_protocol::{ErrorCode, UntypedMessage};
 use serde_json::{Value, json};
 
 use super::common::*;
@@ -39,19 +39,10 @@ async fn extension_methods_list_message_and_prune_nodes() {
     let f = fixture(Duration::from_millis(1500));
     let root = f.root.clone();
     let updates: Updates = Arc::default();
-    let u = updates.clone();
     let graph: Arc<Mutex<Value>> = Arc::default();
     let g = graph.clone();
     with_timeout(
-        Client
-            .v1()
-            .on_receive_notification(
-                async move |n: acp::SessionNotification, _cx| {
-                    u.lock().unwrap().push(serde_json::to_value(&n).unwrap());
-                    Ok(())
-                },
-                agent_client_protocol::on_receive_notification!(),
-            )
+        recording(&updates)
             .connect_with(agent(&f).connection(), async |cx| {
                 let init = cx
                     .send_request(acp::InitializeRequest::new(ProtocolVersion::V1))
@@ -63,11 +54,7 @@ async fn extension_methods_list_message_and_prune_nodes() {
                     json!(["_trellis/graph", "_trellis/message", "_trellis/prune"]),
                     "{v}"
                 );
-                let sid = cx
-                    .send_request(acp::NewSessionRequest::new(root.clone()))
-                    .block_task()
-                    .await?
-                    .session_id;
+                let sid = new_session(&cx, &root).await?;
                 let ext = async |method: &str, params: Value| {
                     cx.send_request(UntypedMessage::new(method, params).unwrap())
                         .block_task()

@@ -5,8 +5,6 @@
 
 use std::sync::{Arc, Mutex};
 
-use agent_client_protocol::Client;
-use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema as acp;
 use serde_json::{Value, json};
 use trellis_acp::{AcpAgent, AcpOptions};
@@ -61,57 +59,25 @@ fn feature_script() -> ScriptedProvider {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_feature_run_edits_tests_and_applies_the_fix_when_accepted() {
-    let ws = trellis_test_support::example_repo("inventory", CONFIG).unwrap();
-    let root = ws.path().canonicalize().unwrap();
-    let service = service_with(&root, feature_script());
-    let agent = AcpAgent::with_service(service.clone(), AcpOptions::default());
+    let f = fixture_with(feature_script());
+    let root = f.root.clone();
+    let agent = AcpAgent::with_service(f.service.clone(), AcpOptions::default());
     let updates: Updates = Arc::default();
     let asked: Arc<Mutex<Vec<Value>>> = Arc::default();
-    let (u, q) = (updates.clone(), asked.clone());
+    let q = asked.clone();
     let stop = with_timeout(
-        Client
-            .v1()
-            .on_receive_notification(
-                async move |n: acp::SessionNotification, _cx| {
-                    u.lock().unwrap().push(serde_json::to_value(&n).unwrap());
-                    Ok(())
-                },
-                agent_client_protocol::on_receive_notification!(),
-            )
+        recording(&updates)
             .on_receive_request(
                 async move |req: acp::RequestPermissionRequest, responder, _cx| {
                     q.lock().unwrap().push(serde_json::to_value(&req).unwrap());
-                    responder.respond(acp::RequestPermissionResponse::new(
-                        acp::RequestPermissionOutcome::Selected(
-                            acp::SelectedPermissionOutcome::new("allow_once"),
-                        ),
-                    ))
+                    responder.respond(selected("allow_once"))
                 },
                 agent_client_protocol::on_receive_request!(),
             )
             .connect_with(agent.connection(), async |cx| {
-                cx.send_request(acp::InitializeRequest::new(ProtocolVersion::V1))
-                    .block_task()
-                    .await?;
-                let sid = cx
-                    .send_request(acp::NewSessionRequest::new(root.clone()))
-                    .block_task()
-                    .await?
-                    .session_id;
-                cx.send_request(acp::SetSessionConfigOptionRequest::new(
-                    sid.clone(),
-                    "workflow",
-                    "feature_with_iterative_testing",
-                ))
-                .block_task()
-                .await?;
-                let r = cx
-                    .send_request(acp::PromptRequest::new(
-                        sid,
-                        vec!["Fix the stock bookkeeping of commit".into()],
-                    ))
-                    .block_task()
-                    .await?;
+                let sid = open_session(&cx, &root).await?;
+                set_option(&cx, &sid, "workflow", "feature_with_iterative_testing").await?;
+                let r = prompt(&cx, &sid, "Fix the stock bookkeeping of commit").await?;
                 Ok(r.stop_reason)
             }),
     )

@@ -7,8 +7,6 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use agent_client_protocol::Client;
-use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema as acp;
 use serde_json::{Value, json};
 use trellis_acp::{AcpAgent, AcpOptions};
@@ -57,8 +55,7 @@ struct Asked {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn permissions_once_always_and_cancel_while_asking() {
-    let ws = trellis_test_support::example_repo("inventory", CONFIG).unwrap();
-    let root = ws.path().canonicalize().unwrap();
+    let (_ws, root) = workspace();
     // The analysis agent may use the shell (a workspace role file).
     std::fs::create_dir_all(root.join(".trellis/agents")).unwrap();
     std::fs::write(
@@ -78,17 +75,9 @@ async fn permissions_once_always_and_cancel_while_asking() {
         requests: Vec::new(),
     }));
     let updates: Updates = Arc::default();
-    let (a, q, u) = (answers.clone(), asked.clone(), updates.clone());
+    let (a, q) = (answers.clone(), asked.clone());
     let outcomes = with_timeout(
-        Client
-            .v1()
-            .on_receive_notification(
-                async move |n: acp::SessionNotification, _cx| {
-                    u.lock().unwrap().push(serde_json::to_value(&n).unwrap());
-                    Ok(())
-                },
-                agent_client_protocol::on_receive_notification!(),
-            )
+        recording(&updates)
             .on_receive_request(
                 async move |req: acp::RequestPermissionRequest, responder, cx| {
                     q.lock()
@@ -110,36 +99,18 @@ async fn permissions_once_always_and_cancel_while_asking() {
                             ))
                         })
                     } else {
-                        responder.respond(acp::RequestPermissionResponse::new(
-                            acp::RequestPermissionOutcome::Selected(
-                                acp::SelectedPermissionOutcome::new(answer),
-                            ),
-                        ))
+                        responder.respond(selected(answer))
                     }
                 },
                 agent_client_protocol::on_receive_request!(),
             )
             .connect_with(agent.connection(), async |cx| {
-                cx.send_request(acp::InitializeRequest::new(ProtocolVersion::V1))
-                    .block_task()
-                    .await?;
+                init(&cx).await;
                 let mut outcomes = Vec::new();
                 // (session, the answer to queue for its permission request, if one)
-                let s1 = cx
-                    .send_request(acp::NewSessionRequest::new(root.clone()))
-                    .block_task()
-                    .await?
-                    .session_id;
-                let s2 = cx
-                    .send_request(acp::NewSessionRequest::new(root.clone()))
-                    .block_task()
-                    .await?
-                    .session_id;
-                let s3 = cx
-                    .send_request(acp::NewSessionRequest::new(root.clone()))
-                    .block_task()
-                    .await?
-                    .session_id;
+                let s1 = new_session(&cx, &root).await?;
+                let s2 = new_session(&cx, &root).await?;
+                let s3 = new_session(&cx, &root).await?;
                 let steps: [(&acp::SessionId, Option<&'static str>); 7] = [
                     (&s1, Some("allow_once")),
                     (&s1, Some("reject_once")),
@@ -155,13 +126,7 @@ async fn permissions_once_always_and_cancel_while_asking() {
                     }
                     let before = asked.lock().unwrap().requests.len();
                     let started = std::time::Instant::now();
-                    let r = cx
-                        .send_request(acp::PromptRequest::new(
-                            session.clone(),
-                            vec!["Can the stock service be reached?".into()],
-                        ))
-                        .block_task()
-                        .await?;
+                    let r = prompt(&cx, session, "Can the stock service be reached?").await?;
                     let after = asked.lock().unwrap().requests.len();
                     let text: String = updates
                         .lock()

@@ -22,34 +22,15 @@ async fn sessions_survive_a_restart_load_replays_list_resume_and_close() {
     let f = fixture(Duration::ZERO);
     let root = f.root.clone();
     let first: Updates = Arc::default();
-    let u = first.clone();
-    let session = with_timeout(
-        Client
-            .v1()
-            .on_receive_notification(
-                async move |n: acp::SessionNotification, _cx| {
-                    u.lock().unwrap().push(serde_json::to_value(&n).unwrap());
-                    Ok(())
-                },
-                agent_client_protocol::on_receive_notification!(),
-            )
-            .connect_with(agent(&f).connection(), async |cx| {
-                init(&cx).await;
-                let s = cx
-                    .send_request(acp::NewSessionRequest::new(root.clone()))
-                    .block_task()
-                    .await?;
-                let r = cx
-                    .send_request(acp::PromptRequest::new(
-                        s.session_id.clone(),
-                        vec![ASK.into()],
-                    ))
-                    .block_task()
-                    .await?;
-                assert_eq!(r.stop_reason, acp::StopReason::EndTurn);
-                Ok(s.session_id)
-            }),
-    )
+    let session = with_timeout(recording(&first).connect_with(
+        agent(&f).connection(),
+        async |cx| {
+            let session = open_session(&cx, &root).await?;
+            let r = prompt(&cx, &session, ASK).await?;
+            assert_eq!(r.stop_reason, acp::StopReason::EndTurn);
+            Ok(session)
+        },
+    ))
     .await
     .unwrap();
     f.service.shutdown().await;
@@ -58,104 +39,75 @@ async fn sessions_survive_a_restart_load_replays_list_resume_and_close() {
     let service = service_at(&root, Duration::ZERO);
     let restarted = AcpAgent::with_service(service.clone(), AcpOptions::default());
     let replay: Updates = Arc::default();
-    let u = replay.clone();
     let sid = session.clone();
-    let replayed = with_timeout(
-        Client
-            .v1()
-            .on_receive_notification(
-                async move |n: acp::SessionNotification, _cx| {
-                    u.lock().unwrap().push(serde_json::to_value(&n).unwrap());
-                    Ok(())
-                },
-                agent_client_protocol::on_receive_notification!(),
-            )
-            .connect_with(restarted.connection(), async |cx| {
-                init(&cx).await;
-                // Unknown to this process until loaded.
-                let e = cx
-                    .send_request(acp::PromptRequest::new(sid.clone(), vec!["hi".into()]))
-                    .block_task()
-                    .await
-                    .unwrap_err();
-                assert_eq!(i32::from(e.code), -32002, "{e:?}");
-                let list = cx
-                    .send_request(acp::ListSessionsRequest::new().cwd(root.clone()))
-                    .block_task()
-                    .await?;
-                let v = serde_json::to_value(&list).unwrap();
-                assert_eq!(v["sessions"][0]["sessionId"], sid.0.as_ref(), "{v}");
-                assert_eq!(v["sessions"][0]["title"], ASK, "{v}");
-                assert_eq!(v["sessions"][0]["cwd"], root.display().to_string(), "{v}");
-                assert!(
-                    v["sessions"][0]["updatedAt"]
-                        .as_str()
-                        .unwrap()
-                        .contains('T')
-                );
-                let elsewhere = cx
-                    .send_request(acp::ListSessionsRequest::new().cwd(root.join("src")))
-                    .block_task()
-                    .await?;
-                assert!(elsewhere.sessions.is_empty());
-                // A wrong cwd or an unknown id.
-                let e = cx
-                    .send_request(acp::LoadSessionRequest::new(sid.clone(), root.join("src")))
-                    .block_task()
-                    .await
-                    .unwrap_err();
-                assert_eq!(e.code, ErrorCode::INVALID_PARAMS, "{e:?}");
-                let e = cx
-                    .send_request(acp::LoadSessionRequest::new("ses-nope", root.clone()))
-                    .block_task()
-                    .await
-                    .unwrap_err();
-                assert_eq!(i32::from(e.code), -32002, "{e:?}");
+    let replayed = with_timeout(recording(&replay).connect_with(
+        restarted.connection(),
+        async |cx| {
+            init(&cx).await;
+            // Unknown to this process until loaded.
+            let e = prompt(&cx, &sid, "hi").await.unwrap_err();
+            assert_eq!(i32::from(e.code), -32002, "{e:?}");
+            let list = cx
+                .send_request(acp::ListSessionsRequest::new().cwd(root.clone()))
+                .block_task()
+                .await?;
+            let v = serde_json::to_value(&list).unwrap();
+            assert_eq!(v["sessions"][0]["sessionId"], sid.0.as_ref(), "{v}");
+            assert_eq!(v["sessions"][0]["title"], ASK, "{v}");
+            assert_eq!(v["sessions"][0]["cwd"], root.display().to_string(), "{v}");
+            assert!(
+                v["sessions"][0]["updatedAt"]
+                    .as_str()
+                    .unwrap()
+                    .contains('T')
+            );
+            let elsewhere = cx
+                .send_request(acp::ListSessionsRequest::new().cwd(root.join("src")))
+                .block_task()
+                .await?;
+            assert!(elsewhere.sessions.is_empty());
+            // A wrong cwd or an unknown id.
+            let e = cx
+                .send_request(acp::LoadSessionRequest::new(sid.clone(), root.join("src")))
+                .block_task()
+                .await
+                .unwrap_err();
+            assert_eq!(e.code, ErrorCode::INVALID_PARAMS, "{e:?}");
+            let e = cx
+                .send_request(acp::LoadSessionRequest::new("ses-nope", root.clone()))
+                .block_task()
+                .await
+                .unwrap_err();
+            assert_eq!(i32::from(e.code), -32002, "{e:?}");
 
-                cx.send_request(acp::LoadSessionRequest::new(sid.clone(), root.clone()))
-                    .block_task()
-                    .await?;
-                let replayed = replay.lock().unwrap().len();
-                assert!(replayed > 0);
-                // Live again: it takes a prompt.
-                let r = cx
-                    .send_request(acp::PromptRequest::new(
-                        sid.clone(),
-                        vec!["And the reservations?".into()],
-                    ))
-                    .block_task()
-                    .await?;
-                assert_eq!(r.stop_reason, acp::StopReason::EndTurn);
-                // Closed: forgotten here; resumed: live again, nothing replayed.
-                cx.send_request(acp::CloseSessionRequest::new(sid.clone()))
-                    .block_task()
-                    .await?;
-                let e = cx
-                    .send_request(acp::PromptRequest::new(sid.clone(), vec!["hi".into()]))
-                    .block_task()
-                    .await
-                    .unwrap_err();
-                assert_eq!(i32::from(e.code), -32002, "{e:?}");
-                let before = replay.lock().unwrap().len();
-                cx.send_request(acp::ResumeSessionRequest::new(sid.clone(), root.clone()))
-                    .block_task()
-                    .await?;
-                assert_eq!(
-                    replay.lock().unwrap().len(),
-                    before,
-                    "resume replays nothing"
-                );
-                let r = cx
-                    .send_request(acp::PromptRequest::new(
-                        sid.clone(),
-                        vec!["Once more".into()],
-                    ))
-                    .block_task()
-                    .await?;
-                assert_eq!(r.stop_reason, acp::StopReason::EndTurn);
-                Ok(replayed)
-            }),
-    )
+            cx.send_request(acp::LoadSessionRequest::new(sid.clone(), root.clone()))
+                .block_task()
+                .await?;
+            let replayed = replay.lock().unwrap().len();
+            assert!(replayed > 0);
+            // Live again: it takes a prompt.
+            let r = prompt(&cx, &sid, "And the reservations?").await?;
+            assert_eq!(r.stop_reason, acp::StopReason::EndTurn);
+            // Closed: forgotten here; resumed: live again, nothing replayed.
+            cx.send_request(acp::CloseSessionRequest::new(sid.clone()))
+                .block_task()
+                .await?;
+            let e = prompt(&cx, &sid, "hi").await.unwrap_err();
+            assert_eq!(i32::from(e.code), -32002, "{e:?}");
+            let before = replay.lock().unwrap().len();
+            cx.send_request(acp::ResumeSessionRequest::new(sid.clone(), root.clone()))
+                .block_task()
+                .await?;
+            assert_eq!(
+                replay.lock().unwrap().len(),
+                before,
+                "resume replays nothing"
+            );
+            let r = prompt(&cx, &sid, "Once more").await?;
+            assert_eq!(r.stop_reason, acp::StopReason::EndTurn);
+            Ok(replayed)
+        },
+    ))
     .await
     .unwrap();
 
@@ -228,33 +180,15 @@ async fn a_session_is_stored_and_the_workspace_opened_when_first_used() {
     let root = f.root.clone();
     let n = opened.clone();
     let (used, unused) = with_timeout(Client.v1().connect_with(lazy.connection(), async |cx| {
-        init(&cx).await;
-        let used = cx
-            .send_request(acp::NewSessionRequest::new(root.clone()))
-            .block_task()
-            .await?
-            .session_id;
-        let unused = cx
-            .send_request(acp::NewSessionRequest::new(root.join("docs")))
-            .block_task()
-            .await?
-            .session_id;
-        cx.send_request(acp::SetSessionConfigOptionRequest::new(
-            used.clone(),
-            "autonomy",
-            "read-only",
-        ))
-        .block_task()
-        .await?;
+        let used = open_session(&cx, &root).await?;
+        let unused = new_session(&cx, &root.join("docs")).await?;
+        set_option(&cx, &used, "autonomy", "read-only").await?;
         assert_eq!(
             n.load(Ordering::SeqCst),
             0,
             "nothing opened before a prompt"
         );
-        let r = cx
-            .send_request(acp::PromptRequest::new(used.clone(), vec![ASK.into()]))
-            .block_task()
-            .await?;
+        let r = prompt(&cx, &used, ASK).await?;
         assert_eq!(r.stop_reason, acp::StopReason::EndTurn);
         assert_eq!(n.load(Ordering::SeqCst), 1);
         Ok((used, unused))

@@ -8,7 +8,7 @@ use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema as acp;
 use agent_client_protocol::{Client, ErrorCode, UntypedMessage};
 use serde_json::{Value, json};
-use trellis_protocol::{RunId, RunStatus};
+use trellis_protocol::RunStatus;
 
 use super::common::*;
 
@@ -55,34 +55,15 @@ async fn initialize_is_honest_and_remembers_the_client() {
 async fn a_prompt_runs_a_discussion_and_streams_plan_and_messages() {
     let f = fixture(Duration::ZERO);
     let updates: Updates = Arc::default();
-    let u = updates.clone();
     let root = f.root.clone();
-    let (stop, session) = with_timeout(
-        Client
-            .v1()
-            .on_receive_notification(
-                async move |n: acp::SessionNotification, _cx| {
-                    u.lock().unwrap().push(serde_json::to_value(&n).unwrap());
-                    Ok(())
-                },
-                agent_client_protocol::on_receive_notification!(),
-            )
-            .connect_with(agent(&f).connection(), async |cx| {
-                init(&cx).await;
-                let s = cx
-                    .send_request(acp::NewSessionRequest::new(root.clone()))
-                    .block_task()
-                    .await?;
-                let r = cx
-                    .send_request(acp::PromptRequest::new(
-                        s.session_id.clone(),
-                        vec!["Why is stock kept in memory?".into()],
-                    ))
-                    .block_task()
-                    .await?;
-                Ok((r.stop_reason, s.session_id))
-            }),
-    )
+    let (stop, session) = with_timeout(recording(&updates).connect_with(
+        agent(&f).connection(),
+        async |cx| {
+            let session = open_session(&cx, &root).await?;
+            let r = prompt(&cx, &session, "Why is stock kept in memory?").await?;
+            Ok((r.stop_reason, session))
+        },
+    ))
     .await
     .unwrap();
     assert_eq!(stop, acp::StopReason::EndTurn);
@@ -169,21 +150,11 @@ async fn cancel_mid_turn_ends_the_turn_cancelled_and_cancels_the_run() {
                 agent_client_protocol::on_receive_notification!(),
             )
             .connect_with(agent(&f).connection(), async |cx| {
-                init(&cx).await;
-                let s = cx
-                    .send_request(acp::NewSessionRequest::new(root.clone()))
-                    .block_task()
-                    .await?;
-                let r = cx
-                    .send_request(acp::PromptRequest::new(
-                        s.session_id.clone(),
-                        vec!["Why is stock kept in memory?".into()],
-                    ))
-                    .block_task()
-                    .await?;
+                let session = open_session(&cx, &root).await?;
+                let r = prompt(&cx, &session, "Why is stock kept in memory?").await?;
                 // The session takes another prompt after a cancelled one.
                 let again = cx
-                    .send_request(acp::PromptRequest::new(s.session_id.clone(), vec![]))
+                    .send_request(acp::PromptRequest::new(session.clone(), vec![]))
                     .block_task()
                     .await;
                 assert_eq!(again.unwrap_err().code, ErrorCode::INVALID_PARAMS);
@@ -193,23 +164,7 @@ async fn cancel_mid_turn_ends_the_turn_cancelled_and_cancels_the_run() {
     .await
     .unwrap();
     assert_eq!(stop, acp::StopReason::Cancelled);
-    let thought: String = updates
-        .lock()
-        .unwrap()
-        .iter()
-        .filter(|u| u["update"]["sessionUpdate"] == "agent_thought_chunk")
-        .filter_map(|u| u["update"]["content"]["text"].as_str().map(str::to_owned))
-        .collect();
-    let run = thought
-        .split("(run ")
-        .nth(1)
-        .and_then(|r| r.split(')').next())
-        .expect("the turn names its run");
-    let o = f
-        .service
-        .runtime()
-        .inspect(&RunId::from_string(run))
-        .unwrap();
+    let o = f.service.runtime().inspect(&turn_run(&updates)).unwrap();
     assert_eq!(o.status, RunStatus::Cancelled);
 }
 
@@ -297,26 +252,16 @@ async fn cancel_request_for_a_prompt_cancels_its_turn() {
                 agent_client_protocol::on_receive_notification!(),
             )
             .connect_with(agent(&f).connection(), async |cx| {
-                init(&cx).await;
-                let s = cx
-                    .send_request(acp::NewSessionRequest::new(root.clone()))
-                    .block_task()
-                    .await?;
+                let session = open_session(&cx, &root).await?;
                 let sent = cx.send_request(acp::PromptRequest::new(
-                    s.session_id.clone(),
+                    session.clone(),
                     vec!["Why is stock kept in memory?".into()],
                 ));
                 *handle.lock().unwrap() = Some(sent.cancellation_handle());
                 // The client side may settle a cancelled request itself (-32800); either
                 // way the agent's turn ends and the session takes the next prompt.
                 let first = sent.block_task().await;
-                let again = cx
-                    .send_request(acp::PromptRequest::new(
-                        s.session_id.clone(),
-                        vec!["Why is stock kept in memory?".into()],
-                    ))
-                    .block_task()
-                    .await?;
+                let again = prompt(&cx, &session, "Why is stock kept in memory?").await?;
                 Ok((first.map(|r| r.stop_reason), again.stop_reason))
             }),
     )
@@ -327,23 +272,7 @@ async fn cancel_request_for_a_prompt_cancels_its_turn() {
         Err(e) => assert_eq!(i32::from(e.code), -32800, "{e:?}"),
     }
     assert_eq!(stop.1, acp::StopReason::EndTurn);
-    let thought: String = updates
-        .lock()
-        .unwrap()
-        .iter()
-        .filter(|u| u["update"]["sessionUpdate"] == "agent_thought_chunk")
-        .filter_map(|u| u["update"]["content"]["text"].as_str().map(str::to_owned))
-        .collect();
-    let run = thought
-        .split("(run ")
-        .nth(1)
-        .and_then(|r| r.split(')').next())
-        .expect("the turn names its run");
-    let o = f
-        .service
-        .runtime()
-        .inspect(&RunId::from_string(run))
-        .unwrap();
+    let o = f.service.runtime().inspect(&turn_run(&updates)).unwrap();
     assert_eq!(o.status, RunStatus::Cancelled);
 }
 
@@ -353,10 +282,9 @@ async fn cancel_request_for_a_prompt_cancels_its_turn() {
 /// never asked.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn linked_files_are_read_through_the_client_when_it_can() {
-    let ws = trellis_test_support::example_repo("inventory", CONFIG).unwrap();
-    let root = ws.path().canonicalize().unwrap();
     let model = script(Duration::ZERO);
-    let service = service_with(&root, model.clone());
+    let f = fixture_with(model.clone());
+    let root = f.root.clone();
     let seen = |needle: &str| {
         model
             .requests()
@@ -366,12 +294,7 @@ async fn linked_files_are_read_through_the_client_when_it_can() {
     let reads: Arc<Mutex<Vec<String>>> = Arc::default();
     for advertise in [true, false] {
         let r = reads.clone();
-        let agent = trellis_acp::AcpAgent::with_service(
-            service.clone(),
-            trellis_acp::AcpOptions {
-                workflow: Some("architecture_discussion".into()),
-            },
-        );
+        let agent = agent(&f);
         let root = root.clone();
         with_timeout(
             Client
@@ -401,10 +324,7 @@ async fn linked_files_are_read_through_the_client_when_it_can() {
                     )
                     .block_task()
                     .await?;
-                    let s = cx
-                        .send_request(acp::NewSessionRequest::new(root.clone()))
-                        .block_task()
-                        .await?;
+                    let session = new_session(&cx, &root).await?;
                     let link = |p: &str| {
                         acp::ContentBlock::ResourceLink(acp::ResourceLink::new(
                             p,
@@ -413,7 +333,7 @@ async fn linked_files_are_read_through_the_client_when_it_can() {
                     };
                     let r = cx
                         .send_request(acp::PromptRequest::new(
-                            s.session_id,
+                            session,
                             vec![
                                 "Why is stock kept in memory? See".into(),
                                 link("inventory.py"),

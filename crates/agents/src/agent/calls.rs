@@ -151,7 +151,7 @@ impl AgentRun {
         ))
     }
 
-    /// Runs an `execute_dag` or `replan_dag` call (seed 002's controlled executor): the
+    /// Runs an `execute_dag` or `replan_dag` call (the controlled executor): the
     /// plan's DAG through the registry, every step checked against the agent's allow list,
     /// paused where the plan asks for a decision (checkpoint kept for `replan_dag`). A step
     /// that needs the user is asked on its own through the agent's gate: if the answer is

@@ -1,4 +1,4 @@
-//! Foresight: seed 002's three modes at the start of an activation. Before the first model
+//! Foresight: three modes at the start of an activation (`docs/tools.md`). Before the first model
 //! call the tool knowledge graph is asked for the task's workflow
 //! ([`ToolAdvisor::suggest`](trellis_tools::ToolAdvisor::suggest)):
 //!

@@ -2,9 +2,8 @@
 
 use trellis_protocol::Message;
 
-/// Where messages sent to a running agent wait until its next model call (seed 004:
-/// messages to running agents). The agent drains it, without waiting, before every model
-/// call of its loop.
+/// Where messages sent to a running agent wait until its next model call. The agent drains it,
+/// without waiting, before every model call of its loop.
 ///
 /// Implemented for the graph's [`Mailbox`](trellis_graph::Mailbox) (what a node handler
 /// passes: `ctx.mailbox`) and for a Tokio unbounded channel's receiver (channel sessions,

@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 use trellis_llm::normalise::{NormaliseOptions, Repair};
-use trellis_llm::structured::response_format;
+use trellis_llm::structured::{StructuredAnswer, response_format};
 use trellis_llm::{
     ChatRequest, Completion, Message, ModelProvider, StructuredOptions, Usage, complete_structured,
 };
@@ -71,38 +71,62 @@ impl AgentRun {
         if prose {
             return self.ask_prose(st, why).await;
         }
-        if !forced {
-            // Over-long fields with a declared limit are summarised before they are cut.
-            let compressed = normalise_compressing::<StageReport>(
-                &text,
-                NormaliseOptions::default(),
-                Some(self.compressor()),
-                &self.cancel,
-            )
-            .await;
-            match compressed {
-                Ok((n, fields)) => {
-                    notes.extend(n.repairs.iter().map(|r| format!("repaired: {r:?}")));
-                    self.note_fields(&mut st, &mut notes, &fields);
-                    return Ok(AgentOutcome::Done(AgentReport {
-                        report: n.value,
-                        turns: st.turns,
-                        tool_calls: st.tool_calls,
-                        usage: st.usage,
-                        notes,
-                    }));
-                }
-                Err(Error::Output(e)) => {
-                    self.note(
-                        &mut st,
-                        format!("final answer is not a report ({e}); asking for one"),
-                    );
-                    notes.push(format!("final answer was not a report: {e}"));
-                    st.messages.push(Message::assistant(text.clone()));
-                }
-                Err(e) => return Err(e),
-            }
+        if !forced && let Some(report) = self.read_report(&mut st, &text, &mut notes).await? {
+            return Ok(AgentOutcome::Done(AgentReport {
+                report,
+                turns: st.turns,
+                tool_calls: st.tool_calls,
+                usage: st.usage,
+                notes,
+            }));
         }
+        self.ask_report(st, why, text, notes).await
+    }
+
+    /// The final answer read as a report, over-long fields with a declared limit summarised
+    /// before they are cut. An answer that is not a report is noted and stays in the
+    /// conversation for the request that follows (`None`).
+    async fn read_report(
+        &self,
+        st: &mut Saved,
+        text: &str,
+        notes: &mut Vec<String>,
+    ) -> Result<Option<StageReport>> {
+        let compressed = normalise_compressing::<StageReport>(
+            text,
+            NormaliseOptions::default(),
+            Some(self.compressor()),
+            &self.cancel,
+        )
+        .await;
+        match compressed {
+            Ok((n, fields)) => {
+                notes.extend(n.repairs.iter().map(|r| format!("repaired: {r:?}")));
+                self.note_fields(st, notes, &fields);
+                Ok(Some(n.value))
+            }
+            Err(Error::Output(e)) => {
+                self.note(
+                    st,
+                    format!("final answer is not a report ({e}); asking for one"),
+                );
+                notes.push(format!("final answer was not a report: {e}"));
+                st.messages.push(Message::assistant(text.to_owned()));
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// One more turn, a structured call, for the report (`why` says first why it is asked);
+    /// `text` is the final answer, if any, kept as the output when no report comes.
+    async fn ask_report(
+        &self,
+        mut st: Saved,
+        why: &str,
+        text: String,
+        mut notes: Vec<String>,
+    ) -> Result<AgentOutcome> {
         st.messages.push(Message::user(format!(
             "{why}Report your result now as the JSON object described in OUTPUT FORMAT (no tool calls)."
         )));
@@ -122,37 +146,70 @@ impl AgentRun {
         .await;
         let answer = match answer {
             Ok(answer) => answer,
-            Err(e) => {
-                self.emit(
-                    &mut st,
-                    SessionEvent::TurnFailed {
-                        turn,
-                        error: e.to_string(),
-                    },
-                );
-                return match e {
-                    trellis_llm::Error::Budget(exceeded) => Ok(self.budget_interrupt(st, exceeded)),
-                    trellis_llm::Error::Cancelled => Err(Error::Cancelled),
-                    trellis_llm::Error::Structured(e) if !text.trim().is_empty() => {
-                        // The model keeps answering in prose: keep its words as the output
-                        // rather than losing the work, and say so.
-                        notes.push(format!("no structured report ({e}); kept the prose answer"));
-                        Ok(AgentOutcome::Done(AgentReport {
-                            report: StageReport {
-                                failure: false,
-                                output: text,
-                                ..StageReport::default()
-                            },
-                            turns: st.turns,
-                            tool_calls: st.tool_calls,
-                            usage: st.usage,
-                            notes,
-                        }))
-                    }
-                    e => Err(e.into()),
-                };
-            }
+            Err(e) => return self.report_not_given(st, turn, e, text, notes),
         };
+        self.report_turn_completed(&mut st, turn, &answer);
+        notes.extend(answer.repairs.iter().map(|r| format!("repaired: {r:?}")));
+        let summarised = self
+            .summarise_cut_fields(&mut st, &answer, &mut notes)
+            .await;
+        Ok(AgentOutcome::Done(AgentReport {
+            report: summarised.unwrap_or(answer.value),
+            turns: st.turns + answer.completions.len() as u32,
+            tool_calls: st.tool_calls,
+            usage: st.usage,
+            notes,
+        }))
+    }
+
+    /// The structured call for the report failed: recorded, then a budget's interrupt, a
+    /// cancellation, the prose answer kept as the output, or the error.
+    fn report_not_given(
+        &self,
+        mut st: Saved,
+        turn: u32,
+        e: trellis_llm::Error,
+        text: String,
+        mut notes: Vec<String>,
+    ) -> Result<AgentOutcome> {
+        self.emit(
+            &mut st,
+            SessionEvent::TurnFailed {
+                turn,
+                error: e.to_string(),
+            },
+        );
+        match e {
+            trellis_llm::Error::Budget(exceeded) => Ok(self.budget_interrupt(st, exceeded)),
+            trellis_llm::Error::Cancelled => Err(Error::Cancelled),
+            trellis_llm::Error::Structured(e) if !text.trim().is_empty() => {
+                // The model keeps answering in prose: keep its words as the output
+                // rather than losing the work, and say so.
+                notes.push(format!("no structured report ({e}); kept the prose answer"));
+                Ok(AgentOutcome::Done(AgentReport {
+                    report: StageReport {
+                        failure: false,
+                        output: text,
+                        ..StageReport::default()
+                    },
+                    turns: st.turns,
+                    tool_calls: st.tool_calls,
+                    usage: st.usage,
+                    notes,
+                }))
+            }
+            e => Err(e.into()),
+        }
+    }
+
+    /// Records the report's turn: its usage (every completion of the structured call) and
+    /// its last message.
+    fn report_turn_completed(
+        &self,
+        st: &mut Saved,
+        turn: u32,
+        answer: &StructuredAnswer<StageReport>,
+    ) {
         let mut usage = Usage::default();
         for c in &answer.completions {
             usage.add(&c.usage);
@@ -164,16 +221,23 @@ impl AgentRun {
             .map(Completion::to_message)
             .unwrap_or_else(|| Message::assistant(String::new()));
         self.emit(
-            &mut st,
+            st,
             SessionEvent::TurnCompleted {
                 turn,
                 message: serde_json::to_value(&message).unwrap_or(Value::Null),
                 usage: turn_usage(&usage),
             },
         );
-        notes.extend(answer.repairs.iter().map(|r| format!("repaired: {r:?}")));
-        let mut report = answer.value;
-        // The structured call's normaliser cut an over-long field: summarise it instead.
+    }
+
+    /// The report with its over-long fields summarised, when the structured call's
+    /// normaliser cut one instead; `None` when nothing was cut or summarising failed.
+    async fn summarise_cut_fields(
+        &self,
+        st: &mut Saved,
+        answer: &StructuredAnswer<StageReport>,
+        notes: &mut Vec<String>,
+    ) -> Option<StageReport> {
         if answer
             .repairs
             .iter()
@@ -189,16 +253,10 @@ impl AgentRun {
             )
             .await
         {
-            report = n.value;
-            self.note_fields(&mut st, &mut notes, &fields);
+            self.note_fields(st, notes, &fields);
+            return Some(n.value);
         }
-        Ok(AgentOutcome::Done(AgentReport {
-            report,
-            turns: st.turns + answer.completions.len() as u32,
-            tool_calls: st.tool_calls,
-            usage: st.usage,
-            notes,
-        }))
+        None
     }
 
     /// The report of an answer in words: its text is the output. A prose role's answer

@@ -1,4 +1,4 @@
-//! Speculative execution (seed 002 Pattern 3) in the agent loop: while the model is called,
+//! Speculative execution (`docs/tools.md`) in the agent loop: while the model is called,
 //! the calls the tool knowledge graph predicts with a confidence at or above its threshold
 //! run before the model asks, when they are safe (`trellis_tools::speculate`, shared with the
 //! MCP gateway: read-only, allowed to the agent, not on the dangerous list, every required

@@ -1,4 +1,4 @@
-//! The tool-schema budget (seed 002 Pattern 2) and `search_tools`.
+//! The tool-schema budget (`docs/tools.md`, "Tool-schema budget") and `search_tools`.
 //!
 //! An agent's own tools (registered ones: built-in, stage, language-server and task tools)
 //! are always offered. The MCP servers' tools it may use (a registry [`ToolSource`]'s)

@@ -1,8 +1,8 @@
-//! The code maps of a stage pack (seed 000 `ast_context_map`, "available to all code
-//! agents"): for code workflows, the AST context map of the files the pack's items come from
-//! (their functions with parameters and return types, types with their methods, imports) and
-//! a repo map of the rest of the repository ranked by how much it matters to those files and
-//! to the identifiers the task names — both within a reserved share of the stage's budget.
+//! The code maps of a stage pack (`ast_context_map`, available to all code agents): for code
+//! workflows, the AST context map of the files the pack's items come from (their functions with
+//! parameters and return types, types with their methods, imports) and a repo map of the rest of
+//! the repository ranked by how much it matters to those files and to the identifiers the task
+//! names — both within a reserved share of the stage's budget.
 
 use std::fmt::Write as _;
 

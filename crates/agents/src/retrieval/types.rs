@@ -42,8 +42,8 @@ pub type ProgressFn = Arc<dyn Fn(Progress) + Send + Sync>;
 pub struct RetrievalOptions {
     /// Queries per stage, the task included (default 4).
     pub max_queries: usize,
-    /// Time each source gets for all its queries (default 5 s; seed 000 says 3 s per
-    /// source, the extra covers loading embeddings on first use).
+    /// Time each source gets for all its queries (default 5 s: 3 s per source, and time
+    /// to load embeddings on first use).
     pub source_timeout: Duration,
     /// Time query generation gets in one retrieval, all stages together; stages whose
     /// call has not finished by then use deterministic queries (default 45 s — the embedded
@@ -65,7 +65,7 @@ pub struct RetrievalOptions {
     pub reask: bool,
     /// Tokens the query-generation call may generate (default 64: a few short queries).
     pub query_max_tokens: u32,
-    /// Sampling temperature of query generation (default 0.3, as in seed 000).
+    /// Sampling temperature of query generation (default 0.3).
     pub temperature: Option<f32>,
     /// Regions named by a failure read from the worktree, at most (default 6).
     pub max_failure_regions: usize,

@@ -1,7 +1,7 @@
-//! Decision points in a plan's execution (seed 002 Pattern 4): a plan pauses after the steps
-//! it names and the agent replans it (`replan_dag`: add, remove, go on) without completed
-//! steps running again; a step the policy asks about waits for the user through the run's
-//! interrupt and the plan continues from its checkpoint once approved.
+//! Decision points in a plan's execution (`docs/tools.md`, "Tool DAGs"): a plan pauses after the
+//! steps it names and the agent replans it (`replan_dag`: add, remove, go on) without completed
+//! steps running again; a step the policy asks about waits for the user through the run's interrupt
+//! and the plan continues from its checkpoint once approved.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;

@@ -1,4 +1,4 @@
-//! Code maps in stage packs (seed 000 `ast_context_map`): code workflows get the AST context
+//! Code maps in stage packs (`ast_context_map`): code workflows get the AST context
 //! map of the items' files and a repo map within the stage budget; document workflows and
 //! `map_share = 0` get none.
 

@@ -312,7 +312,7 @@ fn embedded_model_chat_shows_progress_while_reading() {
     assert!(stdout.contains("(session "), "{stdout}");
 }
 
-/// Seed 003's `staged_review` with the embedded `small` model, every gate approved (`--yes`):
+/// The built-in `staged_review` with the embedded `small` model, every gate approved (`--yes`):
 /// the run reaches an end state (DONE, or ABORT when the 135M model's answers fail a stage
 /// three times or it never submits an artifact its gate can accept: the gate sends the
 /// producer back three times, then ends the run). The output's quality is not asserted. Runs alone (`.config/nextest.toml`).
@@ -353,7 +353,7 @@ fn assert_end_state(text: &str, err: &str) {
     );
 }
 
-/// Seed 004's `three_phase` with the embedded `small` model (`--yes`): discovery, planning
+/// The built-in `three_phase` with the embedded `small` model (`--yes`): discovery, planning
 /// and the tickets' pipelines run to an end state — DONE, or ABORT when the 135M model's
 /// answers give no usable items or no valid tickets.md after its collector's three attempts.
 /// The output's quality is not asserted. Runs alone (`.config/nextest.toml`).
@@ -364,7 +364,7 @@ fn embedded_model_runs_three_phase_to_an_end() {
     assert_end_state(&text, &err);
 }
 
-/// Seed 001's `task_tree` with the embedded `small` model (8k context, `--yes`): the remit,
+/// The built-in `task_tree` with the embedded `small` model (8k context, `--yes`): the remit,
 /// milestones and tasks (the deterministic fallbacks stand in for answers the 135M model gets
 /// wrong) run to an end state without a context error. The quality is not asserted. Runs
 /// alone (`.config/nextest.toml`).

@@ -1,4 +1,4 @@
-//! Issue 33, item 6: seed 000's flagship `feature_with_iterative_testing` on the embedded
+//! Issue 33, item 6: the flagship workflow `feature_with_iterative_testing` on the embedded
 //! coder model (profile `local`, Qwen2.5-Coder-1.5B-Instruct) against `examples/inventory`,
 //! whose `Inventory.commit` has a planted bug that `test_commit_ships_reserved_units`
 //! exposes. The run must go through the real stages — the coder agent with its tools, the

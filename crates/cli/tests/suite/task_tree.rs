@@ -27,7 +27,7 @@ fn task_of(all: &str) -> String {
         .unwrap_or_default()
 }
 
-/// Each seed 001 role's answer, decided by the request alone (so a resumed run gets the same
+/// Each `task_tree` role's answer, decided by the request alone (so a resumed run gets the same
 /// answers as an uninterrupted one).
 fn task_tree(body: &Value) -> String {
     let (sys, all, n) = (

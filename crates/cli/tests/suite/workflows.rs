@@ -87,7 +87,7 @@ fn list_show_validate_and_plan_only() {
         "{plan}"
     );
     assert!(plan.contains("adaptive_retrieval DONE ABORT"), "{plan}");
-    // Failure routes as the graph takes them (seed 000: the failure path, max_attempts times).
+    // Failure routes as the graph takes them (the failure path, max_attempts times).
     assert!(
         plan.contains(
             "failure → code_generation up to 3 times (the first 2 through adaptive_retrieval), then ABORT"

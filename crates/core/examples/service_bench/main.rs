@@ -120,16 +120,33 @@ fn per_s(n: u64, d: Duration) -> String {
     format!("{:.0}", n as f64 / d.as_secs_f64())
 }
 
+/// The table's rows for one outcome, in the order they are printed.
 fn rows(o: &Outcome) -> Vec<(String, String)> {
+    let mut out = named(cost_rows(o));
+    out.extend(named(delivery_rows(o)));
+    // After the overall latency rows: the same per phase, and the runtime's wake delay.
+    out.extend(phase_rows(o));
+    out.push(phase_start_row(o));
+    out.extend(named(volume_rows(o)));
+    out
+}
+
+/// Rows with their names owned.
+fn named(rows: Vec<(&str, String)>) -> Vec<(String, String)> {
+    rows.into_iter()
+        .map(|(name, value)| (name.to_owned(), value))
+        .collect()
+}
+
+/// The runs that succeeded and what they cost: wall time, CPU, peak memory.
+fn cost_rows(o: &Outcome) -> Vec<(&'static str, String)> {
     let ok = o
         .statuses
         .iter()
         .filter(|s| **s == trellis_protocol::RunStatus::Succeeded)
         .count();
-    let per_sub: Vec<u64> = o.subscribers.iter().map(|s| s.received).collect();
-    let deltas_pub = o.subscribers.first().map_or(0, |s| s.message_deltas);
     let wall = o.wall;
-    let mut rows: Vec<(&str, String)> = vec![
+    vec![
         ("runs succeeded", format!("{ok} / {}", o.statuses.len())),
         ("wall time", format!("{:.3} s", wall.as_secs_f64())),
         (
@@ -159,6 +176,13 @@ fn rows(o: &Outcome) -> Vec<(String, String)> {
                 None => "?".into(),
             },
         ),
+    ]
+}
+
+/// The events the subscribers received, their rate, losses and latency by stream.
+fn delivery_rows(o: &Outcome) -> Vec<(&'static str, String)> {
+    let per_sub: Vec<u64> = o.subscribers.iter().map(|s| s.received).collect();
+    vec![
         (
             "events delivered (all subscribers)",
             format!(
@@ -168,7 +192,7 @@ fn rows(o: &Outcome) -> Vec<(String, String)> {
                 per_sub.iter().max().copied().unwrap_or(0)
             ),
         ),
-        ("events/s delivered", per_s(o.received(), wall)),
+        ("events/s delivered", per_s(o.received(), o.wall)),
         ("events lost to lag", o.lagged().to_string()),
         (
             "latency p50 / p99 / max, session events",
@@ -180,14 +204,48 @@ fn rows(o: &Outcome) -> Vec<(String, String)> {
             lat(&o.workspace_latency),
         ),
         ("latency p50 / p99 / max, all events", lat(&o.all_latency)),
-        (
-            "phases began at (starting / streaming / finishing)",
-            o.phase_began
-                .iter()
-                .map(|b| b.map_or("–".into(), |d| format!("{:.3} s", d.as_secs_f64())))
-                .collect::<Vec<_>>()
-                .join(" / "),
-        ),
+    ]
+}
+
+/// The latency of all events per phase, then the runtime's wake delay per phase.
+fn phase_rows(o: &Outcome) -> Vec<(String, String)> {
+    let mut phases = Vec::new();
+    for (i, p) in Phase::ALL.iter().enumerate() {
+        phases.push((
+            format!("latency p50 / p99 / max, all events, {}", p.label()),
+            lat(&o.phase_latency[i]),
+        ));
+    }
+    for (i, p) in Phase::ALL.iter().enumerate() {
+        phases.push((
+            format!(
+                "wake → poll delay of an idle task (1 ms probe), {}",
+                p.label()
+            ),
+            lat(&o.wake_latency[i]),
+        ));
+    }
+    phases
+}
+
+/// When each phase began.
+fn phase_start_row(o: &Outcome) -> (String, String) {
+    (
+        "phases began at (starting / streaming / finishing)".to_owned(),
+        o.phase_began
+            .iter()
+            .map(|b| b.map_or("–".into(), |d| format!("{:.3} s", d.as_secs_f64())))
+            .collect::<Vec<_>>()
+            .join(" / "),
+    )
+}
+
+/// What was produced and stored: model deltas, `messageDelta` events and rows, store
+/// commits, and whether every subscriber saw every committed event.
+fn volume_rows(o: &Outcome) -> Vec<(&'static str, String)> {
+    let deltas_pub = o.subscribers.first().map_or(0, |s| s.message_deltas);
+    let wall = o.wall;
+    vec![
         (
             "model deltas produced",
             format!(
@@ -224,34 +282,7 @@ fn rows(o: &Outcome) -> Vec<(String, String)> {
                 format!("NO: {} missing, e.g. {}", o.missing.len(), o.missing[0])
             },
         ),
-    ];
-    let mut out: Vec<(String, String)> = rows
-        .drain(..)
-        .map(|(name, value)| (name.to_owned(), value))
-        .collect();
-    // After the overall latency rows: the same per phase, and the runtime's wake delay.
-    let at = out
-        .iter()
-        .position(|(name, _)| name.starts_with("phases began"))
-        .unwrap_or(out.len());
-    let mut phases = Vec::new();
-    for (i, p) in Phase::ALL.iter().enumerate() {
-        phases.push((
-            format!("latency p50 / p99 / max, all events, {}", p.label()),
-            lat(&o.phase_latency[i]),
-        ));
-    }
-    for (i, p) in Phase::ALL.iter().enumerate() {
-        phases.push((
-            format!(
-                "wake → poll delay of an idle task (1 ms probe), {}",
-                p.label()
-            ),
-            lat(&o.wake_latency[i]),
-        ));
-    }
-    out.splice(at..at, phases);
-    out
+    ]
 }
 
 fn outcome_json(o: &Outcome) -> serde_json::Value {

@@ -389,63 +389,218 @@ fn diff(after: StoreStats, before: StoreStats) -> StoreStats {
     }
 }
 
+/// The workload's service: a temporary copy of the example repository, its store, and a
+/// service whose model is the paced one.
+///
+/// Fields drop in order: the service first, the workspace last.
+struct Bench {
+    svc: Arc<Service>,
+    /// Text deltas the model produced.
+    deltas: Arc<AtomicU64>,
+    clock: Arc<Clock>,
+    counters: Arc<Counters>,
+    store: Arc<Store>,
+    /// Kept for the workload's duration: the workspace is removed when it drops.
+    _ws: trellis_test_support::TempWorkspace,
+}
+
+impl Bench {
+    /// Opens a fresh temporary workspace, store and service for `settings`.
+    fn open(settings: &Settings) -> anyhow::Result<Self> {
+        let config = if settings.test_command {
+            format!("{CONFIG}{TEST_COMMAND}")
+        } else {
+            CONFIG.to_owned()
+        };
+        let ws = trellis_test_support::example_repo("inventory", &config)?;
+        let repo = ws.path().canonicalize()?;
+        let store = Arc::new(Store::open_workspace(&repo, StoreOptions::default())?);
+        let rt = Runtime::open(&repo, &[], &[], store.clone())?;
+        let counters = Arc::new(Counters::default());
+        let clock = Arc::new(Clock::default());
+        let model = paced_model(
+            settings.deltas,
+            settings.pace,
+            counters.clone(),
+            clock.clone(),
+        );
+        let deltas = model.deltas();
+        rt.models.install("local", Arc::new(model));
+        let svc = Service::start(
+            Arc::new(rt),
+            ServiceOptions {
+                record: RecordOptions {
+                    persist: settings.record,
+                    ..RecordOptions::default()
+                },
+                ..ServiceOptions::default()
+            },
+        );
+        Ok(Self {
+            _ws: ws,
+            store,
+            svc,
+            counters,
+            clock,
+            deltas,
+        })
+    }
+
+    /// Sends the `runs` start ops at once and returns the runs they started, in order.
+    async fn start_runs(&self, runs: usize) -> anyhow::Result<Vec<RunId>> {
+        let starts: Vec<_> = (0..runs)
+            .map(|i| {
+                let svc = self.svc.clone();
+                tokio::spawn(async move { svc.call(start_op(i)).await })
+            })
+            .collect();
+        let mut ids = Vec::new();
+        for s in starts {
+            let out = s.await??;
+            let id = out["run"]
+                .as_str()
+                .ok_or_else(|| anyhow::anyhow!("start op returned no run: {out}"))?;
+            ids.push(RunId::from_string(id));
+        }
+        Ok(ids)
+    }
+
+    /// What was committed, to check against what every subscriber received: each run's
+    /// status, and every stored event of the runs' graph streams, their sessions' streams
+    /// and the workspace stream.
+    fn committed(&self, runs: &[RunId]) -> anyhow::Result<Committed> {
+        let store = &self.store;
+        let mut c = Committed::default();
+        for run in runs {
+            c.statuses.push(self.svc.runtime().inspect(run)?.status);
+            for e in store.events(run, 1, None)? {
+                c.expected.push((StreamId::Run(run.clone()), e.seq));
+            }
+            let filter = SessionFilter {
+                run: Some(run.clone()),
+                ..SessionFilter::default()
+            };
+            for session in store.sessions(&filter)? {
+                let stream = StreamId::Session(session.id);
+                for e in store.stream_events(&stream, 0, None)? {
+                    if matches!(
+                        e.event,
+                        ServiceEventBody::Session(SessionEvent::MessageDelta { .. })
+                    ) {
+                        c.stored_message_deltas += 1;
+                    }
+                    c.expected.push((stream.clone(), e.seq));
+                }
+            }
+        }
+        for e in store.stream_events(&StreamId::Workspace, 0, None)? {
+            c.expected.push((StreamId::Workspace, e.seq));
+        }
+        Ok(c)
+    }
+}
+
+/// What the store holds at the end of the workload.
+#[derive(Default)]
+struct Committed {
+    /// Final status of every run.
+    statuses: Vec<RunStatus>,
+    /// `(stream, seq)` of every committed event every subscriber should have received.
+    expected: Vec<(StreamId, u64)>,
+    /// `messageDelta` rows stored in the runs' session streams.
+    stored_message_deltas: u64,
+}
+
+impl Committed {
+    /// The committed events some subscriber did not receive, as `subscriber: stream#seq`.
+    fn missing_from(&self, subscribers: &[Subscriber]) -> Vec<String> {
+        let mut missing = Vec::new();
+        for (i, s) in subscribers.iter().enumerate() {
+            for key in &self.expected {
+                if !s.keys.contains(key) {
+                    missing.push(format!("subscriber {i}: {}#{}", key.0, key.1));
+                }
+            }
+        }
+        missing
+    }
+}
+
+/// The process's resource counters when the workload starts.
+struct Baseline {
+    peak_rss_reset: bool,
+    stats: StoreStats,
+    cpu: Duration,
+    children: Duration,
+    t0: Instant,
+}
+
+impl Baseline {
+    /// Resets the peak RSS (when the kernel allows it) and reads the counters.
+    fn take(store: &Store) -> Self {
+        Self {
+            peak_rss_reset: reset_peak_rss(),
+            stats: store.stats(),
+            cpu: cpu_time(),
+            children: children_cpu_time(),
+            t0: Instant::now(),
+        }
+    }
+}
+
+/// The latency of the wakes of `probed` sent in each phase.
+fn wake_latencies(probed: &[(Instant, u64)], began: &[Option<Instant>; 3]) -> [Latency; 3] {
+    Phase::ALL.map(|p| {
+        Latency::of(
+            probed
+                .iter()
+                .filter(|(at, _)| phase_at(began, *at) == p)
+                .map(|(_, ns)| *ns)
+                .collect(),
+        )
+    })
+}
+
+/// The subscribers' receipts by kind of event and phase in which it was published.
+struct Receipts(Vec<(Kind, Phase, u64)>);
+
+impl Receipts {
+    /// Every receipt of every subscriber.
+    fn of(subscribers: &[Subscriber], began: &[Option<Instant>; 3]) -> Self {
+        Self(
+            subscribers
+                .iter()
+                .flat_map(|s| s.samples.iter())
+                .map(|(k, at, ns)| (*k, phase_at(began, *at), *ns))
+                .collect(),
+        )
+    }
+
+    /// The latency of the receipts `f` picks.
+    fn latency(&self, f: &dyn Fn(Kind, Phase) -> bool) -> Latency {
+        Latency::of(
+            self.0
+                .iter()
+                .filter(|(k, p, _)| f(*k, *p))
+                .map(|(_, _, ns)| *ns)
+                .collect(),
+        )
+    }
+}
+
 /// Runs the workload once, in a fresh temporary workspace, store and service.
 pub async fn run(settings: Settings) -> anyhow::Result<Outcome> {
-    let config = if settings.test_command {
-        format!("{CONFIG}{TEST_COMMAND}")
-    } else {
-        CONFIG.to_owned()
-    };
-    let ws = trellis_test_support::example_repo("inventory", &config)?;
-    let repo = ws.path().canonicalize()?;
-    let store = Arc::new(Store::open_workspace(&repo, StoreOptions::default())?);
-    let rt = Runtime::open(&repo, &[], &[], store.clone())?;
-    let counters = Arc::new(Counters::default());
-    let clock = Arc::new(Clock::default());
-    let model = paced_model(
-        settings.deltas,
-        settings.pace,
-        counters.clone(),
-        clock.clone(),
-    );
-    let deltas = model.deltas();
-    rt.models.install("local", Arc::new(model));
-    let svc = Service::start(
-        Arc::new(rt),
-        ServiceOptions {
-            record: RecordOptions {
-                persist: settings.record,
-                ..RecordOptions::default()
-            },
-            ..ServiceOptions::default()
-        },
-    );
+    let bench = Bench::open(&settings)?;
+    let (store, svc, clock) = (&bench.store, &bench.svc, &bench.clock);
     let stop = CancellationToken::new();
     let readers: Vec<_> = (0..settings.subscribers)
         .map(|_| tokio::spawn(subscribe(svc.live(), stop.clone())))
         .collect();
 
     let probe = tokio::spawn(wake_probe(stop.clone()));
-    let peak_rss_reset = reset_peak_rss();
-    let stats0 = store.stats();
-    let cpu0 = cpu_time();
-    let children0 = children_cpu_time();
-    let t0 = Instant::now();
+    let base = Baseline::take(store);
     clock.start();
-    let starts: Vec<_> = (0..settings.runs)
-        .map(|i| {
-            let svc = svc.clone();
-            tokio::spawn(async move { svc.call(start_op(i)).await })
-        })
-        .collect();
-    let mut runs = Vec::new();
-    for s in starts {
-        let out = s.await??;
-        let id = out["run"]
-            .as_str()
-            .ok_or_else(|| anyhow::anyhow!("start op returned no run: {out}"))?;
-        runs.push(RunId::from_string(id));
-    }
+    let runs = bench.start_runs(settings.runs).await?;
     clock.enter(Phase::Streaming);
     for run in &runs {
         svc.wait_run(run).await;
@@ -457,99 +612,42 @@ pub async fn run(settings: Settings) -> anyhow::Result<Outcome> {
     for r in readers {
         subscribers.push(r.await?);
     }
-    let wall = t0.elapsed();
-    let cpu = cpu_time().saturating_sub(cpu0);
-    let children_cpu = children_cpu_time().saturating_sub(children0);
+    let wall = base.t0.elapsed();
+    let cpu = cpu_time().saturating_sub(base.cpu);
+    let children_cpu = children_cpu_time().saturating_sub(base.children);
     let probed = probe.await?;
     let began = clock.began();
-    let wake = |p: Phase| {
-        Latency::of(
-            probed
-                .iter()
-                .filter(|(at, _)| phase_at(&began, *at) == p)
-                .map(|(_, ns)| *ns)
-                .collect(),
-        )
-    };
-    let phase_began = began.map(|b| b.map(|b| b.saturating_duration_since(t0)));
+    let phase_began = began.map(|b| b.map(|b| b.saturating_duration_since(base.t0)));
     let peak_rss_kib = peak_rss_kib();
-    let store_stats = diff(store.stats(), stats0);
+    let store_stats = diff(store.stats(), base.stats);
 
-    // What was committed, to check against what every subscriber received.
-    let mut statuses = Vec::new();
-    let mut expected: Vec<(StreamId, u64)> = Vec::new();
-    let mut stored_message_deltas = 0;
-    for run in &runs {
-        statuses.push(svc.runtime().inspect(run)?.status);
-        for e in store.events(run, 1, None)? {
-            expected.push((StreamId::Run(run.clone()), e.seq));
-        }
-        let filter = SessionFilter {
-            run: Some(run.clone()),
-            ..SessionFilter::default()
-        };
-        for session in store.sessions(&filter)? {
-            let stream = StreamId::Session(session.id);
-            for e in store.stream_events(&stream, 0, None)? {
-                if matches!(
-                    e.event,
-                    ServiceEventBody::Session(SessionEvent::MessageDelta { .. })
-                ) {
-                    stored_message_deltas += 1;
-                }
-                expected.push((stream.clone(), e.seq));
-            }
-        }
-    }
-    for e in store.stream_events(&StreamId::Workspace, 0, None)? {
-        expected.push((StreamId::Workspace, e.seq));
-    }
-    let mut missing = Vec::new();
-    for (i, s) in subscribers.iter().enumerate() {
-        for key in &expected {
-            if !s.keys.contains(key) {
-                missing.push(format!("subscriber {i}: {}#{}", key.0, key.1));
-            }
-        }
-    }
+    let committed = bench.committed(&runs)?;
+    let missing = committed.missing_from(&subscribers);
     svc.shutdown().await;
 
-    let samples: Vec<(Kind, Phase, u64)> = subscribers
-        .iter()
-        .flat_map(|s| s.samples.iter())
-        .map(|(k, at, ns)| (*k, phase_at(&began, *at), *ns))
-        .collect();
-    let pick = |f: &dyn Fn(Kind, Phase) -> bool| {
-        Latency::of(
-            samples
-                .iter()
-                .filter(|(k, p, _)| f(*k, *p))
-                .map(|(_, _, ns)| *ns)
-                .collect(),
-        )
-    };
+    let receipts = Receipts::of(&subscribers, &began);
     Ok(Outcome {
         settings,
         wall,
         cpu,
         children_cpu,
-        wake_latency: Phase::ALL.map(wake),
+        wake_latency: wake_latencies(&probed, &began),
         peak_rss_kib,
-        peak_rss_reset,
-        statuses,
-        session_latency: pick(&|k, _| k == Kind::Session),
-        run_latency: pick(&|k, _| k == Kind::Run),
-        workspace_latency: pick(&|k, _| k == Kind::Workspace),
-        all_latency: pick(&|_, _| true),
-        phase_latency: Phase::ALL.map(|p| pick(&|_, q| q == p)),
+        peak_rss_reset: base.peak_rss_reset,
+        statuses: committed.statuses,
+        session_latency: receipts.latency(&|k, _| k == Kind::Session),
+        run_latency: receipts.latency(&|k, _| k == Kind::Run),
+        workspace_latency: receipts.latency(&|k, _| k == Kind::Workspace),
+        all_latency: receipts.latency(&|_, _| true),
+        phase_latency: Phase::ALL.map(|p| receipts.latency(&|_, q| q == p)),
         phase_began,
         subscribers,
-        raw_deltas: deltas.load(Ordering::Relaxed),
-        agent_calls: counters.agent_calls.load(Ordering::Relaxed),
-        query_calls: counters.query_calls.load(Ordering::Relaxed),
-        stored_message_deltas,
+        raw_deltas: bench.deltas.load(Ordering::Relaxed),
+        agent_calls: bench.counters.agent_calls.load(Ordering::Relaxed),
+        query_calls: bench.counters.query_calls.load(Ordering::Relaxed),
+        stored_message_deltas: committed.stored_message_deltas,
         store: store_stats,
-        checked: expected.len(),
+        checked: committed.expected.len(),
         missing,
     })
 }

@@ -60,7 +60,7 @@ fn stored(pack: &StagePack) -> Value {
         "used_tokens": pack.used_tokens,
         "budget_tokens": pack.budget_tokens,
         "notes": pack.notes,
-        // Seed 000's `ast_context_map` of the stage (code workflows).
+        // The stage's `ast_context_map` (code workflows).
         "ast_context_map": pack.maps.as_ref().map(|m| &m.ast_context_map),
     })
 }

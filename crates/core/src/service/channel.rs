@@ -1,4 +1,4 @@
-//! Channel sessions (seed 003's Discussion Agent): a conversation about the codebase with
+//! Channel sessions (the discussion agent): a conversation about the codebase with
 //! read-only tools, persisted as a session stream and resumable, running beside workflow
 //! runs on the same workspace.
 
@@ -100,8 +100,8 @@ impl Service {
         session: &SessionId,
         text: String,
     ) -> OpResult {
-        // An agent's session takes the message through its run's node (seed 004's
-        // AGENT_MESSAGE_RECEIVED); a channel's answers it.
+        // An agent's session takes the message through its run's node (a message received
+        // by the running agent, `docs/events.md`); a channel's answers it.
         if !lock(&self.channels).contains_key(session)
             && let SessionOwner::Agent { run, node, .. } =
                 self.runtime.store.session(session)?.owner

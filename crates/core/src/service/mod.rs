@@ -13,6 +13,7 @@
 mod bus;
 mod channel;
 mod discussion;
+mod orphans;
 mod review;
 mod runs;
 mod sessions;
@@ -27,6 +28,7 @@ use tokio_util::sync::CancellationToken;
 use trellis_protocol::{Op, RunId, SessionId, StreamId, SubmissionId, WorkspaceEvent};
 
 pub use bus::{Bus, DEFAULT_DELTA_FLUSH, LiveEvent, RecordOptions, Subscription};
+pub use orphans::ResumedOrphan;
 pub use sessions::SessionHub;
 
 use crate::Runtime;

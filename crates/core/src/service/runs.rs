@@ -2,19 +2,20 @@
 //! this service, executing in another process (through the store's command inbox), or
 //! paused (resumed here with the command applied first).
 
+mod track;
+
 use std::sync::Arc;
 
 use serde_json::{Value, json};
 use tokio::sync::watch;
-use trellis_graph::{RunCommands, RunHandle, RunOutcome, RunStopper};
+use trellis_graph::{RunCommands, RunOutcome, RunStopper};
 use trellis_protocol::{
-    Answer, ArtifactStatus, Budgets, Command, EventKind, InputMode, InterruptKind, Message,
-    NodeAnswer, NodeId, NodeMessage, NodeState, RunId, RunStatus, ServiceEvent, ServiceEventBody,
-    StreamId, SubmissionId, WorkspaceEvent,
+    Answer, ArtifactStatus, Budgets, Command, InputMode, InterruptKind, Message, NodeAnswer,
+    NodeId, NodeMessage, NodeState, RunId, SubmissionId, WorkspaceEvent,
 };
 
 use super::{OpError, OpResult, Service, lock};
-use crate::{RunContext, RunOptions};
+use crate::RunOptions;
 
 /// The arguments of a start-run op.
 pub(crate) struct StartRun {
@@ -231,161 +232,6 @@ impl Service {
             .map_err(|e| OpError::internal(format!("internal error: {e}")))??;
         drop(self.track(handle, ctx));
         Ok(())
-    }
-
-    /// Publishes the run's events as they commit, and cleans up when it stops. The
-    /// receiver resolves when the run's first batch is committed (or the run ended).
-    fn track(
-        self: &Arc<Self>,
-        mut handle: RunHandle,
-        ctx: Arc<RunContext>,
-    ) -> tokio::sync::oneshot::Receiver<()> {
-        let (first_tx, first_rx) = tokio::sync::oneshot::channel();
-        let mut first_tx = Some(first_tx);
-        let run = handle.id().clone();
-        let mut events = handle.subscribe();
-        let commands = handle.commands();
-        let engine = handle.stopper();
-        let (done_tx, done) = watch::channel(false);
-        let me = self.clone();
-        let id = run.clone();
-        // Registered before the task starts, so that a command sent right after the start
-        // op finds the run live.
-        let mut runs = lock(&self.runs);
-        tokio::spawn(async move {
-            let bus = me.bus.clone();
-            // The workflow's stages, for `workflow:stage_changed` (empty for other graphs):
-            // read when the first batch is committed (a new run's plan is in that batch).
-            let runtime = me.runtime.clone();
-            let mut stages: Option<std::collections::HashSet<String>> = None;
-            let run_for_fwd = id.clone();
-            // Set once the run's task has ended: every batch it published is then queued in
-            // `events`, so the forwarder drains the queue and stops (it does not wait for the
-            // broadcast to close, which another holder of the sender could delay).
-            let ended = tokio_util::sync::CancellationToken::new();
-            let ended_fwd = ended.clone();
-            let ctx_fwd = ctx.clone();
-            let forward = tokio::spawn(async move {
-                let ctx = ctx_fwd;
-                loop {
-                    let received = tokio::select! {
-                        biased;
-                        r = events.recv() => r,
-                        () = ended_fwd.cancelled() => match events.try_recv() {
-                            Ok(batch) => Ok(batch),
-                            Err(_) => break,
-                        },
-                    };
-                    match received {
-                        Ok(batch) => {
-                            if let Some(tx) = first_tx.take() {
-                                let _ = tx.send(());
-                            }
-                            // A pruned agent's worktree is pruned (its merges undone)
-                            // before anything after its pruning is published.
-                            let stages = stages.get_or_insert_with(|| {
-                                let params = batch.iter().find_map(|e| match &e.kind {
-                                    EventKind::RunStarted { params, .. } => Some(params.clone()),
-                                    _ => None,
-                                });
-                                let plan = match params {
-                                    Some(p) => serde_json::from_value(p).ok(),
-                                    None => runtime.stored_plan(&run_for_fwd).ok(),
-                                };
-                                plan.map(|p: trellis_workflow::Plan| {
-                                    p.planned
-                                        .iter()
-                                        .map(|s| s.context.stage_name.clone())
-                                        .collect()
-                                })
-                                .unwrap_or_default()
-                            });
-                            let mut stage_changes = Vec::new();
-                            for e in batch.iter() {
-                                if let EventKind::NodeTransition {
-                                    node,
-                                    attempt,
-                                    to: NodeState::Running,
-                                    ..
-                                } = &e.kind
-                                    && stages.contains(node.as_str())
-                                {
-                                    stage_changes.push(WorkspaceEvent::StageChanged {
-                                        run: run_for_fwd.clone(),
-                                        stage: node.clone(),
-                                        attempt: *attempt,
-                                    });
-                                }
-                                if let EventKind::NodeTransition {
-                                    node,
-                                    to: NodeState::Pruned,
-                                    ..
-                                } = &e.kind
-                                    && let Some(Err(why)) = ctx.roll_back(node.as_str()).await
-                                {
-                                    tracing::error!(
-                                        "run {run_for_fwd}: rolling back {node}: {why}"
-                                    );
-                                }
-                            }
-                            bus.publish(batch.iter().map(|e| ServiceEvent {
-                                stream: StreamId::Run(run_for_fwd.clone()),
-                                seq: e.seq,
-                                ts: e.ts,
-                                submission: e.cause.clone(),
-                                event: ServiceEventBody::Run(e.kind.clone()),
-                            }));
-                            for change in stage_changes {
-                                bus.workspace(None, change);
-                            }
-                        }
-                        // Subscribers see the gap and read the store.
-                        Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
-                        Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
-                    }
-                }
-            });
-            let outcome = handle.wait().await;
-            ended.cancel();
-            let _ = forward.await;
-            let (status, error) = match &outcome {
-                Ok(o) => (o.status, o.error.clone()),
-                // Stopped by a shutdown: the stored run is still running, and resumable.
-                Err(e @ trellis_graph::Error::Stopped) => (RunStatus::Running, Some(e.to_string())),
-                Err(e) => (RunStatus::Failed, Some(e.to_string())),
-            };
-            // A run that ended drops its agents' worktrees and branches; its own branch and
-            // worktree stay for the review.
-            if outcome.as_ref().is_ok_and(|o| o.status.is_final())
-                && let Err(why) = ctx.drop_node_worktrees().await
-            {
-                tracing::warn!("run {id}: removing its node worktrees: {why}");
-            }
-            lock(&me.runs).remove(&id);
-            me.bus.workspace(
-                None,
-                WorkspaceEvent::RunStopped {
-                    run: id.clone(),
-                    status,
-                    error,
-                },
-            );
-            let _ = done_tx.send(true);
-        });
-        // A run that starts after a shutdown took the live runs stops at once (the shutdown
-        // cancels its token before it takes them, and this check holds their lock).
-        if self.shutdown.is_cancelled() {
-            engine.stop();
-        }
-        runs.insert(
-            run,
-            LiveRun {
-                commands,
-                done,
-                engine,
-            },
-        );
-        first_rx
     }
 
     /// Hands `command` to the run wherever it is.

@@ -1,5 +1,6 @@
-//! Seed 003's stage tools (`staged_review`): the block tools that end a stage and the review
-//! agent's tools, built as [`Tool`]s over a [`StageSink`] that decides where their effects go.
+//! The stage tools of `staged_review` (`docs/tools.md`, "Stage tools"): the block tools that
+//! end a stage and the review agent's tools, built as [`Tool`]s over a [`StageSink`] that
+//! decides where their effects go.
 //!
 //! | role | tools |
 //! |---|---|
@@ -129,7 +130,7 @@ pub struct Submitted {
     pub file: Option<String>,
 }
 
-/// The review agent's verdict (seed 004's outcomes).
+/// The review agent's verdict (the review outcomes).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 pub enum Verdict {
     /// The change is good.

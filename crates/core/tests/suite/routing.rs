@@ -1,7 +1,8 @@
-//! Seed 000's failure routing end to end: the feature workflow's unchanged YAML, its agents
-//! playing a scripted model on the inventory example (code generation fixes the bug, so the
-//! tests pass). A failure route to DONE ends the run there; one back to a stage is taken at
-//! most `max_attempts` times, enriched by adaptive retrieval, then the run aborts.
+//! Failure routing end to end (`docs/workflows.md`, "Failure routing"): the feature
+//! workflow's unchanged YAML, its agents playing a scripted model on the inventory example
+//! (code generation fixes the bug, so the tests pass). A failure route to DONE ends the run
+//! there; one back to a stage is taken at most `max_attempts` times, enriched by adaptive
+//! retrieval, then the run aborts.
 
 use std::sync::Arc;
 

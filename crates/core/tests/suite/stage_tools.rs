@@ -1,4 +1,4 @@
-//! Seed 003's stage tools through the `Tool` trait against the store-backed sink on a
+//! The `staged_review` stage tools through the `Tool` trait against the store-backed sink on a
 //! temporary repository with a run worktree.
 
 use std::path::PathBuf;

@@ -1,4 +1,4 @@
-//! Seed 003's `staged_review` end to end in the runtime service with the scripted model:
+//! The `staged_review` workflow end to end in the runtime service with the scripted model:
 //! scoping → gate → research → gate → planning → gate → execution → review → gate, with a
 //! request for changes on the scope card, a NEEDS_REVISION review that sends execution back
 //! with the feedback, artifacts stored as versions and files, and review comments shown by

@@ -1,4 +1,4 @@
-//! Seed 001's `task_tree` end to end in the runtime service with the scripted model: two
+//! The `task_tree` workflow end to end in the runtime service with the scripted model: two
 //! milestones; one task without a gap, one that QA finds incomplete and then passes, one that
 //! keeps taking the wrong approach until its retry limit and fails — its dependent BLOCKED
 //! while an independent branch completes —, an assessor's gap that the expander turns into a
@@ -161,7 +161,7 @@ async fn task_tree_runs_milestones_with_gaps_retries_failures_and_blocked_depend
             .unwrap_or_else(|| panic!("no {id}: {tree:#?}"))
             .status
     };
-    // The plan summary was compressed by the summary model (seed 001's normaliser), not cut.
+    // The plan summary was compressed by the summary model (the output normaliser), not cut.
     assert_eq!(
         tree.task("t2")
             .unwrap()

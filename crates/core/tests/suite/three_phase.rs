@@ -1,4 +1,4 @@
-//! Seed 004's `three_phase` end to end in the runtime service with the scripted model:
+//! The `three_phase` workflow end to end in the runtime service with the scripted model:
 //! discovery (an orchestrator's areas → discovery agents → discovery.md), planning (parts →
 //! planners → plan.md, spec.md, tickets.md; an invalid tickets.md goes back to its collector
 //! with the validation error), then one pipeline per ticket in dependency order — a ticket

@@ -661,8 +661,8 @@ impl Live {
             .collect();
         let was = self.core.status;
         self.emit(EventKind::RunResumed { requeued: ids })?;
-        // Clients that follow status changes only (seed 003's `workflow:status`) see the
-        // paused run running again; a final run stays final until a revision reopens it.
+        // Clients that follow status changes only (a status line, say) see the paused run
+        // running again; a final run stays final until a revision reopens it.
         if was != RunStatus::Running && !was.is_final() {
             self.emit(EventKind::RunStatusChanged {
                 status: RunStatus::Running,

@@ -200,7 +200,7 @@ impl Live {
                 )
             }
         };
-        // Seed 000: a failure route to a terminal (DONE, ABORT) is taken as written, whatever
+        // A failure route to a terminal (DONE, ABORT) is taken as written, whatever
         // the count; one back into the graph (a retry, an earlier stage, adaptive retrieval)
         // is taken at most `max_attempts` times, after which failures go to `on_exhausted`.
         let n = &self.core.nodes[o];

@@ -2,8 +2,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde_json::{Value, json};
-use trellis_graph::{Engine, Graph, MemoryJournal, NodeContext, NodeError, NodeOutput, RunOutcome};
-use trellis_protocol::{NodeState, RunStatus};
+use trellis_graph::{
+    Engine, Graph, MemoryJournal, NodeContext, NodeError, NodeOutput, RunOutcome, Scheduling,
+};
+use trellis_protocol::{Command, Event, EventKind, Message, NodeState, RunId, RunStatus};
 
 /// What two runs must agree on: state, counters, every node's latest activation and state,
 /// and the run's status.
@@ -55,4 +57,126 @@ pub fn counting(
             Ok(NodeOutput::success().write("log", json!([ctx.node.to_string()])))
         })
     }
+}
+
+/// A multi-threaded runtime of two workers, for property tests that drive async runs.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// Runs `g` with no input on a fresh in-memory engine.
+pub async fn run_once(g: Graph) -> RunOutcome {
+    let (engine, _) = mem();
+    engine.run(g.into(), json!({})).await.unwrap()
+}
+
+/// Asserts that the run succeeded in scheduling `mode`, showing its error otherwise.
+#[track_caller]
+pub fn assert_succeeded(out: &RunOutcome, mode: Scheduling) {
+    assert_eq!(
+        out.status,
+        RunStatus::Succeeded,
+        "{mode:?}: {:?}",
+        out.error
+    );
+}
+
+/// Asserts that replaying the stored log of `run` gives the run `live` ended as.
+#[track_caller]
+pub fn assert_replays(engine: &Engine, g: Arc<Graph>, run: &RunId, live: &RunOutcome) {
+    assert_eq!(key(&engine.inspect(g, run).unwrap()), key(live));
+}
+
+/// Asserts that replaying the stored log of `run` gives exactly `live`, field for field.
+#[track_caller]
+pub fn assert_replays_exactly(engine: &Engine, g: Arc<Graph>, run: &RunId, live: &RunOutcome) {
+    let replayed = engine.inspect(g, run).unwrap();
+    assert_eq!(
+        serde_json::to_value(&replayed).unwrap(),
+        serde_json::to_value(live).unwrap()
+    );
+}
+
+/// Resumes `run` with `commands` and waits for it to end.
+pub async fn resume_to_end(
+    engine: &Engine,
+    g: Arc<Graph>,
+    run: &RunId,
+    commands: Vec<Command>,
+) -> RunOutcome {
+    engine
+        .resume(g, run, commands)
+        .unwrap()
+        .wait()
+        .await
+        .unwrap()
+}
+
+/// Resumes `run` with a revision of `node` (a user message saying `text`) and waits for it
+/// to end.
+pub async fn revise_to_end(
+    engine: &Engine,
+    g: Arc<Graph>,
+    run: &RunId,
+    node: &str,
+    text: &str,
+) -> RunOutcome {
+    let revise = Command::Revise {
+        node: node.into(),
+        message: Message::user(text),
+    };
+    resume_to_end(engine, g, run, vec![revise]).await
+}
+
+/// Forks `run` at checkpoint `seq` and waits for the fork to end.
+pub async fn fork_to_end(engine: &Engine, g: Arc<Graph>, run: &RunId, seq: u64) -> RunOutcome {
+    engine
+        .fork(g, run, seq, vec![])
+        .unwrap()
+        .wait()
+        .await
+        .unwrap()
+}
+
+/// The batch boundaries of `full`'s log before its last event: where a crash can leave it.
+pub fn crash_points(journal: &MemoryJournal, full: &RunOutcome) -> Vec<u64> {
+    journal
+        .batch_ends(&full.run)
+        .into_iter()
+        .filter(|&e| e < full.last_seq)
+        .collect()
+}
+
+/// The log as a crash at seq `end` leaves it.
+pub fn log_until(events: &[Event], end: u64) -> Vec<Event> {
+    events.iter().filter(|e| e.seq <= end).cloned().collect()
+}
+
+/// The activations whose output `events` record: (node, attempt).
+pub fn recorded_outputs(events: &[Event]) -> Vec<(String, u32)> {
+    events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::NodeOutput { node, attempt, .. } => Some((node.to_string(), *attempt)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// An engine over a journal that holds only `log` (a run as a crash left it).
+pub fn engine_with_log(log: Vec<Event>) -> Engine {
+    Engine::new(Arc::new(MemoryJournal::with_log(log)))
+}
+
+/// The seqs of the checkpoints in `events` (where a run can be forked).
+pub fn checkpoints(events: &[Event]) -> Vec<u64> {
+    events
+        .iter()
+        .filter(|e| e.kind.is_checkpoint())
+        .map(|e| e.seq)
+        .collect()
 }

@@ -13,7 +13,7 @@ use trellis_graph::{
 };
 use trellis_protocol::{Command, Event, EventKind, NodeId, NodeState, RunStatus, TerminalKind};
 
-use super::common::{key, mem};
+use super::common::{assert_replays, assert_succeeded, key, mem};
 
 pub const MODES: [Scheduling; 2] = [Scheduling::Steps, Scheduling::Free];
 
@@ -221,9 +221,28 @@ pub fn states(out: &RunOutcome, prefix: &str) -> Vec<(String, u32, Option<NodeSt
         .collect()
 }
 
+/// The expected [`states`] of the given tickets' nodes: (node under `tickets/`, attempt, state).
 pub fn expect(rows: &[(&str, u32, NodeState)]) -> Vec<(String, u32, Option<NodeState>)> {
     rows.iter()
         .map(|(n, a, s)| (format!("tickets/{n}"), *a, Some(*s)))
+        .collect()
+}
+
+/// The expected [`states`] of ticket pipelines: per ticket, the states of its work, review
+/// and merge, all at the given attempt, in file order.
+pub fn expect_pipelines(
+    tickets: &[(&str, u32, [NodeState; 3])],
+) -> Vec<(String, u32, Option<NodeState>)> {
+    tickets
+        .iter()
+        .flat_map(|&(t, attempt, [work, review, merge])| {
+            [
+                (t.to_owned(), work),
+                (format!("{t}.review"), review),
+                (format!("{t}.merge"), merge),
+            ]
+            .map(|(n, state)| (format!("tickets/{n}"), attempt, Some(state)))
+        })
         .collect()
 }
 
@@ -277,25 +296,14 @@ async fn three_ticket_pipelines_run_in_dependency_order() {
         let (engine, journal) = mem();
         let g = tickets(mode, three_tickets(), true);
         let out = run(&engine, &g).await;
-        assert_eq!(
-            out.status,
-            RunStatus::Succeeded,
-            "{mode:?}: {:?}",
-            out.error
-        );
+        assert_succeeded(&out, mode);
         use NodeState::Completed as C;
         assert_eq!(
             states(&out, "tickets/"),
-            expect(&[
-                ("T1", 1, C),
-                ("T1.review", 1, C),
-                ("T1.merge", 1, C),
-                ("T2", 1, C),
-                ("T2.review", 1, C),
-                ("T2.merge", 1, C),
-                ("T3", 1, C),
-                ("T3.review", 1, C),
-                ("T3.merge", 1, C),
+            expect_pipelines(&[
+                ("T1", 1, [C, C, C]),
+                ("T2", 1, [C, C, C]),
+                ("T3", 1, [C, C, C])
             ]),
             "{mode:?}"
         );
@@ -353,25 +361,14 @@ async fn a_failed_dependency_skips_its_dependents_and_the_collector_still_fires(
         let g = tickets(mode, list, true);
         let out = run(&engine, &g).await;
         // The collector goes on to DONE, which ends the run (T1's failure has no route).
-        assert_eq!(
-            out.status,
-            RunStatus::Succeeded,
-            "{mode:?}: {:?}",
-            out.error
-        );
+        assert_succeeded(&out, mode);
         use NodeState::{Completed as C, Failed as F, Skipped as S};
         assert_eq!(
             states(&out, "tickets/"),
-            expect(&[
-                ("T1", 1, F),
-                ("T1.review", 1, S),
-                ("T1.merge", 1, S),
-                ("T2", 1, S),
-                ("T2.review", 1, S),
-                ("T2.merge", 1, S),
-                ("T3", 1, C),
-                ("T3.review", 1, C),
-                ("T3.merge", 1, C),
+            expect_pipelines(&[
+                ("T1", 1, [F, S, S]),
+                ("T2", 1, [S, S, S]),
+                ("T3", 1, [C, C, C])
             ]),
             "{mode:?}"
         );
@@ -442,25 +439,14 @@ async fn pruning_a_running_ticket_skips_its_held_dependents() {
             .await
             .expect("the pruned ticket stops at once")
             .unwrap();
-        assert_eq!(
-            out.status,
-            RunStatus::Succeeded,
-            "{mode:?}: {:?}",
-            out.error
-        );
+        assert_succeeded(&out, mode);
         use NodeState::{Completed as C, Pruned as P, Skipped as S};
         assert_eq!(
             states(&out, "tickets/"),
-            expect(&[
-                ("T1", 1, P),
-                ("T1.review", 1, S),
-                ("T1.merge", 1, S),
-                ("T2", 1, S),
-                ("T2.review", 1, S),
-                ("T2.merge", 1, S),
-                ("T3", 1, C),
-                ("T3.review", 1, C),
-                ("T3.merge", 1, C),
+            expect_pipelines(&[
+                ("T1", 1, [P, S, S]),
+                ("T2", 1, [S, S, S]),
+                ("T3", 1, [C, C, C])
             ]),
             "{mode:?}"
         );
@@ -478,7 +464,7 @@ async fn pruning_a_running_ticket_skips_its_held_dependents() {
             out.node("collect").unwrap().result["aggregate"],
             json!({"policy": "any_fails", "failed": false, "total": 8, "failures": 0, "pruned": 1})
         );
-        assert_eq!(key(&engine.inspect(g, &run).unwrap()), key(&out));
+        assert_replays(&engine, g, &run, &out);
     }
 }
 
@@ -511,12 +497,7 @@ async fn a_held_child_can_be_pruned_and_its_dependents_are_skipped() {
             .await
             .unwrap();
         let out = handle.wait().await.unwrap();
-        assert_eq!(
-            out.status,
-            RunStatus::Succeeded,
-            "{mode:?}: {:?}",
-            out.error
-        );
+        assert_succeeded(&out, mode);
         assert_eq!(
             out.node("tickets/T2").unwrap().state,
             Some(NodeState::Pruned)
@@ -602,7 +583,7 @@ async fn a_dependency_on_a_completed_sibling_is_released_at_once_and_duplicates_
         seq(&ev, "tickets/b", 1, NodeState::Completed)
             < seq(&ev, "tickets/c", 1, NodeState::Running)
     );
-    assert_eq!(key(&engine.inspect(g, &out.run).unwrap()), key(&out));
+    assert_replays(&engine, g, &out.run, &out);
 }
 
 #[tokio::test]
@@ -626,7 +607,7 @@ async fn a_log_without_the_new_fields_still_replays() {
         })
         .collect();
     let engine = Engine::new(Arc::new(MemoryJournal::with_log(old)));
-    assert_eq!(key(&engine.inspect(g, &out.run).unwrap()), key(&out));
+    assert_replays(&engine, g, &out.run, &out);
 }
 
 #[tokio::test]
@@ -667,12 +648,7 @@ async fn a_child_waiting_for_a_sibling_that_never_runs_is_skipped_when_nothing_e
             .await
             .expect("the run ends")
             .unwrap();
-        assert_eq!(
-            out.status,
-            RunStatus::Succeeded,
-            "{mode:?}: {:?}",
-            out.error
-        );
+        assert_succeeded(&out, mode);
         assert_eq!(out.node("fan/x").unwrap().state, None);
         assert_eq!(out.node("fan/b").unwrap().state, Some(NodeState::Skipped));
         let ev = journal.load(&out.run).unwrap();
@@ -682,7 +658,7 @@ async fn a_child_waiting_for_a_sibling_that_never_runs_is_skipped_when_nothing_e
             .unwrap();
         assert_eq!(reason, "dependency fan/x never completed");
         assert_eq!(collector_runs(&ev), 1, "{mode:?}");
-        assert_eq!(key(&engine.inspect(g, &out.run).unwrap()), key(&out));
+        assert_replays(&engine, g, &out.run, &out);
     }
 }
 

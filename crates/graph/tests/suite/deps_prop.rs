@@ -9,12 +9,15 @@ use std::time::Duration;
 use proptest::prelude::*;
 use serde_json::json;
 use trellis_graph::{
-    Engine, FailurePolicy, Graph, GraphBuilder, Journal, MemoryJournal, NodeContext, NodeError,
-    NodeOutput, Reducer, Scheduling,
+    FailurePolicy, Graph, GraphBuilder, Journal, NodeContext, NodeError, NodeOutput, Reducer,
+    Scheduling,
 };
 use trellis_protocol::{Event, EventKind, NodeState, RunStatus, TerminalKind};
 
-use super::common::{key, mem};
+use super::common::{
+    assert_replays, assert_succeeded, checkpoints, crash_points, engine_with_log, fork_to_end, key,
+    log_until, mem, recorded_outputs, resume_to_end, runtime,
+};
 use super::deps::{MODES, Ran, Ticket, three_tickets, tickets_recorded, transitions};
 
 /// Three tickets where T1's review sends the work back once and T3 is slower.
@@ -31,22 +34,13 @@ async fn resume_from_every_batch_boundary_and_fork_from_every_checkpoint_match()
         let (engine, journal) = mem();
         let g = tickets_recorded(mode, revised_tickets(), false, &Ran::default());
         let full = engine.run(g.clone(), json!({})).await.unwrap();
-        assert_eq!(
-            full.status,
-            RunStatus::Succeeded,
-            "{mode:?}: {:?}",
-            full.error
-        );
+        assert_succeeded(&full, mode);
         assert_eq!(full.node("tickets/T1").unwrap().attempt, 2);
         let replayed = engine.inspect(g.clone(), &full.run).unwrap();
         assert_eq!(key(&replayed), key(&full));
         assert_eq!(replayed.last_seq, full.last_seq);
         let events = journal.load(&full.run).unwrap();
-        let ends: Vec<u64> = journal
-            .batch_ends(&full.run)
-            .into_iter()
-            .filter(|&e| e < full.last_seq)
-            .collect();
+        let ends = crash_points(&journal, &full);
         assert!(ends.len() >= 6, "{mode:?}: {ends:?}");
         if mode == Scheduling::Steps {
             // A crash may fall after the orchestrator's output (with its dependencies) and
@@ -68,28 +62,15 @@ async fn resume_from_every_batch_boundary_and_fork_from_every_checkpoint_match()
             }));
         }
         let resumes = ends.iter().map(|&end| {
-            let prefix: Vec<Event> = events.iter().filter(|e| e.seq <= end).cloned().collect();
-            let recorded: Vec<(String, u32)> = prefix
-                .iter()
-                .filter_map(|e| match &e.kind {
-                    EventKind::NodeOutput { node, attempt, .. } => {
-                        Some((node.to_string(), *attempt))
-                    }
-                    _ => None,
-                })
-                .collect();
+            let prefix = log_until(&events, end);
+            let recorded = recorded_outputs(&prefix);
             let run = full.run.clone();
             async move {
                 let ran = Ran::default();
                 let g = tickets_recorded(mode, revised_tickets(), false, &ran);
-                let engine = Engine::new(Arc::new(MemoryJournal::with_log(prefix)));
-                let out = engine
-                    .resume(g.clone(), &run, vec![])
-                    .unwrap()
-                    .wait()
-                    .await
-                    .unwrap();
-                assert_eq!(key(&engine.inspect(g, &run).unwrap()), key(&out));
+                let engine = engine_with_log(prefix);
+                let out = resume_to_end(&engine, g.clone(), &run, vec![]).await;
+                assert_replays(&engine, g, &run, &out);
                 let again = ran.lock().unwrap().clone();
                 (end, out, recorded, again)
             }
@@ -103,21 +84,11 @@ async fn resume_from_every_batch_boundary_and_fork_from_every_checkpoint_match()
                 );
             }
         }
-        let checkpoints: Vec<u64> = events
-            .iter()
-            .filter(|e| e.kind.is_checkpoint())
-            .map(|e| e.seq)
-            .collect();
-        for seq in checkpoints {
+        for seq in checkpoints(&events) {
             let g = tickets_recorded(mode, revised_tickets(), false, &Ran::default());
-            let out = engine
-                .fork(g.clone(), &full.run, seq, vec![])
-                .unwrap()
-                .wait()
-                .await
-                .unwrap();
+            let out = fork_to_end(&engine, g.clone(), &full.run, seq).await;
             assert_eq!(key(&out), key(&full), "{mode:?}: forked at seq {seq}");
-            assert_eq!(key(&engine.inspect(g, &out.run).unwrap()), key(&out));
+            assert_replays(&engine, g, &out.run, &out);
         }
     }
 }
@@ -226,14 +197,6 @@ fn oracle(children: &[Child]) -> Vec<NodeState> {
         });
     }
     out
-}
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
 }
 
 proptest! {

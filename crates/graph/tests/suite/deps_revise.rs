@@ -4,12 +4,12 @@
 
 use serde_json::{Value, json};
 use trellis_graph::Journal;
-use trellis_protocol::{Command, EventKind, Message, NodeId, NodeState, RunStatus};
+use trellis_protocol::{EventKind, NodeId, NodeState, RunStatus};
 
-use super::common::{key, mem};
+use super::common::{assert_replays, assert_succeeded, mem, revise_to_end};
 use super::deps::{
-    MODES, collector_runs, expect, run, seq, skip_reason, states, three_tickets, tickets,
-    transitions,
+    MODES, collector_runs, expect, expect_pipelines, run, seq, skip_reason, states, three_tickets,
+    tickets, transitions,
 };
 
 #[tokio::test]
@@ -21,12 +21,7 @@ async fn a_review_sends_the_work_back_and_the_pipeline_runs_again() {
         // No terminal: the review's failed first attempt must not fail the run.
         let g = tickets(mode, list, false);
         let out = run(&engine, &g).await;
-        assert_eq!(
-            out.status,
-            RunStatus::Succeeded,
-            "{mode:?}: {:?}",
-            out.error
-        );
+        assert_succeeded(&out, mode);
         assert_eq!(out.error, None);
         use NodeState::Completed as C;
         assert_eq!(
@@ -114,19 +109,14 @@ async fn revising_a_finished_ticket_reruns_its_dependents() {
         let g = tickets(mode, three_tickets(), false);
         let first = run(&engine, &g).await;
         assert_eq!(first.status, RunStatus::Succeeded);
-        let revised = engine
-            .resume(
-                g.clone(),
-                &first.run,
-                vec![Command::Revise {
-                    node: "tickets/T1.review".into(),
-                    message: Message::user("look again"),
-                }],
-            )
-            .unwrap()
-            .wait()
-            .await
-            .unwrap();
+        let revised = revise_to_end(
+            &engine,
+            g.clone(),
+            &first.run,
+            "tickets/T1.review",
+            "look again",
+        )
+        .await;
         assert_eq!(revised.status, RunStatus::Succeeded);
         let attempts: Vec<(String, u32)> = revised
             .nodes
@@ -154,10 +144,7 @@ async fn revising_a_finished_ticket_reruns_its_dependents() {
             1,
             "no second collection"
         );
-        assert_eq!(
-            key(&engine.inspect(g, &revised.run).unwrap()),
-            key(&revised)
-        );
+        assert_replays(&engine, g, &revised.run, &revised);
     }
 }
 
@@ -173,39 +160,19 @@ async fn skipped_dependents_run_when_their_dependency_completes_after_a_revision
             first.node("tickets/T2.merge").unwrap().state,
             Some(NodeState::Skipped)
         );
-        let revised = engine
-            .resume(
-                g.clone(),
-                &first.run,
-                vec![Command::Revise {
-                    node: "tickets/T1".into(),
-                    message: Message::user("try again"),
-                }],
-            )
-            .unwrap()
-            .wait()
-            .await
-            .unwrap();
+        let revised =
+            revise_to_end(&engine, g.clone(), &first.run, "tickets/T1", "try again").await;
         assert_eq!(revised.status, RunStatus::Succeeded, "{:?}", revised.error);
         use NodeState::Completed as C;
         assert_eq!(
             states(&revised, "tickets/"),
-            expect(&[
-                ("T1", 2, C),
-                ("T1.review", 2, C),
-                ("T1.merge", 2, C),
-                ("T2", 2, C),
-                ("T2.review", 2, C),
-                ("T2.merge", 2, C),
-                ("T3", 1, C),
-                ("T3.review", 1, C),
-                ("T3.merge", 1, C),
+            expect_pipelines(&[
+                ("T1", 2, [C, C, C]),
+                ("T2", 2, [C, C, C]),
+                ("T3", 1, [C, C, C])
             ]),
             "{mode:?}: attempt 1 of the dependents was the skip"
         );
-        assert_eq!(
-            key(&engine.inspect(g, &revised.run).unwrap()),
-            key(&revised)
-        );
+        assert_replays(&engine, g, &revised.run, &revised);
     }
 }

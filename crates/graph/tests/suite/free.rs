@@ -16,7 +16,10 @@ use trellis_protocol::{
     RunStatus,
 };
 
-use super::common::{demo, key, mem};
+use super::common::{
+    assert_replays, checkpoints, crash_points, demo, engine_with_log, fork_to_end, key, log_until,
+    mem, recorded_outputs, resume_to_end, revise_to_end,
+};
 
 /// Seq of the first transition of `node` to `to`.
 fn seq_of(events: &[Event], node: &str, to: NodeState) -> u64 {
@@ -190,33 +193,18 @@ async fn resume_from_every_batch_boundary_and_fork_from_every_checkpoint_match()
         ]))
     );
     let events = journal.load(&full.run).unwrap();
-    let ends: Vec<u64> = journal
-        .batch_ends(&full.run)
-        .into_iter()
-        .filter(|&e| e < full.last_seq)
-        .collect();
+    let ends = crash_points(&journal, &full);
     assert!(ends.len() >= 6, "a batch per wait: {ends:?}");
     let resumes = ends.iter().map(|&end| {
-        let prefix: Vec<Event> = events.iter().filter(|e| e.seq <= end).cloned().collect();
-        let finished: Vec<(String, u32)> = prefix
-            .iter()
-            .filter_map(|e| match &e.kind {
-                EventKind::NodeOutput { node, attempt, .. } => Some((node.to_string(), *attempt)),
-                _ => None,
-            })
-            .collect();
+        let prefix = log_until(&events, end);
+        let finished = recorded_outputs(&prefix);
         let run = full.run.clone();
         async move {
             let runs = Arc::new(Mutex::new(Vec::new()));
-            let engine = Engine::new(Arc::new(MemoryJournal::with_log(prefix)));
+            let engine = engine_with_log(prefix);
             let g = two_speeds(runs.clone());
-            let out = engine
-                .resume(g.clone(), &run, vec![])
-                .unwrap()
-                .wait()
-                .await
-                .unwrap();
-            assert_eq!(key(&engine.inspect(g, &run).unwrap()), key(&out));
+            let out = resume_to_end(&engine, g.clone(), &run, vec![]).await;
+            assert_replays(&engine, g, &run, &out);
             let reran: Vec<(String, u32)> = runs.lock().unwrap().clone();
             (end, out, finished, reran)
         }
@@ -230,23 +218,13 @@ async fn resume_from_every_batch_boundary_and_fork_from_every_checkpoint_match()
             );
         }
     }
-    let checkpoints: Vec<u64> = events
-        .iter()
-        .filter(|e| e.kind.is_checkpoint())
-        .map(|e| e.seq)
-        .collect();
-    let forks = checkpoints.iter().map(|&seq| {
+    let forks = checkpoints(&events).into_iter().map(|seq| {
         let engine = engine.clone();
         let run = full.run.clone();
         async move {
             let g = two_speeds(Arc::default());
-            let out = engine
-                .fork(g.clone(), &run, seq, vec![])
-                .unwrap()
-                .wait()
-                .await
-                .unwrap();
-            assert_eq!(key(&engine.inspect(g, &out.run).unwrap()), key(&out));
+            let out = fork_to_end(&engine, g.clone(), &run, seq).await;
+            assert_replays(&engine, g, &out.run, &out);
             (seq, out)
         }
     });
@@ -322,10 +300,7 @@ async fn messages_reach_a_running_node_while_its_neighbours_finish() {
         out.state.get("log"),
         Some(&json!(["start", "b1", "b2", "b3", "a1 heard hello", "a2"]))
     );
-    assert_eq!(
-        key(&engine.inspect(with_listener(), &run).unwrap()),
-        key(&out)
-    );
+    assert_replays(&engine, with_listener(), &run, &out);
 }
 
 #[tokio::test]
@@ -355,10 +330,7 @@ async fn pruning_a_running_node_lets_the_other_pipelines_finish() {
         out.state.get("log"),
         Some(&json!(["start", "b1", "b2", "b3"]))
     );
-    assert_eq!(
-        key(&engine.inspect(with_listener(), &run).unwrap()),
-        key(&out)
-    );
+    assert_replays(&engine, with_listener(), &run, &out);
 }
 
 #[tokio::test]
@@ -377,10 +349,7 @@ async fn cancelling_prunes_what_runs_and_keeps_what_finished() {
     assert_eq!(out.status, RunStatus::Cancelled);
     assert_eq!(out.node("a1").unwrap().state, Some(NodeState::Pruned));
     assert_eq!(out.node("b2").unwrap().state, Some(NodeState::Completed));
-    assert_eq!(
-        key(&engine.inspect(with_listener(), &run).unwrap()),
-        key(&out)
-    );
+    assert_replays(&engine, with_listener(), &run, &out);
 }
 
 #[tokio::test]
@@ -426,7 +395,7 @@ async fn injected_nodes_start_at_once_beside_a_running_node() {
     assert_eq!(out.state.get("log"), Some(&json!(["x", "y", "a"])));
     let ev = journal.load(&run).unwrap();
     assert!(seq_of(&ev, "y", NodeState::Completed) < seq_of(&ev, "a", NodeState::Completed));
-    assert_eq!(key(&engine.inspect(g, &run).unwrap()), key(&out));
+    assert_replays(&engine, g, &run, &out);
 }
 
 #[tokio::test]
@@ -481,7 +450,7 @@ async fn an_interrupt_waits_while_the_other_pipeline_runs_to_its_end() {
         done.state.get("log"),
         Some(&json!(["start", "b1", "b2", "a1 approved", "a2"]))
     );
-    assert_eq!(key(&engine.inspect(g, &done.run).unwrap()), key(&done));
+    assert_replays(&engine, g, &done.run, &done);
 }
 
 #[tokio::test]
@@ -509,7 +478,7 @@ async fn fan_out_collectors_and_retries_behave_as_in_lock_step() {
             p["scheduling"] = json!(scheduling);
             let g = demo(name, p);
             let out = engine.run(g.clone(), input.clone()).await.unwrap();
-            assert_eq!(key(&engine.inspect(g, &out.run).unwrap()), key(&out));
+            assert_replays(&engine, g, &out.run, &out);
             outs.push(out);
         }
         let (steps, free) = (&outs[0], &outs[1]);
@@ -573,7 +542,7 @@ async fn a_collector_fires_once_its_slowest_child_is_final() {
         ])),
         "children merge as they finish; the collector sees them in spawn order"
     );
-    assert_eq!(key(&engine.inspect(g, &out.run).unwrap()), key(&out));
+    assert_replays(&engine, g, &out.run, &out);
 }
 
 #[tokio::test]
@@ -581,19 +550,7 @@ async fn revising_a_finished_node_reruns_only_its_pipeline() {
     let (engine, _) = mem();
     let g = pipelines("free", 1_000, 5_000);
     let first = engine.run(g.clone(), json!({})).await.unwrap();
-    let revised = engine
-        .resume(
-            g.clone(),
-            &first.run,
-            vec![Command::Revise {
-                node: "p1_1".into(),
-                message: Message::user("again"),
-            }],
-        )
-        .unwrap()
-        .wait()
-        .await
-        .unwrap();
+    let revised = revise_to_end(&engine, g.clone(), &first.run, "p1_1", "again").await;
     assert_eq!(revised.status, RunStatus::Succeeded);
     let attempts: Vec<(String, u32)> = revised
         .nodes
@@ -611,10 +568,7 @@ async fn revising_a_finished_node_reruns_only_its_pipeline() {
         ]
         .map(|(n, a)| (n.to_string(), a))
     );
-    assert_eq!(
-        key(&engine.inspect(g, &revised.run).unwrap()),
-        key(&revised)
-    );
+    assert_replays(&engine, g, &revised.run, &revised);
 }
 
 #[tokio::test]

@@ -13,12 +13,14 @@ use std::time::Duration;
 use proptest::prelude::*;
 use serde_json::{Value, json};
 use trellis_graph::{
-    Engine, FailurePolicy, Graph, GraphBuilder, Journal, MemoryJournal, NodeContext, NodeError,
-    NodeOutput, Reducer, Scheduling,
+    FailurePolicy, Graph, GraphBuilder, Journal, MemoryJournal, NodeContext, NodeError, NodeOutput,
+    Reducer, RunOutcome, Scheduling,
 };
-use trellis_protocol::{Command, Event, Message, NodeId, NodeState, TerminalKind};
+use trellis_protocol::{Command, Message, NodeId, NodeState, RunId, TerminalKind};
 
-use super::common::{key, mem};
+use super::common::{
+    engine_with_log, key, log_until, mem, recorded_outputs, resume_to_end, runtime,
+};
 
 #[derive(Clone, Debug)]
 enum Route {
@@ -207,23 +209,41 @@ async fn child_run(ctx: NodeContext, salt: u64) -> Result<NodeOutput, NodeError>
     }
 }
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
+/// A random graph, where in its log a crash falls (a fraction of its batch boundaries), and
+/// which of its finished nodes to revise.
+fn replay_case() -> impl Strategy<Value = (Vec<NodeSpec>, f64, proptest::sample::Index)> {
+    (graph_spec(), 0.0f64..1.0, any::<proptest::sample::Index>())
+}
+
+/// The batch boundary `cut` of the way through the run's log.
+fn crash_point(journal: &MemoryJournal, run: &RunId, cut: f64) -> u64 {
+    let ends = journal.batch_ends(run);
+    ends[((ends.len() as f64 - 1.0) * cut) as usize]
+}
+
+/// The nodes whose latest activation finished (COMPLETED or FAILED): those a revision may
+/// name.
+fn finished_nodes(out: &RunOutcome) -> Vec<NodeId> {
+    out.nodes
+        .iter()
+        .filter(|n| matches!(n.state, Some(NodeState::Completed | NodeState::Failed)))
+        .map(|n| n.id.clone())
+        .collect()
+}
+
+/// A revision of `node` asking it to run again.
+fn revision(node: NodeId) -> Vec<Command> {
+    vec![Command::Revise {
+        node,
+        message: Message::user("again"),
+    }]
 }
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
 
     #[test]
-    fn random_graphs_replay_deterministically(
-        spec in graph_spec(),
-        cut in 0.0f64..1.0,
-        pick in any::<proptest::sample::Index>(),
-    ) {
+    fn random_graphs_replay_deterministically((spec, cut, pick) in replay_case()) {
         runtime().block_on(async {
             let (engine, journal) = mem();
             let a = engine.run(Arc::new(build(&spec, 1)), json!({})).await.unwrap();
@@ -234,28 +254,21 @@ proptest! {
             let g = Arc::new(build(&spec, 1));
             prop_assert_eq!(key(&engine.inspect(g.clone(), &a.run).unwrap()), key(&a));
             // Resuming from a crash point gives the same end.
-            let ends = journal.batch_ends(&a.run);
-            let end = ends[((ends.len() as f64 - 1.0) * cut) as usize];
+            let end = crash_point(&journal, &a.run, cut);
             if end < a.last_seq {
-                let prefix: Vec<Event> = journal.load(&a.run).unwrap().into_iter().filter(|e| e.seq <= end).collect();
-                let crashed = Engine::new(Arc::new(MemoryJournal::with_log(prefix)));
-                let r = crashed.resume(g.clone(), &a.run, vec![]).unwrap().wait().await.unwrap();
+                let prefix = log_until(&journal.load(&a.run).unwrap(), end);
+                let crashed = engine_with_log(prefix);
+                let r = resume_to_end(&crashed, g.clone(), &a.run, vec![]).await;
                 prop_assert_eq!(key(&r).0, key(&a).0);
                 prop_assert_eq!(key(&r).3, key(&a).3);
             }
             // Revising a finished node (whatever the timing) reaches the same end, and the
             // reopened log replays to it.
-            let finished: Vec<NodeId> = a
-                .nodes
-                .iter()
-                .filter(|n| matches!(n.state, Some(NodeState::Completed | NodeState::Failed)))
-                .map(|n| n.id.clone())
-                .collect();
+            let finished = finished_nodes(&a);
             if !finished.is_empty() {
                 let node = finished[pick.index(finished.len())].clone();
-                let revise = || vec![Command::Revise { node: node.clone(), message: Message::user("again") }];
-                let ra = engine.resume(g.clone(), &a.run, revise()).unwrap().wait().await.unwrap();
-                let rb = engine.resume(Arc::new(build(&spec, 99)), &b.run, revise()).unwrap().wait().await.unwrap();
+                let ra = resume_to_end(&engine, g.clone(), &a.run, revision(node.clone())).await;
+                let rb = resume_to_end(&engine, Arc::new(build(&spec, 99)), &b.run, revision(node)).await;
                 prop_assert_eq!(key(&ra), key(&rb));
                 prop_assert!(ra.status.is_final(), "{:?}", ra.status);
                 prop_assert_eq!(key(&engine.inspect(g, &a.run).unwrap()), key(&ra));
@@ -265,11 +278,7 @@ proptest! {
     }
 
     #[test]
-    fn random_graphs_replay_exactly_free_running(
-        spec in graph_spec(),
-        cut in 0.0f64..1.0,
-        pick in any::<proptest::sample::Index>(),
-    ) {
+    fn random_graphs_replay_exactly_free_running((spec, cut, pick) in replay_case()) {
         runtime().block_on(async {
             let (engine, journal) = mem();
             let free = |salt| Arc::new(build_with(&spec, salt, Scheduling::Free, &Arc::default()));
@@ -286,23 +295,14 @@ proptest! {
             let a = &runs[0];
             // A crash at a batch boundary: the resumed run replays exactly, ends, and runs
             // no activation again whose output was recorded before the crash.
-            let ends = journal.batch_ends(&a.run);
-            let end = ends[((ends.len() as f64 - 1.0) * cut) as usize];
+            let end = crash_point(&journal, &a.run, cut);
             if end < a.last_seq {
-                let prefix: Vec<Event> = journal.load(&a.run).unwrap().into_iter().filter(|e| e.seq <= end).collect();
-                let recorded: Vec<(String, u32)> = prefix
-                    .iter()
-                    .filter_map(|e| match &e.kind {
-                        trellis_protocol::EventKind::NodeOutput { node, attempt, .. } => {
-                            Some((node.to_string(), *attempt))
-                        }
-                        _ => None,
-                    })
-                    .collect();
-                let crashed = Engine::new(Arc::new(MemoryJournal::with_log(prefix)));
+                let prefix = log_until(&journal.load(&a.run).unwrap(), end);
+                let recorded = recorded_outputs(&prefix);
+                let crashed = engine_with_log(prefix);
                 let ran: Ran = Arc::default();
                 let g = Arc::new(build_with(&spec, 1, Scheduling::Free, &ran));
-                let r = crashed.resume(g.clone(), &a.run, vec![]).unwrap().wait().await.unwrap();
+                let r = resume_to_end(&crashed, g.clone(), &a.run, vec![]).await;
                 prop_assert!(r.status.is_final(), "{:?}", r.status);
                 prop_assert_eq!(key(&crashed.inspect(g, &a.run).unwrap()), key(&r));
                 for again in ran.lock().unwrap().iter() {
@@ -310,16 +310,10 @@ proptest! {
                 }
             }
             // A revision of a finished node replays exactly too.
-            let finished: Vec<NodeId> = a
-                .nodes
-                .iter()
-                .filter(|n| matches!(n.state, Some(NodeState::Completed | NodeState::Failed)))
-                .map(|n| n.id.clone())
-                .collect();
+            let finished = finished_nodes(a);
             if !finished.is_empty() {
                 let node = finished[pick.index(finished.len())].clone();
-                let revise = vec![Command::Revise { node, message: Message::user("again") }];
-                let ra = engine.resume(free(1), &a.run, revise).unwrap().wait().await.unwrap();
+                let ra = resume_to_end(&engine, free(1), &a.run, revision(node)).await;
                 prop_assert!(ra.status.is_final(), "{:?}", ra.status);
                 prop_assert_eq!(key(&engine.inspect(free(1), &a.run).unwrap()), key(&ra));
             }

@@ -12,7 +12,7 @@ use trellis_protocol::{
     Command, EventKind, Message, NodeId, NodeState, RunId, RunStatus, SubmissionId, TerminalKind,
 };
 
-use super::common::mem;
+use super::common::{assert_replays_exactly, mem, revise_to_end};
 
 /// Appends `<node>#<attempt>` to `log`, and the messages it was given to `seen`.
 async fn record(c: NodeContext) -> Result<NodeOutput, NodeError> {
@@ -143,11 +143,7 @@ async fn revising_a_finished_chain_reruns_the_node_and_what_follows() {
     assert_eq!(reopened.cause.as_ref().unwrap().as_str(), "sub-rev");
 
     // Replay of the stored log is the live outcome.
-    let replayed = engine.inspect(g, &first.run).unwrap();
-    assert_eq!(
-        serde_json::to_value(&replayed).unwrap(),
-        serde_json::to_value(&revised).unwrap()
-    );
+    assert_replays_exactly(&engine, g, &first.run, &revised);
 }
 
 #[tokio::test]
@@ -182,12 +178,7 @@ async fn revising_a_run_that_reached_abort_reopens_it() {
         Some("reached failure terminal ABORT")
     );
 
-    let revised = engine
-        .resume(g.clone(), &failed.run, vec![revise("b", "fix the test")])
-        .unwrap()
-        .wait()
-        .await
-        .unwrap();
+    let revised = revise_to_end(&engine, g.clone(), &failed.run, "b", "fix the test").await;
     assert_eq!(revised.status, RunStatus::Succeeded);
     assert_eq!(revised.terminal.as_ref().map(NodeId::as_str), Some("DONE"));
     assert_eq!(revised.error, None, "the old failure is cleared");
@@ -200,11 +191,7 @@ async fn revising_a_run_that_reached_abort_reopens_it() {
         revised.state.get("seen"),
         Some(&json!(["b#2:fix the test"]))
     );
-    let replayed = engine.inspect(g, &failed.run).unwrap();
-    assert_eq!(
-        serde_json::to_value(&replayed).unwrap(),
-        serde_json::to_value(&revised).unwrap()
-    );
+    assert_replays_exactly(&engine, g, &failed.run, &revised);
 }
 
 #[tokio::test]
@@ -227,12 +214,7 @@ async fn revising_a_node_that_failed_without_a_route_clears_the_failure() {
         failed.error.as_deref(),
         Some("node a failed and has no failure route")
     );
-    let revised = engine
-        .resume(g, &failed.run, vec![revise("a", "here is how")])
-        .unwrap()
-        .wait()
-        .await
-        .unwrap();
+    let revised = revise_to_end(&engine, g, &failed.run, "a", "here is how").await;
     assert_eq!(revised.status, RunStatus::Succeeded);
     assert_eq!(revised.error, None);
 }
@@ -299,29 +281,14 @@ async fn revisions_beyond_max_attempts_are_refused_and_the_run_stays_final() {
     let first = engine.run(g.clone(), json!({})).await.unwrap();
     assert_eq!(first.status, RunStatus::Succeeded);
     // Attempt 2 is within the limit.
-    let second = engine
-        .resume(g.clone(), &first.run, vec![revise("b", "again")])
-        .unwrap()
-        .wait()
-        .await
-        .unwrap();
+    let second = revise_to_end(&engine, g.clone(), &first.run, "b", "again").await;
     assert_eq!(second.status, RunStatus::Succeeded);
     assert_eq!(second.node("b").unwrap().attempt, 2);
     // So is a second revision (max_attempts counts revisions, not activations).
-    let second = engine
-        .resume(g.clone(), &first.run, vec![revise("b", "and again")])
-        .unwrap()
-        .wait()
-        .await
-        .unwrap();
+    let second = revise_to_end(&engine, g.clone(), &first.run, "b", "and again").await;
     assert_eq!(second.node("b").unwrap().attempt, 3);
     // A third is not: the command is refused and the run stays where it was.
-    let third = engine
-        .resume(g.clone(), &first.run, vec![revise("b", "once more")])
-        .unwrap()
-        .wait()
-        .await
-        .unwrap();
+    let third = revise_to_end(&engine, g.clone(), &first.run, "b", "once more").await;
     assert_eq!(third.status, RunStatus::Succeeded);
     assert_eq!(third.node("b").unwrap().attempt, 3);
     assert_eq!(third.state.to_json(), second.state.to_json());
@@ -329,11 +296,7 @@ async fn revisions_beyond_max_attempts_are_refused_and_the_run_stays_final() {
         refusals(journal.as_ref(), &first.run),
         ["node b was revised 2 time(s), its max_attempts (2); no more revisions"]
     );
-    let replayed = engine.inspect(g, &first.run).unwrap();
-    assert_eq!(
-        serde_json::to_value(&replayed).unwrap(),
-        serde_json::to_value(&third).unwrap()
-    );
+    assert_replays_exactly(&engine, g, &first.run, &third);
 }
 
 #[tokio::test]

@@ -2,7 +2,7 @@ use serde_json::json;
 use trellis_graph::{Error, GraphBuilder, NodeContext, NodeError, NodeOutput, Reducer};
 use trellis_protocol::{NodeId, NodeState, RunStatus, TerminalKind};
 
-use super::common::{demo, feature, mem};
+use super::common::{demo, feature, mem, run_once};
 
 #[tokio::test]
 async fn feature_loop_enriches_twice_then_succeeds() {
@@ -84,8 +84,7 @@ async fn a_failure_route_to_a_terminal_is_taken_whatever_max_attempts_says() {
         .entry("a")
         .build()
         .unwrap();
-    let (engine, _) = mem();
-    let out = engine.run(g.into(), json!({})).await.unwrap();
+    let out = run_once(g).await;
     assert_eq!(out.status, RunStatus::Succeeded, "{:?}", out.error);
     assert_eq!(out.terminal, Some(NodeId::new("DONE")));
     assert_eq!(out.node("ABORT").unwrap().state, None);
@@ -115,8 +114,7 @@ async fn max_attempts_counts_failure_routes_not_activations() {
         .entry("start")
         .build()
         .unwrap();
-    let (engine, _) = mem();
-    let out = engine.run(g.into(), json!({})).await.unwrap();
+    let out = run_once(g).await;
     assert_eq!(out.status, RunStatus::Succeeded, "{:?}", out.error);
     assert_eq!(out.node("a").unwrap().attempt, 4);
     assert_eq!(out.node("b").unwrap().attempt, 2);
@@ -192,8 +190,7 @@ async fn outcome_edges_follow_success_and_failure() {
         .entry("a")
         .build()
         .unwrap();
-    let (engine, _) = mem();
-    let out = engine.run(g.into(), json!({})).await.unwrap();
+    let out = run_once(g).await;
     assert_eq!(
         out.status,
         RunStatus::Succeeded,
@@ -210,8 +207,7 @@ async fn failure_without_route_fails_the_run() {
         .entry("a")
         .build()
         .unwrap();
-    let (engine, _) = mem();
-    let out = engine.run(g.into(), json!({})).await.unwrap();
+    let out = run_once(g).await;
     assert_eq!(out.status, RunStatus::Failed);
     assert_eq!(
         out.error.as_deref(),
@@ -231,8 +227,7 @@ async fn router_returning_undeclared_target_fails_the_run_with_reason() {
         .entry("a")
         .build()
         .unwrap();
-    let (engine, _) = mem();
-    let out = engine.run(g.into(), json!({})).await.unwrap();
+    let out = run_once(g).await;
     assert_eq!(out.status, RunStatus::Failed);
     assert!(out.error.unwrap().contains("router returned `zzz`"));
 }
@@ -247,8 +242,7 @@ async fn step_limit_guards_loops() {
         .entry("a")
         .build()
         .unwrap();
-    let (engine, _) = mem();
-    let out = engine.run(g.into(), json!({})).await.unwrap();
+    let out = run_once(g).await;
     assert_eq!(out.status, RunStatus::Failed);
     assert!(out.error.as_deref().unwrap().contains("step limit of 5"));
     assert_eq!(
@@ -273,8 +267,7 @@ async fn skipped_stage_routes_on_as_success() {
         .entry("a")
         .build()
         .unwrap();
-    let (engine, _) = mem();
-    let out = engine.run(g.into(), json!({})).await.unwrap();
+    let out = run_once(g).await;
     assert_eq!(out.status, RunStatus::Succeeded);
     assert_eq!(out.node("b").unwrap().state, Some(NodeState::Skipped));
     assert_eq!(out.state.get("seen"), Some(&json!(["a", "c"])));
@@ -340,8 +333,7 @@ async fn writes_merge_in_declaration_order_not_completion_order() {
         .entry("start")
         .build()
         .unwrap();
-    let (engine, _) = mem();
-    let out = engine.run(g.into(), json!({})).await.unwrap();
+    let out = run_once(g).await;
     assert_eq!(
         out.state.get("seen"),
         Some(&json!(["start", "slow", "fast"]))
@@ -360,8 +352,7 @@ async fn bad_writes_fail_the_node_with_a_precise_message() {
         .entry("a")
         .build()
         .unwrap();
-    let (engine, _) = mem();
-    let out = engine.run(g.into(), json!({})).await.unwrap();
+    let out = run_once(g).await;
     let a = out.node("a").unwrap();
     assert_eq!(a.state, Some(NodeState::Failed));
     assert_eq!(
@@ -396,8 +387,7 @@ async fn handler_panic_fails_only_that_node() {
         .entry("a")
         .build()
         .unwrap();
-    let (engine, _) = mem();
-    let out = engine.run(g.into(), json!({})).await.unwrap();
+    let out = run_once(g).await;
     assert_eq!(
         out.node("a").unwrap().error.as_deref(),
         Some("handler panicked: kaboom")

@@ -30,6 +30,7 @@
     missing_docs
 )]
 
+mod cold;
 mod ctags;
 mod floor;
 mod st;
@@ -48,7 +49,7 @@ use trellis_index::lang::Lang;
 use trellis_index::scan::{Excludes, scan};
 use trellis_index::vectors::VectorIndex;
 use trellis_index::{
-    Category, Index, IndexConfig, Progress, SearchMode, SearchRequest, UpdateOptions,
+    Category, Index, IndexConfig, SearchMode, SearchRequest, UpdateOptions, UpdateStats,
 };
 
 const QUERIES: &[&str] = &[
@@ -142,28 +143,85 @@ fn row(what: &str, size: &str, value: &str, extra: &str) {
     println!("| {what} | {size} | {value} | {extra} | {} |", loadavg());
 }
 
-fn main() -> anyhow::Result<()> {
-    let args: Vec<String> = std::env::args().collect();
-    let corpus = PathBuf::from(
-        args.get(1)
-            .expect("usage: index_bench CORPUS_DIR [options]"),
-    );
-    let cold_runs: usize = arg(&args, "--cold-runs", 3);
-    let queries: usize = arg(&args, "--queries", 200);
-    let sample: usize = arg(&args, "--embed-sample", 512);
-    let rounds: usize = arg(&args, "--rounds", 3);
-    let min_vectors: usize = arg(&args, "--min-vectors", 100_000);
-    let embed_all = args.iter().any(|a| a == "--embed-all");
+/// The command line: the corpus and what to measure (see the module documentation).
+struct Options {
+    /// Every argument, for the flags the embedding comparison reads itself.
+    args: Vec<String>,
+    /// The tree to index.
+    corpus: PathBuf,
+    /// `--cold-runs`.
+    cold_runs: usize,
+    /// `--queries`.
+    queries: usize,
+    /// `--embed-sample`.
+    sample: usize,
+    /// `--rounds`.
+    rounds: usize,
+    /// `--min-vectors`.
+    min_vectors: usize,
+    /// `--embed-all`.
+    embed_all: bool,
+    /// `--embed-only`.
+    embed_only: bool,
+    /// `--no-reference`: no floors, no ctags.
+    no_reference: bool,
+    /// `--searchable-only`.
+    searchable_only: bool,
+    /// `Some(false)` with `--single-pass` (no text pass).
+    text_first: Option<bool>,
+}
+
+impl Options {
+    /// Reads the command line; panics with the usage when the corpus is missing.
+    fn parse(args: Vec<String>) -> Self {
+        let corpus = PathBuf::from(
+            args.get(1)
+                .expect("usage: index_bench CORPUS_DIR [options]"),
+        );
+        let flag = |name: &str| args.iter().any(|a| a == name);
+        Self {
+            corpus,
+            cold_runs: arg(&args, "--cold-runs", 3),
+            queries: arg(&args, "--queries", 200),
+            sample: arg(&args, "--embed-sample", 512),
+            rounds: arg(&args, "--rounds", 3),
+            min_vectors: arg(&args, "--min-vectors", 100_000),
+            embed_all: flag("--embed-all"),
+            embed_only: flag("--embed-only"),
+            no_reference: flag("--no-reference"),
+            searchable_only: flag("--searchable-only"),
+            text_first: if flag("--single-pass") {
+                Some(false)
+            } else {
+                None
+            },
+            args,
+        }
+    }
+
+    /// Whether the flag `name` was given.
+    fn flag(&self, name: &str) -> bool {
+        self.args.iter().any(|a| a == name)
+    }
+}
+
+/// The index configuration: defaults, with the embedding flags (`--batch`, `--max-tokens`,
+/// `--engine`, `--threads`, all cores by default).
+fn bench_config(args: &[String], cores: usize) -> IndexConfig {
     let mut config = IndexConfig::default();
-    config.embedding.batch_size = arg(&args, "--batch", 32);
-    config.embedding.max_tokens = arg(&args, "--max-tokens", 128);
-    let embed_only = args.iter().any(|a| a == "--embed-only");
-    config.embedding.engine = match st::value(&args, "--engine") {
+    config.embedding.batch_size = arg(args, "--batch", 32);
+    config.embedding.max_tokens = arg(args, "--max-tokens", 128);
+    config.embedding.engine = match st::value(args, "--engine") {
         Some("llama_cpp") => LocalEngine::LlamaCpp,
         _ => LocalEngine::Native,
     };
+    config.embedding.threads = Some(arg(args, "--threads", cores));
+    config
+}
 
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+/// The CPU's model name (Linux; empty elsewhere).
+fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
         .ok()
         .and_then(|s| {
             s.lines()
@@ -171,144 +229,66 @@ fn main() -> anyhow::Result<()> {
                 .and_then(|l| l.split(':').nth(1))
                 .map(|s| s.trim().to_string())
         })
-        .unwrap_or_default();
+        .unwrap_or_default()
+}
+
+fn main() -> anyhow::Result<()> {
+    let opts = Options::parse(std::env::args().collect());
+    let cpu = cpu_model();
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    config.embedding.threads = Some(arg(&args, "--threads", cores));
-    println!("machine: {cores} cores, {cpu}; corpus {}", corpus.display());
-    corpus_stats(&corpus, &config)?;
+    let config = bench_config(&opts.args, cores);
+    println!(
+        "machine: {cores} cores, {cpu}; corpus {}",
+        opts.corpus.display()
+    );
+    corpus_stats(&opts.corpus, &config)?;
     println!();
     println!("| measurement | size | result | per unit / spread | load (1, 5, 15 min) |");
     println!("|---|---|---|---|---|");
 
     // The floor under any cold index: read every source file and parse it with tree-sitter,
     // nothing else (no symbol extraction, no chunks, no writes).
-    let no_reference = args.iter().any(|a| a == "--no-reference");
-    let floor = if no_reference {
+    let floor = if opts.no_reference {
         f64::NAN
     } else {
-        floor::parse_floor(&corpus, &config)?
+        floor::parse_floor(&opts.corpus, &config)?
     };
-    if args.iter().any(|a| a == "--parse-report") {
-        return floor::parse_report(&corpus, &config);
+    if opts.flag("--parse-report") {
+        return floor::parse_report(&opts.corpus, &config);
     }
-    let extraction = if no_reference {
-        None
-    } else {
-        Some(floor::extract_floor(&corpus, &config)?)
-    };
-
-    // universal-ctags on the same tree, then the cold index (symbols + sections + BM25, no
-    // embeddings), each run into a fresh store: first searchable (text pass), then complete.
-    let ctags = if no_reference {
-        None
-    } else {
-        ctags::both(&corpus)?
-    };
-    let searchable_only = args.iter().any(|a| a == "--searchable-only");
-    let stop = std::sync::atomic::AtomicBool::new(false);
-    let floor_secs = floor;
-    let text_first = if args.iter().any(|a| a == "--single-pass") {
-        Some(false)
-    } else {
-        None
-    };
-    let mut cold_times = Vec::new();
-    let mut kept = None;
-    let cold_runs = if embed_only { 1 } else { cold_runs.max(1) };
-    for run in 0..cold_runs {
-        let store = tempfile::tempdir()?;
-        let mut index = Index::open_at(&corpus, store.path(), config.clone())?;
-        let load = loadavg();
-        let cpu0 = cpu_secs();
-        let t = Instant::now();
-        let at_searchable = std::sync::Mutex::new(None);
-        let on_progress = |p: Progress| {
-            if let Progress::Searchable { .. } = p {
-                *at_searchable.lock().unwrap() =
-                    Some((t.elapsed().as_secs_f64(), cpu_secs() - cpu0));
-                stop.store(searchable_only, std::sync::atomic::Ordering::Relaxed);
-            }
-        };
-        let cold = index.update(&UpdateOptions {
-            progress: Some(&on_progress),
-            cancel: Some(&stop),
-            text_first,
-            ..UpdateOptions::default()
-        });
-        if searchable_only && let Some((s_secs, s_cpu)) = at_searchable.lock().unwrap().take() {
-            println!(
-                "| cold index run {}: **searchable** (then stopped) | {} files | **{s_secs:.2} s** | CPU {s_cpu:.1} s | {load} |",
-                run + 1,
-                index.counts()?.files
-            );
-            continue;
-        }
-        let cold = cold?;
-        index.close_writer()?;
-        let secs = t.elapsed().as_secs_f64();
-        let cpu = cpu_secs() - cpu0;
-        let searchable = at_searchable.lock().unwrap().take();
-        if let Some((s_secs, s_cpu)) = searchable {
-            println!(
-                "| cold index run {}: **searchable** (walk + read + hash + text windows of every file + BM25 commit; no tree-sitter) | {} files | **{s_secs:.2} s** | CPU {s_cpu:.1} s; text pass {:.2} s{} | {load} |",
-                run + 1,
-                cold.files,
-                cold.text_pass_ms as f64 / 1000.0,
-                ctags
-                    .as_ref()
-                    .map(|c| format!("; **{:.2}× ctags -R**", s_secs / c.secs))
-                    .unwrap_or_default(),
-            );
-        }
-        println!(
-            "| cold index run {}: **complete** (walk + read + hash + parse + symbols + sections + BM25 + metadata) | {} files, {} symbols, {} sections, {} chunks | **{secs:.2} s** | CPU {cpu:.1} s (user + system); **{:.2}× the parse floor, {}**; phases: text pass {:.2} s, symbol pass {:.2} s (of which, overlapping, read + parse + extract {:.2}, full-text {:.2}, metadata {:.2} s, summed over both passes); {:.2} s per 10k files | {load} |",
-            run + 1,
-            cold.files,
-            cold.symbols,
-            cold.sections,
-            cold.chunks,
-            secs / floor_secs,
-            ctags
-                .as_ref()
-                .map(|c| format!("{:.2}× ctags -R", secs / c.secs))
-                .unwrap_or_else(|| "ctags not run".into()),
-            cold.text_pass_ms as f64 / 1000.0,
-            (cold.index_ms - cold.text_pass_ms) as f64 / 1000.0,
-            cold.parse_ms as f64 / 1000.0,
-            cold.fulltext_ms as f64 / 1000.0,
-            cold.meta_ms as f64 / 1000.0,
-            secs * 10_000.0 / cold.files as f64
-        );
-        if let (Some((x_secs, x_cpu)), Some((s_secs, s_cpu))) = (extraction, searchable) {
-            // The work no design can skip if it parses every file and gives BM25 every file's
-            // text once: the extraction above plus this run's text pass, at best overlapped on
-            // every core.
-            let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
-            let sum = x_secs + s_secs;
-            let overlapped = (x_cpu + s_cpu) / cores;
-            println!(
-                "| lower bound: floor + extraction, then the text pass (BM25 of every file's text once, no symbol documents, no symbol rows) | {} files | {sum:.2} s in sequence; {overlapped:.2} s if both kept all {cores} cores busy | CPU {:.1} s; **{:.2}× the parse floor** ({:.2}× overlapped){} | {load} |",
-                cold.files,
-                x_cpu + s_cpu,
-                sum / floor_secs,
-                overlapped / floor_secs,
-                ctags
-                    .as_ref()
-                    .map(|c| format!(
-                        "; {:.2}× ctags -R ({:.2}× overlapped)",
-                        sum / c.secs,
-                        overlapped / c.secs
-                    ))
-                    .unwrap_or_default(),
-            );
-        }
-        cold_times.push((secs, cold.files));
-        kept = Some((store, index, cold));
-    }
-    let Some((_store, mut index, cold)) = kept else {
+    let reference = cold::Reference::measure(&opts, &config, floor)?;
+    let Some(cold::ColdIndex {
+        store: _store,
+        mut index,
+        stats: cold,
+        secs,
+    }) = cold::runs(&opts, &config, &reference)?
+    else {
         return Ok(());
     };
-    let mut secs: Vec<f64> = cold_times.iter().map(|c| c.0).collect();
+    cold_median_row(secs, &cold);
+
+    if opts.flag("--cold-only") {
+        return Ok(());
+    }
+    if opts.embed_only {
+        return embedding_comparison_only(&opts, &config, &index);
+    }
+    noop_update(&mut index)?;
+    let victims = victims(&index, &opts.corpus, &config)?;
+    for victim in &victims {
+        one_file_change(&mut index, &opts.corpus, victim, false)?;
+    }
+    index.close_writer()?;
+    bm25_latency(&index, opts.queries, cold.chunks)?;
+    if opts.flag("--no-embed") {
+        return Ok(());
+    }
+    embeddings(&opts, &config, &mut index, &victims)
+}
+
+/// The median cold index time over the complete runs, per 10k files.
+fn cold_median_row(mut secs: Vec<f64>, cold: &UpdateStats) {
     secs.sort_by(f64::total_cmp);
     let med = secs[secs.len() / 2];
     row(
@@ -322,25 +302,29 @@ fn main() -> anyhow::Result<()> {
             secs[secs.len() - 1]
         ),
     );
+}
 
-    if args.iter().any(|a| a == "--cold-only") {
+/// `--embed-only`: the embedding comparison on the sample, nothing else.
+fn embedding_comparison_only(
+    opts: &Options,
+    config: &IndexConfig,
+    index: &Index,
+) -> anyhow::Result<()> {
+    let Some(model) = embed::from_config(&config.embedding, true)? else {
         return Ok(());
-    }
-    if embed_only {
-        let Some(model) = embed::from_config(&config.embedding, true)? else {
-            return Ok(());
-        };
-        let ids = index.sample_chunk_ids(sample)?;
-        let texts: Vec<String> = index
-            .chunks(&ids)?
-            .iter()
-            .map(Chunk::embedding_text)
-            .collect();
-        compare(&args, model.as_ref(), &config, &texts, rounds)?;
-        return Ok(());
-    }
+    };
+    let ids = index.sample_chunk_ids(opts.sample)?;
+    let texts: Vec<String> = index
+        .chunks(&ids)?
+        .iter()
+        .map(Chunk::embedding_text)
+        .collect();
+    compare(&opts.args, model.as_ref(), config, &texts, opts.rounds)?;
+    Ok(())
+}
 
-    // No-op update.
+/// A no-op update (walk + stat) and its row.
+fn noop_update(index: &mut Index) -> anyhow::Result<()> {
     let t = Instant::now();
     let noop = index.update(&UpdateOptions::default())?;
     row(
@@ -349,18 +333,21 @@ fn main() -> anyhow::Result<()> {
         &format!("{:.0} ms", t.elapsed().as_secs_f64() * 1000.0),
         "",
     );
+    Ok(())
+}
 
-    // One-file change: the first Rust file with symbols, and the largest Rust file.
+/// The files the one-file changes edit: the first Rust file with symbols, the Rust file of
+/// median size and the largest one.
+fn victims(index: &Index, corpus: &Path, config: &IndexConfig) -> anyhow::Result<[String; 3]> {
     let first = index
         .chunks_of_kind_sample()?
         .ok_or_else(|| anyhow::anyhow!("no Rust file in corpus"))?;
-    let (median, largest) = rust_files_by_size(&corpus, &config)?;
-    for victim in [first.as_str(), median.as_str(), largest.as_str()] {
-        one_file_change(&mut index, &corpus, victim, false)?;
-    }
-    index.close_writer()?;
+    let (median, largest) = rust_files_by_size(corpus, config)?;
+    Ok([first, median, largest])
+}
 
-    // BM25 latency over all chunks.
+/// BM25 latency over all chunks, `queries` queries, and its row.
+fn bm25_latency(index: &Index, queries: usize, chunks: u64) -> anyhow::Result<()> {
     let mut bm = Vec::new();
     for i in 0..queries {
         let q = QUERIES[i % QUERIES.len()];
@@ -375,29 +362,55 @@ fn main() -> anyhow::Result<()> {
         assert!(!hits.is_empty());
     }
     row(
-        &format!(
-            "BM25 query (top 10 of {} chunks, chunks fetched)",
-            cold.chunks
-        ),
+        &format!("BM25 query (top 10 of {chunks} chunks, chunks fetched)"),
         &format!("{queries} queries"),
         &format!("p50 {:.2} ms", pct(&bm, 0.5)),
         &format!("p90 {:.2} ms", pct(&bm, 0.9)),
     );
+    Ok(())
+}
 
-    if args.iter().any(|a| a == "--no-embed") {
-        return Ok(());
-    }
-
-    // Embeddings.
+/// The embedding measurements: the comparison on the sample, query embedding latency, then
+/// hybrid search over real (`--embed-all`) or padded vectors.
+fn embeddings(
+    opts: &Options,
+    config: &IndexConfig,
+    index: &mut Index,
+    victims: &[String; 3],
+) -> anyhow::Result<()> {
     let Some(model) = embed::from_config(&config.embedding, true)? else {
         return Ok(());
     };
-    let ids = index.sample_chunk_ids(sample)?;
+    let ids = index.sample_chunk_ids(opts.sample)?;
     let chunks: Vec<Chunk> = index.chunks(&ids)?;
     let texts: Vec<String> = chunks.iter().map(Chunk::embedding_text).collect();
-    let vecs = compare(&args, model.as_ref(), &config, &texts, rounds)?;
+    let vecs = compare(&opts.args, model.as_ref(), config, &texts, opts.rounds)?;
+    query_embedding_latency(model.as_ref())?;
 
-    // Query embedding latency.
+    let qvs: Vec<Vec<f32>> = model.embed(QUERIES)?;
+    let vi = if opts.embed_all {
+        embed_every_chunk(index, config, &opts.corpus, victims)?
+    } else {
+        std::sync::Arc::new(padded_vectors(index, &vecs, opts.min_vectors)?)
+    };
+    let real = if opts.embed_all {
+        "real embeddings of every chunk"
+    } else {
+        "sample embeddings repeated (latency only)"
+    };
+
+    // At exactly `--min-vectors` rows (chunks spread over the corpus; BM25 still over every
+    // chunk), then over every chunk's row.
+    if vi.len() > opts.min_vectors {
+        let sub = vector_subset(index, &vi, opts.min_vectors)?;
+        hybrid(index, &sub, &qvs, model.as_ref(), opts.queries, real)?;
+    }
+    hybrid(index, &vi, &qvs, model.as_ref(), opts.queries, real)?;
+    Ok(())
+}
+
+/// Latency of embedding one short query, over every query, and its row.
+fn query_embedding_latency(model: &dyn Embedder) -> anyhow::Result<()> {
     let mut qe = Vec::new();
     for q in QUERIES {
         let t = Instant::now();
@@ -410,58 +423,54 @@ fn main() -> anyhow::Result<()> {
         &format!("p50 {:.1} ms", pct(&qe, 0.5)),
         &format!("p90 {:.1} ms", pct(&qe, 0.9)),
     );
-
-    let qvs: Vec<Vec<f32>> = model.embed(QUERIES)?;
-    let vi = if embed_all {
-        let for_index = embed::from_config(&config.embedding, false)?.expect("local model");
-        index.set_embedder(for_index);
-        let load = loadavg();
-        let t = Instant::now();
-        let s = index.update(&UpdateOptions {
-            embed: true,
-            ..UpdateOptions::default()
-        })?;
-        let secs = t.elapsed().as_secs_f64();
-        println!(
-            "| embed every chunk (distinct texts) | {} embedded, {} chunks with a vector | {secs:.0} s | {:.1} chunks/s | {load} |",
-            s.embedded,
-            s.chunks_embedded,
-            s.embedded as f64 / secs
-        );
-        index.close_writer()?;
-        for victim in [first.as_str(), median.as_str(), largest.as_str()] {
-            one_file_change(&mut index, &corpus, victim, true)?;
-        }
-        index.close_writer()?;
-        index
-            .vector_index()?
-            .ok_or_else(|| anyhow::anyhow!("no vectors after embedding"))?
-    } else {
-        std::sync::Arc::new(padded_vectors(&index, &vecs, min_vectors)?)
-    };
-    let real = if embed_all {
-        "real embeddings of every chunk"
-    } else {
-        "sample embeddings repeated (latency only)"
-    };
-
-    // At exactly `--min-vectors` rows (chunks spread over the corpus; BM25 still over every
-    // chunk), then over every chunk's row.
-    if vi.len() > min_vectors {
-        let ids = index.sample_chunk_ids(min_vectors)?;
-        let mut rows = Vec::with_capacity(ids.len() * vi.dim());
-        let mut live = Vec::with_capacity(ids.len());
-        for (i, id) in ids.iter().enumerate() {
-            if let Some(v) = vi.get(*id) {
-                rows.extend_from_slice(v);
-                live.push((*id, i as u64, Category::Code));
-            }
-        }
-        let sub = VectorIndex::build(vi.dim(), &rows, &live);
-        hybrid(&index, &sub, &qvs, model.as_ref(), queries, real)?;
-    }
-    hybrid(&index, &vi, &qvs, model.as_ref(), queries, real)?;
     Ok(())
+}
+
+/// `--embed-all`: embeds every chunk of the corpus for real (row: throughput), repeats the
+/// one-file changes with embeddings, and returns the index's vectors.
+fn embed_every_chunk(
+    index: &mut Index,
+    config: &IndexConfig,
+    corpus: &Path,
+    victims: &[String; 3],
+) -> anyhow::Result<std::sync::Arc<VectorIndex>> {
+    let for_index = embed::from_config(&config.embedding, false)?.expect("local model");
+    index.set_embedder(for_index);
+    let load = loadavg();
+    let t = Instant::now();
+    let s = index.update(&UpdateOptions {
+        embed: true,
+        ..UpdateOptions::default()
+    })?;
+    let secs = t.elapsed().as_secs_f64();
+    println!(
+        "| embed every chunk (distinct texts) | {} embedded, {} chunks with a vector | {secs:.0} s | {:.1} chunks/s | {load} |",
+        s.embedded,
+        s.chunks_embedded,
+        s.embedded as f64 / secs
+    );
+    index.close_writer()?;
+    for victim in victims {
+        one_file_change(index, corpus, victim, true)?;
+    }
+    index.close_writer()?;
+    index
+        .vector_index()?
+        .ok_or_else(|| anyhow::anyhow!("no vectors after embedding"))
+}
+
+/// The rows of `vi` for `n` chunks spread over the corpus.
+fn vector_subset(index: &Index, vi: &VectorIndex, n: usize) -> anyhow::Result<VectorIndex> {
+    let ids = index.sample_chunk_ids(n)?;
+    let mut rows = Vec::with_capacity(ids.len() * vi.dim());
+    let mut live = Vec::with_capacity(ids.len());
+    for (i, id) in ids.iter().enumerate() {
+        if let Some(v) = vi.get(*id) {
+            rows.extend_from_slice(v);
+            live.push((*id, i as u64, Category::Code));
+        }
+    }
+    Ok(VectorIndex::build(vi.dim(), &rows, &live))
 }
 
 /// Vector scan, hybrid query with a precomputed query vector, and end to end.

@@ -1,4 +1,5 @@
-//! The seed's `retrieval_strategy_config` blocks parse as written.
+//! The reference `retrieval_strategy_config` blocks (`tests/fixtures/seed000_*.yaml`, both
+//! spellings) parse as written.
 
 use std::collections::BTreeMap;
 

@@ -14,7 +14,7 @@ enum Confidence {
     Low,
 }
 
-/// Shaped like seed 001's intent agent output.
+/// Shaped like the `task_tree` intent agent's output.
 #[derive(Debug, Deserialize, JsonSchema, PartialEq)]
 #[serde(deny_unknown_fields)]
 struct Intent {

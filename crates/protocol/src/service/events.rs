@@ -111,7 +111,7 @@ pub struct TurnUsage {
     pub completion_tokens: u64,
 }
 
-/// A session's events (seed 003: `session:*`, `turn:*`). A turn is one model invocation;
+/// A session's events (topics `session:*`, `turn:*`). A turn is one model invocation;
 /// text and thinking stream as deltas (coalesced when stored), tool calls as started and
 /// completed. Replaying an agent session's events of one attempt rebuilds its conversation.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -140,7 +140,7 @@ pub enum SessionEvent {
         text: String,
     },
     /// Messages sent to a running agent, appended to its context before model call `turn`
-    /// (seed 004 AGENT_MESSAGE_RECEIVED).
+    /// (`session:agent_message_received`).
     MessagesReceived {
         /// The turn whose request first contains them.
         turn: u32,
@@ -507,8 +507,8 @@ pub enum WorkspaceEvent {
     },
 }
 
-/// The status of an artifact (seed 003: scope cards, research cards, plans; seed 004:
-/// discovery.md, plan.md, spec.md, tickets.md).
+/// The status of an artifact (scope cards, research cards, plans; discovery.md, plan.md,
+/// spec.md, tickets.md).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ArtifactStatus {

@@ -1,6 +1,6 @@
-//! Topic names of events for front-ends that speak seed 003's and seed 004's vocabulary
-//! (`workflow:created`, `turn:message_delta`, `graph:node_status_changed`…): one name per
-//! event, fixed by its stream and payload, so a client can dispatch on a single string.
+//! Topic names of events (docs/events.md, "Topics": `workflow:created`, `turn:message_delta`,
+//! `graph:node_status_changed`…): one name per event, fixed by its stream and payload, so a
+//! client can dispatch on a single string.
 
 use super::{ArtifactStatus, ServiceEvent, ServiceEventBody, SessionEvent, WorkspaceEvent};
 use crate::{EventKind, InterruptKind, NodeState, RunStatus};
@@ -23,9 +23,9 @@ impl ServiceEventBody {
     }
 }
 
-/// Seed 004's graph events (NodeAddedEvent, NodeStatusChangedEvent, NodePrunedEvent,
-/// NodeBranchedEvent, NodeReviewRequestedEvent, AGENT_MESSAGE_RECEIVED) and the rest of the
-/// engine log under `graph:`; a run's end under `workflow:`.
+/// The graph events (a node added, its status changed, pruned, branched, a review requested,
+/// a message for its agent received) and the rest of the engine log under `graph:`; a run's
+/// end under `workflow:`.
 fn run_topic(e: &EventKind) -> &'static str {
     match e {
         EventKind::RunStarted { .. } => "graph:run_started",
@@ -65,7 +65,7 @@ fn run_topic(e: &EventKind) -> &'static str {
     }
 }
 
-/// Seed 003's `session:` and `turn:` events.
+/// A session's `session:` and `turn:` events.
 fn session_topic(e: &SessionEvent) -> &'static str {
     match e {
         SessionEvent::SessionStarted { .. } => "session:started",
@@ -88,7 +88,7 @@ fn session_topic(e: &SessionEvent) -> &'static str {
     }
 }
 
-/// Seed 003's `workflow:` events and the service's own.
+/// The workspace stream: `workflow:` events of runs and artifacts, and the service's own.
 fn workspace_topic(e: &WorkspaceEvent) -> &'static str {
     match e {
         WorkspaceEvent::OpCompleted { .. } => "op:completed",

@@ -1,4 +1,4 @@
-//! Workflow runs (seed 003's `/api/workflows`) and seed 004's node interactions.
+//! Workflow runs (`/api/workflows`) and the node interactions (docs/api.md).
 
 use std::collections::BTreeMap;
 
@@ -242,7 +242,7 @@ pub(crate) async fn graph(
             "entry": plan.as_ref().map(|p| p.entry.clone()),
             "routing": plan.as_ref().map(|p| p.routing.clone()),
             "skipped": plan.as_ref().map(|p| p.skipped.clone()),
-            // Seed 001's task tree, for runs that keep one (`task_tree`).
+            // The task tree, for runs that keep one (`task_tree`, docs/workflows.md).
             "taskTree": outcome.state.get(trellis_workflow::tasktree::CHANNEL),
         })))
     })
@@ -418,7 +418,7 @@ pub(crate) struct ApproveBody {
     comment: Option<String>,
 }
 
-/// `POST /api/workflows/{id}/approve` (seed 003): approves what waits for approval.
+/// `POST /api/workflows/{id}/approve`: approves what waits for approval.
 pub(crate) async fn approve(
     State(state): State<AppState>,
     Path(id): Path<String>,
@@ -446,7 +446,7 @@ pub(crate) struct ChangesBody {
     feedback: String,
 }
 
-/// `POST /api/workflows/{id}/request-changes` (seed 003).
+/// `POST /api/workflows/{id}/request-changes`: sends a stage or artifact back with feedback.
 pub(crate) async fn request_changes(
     State(state): State<AppState>,
     Path(id): Path<String>,
@@ -514,7 +514,7 @@ pub(crate) async fn resume(
     call(&state, op, None).await
 }
 
-/// Seed 004's four interactions with a node.
+/// The four interactions with a node: message, prune, approve, revise.
 enum NodeAction {
     Message(String),
     Prune(PruneBody),
@@ -627,7 +627,7 @@ pub(crate) async fn node_revise(
     act(&state, id, node, NodeAction::Revise(b.feedback)).await
 }
 
-/// Seed 004's aliases carry the run in the body or the query.
+/// The `/ws/…` aliases carry the run in the body or the query.
 #[derive(Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RunQuery {
@@ -660,7 +660,7 @@ fn alias_run(q: RunQuery, b: &AliasBody) -> Result<String, ApiError> {
     })
 }
 
-/// `POST /ws/agent/{node}/message` (seed 004): `{run, text}` (or `message`).
+/// `POST /ws/agent/{node}/message`: `{run, text}` (or `message`).
 pub(crate) async fn alias_message(
     State(state): State<AppState>,
     Path(node): Path<String>,
@@ -675,7 +675,7 @@ pub(crate) async fn alias_message(
     act(&state, run, node, NodeAction::Message(text)).await
 }
 
-/// `POST /ws/graph/prune/{node}` (seed 004): `{run, subtree?, reason?}`.
+/// `POST /ws/graph/prune/{node}`: `{run, subtree?, reason?}`.
 pub(crate) async fn alias_prune(
     State(state): State<AppState>,
     Path(node): Path<String>,
@@ -690,7 +690,7 @@ pub(crate) async fn alias_prune(
     act(&state, run, node, NodeAction::Prune(body)).await
 }
 
-/// `POST /ws/review/{node}/approve` (seed 004): `{run, comment?}`.
+/// `POST /ws/review/{node}/approve`: `{run, comment?}`.
 pub(crate) async fn alias_approve(
     State(state): State<AppState>,
     Path(node): Path<String>,
@@ -701,7 +701,7 @@ pub(crate) async fn alias_approve(
     act(&state, run, node, NodeAction::Approve(b.comment)).await
 }
 
-/// `POST /ws/review/{node}/revise` (seed 004): `{run, feedback}`.
+/// `POST /ws/review/{node}/revise`: `{run, feedback}`.
 pub(crate) async fn alias_revise(
     State(state): State<AppState>,
     Path(node): Path<String>,

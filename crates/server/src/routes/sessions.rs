@@ -1,4 +1,4 @@
-//! Agent and channel sessions (seed 003's `/api/sessions` and `/api/channels`).
+//! Agent and channel sessions: `/api/sessions` and `/api/channels` (docs/api.md).
 
 use axum::Json;
 use axum::extract::{Path, Query, State};
@@ -164,7 +164,7 @@ pub(crate) struct ChannelBody {
     message: Option<String>,
 }
 
-/// `POST /api/channels/{id}/session` (seed 003): starts a discussion session in channel
+/// `POST /api/channels/{id}/session`: starts a discussion session in channel
 /// `{id}`; with `message`, answers it before returning.
 pub(crate) async fn start_channel(
     State(state): State<AppState>,

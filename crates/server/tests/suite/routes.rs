@@ -191,7 +191,7 @@ async fn a_run_is_created_listed_inspected_and_refuses_what_its_state_forbids() 
             "{uri}: {answer}"
         );
     }
-    // A revision of a finished stage reopens the run (seed 004 revise).
+    // A revision of a finished stage reopens the run (the node interaction `revise`).
     let (status, revised) = post(
         app,
         &format!("/ws/review/{ANALYSIS}/revise"),

@@ -162,7 +162,7 @@ async fn the_31st_query_in_a_minute_is_refused_with_the_wait() {
     };
     assert_eq!(
         config.rate_limit_per_minute, 30,
-        "seed 000's limit is the default"
+        "30 a minute is the default limit"
     );
     let web = WebSearch::new(&config, None, Action::Allow, clock.clone()).unwrap();
     let cancel = CancellationToken::new();

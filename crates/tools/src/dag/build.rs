@@ -1,4 +1,4 @@
-//! The DAG builder (seed 002 Pattern 1): from a list of tool invocations and the tools'
+//! The DAG builder (docs/tools.md, "Tool DAGs"): from a list of tool invocations and the tools'
 //! JSON Schemas, the data dependencies between them, the order they must keep, and the
 //! layers they run in.
 //!
@@ -168,6 +168,20 @@ pub enum DagError {
 
 /// Builds the DAG of `steps`.
 pub fn build(steps: &[Step], catalog: &dyn Catalog) -> Result<Dag, DagError> {
+    let index = index_steps(steps)?;
+    let mut builder = Builder::new(steps, catalog, index);
+    for to in 0..steps.len() {
+        builder.add_references(to)?;
+        builder.add_explicit(to)?;
+        builder.infer_from_schemas(to);
+    }
+    builder.keep_order();
+    let layer = builder.layer_of_each()?;
+    Ok(builder.into_dag(layer))
+}
+
+/// Each step's position by id; refuses an empty plan and a repeated id.
+fn index_steps(steps: &[Step]) -> Result<BTreeMap<&str, usize>, DagError> {
     if steps.is_empty() {
         return Err(DagError::Empty);
     }
@@ -177,167 +191,234 @@ pub fn build(steps: &[Step], catalog: &dyn Catalog) -> Result<Dag, DagError> {
             return Err(DagError::DuplicateId(s.id.clone()));
         }
     }
-    let known = || {
-        steps
+    Ok(index)
+}
+
+/// A DAG under construction: the plan, what the catalog says of its tools, and the edges,
+/// bindings and arguments found so far (all indexed by step).
+struct Builder<'a> {
+    steps: &'a [Step],
+    index: BTreeMap<&'a str, usize>,
+    specs: Vec<Option<ToolSpec>>,
+    parallel: Vec<bool>,
+    edges: Vec<(usize, usize, DagEdge)>,
+    bindings: Vec<Vec<Binding>>,
+    args: Vec<Value>,
+    carried: Vec<Vec<String>>,
+}
+
+impl<'a> Builder<'a> {
+    /// Looks up every step's tool; no edges yet.
+    fn new(steps: &'a [Step], catalog: &dyn Catalog, index: BTreeMap<&'a str, usize>) -> Self {
+        Self {
+            steps,
+            index,
+            specs: steps.iter().map(|s| catalog.spec(&s.tool)).collect(),
+            parallel: steps
+                .iter()
+                .map(|s| catalog.parallel_safe(&s.tool))
+                .collect(),
+            edges: Vec::new(),
+            bindings: vec![Vec::new(); steps.len()],
+            args: steps.iter().map(|s| s.args.clone()).collect(),
+            carried: vec![Vec::new(); steps.len()],
+        }
+    }
+
+    /// The plan's step ids, for an error message.
+    fn known(&self) -> String {
+        self.steps
             .iter()
             .map(|s| s.id.as_str())
             .collect::<Vec<_>>()
             .join(", ")
-    };
-    let specs: Vec<Option<ToolSpec>> = steps.iter().map(|s| catalog.spec(&s.tool)).collect();
-    let parallel: Vec<bool> = steps
-        .iter()
-        .map(|s| catalog.parallel_safe(&s.tool))
-        .collect();
+    }
 
-    let mut edges: Vec<(usize, usize, DagEdge)> = Vec::new();
-    let mut bindings: Vec<Vec<Binding>> = vec![Vec::new(); steps.len()];
-    let mut args: Vec<Value> = steps.iter().map(|s| s.args.clone()).collect();
-    let mut carried: Vec<Vec<String>> = vec![Vec::new(); steps.len()];
-    let mut add = |from: usize, to: usize, kind: EdgeKind, data_path: Option<String>| {
-        if !edges
+    /// Adds an edge unless the same one is already there.
+    fn add(&mut self, from: usize, to: usize, kind: EdgeKind, data_path: Option<String>) {
+        if !self
+            .edges
             .iter()
             .any(|(f, t, e)| *f == from && *t == to && e.kind == kind && e.data_path == data_path)
         {
-            edges.push((
+            self.edges.push((
                 from,
                 to,
                 DagEdge {
-                    from: steps[from].id.clone(),
-                    to: steps[to].id.clone(),
+                    from: self.steps[from].id.clone(),
+                    to: self.steps[to].id.clone(),
                     kind,
                     data_path,
                 },
             ));
         }
-    };
+    }
 
-    for (to, step) in steps.iter().enumerate() {
-        for r in refs::references(&step.args) {
-            let Some(&from) = index.get(r.step.as_str()) else {
-                return Err(DagError::UnknownStep {
-                    step: step.id.clone(),
-                    missing: r.step,
-                    known: known(),
-                });
-            };
-            if from == to {
-                return Err(DagError::Cycle(vec![step.id.clone(), step.id.clone()]));
-            }
-            let path = format!("output.{} → input.{}", r.display_path(), r.param);
-            add(from, to, EdgeKind::Reference, Some(path));
-        }
-        for dep in &step.depends_on {
-            let Some(&from) = index.get(dep.as_str()) else {
-                return Err(DagError::UnknownStep {
-                    step: step.id.clone(),
-                    missing: dep.clone(),
-                    known: known(),
-                });
-            };
-            if from == to {
-                return Err(DagError::Cycle(vec![step.id.clone(), step.id.clone()]));
-            }
-            add(from, to, EdgeKind::Explicit, None);
-        }
-        let Some(spec) = &specs[to] else { continue };
-        for param in schema::inputs(&spec.input_schema) {
-            if !param.required || given(&step.args, &param.name) {
-                continue;
-            }
-            let mut candidates = providers(&param, &specs[..to], true);
-            if candidates.is_empty() {
-                if let Some((from, value)) = given_earlier(&param, &args[..to]) {
-                    if let Value::Object(m) = &mut args[to] {
-                        m.insert(param.name.clone(), value);
-                    } else if args[to].is_null() {
-                        args[to] =
-                            Value::Object([(param.name.clone(), value)].into_iter().collect());
-                    }
-                    carried[to].push(format!("{} from {}", param.name, steps[from].id));
-                    continue;
-                }
-                candidates = providers(&param, &specs[..to], false);
-            }
-            let Some(chosen) = choose(&candidates) else {
-                continue;
-            };
-            let ambiguous = candidates.len() > 1 || chosen.several;
-            for c in &candidates {
-                add(
-                    c.step,
-                    to,
-                    EdgeKind::Schema,
-                    Some(format!("output.{} → input.{}", c.output, param.name)),
-                );
-            }
-            bindings[to].push(Binding {
-                param: param.name.clone(),
-                from: steps[chosen.step].id.clone(),
-                output: chosen.output.clone(),
-                ambiguous,
+    /// The step that step `to` names as `missing`; refuses an unknown id and a step that
+    /// names itself.
+    fn named_step(&self, to: usize, missing: String) -> Result<usize, DagError> {
+        let step = &self.steps[to];
+        let Some(&from) = self.index.get(missing.as_str()) else {
+            return Err(DagError::UnknownStep {
+                step: step.id.clone(),
+                missing,
+                known: self.known(),
             });
+        };
+        if from == to {
+            return Err(DagError::Cycle(vec![step.id.clone(), step.id.clone()]));
+        }
+        Ok(from)
+    }
+
+    /// The edges of step `to`'s `${step.field}` references.
+    fn add_references(&mut self, to: usize) -> Result<(), DagError> {
+        for r in refs::references(&self.steps[to].args) {
+            let path = format!("output.{} → input.{}", r.display_path(), r.param);
+            let from = self.named_step(to, r.step)?;
+            self.add(from, to, EdgeKind::Reference, Some(path));
+        }
+        Ok(())
+    }
+
+    /// The edges of step `to`'s `depends_on` list.
+    fn add_explicit(&mut self, to: usize) -> Result<(), DagError> {
+        let steps = self.steps;
+        for dep in &steps[to].depends_on {
+            let from = self.named_step(to, dep.clone())?;
+            self.add(from, to, EdgeKind::Explicit, None);
+        }
+        Ok(())
+    }
+
+    /// Fills each required parameter step `to` does not give from earlier steps (when its
+    /// tool is known).
+    fn infer_from_schemas(&mut self, to: usize) {
+        let Some(spec) = &self.specs[to] else { return };
+        for param in schema::inputs(&spec.input_schema) {
+            if !param.required || given(&self.steps[to].args, &param.name) {
+                continue;
+            }
+            self.fill_param(to, &param);
         }
     }
-    for (i, safe) in parallel.iter().enumerate() {
-        if *safe {
-            continue;
+
+    /// Fills one missing parameter of step `to`: bound from an earlier output of its name,
+    /// else carried over from an earlier step's arguments, else bound from an earlier output
+    /// of its type; every candidate provider becomes a dependency.
+    fn fill_param(&mut self, to: usize, param: &Port) {
+        let mut candidates = providers(param, &self.specs[..to], true);
+        if candidates.is_empty() {
+            if let Some((from, value)) = given_earlier(param, &self.args[..to]) {
+                self.carry_over(to, param, from, value);
+                return;
+            }
+            candidates = providers(param, &self.specs[..to], false);
         }
-        for j in 0..steps.len() {
-            match j.cmp(&i) {
-                std::cmp::Ordering::Less => add(j, i, EdgeKind::Order, None),
-                std::cmp::Ordering::Greater => add(i, j, EdgeKind::Order, None),
-                std::cmp::Ordering::Equal => {}
+        let Some(chosen) = choose(&candidates) else {
+            return;
+        };
+        let ambiguous = candidates.len() > 1 || chosen.several;
+        for c in &candidates {
+            self.add(
+                c.step,
+                to,
+                EdgeKind::Schema,
+                Some(format!("output.{} → input.{}", c.output, param.name)),
+            );
+        }
+        self.bindings[to].push(Binding {
+            param: param.name.clone(),
+            from: self.steps[chosen.step].id.clone(),
+            output: chosen.output.clone(),
+            ambiguous,
+        });
+    }
+
+    /// Puts `value`, given to step `from`, into step `to`'s arguments as `param`.
+    fn carry_over(&mut self, to: usize, param: &Port, from: usize, value: Value) {
+        let args = &mut self.args[to];
+        if let Value::Object(m) = args {
+            m.insert(param.name.clone(), value);
+        } else if args.is_null() {
+            *args = Value::Object([(param.name.clone(), value)].into_iter().collect());
+        }
+        self.carried[to].push(format!("{} from {}", param.name, self.steps[from].id));
+    }
+
+    /// Makes every step that is not parallel-safe keep its place in the plan's order.
+    fn keep_order(&mut self) {
+        for i in 0..self.steps.len() {
+            if self.parallel[i] {
+                continue;
+            }
+            for j in 0..self.steps.len() {
+                match j.cmp(&i) {
+                    std::cmp::Ordering::Less => self.add(j, i, EdgeKind::Order, None),
+                    std::cmp::Ordering::Greater => self.add(i, j, EdgeKind::Order, None),
+                    std::cmp::Ordering::Equal => {}
+                }
             }
         }
     }
 
-    let mut graph: DiGraph<usize, ()> = DiGraph::new();
-    let nodes: Vec<NodeIndex> = (0..steps.len()).map(|i| graph.add_node(i)).collect();
-    for (from, to, _) in &edges {
-        graph.update_edge(nodes[*from], nodes[*to], ());
+    /// Each step's layer: one past its deepest dependency's; refuses a cycle, naming it.
+    fn layer_of_each(&self) -> Result<Vec<usize>, DagError> {
+        let mut graph: DiGraph<usize, ()> = DiGraph::new();
+        let nodes: Vec<NodeIndex> = (0..self.steps.len()).map(|i| graph.add_node(i)).collect();
+        for (from, to, _) in &self.edges {
+            graph.update_edge(nodes[*from], nodes[*to], ());
+        }
+        let order =
+            toposort(&graph, None).map_err(|_| DagError::Cycle(cycle(&graph, self.steps)))?;
+        let mut layer = vec![0usize; self.steps.len()];
+        for n in order {
+            let i = graph[n];
+            layer[i] = graph
+                .neighbors_directed(n, petgraph::Direction::Incoming)
+                .map(|p| layer[graph[p]] + 1)
+                .max()
+                .unwrap_or(0);
+        }
+        Ok(layer)
     }
-    let order = toposort(&graph, None).map_err(|_| DagError::Cycle(cycle(&graph, steps)))?;
-    let mut layer = vec![0usize; steps.len()];
-    for n in order {
-        let i = graph[n];
-        layer[i] = graph
-            .neighbors_directed(n, petgraph::Direction::Incoming)
-            .map(|p| layer[graph[p]] + 1)
-            .max()
-            .unwrap_or(0);
+
+    /// The finished DAG, given each step's layer.
+    fn into_dag(mut self, layer: Vec<usize>) -> Dag {
+        let depth = layer.iter().max().map_or(0, |m| m + 1);
+        let mut layers = vec![Vec::new(); depth];
+        for (i, l) in layer.iter().enumerate() {
+            layers[*l].push(i);
+        }
+        let steps = self.steps;
+        let dag_nodes = steps
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                let deps: BTreeSet<usize> = self
+                    .edges
+                    .iter()
+                    .filter(|(_, t, _)| *t == i)
+                    .map(|(f, _, _)| *f)
+                    .collect();
+                DagNode {
+                    id: s.id.clone(),
+                    tool: s.tool.clone(),
+                    args: self.args[i].clone(),
+                    carried: std::mem::take(&mut self.carried[i]),
+                    dependencies: deps.iter().map(|d| steps[*d].id.clone()).collect(),
+                    bindings: std::mem::take(&mut self.bindings[i]),
+                    layer: layer[i],
+                    parallel: self.parallel[i],
+                }
+            })
+            .collect();
+        Dag {
+            nodes: dag_nodes,
+            edges: self.edges.into_iter().map(|(_, _, e)| e).collect(),
+            layers,
+        }
     }
-    let depth = layer.iter().max().map_or(0, |m| m + 1);
-    let mut layers = vec![Vec::new(); depth];
-    for (i, l) in layer.iter().enumerate() {
-        layers[*l].push(i);
-    }
-    let dag_nodes = steps
-        .iter()
-        .enumerate()
-        .map(|(i, s)| {
-            let deps: BTreeSet<usize> = edges
-                .iter()
-                .filter(|(_, t, _)| *t == i)
-                .map(|(f, _, _)| *f)
-                .collect();
-            DagNode {
-                id: s.id.clone(),
-                tool: s.tool.clone(),
-                args: args[i].clone(),
-                carried: std::mem::take(&mut carried[i]),
-                dependencies: deps.iter().map(|d| steps[*d].id.clone()).collect(),
-                bindings: std::mem::take(&mut bindings[i]),
-                layer: layer[i],
-                parallel: parallel[i],
-            }
-        })
-        .collect();
-    Ok(Dag {
-        nodes: dag_nodes,
-        edges: edges.into_iter().map(|(_, _, e)| e).collect(),
-        layers,
-    })
 }
 
 /// The nearest earlier step given an argument named like `param` (without case, `_`, `-`)

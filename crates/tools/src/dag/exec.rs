@@ -1,4 +1,4 @@
-//! DAG executions that pause and resume (seed 002's ControlledExecutor, Pattern 4): the plan
+//! DAG executions that pause and resume (the controlled executor, docs/tools.md): the plan
 //! as it stands (steps injected or removed by decisions included), the results of the steps
 //! that ran, the steps to decide after, and the decisions taken — saved as a checkpoint
 //! ([`Checkpoints`]) whenever the execution stops, so that it continues where it stopped,
@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use super::build::{Catalog, Dag, DagError, Step, build};
 
-/// A decision taken while an execution was paused (seed 002's AIL/HIL decisions).
+/// A decision taken while an execution was paused, by the agent or by the user.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Decision {

@@ -17,7 +17,7 @@ use serde::Serialize;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::build::Dag;
+use super::build::{Dag, DagNode};
 use super::refs::{self, StepOutput};
 use crate::context::ToolEnv;
 use crate::error::{Error, Result};
@@ -118,46 +118,7 @@ impl Runner<'_> {
     ) -> Progress {
         let mut results = done;
         for (layer, members) in dag.layers.iter().enumerate() {
-            let mut ready = Vec::new();
-            for &i in members {
-                if results.contains_key(&i) {
-                    continue;
-                }
-                let node = &dag.nodes[i];
-                let failed = node.dependencies.iter().find(|d| {
-                    dag.nodes
-                        .iter()
-                        .position(|n| &n.id == *d)
-                        .and_then(|j| results.get(&j))
-                        .is_none_or(|r| r.status != StepStatus::Ok)
-                });
-                if let Some(dep) = failed {
-                    let reason = format!("skipped: step `{dep}` did not succeed");
-                    self.emit(DagEvent::Skipped {
-                        id: node.id.clone(),
-                        reason: reason.clone(),
-                    });
-                    results.insert(i, skipped(node, StepStatus::Skipped, reason));
-                    continue;
-                }
-                let outputs = |id: &str| {
-                    let j = dag.nodes.iter().position(|n| n.id == id)?;
-                    results.get(&j).map(|r| StepOutput {
-                        text: r.text.clone(),
-                        data: r.data.clone(),
-                    })
-                };
-                match complete_args(node, &outputs) {
-                    Ok(args) => ready.push((i, args)),
-                    Err(e) => {
-                        self.emit(DagEvent::Skipped {
-                            id: node.id.clone(),
-                            reason: e.clone(),
-                        });
-                        results.insert(i, skipped(node, StepStatus::Error, e));
-                    }
-                }
-            }
+            let ready = self.ready_steps(dag, members, &mut results);
             if self.cancel.is_cancelled() {
                 for (i, _) in ready {
                     let r = skipped(&dag.nodes[i], StepStatus::Cancelled, "cancelled".into());
@@ -165,85 +126,12 @@ impl Runner<'_> {
                 }
                 continue;
             }
-            for (i, args) in &ready {
-                self.emit(DagEvent::Started {
-                    id: dag.nodes[*i].id.clone(),
-                    layer,
-                    args: args.clone(),
-                });
-            }
-            let calls = ready
-                .iter()
-                .map(|(i, args)| (dag.nodes[*i].tool.clone(), args.clone()))
-                .collect();
-            let done = call_parallel(
-                self.registry,
-                self.env,
-                self.role,
-                calls,
-                self.cancel.clone(),
-                true,
-            )
-            .await;
-            let mut held = None;
-            let mut decide = Vec::new();
-            for ((i, args), call) in ready.into_iter().zip(done) {
-                let node = &dag.nodes[i];
-                if call.deferred && hold_for_user {
-                    held.get_or_insert_with(|| node.id.clone());
-                    continue;
-                }
-                if !call.deferred && !call.result.is_error && decide_after.contains(&node.id) {
-                    decide.push(node.id.clone());
-                }
-                let status = if call.deferred {
-                    StepStatus::NeedsInput
-                } else if call.result.cancelled {
-                    StepStatus::Cancelled
-                } else if call.result.is_error {
-                    StepStatus::Error
-                } else {
-                    StepStatus::Ok
-                };
-                self.emit(DagEvent::Completed {
-                    id: node.id.clone(),
-                    ok: status == StepStatus::Ok,
-                    duration_ms: call.duration_ms,
-                });
-                let text = if call.deferred {
-                    format!(
-                        "`{}` needs the user's approval or answers, which a step of a plan does \
-                         not ask for; call the tool on its own",
-                        node.tool
-                    )
-                } else {
-                    call.result.content
-                };
-                results.insert(
-                    i,
-                    StepResult {
-                        id: node.id.clone(),
-                        tool: node.tool.clone(),
-                        status,
-                        args: Some(args),
-                        text,
-                        data: call.result.data,
-                        duration_ms: call.duration_ms,
-                    },
-                );
-            }
+            let calls = self.call_layer(dag, layer, &ready).await;
+            let end =
+                self.record_layer(dag, ready, calls, decide_after, hold_for_user, &mut results);
             save(&results);
-            if let Some(step) = held {
-                return Progress {
-                    results,
-                    stop: Stop::NeedsUser { step },
-                };
-            }
-            if !decide.is_empty() && results.len() < dag.nodes.len() {
-                return Progress {
-                    results,
-                    stop: Stop::Decision { after: decide },
-                };
+            if let Some(stop) = end.stop(results.len() < dag.nodes.len()) {
+                return Progress { results, stop };
             }
         }
         Progress {
@@ -251,6 +139,190 @@ impl Runner<'_> {
             stop: Stop::Finished,
         }
     }
+
+    /// The steps of a layer (`members`) that have yet to run and can, with their completed
+    /// arguments; a step that cannot run gets its result in `results` instead.
+    fn ready_steps(
+        &self,
+        dag: &Dag,
+        members: &[usize],
+        results: &mut BTreeMap<usize, StepResult>,
+    ) -> Vec<(usize, Value)> {
+        let mut ready = Vec::new();
+        for &i in members {
+            if results.contains_key(&i) {
+                continue;
+            }
+            if let Some(args) = self.prepare_step(dag, i, results) {
+                ready.push((i, args));
+            }
+        }
+        ready
+    }
+
+    /// Step `i`'s arguments, completed from its dependencies' results; `None` when it
+    /// cannot run, reported as skipped, with its result put in `results`: skipped when a
+    /// dependency did not succeed, an error when its arguments cannot be completed.
+    fn prepare_step(
+        &self,
+        dag: &Dag,
+        i: usize,
+        results: &mut BTreeMap<usize, StepResult>,
+    ) -> Option<Value> {
+        let node = &dag.nodes[i];
+        let failed = node.dependencies.iter().find(|d| {
+            dag.nodes
+                .iter()
+                .position(|n| &n.id == *d)
+                .and_then(|j| results.get(&j))
+                .is_none_or(|r| r.status != StepStatus::Ok)
+        });
+        if let Some(dep) = failed {
+            let reason = format!("skipped: step `{dep}` did not succeed");
+            self.emit(DagEvent::Skipped {
+                id: node.id.clone(),
+                reason: reason.clone(),
+            });
+            results.insert(i, skipped(node, StepStatus::Skipped, reason));
+            return None;
+        }
+        let outputs = |id: &str| step_output(dag, results, id);
+        match complete_args(node, &outputs) {
+            Ok(args) => Some(args),
+            Err(e) => {
+                self.emit(DagEvent::Skipped {
+                    id: node.id.clone(),
+                    reason: e.clone(),
+                });
+                results.insert(i, skipped(node, StepStatus::Error, e));
+                None
+            }
+        }
+    }
+
+    /// Starts the ready steps of layer `layer` at the same time, reporting each, and
+    /// waits for them all.
+    async fn call_layer(
+        &self,
+        dag: &Dag,
+        layer: usize,
+        ready: &[(usize, Value)],
+    ) -> Vec<ParallelCall> {
+        for (i, args) in ready {
+            self.emit(DagEvent::Started {
+                id: dag.nodes[*i].id.clone(),
+                layer,
+                args: args.clone(),
+            });
+        }
+        let calls = ready
+            .iter()
+            .map(|(i, args)| (dag.nodes[*i].tool.clone(), args.clone()))
+            .collect();
+        call_parallel(
+            self.registry,
+            self.env,
+            self.role,
+            calls,
+            self.cancel.clone(),
+            true,
+        )
+        .await
+    }
+
+    /// Records the layer's calls in `results` and notes what stops the run after it: the
+    /// first step held for the user (with `hold_for_user`), and the steps of `decide_after`
+    /// that completed.
+    fn record_layer(
+        &self,
+        dag: &Dag,
+        ready: Vec<(usize, Value)>,
+        calls: Vec<ParallelCall>,
+        decide_after: &[String],
+        hold_for_user: bool,
+        results: &mut BTreeMap<usize, StepResult>,
+    ) -> LayerEnd {
+        let mut end = LayerEnd::default();
+        for ((i, args), call) in ready.into_iter().zip(calls) {
+            let node = &dag.nodes[i];
+            if call.deferred && hold_for_user {
+                end.held.get_or_insert_with(|| node.id.clone());
+                continue;
+            }
+            if !call.deferred && !call.result.is_error && decide_after.contains(&node.id) {
+                end.decide.push(node.id.clone());
+            }
+            results.insert(i, self.step_result(node, args, call));
+        }
+        end
+    }
+
+    /// A step's result from its call, reported as completed.
+    fn step_result(&self, node: &DagNode, args: Value, call: ParallelCall) -> StepResult {
+        let status = if call.deferred {
+            StepStatus::NeedsInput
+        } else if call.result.cancelled {
+            StepStatus::Cancelled
+        } else if call.result.is_error {
+            StepStatus::Error
+        } else {
+            StepStatus::Ok
+        };
+        self.emit(DagEvent::Completed {
+            id: node.id.clone(),
+            ok: status == StepStatus::Ok,
+            duration_ms: call.duration_ms,
+        });
+        let text = if call.deferred {
+            format!(
+                "`{}` needs the user's approval or answers, which a step of a plan does \
+                 not ask for; call the tool on its own",
+                node.tool
+            )
+        } else {
+            call.result.content
+        };
+        StepResult {
+            id: node.id.clone(),
+            tool: node.tool.clone(),
+            status,
+            args: Some(args),
+            text,
+            data: call.result.data,
+            duration_ms: call.duration_ms,
+        }
+    }
+}
+
+/// What a layer's calls say about going on.
+#[derive(Default)]
+struct LayerEnd {
+    /// The first step that needs the user (held: it has no result).
+    held: Option<String>,
+    /// The completed steps the caller asked to decide after.
+    decide: Vec<String>,
+}
+
+impl LayerEnd {
+    /// Why the run stops after the layer, if it does; `unfinished`: steps have yet to run.
+    fn stop(self, unfinished: bool) -> Option<Stop> {
+        if let Some(step) = self.held {
+            return Some(Stop::NeedsUser { step });
+        }
+        if !self.decide.is_empty() && unfinished {
+            return Some(Stop::Decision { after: self.decide });
+        }
+        None
+    }
+}
+
+/// The output of the step called `id`, if it has a result in `results`.
+fn step_output(dag: &Dag, results: &BTreeMap<usize, StepResult>, id: &str) -> Option<StepOutput> {
+    let j = dag.nodes.iter().position(|n| n.id == id)?;
+    results.get(&j).map(|r| StepOutput {
+        text: r.text.clone(),
+        data: r.data.clone(),
+    })
 }
 
 impl Runner<'_> {
@@ -263,13 +335,7 @@ impl Runner<'_> {
         done: &BTreeMap<usize, StepResult>,
     ) -> StepResult {
         let node = &dag.nodes[i];
-        let outputs = |id: &str| {
-            let j = dag.nodes.iter().position(|n| n.id == id)?;
-            done.get(&j).map(|r| StepOutput {
-                text: r.text.clone(),
-                data: r.data.clone(),
-            })
-        };
+        let outputs = |id: &str| step_output(dag, done, id);
         let args = match complete_args(node, &outputs) {
             Ok(a) => a,
             Err(e) => return skipped(node, StepStatus::Error, e),

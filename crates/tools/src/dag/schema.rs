@@ -1,4 +1,4 @@
-//! Schema analysis (seed 002 Pattern 1, "Schema Analyzer"): the parameters a tool takes
+//! Schema analysis for the DAG builder: the parameters a tool takes
 //! and the properties it returns, with their JSON types, read from its JSON Schemas.
 
 use serde::Serialize;

@@ -109,6 +109,40 @@ struct Parser {
     depth: usize,
 }
 
+/// The simple command being read: its words so far, the word being read, and a
+/// redirection operator waiting for its target.
+#[derive(Default)]
+struct Current {
+    cmd: SimpleCommand,
+    word: Option<Word>,
+    redirect: Option<String>,
+}
+
+impl Current {
+    /// The word being read, started if need be.
+    fn word(&mut self) -> &mut Word {
+        self.word.get_or_insert_with(Word::default)
+    }
+
+    /// Ends the current word: either a redirect target or a command word.
+    fn finish_word(&mut self) {
+        if let Some(w) = self.word.take() {
+            match self.redirect.take() {
+                Some(op) => self.cmd.redirects.push(Redirect { op, target: w }),
+                None => self.cmd.words.push(w),
+            }
+        }
+    }
+
+    /// Ends the simple command, keeping it in `out` unless it is empty.
+    fn end_command(&mut self, out: &mut Parsed) {
+        let c = std::mem::take(&mut self.cmd);
+        if !c.words.is_empty() || !c.redirects.is_empty() {
+            out.commands.push(c);
+        }
+    }
+}
+
 impl Parser {
     fn peek(&self, off: usize) -> Option<char> {
         self.chars.get(self.pos + off).copied()
@@ -120,147 +154,146 @@ impl Parser {
         }
     }
 
+    /// Reads the whole input, collecting its simple commands into `out`.
     fn run(&mut self) {
-        let mut cmd = SimpleCommand::default();
-        let mut word: Option<Word> = None;
-        let mut pending_redirect: Option<String> = None;
-
-        // Ends the current word: either a redirect target or a command word.
-        fn finish(word: &mut Option<Word>, cmd: &mut SimpleCommand, pending: &mut Option<String>) {
-            if let Some(w) = word.take() {
-                match pending.take() {
-                    Some(op) => cmd.redirects.push(Redirect { op, target: w }),
-                    None => cmd.words.push(w),
-                }
-            }
-        }
-        let end_command = |cmd: &mut SimpleCommand, out: &mut Parsed| {
-            let c = std::mem::take(cmd);
-            if !c.words.is_empty() || !c.redirects.is_empty() {
-                out.commands.push(c);
-            }
-        };
-
+        let mut cur = Current::default();
         while let Some(c) = self.peek(0) {
             match c {
                 ' ' | '\t' => {
-                    finish(&mut word, &mut cmd, &mut pending_redirect);
+                    cur.finish_word();
                     self.pos += 1;
                 }
-                '#' if word.is_none() => {
-                    while self.peek(0).is_some_and(|c| c != '\n') {
-                        self.pos += 1;
-                    }
-                }
-                '\n' | ';' | '|' | '&' | '(' | ')' => {
-                    // `&>` and `>&` are redirections, handled below.
-                    if c == '&' && self.peek(1) == Some('>') {
-                        finish(&mut word, &mut cmd, &mut pending_redirect);
-                        let op = if self.peek(2) == Some('>') {
-                            "&>>"
-                        } else {
-                            "&>"
-                        };
-                        self.pos += op.len();
-                        pending_redirect = Some(op.to_owned());
-                        continue;
-                    }
-                    finish(&mut word, &mut cmd, &mut pending_redirect);
-                    if pending_redirect.take().is_some() {
-                        self.opaque("a redirection without a target");
-                    }
-                    end_command(&mut cmd, &mut self.out);
-                    self.pos += 1;
-                }
-                '<' | '>' => {
-                    if self.peek(1) == Some('(') {
-                        // Process substitution: parse the inner command.
-                        let w = word.get_or_insert_with(Word::default);
-                        w.dynamic = true;
-                        self.pos += 2;
-                        self.substitution(')');
-                        continue;
-                    }
-                    // An all-digit word right before is an fd number, not a word.
-                    if word.as_ref().is_some_and(|w| {
-                        !w.text.is_empty() && w.text.chars().all(|c| c.is_ascii_digit())
-                    }) {
-                        word = None;
-                    }
-                    finish(&mut word, &mut cmd, &mut pending_redirect);
-                    let mut op = String::from(c);
-                    self.pos += 1;
-                    while let Some(n) = self.peek(0) {
-                        if (n == '>' || n == '<' || n == '&' || n == '|') && op.len() < 3 {
-                            op.push(n);
-                            self.pos += 1;
-                        } else {
-                            break;
-                        }
-                    }
-                    if op.starts_with("<<") && op != "<<<" {
-                        self.opaque("a heredoc");
-                    }
-                    if op.ends_with('&') {
-                        // `2>&1`, `>&2`: the target is a file descriptor.
-                        op.pop();
-                        let w = word.get_or_insert_with(Word::default);
-                        w.text.push('&');
-                    }
-                    pending_redirect = Some(op);
-                }
-                '\\' => {
-                    self.pos += 1;
-                    match self.peek(0) {
-                        Some('\n') => self.pos += 1,
-                        Some(n) => {
-                            word.get_or_insert_with(Word::default).text.push(n);
-                            self.pos += 1;
-                        }
-                        None => {}
-                    }
-                }
-                '\'' => {
-                    self.pos += 1;
-                    let w = word.get_or_insert_with(Word::default);
-                    loop {
-                        match self.chars.get(self.pos).copied() {
-                            Some('\'') => {
-                                self.pos += 1;
-                                break;
-                            }
-                            Some(n) => {
-                                w.text.push(n);
-                                self.pos += 1;
-                            }
-                            None => {
-                                self.out.opaque = Some("an unterminated single quote".into());
-                                break;
-                            }
-                        }
-                    }
-                }
+                '#' if cur.word.is_none() => self.skip_comment(),
+                '\n' | ';' | '|' | '&' | '(' | ')' => self.operator(c, &mut cur),
+                '<' | '>' => self.redirection(c, &mut cur),
+                '\\' => self.escaped(&mut cur),
+                '\'' => self.single_quoted(&mut cur),
                 '"' => {
                     self.pos += 1;
-                    word.get_or_insert_with(Word::default);
-                    self.double_quoted(&mut word);
+                    cur.word();
+                    self.double_quoted(&mut cur.word);
                 }
                 '$' | '`' => {
-                    let w = word.get_or_insert_with(Word::default);
-                    w.dynamic = true;
-                    self.dollar(&mut word);
+                    cur.word().dynamic = true;
+                    self.dollar(&mut cur.word);
                 }
                 _ => {
-                    word.get_or_insert_with(Word::default).text.push(c);
+                    cur.word().text.push(c);
                     self.pos += 1;
                 }
             }
         }
-        finish(&mut word, &mut cmd, &mut pending_redirect);
-        if pending_redirect.is_some() {
+        cur.finish_word();
+        if cur.redirect.is_some() {
             self.opaque("a redirection without a target");
         }
-        end_command(&mut cmd, &mut self.out);
+        cur.end_command(&mut self.out);
+    }
+
+    /// At `#` outside a word: skips the comment up to the end of the line.
+    fn skip_comment(&mut self) {
+        while self.peek(0).is_some_and(|c| c != '\n') {
+            self.pos += 1;
+        }
+    }
+
+    /// At a list, pipeline or grouping operator (`c`): ends the simple command, unless
+    /// `&>` starts a redirection.
+    fn operator(&mut self, c: char, cur: &mut Current) {
+        // `&>` and `>&` are redirections, handled below.
+        if c == '&' && self.peek(1) == Some('>') {
+            cur.finish_word();
+            let op = if self.peek(2) == Some('>') {
+                "&>>"
+            } else {
+                "&>"
+            };
+            self.pos += op.len();
+            cur.redirect = Some(op.to_owned());
+            return;
+        }
+        cur.finish_word();
+        if cur.redirect.take().is_some() {
+            self.opaque("a redirection without a target");
+        }
+        cur.end_command(&mut self.out);
+        self.pos += 1;
+    }
+
+    /// At `<` or `>` (`c`): a process substitution, or a redirection operator whose target
+    /// is the next word.
+    fn redirection(&mut self, c: char, cur: &mut Current) {
+        if self.peek(1) == Some('(') {
+            // Process substitution: parse the inner command.
+            cur.word().dynamic = true;
+            self.pos += 2;
+            self.substitution(')');
+            return;
+        }
+        // An all-digit word right before is an fd number, not a word.
+        if cur
+            .word
+            .as_ref()
+            .is_some_and(|w| !w.text.is_empty() && w.text.chars().all(|c| c.is_ascii_digit()))
+        {
+            cur.word = None;
+        }
+        cur.finish_word();
+        let mut op = String::from(c);
+        self.pos += 1;
+        while let Some(n) = self.peek(0) {
+            if (n == '>' || n == '<' || n == '&' || n == '|') && op.len() < 3 {
+                op.push(n);
+                self.pos += 1;
+            } else {
+                break;
+            }
+        }
+        if op.starts_with("<<") && op != "<<<" {
+            self.opaque("a heredoc");
+        }
+        if op.ends_with('&') {
+            // `2>&1`, `>&2`: the target is a file descriptor.
+            op.pop();
+            cur.word().text.push('&');
+        }
+        cur.redirect = Some(op);
+    }
+
+    /// At a backslash outside quotes: the next character taken literally (a line
+    /// continuation when it is a newline).
+    fn escaped(&mut self, cur: &mut Current) {
+        self.pos += 1;
+        match self.peek(0) {
+            Some('\n') => self.pos += 1,
+            Some(n) => {
+                cur.word().text.push(n);
+                self.pos += 1;
+            }
+            None => {}
+        }
+    }
+
+    /// At `'`: the quoted text up to the closing quote, taken literally.
+    fn single_quoted(&mut self, cur: &mut Current) {
+        self.pos += 1;
+        let w = cur.word();
+        loop {
+            match self.chars.get(self.pos).copied() {
+                Some('\'') => {
+                    self.pos += 1;
+                    break;
+                }
+                Some(n) => {
+                    w.text.push(n);
+                    self.pos += 1;
+                }
+                None => {
+                    self.out.opaque = Some("an unterminated single quote".into());
+                    break;
+                }
+            }
+        }
     }
 
     /// Inside `"…"` (the opening quote consumed).

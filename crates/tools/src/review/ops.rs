@@ -8,9 +8,9 @@ use serde::Serialize;
 use trellis_protocol::RunId;
 use trellis_store::{ChangeOpRecord, ChangeSetRecord, Store};
 
-use super::diff::ChangeSet;
+use super::diff::{ChangeSet, FileChange};
 use super::journal::{self, Manifest, OpKind, Side};
-use super::merge::{Merged, merge};
+use super::merge::{Merged, Overlap, merge};
 use super::{FileSelection, ReviewOutcome, Selection};
 use crate::error::{Error, Result};
 
@@ -171,28 +171,65 @@ pub fn apply(
 ) -> Result<ApplyReport> {
     let repo = PathBuf::from(&rec.repo);
     recover(store, &repo)?;
-    if let Some((_, m)) = last_done(&repo, &rec.run_id)?
+    refuse_if_applied(&repo, &rec.run_id)?;
+    let mut plan = ApplyPlan::default();
+    for f in &set.files {
+        plan.add_file(&repo, f, selection);
+    }
+    plan.refuse_problems()?;
+    let seq = if plan.files.is_empty() {
+        0
+    } else {
+        write_apply(store, &repo, &rec.run_id, plan.files, plan.created_dirs)?
+    };
+    record_approval(store, rec, set, selection, seq)?;
+    Ok(ApplyReport {
+        run: rec.run_id.clone(),
+        seq,
+        files: plan.report,
+    })
+}
+
+/// Refuses to apply a run whose last completed operation applied it.
+fn refuse_if_applied(repo: &Path, run: &RunId) -> Result<()> {
+    if let Some((_, m)) = last_done(repo, run)?
         && m.kind != OpKind::Undo
     {
         return Err(Error::Failed(format!(
             "run {} is already applied; `trellis undo {}` first to apply it again",
-            rec.run_id,
-            rec.run_id.short()
+            run,
+            run.short()
         )));
     }
-    let mut files: Vec<(String, Side, Side)> = Vec::new();
-    let mut report = Vec::new();
-    let mut problems = Vec::new();
-    let mut created_dirs: BTreeSet<String> = BTreeSet::new();
-    for f in &set.files {
+    Ok(())
+}
+
+/// What an apply will write, worked out file by file before anything is written.
+#[derive(Default)]
+struct ApplyPlan {
+    /// The files to write: (path, what is there now, what to put there).
+    files: Vec<(String, Side, Side)>,
+    /// Files and what happens to them, for the report.
+    report: Vec<(String, String)>,
+    /// Why files cannot be applied.
+    problems: Vec<String>,
+    /// Directories the apply creates (relative to the repository).
+    created_dirs: BTreeSet<String>,
+}
+
+impl ApplyPlan {
+    /// Works out what applying the approved part of one file's change writes, or why it
+    /// cannot.
+    fn add_file(&mut self, repo: &Path, f: &FileChange, selection: &Selection) {
         let approved: BTreeSet<usize> = match selection.for_file(f) {
-            FileSelection::None => continue,
+            FileSelection::None => return,
             FileSelection::All => (0..f.hunks.len().max(1)).collect(),
             FileSelection::Hunks(h) => h,
         };
         if f.old_mode == Some(0o120000) || f.new_mode == Some(0o120000) {
-            problems.push(format!("{}: symlink changes cannot be applied yet", f.path));
-            continue;
+            self.problems
+                .push(format!("{}: symlink changes cannot be applied yet", f.path));
+            return;
         }
         let all = selection.for_file(f) == FileSelection::All;
         let target = if all {
@@ -204,98 +241,152 @@ pub fn apply(
         let current = match read_current(&path) {
             Ok(c) => c,
             Err(e) => {
-                problems.push(e.to_string());
-                continue;
+                self.problems.push(e.to_string());
+                return;
             }
         };
-        let cur_bytes = current.as_ref().map(|(b, _)| b.as_slice());
-        let cur_mode = current.as_ref().map(|(_, m)| *m);
-        let mode = permissions(cur_mode, f.old_mode, f.new_mode);
-        let (after, what): (Side, &str) = match merge(
-            f.old.as_deref(),
-            cur_bytes,
-            target.as_deref(),
-        ) {
-            Merged::AlreadyThere if cur_mode == Some(mode) || target.is_none() => {
-                report.push((f.path.clone(), "already applied".to_owned()));
-                continue;
+        match merge_file(f, target, current.as_ref()) {
+            FileOutcome::AlreadyApplied => {
+                self.report
+                    .push((f.path.clone(), "already applied".to_owned()));
             }
-            Merged::AlreadyThere => (target.map(|t| (t, mode)), "modified"),
-            Merged::Delete => (None, "deleted"),
-            Merged::Clean(bytes) => {
-                let what = if cur_bytes != f.old.as_deref() {
-                    "merged"
-                } else if current.is_none() {
-                    "created"
-                } else {
-                    "modified"
-                };
-                (Some((bytes, mode)), what)
-            }
-            Merged::Conflict(overlaps) => {
-                let spans: Vec<String> = overlaps
-                    .iter()
-                    .map(|o| {
-                        format!(
-                            "you changed line(s) {}-{} and the approved change edits line(s) {}-{} (of the run's base)",
-                            o.user.0, o.user.1.max(o.user.0), o.ours.0, o.ours.1.max(o.ours.0)
-                        )
-                    })
-                    .collect();
-                problems.push(format!("{}: {}", f.path, spans.join("; ")));
-                continue;
-            }
-            Merged::Incompatible => {
-                problems.push(format!(
-                    "{}: you changed (or created/deleted) this file since the run started, and it \
-                     cannot be merged line by line",
-                    f.path
-                ));
-                continue;
-            }
-        };
-        if current.is_none() {
-            let mut dir = path.parent();
-            while let Some(d) = dir {
-                if d == repo || d.exists() {
-                    break;
+            FileOutcome::Problem(problem) => self.problems.push(problem),
+            FileOutcome::Write { after, what } => {
+                if current.is_none() {
+                    self.note_created_dirs(repo, &path);
                 }
-                if let Ok(rel) = d.strip_prefix(&repo) {
-                    created_dirs.insert(rel.to_string_lossy().into_owned());
-                }
-                dir = d.parent();
+                self.report.push((f.path.clone(), what.to_owned()));
+                self.files.push((f.path.clone(), current, after));
             }
         }
-        report.push((f.path.clone(), what.to_owned()));
-        files.push((f.path.clone(), current, after));
     }
-    if !problems.is_empty() {
-        return Err(Error::Conflict(format!(
+
+    /// Records the missing directories above `path`, a file the apply creates.
+    fn note_created_dirs(&mut self, repo: &Path, path: &Path) {
+        let mut dir = path.parent();
+        while let Some(d) = dir {
+            if d == repo || d.exists() {
+                break;
+            }
+            if let Ok(rel) = d.strip_prefix(repo) {
+                self.created_dirs.insert(rel.to_string_lossy().into_owned());
+            }
+            dir = d.parent();
+        }
+    }
+
+    /// Refuses the whole apply when any file cannot be applied.
+    fn refuse_problems(&self) -> Result<()> {
+        if self.problems.is_empty() {
+            return Ok(());
+        }
+        Err(Error::Conflict(format!(
             "nothing was applied: the working tree changed under the approved change.\n  {}\n\
              Commit or stash your edits to those lines (or reject those hunks) and review again.",
-            problems.join("\n  ")
-        )));
+            self.problems.join("\n  ")
+        )))
     }
-    let mut seq = 0;
-    if !files.is_empty() {
-        seq = next_seq(&repo, &rec.run_id)?;
-        // Deepest first, so removing them on undo works bottom-up.
-        let mut dirs: Vec<String> = created_dirs.into_iter().collect();
-        dirs.sort_by_key(|d| std::cmp::Reverse(d.matches('/').count()));
-        let op = journal::prepare(
-            &repo,
-            &rec.run_id,
-            seq,
-            OpKind::Apply,
-            files,
-            dirs,
-            Vec::new(),
-        )?;
-        let m = journal::read_manifest(&op)?;
-        record_op(store, &op, &m, "pending")?;
-        journal::execute(&op)?;
-        record_op(store, &op, &m, "done")?;
+}
+
+/// What applying one file's approved change comes to.
+enum FileOutcome {
+    /// The working tree already has it: nothing to write.
+    AlreadyApplied,
+    /// Write `after`; `what` happens to the file (`modified`, `created`, `deleted`,
+    /// `merged`).
+    Write { after: Side, what: &'static str },
+    /// It cannot be applied, and why.
+    Problem(String),
+}
+
+/// Merges the approved `target` of file `f` into what the working tree has now
+/// (`current`, with its permission bits).
+fn merge_file(
+    f: &FileChange,
+    target: Option<Vec<u8>>,
+    current: Option<&(Vec<u8>, u32)>,
+) -> FileOutcome {
+    let cur_bytes = current.map(|(b, _)| b.as_slice());
+    let cur_mode = current.map(|(_, m)| *m);
+    let mode = permissions(cur_mode, f.old_mode, f.new_mode);
+    match merge(f.old.as_deref(), cur_bytes, target.as_deref()) {
+        Merged::AlreadyThere if cur_mode == Some(mode) || target.is_none() => {
+            FileOutcome::AlreadyApplied
+        }
+        Merged::AlreadyThere => FileOutcome::Write {
+            after: target.map(|t| (t, mode)),
+            what: "modified",
+        },
+        Merged::Delete => FileOutcome::Write {
+            after: None,
+            what: "deleted",
+        },
+        Merged::Clean(bytes) => {
+            let what = if cur_bytes != f.old.as_deref() {
+                "merged"
+            } else if current.is_none() {
+                "created"
+            } else {
+                "modified"
+            };
+            FileOutcome::Write {
+                after: Some((bytes, mode)),
+                what,
+            }
+        }
+        Merged::Conflict(overlaps) => FileOutcome::Problem(conflict_problem(&f.path, &overlaps)),
+        Merged::Incompatible => FileOutcome::Problem(format!(
+            "{}: you changed (or created/deleted) this file since the run started, and it \
+             cannot be merged line by line",
+            f.path
+        )),
     }
+}
+
+/// The problem of a file whose approved change edits lines the user changed too.
+fn conflict_problem(path: &str, overlaps: &[Overlap]) -> String {
+    let spans: Vec<String> = overlaps
+        .iter()
+        .map(|o| {
+            format!(
+                "you changed line(s) {}-{} and the approved change edits line(s) {}-{} (of the run's base)",
+                o.user.0, o.user.1.max(o.user.0), o.ours.0, o.ours.1.max(o.ours.0)
+            )
+        })
+        .collect();
+    format!("{}: {}", path, spans.join("; "))
+}
+
+/// Writes the planned files through a journalled apply operation, recorded in the store;
+/// returns its sequence number.
+fn write_apply(
+    store: &Store,
+    repo: &Path,
+    run: &RunId,
+    files: Vec<(String, Side, Side)>,
+    created_dirs: BTreeSet<String>,
+) -> Result<i64> {
+    let seq = next_seq(repo, run)?;
+    // Deepest first, so removing them on undo works bottom-up.
+    let mut dirs: Vec<String> = created_dirs.into_iter().collect();
+    dirs.sort_by_key(|d| std::cmp::Reverse(d.matches('/').count()));
+    let op = journal::prepare(repo, run, seq, OpKind::Apply, files, dirs, Vec::new())?;
+    let m = journal::read_manifest(&op)?;
+    record_op(store, &op, &m, "pending")?;
+    journal::execute(&op)?;
+    record_op(store, &op, &m, "done")?;
+    Ok(seq)
+}
+
+/// Records the approval (and whether it was partial) on the change set: `applied` when
+/// operation `seq` wrote something, else `approved`.
+fn record_approval(
+    store: &Store,
+    rec: &ChangeSetRecord,
+    set: &ChangeSet,
+    selection: &Selection,
+    seq: i64,
+) -> Result<()> {
     let outcome = ReviewOutcome::Approved {
         partial: selection != &Selection::all(set),
         selection: selection.clone(),
@@ -309,12 +400,7 @@ pub fn apply(
         &rec.run_id,
         if seq > 0 { "applied" } else { "approved" },
         Some(json),
-    )?;
-    Ok(ApplyReport {
-        run: rec.run_id.clone(),
-        seq,
-        files: report,
-    })
+    )
 }
 
 /// Reverses the run's last apply (or redo) byte for byte; on an undone run, re-applies it

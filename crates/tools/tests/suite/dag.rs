@@ -45,7 +45,7 @@ fn data(text: &str, data: Value) -> trellis_tools::Result<ToolOutput> {
     })
 }
 
-/// Seed 002's example: filesystem read → JSON parse → GitHub create.
+/// The reference example of a tool DAG: filesystem read → JSON parse → GitHub create.
 fn seed_tools() -> Vec<Arc<dyn Tool>> {
     vec![
         fake(

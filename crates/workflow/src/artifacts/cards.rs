@@ -1,4 +1,4 @@
-//! Seed 003's cards: the scope card, the research card and the plan (JSON objects), their
+//! `staged_review`'s cards: the scope card, the research card and the plan (JSON objects), their
 //! validation from JSON and their markdown rendering.
 //!
 //! Validation is lenient where the intent is clear and strict where it is not: unknown
@@ -15,7 +15,7 @@ use serde_json::{Map, Value};
 
 use super::{ArtifactError, ArtifactKind, ArtifactProblem};
 
-/// Seed 003's scope card: what the request covers.
+/// The scope card: what the request covers.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct ScopeCard {
     /// One or two sentences: what the request is about.
@@ -41,7 +41,7 @@ pub struct KeyFile {
     pub why: String,
 }
 
-/// Seed 003's research card: what the research found in the codebase.
+/// The research card: what the research found in the codebase.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct ResearchCard {
     /// One or two sentences: what was found.
@@ -71,7 +71,7 @@ pub struct Pulse {
     pub files: Vec<String>,
 }
 
-/// Seed 003's plan: the approach and its pulses.
+/// `staged_review`'s plan: the approach and its pulses.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct PlanCard {
     /// The approach, in a short paragraph.

@@ -1,4 +1,4 @@
-//! Artifacts: what the stages of `staged_review` (seed 003) and `three_phase` (seed 004) hand
+//! Artifacts: what the stages of `staged_review` and `three_phase` hand
 //! to each other and to the user, with validation whose messages a model can act on.
 //!
 //! | kind | file | content | rules |
@@ -31,19 +31,19 @@ pub use tickets::{Ticket, Tickets, parse_tickets, tickets_ready};
 /// The kinds of artifact.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum ArtifactKind {
-    /// Seed 003's scope card (JSON).
+    /// `staged_review`'s scope card (JSON).
     ScopeCard,
-    /// Seed 003's research card (JSON).
+    /// `staged_review`'s research card (JSON).
     ResearchCard,
-    /// Seed 003's plan: approach summary and pulses (JSON).
+    /// `staged_review`'s plan: approach summary and pulses (JSON).
     Plan,
-    /// Seed 004's `discovery.md`.
+    /// `three_phase`'s `discovery.md`.
     Discovery,
-    /// Seed 004's `plan.md`.
+    /// `three_phase`'s `plan.md`.
     PlanMd,
-    /// Seed 004's `spec.md`.
+    /// `three_phase`'s `spec.md`.
     Spec,
-    /// Seed 004's `tickets.md`.
+    /// `three_phase`'s `tickets.md`.
     Tickets,
 }
 
@@ -241,7 +241,7 @@ pub enum Validated {
     ScopeCard(ScopeCard),
     /// A research card.
     ResearchCard(ResearchCard),
-    /// A seed-003 plan.
+    /// A `staged_review` plan.
     Plan(PlanCard),
     /// `discovery.md`, `plan.md` or `spec.md`.
     Document(Document),

@@ -1,4 +1,4 @@
-//! `tickets.md` (seed 004): the work items of the implementation phase, with dependencies and
+//! `tickets.md` (`three_phase`): the work items of the implementation phase, with dependencies and
 //! acceptance criteria, in a markdown format a model writes without thinking twice:
 //!
 //! ```markdown
@@ -123,6 +123,146 @@ struct Draft {
     body: Vec<String>,
 }
 
+impl Draft {
+    /// A ticket whose heading, at line `n`, gave its id and title.
+    fn new(id: String, title: String, n: usize) -> Self {
+        Self {
+            ticket: Ticket {
+                id,
+                title,
+                line: n,
+                ..Ticket::default()
+            },
+            deps_line: None,
+            acceptance_line: None,
+            body: Vec::new(),
+        }
+    }
+
+    /// Takes a line of the acceptance criteria section: a bullet, an indented continuation
+    /// of the bullet above, or a blank line. False when the line is none of these (it is a
+    /// field or description).
+    fn criteria_line(&mut self, line: &str) -> bool {
+        if let Some(text) = bullet(line) {
+            if !text.is_empty() {
+                self.ticket.acceptance_criteria.push(text.to_owned());
+            }
+            return true;
+        }
+        let continued = line.starts_with([' ', '\t']) && !line.trim().is_empty();
+        if let (true, Some(last)) = (continued, self.ticket.acceptance_criteria.last_mut()) {
+            last.push(' ');
+            last.push_str(line.trim());
+            return true;
+        }
+        line.trim().is_empty()
+    }
+
+    /// Takes line `n` as a `Files:` or `Depends on:` field (not inside a code block) or, else,
+    /// as part of the description.
+    fn field_or_body(&mut self, n: usize, line: &str, in_code: bool) {
+        match field(line).filter(|_| !in_code) {
+            Some((key, value)) if key == "files" => self.ticket.files.extend(list(&value, false)),
+            Some((_, value)) => {
+                self.deps_line.get_or_insert(n);
+                for dep in list(&value, true) {
+                    if !self.ticket.depends_on.contains(&dep) {
+                        self.ticket.depends_on.push(dep);
+                    }
+                }
+            }
+            None => self.body.push(line.to_owned()),
+        }
+    }
+
+    /// The ticket, with its description.
+    fn finish(self) -> Ticket {
+        let mut t = self.ticket;
+        t.description = self.body.join("\n").trim().to_owned();
+        t
+    }
+}
+
+/// Reads `tickets.md` line by line into drafts, with the problems of its headings.
+#[derive(Default)]
+struct Reader {
+    drafts: Vec<Draft>,
+    problems: Vec<ArtifactProblem>,
+    /// Inside a ticket (false before the first one and after a bad `##` heading).
+    in_ticket: bool,
+    in_acceptance: bool,
+    fenced: bool,
+}
+
+impl Reader {
+    /// Reads line `n`: a heading, or a line of the current ticket.
+    fn line(&mut self, n: usize, line: &str) {
+        let fence = is_fence(line);
+        let head = if self.fenced || fence {
+            None
+        } else {
+            heading(line)
+        };
+        if fence {
+            self.fenced = !self.fenced;
+        }
+        match head {
+            Some((2, text)) => return self.start_ticket(n, line, text),
+            Some((3, text)) if self.in_ticket && is_acceptance(text) => {
+                return self.start_acceptance(n);
+            }
+            Some(_) => self.in_acceptance = false,
+            None => {}
+        }
+        let (in_acceptance, in_code) = (self.in_acceptance, self.fenced || fence);
+        let Some(d) = self.drafts.last_mut().filter(|_| self.in_ticket) else {
+            return;
+        };
+        if in_acceptance && !in_code && d.criteria_line(line) {
+            return;
+        }
+        d.field_or_body(n, line, in_code);
+    }
+
+    /// A `## ` heading at line `n`: a new ticket, or a problem when it is not a ticket
+    /// heading (its lines up to the next one then belong to no ticket).
+    fn start_ticket(&mut self, n: usize, line: &str, text: &str) {
+        self.in_acceptance = false;
+        match ticket_heading(text) {
+            Some((id, title)) => {
+                if title.is_empty() {
+                    self.problems.push(ArtifactProblem::at(
+                        n,
+                        format!("ticket {id} has no title; write `## {id}: <title>`"),
+                    ));
+                }
+                self.drafts.push(Draft::new(id, title, n));
+                self.in_ticket = true;
+            }
+            None => {
+                self.problems.push(ArtifactProblem::at(
+                    n,
+                    format!(
+                        "`{}` is not a ticket heading; every `## ` heading starts a \
+                         ticket, written `## T1: <title>` (put other text before the \
+                         first ticket or inside one)",
+                        line.trim()
+                    ),
+                ));
+                self.in_ticket = false;
+            }
+        }
+    }
+
+    /// The current ticket's `### Acceptance criteria` heading, at line `n`.
+    fn start_acceptance(&mut self, n: usize) {
+        self.in_acceptance = true;
+        if let Some(d) = self.drafts.last_mut() {
+            d.acceptance_line.get_or_insert(n);
+        }
+    }
+}
+
 fn valid_id(id: &str) -> bool {
     id.chars().next().is_some_and(|c| c.is_ascii_alphanumeric())
         && id
@@ -218,109 +358,45 @@ fn is_acceptance(title: &str) -> bool {
 
 /// Parses and validates `tickets.md`; every problem is reported with its line.
 pub fn parse_tickets(markdown: &str) -> Result<Tickets, ArtifactError> {
-    let mut problems = Vec::new();
-    let mut drafts: Vec<Draft> = Vec::new();
-    // Inside a ticket (false before the first one and after a bad `##` heading).
-    let mut in_ticket = false;
-    let mut in_acceptance = false;
-    let mut fenced = false;
+    let mut reader = Reader::default();
     for (i, line) in markdown.lines().enumerate() {
-        let n = i + 1;
-        let fence = is_fence(line);
-        let head = if fenced || fence { None } else { heading(line) };
-        if fence {
-            fenced = !fenced;
-        }
-        match head {
-            Some((2, text)) => {
-                in_acceptance = false;
-                match ticket_heading(text) {
-                    Some((id, title)) => {
-                        if title.is_empty() {
-                            problems.push(ArtifactProblem::at(
-                                n,
-                                format!("ticket {id} has no title; write `## {id}: <title>`"),
-                            ));
-                        }
-                        drafts.push(Draft {
-                            ticket: Ticket {
-                                id,
-                                title,
-                                line: n,
-                                ..Ticket::default()
-                            },
-                            deps_line: None,
-                            acceptance_line: None,
-                            body: Vec::new(),
-                        });
-                        in_ticket = true;
-                    }
-                    None => {
-                        problems.push(ArtifactProblem::at(
-                            n,
-                            format!(
-                                "`{}` is not a ticket heading; every `## ` heading starts a \
-                                 ticket, written `## T1: <title>` (put other text before the \
-                                 first ticket or inside one)",
-                                line.trim()
-                            ),
-                        ));
-                        in_ticket = false;
-                    }
-                }
-                continue;
-            }
-            Some((3, text)) if in_ticket && is_acceptance(text) => {
-                in_acceptance = true;
-                if let Some(d) = drafts.last_mut() {
-                    d.acceptance_line.get_or_insert(n);
-                }
-                continue;
-            }
-            Some(_) => in_acceptance = false,
-            None => {}
-        }
-        let Some(d) = drafts.last_mut().filter(|_| in_ticket) else {
-            continue;
-        };
-        if in_acceptance && !fenced && !fence {
-            if let Some(text) = bullet(line) {
-                if !text.is_empty() {
-                    d.ticket.acceptance_criteria.push(text.to_owned());
-                }
-                continue;
-            }
-            let continued = line.starts_with([' ', '\t']) && !line.trim().is_empty();
-            if let (true, Some(last)) = (continued, d.ticket.acceptance_criteria.last_mut()) {
-                last.push(' ');
-                last.push_str(line.trim());
-                continue;
-            }
-            if line.trim().is_empty() {
-                continue;
-            }
-        }
-        match field(line).filter(|_| !fenced && !fence) {
-            Some((key, value)) if key == "files" => d.ticket.files.extend(list(&value, false)),
-            Some((_, value)) => {
-                d.deps_line.get_or_insert(n);
-                for dep in list(&value, true) {
-                    if !d.ticket.depends_on.contains(&dep) {
-                        d.ticket.depends_on.push(dep);
-                    }
-                }
-            }
-            None => d.body.push(line.to_owned()),
-        }
+        reader.line(i + 1, line);
     }
+    let Reader {
+        drafts,
+        mut problems,
+        ..
+    } = reader;
     if drafts.is_empty() && problems.is_empty() {
         problems.push(ArtifactProblem::new(
             "has no tickets; start each ticket with a `## T1: <title>` heading, followed by a \
              `Depends on:` line and a `### Acceptance criteria` list",
         ));
     }
-    let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
+    let seen = unique_ids(&drafts, &mut problems);
+    let defined: Vec<&str> = drafts.iter().map(|d| d.ticket.id.as_str()).collect();
     for d in &drafts {
+        check_dependencies(d, &seen, &defined, &mut problems);
+        problems.extend(missing_criteria(d));
+    }
+    let tickets: Vec<Ticket> = drafts.into_iter().map(Draft::finish).collect();
+    problems.extend(cycles(&tickets));
+    problems.sort_by_key(|p| p.line.unwrap_or(usize::MAX));
+    if problems.is_empty() {
+        Ok(Tickets { tickets })
+    } else {
+        Err(ArtifactError::invalid(ArtifactKind::Tickets, problems))
+    }
+}
+
+/// Each ticket id once: a reused id is a problem at its second use. Returns the line of each
+/// id's first ticket.
+fn unique_ids<'d>(
+    drafts: &'d [Draft],
+    problems: &mut Vec<ArtifactProblem>,
+) -> BTreeMap<&'d str, usize> {
+    let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
+    for d in drafts {
         let t = &d.ticket;
         if let Some(first) = seen.get(t.id.as_str()) {
             problems.push(ArtifactProblem::at(
@@ -335,61 +411,59 @@ pub fn parse_tickets(markdown: &str) -> Result<Tickets, ArtifactError> {
             seen.insert(&t.id, t.line);
         }
     }
-    let defined: Vec<&str> = drafts.iter().map(|d| d.ticket.id.as_str()).collect();
-    for d in &drafts {
-        let t = &d.ticket;
-        let at = d.deps_line.unwrap_or(t.line);
-        for dep in &t.depends_on {
-            if *dep == t.id {
-                problems.push(ArtifactProblem::at(
-                    at,
-                    format!(
-                        "ticket {} depends on itself; remove {dep} from its `Depends on:`",
-                        t.id
-                    ),
-                ));
-            } else if !seen.contains_key(dep.as_str()) {
-                problems.push(ArtifactProblem::at(
-                    at,
-                    format!(
-                        "ticket {} depends on {dep}, which is not defined; defined: {}",
-                        t.id,
-                        defined.join(", ")
-                    ),
-                ));
-            }
-        }
-        if t.acceptance_criteria.is_empty() {
-            let message = match d.acceptance_line {
-                Some(l) => format!(
-                    "ticket {} has no acceptance criteria: the section at line {l} has no `- ` \
-                     bullets",
+    seen
+}
+
+/// A ticket's dependencies name other tickets of the file (`seen`; `defined` lists them all).
+fn check_dependencies(
+    d: &Draft,
+    seen: &BTreeMap<&str, usize>,
+    defined: &[&str],
+    problems: &mut Vec<ArtifactProblem>,
+) {
+    let t = &d.ticket;
+    let at = d.deps_line.unwrap_or(t.line);
+    for dep in &t.depends_on {
+        if *dep == t.id {
+            problems.push(ArtifactProblem::at(
+                at,
+                format!(
+                    "ticket {} depends on itself; remove {dep} from its `Depends on:`",
                     t.id
                 ),
-                None => format!(
-                    "ticket {} has no acceptance criteria; add a `### Acceptance criteria` \
-                     section with `- ` bullets",
-                    t.id
+            ));
+        } else if !seen.contains_key(dep.as_str()) {
+            problems.push(ArtifactProblem::at(
+                at,
+                format!(
+                    "ticket {} depends on {dep}, which is not defined; defined: {}",
+                    t.id,
+                    defined.join(", ")
                 ),
-            };
-            problems.push(ArtifactProblem::at(t.line, message));
+            ));
         }
     }
-    let tickets: Vec<Ticket> = drafts
-        .into_iter()
-        .map(|d| {
-            let mut t = d.ticket;
-            t.description = d.body.join("\n").trim().to_owned();
-            t
-        })
-        .collect();
-    problems.extend(cycles(&tickets));
-    problems.sort_by_key(|p| p.line.unwrap_or(usize::MAX));
-    if problems.is_empty() {
-        Ok(Tickets { tickets })
-    } else {
-        Err(ArtifactError::invalid(ArtifactKind::Tickets, problems))
+}
+
+/// The problem of a ticket without acceptance criteria, if it has none.
+fn missing_criteria(d: &Draft) -> Option<ArtifactProblem> {
+    let t = &d.ticket;
+    if !t.acceptance_criteria.is_empty() {
+        return None;
     }
+    let message = match d.acceptance_line {
+        Some(l) => format!(
+            "ticket {} has no acceptance criteria: the section at line {l} has no `- ` \
+             bullets",
+            t.id
+        ),
+        None => format!(
+            "ticket {} has no acceptance criteria; add a `### Acceptance criteria` \
+             section with `- ` bullets",
+            t.id
+        ),
+    };
+    Some(ArtifactProblem::at(t.line, message))
 }
 
 /// Every dependency cycle (among distinct, defined tickets), each once, starting at its

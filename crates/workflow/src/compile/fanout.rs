@@ -1,7 +1,7 @@
 //! `fan_out` stages: the orchestrator's items (or an artifact's entries, `items_from`) become
 //! work nodes `<stage>/<key>`, in dependency order, each optionally followed by a review node
-//! `<stage>/<key>.review` and a merge node `<stage>/<key>.merge` of its own (seed 004's ticket
-//! pipeline: ticket agent → review → merger).
+//! `<stage>/<key>.review` and a merge node `<stage>/<key>.merge` of its own (`three_phase`'s
+//! ticket pipeline: ticket agent → review → merger).
 //!
 //! Dependencies between items (`depends_on`, or `dependencies`: ids of other items) become
 //! engine dependencies: an item's first node waits until the last node of every item it

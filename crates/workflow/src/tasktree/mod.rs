@@ -1,11 +1,11 @@
-//! Seed 001's task tree as run state: the remit, sequential milestones, and per milestone a DAG
+//! The iterative task tree as run state: the remit, sequential milestones, and per milestone a DAG
 //! of tasks with their statuses, compressed handoff fields and retry counts.
 //!
 //! The tree lives in the run's `task_tree` state channel, changed only through [`TreeOp`]s
 //! that nodes write and the channel's reducer ([`reducer`]) applies in order — so the engine's
 //! log holds every change, and resume, replay and fork restore the tree exactly.
 //!
-//! Rules (seed 001 "TaskTree Operations"):
+//! Rules of its operations:
 //! - a task's dependencies are tasks of the same milestone; adding a task that would close a
 //!   cycle is refused with the path (`T1 → T2 → T1`);
 //! - a task is READY when every dependency is COMPLETE, PENDING otherwise;
@@ -52,7 +52,7 @@ pub struct Milestone {
     pub status: MilestoneStatus,
 }
 
-/// A task's status (seed 001 `TaskStatus`).
+/// A task's status.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum TaskStatus {
@@ -146,7 +146,7 @@ pub struct Task {
     pub last_failure_stage: Option<String>,
 }
 
-/// The whole tree (seed 001 `WorkflowState`'s durable part).
+/// The whole tree (the durable part of the workflow's state).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct TaskTree {
     /// What the user really wants (max 1000 chars).
@@ -262,7 +262,7 @@ impl TaskTree {
         seen.len()
     }
 
-    /// The prioritizer (deterministic, seed 001): among the active milestone's READY tasks,
+    /// The prioritizer (deterministic): among the active milestone's READY tasks,
     /// the one blocking the most tasks, then created earliest, then the simplest, then by id.
     pub fn prioritize(&self) -> Option<&Task> {
         let m = self.active_milestone.as_deref()?;

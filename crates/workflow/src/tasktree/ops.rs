@@ -118,7 +118,7 @@ pub enum TreeOp {
     AdvanceMilestone,
 }
 
-/// The handoff fields [`TreeOp::SetField`] may set, with their seed 001 limits (chars; the
+/// The handoff fields [`TreeOp::SetField`] may set, with their limits (chars; the
 /// gap analysis is an object whose text fields are limited when it is made).
 pub const FIELD_LIMITS: [(&str, usize); 4] = [
     ("gap_analysis", 2000),

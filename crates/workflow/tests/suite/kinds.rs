@@ -541,7 +541,7 @@ fn items_from_and_produces_lists_are_checked() {
     has(&ps, 21, "which no earlier stage produces");
     assert_eq!(ps.len(), 4, "{ps:#?}");
 
-    // Seed 004's built-in is valid: items from the tickets its planning collector produces.
+    // The `three_phase` built-in is valid: items from the tickets its planning collector produces.
     let w = load_str("three_phase", BUILTINS[3].1, None).unwrap();
     let plan = assemble(&w, &Decisions::default(), "t").unwrap();
     let implementation = plan

@@ -178,8 +178,8 @@ async fn feature_stage_two_fails_twice_then_done() {
     assert_eq!(out.status, RunStatus::Succeeded, "{:?}", out.error);
     assert_eq!(out.terminal.as_ref().unwrap().as_str(), "DONE");
     let log = log(&script);
-    // Seed 000's walk-through: failing tests enrich the context of the stage on the failure
-    // route (code generation), which runs again before the tests do.
+    // The feature workflow's failure path: failing tests enrich the context of the stage on the
+    // failure route (code generation), which runs again before the tests do.
     assert_eq!(
         log[..9],
         [

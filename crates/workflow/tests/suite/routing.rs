@@ -1,4 +1,4 @@
-//! Seed 000's routing on its own, unchanged YAML (`feature_with_iterative_testing`): a failure
+//! Routing of the built-in `feature_with_iterative_testing`, on its own unchanged YAML: a failure
 //! route to DONE or ABORT is taken as written; a failure route back to a stage is taken at most
 //! `max_attempts` times per stage, each retry enriched by adaptive retrieval (at most 2 per
 //! stage), after which the run ends at ABORT with the reason.
@@ -98,7 +98,8 @@ impl StageHandlers for Agents {
     }
 }
 
-/// Seed 000's feature workflow, byte for byte, with both optional stages included.
+/// The `feature_with_iterative_testing` workflow, byte for byte, with both optional stages
+/// included.
 fn feature_plan() -> Plan {
     let workflow = load_str("feature", BUILTINS[0].1, None).unwrap();
     let mut d = Decisions::default();

@@ -1,4 +1,4 @@
-//! Seed 001's task tree: DAG rules (cycles refused with their path, READY/PENDING from
+//! The task tree: DAG rules (cycles refused with their path, READY/PENDING from
 //! dependencies, completion unblocks, failure blocks transitively while other branches go on),
 //! milestones, the deterministic prioritizer, and the tree as engine state: written as ops
 //! through the channel reducer, restored exactly by replay.
