@@ -19,6 +19,10 @@
 //! breaks the file's syntax (tree-sitter finds an error the file did not have) is refused. A block that
 //! matches nowhere, or more than once, is not applied: the model is told why, with the
 //! file's closest lines to copy from.
+//!
+//! An answer without markers may still say the same thing in two labelled fences
+//! ("Search for:" / "Replace with:") or in one fence with `# Original code` / `# Modified code`
+//! parts: [`labelled`] reads those as blocks.
 
 use std::path::Path;
 
@@ -27,6 +31,8 @@ use trellis_llm::{Completion, Message, ToolCall};
 
 use super::indent::{indent, reindent};
 use super::{AgentOutcome, AgentReport, AgentRun, Saved};
+
+mod labelled;
 use crate::output::StageReport;
 use crate::roles::{BLOCKS_TOOL, EditFormat};
 
@@ -397,10 +403,16 @@ impl AgentRun {
             seen.push(b.clone());
             new
         });
-        let mut calls = Vec::new();
-        let whole = blocks.is_empty() && problems.is_empty();
-        if whole {
-            calls = self.definitions(messages, text, turn);
+        let unmarked = blocks.is_empty() && problems.is_empty();
+        let mut calls = if unmarked {
+            self.definitions(messages, text, turn)
+        } else {
+            Vec::new()
+        };
+        let whole = !calls.is_empty();
+        if unmarked && !whole {
+            // "Search for:" / "Replace with:" fences, or `# Original` / `# Modified` parts.
+            blocks = labelled::parse(text);
         }
         for (i, b) in blocks.into_iter().enumerate() {
             match self.locate(messages, &b) {
@@ -414,7 +426,7 @@ impl AgentRun {
             }
         }
         Edits {
-            whole: whole && !calls.is_empty(),
+            whole,
             calls,
             problems,
         }
