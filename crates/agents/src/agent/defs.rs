@@ -19,18 +19,36 @@ pub(super) type Replacement = (String, String, String);
 /// The contents of the answer's fenced code blocks (```` ``` ```` or `~~~`, any language tag):
 /// a fence line opens a block and the next one closes it; a block left open is not one.
 pub(super) fn fences(text: &str) -> Vec<String> {
+    let lines: Vec<&str> = text.lines().collect();
+    fenced(&lines)
+        .into_iter()
+        .map(|f| f.body.join("\n"))
+        .collect()
+}
+
+/// A closed fence of an answer: the index of its opening line and its lines.
+pub(super) struct Fenced<'t> {
+    pub(super) open: usize,
+    pub(super) body: Vec<&'t str>,
+}
+
+/// The closed fences of `lines` (any tag; an unclosed one is left out: its code is not
+/// whole).
+pub(super) fn fenced<'t>(lines: &[&'t str]) -> Vec<Fenced<'t>> {
     let mut out = Vec::new();
-    let mut body: Option<Vec<&str>> = None;
-    for line in text.lines() {
+    let mut open: Option<Fenced<'t>> = None;
+    for (i, line) in lines.iter().enumerate() {
         let t = line.trim_start();
         let fence = t.starts_with("```") || t.starts_with("~~~");
-        match (body.as_mut(), fence) {
-            (None, true) => body = Some(Vec::new()),
-            (Some(b), true) => {
-                out.push(b.join("\n"));
-                body = None;
+        match (open.as_mut(), fence) {
+            (None, true) => {
+                open = Some(Fenced {
+                    open: i,
+                    body: Vec::new(),
+                })
             }
-            (Some(b), false) => b.push(line),
+            (Some(_), true) => out.extend(open.take()),
+            (Some(f), false) => f.body.push(line),
             (None, false) => {}
         }
     }

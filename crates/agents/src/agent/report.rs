@@ -162,8 +162,9 @@ impl AgentRun {
         }))
     }
 
-    /// The structured call for the report failed: recorded, then a budget's interrupt, a
-    /// cancellation, the prose answer kept as the output, or the error.
+    /// The structured call for the report failed: recorded, then the prose answer kept as
+    /// the output when the model answered in prose, else as any failed call
+    /// ([`Self::turn_failed`]).
     fn report_not_given(
         &self,
         mut st: Saved,
@@ -172,6 +173,17 @@ impl AgentRun {
         text: String,
         mut notes: Vec<String>,
     ) -> Result<AgentOutcome> {
+        let trellis_llm::Error::Structured(reason) = &e else {
+            return self.turn_failed(st, turn, e);
+        };
+        if text.trim().is_empty() {
+            return self.turn_failed(st, turn, e);
+        }
+        // The model keeps answering in prose: keep its words as the output rather than
+        // losing the work, and say so.
+        notes.push(format!(
+            "no structured report ({reason}); kept the prose answer"
+        ));
         self.emit(
             &mut st,
             SessionEvent::TurnFailed {
@@ -179,27 +191,17 @@ impl AgentRun {
                 error: e.to_string(),
             },
         );
-        match e {
-            trellis_llm::Error::Budget(exceeded) => Ok(self.budget_interrupt(st, exceeded)),
-            trellis_llm::Error::Cancelled => Err(Error::Cancelled),
-            trellis_llm::Error::Structured(e) if !text.trim().is_empty() => {
-                // The model keeps answering in prose: keep its words as the output
-                // rather than losing the work, and say so.
-                notes.push(format!("no structured report ({e}); kept the prose answer"));
-                Ok(AgentOutcome::Done(AgentReport {
-                    report: StageReport {
-                        failure: false,
-                        output: text,
-                        ..StageReport::default()
-                    },
-                    turns: st.turns,
-                    tool_calls: st.tool_calls,
-                    usage: st.usage,
-                    notes,
-                }))
-            }
-            e => Err(e.into()),
-        }
+        Ok(AgentOutcome::Done(AgentReport {
+            report: StageReport {
+                failure: false,
+                output: text,
+                ..StageReport::default()
+            },
+            turns: st.turns,
+            tool_calls: st.tool_calls,
+            usage: st.usage,
+            notes,
+        }))
     }
 
     /// Records the report's turn: its usage (every completion of the structured call) and

@@ -11,7 +11,8 @@
 //! taken only when both labels are among the words below, so two fences of ordinary code
 //! ("Here is the function:", "And its test:") are never read as an edit.
 
-use super::{Block, path_in};
+use super::super::defs::{Fenced, fenced};
+use super::{Block, path_in, trim_blank_ends};
 
 /// Labels of the code being replaced.
 const OLD: &[&str] = &[
@@ -51,34 +52,6 @@ const NEW: &[&str] = &[
     "change to",
     "to",
 ];
-
-/// A closed fence: the index of its opening line and its body.
-struct Fence<'t> {
-    open: usize,
-    body: Vec<&'t str>,
-}
-
-/// The closed fences of `lines` (an unclosed one is cut: its code is not whole).
-fn fences<'t>(lines: &[&'t str]) -> Vec<Fence<'t>> {
-    let mut out = Vec::new();
-    let mut open: Option<Fence<'t>> = None;
-    for (i, line) in lines.iter().enumerate() {
-        let t = line.trim_start();
-        let is_fence = t.starts_with("```") || t.starts_with("~~~");
-        match (open.as_mut(), is_fence) {
-            (None, true) => {
-                open = Some(Fence {
-                    open: i,
-                    body: Vec::new(),
-                })
-            }
-            (Some(_), true) => out.extend(open.take()),
-            (Some(f), false) => f.body.push(line),
-            (None, false) => {}
-        }
-    }
-    out
-}
 
 /// `line` as a label: lower case, without emphasis, heading marks, a list marker and the
 /// colon after it; `None` unless it is written as a label (it ends with a colon, or it is a
@@ -125,16 +98,12 @@ fn path_near(lines: &[&str], label_line: usize) -> Option<String> {
 
 /// `body` joined, without blank lines at either end.
 fn joined(body: &[&str]) -> String {
-    let start = body.iter().position(|l| !l.trim().is_empty()).unwrap_or(0);
-    let end = body
-        .iter()
-        .rposition(|l| !l.trim().is_empty())
-        .map_or(start, |e| e + 1);
+    let (start, end) = trim_blank_ends(body);
     body[start..end].join("\n")
 }
 
 /// Two consecutive fences labelled old then new.
-fn pairs(lines: &[&str], fences: &[Fence<'_>]) -> Vec<Block> {
+fn pairs(lines: &[&str], fences: &[Fenced<'_>]) -> Vec<Block> {
     let mut out = Vec::new();
     let mut i = 0;
     while i + 1 < fences.len() {
@@ -196,7 +165,7 @@ const NEW_COMMENT: &[&str] = &[
 ];
 
 /// One fence whose comments label its old and new parts.
-fn commented(lines: &[&str], fence: &Fence<'_>) -> Option<Block> {
+fn commented(lines: &[&str], fence: &Fenced<'_>) -> Option<Block> {
     let body = &fence.body;
     let is =
         |words: &[&str], line: &str| comment(line).is_some_and(|c| words.contains(&c.as_str()));
@@ -216,7 +185,7 @@ fn commented(lines: &[&str], fence: &Fence<'_>) -> Option<Block> {
 /// The edits of an answer written without markers (none when it has no such form).
 pub(super) fn parse(text: &str) -> Vec<Block> {
     let lines: Vec<&str> = text.lines().collect();
-    let fences = fences(&lines);
+    let fences = fenced(&lines);
     let paired = pairs(&lines, &fences);
     if !paired.is_empty() {
         return paired;
