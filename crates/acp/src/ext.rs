@@ -88,10 +88,12 @@ impl AcpAgent {
         session: &str,
         run: Option<&str>,
     ) -> Result<RunId, Error> {
-        let store = service.runtime().store.clone();
-        let key = session.to_owned();
+        let (svc, key) = (service.clone(), session.to_owned());
         let (found, turns) = tokio::task::spawn_blocking(move || {
-            Ok::<_, trellis_store::Error>((store.client_session(&key)?, store.client_turns(&key)?))
+            Ok::<_, trellis_core::service::OpError>((
+                svc.client_session(&key)?,
+                svc.client_turns(&key)?,
+            ))
         })
         .await
         .map_err(internal)?
@@ -128,7 +130,7 @@ impl AcpAgent {
                     .await?;
                 let svc = service.clone();
                 let r = run.clone();
-                let o = tokio::task::spawn_blocking(move || svc.runtime().inspect(&r))
+                let o = tokio::task::spawn_blocking(move || svc.run_state(&r))
                     .await
                     .map_err(internal)?
                     .map_err(internal)?;

@@ -27,6 +27,8 @@ use agent_client_protocol::v1::schema as acp;
 use agent_client_protocol::{Agent, Client, ConnectTo, Stdio};
 use tokio_util::sync::CancellationToken;
 use trellis_core::service::Service;
+use trellis_protocol::Op;
+use trellis_protocol::records::ClientSession;
 
 pub use config::{Autonomy, SessionConfig};
 pub use ext::{METHODS as EXTENSION_METHODS, TrellisRequest};
@@ -97,32 +99,23 @@ impl Session {
 
 /// Records a session's settings with it (so a restarted agent has them).
 async fn persist_config(
-    service: &Service,
+    service: &Arc<Service>,
     session: &acp::SessionId,
     config: &SessionConfig,
 ) -> Result<(), agent_client_protocol::Error> {
-    let store = service.runtime().store.clone();
-    let key = session.0.to_string();
-    let json = config.to_json();
-    tokio::task::spawn_blocking(move || -> Result<(), trellis_store::Error> {
-        if let Some(mut record) = store.client_session(&key)? {
-            record.config = json;
-            store.put_client_session(record)?;
-        }
-        Ok(())
-    })
-    .await
-    .map_err(internal)?
-    .map_err(internal)
-}
-
-/// The names of the workflows in a catalog.
-fn workflow_names(catalog: &trellis_workflow::Catalog) -> Vec<String> {
-    catalog
-        .entries()
-        .iter()
-        .map(|e| e.workflow.metadata.name.clone())
-        .collect()
+    let (svc, key) = (service.clone(), session.0.to_string());
+    let found = tokio::task::spawn_blocking(move || svc.client_session(&key))
+        .await
+        .map_err(internal)?
+        .map_err(internal)?;
+    if let Some(mut record) = found {
+        record.config = config.to_json();
+        service
+            .call(Op::RecordClientSession { session: record })
+            .await
+            .map_err(internal)?;
+    }
+    Ok(())
 }
 
 /// `agentCapabilities._meta`: the `_trellis/...` extension methods (docs/acp.md).
@@ -206,11 +199,10 @@ impl AcpAgent {
     /// An agent over a running service: sessions must be inside its workspace.
     pub fn with_service(service: Arc<Service>, options: AcpOptions) -> Arc<Self> {
         let root = service
-            .runtime()
-            .repo
+            .root()
             .canonicalize()
-            .unwrap_or_else(|_| service.runtime().repo.clone());
-        let workflows = std::sync::OnceLock::from(workflow_names(&service.runtime().catalog));
+            .unwrap_or_else(|_| service.root().to_path_buf());
+        let workflows = std::sync::OnceLock::from(service.workflow_names());
         Arc::new(Self {
             open: None,
             service: tokio::sync::Mutex::new(Some(service)),
@@ -247,7 +239,7 @@ impl AcpAgent {
             .await
             .map_err(agent_client_protocol::Error::into_internal_error)?
             .map_err(|e| agent_client_protocol::Error::internal_error().data(e))?;
-        tracing::info!(workspace = %opened.runtime().repo.display(), "workspace opened");
+        tracing::info!(workspace = %opened.root().display(), "workspace opened");
         *service = Some(opened.clone());
         Ok(opened)
     }
@@ -271,7 +263,7 @@ impl AcpAgent {
         };
         if let Some((cwd, config, servers)) = pending {
             mcp::attach(&service, &servers)?;
-            let record = trellis_store::ClientSession {
+            let record = ClientSession {
                 id: id.0.to_string(),
                 client: sessions::CLIENT.into(),
                 cwd: cwd.display().to_string(),
@@ -280,10 +272,9 @@ impl AcpAgent {
                 created_ms: 0,
                 updated_ms: 0,
             };
-            let store = service.runtime().store.clone();
-            tokio::task::spawn_blocking(move || store.put_client_session(record))
+            service
+                .call(Op::RecordClientSession { session: record })
                 .await
-                .map_err(internal)?
                 .map_err(internal)?;
             if let Some(s) = lock(&self.sessions).get_mut(id.0.as_ref()) {
                 s.recorded = true;
@@ -297,7 +288,7 @@ impl AcpAgent {
     fn workflows(&self) -> Vec<String> {
         let root = lock(&self.root).clone();
         self.workflows
-            .get_or_init(|| workflow_names(&trellis_core::discover_workflows(root.as_deref(), &[])))
+            .get_or_init(|| trellis_core::service::workflow_names_in(root.as_deref()))
             .clone()
     }
 
@@ -488,7 +479,7 @@ impl AcpAgent {
     /// Remembers an "always" answer to an approval in the session (and its record).
     pub(crate) async fn remember(
         &self,
-        service: &Service,
+        service: &Arc<Service>,
         session: &acp::SessionId,
         key: String,
         allow: bool,

@@ -3,8 +3,8 @@
 //! process's runs then gets (stdio and Streamable HTTP; SSE is not supported).
 
 use agent_client_protocol::v1::schema as acp;
+use trellis_core::service::McpServerConfig as ServerConfig;
 use trellis_core::service::Service;
-use trellis_mcp::ServerConfig;
 
 use crate::invalid_params;
 
@@ -81,10 +81,8 @@ pub fn attach(
     for s in servers {
         let (name, config) = server_config(s).map_err(invalid_params)?;
         service
-            .runtime()
-            .mcp
-            .add(&name, config)
-            .map_err(|e| invalid_params(e.to_string()))?;
+            .attach_mcp_server(&name, config)
+            .map_err(|e| invalid_params(e.message))?;
         tracing::info!(server = %name, "MCP server from the client added");
     }
     Ok(())

@@ -14,11 +14,11 @@ use agent_client_protocol::Error;
 use agent_client_protocol::v1::schema as acp;
 use serde_json::Value;
 use trellis_core::service::Service;
+use trellis_protocol::records::{ClientSession, ClientTurn, SessionFilter};
 use trellis_protocol::{ServiceEventBody, SessionOwner, StreamId, format_utc_ms};
-use trellis_store::{ClientSession, ClientTurn, SessionFilter};
 
 use crate::map::{StagePlan, session_updates, usage_update};
-use crate::turn::{context_window, outcome, summary_text};
+use crate::turn::{outcome, summary_text};
 use crate::{AcpAgent, Session, SessionConfig, commands, internal, lock};
 
 /// The store's client name of ACP sessions.
@@ -33,7 +33,6 @@ pub(crate) fn replay_turn(
     root: &Path,
     turn: &ClientTurn,
 ) -> Result<Vec<acp::SessionUpdate>, Error> {
-    let store = &service.runtime().store;
     let mut out = vec![acp::SessionUpdate::UserMessageChunk(
         acp::ContentChunk::new(turn.request.clone().into()),
     )];
@@ -49,7 +48,7 @@ pub(crate) fn replay_turn(
     ));
     let plan_json: Value = serde_json::from_str(&turn.plan).unwrap_or(Value::Null);
     let mut plan = StagePlan::from_plan(&plan_json);
-    let run_events = store
+    let run_events = service
         .stream_events(&StreamId::Run(turn.run.clone()), 0, None)
         .map_err(internal)?;
     for e in &run_events {
@@ -60,7 +59,7 @@ pub(crate) fn replay_turn(
     if !plan.is_empty() {
         out.push(acp::SessionUpdate::Plan(plan.to_acp()));
     }
-    let mut sessions = store
+    let mut sessions = service
         .sessions(&SessionFilter {
             run: Some(turn.run.clone()),
             ..SessionFilter::default()
@@ -71,8 +70,8 @@ pub(crate) fn replay_turn(
         let SessionOwner::Agent { node, role, .. } = &s.owner else {
             continue;
         };
-        let window = context_window(service, Some(role));
-        let events = store
+        let window = service.context_window(Some(role));
+        let events = service
             .stream_events(&StreamId::Session(s.id.clone()), 0, None)
             .map_err(internal)?;
         for e in events {
@@ -133,9 +132,8 @@ impl AcpAgent {
     ) -> Result<(Arc<Service>, PathBuf, ClientSession), Error> {
         let cwd = self.workspace_cwd(cwd)?;
         let service = self.open_service().await?;
-        let store = service.runtime().store.clone();
-        let key = id.0.to_string();
-        let found = tokio::task::spawn_blocking(move || store.client_session(&key))
+        let (svc, key) = (service.clone(), id.0.to_string());
+        let found = tokio::task::spawn_blocking(move || svc.client_session(&key))
             .await
             .map_err(internal)?
             .map_err(internal)?;
@@ -172,10 +170,9 @@ impl AcpAgent {
     ) -> Result<acp::LoadSessionResponse, Error> {
         let (service, cwd, record) = self.recorded(&req.session_id, &req.cwd).await?;
         crate::mcp::attach(&service, &req.mcp_servers)?;
-        let root = service.runtime().repo.clone();
-        let store = service.runtime().store.clone();
-        let key = req.session_id.0.to_string();
-        let turns = tokio::task::spawn_blocking(move || store.client_turns(&key))
+        let root = service.root().to_path_buf();
+        let (svc, key) = (service.clone(), req.session_id.0.to_string());
+        let turns = tokio::task::spawn_blocking(move || svc.client_turns(&key))
             .await
             .map_err(internal)?
             .map_err(internal)?;
@@ -247,8 +244,8 @@ impl AcpAgent {
             .cwd
             .as_ref()
             .map(|c| c.canonicalize().unwrap_or_else(|_| c.clone()));
-        let store = service.runtime().store.clone();
-        let all = tokio::task::spawn_blocking(move || store.client_sessions(CLIENT))
+        let svc = service.clone();
+        let all = tokio::task::spawn_blocking(move || svc.client_sessions(CLIENT))
             .await
             .map_err(internal)?
             .map_err(internal)?;

@@ -14,7 +14,8 @@ use agent_client_protocol::{Client, Error};
 use serde_json::{Value, json};
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
-use trellis_core::service::{LiveEvent, Service};
+use trellis_core::service::{DriveEnd, Followed, LiveEvent, OpError, RunFrontEnd, Service};
+use trellis_protocol::records::{ClientTurn, RunState};
 use trellis_protocol::{
     Answer, InputMode, Interrupt, InterruptKind, NodeAnswer, NodeId, Op, RunId, RunStatus,
     ServiceEventBody, SessionEvent, SessionOwner, StreamId, WorkspaceEvent,
@@ -216,11 +217,11 @@ impl Turn {
                         } = ev
                         {
                             windows
-                                .insert(node.to_owned(), context_window(&self.service, Some(role)));
+                                .insert(node.to_owned(), self.service.context_window(Some(role)));
                         }
                         let window = *windows
                             .entry(node.to_owned())
-                            .or_insert_with(|| context_window(&self.service, None));
+                            .or_insert_with(|| self.service.context_window(None));
                         if let Some(u) = window.and_then(|w| usage_update(ev, w)) {
                             self.send(u);
                         }
@@ -392,21 +393,6 @@ pub(crate) fn summary_text(outcome: &Outcome) -> String {
     text
 }
 
-/// The context window of the model an agent role uses (its profile's `context`); the
-/// default profile's without a role; `None` when the profile does not say.
-pub(crate) fn context_window(service: &Service, role: Option<&str>) -> Option<u64> {
-    let rt = service.runtime();
-    let models = &rt.models;
-    let profile = match role.and_then(|r| rt.roles.get(r).ok()) {
-        Some(spec) => models.profile_for_role(&spec.model_role),
-        None => models.default_profile(),
-    };
-    models
-        .profile(profile)
-        .and_then(|p| p.context)
-        .map(u64::from)
-}
-
 /// What the turn needs of a run's outcome.
 pub(crate) struct Outcome {
     run: RunId,
@@ -414,23 +400,25 @@ pub(crate) struct Outcome {
     error: Option<String>,
     stage_results: Value,
     files_changed: Vec<String>,
-    waiting: Vec<(NodeId, Interrupt)>,
 }
 
 pub(crate) fn outcome(service: &Service, run: &RunId) -> Result<Outcome, Error> {
     let o = service
-        .runtime()
-        .inspect(run)
-        .map_err(|e| Error::internal_error().data(e.to_string()))?;
-    let files = trellis_core::changed_files(&o);
-    Ok(Outcome {
-        run: o.run.clone(),
-        status: o.status,
-        error: o.error.clone(),
-        stage_results: o.state.get("stage_results").cloned().unwrap_or(Value::Null),
-        files_changed: files,
-        waiting: o.waiting.clone(),
-    })
+        .run_state(run)
+        .map_err(|e| Error::internal_error().data(e.message))?;
+    Ok(Outcome::from(o))
+}
+
+impl From<RunState> for Outcome {
+    fn from(o: RunState) -> Self {
+        Self {
+            stage_results: o.state.get("stage_results").cloned().unwrap_or(Value::Null),
+            files_changed: o.files_changed(),
+            run: o.run,
+            status: o.status,
+            error: o.error,
+        }
+    }
 }
 
 impl AcpAgent {
@@ -438,7 +426,7 @@ impl AcpAgent {
     /// `session/load` finds it after a restart. A failure is logged: the turn goes on.
     async fn record_turn(
         &self,
-        service: &Service,
+        service: &Arc<Service>,
         session: &acp::SessionId,
         request: &str,
         started: &Value,
@@ -462,8 +450,7 @@ impl AcpAgent {
             }
             (s.cwd.clone(), new_title)
         };
-        let store = service.runtime().store.clone();
-        let turn = trellis_store::ClientTurn {
+        let turn = ClientTurn {
             session: key.clone(),
             turn: 0,
             run: RunId::from_string(started["run"].as_str().unwrap_or_default()),
@@ -472,21 +459,30 @@ impl AcpAgent {
             plan: started["plan"].to_string(),
             created_ms: 0,
         };
-        let done = tokio::task::spawn_blocking(move || {
-            if let Some(title) = title
-                && let Some(mut record) = store.client_session(&key)?
-            {
-                record.title = Some(title);
-                record.cwd = cwd.display().to_string();
-                store.put_client_session(record)?;
+        let done = async {
+            if let Some(title) = title {
+                let svc = service.clone();
+                let found = tokio::task::spawn_blocking(move || svc.client_session(&key))
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .map_err(|e| e.to_string())?;
+                if let Some(mut record) = found {
+                    record.title = Some(title);
+                    record.cwd = cwd.display().to_string();
+                    service
+                        .call(Op::RecordClientSession { session: record })
+                        .await
+                        .map_err(|e| e.to_string())?;
+                }
             }
-            store.add_client_turn(turn)
-        })
+            service
+                .call(Op::RecordClientTurn { turn })
+                .await
+                .map_err(|e| e.to_string())
+        }
         .await;
-        match done {
-            Ok(Ok(_)) => {}
-            Ok(Err(e)) => tracing::warn!("recording the turn of session {session}: {e}"),
-            Err(e) => tracing::warn!("recording the turn of session {session}: {e}"),
+        if let Err(e) = done {
+            tracing::warn!("recording the turn of session {session}: {e}");
         }
     }
 
@@ -509,7 +505,7 @@ impl AcpAgent {
             return Err(invalid_params("the prompt has no text"));
         }
         let service = self.live_service(&req.session_id).await?;
-        let root = service.runtime().repo.clone();
+        let root = service.root().to_path_buf();
         let turn = Turn {
             conn,
             session: req.session_id.clone(),
@@ -587,41 +583,32 @@ impl AcpAgent {
         turn: &Turn,
         live: &mut broadcast::Receiver<Arc<LiveEvent>>,
         run: &RunId,
-        mut plan: StagePlan,
+        plan: StagePlan,
         input: InputMode,
         autonomy: Autonomy,
     ) -> Result<acp::StopReason, Error> {
-        let service = &turn.service;
-        let mut asked = 0usize;
-        let mut windows = HashMap::new();
-        loop {
-            match turn.follow(live, run, &mut plan, &mut windows).await? {
-                Stop::Cancelled => return Ok(turn.cancel_run(run).await),
-                Stop::Stopped => {}
-            }
-            service.wait_run(run).await;
-            service.bus().flush().await;
-            let o = outcome(service, run)?;
-            if o.status != RunStatus::WaitingInput {
-                return Ok(self.end_of_run(turn, run, &o, autonomy).await);
-            }
-            let Some(answers) = self.answers(turn, &o, &mut asked).await else {
+        let mut front = TurnFront {
+            agent: self,
+            turn,
+            plan,
+            windows: HashMap::new(),
+            asked: 0,
+        };
+        Ok(
+            match turn.service.drive(run, live, input, &mut front).await? {
+                DriveEnd::Cancelled => turn.cancel_run(run).await,
                 // Cancelled while asking: the run stays paused (resumable).
-                return Ok(acp::StopReason::Cancelled);
-            };
-            if let Err(e) = service
-                .call(Op::ResumeRun {
-                    run: run.to_string(),
-                    answers,
-                    messages: Vec::new(),
-                    input,
-                })
-                .await
-            {
-                turn.message(format!("\nTrellis could not continue the run: {e}\n"));
-                return Ok(acp::StopReason::EndTurn);
-            }
-        }
+                DriveEnd::Paused(_) => acp::StopReason::Cancelled,
+                DriveEnd::Ended(state) => {
+                    self.end_of_run(turn, run, &Outcome::from(state), autonomy)
+                        .await
+                }
+                DriveEnd::NotResumed(e) => {
+                    turn.message(format!("\nTrellis could not continue the run: {e}\n"));
+                    acp::StopReason::EndTurn
+                }
+            },
+        )
     }
 
     /// The run stopped for good: the turn's summary, then the change set offered to the
@@ -644,25 +631,56 @@ impl AcpAgent {
         }
         acp::StopReason::EndTurn
     }
+}
 
-    /// The client's answers to the interrupts the run waits on, numbered on from `asked`;
-    /// `None` when the turn was cancelled while asking.
-    async fn answers(
-        &self,
-        turn: &Turn,
-        o: &Outcome,
-        asked: &mut usize,
-    ) -> Option<Vec<NodeAnswer>> {
+/// A prompt turn as the run driver's front-end: it streams the run to the client and asks
+/// the client for the answers.
+struct TurnFront<'a> {
+    agent: &'a AcpAgent,
+    turn: &'a Turn,
+    plan: StagePlan,
+    windows: HashMap<String, Option<u64>>,
+    /// Questions asked so far in the turn (numbers the permission requests).
+    asked: usize,
+}
+
+impl RunFrontEnd for TurnFront<'_> {
+    type Error = Error;
+
+    async fn follow(
+        &mut self,
+        live: &mut broadcast::Receiver<Arc<LiveEvent>>,
+        run: &RunId,
+    ) -> Result<Followed, Error> {
+        let stop = self
+            .turn
+            .follow(live, run, &mut self.plan, &mut self.windows)
+            .await?;
+        Ok(match stop {
+            Stop::Cancelled => Followed::Cancelled,
+            Stop::Stopped => Followed::Stopped,
+        })
+    }
+
+    /// The client's answers to the interrupts the run waits on; `None` when the turn was
+    /// cancelled while asking.
+    async fn ask(&mut self, state: &RunState) -> Result<Option<Vec<NodeAnswer>>, Error> {
         let mut answers = Vec::new();
-        for (node, it) in &o.waiting {
-            *asked += 1;
-            let answer = turn.ask(self, *asked, node, it).await?;
+        for (node, it) in &state.waiting {
+            self.asked += 1;
+            let Some(answer) = self.turn.ask(self.agent, self.asked, node, it).await else {
+                return Ok(None);
+            };
             answers.push(NodeAnswer {
                 node: node.clone(),
                 answer,
             });
         }
-        Some(answers)
+        Ok(Some(answers))
+    }
+
+    fn service_error(&self, error: OpError) -> Error {
+        Error::internal_error().data(error.message)
     }
 }
 

@@ -34,7 +34,7 @@ pub async fn chat(service: &Arc<Service>, args: ChatArgs) -> anyhow::Result<Exit
     let mut session: Option<SessionId> = args.session.as_deref().map(SessionId::from_string);
     if let Some(s) = &session {
         // Fails early, naming the session, if it is not a channel session of this store.
-        let rec = service.runtime().store.session(s)?;
+        let rec = service.session(s)?;
         if !args.json {
             println!("session {s} ({:?})", rec.owner);
         }

@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use trellis_graph::{RunHandle, RunOutcome};
+use trellis_protocol::records::RunState;
 use trellis_protocol::{EventKind, NodeState, RunStatus};
 
 use crate::display::{mark, status, truncate};
@@ -128,7 +129,7 @@ pub async fn drive(mut handle: RunHandle, show: Show) -> anyhow::Result<(RunOutc
     if show.json {
         println!("{}", serde_json::to_string_pretty(&outcome)?);
     } else {
-        print_summary(&outcome, started.elapsed());
+        print_summary(&outcome.to_state(), started.elapsed());
     }
     let code = match outcome.status {
         RunStatus::Succeeded | RunStatus::WaitingInput => ExitCode::SUCCESS,
@@ -137,7 +138,7 @@ pub async fn drive(mut handle: RunHandle, show: Show) -> anyhow::Result<(RunOutc
     Ok((outcome, code))
 }
 
-pub(crate) fn print_summary(o: &RunOutcome, elapsed: std::time::Duration) {
+pub(crate) fn print_summary(o: &RunState, elapsed: std::time::Duration) {
     let at = o
         .terminal
         .as_ref()

@@ -318,7 +318,7 @@ impl Reviewing<'_> {
             crate::follow::follow_run(self.service, &mut live, &id, self.json).await;
             if !self.json {
                 let short = &self.short;
-                let o = self.service.runtime().inspect(&id)?;
+                let o = self.service.run_state(&id)?;
                 println!(
                     "run {short} {}; review the new change set with `trellis review {short}`",
                     o.status

@@ -12,8 +12,8 @@ use serde_json::{Value, json};
 use tokio::sync::broadcast;
 use trellis_agents::{DecidedBy, Orchestration};
 use trellis_core::InputMode;
-use trellis_core::service::{LiveEvent, Service};
-use trellis_graph::RunOutcome;
+use trellis_core::service::{DriveEnd, Followed, LiveEvent, OpError, RunFrontEnd, Service};
+use trellis_protocol::records::RunState;
 use trellis_protocol::{
     Answer, Interrupt, InterruptKind, NodeAnswer, NodeId, NodeMessage, Op, RunId, RunStatus,
 };
@@ -153,6 +153,50 @@ fn ask(node: &NodeId, it: &Interrupt) -> Answer {
     }
 }
 
+/// The terminal as the run driver's front-end: progress on stdout, questions on stdin,
+/// Ctrl-C stops following.
+struct TerminalFront<'a> {
+    service: &'a Service,
+    term: Terminal,
+}
+
+impl RunFrontEnd for TerminalFront<'_> {
+    type Error = anyhow::Error;
+
+    async fn follow(
+        &mut self,
+        live: &mut broadcast::Receiver<Arc<LiveEvent>>,
+        run: &RunId,
+    ) -> anyhow::Result<Followed> {
+        tokio::select! {
+            () = crate::follow::follow_run(self.service, live, run, self.term.json) => {
+                Ok(Followed::Stopped)
+            }
+            _ = tokio::signal::ctrl_c() => Ok(Followed::Cancelled),
+        }
+    }
+
+    async fn ask(&mut self, state: &RunState) -> anyhow::Result<Option<Vec<NodeAnswer>>> {
+        if !self.term.interactive() {
+            return Ok(None);
+        }
+        Ok(Some(
+            state
+                .waiting
+                .iter()
+                .map(|(node, it)| NodeAnswer {
+                    node: node.clone(),
+                    answer: ask(node, it),
+                })
+                .collect(),
+        ))
+    }
+
+    fn service_error(&self, error: OpError) -> anyhow::Error {
+        error.into()
+    }
+}
+
 /// Follows a workflow run executing in `service` to its end: answers interrupts from the
 /// terminal (resuming the run through the service), stops cleanly on Ctrl-C (the run stays
 /// resumable), then prints the summary and offers the review. `live` was subscribed before
@@ -167,65 +211,39 @@ pub async fn drive_run(
         println!("run {run}");
     }
     let started = std::time::Instant::now();
-    let outcome = loop {
-        tokio::select! {
-            () = crate::follow::follow_run(&service, &mut live, &run, term.json) => {}
-            _ = tokio::signal::ctrl_c() => {
-                service.shutdown().await;
-                eprintln!(
-                    "\ninterrupted: completed stages are kept; continue with `trellis runs resume {run}` (review what exists with `trellis review {run}`)"
-                );
-                return Ok(ExitCode::from(130));
-            }
-        }
-        let outcome = service.runtime().inspect(&run)?;
-        if outcome.status != RunStatus::WaitingInput {
-            if !term.json {
-                crate::drive::print_summary(&outcome, started.elapsed());
-            }
-            break outcome;
-        }
-        if !term.interactive() {
-            if term.json {
-                // One JSON document, as for a finished run, with what the run waits for.
-                summary(&service.runtime().store, &outcome, true)?;
-                return Ok(ExitCode::SUCCESS);
-            }
-            println!("\nthe run is waiting for input:");
-            for (node, it) in &outcome.waiting {
-                println!("  {node}: {}", it.prompt);
-            }
-            println!(
-                "answer with `trellis runs resume {run} --answer NODE=yes` (or =no, or =\"text\")"
+    let mut front = TerminalFront {
+        service: &service,
+        term,
+    };
+    let state = match service
+        .drive(&run, &mut live, term.input, &mut front)
+        .await?
+    {
+        DriveEnd::Ended(state) => state,
+        DriveEnd::Cancelled => {
+            service.shutdown().await;
+            eprintln!(
+                "\ninterrupted: completed stages are kept; continue with `trellis runs resume {run}` (review what exists with `trellis review {run}`)"
             );
+            return Ok(ExitCode::from(130));
+        }
+        DriveEnd::Paused(state) => {
+            paused(&service, &state, term.json)?;
             return Ok(ExitCode::SUCCESS);
         }
-        let answers: Vec<NodeAnswer> = outcome
-            .waiting
-            .iter()
-            .map(|(node, it)| NodeAnswer {
-                node: node.clone(),
-                answer: ask(node, it),
-            })
-            .collect();
-        service
-            .call(Op::ResumeRun {
-                run: run.to_string(),
-                answers,
-                messages: Vec::new(),
-                input: term.input,
-            })
-            .await?;
+        DriveEnd::NotResumed(e) => return Err(e.into()),
     };
-    service.bus().flush().await;
-    service.runtime().store.flush()?;
-    summary(&service.runtime().store, &outcome, term.json)?;
-    let changed = !changed_files(&outcome).is_empty();
+    if !term.json {
+        crate::drive::print_summary(&state, started.elapsed());
+    }
+    service.flush().await?;
+    summary(&service, &state, term.json)?;
+    let changed = !state.files_changed().is_empty();
     if !changed || term.json || term.no_review {
         if changed && !term.json {
             println!("review the change with `trellis review {run}`");
         }
-        return Ok(exit_code(&outcome));
+        return Ok(exit_code(&state));
     }
     if std::io::stdin().is_terminal() {
         println!();
@@ -245,10 +263,27 @@ pub async fn drive_run(
     } else {
         println!("review the change with `trellis review {run}`");
     }
-    Ok(exit_code(&outcome))
+    Ok(exit_code(&state))
 }
 
-fn exit_code(o: &RunOutcome) -> ExitCode {
+/// A run waiting for input nobody here can give: what it waits for, and how to answer.
+fn paused(service: &Service, state: &RunState, json: bool) -> anyhow::Result<()> {
+    if json {
+        // One JSON document, as for a finished run, with what the run waits for.
+        return summary(service, state, true);
+    }
+    println!("\nthe run is waiting for input:");
+    for (node, it) in &state.waiting {
+        println!("  {node}: {}", it.prompt);
+    }
+    println!(
+        "answer with `trellis runs resume {} --answer NODE=yes` (or =no, or =\"text\")",
+        state.run
+    );
+    Ok(())
+}
+
+fn exit_code(o: &RunState) -> ExitCode {
     match (o.status, o.terminal.as_ref().map(|t| t.as_str())) {
         (RunStatus::Succeeded, Some("ABORT")) => ExitCode::from(2),
         (RunStatus::Succeeded, _) | (RunStatus::WaitingInput, _) => ExitCode::SUCCESS,
@@ -256,9 +291,7 @@ fn exit_code(o: &RunOutcome) -> ExitCode {
     }
 }
 
-use trellis_core::changed_files;
-
-fn summary(store: &Store, o: &RunOutcome, json: bool) -> anyhow::Result<()> {
+fn summary(service: &Service, o: &RunState, json: bool) -> anyhow::Result<()> {
     let stages = o.state.get("stage_results").cloned().unwrap_or(Value::Null);
     if json {
         println!(
@@ -269,7 +302,7 @@ fn summary(store: &Store, o: &RunOutcome, json: bool) -> anyhow::Result<()> {
                 "terminal": o.terminal,
                 "stages": stages,
                 "orchestrator": o.state.get("orchestrator"),
-                "files_changed": changed_files(o),
+                "files_changed": o.files_changed(),
                 "waiting": o.waiting.iter().map(|(node, it)| (node.to_string(), json!({"prompt": it.prompt, "data": it.data}))).collect::<serde_json::Map<_, _>>(),
             }))?
         );
@@ -292,18 +325,13 @@ fn summary(store: &Store, o: &RunOutcome, json: bool) -> anyhow::Result<()> {
         "full transcript: `trellis runs show {run}` (events: `trellis runs events {run}`)",
         run = o.run.short()
     );
-    let files = changed_files(o);
+    let files = o.files_changed();
     if files.is_empty() {
         println!("no files changed");
         return Ok(());
     }
     // The change set: the run's branch against its base, as `git diff --stat` shows it.
-    let stat = store.change_set(o.run.as_str()).ok().and_then(|rec| {
-        trellis_tools::git::Git::new(&rec.repo)
-            .text(&["diff", "--stat", &rec.base_commit, &rec.branch])
-            .ok()
-    });
-    match stat {
+    match service.change_set_stat(&o.run) {
         Some(stat) if !stat.trim().is_empty() => {
             println!("change set:");
             for line in stat.lines() {
@@ -379,7 +407,7 @@ pub async fn run(
 ) -> anyhow::Result<ExitCode> {
     let service = open_service(repo, overrides, &args.dirs.dirs, Arc::new(store))?;
     if !args.json {
-        let profile = service.runtime().models.profile_for_role("orchestrator");
+        let profile = service.profile_for_role("orchestrator");
         eprintln!("asking the orchestrator (model profile `{profile}`)…");
     }
     let term = Terminal {

@@ -40,7 +40,7 @@ pub async fn steer(
     }
     if how == "resumed" {
         crate::follow::follow_run(service, &mut live, run, json).await;
-        let o = service.runtime().inspect(run)?;
+        let o = service.run_state(run)?;
         if !json {
             println!("run {} {}", run.short(), o.status);
             for (node, it) in &o.waiting {

@@ -422,17 +422,7 @@ async fn not_runnable(
 /// The files a run's agents reported changing (`files_changed` of their stage reports),
 /// sorted, each once.
 pub fn changed_files(o: &trellis_graph::RunOutcome) -> Vec<String> {
-    let mut files: Vec<String> = o
-        .nodes
-        .iter()
-        .filter_map(|n| n.result.get("files_changed").and_then(Value::as_array))
-        .flatten()
-        .filter_map(Value::as_str)
-        .map(str::to_owned)
-        .collect();
-    files.sort();
-    files.dedup();
-    files
+    trellis_protocol::records::files_changed(&o.nodes)
 }
 
 /// Milliseconds since the Unix epoch.

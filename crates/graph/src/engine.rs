@@ -70,29 +70,7 @@ pub struct RunHandle {
     task: JoinHandle<Result<RunOutcome>>,
 }
 
-/// The state of a node as clients see it.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct NodeView {
-    /// Node id.
-    pub id: NodeId,
-    /// Latest activation number (0 if never reached).
-    pub attempt: u32,
-    /// State of the latest activation (`None` if never reached).
-    pub state: Option<NodeState>,
-    /// Parent in the spawn tree.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub parent: Option<NodeId>,
-    /// Latest recorded result.
-    #[serde(skip_serializing_if = "Value::is_null")]
-    pub result: Value,
-    /// Latest error.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-    /// The pending question, when WAITING_INPUT.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub interrupt: Option<Interrupt>,
-}
+pub use trellis_protocol::records::NodeView;
 
 /// Where a run stands: returned when it finishes or pauses, and by [`Engine::inspect`].
 #[derive(Clone, Debug, Serialize)]
@@ -126,6 +104,22 @@ fn ser_state<S: serde::Serializer>(state: &State, s: S) -> std::result::Result<S
 }
 
 impl RunOutcome {
+    /// The outcome as the wire shows it (the channel values as one JSON object).
+    pub fn to_state(&self) -> trellis_protocol::records::RunState {
+        trellis_protocol::records::RunState {
+            run: self.run.clone(),
+            status: self.status,
+            terminal: self.terminal.clone(),
+            error: self.error.clone(),
+            steps: self.steps,
+            last_seq: self.last_seq,
+            state: self.state.to_json(),
+            counters: self.counters.clone(),
+            nodes: self.nodes.clone(),
+            waiting: self.waiting.clone(),
+        }
+    }
+
     fn of(core: &RunCore) -> Self {
         let nodes = core
             .nodes

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
 use tokio::sync::oneshot;
-use trellis_protocol::{Command, Event, ForkRef, NodeId, RunId, RunStatus};
+use trellis_protocol::{Command, Event, RunId};
 
 /// Errors raised by a journal implementation.
 #[derive(Debug, thiserror::Error)]
@@ -49,29 +49,7 @@ pub enum Durability {
     Sync,
 }
 
-/// The per-run summary kept alongside the log (what `runs list` shows).
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct RunSummary {
-    /// Graph name.
-    pub graph: String,
-    /// Current status.
-    pub status: RunStatus,
-    /// Steps completed so far.
-    pub step: u64,
-    /// Seq of the last event of this batch.
-    pub last_seq: u64,
-    /// Terminal reached, if any.
-    pub terminal: Option<NodeId>,
-    /// Error text for failed runs.
-    pub error: Option<String>,
-    /// Where the run was forked from.
-    pub fork: Option<ForkRef>,
-    /// Creation time (ms since epoch).
-    pub created_ts: i64,
-    /// Time of this batch (ms since epoch).
-    pub updated_ts: i64,
-}
+pub use trellis_protocol::records::RunSummary;
 
 /// One atomic append.
 #[derive(Clone, Debug)]

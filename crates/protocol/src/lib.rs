@@ -11,6 +11,7 @@ pub mod canonical;
 mod command;
 mod event;
 mod ids;
+pub mod records;
 pub mod schema;
 mod service;
 mod state;

@@ -292,6 +292,19 @@ pub enum Op {
         /// The session.
         session: SessionId,
     },
+    /// Record a front-end client's session (an editor's ACP session): inserted, or its title
+    /// and settings updated (`createdMs` and `updatedMs` are set by the store). Result: the
+    /// session as recorded.
+    RecordClientSession {
+        /// The session.
+        session: crate::records::ClientSession,
+    },
+    /// Record a prompt turn of a recorded client session: the run it started (`turn` and
+    /// `createdMs` are set by the store). Result: `{"turn": n}`, its number from 1.
+    RecordClientTurn {
+        /// The turn.
+        turn: crate::records::ClientTurn,
+    },
 }
 
 impl Op {
@@ -311,6 +324,8 @@ impl Op {
             Op::StartChannel { .. } => "startChannel",
             Op::SessionMessage { .. } => "sessionMessage",
             Op::CancelSession { .. } => "cancelSession",
+            Op::RecordClientSession { .. } => "recordClientSession",
+            Op::RecordClientTurn { .. } => "recordClientTurn",
         }
     }
 }

@@ -791,6 +791,28 @@ fn ops() -> Vec<Value> {
         Op::CancelSession {
             session: SessionId::from_string("ses-1"),
         },
+        Op::RecordClientSession {
+            session: trellis_protocol::records::ClientSession {
+                id: "acp-1".into(),
+                client: "acp".into(),
+                cwd: "/src/app".into(),
+                title: Some("fix the build".into()),
+                config: "{}".into(),
+                created_ms: 0,
+                updated_ms: 0,
+            },
+        },
+        Op::RecordClientTurn {
+            turn: trellis_protocol::records::ClientTurn {
+                session: "acp-1".into(),
+                turn: 0,
+                run: RunId::from_string("0191"),
+                request: "fix the build".into(),
+                workflow: Some("bug_fix".into()),
+                plan: "[]".into(),
+                created_ms: 0,
+            },
+        },
     ];
     let reviews = [
         ReviewAction::Show,

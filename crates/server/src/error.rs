@@ -70,12 +70,6 @@ impl From<OpError> for ApiError {
     }
 }
 
-impl From<trellis_store::Error> for ApiError {
-    fn from(e: trellis_store::Error) -> Self {
-        OpError::from(e).into()
-    }
-}
-
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let mut body = json!({ "error": self.message, "kind": self.kind });

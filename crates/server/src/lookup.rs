@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use trellis_core::service::Service;
+use trellis_core::service::{OpErrorKind, Service};
 use trellis_protocol::{Op, RunId, SessionId, StreamId};
 
 use crate::{AppState, Workspace, error::ApiError};
@@ -53,7 +53,7 @@ impl AppState {
         check_id("run", id)?;
         let mut found = None;
         for w in &self.0.workspaces {
-            match w.service.runtime().store.get_run(id) {
+            match w.service.run_record(id) {
                 Ok(rec) => {
                     if found.is_some() {
                         return Err(ApiError::invalid(format!(
@@ -63,7 +63,7 @@ impl AppState {
                     }
                     found = Some((w, rec.id));
                 }
-                Err(trellis_store::Error::RunNotFound(_)) => {}
+                Err(e) if e.kind == OpErrorKind::NotFound => {}
                 Err(e) => return Err(e.into()),
             }
         }
@@ -75,7 +75,7 @@ impl AppState {
         check_id("session", id)?;
         let sid = SessionId::from_string(id);
         for w in &self.0.workspaces {
-            if w.service.runtime().store.session(&sid).is_ok() {
+            if w.service.session(&sid).is_ok() {
                 return Ok((w, sid));
             }
         }
@@ -129,7 +129,10 @@ impl AppState {
                     Err(_) => self.workspace(workspace)?,
                 }
             }
-            Op::StartRun { .. } | Op::StartChannel { .. } => self.workspace(workspace)?,
+            Op::StartRun { .. }
+            | Op::StartChannel { .. }
+            | Op::RecordClientSession { .. }
+            | Op::RecordClientTurn { .. } => self.workspace(workspace)?,
         };
         Ok((w, w.service.clone()))
     }

@@ -9,60 +9,31 @@
 
 use std::path::Path;
 
-use serde::Serialize;
+use trellis_protocol::records::Owner;
 
-/// The process holding (or asking for) a claim.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Owner {
-    /// Process id.
-    pub pid: u32,
-    /// Host name.
-    pub host: String,
-    /// Process start time in clock ticks since boot, when `/proc` tells it; guards against pid
-    /// reuse.
-    pub start_time: Option<u64>,
+/// This process, as a claim names it.
+pub(crate) fn current_owner() -> Owner {
+    let pid = std::process::id();
+    Owner {
+        pid,
+        host: hostname(),
+        start_time: proc_stat(pid).and_then(|s| s.start_time),
+    }
 }
 
-impl Owner {
-    /// This process.
-    pub fn current() -> Self {
-        let pid = std::process::id();
-        Self {
-            pid,
-            host: hostname(),
-            start_time: proc_stat(pid).and_then(|s| s.start_time),
-        }
+/// Whether `owner` may still be running, judged from host `local_host`. Owners on other
+/// hosts, and any owner when `/proc` is unavailable, count as alive.
+pub(crate) fn is_alive(owner: &Owner, local_host: &str) -> bool {
+    if owner.host != local_host || !Path::new("/proc/self/stat").exists() {
+        return true;
     }
-
-    /// `pid@host`, as shown in messages.
-    pub fn label(&self) -> String {
-        format!("{}@{}", self.pid, self.host)
-    }
-
-    /// Whether `self` and `other` are the same process.
-    pub fn same_process(&self, other: &Owner) -> bool {
-        self.pid == other.pid
-            && self.host == other.host
-            && (self.start_time.is_none()
-                || other.start_time.is_none()
-                || self.start_time == other.start_time)
-    }
-
-    /// Whether this owner may still be running, judged from host `local_host`. Owners on
-    /// other hosts, and any owner when `/proc` is unavailable, count as alive.
-    pub fn is_alive(&self, local_host: &str) -> bool {
-        if self.host != local_host || !Path::new("/proc/self/stat").exists() {
-            return true;
-        }
-        match proc_stat(self.pid) {
-            None => false,
-            Some(stat) if matches!(stat.state, 'Z' | 'X' | 'x') => false,
-            Some(stat) => match (self.start_time, stat.start_time) {
-                (Some(claimed), Some(now)) => claimed == now,
-                _ => true,
-            },
-        }
+    match proc_stat(owner.pid) {
+        None => false,
+        Some(stat) if matches!(stat.state, 'Z' | 'X' | 'x') => false,
+        Some(stat) => match (owner.start_time, stat.start_time) {
+            (Some(claimed), Some(now)) => claimed == now,
+            _ => true,
+        },
     }
 }
 
@@ -99,15 +70,15 @@ mod tests {
 
     #[test]
     fn this_process_is_alive_and_has_a_start_time() {
-        let me = Owner::current();
+        let me = current_owner();
         assert!(me.start_time.is_some());
-        assert!(me.is_alive(&hostname()));
+        assert!(is_alive(&me, &hostname()));
         let reused = Owner {
             start_time: me.start_time.map(|t| t + 1),
             ..me.clone()
         };
         assert!(
-            !reused.is_alive(&hostname()),
+            !is_alive(&reused, &hostname()),
             "a different start time means pid reuse"
         );
         let remote = Owner {
@@ -116,7 +87,7 @@ mod tests {
             ..me
         };
         assert!(
-            remote.is_alive(&hostname()),
+            is_alive(&remote, &hostname()),
             "remote owners cannot be checked"
         );
     }
@@ -128,6 +99,6 @@ mod tests {
             host: hostname(),
             start_time: None,
         };
-        assert!(!ghost.is_alive(&hostname()));
+        assert!(!is_alive(&ghost, &hostname()));
     }
 }

@@ -6,53 +6,13 @@
 //! Writes go through the writer thread as [`Record`]s; reads use the reader pool.
 
 use rusqlite::{Connection, OptionalExtension, Row, params};
-use serde::{Deserialize, Serialize};
 use trellis_protocol::RunId;
+use trellis_protocol::records::{ClientSession, ClientTurn};
 
 use crate::error::Result;
 use crate::read::Reader;
 use crate::schema::now_ms;
 use crate::{Msg, Record, Store};
-
-/// One client session as recorded.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ClientSession {
-    /// The client's session id.
-    pub id: String,
-    /// Which front-end owns it (`acp`).
-    pub client: String,
-    /// Its working directory (absolute).
-    pub cwd: String,
-    /// A title (the first prompt, shortened), once there is one.
-    pub title: Option<String>,
-    /// The session's settings (mode, config options) as JSON text; `{}` for none.
-    pub config: String,
-    /// When it was created (ms since the epoch); set by the store.
-    pub created_ms: i64,
-    /// Its last change (ms since the epoch); set by the store.
-    pub updated_ms: i64,
-}
-
-/// One prompt turn of a client session: the run it started.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ClientTurn {
-    /// The session.
-    pub session: String,
-    /// Turn number within the session, from 1 (set by the store).
-    pub turn: u32,
-    /// The run the turn started.
-    pub run: RunId,
-    /// The prompt's text.
-    pub request: String,
-    /// The run's workflow.
-    pub workflow: Option<String>,
-    /// The run's planned stages, as the `startRun` result's `plan` (JSON text).
-    pub plan: String,
-    /// When it started (ms since the epoch); set by the store.
-    pub created_ms: i64,
-}
 
 /// Inserts the session or updates its title and config (`created_ms` stays).
 pub(crate) fn upsert(conn: &Connection, s: &ClientSession) -> rusqlite::Result<i64> {

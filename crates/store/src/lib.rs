@@ -101,22 +101,21 @@ use trellis_graph::{Batch, Commit, Journal, JournalError};
 use trellis_protocol::{Command, Event, EventKind, RunId};
 
 pub use artifacts::NewArtifact;
-pub use claim::{Owner, hostname};
-pub use client_sessions::{ClientSession, ClientTurn};
+pub use claim::hostname;
 pub use error::{Error, Result};
-pub use read::{Checkpoint, RunFilter, RunRecord};
-pub use records::{ChangeOpRecord, ChangeSetRecord, ToolCallRecord};
 pub use review_comments::{NewReviewComment, ReviewCommentRecord};
 pub use schema::LATEST_VERSION as SCHEMA_VERSION;
-pub use sessions::{
-    SessionFilter, SessionRecord, SessionStatus, TurnRecord, TurnStatus, TurnToolRecord,
-};
 pub use toolgraph::{
     CachedEmbedding, CallOutcome, EdgeObservation, NewSpeculation, NewToolExecution,
     SpeculationOutcome, SpeculationRecord, ToolEdgeRecord, ToolGraphSnapshot, ToolNodeRecord,
     ToolNodeUpsert,
 };
-pub use usage::{ModelCallRecord, RunUsage, UsageTotals};
+// The records the store reads and writes are wire types: the service answers with them.
+pub use trellis_protocol::records::{
+    ChangeOpRecord, ChangeSetRecord, Checkpoint, ClientSession, ClientTurn, ModelCallRecord, Owner,
+    RunFilter, RunRecord, RunUsage, SessionFilter, SessionRecord, SessionStatus, ToolCallRecord,
+    TurnRecord, TurnStatus, TurnToolRecord, UsageTotals,
+};
 
 use read::Reader;
 use writer::{Counters, Writer};
@@ -245,11 +244,11 @@ pub(crate) enum Record {
     ToolCall(ToolCallRecord),
     ChangeSet(ChangeSetRecord),
     ChangeOp(ChangeOpRecord),
-    ModelCall(crate::usage::ModelCallRecord),
+    ModelCall(ModelCallRecord),
     Artifact(crate::artifacts::NewArtifact),
     ArtifactStatus(crate::artifacts::StatusChange),
-    ClientSession(crate::client_sessions::ClientSession),
-    ClientTurn(crate::client_sessions::ClientTurn),
+    ClientSession(ClientSession),
+    ClientTurn(ClientTurn),
     ReviewComment(crate::review_comments::NewReviewComment),
     ToolNodes(Vec<crate::toolgraph::ToolNodeUpsert>),
     ToolEmbeddings(Vec<crate::toolgraph::CachedEmbedding>),
@@ -292,7 +291,7 @@ impl Store {
         let mut conn = open_writer(&path, options)?;
         schema::migrate(&mut conn, &path)?;
 
-        let me = Owner::current();
+        let me = claim::current_owner();
         let counters = Arc::new(Counters::default());
         let (tx, rx) = mpsc::channel();
         let writer = Writer {

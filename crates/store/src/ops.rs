@@ -6,9 +6,9 @@ use rusqlite::{Connection, OptionalExtension, params};
 use trellis_graph::{Batch, JournalError};
 use trellis_protocol::{Command, RunId};
 
-use crate::claim::Owner;
 use crate::error::{Error, Result};
 use crate::schema::now_ms;
+use trellis_protocol::records::Owner;
 
 /// Writes a batch: the run summary first, then the events, so a failure of the event insert
 /// exercises the savepoint rollback of the summary. `blob` is the batch's events, encoded.
@@ -98,7 +98,7 @@ pub(crate) fn claim(
         .optional()?;
     if let Some(holder) = holder
         && !holder.same_process(me)
-        && holder.is_alive(&me.host)
+        && crate::claim::is_alive(&holder, &me.host)
     {
         return Ok(Err(JournalError::Busy {
             run: run.to_string(),

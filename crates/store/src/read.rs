@@ -7,11 +7,9 @@ use std::path::PathBuf;
 use std::sync::Mutex;
 
 use rusqlite::{Connection, OptionalExtension, Row, params};
-use serde::Serialize;
-use trellis_graph::RunSummary;
+use trellis_protocol::records::{Owner, RunFilter, RunRecord, RunSummary};
 use trellis_protocol::{Event, ForkRef, NodeId, RunId, RunStatus};
 
-use crate::claim::Owner;
 use crate::codec;
 use crate::error::{Error, Result};
 use crate::ops::{event_key, to_i64};
@@ -21,46 +19,6 @@ const POOL_SIZE: usize = 4;
 
 /// How many candidates an ambiguous-prefix error lists.
 const MAX_CANDIDATES: usize = 10;
-
-/// Which runs [`crate::Store::list_runs`] returns.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct RunFilter {
-    /// Only runs with this status.
-    pub status: Option<RunStatus>,
-    /// At most this many (newest first).
-    pub limit: Option<usize>,
-}
-
-/// One run as recorded in the `runs` table.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct RunRecord {
-    /// The run id.
-    pub id: RunId,
-    /// Graph, status, progress, fork origin and times, as the journal keeps them.
-    #[serde(flatten)]
-    pub summary: RunSummary,
-    /// The process that claimed the run, if any.
-    pub owner: Option<Owner>,
-    /// When the claim was taken (ms since epoch).
-    pub claimed_at: Option<i64>,
-    /// When the owner last committed a batch of this run (ms since epoch).
-    pub heartbeat: Option<i64>,
-    /// Whether the owner is still running (always false without an owner).
-    pub owner_alive: bool,
-}
-
-/// A point a run can be forked or resumed from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Checkpoint {
-    /// The seq of the `runStarted` or `stepCompleted` event.
-    pub seq: u64,
-    /// Its time (ms since epoch).
-    pub ts: i64,
-    /// Steps completed at that point (0 at `runStarted`).
-    pub step: u64,
-}
 
 pub(crate) const RUN_COLUMNS: &str = "r.id, r.graph, r.status, r.step, r.last_seq, r.terminal, \
      r.error, r.fork_run, r.fork_seq, r.created_ts, r.updated_ts, o.pid, o.host, o.start_time, \
@@ -279,7 +237,9 @@ impl Reader {
             }),
             _ => None,
         };
-        let owner_alive = owner.as_ref().is_some_and(|o| o.is_alive(&self.host));
+        let owner_alive = owner
+            .as_ref()
+            .is_some_and(|o| crate::claim::is_alive(o, &self.host));
         Ok(RunRecord {
             id: RunId::from_string(r.get::<_, String>(0)?),
             summary: RunSummary {

@@ -33,12 +33,12 @@ use tokio::sync::oneshot;
 use trellis_graph::JournalError;
 use trellis_protocol::{Command, RunId};
 
-use crate::claim::Owner;
 use crate::error::{Error, Result};
 use crate::ops;
 use crate::records;
 use crate::streams;
 use crate::{Msg, Synchronous};
+use trellis_protocol::records::Owner;
 
 /// The most messages one transaction takes, so a flood cannot delay acks unboundedly.
 const MAX_GROUP: usize = 4096;

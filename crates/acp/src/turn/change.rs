@@ -229,12 +229,12 @@ impl AcpAgent {
     /// `/undo`: reverses the last change set applied in the session (or re-applies the last
     /// one undone); the answer says which.
     pub(crate) async fn undo(&self, turn: &Turn) {
-        let store = turn.service.runtime().store.clone();
+        let service = turn.service.clone();
         let key = turn.session.0.to_string();
         let found = tokio::task::spawn_blocking(move || -> Option<(RunId, String)> {
-            let turns = store.client_turns(&key).ok()?;
+            let turns = service.client_turns(&key).ok()?;
             turns.iter().rev().find_map(|t| {
-                let rec = store.change_set(t.run.as_str()).ok()?;
+                let rec = service.change_set_record(t.run.as_str()).ok()?;
                 matches!(rec.state.as_str(), "applied" | "undone")
                     .then(|| (t.run.clone(), rec.state))
             })

@@ -12,11 +12,15 @@
 
 mod bus;
 mod channel;
+mod clients;
 mod discussion;
+mod drive;
 mod orphans;
+mod reads;
 mod review;
 mod runs;
 mod sessions;
+mod workspace;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
@@ -28,8 +32,10 @@ use tokio_util::sync::CancellationToken;
 use trellis_protocol::{Op, RunId, SessionId, StreamId, SubmissionId, WorkspaceEvent};
 
 pub use bus::{Bus, DEFAULT_DELTA_FLUSH, LiveEvent, RecordOptions, Subscription};
+pub use drive::{DriveEnd, Followed, RunFrontEnd};
 pub use orphans::ResumedOrphan;
 pub use sessions::SessionHub;
+pub use workspace::{McpServerConfig, workflow_names_in};
 
 use crate::Runtime;
 
@@ -354,6 +360,8 @@ impl Service {
                 self.session_message(&sub, &session, text).await
             }
             Op::CancelSession { session } => self.cancel_session(&session),
+            Op::RecordClientSession { session } => self.record_client_session(session).await,
+            Op::RecordClientTurn { turn } => self.record_client_turn(turn).await,
         }
     }
 

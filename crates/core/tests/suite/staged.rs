@@ -5,8 +5,11 @@
 //! the change set's review.
 
 use serde_json::json;
-use trellis_core::service::{Service, ServiceOptions};
+use trellis_core::service::{
+    DriveEnd, Followed, LiveEvent, OpError, RunFrontEnd, Service, ServiceOptions,
+};
 use trellis_llm::ChatRequest;
+use trellis_protocol::records::{RunFilter, RunState};
 use trellis_protocol::{
     ArtifactStatus, InputMode, Op, ReviewAction, RunId, RunStatus, ServiceEventBody, StreamId,
     WorkspaceEvent,
@@ -297,4 +300,151 @@ async fn staged_review_runs_with_approvals_changes_and_a_revision() {
         })
         .count();
     assert!(announced >= 6, "{announced} approval_needed events");
+}
+
+/// A front-end of the run driver that approves every gate it is asked about (or, with
+/// `refuse`, answers nothing), remembering what it was asked.
+struct Approver {
+    refuse: bool,
+    follows: usize,
+    asked: Vec<String>,
+}
+
+impl RunFrontEnd for Approver {
+    type Error = String;
+
+    async fn follow(
+        &mut self,
+        _live: &mut tokio::sync::broadcast::Receiver<std::sync::Arc<LiveEvent>>,
+        _run: &RunId,
+    ) -> Result<Followed, String> {
+        // The driver waits for the run to stop executing itself.
+        self.follows += 1;
+        Ok(Followed::Stopped)
+    }
+
+    async fn ask(
+        &mut self,
+        state: &RunState,
+    ) -> Result<Option<Vec<trellis_protocol::NodeAnswer>>, String> {
+        self.asked
+            .extend(state.waiting.iter().map(|(node, _)| node.to_string()));
+        if self.refuse {
+            return Ok(None);
+        }
+        Ok(Some(
+            state
+                .waiting
+                .iter()
+                .map(|(node, _)| trellis_protocol::NodeAnswer {
+                    node: node.clone(),
+                    answer: trellis_protocol::Answer::approve(),
+                })
+                .collect(),
+        ))
+    }
+
+    fn service_error(&self, error: OpError) -> String {
+        error.message
+    }
+}
+
+fn start_staged() -> Op {
+    Op::StartRun {
+        request: "Fix the stock bookkeeping of commit".into(),
+        repo: None,
+        workflow: Some("staged_review".into()),
+        include: Vec::new(),
+        skip: Vec::new(),
+        input: InputMode::Interrupts,
+        budgets: None,
+        plan_only: false,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_run_driver_asks_the_front_end_at_every_gate_and_resumes_to_the_end() {
+    let ws = inventory(CONFIG);
+    let repo = path_of(&ws);
+    let provider = ScriptedProvider::responding(script);
+    let svc = Service::start(runtime(&repo, &provider), ServiceOptions::default());
+    let mut live = svc.live();
+    let out = svc.call(start_staged()).await.unwrap();
+    let run = RunId::from_string(out["run"].as_str().unwrap());
+    let mut front = Approver {
+        refuse: false,
+        follows: 0,
+        asked: Vec::new(),
+    };
+    let end = svc
+        .drive(&run, &mut live, InputMode::Interrupts, &mut front)
+        .await
+        .unwrap();
+    let DriveEnd::Ended(state) = end else {
+        panic!("the run did not end: {end:?}");
+    };
+    assert_eq!(state.status, RunStatus::Succeeded, "{:?}", state.error);
+    assert_eq!(
+        front.asked,
+        [
+            "approve_scope",
+            "approve_research",
+            "approve_plan",
+            "approve_review"
+        ]
+    );
+    assert_eq!(
+        front.follows, 5,
+        "followed after the start and after each answer"
+    );
+    let stat = svc.change_set_stat(&run).unwrap();
+    assert!(stat.contains("inventory.py"), "{stat}");
+
+    // The read side shows the finished run with its workflow, its request and its graph.
+    let views = svc.run_views(&RunFilter::default()).unwrap();
+    assert_eq!(views.len(), 1);
+    let view = &views[0];
+    assert_eq!(view.record.id, run);
+    assert_eq!(view.workflow.as_deref(), Some("staged_review"));
+    assert_eq!(
+        view.request.as_deref(),
+        Some("Fix the stock bookkeeping of commit")
+    );
+    assert_eq!(view.stage, None, "a finished run is in no stage");
+    assert!(view.usage.run.calls > 0);
+    let graph = svc.run_graph(&run).unwrap();
+    assert_eq!(graph.workflow.as_deref(), Some("staged_review"));
+    assert_eq!(graph.entry.as_deref(), Some("scoping"));
+    assert!(graph.state.nodes.iter().any(|n| n.id.as_str() == "review"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_front_end_that_cannot_answer_leaves_the_run_paused_in_its_stage() {
+    let ws = inventory(CONFIG);
+    let repo = path_of(&ws);
+    let provider = ScriptedProvider::responding(script);
+    let svc = Service::start(runtime(&repo, &provider), ServiceOptions::default());
+    let mut live = svc.live();
+    let out = svc.call(start_staged()).await.unwrap();
+    let run = RunId::from_string(out["run"].as_str().unwrap());
+    let mut front = Approver {
+        refuse: true,
+        follows: 0,
+        asked: Vec::new(),
+    };
+    let end = svc
+        .drive(&run, &mut live, InputMode::Interrupts, &mut front)
+        .await
+        .unwrap();
+    let DriveEnd::Paused(state) = end else {
+        panic!("the run did not stay paused: {end:?}");
+    };
+    assert_eq!(state.status, RunStatus::WaitingInput);
+    assert_eq!(front.asked, ["approve_scope"]);
+    assert_eq!(svc.interrupts(&run).unwrap().len(), 1);
+    // Listed as waiting in the gate's stage, with what it waits for.
+    let view = svc.run_view(run.as_str()).unwrap();
+    assert_eq!(view.record.summary.status, RunStatus::WaitingInput);
+    let listed = svc.run_views(&RunFilter::default()).unwrap();
+    assert_eq!(listed[0].stage, Some(Some("approve_scope".to_owned())));
 }

@@ -76,6 +76,31 @@ pub enum ToolStatus {
     Cancelled,
 }
 
+impl ToolStatus {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ToolStatus::Ok => "ok",
+            ToolStatus::Error => "error",
+            ToolStatus::Denied => "denied",
+            ToolStatus::Interrupted => "interrupted",
+            ToolStatus::Cancelled => "cancelled",
+        }
+    }
+
+    /// Parses a wire name.
+    pub fn parse(name: &str) -> Option<Self> {
+        Some(match name {
+            "ok" => ToolStatus::Ok,
+            "error" => ToolStatus::Error,
+            "denied" => ToolStatus::Denied,
+            "interrupted" => ToolStatus::Interrupted,
+            "cancelled" => ToolStatus::Cancelled,
+            _ => return None,
+        })
+    }
+}
+
 /// How a [`SessionEvent::ContextCompacted`] replaced the earlier messages.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]

@@ -32,12 +32,12 @@ pub(crate) async fn workflows(
     Query(q): Query<WorkspaceQuery>,
 ) -> Result<Json<Value>, ApiError> {
     let w = state.workspace(q.workspace.as_deref())?;
-    let catalog = &w.service.runtime().catalog;
-    let entries = serde_json::to_value(catalog.entries())
+    let catalog = w
+        .service
+        .workflow_catalog()
         .map_err(|e| ApiError::internal("encoding the catalog", e))?;
-    let errors: Vec<String> = catalog.errors().iter().map(|e| e.to_string()).collect();
     Ok(Json(
-        json!({ "workspace": w.id, "workflows": entries, "errors": errors }),
+        json!({ "workspace": w.id, "workflows": catalog.workflows, "errors": catalog.errors }),
     ))
 }
 
@@ -49,9 +49,10 @@ pub(crate) async fn tool_graph(
     Query(q): Query<WorkspaceQuery>,
 ) -> Result<Json<Value>, ApiError> {
     let w = state.workspace(q.workspace.as_deref())?;
-    let (id, store) = (w.id.clone(), w.service.runtime().store.clone());
+    let (id, service) = (w.id.clone(), w.service.clone());
     crate::lookup::blocking(move || {
-        let mut graph = trellis_toolgraph::ToolGraph::workspace_json(&store)
+        let mut graph = service
+            .tool_graph()
             .map_err(|e| ApiError::internal("reading the tool knowledge graph", e))?;
         if let Some(map) = graph.as_object_mut() {
             map.insert("workspace".into(), json!(id));

@@ -1,16 +1,14 @@
 //! Workflow runs (`/api/workflows`) and the node interactions (docs/api.md).
 
-use std::collections::BTreeMap;
-
 use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use serde::Deserialize;
 use serde_json::{Value, json};
+use trellis_protocol::records::{RunFilter, RunView};
 use trellis_protocol::{
-    Answer, Budgets, InputMode, NodeAnswer, NodeId, NodeMessage, Op, RunStatus, StreamId,
+    Answer, Budgets, InputMode, Interrupt, NodeAnswer, NodeId, NodeMessage, Op, RunStatus, StreamId,
 };
-use trellis_store::RunFilter;
 
 use super::call;
 use crate::AppState;
@@ -87,36 +85,17 @@ pub(crate) async fn list(
     let limit = q.limit.unwrap_or(200).min(1000);
     let mut out = Vec::new();
     for w in targets {
-        let store = w.service.runtime().store.clone();
-        let id = w.id.clone();
-        let service = w.service.clone();
+        let (id, service) = (w.id.clone(), w.service.clone());
         let filter = RunFilter {
             status: q.status,
             limit: Some(limit),
         };
         let rows = blocking(move || {
-            let mut rows = Vec::new();
-            for rec in store.list_runs(&filter)? {
-                let usage = store.run_usage(&rec.id)?;
-                let mut v = serde_json::to_value(&rec)
-                    .map_err(|e| ApiError::internal("encoding a run", e))?;
-                v["workspace"] = Value::String(id.clone());
-                v["live"] = Value::Bool(service.is_live(&rec.id));
-                v["usage"] = serde_json::to_value(&usage)
-                    .map_err(|e| ApiError::internal("encoding usage", e))?;
-                if let Ok(plan) = service.runtime().stored_plan(&rec.id) {
-                    if matches!(
-                        rec.summary.status,
-                        RunStatus::Running | RunStatus::WaitingInput
-                    ) {
-                        v["stage"] = current_stage(&service, &rec.id, &plan).into();
-                    }
-                    v["workflow"] = Value::String(plan.workflow);
-                    v["request"] = Value::String(plan.task);
-                }
-                rows.push(v);
-            }
-            Ok(rows)
+            service
+                .run_views(&filter)?
+                .into_iter()
+                .map(|view| run_json(&id, view))
+                .collect::<Result<Vec<_>, _>>()
         })
         .await?;
         out.extend(rows);
@@ -126,35 +105,24 @@ pub(crate) async fn list(
     Ok(Json(Value::Array(out)))
 }
 
-/// The stage an unfinished workflow run is in: the last stage (in plan order) whose latest
-/// activation is RUNNING or WAITING_INPUT, else the last one that has run.
-fn current_stage(
-    service: &trellis_core::service::Service,
-    run: &trellis_protocol::RunId,
-    plan: &trellis_workflow::Plan,
-) -> Option<String> {
-    let outcome = service.runtime().inspect(run).ok()?;
-    let state = |name: &str| {
-        outcome
-            .nodes
-            .iter()
-            .find(|n| n.id.as_str() == name)
-            .and_then(|n| n.state)
-    };
-    let stages: Vec<&str> = plan
-        .planned
-        .iter()
-        .map(|p| p.context.stage_name.as_str())
-        .collect();
-    let active = stages.iter().rev().find(|s| {
-        matches!(
-            state(s),
-            Some(trellis_protocol::NodeState::Running | trellis_protocol::NodeState::WaitingInput)
-        )
-    });
-    active
-        .or_else(|| stages.iter().rev().find(|s| state(s).is_some()))
-        .map(|s| (*s).to_owned())
+/// A run as the API shows it: the record's fields, then the workspace, whether this process
+/// executes it, its usage and, for workflow runs, the stage (unfinished runs in a listing),
+/// workflow and request.
+fn run_json(workspace: &str, view: RunView) -> Result<Value, ApiError> {
+    let mut v =
+        serde_json::to_value(&view.record).map_err(|e| ApiError::internal("encoding a run", e))?;
+    v["workspace"] = Value::String(workspace.to_owned());
+    v["live"] = Value::Bool(view.live);
+    v["usage"] =
+        serde_json::to_value(&view.usage).map_err(|e| ApiError::internal("encoding usage", e))?;
+    if let Some(stage) = view.stage {
+        v["stage"] = stage.into();
+    }
+    if let (Some(workflow), Some(request)) = (view.workflow, view.request) {
+        v["workflow"] = Value::String(workflow);
+        v["request"] = Value::String(request);
+    }
+    Ok(v)
 }
 
 /// `GET /api/workflows/{id}`: the run record, its usage, what waits for an answer.
@@ -164,23 +132,7 @@ pub(crate) async fn show(
 ) -> Result<Json<Value>, ApiError> {
     let (w, run) = state.run(&id)?;
     let (ws, service) = (w.id.clone(), w.service.clone());
-    blocking(move || {
-        let store = &service.runtime().store;
-        let rec = store.get_run(run.as_str())?;
-        let usage = store.run_usage(&run)?;
-        let mut v =
-            serde_json::to_value(&rec).map_err(|e| ApiError::internal("encoding a run", e))?;
-        v["workspace"] = Value::String(ws);
-        v["live"] = Value::Bool(service.is_live(&run));
-        v["usage"] =
-            serde_json::to_value(&usage).map_err(|e| ApiError::internal("encoding usage", e))?;
-        if let Ok(plan) = service.runtime().stored_plan(&run) {
-            v["workflow"] = Value::String(plan.workflow.clone());
-            v["request"] = Value::String(plan.task.clone());
-        }
-        Ok(Json(v))
-    })
-    .await
+    blocking(move || Ok(Json(run_json(&ws, service.run_view(run.as_str())?)?))).await
 }
 
 /// `GET /api/workflows/{id}/graph`: nodes with states and attempts, the stage routing,
@@ -192,22 +144,12 @@ pub(crate) async fn graph(
     let (w, run) = state.run(&id)?;
     let service = w.service.clone();
     blocking(move || {
-        let rt = service.runtime();
-        let outcome = rt
-            .inspect(&run)
-            .map_err(trellis_core::service::OpError::from)?;
-        let plan = rt.stored_plan(&run).ok();
-        let mut groups: BTreeMap<String, (Vec<String>, BTreeMap<String, usize>)> = BTreeMap::new();
-        let nodes: Vec<Value> = outcome
+        let g = service.run_graph(&run)?;
+        let nodes: Vec<Value> = g
+            .state
             .nodes
             .iter()
             .map(|n| {
-                if let Some(p) = &n.parent {
-                    let g = groups.entry(p.to_string()).or_default();
-                    g.0.push(n.id.to_string());
-                    let state = n.state.map(|s| s.to_string()).unwrap_or("PENDING".into());
-                    *g.1.entry(state).or_default() += 1;
-                }
                 json!({
                     "id": n.id,
                     "attempt": n.attempt,
@@ -218,35 +160,39 @@ pub(crate) async fn graph(
                 })
             })
             .collect();
-        let groups: Vec<Value> = groups
-            .into_iter()
-            .map(|(parent, (children, counts))| {
-                json!({ "parent": parent, "nodes": children, "counts": counts })
-            })
-            .collect();
-        let waiting: Vec<Value> = outcome
-            .waiting
+        let groups: Vec<Value> = g
+            .groups
             .iter()
-            .map(|(node, it)| json!({ "node": node, "interrupt": it }))
+            .map(|g| json!({ "parent": g.parent, "nodes": g.nodes, "counts": g.counts }))
             .collect();
         Ok(Json(json!({
-            "run": run,
-            "status": outcome.status,
-            "steps": outcome.steps,
-            "lastSeq": outcome.last_seq,
-            "counters": outcome.counters,
+            "run": g.state.run,
+            "status": g.state.status,
+            "steps": g.state.steps,
+            "lastSeq": g.state.last_seq,
+            "counters": g.state.counters,
             "nodes": nodes,
             "groups": groups,
-            "waiting": waiting,
-            "workflow": plan.as_ref().map(|p| p.workflow.clone()),
-            "entry": plan.as_ref().map(|p| p.entry.clone()),
-            "routing": plan.as_ref().map(|p| p.routing.clone()),
-            "skipped": plan.as_ref().map(|p| p.skipped.clone()),
+            "waiting": waiting_json(&g.state.waiting),
+            "workflow": g.workflow,
+            "entry": g.entry,
+            "routing": g.routing,
+            "skipped": g.skipped,
             // The task tree, for runs that keep one (`task_tree`, docs/workflows.md).
-            "taskTree": outcome.state.get(trellis_workflow::tasktree::CHANNEL),
+            "taskTree": g.task_tree,
         })))
     })
     .await
+}
+
+/// What waits for an answer: `[{ node, interrupt }]`.
+fn waiting_json(waiting: &[(NodeId, Interrupt)]) -> Value {
+    Value::Array(
+        waiting
+            .iter()
+            .map(|(node, it)| json!({ "node": node, "interrupt": it }))
+            .collect(),
+    )
 }
 
 #[derive(Deserialize)]
@@ -284,9 +230,9 @@ pub(crate) async fn stream_head(
         .parse()
         .map_err(|e| ApiError::invalid(format!("{e}")))?;
     let (w, stream) = state.stream(&stream, q.workspace.as_deref())?;
-    let (ws, store) = (w.id.clone(), w.service.runtime().store.clone());
+    let (ws, service) = (w.id.clone(), w.service.clone());
     blocking(move || {
-        let last = store.stream_last_seq(&stream)?;
+        let last = service.stream_head(&stream)?;
         Ok(Json(
             json!({ "stream": stream, "workspace": ws, "lastSeq": last }),
         ))
@@ -312,10 +258,10 @@ async fn read_stream(
     q: EventsQuery,
 ) -> Result<Json<Value>, ApiError> {
     let (w, stream) = state.stream(&stream, q.workspace.as_deref())?;
-    let (ws, store) = (w.id.clone(), w.service.runtime().store.clone());
+    let (ws, service) = (w.id.clone(), w.service.clone());
     let limit = q.limit.unwrap_or(1000).min(10_000);
     blocking(move || {
-        let events = store.stream_events(&stream, q.since.unwrap_or(0), Some(limit))?;
+        let events = service.stream_events(&stream, q.since.unwrap_or(0), Some(limit))?;
         Ok(Json(Value::Array(
             events.iter().map(|e| frame(&ws, e)).collect(),
         )))
@@ -329,23 +275,8 @@ pub(crate) async fn artifacts(
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     let (w, run) = state.run(&id)?;
-    let store = w.service.runtime().store.clone();
-    blocking(move || {
-        let mut artifacts = store.artifacts(&run)?;
-        for a in &mut artifacts {
-            a.rendered = rendered(&a.kind, &a.content);
-        }
-        Ok(Json(to_json(&artifacts)?))
-    })
-    .await
-}
-
-/// A JSON card (scope card, research card, plan) as markdown; `None` for markdown artifacts
-/// and kinds the artifacts module does not know (the review, the pulse summary).
-fn rendered(kind: &str, content: &str) -> Option<String> {
-    let valid = trellis_workflow::artifacts::validate(kind, content).ok()?;
-    let md = valid.to_markdown();
-    (md != content).then_some(md)
+    let service = w.service.clone();
+    blocking(move || Ok(Json(to_json(&service.artifacts(&run)?)?))).await
 }
 
 /// `GET /api/workflows/{id}/usage`: tokens, cost and calls per model, stage and role.
@@ -354,8 +285,8 @@ pub(crate) async fn usage(
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     let (w, run) = state.run(&id)?;
-    let store = w.service.runtime().store.clone();
-    blocking(move || Ok(Json(to_json(&store.run_usage(&run)?)?))).await
+    let service = w.service.clone();
+    blocking(move || Ok(Json(to_json(&service.usage(&run)?)?))).await
 }
 
 /// `GET /api/workflows/{id}/interrupts`: the questions and reviews waiting for an answer.
@@ -365,20 +296,7 @@ pub(crate) async fn interrupts(
 ) -> Result<Json<Value>, ApiError> {
     let (w, run) = state.run(&id)?;
     let service = w.service.clone();
-    blocking(move || {
-        let outcome = service
-            .runtime()
-            .inspect(&run)
-            .map_err(trellis_core::service::OpError::from)?;
-        Ok(Json(Value::Array(
-            outcome
-                .waiting
-                .iter()
-                .map(|(node, it)| json!({ "node": node, "interrupt": it }))
-                .collect(),
-        )))
-    })
-    .await
+    blocking(move || Ok(Json(waiting_json(&service.interrupts(&run)?)))).await
 }
 
 fn to_json(v: &impl serde::Serialize) -> Result<Value, ApiError> {

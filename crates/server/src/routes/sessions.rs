@@ -5,8 +5,8 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use serde::Deserialize;
 use serde_json::Value;
+use trellis_protocol::records::SessionFilter;
 use trellis_protocol::{Op, SessionOwner};
-use trellis_store::SessionFilter;
 
 use super::call;
 use crate::AppState;
@@ -23,13 +23,13 @@ pub(crate) async fn of_run(
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     let (w, run) = state.run(&id)?;
-    let store = w.service.runtime().store.clone();
+    let service = w.service.clone();
     blocking(move || {
         let filter = SessionFilter {
             run: Some(run),
             ..SessionFilter::default()
         };
-        Ok(Json(encode(&store.sessions(&filter)?)?))
+        Ok(Json(encode(&service.sessions(&filter)?)?))
     })
     .await
 }
@@ -55,14 +55,14 @@ pub(crate) async fn list(
         }
         None => (state.workspace(q.workspace.as_deref())?, None),
     };
-    let (ws, store) = (w.id.clone(), w.service.runtime().store.clone());
+    let (ws, service) = (w.id.clone(), w.service.clone());
     let filter = SessionFilter {
         run,
         channel: q.channel,
         limit: Some(q.limit.unwrap_or(200).min(1000)),
     };
     blocking(move || {
-        let mut rows = encode(&store.sessions(&filter)?)?;
+        let mut rows = encode(&service.sessions(&filter)?)?;
         if let Value::Array(rows) = &mut rows {
             for r in rows {
                 r["workspace"] = Value::String(ws.clone());
@@ -79,10 +79,10 @@ pub(crate) async fn channels(
     Query(q): Query<ListQuery>,
 ) -> Result<Json<Value>, ApiError> {
     let w = state.workspace(q.workspace.as_deref())?;
-    let (ws, store) = (w.id.clone(), w.service.runtime().store.clone());
+    let (ws, service) = (w.id.clone(), w.service.clone());
     let limit = q.limit.unwrap_or(200).min(1000);
     blocking(move || {
-        let rows: Vec<Value> = store
+        let rows: Vec<Value> = service
             .sessions(&SessionFilter {
                 channel: q.channel,
                 ..SessionFilter::default()
@@ -107,10 +107,10 @@ pub(crate) async fn show(
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     let (w, sid) = state.session(&id)?;
-    let (ws, store) = (w.id.clone(), w.service.runtime().store.clone());
+    let (ws, service) = (w.id.clone(), w.service.clone());
     blocking(move || {
-        let session = store.session(&sid)?;
-        let turns = store.turns(&sid)?;
+        let session = service.session(&sid)?;
+        let turns = service.turns(&sid)?;
         let mut v = encode(&session)?;
         v["workspace"] = Value::String(ws);
         v["turns"] = encode(&turns)?;
