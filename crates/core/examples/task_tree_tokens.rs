@@ -181,7 +181,7 @@ async fn measure(compress: bool) -> Measured {
     let provider = ScriptedProvider::responding(script);
     let store = Arc::new(Store::open_workspace(&repo, StoreOptions::default()).unwrap());
     let rt = Runtime::open(&repo, &[], &[], store).unwrap();
-    rt.models.install("local", Arc::new(provider.clone()));
+    rt.models().install("local", Arc::new(provider.clone()));
     let svc = Service::start(Arc::new(rt), ServiceOptions::default());
     let out = svc
         .call(Op::StartRun {
@@ -198,7 +198,7 @@ async fn measure(compress: bool) -> Measured {
         .unwrap();
     let run = RunId::from_string(out["run"].as_str().unwrap());
     svc.wait_run(&run).await;
-    let o = svc.runtime().inspect(&run).unwrap();
+    let o = svc.run_state(&run).unwrap();
     let tree = TaskTree::from_value(o.state.get(CHANNEL)).unwrap();
     let completed = tree
         .tasks

@@ -75,36 +75,34 @@ pub struct RunOptions {
 /// The loaded configuration, catalogs and stores of one workspace.
 pub struct Runtime {
     /// The repository's top-level directory.
-    pub repo: PathBuf,
-    /// The layered configuration.
-    pub config: Config,
+    pub(crate) repo: PathBuf,
     /// Model profiles.
-    pub models: Arc<ModelRegistry>,
+    pub(crate) models: Arc<ModelRegistry>,
     /// The `[tools]` section.
-    pub tools: Arc<ToolsConfig>,
+    pub(crate) tools: Arc<ToolsConfig>,
     /// The `[agents]` section.
-    pub agents: AgentsConfig,
+    pub(crate) agents: AgentsConfig,
     /// The `[context]` section: input caps, summarisation, tool-output handles.
-    pub context: trellis_agents::ContextConfig,
+    pub(crate) context: trellis_agents::ContextConfig,
     /// The `[index]` section.
-    pub index: IndexConfig,
+    pub(crate) index: IndexConfig,
     /// The `[sources]` section: web search, documentation sites, OSV advisories.
-    pub sources: trellis_sources::SourcesConfig,
+    pub(crate) sources: trellis_sources::SourcesConfig,
     /// Roles (built-in, `.trellis/agents`, configured directories).
-    pub roles: RoleCatalog,
+    pub(crate) roles: RoleCatalog,
     /// Workflows (built-in, `.trellis/workflows`, `--workflows-dir`).
-    pub catalog: Catalog,
+    pub(crate) catalog: Catalog,
     /// The workspace store.
-    pub store: Arc<Store>,
+    pub(crate) store: Arc<Store>,
     /// The MCP servers of `[mcp.servers]` (started on a run's first use).
-    pub mcp: trellis_mcp::McpHub,
+    pub(crate) mcp: trellis_mcp::McpHub,
     /// The repository's language servers (`[lsp]`; each started on first use).
-    pub lsp: Arc<trellis_lsp::LspPool>,
+    pub(crate) lsp: Arc<trellis_lsp::LspPool>,
     /// The workspace's tool knowledge graph (`[tools.graph]`).
-    pub tool_knowledge: Arc<toolknow::ToolKnowledge>,
+    pub(crate) tool_knowledge: Arc<toolknow::ToolKnowledge>,
     /// Tools registered in every run after the others, replacing any of the same name
     /// (embedders' own tools; tests wrap built-in ones to observe or interrupt their calls).
-    pub extra_tools: Vec<Arc<dyn trellis_tools::Tool>>,
+    pub(crate) extra_tools: Vec<Arc<dyn trellis_tools::Tool>>,
 }
 
 /// The workflows of `repo` (built-in, `.trellis/workflows`, `dirs`), each
@@ -126,6 +124,33 @@ pub fn run_input(plan: &Plan, orchestration: &Orchestration) -> Value {
 }
 
 impl Runtime {
+    /// The repository's top-level directory.
+    pub fn repo(&self) -> &Path {
+        &self.repo
+    }
+
+    /// The workspace store.
+    pub fn store(&self) -> &Arc<Store> {
+        &self.store
+    }
+
+    /// Model profiles; an embedder installs its own providers here
+    /// (`models().install(profile, provider)`).
+    pub fn models(&self) -> &Arc<ModelRegistry> {
+        &self.models
+    }
+
+    /// The `[index]` section.
+    pub fn index_config(&self) -> &IndexConfig {
+        &self.index
+    }
+
+    /// Registers `tool` in every run after the others, replacing any of the same name
+    /// (an embedder's own tools; tests wrap built-in ones to observe or interrupt calls).
+    pub fn add_tool(&mut self, tool: Arc<dyn trellis_tools::Tool>) {
+        self.extra_tools.push(tool);
+    }
+
     /// Loads everything for the repository at `repo` (configuration overrides as with
     /// `-c key=value`; extra workflow directories).
     pub fn open(
@@ -157,7 +182,6 @@ impl Runtime {
         ));
         Ok(Self {
             repo,
-            config,
             models,
             tools: Arc::new(tools),
             agents,

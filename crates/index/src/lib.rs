@@ -38,6 +38,7 @@ pub mod rerank;
 pub mod retrieve;
 pub mod scan;
 pub mod search;
+pub mod source;
 pub mod strategy;
 pub mod symbols;
 pub mod tokenize;

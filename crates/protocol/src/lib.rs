@@ -1,7 +1,8 @@
 //! Wire types shared by every Trellis front-end and backend crate.
 //!
 //! This crate holds data only: identifiers, the node state machine's states, the typed
-//! event log entries, and the commands a client can send to a live run. It has no
+//! event log entries, the commands a client can send to a live run, and the records and
+//! views the runtime service answers queries with ([`records`]). It has no
 //! behaviour beyond (de)serialisation and a few pure helpers, so every front-end (CLI,
 //! server, ACP, MCP) can depend on it without pulling in the engine. Every wire type derives
 //! `schemars::JsonSchema`; [`schema`] turns them into the JSON Schemas the server publishes.

@@ -30,7 +30,7 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
-use trellis_agents::retrieval::{PackedItem, Source, SourceError, SourceRequest};
+use trellis_index::source::{PackedItem, Source, SourceError, SourceRequest};
 use trellis_tools::config::Action;
 
 pub use clock::{Clock, ManualClock, SystemClock};

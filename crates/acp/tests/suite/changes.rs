@@ -161,7 +161,7 @@ async fn the_change_set_is_applied_only_when_accepted_and_undo_reverses_it() {
         root.join(ADR).display().to_string()
     );
     // The settings were recorded with the session.
-    let rec = &service.runtime().store.client_sessions("acp").unwrap()[0];
+    let rec = &service.client_sessions("acp").unwrap()[0];
     assert_eq!(rec.config, r#"{"autonomy":"auto-edit"}"#);
     let all = updates.lock().unwrap().clone();
     let kinds: Vec<&str> = all

@@ -130,17 +130,11 @@ async fn the_clients_mcp_server_gives_agents_its_tools() {
         init["agentCapabilities"]["mcpCapabilities"]["sse"], true,
         "{init}"
     );
-    assert!(
-        service
-            .runtime()
-            .mcp
-            .names()
-            .contains(&"everything".to_owned())
-    );
+    assert!(service.mcp_servers().contains(&"everything".to_owned()));
     let text = text.lock().unwrap().clone();
     assert!(
         text.contains("the server said") && text.contains("42"),
         "{text}"
     );
-    service.runtime().mcp.shutdown();
+    service.shutdown().await;
 }

@@ -194,8 +194,7 @@ async fn permissions_once_always_and_cancel_while_asking() {
     assert_eq!(first["toolCall"]["kind"], "execute", "{first}");
 
     // "Always" answers are recorded with their session (a restarted agent keeps them).
-    let store = &service.runtime().store;
-    let configs: Vec<String> = store
+    let configs: Vec<String> = service
         .client_sessions("acp")
         .unwrap()
         .iter()
@@ -215,16 +214,16 @@ async fn permissions_once_always_and_cancel_while_asking() {
     );
     // The cancelled turn's run (the only turn of its session) waits for its answer:
     // resumable.
-    let runs: Vec<RunId> = store
+    let runs: Vec<RunId> = service
         .client_sessions("acp")
         .unwrap()
         .iter()
-        .map(|s| store.client_turns(&s.id).unwrap())
+        .map(|s| service.client_turns(&s.id).unwrap())
         .filter(|t| t.len() == 1)
         .map(|t| t[0].run.clone())
         .collect();
     assert_eq!(runs.len(), 1);
-    let o = service.runtime().inspect(&runs[0]).unwrap();
+    let o = service.run_state(&runs[0]).unwrap();
     assert_eq!(o.status, RunStatus::WaitingInput);
 }
 

@@ -145,11 +145,7 @@ async fn sessions_survive_a_restart_load_replays_list_resume_and_close() {
     // What the live turn streamed as messages is what the replay shows.
     assert_eq!(text(replayed), text(&first_live));
     // The second turn was recorded too.
-    let turns = service
-        .runtime()
-        .store
-        .client_turns(session.0.as_ref())
-        .unwrap();
+    let turns = service.client_turns(session.0.as_ref()).unwrap();
     assert_eq!(turns.len(), 3);
     assert_eq!(turns[1].request, "And the reservations?");
 }
@@ -195,14 +191,18 @@ async fn a_session_is_stored_and_the_workspace_opened_when_first_used() {
     }))
     .await
     .unwrap();
-    let store = &f.service.runtime().store;
-    let record = store.client_session(used.0.as_ref()).unwrap().unwrap();
+    let record = f.service.client_session(used.0.as_ref()).unwrap().unwrap();
     assert!(
         record.config.contains(r#""autonomy":"read-only""#),
         "{}",
         record.config
     );
     assert_eq!(record.title.as_deref(), Some(ASK));
-    assert!(store.client_session(unused.0.as_ref()).unwrap().is_none());
+    assert!(
+        f.service
+            .client_session(unused.0.as_ref())
+            .unwrap()
+            .is_none()
+    );
     assert_eq!(opened.load(Ordering::SeqCst), 1);
 }

@@ -164,7 +164,7 @@ async fn cancel_mid_turn_ends_the_turn_cancelled_and_cancels_the_run() {
     .await
     .unwrap();
     assert_eq!(stop, acp::StopReason::Cancelled);
-    let o = f.service.runtime().inspect(&turn_run(&updates)).unwrap();
+    let o = f.service.run_state(&turn_run(&updates)).unwrap();
     assert_eq!(o.status, RunStatus::Cancelled);
 }
 
@@ -272,7 +272,7 @@ async fn cancel_request_for_a_prompt_cancels_its_turn() {
         Err(e) => assert_eq!(i32::from(e.code), -32800, "{e:?}"),
     }
     assert_eq!(stop.1, acp::StopReason::EndTurn);
-    let o = f.service.runtime().inspect(&turn_run(&updates)).unwrap();
+    let o = f.service.run_state(&turn_run(&updates)).unwrap();
     assert_eq!(o.status, RunStatus::Cancelled);
 }
 

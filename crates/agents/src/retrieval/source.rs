@@ -11,7 +11,6 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::Duration;
 
 use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
@@ -21,56 +20,7 @@ use trellis_index::{Embedder, Index, IndexConfig, RetrievalRequest, RetrievalStr
 
 use super::PackedItem;
 
-/// What a source failed with (any error; it is reported in the pack, never fatal).
-pub type SourceError = Box<dyn std::error::Error + Send + Sync>;
-
-/// One call of a source: every query of the retrieval at once.
-#[derive(Clone, Debug)]
-pub struct SourceRequest {
-    /// The strategy's entry for this source (name, strategy, priority, …).
-    pub spec: ContextSource,
-    /// The whole strategy (hints, AST on or off).
-    pub strategy: Arc<RetrievalStrategyConfig>,
-    /// The queries, in order.
-    pub queries: Vec<String>,
-    /// Results wanted per query.
-    pub limit: usize,
-}
-
-/// A retrieval source.
-pub trait Source: Send + Sync {
-    /// The name strategies use for it (`web_search`).
-    fn name(&self) -> &str;
-
-    /// Runs every query; returns one ranked list per query, in the order of
-    /// `request.queries`. `source`, `tokens` and `score` of the items may be left empty:
-    /// the agent fills in the source name and token counts, and ranks by position.
-    /// Stop early when `cancel` fires (the source's time is up).
-    fn search(
-        &self,
-        request: SourceRequest,
-        cancel: CancellationToken,
-    ) -> BoxFuture<'static, Result<Vec<Vec<PackedItem>>, SourceError>>;
-
-    /// Why the source cannot be searched now (`not configured: set …`, `network denied by
-    /// tools.policy.network`), or `None` when it can. An unavailable source is reported in
-    /// the pack (`sources[].skipped` and a note), never called and never an error.
-    fn unavailable(&self) -> Option<String> {
-        None
-    }
-
-    /// The time this source gets for all its queries, when it differs from the agent's
-    /// `source_timeout` (a source with its own configured timeout).
-    fn timeout(&self) -> Option<Duration> {
-        None
-    }
-
-    /// Whether the source only serves code workflows (strategies with AST parsing on);
-    /// in a document workflow it is skipped with that reason (language servers).
-    fn code_only(&self) -> bool {
-        false
-    }
-}
+pub use trellis_index::source::{Source, SourceError, SourceRequest};
 
 /// Hands an [`Embedder`] shared by the agent to index handles (which own a `Box`), caching
 /// query embeddings so that a query searched by several sources is embedded once.

@@ -127,36 +127,7 @@ pub enum RetrievalMode {
     Adaptive,
 }
 
-/// One piece of context with its attribution.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct PackedItem {
-    /// The source that found it (`codebase_semantic_search`, [`FAILURE_SOURCE`](crate::retrieval::FAILURE_SOURCE), …).
-    pub source: String,
-    /// Path relative to the workspace root (or a URL for web sources).
-    pub path: String,
-    /// First line, 1-based (0 when not a file).
-    pub start_line: u32,
-    /// Last line, inclusive.
-    pub end_line: u32,
-    /// Qualified symbol name, for code.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub symbol: Option<String>,
-    /// Section path (`doc > section`), for documents.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub section: Option<String>,
-    /// What it is (`function`, `section`, `window`, …).
-    #[serde(default)]
-    pub kind: String,
-    /// The text, verified against the repository (upfront) or the worktree (adaptive).
-    pub text: String,
-    /// Estimated prompt tokens (text, path, framing).
-    pub tokens: usize,
-    /// Fused score (higher is better; failure regions are 0 and always come first).
-    pub score: f32,
-    /// Why it is here beyond matching a query (`named by the failure at line 12`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub note: Option<String>,
-}
+pub use trellis_index::source::PackedItem;
 
 /// How one source did for a stage.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -425,7 +425,7 @@ impl Bench {
             clock.clone(),
         );
         let deltas = model.deltas();
-        rt.models.install("local", Arc::new(model));
+        rt.models().install("local", Arc::new(model));
         let svc = Service::start(
             Arc::new(rt),
             ServiceOptions {
@@ -472,7 +472,7 @@ impl Bench {
         let store = &self.store;
         let mut c = Committed::default();
         for run in runs {
-            c.statuses.push(self.svc.runtime().inspect(run)?.status);
+            c.statuses.push(self.svc.run_state(run)?.status);
             for e in store.events(run, 1, None)? {
                 c.expected.push((StreamId::Run(run.clone()), e.seq));
             }

@@ -186,8 +186,9 @@ impl Service {
         })
     }
 
-    /// The workspace runtime (configuration, models, catalogs, store).
-    pub fn runtime(&self) -> &Arc<Runtime> {
+    /// The workspace runtime (configuration, models, catalogs, store): the service's own;
+    /// front-ends use its queries and ops.
+    pub(crate) fn runtime(&self) -> &Arc<Runtime> {
         &self.runtime
     }
 
@@ -418,6 +419,8 @@ impl Service {
         }
         self.bus.flush().await;
         let _ = self.runtime.store.flush();
+        // The MCP servers' child processes go with the service.
+        self.runtime.mcp.shutdown();
     }
 }
 

@@ -38,6 +38,12 @@ impl Service {
         self.runtime.models.profile_for_role(role).to_string()
     }
 
+    /// The names of the MCP servers the workspace's hub holds (configured ones and those
+    /// clients brought).
+    pub fn mcp_servers(&self) -> Vec<String> {
+        self.runtime.mcp.names()
+    }
+
     /// Adds an MCP server a client brought (started at once; one already there by that name
     /// is kept). An invalid description is the caller's error.
     pub fn attach_mcp_server(&self, name: &str, config: McpServerConfig) -> Result<(), OpError> {

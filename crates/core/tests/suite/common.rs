@@ -31,7 +31,7 @@ test_command = "python3 -B -m unittest -q"
 pub fn runtime(repo: &Path, script: &ScriptedProvider) -> Arc<Runtime> {
     let store = Arc::new(Store::open_workspace(repo, StoreOptions::default()).unwrap());
     let rt = Runtime::open(repo, &[], &[], store).unwrap();
-    rt.models.install("local", Arc::new(script.clone()));
+    rt.models().install("local", Arc::new(script.clone()));
     Arc::new(rt)
 }
 
@@ -59,9 +59,19 @@ pub fn tool(name: &str, arguments: Value) -> Turn {
 
 /// `node#attempt` of every activation, in journal order.
 pub fn activations(store: &Store, run: &trellis_protocol::RunId) -> Vec<String> {
-    store
-        .events(run, 1, None)
-        .unwrap()
+    activations_in(store.events(run, 1, None).unwrap())
+}
+
+/// `node#attempt` of every activation of a run the service holds, in journal order.
+pub fn activations_of(
+    svc: &trellis_core::service::Service,
+    run: &trellis_protocol::RunId,
+) -> Vec<String> {
+    activations_in(svc.run_events(run, 1, None).unwrap())
+}
+
+fn activations_in(events: Vec<trellis_protocol::Event>) -> Vec<String> {
+    events
         .into_iter()
         .filter_map(|e| match e.kind {
             trellis_protocol::EventKind::NodeTransition {

@@ -69,9 +69,9 @@ async fn orchestrator_answer_decides_and_discussion_skips_ast_work() {
     let run = handle.id().clone();
     let outcome = handle.wait().await.unwrap();
     assert_eq!(outcome.status, RunStatus::Succeeded, "{:?}", outcome.error);
-    rt.store.flush().unwrap();
+    rt.store().flush().unwrap();
     assert_eq!(
-        activations(&rt.store, &run),
+        activations(rt.store(), &run),
         [
             "upfront_retrieval#1",
             "architectural_analysis#1",
@@ -152,7 +152,7 @@ async fn an_approval_interrupt_pauses_and_the_answer_resumes_the_agent() {
         out.error,
         out.state.get("stage_results")
     );
-    let calls = rt.store.tool_calls(&run).unwrap();
+    let calls = rt.store().tool_calls(&run).unwrap();
     assert!(
         calls[0].is_error && calls[0].summary.contains("not allowed"),
         "{calls:?}"
@@ -185,7 +185,7 @@ async fn an_approval_interrupt_pauses_and_the_answer_resumes_the_agent() {
     assert!(interrupt.prompt.contains("curl"), "{}", interrupt.prompt);
     assert_eq!(script.remaining(), 1);
     // Answer in a fresh runtime (as `trellis runs resume --answer` does after a restart).
-    rt.store.flush().unwrap();
+    rt.store().flush().unwrap();
     let rt2 = runtime(&repo, &script);
     let (handle, _) = rt2
         .resume(
@@ -238,7 +238,7 @@ async fn a_call_over_budget_is_not_made_and_a_grant_resumes_it() {
     );
     // The refused call never reached the model.
     assert!(script.requests().is_empty());
-    rt.store.flush().unwrap();
+    rt.store().flush().unwrap();
     let (handle, _) = rt
         .resume(
             &run,

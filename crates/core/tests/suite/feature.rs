@@ -69,24 +69,24 @@ async fn tests_fail_twice_adaptive_retrieval_then_code_retries_and_review_applie
         .unwrap();
     let run = handle.id().clone();
     let outcome = handle.wait().await.unwrap();
-    rt.store.flush().unwrap();
+    rt.store().flush().unwrap();
     assert_eq!(
         outcome.status,
         RunStatus::Succeeded,
         "{:?}\n{:?}\n{:?}\n{}",
         outcome.error,
-        rt.store
+        rt.store()
             .tool_calls(&run)
             .unwrap()
             .iter()
             .map(|c| format!("{} {} {}", c.tool, c.is_error, c.summary))
             .collect::<Vec<_>>(),
-        activations(&rt.store, &run),
+        activations(rt.store(), &run),
         serde_json::to_string_pretty(&outcome.state.get("stage_results")).unwrap()
     );
     assert_eq!(outcome.terminal.as_ref().unwrap().as_str(), "DONE");
     assert_eq!(script.remaining(), 0, "every scripted turn was used");
-    rt.store.flush().unwrap();
+    rt.store().flush().unwrap();
     // The project context does not name the run: two runs of one request on one repository
     // send the model the same prompt (its greedy answers, and so the evaluations, repeat).
     let project: Vec<String> = script
@@ -102,7 +102,7 @@ async fn tests_fail_twice_adaptive_retrieval_then_code_retries_and_review_applie
     );
 
     assert_eq!(
-        activations(&rt.store, &run),
+        activations(rt.store(), &run),
         [
             "upfront_retrieval#1",
             "code_generation#1",
@@ -168,7 +168,7 @@ async fn tests_fail_twice_adaptive_retrieval_then_code_retries_and_review_applie
     );
     // Tools were offered per role, and the test role runs the suite through the shell tool.
     assert!(code1.tools.iter().any(|t| t.name == "edit_file"));
-    let calls = rt.store.tool_calls(&run).unwrap();
+    let calls = rt.store().tool_calls(&run).unwrap();
     assert!(calls.iter().any(|c| c.tool == "edit_file"));
     assert_eq!(
         calls
@@ -179,12 +179,12 @@ async fn tests_fail_twice_adaptive_retrieval_then_code_retries_and_review_applie
         3
     );
     // Usage was recorded per call.
-    assert!(rt.store.model_calls(&run).unwrap().len() >= 12);
+    assert!(rt.store().model_calls(&run).unwrap().len() >= 12);
 
     // Nothing touched the user's tree before review; the change set is exactly the fix.
     let user_file = std::fs::read_to_string(repo.join("inventory.py")).unwrap();
     assert!(user_file.contains(BUG));
-    let rec = rt.store.change_set(run.as_str()).unwrap();
+    let rec = rt.store().change_set(run.as_str()).unwrap();
     let set = review::load(
         &Git::new(&repo),
         &run,
@@ -194,7 +194,7 @@ async fn tests_fail_twice_adaptive_retrieval_then_code_retries_and_review_applie
     .unwrap();
     let files: Vec<&str> = set.files.iter().map(|f| f.path.as_str()).collect();
     assert_eq!(files, ["inventory.py"]);
-    review::apply(&rt.store, &rec, &set, &Selection::all(&set)).unwrap();
+    review::apply(rt.store(), &rec, &set, &Selection::all(&set)).unwrap();
     let fixed = std::fs::read_to_string(repo.join("inventory.py")).unwrap();
     assert!(fixed.contains(FIX) && !fixed.contains(BUG));
     let status = std::process::Command::new("python3")
@@ -206,7 +206,7 @@ async fn tests_fail_twice_adaptive_retrieval_then_code_retries_and_review_applie
     let _: Value = Value::Null;
 
     // The tool knowledge graph learned each activation's calls: their order and outcomes.
-    let graph = trellis_toolgraph::ToolGraph::load(&rt.store).unwrap();
+    let graph = trellis_toolgraph::ToolGraph::load(rt.store()).unwrap();
     let edge = graph
         .edge("read_file", "grep")
         .expect("code_generation#1 read, then searched");

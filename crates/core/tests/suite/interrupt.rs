@@ -10,6 +10,7 @@ use serde_json::json;
 use trellis_core::Runtime;
 use trellis_core::service::{Service, ServiceOptions};
 use trellis_llm::ChatRequest;
+use trellis_protocol::records::RunState;
 use trellis_protocol::{EventKind, InputMode, NodeState, Op, RunId, RunStatus};
 use trellis_store::{Store, StoreOptions};
 use trellis_test_support::interrupt::Tripwire;
@@ -44,12 +45,12 @@ fn service(repo: &Path, wire: &Arc<Tripwire>) -> Arc<Service> {
     let store = Arc::new(Store::open_workspace(repo, StoreOptions::default()).unwrap());
     let mut rt = Runtime::open(repo, &[], &[], store).unwrap();
     let model = Arc::new(ScriptedProvider::responding(answer));
-    rt.models.install("local", wire.provider(model));
+    rt.models().install("local", wire.provider(model));
     let read_file = trellis_tools::builtin::all()
         .into_iter()
         .find(|t| t.spec().name == "read_file")
         .unwrap();
-    rt.extra_tools.push(wire.tool(read_file));
+    rt.add_tool(wire.tool(read_file));
     Service::start(Arc::new(rt), ServiceOptions::default())
 }
 
@@ -66,18 +67,15 @@ fn start_op() -> Op {
     }
 }
 
-async fn outcome(svc: &Service, run: &RunId) -> trellis_graph::RunOutcome {
+async fn outcome(svc: &Service, run: &RunId) -> RunState {
     svc.wait_run(run).await;
-    svc.bus().flush().await;
-    svc.runtime().store.flush().unwrap();
-    svc.runtime().inspect(run).unwrap()
+    svc.flush().await.unwrap();
+    svc.run_state(run).unwrap()
 }
 
 /// Every failure the run's log records: nodes gone FAILED, the run's status FAILED.
 fn failures(svc: &Service, run: &RunId) -> Vec<String> {
-    svc.runtime()
-        .store
-        .events(run, 1, None)
+    svc.run_events(run, 1, None)
         .unwrap()
         .into_iter()
         .filter_map(|e| match e.kind {
@@ -139,12 +137,12 @@ async fn shut_down_and_resume(k: usize, point: &str) -> Result<(), String> {
     svc.shutdown().await;
     wire.release();
     tokio::time::sleep(Duration::from_millis(50)).await;
-    svc.runtime().store.flush().unwrap();
+    svc.flush().await.unwrap();
     let failed = failures(&svc, &run);
     if !failed.is_empty() {
         return Err(format!("recorded after the shutdown: {failed:?}"));
     }
-    let stored = svc.runtime().inspect(&run).unwrap().status;
+    let stored = svc.run_state(&run).unwrap().status;
     if stored.is_final() {
         return Err(format!(
             "the run went on after the shutdown: it is {stored}"

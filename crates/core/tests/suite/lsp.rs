@@ -157,7 +157,7 @@ async fn the_lsp_tools_source_returns_the_definition_and_uses_of_named_symbols()
     let repo = path_of(&ws);
     let script = ScriptedProvider::new(Vec::new());
     let rt = runtime(&repo, &script);
-    let mut index_config: IndexConfig = rt.index.clone();
+    let mut index_config: IndexConfig = rt.index_config().clone();
     index_config.embedding.backend = trellis_index::EmbeddingBackend::None;
     Index::open(&repo, index_config)
         .unwrap()

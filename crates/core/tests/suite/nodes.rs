@@ -94,15 +94,14 @@ async fn start(svc: &Service, op: Op) -> (RunId, std::path::PathBuf) {
     )
 }
 
-async fn stopped(svc: &Service, run: &RunId) -> trellis_graph::RunOutcome {
+async fn stopped(svc: &Service, run: &RunId) -> trellis_protocol::records::RunState {
     svc.wait_run(run).await;
-    svc.bus().flush().await;
-    svc.runtime().store.flush().unwrap();
-    svc.runtime().inspect(run).unwrap()
+    svc.flush().await.unwrap();
+    svc.run_state(run).unwrap()
 }
 
 /// The agent nodes of the stage (its fan-out children), with their results.
-fn agents(o: &trellis_graph::RunOutcome) -> Vec<(String, Option<NodeState>, Value)> {
+fn agents(o: &trellis_protocol::records::RunState) -> Vec<(String, Option<NodeState>, Value)> {
     o.nodes
         .iter()
         .filter(|n| n.result.get("agent").is_some() || n.parent.is_some())
@@ -313,8 +312,6 @@ async fn a_pruned_agent_leaves_no_branch_worktree_or_change_while_its_sibling_me
     assert!(!worktree.join("notes/pruned.md").exists());
     // The pruned node's session says what was rolled back.
     let notes: Vec<String> = svc
-        .runtime()
-        .store
         .stream_events(
             &trellis_protocol::StreamId::Session(trellis_protocol::SessionId::for_node(
                 &run,
@@ -398,15 +395,14 @@ async fn a_service_start_sweeps_the_node_worktrees_of_crashed_runs_and_keeps_unf
 async fn a_forked_run_gets_its_own_worktrees_at_the_checkpoint() {
     let (_ws, repo, script, svc, run, worktree) = two_notes().await;
     assert_eq!(stopped(&svc, &run).await.status, RunStatus::Succeeded);
-    let store = svc.runtime().store.clone();
-    let checkpoints: Vec<u64> = store
-        .events(&run, 1, None)
+    let checkpoints: Vec<u64> = svc
+        .run_events(&run, 1, None)
         .unwrap()
         .iter()
         .filter(|e| e.kind.is_checkpoint())
         .map(|e| e.seq)
         .collect();
-    let parent = store.change_set(run.as_str()).unwrap();
+    let parent = svc.change_set_record(run.as_str()).unwrap();
     let asked = script.requests().len();
     // At the last checkpoint both agents had merged: the fork's branch starts with both
     // notes, and nothing runs again.
@@ -418,7 +414,7 @@ async fn a_forked_run_gets_its_own_worktrees_at_the_checkpoint() {
     let o = stopped(&svc, &fork).await;
     assert_eq!(o.status, RunStatus::Succeeded, "{:?}", o.error);
     assert_eq!(script.requests().len(), asked, "an agent ran again");
-    let forked = store.change_set(fork.as_str()).unwrap();
+    let forked = svc.change_set_record(fork.as_str()).unwrap();
     assert_eq!(forked.branch, format!("trellis/run-{fork}"));
     assert_eq!(forked.base_commit, parent.base_commit);
     let fork_wt = std::path::PathBuf::from(forked.worktree.clone().unwrap());

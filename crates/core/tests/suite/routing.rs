@@ -102,8 +102,8 @@ async fn run(script: &ScriptedProvider, skip: &str) -> Ran {
         .unwrap();
     let run = handle.id().clone();
     let outcome = handle.wait().await.unwrap();
-    rt.store.flush().unwrap();
-    let activations = activations(&rt.store, &run);
+    rt.store().flush().unwrap();
+    let activations = activations(rt.store(), &run);
     (ws, rt, outcome, activations)
 }
 
@@ -138,7 +138,7 @@ async fn a_lint_failure_ends_the_run_done_with_the_report_and_the_change_kept() 
         "{lint}"
     );
     // The fix is in the change set, for review.
-    let rec = rt.store.change_set(outcome.run.as_str()).unwrap();
+    let rec = rt.store().change_set(outcome.run.as_str()).unwrap();
     let set = review::load(
         &Git::new(&rec.repo),
         &outcome.run,

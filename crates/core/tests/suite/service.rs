@@ -80,15 +80,14 @@ async fn start(svc: &Service, op: Op) -> RunId {
     RunId::from_string(out["run"].as_str().unwrap())
 }
 
-async fn stopped(svc: &Service, run: &RunId) -> trellis_graph::RunOutcome {
+async fn stopped(svc: &Service, run: &RunId) -> trellis_protocol::records::RunState {
     svc.wait_run(run).await;
-    svc.bus().flush().await;
-    svc.runtime().store.flush().unwrap();
-    svc.runtime().inspect(run).unwrap()
+    svc.flush().await.unwrap();
+    svc.run_state(run).unwrap()
 }
 
 fn stored(svc: &Service, stream: &StreamId) -> Vec<ServiceEvent> {
-    svc.runtime().store.stream_events(stream, 0, None).unwrap()
+    svc.stream_events(stream, 0, None).unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -115,8 +114,6 @@ async fn runs_and_channels_run_concurrently_in_one_service() {
         assert_eq!(o.status, RunStatus::Succeeded, "{run}: {:?}", o.error);
         // Every agent turn is recorded in the node's session.
         let turns = svc
-            .runtime()
-            .store
             .turns(&SessionId::for_node(run, &NodeId::new(ANALYSIS)))
             .unwrap();
         assert!(!turns.is_empty(), "no turns recorded for {run}");
@@ -129,7 +126,7 @@ async fn runs_and_channels_run_concurrently_in_one_service() {
     for out in [x.unwrap(), y.unwrap()] {
         assert_eq!(out["answer"], "Stock is kept in memory (docs/adr/0001).");
         let session = SessionId::from_string(out["session"].as_str().unwrap());
-        let turns = svc.runtime().store.turns(&session).unwrap();
+        let turns = svc.turns(&session).unwrap();
         assert_eq!(turns.len(), 1, "{turns:?}");
         assert!(turns[0].user_texts.iter().any(|t| t.ends_with('?')));
     }
@@ -482,8 +479,8 @@ async fn a_channel_answers_from_the_repository_map_and_the_index() {
     let ws = inventory(CONFIG);
     let repo = path_of(&ws);
     let script = ScriptedProvider::responding(answer);
-    let svc = service(&repo, &script);
-    let mut index = trellis_index::Index::open(&repo, svc.runtime().index.clone()).unwrap();
+    let rt = runtime(&repo, &script);
+    let mut index = trellis_index::Index::open(&repo, rt.index_config().clone()).unwrap();
     index
         .update(&trellis_index::UpdateOptions {
             scope: trellis_index::Scope::All,
@@ -492,6 +489,7 @@ async fn a_channel_answers_from_the_repository_map_and_the_index() {
         })
         .unwrap();
     drop(index);
+    let svc = Service::start(rt, ServiceOptions::default());
     let out = svc
         .call(Op::StartChannel {
             channel: "design".into(),

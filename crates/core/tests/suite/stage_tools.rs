@@ -31,11 +31,9 @@ struct Fixture {
 fn fixture() -> Fixture {
     let ws = inventory(CONFIG);
     let repo = path_of(&ws);
-    let svc = Service::start(
-        runtime(&repo, &ScriptedProvider::new([])),
-        ServiceOptions::default(),
-    );
-    let store = svc.runtime().store.clone();
+    let rt = runtime(&repo, &ScriptedProvider::new([]));
+    let store = rt.store().clone();
+    let svc = Service::start(rt, ServiceOptions::default());
     let run = RunId::new();
     let wt = RunWorktree::create(&repo, &run).unwrap();
     store.put_change_set(wt.record(1)).unwrap();

@@ -100,18 +100,15 @@ fn script(r: &ChatRequest) -> Turn {
     report(false, "nothing to do")
 }
 
-async fn stopped(svc: &Service, run: &RunId) -> trellis_graph::RunOutcome {
+async fn stopped(svc: &Service, run: &RunId) -> trellis_protocol::records::RunState {
     svc.wait_run(run).await;
-    svc.bus().flush().await;
-    svc.runtime().store.flush().unwrap();
-    svc.runtime().inspect(run).unwrap()
+    svc.flush().await.unwrap();
+    svc.run_state(run).unwrap()
 }
 
 /// The latest version of artifact `kind` of `run`.
 fn artifact(svc: &Service, run: &RunId, kind: &str) -> trellis_protocol::Artifact {
-    svc.runtime()
-        .store
-        .artifacts(run)
+    svc.artifacts(run)
         .unwrap()
         .into_iter()
         .filter(|a| a.kind == kind)
@@ -177,8 +174,6 @@ async fn staged_review_runs_with_approvals_changes_and_a_revision() {
     .unwrap();
     approve(&svc, &run, "approve_scope", "scope_card").await;
     let cards: Vec<_> = svc
-        .runtime()
-        .store
         .artifacts(&run)
         .unwrap()
         .into_iter()
@@ -202,7 +197,7 @@ async fn staged_review_runs_with_approvals_changes_and_a_revision() {
     assert_eq!(o.status, RunStatus::Succeeded, "{:?}", o.error);
     assert_eq!(o.terminal.as_ref().map(|t| t.as_str()), Some("DONE"));
     assert_eq!(
-        activations(&svc.runtime().store, &run),
+        activations_of(&svc, &run),
         // A gate appears twice: when it asks, and when it runs again with the answer.
         [
             "scoping#1",
@@ -229,8 +224,6 @@ async fn staged_review_runs_with_approvals_changes_and_a_revision() {
     // The revision carried the reviewer's feedback; the first review is marked as having
     // requested changes, the second is approved.
     let reviews: Vec<_> = svc
-        .runtime()
-        .store
         .artifacts(&run)
         .unwrap()
         .into_iter()
@@ -286,11 +279,7 @@ async fn staged_review_runs_with_approvals_changes_and_a_revision() {
     );
 
     // Every artifact awaiting approval was announced (workflow:approval_needed).
-    let events = svc
-        .runtime()
-        .store
-        .stream_events(&StreamId::Workspace, 0, None)
-        .unwrap();
+    let events = svc.stream_events(&StreamId::Workspace, 0, None).unwrap();
     let announced = events
         .iter()
         .filter(|e| {

@@ -152,8 +152,8 @@ async fn task_tree_runs_milestones_with_gaps_retries_failures_and_blocked_depend
     let run = RunId::from_string(out["run"].as_str().unwrap());
     svc.wait_run(&run).await;
     svc.bus().flush().await;
-    svc.runtime().store.flush().unwrap();
-    let o = svc.runtime().inspect(&run).unwrap();
+    svc.flush().await.unwrap();
+    let o = svc.run_state(&run).unwrap();
     assert_eq!(o.status, RunStatus::Succeeded, "{:?}", o.error);
     let tree = TaskTree::from_value(o.state.get(CHANNEL)).unwrap();
     let st = |id: &str| {

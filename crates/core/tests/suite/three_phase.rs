@@ -182,11 +182,10 @@ fn start_op(input: InputMode) -> Op {
     }
 }
 
-async fn stopped(svc: &Service, run: &RunId) -> trellis_graph::RunOutcome {
+async fn stopped(svc: &Service, run: &RunId) -> trellis_protocol::records::RunState {
     svc.wait_run(run).await;
-    svc.bus().flush().await;
-    svc.runtime().store.flush().unwrap();
-    svc.runtime().inspect(run).unwrap()
+    svc.flush().await.unwrap();
+    svc.run_state(run).unwrap()
 }
 
 fn position(list: &[String], item: &str) -> usize {
@@ -213,7 +212,7 @@ async fn three_phase_discovers_plans_and_implements_tickets_in_dependency_order(
     );
     assert_eq!(o.terminal.as_ref().map(|t| t.as_str()), Some("DONE"));
 
-    let ran = activations(&svc.runtime().store, &run);
+    let ran = activations_of(&svc, &run);
     // Two discovery agents, one planner; the planning collector ran twice (its first
     // tickets.md had no acceptance criteria and was sent back with the error).
     for node in ["discovery/storage#1", "discovery/api#1", "planning/fix#1"] {
@@ -352,7 +351,7 @@ async fn a_pruned_ticket_leaves_no_branch_worktree_or_merge_while_the_others_mer
     // T1 is independent: it merges while T4 works.
     let deadline = std::time::Instant::now() + Duration::from_secs(120);
     loop {
-        let o = svc.runtime().inspect(&run).unwrap();
+        let o = svc.run_state(&run).unwrap();
         if o.node("implementation/T1.merge").and_then(|n| n.state) == Some(NodeState::Completed) {
             break;
         }

@@ -192,6 +192,11 @@ pub struct RunState {
 }
 
 impl RunState {
+    /// Node `id`, if the run has it.
+    pub fn node(&self, id: &str) -> Option<&NodeView> {
+        self.nodes.iter().find(|n| n.id.as_str() == id)
+    }
+
     /// The files the run's nodes report changed (`files_changed` in their results), sorted,
     /// without duplicates.
     pub fn files_changed(&self) -> Vec<String> {

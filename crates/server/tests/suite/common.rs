@@ -81,7 +81,7 @@ pub fn settings(hosts: Vec<String>, limits: Limits) -> Settings {
 fn runtime(repo: &Path, script: &ScriptedProvider) -> Arc<Runtime> {
     let store = Arc::new(Store::open_workspace(repo, StoreOptions::default()).unwrap());
     let rt = Runtime::open(repo, &[], &[], store).unwrap();
-    rt.models.install("local", Arc::new(script.clone()));
+    rt.models().install("local", Arc::new(script.clone()));
     Arc::new(rt)
 }
 
@@ -189,8 +189,7 @@ pub async fn finished(s: &Served, run: &str) {
     let svc = s.service();
     let id = svc.run_id(run).unwrap();
     svc.wait_run(&id).await;
-    svc.bus().flush().await;
-    svc.runtime().store.flush().unwrap();
+    svc.flush().await.unwrap();
 }
 
 /// A workspace served on a free loopback port (its `Host` values allowed), with `limits`.

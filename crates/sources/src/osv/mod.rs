@@ -14,7 +14,7 @@ use std::time::{Duration, SystemTime};
 
 use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
-use trellis_agents::retrieval::{PackedItem, Source, SourceError, SourceRequest};
+use trellis_index::source::{PackedItem, Source, SourceError, SourceRequest};
 use trellis_tools::config::Action;
 
 pub use api::OSV_API_URL;

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
-use trellis_agents::retrieval::{PackedItem, Source, SourceError, SourceRequest};
+use trellis_index::source::{PackedItem, Source, SourceError, SourceRequest};
 use trellis_tools::config::Action;
 
 pub use backend::{BRAVE_KEY_ENV, BRAVE_URL, Hit};

@@ -134,7 +134,7 @@ impl Server {
         let runtime = Runtime::open(&root, &[], &[], store)?;
         let counters = Arc::new(ModelCounters::default());
         let model = model(pacing, counters.clone());
-        runtime.models.install("local", Arc::new(model));
+        runtime.models().install("local", Arc::new(model));
         let stop = CancellationToken::new();
         let (service, addr, served) = rt.block_on(async {
             let service = Service::start(Arc::new(runtime), ServiceOptions::default());
@@ -205,14 +205,11 @@ impl Server {
         for run in clients.runs.keys() {
             let id = RunId::from_string(run);
             self.rt.block_on(self.service.wait_run(&id));
-            let n = self.service.runtime().store.events(&id, 1, None)?.len();
+            let n = self.service.run_events(&id, 1, None)?.len();
             stored.insert(run.clone(), n as u64);
             statuses.insert(
                 run.clone(),
-                format!(
-                    "{:?}",
-                    self.service.runtime().store.get_run(run)?.summary.status
-                ),
+                format!("{:?}", self.service.run_record(run)?.summary.status),
             );
         }
         let model_calls = (
