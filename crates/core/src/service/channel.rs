@@ -80,7 +80,7 @@ impl Service {
         if let Some(c) = lock(&self.channels).get(session) {
             return Ok(c.clone());
         }
-        let rec = self.runtime.store.session(session)?;
+        let rec = self.runtime.store().session(session)?;
         let channel = match rec.owner {
             SessionOwner::Channel { channel } => channel,
             SessionOwner::Agent { run, node, .. } => {
@@ -104,7 +104,7 @@ impl Service {
         // by the running agent, `docs/events.md`); a channel's answers it.
         if !lock(&self.channels).contains_key(session)
             && let SessionOwner::Agent { run, node, .. } =
-                self.runtime.store.session(session)?.owner
+                self.runtime.store().session(session)?.owner
         {
             let message = trellis_protocol::Message::user(text);
             let command = trellis_protocol::Command::SendMessage { node, message };

@@ -15,7 +15,7 @@ impl Service {
                 "a client session needs a non-empty `id` and `client`",
             ));
         }
-        let store = self.runtime.store.clone();
+        let store = self.runtime.store().clone();
         let stored = blocking(move || Ok(store.put_client_session(session)?)).await?;
         serde_json::to_value(stored)
             .map_err(|e| OpError::internal(format!("encoding a client session: {e}")))
@@ -23,7 +23,7 @@ impl Service {
 
     /// `recordClientTurn`: appends a prompt turn to a recorded client session.
     pub(crate) async fn record_client_turn(&self, turn: ClientTurn) -> OpResult {
-        let store = self.runtime.store.clone();
+        let store = self.runtime.store().clone();
         let n = blocking(move || {
             if store.client_session(&turn.session)?.is_none() {
                 return Err(OpError::not_found(format!(

@@ -11,6 +11,7 @@ use trellis_index::{
 };
 use trellis_llm::Message;
 use trellis_protocol::{SessionEvent, SessionId, SubmissionId};
+use trellis_runtime::sessions::Sessions as _;
 use trellis_tools::{NonInteractive, Registry, ToolEnv, Workspace};
 
 use super::sessions::next_turn;
@@ -72,8 +73,8 @@ fn conversation(history: &[SessionEvent]) -> Vec<Message> {
 /// index` left them), so the first message of a never-indexed workspace has its context too.
 /// Empty when the workspace has no indexable file.
 async fn retrieved(svc: &Service, question: &str) -> String {
-    let repo = svc.runtime.repo.clone();
-    let config = svc.runtime.index.clone();
+    let repo = svc.runtime.repo().to_path_buf();
+    let config = svc.runtime.index_config().clone();
     let question = question.to_owned();
     let question_words: Vec<String> = question
         .split(|c: char| !(c.is_alphanumeric() || c == '_'))
@@ -159,14 +160,14 @@ pub(crate) async fn answer(
         .into_iter()
         .map(|t| (t.name, t.description))
         .collect();
-    let workspace = Workspace::new(&svc.runtime.repo, &svc.runtime.tools.secrets)
+    let workspace = Workspace::new(svc.runtime.repo(), &svc.runtime.tools().secrets)
         .map_err(|e| OpError::internal(e.to_string()))?;
     let env = ToolEnv::new(
         workspace,
-        svc.runtime.tools.clone(),
+        svc.runtime.tools().clone(),
         Arc::new(NonInteractive { approve: false }),
     );
-    let provider = svc.runtime.models.for_role(MODEL_ROLE)?;
+    let provider = svc.runtime.models().for_role(MODEL_ROLE)?;
     let mut messages = vec![Message::system(trellis_agents::prompt::chat_prompt(
         &role, &tools,
     ))];
@@ -182,15 +183,15 @@ pub(crate) async fn answer(
     });
     messages.push(Message::user(text.to_owned()));
     // Channels have no budget ledger: the summary model is the plain profile of its role.
-    let mut context = svc.runtime.context.policy_for(&role.name);
+    let mut context = svc.runtime.context_config().policy_for(&role.name);
     context.summarizer = svc
         .runtime
-        .models
-        .for_role(svc.runtime.context.summary_role())
+        .models()
+        .for_role(svc.runtime.context_config().summary_role())
         .ok();
     context.outputs = Some(Arc::new(trellis_agents::context::DirOutputs::new(
         svc.runtime
-            .repo
+            .repo()
             .join(".trellis")
             .join("sessions")
             .join(trellis_agents::context::outputs::slug(session.as_str()))

@@ -101,6 +101,6 @@ impl Service {
     /// what a run left: its summary, its change set).
     pub async fn flush(&self) -> Result<(), OpError> {
         self.bus.flush().await;
-        Ok(self.runtime.store.flush()?)
+        Ok(self.runtime.store().flush()?)
     }
 }

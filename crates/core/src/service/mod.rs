@@ -37,7 +37,7 @@ pub use orphans::ResumedOrphan;
 pub use sessions::SessionHub;
 pub use workspace::{McpServerConfig, workflow_names_in};
 
-use crate::Runtime;
+use trellis_runtime::Runtime;
 
 pub use trellis_protocol::OpErrorKind;
 
@@ -109,15 +109,19 @@ impl From<trellis_tools::Error> for OpError {
     }
 }
 
-impl From<crate::Error> for OpError {
-    fn from(e: crate::Error) -> Self {
+impl From<trellis_runtime::Error> for OpError {
+    fn from(e: trellis_runtime::Error) -> Self {
         let kind = match &e {
-            crate::Error::Store(s) => store_kind(s),
-            crate::Error::Model(_) => OpErrorKind::Upstream,
-            crate::Error::Workflow(_) | crate::Error::Resume(_) => OpErrorKind::Invalid,
-            crate::Error::Agents(_) => OpErrorKind::Upstream,
-            crate::Error::Graph(trellis_graph::Error::NotResumable(_)) => OpErrorKind::Conflict,
-            crate::Error::Graph(trellis_graph::Error::Input(_)) => OpErrorKind::Invalid,
+            trellis_runtime::Error::Store(s) => store_kind(s),
+            trellis_runtime::Error::Model(_) => OpErrorKind::Upstream,
+            trellis_runtime::Error::Workflow(_) | trellis_runtime::Error::Resume(_) => {
+                OpErrorKind::Invalid
+            }
+            trellis_runtime::Error::Agents(_) => OpErrorKind::Upstream,
+            trellis_runtime::Error::Graph(trellis_graph::Error::NotResumable(_)) => {
+                OpErrorKind::Conflict
+            }
+            trellis_runtime::Error::Graph(trellis_graph::Error::Input(_)) => OpErrorKind::Invalid,
             _ => OpErrorKind::Internal,
         };
         Self::of(kind, e.to_string())
@@ -167,12 +171,12 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 impl Service {
     /// Starts the service of `runtime`'s workspace on the current tokio runtime, after
     /// removing the node worktrees of every run the store does not list as unfinished
-    /// ([`crate::nodes::sweep`]).
+    /// ([`trellis_runtime::nodes::sweep`]).
     pub fn start(runtime: Arc<Runtime>, options: ServiceOptions) -> Arc<Self> {
         // Before any run resumes here: the node worktrees a crashed process left go.
-        crate::nodes::sweep(&runtime);
-        let bus = Bus::start(runtime.store.clone(), options.record);
-        let hub = Arc::new(SessionHub::new(bus.clone(), runtime.store.clone()));
+        trellis_runtime::nodes::sweep(&runtime);
+        let bus = Bus::start(runtime.store().clone(), options.record);
+        let hub = Arc::new(SessionHub::new(bus.clone(), runtime.store().clone()));
         Arc::new_cyclic(|me| Self {
             runtime,
             bus,
@@ -381,7 +385,7 @@ impl Service {
 
     /// Resolves a run id or unique prefix.
     pub fn run_id(&self, id_or_prefix: &str) -> Result<RunId, OpError> {
-        Ok(self.runtime.store.get_run(id_or_prefix)?.id)
+        Ok(self.runtime.store().get_run(id_or_prefix)?.id)
     }
 
     /// Whether `run` executes in this service now.
@@ -418,9 +422,9 @@ impl Service {
             c.cancel();
         }
         self.bus.flush().await;
-        let _ = self.runtime.store.flush();
+        let _ = self.runtime.store().flush();
         // The MCP servers' child processes go with the service.
-        self.runtime.mcp.shutdown();
+        self.runtime.mcp().shutdown();
     }
 }
 

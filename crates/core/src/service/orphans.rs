@@ -22,12 +22,12 @@ impl Service {
     /// one is at a terminal). Demonstration graphs are left alone: they have no stored plan
     /// to rebuild their handlers from (`trellis runs resume` continues them). Errors listing
     /// the runs are the store's; a run that cannot be resumed is reported, not fatal.
-    pub async fn resume_orphaned_runs(&self) -> crate::Result<Vec<ResumedOrphan>> {
+    pub async fn resume_orphaned_runs(&self) -> trellis_runtime::Result<Vec<ResumedOrphan>> {
         let filter = RunFilter {
             status: Some(RunStatus::Running),
             limit: None,
         };
-        let runs = self.runtime().store.list_runs(&filter)?;
+        let runs = self.runtime().store().list_runs(&filter)?;
         let mut out = Vec::new();
         for rec in runs.into_iter().filter(|r| !r.owner_alive) {
             if self.runtime().stored_plan(&rec.id).is_err() {

@@ -24,7 +24,7 @@ use super::{OpError, Service};
 impl Service {
     /// The record of run `id_or_prefix` (a full id or a unique prefix).
     pub fn run_record(&self, id_or_prefix: &str) -> Result<RunRecord, OpError> {
-        Ok(self.runtime.store.get_run(id_or_prefix)?)
+        Ok(self.runtime.store().get_run(id_or_prefix)?)
     }
 
     /// Run `id_or_prefix` as a client lists it: record, liveness, usage, workflow and stage.
@@ -37,7 +37,7 @@ impl Service {
     /// unfinished workflow run is in).
     pub fn run_views(&self, filter: &RunFilter) -> Result<Vec<RunView>, OpError> {
         self.runtime
-            .store
+            .store()
             .list_runs(filter)?
             .into_iter()
             .map(|record| self.view_of(record, true))
@@ -46,11 +46,11 @@ impl Service {
 
     /// The records of the runs `filter` selects, newest first.
     pub fn run_records(&self, filter: &RunFilter) -> Result<Vec<RunRecord>, OpError> {
-        Ok(self.runtime.store.list_runs(filter)?)
+        Ok(self.runtime.store().list_runs(filter)?)
     }
 
     fn view_of(&self, record: RunRecord, with_stage: bool) -> Result<RunView, OpError> {
-        let usage = self.runtime.store.run_usage(&record.id)?;
+        let usage = self.runtime.store().run_usage(&record.id)?;
         let live = self.is_live(&record.id);
         let plan = self.runtime.stored_plan(&record.id).ok();
         let unfinished = matches!(
@@ -154,12 +154,12 @@ impl Service {
         since: u64,
         limit: Option<usize>,
     ) -> Result<Vec<ServiceEvent>, OpError> {
-        Ok(self.runtime.store.stream_events(stream, since, limit)?)
+        Ok(self.runtime.store().stream_events(stream, since, limit)?)
     }
 
     /// The last seq of `stream` (0 when it has no events).
     pub fn stream_head(&self, stream: &StreamId) -> Result<u64, OpError> {
-        Ok(self.runtime.store.stream_last_seq(stream)?)
+        Ok(self.runtime.store().stream_last_seq(stream)?)
     }
 
     /// A run's graph events from `from_seq` to `to_seq` (inclusive; `None`: to the end).
@@ -169,17 +169,17 @@ impl Service {
         from_seq: u64,
         to_seq: Option<u64>,
     ) -> Result<Vec<Event>, OpError> {
-        Ok(self.runtime.store.events(run, from_seq, to_seq)?)
+        Ok(self.runtime.store().events(run, from_seq, to_seq)?)
     }
 
     /// The points `run` can be forked or resumed from.
     pub fn checkpoints(&self, run: &RunId) -> Result<Vec<Checkpoint>, OpError> {
-        Ok(self.runtime.store.checkpoints(run)?)
+        Ok(self.runtime.store().checkpoints(run)?)
     }
 
     /// The run's artifacts, each JSON card also rendered as markdown.
     pub fn artifacts(&self, run: &RunId) -> Result<Vec<Artifact>, OpError> {
-        let mut artifacts = self.runtime.store.artifacts(run)?;
+        let mut artifacts = self.runtime.store().artifacts(run)?;
         for a in &mut artifacts {
             a.rendered = rendered(&a.kind, &a.content);
         }
@@ -188,38 +188,38 @@ impl Service {
 
     /// The run's model usage: in total, per stage and per agent.
     pub fn usage(&self, run: &RunId) -> Result<RunUsage, OpError> {
-        Ok(self.runtime.store.run_usage(run)?)
+        Ok(self.runtime.store().run_usage(run)?)
     }
 
     /// The run's model calls in order.
     pub fn model_calls(&self, run: &RunId) -> Result<Vec<ModelCallRecord>, OpError> {
-        Ok(self.runtime.store.model_calls(run)?)
+        Ok(self.runtime.store().model_calls(run)?)
     }
 
     /// The agent and channel sessions `filter` selects, newest first.
     pub fn sessions(&self, filter: &SessionFilter) -> Result<Vec<SessionRecord>, OpError> {
-        Ok(self.runtime.store.sessions(filter)?)
+        Ok(self.runtime.store().sessions(filter)?)
     }
 
     /// Session `id`.
     pub fn session(&self, id: &SessionId) -> Result<SessionRecord, OpError> {
-        Ok(self.runtime.store.session(id)?)
+        Ok(self.runtime.store().session(id)?)
     }
 
     /// The turns of session `id`, in order.
     pub fn turns(&self, id: &SessionId) -> Result<Vec<TurnRecord>, OpError> {
-        Ok(self.runtime.store.turns(id)?)
+        Ok(self.runtime.store().turns(id)?)
     }
 
     /// The change set of run `id_or_prefix` and its review state.
     pub fn change_set_record(&self, id_or_prefix: &str) -> Result<ChangeSetRecord, OpError> {
-        Ok(self.runtime.store.change_set(id_or_prefix)?)
+        Ok(self.runtime.store().change_set(id_or_prefix)?)
     }
 
     /// The change set of `run` as `git diff --stat` shows it (its branch against its base);
     /// `None` when the run has none or git cannot tell.
     pub fn change_set_stat(&self, run: &RunId) -> Option<String> {
-        let rec = self.runtime.store.change_set(run.as_str()).ok()?;
+        let rec = self.runtime.store().change_set(run.as_str()).ok()?;
         trellis_tools::git::Git::new(&rec.repo)
             .text(&["diff", "--stat", &rec.base_commit, &rec.branch])
             .ok()
@@ -227,22 +227,22 @@ impl Service {
 
     /// The sessions front-end `client` recorded (`acp`), newest first.
     pub fn client_sessions(&self, client: &str) -> Result<Vec<ClientSession>, OpError> {
-        Ok(self.runtime.store.client_sessions(client)?)
+        Ok(self.runtime.store().client_sessions(client)?)
     }
 
     /// Client session `id`, if recorded.
     pub fn client_session(&self, id: &str) -> Result<Option<ClientSession>, OpError> {
-        Ok(self.runtime.store.client_session(id)?)
+        Ok(self.runtime.store().client_session(id)?)
     }
 
     /// The prompt turns of client session `id`, in order.
     pub fn client_turns(&self, id: &str) -> Result<Vec<ClientTurn>, OpError> {
-        Ok(self.runtime.store.client_turns(id)?)
+        Ok(self.runtime.store().client_turns(id)?)
     }
 
     /// The workflows a run can use, and the files that failed to load.
     pub fn workflow_catalog(&self) -> Result<WorkflowCatalog, OpError> {
-        let catalog = &self.runtime.catalog;
+        let catalog = self.runtime.catalog();
         let workflows = serde_json::to_value(catalog.entries())
             .map_err(|e| OpError::internal(format!("encoding the workflow catalog: {e}")))?;
         Ok(WorkflowCatalog {
@@ -254,7 +254,7 @@ impl Service {
     /// The tool knowledge graph the agents' calls taught the workspace, with the speculation
     /// threshold and outcomes (`trellis tools graph --format json`).
     pub fn tool_graph(&self) -> Result<Value, OpError> {
-        trellis_toolgraph::ToolGraph::workspace_json(&self.runtime.store)
+        trellis_toolgraph::ToolGraph::workspace_json(self.runtime.store())
             .map_err(|e| OpError::internal(format!("reading the tool knowledge graph: {e}")))
     }
 }

@@ -36,13 +36,13 @@ impl Service {
         action: ReviewAction,
     ) -> OpResult {
         // Change sets exist for runs and for sandbox worktrees (which have no run log).
-        let run = self.runtime.store.change_set(run)?.run_id;
+        let run = self.runtime.store().change_set(run)?.run_id;
         if !matches!(action, ReviewAction::Show) && self.is_live(&run) {
             return Err(OpError::conflict(format!(
                 "run {run} is still executing; review its change set when it has stopped"
             )));
         }
-        let store = self.runtime.store.clone();
+        let store = self.runtime.store().clone();
         let key = run.to_string();
         let (rec, set) = blocking(move || load_change_set(&store, &key)).await?;
         let selection = lock(&self.selections)
@@ -51,7 +51,7 @@ impl Service {
             .unwrap_or_else(|| Selection::all(&set));
         let result = match action {
             ReviewAction::Show => {
-                let store = &self.runtime.store;
+                let store = self.runtime.store();
                 return Ok(json!({
                     "run": run,
                     "state": rec.state,
@@ -72,7 +72,7 @@ impl Service {
                 json!({ "run": run, "selection": selection })
             }
             ReviewAction::Apply { accept } => {
-                let store = self.runtime.store.clone();
+                let store = self.runtime.store().clone();
                 let sel = match accept {
                     Some(files) => accepted(&set, files)?,
                     None => selection.clone(),
@@ -90,7 +90,7 @@ impl Service {
                     }
                     let report = review::apply(&store, &rec, &set, &sel)?;
                     let _ = RunWorktree::from_record(&rec).remove();
-                    crate::nodes::discard(Path::new(&rec.repo), &rec.run_id);
+                    trellis_runtime::nodes::discard(Path::new(&rec.repo), &rec.run_id);
                     Ok(json!({ "outcome": "applied", "applied": report }))
                 })
                 .await?;
@@ -98,7 +98,7 @@ impl Service {
                 out
             }
             ReviewAction::Reject { comment } => {
-                let store = self.runtime.store.clone();
+                let store = self.runtime.store().clone();
                 blocking(move || -> Result<Value, OpError> {
                     review::record_outcome(
                         &store,
@@ -106,13 +106,13 @@ impl Service {
                         &ReviewOutcome::Rejected { reason: comment },
                     )?;
                     let _ = RunWorktree::from_record(&rec).remove();
-                    crate::nodes::discard(Path::new(&rec.repo), &rec.run_id);
+                    trellis_runtime::nodes::discard(Path::new(&rec.repo), &rec.run_id);
                     Ok(json!({ "outcome": "rejected" }))
                 })
                 .await?
             }
             ReviewAction::Undo => {
-                let store = self.runtime.store.clone();
+                let store = self.runtime.store().clone();
                 blocking(move || -> Result<Value, OpError> {
                     let report = review::undo(&store, &rec)?;
                     Ok(json!({ "outcome": "undone", "undo": report }))
@@ -122,7 +122,7 @@ impl Service {
         };
         let state = self
             .runtime
-            .store
+            .store()
             .change_set(run.as_str())
             .map(|r| r.state)
             .unwrap_or_default();
@@ -143,9 +143,9 @@ impl Service {
         stage: Option<&NodeId>,
         feedback: &str,
     ) -> Result<(), OpError> {
-        let rec = self.runtime.store.change_set(run.as_str())?;
+        let rec = self.runtime.store().change_set(run.as_str())?;
         review::record_outcome(
-            &self.runtime.store,
+            self.runtime.store(),
             &rec,
             &ReviewOutcome::ChangesRequested {
                 comments: vec![ReviewComment::general(feedback)],
@@ -161,7 +161,7 @@ fn agent_review(store: &Store, run: &RunId) -> Result<Option<Value>, OpError> {
     Ok(store
         .artifacts(run)?
         .into_iter()
-        .filter(|a| a.kind == crate::stage_tools::REVIEW_KIND)
+        .filter(|a| a.kind == trellis_runtime::stage_tools::REVIEW_KIND)
         .max_by_key(|a| a.version)
         .map(|a| {
             let mut v = serde_json::from_str::<Value>(&a.content).unwrap_or_default();

@@ -15,7 +15,7 @@ use trellis_protocol::{
 };
 
 use super::{OpError, OpResult, Service, lock};
-use crate::RunOptions;
+use trellis_runtime::RunOptions;
 
 /// The arguments of a start-run op.
 pub(crate) struct StartRun {
@@ -90,7 +90,7 @@ impl Service {
         }
         let options = self.options(&sub, args.input, args.budgets);
         // MCP servers start now; the run waits for them at most `mcp.startup_wait_secs`.
-        self.runtime.mcp.ready_for_run().await;
+        self.runtime.mcp().ready_for_run().await;
         // Creating the worktree runs git and waits for the store: off the async workers,
         // so that streaming runs are not stalled by runs starting.
         let (handle, ctx) = {
@@ -125,7 +125,7 @@ impl Service {
     }
 
     /// Forks the workflow run `parent` at checkpoint `seq` (`trellis runs fork`) and starts
-    /// the fork here, with worktrees of its own ([`crate::Runtime::fork`]); `commands`
+    /// the fork here, with worktrees of its own ([`trellis_runtime::Runtime::fork`]); `commands`
     /// (answers for its waiting nodes) apply first. Returns the fork's id once its first
     /// events are committed.
     pub async fn fork_run(
@@ -138,7 +138,7 @@ impl Service {
         let parent = self.run_id(parent)?;
         let sub = SubmissionId::new();
         let options = self.options(&sub, input, None);
-        self.runtime.mcp.ready_for_run().await;
+        self.runtime.mcp().ready_for_run().await;
         let (rt, from) = (self.runtime.clone(), parent.clone());
         let (handle, ctx) =
             tokio::task::spawn_blocking(move || rt.fork(&from, seq, commands, options))
@@ -168,9 +168,9 @@ impl Service {
             .map_err(|e| OpError::new(format!("repo {repo}: {e}")))?;
         let root = self
             .runtime
-            .repo
+            .repo()
             .canonicalize()
-            .unwrap_or_else(|_| self.runtime.repo.clone());
+            .unwrap_or_else(|_| self.runtime.repo().to_path_buf());
         if !canon.starts_with(&root) {
             return Err(OpError::new(format!(
                 "repo {repo} is not this service's workspace ({}); start a service for it",
@@ -194,7 +194,7 @@ impl Service {
                 "run {run} is already executing in this service"
             )));
         }
-        let rec = self.runtime.store.get_run(run.as_str())?;
+        let rec = self.runtime.store().get_run(run.as_str())?;
         if rec.owner_alive {
             return Err(OpError::conflict(format!(
                 "run {run} is executing in process {}; wait for it, or stop that process first",
@@ -224,7 +224,7 @@ impl Service {
         input: InputMode,
     ) -> Result<(), OpError> {
         let options = self.options(sub, input, None);
-        self.runtime.mcp.ready_for_run().await;
+        self.runtime.mcp().ready_for_run().await;
         // Replaying the log and preparing the worktree context is blocking work.
         let (rt, id) = (self.runtime.clone(), run.clone());
         let (handle, ctx) = tokio::task::spawn_blocking(move || rt.resume(&id, commands, options))
@@ -260,10 +260,10 @@ impl Service {
             }
             return Ok(json!({ "run": run, "delivered": "live" }));
         }
-        let rec = self.runtime.store.get_run(run.as_str())?;
+        let rec = self.runtime.store().get_run(run.as_str())?;
         if rec.owner_alive {
             for c in &commands {
-                self.runtime.store.enqueue_command(run, c)?;
+                self.runtime.store().enqueue_command(run, c)?;
             }
             let owner = rec.owner.map(|o| o.label()).unwrap_or_default();
             return Ok(json!({ "run": run, "delivered": "inbox", "owner": owner }));
@@ -330,7 +330,7 @@ impl Service {
     ) -> Result<(), OpError> {
         let a = self
             .runtime
-            .store
+            .store()
             .set_artifact_status(id, status, feedback)?;
         self.bus.workspace(
             Some(sub.clone()),
@@ -360,7 +360,7 @@ impl Service {
             Ok(r) => r,
             // A sandbox worktree has a change set and no run: the request is recorded.
             Err(e) => {
-                let Ok(rec) = self.runtime.store.change_set(run) else {
+                let Ok(rec) = self.runtime.store().change_set(run) else {
                     return Err(e);
                 };
                 self.review_record_changes(&rec.run_id, node.as_ref(), &feedback)?;
@@ -398,7 +398,7 @@ impl Service {
                 ))
             })?,
         };
-        if self.runtime.store.change_set(run.as_str()).is_ok() {
+        if self.runtime.store().change_set(run.as_str()).is_ok() {
             let _ = self.review_record_changes(&run, Some(&stage), &feedback);
         }
         self.deliver(
@@ -479,7 +479,7 @@ impl Service {
         reason: Option<String>,
     ) -> OpResult {
         let run = self.run_id(run)?;
-        let status = self.runtime.store.get_run(run.as_str())?.summary.status;
+        let status = self.runtime.store().get_run(run.as_str())?.summary.status;
         if status.is_final() {
             return Err(OpError::conflict(format!(
                 "run {run} is already {status}; nothing to cancel"

@@ -5,28 +5,15 @@
 
 use std::sync::Arc;
 
+use futures::future::BoxFuture;
+use trellis_agents::SessionSink;
 use trellis_protocol::{
     NodeId, RunId, SessionEvent, SessionId, SessionOwner, StreamId, SubmissionId, WorkspaceEvent,
 };
+use trellis_runtime::sessions::{OpenedSession, Sessions};
 use trellis_store::Store;
 
 use super::bus::Bus;
-
-/// A sink of one session's events.
-pub type SessionSink = Arc<dyn Fn(SessionEvent) + Send + Sync>;
-
-/// What an agent needs to record its activation.
-pub struct OpenedSession {
-    /// The session.
-    pub id: SessionId,
-    /// Where its events go.
-    pub sink: SessionSink,
-    /// The number of the next turn.
-    pub first_turn: u32,
-    /// The recorded events of this activation (from its `promptSet` on), when the process
-    /// that ran it stopped before it finished; empty otherwise.
-    pub recorded: Vec<SessionEvent>,
-}
 
 /// Opens sessions and routes their events to the recorder.
 pub struct SessionHub {
@@ -39,21 +26,20 @@ impl SessionHub {
         Self { bus, store }
     }
 
-    /// Publishes a workspace event (an artifact's status, …) tagged with `cause`.
-    pub fn workspace(&self, cause: Option<SubmissionId>, event: trellis_protocol::WorkspaceEvent) {
-        self.bus.workspace(cause, event);
+    /// Every stored event of a session.
+    pub fn history(&self, id: &SessionId) -> trellis_store::Result<Vec<SessionEvent>> {
+        Ok(self
+            .store
+            .stream_events(&StreamId::Session(id.clone()), 0, None)?
+            .into_iter()
+            .filter_map(|e| match e.event {
+                trellis_protocol::ServiceEventBody::Session(s) => Some(s),
+                _ => None,
+            })
+            .collect())
     }
 
-    /// The sink of session `id`: events are tagged with `cause`.
-    pub fn sink(&self, id: &SessionId, cause: Option<SubmissionId>) -> SessionSink {
-        let bus = self.bus.clone();
-        let id = id.clone();
-        Arc::new(move |event| bus.session(&id, cause.clone(), event))
-    }
-
-    /// Opens (creating on first use) the session of agent `node` of `run` for activation
-    /// `attempt`.
-    pub async fn open_agent(
+    async fn open_agent_session(
         &self,
         run: &RunId,
         node: &NodeId,
@@ -95,18 +81,28 @@ impl SessionHub {
             recorded,
         })
     }
+}
 
-    /// Every stored event of a session.
-    pub fn history(&self, id: &SessionId) -> trellis_store::Result<Vec<SessionEvent>> {
-        Ok(self
-            .store
-            .stream_events(&StreamId::Session(id.clone()), 0, None)?
-            .into_iter()
-            .filter_map(|e| match e.event {
-                trellis_protocol::ServiceEventBody::Session(s) => Some(s),
-                _ => None,
-            })
-            .collect())
+impl Sessions for SessionHub {
+    fn workspace(&self, cause: Option<SubmissionId>, event: WorkspaceEvent) {
+        self.bus.workspace(cause, event);
+    }
+
+    fn sink(&self, id: &SessionId, cause: Option<SubmissionId>) -> SessionSink {
+        let bus = self.bus.clone();
+        let id = id.clone();
+        Arc::new(move |event| bus.session(&id, cause.clone(), event))
+    }
+
+    fn open_agent<'a>(
+        &'a self,
+        run: &'a RunId,
+        node: &'a NodeId,
+        role: &'a str,
+        attempt: u32,
+        cause: Option<SubmissionId>,
+    ) -> BoxFuture<'a, trellis_store::Result<OpenedSession>> {
+        Box::pin(self.open_agent_session(run, node, role, attempt, cause))
     }
 }
 

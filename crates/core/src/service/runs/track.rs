@@ -14,7 +14,7 @@ use trellis_protocol::{
 
 use super::LiveRun;
 use crate::service::{Bus, Service, lock};
-use crate::{RunContext, Runtime};
+use trellis_runtime::{RunContext, Runtime};
 
 impl Service {
     /// Publishes the run's events as they commit, and cleans up when it stops. The

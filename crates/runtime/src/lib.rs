@@ -1,0 +1,483 @@
+//! The Trellis runtime: a request goes to the orchestrator, which picks a workflow and its
+//! optional stages; the plan is assembled and compiled into an engine graph whose stage
+//! nodes run agents in git worktrees of the run (one per editing agent, merged into the
+//! run's branch; [`nodes`]); everything is persisted in the workspace store, so a run
+//! survives a crash and resumes (`trellis runs resume`).
+//!
+//! ```text
+//! request ─▶ orchestrate ─▶ Plan ─▶ compile(handlers) ─▶ Engine::start_as(run) ─▶ review
+//!                                      │ stage nodes: AgentRun in its own worktree, commit + merge
+//!                                      │ upfront / adaptive retrieval nodes
+//!                                      └ interrupts: approvals, questions, budgets
+//! ```
+//!
+//! The runtime service (`trellis-core`) owns a [`Runtime`] per workspace and starts, resumes
+//! and inspects runs through it; front-ends never see it. The agents' turns are recorded
+//! through [`sessions::Sessions`] (the service's session hub) or, without one, handed to
+//! [`RunOptions::events`].
+
+pub mod code_intel;
+mod error;
+mod fork;
+pub mod gateway;
+mod handlers;
+pub mod merge;
+pub mod nodes;
+pub mod sessions;
+pub mod stage_tools;
+pub mod stages;
+mod task_tools;
+pub mod tasktree;
+pub mod testcmd;
+mod text;
+pub mod toolknow;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+use trellis_agents::{
+    AgentsConfig, Orchestration, Overrides, ProjectContext, RoleCatalog, SinkFactory, orchestrate,
+};
+use trellis_config::{Config, LoadOptions};
+use trellis_graph::{Engine, RunHandle};
+use trellis_index::IndexConfig;
+use trellis_llm::ModelRegistry;
+pub use trellis_protocol::InputMode;
+use trellis_protocol::{Budgets, Command, RunId, SubmissionId};
+use trellis_store::Store;
+use trellis_tools::worktree::RunWorktree;
+use trellis_tools::{Registry, ToolsConfig};
+use trellis_workflow::{Catalog, Plan, assemble, compile};
+
+pub use error::{Error, Result};
+pub use handlers::RunContext;
+use sessions::Sessions;
+
+/// Options of a run.
+#[derive(Clone, Default)]
+pub struct RunOptions {
+    /// How interrupts are answered.
+    pub input: InputMode,
+    /// Where the session events of agent and retrieval nodes go when there is no session
+    /// hub: called with the node's id once per activation, the sink it returns gets that
+    /// activation's events (not recorded).
+    pub events: Option<SinkFactory>,
+    /// Limits for this run, over the configured budget.
+    pub budgets: Option<Budgets>,
+    /// The submission that started or resumed the run (every event it causes names it).
+    pub cause: Option<SubmissionId>,
+    /// Records every agent turn (the runtime service's sessions).
+    pub sessions: Option<Arc<dyn Sessions>>,
+}
+
+/// The loaded configuration, catalogs and stores of one workspace.
+pub struct Runtime {
+    /// The repository's top-level directory.
+    pub(crate) repo: PathBuf,
+    /// Model profiles.
+    pub(crate) models: Arc<ModelRegistry>,
+    /// The `[tools]` section.
+    pub(crate) tools: Arc<ToolsConfig>,
+    /// The `[agents]` section.
+    pub(crate) agents: AgentsConfig,
+    /// The `[context]` section: input caps, summarisation, tool-output handles.
+    pub(crate) context: trellis_agents::ContextConfig,
+    /// The `[index]` section.
+    pub(crate) index: IndexConfig,
+    /// The `[sources]` section: web search, documentation sites, OSV advisories.
+    pub(crate) sources: trellis_sources::SourcesConfig,
+    /// Roles (built-in, `.trellis/agents`, configured directories).
+    pub(crate) roles: RoleCatalog,
+    /// Workflows (built-in, `.trellis/workflows`, `--workflows-dir`).
+    pub(crate) catalog: Catalog,
+    /// The workspace store.
+    pub(crate) store: Arc<Store>,
+    /// The MCP servers of `[mcp.servers]` (started on a run's first use).
+    pub(crate) mcp: trellis_mcp::McpHub,
+    /// The repository's language servers (`[lsp]`; each started on first use).
+    pub(crate) lsp: Arc<trellis_lsp::LspPool>,
+    /// The workspace's tool knowledge graph (`[tools.graph]`).
+    pub(crate) tool_knowledge: Arc<toolknow::ToolKnowledge>,
+    /// Tools registered in every run after the others, replacing any of the same name
+    /// (embedders' own tools; tests wrap built-in ones to observe or interrupt their calls).
+    pub(crate) extra_tools: Vec<Arc<dyn trellis_tools::Tool>>,
+}
+
+/// The workflows of `repo` (built-in, `.trellis/workflows`, `dirs`), each
+/// `retrieval_strategy_config` checked by the index's parser.
+pub fn discover_workflows(repo: Option<&Path>, dirs: &[PathBuf]) -> Catalog {
+    Catalog::discover(
+        repo,
+        dirs,
+        Some(&trellis_index::RetrievalStrategyConfig::check),
+    )
+}
+
+/// The input of a workflow run: the task and the orchestrator's decisions.
+pub fn run_input(plan: &Plan, orchestration: &Orchestration) -> Value {
+    json!({
+        "task": plan.task,
+        "orchestrator": orchestration,
+    })
+}
+
+impl Runtime {
+    /// The repository's top-level directory.
+    pub fn repo(&self) -> &Path {
+        &self.repo
+    }
+
+    /// The workspace store.
+    pub fn store(&self) -> &Arc<Store> {
+        &self.store
+    }
+
+    /// Model profiles; an embedder installs its own providers here
+    /// (`models().install(profile, provider)`).
+    pub fn models(&self) -> &Arc<ModelRegistry> {
+        &self.models
+    }
+
+    /// The `[index]` section.
+    pub fn index_config(&self) -> &IndexConfig {
+        &self.index
+    }
+
+    /// The MCP servers of `[mcp.servers]` (started on a run's first use).
+    pub fn mcp(&self) -> &trellis_mcp::McpHub {
+        &self.mcp
+    }
+
+    /// The `[tools]` section.
+    pub fn tools(&self) -> &Arc<ToolsConfig> {
+        &self.tools
+    }
+
+    /// The `[context]` section: input caps, summarisation, tool-output handles.
+    pub fn context_config(&self) -> &trellis_agents::ContextConfig {
+        &self.context
+    }
+
+    /// Workflows (built-in, `.trellis/workflows`, `--workflows-dir`).
+    pub fn catalog(&self) -> &Catalog {
+        &self.catalog
+    }
+
+    /// Roles (built-in, `.trellis/agents`, configured directories).
+    pub fn roles(&self) -> &RoleCatalog {
+        &self.roles
+    }
+
+    /// Registers `tool` in every run after the others, replacing any of the same name
+    /// (an embedder's own tools; tests wrap built-in ones to observe or interrupt calls).
+    pub fn add_tool(&mut self, tool: Arc<dyn trellis_tools::Tool>) {
+        self.extra_tools.push(tool);
+    }
+
+    /// Loads everything for the repository at `repo` (configuration overrides as with
+    /// `-c key=value`; extra workflow directories).
+    pub fn open(
+        repo: &Path,
+        overrides: &[String],
+        workflow_dirs: &[PathBuf],
+        store: Arc<Store>,
+    ) -> Result<Self> {
+        let repo = trellis_tools::worktree::repo_root(repo)?;
+        let config = Config::load(&LoadOptions::discover(&repo, overrides.to_vec()))?;
+        let models = Arc::new(ModelRegistry::from_config(&config)?);
+        let tools: ToolsConfig = config.section_serde("tools")?;
+        let agents: AgentsConfig = config.section("agents")?;
+        let context: trellis_agents::ContextConfig = config.section("context")?;
+        context.validate()?;
+        let index: IndexConfig = config.section_serde("index")?;
+        let sources: trellis_sources::SourcesConfig = config.section(trellis_sources::SECTION)?;
+        let mcp: trellis_mcp::McpConfig = config.section_serde("mcp")?;
+        let mcp = trellis_mcp::McpHub::new(&repo, &mcp)?;
+        let lsp: trellis_lsp::LspConfig = config.section_serde("lsp")?;
+        let lsp = Arc::new(trellis_lsp::LspPool::new(&repo, &lsp));
+        let mut role_dirs = vec![repo.join(".trellis").join("agents")];
+        role_dirs.extend(agents.roles_dirs.iter().map(|d| repo.join(d)));
+        let roles = RoleCatalog::discover(&role_dirs)?;
+        let catalog = discover_workflows(Some(&repo), workflow_dirs);
+        let tool_knowledge = Arc::new(toolknow::ToolKnowledge::new(
+            store.clone(),
+            tools.graph.learn,
+        ));
+        Ok(Self {
+            repo,
+            models,
+            tools: Arc::new(tools),
+            agents,
+            context,
+            index,
+            sources,
+            roles,
+            catalog,
+            store,
+            mcp,
+            lsp,
+            tool_knowledge,
+            extra_tools: Vec::new(),
+        })
+    }
+
+    /// Asks the orchestrator for the workflow and its optional stages, and assembles the
+    /// plan.
+    pub async fn plan(
+        &self,
+        request: &str,
+        overrides: &Overrides,
+        cancel: CancellationToken,
+    ) -> Result<(Orchestration, Plan)> {
+        let workflows: Vec<&trellis_workflow::Workflow> =
+            self.catalog.entries().iter().map(|e| &e.workflow).collect();
+        let project = ProjectContext::detect(&self.repo, request);
+        let provider = self.models.for_role("orchestrator")?;
+        let orchestration = orchestrate(
+            provider.as_ref(),
+            &workflows,
+            request,
+            project,
+            overrides,
+            cancel,
+        )
+        .await?;
+        let workflow = &self.catalog.get(&orchestration.workflow)?.workflow;
+        let plan = assemble(workflow, &orchestration.decisions(), request)?;
+        Ok((orchestration, plan))
+    }
+
+    /// Creates the run's worktree and starts the plan as a new run.
+    pub fn start(
+        self: &Arc<Self>,
+        plan: &Plan,
+        orchestration: &Orchestration,
+        options: RunOptions,
+    ) -> Result<(RunHandle, Arc<RunContext>)> {
+        let run = RunId::new();
+        // Serialised with every other worktree change in the repository (`RepoLock`).
+        let worktree = RunWorktree::create(&self.repo, &run)?;
+        self.store.put_change_set(worktree.record(now_ms()))?;
+        let ctx = self.context(run.clone(), worktree, options, plan)?;
+        let graph = Arc::new(compile(plan, ctx.as_ref())?);
+        let cause = ctx.options.cause.clone();
+        let handle = Engine::new(self.store.clone()).start_as_by(
+            run,
+            graph,
+            run_input(plan, orchestration),
+            cause,
+        )?;
+        Ok((handle, ctx))
+    }
+
+    /// Resumes a stored workflow run (after a crash, Ctrl-C, or to answer its interrupts).
+    pub fn resume(
+        self: &Arc<Self>,
+        run: &RunId,
+        commands: Vec<Command>,
+        options: RunOptions,
+    ) -> Result<(RunHandle, Arc<RunContext>)> {
+        let plan = self.stored_plan(run)?;
+        let record = self.store.change_set(run.as_str())?;
+        let worktree = RunWorktree::from_record(&record);
+        if !worktree.path.exists() {
+            return Err(Error::Resume(format!(
+                "the worktree of run {run} ({}) is gone; the run cannot continue",
+                worktree.path.display()
+            )));
+        }
+        let ctx = self.context(run.clone(), worktree, options, &plan)?;
+        let graph = Arc::new(compile(&plan, ctx.as_ref())?);
+        let cause = ctx.options.cause.clone();
+        let handle = Engine::new(self.store.clone()).resume_by(graph, run, commands, cause)?;
+        Ok((handle, ctx))
+    }
+
+    /// A stored workflow run's current state, replayed from the store (nothing runs).
+    pub fn inspect(&self, run: &RunId) -> Result<trellis_graph::RunOutcome> {
+        let plan = self.stored_plan(run)?;
+        let graph = Arc::new(compile(&plan, &PlanOnly)?);
+        Ok(Engine::new(self.store.clone()).inspect(graph, run)?)
+    }
+
+    /// The plan a run was started with (its graph parameters), if it is a workflow run.
+    pub fn stored_plan(&self, run: &RunId) -> Result<Plan> {
+        let (_, params) = self.store.started(run)?;
+        serde_json::from_value(params)
+            .map_err(|e| Error::Resume(format!("run {run} is not a workflow run ({e})")))
+    }
+
+    fn context(
+        self: &Arc<Self>,
+        run: RunId,
+        worktree: RunWorktree,
+        options: RunOptions,
+        plan: &Plan,
+    ) -> Result<Arc<RunContext>> {
+        let mut registry = Registry::builtin(&self.tools.roles);
+        for (role, _) in self.roles.iter() {
+            if !self.tools.roles.contains_key(&role.name) {
+                registry.allow(&role.name, role.tools.iter().map(String::as_str));
+            }
+        }
+        registry.allow(testcmd::TEST_RUNNER, ["shell"]);
+        // The task tools `rag_search` and `write_todos`: roles that list them get them.
+        for tool in task_tools::tools(self.repo.clone(), self.index.clone()) {
+            registry.register(tool);
+        }
+        self.grant_lsp_tools(&mut registry, plan);
+        for tool in &self.extra_tools {
+            registry.register(tool.clone());
+        }
+        if !self.mcp.is_empty() {
+            self.grant_mcp_tools(&mut registry, plan);
+            registry = registry.with_source(Arc::new(self.mcp.clone()));
+        }
+        let registry = Arc::new(registry.with_sink(self.store.clone()));
+        // Every model call is persisted (`model_calls`, `trellis runs usage`), and a resumed
+        // run's ledger starts from what the run spent before.
+        let mut budget = self.models.budget().clone();
+        if let Some(b) = &options.budgets {
+            if b.tokens.is_some() {
+                budget.run.tokens = b.tokens;
+            }
+            if b.cost_usd.is_some() {
+                budget.run.cost_usd = b.cost_usd;
+            }
+        }
+        let ledger = trellis_agents::usage::run_ledger(&self.store, &run, budget)?;
+        let nodes = nodes::NodeSpaces::open(&worktree.repo, &run, &worktree.branch)?;
+        Ok(RunContext::new(
+            self.clone(),
+            run,
+            worktree,
+            nodes,
+            registry,
+            ledger,
+            options,
+        ))
+    }
+}
+
+impl Runtime {
+    /// The repository's index and language servers, for agent tools and retrieval.
+    pub fn code_intel(&self) -> code_intel::CodeIntel {
+        code_intel::CodeIntel::new(&self.repo, self.index.clone(), self.lsp.clone())
+    }
+
+    /// The language-server tools for the plan's agents when its retrieval strategy turns
+    /// `lsp_integration` on: those its `tools` list names (all of them when it names none).
+    fn grant_lsp_tools(&self, registry: &mut Registry, plan: &Plan) {
+        let Some(lsp) = handlers::retrieval::strategy(plan).map(|s| s.lsp_integration) else {
+            return;
+        };
+        if !lsp.enabled() {
+            return;
+        }
+        let named: Vec<String> = match &lsp {
+            trellis_index::strategy::Toggle::Block(b) if !b.tools.is_empty() => b.tools.clone(),
+            _ => code_intel::LSP_TOOLS
+                .iter()
+                .map(|t| (*t).to_owned())
+                .collect(),
+        };
+        let granted: Vec<&str> = code_intel::LSP_TOOLS
+            .iter()
+            .copied()
+            .filter(|t| named.iter().any(|n| n == t))
+            .collect();
+        if granted.is_empty() {
+            return;
+        }
+        for tool in self.code_intel().tools() {
+            if granted.contains(&tool.spec().name.as_str()) {
+                registry.register(tool);
+            }
+        }
+        for stage in &plan.planned {
+            for agent in &stage.context.agents {
+                registry.allow(&agent.agent, granted.iter().copied());
+            }
+        }
+    }
+
+    /// MCP servers' tools for the agents: a server's `roles` grant all its tools to those
+    /// roles (`"*"`: every role); a stage's `mcp_tools` give that stage's agents an allow list
+    /// of their own (their role's tools plus those).
+    fn grant_mcp_tools(&self, registry: &mut Registry, plan: &Plan) {
+        for (role, grant) in self.mcp.role_grants() {
+            if role == "*" {
+                let mut all: Vec<String> = registry.roles();
+                all.extend(self.roles.iter().map(|(r, _)| r.name.clone()));
+                for r in all {
+                    registry.allow(&r, [grant.as_str()]);
+                }
+            } else {
+                registry.allow(&role, [grant.as_str()]);
+            }
+        }
+        for stage in &plan.planned {
+            for agent in &stage.context.agents {
+                if agent.mcp_tools.is_empty() {
+                    continue;
+                }
+                let entries: Vec<String> = agent
+                    .mcp_tools
+                    .iter()
+                    .map(|t| trellis_mcp::allow_entry(t))
+                    .collect();
+                registry.derive(
+                    &handlers::tool_scope(&stage.context.stage_name, &agent.agent),
+                    &agent.agent,
+                    entries.iter().map(String::as_str),
+                );
+            }
+        }
+    }
+}
+
+/// Handlers for a plan that is compiled but never run (`--plan-only`, inspecting a stored
+/// workflow run): every node fails if it is ever executed.
+pub struct PlanOnly;
+
+impl trellis_workflow::StageHandlers for PlanOnly {
+    fn agent(
+        &self,
+        _stage: &trellis_workflow::StageContext,
+        _agent: &trellis_workflow::AgentSpec,
+    ) -> Arc<dyn trellis_graph::NodeHandler> {
+        Arc::new(not_runnable)
+    }
+
+    fn adaptive_retrieval(&self, _plan: &Plan) -> Arc<dyn trellis_graph::NodeHandler> {
+        Arc::new(not_runnable)
+    }
+
+    fn upfront_retrieval(&self, _plan: &Plan) -> Option<Arc<dyn trellis_graph::NodeHandler>> {
+        Some(Arc::new(not_runnable))
+    }
+}
+
+async fn not_runnable(
+    _ctx: trellis_graph::NodeContext,
+) -> Result<trellis_graph::NodeOutput, trellis_graph::NodeError> {
+    Err(trellis_graph::NodeError::new(
+        "this graph was compiled for inspection only",
+    ))
+}
+
+/// The files a run's agents reported changing (`files_changed` of their stage reports),
+/// sorted, each once.
+pub fn changed_files(o: &trellis_graph::RunOutcome) -> Vec<String> {
+    trellis_protocol::records::files_changed(&o.nodes)
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
