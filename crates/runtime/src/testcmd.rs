@@ -77,10 +77,13 @@ pub fn detect(dir: &Path, configured: Option<&str>) -> Option<TestCommand> {
         });
     // `-B`: no bytecode files. Agents edit fast: a same-size edit within the second of the
     // previous run would otherwise be served from a stale `.pyc`.
+    // `--continue-on-collection-errors`: a module that cannot be imported (an old project's
+    // bench or plugin module on a newer Python) would otherwise stop the whole run before a
+    // single test ran, and every change would look as good as no change.
     if python {
         return if python_has_pytest() {
             found(
-                "python3 -B -m pytest -q -p no:cacheprovider",
+                "python3 -B -m pytest -q -p no:cacheprovider --continue-on-collection-errors",
                 "Python project (pytest)",
             )
         } else {
