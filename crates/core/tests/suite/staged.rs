@@ -351,8 +351,18 @@ fn start_staged() -> Op {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_run_driver_asks_the_front_end_at_every_gate_and_resumes_to_the_end() {
+/// Starts `staged_review` in a new workspace and drives it through an [`Approver`] (one that
+/// refuses to answer, with `refuse`): the workspace, the service, the run, the front-end
+/// and how the drive ended.
+async fn drive_staged(
+    refuse: bool,
+) -> (
+    trellis_test_support::TempWorkspace,
+    std::sync::Arc<Service>,
+    RunId,
+    Approver,
+    DriveEnd,
+) {
     let ws = inventory(CONFIG);
     let repo = path_of(&ws);
     let provider = ScriptedProvider::responding(script);
@@ -361,7 +371,7 @@ async fn the_run_driver_asks_the_front_end_at_every_gate_and_resumes_to_the_end(
     let out = svc.call(start_staged()).await.unwrap();
     let run = RunId::from_string(out["run"].as_str().unwrap());
     let mut front = Approver {
-        refuse: false,
+        refuse,
         follows: 0,
         asked: Vec::new(),
     };
@@ -369,6 +379,12 @@ async fn the_run_driver_asks_the_front_end_at_every_gate_and_resumes_to_the_end(
         .drive(&run, &mut live, InputMode::Interrupts, &mut front)
         .await
         .unwrap();
+    (ws, svc, run, front, end)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_run_driver_asks_the_front_end_at_every_gate_and_resumes_to_the_end() {
+    let (_ws, svc, run, front, end) = drive_staged(false).await;
     let DriveEnd::Ended(state) = end else {
         panic!("the run did not end: {end:?}");
     };
@@ -409,22 +425,7 @@ async fn the_run_driver_asks_the_front_end_at_every_gate_and_resumes_to_the_end(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_front_end_that_cannot_answer_leaves_the_run_paused_in_its_stage() {
-    let ws = inventory(CONFIG);
-    let repo = path_of(&ws);
-    let provider = ScriptedProvider::responding(script);
-    let svc = Service::start(runtime(&repo, &provider), ServiceOptions::default());
-    let mut live = svc.live();
-    let out = svc.call(start_staged()).await.unwrap();
-    let run = RunId::from_string(out["run"].as_str().unwrap());
-    let mut front = Approver {
-        refuse: true,
-        follows: 0,
-        asked: Vec::new(),
-    };
-    let end = svc
-        .drive(&run, &mut live, InputMode::Interrupts, &mut front)
-        .await
-        .unwrap();
+    let (_ws, svc, run, front, end) = drive_staged(true).await;
     let DriveEnd::Paused(state) = end else {
         panic!("the run did not stay paused: {end:?}");
     };
