@@ -2,6 +2,7 @@
 //! that opens the service, reads the store or waits on the client), how a request's
 //! cancellation reaches its work, and the notifications that follow a response.
 
+use std::future::Future;
 use std::sync::Arc;
 
 use agent_client_protocol::v1::schema as acp;
@@ -9,6 +10,18 @@ use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Client, Error};
 
 use crate::{AcpAgent, TrellisRequest, commands, config};
+
+/// Runs `answer` off the dispatch loop and responds with its result.
+fn respond_later<T: agent_client_protocol::JsonRpcResponse + Send + 'static>(
+    cx: &ConnectionTo<Client>,
+    responder: Responder<T>,
+    answer: impl Future<Output = Result<T, Error>> + Send + 'static,
+) -> Result<(), Error> {
+    cx.spawn(async move {
+        let _ = responder.respond_with_result(answer.await);
+        Ok(())
+    })
+}
 
 impl AcpAgent {
     /// `session/new`, off the dispatch loop (opening the service, store and configuration,
@@ -73,12 +86,10 @@ impl AcpAgent {
         let agent = self.clone();
         let conn = cx.clone();
         let cancellation = responder.cancellation();
-        cx.spawn(async move {
-            let loaded = cancellation
+        respond_later(&cx, responder, async move {
+            cancellation
                 .run_until_cancelled(agent.load_session(req, &conn))
-                .await;
-            let _ = responder.respond_with_result(loaded);
-            Ok(())
+                .await
         })
     }
 
@@ -90,10 +101,11 @@ impl AcpAgent {
         cx: ConnectionTo<Client>,
     ) -> Result<(), Error> {
         let agent = self.clone();
-        cx.spawn(async move {
-            let _ = responder.respond_with_result(agent.resume_session(req).await);
-            Ok(())
-        })
+        respond_later(
+            &cx,
+            responder,
+            async move { agent.resume_session(req).await },
+        )
     }
 
     /// `session/list`, off the dispatch loop.
@@ -104,10 +116,11 @@ impl AcpAgent {
         cx: ConnectionTo<Client>,
     ) -> Result<(), Error> {
         let agent = self.clone();
-        cx.spawn(async move {
-            let _ = responder.respond_with_result(agent.list_sessions(req).await);
-            Ok(())
-        })
+        respond_later(
+            &cx,
+            responder,
+            async move { agent.list_sessions(req).await },
+        )
     }
 
     /// `session/set_config_option`, off the dispatch loop; a new autonomy is announced as
@@ -177,9 +190,6 @@ impl AcpAgent {
         cx: ConnectionTo<Client>,
     ) -> Result<(), Error> {
         let agent = self.clone();
-        cx.spawn(async move {
-            let _ = responder.respond_with_result(agent.extension(req).await);
-            Ok(())
-        })
+        respond_later(&cx, responder, async move { agent.extension(req).await })
     }
 }

@@ -141,19 +141,7 @@ async fn staged_review_runs_with_approvals_changes_and_a_revision() {
     let repo = path_of(&ws);
     let provider = ScriptedProvider::responding(script);
     let svc = Service::start(runtime(&repo, &provider), ServiceOptions::default());
-    let out = svc
-        .call(Op::StartRun {
-            request: "Fix the stock bookkeeping of commit".into(),
-            repo: None,
-            workflow: Some("staged_review".into()),
-            include: Vec::new(),
-            skip: Vec::new(),
-            input: InputMode::Interrupts,
-            budgets: None,
-            plan_only: false,
-        })
-        .await
-        .unwrap();
+    let out = svc.call(start_staged()).await.unwrap();
     let run = RunId::from_string(out["run"].as_str().unwrap());
 
     // The scope card waits; request changes on the artifact: scoping runs again with them.
