@@ -60,6 +60,7 @@ pub fn details(e: &Event) -> String {
             params,
             ..
         } => run_started(graph, params, fork.as_ref()),
+        EventKind::RunContinued { graph, params, .. } => run_started(graph, params, None),
         EventKind::RunResumed { requeued } => run_resumed(requeued),
         EventKind::NodeAdded {
             node,

@@ -59,6 +59,9 @@ pub enum Error {
         /// What does not match.
         message: String,
     },
+    /// The graph's continuation could not name the graph the run continues with.
+    #[error("{0}")]
+    Continuation(String),
     /// The run cannot be resumed or forked in its current state.
     #[error("{0}")]
     NotResumable(String),

@@ -36,7 +36,7 @@ pub use journal::{
 };
 pub use policy::FailurePolicy;
 pub use spec::{
-    DEFAULT_CONCURRENCY, DEFAULT_MAX_STEPS, Edge, Graph, GraphBuilder, NodeDef, NodeKind,
-    NodeOptions, Router, Scheduling, nearest,
+    Continuation, DEFAULT_CONCURRENCY, DEFAULT_MAX_STEPS, Edge, Graph, GraphBuilder, Next, NodeDef,
+    NodeKind, NodeOptions, Router, Scheduling, nearest,
 };
 pub use state::{ReduceFn, Reducer, State};

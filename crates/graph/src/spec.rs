@@ -170,6 +170,32 @@ impl NodeOptions<'_> {
     }
 }
 
+/// What a run of a graph continues with once nothing is left to run in it (a workflow run's
+/// planning graph names the planned workflow's graph): see [`GraphBuilder::then`].
+pub trait Continuation: Send + Sync {
+    /// Called when the run would succeed, with where it stands. Returns the graph the run
+    /// continues with — built with [`Graph::after`] this graph, so that it holds every node
+    /// so far — and the channel values written as it starts; `None` lets the run succeed.
+    /// An error fails the run with it.
+    fn next(
+        &self,
+        at: crate::RunOutcome,
+    ) -> futures::future::BoxFuture<'static, std::result::Result<Option<Next>, String>>;
+}
+
+/// What a [`Continuation`] names: the graph the run continues with and the channel values
+/// written as it starts.
+pub type Next = (Arc<Graph>, Value);
+
+/// The graph a graph built with [`Graph::after`] continues.
+#[derive(Clone, Debug)]
+pub(crate) struct Prelude {
+    pub name: String,
+    pub fingerprint: String,
+    /// Its static nodes: the first ones of the continuing graph, in the same order.
+    pub nodes: usize,
+}
+
 /// A compiled, validated graph. Cheap to share (`Arc<Graph>`), reusable across runs.
 pub struct Graph {
     pub(crate) name: String,
@@ -185,9 +211,96 @@ pub struct Graph {
     pub(crate) concurrency: usize,
     pub(crate) scheduling: Scheduling,
     pub(crate) fingerprint: String,
+    /// The graph this one continues (its runs started with that one).
+    pub(crate) prelude: Option<Prelude>,
+    /// What a run continues with once nothing is left to run.
+    pub(crate) continuation: Option<Arc<dyn Continuation>>,
 }
 
 impl Graph {
+    /// This graph continuing `prelude`: `prelude`'s nodes come first, in their order, with
+    /// their definitions and no edges (they ran before the run continued), then this graph's
+    /// own. A run that started with `prelude` and continued (`runContinued`) replays with it.
+    /// Fails when a node id is in both, or `prelude` continues another graph itself.
+    pub fn after(self, prelude: &Graph) -> Result<Graph> {
+        if prelude.prelude.is_some() {
+            return Err(Error::InvalidGraph {
+                graph: self.name,
+                problems: format!(
+                    "graph `{}` continues another graph; a graph continues one that does not",
+                    prelude.name
+                ),
+            });
+        }
+        let clash: Vec<&str> = prelude
+            .nodes
+            .iter()
+            .filter(|(id, _)| self.index.contains_key(id))
+            .map(|(id, _)| id.as_str())
+            .collect();
+        if !clash.is_empty() {
+            return Err(Error::InvalidGraph {
+                graph: self.name,
+                problems: format!(
+                    "node(s) {} are also nodes of graph `{}`, which this one continues",
+                    clash.join(", "),
+                    prelude.name
+                ),
+            });
+        }
+        let mut nodes = prelude.nodes.clone();
+        nodes.extend(self.nodes);
+        let index = nodes
+            .iter()
+            .enumerate()
+            .map(|(i, (id, _))| (id.clone(), i))
+            .collect();
+        let fingerprint = fingerprint(
+            &format!("{} after {}", self.name, prelude.fingerprint),
+            &nodes,
+            &self.templates,
+            &self.edges,
+            &self.entry,
+            &self.channels,
+        );
+        Ok(Graph {
+            name: self.name,
+            params: self.params,
+            nodes,
+            index,
+            templates: self.templates,
+            edges: self.edges,
+            entry: self.entry,
+            channels: self.channels,
+            collectors: self.collectors,
+            max_steps: self.max_steps,
+            concurrency: self.concurrency,
+            scheduling: self.scheduling,
+            fingerprint,
+            prelude: Some(Prelude {
+                name: prelude.name.clone(),
+                fingerprint: prelude.fingerprint.clone(),
+                nodes: prelude.nodes.len(),
+            }),
+            continuation: self.continuation,
+        })
+    }
+
+    /// Whether a run recorded with fingerprint `recorded` in its `runStarted` replays with
+    /// this graph: its own, or that of the graph it continues.
+    pub(crate) fn started_as(&self, recorded: &str) -> bool {
+        recorded == self.fingerprint
+            || self
+                .prelude
+                .as_ref()
+                .is_some_and(|p| p.fingerprint == recorded)
+    }
+
+    /// Whether this graph continues another (built with [`Graph::after`]).
+    pub fn continues(&self) -> bool {
+        self.prelude.is_some()
+    }
+
     /// The graph's name (recorded in `runStarted`, used to find it again on resume).
     pub fn name(&self) -> &str {
         &self.name
@@ -281,6 +394,7 @@ pub struct GraphBuilder {
     max_steps: u64,
     concurrency: usize,
     scheduling: Scheduling,
+    continuation: Option<Arc<dyn Continuation>>,
 }
 
 /// Default loop guard: steps per run.
@@ -302,7 +416,15 @@ impl GraphBuilder {
             max_steps: DEFAULT_MAX_STEPS,
             concurrency: DEFAULT_CONCURRENCY,
             scheduling: Scheduling::Steps,
+            continuation: None,
         }
+    }
+
+    /// What a run continues with once nothing is left to run in this graph (see
+    /// [`Continuation`]); the continuing graph is built with [`Graph::after`] this one.
+    pub fn then(mut self, continuation: Arc<dyn Continuation>) -> Self {
+        self.continuation = Some(continuation);
+        self
     }
 
     /// Parameters recorded with each run (a registry rebuilds the graph from name + params).
@@ -584,6 +706,8 @@ impl GraphBuilder {
             concurrency: self.concurrency,
             scheduling: self.scheduling,
             fingerprint,
+            prelude: None,
+            continuation: self.continuation,
         })
     }
 }

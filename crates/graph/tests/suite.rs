@@ -2,6 +2,7 @@ mod aggregation;
 mod causes;
 mod commands;
 mod common;
+mod continued;
 mod deps;
 mod deps_prop;
 mod deps_revise;

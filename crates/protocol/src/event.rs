@@ -132,6 +132,22 @@ pub enum EventKind {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         fork: Option<ForkRef>,
     },
+    /// The run continues with another graph: the nodes of the one it ran so far were done
+    /// and that graph named what comes next (a workflow run's `plan` node, once the
+    /// orchestrator decided, hands over to the planned workflow's graph). The new graph
+    /// holds every node of the old one, which keep their state; its entry is activated next.
+    RunContinued {
+        /// The new graph's name.
+        graph: String,
+        /// Its structural fingerprint.
+        fingerprint: String,
+        /// Parameters it was built with (the run is rebuilt from these from now on).
+        #[serde(default, skip_serializing_if = "Value::is_null")]
+        params: Value,
+        /// Channel values written as it starts.
+        #[serde(default, skip_serializing_if = "Value::is_null")]
+        input: Value,
+    },
     /// A process resumed the run from the store (after a crash, a pause or a restart).
     RunResumed {
         /// Activations that were RUNNING when the previous process stopped; they run again.
@@ -302,6 +318,7 @@ impl EventKind {
     pub fn name(&self) -> &'static str {
         match self {
             EventKind::RunStarted { .. } => "runStarted",
+            EventKind::RunContinued { .. } => "runContinued",
             EventKind::RunResumed { .. } => "runResumed",
             EventKind::NodeAdded { .. } => "nodeAdded",
             EventKind::EdgeAdded { .. } => "edgeAdded",

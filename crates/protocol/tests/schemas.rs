@@ -131,6 +131,12 @@ fn graph_events() -> Vec<EventKind> {
             requeued: vec![node("code")],
         },
         EventKind::RunResumed { requeued: vec![] },
+        EventKind::RunContinued {
+            graph: "bug_fix".into(),
+            fingerprint: "f2".into(),
+            params: json!({ "workflow": "bug_fix" }),
+            input: json!({ "task": "fix it" }),
+        },
         EventKind::NodeAdded {
             node: node("review/security"),
             template: "reviewer".into(),
@@ -545,6 +551,7 @@ fn graph_variant(e: &EventKind) -> usize {
         EventKind::CommandRefused { .. } => 12,
         EventKind::MessageQueued { .. } => 13,
         EventKind::RunStatusChanged { .. } => 14,
+        EventKind::RunContinued { .. } => 15,
     }
 }
 
@@ -642,7 +649,7 @@ fn every_event_validates_as_a_frame() {
         assert_eq!(back.to_service_event(), *ev);
         assert_eq!(back, frame.clone().into_owned());
     }
-    assert_eq!(graph.len(), 15, "an EventKind variant has no sample");
+    assert_eq!(graph.len(), 16, "an EventKind variant has no sample");
     assert_eq!(session.len(), 17, "a SessionEvent variant has no sample");
     assert_eq!(workspace.len(), 8, "a WorkspaceEvent variant has no sample");
     let missing: Vec<_> = TOPICS.iter().filter(|t| !topics.contains(*t)).collect();

@@ -198,6 +198,9 @@ pub(crate) struct RunCore {
     pub fork: Option<ForkRef>,
     pub created_ts: i64,
     pub last_seq: u64,
+    /// The graph the live driver is about to continue with: its `runContinued` takes it
+    /// (replay builds the run with that graph from the start).
+    pub next_graph: Option<Arc<Graph>>,
 }
 
 impl RunCore {
@@ -242,7 +245,47 @@ impl RunCore {
             fork: None,
             created_ts: 0,
             last_seq: 0,
+            next_graph: None,
         }
+    }
+
+    /// Takes `next` as the run's graph (a live run continuing): the nodes it adds after the
+    /// current graph's join the run, with no activation yet.
+    pub(super) fn take_graph(&mut self, next: Arc<Graph>) -> Result<()> {
+        let statics = self.graph.nodes.len();
+        let same = next
+            .prelude
+            .as_ref()
+            .is_some_and(|p| p.fingerprint == self.graph.fingerprint && p.nodes == statics);
+        if !same {
+            let of = next
+                .prelude
+                .as_ref()
+                .map_or("no graph".to_owned(), |p| format!("graph `{}`", p.name));
+            return Err(self.mismatch(format!(
+                "graph `{}` continues {of}, not this run's graph `{}`",
+                next.name, self.graph.name
+            )));
+        }
+        if self.nodes.len() != statics {
+            return Err(self.mismatch(format!(
+                "graph `{}` added nodes at run time; a graph that continues into another must not",
+                self.graph.name
+            )));
+        }
+        for (id, def) in next.nodes.iter().skip(statics) {
+            self.by_id.insert(id.clone(), self.nodes.len());
+            self.nodes.push(NodeRt::new(id.clone(), def.clone()));
+        }
+        self.collectors = self
+            .nodes
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| matches!(n.def.kind, NodeKind::Collector { .. }))
+            .map(|(o, _)| o)
+            .collect();
+        self.graph = next;
+        Ok(())
     }
 
     /// The node with this id.

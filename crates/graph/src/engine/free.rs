@@ -60,6 +60,9 @@ impl Live {
                     if self.release_held()? {
                         continue;
                     }
+                    if self.continue_graph().await? {
+                        return Ok(());
+                    }
                     return self.conclude();
                 }
                 // Wait with no step open.

@@ -70,6 +70,9 @@ pub(crate) struct Live {
     /// The submission recorded events are attributed to: the one that started or resumed
     /// the run, or — while a command is handled — the command's.
     pub(super) cause: Option<SubmissionId>,
+    /// Set when the run continued with another graph: the driver starts over with it (its
+    /// scheduling may differ).
+    continued: bool,
 }
 
 pub(crate) use trellis_protocol::now_ms;
@@ -103,6 +106,7 @@ impl Live {
             now: now_ms(),
             queue: VecDeque::new(),
             cause,
+            continued: false,
         }
     }
 
@@ -217,9 +221,14 @@ impl Live {
 
     /// Runs until the run finishes or pauses, then reports where it stands.
     pub async fn drive(mut self) -> Result<RunOutcome> {
-        let result = match self.core.graph.scheduling() {
-            Scheduling::Steps => self.drive_steps().await,
-            Scheduling::Free => self.drive_free().await,
+        let result = loop {
+            let result = match self.core.graph.scheduling() {
+                Scheduling::Steps => self.drive_steps().await,
+                Scheduling::Free => self.drive_free().await,
+            };
+            if !(result.is_ok() && std::mem::take(&mut self.continued)) {
+                break result;
+            }
         };
         let result = match result {
             Ok(()) => Ok(()),
@@ -261,6 +270,9 @@ impl Live {
                     if self.release_held()? {
                         continue;
                     }
+                    if self.continue_graph().await? {
+                        return Ok(());
+                    }
                     return self.conclude();
                 }
                 if self.core.step >= self.core.graph.max_steps {
@@ -280,6 +292,44 @@ impl Live {
                 self.settle().await?;
             }
         }
+    }
+
+    /// Nothing is left to run and the run would succeed: when its graph has a continuation
+    /// that names a next graph, records `runContinued`, activates the new graph's entry and
+    /// returns true (the driver then starts over with that graph).
+    pub(super) async fn continue_graph(&mut self) -> Result<bool> {
+        let Some(next) = self.core.graph.continuation.clone() else {
+            return Ok(false);
+        };
+        let waiting = self
+            .core
+            .nodes
+            .iter()
+            .any(|n| n.state == Some(NodeState::WaitingInput));
+        if waiting || self.core.unrouted_failure().is_some() {
+            return Ok(false);
+        }
+        // What the first graph decided is committed before the next graph is built.
+        self.flush();
+        let Some((graph, input)) = next
+            .next(RunOutcome::of(&self.core))
+            .await
+            .map_err(Error::Continuation)?
+        else {
+            return Ok(false);
+        };
+        self.tick();
+        let kind = EventKind::RunContinued {
+            graph: graph.name().to_owned(),
+            fingerprint: graph.fingerprint().to_owned(),
+            params: graph.params().clone(),
+            input,
+        };
+        self.core.next_graph = Some(graph);
+        self.emit(kind)?;
+        self.activate_entry()?;
+        self.continued = true;
+        Ok(true)
     }
 
     /// Nothing is left to run: the run waits for input, failed (a failure with nowhere to

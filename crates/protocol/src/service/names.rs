@@ -30,6 +30,7 @@ fn run_topic(e: &EventKind) -> &'static str {
     match e {
         EventKind::RunStarted { .. } => "graph:run_started",
         EventKind::RunResumed { .. } => "graph:run_resumed",
+        EventKind::RunContinued { .. } => "graph:run_continued",
         EventKind::NodeAdded { .. } => "graph:node_added",
         EventKind::EdgeAdded { .. } => "graph:edge_added",
         EventKind::NodeTransition {
@@ -110,6 +111,7 @@ fn workspace_topic(e: &WorkspaceEvent) -> &'static str {
 pub const TOPICS: &[&str] = &[
     "graph:run_started",
     "graph:run_resumed",
+    "graph:run_continued",
     "graph:node_added",
     "graph:edge_added",
     "graph:node_pruned",

@@ -58,6 +58,9 @@ impl RunCore {
                 fingerprint,
                 ..
             } => self.start_run(event.ts, input, fork.as_ref(), fingerprint)?,
+            EventKind::RunContinued {
+                fingerprint, input, ..
+            } => self.continue_run(fingerprint, input)?,
             EventKind::RunResumed { .. } => self.resume_run(),
             EventKind::NodeAdded {
                 node,
@@ -129,7 +132,7 @@ impl RunCore {
         fork: Option<&ForkRef>,
         fingerprint: &str,
     ) -> Result<()> {
-        if fingerprint != self.graph.fingerprint() {
+        if !self.graph.started_as(fingerprint) {
             return Err(self.mismatch(format!(
                 "it was recorded with graph fingerprint {fingerprint}, but graph `{}` now has {}; the graph definition changed since the run started",
                 self.graph.name(),
@@ -143,6 +146,25 @@ impl RunCore {
             None => self.init_input(input)?,
         }
         Ok(())
+    }
+
+    /// `runContinued`: the run goes on with the graph it names (the live driver's next graph;
+    /// a replay has had it from the start), running again, with the new channel values.
+    fn continue_run(&mut self, fingerprint: &str, input: &Value) -> Result<()> {
+        if let Some(next) = self.next_graph.take() {
+            self.take_graph(next)?;
+        }
+        if fingerprint != self.graph.fingerprint() {
+            return Err(self.mismatch(format!(
+                "it continued with graph fingerprint {fingerprint}, but graph `{}` now has {}; the graph definition changed since the run continued",
+                self.graph.name(),
+                self.graph.fingerprint()
+            )));
+        }
+        self.status = RunStatus::Running;
+        self.terminal = None;
+        self.error = None;
+        self.init_input(input)
     }
 
     /// `runResumed`: a resumed final run stays final until a revision reopens it.
