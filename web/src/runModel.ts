@@ -96,6 +96,22 @@ export class RunModel extends Notifier {
     this.follow = null;
   }
 
+  /** Reads the graph snapshot again: the run continued with another graph (its planning node
+   * decided the workflow, whose stages and routing the snapshot now has). */
+  private async refresh(): Promise<void> {
+    try {
+      const [graph, record] = await Promise.all([
+        get<GraphResponse>(`/api/workflows/${enc(this.id)}/graph`),
+        get<RunRecord>(`/api/workflows/${enc(this.id)}`),
+      ]);
+      this.record = record;
+      this.applySnapshot(graph);
+      this.notify();
+    } catch (e) {
+      toast(`Reading the run's workflow failed: ${(e as Error).message}`, 'error');
+    }
+  }
+
   private applySnapshot(g: GraphResponse) {
     this.status = g.status;
     this.workflow = g.workflow;
@@ -241,6 +257,9 @@ export class RunModel extends Notifier {
         if (this.record) this.record = { ...this.record, status: e.status, updatedTs: f.ts, live: e.status === 'running' };
         this.interruptsVersion++;
         break;
+      case 'runContinued':
+        void this.refresh();
+        break;
       case 'runResumed':
         // A server drives the run again (an answer, a message or `resume`): it is live. A run
         // that waited also gets a runStatusChanged(running); one that a killed server left
@@ -363,6 +382,8 @@ export function describe(f: Frame): string {
       return `message ${e.delivered ? 'delivered to' : 'buffered for'} ${e.node}`;
     case 'runStarted':
       return `run started (${e.graph})`;
+    case 'runContinued':
+      return `run continued with ${e.graph}`;
     case 'runResumed':
       return `run resumed${e.requeued?.length ? ` (${e.requeued.length} requeued)` : ''}`;
     case 'edgeAdded':

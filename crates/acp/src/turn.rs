@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 use trellis_core::service::{DriveEnd, Followed, LiveEvent, OpError, RunFrontEnd, Service};
-use trellis_protocol::records::{ClientTurn, RunState};
+use trellis_protocol::records::{ClientTurn, RunPlanned, RunState};
 use trellis_protocol::{
     Answer, InputMode, Interrupt, InterruptKind, NodeAnswer, NodeId, Op, RunId, RunStatus,
     ServiceEventBody, SessionEvent, SessionOwner, StreamId, WorkspaceEvent,
@@ -429,7 +429,8 @@ impl AcpAgent {
         service: &Arc<Service>,
         session: &acp::SessionId,
         request: &str,
-        started: &Value,
+        run: &RunId,
+        planned: Option<&RunPlanned>,
     ) {
         let key = session.0.to_string();
         let (cwd, title) = {
@@ -453,10 +454,10 @@ impl AcpAgent {
         let turn = ClientTurn {
             session: key.clone(),
             turn: 0,
-            run: RunId::from_string(started["run"].as_str().unwrap_or_default()),
+            run: run.clone(),
             request: request.to_owned(),
-            workflow: started["workflow"].as_str().map(str::to_owned),
-            plan: started["plan"].to_string(),
+            workflow: planned.map(|p| p.workflow.clone()),
+            plan: planned.map_or_else(|| Value::Null.to_string(), |p| p.plan.to_string()),
             created_ms: 0,
         };
         let done = async {
@@ -540,13 +541,29 @@ impl AcpAgent {
             Err(stop) => return Ok(acp::PromptResponse::new(stop)),
         };
         let run = RunId::from_string(started["run"].as_str().unwrap_or_default());
-        self.record_turn(&service, &req.session_id, &request, &started)
+        // The run's first node plans: wait for its decision (a cancel cancels the run).
+        let planned = tokio::select! {
+            p = service.planned(&run, &mut live) => p,
+            () = turn.token.cancelled() => {
+                return Ok(acp::PromptResponse::new(turn.cancel_run(&run).await));
+            }
+        };
+        let planned = match planned {
+            Ok(p) => p,
+            Err(e) => {
+                turn.message(format!("Trellis could not follow the run's planning: {e}"));
+                return Ok(acp::PromptResponse::new(acp::StopReason::EndTurn));
+            }
+        };
+        self.record_turn(&service, &req.session_id, &request, &run, planned.as_ref())
             .await;
-        let plan = StagePlan::from_plan(&started["plan"]);
-        turn.thought(format!(
-            "Workflow `{}` (run {run}).\n",
-            started["workflow"].as_str().unwrap_or("?")
-        ));
+        let plan = planned
+            .as_ref()
+            .map(|p| StagePlan::from_plan(&p.plan))
+            .unwrap_or_default();
+        if let Some(p) = &planned {
+            turn.thought(format!("Workflow `{}` (run {run}).\n", p.workflow));
+        }
         if !plan.is_empty() {
             turn.send(acp::SessionUpdate::Plan(plan.to_acp()));
         }

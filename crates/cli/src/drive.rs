@@ -89,6 +89,16 @@ impl Progress {
                     }
                 );
             }
+            // The planning node decided: what it chose, as `--plan-only` shows it.
+            EventKind::RunContinued { params, input, .. } => {
+                let plan = serde_json::from_value::<trellis_workflow::Plan>(params.clone());
+                let orchestration = serde_json::from_value::<trellis_agents::Orchestration>(
+                    input["orchestrator"].clone(),
+                );
+                if let (Ok(plan), Ok(o)) = (plan, orchestration) {
+                    crate::session::print_choice(&o, &plan);
+                }
+            }
             EventKind::RunResumed { requeued } if !requeued.is_empty() => {
                 let ids: Vec<&str> = requeued.iter().map(|n| n.as_str()).collect();
                 println!("  re-running what was interrupted: {}", ids.join(", "));

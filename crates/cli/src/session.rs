@@ -441,14 +441,17 @@ pub async fn run(
             return Ok(ExitCode::from(130));
         }
     };
-    let orchestration: Orchestration = serde_json::from_value(started["orchestration"].clone())?;
-    let plan: Plan = serde_json::from_value(started["plan"].clone())?;
-    if !args.json {
-        print_choice(&orchestration, &plan);
-    }
     if args.plan_only {
+        let orchestration: Orchestration =
+            serde_json::from_value(started["orchestration"].clone())?;
+        let plan: Plan = serde_json::from_value(started["plan"].clone())?;
+        if !args.json {
+            print_choice(&orchestration, &plan);
+        }
         return crate::workflows::print_plan(&plan, args.json);
     }
+    // The run's first node plans; the choice is printed when the run continues with the
+    // workflow (`Progress`).
     let run = RunId::from_string(started["run"].as_str().unwrap_or_default());
     if !args.json {
         println!(

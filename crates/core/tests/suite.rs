@@ -6,6 +6,7 @@ mod interrupt;
 mod llama_shared;
 mod lsp;
 mod nodes;
+mod planning;
 mod routing;
 mod service;
 mod service_bench;

@@ -12,8 +12,8 @@ mod usage;
 pub use changes::{ChangeOpRecord, ChangeSetRecord, ToolCallRecord};
 pub use clients::{ClientSession, ClientTurn};
 pub use runs::{
-    Checkpoint, NodeView, Owner, RunFilter, RunGraph, RunGroup, RunRecord, RunState, RunSummary,
-    RunView, files_changed,
+    Checkpoint, NodeView, Owner, RunFilter, RunGraph, RunGroup, RunRecord, RunPlanned, RunState,
+    RunSummary, RunView, files_changed,
 };
 pub use sessions::{
     SessionFilter, SessionRecord, SessionStatus, TurnRecord, TurnStatus, TurnToolRecord,

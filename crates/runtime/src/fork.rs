@@ -10,7 +10,8 @@
 //! change. Node worktrees are not copied: an activation that was unfinished at the
 //! checkpoint had nothing committed in its current attempt, so in the fork it starts (or
 //! resumes) in a new worktree from the fork's run branch; its uncommitted edits in the
-//! parent are not carried over.
+//! parent are not carried over. A fork from a checkpoint where the parent still planned (its
+//! `runStarted`, before the planning node's step) plans again.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -21,9 +22,10 @@ use trellis_protocol::{Command, EventKind, RunId};
 use trellis_store::Store;
 use trellis_tools::git::Git;
 use trellis_tools::worktree::RunWorktree;
-use trellis_workflow::compile;
 
+use crate::planning::{PlanningParams, Stage};
 use crate::{Error, Result, RunContext, RunOptions, Runtime, now_ms};
+use trellis_store::RunGraphs;
 
 impl Runtime {
     /// Starts a new run continuing from checkpoint `seq` (a `runStarted` or
@@ -36,7 +38,18 @@ impl Runtime {
         commands: Vec<Command>,
         options: RunOptions,
     ) -> Result<(RunHandle, Arc<RunContext>)> {
-        let plan = self.stored_plan(parent)?;
+        let graphs = self.store.graphs(parent)?;
+        let stage = match PlanningParams::from_params(&graphs.params) {
+            // Forked where the parent still planned: the fork plans again.
+            Some(params) if !continued_by(&self.store, parent, seq, &graphs)? => {
+                Stage::Planning(params)
+            }
+            _ => Stage::of(parent, &graphs)?,
+        };
+        let plan = match &stage {
+            Stage::Planned { plan, .. } => Some(plan),
+            Stage::Planning(_) => None,
+        };
         let record = self.store.change_set(parent.as_str())?;
         let at = fork_point(&self.store, &self.repo, parent, seq)?
             .unwrap_or_else(|| record.base_commit.clone());
@@ -44,13 +57,29 @@ impl Runtime {
         let mut worktree = RunWorktree::create_at(&self.repo, &run, &at)?;
         worktree.base = record.base_commit.clone();
         self.store.put_change_set(worktree.record(now_ms()))?;
-        let ctx = self.context(run.clone(), worktree, options, &plan)?;
-        let graph = Arc::new(compile(&plan, ctx.as_ref())?);
+        let ctx = self.context(run.clone(), worktree, options, plan)?;
+        let graph = Arc::new(self.workflow_graph(&stage, ctx.as_ref(), Some(&ctx))?);
         let cause = ctx.options.cause.clone();
         let handle =
             Engine::new(self.store.clone()).fork_as_by(run, graph, parent, seq, commands, cause)?;
         Ok((handle, ctx))
     }
+}
+
+/// Whether a fork of `run` at checkpoint `seq` keeps its continuation into the workflow:
+/// the fork takes the log up to the next `stepStarted`, which holds the `runContinued` that
+/// follows the planning node's step.
+fn continued_by(store: &Store, run: &RunId, seq: u64, graphs: &RunGraphs) -> Result<bool> {
+    let Some(c) = &graphs.continued else {
+        return Ok(false);
+    };
+    if c.seq <= seq {
+        return Ok(true);
+    }
+    let between = store.events(run, seq + 1, Some(c.seq))?;
+    Ok(!between
+        .iter()
+        .any(|e| matches!(e.kind, EventKind::StepStarted { .. })))
 }
 
 /// The commit `run`'s branch had at its checkpoint `seq` (see the module docs); `None`

@@ -30,8 +30,9 @@ pub struct RunContext {
     pub run: RunId,
     /// Its worktree and branch.
     pub worktree: RunWorktree,
-    /// Tools, with every role's allow list; calls are recorded in the store.
-    pub registry: Arc<Registry>,
+    /// Tools, with every role's allow list; calls are recorded in the store. Replaced once
+    /// when a run that started planning continues with its workflow (the plan grants tools).
+    registry: std::sync::RwLock<Arc<Registry>>,
     /// Budgets of the run.
     pub ledger: Arc<trellis_llm::BudgetLedger>,
     /// Input mode and progress sink.
@@ -92,7 +93,7 @@ impl RunContext {
             runtime,
             run,
             worktree,
-            registry,
+            registry: std::sync::RwLock::new(registry),
             ledger,
             options,
             test_command,
@@ -101,6 +102,19 @@ impl RunContext {
             tool_embedder: tokio::sync::OnceCell::new(),
             me: me.clone(),
         })
+    }
+
+    /// The run's tools, with every role's allow list.
+    pub fn registry(&self) -> Arc<Registry> {
+        self.registry
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Replaces the run's tools (the run continued with its planned workflow).
+    pub(crate) fn set_registry(&self, registry: Arc<Registry>) {
+        *self.registry.write().unwrap_or_else(|p| p.into_inner()) = registry;
     }
 
     pub(crate) fn env(
@@ -128,7 +142,7 @@ impl RunContext {
     fn probe(&self, role: &RoleSpec, env: &ToolEnv) -> Option<Arc<dyn trellis_agents::TestProbe>> {
         let command = self.test_command.clone().filter(|_| role.test_samples)?;
         Some(Arc::new(testcmd::ScratchProbe {
-            registry: self.registry.clone(),
+            registry: self.registry(),
             env: env.clone(),
             command,
             timeout_secs: self
@@ -284,7 +298,7 @@ impl RunContext {
                     let mut env = env.clone();
                     env.interaction = Arc::new(NonInteractive { approve: true });
                     let run = testcmd::run(
-                        &self.registry,
+                        &self.registry(),
                         &env,
                         cmd,
                         self.runtime.agents.test_timeout().as_secs(),

@@ -23,6 +23,7 @@ pub mod gateway;
 mod handlers;
 pub mod merge;
 pub mod nodes;
+pub mod planning;
 pub mod sessions;
 pub mod stage_tools;
 pub mod stages;
@@ -231,12 +232,25 @@ impl Runtime {
         overrides: &Overrides,
         cancel: CancellationToken,
     ) -> Result<(Orchestration, Plan)> {
+        let provider = self.models.for_role("orchestrator")?;
+        self.plan_with(provider.as_ref(), request, overrides, cancel)
+            .await
+    }
+
+    /// [`Runtime::plan`] with the orchestrator's model `provider` (a run's planning node
+    /// books the call to the run).
+    pub(crate) async fn plan_with(
+        &self,
+        provider: &dyn trellis_llm::ModelProvider,
+        request: &str,
+        overrides: &Overrides,
+        cancel: CancellationToken,
+    ) -> Result<(Orchestration, Plan)> {
         let workflows: Vec<&trellis_workflow::Workflow> =
             self.catalog.entries().iter().map(|e| &e.workflow).collect();
         let project = ProjectContext::detect(&self.repo, request);
-        let provider = self.models.for_role("orchestrator")?;
         let orchestration = orchestrate(
-            provider.as_ref(),
+            provider,
             &workflows,
             request,
             project,
@@ -249,7 +263,29 @@ impl Runtime {
         Ok((orchestration, plan))
     }
 
-    /// Creates the run's worktree and starts the plan as a new run.
+    /// Creates the run's worktree and starts a new run whose first node plans `request`
+    /// (the orchestrator's call), then runs the plan's workflow ([`planning`]).
+    pub fn start_planning(
+        self: &Arc<Self>,
+        request: &str,
+        overrides: &Overrides,
+        options: RunOptions,
+    ) -> Result<(RunHandle, Arc<RunContext>)> {
+        let run = RunId::new();
+        // Serialised with every other worktree change in the repository (`RepoLock`).
+        let worktree = RunWorktree::create(&self.repo, &run)?;
+        self.store.put_change_set(worktree.record(now_ms()))?;
+        let ctx = self.context(run.clone(), worktree, options, None)?;
+        let params = planning::PlanningParams::new(request, overrides);
+        let graph = Arc::new(planning::planning_graph(&params, Some(&ctx))?);
+        let cause = ctx.options.cause.clone();
+        let handle =
+            Engine::new(self.store.clone()).start_as_by(run, graph, Value::Null, cause)?;
+        Ok((handle, ctx))
+    }
+
+    /// Creates the run's worktree and starts `plan` as a new run (the plan decided
+    /// beforehand: no planning node).
     pub fn start(
         self: &Arc<Self>,
         plan: &Plan,
@@ -260,7 +296,7 @@ impl Runtime {
         // Serialised with every other worktree change in the repository (`RepoLock`).
         let worktree = RunWorktree::create(&self.repo, &run)?;
         self.store.put_change_set(worktree.record(now_ms()))?;
-        let ctx = self.context(run.clone(), worktree, options, plan)?;
+        let ctx = self.context(run.clone(), worktree, options, Some(plan))?;
         let graph = Arc::new(compile(plan, ctx.as_ref())?);
         let cause = ctx.options.cause.clone();
         let handle = Engine::new(self.store.clone()).start_as_by(
@@ -279,7 +315,7 @@ impl Runtime {
         commands: Vec<Command>,
         options: RunOptions,
     ) -> Result<(RunHandle, Arc<RunContext>)> {
-        let plan = self.stored_plan(run)?;
+        let stage = self.stage(run)?;
         let record = self.store.change_set(run.as_str())?;
         let worktree = RunWorktree::from_record(&record);
         if !worktree.path.exists() {
@@ -288,8 +324,12 @@ impl Runtime {
                 worktree.path.display()
             )));
         }
-        let ctx = self.context(run.clone(), worktree, options, &plan)?;
-        let graph = Arc::new(compile(&plan, ctx.as_ref())?);
+        let plan = match &stage {
+            planning::Stage::Planned { plan, .. } => Some(plan),
+            planning::Stage::Planning(_) => None,
+        };
+        let ctx = self.context(run.clone(), worktree, options, plan)?;
+        let graph = Arc::new(self.workflow_graph(&stage, ctx.as_ref(), Some(&ctx))?);
         let cause = ctx.options.cause.clone();
         let handle = Engine::new(self.store.clone()).resume_by(graph, run, commands, cause)?;
         Ok((handle, ctx))
@@ -297,16 +337,25 @@ impl Runtime {
 
     /// A stored workflow run's current state, replayed from the store (nothing runs).
     pub fn inspect(&self, run: &RunId) -> Result<trellis_graph::RunOutcome> {
-        let plan = self.stored_plan(run)?;
-        let graph = Arc::new(compile(&plan, &PlanOnly)?);
+        let stage = self.stage(run)?;
+        let graph = Arc::new(self.workflow_graph(&stage, &PlanOnly, None)?);
         Ok(Engine::new(self.store.clone()).inspect(graph, run)?)
     }
 
-    /// The plan a run was started with (its graph parameters), if it is a workflow run.
+    /// Where a stored workflow run stands in its graphs: planning, or running its plan.
+    pub fn stage(&self, run: &RunId) -> Result<planning::Stage> {
+        planning::Stage::of(run, &self.store.graphs(run)?)
+    }
+
+    /// The plan a workflow run follows (its graph parameters); an error while it plans.
     pub fn stored_plan(&self, run: &RunId) -> Result<Plan> {
-        let (_, params) = self.store.started(run)?;
-        serde_json::from_value(params)
-            .map_err(|e| Error::Resume(format!("run {run} is not a workflow run ({e})")))
+        match self.stage(run)? {
+            planning::Stage::Planned { plan, .. } => Ok(plan),
+            planning::Stage::Planning(_) => Err(Error::Resume(format!(
+                "run {run} has no plan yet: its orchestrator is still deciding (or stopped \
+                 before it decided)"
+            ))),
+        }
     }
 
     fn context(
@@ -314,28 +363,9 @@ impl Runtime {
         run: RunId,
         worktree: RunWorktree,
         options: RunOptions,
-        plan: &Plan,
+        plan: Option<&Plan>,
     ) -> Result<Arc<RunContext>> {
-        let mut registry = Registry::builtin(&self.tools.roles);
-        for (role, _) in self.roles.iter() {
-            if !self.tools.roles.contains_key(&role.name) {
-                registry.allow(&role.name, role.tools.iter().map(String::as_str));
-            }
-        }
-        registry.allow(testcmd::TEST_RUNNER, ["shell"]);
-        // The task tools `rag_search` and `write_todos`: roles that list them get them.
-        for tool in task_tools::tools(self.repo.clone(), self.index.clone()) {
-            registry.register(tool);
-        }
-        self.grant_lsp_tools(&mut registry, plan);
-        for tool in &self.extra_tools {
-            registry.register(tool.clone());
-        }
-        if !self.mcp.is_empty() {
-            self.grant_mcp_tools(&mut registry, plan);
-            registry = registry.with_source(Arc::new(self.mcp.clone()));
-        }
-        let registry = Arc::new(registry.with_sink(self.store.clone()));
+        let registry = Arc::new(self.registry_for(plan).with_sink(self.store.clone()));
         // Every model call is persisted (`model_calls`, `trellis runs usage`), and a resumed
         // run's ledger starts from what the run spent before.
         let mut budget = self.models.budget().clone();
@@ -358,6 +388,35 @@ impl Runtime {
             ledger,
             options,
         ))
+    }
+
+    /// The tools of a run of `plan` (before planning: those no plan grants), every role's
+    /// allow list set.
+    pub(crate) fn registry_for(&self, plan: Option<&Plan>) -> Registry {
+        let mut registry = Registry::builtin(&self.tools.roles);
+        for (role, _) in self.roles.iter() {
+            if !self.tools.roles.contains_key(&role.name) {
+                registry.allow(&role.name, role.tools.iter().map(String::as_str));
+            }
+        }
+        registry.allow(testcmd::TEST_RUNNER, ["shell"]);
+        // The task tools `rag_search` and `write_todos`: roles that list them get them.
+        for tool in task_tools::tools(self.repo.clone(), self.index.clone()) {
+            registry.register(tool);
+        }
+        if let Some(plan) = plan {
+            self.grant_lsp_tools(&mut registry, plan);
+        }
+        for tool in &self.extra_tools {
+            registry.register(tool.clone());
+        }
+        if !self.mcp.is_empty() {
+            if let Some(plan) = plan {
+                self.grant_mcp_tools(&mut registry, plan);
+            }
+            registry = registry.with_source(Arc::new(self.mcp.clone()));
+        }
+        registry
     }
 }
 

@@ -341,7 +341,7 @@ impl RunContext {
                 )?;
                 env.node = Some(ctx.node.to_string());
                 let run = testcmd::run(
-                    &self.registry,
+                    &self.registry(),
                     &env,
                     cmd,
                     self.runtime.agents.test_timeout().as_secs(),
@@ -450,7 +450,7 @@ impl RunContext {
             (role.is_some() || stage.produces.is_some()).then(|| self.stage_sink(&agent.agent));
         let registry = match (role, &sink) {
             (Some(role), Some(sink)) => {
-                let mut r = (*self.registry).clone();
+                let mut r = (*self.registry()).clone();
                 let dyn_sink: Arc<dyn StageSink> = sink.clone();
                 for tool in StageTools::new(dyn_sink).tools(role) {
                     r.register(tool);
@@ -458,7 +458,7 @@ impl RunContext {
                 r.allow(role.as_str(), role.tool_names().iter().copied());
                 Arc::new(r)
             }
-            _ => self.registry.clone(),
+            _ => self.registry(),
         };
         let out = self
             .clone()

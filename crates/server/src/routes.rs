@@ -133,7 +133,7 @@ pub(crate) fn table() -> Vec<Route> {
             .answer("`[run]`: id, graph, status, step, createdTs, updatedTs, workspace, live, usage; workflow and request for workflow runs; stage for unfinished ones"),
         route("POST", "/api/workflows", "Start a run: the orchestrator picks the workflow unless `workflow` names one", post(runs::create))
             .body(body::<Create>)
-            .answer("201 `{run, workflow, worktree, branch, orchestration, plan, workspace}` (200 with `planOnly`)"),
+            .answer("201 `{run, worktree, branch, planning, workspace}` at once: the run's first node (`planning`, the orchestrator) decides the workflow and the run continues with it (`graph:run_continued`); with `planOnly`, 200 `{workflow, orchestration, plan}` after the orchestrator decided"),
         route("GET", "/api/workflows/{id}", "A run: record, usage, workflow and request", get(runs::show)),
         route("GET", "/api/workflows/{id}/graph", "The run's graph: nodes (state, attempt, parent), fan-out groups with counts, routing, what waits", get(runs::graph)),
         route("GET", "/api/workflows/{id}/events", "The run's events as frames (the WebSocket's replay, over REST)", get(runs::events))

@@ -257,6 +257,42 @@ pub(crate) enum Record {
     DagCheckpoint(crate::dag_checkpoints::DagCheckpointWrite),
 }
 
+/// The graphs of a stored run ([`Store::graphs`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunGraphs {
+    /// The graph its `runStarted` names.
+    pub graph: String,
+    /// That graph's fingerprint.
+    pub fingerprint: String,
+    /// Its parameters.
+    pub params: serde_json::Value,
+    /// The latest graph it continued with, if any.
+    pub continued: Option<ContinuedGraph>,
+}
+
+impl RunGraphs {
+    /// The name and parameters of the graph the run runs with now.
+    pub fn current(&self) -> (&str, &serde_json::Value) {
+        match &self.continued {
+            Some(c) => (&c.graph, &c.params),
+            None => (&self.graph, &self.params),
+        }
+    }
+}
+
+/// A graph a run continued with (its `runContinued` event).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ContinuedGraph {
+    /// The event's seq.
+    pub seq: u64,
+    /// The graph's name.
+    pub graph: String,
+    /// Its fingerprint.
+    pub fingerprint: String,
+    /// Its parameters.
+    pub params: serde_json::Value,
+}
+
 impl Store {
     /// Opens (creating if needed) the store of `workspace`: `<workspace>/.trellis/trellis.db`.
     pub fn open_workspace(workspace: impl AsRef<Path>, options: StoreOptions) -> Result<Self> {
@@ -423,6 +459,72 @@ impl Store {
             _ => Err(Error::Damaged(format!(
                 "run {run} has no runStarted event; the store may be damaged"
             ))),
+        }
+    }
+
+    /// The graph a run runs with now, from which it is rebuilt: the one its `runStarted`
+    /// names or, when it continued with another (`runContinued`), the latest of those.
+    ///
+    /// Cheap for a listing: the run's summary names the graph it runs with now, so a run
+    /// that never continued costs its first event, and one that did is read from the start
+    /// only up to the continuation into that graph (a run continues early: planning is its
+    /// first node).
+    pub fn graphs(&self, run: &RunId) -> Result<RunGraphs> {
+        const CHUNK: u64 = 64;
+        let first = self.events(run, 1, Some(CHUNK))?;
+        let Some(trellis_protocol::EventKind::RunStarted {
+            graph,
+            fingerprint,
+            params,
+            ..
+        }) = first.first().map(|e| &e.kind)
+        else {
+            return Err(Error::Damaged(format!(
+                "run {run} has no runStarted event; the store may be damaged"
+            )));
+        };
+        let mut out = RunGraphs {
+            graph: graph.clone(),
+            fingerprint: fingerprint.clone(),
+            params: params.clone(),
+            continued: None,
+        };
+        let now = self.get_run(run.as_str())?.summary.graph;
+        let continued = |events: &[trellis_protocol::Event]| {
+            events
+                .iter()
+                .filter_map(|e| match &e.kind {
+                    trellis_protocol::EventKind::RunContinued {
+                        graph,
+                        fingerprint,
+                        params,
+                        ..
+                    } if *graph == now => Some(ContinuedGraph {
+                        seq: e.seq,
+                        graph: graph.clone(),
+                        fingerprint: fingerprint.clone(),
+                        params: params.clone(),
+                    }),
+                    _ => None,
+                })
+                .last()
+        };
+        let mut events = first;
+        let mut from = 1;
+        loop {
+            if let Some(c) = continued(&events) {
+                out.continued = Some(c);
+                return Ok(out);
+            }
+            // Never continued (or continued into a graph of the same name it started with).
+            if now == out.graph || (events.len() as u64) < CHUNK {
+                return Ok(out);
+            }
+            from += CHUNK;
+            events = self.events(run, from, Some(from + CHUNK - 1))?;
+            if events.is_empty() {
+                return Ok(out);
+            }
         }
     }
 

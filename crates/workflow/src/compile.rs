@@ -46,6 +46,9 @@ use crate::schema::AgentSpec;
 pub const ADAPTIVE_RETRIEVAL: &str = "adaptive_retrieval";
 /// The upfront-retrieval node's id (context per stage, gathered before the first stage runs).
 pub const UPFRONT_RETRIEVAL: &str = "upfront_retrieval";
+/// The id of a workflow run's first node, the orchestrator deciding the workflow (the run's
+/// planning graph, which the workflow's graph continues; see `trellis-runtime`).
+pub const ORCHESTRATE: &str = "orchestrate";
 
 /// The counter of enrichments of `stage`.
 pub fn enrichment_counter(stage: &str) -> String {

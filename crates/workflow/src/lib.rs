@@ -24,7 +24,8 @@ pub use compile::fanout::{
     work_template,
 };
 pub use compile::{
-    ADAPTIVE_RETRIEVAL, StageHandlers, UPFRONT_RETRIEVAL, collector_id, compile, enrichment_counter,
+    ADAPTIVE_RETRIEVAL, ORCHESTRATE, StageHandlers, UPFRONT_RETRIEVAL, collector_id, compile,
+    enrichment_counter,
 };
 pub use error::{Error, Problem, Problems, Result};
 pub use plan::{

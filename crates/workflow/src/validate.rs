@@ -13,7 +13,12 @@ use crate::schema::{StageKind, Target, Workflow};
 use crate::yaml;
 
 /// Node ids the compiled graph uses itself; stage names must differ from them.
-pub const RESERVED_NAMES: [&str; 3] = ["DONE", "ABORT", crate::compile::ADAPTIVE_RETRIEVAL];
+pub const RESERVED_NAMES: [&str; 4] = [
+    "DONE",
+    "ABORT",
+    crate::compile::ADAPTIVE_RETRIEVAL,
+    crate::compile::ORCHESTRATE,
+];
 
 /// Checks a `retrieval_strategy_config` block (the index crate's parser plugs in here).
 pub type ConfigCheck<'a> = &'a dyn Fn(&Value) -> std::result::Result<(), String>;

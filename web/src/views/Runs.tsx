@@ -50,9 +50,11 @@ function useWorkspaceStreams(onChange: () => void) {
           return true;
         case 'stageChanged': {
           const x = cur(e.run);
+          // A run's first stage after planning: it now has its workflow (reload the list).
+          const planned = e.stage !== 'orchestrate' && (x.stage === undefined || x.stage === 'orchestrate');
           x.stage = e.stage;
           x.stageAttempt = e.attempt;
-          return false;
+          return planned;
         }
         case 'runStopped':
         case 'reviewChanged':
@@ -411,7 +413,7 @@ function NewRunForm({ onClose }: { onClose: () => void }) {
           Cancel
         </button>
         <button type="submit" class="primary" data-testid="new-run-submit" disabled={start.busy || !request.trim()}>
-          {start.busy ? 'Starting… (the orchestrator is planning)' : 'Start run'}
+          {start.busy ? 'Starting…' : 'Start run'}
         </button>
       </div>
     </form>

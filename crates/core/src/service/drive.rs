@@ -7,8 +7,11 @@ use std::future::Future;
 use std::sync::Arc;
 
 use tokio::sync::broadcast;
-use trellis_protocol::records::RunState;
-use trellis_protocol::{InputMode, NodeAnswer, Op, RunId, RunStatus};
+use trellis_protocol::records::{RunPlanned, RunState};
+use trellis_protocol::{
+    EventKind, InputMode, NodeAnswer, Op, RunId, RunStatus, ServiceEventBody, StreamId,
+    WorkspaceEvent,
+};
 
 use super::{LiveEvent, OpError, Service};
 
@@ -95,6 +98,62 @@ impl Service {
                 return Ok(DriveEnd::NotResumed(e));
             }
         }
+    }
+
+    /// Waits until workflow run `run` (started with `live` subscribed before) has decided its
+    /// plan — its planning node done and the run continued with the workflow — and returns
+    /// what was decided; `None` when the run stopped executing here before (its planning
+    /// failed, was cancelled, or waits for input). The run's events `live` carried
+    /// meanwhile are consumed.
+    pub async fn planned(
+        &self,
+        run: &RunId,
+        live: &mut broadcast::Receiver<Arc<LiveEvent>>,
+    ) -> Result<Option<RunPlanned>, OpError> {
+        loop {
+            if let Some(p) = self.run_planned(run)? {
+                return Ok(Some(p));
+            }
+            if !self.is_live(run) {
+                return Ok(None);
+            }
+            match live.recv().await {
+                Ok(e) => match (&e.stream, &e.event) {
+                    (StreamId::Run(r), ServiceEventBody::Run(EventKind::RunContinued { .. }))
+                        if r == run => {}
+                    (_, ServiceEventBody::Workspace(WorkspaceEvent::RunStopped { run: r, .. }))
+                        if r == run => {}
+                    _ => continue,
+                },
+                // Fell behind, or the service is stopping: the store says where it stands.
+                Err(broadcast::error::RecvError::Lagged(_)) => {}
+                Err(broadcast::error::RecvError::Closed) => {
+                    return self.run_planned(run);
+                }
+            }
+        }
+    }
+
+    /// What workflow run `run`'s planning decided, read from the store (for a run recorded
+    /// before planning was a node: its plan and the orchestrator's decisions it started
+    /// with); `None` while it plans.
+    pub fn run_planned(&self, run: &RunId) -> Result<Option<RunPlanned>, OpError> {
+        let trellis_runtime::planning::Stage::Planned { plan, .. } = self.runtime.stage(run)?
+        else {
+            return Ok(None);
+        };
+        let state = self.runtime.inspect(run)?;
+        let orchestration = state
+            .node(trellis_runtime::planning::ORCHESTRATE)
+            .and_then(|n| n.result.get("orchestration").cloned())
+            .or_else(|| state.state.get("orchestrator").cloned())
+            .unwrap_or_default();
+        Ok(Some(RunPlanned {
+            workflow: plan.workflow.clone(),
+            orchestration,
+            plan: serde_json::to_value(&plan)
+                .map_err(|e| OpError::internal(format!("encoding the plan: {e}")))?,
+        }))
     }
 
     /// Waits until every event recorded so far is in the store (before a front-end reads

@@ -17,6 +17,7 @@ use trellis_protocol::{
     Artifact, Event, Interrupt, NodeId, NodeState, RunId, RunStatus, ServiceEvent, SessionId,
     StreamId,
 };
+use trellis_runtime::planning::{self, Stage};
 use trellis_workflow::Plan;
 
 use super::{OpError, Service};
@@ -52,20 +53,29 @@ impl Service {
     fn view_of(&self, record: RunRecord, with_stage: bool) -> Result<RunView, OpError> {
         let usage = self.runtime.store().run_usage(&record.id)?;
         let live = self.is_live(&record.id);
-        let plan = self.runtime.stored_plan(&record.id).ok();
         let unfinished = matches!(
             record.summary.status,
             RunStatus::Running | RunStatus::WaitingInput
         );
-        let stage = match &plan {
-            Some(plan) if with_stage && unfinished => Some(self.current_stage(&record.id, plan)),
-            _ => None,
+        let (workflow, request, stage) = match self.runtime.stage(&record.id).ok() {
+            Some(Stage::Planned { plan, .. }) => {
+                let stage = (with_stage && unfinished)
+                    .then(|| self.current_stage(&record.id, &plan));
+                (Some(plan.workflow), Some(plan.task), stage)
+            }
+            // Still planning: the workflow is not decided; the planning node is the stage.
+            Some(Stage::Planning(params)) => (
+                Some(planning::PLANNING_GRAPH.to_owned()),
+                Some(params.request),
+                (with_stage && unfinished).then(|| Some(planning::ORCHESTRATE.to_owned())),
+            ),
+            None => (None, None, None),
         };
         Ok(RunView {
             live,
             usage,
-            workflow: plan.as_ref().map(|p| p.workflow.clone()),
-            request: plan.map(|p| p.task),
+            workflow,
+            request,
             stage,
             record,
         })

@@ -77,26 +77,35 @@ impl Service {
             include: args.include,
             skip: args.skip,
         };
-        let (orchestration, plan) = self
-            .runtime
-            .plan(&args.request, &overrides, self.shutdown.child_token())
-            .await?;
         if args.plan_only {
+            let (orchestration, plan) = self
+                .runtime
+                .plan(&args.request, &overrides, self.shutdown.child_token())
+                .await?;
             return Ok(json!({
                 "workflow": plan.workflow,
                 "orchestration": orchestration,
                 "plan": plan,
             }));
         }
+        // Checked now rather than when the planning node runs: a workflow that does not
+        // exist is the caller's mistake, answered before a run is created.
+        if let Some(w) = &overrides.workflow {
+            self.runtime
+                .catalog()
+                .get(w)
+                .map_err(|e| OpError::new(e.to_string()))?;
+        }
         let options = self.options(&sub, args.input, args.budgets);
         // MCP servers start now; the run waits for them at most `mcp.startup_wait_secs`.
         self.runtime.mcp().ready_for_run().await;
         // Creating the worktree runs git and waits for the store: off the async workers,
-        // so that streaming runs are not stalled by runs starting.
+        // so that streaming runs are not stalled by runs starting. The run's first node
+        // plans: the op answers with its id at once.
         let (handle, ctx) = {
             let rt = self.runtime.clone();
-            let (plan, orchestration) = (plan.clone(), orchestration.clone());
-            tokio::task::spawn_blocking(move || rt.start(&plan, &orchestration, options))
+            let request = args.request.clone();
+            tokio::task::spawn_blocking(move || rt.start_planning(&request, &overrides, options))
                 .await
                 .map_err(|e| OpError::internal(format!("internal error: {e}")))??
         };
@@ -105,17 +114,15 @@ impl Service {
             Some(sub.clone()),
             WorkspaceEvent::RunCreated {
                 run: run.clone(),
-                workflow: plan.workflow.clone(),
+                workflow: trellis_runtime::planning::PLANNING_GRAPH.to_owned(),
                 request: args.request.clone(),
             },
         );
         let out = json!({
             "run": run,
-            "workflow": plan.workflow,
             "worktree": ctx.worktree.path,
             "branch": ctx.worktree.branch,
-            "orchestration": orchestration,
-            "plan": plan,
+            "planning": trellis_runtime::planning::ORCHESTRATE,
         });
         let committed = self.track(handle, ctx);
         // The run is in the store before its id is handed out: a client that asks for it

@@ -186,8 +186,10 @@ async fn staged_review_runs_with_approvals_changes_and_a_revision() {
     assert_eq!(o.terminal.as_ref().map(|t| t.as_str()), Some("DONE"));
     assert_eq!(
         activations_of(&svc, &run),
-        // A gate appears twice: when it asks, and when it runs again with the answer.
+        // The run's first node plans; a gate appears twice: when it asks, and when it runs
+        // again with the answer.
         [
+            "orchestrate#1",
             "scoping#1",
             "approve_scope#1",
             "approve_scope#1",

@@ -239,3 +239,16 @@ pub struct RunGraph {
     /// The task tree, for runs that keep one (`task_tree`, docs/workflows.md).
     pub task_tree: Option<Value>,
 }
+
+/// What a workflow run's planning node decided: the workflow, the orchestrator's decisions
+/// and the assembled plan (as `startRun` with `planOnly` answers them).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RunPlanned {
+    /// The workflow chosen.
+    pub workflow: String,
+    /// The orchestrator's decisions (workflow, by whom, reasoning, stages, notes).
+    pub orchestration: Value,
+    /// The assembled plan (stages, routing, what was skipped).
+    pub plan: Value,
+}

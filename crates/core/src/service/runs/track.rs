@@ -14,6 +14,7 @@ use trellis_protocol::{
 
 use super::LiveRun;
 use crate::service::{Bus, Service, lock};
+use trellis_runtime::planning::{ORCHESTRATE, PlanningParams, Stage};
 use trellis_runtime::{RunContext, Runtime};
 
 impl Service {
@@ -151,6 +152,13 @@ impl Forwarder {
         }
         // A pruned agent's worktree is pruned (its merges undone) before anything after its
         // pruning is published.
+        // A run that continued with its workflow has the workflow's stages from then on.
+        if batch
+            .iter()
+            .any(|e| matches!(e.kind, EventKind::RunContinued { .. }))
+        {
+            self.stages = None;
+        }
         let stages = self
             .stages
             .get_or_insert_with(|| workflow_stages(&self.runtime, &self.run, batch));
@@ -193,13 +201,23 @@ impl Forwarder {
     }
 }
 
-/// The stage names of the run's workflow: from the plan in its `RunStarted` event when the
-/// batch holds it, else from the stored plan; none when there is no plan.
+/// The stage names of the run's workflow: from the plan in the batch's `runContinued` or
+/// `runStarted` event when it holds one, else from the stored plan; while the run plans,
+/// its planning node; none when there is no plan.
 fn workflow_stages(runtime: &Runtime, run: &RunId, batch: &[Event]) -> HashSet<String> {
-    let params = batch.iter().find_map(|e| match &e.kind {
-        EventKind::RunStarted { params, .. } => Some(params.clone()),
+    let params = batch.iter().rev().find_map(|e| match &e.kind {
+        EventKind::RunStarted { params, .. } | EventKind::RunContinued { params, .. } => {
+            Some(params.clone())
+        }
         _ => None,
     });
+    let planning = match &params {
+        Some(p) => PlanningParams::from_params(p).is_some(),
+        None => matches!(runtime.stage(run), Ok(Stage::Planning(_))),
+    };
+    if planning {
+        return HashSet::from([ORCHESTRATE.to_owned()]);
+    }
     let plan = match params {
         Some(p) => serde_json::from_value(p).ok(),
         None => runtime.stored_plan(run).ok(),

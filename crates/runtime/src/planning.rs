@@ -1,0 +1,271 @@
+//! Planning as the run's first node. A workflow run starts as the one-node graph
+//! [`PLANNING_GRAPH`]: its [`ORCHESTRATE`] node asks the orchestrator for the workflow and
+//! its optional stages (the call booked to the run's budget and usage like every agent's).
+//! When it is done, the graph's continuation assembles the plan, grants the plan's tools to
+//! the run and hands over to the planned workflow's graph, built [`Graph::after`] the
+//! planning graph, so the same run — id, log, worktree — goes on with it (`runContinued`).
+//!
+//! A run started this way is visible, streamed, cancellable and resumable while it plans:
+//! it is an ordinary run whose first node happens to be the orchestrator. Runs recorded
+//! before planning was a node (their `runStarted` names the workflow) rebuild their graph
+//! without it ([`Runtime::workflow_graph`]).
+
+use std::sync::{Arc, Weak};
+
+use futures::future::BoxFuture;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use trellis_agents::{Orchestration, Overrides};
+use trellis_graph::{
+    Continuation, Graph, GraphBuilder, Next, NodeContext, NodeError, NodeOutput, RunOutcome,
+};
+use trellis_llm::CallScope;
+use trellis_store::RunGraphs;
+use trellis_workflow::{Plan, StageHandlers, compile};
+
+use crate::{Error, Result, RunContext, Runtime, run_input};
+
+/// The name of the graph a workflow run starts with.
+pub const PLANNING_GRAPH: &str = "planning";
+
+/// The planning graph's one node: the orchestrator deciding the workflow (a reserved stage
+/// name).
+pub use trellis_workflow::ORCHESTRATE;
+
+/// What the planning node decides from: the request and what the user fixed. Recorded as
+/// the planning graph's parameters (`{"planning": {…}}`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlanningParams {
+    /// The user's request.
+    pub request: String,
+    /// `--workflow`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workflow: Option<String>,
+    /// `--include`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub include: Vec<String>,
+    /// `--skip`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skip: Vec<String>,
+}
+
+impl PlanningParams {
+    /// The parameters of a run of `request` with `overrides`.
+    pub fn new(request: &str, overrides: &Overrides) -> Self {
+        Self {
+            request: request.to_owned(),
+            workflow: overrides.workflow.clone(),
+            include: overrides.include.clone(),
+            skip: overrides.skip.clone(),
+        }
+    }
+
+    fn overrides(&self) -> Overrides {
+        Overrides {
+            workflow: self.workflow.clone(),
+            include: self.include.clone(),
+            skip: self.skip.clone(),
+        }
+    }
+
+    /// The graph parameters these are recorded as.
+    pub fn to_params(&self) -> Value {
+        json!({ "planning": self })
+    }
+
+    /// The planning parameters recorded in a planning graph's `params`, if they are that.
+    pub fn from_params(params: &Value) -> Option<Self> {
+        serde_json::from_value(params.get("planning")?.clone()).ok()
+    }
+}
+
+/// What the planning node recorded as its result.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct PlanningOutput {
+    /// The workflow chosen.
+    pub workflow: String,
+    /// The orchestrator's decisions.
+    pub orchestration: Orchestration,
+    /// The assembled plan.
+    pub plan: Plan,
+}
+
+impl PlanningOutput {
+    /// The planning node's result in `at`, once it is done.
+    pub fn of(at: &RunOutcome) -> Option<Self> {
+        let node = at.node(ORCHESTRATE)?;
+        serde_json::from_value(node.result.clone()).ok()
+    }
+}
+
+/// Where a stored workflow run stands in its graphs.
+pub enum Stage {
+    /// It is planning (or failed or was cancelled while it planned).
+    Planning(PlanningParams),
+    /// It runs its plan.
+    Planned {
+        /// The plan.
+        plan: Plan,
+        /// The fingerprint its `runStarted` recorded: the workflow graph's own when it
+        /// started with its plan (recorded before planning was a node), else that of the
+        /// planning graph or of a graph continuing it (a fork).
+        started: String,
+    },
+}
+
+impl Stage {
+    /// Reads the stage from a run's graphs.
+    pub fn of(run: &trellis_protocol::RunId, graphs: &RunGraphs) -> Result<Self> {
+        let (_, params) = graphs.current();
+        if let Some(p) = PlanningParams::from_params(params) {
+            return Ok(Stage::Planning(p));
+        }
+        let plan: Plan = serde_json::from_value(params.clone())
+            .map_err(|e| Error::Resume(format!("run {run} is not a workflow run ({e})")))?;
+        Ok(Stage::Planned {
+            plan,
+            started: graphs.fingerprint.clone(),
+        })
+    }
+}
+
+/// The planning graph for `params`. With `ctx` its node asks the orchestrator and its
+/// continuation hands over to the plan's workflow; without, it only describes the graph
+/// (inspection, the prelude of a workflow graph): its node refuses to run.
+pub(crate) fn planning_graph(
+    params: &PlanningParams,
+    ctx: Option<&Arc<RunContext>>,
+) -> Result<Graph> {
+    let b = GraphBuilder::new(PLANNING_GRAPH).params(params.to_params());
+    let b = match ctx {
+        Some(ctx) => {
+            let node = OrchestrateNode {
+                ctx: Arc::downgrade(ctx),
+                params: params.clone(),
+            };
+            b.node(ORCHESTRATE, move |c: NodeContext| node.clone().run(c))
+                .then(Arc::new(ToWorkflow {
+                    ctx: Arc::downgrade(ctx),
+                    params: params.clone(),
+                }))
+        }
+        None => b.node(ORCHESTRATE, planning_done),
+    };
+    Ok(b.entry(ORCHESTRATE).build()?)
+}
+
+async fn planning_done(_ctx: NodeContext) -> std::result::Result<NodeOutput, NodeError> {
+    Err(NodeError::new(
+        "planning is done: the run follows its plan; start a new run to plan again",
+    ))
+}
+
+/// The orchestrator's call, as the planning node.
+#[derive(Clone)]
+struct OrchestrateNode {
+    ctx: Weak<RunContext>,
+    params: PlanningParams,
+}
+
+impl OrchestrateNode {
+    async fn run(self, node: NodeContext) -> std::result::Result<NodeOutput, NodeError> {
+        let ctx = self
+            .ctx
+            .upgrade()
+            .ok_or_else(|| NodeError::new("the run's context is gone"))?;
+        let rt = ctx.runtime.clone();
+        let provider = rt
+            .models
+            .budgeted(
+                "orchestrator",
+                ctx.ledger.clone(),
+                CallScope {
+                    stage: Some(ORCHESTRATE.to_owned()),
+                    agent: Some("orchestrator".to_owned()),
+                },
+            )
+            .map_err(|e| NodeError::new(e.to_string()))?;
+        let (orchestration, plan) = rt
+            .plan_with(
+                provider.as_ref(),
+                &self.params.request,
+                &self.params.overrides(),
+                node.cancel.clone(),
+            )
+            .await
+            .map_err(|e| NodeError::new(e.to_string()))?;
+        let planned = PlanningOutput {
+            workflow: plan.workflow.clone(),
+            orchestration,
+            plan,
+        };
+        let result = serde_json::to_value(&planned).map_err(|e| NodeError::new(e.to_string()))?;
+        Ok(NodeOutput::success().result(result))
+    }
+}
+
+/// The planning graph's continuation: the planned workflow's graph, with the plan's tools
+/// granted to the run.
+struct ToWorkflow {
+    ctx: Weak<RunContext>,
+    params: PlanningParams,
+}
+
+impl Continuation for ToWorkflow {
+    fn next(&self, at: RunOutcome) -> BoxFuture<'static, std::result::Result<Option<Next>, String>> {
+        let (ctx, params) = (self.ctx.clone(), self.params.clone());
+        Box::pin(async move {
+            let ctx = ctx.upgrade().ok_or("the run's context is gone")?;
+            let planned = PlanningOutput::of(&at)
+                .ok_or("the planning node recorded no plan; the run cannot go on")?;
+            // Building the tool registry and compiling the workflow are blocking work.
+            tokio::task::spawn_blocking(move || {
+                let registry = ctx.runtime.registry_for(Some(&planned.plan));
+                ctx.set_registry(Arc::new(registry.with_sink(ctx.runtime.store.clone())));
+                let graph = workflow_after_planning(&planned.plan, ctx.as_ref(), &params)?;
+                Ok::<_, Error>(Some((
+                    Arc::new(graph),
+                    run_input(&planned.plan, &planned.orchestration),
+                )))
+            })
+            .await
+            .map_err(|e| format!("internal error: {e}"))?
+            .map_err(|e| e.to_string())
+        })
+    }
+}
+
+/// The plan's workflow graph continuing the planning graph.
+pub(crate) fn workflow_after_planning(
+    plan: &Plan,
+    handlers: &dyn StageHandlers,
+    params: &PlanningParams,
+) -> Result<Graph> {
+    let prelude = planning_graph(params, None)?;
+    Ok(compile(plan, handlers)?.after(&prelude)?)
+}
+
+impl Runtime {
+    /// The graph a stored run in `stage` is rebuilt with, its stage nodes run by `handlers`
+    /// (`ctx` for a run that executes: its planning node then asks the orchestrator).
+    pub(crate) fn workflow_graph(
+        &self,
+        stage: &Stage,
+        handlers: &dyn StageHandlers,
+        ctx: Option<&Arc<RunContext>>,
+    ) -> Result<Graph> {
+        match stage {
+            Stage::Planning(params) => planning_graph(params, ctx),
+            Stage::Planned { plan, started } => {
+                let graph = compile(plan, handlers)?;
+                if graph.fingerprint() == started {
+                    return Ok(graph);
+                }
+                // The planning parameters are not part of a graph's structure: any will do
+                // for the prelude (its node never runs again).
+                let prelude = planning_graph(&PlanningParams::default(), None)?;
+                Ok(graph.after(&prelude)?)
+            }
+        }
+    }
+}
