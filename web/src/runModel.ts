@@ -68,14 +68,20 @@ export class RunModel extends Notifier {
     super();
   }
 
+  /** The run's graph snapshot and record, applied. */
+  private async snapshot(): Promise<GraphResponse> {
+    const [graph, record] = await Promise.all([
+      get<GraphResponse>(`/api/workflows/${enc(this.id)}/graph`),
+      get<RunRecord>(`/api/workflows/${enc(this.id)}`),
+    ]);
+    this.record = record;
+    this.applySnapshot(graph);
+    return graph;
+  }
+
   async load(): Promise<void> {
     try {
-      const [graph, record] = await Promise.all([
-        get<GraphResponse>(`/api/workflows/${enc(this.id)}/graph`),
-        get<RunRecord>(`/api/workflows/${enc(this.id)}`),
-      ]);
-      this.record = record;
-      this.applySnapshot(graph);
+      const graph = await this.snapshot();
       // The run's history up to the snapshot: node results, branch counts, the log.
       const history = await fetchStream(`run:${graph.run}`, 0, graph.lastSeq);
       for (const f of history) this.applyHistory(f);
@@ -100,12 +106,7 @@ export class RunModel extends Notifier {
    * decided the workflow, whose stages and routing the snapshot now has). */
   private async refresh(): Promise<void> {
     try {
-      const [graph, record] = await Promise.all([
-        get<GraphResponse>(`/api/workflows/${enc(this.id)}/graph`),
-        get<RunRecord>(`/api/workflows/${enc(this.id)}`),
-      ]);
-      this.record = record;
-      this.applySnapshot(graph);
+      await this.snapshot();
       this.notify();
     } catch (e) {
       toast(`Reading the run's workflow failed: ${(e as Error).message}`, 'error');

@@ -12,6 +12,8 @@
 //   - "[gate]": the documentation agent first runs `curl …`, which the policy asks the user
 //     about (an approval interrupt);
 //   - "[slow]": every agent turn takes 3 s (time to message or prune a running agent);
+//   - "[plan-slow]": the orchestrator's answer takes 6 s (the run exists and shows its
+//     planning node meanwhile);
 //   - the documentation agent writes docs/adr/0002-persist.md ("Status: Accepted" once the
 //     feedback says so) and rewrites docs/architecture.md at its top and its end (two hunks):
 //     a change set of three hunks to review;
@@ -179,6 +181,7 @@ async function respond(body) {
   const slow = text.includes('[slow]');
   if (body.response_format) {
     await sleep(pace / 3);
+    if (body.response_format.json_schema?.schema?.properties?.workflow && text.includes('[plan-slow]')) await sleep(6000);
     return textSse(JSON.stringify(structured(body)));
   }
   if (isChannel(body)) {

@@ -96,7 +96,7 @@ impl Progress {
                     input["orchestrator"].clone(),
                 );
                 if let (Ok(plan), Ok(o)) = (plan, orchestration) {
-                    crate::session::print_choice(&o, &plan);
+                    crate::choice::print_choice(&o, &plan);
                 }
             }
             EventKind::RunResumed { requeued } if !requeued.is_empty() => {

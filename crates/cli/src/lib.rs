@@ -8,6 +8,7 @@
 mod acp;
 mod answer;
 mod chat;
+mod choice;
 mod demo;
 mod display;
 mod drive;

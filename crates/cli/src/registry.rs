@@ -1,4 +1,5 @@
-//! Finds a run's graph again from the name and parameters recorded in its `runStarted` event.
+//! Finds a run's graph again: a demonstration graph from the name and parameters in its
+//! `runStarted` event, a workflow run's through the runtime's planning module.
 
 use std::sync::Arc;
 
@@ -12,16 +13,6 @@ use trellis_store::Store;
 pub fn build(name: &str, params: &Value) -> anyhow::Result<Arc<Graph>> {
     if trellis_graph::demo::NAMES.contains(&name) {
         return Ok(Arc::new(trellis_graph::demo::build(name, params)?));
-    }
-    // A workflow run: its plan is the graph's parameters. The handlers here only serve
-    // inspection; `trellis runs resume` runs workflow runs through the runtime.
-    if let Ok(plan) = serde_json::from_value::<trellis_workflow::Plan>(params.clone())
-        && plan.workflow == name
-    {
-        return Ok(Arc::new(trellis_workflow::compile(
-            &plan,
-            &trellis_core::PlanOnly,
-        )?));
     }
     let hint = trellis_graph::nearest(name, trellis_graph::demo::NAMES.into_iter())
         .map(|n| format!(" (did you mean `{n}`?)"))
@@ -38,10 +29,19 @@ pub fn is_demo_run(store: &Store, run: &RunId) -> anyhow::Result<bool> {
     Ok(trellis_graph::demo::NAMES.contains(&graph.as_str()))
 }
 
-/// The graph a stored run was started with.
+/// The graph a stored run is replayed with: a demonstration graph from its name and
+/// parameters, a workflow run's from its plan (for inspection only: `trellis runs resume`
+/// runs workflow runs through the runtime service).
 pub fn graph_of(store: &Store, run: &RunId) -> anyhow::Result<Arc<Graph>> {
     let (graph, params) = store.started(run)?;
-    build(&graph, &params).with_context(|| {
+    let built = if trellis_graph::demo::NAMES.contains(&graph.as_str()) {
+        build(&graph, &params)
+    } else {
+        trellis_core::planning::stored_graph(store, run)
+            .map(Arc::new)
+            .map_err(anyhow::Error::from)
+    };
+    built.with_context(|| {
         format!("rebuilding the graph of run {run} (was it recorded by another trellis version?)")
     })
 }

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 use tokio::sync::broadcast;
-use trellis_agents::{DecidedBy, Orchestration};
+use trellis_agents::Orchestration;
 use trellis_core::InputMode;
 use trellis_core::service::{DriveEnd, Followed, LiveEvent, OpError, RunFrontEnd, Service};
 use trellis_protocol::records::RunState;
@@ -20,6 +20,7 @@ use trellis_protocol::{
 use trellis_store::Store;
 use trellis_workflow::Plan;
 
+use crate::choice::print_choice;
 use crate::workspace::open_service;
 
 /// How a workflow run is driven from the terminal.
@@ -36,55 +37,6 @@ pub struct Terminal {
 impl Terminal {
     fn interactive(&self) -> bool {
         self.input == InputMode::Interrupts && !self.json && std::io::stdin().is_terminal()
-    }
-}
-
-/// Prints the orchestrator's decisions and the plan.
-pub fn print_choice(o: &Orchestration, plan: &Plan) {
-    let by = |b: DecidedBy| match b {
-        DecidedBy::Model => "chosen by the orchestrator",
-        DecidedBy::User => "chosen on the command line",
-        DecidedBy::Default => "chosen by the selection prior (the model's answer was unusable)",
-        DecidedBy::Patterns => {
-            "chosen by the selection patterns (the model's choice matched none of them)"
-        }
-    };
-    println!("workflow: {} ({})", o.workflow, by(o.workflow_by));
-    println!("project: {}", o.project.describe());
-    if !o.reasoning.trim().is_empty() {
-        println!("reasoning: {}", o.reasoning.trim());
-    }
-    for n in &o.notes {
-        println!("note: {n}");
-    }
-    println!("stages:");
-    for p in &plan.planned {
-        let agents: Vec<&str> = p.context.agents.iter().map(|a| a.agent.as_str()).collect();
-        println!(
-            "  run  {:<32} {:<28} {}",
-            p.context.stage_name,
-            agents.join(", "),
-            p.reason
-        );
-    }
-    for s in &plan.skipped {
-        println!("  skip {:<32} {:<28} {}", s.stage_name, "", s.reason);
-    }
-    print_graph(plan);
-}
-
-/// The stage graph: where each stage goes on success and on failure.
-fn print_graph(plan: &Plan) {
-    println!("graph:");
-    if plan.has_upfront_retrieval() {
-        println!("  upfront_retrieval → {}", plan.entry);
-    }
-    for r in &plan.routing {
-        if !plan.is_planned(&r.stage) {
-            continue;
-        }
-        let failure = plan.failure_path(r);
-        println!("  {} ✓→ {}   ✗→ {failure}", r.stage, r.next_on_success);
     }
 }
 

@@ -13,6 +13,6 @@ pub mod service;
 
 pub use trellis_runtime::{
     Error, InputMode, PlanOnly, Result, RunContext, RunOptions, Runtime, changed_files, code_intel,
-    discover_workflows, gateway, merge, nodes, now_ms, run_input, sessions, stage_tools, stages,
-    tasktree, testcmd, toolknow,
+    discover_workflows, gateway, merge, nodes, now_ms, planning, run_input, sessions, stage_tools,
+    stages, tasktree, testcmd, toolknow,
 };

@@ -21,11 +21,12 @@ mod engine;
 mod error;
 mod handler;
 pub mod journal;
+mod outcome;
 mod policy;
 mod spec;
 mod state;
 
-pub use engine::{Engine, EngineConfig, NodeView, RunCommands, RunHandle, RunOutcome, RunStopper};
+pub use engine::{Engine, EngineConfig, RunCommands, RunHandle, RunStopper};
 pub use error::{Error, Result};
 pub use handler::{
     Aggregate, Attempts, ChildResult, Mailbox, NodeContext, NodeError, NodeHandler, NodeOutput,
@@ -34,6 +35,7 @@ pub use handler::{
 pub use journal::{
     Batch, Commit, Durability, Journal, JournalError, MemoryJournal, NullJournal, RunSummary,
 };
+pub use outcome::{NodeView, RunOutcome};
 pub use policy::FailurePolicy;
 pub use spec::{
     Continuation, DEFAULT_CONCURRENCY, DEFAULT_MAX_STEPS, Edge, Graph, GraphBuilder, Next, NodeDef,

@@ -179,7 +179,7 @@ pub trait Continuation: Send + Sync {
     /// An error fails the run with it.
     fn next(
         &self,
-        at: crate::RunOutcome,
+        at: crate::outcome::RunOutcome,
     ) -> futures::future::BoxFuture<'static, std::result::Result<Option<Next>, String>>;
 }
 

@@ -12,7 +12,7 @@ mod usage;
 pub use changes::{ChangeOpRecord, ChangeSetRecord, ToolCallRecord};
 pub use clients::{ClientSession, ClientTurn};
 pub use runs::{
-    Checkpoint, NodeView, Owner, RunFilter, RunGraph, RunGroup, RunRecord, RunPlanned, RunState,
+    Checkpoint, NodeView, Owner, RunFilter, RunGraph, RunGroup, RunPlanned, RunRecord, RunState,
     RunSummary, RunView, files_changed,
 };
 pub use sessions::{

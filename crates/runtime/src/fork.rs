@@ -58,7 +58,11 @@ impl Runtime {
         worktree.base = record.base_commit.clone();
         self.store.put_change_set(worktree.record(now_ms()))?;
         let ctx = self.context(run.clone(), worktree, options, plan)?;
-        let graph = Arc::new(self.workflow_graph(&stage, ctx.as_ref(), Some(&ctx))?);
+        let graph = Arc::new(crate::planning::workflow_graph(
+            &stage,
+            ctx.as_ref(),
+            Some(&ctx),
+        )?);
         let cause = ctx.options.cause.clone();
         let handle =
             Engine::new(self.store.clone()).fork_as_by(run, graph, parent, seq, commands, cause)?;

@@ -249,15 +249,8 @@ impl Runtime {
         let workflows: Vec<&trellis_workflow::Workflow> =
             self.catalog.entries().iter().map(|e| &e.workflow).collect();
         let project = ProjectContext::detect(&self.repo, request);
-        let orchestration = orchestrate(
-            provider,
-            &workflows,
-            request,
-            project,
-            overrides,
-            cancel,
-        )
-        .await?;
+        let orchestration =
+            orchestrate(provider, &workflows, request, project, overrides, cancel).await?;
         let workflow = &self.catalog.get(&orchestration.workflow)?.workflow;
         let plan = assemble(workflow, &orchestration.decisions(), request)?;
         Ok((orchestration, plan))
@@ -271,16 +264,11 @@ impl Runtime {
         overrides: &Overrides,
         options: RunOptions,
     ) -> Result<(RunHandle, Arc<RunContext>)> {
-        let run = RunId::new();
-        // Serialised with every other worktree change in the repository (`RepoLock`).
-        let worktree = RunWorktree::create(&self.repo, &run)?;
-        self.store.put_change_set(worktree.record(now_ms()))?;
-        let ctx = self.context(run.clone(), worktree, options, None)?;
+        let (run, ctx) = self.new_run(options, None)?;
         let params = planning::PlanningParams::new(request, overrides);
         let graph = Arc::new(planning::planning_graph(&params, Some(&ctx))?);
         let cause = ctx.options.cause.clone();
-        let handle =
-            Engine::new(self.store.clone()).start_as_by(run, graph, Value::Null, cause)?;
+        let handle = Engine::new(self.store.clone()).start_as_by(run, graph, Value::Null, cause)?;
         Ok((handle, ctx))
     }
 
@@ -292,11 +280,7 @@ impl Runtime {
         orchestration: &Orchestration,
         options: RunOptions,
     ) -> Result<(RunHandle, Arc<RunContext>)> {
-        let run = RunId::new();
-        // Serialised with every other worktree change in the repository (`RepoLock`).
-        let worktree = RunWorktree::create(&self.repo, &run)?;
-        self.store.put_change_set(worktree.record(now_ms()))?;
-        let ctx = self.context(run.clone(), worktree, options, Some(plan))?;
+        let (run, ctx) = self.new_run(options, Some(plan))?;
         let graph = Arc::new(compile(plan, ctx.as_ref())?);
         let cause = ctx.options.cause.clone();
         let handle = Engine::new(self.store.clone()).start_as_by(
@@ -306,6 +290,20 @@ impl Runtime {
             cause,
         )?;
         Ok((handle, ctx))
+    }
+
+    /// A new run's id, worktree and branch (its change set recorded) and its context.
+    fn new_run(
+        self: &Arc<Self>,
+        options: RunOptions,
+        plan: Option<&Plan>,
+    ) -> Result<(RunId, Arc<RunContext>)> {
+        let run = RunId::new();
+        // Serialised with every other worktree change in the repository (`RepoLock`).
+        let worktree = RunWorktree::create(&self.repo, &run)?;
+        self.store.put_change_set(worktree.record(now_ms()))?;
+        let ctx = self.context(run.clone(), worktree, options, plan)?;
+        Ok((run, ctx))
     }
 
     /// Resumes a stored workflow run (after a crash, Ctrl-C, or to answer its interrupts).
@@ -329,7 +327,7 @@ impl Runtime {
             planning::Stage::Planning(_) => None,
         };
         let ctx = self.context(run.clone(), worktree, options, plan)?;
-        let graph = Arc::new(self.workflow_graph(&stage, ctx.as_ref(), Some(&ctx))?);
+        let graph = Arc::new(planning::workflow_graph(&stage, ctx.as_ref(), Some(&ctx))?);
         let cause = ctx.options.cause.clone();
         let handle = Engine::new(self.store.clone()).resume_by(graph, run, commands, cause)?;
         Ok((handle, ctx))
@@ -338,7 +336,7 @@ impl Runtime {
     /// A stored workflow run's current state, replayed from the store (nothing runs).
     pub fn inspect(&self, run: &RunId) -> Result<trellis_graph::RunOutcome> {
         let stage = self.stage(run)?;
-        let graph = Arc::new(self.workflow_graph(&stage, &PlanOnly, None)?);
+        let graph = Arc::new(planning::workflow_graph(&stage, &PlanOnly, None)?);
         Ok(Engine::new(self.store.clone()).inspect(graph, run)?)
     }
 

@@ -23,7 +23,7 @@ use trellis_llm::CallScope;
 use trellis_store::RunGraphs;
 use trellis_workflow::{Plan, StageHandlers, compile};
 
-use crate::{Error, Result, RunContext, Runtime, run_input};
+use crate::{Error, Result, RunContext, run_input};
 
 /// The name of the graph a workflow run starts with.
 pub const PLANNING_GRAPH: &str = "planning";
@@ -212,7 +212,10 @@ struct ToWorkflow {
 }
 
 impl Continuation for ToWorkflow {
-    fn next(&self, at: RunOutcome) -> BoxFuture<'static, std::result::Result<Option<Next>, String>> {
+    fn next(
+        &self,
+        at: RunOutcome,
+    ) -> BoxFuture<'static, std::result::Result<Option<Next>, String>> {
         let (ctx, params) = (self.ctx.clone(), self.params.clone());
         Box::pin(async move {
             let ctx = ctx.upgrade().ok_or("the run's context is gone")?;
@@ -245,27 +248,32 @@ pub(crate) fn workflow_after_planning(
     Ok(compile(plan, handlers)?.after(&prelude)?)
 }
 
-impl Runtime {
-    /// The graph a stored run in `stage` is rebuilt with, its stage nodes run by `handlers`
-    /// (`ctx` for a run that executes: its planning node then asks the orchestrator).
-    pub(crate) fn workflow_graph(
-        &self,
-        stage: &Stage,
-        handlers: &dyn StageHandlers,
-        ctx: Option<&Arc<RunContext>>,
-    ) -> Result<Graph> {
-        match stage {
-            Stage::Planning(params) => planning_graph(params, ctx),
-            Stage::Planned { plan, started } => {
-                let graph = compile(plan, handlers)?;
-                if graph.fingerprint() == started {
-                    return Ok(graph);
-                }
-                // The planning parameters are not part of a graph's structure: any will do
-                // for the prelude (its node never runs again).
-                let prelude = planning_graph(&PlanningParams::default(), None)?;
-                Ok(graph.after(&prelude)?)
+/// The graph stored workflow run `run` is replayed with, for inspection only (its nodes
+/// refuse to run): the planning graph while it plans, else its workflow's (after the
+/// planning graph when it started planning). Needs the store alone.
+pub fn stored_graph(store: &trellis_store::Store, run: &trellis_protocol::RunId) -> Result<Graph> {
+    let stage = Stage::of(run, &store.graphs(run)?)?;
+    workflow_graph(&stage, &crate::PlanOnly, None)
+}
+
+/// The graph a stored run in `stage` is rebuilt with, its stage nodes run by `handlers`
+/// (`ctx` for a run that executes: its planning node then asks the orchestrator).
+pub(crate) fn workflow_graph(
+    stage: &Stage,
+    handlers: &dyn StageHandlers,
+    ctx: Option<&Arc<RunContext>>,
+) -> Result<Graph> {
+    match stage {
+        Stage::Planning(params) => planning_graph(params, ctx),
+        Stage::Planned { plan, started } => {
+            let graph = compile(plan, handlers)?;
+            if graph.fingerprint() == started {
+                return Ok(graph);
             }
+            // The planning parameters are not part of a graph's structure: any will do for
+            // the prelude (its node never runs again).
+            let prelude = planning_graph(&PlanningParams::default(), None)?;
+            Ok(graph.after(&prelude)?)
         }
     }
 }

@@ -491,23 +491,20 @@ impl Store {
         };
         let now = self.get_run(run.as_str())?.summary.graph;
         let continued = |events: &[trellis_protocol::Event]| {
-            events
-                .iter()
-                .filter_map(|e| match &e.kind {
-                    trellis_protocol::EventKind::RunContinued {
-                        graph,
-                        fingerprint,
-                        params,
-                        ..
-                    } if *graph == now => Some(ContinuedGraph {
-                        seq: e.seq,
-                        graph: graph.clone(),
-                        fingerprint: fingerprint.clone(),
-                        params: params.clone(),
-                    }),
-                    _ => None,
-                })
-                .last()
+            events.iter().rev().find_map(|e| match &e.kind {
+                trellis_protocol::EventKind::RunContinued {
+                    graph,
+                    fingerprint,
+                    params,
+                    ..
+                } if *graph == now => Some(ContinuedGraph {
+                    seq: e.seq,
+                    graph: graph.clone(),
+                    fingerprint: fingerprint.clone(),
+                    params: params.clone(),
+                }),
+                _ => None,
+            })
         };
         let mut events = first;
         let mut from = 1;

@@ -59,8 +59,8 @@ impl Service {
         );
         let (workflow, request, stage) = match self.runtime.stage(&record.id).ok() {
             Some(Stage::Planned { plan, .. }) => {
-                let stage = (with_stage && unfinished)
-                    .then(|| self.current_stage(&record.id, &plan));
+                let stage =
+                    (with_stage && unfinished).then(|| self.current_stage(&record.id, &plan));
                 (Some(plan.workflow), Some(plan.task), stage)
             }
             // Still planning: the workflow is not decided; the planning node is the stage.

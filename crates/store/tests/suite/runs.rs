@@ -136,3 +136,97 @@ fn open_existing_creates_nothing_and_opens_what_is_there() {
     let again = trellis_store::Store::open_existing(&path, Default::default()).unwrap();
     assert_eq!(again.list_runs(&RunFilter::default()).unwrap().len(), 1);
 }
+
+/// A run whose graph continued (`runContinued`) after `before` other events: its first
+/// graph, then `next`, then `after` more events; the summary names the graph it runs with.
+fn continued_run(store: &trellis_store::Store, before: u64, after: u64) -> RunId {
+    use serde_json::json;
+    use std::sync::Arc;
+    use trellis_graph::Batch;
+    use trellis_protocol::EventKind;
+    let run = RunId::new();
+    let mut events = vec![super::fixtures::ev(
+        &run,
+        1,
+        EventKind::RunStarted {
+            graph: "planning".into(),
+            fingerprint: "f0".into(),
+            params: json!({ "planning": { "request": "fix it" } }),
+            input: serde_json::Value::Null,
+            fork: None,
+        },
+    )];
+    let step = |seq| EventKind::StepStarted { step: seq };
+    for seq in 2..2 + before {
+        events.push(super::fixtures::ev(&run, seq, step(seq)));
+    }
+    let at = 2 + before;
+    events.push(super::fixtures::ev(
+        &run,
+        at,
+        EventKind::RunContinued {
+            graph: "bug_fix".into(),
+            fingerprint: "f1".into(),
+            params: json!({ "workflow": "bug_fix" }),
+            input: json!({ "task": "fix it" }),
+        },
+    ));
+    for seq in at + 1..=at + after {
+        events.push(super::fixtures::ev(&run, seq, step(seq)));
+    }
+    let mut summary = super::fixtures::summary(RunStatus::Running, 0, at + after);
+    summary.graph = "bug_fix".into();
+    block_on(store.append(Batch {
+        run: run.clone(),
+        events: Arc::new(events),
+        summary,
+    }))
+    .unwrap();
+    run
+}
+
+#[test]
+fn graphs_name_the_first_graph_and_the_one_the_run_continued_with() {
+    let (_dir, store) = store();
+    // Early (as planning does), and past the first chunk of events read.
+    for before in [3, 200] {
+        let run = continued_run(&store, before, 500);
+        let g = store.graphs(&run).unwrap();
+        assert_eq!(
+            (g.graph.as_str(), g.fingerprint.as_str()),
+            ("planning", "f0")
+        );
+        let c = g.continued.clone().expect("continued");
+        assert_eq!(c.seq, 2 + before);
+        assert_eq!(
+            (c.graph.as_str(), c.fingerprint.as_str()),
+            ("bug_fix", "f1")
+        );
+        assert_eq!(
+            g.current(),
+            ("bug_fix", &serde_json::json!({ "workflow": "bug_fix" }))
+        );
+    }
+    // A run that never continued runs with its first graph.
+    let plain = RunId::new();
+    let started = super::fixtures::ev(
+        &plain,
+        1,
+        trellis_protocol::EventKind::RunStarted {
+            graph: "feature".into(),
+            fingerprint: "f".into(),
+            params: serde_json::Value::Null,
+            input: serde_json::Value::Null,
+            fork: None,
+        },
+    );
+    block_on(store.append(trellis_graph::Batch {
+        run: plain.clone(),
+        events: std::sync::Arc::new(vec![started]),
+        summary: super::fixtures::summary(RunStatus::Running, 0, 1),
+    }))
+    .unwrap();
+    let g = store.graphs(&plain).unwrap();
+    assert!(g.continued.is_none());
+    assert_eq!(g.current().0, g.graph);
+}
