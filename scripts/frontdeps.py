@@ -25,11 +25,7 @@ OWN = {
     # Bearer tokens and allowed hosts of a served front-end.
     "trellis-server": {"trellis-access"},
 }
-PENDING = {
-    # `trellis mcp` reads the index and the language servers itself (issue 35, item 3:
-    # code intelligence behind one core API shared with the agents' LSP tools).
-    "trellis-mcp-server": {"trellis-index", "trellis-lsp"},
-}
+PENDING: dict[str, set[str]] = {}
 
 
 def main() -> int:

@@ -21,58 +21,44 @@ mod http;
 mod schema;
 pub mod tools;
 
-use std::path::{Component, Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::path::Path;
 
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::model::{Implementation, ServerCapabilities, ServerConfig};
 use rmcp::{ServerHandler, tool_handler};
-use trellis_index::{Index, IndexConfig, UpdateOptions};
+use trellis_core::code_intel::{CodeIntel, IndexConfig, LspConfig};
 
 pub use gateway::{GatewayServer, serve_gateway_http, serve_gateway_stdio};
 pub use http::{Authorize, serve_http, serve_http_with};
-pub use tools::index::{
-    AstMapArgs, Hit, RepoMapArgs, RepoMapResult, SearchArgs, SearchResult, Symbol, SymbolAtArgs,
+pub use trellis_core::code_intel::{
+    AstMapArgs, DiagnosticsArgs, DiagnosticsResult, Hit, HoverResult, Places, PositionArgs,
+    RepoMapArgs, RepoMapResult, SearchArgs, SearchResult, SignatureResult, Symbol, SymbolAtArgs,
     Symbols, SymbolsArgs,
 };
-pub use tools::lsp::{
-    DiagnosticsArgs, DiagnosticsResult, HoverResult, Places, PositionArgs, SignatureResult,
-};
-
-/// Largest token budget a call may ask for.
-pub(crate) const MAX_BUDGET: u32 = 32_000;
-/// Most symbols a call may ask for.
-pub(crate) const MAX_LIMIT: u32 = 200;
-/// Longest query or name, in bytes.
-pub(crate) const MAX_QUERY: usize = 4_000;
 
 /// Errors of the server's setup (tool errors go to the client as `isError` results).
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// The index could not be opened.
     #[error(transparent)]
-    Index(#[from] trellis_index::Error),
+    Index(#[from] trellis_core::code_intel::Error),
     /// The MCP session failed.
     #[error("MCP: {0}")]
     Mcp(String),
 }
 
-/// The server: one workspace's index behind the tools.
+/// The server: one workspace's code intelligence (its index and language servers) behind
+/// the tools.
 #[derive(Clone)]
 pub struct CodeServer {
-    root: PathBuf,
-    index: Arc<Mutex<Index>>,
-    /// Set once the start-up update finished (calls wait for it).
-    indexed: tokio::sync::watch::Receiver<bool>,
-    /// Language servers, started on first use.
-    lsp: Arc<trellis_lsp::LspPool>,
+    intel: CodeIntel,
     tool_router: ToolRouter<Self>,
 }
 
 impl std::fmt::Debug for CodeServer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CodeServer")
-            .field("root", &self.root)
+            .field("root", &self.intel.root())
             .finish_non_exhaustive()
     }
 }
@@ -81,108 +67,16 @@ impl CodeServer {
     /// A server over the index of `root` (created if missing) with `config`, and the
     /// language servers of `lsp`; brings the index up to date in the background (progress
     /// on stderr).
-    pub fn open(
-        root: &Path,
-        config: IndexConfig,
-        lsp: &trellis_lsp::LspConfig,
-    ) -> Result<Self, Error> {
-        let config_for_scan = config.clone();
-        let index = Index::open(root, config)?;
-        let (done, indexed) = tokio::sync::watch::channel(false);
-        let server = Self {
-            root: root.to_path_buf(),
-            index: Arc::new(Mutex::new(index)),
-            indexed,
-            lsp: Arc::new(trellis_lsp::LspPool::new(root, lsp)),
+    pub fn open(root: &Path, config: IndexConfig, lsp: &LspConfig) -> Result<Self, Error> {
+        Ok(Self {
+            intel: CodeIntel::open(root, config, lsp)?,
             tool_router: schema::standard_router(Self::index_router() + Self::lsp_router()),
-        };
-        let index = server.index.clone();
-        let refresh = move || {
-            // Whatever happens, calls stop waiting.
-            let _done = Finished(done);
-            let Ok(mut index) = index.lock() else { return };
-            let progress = |p: trellis_index::Progress| tracing::debug!(?p, "indexing");
-            match index.update(&UpdateOptions {
-                embed: false,
-                progress: Some(&progress),
-                ..UpdateOptions::default()
-            }) {
-                Ok(s) => eprintln!(
-                    "trellis mcp: index up to date ({} files, {} re-indexed, {} symbols)",
-                    s.files, s.files_indexed, s.symbols
-                ),
-                Err(e) => eprintln!("trellis mcp: indexing failed: {e}"),
-            }
-            let _ = index.close_writer();
-            // Hybrid search when the index has embeddings (made by `trellis index`).
-            if index.has_embeddings().unwrap_or(false) {
-                match trellis_index::embed::from_config(&index.config().embedding.clone(), false) {
-                    Ok(Some(e)) => index.set_embedder(e),
-                    Ok(None) => {}
-                    Err(e) => {
-                        eprintln!("trellis mcp: embeddings unavailable ({e}); text search only")
-                    }
-                }
-            }
-        };
-        match tokio::runtime::Handle::try_current() {
-            Ok(rt) => {
-                drop(rt.spawn_blocking(refresh));
-                if lsp.warm_for_mcp {
-                    server.warm_language_servers(&rt, &config_for_scan, lsp.warm_open_files);
-                }
-            }
-            Err(_) => refresh(),
-        }
-        Ok(server)
-    }
-
-    /// Starts the language servers of the languages present in the workspace in the
-    /// background (`[lsp] warm_for_mcp`; with `open`, `warm_open_files`, they also get the
-    /// files to analyse), so the first `references` does not wait for a whole server start.
-    fn warm_language_servers(&self, rt: &tokio::runtime::Handle, config: &IndexConfig, open: bool) {
-        let root = self.root.clone();
-        let lsp = self.lsp.clone();
-        let excludes = trellis_index::scan::Excludes::new(config);
-        rt.spawn(async move {
-            let excludes = match excludes {
-                Ok(e) => e,
-                Err(e) => {
-                    tracing::warn!("not starting language servers ahead of use: {e}");
-                    return;
-                }
-            };
-            let walk =
-                tokio::task::spawn_blocking(move || trellis_index::scan::scan(&root, &excludes));
-            match walk.await {
-                Ok(Ok(files)) => lsp.warm(files.iter().map(|f| f.path.as_str()), open),
-                Ok(Err(e)) => tracing::warn!("not starting language servers ahead of use: {e}"),
-                Err(e) => tracing::warn!("not starting language servers ahead of use: {e}"),
-            }
-        });
+        })
     }
 
     /// The programs of the language servers running now.
     pub async fn language_servers(&self) -> Vec<String> {
-        self.lsp.running().await
-    }
-
-    /// Runs `f` on the index off the async workers.
-    async fn with_index<T: Send + 'static>(
-        &self,
-        f: impl FnOnce(&Index) -> Result<T, String> + Send + 'static,
-    ) -> Result<T, String> {
-        let mut indexed = self.indexed.clone();
-        let _ = indexed.wait_for(|done| *done).await;
-        let index = self.index.clone();
-        tokio::task::spawn_blocking(move || {
-            let index = index
-                .lock()
-                .map_err(|_| "the index is unavailable (a previous call failed)".to_owned())?;
-            f(&index)
-        })
-        .await
-        .map_err(|e| format!("internal error: {e}"))?
+        self.intel.language_servers().await
     }
 }
 
@@ -214,53 +108,4 @@ pub async fn serve_stdio<S: ServerHandler>(server: S) -> Result<(), Error> {
         .await
         .map_err(|e| Error::Mcp(e.to_string()))?;
     Ok(())
-}
-
-/// Marks the start-up update finished when dropped.
-struct Finished(tokio::sync::watch::Sender<bool>);
-
-impl Drop for Finished {
-    fn drop(&mut self) {
-        self.0.send_replace(true);
-    }
-}
-
-pub(crate) fn check_text(field: &str, text: &str) -> Result<(), String> {
-    if text.len() > MAX_QUERY {
-        return Err(format!(
-            "{field} is {} bytes; at most {MAX_QUERY}",
-            text.len()
-        ));
-    }
-    Ok(())
-}
-
-pub(crate) fn check_budget(budget: u32) -> Result<u32, String> {
-    if budget == 0 || budget > MAX_BUDGET {
-        return Err(format!(
-            "budget_tokens {budget} is out of range: 1 to {MAX_BUDGET}"
-        ));
-    }
-    Ok(budget)
-}
-
-/// A workspace-relative path with `/` separators, or why it is refused.
-pub(crate) fn relative(path: &str) -> Result<String, String> {
-    let p = Path::new(path.trim());
-    if p.as_os_str().is_empty() {
-        return Err("empty path".into());
-    }
-    let mut parts = Vec::new();
-    for c in p.components() {
-        match c {
-            Component::Normal(s) => parts.push(s.to_string_lossy().into_owned()),
-            Component::CurDir => {}
-            Component::ParentDir | Component::RootDir | Component::Prefix(_) => {
-                return Err(format!(
-                    "{path}: outside the workspace (give a path relative to its root, without `..`)"
-                ));
-            }
-        }
-    }
-    Ok(parts.join("/"))
 }
