@@ -132,10 +132,11 @@ impl TypedTool for LspTool {
         }
     }
 
-    async fn run(&self, ctx: &ToolContext, input: LspArgs) -> trellis_tools::Result<LspOut> {
+    async fn run(&self, ctx: &ToolContext, mut input: LspArgs) -> trellis_tools::Result<LspOut> {
         if !input.path.trim().is_empty() {
-            // Refuses paths outside the workspace the same way the file tools do.
-            ctx.workspace().resolve(input.path.trim())?;
+            // Refuses paths outside the workspace (and absolute ones) the same way the file
+            // tools do; the position names the file as the workspace resolved it.
+            input.path = ctx.workspace().resolve(input.path.trim())?.rel;
         }
         let at = PositionArgs::from(input);
         Ok(match self.kind {
