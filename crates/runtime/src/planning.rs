@@ -8,7 +8,7 @@
 //! A run started this way is visible, streamed, cancellable and resumable while it plans:
 //! it is an ordinary run whose first node happens to be the orchestrator. Runs recorded
 //! before planning was a node (their `runStarted` names the workflow) rebuild their graph
-//! without it ([`Runtime::workflow_graph`]).
+//! without it ([`stored_graph`] and resume pick by the recorded fingerprint).
 
 use std::sync::{Arc, Weak};
 

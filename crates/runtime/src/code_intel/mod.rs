@@ -2,7 +2,7 @@
 //! servers, behind the agents' LSP tools, the retrieval agent's `lsp_tools` source and
 //! `trellis mcp` (a workflow's `lsp_integration`, `docs/mcp.md`, `docs/retrieval.md`).
 //!
-//! - **Positions** ([`PositionArgs`], [`CodeIntel::position`]): a `symbol` looked up in the
+//! - **Positions** ([`PositionArgs`], `CodeIntel::position`): a `symbol` looked up in the
 //!   index (its declaration), or `path` + `line` (+ `column`) in a file.
 //! - **Language servers** ([`CodeIntel::definition`], [`CodeIntel::references`],
 //!   [`CodeIntel::hover`], [`CodeIntel::signature`], [`CodeIntel::diagnostics`]): answered
