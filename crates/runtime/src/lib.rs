@@ -337,7 +337,18 @@ impl Runtime {
     pub fn inspect(&self, run: &RunId) -> Result<trellis_graph::RunOutcome> {
         let stage = self.stage(run)?;
         let graph = Arc::new(planning::workflow_graph(&stage, &PlanOnly, None)?);
-        Ok(Engine::new(self.store.clone()).inspect(graph, run)?)
+        match Engine::new(self.store.clone()).inspect(graph, run) {
+            // The run continued with its workflow between reading its stage and its log (it
+            // only moves on): read both again.
+            Err(trellis_graph::Error::Replay { .. })
+                if matches!(stage, planning::Stage::Planning(_)) =>
+            {
+                let stage = self.stage(run)?;
+                let graph = Arc::new(planning::workflow_graph(&stage, &PlanOnly, None)?);
+                Ok(Engine::new(self.store.clone()).inspect(graph, run)?)
+            }
+            other => Ok(other?),
+        }
     }
 
     /// Where a stored workflow run stands in its graphs: planning, or running its plan.

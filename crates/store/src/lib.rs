@@ -471,13 +471,15 @@ impl Store {
     /// first node).
     pub fn graphs(&self, run: &RunId) -> Result<RunGraphs> {
         const CHUNK: u64 = 64;
-        let first = self.events(run, 1, Some(CHUNK))?;
+        // The summary first: every continuation it reflects is in the events read after it.
+        let now = self.get_run(run.as_str())?.summary.graph;
+        let mut events = self.events(run, 1, Some(CHUNK))?;
         let Some(trellis_protocol::EventKind::RunStarted {
             graph,
             fingerprint,
             params,
             ..
-        }) = first.first().map(|e| &e.kind)
+        }) = events.first().map(|e| &e.kind)
         else {
             return Err(Error::Damaged(format!(
                 "run {run} has no runStarted event; the store may be damaged"
@@ -489,32 +491,28 @@ impl Store {
             params: params.clone(),
             continued: None,
         };
-        let now = self.get_run(run.as_str())?.summary.graph;
-        let continued = |events: &[trellis_protocol::Event]| {
-            events.iter().rev().find_map(|e| match &e.kind {
-                trellis_protocol::EventKind::RunContinued {
+        let mut from = 1;
+        loop {
+            for e in &events {
+                if let trellis_protocol::EventKind::RunContinued {
                     graph,
                     fingerprint,
                     params,
                     ..
-                } if *graph == now => Some(ContinuedGraph {
-                    seq: e.seq,
-                    graph: graph.clone(),
-                    fingerprint: fingerprint.clone(),
-                    params: params.clone(),
-                }),
-                _ => None,
-            })
-        };
-        let mut events = first;
-        let mut from = 1;
-        loop {
-            if let Some(c) = continued(&events) {
-                out.continued = Some(c);
-                return Ok(out);
+                } = &e.kind
+                {
+                    out.continued = Some(ContinuedGraph {
+                        seq: e.seq,
+                        graph: graph.clone(),
+                        fingerprint: fingerprint.clone(),
+                        params: params.clone(),
+                    });
+                }
             }
-            // Never continued (or continued into a graph of the same name it started with).
-            if now == out.graph || (events.len() as u64) < CHUNK {
+            let current = out.continued.as_ref().map_or(&out.graph, |c| &c.graph);
+            // Read up to the graph the summary names (a run that never continued: its first
+            // chunk), or to the end of the log.
+            if *current == now || (events.len() as u64) < CHUNK {
                 return Ok(out);
             }
             from += CHUNK;
