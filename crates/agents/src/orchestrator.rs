@@ -255,13 +255,16 @@ impl Orchestration {
 }
 
 /// What the user fixed on the command line.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Overrides {
     /// `--workflow`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workflow: Option<String>,
     /// `--include` (stage ids or names).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub include: Vec<String>,
     /// `--skip`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub skip: Vec<String>,
 }
 

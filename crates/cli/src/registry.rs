@@ -29,6 +29,17 @@ pub fn is_demo_run(store: &Store, run: &RunId) -> anyhow::Result<bool> {
     Ok(trellis_graph::demo::NAMES.contains(&graph.as_str()))
 }
 
+/// Where a stored run stands, replayed from the store (a workflow run through the runtime's
+/// planning module, which also reads a run that continued while it was read).
+pub fn outcome_of(store: &Arc<Store>, run: &RunId) -> anyhow::Result<trellis_graph::RunOutcome> {
+    if is_demo_run(store, run)? {
+        return Ok(trellis_graph::Engine::new(store.clone()).inspect(graph_of(store, run)?, run)?);
+    }
+    trellis_core::planning::stored_outcome(store, run).with_context(|| {
+        format!("rebuilding the graph of run {run} (was it recorded by another trellis version?)")
+    })
+}
+
 /// The graph a stored run is replayed with: a demonstration graph from its name and
 /// parameters, a workflow run's from its plan (for inspection only: `trellis runs resume`
 /// runs workflow runs through the runtime service).

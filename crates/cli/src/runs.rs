@@ -467,8 +467,8 @@ fn note(r: &RunRecord) -> String {
 fn show(store: &Arc<Store>, run: &str, json: bool) -> anyhow::Result<ExitCode> {
     let rec = store.get_run(run)?;
     let checkpoints = store.checkpoints(&rec.id)?;
-    let outcome: Option<RunOutcome> = match crate::registry::graph_of(store, &rec.id) {
-        Ok(graph) => Some(Engine::new(store.clone()).inspect(graph, &rec.id)?),
+    let outcome: Option<RunOutcome> = match crate::registry::outcome_of(store, &rec.id) {
+        Ok(outcome) => Some(outcome),
         Err(e) if json => return Err(e),
         Err(e) => {
             println!("(node details unavailable: {e:#})");

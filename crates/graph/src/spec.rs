@@ -296,11 +296,6 @@ impl Graph {
                 .is_some_and(|p| p.fingerprint == recorded)
     }
 
-    /// Whether this graph continues another (built with [`Graph::after`]).
-    pub fn continues(&self) -> bool {
-        self.prelude.is_some()
-    }
-
     /// The graph's name (recorded in `runStarted`, used to find it again on resume).
     pub fn name(&self) -> &str {
         &self.name

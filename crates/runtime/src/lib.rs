@@ -265,7 +265,10 @@ impl Runtime {
         options: RunOptions,
     ) -> Result<(RunHandle, Arc<RunContext>)> {
         let (run, ctx) = self.new_run(options, None)?;
-        let params = planning::PlanningParams::new(request, overrides);
+        let params = planning::PlanningParams {
+            request: request.to_owned(),
+            overrides: overrides.clone(),
+        };
         let graph = Arc::new(planning::planning_graph(&params, Some(&ctx))?);
         let cause = ctx.options.cause.clone();
         let handle = Engine::new(self.store.clone()).start_as_by(run, graph, Value::Null, cause)?;
@@ -335,20 +338,7 @@ impl Runtime {
 
     /// A stored workflow run's current state, replayed from the store (nothing runs).
     pub fn inspect(&self, run: &RunId) -> Result<trellis_graph::RunOutcome> {
-        let stage = self.stage(run)?;
-        let graph = Arc::new(planning::workflow_graph(&stage, &PlanOnly, None)?);
-        match Engine::new(self.store.clone()).inspect(graph, run) {
-            // The run continued with its workflow between reading its stage and its log (it
-            // only moves on): read both again.
-            Err(trellis_graph::Error::Replay { .. })
-                if matches!(stage, planning::Stage::Planning(_)) =>
-            {
-                let stage = self.stage(run)?;
-                let graph = Arc::new(planning::workflow_graph(&stage, &PlanOnly, None)?);
-                Ok(Engine::new(self.store.clone()).inspect(graph, run)?)
-            }
-            other => Ok(other?),
-        }
+        planning::stored_outcome(&self.store, run)
     }
 
     /// Where a stored workflow run stands in its graphs: planning, or running its plan.
@@ -374,7 +364,7 @@ impl Runtime {
         options: RunOptions,
         plan: Option<&Plan>,
     ) -> Result<Arc<RunContext>> {
-        let registry = Arc::new(self.registry_for(plan).with_sink(self.store.clone()));
+        let registry = self.registry_for(plan);
         // Every model call is persisted (`model_calls`, `trellis runs usage`), and a resumed
         // run's ledger starts from what the run spent before.
         let mut budget = self.models.budget().clone();
@@ -400,8 +390,8 @@ impl Runtime {
     }
 
     /// The tools of a run of `plan` (before planning: those no plan grants), every role's
-    /// allow list set.
-    pub(crate) fn registry_for(&self, plan: Option<&Plan>) -> Registry {
+    /// allow list set, calls recorded in the store.
+    pub(crate) fn registry_for(&self, plan: Option<&Plan>) -> Arc<Registry> {
         let mut registry = Registry::builtin(&self.tools.roles);
         for (role, _) in self.roles.iter() {
             if !self.tools.roles.contains_key(&role.name) {
@@ -425,7 +415,7 @@ impl Runtime {
             }
             registry = registry.with_source(Arc::new(self.mcp.clone()));
         }
-        registry
+        Arc::new(registry.with_sink(self.store.clone()))
     }
 }
 

@@ -17,10 +17,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use trellis_agents::{Orchestration, Overrides};
 use trellis_graph::{
-    Continuation, Graph, GraphBuilder, Next, NodeContext, NodeError, NodeOutput, RunOutcome,
+    Continuation, Engine, Graph, GraphBuilder, Next, NodeContext, NodeError, NodeOutput, RunOutcome,
 };
 use trellis_llm::CallScope;
-use trellis_store::RunGraphs;
+use trellis_protocol::RunId;
+use trellis_store::{RunGraphs, Store};
 use trellis_workflow::{Plan, StageHandlers, compile};
 
 use crate::{Error, Result, RunContext, run_input};
@@ -38,36 +39,12 @@ pub use trellis_workflow::ORCHESTRATE;
 pub struct PlanningParams {
     /// The user's request.
     pub request: String,
-    /// `--workflow`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub workflow: Option<String>,
-    /// `--include`.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub include: Vec<String>,
-    /// `--skip`.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub skip: Vec<String>,
+    /// `--workflow`, `--include`, `--skip`.
+    #[serde(flatten)]
+    pub overrides: Overrides,
 }
 
 impl PlanningParams {
-    /// The parameters of a run of `request` with `overrides`.
-    pub fn new(request: &str, overrides: &Overrides) -> Self {
-        Self {
-            request: request.to_owned(),
-            workflow: overrides.workflow.clone(),
-            include: overrides.include.clone(),
-            skip: overrides.skip.clone(),
-        }
-    }
-
-    fn overrides(&self) -> Overrides {
-        Overrides {
-            workflow: self.workflow.clone(),
-            include: self.include.clone(),
-            skip: self.skip.clone(),
-        }
-    }
-
     /// The graph parameters these are recorded as.
     pub fn to_params(&self) -> Value {
         json!({ "planning": self })
@@ -82,8 +59,6 @@ impl PlanningParams {
 /// What the planning node recorded as its result.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct PlanningOutput {
-    /// The workflow chosen.
-    pub workflow: String,
     /// The orchestrator's decisions.
     pub orchestration: Orchestration,
     /// The assembled plan.
@@ -115,7 +90,7 @@ pub enum Stage {
 
 impl Stage {
     /// Reads the stage from a run's graphs.
-    pub fn of(run: &trellis_protocol::RunId, graphs: &RunGraphs) -> Result<Self> {
+    pub fn of(run: &RunId, graphs: &RunGraphs) -> Result<Self> {
         let (_, params) = graphs.current();
         if let Some(p) = PlanningParams::from_params(params) {
             return Ok(Stage::Planning(p));
@@ -146,7 +121,6 @@ pub(crate) fn planning_graph(
             b.node(ORCHESTRATE, move |c: NodeContext| node.clone().run(c))
                 .then(Arc::new(ToWorkflow {
                     ctx: Arc::downgrade(ctx),
-                    params: params.clone(),
                 }))
         }
         None => b.node(ORCHESTRATE, planning_done),
@@ -189,13 +163,12 @@ impl OrchestrateNode {
             .plan_with(
                 provider.as_ref(),
                 &self.params.request,
-                &self.params.overrides(),
+                &self.params.overrides,
                 node.cancel.clone(),
             )
             .await
             .map_err(|e| NodeError::new(e.to_string()))?;
         let planned = PlanningOutput {
-            workflow: plan.workflow.clone(),
             orchestration,
             plan,
         };
@@ -208,7 +181,6 @@ impl OrchestrateNode {
 /// granted to the run.
 struct ToWorkflow {
     ctx: Weak<RunContext>,
-    params: PlanningParams,
 }
 
 impl Continuation for ToWorkflow {
@@ -216,16 +188,15 @@ impl Continuation for ToWorkflow {
         &self,
         at: RunOutcome,
     ) -> BoxFuture<'static, std::result::Result<Option<Next>, String>> {
-        let (ctx, params) = (self.ctx.clone(), self.params.clone());
+        let ctx = self.ctx.clone();
         Box::pin(async move {
             let ctx = ctx.upgrade().ok_or("the run's context is gone")?;
             let planned = PlanningOutput::of(&at)
                 .ok_or("the planning node recorded no plan; the run cannot go on")?;
             // Building the tool registry and compiling the workflow are blocking work.
             tokio::task::spawn_blocking(move || {
-                let registry = ctx.runtime.registry_for(Some(&planned.plan));
-                ctx.set_registry(Arc::new(registry.with_sink(ctx.runtime.store.clone())));
-                let graph = workflow_after_planning(&planned.plan, ctx.as_ref(), &params)?;
+                ctx.set_registry(ctx.runtime.registry_for(Some(&planned.plan)));
+                let graph = after_planning(compile(&planned.plan, ctx.as_ref())?)?;
                 Ok::<_, Error>(Some((
                     Arc::new(graph),
                     run_input(&planned.plan, &planned.orchestration),
@@ -238,22 +209,36 @@ impl Continuation for ToWorkflow {
     }
 }
 
-/// The plan's workflow graph continuing the planning graph.
-pub(crate) fn workflow_after_planning(
-    plan: &Plan,
-    handlers: &dyn StageHandlers,
-    params: &PlanningParams,
-) -> Result<Graph> {
-    let prelude = planning_graph(params, None)?;
-    Ok(compile(plan, handlers)?.after(&prelude)?)
+/// A workflow's graph continuing the planning graph. The planning parameters are not part
+/// of a graph's structure, so any will do for the prelude (its node never runs again).
+fn after_planning(workflow: Graph) -> Result<Graph> {
+    let prelude = planning_graph(&PlanningParams::default(), None)?;
+    Ok(workflow.after(&prelude)?)
 }
 
 /// The graph stored workflow run `run` is replayed with, for inspection only (its nodes
 /// refuse to run): the planning graph while it plans, else its workflow's (after the
 /// planning graph when it started planning). Needs the store alone.
-pub fn stored_graph(store: &trellis_store::Store, run: &trellis_protocol::RunId) -> Result<Graph> {
+pub fn stored_graph(store: &Store, run: &RunId) -> Result<Graph> {
     let stage = Stage::of(run, &store.graphs(run)?)?;
     workflow_graph(&stage, &crate::PlanOnly, None)
+}
+
+/// Where stored workflow run `run` stands, replayed from the store (nothing runs). A run
+/// that continued with its workflow between reading its graphs and its log (it only moves
+/// on) is read again.
+pub fn stored_outcome(store: &Arc<Store>, run: &RunId) -> Result<RunOutcome> {
+    let engine = Engine::new(store.clone());
+    let stage = Stage::of(run, &store.graphs(run)?)?;
+    match engine.inspect(
+        Arc::new(workflow_graph(&stage, &crate::PlanOnly, None)?),
+        run,
+    ) {
+        Err(trellis_graph::Error::Replay { .. }) if matches!(stage, Stage::Planning(_)) => {
+            Ok(engine.inspect(Arc::new(stored_graph(store, run)?), run)?)
+        }
+        other => Ok(other?),
+    }
 }
 
 /// The graph a stored run in `stage` is rebuilt with, its stage nodes run by `handlers`
@@ -270,10 +255,7 @@ pub(crate) fn workflow_graph(
             if graph.fingerprint() == started {
                 return Ok(graph);
             }
-            // The planning parameters are not part of a graph's structure: any will do for
-            // the prelude (its node never runs again).
-            let prelude = planning_graph(&PlanningParams::default(), None)?;
-            Ok(graph.after(&prelude)?)
+            after_planning(graph)
         }
     }
 }

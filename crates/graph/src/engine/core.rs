@@ -158,6 +158,16 @@ pub(crate) struct Spawned {
     pub after: SpawnAfter,
 }
 
+/// Ordinals of the collector nodes among `nodes`, in order.
+fn collectors(nodes: &[NodeRt]) -> Vec<usize> {
+    nodes
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| matches!(n.def.kind, NodeKind::Collector { .. }))
+        .map(|(o, _)| o)
+        .collect()
+}
+
 /// The state of one run.
 pub(crate) struct RunCore {
     pub run: RunId,
@@ -212,12 +222,7 @@ impl RunCore {
             nodes.push(NodeRt::new(id.clone(), def.clone()));
             by_id.insert(id.clone(), i);
         }
-        let collectors = nodes
-            .iter()
-            .enumerate()
-            .filter(|(_, n)| matches!(n.def.kind, NodeKind::Collector { .. }))
-            .map(|(o, _)| o)
-            .collect();
+        let collectors = collectors(&nodes);
         Self {
             run,
             graph,
@@ -277,13 +282,7 @@ impl RunCore {
             self.by_id.insert(id.clone(), self.nodes.len());
             self.nodes.push(NodeRt::new(id.clone(), def.clone()));
         }
-        self.collectors = self
-            .nodes
-            .iter()
-            .enumerate()
-            .filter(|(_, n)| matches!(n.def.kind, NodeKind::Collector { .. }))
-            .map(|(o, _)| o)
-            .collect();
+        self.collectors = collectors(&self.nodes);
         self.graph = next;
         Ok(())
     }

@@ -301,12 +301,7 @@ impl Live {
         let Some(next) = self.core.graph.continuation.clone() else {
             return Ok(false);
         };
-        let waiting = self
-            .core
-            .nodes
-            .iter()
-            .any(|n| n.state == Some(NodeState::WaitingInput));
-        if waiting || self.core.unrouted_failure().is_some() {
+        if self.ending().0 != RunStatus::Succeeded {
             return Ok(false);
         }
         // What the first graph decided is committed before the next graph is built.
@@ -335,18 +330,7 @@ impl Live {
     /// Nothing is left to run: the run waits for input, failed (a failure with nowhere to
     /// route) or succeeded.
     pub(super) fn conclude(&mut self) -> Result<()> {
-        let waiting = self
-            .core
-            .nodes
-            .iter()
-            .any(|n| n.state == Some(NodeState::WaitingInput));
-        let (status, error) = if waiting {
-            (RunStatus::WaitingInput, None)
-        } else if let Some(e) = self.core.unrouted_failure() {
-            (RunStatus::Failed, Some(e))
-        } else {
-            (RunStatus::Succeeded, None)
-        };
+        let (status, error) = self.ending();
         if self.core.status != status {
             self.emit(EventKind::RunStatusChanged {
                 status,
@@ -355,6 +339,23 @@ impl Live {
             })?;
         }
         Ok(())
+    }
+
+    /// How the run ends when nothing is left to run: waiting for input, failed (a failure
+    /// with nowhere to route, with why) or succeeded.
+    fn ending(&self) -> (RunStatus, Option<String>) {
+        let waiting = self
+            .core
+            .nodes
+            .iter()
+            .any(|n| n.state == Some(NodeState::WaitingInput));
+        if waiting {
+            (RunStatus::WaitingInput, None)
+        } else if let Some(e) = self.core.unrouted_failure() {
+            (RunStatus::Failed, Some(e))
+        } else {
+            (RunStatus::Succeeded, None)
+        }
     }
 
     /// Takes commands queued locally and, when due, from the journal's inbox.

@@ -150,8 +150,6 @@ impl Forwarder {
         if let Some(tx) = self.first.take() {
             let _ = tx.send(());
         }
-        // A pruned agent's worktree is pruned (its merges undone) before anything after its
-        // pruning is published.
         // A run that continued with its workflow has the workflow's stages from then on.
         if batch
             .iter()
@@ -159,6 +157,8 @@ impl Forwarder {
         {
             self.stages = None;
         }
+        // A pruned agent's worktree is pruned (its merges undone) before anything after its
+        // pruning is published.
         let stages = self
             .stages
             .get_or_insert_with(|| workflow_stages(&self.runtime, &self.run, batch));
@@ -211,18 +211,17 @@ fn workflow_stages(runtime: &Runtime, run: &RunId, batch: &[Event]) -> HashSet<S
         }
         _ => None,
     });
-    let planning = match &params {
-        Some(p) => PlanningParams::from_params(p).is_some(),
-        None => matches!(runtime.stage(run), Ok(Stage::Planning(_))),
-    };
-    if planning {
-        return HashSet::from([ORCHESTRATE.to_owned()]);
-    }
-    let plan = match params {
+    let planning = || HashSet::from([ORCHESTRATE.to_owned()]);
+    let plan: Option<trellis_workflow::Plan> = match params {
+        Some(p) if PlanningParams::from_params(&p).is_some() => return planning(),
         Some(p) => serde_json::from_value(p).ok(),
-        None => runtime.stored_plan(run).ok(),
+        None => match runtime.stage(run) {
+            Ok(Stage::Planning(_)) => return planning(),
+            Ok(Stage::Planned { plan, .. }) => Some(plan),
+            Err(_) => None,
+        },
     };
-    plan.map(|p: trellis_workflow::Plan| {
+    plan.map(|p| {
         p.planned
             .iter()
             .map(|s| s.context.stage_name.clone())
