@@ -70,6 +70,7 @@ use state::{Saved, Waiting};
 
 use events::{Finished, completed, status_of, tool_completed, tool_started, turn_usage};
 
+pub use blocks::grammar::{grammar as block_grammar, shown as shown_lines};
 pub use calls::{EXECUTE_DAG, ExecuteDagInput, REPLAN_DAG, execute_dag_spec, replan_dag_spec};
 pub use inbox::Inbox;
 pub use record::INTERRUPTED_TOOL;
@@ -259,8 +260,10 @@ impl AgentRun {
             }
             let next = st.next_turn;
             self.deliver(&mut st, next, inbox::drain(&mut inbox));
+            let tools = self.offered_tools(&st);
             let request = ChatRequest {
-                tools: self.offered_tools(&st),
+                grammar: self.block_grammar(&st, &tools),
+                tools,
                 final_format: self.final_format(),
                 tool_choice: self.tool_choice(&st),
                 ..ChatRequest::new(st.messages.clone())

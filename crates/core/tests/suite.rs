@@ -1,3 +1,4 @@
+mod block_grammar;
 mod common;
 mod context;
 mod discussion;

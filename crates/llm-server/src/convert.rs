@@ -122,6 +122,7 @@ pub(crate) fn to_call(wire: ChatCompletionRequest) -> Result<Call, ApiError> {
             stop: wire.stop.map(|s| s.into_vec()).unwrap_or_default(),
             seed: wire.seed,
             frequency_penalty: wire.frequency_penalty,
+            grammar: wire.grammar,
         },
         stream,
         include_usage: stream

@@ -24,6 +24,9 @@
 //!   parsed into calls (an offered tool, object arguments); a final or structured answer is
 //!   plain text that must parse as the JSON object.
 //!
+//! A request with its own grammar ([`ChatRequest::grammar`]) and no tools is held to it in
+//! either format, sampled the same free-first way.
+//!
 //! Which the coder model follows more reliably is measured on the committed prompt set
 //! (`fixtures/prompt-set`, `trellis-prompt-bench`; results in docs/models.md).
 
@@ -230,6 +233,8 @@ enum Output {
     Json(String),
     /// A tool call or an answer, constrained by this grammar.
     Tools(String),
+    /// Text constrained by the request's own grammar ([`ChatRequest::grammar`]).
+    Grammar(String),
     /// Free text whose `<tool_call>` blocks naming one of these tools become calls.
     Native(Vec<String>),
 }
@@ -395,6 +400,17 @@ fn build_job(loaded: &Loaded, request: &ChatRequest, settings: &EmbeddedSettings
             Output::Json(grammar_for(&format.schema)?)
         };
         (output, grammar_pairs(&messages, &request.tools)?)
+    } else if let Some(grammar) = request
+        .grammar
+        .as_ref()
+        .filter(|_| request.tools.is_empty())
+    {
+        let pairs = if native {
+            native::pairs(&messages, &request.tools)
+        } else {
+            grammar_pairs(&messages, &request.tools)?
+        };
+        (Output::Grammar(grammar.clone()), pairs)
     } else if native {
         let output = if request.tools.is_empty() {
             Output::Text

@@ -55,6 +55,10 @@ pub struct ChatCompletionRequest {
     /// How many answers (only 1 is served).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub n: Option<u32>,
+    /// A GBNF grammar the answer follows (llama.cpp server's extension of the wire; a
+    /// provider that cannot constrain output ignores it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grammar: Option<String>,
 }
 
 /// `stop`: a string or a list of strings.

@@ -191,6 +191,13 @@ pub struct ChatRequest {
     /// servers get `frequency_penalty`; Anthropic has none and ignores it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub frequency_penalty: Option<f32>,
+    /// A text answer's shape, as a llama.cpp GBNF grammar (root rule `root`): the embedded
+    /// model can write nothing else when the request offers no tools and asks for no JSON
+    /// (an edit-block answer whose SEARCH parts are lines it was shown,
+    /// docs/workflows.md); the other providers leave the shape to the prompt's
+    /// instructions and ignore it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grammar: Option<String>,
 }
 
 /// Whether a request with tools may be answered without calling one.

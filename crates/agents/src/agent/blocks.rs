@@ -27,11 +27,12 @@
 use std::path::Path;
 
 use serde_json::json;
-use trellis_llm::{Completion, Message, ToolCall};
+use trellis_llm::{Completion, Message, ToolCall, ToolSpec};
 
 use super::indent::{indent, reindent};
 use super::{AgentOutcome, AgentReport, AgentRun, Saved};
 
+pub mod grammar;
 mod labelled;
 use crate::output::StageReport;
 use crate::roles::{BLOCKS_TOOL, EditFormat};
@@ -335,6 +336,36 @@ impl AgentRun {
             problems: edits.problems,
             text: completion.text.clone(),
         })
+    }
+
+    /// The grammar this turn's answer is held to ([`grammar`]; role setting
+    /// `block_grammar`): for a `blocks` role offered no tool whose activation has not yet
+    /// made a change — once one applied, the next answer is its account, in free text.
+    pub(super) fn block_grammar(&self, st: &Saved, tools: &[ToolSpec]) -> Option<String> {
+        if self.role.edit_format != EditFormat::Blocks
+            || !self.role.block_grammar
+            || self.free_text
+            || !tools.is_empty()
+            || st.messages.iter().any(|m| !m.tool_calls.is_empty())
+        {
+            return None;
+        }
+        let files: Vec<(String, Vec<Vec<String>>)> = grammar::shown(&st.messages)
+            .into_iter()
+            .filter_map(|(path, ranges)| {
+                let text = self.file(&path).ok()?;
+                let lines: Vec<&str> = text.lines().collect();
+                let runs: Vec<Vec<String>> = ranges
+                    .iter()
+                    .filter_map(|&(a, b)| {
+                        let b = b.min(lines.len());
+                        (a <= b).then(|| lines[a - 1..b].iter().map(|l| (*l).to_owned()).collect())
+                    })
+                    .collect();
+                (!runs.is_empty()).then_some((path, runs))
+            })
+            .collect();
+        grammar::grammar(&files)
     }
 
     /// The text of workspace file `path`.

@@ -41,7 +41,7 @@ impl Sampler {
         let free = LlamaSampler::chain_simple(chain);
         let grammar = match &job.output {
             Output::Text | Output::Native(_) => None,
-            Output::Json(g) | Output::Tools(g) => Some(
+            Output::Json(g) | Output::Tools(g) | Output::Grammar(g) => Some(
                 LlamaSampler::grammar(model, g, "root")
                     .map_err(|e| embedded(format!("invalid grammar: {e}")))?,
             ),
