@@ -20,10 +20,18 @@ use super::{is_divider, is_replace, is_search};
 /// At most this many blocks in one answer.
 const MAX_BLOCKS: usize = 4;
 
+/// At most this many lines in a SEARCH part: the few lines a fix changes, with a line or
+/// two around them. A small model otherwise copies a whole function before its change and
+/// runs out of tokens before the REPLACE part (docs/eval.md).
+const MAX_SEARCH_LINES: usize = 16;
+
+/// A REPLACE part writes at most this many lines more than its SEARCH part copied.
+const MORE_REPLACE_LINES: usize = 8;
+
 /// At most this many characters in a line of the sentence before the blocks (up to three
 /// lines) and in a line a REPLACE part writes: an answer ends even from a model that never
 /// writes a newline.
-const MAX_LINE: usize = 400;
+const MAX_LINE: usize = 200;
 
 /// A file's lines the conversation shows: `(first, last)` line ranges, 1-based, inclusive.
 pub type Shown = BTreeMap<String, Vec<(usize, usize)>>;
@@ -69,6 +77,10 @@ pub fn shown(messages: &[Message]) -> Shown {
 
 /// The grammar of an answer whose blocks edit `files` — `(path, runs)`, each run the shown
 /// lines of the file in order — or `None` when no file has a line to copy.
+///
+/// A SEARCH part's rule knows how many lines it has copied (`l{file}-{run}-{line}-{count}`):
+/// after [`MAX_SEARCH_LINES`] it must end, and its REPLACE part may write at most
+/// [`MORE_REPLACE_LINES`] lines more than it copied (`rep{count}`).
 pub fn grammar(files: &[(String, Vec<Vec<String>>)]) -> Option<String> {
     let mut rules = String::new();
     let mut blocks = Vec::new();
@@ -83,15 +95,26 @@ pub fn grammar(files: &[(String, Vec<Vec<String>>)]) -> Option<String> {
                     .get(i)
                     .is_some_and(|l| !(is_search(l) || is_divider(l) || is_replace(l)))
             };
-            for (i, line) in lines.iter().enumerate().filter(|(i, _)| copyable(*i)) {
-                let name = format!("l{f}-{r}-{i}");
-                let next = if copyable(i + 1) {
-                    format!(" l{f}-{r}-{}?", i + 1)
-                } else {
-                    String::new()
-                };
-                let _ = writeln!(rules, "{name} ::= {}{next}", literal(&format!("{line}\n")));
-                starts.push(name);
+            // How many copyable lines end at each line: the most a SEARCH part ending there
+            // can have copied.
+            let mut depth = 0;
+            for (i, line) in lines.iter().enumerate() {
+                if !copyable(i) {
+                    depth = 0;
+                    continue;
+                }
+                depth += 1;
+                let _ = writeln!(rules, "t{f}-{r}-{i} ::= {}", literal(&format!("{line}\n")));
+                for k in 1..=depth.min(MAX_SEARCH_LINES) {
+                    let end = format!("\"=======\\n\" rep{k}");
+                    let body = if copyable(i + 1) && k < MAX_SEARCH_LINES {
+                        format!("(l{f}-{r}-{}-{} | {end})", i + 1, k + 1)
+                    } else {
+                        end
+                    };
+                    let _ = writeln!(rules, "l{f}-{r}-{i}-{k} ::= t{f}-{r}-{i} {body}");
+                }
+                starts.push(format!("l{f}-{r}-{i}-1"));
             }
         }
         if starts.is_empty() {
@@ -99,7 +122,7 @@ pub fn grammar(files: &[(String, Vec<Vec<String>>)]) -> Option<String> {
         }
         let _ = writeln!(rules, "s{f} ::= {}", starts.join(" | "));
         blocks.push(format!(
-            "{} s{f} \"=======\\n\" rep \">>>>>>> REPLACE\\n\"",
+            "{} s{f}",
             literal(&format!("{path}\n<<<<<<< SEARCH\n"))
         ));
     }
@@ -113,7 +136,13 @@ pub fn grammar(files: &[(String, Vec<Vec<String>>)]) -> Option<String> {
     let _ = writeln!(g, "say ::= sayline sayline? sayline?");
     let _ = writeln!(g, r#"sayline ::= [^\n<>=`] [^\n]{{0,{tail}}} "\n""#);
     let _ = writeln!(g, "block ::= {}", blocks.join(" | "));
-    let _ = writeln!(g, "rep ::= repline*");
+    for k in 1..=MAX_SEARCH_LINES {
+        let _ = writeln!(
+            g,
+            r#"rep{k} ::= repline{{0,{}}} ">>>>>>> REPLACE\n""#,
+            k + MORE_REPLACE_LINES
+        );
+    }
     // No line of a REPLACE part starts with the five `>` that would end it.
     let _ = writeln!(
         g,
@@ -181,17 +210,47 @@ mod tests {
         .unwrap();
         // The path and the markers are written as the block parser reads them.
         assert!(
-            g.contains(
-                r#"block ::= "src/m.py\n<<<<<<< SEARCH\n" s0 "=======\n" rep ">>>>>>> REPLACE\n""#
-            ),
+            g.contains(r#"block ::= "src/m.py\n<<<<<<< SEARCH\n" s0"#),
             "{g}"
         );
-        // Each line may be followed only by the next one of its run; trailing whitespace
-        // goes; quotes and backslashes are escaped.
-        assert!(g.contains(r#"l0-0-0 ::= "def f(x):\n" l0-0-1?"#), "{g}");
-        assert!(g.contains(r#"l0-0-1 ::= "    return \"a\\b\"\n""#), "{g}");
-        assert!(g.contains(r#"l0-1-0 ::= "y = 1\n""#), "{g}");
-        assert!(g.contains("s0 ::= l0-0-0 | l0-0-1 | l0-1-0"), "{g}");
+        assert!(
+            g.contains(r#"rep1 ::= repline{0,9} ">>>>>>> REPLACE\n""#),
+            "{g}"
+        );
+        // Trailing whitespace goes; quotes and backslashes are escaped.
+        assert!(g.contains(r#"t0-0-0 ::= "def f(x):\n""#), "{g}");
+        assert!(g.contains(r#"t0-0-1 ::= "    return \"a\\b\"\n""#), "{g}");
+        assert!(g.contains(r#"t0-1-0 ::= "y = 1\n""#), "{g}");
+        // Each line is followed by the next one of its run or by the end of the part.
+        assert!(
+            g.contains(r#"l0-0-0-1 ::= t0-0-0 (l0-0-1-2 | "=======\n" rep1)"#),
+            "{g}"
+        );
+        assert!(g.contains(r#"l0-0-1-2 ::= t0-0-1 "=======\n" rep2"#), "{g}");
+        assert!(g.contains(r#"l0-0-1-1 ::= t0-0-1 "=======\n" rep1"#), "{g}");
+        assert!(g.contains(r#"l0-1-0-1 ::= t0-1-0 "=======\n" rep1"#), "{g}");
+        assert!(g.contains("s0 ::= l0-0-0-1 | l0-0-1-1 | l0-1-0-1"), "{g}");
+    }
+
+    #[test]
+    fn a_search_part_ends_after_its_most_lines() {
+        let run: Vec<String> = (0..40).map(|i| format!("x{i} = {i}")).collect();
+        let g = grammar(&[("a.py".to_owned(), vec![run])]).unwrap();
+        let last = MAX_SEARCH_LINES;
+        assert!(
+            g.contains(&format!(
+                r#"l0-0-20-{last} ::= t0-0-20 "=======\n" rep{last}"#
+            )),
+            "{g}"
+        );
+        assert!(!g.contains(&format!("-{} ::= t", last + 1)), "{g}");
+        assert!(
+            g.contains(&format!(
+                r#"rep{last} ::= repline{{0,{}}} ">>>>>>> REPLACE\n""#,
+                last + MORE_REPLACE_LINES
+            )),
+            "{g}"
+        );
     }
 
     #[test]
@@ -201,10 +260,10 @@ mod tests {
             vec![lines("Title\n=======\ntext\n>>>>>>> REPLACE")],
         )])
         .unwrap();
-        assert!(g.contains(r#"l0-0-0 ::= "Title\n""#), "{g}");
-        assert!(!g.contains("l0-0-1"), "{g}");
-        assert!(g.contains(r#"l0-0-2 ::= "text\n""#), "{g}");
-        assert!(!g.contains("l0-0-3"), "{g}");
+        assert!(g.contains(r#"l0-0-0-1 ::= t0-0-0 "=======\n" rep1"#), "{g}");
+        assert!(!g.contains("t0-0-1 "), "{g}");
+        assert!(g.contains(r#"l0-0-2-1 ::= t0-0-2 "=======\n" rep1"#), "{g}");
+        assert!(!g.contains("t0-0-3 "), "{g}");
     }
 
     #[test]
