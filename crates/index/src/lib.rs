@@ -46,7 +46,7 @@ mod update;
 pub mod vectors;
 
 pub use astmap::{AstContextMap, Outlines};
-pub use chunk::{Category, Chunk, ChunkId, ChunkKind};
+pub use chunk::{Category, Chunk, ChunkId, ChunkKind, Declaration};
 pub use config::{EmbeddingBackend, EmbeddingConfig, IndexConfig, Rerank, SearchConfig};
 pub use embed::{CachedEmbedder, Embedder};
 pub use error::{Error, Result};

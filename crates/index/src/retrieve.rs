@@ -142,13 +142,13 @@ fn hint_factor(hints: &crate::strategy::RetrievalHints, c: &Chunk) -> f32 {
     for h in &hints.focus_on {
         let boost = match h.as_str() {
             "type_signatures" => matches!(
-                c.kind,
+                c.decl.kind,
                 ChunkKind::Class | ChunkKind::Interface | ChunkKind::Type | ChunkKind::Enum
             ),
-            "dependencies" => c.kind == ChunkKind::File,
+            "dependencies" => c.decl.kind == ChunkKind::File,
             "existing_decisions" => c.category == Category::Decision,
             "rationale" | "options" | "architectural_implications" => {
-                let n = c.qualified_name.to_ascii_lowercase();
+                let n = c.decl.qualified_name.to_ascii_lowercase();
                 [
                     "rationale",
                     "option",
@@ -171,11 +171,12 @@ fn hint_factor(hints: &crate::strategy::RetrievalHints, c: &Chunk) -> f32 {
 
 /// What a rerank endpoint reads of a chunk: where it is, what it is, then its text.
 fn rerank_document(c: &Chunk) -> String {
-    let mut d = String::with_capacity(c.path.len() + c.qualified_name.len() + c.text.len() + 2);
+    let mut d =
+        String::with_capacity(c.path.len() + c.decl.qualified_name.len() + c.text.len() + 2);
     d.push_str(&c.path);
     d.push('\n');
-    if c.kind != ChunkKind::File && !c.qualified_name.is_empty() {
-        d.push_str(&c.qualified_name);
+    if c.decl.kind != ChunkKind::File && !c.decl.qualified_name.is_empty() {
+        d.push_str(&c.decl.qualified_name);
         d.push('\n');
     }
     d.push_str(&c.text);
@@ -232,10 +233,10 @@ fn best_first(candidates: HashMap<ChunkId, Candidate>) -> Vec<Candidate> {
 /// The packed item of a kept candidate, with its attribution.
 fn context_item(c: Candidate, tokens: usize) -> ContextItem {
     let ch = c.chunk;
-    let (symbol, section) = if ch.kind == ChunkKind::Section {
-        (None, Some(ch.qualified_name.clone()))
-    } else if ch.kind.is_symbol() {
-        (Some(ch.qualified_name.clone()), None)
+    let (symbol, section) = if ch.decl.kind == ChunkKind::Section {
+        (None, Some(ch.decl.qualified_name.clone()))
+    } else if ch.decl.kind.is_symbol() {
+        (Some(ch.decl.qualified_name.clone()), None)
     } else {
         (None, None)
     };
@@ -244,14 +245,14 @@ fn context_item(c: Candidate, tokens: usize) -> ContextItem {
         priority: c.priority,
         attribution: Attribution {
             path: ch.path.clone(),
-            start_line: ch.start_line,
-            end_line: ch.end_line,
+            start_line: ch.decl.start_line,
+            end_line: ch.decl.end_line,
             symbol,
             section,
         },
-        kind: ch.kind,
+        kind: ch.decl.kind,
         category: ch.category,
-        signature: ch.signature,
+        signature: ch.decl.signature,
         text: ch.text,
         tokens,
         score: c.score,
@@ -277,9 +278,9 @@ struct Kept<'v> {
 impl Kept<'_> {
     /// Whether a kept item of the same file covers the chunk's line range.
     fn covers(&self, chunk: &Chunk) -> bool {
-        self.ranges
-            .iter()
-            .any(|(p, s, e)| *p == chunk.path && *s <= chunk.start_line && chunk.end_line <= *e)
+        self.ranges.iter().any(|(p, s, e)| {
+            *p == chunk.path && *s <= chunk.decl.start_line && chunk.decl.end_line <= *e
+        })
     }
 }
 
@@ -349,7 +350,7 @@ impl Index {
                 mode: SearchMode::Hybrid,
             };
             for (h, cosine, relevance) in self.scored_hits(&search, plan, vectors, &filter)? {
-                if !ast && h.chunk.kind.is_symbol() {
+                if !ast && h.chunk.decl.kind.is_symbol() {
                     continue;
                 }
                 if avoided(&strategy.retrieval_hints, &h.chunk) {
@@ -449,8 +450,11 @@ impl Index {
                 continue;
             }
             remaining -= tokens;
-            kept.ranges
-                .push((c.chunk.path.clone(), c.chunk.start_line, c.chunk.end_line));
+            kept.ranges.push((
+                c.chunk.path.clone(),
+                c.chunk.decl.start_line,
+                c.chunk.decl.end_line,
+            ));
             if let Some(v) = vec {
                 kept.vectors.push(v);
             }
@@ -500,7 +504,7 @@ impl Index {
             return false;
         };
         let lines: Vec<&str> = content.lines().collect();
-        (chunk.end_line as usize) <= lines.len()
-            && join(&lines, chunk.start_line, chunk.end_line) == chunk.text
+        (chunk.decl.end_line as usize) <= lines.len()
+            && join(&lines, chunk.decl.start_line, chunk.decl.end_line) == chunk.text
     }
 }

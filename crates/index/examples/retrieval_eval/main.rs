@@ -298,10 +298,10 @@ impl GoldKeys {
                 let overlaps = g
                     .lines
                     .iter()
-                    .any(|[s, e]| c.start_line <= *e && *s <= c.end_line);
-                let key = (c.path.clone(), c.qualified_name.clone());
+                    .any(|[s, e]| c.decl.start_line <= *e && *s <= c.decl.end_line);
+                let key = (c.path.clone(), c.decl.qualified_name.clone());
                 if overlaps
-                    && matches!(c.kind, ChunkKind::Function | ChunkKind::Method)
+                    && matches!(c.decl.kind, ChunkKind::Function | ChunkKind::Method)
                     && !functions.contains(&key)
                 {
                     functions.push(key);
@@ -313,7 +313,10 @@ impl GoldKeys {
 
     /// A candidate's training label: 2 a gold function, 1 in a gold file, 0 other.
     fn label(&self, hit: &SearchHit) -> u8 {
-        let key = (hit.chunk.path.clone(), hit.chunk.qualified_name.clone());
+        let key = (
+            hit.chunk.path.clone(),
+            hit.chunk.decl.qualified_name.clone(),
+        );
         if self.functions.contains(&key) {
             2
         } else if self.files.contains(&hit.chunk.path) {
@@ -474,7 +477,7 @@ impl Eval<'_> {
         for (h, f) in hits.iter().zip(&feats) {
             let row = serde_json::json!({
                 "qid": q.id, "repo": q.repo, "hybrid": hybrid, "label": gold.label(h),
-                "path": h.chunk.path, "symbol": h.chunk.qualified_name,
+                "path": h.chunk.path, "symbol": h.chunk.decl.qualified_name,
                 "f": f.as_slice(),
             });
             writeln!(out, "{row}")?;

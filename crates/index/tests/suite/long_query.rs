@@ -66,7 +66,7 @@ fn bm25(ix: &Index, query: &str) -> Vec<(String, String, f32)> {
     })
     .unwrap()
     .into_iter()
-    .map(|h| (h.chunk.path, h.chunk.qualified_name, h.score))
+    .map(|h| (h.chunk.path, h.chunk.decl.qualified_name, h.score))
     .collect()
 }
 

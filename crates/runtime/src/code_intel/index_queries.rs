@@ -313,13 +313,13 @@ impl CodeIntel {
 
 fn symbol(c: trellis_index::Chunk) -> Symbol {
     Symbol {
-        name: c.name,
-        qualified_name: c.qualified_name,
-        kind: c.kind.as_str().to_owned(),
+        name: c.decl.name,
+        qualified_name: c.decl.qualified_name,
+        kind: c.decl.kind.as_str().to_owned(),
         path: c.path,
-        start_line: c.start_line,
-        end_line: c.end_line,
-        signature: c.signature,
-        doc: c.doc,
+        start_line: c.decl.start_line,
+        end_line: c.decl.end_line,
+        signature: c.decl.signature,
+        doc: c.decl.doc,
     }
 }
