@@ -1,11 +1,12 @@
 //! Context fusion (docs/retrieval.md, "Context fusion"): per-source hybrid retrieval driven by a
-//! [`RetrievalStrategyConfig`], reranking, exact and semantic deduplication, a grounding check
-//! against the workspace, and packing into a token budget, with attribution on every item.
+//! [`RetrievalScope`] (the part of a workflow's retrieval strategy the index reads),
+//! reranking, exact and semantic deduplication, a grounding check against the workspace, and
+//! packing into a token budget, with attribution on every item.
 //!
 //! Reranking: each source's hybrid candidates are scored by the learned ranker shipped with the
 //! binary ([`crate::rank`]; `index.search.rerank = "blend"` restores the hand-weighted blend
 //! of the fused rank and the embedding cosine), then weighted by the source's priority and the
-//! strategy's hints (see docs/retrieval.md).
+//! scope's hints (see docs/retrieval.md).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -23,7 +24,8 @@ use crate::rank;
 use crate::rerank::{RerankReport, Reranked};
 use crate::search::{QueryPlan, SearchHit, SearchMode, SearchRequest};
 use crate::strategy::{
-    ContextSource, DEFAULT_TOKEN_BUDGET, Priority, RetrievalStrategyConfig, source_categories,
+    ContextSource, DEFAULT_TOKEN_BUDGET, Priority, RetrievalHints, RetrievalScope,
+    source_categories,
 };
 use crate::vectors::{VectorIndex, dot};
 
@@ -32,11 +34,14 @@ use crate::vectors::{VectorIndex, dot};
 pub struct RetrievalRequest<'a> {
     /// The task or question.
     pub query: String,
-    /// The workflow's strategy.
-    pub strategy: &'a RetrievalStrategyConfig,
-    /// The stage (name or id) whose budget applies.
+    /// What to search: the sources, AST on or off, the hints.
+    pub scope: &'a RetrievalScope,
+    /// The stage (name or id) the sources' conditions are checked against
+    /// (`trigger_stages`, `HIGH_if_security_stage`); without one only unconditional sources
+    /// are searched.
     pub stage: Option<String>,
-    /// Overrides the strategy's budget.
+    /// The token budget (default [`DEFAULT_TOKEN_BUDGET`]; the retrieval agent gives each
+    /// stage its budget from the workflow's strategy).
     pub budget_tokens: Option<usize>,
     /// Ranked chunks per source before deduplication and packing (default: the
     /// configuration's `search.limit`, 50).
@@ -137,7 +142,7 @@ struct Candidate {
     rerank_score: Option<f32>,
 }
 
-fn hint_factor(hints: &crate::strategy::RetrievalHints, c: &Chunk) -> f32 {
+fn hint_factor(hints: &RetrievalHints, c: &Chunk) -> f32 {
     let mut f = 1.0;
     for h in &hints.focus_on {
         let boost = match h.as_str() {
@@ -183,7 +188,7 @@ fn rerank_document(c: &Chunk) -> String {
     d
 }
 
-fn avoided(hints: &crate::strategy::RetrievalHints, c: &Chunk) -> bool {
+fn avoided(hints: &RetrievalHints, c: &Chunk) -> bool {
     hints.avoid.iter().any(|a| match a.as_str() {
         "test_code" => is_test_path(&c.path),
         "deprecated_patterns" => {
@@ -195,27 +200,15 @@ fn avoided(hints: &crate::strategy::RetrievalHints, c: &Chunk) -> bool {
     })
 }
 
-/// The token budget of a request: its own, else the strategy's for the stage, else the default.
-fn budget_of(req: &RetrievalRequest<'_>) -> usize {
-    req.budget_tokens
-        .or_else(|| {
-            req.strategy
-                .budget_for(req.stage.as_deref())
-                .map(|b| b as usize)
-        })
-        .unwrap_or(DEFAULT_TOKEN_BUDGET as usize)
-}
-
-/// The strategy's sources, or the default code (with AST) or docs sources when it names none.
-fn sources_or_defaults(strategy: &RetrievalStrategyConfig, ast: bool) -> Vec<ContextSource> {
-    let sources = strategy.sources();
-    if !sources.is_empty() {
-        return sources;
+/// The scope's sources, or the default code (with AST) or docs sources when it names none.
+fn sources_or_defaults(scope: &RetrievalScope) -> Vec<ContextSource> {
+    if !scope.sources.is_empty() {
+        return scope.sources.clone();
     }
-    if ast {
-        RetrievalStrategyConfig::code().sources()
+    if scope.ast {
+        RetrievalScope::code().sources
     } else {
-        RetrievalStrategyConfig::docs().sources()
+        RetrievalScope::docs().sources
     }
 }
 
@@ -287,12 +280,12 @@ impl Kept<'_> {
 impl Index {
     /// Retrieves, reranks, deduplicates, grounds and packs context for a stage.
     pub fn retrieve(&self, req: &RetrievalRequest<'_>) -> Result<ContextPack> {
-        let budget = budget_of(req);
+        let budget = req.budget_tokens.unwrap_or(DEFAULT_TOKEN_BUDGET as usize);
         let mut pack = ContextPack {
             budget_tokens: budget,
             ..ContextPack::default()
         };
-        if !req.strategy.enabled || budget == 0 {
+        if budget == 0 {
             return Ok(pack);
         }
         let plan = self.plan(&req.query)?;
@@ -329,12 +322,12 @@ impl Index {
         vectors: &QueryVectors,
         pack: &mut ContextPack,
     ) -> Result<HashMap<ChunkId, Candidate>> {
-        let strategy = req.strategy;
-        let ast = strategy.ast_enabled();
+        let scope = req.scope;
+        let ast = scope.ast;
         let n = req.candidates.unwrap_or(self.config().search.limit).max(1);
         let filter = SearchFilter::new(&self.config().search)?;
         let mut candidates: HashMap<ChunkId, Candidate> = HashMap::new();
-        for src in &sources_or_defaults(strategy, ast) {
+        for src in &sources_or_defaults(scope) {
             if !src.applies_in(req.stage.as_deref()) {
                 continue;
             }
@@ -353,13 +346,11 @@ impl Index {
                 if !ast && h.chunk.decl.kind.is_symbol() {
                     continue;
                 }
-                if avoided(&strategy.retrieval_hints, &h.chunk) {
+                if avoided(&scope.hints, &h.chunk) {
                     pack.dropped.avoided += 1;
                     continue;
                 }
-                let score = relevance
-                    * priority.weight()
-                    * hint_factor(&strategy.retrieval_hints, &h.chunk);
+                let score = relevance * priority.weight() * hint_factor(&scope.hints, &h.chunk);
                 let keep = candidates.get(&h.chunk.id).is_none_or(|c| c.score < score);
                 if keep {
                     candidates.insert(

@@ -54,8 +54,7 @@ use trellis_index::search::{QueryPlan, SearchHit};
 use trellis_index::vectors::dot;
 use trellis_index::{
     Category, ChunkKind, ContextPack, Index, IndexConfig, Progress, Rerank, RetrievalRequest,
-    RetrievalStrategyConfig, SearchFilter, SearchMode, SearchRequest, TestFiles, UpdateOptions,
-    embed,
+    RetrievalScope, SearchFilter, SearchMode, SearchRequest, TestFiles, UpdateOptions, embed,
 };
 
 #[derive(Deserialize)]
@@ -228,7 +227,7 @@ fn main() -> anyhow::Result<()> {
     let mut eval = Eval {
         opts: &opts,
         config,
-        strategy: RetrievalStrategyConfig::code(),
+        scope: RetrievalScope::code(),
         ranker,
         dump,
         totals: BTreeMap::new(),
@@ -364,7 +363,7 @@ fn pack_keys(pack: &ContextPack) -> (Vec<String>, Vec<(String, String)>) {
 struct Eval<'a> {
     opts: &'a Options,
     config: IndexConfig,
-    strategy: RetrievalStrategyConfig,
+    scope: RetrievalScope,
     ranker: &'static Ranker,
     /// `--dump-features`.
     dump: Option<std::io::BufWriter<std::fs::File>>,
@@ -501,7 +500,7 @@ impl Eval<'_> {
         let t = Instant::now();
         let pack = idx.retrieve(&RetrievalRequest {
             query: text.to_string(),
-            strategy: &self.strategy,
+            scope: &self.scope,
             stage: None,
             budget_tokens: Some(usize::MAX / 4),
             candidates: None,
