@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use trellis_index::strategy::{ContextSource, RetrievalHints, RetrievalScope, StageKey};
+use trellis_tools::registry::LSP_TOOLS;
 
 fn yes() -> bool {
     true
@@ -164,21 +165,18 @@ pub struct RagStrategy {
     pub sources: Vec<ContextSource>,
 }
 
-/// The language-server tools `lsp_integration.tools` may name.
-pub const LSP_TOOL_NAMES: [&str; 3] = ["find_definition", "get_references", "get_signature"];
-
 impl RetrievalStrategyConfig {
     /// Checks a workflow's `retrieval_strategy_config` block (the workflow loader's checker):
-    /// it must parse, and `lsp_integration.tools` may name only [`LSP_TOOL_NAMES`].
+    /// it must parse, and `lsp_integration.tools` may name only [`LSP_TOOLS`].
     pub fn check(value: &serde_json::Value) -> Result<(), String> {
         let config: RetrievalStrategyConfig =
             serde_json::from_value(value.clone()).map_err(|e| e.to_string())?;
         if let Toggle::Block(b) = &config.lsp_integration {
             for tool in &b.tools {
-                if !LSP_TOOL_NAMES.contains(&tool.as_str()) {
+                if !LSP_TOOLS.contains(&tool.as_str()) {
                     return Err(format!(
                         "lsp_integration.tools: unknown tool `{tool}`; the language-server tools are {}",
-                        LSP_TOOL_NAMES.join(", ")
+                        LSP_TOOLS.join(", ")
                     ));
                 }
             }
