@@ -23,6 +23,7 @@ mod pack;
 mod prompts;
 mod queries;
 mod source;
+pub mod strategy;
 mod types;
 
 use std::collections::{BTreeMap, HashMap};
@@ -34,16 +35,15 @@ use std::time::Instant;
 use futures::StreamExt;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
-use trellis_index::strategy::{ContextSource, IndexLevel, source_categories};
-use trellis_index::{
-    Embedder, IndexConfig, Progress, RetrievalStrategyConfig, Scope, UpdateOptions, UpdateStats,
-};
+use trellis_index::strategy::{ContextSource, source_categories};
+use trellis_index::{Embedder, IndexConfig, Progress, Scope, UpdateOptions, UpdateStats};
 use trellis_llm::ModelProvider;
 use trellis_workflow::{Plan, StageContext};
 
 pub use failure::{FailureAnalysis, FailureRef, analyse_failure};
 pub use queries::identifiers;
 pub use source::{Source, SourceError, SourceRequest};
+pub use strategy::RetrievalStrategyConfig;
 pub use types::{
     PackedItem, ProgressFn, Result, RetrievalError, RetrievalMode, RetrievalOptions, SourceReport,
     StageMaps, StagePack,
@@ -55,6 +55,7 @@ use prompts::{
 };
 use queries::Generated;
 use source::{IndexPool, IndexSource, STAGE_AWARE_AVOID};
+use strategy::IndexLevel;
 
 /// The source name of regions read from the worktree because a failure names them.
 pub const FAILURE_SOURCE: &str = "failure_location";
@@ -491,7 +492,7 @@ impl RetrievalAgent {
         wanted: Vec<Vec<String>>,
         cancel: &CancellationToken,
     ) -> Result<HashMap<String, SourceRun>> {
-        let strategy = Arc::new(strategy.clone());
+        let scope = Arc::new(strategy.scope());
         let timeout = self.options.source_timeout;
         let futs = routes.iter().zip(wanted).filter_map(|(route, queries)| {
             let source = route.source.clone()?;
@@ -500,7 +501,7 @@ impl RetrievalAgent {
             }
             let request = SourceRequest {
                 spec: route.spec.clone(),
-                strategy: strategy.clone(),
+                scope: scope.clone(),
                 queries: queries.clone(),
                 limit: self.options.candidates,
             };

@@ -14,3 +14,4 @@ mod retrieval_adaptive;
 mod retrieval_judge;
 mod retrieval_maps;
 pub(crate) mod speculation;
+mod strategy;

@@ -10,7 +10,7 @@ use anyhow::bail;
 use clap::{Args, ValueEnum};
 use trellis_index::embed;
 use trellis_index::{
-    Index, IndexConfig, Progress, RepoMapRequest, RetrievalRequest, RetrievalStrategyConfig, Scope,
+    Index, IndexConfig, Progress, RepoMapRequest, RetrievalRequest, RetrievalScope, Scope,
     SearchConfig, SearchFilter, TestFiles, UpdateOptions, UpdateStats,
 };
 
@@ -310,13 +310,13 @@ fn search(repo: &Path, mut config: IndexConfig, args: &SearchArgs) -> anyhow::Re
     {
         index.set_embedder(e);
     }
-    let strategy = match args.strategy {
-        StrategyArg::Code => RetrievalStrategyConfig::code(),
-        StrategyArg::Docs => RetrievalStrategyConfig::docs(),
+    let scope = match args.strategy {
+        StrategyArg::Code => RetrievalScope::code(),
+        StrategyArg::Docs => RetrievalScope::docs(),
     };
     let pack = index.retrieve(&RetrievalRequest {
         query: args.query.clone(),
-        strategy: &strategy,
+        scope: &scope,
         stage: None,
         budget_tokens: Some(args.budget),
         candidates: None,

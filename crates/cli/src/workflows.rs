@@ -139,7 +139,10 @@ pub fn workflows(args: WorkflowsArgs, repo: &Path) -> anyhow::Result<ExitCode> {
                 }
             } else {
                 for f in &files {
-                    match load_file(f, Some(&trellis_index::RetrievalStrategyConfig::check)) {
+                    match load_file(
+                        f,
+                        Some(&trellis_agents::retrieval::RetrievalStrategyConfig::check),
+                    ) {
                         Ok(w) => println!("ok   {} ({})", w.name(), f.display()),
                         Err(e) => {
                             failed = true;

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use crate::chunk::{Category, Chunk, ChunkKind, chunk_id};
+use crate::chunk::{Category, Chunk, ChunkKind, Declaration, chunk_id};
 use crate::docs;
 use crate::lang::Lang;
 use crate::symbols::{self, Import, Symbol};
@@ -69,18 +69,14 @@ pub fn analyze(path: &str, source: &str, ast: bool) -> FileAnalysis {
             Chunk {
                 id: chunk_id(path, kind, &s.path, s.start_line),
                 path: path.to_string(),
-                kind,
                 category,
                 lang: lang.as_str().to_string(),
-                name: s.heading,
-                qualified_name: s.path,
-                parent: s.parent,
-                signature: String::new(),
-                params: String::new(),
-                returns: String::new(),
-                doc: String::new(),
-                start_line: s.start_line,
-                end_line: s.end_line,
+                decl: Declaration {
+                    name: s.heading,
+                    qualified_name: s.path,
+                    parent: s.parent,
+                    ..Declaration::new(kind, s.start_line, s.end_line)
+                },
                 text,
             }
         })
@@ -121,25 +117,16 @@ fn code_chunks(
     let base = |kind: ChunkKind| Chunk {
         id: chunk_id(path, kind, "", 0),
         path: path.to_string(),
-        kind,
         category: Category::Code,
         lang: lang.as_str().to_string(),
-        name: String::new(),
-        qualified_name: String::new(),
-        parent: String::new(),
-        signature: String::new(),
-        params: String::new(),
-        returns: String::new(),
-        doc: String::new(),
-        start_line: 1,
-        end_line: 1,
+        decl: Declaration::new(kind, 1, 1),
         text: String::new(),
     };
     // The file chunk: head of the file plus an outline of its top-level symbols.
     if !lines.is_empty() {
         let first_sym = symbols
             .first()
-            .map_or(lines.len() + 1, |s| s.start_line as usize);
+            .map_or(lines.len() + 1, |s| s.decl.start_line as usize);
         let head_end = if first_sym > 3 {
             (first_sym - 1).min(FILE_HEAD_LINES)
         } else {
@@ -147,35 +134,36 @@ fn code_chunks(
         };
         let outline: Vec<String> = symbols
             .iter()
-            .filter(|s| s.parent.is_empty())
-            .map(|s| format!("{} {}", s.kind.as_str(), s.name))
+            .filter(|s| s.decl.parent.is_empty())
+            .map(|s| format!("{} {}", s.decl.kind.as_str(), s.decl.name))
             .collect();
         let mut c = base(ChunkKind::File);
-        c.name = path.rsplit('/').next().unwrap_or(path).to_string();
-        c.qualified_name = path.to_string();
-        c.doc = outline.join("\n");
-        c.signature = imports
+        c.decl.name = path.rsplit('/').next().unwrap_or(path).to_string();
+        c.decl.qualified_name = path.to_string();
+        c.decl.doc = outline.join("\n");
+        c.decl.signature = imports
             .iter()
             .map(|i| i.text.as_str())
             .take(50)
             .collect::<Vec<_>>()
             .join("\n");
-        c.end_line = head_end as u32;
+        c.decl.end_line = head_end as u32;
         c.text = join(lines, 1, head_end as u32);
         c.id = chunk_id(path, ChunkKind::File, path, 1);
-        if !c.text.trim().is_empty() || !c.doc.is_empty() {
+        if !c.text.trim().is_empty() || !c.decl.doc.is_empty() {
             out.push(c);
         }
     }
-    for (i, s) in symbols.iter().enumerate() {
+    for (i, sym) in symbols.iter().enumerate() {
+        let s = &sym.decl;
         let mut end = s.end_line;
-        if s.container {
+        if sym.container {
             // The header of a container: up to its first member.
             if let Some(child) = symbols[i + 1..]
                 .iter()
-                .find(|c| c.start_line > s.start_line && c.start_line <= s.end_line)
+                .find(|c| c.decl.start_line > s.start_line && c.decl.start_line <= s.end_line)
             {
-                end = child.start_line.saturating_sub(1).max(s.start_line);
+                end = child.decl.start_line.saturating_sub(1).max(s.start_line);
             }
             end = end.min(s.start_line + MAX_HEADER_LINES as u32 - 1);
         }
@@ -184,17 +172,15 @@ fn code_chunks(
         while start <= end {
             let e = end.min(start + MAX_SYMBOL_LINES as u32 - 1);
             let mut c = base(s.kind);
-            c.name = s.name.clone();
-            c.qualified_name = s.qualified_name.clone();
-            c.parent = s.parent.clone();
-            c.signature = s.signature.clone();
-            c.params = s.params.clone();
-            c.returns = s.returns.clone();
-            if part == 0 {
-                c.doc = s.doc.clone();
+            c.decl = Declaration {
+                start_line: start,
+                end_line: e,
+                ..s.clone()
+            };
+            if part > 0 {
+                // The doc comment goes with the first part only.
+                c.decl.doc.clear();
             }
-            c.start_line = start;
-            c.end_line = e;
             c.text = join(lines, start, e);
             c.id = chunk_id(path, s.kind, &s.qualified_name, start);
             out.push(c);

@@ -73,6 +73,7 @@ pub struct AstContextMap {
 }
 
 fn function(s: &Symbol) -> FunctionEntry {
+    let s = &s.decl;
     FunctionEntry {
         name: s.name.clone(),
         qualified_name: s.qualified_name.clone(),
@@ -94,13 +95,13 @@ pub fn build(outlines: &[FileOutline]) -> AstContextMap {
         let mut classes: Vec<ClassEntry> = Vec::new();
         let mut functions = Vec::new();
         for s in &o.symbols {
-            match s.kind {
+            match s.decl.kind {
                 ChunkKind::Function => functions.push(function(s)),
                 ChunkKind::Method => {
                     match classes
                         .iter_mut()
                         .rev()
-                        .find(|c| c.qualified_name == s.parent)
+                        .find(|c| c.qualified_name == s.decl.parent)
                     {
                         Some(c) => c.methods.push(function(s)),
                         None => functions.push(function(s)),
@@ -111,12 +112,12 @@ pub fn build(outlines: &[FileOutline]) -> AstContextMap {
                 | ChunkKind::Interface
                 | ChunkKind::Module
                 | ChunkKind::Type => classes.push(ClassEntry {
-                    name: s.name.clone(),
-                    qualified_name: s.qualified_name.clone(),
-                    kind: s.kind,
-                    signature: s.signature.clone(),
-                    doc: s.doc.clone(),
-                    lines: [s.start_line, s.end_line],
+                    name: s.decl.name.clone(),
+                    qualified_name: s.decl.qualified_name.clone(),
+                    kind: s.decl.kind,
+                    signature: s.decl.signature.clone(),
+                    doc: s.decl.doc.clone(),
+                    lines: [s.decl.start_line, s.decl.end_line],
                     methods: Vec::new(),
                 }),
                 _ => {}

@@ -149,19 +149,20 @@ impl Bm25 {
         doc.add_text(f.path, &c.path);
         doc.add_text(f.category, c.category.as_str());
         doc.add_text(f.path_text, &c.path);
-        let mut name = String::with_capacity(c.name.len() + c.qualified_name.len() + 1);
-        name.push_str(&c.name);
-        if c.qualified_name != c.name {
+        let d = &c.decl;
+        let mut name = String::with_capacity(d.name.len() + d.qualified_name.len() + 1);
+        name.push_str(&d.name);
+        if d.qualified_name != d.name {
             name.push(' ');
-            name.push_str(&c.qualified_name);
+            name.push_str(&d.qualified_name);
         }
         doc.add_text(f.name, &name);
-        let mut head = String::with_capacity(c.signature.len() + c.doc.len() + c.parent.len() + 2);
-        head.push_str(&c.signature);
+        let mut head = String::with_capacity(d.signature.len() + d.doc.len() + d.parent.len() + 2);
+        head.push_str(&d.signature);
         head.push('\n');
-        head.push_str(&c.doc);
+        head.push_str(&d.doc);
         head.push('\n');
-        head.push_str(&c.parent);
+        head.push_str(&d.parent);
         doc.add_text(f.head, &head);
         doc.add_text(f.body, &c.text);
         self.writer()?.add_document(doc)?;

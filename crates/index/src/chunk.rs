@@ -1,7 +1,8 @@
 //! The unit of retrieval: a chunk of a file (a symbol, a document section or a window of text)
 //! with its attribution.
 
-use serde::{Deserialize, Serialize};
+use serde::ser::SerializeStruct;
+use serde::{Deserialize, Serialize, Serializer};
 
 /// What a chunk is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -124,40 +125,106 @@ impl Category {
 #[serde(transparent)]
 pub struct ChunkId(pub i64);
 
-/// One retrievable piece of a file, with everything needed to attribute and ground it.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Chunk {
-    /// Stable id.
-    pub id: ChunkId,
-    /// Path relative to the workspace root, `/`-separated.
-    pub path: String,
-    /// What the chunk is.
+/// What a symbol or a chunk declares: its kind, names, declaration, doc comment and lines.
+///
+/// [`Symbol`](crate::symbols::Symbol) and [`Chunk`] both embed it. A chunk is not a symbol
+/// (a section, a window of text or a file's head is a chunk too, and a long symbol is split
+/// into several), so it holds these fields, not a `Symbol`: a symbol's `container` flag says
+/// how the symbol is cut into chunks and is not a property of any one of them.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Declaration {
+    /// What it is.
     pub kind: ChunkKind,
-    /// Which corpus it belongs to.
-    pub category: Category,
-    /// Language (`rust`, `python`, …, `markdown`, `text`).
-    pub lang: String,
     /// Short name (symbol name or section heading).
     pub name: String,
-    /// Symbol id: the qualified name (`module::Type::method`), or for sections the section path
-    /// (`doc > section > subsection`).
+    /// Symbol id: enclosing symbols and the name, joined by the language's separator
+    /// (`module::Type::method`), or for sections the section path (`doc > section >
+    /// subsection`).
     pub qualified_name: String,
     /// The enclosing symbol's qualified name or the parent section path, empty at top level.
     pub parent: String,
-    /// The declaration line(s) without the body.
+    /// The declaration without its body, whitespace collapsed.
     pub signature: String,
     /// The parameter list as written (functions and methods).
     pub params: String,
     /// The return type as written (functions and methods).
     pub returns: String,
-    /// The doc comment or docstring.
+    /// The doc comment or docstring, markers stripped.
     pub doc: String,
-    /// First line of `text`, 1-based.
+    /// First line, 1-based (a symbol's includes its doc comment).
     pub start_line: u32,
-    /// Last line of `text`, 1-based, inclusive.
+    /// Last line, 1-based, inclusive.
     pub end_line: u32,
+}
+
+impl Declaration {
+    /// A declaration of `kind` over lines `start_line..=end_line`, without names, signature
+    /// or doc.
+    pub fn new(kind: ChunkKind, start_line: u32, end_line: u32) -> Self {
+        Declaration {
+            kind,
+            name: String::new(),
+            qualified_name: String::new(),
+            parent: String::new(),
+            signature: String::new(),
+            params: String::new(),
+            returns: String::new(),
+            doc: String::new(),
+            start_line,
+            end_line,
+        }
+    }
+}
+
+/// One retrievable piece of a file, with everything needed to attribute and ground it.
+///
+/// Serialised as one flat object, in the order `id`, `path`, `kind`, `category`, `lang`, the
+/// other fields of [`Declaration`], `text` (see the `Serialize` impl).
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+pub struct Chunk {
+    /// Stable id.
+    pub id: ChunkId,
+    /// Path relative to the workspace root, `/`-separated.
+    pub path: String,
+    /// Which corpus it belongs to.
+    pub category: Category,
+    /// Language (`rust`, `python`, …, `markdown`, `text`).
+    pub lang: String,
+    /// What the chunk is and which lines of the file it holds: for a symbol, its declaration
+    /// with the lines of this part (a body over [`MAX_SYMBOL_LINES`](crate::analyze::MAX_SYMBOL_LINES)
+    /// is split, and only the first part has the doc comment); for a section, its heading and
+    /// path; for a file's head, the file's name and path, its outline of top-level symbols as
+    /// `doc` and its imports as `signature`; for a window of text, only its lines.
+    #[serde(flatten)]
+    pub decl: Declaration,
     /// The exact text of lines `start_line..=end_line` as indexed.
     pub text: String,
+}
+
+impl Serialize for Chunk {
+    /// The fields in the order they had before the chunk embedded its [`Declaration`]
+    /// (`kind` between `path` and `category`), so that a chunk's JSON is unchanged; a
+    /// derived `#[serde(flatten)]` would move `kind` after `lang`.
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let d = &self.decl;
+        let mut s = serializer.serialize_struct("Chunk", 15)?;
+        s.serialize_field("id", &self.id)?;
+        s.serialize_field("path", &self.path)?;
+        s.serialize_field("kind", &d.kind)?;
+        s.serialize_field("category", &self.category)?;
+        s.serialize_field("lang", &self.lang)?;
+        s.serialize_field("name", &d.name)?;
+        s.serialize_field("qualified_name", &d.qualified_name)?;
+        s.serialize_field("parent", &d.parent)?;
+        s.serialize_field("signature", &d.signature)?;
+        s.serialize_field("params", &d.params)?;
+        s.serialize_field("returns", &d.returns)?;
+        s.serialize_field("doc", &d.doc)?;
+        s.serialize_field("start_line", &d.start_line)?;
+        s.serialize_field("end_line", &d.end_line)?;
+        s.serialize_field("text", &self.text)?;
+        s.end()
+    }
 }
 
 impl Chunk {
@@ -168,10 +235,10 @@ impl Chunk {
 
     /// The pieces of [`Chunk::embedding_text`], in order.
     fn embedding_parts(&self) -> impl Iterator<Item = &str> {
-        let name =
-            (!self.qualified_name.is_empty()).then_some([self.qualified_name.as_str(), "\n"]);
-        let doc = (!self.doc.is_empty() && !self.text.contains(self.doc.as_str()))
-            .then_some([self.doc.as_str(), "\n"]);
+        let d = &self.decl;
+        let name = (!d.qualified_name.is_empty()).then_some([d.qualified_name.as_str(), "\n"]);
+        let doc = (!d.doc.is_empty() && !self.text.contains(d.doc.as_str()))
+            .then_some([d.doc.as_str(), "\n"]);
         [self.path.as_str(), "\n"]
             .into_iter()
             .chain(name.into_iter().flatten())
@@ -229,20 +296,27 @@ mod tests {
         Chunk {
             id: ChunkId(1),
             path: "src/a.rs".into(),
-            kind: ChunkKind::Function,
             category: Category::Code,
             lang: "rust".into(),
-            name: "f".into(),
-            qualified_name: qualified_name.into(),
-            parent: String::new(),
-            signature: String::new(),
-            params: String::new(),
-            returns: String::new(),
-            doc: doc.into(),
-            start_line: 1,
-            end_line: 1,
+            decl: Declaration {
+                name: "f".into(),
+                qualified_name: qualified_name.into(),
+                doc: doc.into(),
+                ..Declaration::new(ChunkKind::Function, 1, 1)
+            },
             text: "fn f() {}".into(),
         }
+    }
+
+    #[test]
+    fn a_chunk_is_one_flat_json_object_in_its_field_order() {
+        let c = chunk("a::f", "Does f.");
+        let json = serde_json::to_string(&c).unwrap();
+        assert_eq!(
+            json,
+            r#"{"id":1,"path":"src/a.rs","kind":"function","category":"code","lang":"rust","name":"f","qualified_name":"a::f","parent":"","signature":"","params":"","returns":"","doc":"Does f.","start_line":1,"end_line":1,"text":"fn f() {}"}"#
+        );
+        assert_eq!(serde_json::from_str::<Chunk>(&json).unwrap(), c);
     }
 
     #[test]

@@ -238,24 +238,15 @@ pub fn is_non_code(chunk: &Chunk) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::chunk::{ChunkId, ChunkKind};
+    use crate::chunk::{ChunkId, ChunkKind, Declaration};
 
     fn chunk(path: &str, category: Category, text: &str) -> Chunk {
         Chunk {
             id: ChunkId(1),
             path: path.into(),
-            kind: ChunkKind::Text,
             category,
             lang: Lang::detect(path).as_str().into(),
-            name: String::new(),
-            qualified_name: String::new(),
-            parent: String::new(),
-            signature: String::new(),
-            params: String::new(),
-            returns: String::new(),
-            doc: String::new(),
-            start_line: 1,
-            end_line: 1,
+            decl: Declaration::new(ChunkKind::Text, 1, 1),
             text: text.into(),
         }
     }

@@ -507,8 +507,13 @@ impl Index {
         let chunks = self.meta.chunks_of(path)?;
         let Some(inner) = chunks
             .iter()
-            .filter(|c| c.start_line <= line && line <= c.end_line)
-            .min_by_key(|c| (c.kind == ChunkKind::File, c.end_line - c.start_line))
+            .filter(|c| c.decl.start_line <= line && line <= c.decl.end_line)
+            .min_by_key(|c| {
+                (
+                    c.decl.kind == ChunkKind::File,
+                    c.decl.end_line - c.decl.start_line,
+                )
+            })
         else {
             return Ok(Vec::new());
         };
@@ -517,8 +522,12 @@ impl Index {
         // first method begins, so line ranges alone do not nest).
         while let Some(parent) = out
             .last()
-            .filter(|c| !c.parent.is_empty())
-            .and_then(|c| chunks.iter().find(|p| p.qualified_name == c.parent))
+            .filter(|c| !c.decl.parent.is_empty())
+            .and_then(|c| {
+                chunks
+                    .iter()
+                    .find(|p| p.decl.qualified_name == c.decl.parent)
+            })
         {
             if out.iter().any(|c| c.id == parent.id) {
                 break;

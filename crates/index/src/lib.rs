@@ -9,7 +9,8 @@
 //! - Code is parsed with tree-sitter into symbols ([`symbols`]); documents are split into
 //!   heading-scoped sections ([`docs`]); decision records and specifications are recognised.
 //! - [`Index::search`] fuses BM25 and embedding rankings with reciprocal rank fusion.
-//! - [`Index::retrieve`] drives retrieval from a workflow's [`RetrievalStrategyConfig`]:
+//! - [`Index::retrieve`] drives retrieval from a [`RetrievalScope`] (what the index reads of a
+//!   workflow's retrieval strategy: sources, AST on or off, hints):
 //!   rerank (by default with the learned ranker of [`rank`]), deduplicate, ground against the
 //!   workspace, pack into a token budget.
 //! - [`Index::repo_map`] renders a PageRank-ranked outline; [`Index::ast_context_map`] exports
@@ -46,7 +47,7 @@ mod update;
 pub mod vectors;
 
 pub use astmap::{AstContextMap, Outlines};
-pub use chunk::{Category, Chunk, ChunkId, ChunkKind};
+pub use chunk::{Category, Chunk, ChunkId, ChunkKind, Declaration};
 pub use config::{EmbeddingBackend, EmbeddingConfig, IndexConfig, Rerank, SearchConfig};
 pub use embed::{CachedEmbedder, Embedder};
 pub use error::{Error, Result};
@@ -56,5 +57,5 @@ pub use locate::Site;
 pub use repomap::{RepoMap, RepoMapRequest};
 pub use retrieve::{Attribution, ContextItem, ContextPack, RetrievalRequest};
 pub use search::{SearchHit, SearchMode, SearchRequest};
-pub use strategy::RetrievalStrategyConfig;
+pub use strategy::RetrievalScope;
 pub use update::{Progress, Scope, TEXT_FIRST_MIN_FILES, UpdateOptions, UpdateStats};

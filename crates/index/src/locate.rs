@@ -77,20 +77,25 @@ pub fn site_at(root: &Path, path: &str, line: u32, column: u32) -> Result<Site, 
 /// the first line of the chunk's range that is not a comment, attribute or decorator and has
 /// the name as a whole word; the chunk's first line and column 1 when none has.
 pub fn declaration_site(chunk: &Chunk, file: &str) -> (u32, u32) {
-    let short = chunk.name.rsplit(['.', ':']).next().unwrap_or(&chunk.name);
+    let short = chunk
+        .decl
+        .name
+        .rsplit(['.', ':'])
+        .next()
+        .unwrap_or(&chunk.decl.name);
     let found = file
         .lines()
         .enumerate()
-        .skip(chunk.start_line.saturating_sub(1) as usize)
-        .take((chunk.end_line + 1).saturating_sub(chunk.start_line) as usize)
+        .skip(chunk.decl.start_line.saturating_sub(1) as usize)
+        .take((chunk.decl.end_line + 1).saturating_sub(chunk.decl.start_line) as usize)
         .filter(|(_, l)| !is_comment_or_attribute(l))
         .find_map(|(n, l)| word_at(l, short).map(|i| (n, l, i)));
     match found {
         Some((n, l, i)) => (
-            u32::try_from(n + 1).unwrap_or(chunk.start_line),
+            u32::try_from(n + 1).unwrap_or(chunk.decl.start_line),
             utf16_len(&l[..i]) + 1,
         ),
-        None => (chunk.start_line, 1),
+        None => (chunk.decl.start_line, 1),
     }
 }
 

@@ -12,7 +12,7 @@ use std::path::Path;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::analyze::FileAnalysis;
-use crate::chunk::{Category, Chunk, ChunkId, ChunkKind};
+use crate::chunk::{Category, Chunk, ChunkId, ChunkKind, Declaration};
 use crate::error::{Error, Result};
 use crate::symbols::{Import, Symbol};
 
@@ -320,18 +320,18 @@ impl Meta {
                 ins_chunk.execute(params![
                     c.id.0,
                     c.path,
-                    c.kind.as_str(),
+                    c.decl.kind.as_str(),
                     c.category.as_str(),
                     c.lang,
-                    c.name,
-                    c.qualified_name,
-                    c.parent,
-                    c.signature,
-                    c.params,
-                    c.returns,
-                    c.doc,
-                    c.start_line,
-                    c.end_line,
+                    c.decl.name,
+                    c.decl.qualified_name,
+                    c.decl.parent,
+                    c.decl.signature,
+                    c.decl.params,
+                    c.decl.returns,
+                    c.decl.doc,
+                    c.decl.start_line,
+                    c.decl.end_line,
                     c.text,
                     c.embedding_hash(),
                 ])?;
@@ -583,18 +583,20 @@ fn row_to_chunk(r: &rusqlite::Row<'_>) -> rusqlite::Result<Chunk> {
     Ok(Chunk {
         id: ChunkId(r.get(0)?),
         path: r.get(1)?,
-        kind: ChunkKind::parse(&kind).unwrap_or(ChunkKind::Text),
         category: Category::parse(&category).unwrap_or(Category::Other),
         lang: r.get(4)?,
-        name: r.get(5)?,
-        qualified_name: r.get(6)?,
-        parent: r.get(7)?,
-        signature: r.get(8)?,
-        params: r.get(9)?,
-        returns: r.get(10)?,
-        doc: r.get(11)?,
-        start_line: r.get(12)?,
-        end_line: r.get(13)?,
+        decl: Declaration {
+            kind: ChunkKind::parse(&kind).unwrap_or(ChunkKind::Text),
+            name: r.get(5)?,
+            qualified_name: r.get(6)?,
+            parent: r.get(7)?,
+            signature: r.get(8)?,
+            params: r.get(9)?,
+            returns: r.get(10)?,
+            doc: r.get(11)?,
+            start_line: r.get(12)?,
+            end_line: r.get(13)?,
+        },
         text: r.get(14)?,
     })
 }

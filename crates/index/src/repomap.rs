@@ -112,7 +112,7 @@ pub fn rank(
     for (i, o) in outlines.iter().enumerate() {
         let mut names: HashSet<&str> = HashSet::new();
         for s in &o.symbols {
-            names.insert(s.name.as_str());
+            names.insert(s.decl.name.as_str());
         }
         for name in names {
             defines.entry(name).or_default().push(i);
@@ -236,24 +236,24 @@ fn render(outlines: &[FileOutline], defs: &[RankedDef], k: usize) -> String {
         for s in &o.symbols {
             // Show the wanted symbols and the containers that hold them.
             let holds_wanted = s.container
-                && o.symbols
-                    .iter()
-                    .any(|c| c.parent == s.qualified_name && names.contains(c.name.as_str()));
-            if names.contains(s.name.as_str()) || holds_wanted {
-                let depth = s.qualified_name.matches("::").count()
+                && o.symbols.iter().any(|c| {
+                    c.decl.parent == s.decl.qualified_name && names.contains(c.decl.name.as_str())
+                });
+            if names.contains(s.decl.name.as_str()) || holds_wanted {
+                let depth = s.decl.qualified_name.matches("::").count()
                     + if o.lang == "rust" || o.lang == "cpp" {
                         0
                     } else {
-                        s.qualified_name.matches('.').count()
+                        s.decl.qualified_name.matches('.').count()
                     };
                 out.push_str(&format!(
                     "{:>5}│{}{}\n",
-                    s.start_line,
+                    s.decl.start_line,
                     "  ".repeat(depth),
-                    if s.signature.is_empty() {
-                        &s.name
+                    if s.decl.signature.is_empty() {
+                        &s.decl.name
                     } else {
-                        &s.signature
+                        &s.decl.signature
                     }
                 ));
             }

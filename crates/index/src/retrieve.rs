@@ -1,11 +1,12 @@
 //! Context fusion (docs/retrieval.md, "Context fusion"): per-source hybrid retrieval driven by a
-//! [`RetrievalStrategyConfig`], reranking, exact and semantic deduplication, a grounding check
-//! against the workspace, and packing into a token budget, with attribution on every item.
+//! [`RetrievalScope`] (the part of a workflow's retrieval strategy the index reads),
+//! reranking, exact and semantic deduplication, a grounding check against the workspace, and
+//! packing into a token budget, with attribution on every item.
 //!
 //! Reranking: each source's hybrid candidates are scored by the learned ranker shipped with the
 //! binary ([`crate::rank`]; `index.search.rerank = "blend"` restores the hand-weighted blend
 //! of the fused rank and the embedding cosine), then weighted by the source's priority and the
-//! strategy's hints (see docs/retrieval.md).
+//! scope's hints (see docs/retrieval.md).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -23,7 +24,8 @@ use crate::rank;
 use crate::rerank::{RerankReport, Reranked};
 use crate::search::{QueryPlan, SearchHit, SearchMode, SearchRequest};
 use crate::strategy::{
-    ContextSource, DEFAULT_TOKEN_BUDGET, Priority, RetrievalStrategyConfig, source_categories,
+    ContextSource, DEFAULT_TOKEN_BUDGET, Priority, RetrievalHints, RetrievalScope,
+    source_categories,
 };
 use crate::vectors::{VectorIndex, dot};
 
@@ -32,11 +34,14 @@ use crate::vectors::{VectorIndex, dot};
 pub struct RetrievalRequest<'a> {
     /// The task or question.
     pub query: String,
-    /// The workflow's strategy.
-    pub strategy: &'a RetrievalStrategyConfig,
-    /// The stage (name or id) whose budget applies.
+    /// What to search: the sources, AST on or off, the hints.
+    pub scope: &'a RetrievalScope,
+    /// The stage (name or id) the sources' conditions are checked against
+    /// (`trigger_stages`, `HIGH_if_security_stage`); without one only unconditional sources
+    /// are searched.
     pub stage: Option<String>,
-    /// Overrides the strategy's budget.
+    /// The token budget (default [`DEFAULT_TOKEN_BUDGET`]; the retrieval agent gives each
+    /// stage its budget from the workflow's strategy).
     pub budget_tokens: Option<usize>,
     /// Ranked chunks per source before deduplication and packing (default: the
     /// configuration's `search.limit`, 50).
@@ -137,18 +142,18 @@ struct Candidate {
     rerank_score: Option<f32>,
 }
 
-fn hint_factor(hints: &crate::strategy::RetrievalHints, c: &Chunk) -> f32 {
+fn hint_factor(hints: &RetrievalHints, c: &Chunk) -> f32 {
     let mut f = 1.0;
     for h in &hints.focus_on {
         let boost = match h.as_str() {
             "type_signatures" => matches!(
-                c.kind,
+                c.decl.kind,
                 ChunkKind::Class | ChunkKind::Interface | ChunkKind::Type | ChunkKind::Enum
             ),
-            "dependencies" => c.kind == ChunkKind::File,
+            "dependencies" => c.decl.kind == ChunkKind::File,
             "existing_decisions" => c.category == Category::Decision,
             "rationale" | "options" | "architectural_implications" => {
-                let n = c.qualified_name.to_ascii_lowercase();
+                let n = c.decl.qualified_name.to_ascii_lowercase();
                 [
                     "rationale",
                     "option",
@@ -171,18 +176,19 @@ fn hint_factor(hints: &crate::strategy::RetrievalHints, c: &Chunk) -> f32 {
 
 /// What a rerank endpoint reads of a chunk: where it is, what it is, then its text.
 fn rerank_document(c: &Chunk) -> String {
-    let mut d = String::with_capacity(c.path.len() + c.qualified_name.len() + c.text.len() + 2);
+    let mut d =
+        String::with_capacity(c.path.len() + c.decl.qualified_name.len() + c.text.len() + 2);
     d.push_str(&c.path);
     d.push('\n');
-    if c.kind != ChunkKind::File && !c.qualified_name.is_empty() {
-        d.push_str(&c.qualified_name);
+    if c.decl.kind != ChunkKind::File && !c.decl.qualified_name.is_empty() {
+        d.push_str(&c.decl.qualified_name);
         d.push('\n');
     }
     d.push_str(&c.text);
     d
 }
 
-fn avoided(hints: &crate::strategy::RetrievalHints, c: &Chunk) -> bool {
+fn avoided(hints: &RetrievalHints, c: &Chunk) -> bool {
     hints.avoid.iter().any(|a| match a.as_str() {
         "test_code" => is_test_path(&c.path),
         "deprecated_patterns" => {
@@ -194,27 +200,15 @@ fn avoided(hints: &crate::strategy::RetrievalHints, c: &Chunk) -> bool {
     })
 }
 
-/// The token budget of a request: its own, else the strategy's for the stage, else the default.
-fn budget_of(req: &RetrievalRequest<'_>) -> usize {
-    req.budget_tokens
-        .or_else(|| {
-            req.strategy
-                .budget_for(req.stage.as_deref())
-                .map(|b| b as usize)
-        })
-        .unwrap_or(DEFAULT_TOKEN_BUDGET as usize)
-}
-
-/// The strategy's sources, or the default code (with AST) or docs sources when it names none.
-fn sources_or_defaults(strategy: &RetrievalStrategyConfig, ast: bool) -> Vec<ContextSource> {
-    let sources = strategy.sources();
-    if !sources.is_empty() {
-        return sources;
+/// The scope's sources, or the default code (with AST) or docs sources when it names none.
+fn sources_or_defaults(scope: &RetrievalScope) -> Vec<ContextSource> {
+    if !scope.sources.is_empty() {
+        return scope.sources.clone();
     }
-    if ast {
-        RetrievalStrategyConfig::code().sources()
+    if scope.ast {
+        RetrievalScope::code().sources
     } else {
-        RetrievalStrategyConfig::docs().sources()
+        RetrievalScope::docs().sources
     }
 }
 
@@ -232,10 +226,10 @@ fn best_first(candidates: HashMap<ChunkId, Candidate>) -> Vec<Candidate> {
 /// The packed item of a kept candidate, with its attribution.
 fn context_item(c: Candidate, tokens: usize) -> ContextItem {
     let ch = c.chunk;
-    let (symbol, section) = if ch.kind == ChunkKind::Section {
-        (None, Some(ch.qualified_name.clone()))
-    } else if ch.kind.is_symbol() {
-        (Some(ch.qualified_name.clone()), None)
+    let (symbol, section) = if ch.decl.kind == ChunkKind::Section {
+        (None, Some(ch.decl.qualified_name.clone()))
+    } else if ch.decl.kind.is_symbol() {
+        (Some(ch.decl.qualified_name.clone()), None)
     } else {
         (None, None)
     };
@@ -244,14 +238,14 @@ fn context_item(c: Candidate, tokens: usize) -> ContextItem {
         priority: c.priority,
         attribution: Attribution {
             path: ch.path.clone(),
-            start_line: ch.start_line,
-            end_line: ch.end_line,
+            start_line: ch.decl.start_line,
+            end_line: ch.decl.end_line,
             symbol,
             section,
         },
-        kind: ch.kind,
+        kind: ch.decl.kind,
         category: ch.category,
-        signature: ch.signature,
+        signature: ch.decl.signature,
         text: ch.text,
         tokens,
         score: c.score,
@@ -277,21 +271,21 @@ struct Kept<'v> {
 impl Kept<'_> {
     /// Whether a kept item of the same file covers the chunk's line range.
     fn covers(&self, chunk: &Chunk) -> bool {
-        self.ranges
-            .iter()
-            .any(|(p, s, e)| *p == chunk.path && *s <= chunk.start_line && chunk.end_line <= *e)
+        self.ranges.iter().any(|(p, s, e)| {
+            *p == chunk.path && *s <= chunk.decl.start_line && chunk.decl.end_line <= *e
+        })
     }
 }
 
 impl Index {
     /// Retrieves, reranks, deduplicates, grounds and packs context for a stage.
     pub fn retrieve(&self, req: &RetrievalRequest<'_>) -> Result<ContextPack> {
-        let budget = budget_of(req);
+        let budget = req.budget_tokens.unwrap_or(DEFAULT_TOKEN_BUDGET as usize);
         let mut pack = ContextPack {
             budget_tokens: budget,
             ..ContextPack::default()
         };
-        if !req.strategy.enabled || budget == 0 {
+        if budget == 0 {
             return Ok(pack);
         }
         let plan = self.plan(&req.query)?;
@@ -328,12 +322,12 @@ impl Index {
         vectors: &QueryVectors,
         pack: &mut ContextPack,
     ) -> Result<HashMap<ChunkId, Candidate>> {
-        let strategy = req.strategy;
-        let ast = strategy.ast_enabled();
+        let scope = req.scope;
+        let ast = scope.ast;
         let n = req.candidates.unwrap_or(self.config().search.limit).max(1);
         let filter = SearchFilter::new(&self.config().search)?;
         let mut candidates: HashMap<ChunkId, Candidate> = HashMap::new();
-        for src in &sources_or_defaults(strategy, ast) {
+        for src in &sources_or_defaults(scope) {
             if !src.applies_in(req.stage.as_deref()) {
                 continue;
             }
@@ -349,16 +343,14 @@ impl Index {
                 mode: SearchMode::Hybrid,
             };
             for (h, cosine, relevance) in self.scored_hits(&search, plan, vectors, &filter)? {
-                if !ast && h.chunk.kind.is_symbol() {
+                if !ast && h.chunk.decl.kind.is_symbol() {
                     continue;
                 }
-                if avoided(&strategy.retrieval_hints, &h.chunk) {
+                if avoided(&scope.hints, &h.chunk) {
                     pack.dropped.avoided += 1;
                     continue;
                 }
-                let score = relevance
-                    * priority.weight()
-                    * hint_factor(&strategy.retrieval_hints, &h.chunk);
+                let score = relevance * priority.weight() * hint_factor(&scope.hints, &h.chunk);
                 let keep = candidates.get(&h.chunk.id).is_none_or(|c| c.score < score);
                 if keep {
                     candidates.insert(
@@ -449,8 +441,11 @@ impl Index {
                 continue;
             }
             remaining -= tokens;
-            kept.ranges
-                .push((c.chunk.path.clone(), c.chunk.start_line, c.chunk.end_line));
+            kept.ranges.push((
+                c.chunk.path.clone(),
+                c.chunk.decl.start_line,
+                c.chunk.decl.end_line,
+            ));
             if let Some(v) = vec {
                 kept.vectors.push(v);
             }
@@ -500,7 +495,7 @@ impl Index {
             return false;
         };
         let lines: Vec<&str> = content.lines().collect();
-        (chunk.end_line as usize) <= lines.len()
-            && join(&lines, chunk.start_line, chunk.end_line) == chunk.text
+        (chunk.decl.end_line as usize) <= lines.len()
+            && join(&lines, chunk.decl.start_line, chunk.decl.end_line) == chunk.text
     }
 }

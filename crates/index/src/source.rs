@@ -11,8 +11,7 @@ use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
-use crate::RetrievalStrategyConfig;
-use crate::strategy::ContextSource;
+use crate::strategy::{ContextSource, RetrievalScope};
 
 /// What a source failed with (any error; it is reported in the pack, never fatal).
 pub type SourceError = Box<dyn std::error::Error + Send + Sync>;
@@ -22,8 +21,8 @@ pub type SourceError = Box<dyn std::error::Error + Send + Sync>;
 pub struct SourceRequest {
     /// The strategy's entry for this source (name, strategy, priority, …).
     pub spec: ContextSource,
-    /// The whole strategy (hints, AST on or off).
-    pub strategy: Arc<RetrievalStrategyConfig>,
+    /// What the retrieval searches: the strategy's sources, AST on or off, its hints.
+    pub scope: Arc<RetrievalScope>,
     /// The queries, in order.
     pub queries: Vec<String>,
     /// Results wanted per query.

@@ -8,32 +8,19 @@ use std::collections::HashMap;
 use serde::{Deserialize, Serialize};
 use tree_sitter::{Node, Parser, Tree};
 
-use crate::chunk::ChunkKind;
+use crate::chunk::{ChunkKind, Declaration};
 use crate::lang::Lang;
 
 /// A definition found in a source file.
+///
+/// Stored as one flat JSON object (the index's `files.symbols` column): the fields of
+/// [`Declaration`], then `container`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Symbol {
-    /// What it is.
-    pub kind: ChunkKind,
-    /// Its name.
-    pub name: String,
-    /// Enclosing symbols and the name, joined by the language's separator (`Type::method`).
-    pub qualified_name: String,
-    /// The enclosing symbol's qualified name, empty at top level.
-    pub parent: String,
-    /// The declaration without its body, whitespace collapsed.
-    pub signature: String,
-    /// The parameter list as written.
-    pub params: String,
-    /// The return type as written.
-    pub returns: String,
-    /// The doc comment or docstring, markers stripped.
-    pub doc: String,
-    /// First line (1-based), including the doc comment.
-    pub start_line: u32,
-    /// Last line (1-based, inclusive).
-    pub end_line: u32,
+    /// What it is, its names, declaration, doc comment and lines (the first line includes
+    /// the doc comment).
+    #[serde(flatten)]
+    pub decl: Declaration,
     /// Whether the symbol contains other definitions (class, impl, trait, module).
     pub container: bool,
 }
@@ -150,16 +137,18 @@ pub fn extract(lang: Lang, source: &str) -> Option<FileSymbols> {
                 let (doc, doc_start) = rules::doc_comment(lang, node, src, &at);
                 let start_line = doc_start.unwrap_or(node.start_position().row) as u32 + 1;
                 out.symbols.push(Symbol {
-                    kind: def.kind,
-                    name: def.name,
-                    qualified_name: qualified.clone(),
-                    parent: parent_q,
-                    signature: rules::signature(node, src),
-                    params: def.params,
-                    returns: def.returns,
-                    doc,
-                    start_line,
-                    end_line: node.end_position().row as u32 + 1,
+                    decl: Declaration {
+                        kind: def.kind,
+                        name: def.name,
+                        qualified_name: qualified.clone(),
+                        parent: parent_q,
+                        signature: rules::signature(node, src),
+                        params: def.params,
+                        returns: def.returns,
+                        doc,
+                        start_line,
+                        end_line: node.end_position().row as u32 + 1,
+                    },
                     container: def.container,
                 });
                 let is_type =
@@ -219,7 +208,7 @@ pub fn extract(lang: Lang, source: &str) -> Option<FileSymbols> {
 /// definition site is not a reference) and stores them owned.
 fn finish(out: &mut FileSymbols, mut refs: HashMap<&str, u32>) {
     for s in &out.symbols {
-        if let Some(c) = refs.get_mut(s.name.as_str()) {
+        if let Some(c) = refs.get_mut(s.decl.name.as_str()) {
             *c = c.saturating_sub(1);
         }
     }
@@ -233,4 +222,31 @@ fn finish(out: &mut FileSymbols, mut refs: HashMap<&str, u32>) {
 /// The text of `node`, or an empty string when it is not valid UTF-8.
 pub(crate) fn text<'a>(node: Node<'_>, src: &'a [u8]) -> &'a str {
     std::str::from_utf8(&src[node.byte_range()]).unwrap_or("")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_symbol_is_stored_as_one_flat_json_object() {
+        let s = Symbol {
+            decl: Declaration {
+                name: "f".into(),
+                qualified_name: "a::f".into(),
+                parent: "a".into(),
+                signature: "fn f()".into(),
+                params: "()".into(),
+                doc: "Does f.".into(),
+                ..Declaration::new(ChunkKind::Function, 2, 3)
+            },
+            container: false,
+        };
+        let json = serde_json::to_string(&s).unwrap();
+        assert_eq!(
+            json,
+            r#"{"kind":"function","name":"f","qualified_name":"a::f","parent":"a","signature":"fn f()","params":"()","returns":"","doc":"Does f.","start_line":2,"end_line":3,"container":false}"#
+        );
+        assert_eq!(serde_json::from_str::<Symbol>(&json).unwrap(), s);
+    }
 }

@@ -9,4 +9,3 @@ mod long_query;
 mod rank;
 mod rerank;
 mod retrieve;
-mod strategy;

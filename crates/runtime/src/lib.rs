@@ -107,12 +107,12 @@ pub struct Runtime {
 }
 
 /// The workflows of `repo` (built-in, `.trellis/workflows`, `dirs`), each
-/// `retrieval_strategy_config` checked by the index's parser.
+/// `retrieval_strategy_config` checked by the retrieval agent's parser.
 pub fn discover_workflows(repo: Option<&Path>, dirs: &[PathBuf]) -> Catalog {
     Catalog::discover(
         repo,
         dirs,
-        Some(&trellis_index::RetrievalStrategyConfig::check),
+        Some(&trellis_agents::retrieval::RetrievalStrategyConfig::check),
     )
 }
 
@@ -435,7 +435,9 @@ impl Runtime {
             return;
         }
         let named: Vec<String> = match &lsp {
-            trellis_index::strategy::Toggle::Block(b) if !b.tools.is_empty() => b.tools.clone(),
+            trellis_agents::retrieval::strategy::Toggle::Block(b) if !b.tools.is_empty() => {
+                b.tools.clone()
+            }
             _ => code_intel::LSP_TOOLS
                 .iter()
                 .map(|t| (*t).to_owned())

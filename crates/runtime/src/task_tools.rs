@@ -94,8 +94,8 @@ impl TypedTool for RagSearch {
                 .into_iter()
                 .map(|h| RagHit {
                     path: h.chunk.path,
-                    lines: (h.chunk.start_line, h.chunk.end_line),
-                    name: h.chunk.qualified_name,
+                    lines: (h.chunk.decl.start_line, h.chunk.decl.end_line),
+                    name: h.chunk.decl.qualified_name,
                     text: h.chunk.text.chars().take(SNIPPET_CHARS).collect(),
                 })
                 .collect(),

@@ -37,6 +37,11 @@ pub const WRITE_TOOLS: &[&str] = &[
     "shell",
 ];
 
+/// The language-server tools (definition, references and signature of a symbol, asked of
+/// the workspace's language servers; trellis-runtime's code intelligence implements them),
+/// by the names a workflow's `lsp_integration.tools` lists.
+pub const LSP_TOOLS: [&str; 3] = ["find_definition", "get_references", "get_signature"];
+
 /// The result of a call, as the model sees it.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]

@@ -78,8 +78,8 @@ fn elides(code: &str) -> bool {
 /// The 0-based line of `s`'s declaration: its first line (from `start_line`) that is not a
 /// comment, a decorator or blank.
 fn declaration(lines: &[&str], s: &Symbol) -> usize {
-    let start = s.start_line.saturating_sub(1) as usize;
-    let end = (s.end_line as usize).min(lines.len());
+    let start = s.decl.start_line.saturating_sub(1) as usize;
+    let end = (s.decl.end_line as usize).min(lines.len());
     (start..end)
         .find(|&i| {
             let t = lines[i].trim_start();
@@ -96,7 +96,7 @@ fn declaration(lines: &[&str], s: &Symbol) -> usize {
 /// The same kind of definition; a method written alone in a fence parses as a function.
 fn same_kind(a: &Symbol, b: &Symbol) -> bool {
     let callable = |k: ChunkKind| matches!(k, ChunkKind::Function | ChunkKind::Method);
-    a.kind == b.kind || (callable(a.kind) && callable(b.kind))
+    a.decl.kind == b.decl.kind || (callable(a.decl.kind) && callable(b.decl.kind))
 }
 
 /// The definitions of `fence` that replace one definition each of `files` (path, text: the
@@ -126,12 +126,12 @@ pub(super) fn replacements(fence: &str, files: &[(String, String)]) -> Vec<Repla
             .filter_map(|(p, t)| Some((p, t, symbols::extract(lang, t)?.symbols)))
             .collect();
         // The fence's outermost definitions (a class written whole replaces the class).
-        for def in parsed.symbols.iter().filter(|s| s.parent.is_empty()) {
+        for def in parsed.symbols.iter().filter(|s| s.decl.parent.is_empty()) {
             let found: Vec<(&String, &String, &Symbol)> = shown
                 .iter()
                 .flat_map(|(p, t, syms)| {
                     syms.iter()
-                        .filter(|s| s.name == def.name && same_kind(s, def))
+                        .filter(|s| s.decl.name == def.decl.name && same_kind(s, def))
                         .map(move |s| (*p, *t, s))
                 })
                 .collect();
@@ -139,10 +139,10 @@ pub(super) fn replacements(fence: &str, files: &[(String, String)]) -> Vec<Repla
                 continue;
             };
             let lines: Vec<&str> = text.lines().collect();
-            let (from, to) = (declaration(&lines, old), old.end_line as usize);
+            let (from, to) = (declaration(&lines, old), old.decl.end_line as usize);
             let (nfrom, nto) = (
                 declaration(&fence_lines, def),
-                (def.end_line as usize).min(fence_lines.len()),
+                (def.decl.end_line as usize).min(fence_lines.len()),
             );
             if from >= to || nfrom >= nto || to > lines.len() {
                 continue;

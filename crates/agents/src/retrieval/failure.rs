@@ -223,22 +223,26 @@ pub(crate) fn regions(
         let best = chunks
             .iter()
             .filter(|c| {
-                c.start_line <= r.line
-                    && r.line <= c.end_line
-                    && c.end_line - c.start_line < MAX_REGION_LINES
-                    && c.kind != trellis_index::ChunkKind::File
+                c.decl.start_line <= r.line
+                    && r.line <= c.decl.end_line
+                    && c.decl.end_line - c.decl.start_line < MAX_REGION_LINES
+                    && c.decl.kind != trellis_index::ChunkKind::File
             })
-            .min_by_key(|c| c.end_line - c.start_line);
+            .min_by_key(|c| c.decl.end_line - c.decl.start_line);
         let item = match best {
             Some(c) => PackedItem {
                 source: super::FAILURE_SOURCE.to_owned(),
                 path: r.path.clone(),
-                start_line: c.start_line,
-                end_line: c.end_line,
-                symbol: c.kind.is_symbol().then(|| c.qualified_name.clone()),
-                section: (c.kind == trellis_index::ChunkKind::Section)
-                    .then(|| c.qualified_name.clone()),
-                kind: c.kind.as_str().to_owned(),
+                start_line: c.decl.start_line,
+                end_line: c.decl.end_line,
+                symbol: c
+                    .decl
+                    .kind
+                    .is_symbol()
+                    .then(|| c.decl.qualified_name.clone()),
+                section: (c.decl.kind == trellis_index::ChunkKind::Section)
+                    .then(|| c.decl.qualified_name.clone()),
+                kind: c.decl.kind.as_str().to_owned(),
                 text: c.text.clone(),
                 tokens: 0,
                 score: 0.0,
@@ -307,10 +311,10 @@ pub(crate) fn reground(
     let chunk = analyze(&item.path, content, ast)
         .chunks
         .into_iter()
-        .find(|c| &c.qualified_name == name)?;
+        .find(|c| &c.decl.qualified_name == name)?;
     Some(PackedItem {
-        start_line: chunk.start_line,
-        end_line: chunk.end_line,
+        start_line: chunk.decl.start_line,
+        end_line: chunk.decl.end_line,
         text: chunk.text,
         note: Some("as edited in the run's worktree".to_owned()),
         ..item

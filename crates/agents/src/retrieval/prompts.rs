@@ -1,9 +1,9 @@
 //! Prompts for query generation and the deterministic queries used without a model.
 
-use trellis_index::RetrievalStrategyConfig;
 use trellis_workflow::StageContext;
 
 use super::failure::FailureAnalysis;
+use super::strategy::RetrievalStrategyConfig;
 use super::{PackedItem, Route, queries};
 
 /// Characters of stage guidance in a prompt.

@@ -15,8 +15,8 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 use trellis_index::retrieve::is_test_path;
-use trellis_index::strategy::{ContextSource, RagStrategy};
-use trellis_index::{Embedder, Index, IndexConfig, RetrievalRequest, RetrievalStrategyConfig};
+use trellis_index::strategy::{ContextSource, RetrievalScope};
+use trellis_index::{Embedder, Index, IndexConfig, RetrievalRequest};
 
 use super::PackedItem;
 
@@ -146,7 +146,7 @@ impl IndexPool {
     }
 }
 
-/// A source served by the workspace index ([`Index::retrieve`] with a one-source strategy:
+/// A source served by the workspace index ([`Index::retrieve`] with a one-source scope:
 /// hybrid search, hint weighting, `avoid` filtering, dedup and grounding against the repo).
 pub(crate) struct IndexSource {
     pub(crate) name: String,
@@ -157,22 +157,21 @@ pub(crate) struct IndexSource {
 /// rather than by the index for every stage.
 pub(crate) const STAGE_AWARE_AVOID: &str = "test_code";
 
-/// The strategy reduced to one unconditional source (the agent decides per stage whether a
+/// The scope reduced to one unconditional source (the agent decides per stage whether a
 /// source applies), without the stage-aware `avoid` hints.
-fn one_source(strategy: &RetrievalStrategyConfig, spec: &ContextSource) -> RetrievalStrategyConfig {
+fn one_source(scope: &RetrievalScope, spec: &ContextSource) -> RetrievalScope {
     let (priority, _) = spec.priority();
-    let mut s = strategy.clone();
-    s.context_sources = vec![ContextSource {
-        priority: Some(format!("{priority:?}").to_ascii_uppercase()),
-        trigger_stages: Vec::new(),
-        ..spec.clone()
-    }];
-    s.rag_strategy = s.rag_strategy.map(|r| RagStrategy {
-        sources: Vec::new(),
-        ..r
-    });
-    s.retrieval_hints.avoid.retain(|a| a != STAGE_AWARE_AVOID);
-    s
+    let mut hints = scope.hints.clone();
+    hints.avoid.retain(|a| a != STAGE_AWARE_AVOID);
+    RetrievalScope {
+        ast: scope.ast,
+        sources: vec![ContextSource {
+            priority: Some(format!("{priority:?}").to_ascii_uppercase()),
+            trigger_stages: Vec::new(),
+            ..spec.clone()
+        }],
+        hints,
+    }
 }
 
 /// The first `limit` of `items` that are not tests and the first `limit` that are, in their
@@ -206,7 +205,7 @@ impl Source for IndexSource {
         let name = self.name.clone();
         Box::pin(async move {
             let task = tokio::task::spawn_blocking(move || {
-                let strategy = one_source(&request.strategy, &request.spec);
+                let scope = one_source(&request.scope, &request.spec);
                 let (ix, generation) = pool.take()?;
                 let mut out = Vec::with_capacity(request.queries.len());
                 let mut result = Ok(());
@@ -216,7 +215,7 @@ impl Source for IndexSource {
                     }
                     let pack = ix.retrieve(&RetrievalRequest {
                         query: q.clone(),
-                        strategy: &strategy,
+                        scope: &scope,
                         stage: None,
                         // Everything found; the agent packs per stage. Twice the limit:
                         // test files and the rest are counted apart ([`per_kind`]).

@@ -9,11 +9,11 @@ use futures::future::BoxFuture;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use trellis_agents::retrieval::{
-    RetrievalAgent, RetrievalError, RetrievalOptions, Source, SourceError, SourceRequest,
-    strategy_of,
+    RetrievalAgent, RetrievalError, RetrievalOptions, RetrievalStrategyConfig, Source, SourceError,
+    SourceRequest, strategy_of,
 };
 use trellis_agents::{PackedItem, StagePack};
-use trellis_index::{IndexConfig, RetrievalStrategyConfig};
+use trellis_index::IndexConfig;
 use trellis_llm::Role;
 use trellis_test_support::TempWorkspace;
 use trellis_test_support::scripted::{ScriptedProvider, Turn};

@@ -9,8 +9,7 @@ use anyhow::bail;
 use tokio_util::sync::CancellationToken;
 use trellis_agents::retrieval::SourceRequest;
 use trellis_config::Config;
-use trellis_index::RetrievalStrategyConfig;
-use trellis_index::strategy::ContextSource;
+use trellis_index::strategy::{ContextSource, RetrievalScope};
 use trellis_sources::SourcesConfig;
 use trellis_tools::ToolsConfig;
 
@@ -42,7 +41,7 @@ pub fn search(repo: &Path, config: &Config, args: &SearchArgs) -> anyhow::Result
             source: name.clone(),
             ..ContextSource::default()
         },
-        strategy: Arc::new(RetrievalStrategyConfig::code()),
+        scope: Arc::new(RetrievalScope::code()),
         queries: vec![args.query.clone()],
         limit: args.limit.map_or(20, |n| n as usize),
     };

@@ -6,9 +6,7 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 use trellis_agents::{AgentOutcome, AgentRun, Resume, RoleSpec};
-use trellis_index::{
-    Index, RepoMapRequest, RetrievalRequest, RetrievalStrategyConfig, UpdateOptions,
-};
+use trellis_index::{Index, RepoMapRequest, RetrievalRequest, RetrievalScope, UpdateOptions};
 use trellis_llm::Message;
 use trellis_protocol::{SessionEvent, SessionId, SubmissionId};
 use trellis_runtime::sessions::Sessions as _;
@@ -95,11 +93,11 @@ async fn retrieved(svc: &Service, question: &str) -> String {
         if index.counts().map_err(|e| e.to_string())?.files == 0 {
             return Ok(String::new());
         }
-        let strategy = RetrievalStrategyConfig::code();
+        let scope = RetrievalScope::code();
         let pack = index
             .retrieve(&RetrievalRequest {
                 query: question,
-                strategy: &strategy,
+                scope: &scope,
                 stage: None,
                 budget_tokens: Some(3000),
                 candidates: None,

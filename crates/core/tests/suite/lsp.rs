@@ -12,7 +12,7 @@ use trellis_agents::retrieval::{Source, SourceRequest};
 use trellis_core::InputMode;
 use trellis_core::code_intel::LspSource;
 use trellis_index::strategy::ContextSource;
-use trellis_index::{Index, IndexConfig, RetrievalStrategyConfig, UpdateOptions};
+use trellis_index::{Index, IndexConfig, RetrievalScope, UpdateOptions};
 use trellis_protocol::RunStatus;
 use trellis_test_support::scripted::ScriptedProvider;
 
@@ -173,7 +173,7 @@ async fn the_lsp_tools_source_returns_the_definition_and_uses_of_named_symbols()
             execution_timing: Some("on_demand".into()),
             trigger_stages: Vec::new(),
         },
-        strategy: std::sync::Arc::new(RetrievalStrategyConfig::code()),
+        scope: std::sync::Arc::new(RetrievalScope::code()),
         queries: vec![
             "OutOfStock raised by `reserve` in test_reserve_holds_stock".into(),
             "why does stock grow".into(),

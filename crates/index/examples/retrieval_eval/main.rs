@@ -54,8 +54,7 @@ use trellis_index::search::{QueryPlan, SearchHit};
 use trellis_index::vectors::dot;
 use trellis_index::{
     Category, ChunkKind, ContextPack, Index, IndexConfig, Progress, Rerank, RetrievalRequest,
-    RetrievalStrategyConfig, SearchFilter, SearchMode, SearchRequest, TestFiles, UpdateOptions,
-    embed,
+    RetrievalScope, SearchFilter, SearchMode, SearchRequest, TestFiles, UpdateOptions, embed,
 };
 
 #[derive(Deserialize)]
@@ -228,7 +227,7 @@ fn main() -> anyhow::Result<()> {
     let mut eval = Eval {
         opts: &opts,
         config,
-        strategy: RetrievalStrategyConfig::code(),
+        scope: RetrievalScope::code(),
         ranker,
         dump,
         totals: BTreeMap::new(),
@@ -298,10 +297,10 @@ impl GoldKeys {
                 let overlaps = g
                     .lines
                     .iter()
-                    .any(|[s, e]| c.start_line <= *e && *s <= c.end_line);
-                let key = (c.path.clone(), c.qualified_name.clone());
+                    .any(|[s, e]| c.decl.start_line <= *e && *s <= c.decl.end_line);
+                let key = (c.path.clone(), c.decl.qualified_name.clone());
                 if overlaps
-                    && matches!(c.kind, ChunkKind::Function | ChunkKind::Method)
+                    && matches!(c.decl.kind, ChunkKind::Function | ChunkKind::Method)
                     && !functions.contains(&key)
                 {
                     functions.push(key);
@@ -313,7 +312,10 @@ impl GoldKeys {
 
     /// A candidate's training label: 2 a gold function, 1 in a gold file, 0 other.
     fn label(&self, hit: &SearchHit) -> u8 {
-        let key = (hit.chunk.path.clone(), hit.chunk.qualified_name.clone());
+        let key = (
+            hit.chunk.path.clone(),
+            hit.chunk.decl.qualified_name.clone(),
+        );
         if self.functions.contains(&key) {
             2
         } else if self.files.contains(&hit.chunk.path) {
@@ -361,7 +363,7 @@ fn pack_keys(pack: &ContextPack) -> (Vec<String>, Vec<(String, String)>) {
 struct Eval<'a> {
     opts: &'a Options,
     config: IndexConfig,
-    strategy: RetrievalStrategyConfig,
+    scope: RetrievalScope,
     ranker: &'static Ranker,
     /// `--dump-features`.
     dump: Option<std::io::BufWriter<std::fs::File>>,
@@ -474,7 +476,7 @@ impl Eval<'_> {
         for (h, f) in hits.iter().zip(&feats) {
             let row = serde_json::json!({
                 "qid": q.id, "repo": q.repo, "hybrid": hybrid, "label": gold.label(h),
-                "path": h.chunk.path, "symbol": h.chunk.qualified_name,
+                "path": h.chunk.path, "symbol": h.chunk.decl.qualified_name,
                 "f": f.as_slice(),
             });
             writeln!(out, "{row}")?;
@@ -498,7 +500,7 @@ impl Eval<'_> {
         let t = Instant::now();
         let pack = idx.retrieve(&RetrievalRequest {
             query: text.to_string(),
-            strategy: &self.strategy,
+            scope: &self.scope,
             stage: None,
             budget_tokens: Some(usize::MAX / 4),
             candidates: None,

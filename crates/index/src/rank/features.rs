@@ -148,9 +148,10 @@ pub fn features(query: &str, inputs: &[RankInput<'_>]) -> Vec<[f32; COUNT]> {
                 .unwrap_or((1, 0.0, -1.0, 1));
             let file_name = c.path.rsplit('/').next().unwrap_or(&c.path).to_lowercase();
             let stem = file_name.split('.').next().unwrap_or("").to_string();
-            let name = c.name.to_lowercase();
-            let name_tokens = tokens(&c.name);
+            let name = c.decl.name.to_lowercase();
+            let name_tokens = tokens(&c.decl.name);
             let qualified_parts: Vec<String> = c
+                .decl
                 .qualified_name
                 .split([':', '.', '>', '/', '#'])
                 .map(|s| s.trim().to_lowercase())
@@ -163,9 +164,9 @@ pub fn features(query: &str, inputs: &[RankInput<'_>]) -> Vec<[f32; COUNT]> {
             };
             let cosine = i.cosine.unwrap_or(0.0);
             let path_matched = path_terms.get(c.path.as_str()).copied().unwrap_or(0);
-            let kind_function = matches!(c.kind, ChunkKind::Function | ChunkKind::Method);
+            let kind_function = matches!(c.decl.kind, ChunkKind::Function | ChunkKind::Method);
             let kind_type = matches!(
-                c.kind,
+                c.decl.kind,
                 ChunkKind::Class | ChunkKind::Interface | ChunkKind::Type | ChunkKind::Enum
             );
             [
@@ -191,11 +192,11 @@ pub fn features(query: &str, inputs: &[RankInput<'_>]) -> Vec<[f32; COUNT]> {
                     file_name.contains('.') && query_lower.contains(&file_name),
                 )),
                 (idents.iter().filter(|x| text_lower.contains(*x)).count() as f32).ln_1p(),
-                f32::from(u8::from(c.kind == ChunkKind::File)),
+                f32::from(u8::from(c.decl.kind == ChunkKind::File)),
                 f32::from(u8::from(kind_function)),
                 f32::from(u8::from(kind_type)),
                 f32::from(u8::from(
-                    !kind_function && !kind_type && c.kind != ChunkKind::File,
+                    !kind_function && !kind_type && c.decl.kind != ChunkKind::File,
                 )),
                 f32::from(u8::from(c.category == Category::Code)),
                 (file.0 as f32).ln_1p(),
@@ -203,7 +204,7 @@ pub fn features(query: &str, inputs: &[RankInput<'_>]) -> Vec<[f32; COUNT]> {
                 file.2,
                 1.0 / file.3 as f32,
                 (path_matched as f32).ln_1p(),
-                ((c.end_line.saturating_sub(c.start_line) + 1) as f32).ln(),
+                ((c.decl.end_line.saturating_sub(c.decl.start_line) + 1) as f32).ln(),
                 c.path.matches('/').count() as f32,
                 n_terms.ln_1p(),
             ]

@@ -207,7 +207,7 @@ impl Index {
                     let name = func.rsplit(['.', ':']).next().unwrap_or(func);
                     for c in chunks
                         .iter()
-                        .filter(|c| c.kind.is_symbol() && c.name == name)
+                        .filter(|c| c.decl.kind.is_symbol() && c.decl.name == name)
                     {
                         push(c.id);
                     }
@@ -223,7 +223,7 @@ impl Index {
             };
             if let Some(c) = chunks
                 .iter()
-                .find(|c| c.kind == ChunkKind::File)
+                .find(|c| c.decl.kind == ChunkKind::File)
                 .or(chunks.first())
             {
                 push(c.id);
@@ -240,12 +240,12 @@ impl Index {
 fn innermost(chunks: &[Chunk], line: u32) -> Option<&Chunk> {
     let containing = chunks
         .iter()
-        .filter(|c| c.start_line <= line && line <= c.end_line);
+        .filter(|c| c.decl.start_line <= line && line <= c.decl.end_line);
     let symbol = containing
         .clone()
-        .filter(|c| c.kind.is_symbol() || c.kind == ChunkKind::Section)
-        .min_by_key(|c| c.end_line - c.start_line);
-    symbol.or_else(|| containing.min_by_key(|c| c.end_line - c.start_line))
+        .filter(|c| c.decl.kind.is_symbol() || c.decl.kind == ChunkKind::Section)
+        .min_by_key(|c| c.decl.end_line - c.decl.start_line);
+    symbol.or_else(|| containing.min_by_key(|c| c.decl.end_line - c.decl.start_line))
 }
 
 /// The candidates whose symbol name (short, or the last segments of the qualified name)
@@ -267,14 +267,14 @@ pub(crate) fn name_matches(
     let mut ranked: Vec<(usize, usize, ChunkId)> = Vec::new();
     for (pos, id) in order.iter().enumerate() {
         let Some(c) = chunks.get(id) else { continue };
-        if !c.kind.is_symbol() {
+        if !c.decl.kind.is_symbol() {
             continue;
         }
         let hit = analysis.identifiers.iter().position(|ident| {
             strong(ident)
-                && (c.name == *ident
-                    || c.qualified_name == *ident
-                    || qualified_tail_matches(&c.qualified_name, ident))
+                && (c.decl.name == *ident
+                    || c.decl.qualified_name == *ident
+                    || qualified_tail_matches(&c.decl.qualified_name, ident))
         });
         if let Some(i) = hit {
             ranked.push((i, pos, *id));

@@ -29,7 +29,7 @@ fn assert_fresh_vectors(index: &Index, path: &str) {
             Some(want.as_slice()),
             "{}: {} has a stale vector",
             c.path,
-            c.qualified_name
+            c.decl.qualified_name
         );
     }
 }

@@ -11,9 +11,9 @@ fn parse(path: &str, src: &str) -> FileSymbols {
 fn find<'a>(fs: &'a FileSymbols, qualified: &str) -> &'a Symbol {
     fs.symbols
         .iter()
-        .find(|s| s.qualified_name == qualified)
+        .find(|s| s.decl.qualified_name == qualified)
         .unwrap_or_else(|| {
-            let all: Vec<_> = fs.symbols.iter().map(|s| &s.qualified_name).collect();
+            let all: Vec<_> = fs.symbols.iter().map(|s| &s.decl.qualified_name).collect();
             panic!("no symbol {qualified}; have {all:?}")
         })
 }
@@ -60,29 +60,32 @@ mod inner { pub fn deep() {} }
 "#;
     let fs = parse("src/store.rs", src);
     let store = find(&fs, "Store");
-    assert_eq!(store.kind, ChunkKind::Class);
-    assert_eq!(store.doc, "A store of things.\nSecond line.");
-    assert_eq!(store.start_line, 4, "doc comment starts the symbol");
-    assert_eq!(find(&fs, "Mode").kind, ChunkKind::Enum);
-    assert_eq!(find(&fs, "Backend").kind, ChunkKind::Interface);
+    assert_eq!(store.decl.kind, ChunkKind::Class);
+    assert_eq!(store.decl.doc, "A store of things.\nSecond line.");
+    assert_eq!(store.decl.start_line, 4, "doc comment starts the symbol");
+    assert_eq!(find(&fs, "Mode").decl.kind, ChunkKind::Enum);
+    assert_eq!(find(&fs, "Backend").decl.kind, ChunkKind::Interface);
     let read = find(&fs, "Backend::read");
-    assert_eq!(read.kind, ChunkKind::Method);
-    assert_eq!(read.doc, "Reads a key.");
+    assert_eq!(read.decl.kind, ChunkKind::Method);
+    assert_eq!(read.decl.doc, "Reads a key.");
     let new = find(&fs, "Store::new");
-    assert_eq!(new.kind, ChunkKind::Method);
-    assert_eq!(new.parent, "Store");
-    assert_eq!(new.returns, "Self");
-    assert_eq!(new.doc, "Makes one.");
+    assert_eq!(new.decl.kind, ChunkKind::Method);
+    assert_eq!(new.decl.parent, "Store");
+    assert_eq!(new.decl.returns, "Self");
+    assert_eq!(new.decl.doc, "Makes one.");
     let get = find(&fs, "Store::get");
-    assert_eq!(get.params, "(&self, key: &str)");
-    assert_eq!(get.returns, "Option<u32>");
-    assert_eq!(get.signature, "fn get(&self, key: &str) -> Option<u32>");
+    assert_eq!(get.decl.params, "(&self, key: &str)");
+    assert_eq!(get.decl.returns, "Option<u32>");
+    assert_eq!(
+        get.decl.signature,
+        "fn get(&self, key: &str) -> Option<u32>"
+    );
     let helper = find(&fs, "helper");
-    assert_eq!(helper.kind, ChunkKind::Function);
-    assert_eq!((helper.start_line, helper.end_line), (33, 33));
-    assert_eq!(find(&fs, "LIMIT").kind, ChunkKind::Constant);
-    assert_eq!(find(&fs, "Map").kind, ChunkKind::Type);
-    assert_eq!(find(&fs, "inner::deep").kind, ChunkKind::Function);
+    assert_eq!(helper.decl.kind, ChunkKind::Function);
+    assert_eq!((helper.decl.start_line, helper.decl.end_line), (33, 33));
+    assert_eq!(find(&fs, "LIMIT").decl.kind, ChunkKind::Constant);
+    assert_eq!(find(&fs, "Map").decl.kind, ChunkKind::Type);
+    assert_eq!(find(&fs, "inner::deep").decl.kind, ChunkKind::Function);
     assert_eq!(fs.imports.len(), 2);
     assert_eq!(fs.imports[0].text, "use std::collections::HashMap;");
     // `get` is referenced from `read` (beyond its definition).
@@ -113,17 +116,17 @@ def load(path: str, *, strict: bool = True) -> Optional[dict]:
 "#;
     let fs = parse("pkg/cache.py", src);
     let c = find(&fs, "Cache");
-    assert_eq!(c.kind, ChunkKind::Class);
-    assert_eq!(c.doc, "Caches values.\n\nLong description.");
+    assert_eq!(c.decl.kind, ChunkKind::Class);
+    assert_eq!(c.decl.doc, "Caches values.\n\nLong description.");
     let init = find(&fs, "Cache.__init__");
-    assert_eq!(init.kind, ChunkKind::Method);
-    assert_eq!(init.params, "(self, size: int)");
-    assert_eq!(init.returns, "None");
-    assert_eq!(find(&fs, "Cache.full").kind, ChunkKind::Method);
+    assert_eq!(init.decl.kind, ChunkKind::Method);
+    assert_eq!(init.decl.params, "(self, size: int)");
+    assert_eq!(init.decl.returns, "None");
+    assert_eq!(find(&fs, "Cache.full").decl.kind, ChunkKind::Method);
     let load = find(&fs, "load");
-    assert_eq!(load.kind, ChunkKind::Function);
-    assert_eq!(load.doc, "Loads a file.");
-    assert_eq!(load.returns, "Optional[dict]");
+    assert_eq!(load.decl.kind, ChunkKind::Function);
+    assert_eq!(load.decl.doc, "Loads a file.");
+    assert_eq!(load.decl.returns, "Optional[dict]");
     assert_eq!(fs.imports.len(), 2);
 }
 
@@ -131,7 +134,14 @@ def load(path: str, *, strict: bool = True) -> Optional[dict]:
 fn defs(fs: &FileSymbols) -> Vec<(&str, ChunkKind, u32, u32)> {
     fs.symbols
         .iter()
-        .map(|s| (s.qualified_name.as_str(), s.kind, s.start_line, s.end_line))
+        .map(|s| {
+            (
+                s.decl.qualified_name.as_str(),
+                s.decl.kind,
+                s.decl.start_line,
+                s.decl.end_line,
+            )
+        })
         .collect()
 }
 
@@ -199,13 +209,16 @@ const square = (v) => v * v;
 "#;
     let fs = parse("web/app.js", src);
     let add = find(&fs, "add");
-    assert_eq!(add.kind, ChunkKind::Function);
-    assert_eq!(add.doc, "Adds numbers.");
-    assert_eq!(add.params, "(a, b)");
-    assert_eq!(find(&fs, "Counter").kind, ChunkKind::Class);
-    assert_eq!(find(&fs, "Counter.increment").kind, ChunkKind::Method);
-    assert_eq!(find(&fs, "Counter.constructor").kind, ChunkKind::Method);
-    assert_eq!(find(&fs, "square").kind, ChunkKind::Function);
+    assert_eq!(add.decl.kind, ChunkKind::Function);
+    assert_eq!(add.decl.doc, "Adds numbers.");
+    assert_eq!(add.decl.params, "(a, b)");
+    assert_eq!(find(&fs, "Counter").decl.kind, ChunkKind::Class);
+    assert_eq!(find(&fs, "Counter.increment").decl.kind, ChunkKind::Method);
+    assert_eq!(
+        find(&fs, "Counter.constructor").decl.kind,
+        ChunkKind::Method
+    );
+    assert_eq!(find(&fs, "square").decl.kind, ChunkKind::Function);
     assert_eq!(fs.imports.len(), 1);
 }
 
@@ -231,16 +244,16 @@ export function make(id: Id): Shape | null { return null; }
 namespace Geo { export function origin(): number { return 0; } }
 "#;
     let fs = parse("src/shape.ts", src);
-    assert_eq!(find(&fs, "Shape").kind, ChunkKind::Interface);
-    assert_eq!(find(&fs, "Shape.area").kind, ChunkKind::Method);
-    assert_eq!(find(&fs, "Id").kind, ChunkKind::Type);
-    assert_eq!(find(&fs, "Color").kind, ChunkKind::Enum);
-    assert_eq!(find(&fs, "Base").kind, ChunkKind::Class);
+    assert_eq!(find(&fs, "Shape").decl.kind, ChunkKind::Interface);
+    assert_eq!(find(&fs, "Shape.area").decl.kind, ChunkKind::Method);
+    assert_eq!(find(&fs, "Id").decl.kind, ChunkKind::Type);
+    assert_eq!(find(&fs, "Color").decl.kind, ChunkKind::Enum);
+    assert_eq!(find(&fs, "Base").decl.kind, ChunkKind::Class);
     let d = find(&fs, "Base.describe");
-    assert_eq!(d.params, "(prefix: string)");
-    assert_eq!(d.returns, ": string");
-    assert_eq!(find(&fs, "make").returns, ": Shape | null");
-    assert_eq!(find(&fs, "Geo.origin").kind, ChunkKind::Function);
+    assert_eq!(d.decl.params, "(prefix: string)");
+    assert_eq!(d.decl.returns, ": string");
+    assert_eq!(find(&fs, "make").decl.returns, ": Shape | null");
+    assert_eq!(find(&fs, "Geo.origin").decl.kind, ChunkKind::Function);
     assert_eq!(fs.imports.len(), 1);
 
     let tsx = r#"export function Button(props: { label: string }) {
@@ -248,7 +261,7 @@ namespace Geo { export function origin(): number { return 0; } }
 }
 "#;
     let fs = parse("ui/Button.tsx", tsx);
-    assert_eq!(find(&fs, "Button").kind, ChunkKind::Function);
+    assert_eq!(find(&fs, "Button").decl.kind, ChunkKind::Function);
 }
 
 #[test]
@@ -279,15 +292,15 @@ func New(addr string) *Server { return &Server{addr: addr} }
 "#;
     let fs = parse("server/server.go", src);
     let s = find(&fs, "Server");
-    assert_eq!(s.kind, ChunkKind::Class);
-    assert_eq!(s.doc, "Server serves.");
-    assert_eq!(find(&fs, "Handler").kind, ChunkKind::Interface);
+    assert_eq!(s.decl.kind, ChunkKind::Class);
+    assert_eq!(s.decl.doc, "Server serves.");
+    assert_eq!(find(&fs, "Handler").decl.kind, ChunkKind::Interface);
     let start = find(&fs, "Server.Start");
-    assert_eq!(start.kind, ChunkKind::Method);
-    assert_eq!(start.parent, "Server");
-    assert_eq!(start.returns, "error");
-    assert_eq!(start.doc, "Start starts it.");
-    assert_eq!(find(&fs, "New").returns, "*Server");
+    assert_eq!(start.decl.kind, ChunkKind::Method);
+    assert_eq!(start.decl.parent, "Server");
+    assert_eq!(start.decl.returns, "error");
+    assert_eq!(start.decl.doc, "Start starts it.");
+    assert_eq!(find(&fs, "New").decl.returns, "*Server");
     assert_eq!(fs.imports.len(), 1);
 }
 
@@ -315,16 +328,19 @@ enum Level { LOW, HIGH }
 "#;
     let fs = parse("src/main/java/com/example/Repo.java", src);
     let r = find(&fs, "Repo");
-    assert_eq!(r.kind, ChunkKind::Class);
-    assert_eq!(r.doc, "A repository.");
-    assert_eq!(find(&fs, "Repo.Repo").kind, ChunkKind::Method);
+    assert_eq!(r.decl.kind, ChunkKind::Class);
+    assert_eq!(r.decl.doc, "A repository.");
+    assert_eq!(find(&fs, "Repo.Repo").decl.kind, ChunkKind::Method);
     let f = find(&fs, "Repo.find");
-    assert_eq!(f.params, "(int id)");
-    assert_eq!(f.returns, "T");
-    assert_eq!(f.doc, "Finds one.");
-    assert_eq!(find(&fs, "Repo.Listener").kind, ChunkKind::Interface);
-    assert_eq!(find(&fs, "Repo.Listener.changed").kind, ChunkKind::Method);
-    assert_eq!(find(&fs, "Level").kind, ChunkKind::Enum);
+    assert_eq!(f.decl.params, "(int id)");
+    assert_eq!(f.decl.returns, "T");
+    assert_eq!(f.decl.doc, "Finds one.");
+    assert_eq!(find(&fs, "Repo.Listener").decl.kind, ChunkKind::Interface);
+    assert_eq!(
+        find(&fs, "Repo.Listener.changed").decl.kind,
+        ChunkKind::Method
+    );
+    assert_eq!(find(&fs, "Level").decl.kind, ChunkKind::Enum);
     assert_eq!(fs.imports.len(), 1);
 }
 
@@ -358,18 +374,18 @@ char *name_of(int id) { return 0; }
 "#;
     let fs = parse("src/list.c", src);
     let n = find(&fs, "node");
-    assert_eq!(n.kind, ChunkKind::Class);
-    assert_eq!(n.doc, "A list node.");
-    assert_eq!(find(&fs, "node_t").kind, ChunkKind::Type);
-    assert_eq!(find(&fs, "color").kind, ChunkKind::Enum);
-    assert_eq!(find(&fs, "MAX_ITEMS").kind, ChunkKind::Constant);
-    assert_eq!(find(&fs, "list_len").kind, ChunkKind::Function);
+    assert_eq!(n.decl.kind, ChunkKind::Class);
+    assert_eq!(n.decl.doc, "A list node.");
+    assert_eq!(find(&fs, "node_t").decl.kind, ChunkKind::Type);
+    assert_eq!(find(&fs, "color").decl.kind, ChunkKind::Enum);
+    assert_eq!(find(&fs, "MAX_ITEMS").decl.kind, ChunkKind::Constant);
+    assert_eq!(find(&fs, "list_len").decl.kind, ChunkKind::Function);
     let count = find(&fs, "count");
-    assert_eq!(count.kind, ChunkKind::Function);
-    assert_eq!(count.params, "(const struct node *head)");
-    assert_eq!(count.returns, "int");
-    assert_eq!(count.doc, "Counts nodes.");
-    assert_eq!(find(&fs, "name_of").kind, ChunkKind::Function);
+    assert_eq!(count.decl.kind, ChunkKind::Function);
+    assert_eq!(count.decl.params, "(const struct node *head)");
+    assert_eq!(count.decl.returns, "int");
+    assert_eq!(count.decl.doc, "Counts nodes.");
+    assert_eq!(find(&fs, "name_of").decl.kind, ChunkKind::Function);
     assert_eq!(fs.imports.len(), 2);
 }
 
@@ -396,22 +412,22 @@ T twice(T v) { return v + v; }
 }
 "#;
     let fs = parse("src/point.cpp", src);
-    assert_eq!(find(&fs, "geo").kind, ChunkKind::Module);
+    assert_eq!(find(&fs, "geo").decl.kind, ChunkKind::Module);
     let p = find(&fs, "geo::Point");
-    assert_eq!(p.kind, ChunkKind::Class);
-    assert_eq!(p.doc, "A point.");
-    assert_eq!(find(&fs, "geo::Point::norm").kind, ChunkKind::Method);
+    assert_eq!(p.decl.kind, ChunkKind::Class);
+    assert_eq!(p.decl.doc, "A point.");
+    assert_eq!(find(&fs, "geo::Point::norm").decl.kind, ChunkKind::Method);
     // The out-of-class definition names its class explicitly.
     let defs: Vec<_> = fs
         .symbols
         .iter()
-        .filter(|s| s.name == "norm")
-        .map(|s| (s.qualified_name.as_str(), s.start_line))
+        .filter(|s| s.decl.name == "norm")
+        .map(|s| (s.decl.qualified_name.as_str(), s.decl.start_line))
         .collect();
     assert!(defs.contains(&("geo::Point::norm", 14)), "{defs:?}");
     let t = find(&fs, "geo::twice");
-    assert_eq!(t.kind, ChunkKind::Function);
-    assert_eq!(t.returns, "T");
+    assert_eq!(t.decl.kind, ChunkKind::Function);
+    assert_eq!(t.decl.returns, "T");
     assert_eq!(fs.imports.len(), 1);
 }
 
@@ -434,12 +450,16 @@ fn attributed() {}
 fn two_lines() {}
 "#;
     let fs = parse("src/docs.rs", src);
-    assert_eq!(find(&fs, "first").doc, "");
-    assert_eq!(find(&fs, "detached").doc, "", "a blank line separates them");
+    assert_eq!(find(&fs, "first").decl.doc, "");
+    assert_eq!(
+        find(&fs, "detached").decl.doc,
+        "",
+        "a blank line separates them"
+    );
     let a = find(&fs, "attributed");
-    assert_eq!(a.doc, "Kept across attributes.");
-    assert_eq!(a.start_line, 8, "starts at its doc comment");
-    assert_eq!(find(&fs, "two_lines").doc, "One.\nTwo.");
+    assert_eq!(a.decl.doc, "Kept across attributes.");
+    assert_eq!(a.decl.start_line, 8, "starts at its doc comment");
+    assert_eq!(find(&fs, "two_lines").decl.doc, "One.\nTwo.");
 }
 
 #[test]
@@ -451,7 +471,7 @@ fn docs_of_thousands_of_sibling_definitions() {
     }
     let fs = parse("src/gen.rs", &src);
     assert_eq!(fs.symbols.len(), 3000);
-    assert_eq!(find(&fs, "C0").doc, "Item 0.");
-    assert_eq!(find(&fs, "C2999").doc, "Item 2999.");
-    assert_eq!(find(&fs, "C1500").start_line, 3001);
+    assert_eq!(find(&fs, "C0").decl.doc, "Item 0.");
+    assert_eq!(find(&fs, "C2999").decl.doc, "Item 2999.");
+    assert_eq!(find(&fs, "C1500").decl.start_line, 3001);
 }

@@ -20,7 +20,7 @@ fn names(index: &trellis_index::Index, q: &str) -> Vec<String> {
         })
         .unwrap()
         .into_iter()
-        .map(|h| h.chunk.qualified_name)
+        .map(|h| h.chunk.decl.qualified_name)
         .collect()
 }
 

@@ -3,8 +3,7 @@
 
 use trellis_index::config::QueryConfig;
 use trellis_index::{
-    Index, IndexConfig, RetrievalRequest, RetrievalStrategyConfig, SearchConfig, SearchMode,
-    SearchRequest,
+    Index, IndexConfig, RetrievalRequest, RetrievalScope, SearchConfig, SearchMode, SearchRequest,
 };
 
 use super::common::{update, write};
@@ -66,7 +65,7 @@ fn bm25(ix: &Index, query: &str) -> Vec<(String, String, f32)> {
     })
     .unwrap()
     .into_iter()
-    .map(|h| (h.chunk.path, h.chunk.qualified_name, h.score))
+    .map(|h| (h.chunk.path, h.chunk.decl.qualified_name, h.score))
     .collect()
 }
 
@@ -90,11 +89,11 @@ fn a_traceback_finds_the_frame_its_error_is_raised_in() {
 fn the_pack_says_what_the_query_named() {
     let dir = workspace();
     let ix = index(dir.path(), true);
-    let strategy = RetrievalStrategyConfig::code();
+    let scope = RetrievalScope::code();
     let retrieve = |ix: &Index| {
         ix.retrieve(&RetrievalRequest {
             query: REPORT.into(),
-            strategy: &strategy,
+            scope: &scope,
             stage: None,
             budget_tokens: Some(2000),
             candidates: None,

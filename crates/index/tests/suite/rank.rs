@@ -1,7 +1,7 @@
 //! The learned ranker inside `Index::retrieve` (BM25 only here; the shipped model is trained
 //! on both BM25-only and hybrid candidate lists, see docs/retrieval.md "Learned ranking").
 
-use trellis_index::{Index, IndexConfig, Rerank, RetrievalRequest, RetrievalStrategyConfig};
+use trellis_index::{Index, IndexConfig, Rerank, RetrievalRequest, RetrievalScope};
 
 use super::common::{update, write};
 
@@ -48,11 +48,11 @@ fn workspace() -> (tempfile::TempDir, Index) {
 
 /// The packed files in order, and the best score of `path`'s items.
 fn ranked(index: &Index, query: &str, path: &str) -> (Vec<String>, f32) {
-    let strategy = RetrievalStrategyConfig::code();
+    let scope = RetrievalScope::code();
     let pack = index
         .retrieve(&RetrievalRequest {
             query: query.into(),
-            strategy: &strategy,
+            scope: &scope,
             stage: None,
             budget_tokens: Some(100_000),
             candidates: None,

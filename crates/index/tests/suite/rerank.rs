@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use trellis_index::config::{RerankApi, RerankConfig};
 use trellis_index::rerank::RemoteReranker;
-use trellis_index::{Index, IndexConfig, RetrievalRequest, RetrievalStrategyConfig};
+use trellis_index::{Index, IndexConfig, RetrievalRequest, RetrievalScope};
 use trellis_test_http::{Response, Server};
 
 use super::common::{update, write};
@@ -191,10 +191,10 @@ fn workspace(rerank: RerankConfig) -> (tempfile::TempDir, Index) {
 }
 
 fn retrieve(ix: &Index) -> trellis_index::ContextPack {
-    let strategy = RetrievalStrategyConfig::code();
+    let scope = RetrievalScope::code();
     ix.retrieve(&RetrievalRequest {
         query: "retry backoff".into(),
-        strategy: &strategy,
+        scope: &scope,
         stage: None,
         budget_tokens: Some(4000),
         candidates: None,

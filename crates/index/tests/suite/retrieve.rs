@@ -2,8 +2,7 @@
 
 use trellis_index::retrieve::is_test_path;
 use trellis_index::{
-    Category, ChunkKind, Index, RepoMapRequest, RetrievalRequest, RetrievalStrategyConfig,
-    UpdateOptions,
+    Category, ChunkKind, Index, RepoMapRequest, RetrievalRequest, RetrievalScope, UpdateOptions,
 };
 
 use super::common::{HashEmbedder, open, update, write};
@@ -50,11 +49,11 @@ fn workspace() -> (tempfile::TempDir, Index) {
 #[test]
 fn packs_within_budget_with_attribution() {
     let (_d, index) = workspace();
-    let strategy = RetrievalStrategyConfig::code();
+    let scope = RetrievalScope::code();
     let pack = index
         .retrieve(&RetrievalRequest {
             query: "validate token".into(),
-            strategy: &strategy,
+            scope: &scope,
             stage: None,
             budget_tokens: Some(400),
             candidates: None,
@@ -83,7 +82,7 @@ fn packs_within_budget_with_attribution() {
     let big = index
         .retrieve(&RetrievalRequest {
             query: "validate token".into(),
-            strategy: &strategy,
+            scope: &scope,
             stage: None,
             budget_tokens: Some(20_000),
             candidates: None,
@@ -96,11 +95,11 @@ fn packs_within_budget_with_attribution() {
 #[test]
 fn exact_duplicates_are_dropped() {
     let (_d, index) = workspace();
-    let strategy = RetrievalStrategyConfig::code();
+    let scope = RetrievalScope::code();
     let pack = index
         .retrieve(&RetrievalRequest {
             query: "check_token".into(),
-            strategy: &strategy,
+            scope: &scope,
             stage: None,
             budget_tokens: Some(20_000),
             candidates: None,
@@ -136,11 +135,11 @@ fn near_duplicates_are_dropped_by_cosine() {
             ..UpdateOptions::default()
         })
         .unwrap();
-    let strategy = RetrievalStrategyConfig::code();
+    let scope = RetrievalScope::code();
     let pack = index
         .retrieve(&RetrievalRequest {
             query: "parse_config".into(),
-            strategy: &strategy,
+            scope: &scope,
             stage: None,
             budget_tokens: Some(20_000),
             candidates: None,
@@ -165,11 +164,11 @@ fn stale_chunks_fail_the_grounding_check() {
         .unwrap()
         .replace("check_token", "check_tokn");
     std::fs::write(&p, text).unwrap();
-    let strategy = RetrievalStrategyConfig::code();
+    let scope = RetrievalScope::code();
     let pack = index
         .retrieve(&RetrievalRequest {
             query: "check_token validate".into(),
-            strategy: &strategy,
+            scope: &scope,
             stage: None,
             budget_tokens: Some(20_000),
             candidates: None,
@@ -191,11 +190,11 @@ fn stale_chunks_fail_the_grounding_check() {
 #[test]
 fn document_strategy_skips_code_and_honours_avoid() {
     let (_d, index) = workspace();
-    let strategy = RetrievalStrategyConfig::docs();
+    let scope = RetrievalScope::docs();
     let pack = index
         .retrieve(&RetrievalRequest {
             query: "token validation decision".into(),
-            strategy: &strategy,
+            scope: &scope,
             stage: None,
             budget_tokens: Some(5000),
             candidates: None,
@@ -206,12 +205,12 @@ fn document_strategy_skips_code_and_honours_avoid() {
     assert!(pack.items.iter().any(|i| i.category == Category::Decision));
     assert!(pack.items.iter().all(|i| i.attribution.section.is_some()));
 
-    let mut code = RetrievalStrategyConfig::code();
-    code.retrieval_hints.avoid = vec!["test_code".into()];
+    let mut code = RetrievalScope::code();
+    code.hints.avoid = vec!["test_code".into()];
     let pack = index
         .retrieve(&RetrievalRequest {
             query: "test_token_roundtrip".into(),
-            strategy: &code,
+            scope: &code,
             stage: None,
             budget_tokens: Some(5000),
             candidates: None,

@@ -3,9 +3,7 @@
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use trellis_index::{
-    ChunkKind, RepoMapRequest, RetrievalRequest, RetrievalStrategyConfig, SymbolQuery,
-};
+use trellis_index::{ChunkKind, RepoMapRequest, RetrievalRequest, RetrievalScope, SymbolQuery};
 
 use super::{CodeIntel, Error, MAX_LIMIT, check_budget, check_text, relative};
 
@@ -153,26 +151,22 @@ impl CodeIntel {
     /// The workspace's code best matching `query` (hybrid full-text and symbol search),
     /// packed to the budget.
     pub async fn search(&self, a: SearchArgs) -> Result<SearchResult, Error> {
-        self.retrieve(a, RetrievalStrategyConfig::code()).await
+        self.retrieve(a, RetrievalScope::code()).await
     }
 
     /// The workspace's document sections best matching `query`, packed to the budget.
     pub async fn doc_sections(&self, a: SearchArgs) -> Result<SearchResult, Error> {
-        self.retrieve(a, RetrievalStrategyConfig::docs()).await
+        self.retrieve(a, RetrievalScope::docs()).await
     }
 
-    async fn retrieve(
-        &self,
-        a: SearchArgs,
-        strategy: RetrievalStrategyConfig,
-    ) -> Result<SearchResult, Error> {
+    async fn retrieve(&self, a: SearchArgs, scope: RetrievalScope) -> Result<SearchResult, Error> {
         check_text("query", &a.query)?;
         let budget = check_budget(a.budget_tokens)?;
         self.with_index(move |index| {
             let pack = index
                 .retrieve(&RetrievalRequest {
                     query: a.query.clone(),
-                    strategy: &strategy,
+                    scope: &scope,
                     stage: None,
                     budget_tokens: Some(budget as usize),
                     candidates: None,
@@ -313,13 +307,13 @@ impl CodeIntel {
 
 fn symbol(c: trellis_index::Chunk) -> Symbol {
     Symbol {
-        name: c.name,
-        qualified_name: c.qualified_name,
-        kind: c.kind.as_str().to_owned(),
+        name: c.decl.name,
+        qualified_name: c.decl.qualified_name,
+        kind: c.decl.kind.as_str().to_owned(),
         path: c.path,
-        start_line: c.start_line,
-        end_line: c.end_line,
-        signature: c.signature,
-        doc: c.doc,
+        start_line: c.decl.start_line,
+        end_line: c.decl.end_line,
+        signature: c.decl.signature,
+        doc: c.decl.doc,
     }
 }

@@ -50,7 +50,7 @@ pub use trellis_index::IndexConfig;
 pub use trellis_lsp::{Diagnostic, LspConfig, Place, Signature, Signatures};
 
 /// The agent tools' names, as a workflow's `lsp_integration.tools` lists them.
-pub const LSP_TOOLS: [&str; 3] = trellis_index::strategy::LSP_TOOL_NAMES;
+pub use trellis_tools::registry::LSP_TOOLS;
 
 /// The retrieval source's name in `rag_strategy.sources`.
 pub const LSP_SOURCE: &str = "lsp_tools";

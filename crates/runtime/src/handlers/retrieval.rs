@@ -15,10 +15,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use trellis_agents::retrieval::strategy_of;
+use trellis_agents::retrieval::{RetrievalStrategyConfig, strategy_of};
 use trellis_agents::{RetrievalAgent, RetrievalOptions, SessionSink, StagePack};
 use trellis_graph::{NodeContext, NodeError, NodeHandler, NodeOutput};
-use trellis_index::RetrievalStrategyConfig;
 use trellis_llm::CallScope;
 use trellis_protocol::{NodeId, SessionEvent};
 use trellis_workflow::{Plan, StageContext};

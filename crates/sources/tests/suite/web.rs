@@ -7,8 +7,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 use trellis_agents::retrieval::{Source, SourceRequest};
-use trellis_index::RetrievalStrategyConfig;
-use trellis_index::strategy::ContextSource;
+use trellis_index::strategy::{ContextSource, RetrievalScope};
 use trellis_sources::{
     DocsConfig, DocsSource, Error, ManualClock, WebBackend, WebConfig, WebSearch, WebSource,
 };
@@ -30,7 +29,7 @@ pub fn request(name: &str, queries: &[&str]) -> SourceRequest {
             source: name.into(),
             ..ContextSource::default()
         },
-        strategy: Arc::new(RetrievalStrategyConfig::code()),
+        scope: Arc::new(RetrievalScope::code()),
         queries: queries.iter().map(|q| (*q).to_owned()).collect(),
         limit: 10,
     }

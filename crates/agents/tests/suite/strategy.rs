@@ -3,9 +3,10 @@
 
 use std::collections::BTreeMap;
 
+use trellis_agents::retrieval::RetrievalStrategyConfig;
+use trellis_agents::retrieval::strategy::IndexLevel;
 use trellis_index::Category;
-use trellis_index::RetrievalStrategyConfig;
-use trellis_index::strategy::{IndexLevel, Priority, source_categories};
+use trellis_index::strategy::{Priority, RetrievalScope, source_categories};
 
 fn load(name: &str, key: &str) -> RetrievalStrategyConfig {
     let path = format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
@@ -109,4 +110,21 @@ fn the_workflow_checker_names_unknown_lsp_tools_and_keys() {
     let unknown_key = serde_json::json!({ "lsp_integraton": true });
     let err = RetrievalStrategyConfig::check(&unknown_key).unwrap_err();
     assert!(err.contains("lsp_integraton"), "{err}");
+}
+
+#[test]
+fn the_presets_hand_the_index_its_presets() {
+    assert_eq!(
+        RetrievalStrategyConfig::code().scope(),
+        RetrievalScope::code()
+    );
+    assert_eq!(
+        RetrievalStrategyConfig::docs().scope(),
+        RetrievalScope::docs()
+    );
+    let s = load("seed000_feature_strategy.yaml", "retrieval_strategy_config");
+    let scope = s.scope();
+    assert!(scope.ast);
+    assert_eq!(scope.sources, s.sources());
+    assert_eq!(scope.hints, s.retrieval_hints);
 }
