@@ -575,6 +575,36 @@ async fn ops_on_a_cancelled_run_are_conflicts() {
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reader_over_the_store_alone_answers_as_the_service() {
+    let ws = inventory(CONFIG);
+    let repo = path_of(&ws);
+    let script = ScriptedProvider::responding(answer);
+    let svc = service(&repo, &script);
+    let run = start(&svc, start_op("Why is stock in memory?")).await;
+    let state = stopped(&svc, &run).await;
+    // Another store handle on the same file, and no runtime: what `trellis runs show` reads.
+    let store = trellis_store::Store::open_workspace(&repo, Default::default()).unwrap();
+    let records = trellis_core::Records::new(Arc::new(store));
+    assert!(!records.is_demo(&run).unwrap());
+    assert_eq!(records.run_state(&run).unwrap(), state);
+    assert_eq!(records.replay(&run).unwrap(), state);
+    assert_eq!(records.run_graph(&run).unwrap(), svc.run_graph(&run).unwrap());
+    assert_eq!(records.usage(&run).unwrap(), svc.usage(&run).unwrap());
+    assert!(records.usage(&run).unwrap().run.calls > 0);
+    let filter = trellis_protocol::records::SessionFilter {
+        run: Some(run.clone()),
+        ..Default::default()
+    };
+    let sessions = records.sessions(&filter).unwrap();
+    assert!(!sessions.is_empty());
+    assert_eq!(sessions, svc.sessions(&filter).unwrap());
+    assert_eq!(
+        records.turns(&sessions[0].id).unwrap(),
+        svc.turns(&sessions[0].id).unwrap()
+    );
+}
+
 /// The npm server-everything the MCP client tests use (scripts/setup.d/70-mcp-peers.sh).
 fn server_everything() -> std::path::PathBuf {
     let entry = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(
