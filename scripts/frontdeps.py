@@ -13,11 +13,21 @@ core, so the compiler keeps their sources off the runtime.)
 PENDING lists the dependencies known to break the rule, with the open work that removes
 them; they are printed on every run and the check fails when one of them is gone (so the
 list shrinks with the code) or a new one appears.
+
+The CLI is one crate with every command in it, so its run commands are checked by their
+sources instead: the modules in READERS (`trellis runs list | show | events | usage`, the
+turns of `runs show --turns`, the steering ops) read through `trellis_core::Records` (the
+store-only reader), act through `trellis_core::service`, and speak `trellis_protocol`. The
+workspace crates their code names (comments aside) must be those, with `trellis_core` only
+through READER_CORE — not the runtime pieces core re-exports — and they take no store
+handle (`.store()`), so nothing reads the store or replays a graph behind the reader.
 """
 
 import json
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 FRONT_ENDS = ["trellis-server", "trellis-acp", "trellis-mcp-server"]
 SERVICE = {"trellis-core", "trellis-protocol", "trellis-config"}
@@ -27,12 +37,86 @@ OWN = {
 }
 PENDING: dict[str, set[str]] = {}
 
+ROOT = Path(__file__).resolve().parent.parent
+READERS = ["crates/cli/src/runs.rs", "crates/cli/src/usage.rs", "crates/cli/src/steer.rs"]
+READER_CRATES = {"trellis_core", "trellis_protocol"}
+# What the readers may name inside trellis_core: the reader and the service.
+READER_CORE = {"Records", "records", "service"}
+
+
+def code_of(text: str) -> str:
+    """`text` without its comments (line comments; string literals are kept)."""
+    out = []
+    for line in text.splitlines():
+        quoted = False
+        for i, ch in enumerate(line):
+            if ch == '"' and (i == 0 or line[i - 1] != "\\"):
+                quoted = not quoted
+            if not quoted and line.startswith("//", i):
+                line = line[:i]
+                break
+        out.append(line)
+    return "\n".join(out)
+
+
+def core_items(code: str, at: int) -> list[str]:
+    """The first path segments named after `trellis_core::` at `at`: one, or a `{…}` group's."""
+    if code.startswith("{", at):
+        depth, end = 0, at
+        for end in range(at, len(code)):
+            depth += {"{": 1, "}": -1}.get(code[end], 0)
+            if depth == 0:
+                break
+        group, items, depth, item = code[at + 1 : end], [], 0, ""
+        for ch in group + ",":
+            if ch == "," and depth == 0:
+                items.append(item.strip())
+                item = ""
+                continue
+            depth += {"{": 1, "}": -1}.get(ch, 0)
+            item += ch
+        return [re.split(r"\s|::|\{", i)[0] for i in items if i]
+    m = re.match(r"\w+", code[at:])
+    return [m.group(0)] if m else [""]
+
+
+def check_readers(workspace: set[str]) -> bool:
+    """Whether the CLI's run commands read only through the reader (READERS)."""
+    crates = {w.replace("-", "_") for w in workspace}
+    failed = False
+    for path in READERS:
+        code = code_of((ROOT / path).read_text())
+        for m in re.finditer(r"\b(trellis_\w+)\b(::)?", code):
+            name, line = m.group(1), code.count("\n", 0, m.start()) + 1
+            if name not in crates:
+                continue
+            if name not in READER_CRATES:
+                print(f"{path}:{line}: names {name}; the run commands read through "
+                      f"trellis_core::Records and the trellis_protocol types")
+                failed = True
+            elif name == "trellis_core":
+                for item in core_items(code, m.end()) if m.group(2) else [""]:
+                    if item not in READER_CORE:
+                        print(f"{path}:{line}: names trellis_core::{item}; the run commands "
+                              f"use trellis_core::{{{', '.join(sorted(READER_CORE))}}} only")
+                        failed = True
+        for m in re.finditer(r"\.store\(\)", code):
+            line = code.count("\n", 0, m.start()) + 1
+            print(f"{path}:{line}: takes the store; the run commands read through "
+                  f"trellis_core::Records")
+            failed = True
+    if not failed:
+        print(f"CLI run commands ({', '.join(Path(p).name for p in READERS)}): "
+              f"read through trellis_core::Records")
+    return failed
+
 
 def main() -> int:
     meta = json.loads(
         subprocess.run(
             ["cargo", "metadata", "--format-version", "1", "--no-deps", "--offline"],
             check=True,
+            cwd=ROOT,
             capture_output=True,
             text=True,
         ).stdout
@@ -65,6 +149,7 @@ def main() -> int:
         failed = True
     if not failed:
         print(f"front-ends {', '.join(FRONT_ENDS)}: dependencies as allowed")
+    failed = check_readers(workspace) or failed
     return 1 if failed else 0
 
 

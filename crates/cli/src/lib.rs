@@ -16,7 +16,6 @@ mod eval;
 mod follow;
 mod mcp;
 mod models;
-mod registry;
 mod retrieval;
 mod review;
 mod runs;
@@ -217,7 +216,10 @@ pub fn run(mut cli: Cli) -> anyhow::Result<ExitCode> {
         open_store(&cli)?
     };
     match cli.command {
-        Commands::Runs(cmd) => rt.block_on(runs::execute(cmd, store, &repo, &cli.config)),
+        Commands::Runs(cmd) => {
+            let ws = workspace::Workspace::new(&repo, &cli.config, store);
+            rt.block_on(runs::execute(cmd, &ws))
+        }
         Commands::Demo(args) => rt.block_on(demo::execute(args, store)),
         Commands::Review(args) => rt.block_on(async {
             let service = workspace::open_service(&repo, &cli.config, &[], Arc::new(store))?;

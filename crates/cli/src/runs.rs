@@ -1,18 +1,23 @@
 //! `trellis runs list | show | events | usage | resume | fork | cancel`.
+//!
+//! The read commands (`list`, `show`, `events`, `usage`) read the workspace's
+//! [`Records`](trellis_core::Records) and nothing else: no configuration, models or service
+//! (`scripts/frontdeps.py` checks this module's imports). The commands that act on a run go
+//! through the runtime service, or, for a demonstration run, to the engine in `crate::demo`.
 
-use std::path::Path;
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use clap::Subcommand;
-use trellis_graph::{Engine, RunOutcome};
+use trellis_core::Records;
+use trellis_core::records::TASK_TREE;
+use trellis_protocol::records::{RunFilter, RunRecord};
 use trellis_protocol::{Answer, Command, Message, NodeId, RunStatus};
-use trellis_store::{RunFilter, RunRecord, Store};
 
 use crate::display::{compact, details, mark, status, timestamp, truncate};
-use crate::drive::{Show, drive};
+use crate::drive::Show;
+use crate::workspace::Workspace;
 
 /// `trellis runs` subcommands.
 #[derive(Debug, Subcommand)]
@@ -143,26 +148,21 @@ pub enum RunsCommand {
 }
 
 /// Executes a `runs` subcommand.
-pub async fn execute(
-    cmd: RunsCommand,
-    store: Store,
-    repo: &Path,
-    overrides: &[String],
-) -> anyhow::Result<ExitCode> {
-    let store = Arc::new(store);
+pub async fn execute(cmd: RunsCommand, ws: &Workspace<'_>) -> anyhow::Result<ExitCode> {
+    let records = ws.records();
     match cmd {
         RunsCommand::List {
             status,
             limit,
             json,
-        } => list(&store, status, limit, json),
+        } => list(&records, status, limit, json),
         RunsCommand::Show { run, turns, json } => {
             if turns {
-                let rec = store.get_run(&run)?;
-                crate::steer::turns(&store, &rec.id, json)?;
+                let rec = records.run_record(&run)?;
+                crate::steer::turns(&records, &rec.id, json)?;
                 return Ok(ExitCode::SUCCESS);
             }
-            show(&store, &run, json)
+            show(&records, &run, json)
         }
         RunsCommand::Message {
             run,
@@ -170,14 +170,13 @@ pub async fn execute(
             text,
             json,
         } => {
-            let rec = store.get_run(&run)?;
-            let service = crate::workspace::open_service(repo, overrides, &[], store)?;
+            let rec = records.run_record(&run)?;
             let op = trellis_protocol::Op::SendMessage {
                 run: rec.id.to_string(),
                 node: NodeId::new(node),
                 text,
             };
-            crate::steer::steer(&service, &rec.id, op, json).await
+            crate::steer::steer(&ws.service()?, &rec.id, op, json).await
         }
         RunsCommand::Prune {
             run,
@@ -186,15 +185,14 @@ pub async fn execute(
             reason,
             json,
         } => {
-            let rec = store.get_run(&run)?;
-            let service = crate::workspace::open_service(repo, overrides, &[], store)?;
+            let rec = records.run_record(&run)?;
             let op = trellis_protocol::Op::Prune {
                 run: rec.id.to_string(),
                 node: NodeId::new(node),
                 subtree,
                 reason,
             };
-            crate::steer::steer(&service, &rec.id, op, json).await
+            crate::steer::steer(&ws.service()?, &rec.id, op, json).await
         }
         RunsCommand::Events {
             run,
@@ -202,47 +200,32 @@ pub async fn execute(
             to,
             follow,
             json,
-        } => events(&store, &run, from, to, follow, json).await,
-        RunsCommand::Usage { run, json } => crate::usage::usage(&store, &run, json),
+        } => events(&records, &run, from, to, follow, json).await,
+        RunsCommand::Usage { run, json } => crate::usage::usage(&records, &run, json),
         RunsCommand::Resume {
             run,
             answer,
             message,
             json,
             quiet,
-        } => {
-            let show = Show { json, quiet };
-            resume_run(store, repo, overrides, &run, &answer, &message, show).await
-        }
+        } => resume_run(ws, &run, &answer, &message, Show { json, quiet }).await,
         RunsCommand::Fork {
             run,
             at,
             answer,
             json,
             quiet,
-        } => {
-            fork_run(
-                store,
-                repo,
-                overrides,
-                &run,
-                &at,
-                &answer,
-                Show { json, quiet },
-            )
-            .await
-        }
+        } => fork_run(ws, &run, &at, &answer, Show { json, quiet }).await,
         RunsCommand::Cancel { run, reason } => {
-            let rec = store.get_run(&run)?;
-            if crate::registry::is_demo_run(&store, &rec.id)? {
-                return cancel(&store, &run, reason).await;
+            let rec = records.run_record(&run)?;
+            if records.is_demo(&rec.id)? {
+                return crate::demo::cancel(ws, &rec, reason).await;
             }
-            let service = crate::workspace::open_service(repo, overrides, &[], store)?;
             let op = trellis_protocol::Op::Cancel {
                 run: rec.id.to_string(),
                 reason: Some(reason.unwrap_or_else(|| "cancelled from the command line".into())),
             };
-            crate::steer::steer(&service, &rec.id, op, false).await
+            crate::steer::steer(&ws.service()?, &rec.id, op, false).await
         }
     }
 }
@@ -250,61 +233,41 @@ pub async fn execute(
 /// `runs resume`: continues a workflow run through the service, or a demo run here with
 /// the engine (refused while another process executes it), answering and messaging nodes.
 async fn resume_run(
-    store: Arc<Store>,
-    repo: &Path,
-    overrides: &[String],
+    ws: &Workspace<'_>,
     run: &str,
     answer: &[String],
     message: &[String],
     show: Show,
 ) -> anyhow::Result<ExitCode> {
-    let rec = store.get_run(run)?;
+    let records = ws.records();
+    let rec = records.run_record(run)?;
     let mut commands = parse_answers(answer)?;
     commands.extend(parse_messages(message)?);
-    if !crate::registry::is_demo_run(&store, &rec.id)? {
-        let (answers, messages) = answers_and_messages(commands);
-        return crate::session::resume(
-            &rec.id, answers, messages, repo, overrides, store, show.json,
-        )
-        .await;
+    if records.is_demo(&rec.id)? {
+        return crate::demo::resume(ws, &rec, commands, show).await;
     }
-    if rec.owner_alive {
-        bail!(
-            "run {} is executing in process {}; wait for it, or stop that process first",
-            rec.id,
-            rec.owner.as_ref().map(|o| o.label()).unwrap_or_default()
-        );
-    }
-    let graph = crate::registry::graph_of(&store, &rec.id)?;
-    let handle = Engine::new(store.clone()).resume(graph, &rec.id, commands)?;
-    Ok(drive(handle, show).await?.1)
+    let (answers, messages) = answers_and_messages(commands);
+    crate::session::resume(ws.service()?, &rec.id, answers, messages, show.json).await
 }
 
 /// `runs fork`: starts a new run from a checkpoint of another, through the service for a
 /// workflow run (its fork gets worktrees of its own), here with the engine for a demo run.
 async fn fork_run(
-    store: Arc<Store>,
-    repo: &Path,
-    overrides: &[String],
+    ws: &Workspace<'_>,
     run: &str,
     at: &str,
     answer: &[String],
     show: Show,
 ) -> anyhow::Result<ExitCode> {
-    let rec = store.get_run(run)?;
-    let seq = checkpoint_seq(&store, &rec, at)?;
-    if !crate::registry::is_demo_run(&store, &rec.id)? {
-        // A workflow run: the fork gets worktrees of its own (through the service).
-        let commands = parse_answers(answer)?;
-        return crate::session::fork(&rec.id, seq, commands, repo, overrides, store, show.json)
-            .await;
+    let records = ws.records();
+    let rec = records.run_record(run)?;
+    let seq = checkpoint_seq(&records, &rec, at)?;
+    let commands = parse_answers(answer)?;
+    if records.is_demo(&rec.id)? {
+        return crate::demo::fork(ws, &rec, seq, commands, show).await;
     }
-    let graph = crate::registry::graph_of(&store, &rec.id)?;
-    let handle = Engine::new(store.clone()).fork(graph, &rec.id, seq, parse_answers(answer)?)?;
-    if !show.json && !show.quiet {
-        println!("run {} forked from {}@{seq}", handle.id(), rec.id.short());
-    }
-    Ok(drive(handle, show).await?.1)
+    // A workflow run: the fork gets worktrees of its own (through the service).
+    crate::session::fork(ws.service()?, &rec.id, seq, commands, show.json).await
 }
 
 /// `NODE=TEXT` pairs as messages to send.
@@ -372,8 +335,8 @@ fn parse_answers(pairs: &[String]) -> anyhow::Result<Vec<Command>> {
         .collect()
 }
 
-fn checkpoint_seq(store: &Store, rec: &RunRecord, at: &str) -> anyhow::Result<u64> {
-    let cps = store.checkpoints(&rec.id)?;
+fn checkpoint_seq(records: &Records, rec: &RunRecord, at: &str) -> anyhow::Result<u64> {
+    let cps = records.checkpoints(&rec.id)?;
     if let Some(step) = at.strip_prefix("step:") {
         let step: u64 = step
             .parse()
@@ -395,7 +358,7 @@ fn checkpoint_seq(store: &Store, rec: &RunRecord, at: &str) -> anyhow::Result<u6
 }
 
 fn list(
-    store: &Store,
+    records: &Records,
     status_filter: Option<String>,
     limit: usize,
     json: bool,
@@ -407,7 +370,7 @@ fn list(
             })
         })
         .transpose()?;
-    let runs = store.list_runs(&RunFilter {
+    let runs = records.run_records(&RunFilter {
         status: wanted,
         limit: Some(limit),
     })?;
@@ -418,7 +381,7 @@ fn list(
     if runs.is_empty() {
         println!(
             "no runs in {} (start one with `trellis demo feature`)",
-            store.db_path().display()
+            records.db_path().display()
         );
         return Ok(ExitCode::SUCCESS);
     }
@@ -464,10 +427,10 @@ fn note(r: &RunRecord) -> String {
     parts.join("; ")
 }
 
-fn show(store: &Arc<Store>, run: &str, json: bool) -> anyhow::Result<ExitCode> {
-    let rec = store.get_run(run)?;
-    let checkpoints = store.checkpoints(&rec.id)?;
-    let outcome: Option<RunOutcome> = match crate::registry::outcome_of(store, &rec.id) {
+fn show(records: &Records, run: &str, json: bool) -> anyhow::Result<ExitCode> {
+    let rec = records.run_record(run)?;
+    let checkpoints = records.checkpoints(&rec.id)?;
+    let outcome = match records.replay(&rec.id).map_err(anyhow::Error::from) {
         Ok(outcome) => Some(outcome),
         Err(e) if json => return Err(e),
         Err(e) => {
@@ -552,13 +515,10 @@ fn show(store: &Arc<Store>, run: &str, json: bool) -> anyhow::Result<ExitCode> {
         }
     }
     println!("\nstate");
-    for k in o.state.keys() {
-        println!(
-            "  {k} = {}",
-            truncate(&o.state.get(k).map(compact).unwrap_or_default(), 100)
-        );
+    for (k, v) in o.state.as_object().into_iter().flatten() {
+        println!("  {k} = {}", truncate(&compact(v), 100));
     }
-    if let Some(tree) = o.state.get(trellis_workflow::tasktree::CHANNEL) {
+    if let Some(tree) = o.state.get(TASK_TREE) {
         print!("{}", crate::display::task_tree(tree));
     }
     for (node, q) in &o.waiting {
@@ -573,17 +533,17 @@ fn show(store: &Arc<Store>, run: &str, json: bool) -> anyhow::Result<ExitCode> {
 }
 
 async fn events(
-    store: &Store,
+    records: &Records,
     run: &str,
     from: u64,
     to: Option<u64>,
     follow: bool,
     json: bool,
 ) -> anyhow::Result<ExitCode> {
-    let rec = store.get_run(run)?;
+    let rec = records.run_record(run)?;
     let mut next = from.max(1);
     loop {
-        for e in store.events(&rec.id, next, to)? {
+        for e in records.run_events(&rec.id, next, to)? {
             next = e.seq + 1;
             if json {
                 println!("{}", serde_json::to_string(&e)?);
@@ -600,38 +560,10 @@ async fn events(
         if !follow || to.is_some_and(|t| next > t) {
             return Ok(ExitCode::SUCCESS);
         }
-        let now = store.get_run(rec.id.as_str())?;
+        let now = records.run_record(rec.id.as_str())?;
         if now.summary.status.is_final() && now.summary.last_seq < next {
             return Ok(ExitCode::SUCCESS);
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-}
-
-async fn cancel(store: &Arc<Store>, run: &str, reason: Option<String>) -> anyhow::Result<ExitCode> {
-    let rec = store.get_run(run)?;
-    if rec.summary.status.is_final() {
-        bail!(
-            "run {} is already {}; nothing to cancel",
-            rec.id,
-            status(rec.summary.status)
-        );
-    }
-    let command = Command::Cancel {
-        reason: Some(reason.unwrap_or_else(|| "cancelled from the command line".into())),
-    };
-    if rec.owner_alive {
-        store.enqueue_command(&rec.id, &command)?;
-        println!(
-            "cancel requested: run {} is executing in {}, which will stop it within a second",
-            rec.id.short(),
-            rec.owner.as_ref().map(|o| o.label()).unwrap_or_default()
-        );
-        return Ok(ExitCode::SUCCESS);
-    }
-    let graph = crate::registry::graph_of(store, &rec.id)?;
-    let handle = Engine::new(store.clone()).resume(graph, &rec.id, vec![command])?;
-    let outcome = handle.wait().await?;
-    println!("run {} {}", outcome.run.short(), status(outcome.status));
-    Ok(ExitCode::SUCCESS)
 }

@@ -307,15 +307,13 @@ fn asking(json: bool) -> Terminal {
 /// `trellis runs resume RUN` of a workflow run: continues it (answers applied first) with
 /// the same progress, questions and review as `trellis run`.
 pub async fn resume(
+    service: Arc<Service>,
     run: &RunId,
     answers: Vec<NodeAnswer>,
     messages: Vec<NodeMessage>,
-    repo: &Path,
-    overrides: &[String],
-    store: Arc<Store>,
     json: bool,
 ) -> anyhow::Result<ExitCode> {
-    let (service, term) = (open_service(repo, overrides, &[], store)?, asking(json));
+    let term = asking(json);
     let live = service.live();
     service
         .call(Op::ResumeRun {
@@ -331,15 +329,13 @@ pub async fn resume(
 /// `trellis runs fork` of a workflow run: the fork starts in the runtime service with
 /// worktrees of its own and is followed like `trellis run`.
 pub async fn fork(
+    service: Arc<Service>,
     run: &RunId,
     seq: u64,
     commands: Vec<trellis_protocol::Command>,
-    repo: &Path,
-    overrides: &[String],
-    store: Arc<Store>,
     json: bool,
 ) -> anyhow::Result<ExitCode> {
-    let (service, term) = (open_service(repo, overrides, &[], store)?, asking(json));
+    let term = asking(json);
     let live = service.live();
     let fork = service
         .fork_run(run.as_str(), seq, commands, term.input)

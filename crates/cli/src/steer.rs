@@ -9,9 +9,10 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use serde_json::{Value, json};
+use trellis_core::Records;
 use trellis_core::service::Service;
+use trellis_protocol::records::SessionFilter;
 use trellis_protocol::{Op, RunId};
-use trellis_store::{SessionFilter, Store};
 
 use crate::display::truncate;
 
@@ -52,8 +53,8 @@ pub async fn steer(
 }
 
 /// Prints the recorded turns of every agent session of `run`.
-pub fn turns(store: &Arc<Store>, run: &RunId, as_json: bool) -> anyhow::Result<()> {
-    let mut sessions = store.sessions(&SessionFilter {
+pub fn turns(records: &Records, run: &RunId, as_json: bool) -> anyhow::Result<()> {
+    let mut sessions = records.sessions(&SessionFilter {
         run: Some(run.clone()),
         ..SessionFilter::default()
     })?;
@@ -61,7 +62,7 @@ pub fn turns(store: &Arc<Store>, run: &RunId, as_json: bool) -> anyhow::Result<(
     if as_json {
         let mut all = Vec::new();
         for s in &sessions {
-            all.push(json!({ "session": s, "turns": store.turns(&s.id)? }));
+            all.push(json!({ "session": s, "turns": records.turns(&s.id)? }));
         }
         println!("{}", serde_json::to_string_pretty(&Value::Array(all))?);
         return Ok(());
@@ -76,7 +77,7 @@ pub fn turns(store: &Arc<Store>, run: &RunId, as_json: bool) -> anyhow::Result<(
             trellis_protocol::SessionOwner::Channel { channel } => format!("channel {channel}"),
         };
         println!("── {who}  [{}]", s.status.as_str());
-        for t in store.turns(&s.id)? {
+        for t in records.turns(&s.id)? {
             println!(
                 "  turn {} (attempt {}, {}, {}+{} tokens)",
                 t.turn,

@@ -1,17 +1,18 @@
 //! `trellis runs usage`: a run's model calls and their token and cost totals, per run,
-//! stage and agent (the store's `model_calls` table).
+//! stage and agent (the `model_calls` the workspace's records keep).
 
 use std::process::ExitCode;
 
-use trellis_store::{ModelCallRecord, Store, UsageTotals};
+use trellis_core::Records;
+use trellis_protocol::records::{ModelCallRecord, UsageTotals};
 
 use crate::display::{timestamp, truncate};
 
 /// Prints the usage of the run `run` (an id or a unique prefix).
-pub fn usage(store: &Store, run: &str, json: bool) -> anyhow::Result<ExitCode> {
-    let rec = store.get_run(run)?;
-    let calls = store.model_calls(&rec.id)?;
-    let totals = store.run_usage(&rec.id)?;
+pub fn usage(records: &Records, run: &str, json: bool) -> anyhow::Result<ExitCode> {
+    let rec = records.run_record(run)?;
+    let calls = records.model_calls(&rec.id)?;
+    let totals = records.usage(&rec.id)?;
     if json {
         let v = serde_json::json!({ "run": rec.id, "usage": totals, "calls": calls });
         println!("{}", serde_json::to_string_pretty(&v)?);

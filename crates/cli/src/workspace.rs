@@ -1,12 +1,12 @@
-//! Opening a workspace: its layered configuration (with `-c` overrides), its runtime and
-//! the runtime service the commands talk to.
+//! Opening a workspace: its layered configuration (with `-c` overrides), its runtime, the
+//! runtime service the commands talk to, and the reader of its records.
 
 use std::path::Path;
 use std::sync::Arc;
 
 use trellis_config::{Config, LoadOptions};
-use trellis_core::Runtime;
 use trellis_core::service::{Service, ServiceOptions};
+use trellis_core::{Records, Runtime};
 use trellis_store::Store;
 
 /// Loads the layered configuration for `repo` with `-c` overrides.
@@ -36,4 +36,39 @@ pub fn open_service(
 ) -> anyhow::Result<Arc<Service>> {
     let runtime = open_runtime(repo, overrides, dirs, store)?;
     Ok(Service::start(runtime, ServiceOptions::default()))
+}
+
+/// A workspace whose store is open, as the `runs` commands use it: they read its
+/// [`Records`] (no configuration, models or service needed), and start its service only to
+/// act on a run. The store itself stays with the modules that drive demonstration runs.
+pub struct Workspace<'a> {
+    repo: &'a Path,
+    overrides: &'a [String],
+    store: Arc<Store>,
+}
+
+impl<'a> Workspace<'a> {
+    /// Workspace `repo` with `-c` overrides, over its open `store`.
+    pub fn new(repo: &'a Path, overrides: &'a [String], store: Store) -> Self {
+        Self {
+            repo,
+            overrides,
+            store: Arc::new(store),
+        }
+    }
+
+    /// The reader of the workspace's records.
+    pub fn records(&self) -> Records {
+        Records::new(self.store.clone())
+    }
+
+    /// Starts the workspace's runtime service in this process.
+    pub fn service(&self) -> anyhow::Result<Arc<Service>> {
+        open_service(self.repo, self.overrides, &[], self.store.clone())
+    }
+
+    /// The store, for the engine that drives demonstration runs (`crate::demo`).
+    pub(crate) fn store(&self) -> &Arc<Store> {
+        &self.store
+    }
 }

@@ -8,6 +8,7 @@ mod llama_shared;
 mod lsp;
 mod nodes;
 mod planning;
+mod records;
 mod routing;
 mod service;
 mod service_bench;

@@ -343,18 +343,12 @@ impl Runtime {
 
     /// Where a stored workflow run stands in its graphs: planning, or running its plan.
     pub fn stage(&self, run: &RunId) -> Result<planning::Stage> {
-        planning::Stage::of(run, &self.store.graphs(run)?)
+        planning::Stage::read(&self.store, run)
     }
 
     /// The plan a workflow run follows (its graph parameters); an error while it plans.
     pub fn stored_plan(&self, run: &RunId) -> Result<Plan> {
-        match self.stage(run)? {
-            planning::Stage::Planned { plan, .. } => Ok(plan),
-            planning::Stage::Planning(_) => Err(Error::Resume(format!(
-                "run {run} has no plan yet: its orchestrator is still deciding (or stopped \
-                 before it decided)"
-            ))),
-        }
+        self.stage(run)?.into_plan(run)
     }
 
     fn context(

@@ -102,6 +102,22 @@ impl Stage {
             started: graphs.fingerprint.clone(),
         })
     }
+
+    /// Reads the stage of stored run `run`.
+    pub fn read(store: &Store, run: &RunId) -> Result<Self> {
+        Self::of(run, &store.graphs(run)?)
+    }
+
+    /// The plan a run in this stage follows; an error while it plans.
+    pub fn into_plan(self, run: &RunId) -> Result<Plan> {
+        match self {
+            Stage::Planned { plan, .. } => Ok(plan),
+            Stage::Planning(_) => Err(Error::Resume(format!(
+                "run {run} has no plan yet: its orchestrator is still deciding (or stopped \
+                 before it decided)"
+            ))),
+        }
+    }
 }
 
 /// The planning graph for `params`. With `ctx` its node asks the orchestrator and its
@@ -220,7 +236,7 @@ fn after_planning(workflow: Graph) -> Result<Graph> {
 /// refuse to run): the planning graph while it plans, else its workflow's (after the
 /// planning graph when it started planning). Needs the store alone.
 pub fn stored_graph(store: &Store, run: &RunId) -> Result<Graph> {
-    let stage = Stage::of(run, &store.graphs(run)?)?;
+    let stage = Stage::read(store, run)?;
     workflow_graph(&stage, &crate::PlanOnly, None)
 }
 
@@ -229,7 +245,7 @@ pub fn stored_graph(store: &Store, run: &RunId) -> Result<Graph> {
 /// on) is read again.
 pub fn stored_outcome(store: &Arc<Store>, run: &RunId) -> Result<RunOutcome> {
     let engine = Engine::new(store.clone());
-    let stage = Stage::of(run, &store.graphs(run)?)?;
+    let stage = Stage::read(store, run)?;
     match engine.inspect(
         Arc::new(workflow_graph(&stage, &crate::PlanOnly, None)?),
         run,

@@ -128,6 +128,21 @@ impl From<trellis_runtime::Error> for OpError {
     }
 }
 
+impl From<crate::records::Error> for OpError {
+    fn from(e: crate::records::Error) -> Self {
+        use crate::records::Error as R;
+        let message = e.to_string();
+        let kind = match e {
+            R::Store(e) => store_kind(&e),
+            R::Runtime(e) => Self::from(e).kind,
+            R::Graph(e) => Self::from(trellis_runtime::Error::Graph(e)).kind,
+            R::Rebuild { source, .. } => Self::from(*source).kind,
+            R::Encode(_) | R::ToolGraph(_) => OpErrorKind::Internal,
+        };
+        Self::of(kind, message)
+    }
+}
+
 pub(crate) type OpResult = Result<Value, OpError>;
 
 /// Service settings.
@@ -152,6 +167,7 @@ impl Default for ServiceOptions {
 /// The runtime service of one workspace.
 pub struct Service {
     pub(crate) runtime: Arc<Runtime>,
+    records: crate::Records,
     pub(crate) bus: Bus,
     pub(crate) hub: Arc<SessionHub>,
     pub(crate) runs: Mutex<HashMap<RunId, runs::LiveRun>>,
@@ -177,8 +193,10 @@ impl Service {
         trellis_runtime::nodes::sweep(&runtime);
         let bus = Bus::start(runtime.store().clone(), options.record);
         let hub = Arc::new(SessionHub::new(bus.clone(), runtime.store().clone()));
+        let records = crate::Records::new(runtime.store().clone());
         Arc::new_cyclic(|me| Self {
             runtime,
+            records,
             bus,
             hub,
             runs: Mutex::new(HashMap::new()),
@@ -385,7 +403,7 @@ impl Service {
 
     /// Resolves a run id or unique prefix.
     pub fn run_id(&self, id_or_prefix: &str) -> Result<RunId, OpError> {
-        Ok(self.runtime.store().get_run(id_or_prefix)?.id)
+        Ok(self.records.run_id(id_or_prefix)?)
     }
 
     /// Whether `run` executes in this service now.

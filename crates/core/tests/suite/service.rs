@@ -75,6 +75,13 @@ fn service(repo: &std::path::Path, script: &ScriptedProvider) -> Arc<Service> {
     Service::start(runtime(repo, script), ServiceOptions::default())
 }
 
+/// A service over a fresh copy of the inventory workspace whose models play [`answer`].
+fn answering() -> (trellis_test_support::TempWorkspace, Arc<Service>) {
+    let ws = inventory(CONFIG);
+    let svc = service(&path_of(&ws), &ScriptedProvider::responding(answer));
+    (ws, svc)
+}
+
 async fn start(svc: &Service, op: Op) -> RunId {
     let out = svc.call(op).await.unwrap();
     RunId::from_string(out["run"].as_str().unwrap())
@@ -92,10 +99,7 @@ fn stored(svc: &Service, stream: &StreamId) -> Vec<ServiceEvent> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn runs_and_channels_run_concurrently_in_one_service() {
-    let ws = inventory(CONFIG);
-    let repo = path_of(&ws);
-    let script = ScriptedProvider::responding(answer);
-    let svc = service(&repo, &script);
+    let (_ws, svc) = answering();
     let (a, b, c, x, y) = tokio::join!(
         start(&svc, start_op("Why is stock in memory?")),
         start(&svc, start_op("What does reserve do?")),
@@ -162,10 +166,7 @@ async fn read(svc: &Service, stream: &StreamId, since: u64, n: usize) -> Vec<Ser
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn subscribing_at_any_seq_replays_the_rest_of_the_stream() {
-    let ws = inventory(CONFIG);
-    let repo = path_of(&ws);
-    let script = ScriptedProvider::responding(answer);
-    let svc = service(&repo, &script);
+    let (_ws, svc) = answering();
     // A live subscriber from the start sees exactly what is stored at the end.
     let run_started = start(&svc, start_op("Why is stock in memory?")).await;
     let live = {
@@ -540,10 +541,7 @@ async fn a_panicking_model_fails_its_run_and_the_others_carry_on() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ops_on_a_cancelled_run_are_conflicts() {
-    let ws = inventory(CONFIG);
-    let repo = path_of(&ws);
-    let script = ScriptedProvider::responding(answer);
-    let svc = service(&repo, &script);
+    let (_ws, svc) = answering();
     let run = start(&svc, start_op("Why is stock in memory?")).await;
     stopped(&svc, &run).await;
     // A finished run: cancelling it is refused, and so is anything after a cancel.
@@ -572,6 +570,36 @@ async fn ops_on_a_cancelled_run_are_conflicts() {
         err.kind,
         trellis_core::service::OpErrorKind::NotFound,
         "{err}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reader_over_the_store_alone_answers_as_the_service() {
+    let (ws, svc) = answering();
+    let run = start(&svc, start_op("Why is stock in memory?")).await;
+    let state = stopped(&svc, &run).await;
+    // Another store handle on the same file, and no runtime: what `trellis runs show` reads.
+    let store = trellis_store::Store::open_workspace(path_of(&ws), Default::default()).unwrap();
+    let records = trellis_core::Records::new(Arc::new(store));
+    assert!(!records.is_demo(&run).unwrap());
+    assert_eq!(records.run_state(&run).unwrap(), state);
+    assert_eq!(records.replay(&run).unwrap(), state);
+    assert_eq!(
+        records.run_graph(&run).unwrap(),
+        svc.run_graph(&run).unwrap()
+    );
+    assert_eq!(records.usage(&run).unwrap(), svc.usage(&run).unwrap());
+    assert!(records.usage(&run).unwrap().run.calls > 0);
+    let filter = trellis_protocol::records::SessionFilter {
+        run: Some(run.clone()),
+        ..Default::default()
+    };
+    let sessions = records.sessions(&filter).unwrap();
+    assert!(!sessions.is_empty());
+    assert_eq!(sessions, svc.sessions(&filter).unwrap());
+    assert_eq!(
+        records.turns(&sessions[0].id).unwrap(),
+        svc.turns(&sessions[0].id).unwrap()
     );
 }
 
