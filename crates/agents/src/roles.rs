@@ -151,11 +151,11 @@ pub struct RoleSpec {
     #[serde(default)]
     pub test_samples: bool,
     /// With `edit_format: blocks`: hold each answer to the block grammar until a change
-    /// applies (default on; only a model that can be constrained — the embedded one — is
-    /// held): a sentence or three, then blocks naming a file the conversation shows, each
-    /// SEARCH part a run of that file's shown lines copied exactly. The answer is always a
-    /// change.
-    #[serde(default = "default_true")]
+    /// applies (off by default: on iterate-b it resolved fewer tasks than free answers,
+    /// docs/eval.md; only a model that can be constrained — the embedded one — is held): a
+    /// sentence or three, then blocks naming a file the conversation shows, each SEARCH part
+    /// a run of that file's shown lines copied exactly. The answer is always a change.
+    #[serde(default)]
     pub block_grammar: bool,
     /// How the role gives its final answer: `report` (the JSON stage report, the default)
     /// or `prose` (plain text, which becomes the report's `output`; an answer starting with
@@ -218,7 +218,7 @@ impl Default for RoleSpec {
             samples: default_samples(),
             sample_temperature: default_sample_temperature(),
             test_samples: false,
-            block_grammar: true,
+            block_grammar: false,
             answer: AnswerFormat::Report,
             frequency_penalty: None,
         }
@@ -240,10 +240,6 @@ fn default_model_role() -> String {
 
 fn default_max_turns() -> u32 {
     16
-}
-
-fn default_true() -> bool {
-    true
 }
 
 fn default_samples() -> u32 {

@@ -37,6 +37,16 @@ async fn run_probed(
     samples: u32,
     probe: Option<Arc<dyn trellis_agents::TestProbe>>,
 ) -> Ran {
+    run_role(answers, samples, probe, false).await
+}
+
+/// [`run_probed`], the answers held to the block grammar when `block_grammar`.
+async fn run_role(
+    answers: Vec<&str>,
+    samples: u32,
+    probe: Option<Arc<dyn trellis_agents::TestProbe>>,
+    block_grammar: bool,
+) -> Ran {
     let ws = TempWorkspace::new("blocks").unwrap();
     std::fs::create_dir_all(ws.path().join("pkg")).unwrap();
     std::fs::write(ws.path().join("pkg/math.py"), SOURCE).unwrap();
@@ -49,6 +59,7 @@ async fn run_probed(
     let role = trellis_agents::RoleSpec {
         samples,
         test_samples: probe.is_some(),
+        block_grammar,
         ..role
     };
     let mut registry = Registry::builtin(&BTreeMap::new());
@@ -136,6 +147,24 @@ async fn a_block_is_applied_as_an_edit_and_ends_the_activation() {
     let system = &ran.requests[0].messages[0].content;
     assert!(system.contains("<<<<<<< SEARCH"), "{system}");
     assert!(!system.contains("- edit_file"), "{system}");
+}
+
+#[tokio::test]
+async fn the_block_grammar_is_sent_only_when_the_role_asks_for_it() {
+    let answer = "Off by one.\npkg/math.py\n<<<<<<< SEARCH\n    if val > 2 ** len_:\n=======\n    \
+                  if val >= 2 ** len_:\n>>>>>>> REPLACE\n";
+    // The built-in fixer's default: free text.
+    let off = run(vec![answer]).await;
+    assert!(off.requests.iter().all(|r| r.grammar.is_none()));
+    let on = run_role(vec![answer], 1, None, true).await;
+    assert_eq!(on.file, SOURCE.replace("val > 2", "val >= 2"));
+    let g = on.requests[0].grammar.as_deref().unwrap();
+    // The file the pack shows, and its lines as the workspace has them.
+    assert!(g.contains(r#""pkg/math.py\n<<<<<<< SEARCH\n" s0"#), "{g}");
+    for line in SOURCE.lines().filter(|l| !l.trim().is_empty()) {
+        let quoted = format!("\"{}\\n\"", line.trim_end().replace('"', "\\\""));
+        assert!(g.contains(&quoted), "{quoted} not in\n{g}");
+    }
 }
 
 #[tokio::test]
