@@ -79,8 +79,8 @@ pub fn shown(messages: &[Message]) -> Shown {
 /// lines of the file in order — or `None` when no file has a line to copy.
 ///
 /// A SEARCH part's rule knows how many lines it has copied (`l{file}-{run}-{line}-{count}`):
-/// after [`MAX_SEARCH_LINES`] it must end, and its REPLACE part may write at most
-/// [`MORE_REPLACE_LINES`] lines more than it copied (`rep{count}`).
+/// after 16 lines (`MAX_SEARCH_LINES`) it must end, and its REPLACE part may write at most
+/// 8 lines (`MORE_REPLACE_LINES`) more than it copied (`rep{count}`).
 pub fn grammar(files: &[(String, Vec<Vec<String>>)]) -> Option<String> {
     let mut rules = String::new();
     let mut blocks = Vec::new();
