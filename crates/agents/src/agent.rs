@@ -456,6 +456,10 @@ impl AgentRun {
         if let Some(text) = foresight.message {
             prompt.push(Message::user(text));
         }
+        let focus = self.focus(&prompt).await;
+        if let Some(text) = focus.message {
+            prompt.push(Message::user(text));
+        }
         let messages = prompt
             .iter()
             .map(|m| serde_json::to_value(m).unwrap_or(Value::Null))
@@ -466,6 +470,7 @@ impl AgentRun {
             foresight: foresight.history.len(),
             history: foresight.history,
             speculated: foresight.speculated,
+            usage: focus.usage,
             ..Saved::default()
         };
         self.emit(
@@ -475,7 +480,7 @@ impl AgentRun {
                 messages,
             },
         );
-        for note in foresight.notes {
+        for note in foresight.notes.into_iter().chain(focus.note) {
             self.note(&mut st, note);
         }
         st

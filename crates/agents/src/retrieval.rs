@@ -50,6 +50,7 @@ pub use types::{
 };
 
 use pack::RankedList;
+pub(crate) use pack::fence_lang;
 use prompts::{
     adaptive_fallback, adaptive_prompt, identifier_query, upfront_fallback, upfront_prompt,
 };

@@ -157,6 +157,13 @@ pub struct RoleSpec {
     /// a run of that file's shown lines copied exactly. The answer is always a change.
     #[serde(default)]
     pub block_grammar: bool,
+    /// With `edit_format: blocks`: before its first answer the role names one of the
+    /// retrieved code excerpts to change (a short model call, held to the excerpts' headings
+    /// where the model can be constrained), is shown that excerpt again, and writes it whole
+    /// with the change made — no lines to copy into a SEARCH part. Blocks it writes instead
+    /// still apply.
+    #[serde(default)]
+    pub focus: bool,
     /// How the role gives its final answer: `report` (the JSON stage report, the default)
     /// or `prose` (plain text, which becomes the report's `output`; an answer starting with
     /// `FAILED:` marks the stage failed). For answers that are the result a person reads —
@@ -219,6 +226,7 @@ impl Default for RoleSpec {
             sample_temperature: default_sample_temperature(),
             test_samples: false,
             block_grammar: false,
+            focus: false,
             answer: AnswerFormat::Report,
             frequency_penalty: None,
         }
@@ -376,6 +384,12 @@ fn problem(spec: &RoleSpec) -> Option<String> {
         Some(
             "`samples` above 1 needs `edit_format: blocks` (the answers are compared by the \
              change their blocks make): set edit_format, or remove samples"
+                .into(),
+        )
+    } else if spec.focus && !blocks {
+        Some(
+            "`focus: true` rewrites an excerpt in place of edit blocks: set `edit_format: \
+             blocks`, or remove focus"
                 .into(),
         )
     } else if spec.test_samples && spec.samples < 2 {

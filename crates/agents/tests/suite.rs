@@ -1,10 +1,11 @@
 mod agent_loop;
-mod blocks;
+pub(crate) mod blocks;
 mod budget;
 mod compress;
 mod context;
 mod context_wire;
 mod decisions;
+mod focus;
 mod foresight;
 mod orchestrate;
 pub(crate) mod parallel;

@@ -32,6 +32,7 @@ use trellis_llm::{Completion, Message, ToolCall, ToolSpec};
 use super::indent::{indent, reindent};
 use super::{AgentOutcome, AgentReport, AgentRun, Saved};
 
+mod focus;
 pub mod grammar;
 mod labelled;
 use crate::output::StageReport;
@@ -57,6 +58,8 @@ pub(super) struct Edits {
     pub problems: Vec<String>,
     /// The calls replace whole definitions written without blocks ([`super::defs`]).
     pub whole: bool,
+    /// The answer rewrote the excerpt it was shown ([`focus`]).
+    pub rewrite: bool,
 }
 
 fn marker(line: &str, c: char) -> bool {
@@ -312,6 +315,8 @@ pub(super) struct Written {
     calls: usize,
     problems: Vec<String>,
     text: String,
+    /// The answer rewrote the excerpt it was shown ([`focus`]).
+    rewrite: bool,
 }
 
 impl AgentRun {
@@ -335,6 +340,7 @@ impl AgentRun {
             calls: completion.tool_calls.len(),
             problems: edits.problems,
             text: completion.text.clone(),
+            rewrite: edits.rewrite,
         })
     }
 
@@ -435,6 +441,27 @@ impl AgentRun {
             new
         });
         let unmarked = blocks.is_empty() && problems.is_empty();
+        // A focused role's answer: its fence rewrites the excerpt it was shown ([`focus`]).
+        if unmarked && let Some(rewrite) = self.rewrite(messages, text) {
+            let (calls, problems) = match rewrite {
+                Ok((path, old, new)) => (
+                    vec![ToolCall {
+                        id: format!("focus-{turn}"),
+                        name: BLOCKS_TOOL.into(),
+                        arguments: json!({"path": path, "old_string": old, "new_string": new})
+                            .to_string(),
+                    }],
+                    Vec::new(),
+                ),
+                Err(p) => (Vec::new(), vec![p]),
+            };
+            return Edits {
+                whole: false,
+                rewrite: true,
+                calls,
+                problems,
+            };
+        }
         let mut calls = if unmarked {
             self.definitions(messages, text, turn)
         } else {
@@ -458,6 +485,7 @@ impl AgentRun {
         }
         Edits {
             whole,
+            rewrite: false,
             calls,
             problems,
         }
@@ -513,14 +541,21 @@ impl AgentRun {
         if written.problems.is_empty() && failed.is_empty() {
             return None;
         }
-        let mut text = String::from("These edit blocks were not applied:\n");
+        let mut text = String::from(if written.rewrite {
+            "Your rewrite was not applied:\n"
+        } else {
+            "These edit blocks were not applied:\n"
+        });
         for p in written.problems.iter().map(String::as_str).chain(failed) {
             text.push_str(&format!("- {}\n", p.trim()));
         }
-        text.push_str(
+        text.push_str(if written.rewrite {
+            "Write the lines shown to change again, whole, with the change made, in one code \
+             fence, or say in one sentence why the change cannot be made."
+        } else {
             "Answer with corrected blocks for them (the other blocks are applied: the files \
-             have them now), or say in one sentence why the change cannot be made.",
-        );
+             have them now), or say in one sentence why the change cannot be made."
+        });
         Some(Message::user(text))
     }
 
@@ -528,7 +563,11 @@ impl AgentRun {
     /// model's words around its blocks (the runtime fills `files_changed` from git).
     pub(super) fn edited(&self, mut st: Saved, written: &Written) -> AgentOutcome {
         self.waste_speculations(&mut st);
-        let said = prose(&written.text);
+        let said = if written.rewrite {
+            focus::outside_fences(&written.text)
+        } else {
+            prose(&written.text)
+        };
         let output = if said.is_empty() {
             format!("Applied {} edit block(s).", written.calls)
         } else {

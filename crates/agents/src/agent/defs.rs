@@ -56,7 +56,7 @@ pub(super) fn fenced<'t>(lines: &[&'t str]) -> Vec<Fenced<'t>> {
 }
 
 /// Lines that stand for code left out.
-fn elides(code: &str) -> bool {
+pub(super) fn elides(code: &str) -> bool {
     code.lines().any(|l| {
         let t = l.trim().to_ascii_lowercase();
         t == "..."

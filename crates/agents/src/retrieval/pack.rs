@@ -131,7 +131,8 @@ pub(crate) fn pack(
     p
 }
 
-fn fence_lang(path: &str) -> &'static str {
+/// The language tag of a fence showing `path`'s code.
+pub(crate) fn fence_lang(path: &str) -> &'static str {
     let ext = path.rsplit_once('.').map_or("", |(_, e)| e);
     match ext {
         "rs" => "rust",

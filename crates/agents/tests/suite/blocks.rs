@@ -13,13 +13,13 @@ use trellis_test_support::TempWorkspace;
 use trellis_test_support::scripted::{ScriptedProvider, Turn};
 use trellis_tools::{NonInteractive, Registry, ToolEnv, ToolsConfig, Workspace};
 
-const SOURCE: &str = "def bits(val, len_):\n    if val > 2 ** len_:\n        raise ValueError(val)\n    return val\n";
+pub(crate) const SOURCE: &str = "def bits(val, len_):\n    if val > 2 ** len_:\n        raise ValueError(val)\n    return val\n";
 
-struct Ran {
-    report: trellis_agents::AgentReport,
-    requests: Vec<trellis_llm::ChatRequest>,
-    events: Vec<SessionEvent>,
-    file: String,
+pub(crate) struct Ran {
+    pub(crate) report: trellis_agents::AgentReport,
+    pub(crate) requests: Vec<trellis_llm::ChatRequest>,
+    pub(crate) events: Vec<SessionEvent>,
+    pub(crate) file: String,
 }
 
 async fn run(answers: Vec<&str>) -> Ran {
@@ -47,9 +47,24 @@ async fn run_role(
     probe: Option<Arc<dyn trellis_agents::TestProbe>>,
     block_grammar: bool,
 ) -> Ran {
+    run_spec(answers, samples, probe, block_grammar, false).await
+}
+
+/// The second file a focused role is shown (`pkg/util.py`, beside `pkg/math.py`).
+pub(crate) const OTHER: &str = "def double(x):\n    return x * 2\n";
+
+/// [`run_role`]; a `focus` role is also shown `pkg/util.py` ([`OTHER`]).
+pub(crate) async fn run_spec(
+    answers: Vec<&str>,
+    samples: u32,
+    probe: Option<Arc<dyn trellis_agents::TestProbe>>,
+    block_grammar: bool,
+    focus: bool,
+) -> Ran {
     let ws = TempWorkspace::new("blocks").unwrap();
     std::fs::create_dir_all(ws.path().join("pkg")).unwrap();
     std::fs::write(ws.path().join("pkg/math.py"), SOURCE).unwrap();
+    std::fs::write(ws.path().join("pkg/util.py"), OTHER).unwrap();
     let role = RoleCatalog::builtin()
         .unwrap()
         .get("fixer")
@@ -60,6 +75,7 @@ async fn run_role(
         samples,
         test_samples: probe.is_some(),
         block_grammar,
+        focus,
         ..role
     };
     let mut registry = Registry::builtin(&BTreeMap::new());
@@ -85,9 +101,14 @@ async fn run_role(
             &role,
             &[("edit_file".into(), "Replace an exact string.".into())],
         )),
-        Message::user(format!(
-            "## RELEVANT CODEBASE\n### pkg/math.py:1-4 (bits)\n```python\n{SOURCE}```"
-        )),
+        Message::user(if focus {
+            format!(
+                "## RELEVANT CODEBASE\n### pkg/util.py:1-2 (double)\n```python\n{OTHER}```\n\
+                 ### pkg/math.py:1-4 (bits)\n```python\n{SOURCE}```"
+            )
+        } else {
+            format!("## RELEVANT CODEBASE\n### pkg/math.py:1-4 (bits)\n```python\n{SOURCE}```")
+        }),
         Message::user("## TASK\nBits: a value of exactly 2**len_ does not fit."),
     ];
     let provider = Arc::new(scripted.clone());
@@ -110,7 +131,7 @@ async fn run_role(
     }
 }
 
-fn edits(events: &[SessionEvent]) -> Vec<(String, ToolStatus)> {
+pub(crate) fn edits(events: &[SessionEvent]) -> Vec<(String, ToolStatus)> {
     events
         .iter()
         .filter_map(|e| match e {

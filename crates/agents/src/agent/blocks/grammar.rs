@@ -38,10 +38,12 @@ const MAX_LINE: usize = 200;
 /// A file's lines the conversation shows: `(first, last)` line ranges, 1-based, inclusive.
 pub type Shown = BTreeMap<String, Vec<(usize, usize)>>;
 
-/// The retrieved items a user message shows, by their headings (`### path:start-end (…)`,
-/// as the retrieved context writes them), overlapping ranges of a file merged.
-pub fn shown(messages: &[Message]) -> Shown {
-    let mut out: Shown = BTreeMap::new();
+/// The retrieved items the user messages show, by their headings (`### path:start-end (…)`,
+/// as the retrieved context writes them): `(path, start, end, label)` — lines 1-based and
+/// inclusive, the label what follows the range up to the source (`(juxt)`) — in order of
+/// appearance.
+pub(crate) fn headings(messages: &[Message]) -> Vec<(String, usize, usize, String)> {
+    let mut out = Vec::new();
     for m in messages.iter().filter(|m| m.role == Role::User) {
         for line in m.content.lines() {
             let Some(head) = line.strip_prefix("### ") else {
@@ -59,9 +61,21 @@ pub fn shown(messages: &[Message]) -> Shown {
                 && a <= b
                 && !path.is_empty()
             {
-                out.entry(path.to_owned()).or_default().push((a, b));
+                let rest = head.split_once(' ').map_or("", |(_, r)| r);
+                let label = rest.split(" — ").next().unwrap_or_default().trim();
+                out.push((path.to_owned(), a, b, label.to_owned()));
             }
         }
+    }
+    out
+}
+
+/// The retrieved items a user message shows, by their headings ([`headings`]), overlapping
+/// ranges of a file merged.
+pub fn shown(messages: &[Message]) -> Shown {
+    let mut out: Shown = BTreeMap::new();
+    for (path, a, b, _) in headings(messages) {
+        out.entry(path).or_default().push((a, b));
     }
     for ranges in out.values_mut() {
         ranges.sort_unstable();
@@ -156,7 +170,7 @@ pub fn grammar(files: &[(String, Vec<Vec<String>>)]) -> Option<String> {
 }
 
 /// `text` as a GBNF string literal.
-fn literal(text: &str) -> String {
+pub(super) fn literal(text: &str) -> String {
     let mut s = String::with_capacity(text.len() + 2);
     s.push('"');
     for c in text.chars() {
