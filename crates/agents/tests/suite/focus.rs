@@ -44,10 +44,17 @@ async fn the_named_excerpt_is_shown_again_and_its_rewrite_replaces_it() {
         shown.starts_with("The code to change is `pkg/math.py` lines 1-4:\n```python\ndef bits"),
         "{shown}"
     );
-    assert!(!rewrite.messages.iter().any(|m| m.content.contains("Before you change")));
+    assert!(
+        !rewrite
+            .messages
+            .iter()
+            .any(|m| m.content.contains("Before you change"))
+    );
     let notes = notes(&ran.events);
     assert!(
-        notes.iter().any(|n| n.starts_with("focus: pkg/math.py:1-4 (bits) named, of 2")),
+        notes
+            .iter()
+            .any(|n| n.starts_with("focus: pkg/math.py:1-4 (bits) named, of 2")),
         "{notes:?}"
     );
 }
@@ -75,7 +82,9 @@ async fn without_an_excerpt_named_the_role_writes_blocks_as_before() {
     );
     let notes = notes(&ran.events);
     assert!(
-        notes.iter().any(|n| n.starts_with("focus: the answer names none of the 2")),
+        notes
+            .iter()
+            .any(|n| n.starts_with("focus: the answer names none of the 2")),
         "{notes:?}"
     );
 }
@@ -85,4 +94,15 @@ async fn without_focus_no_naming_call_is_made() {
     let ran = run_spec(vec![FIXED], 1, None, false, false).await;
     assert_eq!(ran.requests.len(), 1);
     assert!(ran.requests[0].grammar.is_none());
+}
+
+#[tokio::test]
+async fn a_change_stated_in_words_is_made_in_the_excerpt() {
+    let said = "The bound is off by one: I replaced `val > 2 ** len_` with `val >= 2 ** len_`.";
+    let ran = run_spec(vec!["pkg/math.py:1-4", said], 1, None, false, true).await;
+    assert_eq!(ran.file, SOURCE.replace("val > 2", "val >= 2"));
+    assert_eq!(
+        edits(&ran.events),
+        [("edit_file".to_owned(), ToolStatus::Ok)]
+    );
 }

@@ -98,9 +98,7 @@ pub(crate) fn named<'e>(text: &str, excerpts: &'e [Excerpt]) -> Option<&'e Excer
             let h = e.heading();
             // `a.py:1-2` is not named by `a.py:1-20`.
             text.match_indices(&h)
-                .find(|(at, _)| {
-                    !text[at + h.len()..].starts_with(|c: char| c.is_ascii_digit())
-                })
+                .find(|(at, _)| !text[at + h.len()..].starts_with(|c: char| c.is_ascii_digit()))
                 .map(|(at, _)| (at, e))
         })
         .min_by_key(|(at, _)| *at)
@@ -142,6 +140,67 @@ pub(crate) fn focused(messages: &[Message]) -> Option<(String, String)> {
     let lines: Vec<&str> = m.content.lines().collect();
     let code = fenced(&lines).into_iter().next()?.body.join("\n");
     Some((path, code))
+}
+
+/// The replacements an answer without code states in words, in order: "replace `a` with
+/// `b`", "change `a` to `b`", "`a` was changed to `b`" — two inline code spans joined by
+/// `with`, `to`, `by` or `into`, after a verb of replacing or changing in the same sentence.
+/// A small model asked to rewrite an excerpt often says what it would change instead of
+/// writing it (measured: docs/eval.md, "Naming the excerpt").
+pub(crate) fn stated(text: &str) -> Vec<(String, String)> {
+    // Inline code spans (one backtick each side, on one line) and where they are.
+    let mut spans: Vec<(usize, usize, &str)> = Vec::new();
+    let mut at = 0;
+    while let Some(open) = text[at..].find('`').map(|i| at + i) {
+        if text[open..].starts_with("``") {
+            at = open + text[open..].len() - text[open..].trim_start_matches('`').len();
+            continue;
+        }
+        let Some(close) = text[open + 1..].find(['`', '\n']).map(|i| open + 1 + i) else {
+            break;
+        };
+        if text[close..].starts_with('\n') {
+            at = close;
+            continue;
+        }
+        spans.push((open, close + 1, &text[open + 1..close]));
+        at = close + 1;
+    }
+    let mut out = Vec::new();
+    for pair in spans.windows(2) {
+        let ((a_start, a_end, a), (b_start, _, b)) = (pair[0], pair[1]);
+        let between = text[a_end..b_start].trim().to_ascii_lowercase();
+        let joined = ["with", "to", "by", "into", "with the new", "to the new"]
+            .iter()
+            .any(|w| between == *w || between.ends_with(&format!(" {w}")) && between.len() < 40);
+        let sentence = text[..a_start]
+            .rsplit(['.', '\n'])
+            .next()
+            .unwrap_or_default()
+            .to_ascii_lowercase();
+        let said = text[a_end..b_start].to_ascii_lowercase();
+        let verb = ["replac", "chang", "turn", "modif", "updat"]
+            .iter()
+            .any(|v| sentence.contains(v) || said.contains(v));
+        if joined && verb && !a.trim().is_empty() && a != b {
+            out.push((a.to_owned(), b.to_owned()));
+        }
+    }
+    out
+}
+
+/// `code` with each stated replacement made whose old text it holds exactly once; `None`
+/// when none can be made.
+fn apply_stated(code: &str, stated: &[(String, String)]) -> Option<String> {
+    let mut new = code.to_owned();
+    let mut made = 0;
+    for (a, b) in stated {
+        if new.matches(a.as_str()).count() == 1 {
+            new = new.replacen(a.as_str(), b, 1);
+            made += 1;
+        }
+    }
+    (made > 0).then_some(new)
 }
 
 /// `text` without its fenced code: what the model said about its rewrite.
@@ -275,6 +334,11 @@ impl AgentRun {
         let (path, old) = focused(messages)?;
         let lines: Vec<&str> = text.lines().collect();
         let fences = fenced(&lines);
+        if fences.is_empty() {
+            // No code: the change as the answer states it in words.
+            let new = apply_stated(&old, &stated(text))?;
+            return Some(self.rewritten(&path, &old, &new, 1.0));
+        }
         let want = normal(&old);
         let (likeness, new) = fences
             .iter()
@@ -364,6 +428,38 @@ mod tests {
         assert_eq!(named("nothing", &ex), None);
         let one = vec![ex[0].clone()];
         assert_eq!(named("in a/b.py", &one), Some(&one[0]));
+    }
+
+    #[test]
+    fn replacements_stated_in_words_are_read_and_made_where_they_match_once() {
+        let said = "The change made is to replace the `return (f(x) for f in fs)` line with \
+                    `return tuple(f(x) for f in fs)`. This ensures `juxt` returns a tuple.";
+        assert_eq!(
+            stated(said),
+            [(
+                "return (f(x) for f in fs)".to_owned(),
+                "return tuple(f(x) for f in fs)".to_owned()
+            )]
+        );
+        assert_eq!(
+            stated("I changed `a > b` to `a >= b`, and `x` into `y`."),
+            [
+                ("a > b".to_owned(), "a >= b".to_owned()),
+                ("x".to_owned(), "y".to_owned())
+            ]
+        );
+        // Two spans without a verb of changing, or not joined, are not a replacement.
+        assert!(stated("The `juxt` function with `funcs` is called.").is_empty());
+        assert!(stated("Replace `a`, then `b`.").is_empty());
+        assert!(stated("```python\nx\n```").is_empty());
+        let code = "def f(fs, x):\n    return (f(x) for f in fs)\n";
+        assert_eq!(
+            apply_stated(code, &stated(said)).as_deref(),
+            Some("def f(fs, x):\n    return tuple(f(x) for f in fs)\n")
+        );
+        // Old text found nowhere, or twice: not made.
+        assert_eq!(apply_stated(code, &[("nothere".into(), "y".into())]), None);
+        assert_eq!(apply_stated("x\nx", &[("x".into(), "y".into())]), None);
     }
 
     #[test]

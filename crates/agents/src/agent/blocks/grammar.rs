@@ -70,7 +70,7 @@ pub(crate) fn headings(messages: &[Message]) -> Vec<(String, usize, usize, Strin
     out
 }
 
-/// The retrieved items a user message shows, by their headings ([`headings`]), overlapping
+/// The retrieved items a user message shows, by their headings (`headings`), overlapping
 /// ranges of a file merged.
 pub fn shown(messages: &[Message]) -> Shown {
     let mut out: Shown = BTreeMap::new();
