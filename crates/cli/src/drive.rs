@@ -136,10 +136,11 @@ pub async fn drive(mut handle: RunHandle, show: Show) -> anyhow::Result<(RunOutc
     });
     let outcome = handle.wait().await?;
     let _ = printer.await;
+    let wire = trellis_graph::wire(&outcome);
     if show.json {
-        println!("{}", serde_json::to_string_pretty(&outcome)?);
+        println!("{}", serde_json::to_string_pretty(&wire)?);
     } else {
-        print_summary(&outcome.to_state(), started.elapsed());
+        print_summary(&wire, started.elapsed());
     }
     let code = match outcome.status {
         RunStatus::Succeeded | RunStatus::WaitingInput => ExitCode::SUCCESS,

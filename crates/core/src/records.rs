@@ -156,7 +156,7 @@ impl Records {
 
     /// Where workflow run `run` stands, replayed from the store (nothing runs).
     pub fn run_state(&self, run: &RunId) -> Result<RunState> {
-        Ok(planning::stored_outcome(&self.store, run)?.to_state())
+        Ok(planning::stored_outcome(&self.store, run)?.map_state(|s| s.to_json()))
     }
 
     /// Where any recorded run stands, replayed from the store (nothing runs): a workflow
@@ -167,7 +167,7 @@ impl Records {
             return self.run_state(run).map_err(|e| rebuild(run, e));
         };
         let outcome = Engine::new(self.store.clone()).inspect(graph, run)?;
-        Ok(outcome.to_state())
+        Ok(outcome.map_state(|s| s.to_json()))
     }
 
     /// Whether `run` is one of the engine's demonstration graphs (`trellis demo`) rather

@@ -66,36 +66,35 @@ pub struct RunHandle {
     task: JoinHandle<Result<RunOutcome>>,
 }
 
-impl RunOutcome {
-    pub(crate) fn of(core: &RunCore) -> Self {
-        let nodes = core
-            .nodes
-            .iter()
-            .map(|n| NodeView {
-                id: n.id.clone(),
-                attempt: n.attempt,
-                state: n.state,
-                parent: n.parent.map(|p| core.nodes[p].id.clone()),
-                result: (*n.result).clone(),
-                error: n.error.clone(),
-                interrupt: n
-                    .interrupt
-                    .clone()
-                    .filter(|_| n.state == Some(NodeState::WaitingInput)),
-            })
-            .collect();
-        Self {
-            run: core.run.clone(),
-            status: core.status,
-            terminal: core.terminal.clone(),
-            error: core.error.clone(),
-            steps: core.step,
-            last_seq: core.last_seq,
-            state: (*core.state).clone(),
-            counters: (*core.counters).clone(),
-            nodes,
-            waiting: core.waiting(),
-        }
+/// Where the run of `core` stands.
+pub(crate) fn outcome_of(core: &RunCore) -> RunOutcome {
+    let nodes = core
+        .nodes
+        .iter()
+        .map(|n| NodeView {
+            id: n.id.clone(),
+            attempt: n.attempt,
+            state: n.state,
+            parent: n.parent.map(|p| core.nodes[p].id.clone()),
+            result: (*n.result).clone(),
+            error: n.error.clone(),
+            interrupt: n
+                .interrupt
+                .clone()
+                .filter(|_| n.state == Some(NodeState::WaitingInput)),
+        })
+        .collect();
+    RunOutcome {
+        run: core.run.clone(),
+        status: core.status,
+        terminal: core.terminal.clone(),
+        error: core.error.clone(),
+        steps: core.step,
+        last_seq: core.last_seq,
+        state: (*core.state).clone(),
+        counters: (*core.counters).clone(),
+        nodes,
+        waiting: core.waiting(),
     }
 }
 
@@ -319,7 +318,7 @@ impl Engine {
 
     /// Rebuilds a stored run's current state without executing anything.
     pub fn inspect(&self, graph: Arc<Graph>, run: &RunId) -> Result<RunOutcome> {
-        Ok(RunOutcome::of(&self.load(graph, run)?))
+        Ok(outcome_of(&self.load(graph, run)?))
     }
 
     fn load(&self, graph: Arc<Graph>, run: &RunId) -> Result<RunCore> {

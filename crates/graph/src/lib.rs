@@ -35,7 +35,7 @@ pub use handler::{
 pub use journal::{
     Batch, Commit, Durability, Journal, JournalError, MemoryJournal, NullJournal, RunSummary,
 };
-pub use outcome::{NodeView, RunOutcome};
+pub use outcome::{NodeView, RunOutcome, wire};
 pub use policy::FailurePolicy;
 pub use spec::{
     Continuation, DEFAULT_CONCURRENCY, DEFAULT_MAX_STEPS, Edge, Graph, GraphBuilder, Next, NodeDef,

@@ -219,6 +219,19 @@ impl fmt::Debug for State {
     }
 }
 
+/// As one JSON object of the channels' values ([`State::to_json`]): how a run's outcome
+/// shows its state.
+impl serde::Serialize for State {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        let map: BTreeMap<&str, &Value> = self
+            .channels
+            .iter()
+            .map(|(k, v)| (k.as_str(), &**v))
+            .collect();
+        map.serialize(s)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;

@@ -29,7 +29,7 @@ async fn a_demonstration_run_is_read_and_replayed_from_the_store_alone() {
     assert_eq!(records.run_id(&run.as_str()[..20]).unwrap(), run);
     assert!(records.is_demo(&run).unwrap());
     assert!(records.demo_graph(&run).unwrap().is_some());
-    assert_eq!(records.replay(&run).unwrap(), outcome.to_state());
+    assert_eq!(records.replay(&run).unwrap(), trellis_graph::wire(&outcome));
     assert_eq!(records.checkpoints(&run).unwrap().len(), 10);
     let events = records.run_events(&run, 1, Some(1)).unwrap();
     assert_eq!(events[0].kind.name(), "runStarted");

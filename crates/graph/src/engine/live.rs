@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 use trellis_protocol::{Event, EventKind, NodeState, RunStatus, SubmissionId};
 
 use super::core::RunCore;
-use super::{EngineConfig, RunOutcome, Sent};
+use super::{EngineConfig, RunOutcome, Sent, outcome_of};
 use crate::handler::{Mailbox, MailboxSender, NodeContext, NodeError, NodeOutput, Outcome};
 use crate::journal::{Batch, Commit, Durability, Journal, RunSummary};
 use crate::spec::{NodeKind, Scheduling};
@@ -245,7 +245,7 @@ impl Live {
             Err(e) => Err(e),
         };
         self.stop_handlers();
-        flushed.map(|()| RunOutcome::of(&self.core))
+        flushed.map(|()| outcome_of(&self.core))
     }
 
     fn fail_run(&mut self, error: String) -> Result<()> {
@@ -307,7 +307,7 @@ impl Live {
         // What the first graph decided is committed before the next graph is built.
         self.flush();
         let Some((graph, input)) = next
-            .next(RunOutcome::of(&self.core))
+            .next(outcome_of(&self.core))
             .await
             .map_err(Error::Continuation)?
         else {

@@ -165,10 +165,12 @@ pub struct RunGroup {
 }
 
 /// Where a run stands, replayed from its log (nothing runs): what a front-end shows when a
-/// run pauses or ends.
+/// run pauses or ends. `S` holds the channel values: JSON here and on the wire; the engine's
+/// own state in the outcome it returns (`trellis_graph::RunOutcome`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct RunState {
+#[schemars(rename = "RunState")]
+pub struct RunState<S = Value> {
     /// The run.
     pub run: RunId,
     /// Its status.
@@ -182,7 +184,7 @@ pub struct RunState {
     /// Seq of the last event.
     pub last_seq: u64,
     /// The run's channel values by channel name (`stage_results`, `task_tree`, …).
-    pub state: Value,
+    pub state: S,
     /// Named counters.
     pub counters: BTreeMap<String, i64>,
     /// Every node.
@@ -191,7 +193,7 @@ pub struct RunState {
     pub waiting: Vec<(NodeId, Interrupt)>,
 }
 
-impl RunState {
+impl<S> RunState<S> {
     /// Node `id`, if the run has it.
     pub fn node(&self, id: &str) -> Option<&NodeView> {
         self.nodes.iter().find(|n| n.id.as_str() == id)
@@ -201,6 +203,23 @@ impl RunState {
     /// without duplicates.
     pub fn files_changed(&self) -> Vec<String> {
         files_changed(&self.nodes)
+    }
+
+    /// The same run with its channel values held as `f` makes them (the engine's state as
+    /// JSON, for the wire).
+    pub fn map_state<T>(self, f: impl FnOnce(S) -> T) -> RunState<T> {
+        RunState {
+            run: self.run,
+            status: self.status,
+            terminal: self.terminal,
+            error: self.error,
+            steps: self.steps,
+            last_seq: self.last_seq,
+            state: f(self.state),
+            counters: self.counters,
+            nodes: self.nodes,
+            waiting: self.waiting,
+        }
     }
 }
 
