@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use trellis_llm::{Budget, BudgetLedger, CallOutcome, CallScope, Usage, UsageRecord, UsageSink};
 use trellis_protocol::RunId;
+use trellis_store::prelude::*;
 use trellis_store::{ModelCallRecord, Store};
 
 /// Persists every call of one run into the store's `model_calls` table (queued; the

@@ -27,6 +27,7 @@ use trellis_protocol::{
 };
 use trellis_runtime::planning::{self, Stage};
 use trellis_store::Store;
+use trellis_store::prelude::*;
 use trellis_workflow::Plan;
 
 /// The state channel a task-tree run keeps its tree in (`RunState::state[TASK_TREE]`,

@@ -48,6 +48,7 @@ use trellis_llm::ModelRegistry;
 pub use trellis_protocol::InputMode;
 use trellis_protocol::{Budgets, Command, RunId, SubmissionId};
 use trellis_store::Store;
+use trellis_store::prelude::*;
 use trellis_tools::worktree::RunWorktree;
 use trellis_tools::{Registry, ToolsConfig};
 use trellis_workflow::{Catalog, Plan, assemble, compile};

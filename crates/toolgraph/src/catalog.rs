@@ -22,6 +22,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use trellis_index::Embedder;
+use trellis_store::prelude::*;
 use trellis_store::{CachedEmbedding, Store, ToolNodeUpsert};
 use xxhash_rust::xxh3::xxh3_64;
 

@@ -29,6 +29,7 @@ use std::sync::OnceLock;
 use petgraph::graph::{DiGraph, NodeIndex};
 use petgraph::visit::EdgeRef;
 use serde::{Deserialize, Serialize};
+use trellis_store::prelude::*;
 use trellis_store::{
     CallOutcome, EdgeObservation, NewToolExecution, Store, ToolEdgeRecord, ToolNodeRecord,
 };

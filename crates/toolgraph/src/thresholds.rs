@@ -11,6 +11,7 @@
 use std::collections::VecDeque;
 
 use serde::{Deserialize, Serialize};
+use trellis_store::prelude::*;
 use trellis_store::{NewSpeculation, SpeculationOutcome, Store};
 
 use crate::error::Result;

@@ -2,6 +2,7 @@
 
 use std::sync::Mutex;
 
+use trellis_store::prelude::*;
 use trellis_store::{Store, ToolCallRecord};
 
 /// Receives one record per tool call. Must not block for long: it is called on the

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 use trellis_protocol::{FileHunks, NodeId, ReviewAction, RunId, SubmissionId, WorkspaceEvent};
+use trellis_store::prelude::*;
 use trellis_store::{ChangeSetRecord, Store};
 use trellis_tools::git::Git;
 use trellis_tools::review::{

@@ -6,6 +6,7 @@ use tokio_util::sync::CancellationToken;
 use trellis_agents::Overrides;
 use trellis_core::InputMode;
 use trellis_protocol::RunStatus;
+use trellis_store::prelude::*;
 use trellis_test_support::scripted::ScriptedProvider;
 use trellis_tools::git::Git;
 use trellis_tools::review::{self, Selection};

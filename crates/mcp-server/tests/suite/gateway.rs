@@ -19,6 +19,7 @@ use tokio_util::sync::CancellationToken;
 use trellis_core::gateway::{Gateway, GatewayTool};
 use trellis_mcp::{McpConfig, ServerConfig};
 use trellis_mcp_server::serve_gateway_http;
+use trellis_store::prelude::*;
 use trellis_store::{SpeculationOutcome, Store};
 use trellis_tools::ToolsConfig;
 

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::build::{Catalog, Dag, DagError, Step, build};
+use trellis_store::prelude::*;
 
 /// A decision taken while an execution was paused, by the agent or by the user.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

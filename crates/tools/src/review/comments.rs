@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 use trellis_protocol::{NodeId, RunId};
+use trellis_store::prelude::*;
 use trellis_store::{NewReviewComment, Store};
 
 use super::ReviewComment;

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 use trellis_protocol::RunId;
+use trellis_store::prelude::*;
 use trellis_store::{ChangeOpRecord, ChangeSetRecord, Store};
 
 use super::diff::{ChangeSet, FileChange};
