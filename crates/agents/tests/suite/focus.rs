@@ -44,10 +44,17 @@ async fn the_named_excerpt_is_shown_again_and_its_rewrite_replaces_it() {
         shown.starts_with("The code to change is `pkg/math.py` lines 1-4:\n```python\ndef bits"),
         "{shown}"
     );
-    assert!(!rewrite.messages.iter().any(|m| m.content.contains("Before you change")));
+    assert!(
+        !rewrite
+            .messages
+            .iter()
+            .any(|m| m.content.contains("Before you change"))
+    );
     let notes = notes(&ran.events);
     assert!(
-        notes.iter().any(|n| n.starts_with("focus: pkg/math.py:1-4 (bits) named, of 2")),
+        notes
+            .iter()
+            .any(|n| n.starts_with("focus: pkg/math.py:1-4 (bits) named, of 2")),
         "{notes:?}"
     );
 }
@@ -75,7 +82,9 @@ async fn without_an_excerpt_named_the_role_writes_blocks_as_before() {
     );
     let notes = notes(&ran.events);
     assert!(
-        notes.iter().any(|n| n.starts_with("focus: the answer names none of the 2")),
+        notes
+            .iter()
+            .any(|n| n.starts_with("focus: the answer names none of the 2")),
         "{notes:?}"
     );
 }

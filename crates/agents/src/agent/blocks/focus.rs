@@ -98,9 +98,7 @@ pub(crate) fn named<'e>(text: &str, excerpts: &'e [Excerpt]) -> Option<&'e Excer
             let h = e.heading();
             // `a.py:1-2` is not named by `a.py:1-20`.
             text.match_indices(&h)
-                .find(|(at, _)| {
-                    !text[at + h.len()..].starts_with(|c: char| c.is_ascii_digit())
-                })
+                .find(|(at, _)| !text[at + h.len()..].starts_with(|c: char| c.is_ascii_digit()))
                 .map(|(at, _)| (at, e))
         })
         .min_by_key(|(at, _)| *at)
