@@ -328,7 +328,7 @@ impl Records {
     /// The tool knowledge graph the agents' calls taught the workspace, with the speculation
     /// threshold and outcomes (`trellis tools graph --format json`).
     pub fn tool_graph(&self) -> Result<Value> {
-        trellis_toolgraph::ToolGraph::workspace_json(&self.store).map_err(Error::ToolGraph)
+        trellis_toolgraph::ToolGraph::workspace_json(&*self.store).map_err(Error::ToolGraph)
     }
 }
 

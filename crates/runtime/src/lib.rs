@@ -371,7 +371,7 @@ impl Runtime {
                 budget.run.cost_usd = b.cost_usd;
             }
         }
-        let ledger = trellis_agents::usage::run_ledger(&self.store, &run, budget)?;
+        let ledger = trellis_agents::usage::run_ledger(self.store.clone(), &run, budget)?;
         let nodes = nodes::NodeSpaces::open(&worktree.repo, &run, &worktree.branch)?;
         Ok(RunContext::new(
             self.clone(),

@@ -379,7 +379,7 @@ async fn a_learned_pattern_runs_ahead_and_answers_the_next_call_but_a_dangerous_
             .all(|s| !s.tools.iter().any(|t| t == "notes__delete_note")),
         "{all:?}"
     );
-    let graph = trellis_toolgraph::ToolGraph::load(&store).unwrap();
+    let graph = trellis_toolgraph::ToolGraph::load(&*store).unwrap();
     let edge = graph
         .edge("notes__find_note", "notes__delete_note")
         .unwrap();

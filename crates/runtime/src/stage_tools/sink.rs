@@ -161,7 +161,7 @@ impl StoreSink {
             })
             .max()
             .unwrap_or(0);
-        Ok(review::comments(&self.store, &self.run)?
+        Ok(review::comments(&*self.store, &self.run)?
             .into_iter()
             .filter(|c| c.id > after)
             .collect())
@@ -194,7 +194,7 @@ impl StageSink for StoreSink {
 
     fn comment(&self, from: &Caller, comment: &ReviewComment) -> Result<usize, StageError> {
         review::add_comment(
-            &self.store,
+            &*self.store,
             &self.run,
             from.node.as_ref(),
             &self.author,
