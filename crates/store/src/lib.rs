@@ -1,14 +1,14 @@
 //! The Trellis durable store: one SQLite file per workspace, `<workspace>/.trellis/trellis.db`.
 //!
-//! [`Store`] implements the engine's [`Journal`](trellis_graph::Journal) seam and, for the features that persist
-//! through it, one trait per domain. A feature depends on the narrow trait it uses (the tool
-//! knowledge graph takes a `&dyn ToolGraphStore`, the review ops a `&dyn ReviewStore`), not
-//! on `Store`; the SQL of every domain stays in this crate, in the domain's module, so all of
-//! them share one migration sequence and one writer thread whose group commit spans
-//! domains. A second backend implements the same traits. `use trellis_store::prelude::*`
-//! brings every trait into scope. The store's lifecycle — [`Store::open`], [`Store::flush`],
-//! [`Store::vacuum`], [`Store::stats`], [`Store::size_on_disk`], [`Store::db_path`],
-//! [`Store::owner`] — stays inherent.
+//! [`Store`] implements the engine's [`Journal`](trellis_graph::Journal) seam and, for the
+//! features that persist through it, one trait per domain. A feature depends on the narrow
+//! trait it uses (the tool knowledge graph takes a `&dyn ToolGraphStore`, the review ops a
+//! `&dyn ReviewStore`), not on `Store`; the SQL of every domain stays in this crate, in the
+//! domain's module, so all of them share one migration sequence and one writer thread whose
+//! group commit spans domains. A second backend implements the same traits.
+//! `use trellis_store::prelude::*` brings every trait into scope. The store's lifecycle —
+//! [`Store::open`], [`Store::flush`], [`Store::vacuum`], [`Store::stats`],
+//! [`Store::size_on_disk`], [`Store::db_path`], [`Store::owner`] — stays inherent.
 //!
 //! # Domains
 //!
@@ -49,6 +49,9 @@
 //! | `turn_tools` | tool call of a turn | session, turn, call id, tool, JSON input, output, status (`running` or the `ToolStatus` name), start time, duration |
 //! | `artifacts` | artifact version | run, node, kind, version (1, 2, … per run and kind), content, status, feedback, created/updated time |
 //! | `review_comments` | reviewer's comment on a change set | run, node, author, comment JSON (path, line, hunk, severity, body), created time |
+//! | `client_sessions` | front-end client's session | id, client (`acp`), working directory, title, config JSON, created/updated time |
+//! | `client_turns` | prompt turn of a client session | session, turn, run, request, workflow, plan JSON, created time |
+//! | `dag_checkpoints` | paused tool DAG execution | execution id, state JSON, updated time |
 //! | `tool_nodes` | tool of the tool knowledge graph | name, MCP server, description, cached embedding and its embedder key, calls, successes, updated time |
 //! | `tool_dependency` | learned dependency between two tools | from, to, observed count, success count, confidence |
 //! | `tool_executions` | execution the tool graph learned from | context, tools (JSON), success, created time |
@@ -71,9 +74,10 @@
 //!   commit**: it takes every batch queued while the previous transaction was committing and
 //!   commits them together, so one fsync makes many steps of many runs durable. A batch's
 //!   [`trellis_graph::Commit`] resolves only after its transaction committed. Per-run order
-//!   is the order of [`Journal::append`](trellis_graph::Journal::append) calls. A batch that fails (say, a duplicate seq) is
-//!   rolled back alone, through a savepoint, and fails the run's later batches in the same
-//!   transaction; a transaction that fails to begin or commit fails every batch in it.
+//!   is the order of [`Journal::append`](trellis_graph::Journal::append) calls. A batch that
+//!   fails (say, a duplicate seq) is rolled back alone, through a savepoint, and fails the
+//!   run's later batches in the same transaction; a transaction that fails to begin or
+//!   commit fails every batch in it.
 //! * [`Synchronous::Full`] (default) fsyncs the write-ahead log at every commit that holds a
 //!   batch or an enqueued command: those survive power loss and OS crashes.
 //!   [`Synchronous::Normal`] skips that fsync (the WAL is synced only at checkpoints): a
