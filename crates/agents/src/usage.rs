@@ -8,18 +8,18 @@ use std::sync::Arc;
 
 use trellis_llm::{Budget, BudgetLedger, CallOutcome, CallScope, Usage, UsageRecord, UsageSink};
 use trellis_protocol::RunId;
-use trellis_store::{ModelCallRecord, Store};
+use trellis_store::{ModelCallRecord, UsageStore};
 
 /// Persists every call of one run into the store's `model_calls` table (queued; the
-/// store's writer group-commits it, [`Store::flush`] waits for it).
+/// store's writer group-commits it, [`trellis_store::Store::flush`] waits for it).
 pub struct StoreUsageSink {
-    store: Arc<Store>,
+    store: Arc<dyn UsageStore>,
     run: RunId,
 }
 
 impl StoreUsageSink {
     /// A sink recording `run`'s calls into `store`.
-    pub fn new(store: Arc<Store>, run: RunId) -> Self {
+    pub fn new(store: Arc<dyn UsageStore>, run: RunId) -> Self {
         Self { store, run }
     }
 }
@@ -34,15 +34,13 @@ impl UsageSink for StoreUsageSink {
 /// The ledger of `run`: enforcing `budget`, persisting every call into `store`, and with
 /// the usage the store already holds for the run (a resumed run) booked as spent.
 pub fn run_ledger(
-    store: &Arc<Store>,
+    store: Arc<dyn UsageStore>,
     run: &RunId,
     budget: Budget,
 ) -> trellis_store::Result<Arc<BudgetLedger>> {
     let earlier: Vec<UsageRecord> = store.model_calls(run)?.iter().map(usage_record).collect();
-    let ledger = BudgetLedger::new(budget).with_sink(Arc::new(StoreUsageSink::new(
-        Arc::clone(store),
-        run.clone(),
-    )));
+    let ledger =
+        BudgetLedger::new(budget).with_sink(Arc::new(StoreUsageSink::new(store, run.clone())));
     ledger.restore(&earlier);
     Ok(Arc::new(ledger))
 }
@@ -93,7 +91,7 @@ mod tests {
 
     use tokio_util::sync::CancellationToken;
     use trellis_llm::{Budgeted, ChatRequest, Limit, Message, ModelProvider, Price, Scope};
-    use trellis_store::StoreOptions;
+    use trellis_store::{Store, StoreOptions};
     use trellis_test_support::scripted::{ScriptedProvider, Turn};
 
     use super::*;
@@ -126,7 +124,7 @@ mod tests {
             },
             ..Budget::default()
         };
-        let ledger = run_ledger(&store, &run, budget.clone()).unwrap();
+        let ledger = run_ledger(store.clone(), &run, budget.clone()).unwrap();
         let scripted = ScriptedProvider::new([
             Turn::Text("trellis-llm and trellis-store".into()),
             Turn::Text("again".into()),
@@ -159,7 +157,7 @@ mod tests {
 
         // "Crash": a new ledger for the same run starts from what the store holds.
         drop((provider, ledger));
-        let resumed = run_ledger(&store, &run, budget).unwrap();
+        let resumed = run_ledger(store.clone(), &run, budget).unwrap();
         assert_eq!(resumed.spent(&Scope::Run), spent);
         assert_eq!(resumed.spent(&Scope::Agent("planner".into())), spent);
         // 200 - spent tokens left: a call projected over it is refused, and not persisted.

@@ -12,6 +12,7 @@ use trellis_graph::{Durability, Engine, EngineConfig, Graph};
 use trellis_protocol::records::RunRecord;
 use trellis_protocol::{Command, RunId};
 use trellis_store::Store;
+use trellis_store::prelude::*;
 
 use crate::display::status;
 use crate::drive::{Show, drive};

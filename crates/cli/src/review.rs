@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 use trellis_core::service::Service;
 use trellis_protocol::{FileHunks, NodeId, Op, ReviewAction, RunId};
 use trellis_store::Store;
+use trellis_store::prelude::*;
 use trellis_tools::review::{
     self, ChangeSet, FileChange, FileSelection, LineKind, ReviewComment, ReviewOutcome, Selection,
 };

@@ -27,6 +27,7 @@ use trellis_protocol::{
 };
 use trellis_runtime::planning::{self, Stage};
 use trellis_store::Store;
+use trellis_store::prelude::*;
 use trellis_workflow::Plan;
 
 /// The state channel a task-tree run keeps its tree in (`RunState::state[TASK_TREE]`,
@@ -327,7 +328,7 @@ impl Records {
     /// The tool knowledge graph the agents' calls taught the workspace, with the speculation
     /// threshold and outcomes (`trellis tools graph --format json`).
     pub fn tool_graph(&self) -> Result<Value> {
-        trellis_toolgraph::ToolGraph::workspace_json(&self.store).map_err(Error::ToolGraph)
+        trellis_toolgraph::ToolGraph::workspace_json(&*self.store).map_err(Error::ToolGraph)
     }
 }
 

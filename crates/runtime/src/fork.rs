@@ -20,6 +20,7 @@ use serde_json::Value;
 use trellis_graph::{Engine, RunHandle};
 use trellis_protocol::{Command, EventKind, RunId};
 use trellis_store::Store;
+use trellis_store::prelude::*;
 use trellis_tools::git::Git;
 use trellis_tools::worktree::RunWorktree;
 

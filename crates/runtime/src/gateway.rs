@@ -297,7 +297,9 @@ impl Gateway {
         ToolCatalog::hybrid(
             tools.iter().map(GatewayTool::entry).collect(),
             self.embedder.clone(),
-            self.store.as_deref(),
+            self.store
+                .as_deref()
+                .map(|s| s as &dyn trellis_store::ToolGraphStore),
             &ranks,
         )
     }

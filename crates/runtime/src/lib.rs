@@ -48,6 +48,7 @@ use trellis_llm::ModelRegistry;
 pub use trellis_protocol::InputMode;
 use trellis_protocol::{Budgets, Command, RunId, SubmissionId};
 use trellis_store::Store;
+use trellis_store::prelude::*;
 use trellis_tools::worktree::RunWorktree;
 use trellis_tools::{Registry, ToolsConfig};
 use trellis_workflow::{Catalog, Plan, assemble, compile};
@@ -370,7 +371,7 @@ impl Runtime {
                 budget.run.cost_usd = b.cost_usd;
             }
         }
-        let ledger = trellis_agents::usage::run_ledger(&self.store, &run, budget)?;
+        let ledger = trellis_agents::usage::run_ledger(self.store.clone(), &run, budget)?;
         let nodes = nodes::NodeSpaces::open(&worktree.repo, &run, &worktree.branch)?;
         Ok(RunContext::new(
             self.clone(),

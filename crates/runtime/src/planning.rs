@@ -21,6 +21,7 @@ use trellis_graph::{
 };
 use trellis_llm::CallScope;
 use trellis_protocol::RunId;
+use trellis_store::prelude::*;
 use trellis_store::{RunGraphs, Store};
 use trellis_workflow::{Plan, StageHandlers, compile};
 

@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 
 use trellis_protocol::{SessionEvent, ToolStatus};
 use trellis_store::Store;
+use trellis_store::prelude::*;
 use trellis_store::{
     CallOutcome, EdgeObservation, NewSpeculation, NewToolExecution, SpeculationOutcome as Stored,
 };
@@ -105,7 +106,7 @@ impl ToolKnowledge {
     fn with_graph<T>(&self, f: impl FnOnce(&mut ToolGraph) -> T) -> Option<T> {
         let mut slot = self.graph.lock().ok()?;
         if slot.is_none() {
-            match ToolGraph::load(&self.store) {
+            match ToolGraph::load(&*self.store) {
                 Ok(g) => *slot = Some(g),
                 Err(e) => {
                     tracing::warn!(error = %e, "the tool knowledge graph could not be loaded");
@@ -120,7 +121,7 @@ impl ToolKnowledge {
     fn with_thresholds<T>(&self, f: impl FnOnce(&mut Thresholds) -> T) -> Option<T> {
         let mut slot = self.thresholds.lock().ok()?;
         if slot.is_none() {
-            *slot = Some(Thresholds::load(&self.store).unwrap_or_else(|e| {
+            *slot = Some(Thresholds::load(&*self.store).unwrap_or_else(|e| {
                 tracing::warn!(error = %e, "stored speculation outcomes could not be read");
                 Thresholds::new()
             }));
@@ -145,7 +146,7 @@ impl ToolKnowledge {
             calls,
             data_edges: Vec::new(),
         };
-        let store = &self.store;
+        let store = &*self.store;
         if let Some(Err(e)) = self.with_graph(|g| g.record_execution(store, &execution)) {
             tracing::warn!(error = %e, "the tool knowledge graph could not learn an execution");
         }
@@ -242,7 +243,7 @@ impl ToolAdvisor for ToolKnowledge {
                 SpeculationOutcome::Failed => Stored::Failed,
             },
         };
-        let store = &self.store;
+        let store = &*self.store;
         if let Some(Err(e)) = self.with_thresholds(|t| t.record_speculation(store, speculation)) {
             tracing::warn!(error = %e, "a speculation's outcome could not be stored");
         }

@@ -1,6 +1,6 @@
 //! Versioned artifacts of runs (the stages' scope cards, research cards and plans; the
 //! `three_phase` workflow's discovery.md, plan.md, spec.md, tickets.md): the `artifacts`
-//! table.
+//! table, behind [`ArtifactStore`].
 //!
 //! Writes go through the writer thread as [`Record`]s, like change sets; reads use the
 //! reader pool.
@@ -13,7 +13,7 @@ use crate::read::Reader;
 use crate::schema::now_ms;
 use crate::{Msg, Record, Store};
 
-/// A new artifact, or a new version of one: [`Store::put_artifact`] numbers it.
+/// A new artifact, or a new version of one: [`ArtifactStore::put_artifact`] numbers it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NewArtifact {
     /// The run.
@@ -126,27 +126,44 @@ fn not_found(id: i64) -> Error {
     }
 }
 
-impl Store {
+/// Runs' artifacts, versioned per run and kind: stored, listed, read one by one, and their
+/// review status and feedback set.
+pub trait ArtifactStore: Send + Sync {
     /// Stores `new` as the next version of its run's artifact of that kind (1, 2, …) and
     /// returns it once committed.
-    pub fn put_artifact(&self, new: NewArtifact) -> Result<Artifact> {
+    fn put_artifact(&self, new: NewArtifact) -> Result<Artifact>;
+
+    /// The run's artifacts, every version, in creation order.
+    fn artifacts(&self, run: &RunId) -> Result<Vec<Artifact>>;
+
+    /// One artifact; [`Error::NotFound`] when there is none with this id.
+    fn artifact(&self, id: i64) -> Result<Artifact>;
+
+    /// Sets an artifact's status and replaces its feedback (`None` clears it); returns the
+    /// artifact as committed, or [`Error::NotFound`].
+    fn set_artifact_status(
+        &self,
+        id: i64,
+        status: ArtifactStatus,
+        feedback: Option<&str>,
+    ) -> Result<Artifact>;
+}
+
+impl ArtifactStore for Store {
+    fn put_artifact(&self, new: NewArtifact) -> Result<Artifact> {
         let id = self.request(|reply| Msg::Record(Record::Artifact(new), reply))??;
         self.artifact(id)
     }
 
-    /// The run's artifacts, every version, in creation order.
-    pub fn artifacts(&self, run: &RunId) -> Result<Vec<Artifact>> {
+    fn artifacts(&self, run: &RunId) -> Result<Vec<Artifact>> {
         self.reader.artifacts(run)
     }
 
-    /// One artifact; [`Error::NotFound`] when there is none with this id.
-    pub fn artifact(&self, id: i64) -> Result<Artifact> {
+    fn artifact(&self, id: i64) -> Result<Artifact> {
         self.reader.artifact(id)?.ok_or_else(|| not_found(id))
     }
 
-    /// Sets an artifact's status and replaces its feedback (`None` clears it); returns the
-    /// artifact as committed, or [`Error::NotFound`].
-    pub fn set_artifact_status(
+    fn set_artifact_status(
         &self,
         id: i64,
         status: ArtifactStatus,

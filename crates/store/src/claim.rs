@@ -5,7 +5,7 @@
 //! process exited — or whose pid now belongs to a different process (start time differs) —
 //! is stale and taken over. Liveness is read from `/proc` rather than `kill(pid, 0)` because
 //! the workspace forbids `unsafe`. Processes on another host cannot be checked: their claims
-//! are honoured until released (`Store::break_claim` overrides one).
+//! are honoured until released (`RunStore::break_claim` overrides one).
 
 use std::path::Path;
 

@@ -1,7 +1,8 @@
 //! Sessions of front-end clients (an editor's ACP sessions): the `client_sessions` and
 //! `client_turns` tables. A client session is a conversation whose every prompt turn is a
 //! run; the rows map the client's session id to those runs, so a session survives the
-//! process that served it (`session/load` replays the runs' recorded events).
+//! process that served it (`session/load` replays the runs' recorded events). Behind
+//! [`ClientSessionStore`].
 //!
 //! Writes go through the writer thread as [`Record`]s; reads use the reader pool.
 
@@ -110,9 +111,27 @@ impl Reader {
     }
 }
 
-impl Store {
+/// Front-end clients' sessions (an editor's ACP sessions) and their prompt turns, each turn
+/// a run.
+pub trait ClientSessionStore: Send + Sync {
     /// Records a client session, or updates its title and config; returns it as committed.
-    pub fn put_client_session(&self, session: ClientSession) -> Result<ClientSession> {
+    fn put_client_session(&self, session: ClientSession) -> Result<ClientSession>;
+
+    /// Appends a prompt turn to a client session; returns its number (1, 2, …).
+    fn add_client_turn(&self, turn: ClientTurn) -> Result<u32>;
+
+    /// The sessions of a client (`acp`), most recently changed first.
+    fn client_sessions(&self, client: &str) -> Result<Vec<ClientSession>>;
+
+    /// One client session, if recorded.
+    fn client_session(&self, id: &str) -> Result<Option<ClientSession>>;
+
+    /// A client session's turns, in order.
+    fn client_turns(&self, session: &str) -> Result<Vec<ClientTurn>>;
+}
+
+impl ClientSessionStore for Store {
+    fn put_client_session(&self, session: ClientSession) -> Result<ClientSession> {
         let id = session.id.clone();
         self.request(|reply| Msg::Record(Record::ClientSession(session), reply))??;
         self.reader
@@ -123,24 +142,20 @@ impl Store {
             })
     }
 
-    /// Appends a prompt turn to a client session; returns its number (1, 2, …).
-    pub fn add_client_turn(&self, turn: ClientTurn) -> Result<u32> {
+    fn add_client_turn(&self, turn: ClientTurn) -> Result<u32> {
         let n = self.request(|reply| Msg::Record(Record::ClientTurn(turn), reply))??;
         Ok(u32::try_from(n).unwrap_or(u32::MAX))
     }
 
-    /// The sessions of a client (`acp`), most recently changed first.
-    pub fn client_sessions(&self, client: &str) -> Result<Vec<ClientSession>> {
+    fn client_sessions(&self, client: &str) -> Result<Vec<ClientSession>> {
         self.reader.client_sessions(client)
     }
 
-    /// One client session, if recorded.
-    pub fn client_session(&self, id: &str) -> Result<Option<ClientSession>> {
+    fn client_session(&self, id: &str) -> Result<Option<ClientSession>> {
         self.reader.client_session(id)
     }
 
-    /// A client session's turns, in order.
-    pub fn client_turns(&self, session: &str) -> Result<Vec<ClientTurn>> {
+    fn client_turns(&self, session: &str) -> Result<Vec<ClientTurn>> {
         self.reader.client_turns(session)
     }
 }

@@ -1,6 +1,7 @@
 //! Checkpoints of tool DAG executions (`dag_checkpoints`): the state of an execution that is
 //! paused for a decision or waiting for the user, as JSON the tools crate owns, keyed by the
-//! execution's id. Saving replaces the previous checkpoint; a finished execution's is removed.
+//! execution's id, behind [`DagCheckpointStore`]. Saving replaces the previous checkpoint; a
+//! finished execution's is removed.
 
 use rusqlite::{Connection, OptionalExtension, params};
 
@@ -38,9 +39,21 @@ impl Reader {
     }
 }
 
-impl Store {
+/// Checkpoints of tool DAG executions, by execution id: saved (replacing the previous one),
+/// read back to continue, removed when the execution finished.
+pub trait DagCheckpointStore: Send + Sync {
     /// Saves the state of DAG execution `id` (JSON), replacing its previous checkpoint.
-    pub fn save_dag_checkpoint(&self, id: &str, state: String) -> Result<()> {
+    fn save_dag_checkpoint(&self, id: &str, state: String) -> Result<()>;
+
+    /// The saved state of DAG execution `id`, if any.
+    fn dag_checkpoint(&self, id: &str) -> Result<Option<String>>;
+
+    /// Removes DAG execution `id`'s checkpoint (it finished).
+    fn remove_dag_checkpoint(&self, id: &str) -> Result<()>;
+}
+
+impl DagCheckpointStore for Store {
+    fn save_dag_checkpoint(&self, id: &str, state: String) -> Result<()> {
         let w = DagCheckpointWrite {
             id: id.to_owned(),
             state: Some(state),
@@ -49,13 +62,11 @@ impl Store {
             .map(drop)
     }
 
-    /// The saved state of DAG execution `id`, if any.
-    pub fn dag_checkpoint(&self, id: &str) -> Result<Option<String>> {
+    fn dag_checkpoint(&self, id: &str) -> Result<Option<String>> {
         self.reader.dag_checkpoint(id)
     }
 
-    /// Removes DAG execution `id`'s checkpoint (it finished).
-    pub fn remove_dag_checkpoint(&self, id: &str) -> Result<()> {
+    fn remove_dag_checkpoint(&self, id: &str) -> Result<()> {
         let w = DagCheckpointWrite {
             id: id.to_owned(),
             state: None,

@@ -1,10 +1,32 @@
 //! The Trellis durable store: one SQLite file per workspace, `<workspace>/.trellis/trellis.db`.
 //!
-//! [`Store`] implements the engine's [`Journal`] seam and offers the read API the CLI uses
-//! (`runs list`, `runs show`, `runs events`, `runs cancel` …). For the runtime service it
-//! also keeps the session and workspace streams ([`Store::append_stream`],
-//! [`Store::stream_events`]), the sessions and turns materialised from them
-//! ([`Store::sessions`], [`Store::turns`]) and runs' artifacts ([`Store::put_artifact`]).
+//! [`Store`] implements the engine's [`Journal`](trellis_graph::Journal) seam and, for the
+//! features that persist through it, one trait per domain. A feature depends on the narrow
+//! trait it uses (the tool knowledge graph takes a `&dyn ToolGraphStore`, the review ops a
+//! `&dyn ReviewStore`), not on `Store`; the SQL of every domain stays in this crate, in the
+//! domain's module, so all of them share one migration sequence and one writer thread whose
+//! group commit spans domains. A second backend implements the same traits.
+//! `use trellis_store::prelude::*` brings every trait into scope. The store's lifecycle —
+//! [`Store::open`], [`Store::flush`], [`Store::vacuum`], [`Store::stats`],
+//! [`Store::size_on_disk`], [`Store::db_path`], [`Store::owner`] — stays inherent.
+//!
+//! # Domains
+//!
+//! | domain | trait | tables | module |
+//! | ------ | ----- | ------ | ------ |
+//! | run journal: runs, event logs, forks' checkpoints, command inbox, claims | [`RunStore`] (and [`Journal`](trellis_graph::Journal)) | `runs`, `events`, `run_owners`, `commands` | `runs` (reads), `ops` (writes), `claim` |
+//! | tool and model calls, a run's usage | [`UsageStore`] | `tool_calls`, `model_calls` | `usage` |
+//! | change sets, their apply/undo/redo operations, reviewers' comments | [`ReviewStore`] | `change_sets`, `change_ops`, `review_comments` | `review` |
+//! | runs' versioned artifacts | [`ArtifactStore`] | `artifacts` | `artifacts` |
+//! | session and workspace streams (a run's stream is its event log) | [`StreamStore`] | `stream_events` | `streams` |
+//! | agent and channel sessions, materialised from their streams | [`SessionStore`] | `sessions`, `turns`, `turn_messages`, `turn_thoughts`, `turn_tools` | `sessions` |
+//! | front-end clients' sessions | [`ClientSessionStore`] | `client_sessions`, `client_turns` | `client_sessions` |
+//! | tool DAG executions' checkpoints | [`DagCheckpointStore`] | `dag_checkpoints` | `dag_checkpoints` |
+//! | the tool knowledge graph | [`ToolGraphStore`] | `tool_nodes`, `tool_dependency`, `tool_executions`, `speculations` | `toolgraph` |
+//!
+//! Shared by every domain: `schema` (the migrations), `writer` (the writer thread, which
+//! hands each record to its domain's SQL), `read` (the pool of read connections), `codec`
+//! (event blobs), `error`.
 //!
 //! # Schema
 //!
@@ -27,6 +49,9 @@
 //! | `turn_tools` | tool call of a turn | session, turn, call id, tool, JSON input, output, status (`running` or the `ToolStatus` name), start time, duration |
 //! | `artifacts` | artifact version | run, node, kind, version (1, 2, … per run and kind), content, status, feedback, created/updated time |
 //! | `review_comments` | reviewer's comment on a change set | run, node, author, comment JSON (path, line, hunk, severity, body), created time |
+//! | `client_sessions` | front-end client's session | id, client (`acp`), working directory, title, config JSON, created/updated time |
+//! | `client_turns` | prompt turn of a client session | session, turn, run, request, workflow, plan JSON, created time |
+//! | `dag_checkpoints` | paused tool DAG execution | execution id, state JSON, updated time |
 //! | `tool_nodes` | tool of the tool knowledge graph | name, MCP server, description, cached embedding and its embedder key, calls, successes, updated time |
 //! | `tool_dependency` | learned dependency between two tools | from, to, observed count, success count, confidence |
 //! | `tool_executions` | execution the tool graph learned from | context, tools (JSON), success, created time |
@@ -49,9 +74,10 @@
 //!   commit**: it takes every batch queued while the previous transaction was committing and
 //!   commits them together, so one fsync makes many steps of many runs durable. A batch's
 //!   [`trellis_graph::Commit`] resolves only after its transaction committed. Per-run order
-//!   is the order of [`Journal::append`] calls. A batch that fails (say, a duplicate seq) is
-//!   rolled back alone, through a savepoint, and fails the run's later batches in the same
-//!   transaction; a transaction that fails to begin or commit fails every batch in it.
+//!   is the order of [`Journal::append`](trellis_graph::Journal::append) calls. A batch that
+//!   fails (say, a duplicate seq) is rolled back alone, through a savepoint, and fails the
+//!   run's later batches in the same transaction; a transaction that fails to begin or
+//!   commit fails every batch in it.
 //! * [`Synchronous::Full`] (default) fsyncs the write-ahead log at every commit that holds a
 //!   batch or an enqueued command: those survive power loss and OS crashes.
 //!   [`Synchronous::Normal`] skips that fsync (the WAL is synced only at checkpoints): a
@@ -63,7 +89,7 @@
 //!   claiming process is dead; a lost take re-delivers a command that was not yet acted on
 //!   durably), so a transaction holding only those commits without one, and a run costs one
 //!   fsync per batch: [`StoreStats::synced_commits`] counts them.
-//! * A batch of service stream events ([`Store::append_stream`]) is written like a run's
+//! * A batch of service stream events ([`StreamStore::append_stream`]) is written like a run's
 //!   batch: in the writer's group commit, fsynced under [`Synchronous::Full`], rolled back
 //!   alone through its savepoint when it fails. Each event must follow its stream's last one
 //!   (a duplicate or a gap fails the batch), and the session tables are updated from the
@@ -78,8 +104,8 @@ mod dag_checkpoints;
 mod error;
 mod ops;
 mod read;
-mod records;
-mod review_comments;
+mod review;
+mod runs;
 mod schema;
 mod sessions;
 mod streams;
@@ -97,19 +123,25 @@ use std::time::Duration;
 use rusqlite::Connection;
 use serde::Serialize;
 use tokio::sync::oneshot;
-use trellis_graph::{Batch, Commit, Journal, JournalError};
-use trellis_protocol::{Command, Event, EventKind, RunId};
+use trellis_graph::{Batch, JournalError};
+use trellis_protocol::{Command, RunId};
 
-pub use artifacts::NewArtifact;
+pub use artifacts::{ArtifactStore, NewArtifact};
 pub use claim::hostname;
+pub use client_sessions::ClientSessionStore;
+pub use dag_checkpoints::DagCheckpointStore;
 pub use error::{Error, Result};
-pub use review_comments::{NewReviewComment, ReviewCommentRecord};
+pub use review::{NewReviewComment, ReviewCommentRecord, ReviewStore};
+pub use runs::{ContinuedGraph, RunGraphs, RunStore};
 pub use schema::LATEST_VERSION as SCHEMA_VERSION;
+pub use sessions::SessionStore;
+pub use streams::StreamStore;
 pub use toolgraph::{
     CachedEmbedding, CallOutcome, EdgeObservation, NewSpeculation, NewToolExecution,
-    SpeculationOutcome, SpeculationRecord, ToolEdgeRecord, ToolGraphSnapshot, ToolNodeRecord,
-    ToolNodeUpsert,
+    SpeculationOutcome, SpeculationRecord, ToolEdgeRecord, ToolGraphSnapshot, ToolGraphStore,
+    ToolNodeRecord, ToolNodeUpsert,
 };
+pub use usage::UsageStore;
 // The records the store reads and writes are wire types: the service answers with them.
 pub use trellis_protocol::records::{
     ChangeOpRecord, ChangeSetRecord, Checkpoint, ClientSession, ClientTurn, ModelCallRecord, Owner,
@@ -119,6 +151,15 @@ pub use trellis_protocol::records::{
 
 use read::Reader;
 use writer::{Counters, Writer};
+
+/// Every domain trait of the store, to bring their methods into scope:
+/// `use trellis_store::prelude::*;`.
+pub mod prelude {
+    pub use crate::{
+        ArtifactStore, ClientSessionStore, DagCheckpointStore, ReviewStore, RunStore, SessionStore,
+        StreamStore, ToolGraphStore, UsageStore,
+    };
+}
 
 /// The store's directory inside a workspace.
 pub const STORE_DIR: &str = ".trellis";
@@ -188,7 +229,7 @@ pub struct StoreStats {
     pub bytes_written: u64,
     /// The most messages one transaction carried.
     pub largest_group: u64,
-    /// Service stream batches committed ([`Store::append_stream`]).
+    /// Service stream batches committed ([`StreamStore::append_stream`]).
     pub stream_batches: u64,
     /// Service stream events committed.
     pub stream_events: u64,
@@ -239,7 +280,8 @@ pub(crate) enum Msg {
     Record(Record, Sender<Result<i64>>),
 }
 
-/// A record for the writer thread ([`Msg::Record`]); `records::write` writes it.
+/// A record for the writer thread ([`Msg::Record`]); the writer hands it to its domain's
+/// SQL.
 pub(crate) enum Record {
     ToolCall(ToolCallRecord),
     ChangeSet(ChangeSetRecord),
@@ -249,48 +291,12 @@ pub(crate) enum Record {
     ArtifactStatus(crate::artifacts::StatusChange),
     ClientSession(ClientSession),
     ClientTurn(ClientTurn),
-    ReviewComment(crate::review_comments::NewReviewComment),
+    ReviewComment(crate::review::NewReviewComment),
     ToolNodes(Vec<crate::toolgraph::ToolNodeUpsert>),
     ToolEmbeddings(Vec<crate::toolgraph::CachedEmbedding>),
     ToolExecutions(Vec<crate::toolgraph::NewToolExecution>),
     Speculation(crate::toolgraph::NewSpeculation),
     DagCheckpoint(crate::dag_checkpoints::DagCheckpointWrite),
-}
-
-/// The graphs of a stored run ([`Store::graphs`]).
-#[derive(Clone, Debug, PartialEq)]
-pub struct RunGraphs {
-    /// The graph its `runStarted` names.
-    pub graph: String,
-    /// That graph's fingerprint.
-    pub fingerprint: String,
-    /// Its parameters.
-    pub params: serde_json::Value,
-    /// The latest graph it continued with, if any.
-    pub continued: Option<ContinuedGraph>,
-}
-
-impl RunGraphs {
-    /// The name and parameters of the graph the run runs with now.
-    pub fn current(&self) -> (&str, &serde_json::Value) {
-        match &self.continued {
-            Some(c) => (&c.graph, &c.params),
-            None => (&self.graph, &self.params),
-        }
-    }
-}
-
-/// A graph a run continued with (its `runContinued` event).
-#[derive(Clone, Debug, PartialEq)]
-pub struct ContinuedGraph {
-    /// The event's seq.
-    pub seq: u64,
-    /// The graph's name.
-    pub graph: String,
-    /// Its fingerprint.
-    pub fingerprint: String,
-    /// Its parameters.
-    pub params: serde_json::Value,
 }
 
 impl Store {
@@ -406,207 +412,6 @@ impl Store {
         self.request(Msg::Vacuum)?
     }
 
-    /// Queues `command` for `run`, to be taken by the process executing it (through
-    /// [`Journal::take_commands`]). Returns the command's inbox id.
-    pub fn enqueue_command(&self, run: &RunId, command: &Command) -> Result<i64> {
-        let body = serde_json::to_string(command).map_err(|source| Error::Encode {
-            what: "command",
-            source,
-        })?;
-        self.request(|reply| Msg::Enqueue(run.clone(), body, reply))?
-    }
-
-    /// Removes the claim on `run` whoever holds it (for an owner on another host that is
-    /// known to be gone).
-    pub fn break_claim(&self, run: &RunId) -> Result<()> {
-        self.request(|reply| Msg::Release {
-            run: run.clone(),
-            force: true,
-            reply,
-        })?
-    }
-
-    /// Runs newest first.
-    pub fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunRecord>> {
-        self.reader.list(filter)
-    }
-
-    /// The run whose id is `id_or_prefix` or, failing that, the only run whose id starts
-    /// with it.
-    pub fn get_run(&self, id_or_prefix: &str) -> Result<RunRecord> {
-        self.reader.resolve(id_or_prefix)
-    }
-
-    /// The run's events with `from_seq <= seq <= to_seq` (`None`: to the end), in seq order.
-    pub fn events(&self, run: &RunId, from_seq: u64, to_seq: Option<u64>) -> Result<Vec<Event>> {
-        self.reader
-            .events(run, from_seq, to_seq.unwrap_or(u64::MAX))?
-            .ok_or_else(|| Error::RunNotFound(run.to_string()))
-    }
-
-    /// The graph name and parameters a run was started with (its `runStarted` event), from
-    /// which its graph is rebuilt.
-    pub fn started(&self, run: &RunId) -> Result<(String, serde_json::Value)> {
-        match self
-            .events(run, 1, Some(1))?
-            .into_iter()
-            .next()
-            .map(|e| e.kind)
-        {
-            Some(trellis_protocol::EventKind::RunStarted { graph, params, .. }) => {
-                Ok((graph, params))
-            }
-            _ => Err(Error::Damaged(format!(
-                "run {run} has no runStarted event; the store may be damaged"
-            ))),
-        }
-    }
-
-    /// The graph a run runs with now, from which it is rebuilt: the one its `runStarted`
-    /// names or, when it continued with another (`runContinued`), the latest of those.
-    ///
-    /// Cheap for a listing: the run's summary names the graph it runs with now, so a run
-    /// that never continued costs its first event, and one that did is read from the start
-    /// only up to the continuation into that graph (a run continues early: planning is its
-    /// first node).
-    pub fn graphs(&self, run: &RunId) -> Result<RunGraphs> {
-        const CHUNK: u64 = 64;
-        // The summary first: every continuation it reflects is in the events read after it.
-        let now = self.get_run(run.as_str())?.summary.graph;
-        let mut events = self.events(run, 1, Some(CHUNK))?;
-        let Some(trellis_protocol::EventKind::RunStarted {
-            graph,
-            fingerprint,
-            params,
-            ..
-        }) = events.first().map(|e| &e.kind)
-        else {
-            return Err(Error::Damaged(format!(
-                "run {run} has no runStarted event; the store may be damaged"
-            )));
-        };
-        let mut out = RunGraphs {
-            graph: graph.clone(),
-            fingerprint: fingerprint.clone(),
-            params: params.clone(),
-            continued: None,
-        };
-        let mut from = 1;
-        loop {
-            for e in &events {
-                if let trellis_protocol::EventKind::RunContinued {
-                    graph,
-                    fingerprint,
-                    params,
-                    ..
-                } = &e.kind
-                {
-                    out.continued = Some(ContinuedGraph {
-                        seq: e.seq,
-                        graph: graph.clone(),
-                        fingerprint: fingerprint.clone(),
-                        params: params.clone(),
-                    });
-                }
-            }
-            let current = out.continued.as_ref().map_or(&out.graph, |c| &c.graph);
-            // Read up to the graph the summary names (a run that never continued: its first
-            // chunk), or to the end of the log.
-            if *current == now || (events.len() as u64) < CHUNK {
-                return Ok(out);
-            }
-            from += CHUNK;
-            events = self.events(run, from, Some(from + CHUNK - 1))?;
-            if events.is_empty() {
-                return Ok(out);
-            }
-        }
-    }
-
-    /// The points the run can be forked from: its `runStarted` and `stepCompleted` events.
-    pub fn checkpoints(&self, run: &RunId) -> Result<Vec<Checkpoint>> {
-        Ok(self
-            .events(run, 0, None)?
-            .into_iter()
-            .filter(|e| e.kind.is_checkpoint())
-            .map(|e| Checkpoint {
-                seq: e.seq,
-                ts: e.ts,
-                step: match e.kind {
-                    EventKind::StepCompleted { step, .. } => step,
-                    _ => 0,
-                },
-            })
-            .collect())
-    }
-
-    /// Records a tool call; returns its row id once committed.
-    pub fn record_tool_call(&self, record: ToolCallRecord) -> Result<i64> {
-        self.request(|reply| Msg::Record(Record::ToolCall(record), reply))?
-    }
-
-    /// Queues a tool-call record without waiting for its commit (for callers on an async
-    /// executor; [`Store::flush`] waits for it). A failure is not reported.
-    pub fn record_tool_call_nowait(&self, record: ToolCallRecord) {
-        if let Some(tx) = &self.tx {
-            let (reply, _) = mpsc::channel();
-            drop(tx.send(Msg::Record(Record::ToolCall(record), reply)));
-        }
-    }
-
-    /// The run's tool calls, in order.
-    pub fn tool_calls(&self, run: &RunId) -> Result<Vec<ToolCallRecord>> {
-        self.reader.tool_calls(run)
-    }
-
-    /// Records a model call's usage; returns its row id once committed.
-    pub fn record_model_call(&self, record: ModelCallRecord) -> Result<i64> {
-        self.request(|reply| Msg::Record(Record::ModelCall(record), reply))?
-    }
-
-    /// Queues a model call's usage without waiting for its commit (for callers on an async
-    /// executor; [`Store::flush`] waits for it). A failure is not reported.
-    pub fn record_model_call_nowait(&self, record: ModelCallRecord) {
-        drop(self.post(|reply| Msg::Record(Record::ModelCall(record), reply)));
-    }
-
-    /// The run's model calls, in order.
-    pub fn model_calls(&self, run: &RunId) -> Result<Vec<ModelCallRecord>> {
-        self.reader.model_calls(run)
-    }
-
-    /// The run's model usage: in total, per stage and per agent.
-    pub fn run_usage(&self, run: &RunId) -> Result<RunUsage> {
-        self.reader.run_usage(run)
-    }
-
-    /// Inserts or updates a change set (keyed by run id).
-    pub fn put_change_set(&self, record: ChangeSetRecord) -> Result<()> {
-        self.request(|reply| Msg::Record(Record::ChangeSet(record), reply))?
-            .map(drop)
-    }
-
-    /// The change set of the run `id_or_prefix` (an id or a unique prefix).
-    pub fn change_set(&self, id_or_prefix: &str) -> Result<ChangeSetRecord> {
-        self.reader.change_set(id_or_prefix)
-    }
-
-    /// Every change set, newest first.
-    pub fn change_sets(&self) -> Result<Vec<ChangeSetRecord>> {
-        self.reader.change_sets()
-    }
-
-    /// Inserts or updates a change operation (keyed by run id and seq).
-    pub fn put_change_op(&self, record: ChangeOpRecord) -> Result<()> {
-        self.request(|reply| Msg::Record(Record::ChangeOp(record), reply))?
-            .map(drop)
-    }
-
-    /// The run's change operations, in order.
-    pub fn change_ops(&self, run: &RunId) -> Result<Vec<ChangeOpRecord>> {
-        self.reader.change_ops(run)
-    }
-
     /// Sends a request built around a reply channel without waiting for the answer.
     fn post<T>(&self, make: impl FnOnce(Sender<T>) -> Msg) -> Result<()> {
         let (reply, _ignored) = mpsc::channel();
@@ -627,67 +432,6 @@ impl Store {
             .send(make(reply))
             .map_err(|_| closed())?;
         answer.recv().map_err(|_| closed())
-    }
-}
-
-impl Journal for Store {
-    fn append(&self, batch: Batch) -> Commit {
-        let (ack, commit) = Commit::pending();
-        match &self.tx {
-            // If the writer is gone the message (and its ack) is dropped: the commit
-            // resolves to `JournalError::Closed`.
-            Some(tx) => match codec::encode(&batch.events) {
-                Ok(blob) => drop(tx.send(Msg::Append(batch, blob, ack))),
-                Err(e) => drop(ack.send(Err(JournalError::Backend(format!(
-                    "cannot encode the events of run {}: {e}",
-                    batch.run
-                ))))),
-            },
-            None => drop(ack.send(Err(JournalError::Closed))),
-        }
-        commit
-    }
-
-    fn load(&self, run: &RunId) -> Result<Vec<Event>, JournalError> {
-        self.reader
-            .events(run, 0, u64::MAX)?
-            .ok_or_else(|| JournalError::RunNotFound(run.to_string()))
-    }
-
-    fn claim(&self, run: &RunId) -> Result<(), JournalError> {
-        self.request(|reply| Msg::Claim(run.clone(), reply))
-            .map_err(JournalError::from)?
-    }
-
-    fn claim_new(&self, run: &RunId) -> Result<(), JournalError> {
-        // Nobody else can own an id minted a moment ago: queue the claim ahead of the run's
-        // first batch without waiting for it (a blocking round trip to the writer would stall
-        // the runtime thread behind other runs' fsyncs).
-        self.post(|reply| Msg::Claim(run.clone(), reply))
-            .map_err(JournalError::from)
-    }
-
-    fn release(&self, run: &RunId) {
-        // Queued behind the run's last batch, not waited for. Nothing useful to do on
-        // failure: a stale claim is taken over once this process exits.
-        let _ = self.post(|reply| Msg::Release {
-            run: run.clone(),
-            force: false,
-            reply,
-        });
-    }
-
-    fn take_commands(&self, run: &RunId) -> Result<Vec<Command>, JournalError> {
-        // The engine polls often: check cheaply on a read connection before taking the
-        // write lock.
-        if !self.reader.has_pending_commands(run)? {
-            return Ok(Vec::new());
-        }
-        Ok(self.request(|reply| Msg::Take(run.clone(), reply))??)
-    }
-
-    fn has_inbox(&self) -> bool {
-        true
     }
 }
 

@@ -1,6 +1,7 @@
 //! Sessions and their turns (the tables `sessions`, `turns`, `turn_messages`, `turn_tools`,
 //! `turn_thoughts`), materialised from the session streams by the writer in the transaction
-//! that appends the events, and read back as [`SessionRecord`]s and [`TurnRecord`]s.
+//! that appends the events, and read back as [`SessionRecord`]s and [`TurnRecord`]s through
+//! [`SessionStore`].
 //!
 //! The tables are a function of the log: replaying a session's events through
 //! [`materialise`] rebuilds them. A `turnStarted` for a turn that already has rows (a model
@@ -523,25 +524,35 @@ fn read_turns(c: &Connection, id: &str) -> rusqlite::Result<Vec<TurnRecord>> {
     Ok(turns.into_values().collect())
 }
 
-impl Store {
+/// Agent and channel sessions and their turns, as materialised from the session streams
+/// (written by [`crate::StreamStore::append_stream`]).
+pub trait SessionStore: Send + Sync {
     /// Sessions, newest first: all of them, an agent run's, or a channel's (see
     /// [`SessionFilter`]).
-    pub fn sessions(&self, filter: &SessionFilter) -> Result<Vec<SessionRecord>> {
+    fn sessions(&self, filter: &SessionFilter) -> Result<Vec<SessionRecord>>;
+
+    /// One session; [`Error::NotFound`] when no `sessionStarted` was appended for it.
+    fn session(&self, id: &SessionId) -> Result<SessionRecord>;
+
+    /// A session's turns in order (empty for an unknown session). A turn with user messages
+    /// whose model call has not started is [`TurnStatus::Pending`]; a tool call whose
+    /// process died before it completed keeps the status `None` ("running").
+    fn turns(&self, session: &SessionId) -> Result<Vec<TurnRecord>>;
+}
+
+impl SessionStore for Store {
+    fn sessions(&self, filter: &SessionFilter) -> Result<Vec<SessionRecord>> {
         self.reader.sessions(filter)
     }
 
-    /// One session; [`Error::NotFound`] when no `sessionStarted` was appended for it.
-    pub fn session(&self, id: &SessionId) -> Result<SessionRecord> {
+    fn session(&self, id: &SessionId) -> Result<SessionRecord> {
         self.reader.session(id)?.ok_or_else(|| Error::NotFound {
             what: "session",
             id: id.to_string(),
         })
     }
 
-    /// A session's turns in order (empty for an unknown session). A turn with user messages
-    /// whose model call has not started is [`TurnStatus::Pending`]; a tool call whose
-    /// process died before it completed keeps the status `None` ("running").
-    pub fn turns(&self, session: &SessionId) -> Result<Vec<TurnRecord>> {
+    fn turns(&self, session: &SessionId) -> Result<Vec<TurnRecord>> {
         self.reader.turns(session)
     }
 }

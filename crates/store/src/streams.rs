@@ -1,7 +1,8 @@
 //! The runtime service's streams: the `stream_events` log of session and workspace streams,
-//! and the read side of every stream (a run's stream is its `events` log).
+//! and the read side of every stream (a run's stream is its `events` log), behind
+//! [`StreamStore`].
 //!
-//! [`crate::Store::append_stream`] encodes on the caller's thread and hands one batch to the
+//! [`StreamStore::append_stream`] encodes on the caller's thread and hands one batch to the
 //! writer thread, which checks that every event follows its stream's last one, inserts the
 //! events and materialises session events into the session tables (see [`crate::sessions`])
 //! inside the batch's savepoint — so a batch is applied entirely or not at all, and the
@@ -222,18 +223,39 @@ impl Reader {
     }
 }
 
-impl Store {
+/// The runtime service's streams: session and workspace events appended through the
+/// writer's group commit, and every stream (a run's too) read from a seq on.
+pub trait StreamStore: Send + Sync {
     /// Appends a batch of session and workspace stream events (it may mix streams) through
     /// the writer thread and its group commit, like a run's event batch: the returned
     /// [`Commit`] resolves once the transaction holding the batch committed (with an fsync
     /// under [`crate::Synchronous::Full`]). In the same transaction, session events are
-    /// materialised into the session tables ([`Store::sessions`], [`Store::turns`]).
+    /// materialised into the session tables ([`crate::SessionStore::sessions`],
+    /// [`crate::SessionStore::turns`]).
     ///
     /// Every event must follow its stream's last one (`seq` = last + 1, from 1); a batch
     /// with a duplicate or a gap fails alone, rolled back through its savepoint, and leaves
     /// the other batches of its transaction untouched. Events of a run's stream are refused:
     /// a run's log is written by its engine through [`trellis_graph::Journal::append`].
-    pub fn append_stream(&self, events: Vec<ServiceEvent>) -> Commit {
+    fn append_stream(&self, events: Vec<ServiceEvent>) -> Commit;
+
+    /// The events of `stream` with a seq above `after_seq` (0: from the start), at most
+    /// `limit` of them, in seq order. A run's stream is its graph event log, each event
+    /// wrapped as [`ServiceEventBody::Run`]. A stream nothing was appended to — also a run
+    /// not in the store — is empty.
+    fn stream_events(
+        &self,
+        stream: &StreamId,
+        after_seq: u64,
+        limit: Option<usize>,
+    ) -> Result<Vec<ServiceEvent>>;
+
+    /// The last seq of `stream`: 0 when it is empty; for a run, the run's last seq.
+    fn stream_last_seq(&self, stream: &StreamId) -> Result<u64>;
+}
+
+impl StreamStore for Store {
+    fn append_stream(&self, events: Vec<ServiceEvent>) -> Commit {
         let (ack, commit) = Commit::pending();
         match (&self.tx, encode(events)) {
             (Some(tx), Ok(batch)) => drop(tx.send(Msg::Stream(batch, ack))),
@@ -243,11 +265,7 @@ impl Store {
         commit
     }
 
-    /// The events of `stream` with a seq above `after_seq` (0: from the start), at most
-    /// `limit` of them, in seq order. A run's stream is its graph event log, each event
-    /// wrapped as [`ServiceEventBody::Run`]. A stream nothing was appended to — also a run
-    /// not in the store — is empty.
-    pub fn stream_events(
+    fn stream_events(
         &self,
         stream: &StreamId,
         after_seq: u64,
@@ -256,8 +274,7 @@ impl Store {
         self.reader.stream_events(stream, after_seq, limit)
     }
 
-    /// The last seq of `stream`: 0 when it is empty; for a run, the run's last seq.
-    pub fn stream_last_seq(&self, stream: &StreamId) -> Result<u64> {
+    fn stream_last_seq(&self, stream: &StreamId) -> Result<u64> {
         self.reader.stream_last_seq(stream)
     }
 }

@@ -1,6 +1,7 @@
 //! The tool knowledge graph's storage (docs/tools.md, "Tool knowledge graph"): tools (`tool_nodes`), the
 //! dependencies learned between them (`tool_dependency`), the executions they were learned
-//! from (`tool_executions`) and the outcomes of speculative executions (`speculations`).
+//! from (`tool_executions`) and the outcomes of speculative executions (`speculations`),
+//! behind [`ToolGraphStore`].
 //!
 //! The store only keeps counts; `trellis-toolgraph` computes the graph metrics. An edge's
 //! `confidence` follows from its counts by a formula the caller passes with each execution
@@ -27,7 +28,7 @@ pub struct ToolNodeUpsert {
     pub description: String,
 }
 
-/// A stored tool (without its embedding: see [`Store::tool_embeddings`]).
+/// A stored tool (without its embedding: see [`ToolGraphStore::tool_embeddings`]).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolNodeRecord {
@@ -380,50 +381,68 @@ impl Reader {
     }
 }
 
-impl Store {
+/// The tool knowledge graph's counts: tools and their cached embeddings, the dependencies
+/// learned from executions, and speculative executions' outcomes.
+pub trait ToolGraphStore: Send + Sync {
     /// Inserts tools or refreshes their server and description (keeping their call counts
     /// and cached embeddings).
-    pub fn upsert_tool_nodes(&self, nodes: Vec<ToolNodeUpsert>) -> Result<()> {
+    fn upsert_tool_nodes(&self, nodes: Vec<ToolNodeUpsert>) -> Result<()>;
+
+    /// Caches tools' embeddings, each under its embedder key (the embedder's id and what
+    /// was embedded, so a changed model or text is never mistaken for the cached one).
+    fn set_tool_embeddings(&self, cached: Vec<CachedEmbedding>) -> Result<()>;
+
+    /// Every cached tool embedding, by tool name.
+    fn tool_embeddings(&self) -> Result<Vec<CachedEmbedding>>;
+
+    /// Records an execution: its row, its tools' call counts and its observed dependencies
+    /// (counts and confidence), in one transaction. Returns the execution's id.
+    fn record_tool_execution(&self, execution: NewToolExecution) -> Result<i64> {
+        self.record_tool_executions(vec![execution])
+    }
+
+    /// Records many executions in one transaction (as
+    /// [`ToolGraphStore::record_tool_execution`]); returns the last one's id (0 for none).
+    fn record_tool_executions(&self, executions: Vec<NewToolExecution>) -> Result<i64>;
+
+    /// Every tool and learned dependency.
+    fn tool_graph(&self) -> Result<ToolGraphSnapshot>;
+
+    /// Records a speculative execution's outcome; returns its id.
+    fn record_speculation(&self, speculation: NewSpeculation) -> Result<i64>;
+
+    /// The last `n` speculation outcomes, oldest first.
+    fn speculations(&self, n: usize) -> Result<Vec<SpeculationRecord>>;
+}
+
+impl ToolGraphStore for Store {
+    fn upsert_tool_nodes(&self, nodes: Vec<ToolNodeUpsert>) -> Result<()> {
         self.request(|reply| Msg::Record(Record::ToolNodes(nodes), reply))?
             .map(drop)
     }
 
-    /// Caches tools' embeddings, each under its embedder key (the embedder's id and what
-    /// was embedded, so a changed model or text is never mistaken for the cached one).
-    pub fn set_tool_embeddings(&self, cached: Vec<CachedEmbedding>) -> Result<()> {
+    fn set_tool_embeddings(&self, cached: Vec<CachedEmbedding>) -> Result<()> {
         self.request(|reply| Msg::Record(Record::ToolEmbeddings(cached), reply))?
             .map(drop)
     }
 
-    /// Every cached tool embedding, by tool name.
-    pub fn tool_embeddings(&self) -> Result<Vec<CachedEmbedding>> {
+    fn tool_embeddings(&self) -> Result<Vec<CachedEmbedding>> {
         self.reader.tool_embeddings()
     }
 
-    /// Records an execution: its row, its tools' call counts and its observed dependencies
-    /// (counts and confidence), in one transaction. Returns the execution's id.
-    pub fn record_tool_execution(&self, execution: NewToolExecution) -> Result<i64> {
-        self.record_tool_executions(vec![execution])
-    }
-
-    /// Records many executions in one transaction (as [`Store::record_tool_execution`]);
-    /// returns the last one's id (0 for none).
-    pub fn record_tool_executions(&self, executions: Vec<NewToolExecution>) -> Result<i64> {
+    fn record_tool_executions(&self, executions: Vec<NewToolExecution>) -> Result<i64> {
         self.request(|reply| Msg::Record(Record::ToolExecutions(executions), reply))?
     }
 
-    /// Every tool and learned dependency.
-    pub fn tool_graph(&self) -> Result<ToolGraphSnapshot> {
+    fn tool_graph(&self) -> Result<ToolGraphSnapshot> {
         self.reader.tool_graph()
     }
 
-    /// Records a speculative execution's outcome; returns its id.
-    pub fn record_speculation(&self, speculation: NewSpeculation) -> Result<i64> {
+    fn record_speculation(&self, speculation: NewSpeculation) -> Result<i64> {
         self.request(|reply| Msg::Record(Record::Speculation(speculation), reply))?
     }
 
-    /// The last `n` speculation outcomes, oldest first.
-    pub fn speculations(&self, n: usize) -> Result<Vec<SpeculationRecord>> {
+    fn speculations(&self, n: usize) -> Result<Vec<SpeculationRecord>> {
         self.reader.speculations(n)
     }
 }

@@ -35,9 +35,9 @@ use trellis_protocol::{Command, RunId};
 
 use crate::error::{Error, Result};
 use crate::ops;
-use crate::records;
 use crate::streams;
-use crate::{Msg, Synchronous};
+use crate::{Msg, Record, Synchronous};
+use crate::{artifacts, client_sessions, dag_checkpoints, review, toolgraph, usage};
 use trellis_protocol::records::Owner;
 
 /// The most messages one transaction takes, so a flood cannot delay acks unboundedly.
@@ -343,10 +343,33 @@ fn apply(
             Ack::Commands(reply, r)
         }
         Msg::Record(record, reply) => {
-            let r = in_savepoint(tx, path, |sp| records::write(sp, &record).map_err(sqlite));
+            let r = in_savepoint(tx, path, |sp| write_record(sp, &record).map_err(sqlite));
             Ack::Id(reply, r)
         }
         Msg::Flush(reply) | Msg::Vacuum(reply) => Ack::Unit(reply, Ok(())),
+    }
+}
+
+/// Writes `record` with its domain's SQL; returns the new row id for tool calls, model calls,
+/// artifacts, review comments and speculations (the last one's for tool executions), the
+/// artifact's id for a status change (0 when it does not exist), the turn's number for a
+/// client turn, 0 otherwise.
+fn write_record(conn: &Connection, record: &Record) -> rusqlite::Result<i64> {
+    match record {
+        Record::ToolCall(r) => usage::write_tool_call(conn, r),
+        Record::ModelCall(r) => usage::write_model_call(conn, r),
+        Record::ChangeSet(r) => review::write_change_set(conn, r),
+        Record::ChangeOp(r) => review::write_change_op(conn, r),
+        Record::ReviewComment(r) => review::insert_comment(conn, r),
+        Record::Artifact(r) => artifacts::insert(conn, r),
+        Record::ArtifactStatus(r) => artifacts::set_status(conn, r),
+        Record::ClientSession(r) => client_sessions::upsert(conn, r),
+        Record::ClientTurn(r) => client_sessions::insert_turn(conn, r),
+        Record::ToolNodes(r) => toolgraph::upsert_nodes(conn, r),
+        Record::ToolEmbeddings(r) => toolgraph::set_embeddings(conn, r),
+        Record::ToolExecutions(r) => toolgraph::record_executions(conn, r),
+        Record::Speculation(r) => toolgraph::insert_speculation(conn, r),
+        Record::DagCheckpoint(r) => dag_checkpoints::write(conn, r),
     }
 }
 

@@ -8,6 +8,7 @@ mod suite {
     mod atomicity;
     mod claims;
     mod client_sessions;
+    mod domains;
     mod fixtures;
     mod group_commit;
     mod inbox;

@@ -28,6 +28,7 @@ use std::time::{Duration, Instant};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::json;
+use trellis_store::prelude::*;
 use trellis_store::{Store, StoreOptions, Synchronous};
 use trellis_toolgraph::{
     ExecutedCall, Execution, Mode, ToolCatalog, ToolEntry, ToolGraph, suggest_dag,

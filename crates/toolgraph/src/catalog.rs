@@ -22,7 +22,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use trellis_index::Embedder;
-use trellis_store::{CachedEmbedding, Store, ToolNodeUpsert};
+use trellis_store::{CachedEmbedding, ToolGraphStore, ToolNodeUpsert};
 use xxhash_rust::xxh3::xxh3_64;
 
 use crate::error::Result;
@@ -124,7 +124,7 @@ impl ToolCatalog {
     pub fn with_embedder(
         mut self,
         embedder: Arc<dyn Embedder>,
-        store: Option<&Store>,
+        store: Option<&dyn ToolGraphStore>,
     ) -> Result<Self> {
         let id = embedder.id();
         let texts: Vec<String> = self.entries.iter().map(embedding_text).collect();
@@ -183,7 +183,7 @@ impl ToolCatalog {
     pub fn hybrid(
         entries: Vec<ToolEntry>,
         embedder: Option<Arc<dyn Embedder>>,
-        store: Option<&Store>,
+        store: Option<&dyn ToolGraphStore>,
         ranks: &std::collections::BTreeMap<String, f64>,
     ) -> Self {
         let mut catalog = match embedder {
@@ -222,7 +222,7 @@ impl ToolCatalog {
     }
 
     /// Stores every tool's server and description (for the graph's nodes and exports).
-    pub fn sync_to_store(&self, store: &Store) -> Result<()> {
+    pub fn sync_to_store(&self, store: &dyn ToolGraphStore) -> Result<()> {
         store.upsert_tool_nodes(
             self.entries
                 .iter()

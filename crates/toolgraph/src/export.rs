@@ -87,7 +87,7 @@ impl ToolGraph {
     /// The graph of `store`'s workspace with the state of speculation, as `trellis tools
     /// graph --format json` and `GET /api/tools/graph` show it: [`ToolGraph::to_json`] plus
     /// `"speculation": {threshold, acceptance, waste, samples}`.
-    pub fn workspace_json(store: &trellis_store::Store) -> Result<serde_json::Value> {
+    pub fn workspace_json(store: &dyn trellis_store::ToolGraphStore) -> Result<serde_json::Value> {
         let mut json = Self::load(store)?.to_json()?;
         let speculation = crate::Thresholds::load(store)?.report();
         if let Some(map) = json.as_object_mut() {

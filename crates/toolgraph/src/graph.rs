@@ -30,7 +30,7 @@ use petgraph::graph::{DiGraph, NodeIndex};
 use petgraph::visit::EdgeRef;
 use serde::{Deserialize, Serialize};
 use trellis_store::{
-    CallOutcome, EdgeObservation, NewToolExecution, Store, ToolEdgeRecord, ToolNodeRecord,
+    CallOutcome, EdgeObservation, NewToolExecution, ToolEdgeRecord, ToolGraphStore, ToolNodeRecord,
 };
 
 use crate::error::{Error, Result};
@@ -112,7 +112,7 @@ impl ToolGraph {
     }
 
     /// The graph as the store holds it.
-    pub fn load(store: &Store) -> Result<Self> {
+    pub fn load(store: &dyn ToolGraphStore) -> Result<Self> {
         let snapshot = store.tool_graph()?;
         Ok(Self::from_records(&snapshot.nodes, &snapshot.edges))
     }
@@ -158,7 +158,11 @@ impl ToolGraph {
 
     /// Learns from a finished execution: stores it with its observed edges (one
     /// transaction), then applies the same counts to the in-memory graph.
-    pub fn record_execution(&mut self, store: &Store, execution: &Execution) -> Result<()> {
+    pub fn record_execution(
+        &mut self,
+        store: &dyn ToolGraphStore,
+        execution: &Execution,
+    ) -> Result<()> {
         let record = Self::observe(execution)?;
         store.record_tool_execution(record.clone())?;
         self.apply(&record);

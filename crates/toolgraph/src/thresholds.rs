@@ -11,7 +11,7 @@
 use std::collections::VecDeque;
 
 use serde::{Deserialize, Serialize};
-use trellis_store::{NewSpeculation, SpeculationOutcome, Store};
+use trellis_store::{NewSpeculation, SpeculationOutcome, ToolGraphStore};
 
 use crate::error::Result;
 
@@ -85,7 +85,7 @@ impl Thresholds {
     /// The thresholds the stored speculation outcomes lead to: the last 1,000 are replayed
     /// from the start value, in order (older ones no longer matter much: ten windows later
     /// the threshold has had ample room to move).
-    pub fn load(store: &Store) -> Result<Self> {
+    pub fn load(store: &dyn ToolGraphStore) -> Result<Self> {
         let mut t = Self::default();
         for s in store.speculations(REPLAYED)? {
             t.record(s.outcome == SpeculationOutcome::Used);
@@ -129,7 +129,11 @@ impl Thresholds {
     }
 
     /// Stores a speculation's outcome and learns it.
-    pub fn record_speculation(&mut self, store: &Store, speculation: NewSpeculation) -> Result<()> {
+    pub fn record_speculation(
+        &mut self,
+        store: &dyn ToolGraphStore,
+        speculation: NewSpeculation,
+    ) -> Result<()> {
         let used = speculation.outcome == SpeculationOutcome::Used;
         store.record_speculation(speculation)?;
         self.record(used);

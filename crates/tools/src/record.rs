@@ -2,7 +2,7 @@
 
 use std::sync::Mutex;
 
-use trellis_store::{Store, ToolCallRecord};
+use trellis_store::{ToolCallRecord, UsageStore};
 
 /// Receives one record per tool call. Must not block for long: it is called on the
 /// agent's async task.
@@ -11,7 +11,8 @@ pub trait ToolCallSink: Send + Sync {
     fn record(&self, record: ToolCallRecord);
 }
 
-impl ToolCallSink for Store {
+/// Every store that records usage is a sink: its record is queued, not waited for.
+impl<S: UsageStore + ?Sized> ToolCallSink for S {
     fn record(&self, record: ToolCallRecord) {
         self.record_tool_call_nowait(record);
     }

@@ -17,6 +17,7 @@ use tokio_util::sync::CancellationToken;
 use trellis_core::Runtime;
 use trellis_core::service::{LiveEvent, RecordOptions, Service, ServiceOptions};
 use trellis_protocol::{InputMode, Op, RunId, RunStatus, ServiceEventBody, SessionEvent, StreamId};
+use trellis_store::prelude::*;
 use trellis_store::{SessionFilter, Store, StoreOptions, StoreStats};
 use trellis_test_support::paced::{self, PacedModel, Reply};
 use trellis_test_support::usage::{children_cpu_time, cpu_time, peak_rss_kib, reset_peak_rss};

@@ -4,6 +4,7 @@
 
 use serde_json::json;
 use trellis_protocol::records::{ClientSession, ClientTurn};
+use trellis_store::prelude::*;
 
 use super::{OpError, OpResult, Service, blocking};
 

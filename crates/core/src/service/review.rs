@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 use trellis_protocol::{FileHunks, NodeId, ReviewAction, RunId, SubmissionId, WorkspaceEvent};
+use trellis_store::prelude::*;
 use trellis_store::{ChangeSetRecord, Store};
 use trellis_tools::git::Git;
 use trellis_tools::review::{
@@ -51,7 +52,7 @@ impl Service {
             .unwrap_or_else(|| Selection::all(&set));
         let result = match action {
             ReviewAction::Show => {
-                let store = self.runtime.store();
+                let store: &Store = self.runtime.store();
                 return Ok(json!({
                     "run": run,
                     "state": rec.state,
@@ -80,7 +81,7 @@ impl Service {
                 let out = blocking(move || -> Result<Value, OpError> {
                     if sel.is_empty(&set) {
                         review::record_outcome(
-                            &store,
+                            &*store,
                             &rec,
                             &ReviewOutcome::Rejected {
                                 reason: Some("nothing approved".into()),
@@ -88,7 +89,7 @@ impl Service {
                         )?;
                         return Ok(json!({ "outcome": "rejected", "reason": "nothing approved" }));
                     }
-                    let report = review::apply(&store, &rec, &set, &sel)?;
+                    let report = review::apply(&*store, &rec, &set, &sel)?;
                     let _ = RunWorktree::from_record(&rec).remove();
                     trellis_runtime::nodes::discard(Path::new(&rec.repo), &rec.run_id);
                     Ok(json!({ "outcome": "applied", "applied": report }))
@@ -101,7 +102,7 @@ impl Service {
                 let store = self.runtime.store().clone();
                 blocking(move || -> Result<Value, OpError> {
                     review::record_outcome(
-                        &store,
+                        &*store,
                         &rec,
                         &ReviewOutcome::Rejected { reason: comment },
                     )?;
@@ -114,7 +115,7 @@ impl Service {
             ReviewAction::Undo => {
                 let store = self.runtime.store().clone();
                 blocking(move || -> Result<Value, OpError> {
-                    let report = review::undo(&store, &rec)?;
+                    let report = review::undo(&*store, &rec)?;
                     Ok(json!({ "outcome": "undone", "undo": report }))
                 })
                 .await?
@@ -145,7 +146,7 @@ impl Service {
     ) -> Result<(), OpError> {
         let rec = self.runtime.store().change_set(run.as_str())?;
         review::record_outcome(
-            self.runtime.store(),
+            &**self.runtime.store(),
             &rec,
             &ReviewOutcome::ChangesRequested {
                 comments: vec![ReviewComment::general(feedback)],

@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use trellis_llm::ChatRequest;
 use trellis_protocol::RunId;
+use trellis_store::prelude::*;
 use trellis_tools::git::Git;
 use trellis_tools::worktree::nodes::NODE_BRANCH_PREFIX;
 

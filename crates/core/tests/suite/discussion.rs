@@ -8,6 +8,7 @@ use trellis_agents::{DecidedBy, Overrides};
 use trellis_core::InputMode;
 use trellis_index::{Index, IndexConfig};
 use trellis_protocol::{Answer, Command, InterruptKind, RunStatus};
+use trellis_store::prelude::*;
 use trellis_test_support::scripted::ScriptedProvider;
 
 use super::common::*;

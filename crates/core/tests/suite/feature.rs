@@ -6,6 +6,7 @@ use tokio_util::sync::CancellationToken;
 use trellis_agents::Overrides;
 use trellis_core::InputMode;
 use trellis_protocol::RunStatus;
+use trellis_store::prelude::*;
 use trellis_test_support::scripted::ScriptedProvider;
 use trellis_tools::git::Git;
 use trellis_tools::review::{self, Selection};
@@ -194,7 +195,7 @@ async fn tests_fail_twice_adaptive_retrieval_then_code_retries_and_review_applie
     .unwrap();
     let files: Vec<&str> = set.files.iter().map(|f| f.path.as_str()).collect();
     assert_eq!(files, ["inventory.py"]);
-    review::apply(rt.store(), &rec, &set, &Selection::all(&set)).unwrap();
+    review::apply(&**rt.store(), &rec, &set, &Selection::all(&set)).unwrap();
     let fixed = std::fs::read_to_string(repo.join("inventory.py")).unwrap();
     assert!(fixed.contains(FIX) && !fixed.contains(BUG));
     let status = std::process::Command::new("python3")
@@ -206,7 +207,7 @@ async fn tests_fail_twice_adaptive_retrieval_then_code_retries_and_review_applie
     let _: Value = Value::Null;
 
     // The tool knowledge graph learned each activation's calls: their order and outcomes.
-    let graph = trellis_toolgraph::ToolGraph::load(rt.store()).unwrap();
+    let graph = trellis_toolgraph::ToolGraph::load(&**rt.store()).unwrap();
     let edge = graph
         .edge("read_file", "grep")
         .expect("code_generation#1 read, then searched");

@@ -13,6 +13,7 @@ use trellis_core::InputMode;
 use trellis_graph::RunOutcome;
 use trellis_llm::ChatRequest;
 use trellis_protocol::RunStatus;
+use trellis_store::prelude::*;
 use trellis_test_support::TempWorkspace;
 use trellis_test_support::scripted::{ScriptedProvider, Turn};
 use trellis_tools::git::Git;

@@ -19,6 +19,7 @@ use tokio_util::sync::CancellationToken;
 use trellis_core::gateway::{Gateway, GatewayTool};
 use trellis_mcp::{McpConfig, ServerConfig};
 use trellis_mcp_server::serve_gateway_http;
+use trellis_store::prelude::*;
 use trellis_store::{SpeculationOutcome, Store};
 use trellis_tools::ToolsConfig;
 
@@ -378,7 +379,7 @@ async fn a_learned_pattern_runs_ahead_and_answers_the_next_call_but_a_dangerous_
             .all(|s| !s.tools.iter().any(|t| t == "notes__delete_note")),
         "{all:?}"
     );
-    let graph = trellis_toolgraph::ToolGraph::load(&store).unwrap();
+    let graph = trellis_toolgraph::ToolGraph::load(&*store).unwrap();
     let edge = graph
         .edge("notes__find_note", "notes__delete_note")
         .unwrap();

@@ -5,6 +5,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use serde_json::json;
 use trellis_protocol::{Artifact, ArtifactStatus, NodeId, RunId};
+use trellis_store::prelude::*;
 use trellis_store::{NewArtifact, Store};
 use trellis_tools::review::{self, AuthoredComment, ReviewComment};
 use trellis_tools::tool::BoxFuture;
@@ -160,7 +161,7 @@ impl StoreSink {
             })
             .max()
             .unwrap_or(0);
-        Ok(review::comments(&self.store, &self.run)?
+        Ok(review::comments(&*self.store, &self.run)?
             .into_iter()
             .filter(|c| c.id > after)
             .collect())
@@ -193,7 +194,7 @@ impl StageSink for StoreSink {
 
     fn comment(&self, from: &Caller, comment: &ReviewComment) -> Result<usize, StageError> {
         review::add_comment(
-            &self.store,
+            &*self.store,
             &self.run,
             from.node.as_ref(),
             &self.author,

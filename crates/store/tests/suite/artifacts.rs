@@ -1,6 +1,7 @@
 //! Artifacts: versions per run and kind, status changes with feedback.
 
 use trellis_protocol::{ArtifactStatus, NodeId, RunId};
+use trellis_store::prelude::*;
 use trellis_store::{Error, NewArtifact};
 
 use super::fixtures::store;

@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use trellis_graph::{Journal, JournalError};
 use trellis_protocol::{RunId, RunStatus};
+use trellis_store::prelude::*;
 use trellis_store::{Store, StoreOptions};
 
 use super::fixtures::{batch, block_on, store};

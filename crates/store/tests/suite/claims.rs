@@ -5,6 +5,7 @@ use std::process::{Child, Command};
 use rusqlite::{Connection, params};
 use trellis_graph::{Journal, JournalError};
 use trellis_protocol::RunId;
+use trellis_store::prelude::*;
 use trellis_store::{Store, hostname};
 
 use super::fixtures::{batch, block_on, store};

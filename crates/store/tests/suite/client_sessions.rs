@@ -2,6 +2,7 @@
 //! numbered, all of it still there after the store is reopened.
 
 use trellis_protocol::RunId;
+use trellis_store::prelude::*;
 use trellis_store::{ClientSession, ClientTurn, Store, StoreOptions};
 
 fn session(id: &str, cwd: &str) -> ClientSession {

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use rusqlite::Connection;
 use trellis_graph::Journal;
 use trellis_protocol::RunId;
+use trellis_store::prelude::*;
 
 use super::fixtures::{batch, block_on, store};
 

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use trellis_graph::Journal;
 use trellis_protocol::{Command, Message, NodeId, RunId};
 use trellis_store::Store;
+use trellis_store::prelude::*;
 
 use super::fixtures::store;
 

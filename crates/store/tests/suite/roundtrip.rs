@@ -8,6 +8,7 @@ use trellis_protocol::{
     Answer, Command, EdgeSpec, Event, EventKind, ForkRef, InjectNode, Interrupt, Message, NodeId,
     NodeState, RunId, RunStatus, SubmissionId,
 };
+use trellis_store::prelude::*;
 
 use super::fixtures::{T0, block_on, ev, realistic_run, store, summary};
 

@@ -2,6 +2,7 @@
 
 use trellis_graph::Journal;
 use trellis_protocol::{RunId, RunStatus};
+use trellis_store::prelude::*;
 use trellis_store::{Error, RunFilter};
 
 use super::fixtures::{batch, block_on, store};

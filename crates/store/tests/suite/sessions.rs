@@ -4,6 +4,7 @@ use serde_json::json;
 use trellis_protocol::{
     NodeId, RunId, SessionEvent, SessionId, SessionOwner, ToolStatus, TurnUsage,
 };
+use trellis_store::prelude::*;
 use trellis_store::{
     Error, SessionFilter, SessionStatus, Store, TurnRecord, TurnStatus, TurnToolRecord,
 };

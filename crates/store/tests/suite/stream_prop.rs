@@ -10,6 +10,7 @@ use trellis_protocol::{
     ServiceEvent, ServiceEventBody, SessionEvent, SessionId, StreamId, ToolStatus, TurnUsage,
     WorkspaceEvent,
 };
+use trellis_store::prelude::*;
 use trellis_store::{Store, StoreOptions, Synchronous};
 
 use super::fixtures::{T0, block_on};

@@ -7,6 +7,7 @@ use trellis_protocol::{
     EventKind, NodeId, RunId, ServiceEvent, ServiceEventBody, SessionEvent, SessionId,
     SessionOwner, StreamId, SubmissionId, WorkspaceEvent,
 };
+use trellis_store::prelude::*;
 use trellis_store::{SessionFilter, Store, StoreOptions};
 
 use super::fixtures::{batch, block_on, session_batch, sev, store};

@@ -2,6 +2,7 @@
 //! transaction with the caller's confidence formula, descriptions and embeddings are kept
 //! apart from the counts, speculation outcomes list the newest N oldest first.
 
+use trellis_store::prelude::*;
 use trellis_store::{
     CachedEmbedding, CallOutcome, EdgeObservation, NewSpeculation, NewToolExecution,
     SpeculationOutcome, StoreOptions, ToolNodeUpsert,

@@ -1,6 +1,7 @@
 //! Model-call usage: rows round-trip, survive reopening, and sum per run, stage and agent.
 
 use trellis_protocol::RunId;
+use trellis_store::prelude::*;
 use trellis_store::{ModelCallRecord, Store, StoreOptions, UsageTotals};
 
 use super::fixtures::store;

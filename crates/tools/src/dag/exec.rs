@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::build::{Catalog, Dag, DagError, Step, build};
+use trellis_store::DagCheckpointStore;
 
 /// A decision taken while an execution was paused, by the agent or by the user.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -222,8 +223,13 @@ impl Checkpoints for MemoryCheckpoints {
 
 /// Checkpoints in the workspace store (`dag_checkpoints`): they survive the process.
 /// Failures are logged, never fatal: without its checkpoint an execution starts again.
-#[derive(Debug)]
-pub struct StoreCheckpoints(pub Arc<trellis_store::Store>);
+pub struct StoreCheckpoints(pub Arc<dyn DagCheckpointStore>);
+
+impl std::fmt::Debug for StoreCheckpoints {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoreCheckpoints").finish_non_exhaustive()
+    }
+}
 
 impl Checkpoints for StoreCheckpoints {
     fn save(&self, execution: &Execution) {

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 use trellis_protocol::{NodeId, RunId};
-use trellis_store::{NewReviewComment, Store};
+use trellis_store::{NewReviewComment, ReviewStore};
 
 use super::ReviewComment;
 use crate::error::{Error, Result};
@@ -27,7 +27,7 @@ pub struct AuthoredComment {
 
 /// Adds `comment` by `author` (from `node`) to the run's change-set review; returns its id.
 pub fn add_comment(
-    store: &Store,
+    store: &dyn ReviewStore,
     run: &RunId,
     node: Option<&NodeId>,
     author: &str,
@@ -47,7 +47,7 @@ pub fn add_comment(
 
 /// The run's review comments, in the order they were added (rows that do not decode are
 /// skipped).
-pub fn comments(store: &Store, run: &RunId) -> Result<Vec<AuthoredComment>> {
+pub fn comments(store: &dyn ReviewStore, run: &RunId) -> Result<Vec<AuthoredComment>> {
     Ok(store
         .review_comments(run)?
         .into_iter()

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 use trellis_protocol::RunId;
-use trellis_store::{ChangeOpRecord, ChangeSetRecord, Store};
+use trellis_store::{ChangeOpRecord, ChangeSetRecord, ReviewStore};
 
 use super::diff::{ChangeSet, FileChange};
 use super::journal::{self, Manifest, OpKind, Side};
@@ -81,7 +81,7 @@ fn permissions(current: Option<u32>, old: Option<u32>, new: Option<u32>) -> u32 
 
 /// Finishes interrupted operations in `repo` and brings the store up to date. Every
 /// review, apply and undo calls it first.
-pub fn recover(store: &Store, repo: &Path) -> Result<Vec<Manifest>> {
+pub fn recover(store: &dyn ReviewStore, repo: &Path) -> Result<Vec<Manifest>> {
     let done = journal::recover_pending(repo)?;
     for (op, m) in &done {
         record_op(store, op, m, "done")?;
@@ -89,7 +89,7 @@ pub fn recover(store: &Store, repo: &Path) -> Result<Vec<Manifest>> {
     Ok(done.into_iter().map(|(_, m)| m).collect())
 }
 
-fn record_op(store: &Store, op: &Path, m: &Manifest, state: &str) -> Result<()> {
+fn record_op(store: &dyn ReviewStore, op: &Path, m: &Manifest, state: &str) -> Result<()> {
     let now = now_ms();
     store.put_change_op(ChangeOpRecord {
         run_id: m.run.clone(),
@@ -111,7 +111,12 @@ fn record_op(store: &Store, op: &Path, m: &Manifest, state: &str) -> Result<()> 
     Ok(())
 }
 
-fn set_state(store: &Store, run: &RunId, state: &str, review: Option<String>) -> Result<()> {
+fn set_state(
+    store: &dyn ReviewStore,
+    run: &RunId,
+    state: &str,
+    review: Option<String>,
+) -> Result<()> {
     match store.change_set(run.as_str()) {
         Ok(mut rec) => {
             rec.state = state.into();
@@ -129,7 +134,11 @@ fn set_state(store: &Store, run: &RunId, state: &str, review: Option<String>) ->
 }
 
 /// Records a review outcome that does not apply anything (changes requested, rejected).
-pub fn record_outcome(store: &Store, rec: &ChangeSetRecord, outcome: &ReviewOutcome) -> Result<()> {
+pub fn record_outcome(
+    store: &dyn ReviewStore,
+    rec: &ChangeSetRecord,
+    outcome: &ReviewOutcome,
+) -> Result<()> {
     let state = match outcome {
         ReviewOutcome::Approved { .. } => "approved",
         ReviewOutcome::ChangesRequested { .. } => "changes_requested",
@@ -164,7 +173,7 @@ fn next_seq(repo: &Path, run: &RunId) -> Result<i64> {
 /// approved change touches was changed by the user on the same lines since the run's
 /// base; edits to other lines are kept (3-way merge).
 pub fn apply(
-    store: &Store,
+    store: &dyn ReviewStore,
     rec: &ChangeSetRecord,
     set: &ChangeSet,
     selection: &Selection,
@@ -360,7 +369,7 @@ fn conflict_problem(path: &str, overlaps: &[Overlap]) -> String {
 /// Writes the planned files through a journalled apply operation, recorded in the store;
 /// returns its sequence number.
 fn write_apply(
-    store: &Store,
+    store: &dyn ReviewStore,
     repo: &Path,
     run: &RunId,
     files: Vec<(String, Side, Side)>,
@@ -381,7 +390,7 @@ fn write_apply(
 /// Records the approval (and whether it was partial) on the change set: `applied` when
 /// operation `seq` wrote something, else `approved`.
 fn record_approval(
-    store: &Store,
+    store: &dyn ReviewStore,
     rec: &ChangeSetRecord,
     set: &ChangeSet,
     selection: &Selection,
@@ -405,7 +414,7 @@ fn record_approval(
 
 /// Reverses the run's last apply (or redo) byte for byte; on an undone run, re-applies it
 /// (undoing the undo). Refuses if the user changed any of those files since.
-pub fn undo(store: &Store, rec: &ChangeSetRecord) -> Result<UndoReport> {
+pub fn undo(store: &dyn ReviewStore, rec: &ChangeSetRecord) -> Result<UndoReport> {
     let repo = PathBuf::from(&rec.repo);
     recover(store, &repo)?;
     let Some((op, m)) = last_done(&repo, &rec.run_id)? else {

@@ -6,6 +6,7 @@ use std::path::Path;
 
 use trellis_protocol::RunId;
 use trellis_store::Store;
+use trellis_store::prelude::*;
 use trellis_tools::git::Git;
 use trellis_tools::review::{self, ChangeSet, FileSelection, Selection};
 use trellis_tools::worktree::RunWorktree;

@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use serde_json::json;
+use trellis_store::prelude::*;
 use trellis_tools::{Action, ApprovalDecision, Registry, ScriptedInteraction, ToolsConfig};
 
 use super::support::{Tools, auto};
