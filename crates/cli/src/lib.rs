@@ -240,7 +240,7 @@ pub fn run(mut cli: Cli) -> anyhow::Result<ExitCode> {
             code
         }),
         Commands::Sandbox(cmd) => rt.block_on(review::sandbox(cmd, &repo, &cli.config, store)),
-        Commands::Tools(cmd) => tools::execute(cmd, &store),
+        Commands::Tools(cmd) => tools::execute(cmd, &trellis_core::Records::new(Arc::new(store))),
         Commands::Index(_)
         | Commands::Search(_)
         | Commands::Map(_)

@@ -5,8 +5,8 @@ use std::fmt::Write as _;
 use std::process::ExitCode;
 
 use clap::{Subcommand, ValueEnum};
-use trellis_store::Store;
-use trellis_toolgraph::{ThresholdReport, Thresholds, ToolGraph};
+use trellis_core::Records;
+use trellis_toolgraph::{ThresholdReport, ToolGraph};
 
 /// `trellis tools` subcommands.
 #[derive(Debug, Subcommand)]
@@ -36,17 +36,13 @@ pub enum Format {
     Json,
 }
 
-/// Runs `trellis tools …` on the workspace's store.
-pub fn execute(cmd: ToolsCommand, store: &Store) -> anyhow::Result<ExitCode> {
+/// Runs `trellis tools …` on the workspace's records.
+pub fn execute(cmd: ToolsCommand, records: &Records) -> anyhow::Result<ExitCode> {
     let ToolsCommand::Graph { format, top } = cmd;
-    let graph = ToolGraph::load(store)?;
-    let speculation = Thresholds::load(store)?.report();
+    let (graph, speculation) = records.tool_knowledge()?;
     match format {
         Format::Dot => print!("{}", graph.to_dot()?),
-        Format::Json => println!(
-            "{}",
-            serde_json::to_string_pretty(&ToolGraph::workspace_json(store)?)?
-        ),
+        Format::Json => println!("{}", serde_json::to_string_pretty(&records.tool_graph()?)?),
         Format::Text => print!("{}{}", summary(&graph, top)?, outcomes(&speculation)),
     }
     Ok(ExitCode::SUCCESS)

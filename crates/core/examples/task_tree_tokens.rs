@@ -263,7 +263,7 @@ async fn main() {
     );
     println!("|---|---|---|---|---|---|---|---|");
     for (name, m) in [
-        ("compressed (seed 001 limits)", &compressed),
+        ("compressed (handoff field limits)", &compressed),
         ("whole", &whole),
     ] {
         println!(

@@ -330,6 +330,20 @@ impl Records {
     pub fn tool_graph(&self) -> Result<Value> {
         trellis_toolgraph::ToolGraph::workspace_json(&*self.store).map_err(Error::ToolGraph)
     }
+
+    /// The tool knowledge graph loaded, and the speculation threshold's report (what
+    /// `trellis tools graph` summarises and draws).
+    pub fn tool_knowledge(
+        &self,
+    ) -> Result<(
+        trellis_toolgraph::ToolGraph,
+        trellis_toolgraph::ThresholdReport,
+    )> {
+        let graph = trellis_toolgraph::ToolGraph::load(&*self.store).map_err(Error::ToolGraph)?;
+        let thresholds =
+            trellis_toolgraph::Thresholds::load(&*self.store).map_err(Error::ToolGraph)?;
+        Ok((graph, thresholds.report()))
+    }
 }
 
 fn rebuild(run: &RunId, e: impl Into<Error>) -> Error {

@@ -148,7 +148,7 @@ pub(crate) fn choose(candidates: &[Candidate]) -> usize {
 
 /// `text` without trailing whitespace and blank lines: two answers writing the same lines
 /// make the same change.
-fn normal(text: &str) -> String {
+pub(super) fn normal(text: &str) -> String {
     text.lines()
         .map(str::trim_end)
         .filter(|l| !l.is_empty())

@@ -16,6 +16,7 @@ use trellis_llm::{ChatRequest, Message, Role, Usage};
 
 use super::super::defs::{elides, fenced};
 use super::super::indent::{indent, reindent};
+use super::super::sample::normal;
 use super::grammar::{headings, literal};
 use super::{AgentRun, check_syntax};
 use crate::roles::EditFormat;
@@ -233,15 +234,6 @@ pub(in crate::agent) struct Focus {
 /// The indentation of `text`'s first line that is not blank.
 fn first_indent(text: &str) -> Option<&str> {
     text.lines().find(|l| !l.trim().is_empty()).map(indent)
-}
-
-/// `text` without trailing whitespace and blank lines.
-fn normal(text: &str) -> String {
-    text.lines()
-        .map(str::trim_end)
-        .filter(|l| !l.is_empty())
-        .collect::<Vec<_>>()
-        .join("\n")
 }
 
 impl AgentRun {
