@@ -491,6 +491,7 @@ mod tests {
         };
         assert!(err("samples: 3\n").contains("needs `edit_format: blocks`"));
         assert!(err("edit_format: blocks\ntest_samples: true\n").contains("2 or more"));
+        assert!(err("focus: true\n").contains("set `edit_format: blocks`"));
         assert!(err("edit_format: blocks\nsamples: 0\n").contains("between 1 and 16"));
         assert!(err("frequency_penalty: 3\n").contains("between -2 and 2"));
         assert!(err("frequency_penalty: 0.5\n").is_empty());

@@ -39,11 +39,15 @@ pub enum Format {
 /// Runs `trellis tools …` on the workspace's records.
 pub fn execute(cmd: ToolsCommand, records: &Records) -> anyhow::Result<ExitCode> {
     let ToolsCommand::Graph { format, top } = cmd;
+    if format == Format::Json {
+        println!("{}", serde_json::to_string_pretty(&records.tool_graph()?)?);
+        return Ok(ExitCode::SUCCESS);
+    }
     let (graph, speculation) = records.tool_knowledge()?;
-    match format {
-        Format::Dot => print!("{}", graph.to_dot()?),
-        Format::Json => println!("{}", serde_json::to_string_pretty(&records.tool_graph()?)?),
-        Format::Text => print!("{}{}", summary(&graph, top)?, outcomes(&speculation)),
+    if format == Format::Dot {
+        print!("{}", graph.to_dot()?);
+    } else {
+        print!("{}{}", summary(&graph, top)?, outcomes(&speculation));
     }
     Ok(ExitCode::SUCCESS)
 }

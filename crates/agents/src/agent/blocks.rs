@@ -541,21 +541,24 @@ impl AgentRun {
         if written.problems.is_empty() && failed.is_empty() {
             return None;
         }
-        let mut text = String::from(if written.rewrite {
-            "Your rewrite was not applied:\n"
+        let (head, ask) = if written.rewrite {
+            (
+                "Your rewrite was not applied:",
+                "Write the lines shown to change again, whole, with the change made, in one code \
+                 fence, or say in one sentence why the change cannot be made.",
+            )
         } else {
-            "These edit blocks were not applied:\n"
-        });
+            (
+                "These edit blocks were not applied:",
+                "Answer with corrected blocks for them (the other blocks are applied: the files \
+                 have them now), or say in one sentence why the change cannot be made.",
+            )
+        };
+        let mut text = format!("{head}\n");
         for p in written.problems.iter().map(String::as_str).chain(failed) {
             text.push_str(&format!("- {}\n", p.trim()));
         }
-        text.push_str(if written.rewrite {
-            "Write the lines shown to change again, whole, with the change made, in one code \
-             fence, or say in one sentence why the change cannot be made."
-        } else {
-            "Answer with corrected blocks for them (the other blocks are applied: the files \
-             have them now), or say in one sentence why the change cannot be made."
-        });
+        text.push_str(ask);
         Some(Message::user(text))
     }
 

@@ -32,14 +32,19 @@ pub(super) struct Fenced<'t> {
     pub(super) body: Vec<&'t str>,
 }
 
+/// Whether `line` opens or closes a fence (```` ``` ```` or `~~~`, any language tag).
+pub(super) fn is_fence(line: &str) -> bool {
+    let t = line.trim_start();
+    t.starts_with("```") || t.starts_with("~~~")
+}
+
 /// The closed fences of `lines` (any tag; an unclosed one is left out: its code is not
 /// whole).
 pub(super) fn fenced<'t>(lines: &[&'t str]) -> Vec<Fenced<'t>> {
     let mut out = Vec::new();
     let mut open: Option<Fenced<'t>> = None;
     for (i, line) in lines.iter().enumerate() {
-        let t = line.trim_start();
-        let fence = t.starts_with("```") || t.starts_with("~~~");
+        let fence = is_fence(line);
         match (open.as_mut(), fence) {
             (None, true) => {
                 open = Some(Fenced {

@@ -14,7 +14,7 @@ use std::fmt::Write as _;
 
 use trellis_llm::{ChatRequest, Message, Role, Usage};
 
-use super::super::defs::{elides, fenced};
+use super::super::defs::{elides, fenced, is_fence};
 use super::super::indent::{indent, reindent};
 use super::super::sample::normal;
 use super::grammar::{headings, literal};
@@ -90,24 +90,24 @@ fn question(excerpts: &[Excerpt]) -> String {
     s
 }
 
-/// The excerpt `text` names: the first heading it writes (the longest of those starting
-/// there), else the one excerpt of the one file it names.
-pub(crate) fn named<'e>(text: &str, excerpts: &'e [Excerpt]) -> Option<&'e Excerpt> {
+/// The index of the excerpt `text` names: the first heading it writes whole (`a.py:1-2` is
+/// not written by `a.py:1-20`), else the one excerpt of the one file it names.
+pub(crate) fn named(text: &str, excerpts: &[Excerpt]) -> Option<usize> {
     let written = excerpts
         .iter()
-        .filter_map(|e| {
+        .enumerate()
+        .filter_map(|(i, e)| {
             let h = e.heading();
-            // `a.py:1-2` is not named by `a.py:1-20`.
             text.match_indices(&h)
                 .find(|(at, _)| !text[at + h.len()..].starts_with(|c: char| c.is_ascii_digit()))
-                .map(|(at, _)| (at, e))
+                .map(|(at, _)| (at, i))
         })
         .min_by_key(|(at, _)| *at)
-        .map(|(_, e)| e);
+        .map(|(_, i)| i);
     written.or_else(|| {
-        let of: Vec<&Excerpt> = excerpts.iter().filter(|e| text.contains(&e.path)).collect();
-        match of.as_slice() {
-            [one] => Some(*one),
+        let mut of = (0..excerpts.len()).filter(|&i| text.contains(&excerpts[i].path));
+        match (of.next(), of.next()) {
+            (Some(one), None) => Some(one),
             _ => None,
         }
     })
@@ -206,12 +206,10 @@ fn apply_stated(code: &str, stated: &[(String, String)]) -> Option<String> {
 
 /// `text` without its fenced code: what the model said about its rewrite.
 pub(super) fn outside_fences(text: &str) -> String {
-    let lines: Vec<&str> = text.lines().collect();
     let mut inside = false;
     let mut kept = Vec::new();
-    for line in lines {
-        let t = line.trim_start();
-        if t.starts_with("```") || t.starts_with("~~~") {
+    for line in text.lines() {
+        if is_fence(line) {
             inside = !inside;
         } else if !inside {
             kept.push(line);
@@ -251,22 +249,19 @@ impl AgentRun {
                 let lines: Vec<&str> = text.split('\n').collect();
                 let code = lines.get(e.start - 1..e.end)?.join("\n");
                 // A fence inside the code would end the fence that shows it.
-                let fence = code.lines().any(|l| {
-                    let t = l.trim_start();
-                    t.starts_with("```") || t.starts_with("~~~")
-                });
+                let fence = code.lines().any(is_fence);
                 (!fence && !code.trim().is_empty()).then_some((e, code))
             })
             .collect();
         let excerpts: Vec<Excerpt> = offered.iter().map(|(e, _)| e.clone()).collect();
-        let (chosen, usage, said) = match excerpts.as_slice() {
-            [] => {
+        let (chosen, usage, said) = match excerpts.len() {
+            0 => {
                 return Focus {
                     note: Some("focus: no code excerpt short enough to write whole".into()),
                     ..Focus::default()
                 };
             }
-            [one] => (Some(one.clone()), Usage::default(), String::new()),
+            1 => (Some(0), Usage::default(), String::new()),
             _ => {
                 let mut asked = messages.to_vec();
                 asked.push(Message::user(question(&excerpts)));
@@ -277,7 +272,7 @@ impl AgentRun {
                     ..ChatRequest::new(asked)
                 };
                 match self.turn(request, self.first_turn.max(1), false).await {
-                    Ok(c) => (named(&c.text, &excerpts).cloned(), c.usage, c.text),
+                    Ok(c) => (named(&c.text, &excerpts), c.usage, c.text),
                     Err(e) => {
                         return Focus {
                             note: Some(format!("focus: naming the excerpt failed: {e}")),
@@ -287,7 +282,7 @@ impl AgentRun {
                 }
             }
         };
-        let Some(e) = chosen else {
+        let Some((e, code)) = chosen.and_then(|i| offered.get(i)) else {
             let said: String = said.chars().take(200).collect();
             return Focus {
                 note: Some(format!(
@@ -298,13 +293,8 @@ impl AgentRun {
                 ..Focus::default()
             };
         };
-        let code = offered
-            .iter()
-            .find(|(o, _)| *o == e)
-            .map(|(_, c)| c.as_str())
-            .unwrap_or_default();
         Focus {
-            message: Some(rewrite_request(&e, code)),
+            message: Some(rewrite_request(e, code)),
             note: Some(format!(
                 "focus: {} {} named, of {} excerpts offered; asked to write it whole",
                 e.heading(),
@@ -316,8 +306,9 @@ impl AgentRun {
     }
 
     /// An answer's rewrite of the excerpt the conversation shows to rewrite, as `(path, old,
-    /// new)`, or why it cannot be made; `None` when there is no such excerpt or the answer
-    /// has no fence. The fence most like the excerpt is its rewrite.
+    /// new)`, or why it cannot be made: the answer's fence most like the excerpt, or without
+    /// a fence the replacements it states in words ([`stated`]); `None` when there is no
+    /// such excerpt, or the answer has no fence and states no replacement the excerpt holds.
     pub(super) fn rewrite(
         &self,
         messages: &[Message],
@@ -413,13 +404,13 @@ mod tests {
             naming_grammar(&ex),
             "root ::= \"a/b.py:3-9\" | \"a/b.py:30-31\"\n"
         );
-        assert_eq!(named("a/b.py:30-31", &ex), Some(&ex[1]));
-        assert_eq!(named("It is `a/b.py:3-9`.", &ex), Some(&ex[0]));
+        assert_eq!(named("a/b.py:30-31", &ex), Some(1));
+        assert_eq!(named("It is `a/b.py:3-9`.", &ex), Some(0));
         // A longer range is not the shorter one; two excerpts of the named file: none.
         assert_eq!(named("a/b.py:3-90", &ex), None);
         assert_eq!(named("nothing", &ex), None);
         let one = vec![ex[0].clone()];
-        assert_eq!(named("in a/b.py", &one), Some(&one[0]));
+        assert_eq!(named("in a/b.py", &one), Some(0));
     }
 
     #[test]
