@@ -16,7 +16,7 @@ list shrinks with the code) or a new one appears.
 
 The CLI is one crate with every command in it, so its run commands are checked by their
 sources instead: the modules in READERS (`trellis runs list | show | events | usage`, the
-turns of `runs show --turns`, the steering ops) read through `trellis_core::Records` (the
+turns of `runs show --turns`, the steering ops, `trellis tools graph`) read through `trellis_core::Records` (the
 store-only reader), act through `trellis_core::service`, and speak `trellis_protocol`. The
 workspace crates their code names (comments aside) must be those, with `trellis_core` only
 through READER_CORE — not the runtime pieces core re-exports — and they take no store
@@ -38,7 +38,12 @@ OWN = {
 PENDING: dict[str, set[str]] = {}
 
 ROOT = Path(__file__).resolve().parent.parent
-READERS = ["crates/cli/src/runs.rs", "crates/cli/src/usage.rs", "crates/cli/src/steer.rs"]
+READERS = [
+    "crates/cli/src/runs.rs",
+    "crates/cli/src/usage.rs",
+    "crates/cli/src/steer.rs",
+    "crates/cli/src/tools.rs",
+]
 READER_CRATES = {"trellis_core", "trellis_protocol"}
 # What the readers may name inside trellis_core: the reader and the service.
 READER_CORE = {"Records", "records", "service"}

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use clap::{Subcommand, ValueEnum};
 use trellis_core::Records;
-use trellis_toolgraph::{ThresholdReport, ToolGraph};
+use trellis_protocol::records::{SpeculationReport, ToolGraphView};
 
 /// `trellis tools` subcommands.
 #[derive(Debug, Subcommand)]
@@ -39,23 +39,17 @@ pub enum Format {
 /// Runs `trellis tools …` on the workspace's records.
 pub fn execute(cmd: ToolsCommand, records: &Records) -> anyhow::Result<ExitCode> {
     let ToolsCommand::Graph { format, top } = cmd;
-    if format == Format::Json {
-        println!("{}", serde_json::to_string_pretty(&records.tool_graph()?)?);
-        return Ok(ExitCode::SUCCESS);
-    }
-    let (graph, speculation) = records.tool_knowledge()?;
-    if format == Format::Dot {
-        print!("{}", graph.to_dot()?);
-    } else {
-        print!("{}{}", summary(&graph, top)?, outcomes(&speculation));
+    let graph = records.tool_graph()?;
+    match format {
+        Format::Json => println!("{}", serde_json::to_string_pretty(&graph)?),
+        Format::Dot => print!("{}", dot(&graph)),
+        Format::Text => print!("{}{}", summary(&graph, top)?, outcomes(&graph.speculation)),
     }
     Ok(ExitCode::SUCCESS)
 }
 
-/// The text summary: counts, the top tools by PageRank, the strongest dependencies, the
-/// communities.
 /// The speculation threshold and the outcomes it adapts to.
-fn outcomes(r: &ThresholdReport) -> String {
+fn outcomes(r: &SpeculationReport) -> String {
     if r.samples == 0 {
         return format!(
             "\nSpeculation: threshold {:.2}, no speculation recorded yet\n",
@@ -72,9 +66,11 @@ fn outcomes(r: &ThresholdReport) -> String {
     )
 }
 
-fn summary(graph: &ToolGraph, top: usize) -> anyhow::Result<String> {
+/// The text summary: counts, the top tools by PageRank, the strongest dependencies, the
+/// communities.
+fn summary(graph: &ToolGraphView, top: usize) -> anyhow::Result<String> {
     let mut out = String::new();
-    if graph.node_count() == 0 {
+    if graph.nodes.is_empty() {
         writeln!(
             out,
             "The tool knowledge graph is empty: it learns from the agents' tool calls \
@@ -82,14 +78,13 @@ fn summary(graph: &ToolGraph, top: usize) -> anyhow::Result<String> {
         )?;
         return Ok(out);
     }
-    let export = graph.export()?;
     writeln!(
         out,
         "{} tools, {} learned dependencies",
-        graph.node_count(),
-        graph.edge_count()
+        graph.nodes.len(),
+        graph.edges.len()
     )?;
-    let mut nodes = export.nodes.clone();
+    let mut nodes = graph.nodes.clone();
     nodes.sort_by(|a, b| b.pagerank.total_cmp(&a.pagerank).then(a.tool.cmp(&b.tool)));
     let width = nodes.iter().map(|n| n.tool.len()).max().unwrap_or(4).max(4);
     writeln!(out, "\nTools by PageRank:")?;
@@ -100,7 +95,7 @@ fn summary(graph: &ToolGraph, top: usize) -> anyhow::Result<String> {
             n.tool, n.pagerank, n.calls, n.successes, n.community
         )?;
     }
-    let mut edges = export.edges.clone();
+    let mut edges = graph.edges.clone();
     edges.sort_by(|a, b| {
         b.confidence
             .total_cmp(&a.confidence)
@@ -117,7 +112,7 @@ fn summary(graph: &ToolGraph, top: usize) -> anyhow::Result<String> {
             )?;
         }
     }
-    let communities = graph.communities()?;
+    let communities = graph.communities();
     if communities.len() > 1 {
         writeln!(out, "\nCommunities:")?;
         for (i, members) in communities.iter().enumerate() {
@@ -125,4 +120,98 @@ fn summary(graph: &ToolGraph, top: usize) -> anyhow::Result<String> {
         }
     }
     Ok(out)
+}
+
+/// The graph in Graphviz DOT: nodes labelled with PageRank and community, edges with
+/// observed count and confidence (pen width growing with confidence).
+fn dot(graph: &ToolGraphView) -> String {
+    let mut out = String::from("digraph tools {\n  rankdir=LR;\n  node [shape=box];\n");
+    for n in &graph.nodes {
+        // Writing to a String cannot fail.
+        let _ = writeln!(
+            out,
+            "  {} [label=\"{}\\npagerank {:.4}\\ncommunity {}\", group={}];",
+            quote(&n.tool),
+            escape(&n.tool),
+            n.pagerank,
+            n.community,
+            n.community
+        );
+    }
+    for e in &graph.edges {
+        let _ = writeln!(
+            out,
+            "  {} -> {} [label=\"{} × {:.2}\", penwidth={:.2}];",
+            quote(&e.from),
+            quote(&e.to),
+            e.observed_count,
+            e.confidence,
+            0.5 + 2.5 * e.confidence.clamp(0.0, 1.0)
+        );
+    }
+    out.push_str("}\n");
+    out
+}
+
+/// `s` as a DOT quoted id.
+fn quote(s: &str) -> String {
+    format!("\"{}\"", escape(s))
+}
+
+/// `s` escaped for the inside of a DOT string.
+fn escape(s: &str) -> String {
+    s.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use trellis_protocol::records::{ToolEdge, ToolNode};
+
+    use super::*;
+
+    fn node(tool: &str, community: usize) -> ToolNode {
+        ToolNode {
+            tool: tool.into(),
+            pagerank: 0.25,
+            community,
+            calls: 3,
+            successes: 2,
+        }
+    }
+
+    #[test]
+    fn dot_labels_nodes_and_edges_and_escapes_names() {
+        let graph = ToolGraphView {
+            nodes: vec![node("read_file", 0), node("say \"hi\"", 1)],
+            edges: vec![ToolEdge {
+                from: "read_file".into(),
+                to: "say \"hi\"".into(),
+                observed_count: 15,
+                confidence: 0.8,
+            }],
+            speculation: SpeculationReport::default(),
+        };
+        let dot = dot(&graph);
+        assert!(dot.starts_with("digraph tools {\n"), "{dot}");
+        assert!(
+            dot.contains(
+                "  \"read_file\" [label=\"read_file\\npagerank 0.2500\\ncommunity 0\", group=0];"
+            ),
+            "{dot}"
+        );
+        assert!(
+            dot.contains(
+                "  \"read_file\" -> \"say \\\"hi\\\"\" [label=\"15 × 0.80\", penwidth=2.50];"
+            ),
+            "{dot}"
+        );
+        assert!(dot.ends_with("}\n"));
+        let text = summary(&graph, 20).unwrap();
+        assert!(
+            text.contains("Communities:\n  1: read_file\n  2: say \"hi\"\n"),
+            "{text}"
+        );
+    }
 }

@@ -19,7 +19,8 @@ use serde_json::Value;
 use trellis_graph::{Engine, Graph};
 use trellis_protocol::records::{
     ChangeSetRecord, Checkpoint, ClientSession, ClientTurn, ModelCallRecord, RunFilter, RunGraph,
-    RunGroup, RunRecord, RunState, RunUsage, RunView, SessionFilter, SessionRecord, TurnRecord,
+    RunGroup, RunRecord, RunState, RunUsage, RunView, SessionFilter, SessionRecord, ToolGraphView,
+    TurnRecord,
 };
 use trellis_protocol::{
     Artifact, Event, Interrupt, NodeId, NodeState, RunId, RunStatus, ServiceEvent, SessionId,
@@ -326,23 +327,9 @@ impl Records {
     }
 
     /// The tool knowledge graph the agents' calls taught the workspace, with the speculation
-    /// threshold and outcomes (`trellis tools graph --format json`).
-    pub fn tool_graph(&self) -> Result<Value> {
-        trellis_toolgraph::ToolGraph::workspace_json(&*self.store).map_err(Error::ToolGraph)
-    }
-
-    /// The tool knowledge graph loaded, and the speculation threshold's report (what
-    /// `trellis tools graph` summarises and draws).
-    pub fn tool_knowledge(
-        &self,
-    ) -> Result<(
-        trellis_toolgraph::ToolGraph,
-        trellis_toolgraph::ThresholdReport,
-    )> {
-        let graph = trellis_toolgraph::ToolGraph::load(&*self.store).map_err(Error::ToolGraph)?;
-        let thresholds =
-            trellis_toolgraph::Thresholds::load(&*self.store).map_err(Error::ToolGraph)?;
-        Ok((graph, thresholds.report()))
+    /// threshold and outcomes (`trellis tools graph`, `GET /api/tools/graph`).
+    pub fn tool_graph(&self) -> Result<ToolGraphView> {
+        trellis_toolgraph::ToolGraph::workspace_view(&*self.store).map_err(Error::ToolGraph)
     }
 }
 

@@ -1,12 +1,14 @@
 //! What the runtime service answers about a workspace's records: runs and their checkpoints,
 //! model usage, agent and channel sessions with their turns, change sets and tool calls, the
-//! sessions of editor clients. The store writes and reads these rows; every front-end receives
-//! them through the runtime service's queries, never from the store.
+//! sessions of editor clients, the tool knowledge graph. The store writes and reads these
+//! rows; every front-end receives them through the runtime service's queries, never from the
+//! store.
 
 mod changes;
 mod clients;
 mod runs;
 mod sessions;
+mod tools;
 mod usage;
 
 pub use changes::{ChangeOpRecord, ChangeSetRecord, ToolCallRecord};
@@ -18,6 +20,7 @@ pub use runs::{
 pub use sessions::{
     SessionFilter, SessionRecord, SessionStatus, TurnRecord, TurnStatus, TurnToolRecord,
 };
+pub use tools::{SpeculationReport, ToolEdge, ToolGraphView, ToolNode};
 pub use usage::{ModelCallRecord, RunUsage, UsageTotals};
 
 /// The workflows a run can use, and the workflow files that failed to load.

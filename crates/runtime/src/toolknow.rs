@@ -131,7 +131,7 @@ impl ToolKnowledge {
 
     /// The speculation threshold and the acceptance and waste it adapts to (targets: > 95%
     /// used, < 10% wasted; `docs/tools.md`, "Outcomes and the adaptive threshold").
-    pub fn thresholds(&self) -> Option<trellis_toolgraph::ThresholdReport> {
+    pub fn thresholds(&self) -> Option<trellis_protocol::records::SpeculationReport> {
         self.with_thresholds(|t| t.report())
     }
 

@@ -11,6 +11,7 @@
 use std::collections::VecDeque;
 
 use serde::{Deserialize, Serialize};
+use trellis_protocol::records::SpeculationReport;
 use trellis_store::{NewSpeculation, SpeculationOutcome, ToolGraphStore};
 
 use crate::error::Result;
@@ -44,20 +45,6 @@ pub enum Mode {
     /// A strong pattern: execute it now, have the results ready.
     #[serde(rename = "speculative_execution")]
     Speculative,
-}
-
-/// The state of the adaptation.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ThresholdReport {
-    /// Share of the remembered speculations whose results were used.
-    pub acceptance: f64,
-    /// Share wasted (not used, or failed).
-    pub waste: f64,
-    /// The current speculation threshold.
-    pub threshold: f64,
-    /// Outcomes remembered.
-    pub samples: usize,
 }
 
 /// The mode thresholds, with the speculation one adapting to outcomes.
@@ -141,7 +128,7 @@ impl Thresholds {
     }
 
     /// Acceptance, waste, threshold and sample count.
-    pub fn report(&self) -> ThresholdReport {
+    pub fn report(&self) -> SpeculationReport {
         let samples = self.window.len();
         let used = self.window.iter().filter(|u| **u).count();
         let acceptance = if samples == 0 {
@@ -149,7 +136,7 @@ impl Thresholds {
         } else {
             used as f64 / samples as f64
         };
-        ThresholdReport {
+        SpeculationReport {
             acceptance,
             waste: if samples == 0 { 0.0 } else { 1.0 - acceptance },
             threshold: self.speculate,

@@ -7,11 +7,10 @@
 //! knows: whether a run executes here, and its runtime's workflow catalog. Every query reads
 //! SQLite and may block: async callers run it on the blocking pool.
 
-use serde_json::Value;
 use trellis_protocol::records::{
     ChangeSetRecord, Checkpoint, ClientSession, ClientTurn, ModelCallRecord, RunFilter, RunGraph,
-    RunRecord, RunState, RunUsage, RunView, SessionFilter, SessionRecord, TurnRecord,
-    WorkflowCatalog,
+    RunRecord, RunState, RunUsage, RunView, SessionFilter, SessionRecord, ToolGraphView,
+    TurnRecord, WorkflowCatalog,
 };
 use trellis_protocol::{
     Artifact, Event, Interrupt, NodeId, RunId, ServiceEvent, SessionId, StreamId,
@@ -175,8 +174,8 @@ impl Service {
     }
 
     /// The tool knowledge graph the agents' calls taught the workspace, with the speculation
-    /// threshold and outcomes (`trellis tools graph --format json`).
-    pub fn tool_graph(&self) -> Result<Value, OpError> {
+    /// threshold and outcomes (`trellis tools graph`, `GET /api/tools/graph`).
+    pub fn tool_graph(&self) -> Result<ToolGraphView, OpError> {
         Ok(self.records.tool_graph()?)
     }
 }

@@ -51,9 +51,11 @@ pub(crate) async fn tool_graph(
     let w = state.workspace(q.workspace.as_deref())?;
     let (id, service) = (w.id.clone(), w.service.clone());
     crate::lookup::blocking(move || {
-        let mut graph = service
+        let graph = service
             .tool_graph()
             .map_err(|e| ApiError::internal("reading the tool knowledge graph", e))?;
+        let mut graph = serde_json::to_value(graph)
+            .map_err(|e| ApiError::internal("encoding the tool knowledge graph", e))?;
         if let Some(map) = graph.as_object_mut() {
             map.insert("workspace".into(), json!(id));
         }
