@@ -1,6 +1,8 @@
 //! The throwaway cluster starts on loopback, makes databases, refuses a wrong password
 //! and is gone once dropped.
 
+// Helpers outside `#[test]` functions panic on setup failures too.
+#![allow(clippy::unwrap_used)]
 use std::process::Command;
 
 use trellis_test_pg::{Cluster, Durability, PASSWORD};
