@@ -106,7 +106,7 @@ mod tests {
     #[tokio::test]
     async fn calls_are_persisted_and_a_resumed_run_keeps_its_spend() {
         let dir = tempfile::tempdir().unwrap();
-        let store = Arc::new(Store::open_workspace(dir.path(), StoreOptions::default()).unwrap());
+        let store = Store::open_workspace(dir.path(), StoreOptions::default()).unwrap();
         let run = RunId::from_string("run-usage");
         let scope = CallScope {
             stage: Some("plan".into()),

@@ -11,7 +11,6 @@ use std::time::Instant;
 use anyhow::{Context, ensure};
 use trellis_graph::{Durability, demo};
 use trellis_protocol::{RunId, RunStatus};
-use trellis_store::prelude::*;
 use trellis_store::{Store, StoreOptions, Synchronous};
 
 use crate::harness::{Backend, Setup, g1_graph, remove_db};

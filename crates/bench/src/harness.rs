@@ -93,10 +93,7 @@ impl Setup {
             Backend::None => (Arc::new(NullJournal), None),
             Backend::Memory => (Arc::new(MemoryJournal::new()), None),
             Backend::Durable(synchronous) => {
-                let store = Arc::new(open_fresh_store(
-                    &dir.join(format!("{name}.db")),
-                    synchronous,
-                )?);
+                let store = open_fresh_store(&dir.join(format!("{name}.db")), synchronous)?;
                 (store.clone(), Some(store))
             }
         };
@@ -113,7 +110,7 @@ impl Setup {
 }
 
 /// Opens a store at `path`, deleting any previous file (and its WAL) first.
-pub fn open_fresh_store(path: &Path, synchronous: Synchronous) -> anyhow::Result<Store> {
+pub fn open_fresh_store(path: &Path, synchronous: Synchronous) -> anyhow::Result<Arc<Store>> {
     remove_db(path)?;
     Store::open(
         path,

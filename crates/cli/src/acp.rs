@@ -36,8 +36,7 @@ pub fn acp(
             None => Store::open_workspace(root, store_options),
         }
         .map_err(|e| e.to_string())?;
-        crate::workspace::open_service(root, &overrides, &[], Arc::new(store))
-            .map_err(|e| format!("{e:#}"))
+        crate::workspace::open_service(root, &overrides, &[], store).map_err(|e| format!("{e:#}"))
     });
     let options = AcpOptions {
         workflow: args.workflow.clone(),

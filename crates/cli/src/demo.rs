@@ -12,7 +12,6 @@ use trellis_graph::{Durability, Engine, EngineConfig, Graph};
 use trellis_protocol::records::RunRecord;
 use trellis_protocol::{Command, RunId};
 use trellis_store::Store;
-use trellis_store::prelude::*;
 
 use crate::display::status;
 use crate::drive::{Show, drive};
@@ -62,7 +61,7 @@ pub fn parse_params(pairs: &[String]) -> anyhow::Result<Value> {
 }
 
 /// Runs `trellis demo`.
-pub async fn execute(args: DemoArgs, store: Store) -> anyhow::Result<ExitCode> {
+pub async fn execute(args: DemoArgs, store: Arc<Store>) -> anyhow::Result<ExitCode> {
     let params = parse_params(&args.params)?;
     let graph = build(&args.graph, &params)?;
     let input = if args.graph == "feature" {
@@ -75,7 +74,7 @@ pub async fn execute(args: DemoArgs, store: Store) -> anyhow::Result<ExitCode> {
         DurabilityArg::Sync => Durability::Sync,
     };
     let engine = Engine::with_config(
-        Arc::new(store),
+        store,
         EngineConfig {
             durability,
             ..EngineConfig::default()

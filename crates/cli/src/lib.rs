@@ -222,25 +222,25 @@ pub fn run(mut cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Commands::Demo(args) => rt.block_on(demo::execute(args, store)),
         Commands::Review(args) => rt.block_on(async {
-            let service = workspace::open_service(&repo, &cli.config, &[], Arc::new(store))?;
+            let service = workspace::open_service(&repo, &cli.config, &[], store)?;
             let code = review::review_with(&service, args).await;
             service.shutdown().await;
             code
         }),
         Commands::Undo(args) => rt.block_on(async {
-            let service = workspace::open_service(&repo, &cli.config, &[], Arc::new(store))?;
+            let service = workspace::open_service(&repo, &cli.config, &[], store)?;
             let code = review::undo_with(&service, args).await;
             service.shutdown().await;
             code
         }),
         Commands::Chat(args) => rt.block_on(async {
-            let service = workspace::open_service(&repo, &cli.config, &[], Arc::new(store))?;
+            let service = workspace::open_service(&repo, &cli.config, &[], store)?;
             let code = chat::chat(&service, args).await;
             service.shutdown().await;
             code
         }),
         Commands::Sandbox(cmd) => rt.block_on(review::sandbox(cmd, &repo, &cli.config, store)),
-        Commands::Tools(cmd) => tools::execute(cmd, &trellis_core::Records::new(Arc::new(store))),
+        Commands::Tools(cmd) => tools::execute(cmd, &trellis_core::Records::new(store)),
         Commands::Index(_)
         | Commands::Search(_)
         | Commands::Map(_)
@@ -284,7 +284,7 @@ fn store_options(cli: &Cli) -> StoreOptions {
     }
 }
 
-fn open_store(cli: &Cli) -> anyhow::Result<Store> {
+fn open_store(cli: &Cli) -> anyhow::Result<Arc<Store>> {
     let options = store_options(cli);
     Ok(match &cli.db {
         Some(path) => Store::open(path, options)?,
@@ -292,7 +292,7 @@ fn open_store(cli: &Cli) -> anyhow::Result<Store> {
     })
 }
 
-fn open_existing_store(cli: &Cli) -> Result<Store, trellis_store::Error> {
+fn open_existing_store(cli: &Cli) -> Result<Arc<Store>, trellis_store::Error> {
     let path = match &cli.db {
         Some(path) => path.clone(),
         None => cli

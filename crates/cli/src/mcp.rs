@@ -135,14 +135,14 @@ pub async fn gateway(
     args: &McpArgs,
     repo: &Path,
     overrides: &[String],
-    store: impl FnOnce() -> anyhow::Result<trellis_store::Store>,
+    store: impl FnOnce() -> anyhow::Result<Arc<trellis_store::Store>>,
 ) -> anyhow::Result<ExitCode> {
     // Before the store is created: a workspace without servers gets nothing.
     let mcp: McpConfig = load_config(repo, overrides)?.section_serde("mcp")?;
     if mcp.servers.is_empty() {
         anyhow::bail!(trellis_core::gateway::NO_SERVERS);
     }
-    let gateway = trellis_core::gateway::Gateway::open(repo, overrides, Arc::new(store()?))?;
+    let gateway = trellis_core::gateway::Gateway::open(repo, overrides, store()?)?;
     let gateway = Arc::new(gateway);
     gateway.start().await;
     for line in gateway.status_lines() {

@@ -14,7 +14,6 @@ use tokio_util::sync::CancellationToken;
 use trellis_core::service::Service;
 use trellis_protocol::{FileHunks, NodeId, Op, ReviewAction, RunId};
 use trellis_store::Store;
-use trellis_store::prelude::*;
 use trellis_tools::review::{
     self, ChangeSet, FileChange, FileSelection, LineKind, ReviewComment, ReviewOutcome, Selection,
 };
@@ -595,7 +594,7 @@ pub async fn sandbox(
     cmd: SandboxCommand,
     repo: &Path,
     overrides: &[String],
-    store: Store,
+    store: Arc<Store>,
 ) -> anyhow::Result<ExitCode> {
     match cmd {
         SandboxCommand::New { json } => {
@@ -639,8 +638,8 @@ pub async fn sandbox(
             env.base_commit = Some(rec.base_commit.clone());
             let args: serde_json::Value =
                 serde_json::from_str(&args).context("tool arguments must be JSON")?;
-            let store = Arc::new(store);
-            let registry = Registry::builtin(&config.roles).with_sink(store.clone());
+            let registry = Registry::builtin(&config.roles)
+                .with_sink(Arc::new(trellis_tools::StoreSink(store.clone())));
             let result = registry
                 .call(&env, "implementor", &tool, args, CancellationToken::new())
                 .await;

@@ -381,7 +381,7 @@ fn list(
     if runs.is_empty() {
         println!(
             "no runs in {} (start one with `trellis demo feature`)",
-            records.db_path().display()
+            records.location()
         );
         return Ok(ExitCode::SUCCESS);
     }

@@ -3,7 +3,6 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use clap::Args;
@@ -80,7 +79,7 @@ pub fn serve(
         for (id, root) in ids.into_iter().zip(canonical) {
             let store = Store::open_workspace(&root, store_options)
                 .with_context(|| format!("workspace {}", root.display()))?;
-            let service = crate::workspace::open_service(&root, overrides, &[], Arc::new(store))?;
+            let service = crate::workspace::open_service(&root, overrides, &[], store)?;
             workspaces.push(Workspace { id, root, service });
         }
         let listener = tokio::net::TcpListener::bind(args.bind)

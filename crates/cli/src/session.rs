@@ -351,9 +351,9 @@ pub async fn run(
     args: &crate::workflows::RunArgs,
     repo: &Path,
     overrides: &[String],
-    store: Store,
+    store: Arc<Store>,
 ) -> anyhow::Result<ExitCode> {
-    let service = open_service(repo, overrides, &args.dirs.dirs, Arc::new(store))?;
+    let service = open_service(repo, overrides, &args.dirs.dirs, store)?;
     if !args.json {
         let profile = service.profile_for_role("orchestrator");
         eprintln!("asking the orchestrator (model profile `{profile}`)…");

@@ -49,11 +49,11 @@ pub struct Workspace<'a> {
 
 impl<'a> Workspace<'a> {
     /// Workspace `repo` with `-c` overrides, over its open `store`.
-    pub fn new(repo: &'a Path, overrides: &'a [String], store: Store) -> Self {
+    pub fn new(repo: &'a Path, overrides: &'a [String], store: Arc<Store>) -> Self {
         Self {
             repo,
             overrides,
-            store: Arc::new(store),
+            store,
         }
     }
 

@@ -258,7 +258,7 @@ async fn main() -> anyhow::Result<()> {
     let tool_ms = arg("--tool-ms", 150)?;
     let runs = arg("--runs", 5)?.max(1);
     let dir = tempfile::tempdir()?;
-    let store = Arc::new(Store::open_workspace(dir.path(), StoreOptions::default())?);
+    let store = Store::open_workspace(dir.path(), StoreOptions::default())?;
     let knowledge = Arc::new(ToolKnowledge::new(store, true));
 
     let mut sequential = ToolsConfig::default();

@@ -179,7 +179,7 @@ async fn measure(compress: bool) -> Measured {
     let ws = trellis_test_support::example_repo("inventory", &config).unwrap();
     let repo = ws.path().canonicalize().unwrap();
     let provider = ScriptedProvider::responding(script);
-    let store = Arc::new(Store::open_workspace(&repo, StoreOptions::default()).unwrap());
+    let store = Store::open_workspace(&repo, StoreOptions::default()).unwrap();
     let rt = Runtime::open(&repo, &[], &[], store).unwrap();
     rt.models().install("local", Arc::new(provider.clone()));
     let svc = Service::start(Arc::new(rt), ServiceOptions::default());

@@ -12,7 +12,6 @@
 //! may block (async callers run it on the blocking pool).
 
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::sync::Arc;
 
 use serde_json::Value;
@@ -28,7 +27,6 @@ use trellis_protocol::{
 };
 use trellis_runtime::planning::{self, Stage};
 use trellis_store::Store;
-use trellis_store::prelude::*;
 use trellis_workflow::Plan;
 
 /// The state channel a task-tree run keeps its tree in (`RunState::state[TASK_TREE]`,
@@ -79,9 +77,10 @@ impl Records {
         Self { store }
     }
 
-    /// The database file the records are read from.
-    pub fn db_path(&self) -> &Path {
-        self.store.db_path()
+    /// Where the records are read from: the database file, or the server's URL without its
+    /// password.
+    pub fn location(&self) -> String {
+        self.store.location()
     }
 
     /// Resolves a run id or unique prefix.
@@ -113,7 +112,7 @@ impl Records {
             record.summary.status,
             RunStatus::Running | RunStatus::WaitingInput
         );
-        let (workflow, request, stage) = match Stage::read(&self.store, &record.id).ok() {
+        let (workflow, request, stage) = match Stage::read(&*self.store, &record.id).ok() {
             Some(Stage::Planned { plan, .. }) => {
                 let stage =
                     (with_stage && unfinished).then(|| self.current_stage(&record.id, &plan));
@@ -230,7 +229,7 @@ impl Records {
 
     /// The plan a workflow run follows; an error while it plans.
     pub fn run_plan(&self, run: &RunId) -> Result<Plan> {
-        Ok(Stage::read(&self.store, run)?.into_plan(run)?)
+        Ok(Stage::read(&*self.store, run)?.into_plan(run)?)
     }
 
     /// A run's graph events from `from_seq` to `to_seq` (inclusive; `None`: to the end).

@@ -20,7 +20,6 @@ use serde_json::Value;
 use trellis_graph::{Engine, RunHandle};
 use trellis_protocol::{Command, EventKind, RunId};
 use trellis_store::Store;
-use trellis_store::prelude::*;
 use trellis_tools::git::Git;
 use trellis_tools::worktree::RunWorktree;
 
@@ -42,7 +41,7 @@ impl Runtime {
         let graphs = self.store.graphs(parent)?;
         let stage = match PlanningParams::from_params(&graphs.params) {
             // Forked where the parent still planned: the fork plans again.
-            Some(params) if !continued_by(&self.store, parent, seq, &graphs)? => {
+            Some(params) if !continued_by(&*self.store, parent, seq, &graphs)? => {
                 Stage::Planning(params)
             }
             _ => Stage::of(parent, &graphs)?,
@@ -52,7 +51,7 @@ impl Runtime {
             Stage::Planning(_) => None,
         };
         let record = self.store.change_set(parent.as_str())?;
-        let at = fork_point(&self.store, &self.repo, parent, seq)?
+        let at = fork_point(&*self.store, &self.repo, parent, seq)?
             .unwrap_or_else(|| record.base_commit.clone());
         let run = RunId::new();
         let mut worktree = RunWorktree::create_at(&self.repo, &run, &at)?;

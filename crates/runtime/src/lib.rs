@@ -48,7 +48,6 @@ use trellis_llm::ModelRegistry;
 pub use trellis_protocol::InputMode;
 use trellis_protocol::{Budgets, Command, RunId, SubmissionId};
 use trellis_store::Store;
-use trellis_store::prelude::*;
 use trellis_tools::worktree::RunWorktree;
 use trellis_tools::{Registry, ToolsConfig};
 use trellis_workflow::{Catalog, Plan, assemble, compile};
@@ -344,7 +343,7 @@ impl Runtime {
 
     /// Where a stored workflow run stands in its graphs: planning, or running its plan.
     pub fn stage(&self, run: &RunId) -> Result<planning::Stage> {
-        planning::Stage::read(&self.store, run)
+        planning::Stage::read(&*self.store, run)
     }
 
     /// The plan a workflow run follows (its graph parameters); an error while it plans.
@@ -410,7 +409,7 @@ impl Runtime {
             }
             registry = registry.with_source(Arc::new(self.mcp.clone()));
         }
-        Arc::new(registry.with_sink(self.store.clone()))
+        Arc::new(registry.with_sink(Arc::new(trellis_tools::StoreSink(self.store.clone()))))
     }
 }
 

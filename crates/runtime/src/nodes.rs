@@ -22,7 +22,6 @@ use std::sync::{Arc, Mutex};
 
 use tokio_util::sync::CancellationToken;
 use trellis_protocol::RunId;
-use trellis_store::prelude::*;
 use trellis_tools::git::Git;
 use trellis_tools::worktree::nodes::{
     MergeOutcome, MergeRecord, NodeWorktree, NodeWorktrees, PendingMerge, PruneReport,

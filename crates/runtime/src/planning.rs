@@ -21,7 +21,6 @@ use trellis_graph::{
 };
 use trellis_llm::CallScope;
 use trellis_protocol::RunId;
-use trellis_store::prelude::*;
 use trellis_store::{RunGraphs, Store};
 use trellis_workflow::{Plan, StageHandlers, compile};
 
@@ -246,13 +245,13 @@ pub fn stored_graph(store: &Store, run: &RunId) -> Result<Graph> {
 /// on) is read again.
 pub fn stored_outcome(store: &Arc<Store>, run: &RunId) -> Result<RunOutcome> {
     let engine = Engine::new(store.clone());
-    let stage = Stage::read(store, run)?;
+    let stage = Stage::read(store.as_ref(), run)?;
     match engine.inspect(
         Arc::new(workflow_graph(&stage, &crate::PlanOnly, None)?),
         run,
     ) {
         Err(trellis_graph::Error::Replay { .. }) if matches!(stage, Stage::Planning(_)) => {
-            Ok(engine.inspect(Arc::new(stored_graph(store, run)?), run)?)
+            Ok(engine.inspect(Arc::new(stored_graph(store.as_ref(), run)?), run)?)
         }
         other => Ok(other?),
     }

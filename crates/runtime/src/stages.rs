@@ -9,7 +9,6 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 use trellis_graph::{NodeContext, NodeError, NodeOutput};
 use trellis_protocol::{Artifact, ArtifactStatus, InputMode, Interrupt, WorkspaceEvent};
-use trellis_store::prelude::*;
 use trellis_workflow::{AgentSpec, Kind, StageContext};
 
 use crate::handlers::RunContext;

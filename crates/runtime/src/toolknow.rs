@@ -12,7 +12,6 @@ use std::sync::{Arc, Mutex};
 
 use trellis_protocol::{SessionEvent, ToolStatus};
 use trellis_store::Store;
-use trellis_store::prelude::*;
 use trellis_store::{
     CallOutcome, EdgeObservation, NewSpeculation, NewToolExecution, SpeculationOutcome as Stored,
 };

@@ -11,7 +11,7 @@ use trellis_protocol::{Artifact, ArtifactStatus, NodeId, RunId};
 use crate::error::{Error, Result};
 use crate::read::Reader;
 use crate::schema::now_ms;
-use crate::{Msg, Record, Store};
+use crate::{Msg, Record, SqliteStore};
 
 /// A new artifact, or a new version of one: [`ArtifactStore::put_artifact`] numbers it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -149,7 +149,7 @@ pub trait ArtifactStore: Send + Sync {
     ) -> Result<Artifact>;
 }
 
-impl ArtifactStore for Store {
+impl ArtifactStore for SqliteStore {
     fn put_artifact(&self, new: NewArtifact) -> Result<Artifact> {
         let id = self.request(|reply| Msg::Record(Record::Artifact(new), reply))??;
         self.artifact(id)

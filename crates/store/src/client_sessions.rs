@@ -13,7 +13,7 @@ use trellis_protocol::records::{ClientSession, ClientTurn};
 use crate::error::Result;
 use crate::read::Reader;
 use crate::schema::now_ms;
-use crate::{Msg, Record, Store};
+use crate::{Msg, Record, SqliteStore};
 
 /// Inserts the session or updates its title and config (`created_ms` stays).
 pub(crate) fn upsert(conn: &Connection, s: &ClientSession) -> rusqlite::Result<i64> {
@@ -130,7 +130,7 @@ pub trait ClientSessionStore: Send + Sync {
     fn client_turns(&self, session: &str) -> Result<Vec<ClientTurn>>;
 }
 
-impl ClientSessionStore for Store {
+impl ClientSessionStore for SqliteStore {
     fn put_client_session(&self, session: ClientSession) -> Result<ClientSession> {
         let id = session.id.clone();
         self.request(|reply| Msg::Record(Record::ClientSession(session), reply))??;

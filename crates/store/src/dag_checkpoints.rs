@@ -8,7 +8,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 use crate::error::Result;
 use crate::read::Reader;
 use crate::schema::now_ms;
-use crate::{Msg, Record, Store};
+use crate::{Msg, Record, SqliteStore};
 
 /// A checkpoint to save (`state: Some`) or remove (`None`).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -52,7 +52,7 @@ pub trait DagCheckpointStore: Send + Sync {
     fn remove_dag_checkpoint(&self, id: &str) -> Result<()>;
 }
 
-impl DagCheckpointStore for Store {
+impl DagCheckpointStore for SqliteStore {
     fn save_dag_checkpoint(&self, id: &str, state: String) -> Result<()> {
         let w = DagCheckpointWrite {
             id: id.to_owned(),

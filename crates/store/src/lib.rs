@@ -1,14 +1,17 @@
-//! The Trellis durable store: one SQLite file per workspace, `<workspace>/.trellis/trellis.db`.
+//! The Trellis durable store: one SQLite file per workspace, `<workspace>/.trellis/trellis.db`,
+//! by default.
 //!
-//! [`Store`] implements the engine's [`Journal`](trellis_graph::Journal) seam and, for the
-//! features that persist through it, one trait per domain. A feature depends on the narrow
-//! trait it uses (the tool knowledge graph takes a `&dyn ToolGraphStore`, the review ops a
-//! `&dyn ReviewStore`), not on `Store`; the SQL of every domain stays in this crate, in the
-//! domain's module, so all of them share one migration sequence and one writer thread whose
-//! group commit spans domains. A second backend implements the same traits.
-//! `use trellis_store::prelude::*` brings every trait into scope. The store's lifecycle —
-//! [`Store::open`], [`Store::flush`], [`Store::vacuum`], [`Store::stats`],
-//! [`Store::size_on_disk`], [`Store::db_path`], [`Store::owner`] — stays inherent.
+//! [`Store`] (`dyn` [`Backend`]) is what the rest of Trellis holds, as `Arc<Store>`: the
+//! engine's [`Journal`](trellis_graph::Journal) seam, one trait per domain for the features
+//! that persist through it, and the lifecycle ([`Backend::flush`], [`Backend::vacuum`],
+//! [`Backend::stats`], [`Backend::size_on_disk`], [`Backend::owner`],
+//! [`Backend::location`]). [`Store::open`] opens the SQLite backend, [`SqliteStore`]. A
+//! feature depends on the narrow trait it uses (the tool knowledge graph takes a `&dyn
+//! ToolGraphStore`, the review ops a `&dyn ReviewStore`), not on `Store`; the SQL of every
+//! domain stays in this crate, in the domain's module, so all of them share one migration
+//! sequence and one writer thread whose group commit spans domains. A second backend
+//! implements the same traits. `use trellis_store::prelude::*` brings every trait into
+//! scope.
 //!
 //! # Domains
 //!
@@ -97,6 +100,7 @@
 //! * Readers use separate connections; WAL mode lets them read while the writer commits.
 
 mod artifacts;
+mod backend;
 mod claim;
 mod client_sessions;
 mod codec;
@@ -127,6 +131,7 @@ use trellis_graph::{Batch, JournalError};
 use trellis_protocol::{Command, RunId};
 
 pub use artifacts::{ArtifactStore, NewArtifact};
+pub use backend::{Backend, Store};
 pub use claim::hostname;
 pub use client_sessions::ClientSessionStore;
 pub use dag_checkpoints::DagCheckpointStore;
@@ -156,8 +161,8 @@ use writer::{Counters, Writer};
 /// `use trellis_store::prelude::*;`.
 pub mod prelude {
     pub use crate::{
-        ArtifactStore, ClientSessionStore, DagCheckpointStore, ReviewStore, RunStore, SessionStore,
-        StreamStore, ToolGraphStore, UsageStore,
+        ArtifactStore, Backend, ClientSessionStore, DagCheckpointStore, ReviewStore, RunStore,
+        SessionStore, StreamStore, ToolGraphStore, UsageStore,
     };
 }
 
@@ -235,10 +240,11 @@ pub struct StoreStats {
     pub stream_events: u64,
 }
 
-/// The durable store of one workspace. See the crate docs for the schema and guarantees.
+/// The SQLite backend: one database file per workspace. See the crate docs for the schema
+/// and guarantees.
 ///
 /// Dropping it commits everything already sent and stops its writer thread.
-pub struct Store {
+pub struct SqliteStore {
     path: PathBuf,
     tx: Option<Sender<Msg>>,
     writer: Option<JoinHandle<()>>,
@@ -299,7 +305,7 @@ pub(crate) enum Record {
     DagCheckpoint(crate::dag_checkpoints::DagCheckpointWrite),
 }
 
-impl Store {
+impl SqliteStore {
     /// Opens (creating if needed) the store of `workspace`: `<workspace>/.trellis/trellis.db`.
     pub fn open_workspace(workspace: impl AsRef<Path>, options: StoreOptions) -> Result<Self> {
         let dir = workspace.as_ref().join(STORE_DIR);
@@ -367,51 +373,6 @@ impl Store {
         &self.path
     }
 
-    /// This process, as recorded in the claims it takes.
-    pub fn owner(&self) -> &Owner {
-        &self.me
-    }
-
-    /// The writer's counters.
-    pub fn stats(&self) -> StoreStats {
-        let c = &self.counters;
-        StoreStats {
-            commits: c.commits.load(Ordering::Relaxed),
-            synced_commits: c.synced_commits.load(Ordering::Relaxed),
-            failed_commits: c.failed_commits.load(Ordering::Relaxed),
-            batches: c.batches.load(Ordering::Relaxed),
-            events: c.events.load(Ordering::Relaxed),
-            bytes_written: c.bytes.load(Ordering::Relaxed),
-            largest_group: c.largest_group.load(Ordering::Relaxed),
-            stream_batches: c.stream_batches.load(Ordering::Relaxed),
-            stream_events: c.stream_events.load(Ordering::Relaxed),
-        }
-    }
-
-    /// Bytes the store occupies: the database file plus its write-ahead log.
-    pub fn size_on_disk(&self) -> Result<u64> {
-        let mut total = 0;
-        for p in [self.path.clone(), sibling(&self.path, "-wal")] {
-            match std::fs::metadata(&p) {
-                Ok(m) => total += m.len(),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(source) => return Err(Error::Io { path: p, source }),
-            }
-        }
-        Ok(total)
-    }
-
-    /// Waits until everything sent before is committed.
-    pub fn flush(&self) -> Result<()> {
-        self.request(Msg::Flush)?
-    }
-
-    /// Rewrites the file without free pages and empties the write-ahead log (after
-    /// committing everything sent before).
-    pub fn vacuum(&self) -> Result<()> {
-        self.request(Msg::Vacuum)?
-    }
-
     /// Sends a request built around a reply channel without waiting for the answer.
     fn post<T>(&self, make: impl FnOnce(Sender<T>) -> Msg) -> Result<()> {
         let (reply, _ignored) = mpsc::channel();
@@ -435,7 +396,58 @@ impl Store {
     }
 }
 
-impl Drop for Store {
+impl Backend for SqliteStore {
+    fn location(&self) -> String {
+        self.path.display().to_string()
+    }
+
+    /// This process, as recorded in the claims it takes.
+    fn owner(&self) -> &Owner {
+        &self.me
+    }
+
+    /// The writer's counters.
+    fn stats(&self) -> StoreStats {
+        let c = &self.counters;
+        StoreStats {
+            commits: c.commits.load(Ordering::Relaxed),
+            synced_commits: c.synced_commits.load(Ordering::Relaxed),
+            failed_commits: c.failed_commits.load(Ordering::Relaxed),
+            batches: c.batches.load(Ordering::Relaxed),
+            events: c.events.load(Ordering::Relaxed),
+            bytes_written: c.bytes.load(Ordering::Relaxed),
+            largest_group: c.largest_group.load(Ordering::Relaxed),
+            stream_batches: c.stream_batches.load(Ordering::Relaxed),
+            stream_events: c.stream_events.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Bytes the store occupies: the database file plus its write-ahead log.
+    fn size_on_disk(&self) -> Result<u64> {
+        let mut total = 0;
+        for p in [self.path.clone(), sibling(&self.path, "-wal")] {
+            match std::fs::metadata(&p) {
+                Ok(m) => total += m.len(),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(source) => return Err(Error::Io { path: p, source }),
+            }
+        }
+        Ok(total)
+    }
+
+    /// Waits until everything sent before is committed.
+    fn flush(&self) -> Result<()> {
+        self.request(Msg::Flush)?
+    }
+
+    /// Rewrites the file without free pages and empties the write-ahead log (after
+    /// committing everything sent before).
+    fn vacuum(&self) -> Result<()> {
+        self.request(Msg::Vacuum)?
+    }
+}
+
+impl Drop for SqliteStore {
     fn drop(&mut self) {
         // Closing the channel lets the writer commit what is queued and return.
         drop(self.tx.take());
@@ -445,9 +457,9 @@ impl Drop for Store {
     }
 }
 
-impl std::fmt::Debug for Store {
+impl std::fmt::Debug for SqliteStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Store")
+        f.debug_struct("SqliteStore")
             .field("path", &self.path)
             .field("stats", &self.stats())
             .finish()

@@ -18,7 +18,7 @@ use trellis_protocol::{NodeId, RunId};
 use crate::error::{Error, Result};
 use crate::read::Reader;
 use crate::schema::now_ms;
-use crate::{Msg, Record, Store};
+use crate::{Msg, Record, SqliteStore};
 
 /// A comment to add.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -76,7 +76,7 @@ pub trait ReviewStore: Send + Sync {
     fn review_comments(&self, run: &RunId) -> Result<Vec<ReviewCommentRecord>>;
 }
 
-impl ReviewStore for Store {
+impl ReviewStore for SqliteStore {
     fn put_change_set(&self, record: ChangeSetRecord) -> Result<()> {
         self.request(|reply| Msg::Record(Record::ChangeSet(record), reply))?
             .map(drop)

@@ -15,7 +15,7 @@ use crate::codec;
 use crate::error::{Error, Result};
 use crate::ops::{event_key, to_i64};
 use crate::read::Reader;
-use crate::{Msg, Store};
+use crate::{Msg, SqliteStore};
 
 /// How many candidates an ambiguous-prefix error lists.
 const MAX_CANDIDATES: usize = 10;
@@ -186,7 +186,7 @@ pub trait RunStore: Send + Sync {
     }
 }
 
-impl RunStore for Store {
+impl RunStore for SqliteStore {
     fn enqueue_command(&self, run: &RunId, command: &Command) -> Result<i64> {
         let body = serde_json::to_string(command).map_err(|source| Error::Encode {
             what: "command",
@@ -218,7 +218,7 @@ impl RunStore for Store {
     }
 }
 
-impl Journal for Store {
+impl Journal for SqliteStore {
     fn append(&self, batch: Batch) -> Commit {
         let (ack, commit) = Commit::pending();
         match &self.tx {

@@ -615,7 +615,7 @@ mod tests {
             assert_eq!(current_version(&conn).unwrap(), 3);
         }
 
-        let store = crate::Store::open(&path, crate::StoreOptions::default()).unwrap();
+        let store = crate::SqliteStore::open(&path, crate::StoreOptions::default()).unwrap();
         assert_eq!(
             current_version(&Connection::open(&path).unwrap()).unwrap(),
             LATEST_VERSION

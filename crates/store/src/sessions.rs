@@ -19,7 +19,7 @@ use trellis_protocol::{
     NodeId, RunId, SessionEvent, SessionId, SessionOwner, ToolStatus, TurnUsage,
 };
 
-use crate::Store;
+use crate::SqliteStore;
 use crate::error::{Error, Result};
 use crate::ops::to_i64;
 use crate::read::Reader;
@@ -540,7 +540,7 @@ pub trait SessionStore: Send + Sync {
     fn turns(&self, session: &SessionId) -> Result<Vec<TurnRecord>>;
 }
 
-impl SessionStore for Store {
+impl SessionStore for SqliteStore {
     fn sessions(&self, filter: &SessionFilter) -> Result<Vec<SessionRecord>> {
         self.reader.sessions(filter)
     }

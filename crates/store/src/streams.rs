@@ -21,7 +21,7 @@ use crate::error::{Error, Result};
 use crate::ops::to_i64;
 use crate::read::Reader;
 use crate::sessions;
-use crate::{Msg, Store};
+use crate::{Msg, SqliteStore};
 
 /// A service event ready for the writer: the event and its body's compact JSON.
 pub(crate) struct Encoded {
@@ -254,7 +254,7 @@ pub trait StreamStore: Send + Sync {
     fn stream_last_seq(&self, stream: &StreamId) -> Result<u64>;
 }
 
-impl StreamStore for Store {
+impl StreamStore for SqliteStore {
     fn append_stream(&self, events: Vec<ServiceEvent>) -> Commit {
         let (ack, commit) = Commit::pending();
         match (&self.tx, encode(events)) {

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::Result;
 use crate::read::Reader;
 use crate::schema::now_ms;
-use crate::{Msg, Record, Store};
+use crate::{Msg, Record, SqliteStore};
 
 /// A tool's description to insert or refresh (its call counts and cached embedding stay).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -415,7 +415,7 @@ pub trait ToolGraphStore: Send + Sync {
     fn speculations(&self, n: usize) -> Result<Vec<SpeculationRecord>>;
 }
 
-impl ToolGraphStore for Store {
+impl ToolGraphStore for SqliteStore {
     fn upsert_tool_nodes(&self, nodes: Vec<ToolNodeUpsert>) -> Result<()> {
         self.request(|reply| Msg::Record(Record::ToolNodes(nodes), reply))?
             .map(drop)

@@ -12,7 +12,7 @@ use trellis_protocol::records::{ModelCallRecord, RunUsage, ToolCallRecord, Usage
 
 use crate::error::Result;
 use crate::read::Reader;
-use crate::{Msg, Record, Store};
+use crate::{Msg, Record, SqliteStore};
 
 /// Model and tool calls: recorded as they finish (waiting for the commit or not), read back
 /// per run, and a run's model usage in total, per stage and per agent.
@@ -41,7 +41,7 @@ pub trait UsageStore: Send + Sync {
     fn run_usage(&self, run: &RunId) -> Result<RunUsage>;
 }
 
-impl UsageStore for Store {
+impl UsageStore for SqliteStore {
     fn record_tool_call(&self, record: ToolCallRecord) -> Result<i64> {
         self.request(|reply| Msg::Record(Record::ToolCall(record), reply))?
     }

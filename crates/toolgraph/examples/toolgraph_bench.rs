@@ -29,7 +29,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::json;
 use trellis_store::prelude::*;
-use trellis_store::{Store, StoreOptions, Synchronous};
+use trellis_store::{SqliteStore, StoreOptions, Synchronous};
 use trellis_toolgraph::{
     ExecutedCall, Execution, Mode, ToolCatalog, ToolEntry, ToolGraph, suggest_dag,
 };
@@ -109,7 +109,7 @@ fn main() -> Res<()> {
     let templates = workflow_templates(&size, &mut rng);
 
     let dir = tempfile::tempdir()?;
-    let store = Store::open(
+    let store = SqliteStore::open(
         dir.path().join("bench.db"),
         StoreOptions {
             synchronous: Synchronous::Normal,
@@ -207,7 +207,7 @@ fn workflow_templates(size: &Size, rng: &mut StdRng) -> Vec<Vec<usize>> {
 /// Records `size.executions` executions of skewed template picks (a step swapped 10% of the
 /// time, 5% of calls failing) in batches of 2,000; returns how long that took.
 fn record_executions(
-    store: &Store,
+    store: &SqliteStore,
     tools: &[ToolEntry],
     templates: &[Vec<usize>],
     size: &Size,

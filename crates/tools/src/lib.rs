@@ -3,7 +3,7 @@
 //! * **The seam** — [`Tool`] / [`TypedTool`] (name, description, JSON Schemas derived from
 //!   Rust types, async cancellable call), the [`Registry`] with per-role allow lists, and
 //!   [`Registry::call`], which turns every failure into an error *result* for the model and
-//!   records every call through a [`ToolCallSink`] (the store implements it).
+//!   records every call through a [`ToolCallSink`] (a store's, [`StoreSink`]).
 //! * **Tool DAGs** ([`dag`]) — plans of tool calls whose dependencies come from the tools'
 //!   JSON Schemas and references, run in layers with independent calls in parallel.
 //! * **Built-in tools** ([`builtin`]) — files, search, edits, patches, shell, git, notes
@@ -51,7 +51,7 @@ pub use interaction::{
     Answer, ApprovalDecision, ApprovalRequest, Interaction, NonInteractive, Question,
     ScriptedInteraction,
 };
-pub use record::{MemorySink, ToolCallSink};
+pub use record::{MemorySink, StoreSink, ToolCallSink};
 pub use registry::{Registry, ToolResult, ToolSource};
 pub use tool::{Tool, ToolOutput, ToolSpec, TypedTool};
 pub use workspace::Workspace;

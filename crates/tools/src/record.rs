@@ -1,6 +1,6 @@
 //! Recording tool calls: the [`ToolCallSink`] seam and its store implementation.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use trellis_store::{ToolCallRecord, UsageStore};
 
@@ -11,10 +11,13 @@ pub trait ToolCallSink: Send + Sync {
     fn record(&self, record: ToolCallRecord);
 }
 
-/// Every store that records usage is a sink: its record is queued, not waited for.
-impl<S: UsageStore + ?Sized> ToolCallSink for S {
+/// A store's usage domain as a sink (an `Arc<Store>` converts to it): each record is
+/// queued, not waited for.
+pub struct StoreSink(pub Arc<dyn UsageStore>);
+
+impl ToolCallSink for StoreSink {
     fn record(&self, record: ToolCallRecord) {
-        self.record_tool_call_nowait(record);
+        self.0.record_tool_call_nowait(record);
     }
 }
 

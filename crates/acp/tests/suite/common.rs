@@ -65,7 +65,7 @@ pub fn service_at(root: &Path, delay: Duration) -> Arc<Service> {
 
 /// A service over the workspace at `root` whose models play `script`.
 pub fn service_with(root: &Path, script: ScriptedProvider) -> Arc<Service> {
-    let store = Arc::new(Store::open_workspace(root, StoreOptions::default()).unwrap());
+    let store = Store::open_workspace(root, StoreOptions::default()).unwrap();
     let rt = Runtime::open(root, &[], &[], store).unwrap();
     rt.models().install("local", Arc::new(script));
     Service::start(Arc::new(rt), ServiceOptions::default())

@@ -10,7 +10,6 @@ use rand::Rng;
 
 use super::common::{args, json, ok, trellis};
 
-use trellis_store::prelude::*;
 use trellis_test_support::git;
 
 fn repo(files: &[(String, String)]) -> tempfile::TempDir {

@@ -1,7 +1,6 @@
 use serde_json::json;
 
 use super::common::{args, json, ok, trellis};
-use trellis_store::prelude::*;
 
 #[test]
 fn demo_list_show_events_in_text_and_json() {

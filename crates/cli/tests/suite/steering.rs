@@ -7,7 +7,6 @@ use std::path::Path;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use trellis_store::prelude::*;
 use trellis_test_support::TempWorkspace;
 
 use super::common::*;

@@ -17,7 +17,6 @@ use tokio_util::sync::CancellationToken;
 use trellis_core::Runtime;
 use trellis_core::service::{LiveEvent, RecordOptions, Service, ServiceOptions};
 use trellis_protocol::{InputMode, Op, RunId, RunStatus, ServiceEventBody, SessionEvent, StreamId};
-use trellis_store::prelude::*;
 use trellis_store::{SessionFilter, Store, StoreOptions, StoreStats};
 use trellis_test_support::paced::{self, PacedModel, Reply};
 use trellis_test_support::usage::{children_cpu_time, cpu_time, peak_rss_kib, reset_peak_rss};
@@ -415,7 +414,7 @@ impl Bench {
         };
         let ws = trellis_test_support::example_repo("inventory", &config)?;
         let repo = ws.path().canonicalize()?;
-        let store = Arc::new(Store::open_workspace(&repo, StoreOptions::default())?);
+        let store = Store::open_workspace(&repo, StoreOptions::default())?;
         let rt = Runtime::open(&repo, &[], &[], store.clone())?;
         let counters = Arc::new(Counters::default());
         let clock = Arc::new(Clock::default());
@@ -599,7 +598,7 @@ pub async fn run(settings: Settings) -> anyhow::Result<Outcome> {
         .collect();
 
     let probe = tokio::spawn(wake_probe(stop.clone()));
-    let base = Baseline::take(store);
+    let base = Baseline::take(store.as_ref());
     clock.start();
     let runs = bench.start_runs(settings.runs).await?;
     clock.enter(Phase::Streaming);

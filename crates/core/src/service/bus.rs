@@ -20,7 +20,6 @@ use trellis_protocol::{
     ServiceEvent, ServiceEventBody, SessionEvent, StreamId, SubmissionId, now_ms,
 };
 use trellis_store::Store;
-use trellis_store::prelude::*;
 
 /// How long streamed deltas of a session wait to be merged with the next ones before they
 /// are stored and published (they are flushed at once by any other event of the session).

@@ -7,7 +7,6 @@ use std::sync::{Arc, Mutex};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use trellis_protocol::{SessionEvent, SessionId, SessionOwner, SubmissionId, WorkspaceEvent};
-use trellis_store::prelude::*;
 
 use super::{OpError, OpResult, Service, lock};
 

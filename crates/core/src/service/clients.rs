@@ -4,7 +4,6 @@
 
 use serde_json::json;
 use trellis_protocol::records::{ClientSession, ClientTurn};
-use trellis_store::prelude::*;
 
 use super::{OpError, OpResult, Service, blocking};
 

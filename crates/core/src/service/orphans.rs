@@ -4,7 +4,6 @@
 
 use trellis_protocol::{InputMode, Op, RunId, RunStatus};
 use trellis_store::RunFilter;
-use trellis_store::prelude::*;
 
 use super::{OpError, Service};
 

@@ -7,7 +7,6 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 use trellis_protocol::{FileHunks, NodeId, ReviewAction, RunId, SubmissionId, WorkspaceEvent};
-use trellis_store::prelude::*;
 use trellis_store::{ChangeSetRecord, Store};
 use trellis_tools::git::Git;
 use trellis_tools::review::{
@@ -45,14 +44,14 @@ impl Service {
         }
         let store = self.runtime.store().clone();
         let key = run.to_string();
-        let (rec, set) = blocking(move || load_change_set(&store, &key)).await?;
+        let (rec, set) = blocking(move || load_change_set(&*store, &key)).await?;
         let selection = lock(&self.selections)
             .get(&run)
             .cloned()
             .unwrap_or_else(|| Selection::all(&set));
         let result = match action {
             ReviewAction::Show => {
-                let store: &Store = self.runtime.store();
+                let store: &Store = self.runtime.store().as_ref();
                 return Ok(json!({
                     "run": run,
                     "state": rec.state,

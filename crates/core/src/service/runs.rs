@@ -13,7 +13,6 @@ use trellis_protocol::{
     Answer, ArtifactStatus, Budgets, Command, InputMode, InterruptKind, Message, NodeAnswer,
     NodeId, NodeMessage, NodeState, RunId, SubmissionId, WorkspaceEvent,
 };
-use trellis_store::prelude::*;
 
 use super::{OpError, OpResult, Service, lock};
 use trellis_runtime::RunOptions;

@@ -12,7 +12,6 @@ use trellis_protocol::{
 };
 use trellis_runtime::sessions::{OpenedSession, Sessions};
 use trellis_store::Store;
-use trellis_store::prelude::*;
 
 use super::bus::Bus;
 

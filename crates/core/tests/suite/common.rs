@@ -4,7 +4,6 @@ use std::sync::Arc;
 
 use trellis_llm::ChatRequest;
 use trellis_protocol::RunId;
-use trellis_store::prelude::*;
 use trellis_tools::git::Git;
 use trellis_tools::worktree::nodes::NODE_BRANCH_PREFIX;
 
@@ -30,7 +29,7 @@ test_command = "python3 -B -m unittest -q"
 
 /// A runtime over `repo` whose every model role plays `script`.
 pub fn runtime(repo: &Path, script: &ScriptedProvider) -> Arc<Runtime> {
-    let store = Arc::new(Store::open_workspace(repo, StoreOptions::default()).unwrap());
+    let store = Store::open_workspace(repo, StoreOptions::default()).unwrap();
     let rt = Runtime::open(repo, &[], &[], store).unwrap();
     rt.models().install("local", Arc::new(script.clone()));
     Arc::new(rt)

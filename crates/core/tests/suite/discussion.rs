@@ -8,7 +8,6 @@ use trellis_agents::{DecidedBy, Overrides};
 use trellis_core::InputMode;
 use trellis_index::{Index, IndexConfig};
 use trellis_protocol::{Answer, Command, InterruptKind, RunStatus};
-use trellis_store::prelude::*;
 use trellis_test_support::scripted::ScriptedProvider;
 
 use super::common::*;
@@ -72,7 +71,7 @@ async fn orchestrator_answer_decides_and_discussion_skips_ast_work() {
     assert_eq!(outcome.status, RunStatus::Succeeded, "{:?}", outcome.error);
     rt.store().flush().unwrap();
     assert_eq!(
-        activations(rt.store(), &run),
+        activations(rt.store().as_ref(), &run),
         [
             "upfront_retrieval#1",
             "architectural_analysis#1",

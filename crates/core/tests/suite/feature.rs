@@ -6,7 +6,6 @@ use tokio_util::sync::CancellationToken;
 use trellis_agents::Overrides;
 use trellis_core::InputMode;
 use trellis_protocol::RunStatus;
-use trellis_store::prelude::*;
 use trellis_test_support::scripted::ScriptedProvider;
 use trellis_tools::git::Git;
 use trellis_tools::review::{self, Selection};
@@ -82,7 +81,7 @@ async fn tests_fail_twice_adaptive_retrieval_then_code_retries_and_review_applie
             .iter()
             .map(|c| format!("{} {} {}", c.tool, c.is_error, c.summary))
             .collect::<Vec<_>>(),
-        activations(rt.store(), &run),
+        activations(rt.store().as_ref(), &run),
         serde_json::to_string_pretty(&outcome.state.get("stage_results")).unwrap()
     );
     assert_eq!(outcome.terminal.as_ref().unwrap().as_str(), "DONE");
@@ -103,7 +102,7 @@ async fn tests_fail_twice_adaptive_retrieval_then_code_retries_and_review_applie
     );
 
     assert_eq!(
-        activations(rt.store(), &run),
+        activations(rt.store().as_ref(), &run),
         [
             "upfront_retrieval#1",
             "code_generation#1",

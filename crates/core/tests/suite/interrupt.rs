@@ -42,7 +42,7 @@ fn answer(r: &ChatRequest) -> Turn {
 /// A service over `repo` (a store of its own, as a new process would have) whose model and
 /// `read_file` pass `wire`'s points.
 fn service(repo: &Path, wire: &Arc<Tripwire>) -> Arc<Service> {
-    let store = Arc::new(Store::open_workspace(repo, StoreOptions::default()).unwrap());
+    let store = Store::open_workspace(repo, StoreOptions::default()).unwrap();
     let mut rt = Runtime::open(repo, &[], &[], store).unwrap();
     let model = Arc::new(ScriptedProvider::responding(answer));
     rt.models().install("local", wire.provider(model));

@@ -97,7 +97,7 @@ fn gated() -> Gated {
 }
 
 fn service_with(repo: &std::path::Path, model: &Gated) -> Arc<Service> {
-    let store = Arc::new(Store::open_workspace(repo, StoreOptions::default()).unwrap());
+    let store = Store::open_workspace(repo, StoreOptions::default()).unwrap();
     let rt = trellis_core::Runtime::open(repo, &[], &[], store).unwrap();
     rt.models().install("local", Arc::new(model.clone()));
     Service::start(Arc::new(rt), ServiceOptions::default())

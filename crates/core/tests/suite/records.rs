@@ -13,7 +13,7 @@ use trellis_store::{Store, StoreOptions};
 #[tokio::test]
 async fn a_demonstration_run_is_read_and_replayed_from_the_store_alone() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Arc::new(Store::open_workspace(dir.path(), StoreOptions::default()).unwrap());
+    let store = Store::open_workspace(dir.path(), StoreOptions::default()).unwrap();
     let graph = Arc::new(trellis_graph::demo::build("feature", &json!({})).unwrap());
     let outcome = Engine::new(store.clone())
         .start(graph, trellis_graph::demo::feature_input())

@@ -13,7 +13,6 @@ use trellis_core::InputMode;
 use trellis_graph::RunOutcome;
 use trellis_llm::ChatRequest;
 use trellis_protocol::RunStatus;
-use trellis_store::prelude::*;
 use trellis_test_support::TempWorkspace;
 use trellis_test_support::scripted::{ScriptedProvider, Turn};
 use trellis_tools::git::Git;
@@ -104,7 +103,7 @@ async fn run(script: &ScriptedProvider, skip: &str) -> Ran {
     let run = handle.id().clone();
     let outcome = handle.wait().await.unwrap();
     rt.store().flush().unwrap();
-    let activations = activations(rt.store(), &run);
+    let activations = activations(rt.store().as_ref(), &run);
     (ws, rt, outcome, activations)
 }
 

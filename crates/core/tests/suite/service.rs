@@ -580,7 +580,7 @@ async fn a_reader_over_the_store_alone_answers_as_the_service() {
     let state = stopped(&svc, &run).await;
     // Another store handle on the same file, and no runtime: what `trellis runs show` reads.
     let store = trellis_store::Store::open_workspace(path_of(&ws), Default::default()).unwrap();
-    let records = trellis_core::Records::new(Arc::new(store));
+    let records = trellis_core::Records::new(store);
     assert!(!records.is_demo(&run).unwrap());
     assert_eq!(records.run_state(&run).unwrap(), state);
     assert_eq!(records.replay(&run).unwrap(), state);

@@ -10,7 +10,6 @@ use trellis_core::service::{Service, ServiceOptions};
 use trellis_core::stage_tools::{StageRole, StageSignal, StageSink, StageTools, StoreSink};
 use trellis_protocol::{ArtifactStatus, Op, ReviewAction, RunId};
 use trellis_store::Store;
-use trellis_store::prelude::*;
 use trellis_test_support::TempWorkspace;
 use trellis_test_support::scripted::ScriptedProvider;
 use trellis_tools::worktree::RunWorktree;

@@ -2,8 +2,6 @@
 //! predicted above the speculation threshold, and used speculations lower the threshold,
 //! persisted across processes.
 
-use std::sync::Arc;
-
 use trellis_core::toolknow::ToolKnowledge;
 use trellis_store::{Store, StoreOptions};
 use trellis_toolgraph::ExecutedCall;
@@ -12,7 +10,7 @@ use trellis_tools::{SpeculationOutcome, ToolAdvisor};
 #[test]
 fn a_repeated_pattern_is_predicted_above_the_threshold_and_used_results_lower_it() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Arc::new(Store::open_workspace(dir.path(), StoreOptions::default()).unwrap());
+    let store = Store::open_workspace(dir.path(), StoreOptions::default()).unwrap();
     let k = ToolKnowledge::new(store.clone(), true);
     assert!(k.predict_next(&["lookup".into()]).is_empty());
     for _ in 0..30 {
@@ -77,7 +75,7 @@ fn the_call_log_keeps_outcomes_of_real_tools_only() {
 fn a_learned_workflow_is_suggested_for_speculation_from_the_task_text() {
     use trellis_tools::{AdviceMode, ToolSpec};
     let dir = tempfile::tempdir().unwrap();
-    let store = Arc::new(Store::open_workspace(dir.path(), StoreOptions::default()).unwrap());
+    let store = Store::open_workspace(dir.path(), StoreOptions::default()).unwrap();
     let k = ToolKnowledge::new(store, true);
     let spec = |name: &str, description: &str| ToolSpec {
         name: name.into(),

@@ -19,7 +19,6 @@ use tokio_util::sync::CancellationToken;
 use trellis_core::gateway::{Gateway, GatewayTool};
 use trellis_mcp::{McpConfig, ServerConfig};
 use trellis_mcp_server::serve_gateway_http;
-use trellis_store::prelude::*;
 use trellis_store::{SpeculationOutcome, Store};
 use trellis_tools::ToolsConfig;
 
@@ -163,7 +162,7 @@ fn cost(t: &Tool) -> usize {
 }
 
 fn store(dir: &Path) -> Arc<Store> {
-    Arc::new(Store::open_workspace(dir, Default::default()).unwrap())
+    Store::open_workspace(dir, Default::default()).unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -355,7 +354,7 @@ async fn a_learned_pattern_runs_ahead_and_answers_the_next_call_but_a_dangerous_
             })
             .count()
     };
-    let before = used(&store);
+    let before = used(&*store);
 
     // A new session: after echo, get-env runs ahead; the same call is answered from it.
     let (client, _) = connect(&served.url).await;
@@ -363,7 +362,7 @@ async fn a_learned_pattern_runs_ahead_and_answers_the_next_call_but_a_dangerous_
     let r = call(&client, "everything__get-env", json!({})).await;
     assert_ne!(r.is_error, Some(true), "{r:?}");
     assert!(!text(&r).is_empty(), "{r:?}");
-    assert_eq!(used(&store), before + 1, "the call was answered ahead");
+    assert_eq!(used(&*store), before + 1, "the call was answered ahead");
 
     // After find_note, delete_note is predicted just as strongly, but never runs ahead.
     call(&client, "notes__find_note", json!({"id": "n2"})).await;

@@ -5,7 +5,6 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use serde_json::json;
 use trellis_protocol::{Artifact, ArtifactStatus, NodeId, RunId};
-use trellis_store::prelude::*;
 use trellis_store::{NewArtifact, Store};
 use trellis_tools::review::{self, AuthoredComment, ReviewComment};
 use trellis_tools::tool::BoxFuture;

@@ -79,7 +79,7 @@ pub fn settings(hosts: Vec<String>, limits: Limits) -> Settings {
 }
 
 fn runtime(repo: &Path, script: &ScriptedProvider) -> Arc<Runtime> {
-    let store = Arc::new(Store::open_workspace(repo, StoreOptions::default()).unwrap());
+    let store = Store::open_workspace(repo, StoreOptions::default()).unwrap();
     let rt = Runtime::open(repo, &[], &[], store).unwrap();
     rt.models().install("local", Arc::new(script.clone()));
     Arc::new(rt)

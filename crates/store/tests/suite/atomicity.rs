@@ -5,7 +5,7 @@ use std::time::Duration;
 use trellis_graph::{Journal, JournalError};
 use trellis_protocol::{RunId, RunStatus};
 use trellis_store::prelude::*;
-use trellis_store::{Store, StoreOptions};
+use trellis_store::{SqliteStore, StoreOptions};
 
 use super::fixtures::{batch, block_on, store};
 use super::group_commit::hold_write_lock;
@@ -52,7 +52,7 @@ fn a_transaction_that_cannot_start_fails_every_batch() {
         busy_timeout: Duration::from_millis(50),
         ..Default::default()
     };
-    let store = Store::open_workspace(dir.path(), opts).unwrap();
+    let store = SqliteStore::open_workspace(dir.path(), opts).unwrap();
     let run = RunId::new();
     let lock = hold_write_lock(store.db_path());
     let commits: Vec<_> = (0..5u64)

@@ -6,12 +6,12 @@ use rusqlite::{Connection, params};
 use trellis_graph::{Journal, JournalError};
 use trellis_protocol::RunId;
 use trellis_store::prelude::*;
-use trellis_store::{Store, hostname};
+use trellis_store::{SqliteStore, hostname};
 
 use super::fixtures::{batch, block_on, store};
 
 /// Writes a claim as if process `pid` on this host had taken it.
-fn claim_as(store: &Store, run: &RunId, pid: u32) {
+fn claim_as(store: &SqliteStore, run: &RunId, pid: u32) {
     Connection::open(store.db_path())
         .unwrap()
         .execute(

@@ -3,7 +3,7 @@
 
 use trellis_protocol::RunId;
 use trellis_store::prelude::*;
-use trellis_store::{ClientSession, ClientTurn, Store, StoreOptions};
+use trellis_store::{ClientSession, ClientTurn, SqliteStore, StoreOptions};
 
 fn session(id: &str, cwd: &str) -> ClientSession {
     ClientSession {
@@ -33,7 +33,7 @@ fn turn(session: &str, run: &str, request: &str) -> ClientTurn {
 fn sessions_and_turns_survive_reopening() {
     let dir = tempfile::tempdir().unwrap();
     {
-        let store = Store::open_workspace(dir.path(), StoreOptions::default()).unwrap();
+        let store = SqliteStore::open_workspace(dir.path(), StoreOptions::default()).unwrap();
         let a = store.put_client_session(session("ses-a", "/w")).unwrap();
         assert!(a.created_ms > 0);
         assert_eq!(a.created_ms, a.updated_ms);
@@ -60,7 +60,7 @@ fn sessions_and_turns_survive_reopening() {
         assert_eq!(again.created_ms, a.created_ms, "created stays");
         assert_eq!(again.title.as_deref(), Some("first"));
     }
-    let store = Store::open_workspace(dir.path(), StoreOptions::default()).unwrap();
+    let store = SqliteStore::open_workspace(dir.path(), StoreOptions::default()).unwrap();
     let list = store.client_sessions("acp").unwrap();
     let ids: Vec<&str> = list.iter().map(|s| s.id.as_str()).collect();
     assert_eq!(

@@ -1,6 +1,6 @@
 //! Every domain trait is object-safe, `Send` and `Sync`: a feature holds the store as the one
 //! trait it persists through (`Arc<dyn ToolGraphStore>`, `&dyn ReviewStore`, …), and each
-//! answers through the trait object as `Store` does.
+//! answers through the trait object as `SqliteStore` does.
 
 use std::sync::Arc;
 

@@ -7,12 +7,12 @@ use serde_json::json;
 use tempfile::TempDir;
 use trellis_graph::{Batch, RunSummary};
 use trellis_protocol::{Event, EventKind, NodeId, NodeState, RunId, RunStatus};
-use trellis_store::{Store, StoreOptions};
+use trellis_store::{SqliteStore, StoreOptions};
 
 /// A fresh workspace store; keep the `TempDir` alive as long as the store.
-pub fn store() -> (TempDir, Store) {
+pub fn store() -> (TempDir, SqliteStore) {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open_workspace(dir.path(), StoreOptions::default()).unwrap();
+    let store = SqliteStore::open_workspace(dir.path(), StoreOptions::default()).unwrap();
     (dir, store)
 }
 

@@ -127,7 +127,7 @@ fn dropping_the_store_commits_what_was_sent() {
     for c in commits {
         block_on(c).unwrap();
     }
-    let reopened = trellis_store::Store::open(&path, Default::default()).unwrap();
+    let reopened = trellis_store::SqliteStore::open(&path, Default::default()).unwrap();
     assert_eq!(reopened.load(&run).unwrap().len(), 50);
     drop(dir);
 }
@@ -174,7 +174,7 @@ fn synchronous_normal_never_asks_for_an_fsync() {
         synchronous: trellis_store::Synchronous::Normal,
         ..Default::default()
     };
-    let store = trellis_store::Store::open_workspace(dir.path(), opts).unwrap();
+    let store = trellis_store::SqliteStore::open_workspace(dir.path(), opts).unwrap();
     let run = RunId::new();
     store.claim(&run).unwrap();
     block_on(store.append(batch(&run, 1, 2))).unwrap();
@@ -191,7 +191,7 @@ fn synchronous_normal_never_asks_for_an_fsync() {
 
 /// Waits until the queued release of `run` is committed and the writer has counted `commits`
 /// transactions (not with `flush`, which may commit on its own and change the count).
-fn wait_released(store: &trellis_store::Store, run: &RunId, commits: u64) {
+fn wait_released(store: &trellis_store::SqliteStore, run: &RunId, commits: u64) {
     let t = std::time::Instant::now();
     while (store.get_run(run.as_str()).unwrap().owner.is_some() || store.stats().commits < commits)
         && t.elapsed() < std::time::Duration::from_secs(5)

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use trellis_graph::Journal;
 use trellis_protocol::{Command, Message, NodeId, RunId};
-use trellis_store::Store;
+use trellis_store::SqliteStore;
 use trellis_store::prelude::*;
 
 use super::fixtures::store;
@@ -12,7 +12,7 @@ use super::fixtures::store;
 #[test]
 fn commands_are_taken_once_in_order() {
     let (_dir, engine) = store();
-    let cli = Store::open(engine.db_path(), Default::default()).unwrap();
+    let cli = SqliteStore::open(engine.db_path(), Default::default()).unwrap();
     let run = RunId::new();
     let other = RunId::new();
     assert!(engine.has_inbox());
@@ -44,7 +44,7 @@ fn commands_are_taken_once_in_order() {
 #[test]
 fn concurrent_takers_split_the_commands_without_duplicates() {
     let (_dir, a) = store();
-    let b = Arc::new(Store::open(a.db_path(), Default::default()).unwrap());
+    let b = Arc::new(SqliteStore::open(a.db_path(), Default::default()).unwrap());
     let a = Arc::new(a);
     let run = RunId::new();
     const N: usize = 60;

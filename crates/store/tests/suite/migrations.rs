@@ -1,7 +1,7 @@
 //! Migrations apply once, survive reopening, and refuse files from the future.
 
 use rusqlite::Connection;
-use trellis_store::{Error, SCHEMA_VERSION, Store, StoreOptions};
+use trellis_store::{Error, SCHEMA_VERSION, SqliteStore, StoreOptions};
 
 fn recorded(path: &std::path::Path) -> Vec<(i64, String)> {
     let conn = Connection::open(path).unwrap();
@@ -17,7 +17,7 @@ fn recorded(path: &std::path::Path) -> Vec<(i64, String)> {
 #[test]
 fn reopening_applies_nothing_twice() {
     let dir = tempfile::tempdir().unwrap();
-    let path = Store::open_workspace(dir.path(), StoreOptions::default())
+    let path = SqliteStore::open_workspace(dir.path(), StoreOptions::default())
         .unwrap()
         .db_path()
         .to_owned();
@@ -26,7 +26,7 @@ fn reopening_applies_nothing_twice() {
     assert_eq!(first.len() as i64, SCHEMA_VERSION);
     assert_eq!(first[0], (1, "initial".to_owned()));
     for _ in 0..3 {
-        drop(Store::open(&path, StoreOptions::default()).unwrap());
+        drop(SqliteStore::open(&path, StoreOptions::default()).unwrap());
     }
     assert_eq!(recorded(&path), first);
     let mode: String = Connection::open(&path)
@@ -39,7 +39,7 @@ fn reopening_applies_nothing_twice() {
 #[test]
 fn a_newer_schema_is_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let path = Store::open_workspace(dir.path(), StoreOptions::default())
+    let path = SqliteStore::open_workspace(dir.path(), StoreOptions::default())
         .unwrap()
         .db_path()
         .to_owned();
@@ -50,7 +50,7 @@ fn a_newer_schema_is_refused() {
             [SCHEMA_VERSION + 1],
         )
         .unwrap();
-    let err = Store::open(&path, StoreOptions::default()).unwrap_err();
+    let err = SqliteStore::open(&path, StoreOptions::default()).unwrap_err();
     assert!(matches!(err, Error::NewerSchema { found, .. } if found == SCHEMA_VERSION + 1));
     let msg = err.to_string();
     assert!(
@@ -65,7 +65,7 @@ fn a_non_database_file_is_reported_with_its_path() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("junk.db");
     std::fs::write(&path, vec![b'x'; 8192]).unwrap();
-    let msg = Store::open(&path, StoreOptions::default())
+    let msg = SqliteStore::open(&path, StoreOptions::default())
         .unwrap_err()
         .to_string();
     assert!(msg.contains("junk.db"), "{msg}");

@@ -163,7 +163,7 @@ fn every_field_of_every_kind_survives() {
     assert_eq!(store.events(&run, 14, None).unwrap(), events[13..].to_vec());
 
     // A second store on the same file (another process, say) reads the same.
-    let other = trellis_store::Store::open(store.db_path(), Default::default()).unwrap();
+    let other = trellis_store::SqliteStore::open(store.db_path(), Default::default()).unwrap();
     assert_eq!(other.load(&run).unwrap(), events);
 }
 
@@ -297,7 +297,7 @@ fn causes_survive_the_store() {
         store.events(&run, 4, Some(8)).unwrap(),
         events[3..8].to_vec()
     );
-    let other = trellis_store::Store::open(store.db_path(), Default::default()).unwrap();
+    let other = trellis_store::SqliteStore::open(store.db_path(), Default::default()).unwrap();
     assert_eq!(other.load(&run).unwrap(), events);
 }
 
@@ -339,6 +339,6 @@ fn rows_written_before_causes_still_load() {
         .execute("UPDATE events SET data = ?1", [&old])
         .unwrap();
     assert_eq!(changed, 1);
-    let reopened = trellis_store::Store::open(store.db_path(), Default::default()).unwrap();
+    let reopened = trellis_store::SqliteStore::open(store.db_path(), Default::default()).unwrap();
     assert_eq!(reopened.load(&run).unwrap(), events);
 }

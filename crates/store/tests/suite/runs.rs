@@ -7,7 +7,7 @@ use trellis_store::{Error, RunFilter};
 
 use super::fixtures::{batch, block_on, store};
 
-fn add(store: &trellis_store::Store, id: &str, status: RunStatus, created: i64) {
+fn add(store: &trellis_store::SqliteStore, id: &str, status: RunStatus, created: i64) {
     let run = RunId::from_string(id);
     let mut b = batch(&run, 1, 1);
     b.summary.status = status;
@@ -121,12 +121,12 @@ fn list_is_newest_first_and_filters() {
 fn open_existing_creates_nothing_and_opens_what_is_there() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join(".trellis").join("trellis.db");
-    let err = trellis_store::Store::open_existing(&path, Default::default()).unwrap_err();
+    let err = trellis_store::SqliteStore::open_existing(&path, Default::default()).unwrap_err();
     assert!(matches!(&err, Error::NoStore(p) if *p == path), "{err}");
     assert!(err.to_string().contains("nothing has run"), "{err}");
     assert!(!dir.path().join(".trellis").exists());
 
-    let store = trellis_store::Store::open_workspace(dir.path(), Default::default()).unwrap();
+    let store = trellis_store::SqliteStore::open_workspace(dir.path(), Default::default()).unwrap();
     add(
         &store,
         "0199aa00000000000000000000000001",
@@ -134,13 +134,13 @@ fn open_existing_creates_nothing_and_opens_what_is_there() {
         1,
     );
     drop(store);
-    let again = trellis_store::Store::open_existing(&path, Default::default()).unwrap();
+    let again = trellis_store::SqliteStore::open_existing(&path, Default::default()).unwrap();
     assert_eq!(again.list_runs(&RunFilter::default()).unwrap().len(), 1);
 }
 
 /// A run whose graph continued (`runContinued`) after `before` other events: its first
 /// graph, then `next`, then `after` more events; the summary names the graph it runs with.
-fn continued_run(store: &trellis_store::Store, before: u64, after: u64) -> RunId {
+fn continued_run(store: &trellis_store::SqliteStore, before: u64, after: u64) -> RunId {
     use serde_json::json;
     use std::sync::Arc;
     use trellis_graph::Batch;

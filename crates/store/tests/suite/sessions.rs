@@ -6,13 +6,13 @@ use trellis_protocol::{
 };
 use trellis_store::prelude::*;
 use trellis_store::{
-    Error, SessionFilter, SessionStatus, Store, TurnRecord, TurnStatus, TurnToolRecord,
+    Error, SessionFilter, SessionStatus, SqliteStore, TurnRecord, TurnStatus, TurnToolRecord,
 };
 
 use super::fixtures::{T0, block_on, session_batch, store};
 
 /// Appends `events` to `session` as one batch after its last seq.
-fn push(store: &Store, session: &SessionId, events: Vec<SessionEvent>) {
+fn push(store: &SqliteStore, session: &SessionId, events: Vec<SessionEvent>) {
     let next = store
         .stream_last_seq(&trellis_protocol::StreamId::Session(session.clone()))
         .unwrap()

@@ -2,7 +2,8 @@
 
 use trellis_graph::Journal;
 use trellis_protocol::RunId;
-use trellis_store::{Store, StoreOptions};
+use trellis_store::Backend;
+use trellis_store::{SqliteStore, StoreOptions};
 
 use super::fixtures::{block_on, realistic_run};
 
@@ -10,7 +11,7 @@ use super::fixtures::{block_on, realistic_run};
 fn a_realistic_nine_step_run_fits_in_five_kilobytes() {
     const RUNS: u64 = 200;
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open_workspace(dir.path(), StoreOptions::default()).unwrap();
+    let store = SqliteStore::open_workspace(dir.path(), StoreOptions::default()).unwrap();
     store.vacuum().unwrap();
     let empty = store.size_on_disk().unwrap();
 

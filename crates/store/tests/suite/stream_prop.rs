@@ -11,7 +11,7 @@ use trellis_protocol::{
     WorkspaceEvent,
 };
 use trellis_store::prelude::*;
-use trellis_store::{Store, StoreOptions, Synchronous};
+use trellis_store::{SqliteStore, StoreOptions, Synchronous};
 
 use super::fixtures::{T0, block_on};
 
@@ -78,7 +78,7 @@ proptest! {
     ) {
         let dir = tempfile::tempdir().unwrap();
         let opts = StoreOptions { synchronous: Synchronous::Normal, ..Default::default() };
-        let store = Store::open_workspace(dir.path(), opts).unwrap();
+        let store = SqliteStore::open_workspace(dir.path(), opts).unwrap();
 
         let mut next = [1u64; STREAMS];
         let sent: Vec<ServiceEvent> = events

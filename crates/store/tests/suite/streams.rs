@@ -8,7 +8,7 @@ use trellis_protocol::{
     SessionOwner, StreamId, SubmissionId, WorkspaceEvent,
 };
 use trellis_store::prelude::*;
-use trellis_store::{SessionFilter, Store, StoreOptions};
+use trellis_store::{SessionFilter, SqliteStore, StoreOptions};
 
 use super::fixtures::{batch, block_on, session_batch, sev, store};
 use super::group_commit::hold_write_lock;
@@ -235,7 +235,7 @@ fn reopening_the_store_keeps_streams_sessions_and_artifacts() {
         ],
     );
     let (path, streamed, sessions, turns, artifacts) = {
-        let store = Store::open_workspace(dir.path(), StoreOptions::default()).unwrap();
+        let store = SqliteStore::open_workspace(dir.path(), StoreOptions::default()).unwrap();
         block_on(store.append_stream(events)).unwrap();
         block_on(store.append_stream(vec![sev(&StreamId::Workspace, 1, op_failed("x"))])).unwrap();
         store
@@ -257,7 +257,7 @@ fn reopening_the_store_keeps_streams_sessions_and_artifacts() {
             store.artifacts(&run).unwrap(),
         )
     };
-    let store = Store::open(&path, StoreOptions::default()).unwrap();
+    let store = SqliteStore::open(&path, StoreOptions::default()).unwrap();
     assert_eq!(streamed.len(), 4);
     assert_eq!(
         store

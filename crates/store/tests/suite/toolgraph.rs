@@ -91,7 +91,8 @@ fn executions_bump_counts_and_apply_the_confidence_formula() {
         }])
         .unwrap();
     drop(store);
-    let store = trellis_store::Store::open_workspace(dir.path(), StoreOptions::default()).unwrap();
+    let store =
+        trellis_store::SqliteStore::open_workspace(dir.path(), StoreOptions::default()).unwrap();
     let snap = store.tool_graph().unwrap();
     let read = snap.nodes.iter().find(|n| n.tool == "read_file").unwrap();
     assert_eq!(
@@ -184,7 +185,8 @@ fn speculations_list_the_last_n_oldest_first() {
 #[test]
 fn dag_checkpoints_are_saved_replaced_kept_across_processes_and_removed() {
     let dir = tempfile::tempdir().unwrap();
-    let store = trellis_store::Store::open_workspace(dir.path(), StoreOptions::default()).unwrap();
+    let store =
+        trellis_store::SqliteStore::open_workspace(dir.path(), StoreOptions::default()).unwrap();
     assert_eq!(store.dag_checkpoint("run:node:call_1").unwrap(), None);
     store
         .save_dag_checkpoint("run:node:call_1", r#"{"done":1}"#.into())
@@ -194,7 +196,8 @@ fn dag_checkpoints_are_saved_replaced_kept_across_processes_and_removed() {
         .unwrap();
     store.flush().unwrap();
     drop(store);
-    let store = trellis_store::Store::open_workspace(dir.path(), StoreOptions::default()).unwrap();
+    let store =
+        trellis_store::SqliteStore::open_workspace(dir.path(), StoreOptions::default()).unwrap();
     assert_eq!(
         store.dag_checkpoint("run:node:call_1").unwrap().as_deref(),
         Some(r#"{"done":2}"#)

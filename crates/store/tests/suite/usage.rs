@@ -2,7 +2,7 @@
 
 use trellis_protocol::RunId;
 use trellis_store::prelude::*;
-use trellis_store::{ModelCallRecord, Store, StoreOptions, UsageTotals};
+use trellis_store::{ModelCallRecord, SqliteStore, StoreOptions, UsageTotals};
 
 use super::fixtures::store;
 
@@ -51,7 +51,7 @@ fn model_calls_round_trip_in_order_and_survive_reopening() {
 
     let path = store.db_path().to_owned();
     drop(store);
-    let reopened = Store::open(&path, StoreOptions::default()).unwrap();
+    let reopened = SqliteStore::open(&path, StoreOptions::default()).unwrap();
     assert_eq!(reopened.model_calls(&run).unwrap(), [first, second]);
     assert_eq!(reopened.model_calls(&other).unwrap().len(), 1);
     assert!(

@@ -2,13 +2,13 @@
 
 use serde_json::json;
 use tempfile::TempDir;
-use trellis_store::{Store, StoreOptions};
+use trellis_store::{SqliteStore, StoreOptions};
 use trellis_toolgraph::{ExecutedCall, Execution, ToolCatalog, ToolEntry, ToolGraph};
 
 /// A fresh store; keep the `TempDir` alive as long as the store.
-pub fn store() -> (TempDir, Store) {
+pub fn store() -> (TempDir, SqliteStore) {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open_workspace(dir.path(), StoreOptions::default()).unwrap();
+    let store = SqliteStore::open_workspace(dir.path(), StoreOptions::default()).unwrap();
     (dir, store)
 }
 
@@ -110,7 +110,7 @@ pub fn run(tools: &[&str], failing: &[&str]) -> Execution {
 pub const PATTERN: [&str; 3] = ["read_file", "parse_json", "create_issue"];
 
 /// Learns `execution` `times` times.
-pub fn learn(graph: &mut ToolGraph, store: &Store, execution: &Execution, times: usize) {
+pub fn learn(graph: &mut ToolGraph, store: &SqliteStore, execution: &Execution, times: usize) {
     for _ in 0..times {
         graph.record_execution(store, execution).unwrap();
     }

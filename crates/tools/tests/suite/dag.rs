@@ -454,8 +454,7 @@ async fn a_paused_plan_survives_the_process_in_the_store_and_bad_replans_are_ref
         events: None,
     };
     let store_dir = tempfile::tempdir().unwrap();
-    let open =
-        || Arc::new(Store::open_workspace(store_dir.path(), StoreOptions::default()).unwrap());
+    let open = || Store::open_workspace(store_dir.path(), StoreOptions::default()).unwrap();
     let args = json!({
         "steps": [
             {"id": "read", "tool": "fs_read", "args": {"path": "a.json"}},

@@ -5,7 +5,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 use trellis_protocol::RunId;
-use trellis_store::Store;
+use trellis_store::SqliteStore;
 use trellis_store::prelude::*;
 use trellis_tools::git::Git;
 use trellis_tools::review::{self, ChangeSet, FileSelection, Selection};
@@ -17,7 +17,7 @@ const LONG: &str = "l1\nl2\nl3\nl4\nl5\nl6\nl7\nl8\nl9\nl10\nl11\nl12\nl13\nl14\
 
 struct Fixture {
     dir: tempfile::TempDir,
-    store: Store,
+    store: SqliteStore,
     wt: RunWorktree,
 }
 
@@ -26,7 +26,7 @@ impl Fixture {
     fn new(files: &[(&str, &str)]) -> Self {
         let dir = repo(files);
         let wt = RunWorktree::create(dir.path(), &RunId::new()).unwrap();
-        let store = Store::open_workspace(dir.path(), Default::default()).unwrap();
+        let store = SqliteStore::open_workspace(dir.path(), Default::default()).unwrap();
         store.put_change_set(wt.record(0)).unwrap();
         Self { dir, store, wt }
     }

@@ -3,7 +3,6 @@
 use std::sync::Arc;
 
 use serde_json::json;
-use trellis_store::prelude::*;
 use trellis_tools::{Action, ApprovalDecision, Registry, ScriptedInteraction, ToolsConfig};
 
 use super::support::{Tools, auto};
@@ -148,10 +147,12 @@ async fn roles_unknown_tools_and_bad_arguments_are_error_results() {
 async fn calls_are_recorded_in_the_store() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("a.txt"), "x\n").unwrap();
-    let store =
-        Arc::new(trellis_store::Store::open(dir.path().join("t.db"), Default::default()).unwrap());
+    let store = trellis_store::Store::open(dir.path().join("t.db"), Default::default()).unwrap();
     let mut t = Tools::new(dir.path(), ToolsConfig::default(), auto());
-    t.registry = t.registry.clone().with_sink(store.clone());
+    t.registry = t
+        .registry
+        .clone()
+        .with_sink(Arc::new(trellis_tools::StoreSink(store.clone())));
     let run = trellis_protocol::RunId::new();
     t.env.run = Some(run.clone());
     t.env.node = Some("implement".into());

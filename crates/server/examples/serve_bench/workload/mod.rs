@@ -130,7 +130,7 @@ impl Server {
             .build()?;
         let ws = trellis_test_support::example_repo("inventory", CONFIG)?;
         let root = ws.path().canonicalize()?;
-        let store = Arc::new(Store::open_workspace(&root, StoreOptions::default())?);
+        let store = Store::open_workspace(&root, StoreOptions::default())?;
         let runtime = Runtime::open(&root, &[], &[], store)?;
         let counters = Arc::new(ModelCounters::default());
         let model = model(pacing, counters.clone());

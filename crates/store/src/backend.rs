@@ -1,0 +1,75 @@
+//! The store as the rest of Trellis holds it: [`Store`], a trait object over a backend.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use trellis_graph::Journal;
+
+use crate::prelude::*;
+use crate::{Owner, Result, SqliteStore, StoreOptions, StoreStats};
+
+/// A store backend: the engine's [`Journal`], every domain trait, and the lifecycle.
+/// [`SqliteStore`] (one file per workspace) is the default.
+pub trait Backend:
+    Journal
+    + RunStore
+    + UsageStore
+    + ReviewStore
+    + ArtifactStore
+    + StreamStore
+    + SessionStore
+    + ClientSessionStore
+    + DagCheckpointStore
+    + ToolGraphStore
+    + std::fmt::Debug
+    + Send
+    + Sync
+{
+    /// Where the records live, for messages: the database file, or the server's URL
+    /// without its password.
+    fn location(&self) -> String;
+
+    /// This process, as recorded in the claims it takes.
+    fn owner(&self) -> &Owner;
+
+    /// The writer's counters since the store was opened.
+    fn stats(&self) -> StoreStats;
+
+    /// Bytes the records occupy.
+    fn size_on_disk(&self) -> Result<u64>;
+
+    /// Waits until everything sent before is committed.
+    fn flush(&self) -> Result<()>;
+
+    /// Reclaims free space (after committing everything sent before).
+    fn vacuum(&self) -> Result<()>;
+}
+
+/// The durable store of a workspace, whatever its backend: what the runtime, the service
+/// and the front-ends hold (`Arc<Store>`). A feature that persists through one domain takes
+/// that domain's trait instead (`&dyn ToolGraphStore`); an `Arc<Store>` or `&Store` converts
+/// to it.
+pub type Store = dyn Backend;
+
+impl dyn Backend {
+    /// Opens (creating if needed) the SQLite store of `workspace`:
+    /// `<workspace>/.trellis/trellis.db` ([`SqliteStore::open_workspace`]).
+    pub fn open_workspace(
+        workspace: impl AsRef<Path>,
+        options: StoreOptions,
+    ) -> Result<Arc<Store>> {
+        Ok(Arc::new(SqliteStore::open_workspace(workspace, options)?))
+    }
+
+    /// Opens the SQLite database file at `path` only if it exists
+    /// ([`SqliteStore::open_existing`]).
+    pub fn open_existing(path: impl AsRef<Path>, options: StoreOptions) -> Result<Arc<Store>> {
+        Ok(Arc::new(SqliteStore::open_existing(path, options)?))
+    }
+
+    /// Opens (creating if needed) the SQLite database file at `path` and migrates it
+    /// ([`SqliteStore::open`]).
+    pub fn open(path: impl AsRef<Path>, options: StoreOptions) -> Result<Arc<Store>> {
+        Ok(Arc::new(SqliteStore::open(path, options)?))
+    }
+}
