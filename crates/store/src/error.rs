@@ -203,7 +203,7 @@ pub enum Error {
     /// The writer thread has stopped (the store is shutting down or it panicked).
     #[error("the trellis store {0} is closed (its writer thread stopped)")]
     Closed(PathBuf),
-    /// [`crate::Store::open_existing`] found no database file.
+    /// [`crate::SqliteStore::open_existing`] found no database file.
     #[error("no trellis store at {0} (nothing has run in this workspace yet)")]
     NoStore(PathBuf),
 }

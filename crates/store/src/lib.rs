@@ -5,7 +5,7 @@
 //! engine's [`Journal`](trellis_graph::Journal) seam, one trait per domain for the features
 //! that persist through it, and the lifecycle ([`Backend::flush`], [`Backend::vacuum`],
 //! [`Backend::stats`], [`Backend::size_on_disk`], [`Backend::owner`],
-//! [`Backend::location`]). [`Store::open`] opens the SQLite backend, [`SqliteStore`]. A
+//! [`Backend::location`]). `Store::open` opens the SQLite backend, [`SqliteStore`]. A
 //! feature depends on the narrow trait it uses (the tool knowledge graph takes a `&dyn
 //! ToolGraphStore`, the review ops a `&dyn ReviewStore`), not on `Store`; the SQL of every
 //! domain stays in this crate, in the domain's module, so all of them share one migration

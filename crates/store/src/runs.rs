@@ -65,7 +65,7 @@ pub struct ContinuedGraph {
 /// Runs and their event logs: listing and resolving runs, reading a run's events, the graphs
 /// it runs with and the points it can be forked from, queueing commands for the process
 /// that executes it, breaking a stale claim. The engine's own writes (batches, claims,
-/// taking commands) go through [`Journal`], which [`Store`] implements beside this trait.
+/// taking commands) go through [`Journal`], which [`SqliteStore`](crate::SqliteStore) implements beside this trait.
 ///
 /// [`RunStore::started`], [`RunStore::graphs`] and [`RunStore::checkpoints`] are provided:
 /// they read the run's record and events through the required methods, so every backend

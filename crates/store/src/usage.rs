@@ -21,7 +21,7 @@ pub trait UsageStore: Send + Sync {
     fn record_tool_call(&self, record: ToolCallRecord) -> Result<i64>;
 
     /// Queues a tool-call record without waiting for its commit (for callers on an async
-    /// executor; [`Store::flush`] waits for it). A failure is not reported.
+    /// executor; [`Backend::flush`](crate::Backend::flush) waits for it). A failure is not reported.
     fn record_tool_call_nowait(&self, record: ToolCallRecord);
 
     /// The run's tool calls, in order.
@@ -31,7 +31,7 @@ pub trait UsageStore: Send + Sync {
     fn record_model_call(&self, record: ModelCallRecord) -> Result<i64>;
 
     /// Queues a model call's usage without waiting for its commit (for callers on an async
-    /// executor; [`Store::flush`] waits for it). A failure is not reported.
+    /// executor; [`Backend::flush`](crate::Backend::flush) waits for it). A failure is not reported.
     fn record_model_call_nowait(&self, record: ModelCallRecord);
 
     /// The run's model calls, in order.
