@@ -29,10 +29,13 @@ pub use tokio_postgres;
 use crate::Synchronous;
 use exec::{Executor, Lane};
 
-/// Read connections [`PgOptions::default`] keeps. Measured with the `pg_readers_throughput`
-/// test (crates/store/tests/suite/pg_exec.rs) on the 2-core machine: concurrent point reads
-/// gain from a second connection and little or nothing from more, the client thread being
-/// shared; see the report in that test.
+/// Read connections [`PgOptions::default`] keeps. Measured by the ignored test
+/// `pg_readers_throughput` (crates/store/tests/suite/pg_exec.rs: 8 threads loading a run's
+/// events, 4 blobs of 1.5 KB, through 1 to 8 readers; dev build, loopback, the 2-core machine
+/// under a concurrent load of ~7): medians of 5 rounds 2.7k calls/s with one reader, 4.6k
+/// with two, 4.0k / 5.0k / 5.2k with 3 / 4 / 8 — the second connection is worth ~70 %, more
+/// are within the noise, and each costs the server a backend process (a process holds one
+/// writer plus these).
 pub const DEFAULT_READERS: usize = 2;
 
 /// How to connect a [`PgStore`].

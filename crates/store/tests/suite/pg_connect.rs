@@ -67,6 +67,13 @@ fn a_url_that_is_not_postgres_is_refused_before_connecting() {
             &["invalid value for option `port`", "postgres://trellis:***@"][..],
         ),
         (
+            format!("postgres://{USER}:{SECRET}@/trellis"),
+            &[
+                "host and hostaddr are missing",
+                "postgres://trellis:***@/trellis",
+            ][..],
+        ),
+        (
             format!("postgres://{USER}:{SECRET}@127.0.0.1/trellis?sslmode=require"),
             &["TLS"][..],
         ),

@@ -258,3 +258,102 @@ fn connections_the_server_cut_off_are_reopened() {
     });
     assert_eq!(count(&store, "dag_checkpoints"), 2);
 }
+
+/// How read throughput scales with the read connections ([`PgOptions::readers`]): 8 threads
+/// each load a run's events (4 batches of 1.5 KB) 1,000 times, for 1, 2, 3, 4 and 8
+/// readers, 5 rounds each; prints calls per second. The default, `DEFAULT_READERS`, is from it.
+#[test]
+#[ignore = "a measurement: cargo nextest run -p trellis-store --features postgres \
+            --run-ignored only pg_readers_throughput --no-capture"]
+fn pg_readers_throughput() {
+    const RUNS: i64 = 200;
+    const THREADS: i64 = 8;
+    const CALLS: i64 = 1000;
+    let cluster = cluster();
+    let db = cluster.database();
+    let seed = connect(&db);
+    seed.write(async |c| {
+        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+        for rk in 0..RUNS {
+            for batch in 0..4_i64 {
+                let blob: Vec<u8> = (0..1536)
+                    .map(|_| {
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        x.to_le_bytes()[0]
+                    })
+                    .collect();
+                let key = (rk << 32) | (batch * 10 + 1);
+                c.execute(
+                    "INSERT INTO events (key, last_seq, data) VALUES ($1, $2, $3)",
+                    &[&key, &(batch * 10 + 10), &blob],
+                )
+                .await?;
+            }
+        }
+        Ok(())
+    })
+    .unwrap();
+    drop(seed);
+    // Rounds outside, configurations inside: a change in the machine's load hits all alike.
+    const READERS: [usize; 5] = [1, 2, 3, 4, 8];
+    let mut rates = vec![Vec::new(); READERS.len()];
+    for _ in 0..5 {
+        for (i, readers) in READERS.into_iter().enumerate() {
+            rates[i].push(read_rate(&db.url(), readers, RUNS, THREADS, CALLS));
+        }
+    }
+    for (readers, mut rates) in READERS.into_iter().zip(rates) {
+        rates.sort_by(f64::total_cmp);
+        let all: Vec<String> = rates.iter().map(|r| format!("{r:.0}")).collect();
+        eprintln!(
+            "readers {readers}: median {:.0} calls/s ({})",
+            rates[2],
+            all.join(" ")
+        );
+    }
+}
+
+/// Calls per second of `threads` threads each loading `calls` runs' events through a store
+/// with `readers` read connections.
+fn read_rate(url: &str, readers: usize, runs: i64, threads: i64, calls: i64) -> f64 {
+    let options = PgOptions {
+        readers,
+        ..PgOptions::default()
+    };
+    let store = Arc::new(PgStore::connect(url, options).unwrap());
+    let load = |store: &PgStore, rk: i64| {
+        store
+            .read(async move |c| {
+                let rows = c
+                    .query(
+                        "SELECT key, last_seq, data FROM events
+                         WHERE key BETWEEN $1 AND $2 ORDER BY key",
+                        &[&(rk << 32), &((rk << 32) | 0xffff_ffff)],
+                    )
+                    .await?;
+                Ok(rows.len())
+            })
+            .unwrap()
+    };
+    // Open every reader before timing.
+    for rk in 0..(readers as i64 * 4) {
+        assert_eq!(load(&store, rk % runs), 4);
+    }
+    let started = Instant::now();
+    let handles: Vec<_> = (0..threads)
+        .map(|t| {
+            let store = store.clone();
+            std::thread::spawn(move || {
+                for i in 0..calls {
+                    assert_eq!(load(&store, (t * 37 + i) % runs), 4);
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    (threads * calls) as f64 / started.elapsed().as_secs_f64()
+}
