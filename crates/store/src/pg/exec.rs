@@ -23,6 +23,7 @@
 //! [`PgError::Closed`], the lane goes on. A job must not call the store itself: the lane
 //! it would wait for is the one it occupies.
 
+use std::cell::RefCell;
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
@@ -71,6 +72,9 @@ struct Connector {
     database: String,
     url: Arc<str>,
     synchronous: Synchronous,
+    /// The tasks serving the connections' sockets, awaited at shutdown so each closes
+    /// cleanly (it sends the server `Terminate` once its client is dropped).
+    sockets: RefCell<Vec<tokio::task::JoinHandle<()>>>,
 }
 
 impl Connector {
@@ -83,9 +87,14 @@ impl Connector {
             .map_err(|e| PgError::connect(&self.url, &self.database, &e))?;
         // The connection's socket is served by a task of its own; when it ends (the server
         // closed it), the client reports `is_closed` and the lane reconnects.
-        tokio::task::spawn_local(async move {
+        let socket = tokio::task::spawn_local(async move {
             let _ = connection.await;
         });
+        {
+            let mut sockets = self.sockets.borrow_mut();
+            sockets.retain(|s| !s.is_finished());
+            sockets.push(socket);
+        }
         let setup = match (lane, self.synchronous) {
             (Lane::Read, _) => Some("SET default_transaction_read_only = on"),
             (Lane::Write, Synchronous::Normal) => Some("SET synchronous_commit = off"),
@@ -118,6 +127,7 @@ impl Executor {
             database,
             url: url.clone(),
             synchronous: options.synchronous,
+            sockets: RefCell::default(),
         };
         let readers = options.readers.max(1);
         let thread = std::thread::Builder::new()
@@ -273,6 +283,11 @@ fn serve(
         }
         for task in lanes {
             let _ = task.await;
+        }
+        // Every client is dropped now: let the sockets say goodbye.
+        let sockets = connector.sockets.take();
+        for socket in sockets {
+            let _ = socket.await;
         }
     });
 }

@@ -202,6 +202,26 @@ fn a_failing_erring_or_panicking_job_answers_and_the_lane_goes_on() {
     assert_eq!(count(&store, "dag_checkpoints"), 1);
 }
 
+#[test]
+fn dropping_the_store_closes_its_connections() {
+    let cluster = cluster();
+    let db = cluster.database();
+    let store = connect(&db);
+    checkpoint(&store, "d".into());
+    assert_eq!(count(&store, "dag_checkpoints"), 1);
+    let sessions = format!(
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = '{}' AND pid <> pg_backend_pid()",
+        db.name()
+    );
+    assert_eq!(db.psql(&sessions).trim(), "2");
+    drop(store);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while db.psql(&sessions).trim() != "0" {
+        assert!(Instant::now() < deadline, "connections left open");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// Calls `f` until it succeeds (at most 5 s), checking each failure is a retryable error
 /// naming the setting; answers how many calls failed.
 fn until_ok(mut f: impl FnMut() -> trellis_store::Result<()>) -> usize {
