@@ -206,6 +206,10 @@ pub enum Error {
     /// [`crate::SqliteStore::open_existing`] found no database file.
     #[error("no trellis store at {0} (nothing has run in this workspace yet)")]
     NoStore(PathBuf),
+    /// The PostgreSQL backend failed; the message names `[store] url`.
+    #[cfg(feature = "postgres")]
+    #[error(transparent)]
+    Postgres(#[from] crate::pg::PgError),
 }
 
 /// The store's result type.
@@ -217,6 +221,10 @@ impl Error {
     pub fn is_retryable(&self) -> bool {
         if let Error::Transaction { retryable, .. } = self {
             return *retryable;
+        }
+        #[cfg(feature = "postgres")]
+        if let Error::Postgres(e) = self {
+            return e.is_retryable();
         }
         let source = match self {
             Error::Open { source, .. }

@@ -107,6 +107,8 @@ mod codec;
 mod dag_checkpoints;
 mod error;
 mod ops;
+#[cfg(feature = "postgres")]
+pub mod pg;
 mod read;
 mod review;
 mod runs;

@@ -13,6 +13,14 @@ mod suite {
     mod group_commit;
     mod inbox;
     mod migrations;
+    #[cfg(feature = "postgres")]
+    mod pg_connect;
+    #[cfg(feature = "postgres")]
+    mod pg_exec;
+    #[cfg(feature = "postgres")]
+    mod pg_schema;
+    #[cfg(feature = "postgres")]
+    mod pg_support;
     mod roundtrip;
     mod runs;
     mod sessions;

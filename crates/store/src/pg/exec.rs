@@ -1,0 +1,314 @@
+//! The executor: tokio-postgres clients on a thread of their own, called synchronously.
+//!
+//! The store's methods are plain functions, called from threads and from async code alike,
+//! and tokio-postgres is async (its blocking wrapper, the `postgres` crate, panics inside a
+//! tokio runtime). So one thread, `trellis-store-pg`, runs a current-thread runtime that owns
+//! every connection, and a caller hands it a [`Job`] — a boxed closure making the future to
+//! run with a connection — and blocks on a std channel for the answer, which is allowed in
+//! async code as well (the SQLite store's writer is called the same way).
+//!
+//! The connections serve two lanes:
+//!
+//! * the **write** lane: one connection, one job at a time in the order they were sent (the
+//!   SQLite writer's order). This is where a group-committing writer goes: a job that drains
+//!   the queued writes into one transaction.
+//! * the **read** lane: a few connections (`PgOptions::readers`), each taking the next
+//!   queued job, so reads run side by side; their sessions are
+//!   `default_transaction_read_only`, so a bug there cannot write behind the writer's back.
+//!
+//! A connection is opened when its lane first needs it (the writer's at start, for the
+//! migrations) and again after it was closed — the server restarted or cut it off — so the
+//! next job after a failure reconnects. Each job runs as a task of its own: one that panics
+//! loses its connection (the server rolls back what it had begun) and its caller gets
+//! [`PgError::Closed`], the lane goes on. A job must not call the store itself: the lane
+//! it would wait for is the one it occupies.
+
+use std::cell::RefCell;
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::mpsc::{self, SyncSender};
+use std::thread::JoinHandle;
+
+use tokio::sync::Mutex;
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
+use tokio_postgres::{Client, Config, NoTls};
+
+use super::error::PgError;
+use super::{PgOptions, schema};
+use crate::Synchronous;
+
+/// What a job's future answers: the connection, back to its lane (none when the job had
+/// none).
+type Done = Pin<Box<dyn Future<Output = Option<Client>>>>;
+
+/// A request to the executor's thread: given its lane's connection (or the error opening
+/// it), makes the future that runs the request, answers the caller and gives the
+/// connection back.
+pub(crate) type Job = Box<dyn FnOnce(Result<Client, PgError>) -> Done + Send>;
+
+/// Which connections a job runs on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Lane {
+    /// The one writing connection, in order.
+    Write,
+    /// Any of the reading connections.
+    Read,
+}
+
+/// The executor's handle; dropping it lets the thread finish the queued jobs and stop.
+pub(crate) struct Executor {
+    url: Arc<str>,
+    write: Option<UnboundedSender<Job>>,
+    read: Option<UnboundedSender<Job>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+/// Opens connections for the lanes.
+struct Connector {
+    config: Config,
+    /// The database's name, for messages.
+    database: String,
+    url: Arc<str>,
+    synchronous: Synchronous,
+    /// The tasks serving the connections' sockets, awaited at shutdown so each closes
+    /// cleanly (it sends the server `Terminate` once its client is dropped).
+    sockets: RefCell<Vec<tokio::task::JoinHandle<()>>>,
+}
+
+impl Connector {
+    /// Connects and prepares the session for `lane`.
+    async fn open(&self, lane: Lane) -> Result<Client, PgError> {
+        let (client, connection) = self
+            .config
+            .connect(NoTls)
+            .await
+            .map_err(|e| PgError::connect(&self.url, &self.database, &e))?;
+        // The connection's socket is served by a task of its own; when it ends (the server
+        // closed it), the client reports `is_closed` and the lane reconnects.
+        let socket = tokio::task::spawn_local(async move {
+            let _ = connection.await;
+        });
+        {
+            let mut sockets = self.sockets.borrow_mut();
+            sockets.retain(|s| !s.is_finished());
+            sockets.push(socket);
+        }
+        let setup = match (lane, self.synchronous) {
+            (Lane::Read, _) => Some("SET default_transaction_read_only = on"),
+            (Lane::Write, Synchronous::Normal) => Some("SET synchronous_commit = off"),
+            (Lane::Write, Synchronous::Full) => None,
+        };
+        if let Some(sql) = setup {
+            client
+                .batch_execute(sql)
+                .await
+                .map_err(|e| PgError::query(&self.url, e))?;
+        }
+        Ok(client)
+    }
+}
+
+impl Executor {
+    /// Starts the thread, connects the writer and migrates the database; answers the
+    /// executor and the schema version once the database is ready.
+    pub(crate) fn start(
+        config: Config,
+        database: String,
+        url: Arc<str>,
+        options: PgOptions,
+    ) -> Result<(Executor, i64), PgError> {
+        let (ready_tx, ready_rx) = mpsc::sync_channel(1);
+        let (write, write_rx) = unbounded_channel();
+        let (read, read_rx) = unbounded_channel();
+        let connector = Connector {
+            config,
+            database,
+            url: url.clone(),
+            synchronous: options.synchronous,
+            sockets: RefCell::default(),
+        };
+        let readers = options.readers.max(1);
+        let thread = std::thread::Builder::new()
+            .name("trellis-store-pg".into())
+            .spawn(move || serve(connector, readers, write_rx, read_rx, ready_tx))
+            .map_err(|source| PgError::Thread {
+                url: url.to_string(),
+                source,
+            })?;
+        let mut exec = Executor {
+            url,
+            write: Some(write),
+            read: Some(read),
+            thread: Some(thread),
+        };
+        match ready_rx.recv() {
+            Ok(Ok(version)) => Ok((exec, version)),
+            // Dropping the executor joins the thread, which has returned.
+            Ok(Err(e)) => Err(e),
+            Err(_) => {
+                exec.stop();
+                Err(PgError::Closed {
+                    url: exec.url.to_string(),
+                })
+            }
+        }
+    }
+
+    /// Runs `f` with a connection of `lane` on the executor's thread and waits for its
+    /// answer. Blocks the calling thread (fine in async code too, like the SQLite writer).
+    pub(crate) fn call<T, F>(&self, lane: Lane, f: F) -> crate::Result<T>
+    where
+        T: Send + 'static,
+        F: AsyncFnOnce(&mut Client) -> Result<T, super::JobError> + Send + 'static,
+    {
+        let (reply, answer) = mpsc::sync_channel(1);
+        let url = self.url.clone();
+        let job: Job = Box::new(move |conn| Box::pin(run(f, conn, reply, url)));
+        let closed = || {
+            crate::Error::from(PgError::Closed {
+                url: self.url.to_string(),
+            })
+        };
+        let queue = match lane {
+            Lane::Write => &self.write,
+            Lane::Read => &self.read,
+        };
+        queue
+            .as_ref()
+            .ok_or_else(closed)?
+            .send(job)
+            .map_err(|_| closed())?;
+        answer.recv().map_err(|_| closed())?
+    }
+
+    /// Closes the queues and waits for the thread to finish the queued jobs.
+    fn stop(&mut self) {
+        drop(self.write.take());
+        drop(self.read.take());
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for Executor {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// A job's body: runs `f` on the connection, answers the caller, gives the connection back.
+async fn run<T, F>(
+    f: F,
+    conn: Result<Client, PgError>,
+    reply: SyncSender<crate::Result<T>>,
+    url: Arc<str>,
+) -> Option<Client>
+where
+    F: AsyncFnOnce(&mut Client) -> Result<T, super::JobError>,
+{
+    let mut client = match conn {
+        Ok(client) => client,
+        Err(e) => {
+            let _ = reply.send(Err(e.into()));
+            return None;
+        }
+    };
+    let out = f(&mut client).await.map_err(|e| match e {
+        super::JobError::Pg(source) => PgError::query(&url, source).into(),
+        super::JobError::Store(e) => e,
+    });
+    // A caller that stopped waiting is no failure of the job.
+    let _ = reply.send(out);
+    Some(client)
+}
+
+/// The thread's body: the runtime, the writer's connection and migrations, then the lanes
+/// until every sender is dropped.
+fn serve(
+    connector: Connector,
+    readers: usize,
+    write_rx: UnboundedReceiver<Job>,
+    read_rx: UnboundedReceiver<Job>,
+    ready: SyncSender<Result<i64, PgError>>,
+) {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(source) => {
+            let _ = ready.send(Err(PgError::Thread {
+                url: connector.url.to_string(),
+                source,
+            }));
+            return;
+        }
+    };
+    let local = tokio::task::LocalSet::new();
+    local.block_on(&runtime, async move {
+        let mut writer = match connector.open(Lane::Write).await {
+            Ok(client) => client,
+            Err(e) => {
+                let _ = ready.send(Err(e));
+                return;
+            }
+        };
+        match schema::migrate(&mut writer, &connector.url).await {
+            Ok(version) => {
+                let _ = ready.send(Ok(version));
+            }
+            Err(e) => {
+                let _ = ready.send(Err(e));
+                return;
+            }
+        }
+        let connector = Rc::new(connector);
+        let mut lanes = vec![tokio::task::spawn_local(lane(
+            Rc::new(Mutex::new(write_rx)),
+            connector.clone(),
+            Lane::Write,
+            Some(writer),
+        ))];
+        let reads = Rc::new(Mutex::new(read_rx));
+        for _ in 0..readers {
+            lanes.push(tokio::task::spawn_local(lane(
+                reads.clone(),
+                connector.clone(),
+                Lane::Read,
+                None,
+            )));
+        }
+        for task in lanes {
+            let _ = task.await;
+        }
+        // Every client is dropped now: let the sockets say goodbye.
+        let sockets = connector.sockets.take();
+        for socket in sockets {
+            let _ = socket.await;
+        }
+    });
+}
+
+/// One connection of a lane: takes the lane's next job until the queue closes, connecting
+/// when it has no open connection.
+async fn lane(
+    queue: Rc<Mutex<UnboundedReceiver<Job>>>,
+    connector: Rc<Connector>,
+    which: Lane,
+    mut client: Option<Client>,
+) {
+    loop {
+        let Some(job) = queue.lock().await.recv().await else {
+            return;
+        };
+        let conn = match client.take() {
+            Some(c) if !c.is_closed() => Ok(c),
+            _ => connector.open(which).await,
+        };
+        // A job that panics loses its connection; its caller sees the reply dropped.
+        client = tokio::task::spawn_local(job(conn)).await.ok().flatten();
+    }
+}
