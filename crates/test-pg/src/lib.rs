@@ -26,7 +26,7 @@ use std::process::{Command, Output};
 use std::sync::atomic::{AtomicU32, Ordering};
 
 /// The environment variable naming a running cluster to share: its socket directory, port
-/// and bin directory, `DIR:PORT:BINDIR` (what `scripts/pg start` prints).
+/// and bin directory, `DIR:PORT:BINDIR` (what `trellis-test-pg start` prints).
 pub const SHARED_ENV: &str = "TRELLIS_TEST_PG";
 /// The superuser every test cluster has.
 pub const USER: &str = "trellis";
@@ -145,6 +145,10 @@ impl Cluster {
         let Ok(spec) = std::env::var(SHARED_ENV) else {
             return Self::start(Durability::Fast);
         };
+        Self::parse(&spec)
+    }
+
+    fn parse(spec: &str) -> Cluster {
         let mut parts = spec.splitn(3, ':');
         let (Some(dir), Some(port), Some(bin)) = (parts.next(), parts.next(), parts.next()) else {
             panic!("{SHARED_ENV}={spec}: expected DIR:PORT:BINDIR");
@@ -158,6 +162,29 @@ impl Cluster {
             bin: bin.into(),
             own: None,
         }
+    }
+
+    /// Leaves a cluster this process started running after this value is gone, and answers
+    /// its [`SHARED_ENV`] value: for a whole test suite to share (`trellis-test-pg start`);
+    /// [`Cluster::stop_shared`] stops it.
+    pub fn detach(mut self) -> String {
+        let spec = self.shared_spec();
+        if let Some(dir) = self.own.take() {
+            let _kept = dir.keep();
+        }
+        spec
+    }
+
+    /// Stops the cluster a [`SHARED_ENV`] value names and removes its directory (what
+    /// [`Cluster::detach`] left running).
+    pub fn stop_shared(spec: &str) {
+        let cluster = Self::parse(spec);
+        let _ = server_command(&cluster.bin, "pg_ctl")
+            .arg("-D")
+            .arg(cluster.socket_dir.join("data"))
+            .args(["-m", "fast", "-w", "stop"])
+            .output();
+        let _ = std::fs::remove_dir_all(&cluster.socket_dir);
     }
 
     /// The TCP port on `127.0.0.1`.
