@@ -4,6 +4,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
 
 mod suite {
+    // First: the `both!` macro the domain modules use.
+    #[macro_use]
+    mod backends;
     mod artifacts;
     mod atomicity;
     mod claims;
