@@ -7,13 +7,11 @@ use serde_json::json;
 use tempfile::TempDir;
 use trellis_graph::{Batch, RunSummary};
 use trellis_protocol::{Event, EventKind, NodeId, NodeState, RunId, RunStatus};
-use trellis_store::{SqliteStore, StoreOptions};
+use trellis_store::SqliteStore;
 
 /// A fresh workspace store; keep the `TempDir` alive as long as the store.
 pub fn store() -> (TempDir, SqliteStore) {
-    let dir = tempfile::tempdir().unwrap();
-    let store = SqliteStore::open_workspace(dir.path(), StoreOptions::default()).unwrap();
-    (dir, store)
+    super::backends::sqlite()
 }
 
 /// Runs a future to completion on a throwaway current-thread runtime.
