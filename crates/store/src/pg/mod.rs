@@ -4,7 +4,9 @@
 //! one machine. This module is its foundation: [`PgStore::connect`] parses the URL, connects,
 //! and brings the database to [`crate::SCHEMA_VERSION`] through migrations that mirror the
 //! SQLite ones (the same versions and names; `schema` says how each type translates). The
-//! domain traits are not implemented here yet.
+//! run journal — [`crate::RunStore`] and the engine's [`trellis_graph::Journal`] — is
+//! implemented: reads in `runs`, appends with group commit in `journal`, claims and the
+//! command inbox in `ops`.
 //!
 //! The client is tokio-postgres (see docs/architecture.md), driven by a thread of its own
 //! (`exec`): [`PgStore::read`] and [`PgStore::write`] run an async closure with a connection
@@ -16,6 +18,9 @@
 
 mod error;
 mod exec;
+mod journal;
+mod ops;
+mod runs;
 mod schema;
 
 use std::sync::Arc;
@@ -92,6 +97,8 @@ pub struct PgStore {
     exec: Executor,
     url: Arc<str>,
     version: i64,
+    /// The run journal's writes: the open group of batches, claims' owner, counters.
+    journal: journal::JournalState,
 }
 
 impl PgStore {
@@ -135,6 +142,7 @@ impl PgStore {
             exec,
             url: shown,
             version,
+            journal: journal::JournalState::new(options.synchronous),
         })
     }
 
