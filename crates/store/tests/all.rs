@@ -7,6 +7,9 @@ mod suite {
     // First: the `both!` macro the domain modules use.
     #[macro_use]
     mod backends;
+    // Then `two!` and the run journal's test helpers.
+    #[macro_use]
+    mod run_support;
     mod artifacts;
     mod atomicity;
     mod claims;
@@ -15,11 +18,14 @@ mod suite {
     mod fixtures;
     mod group_commit;
     mod inbox;
+    mod journal;
     mod migrations;
     #[cfg(feature = "postgres")]
     mod pg_connect;
     #[cfg(feature = "postgres")]
     mod pg_exec;
+    #[cfg(feature = "postgres")]
+    mod pg_runs;
     #[cfg(feature = "postgres")]
     mod pg_schema;
     #[cfg(feature = "postgres")]
