@@ -347,6 +347,9 @@ fn speculation_row(r: &Row<'_>) -> rusqlite::Result<SpeculationRecord> {
 impl Reader {
     fn tool_graph(&self) -> Result<ToolGraphSnapshot> {
         self.with(|c| {
+            // One read transaction: the nodes and the edges of one snapshot, not of two
+            // commits of a learning process (rolled back when dropped; it wrote nothing).
+            let c = c.unchecked_transaction().map_err(self.sqlite())?;
             let nodes = c
                 .prepare_cached(
                     "SELECT tool, server, description, calls, successes, updated_ms
