@@ -168,6 +168,17 @@ impl PgStore {
     {
         self.exec.call(Lane::Write, f)
     }
+
+    /// Queues `f` on the writing connection and returns at once, without waiting for it (the
+    /// `*_nowait` methods): it runs after every write sent before, and what it answers — a
+    /// failure too — is dropped. Fails only when the store is closed. `f` must not call the
+    /// store.
+    pub fn queue_write<F>(&self, f: F) -> crate::Result<()>
+    where
+        F: AsyncFnOnce(&mut Client) -> Result<(), JobError> + Send + 'static,
+    {
+        self.exec.post(Lane::Write, f)
+    }
 }
 
 impl std::fmt::Debug for PgStore {
