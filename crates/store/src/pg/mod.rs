@@ -16,7 +16,10 @@
 
 mod error;
 mod exec;
+mod review;
 mod schema;
+mod usage;
+mod values;
 
 use std::sync::Arc;
 use std::time::Duration;
