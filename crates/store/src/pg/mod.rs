@@ -14,6 +14,7 @@
 //! Errors are [`PgError`]s inside [`crate::Error::Postgres`]; every one names the setting,
 //! `[store] url`, with the password redacted ([`redact`]).
 
+mod artifacts;
 mod error;
 mod exec;
 mod review;
