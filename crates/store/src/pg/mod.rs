@@ -19,6 +19,7 @@ mod error;
 mod exec;
 mod review;
 mod schema;
+mod toolgraph;
 mod usage;
 mod values;
 
