@@ -24,6 +24,7 @@ mod suite {
     mod pg_schema;
     #[cfg(feature = "postgres")]
     mod pg_support;
+    mod review;
     mod roundtrip;
     mod runs;
     mod sessions;
