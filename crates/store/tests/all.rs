@@ -19,6 +19,8 @@ mod suite {
     #[cfg(feature = "postgres")]
     mod pg_connect;
     #[cfg(feature = "postgres")]
+    mod pg_crud;
+    #[cfg(feature = "postgres")]
     mod pg_exec;
     #[cfg(feature = "postgres")]
     mod pg_schema;
