@@ -366,7 +366,12 @@ fn write_rates<S: UsageStore + ToolGraphStore + ArtifactStore + ?Sized>(store: &
         * rate(20, &mut |i| {
             let batch = (0..50)
                 .map(|j| {
-                    let t = |k: usize| (tools[(i + j + k) % tools.len()], (i + j + k) % 7 != 0);
+                    let t = |k: usize| {
+                        (
+                            tools[(i + j + k) % tools.len()],
+                            !(i + j + k).is_multiple_of(7),
+                        )
+                    };
                     exec(&[t(0), t(1), t(2)])
                 })
                 .collect();
