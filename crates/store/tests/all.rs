@@ -19,11 +19,14 @@ mod suite {
     #[cfg(feature = "postgres")]
     mod pg_connect;
     #[cfg(feature = "postgres")]
+    mod pg_crud;
+    #[cfg(feature = "postgres")]
     mod pg_exec;
     #[cfg(feature = "postgres")]
     mod pg_schema;
     #[cfg(feature = "postgres")]
     mod pg_support;
+    mod review;
     mod roundtrip;
     mod runs;
     mod sessions;

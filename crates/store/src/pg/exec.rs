@@ -183,6 +183,32 @@ impl Executor {
         answer.recv().map_err(|_| closed())?
     }
 
+    /// Queues `f` on `lane` and returns at once, without waiting for the job: for callers
+    /// that must not block (an agent's async task recording a tool call). What the job
+    /// answers, a failure too, is dropped; on the write lane it still runs after every
+    /// write sent before and before every one sent after. Fails only when the executor is
+    /// closed.
+    pub(crate) fn post<F>(&self, lane: Lane, f: F) -> crate::Result<()>
+    where
+        F: AsyncFnOnce(&mut Client) -> Result<(), super::JobError> + Send + 'static,
+    {
+        // The answer goes to a receiver already dropped (`run` ignores that).
+        let (reply, _) = mpsc::sync_channel(1);
+        let url = self.url.clone();
+        let job: Job = Box::new(move |conn| Box::pin(run(f, conn, reply, url)));
+        let queue = match lane {
+            Lane::Write => &self.write,
+            Lane::Read => &self.read,
+        };
+        match queue.as_ref().map(|q| q.send(job)) {
+            Some(Ok(())) => Ok(()),
+            _ => Err(PgError::Closed {
+                url: self.url.to_string(),
+            }
+            .into()),
+        }
+    }
+
     /// Closes the queues and waits for the thread to finish the queued jobs.
     fn stop(&mut self) {
         drop(self.write.take());
