@@ -23,6 +23,8 @@ mod suite {
     #[cfg(feature = "postgres")]
     mod pg_connect;
     #[cfg(feature = "postgres")]
+    mod pg_crud;
+    #[cfg(feature = "postgres")]
     mod pg_exec;
     #[cfg(feature = "postgres")]
     mod pg_runs;
@@ -30,6 +32,7 @@ mod suite {
     mod pg_schema;
     #[cfg(feature = "postgres")]
     mod pg_support;
+    mod review;
     mod roundtrip;
     mod runs;
     mod sessions;

@@ -11,10 +11,10 @@
 //!
 //! * the **write** lane: one connection, one job at a time in the order they were sent (the
 //!   SQLite writer's order). This is where a group-committing writer goes: a job that drains
-//!   the queued writes into one transaction. [`Executor::queue_write`] sends a job without
-//!   waiting for it, and every job sent to the lane gets a **ticket**, its number in the
-//!   lane's order, so a writer can tell whether a job it queued is still the lane's last
-//!   ([`Executor::last_write_ticket`]) and may still take writes sent after it.
+//!   the queued writes into one transaction. [`Executor::post`] and [`Executor::post_write`]
+//!   send a job without waiting for it, and every job sent to the lane gets a **ticket**, its
+//!   number in the lane's order, so a writer can tell whether a job it queued is still the
+//!   lane's last ([`Executor::last_write_ticket`]) and may still take writes sent after it.
 //! * the **read** lane: a few connections (`PgOptions::readers`), each taking the next
 //!   queued job, so reads run side by side; their sessions are
 //!   `default_transaction_read_only`, so a bug there cannot write behind the writer's back.
@@ -177,12 +177,27 @@ impl Executor {
         answer.recv().map_err(|_| self.closed())?
     }
 
-    /// Queues `f` on the write lane and returns at once, without waiting for it to run: for
-    /// writes whose callers must not wait for the round trip. `f` gets the lane's connection,
-    /// or the error opening it; nobody waits for its outcome, so it reports through what it
-    /// captured (a job never sent, the executor being closed, is dropped unrun). Answers the
-    /// job's ticket.
-    pub(crate) fn queue_write<F>(&self, f: F) -> crate::Result<u64>
+    /// Queues `f` on `lane` and returns at once, without waiting for the job: for callers
+    /// that must not block (an agent's async task recording a tool call). What the job
+    /// answers, a failure too, is dropped; on the write lane it still runs after every
+    /// write sent before and before every one sent after. Fails only when the executor is
+    /// closed.
+    pub(crate) fn post<F>(&self, lane: Lane, f: F) -> crate::Result<()>
+    where
+        F: AsyncFnOnce(&mut Client) -> Result<(), super::JobError> + Send + 'static,
+    {
+        // The answer goes to a receiver already dropped (`run` ignores that).
+        let (reply, _) = mpsc::sync_channel(1);
+        let url = self.url.clone();
+        let job: Job = Box::new(move |conn| Box::pin(run(f, conn, reply, url)));
+        self.send(lane, job).map(drop)
+    }
+
+    /// Queues `f` on the write lane and returns at once, like [`Executor::post`], for a job
+    /// that answers its callers itself (the run journal's group commit): `f` gets the lane's
+    /// connection or the error opening it, and a job never sent (the executor being closed)
+    /// is dropped unrun. Answers the job's ticket.
+    pub(crate) fn post_write<F>(&self, f: F) -> crate::Result<u64>
     where
         F: AsyncFnOnce(Result<&mut Client, crate::Error>) + Send + 'static,
     {

@@ -167,7 +167,7 @@ impl JournalState {
             synced: self.synchronous == Synchronous::Full,
         };
         let job = group.clone();
-        let queued = exec.queue_write(async move |conn| {
+        let queued = exec.post_write(async move |conn| {
             // Sealed: later batches open the next group.
             let items = lock(&job).take().unwrap_or_default();
             commit_group(conn, items, &ctx).await;
@@ -471,12 +471,11 @@ impl Journal for PgStore {
         // first batch without waiting for it.
         let (run, me) = (run.clone(), self.journal.me.clone());
         let count = self.journal.commit_count(true);
-        self.exec.queue_write(async move |conn| {
-            if let Ok(c) = conn
-                && let Ok(Ok(())) = ops::claim(c, &run, &me).await
-            {
+        self.queue_write(async move |c| {
+            if ops::claim(c, &run, &me).await?.is_ok() {
                 count.commit();
             }
+            Ok(())
         })?;
         Ok(())
     }
@@ -486,12 +485,10 @@ impl Journal for PgStore {
         // failure: a stale claim is taken over once this process exits.
         let (run, me) = (run.to_string(), self.journal.me.clone());
         let count = self.journal.commit_count(true);
-        let _ = self.exec.queue_write(async move |conn| {
-            if let Ok(c) = conn
-                && ops::release(c, &run, Some(&me)).await.is_ok()
-            {
-                count.commit();
-            }
+        let _ = self.queue_write(async move |c| {
+            ops::release(c, &run, Some(&me)).await?;
+            count.commit();
+            Ok(())
         });
     }
 

@@ -16,12 +16,17 @@
 //! Errors are [`PgError`]s inside [`crate::Error::Postgres`]; every one names the setting,
 //! `[store] url`, with the password redacted ([`redact`]).
 
+mod artifacts;
 mod error;
 mod exec;
 mod journal;
 mod ops;
+mod review;
 mod runs;
 mod schema;
+mod toolgraph;
+mod usage;
+mod values;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -175,6 +180,17 @@ impl PgStore {
         F: AsyncFnOnce(&mut Client) -> Result<T, JobError> + Send + 'static,
     {
         self.exec.call(Lane::Write, f)
+    }
+
+    /// Queues `f` on the writing connection and returns at once, without waiting for it (the
+    /// `*_nowait` methods): it runs after every write sent before, and what it answers — a
+    /// failure too — is dropped. Fails only when the store is closed. `f` must not call the
+    /// store.
+    pub fn queue_write<F>(&self, f: F) -> crate::Result<()>
+    where
+        F: AsyncFnOnce(&mut Client) -> Result<(), JobError> + Send + 'static,
+    {
+        self.exec.post(Lane::Write, f)
     }
 }
 
