@@ -1,0 +1,647 @@
+//! What the session tables hold, decided once for every backend.
+//!
+//! Writing: [`plan`] turns one session event into the [`RowChange`]s it makes to the tables
+//! `sessions`, `turns`, `turn_messages`, `turn_thoughts` and `turn_tools`, and
+//! [`RowChange::statements`] into the statements that make them — SQL both engines speak
+//! (SQLite's upsert is PostgreSQL's), with `?N` parameters, which PostgreSQL's binder writes
+//! `$N`. A backend only binds and runs them, in the transaction that appends the event:
+//! SQLite in `crate::sessions::apply`, PostgreSQL in `crate::pg::sessions`. So which event
+//! changes which row, and how, is written once.
+//!
+//! Reading: a backend reads the rows with its driver and hands them to [`SessionRow`] and
+//! [`Turns`], which build the records and reject values no trellis writes.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+use trellis_protocol::records::{
+    SessionRecord, SessionStatus, TurnRecord, TurnStatus, TurnToolRecord,
+};
+use trellis_protocol::{
+    NodeId, RunId, SessionEvent, SessionId, SessionOwner, ToolStatus, TurnUsage,
+};
+
+use crate::ops::to_i64;
+
+/// The owner columns of a `sessions` row.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct OwnerColumns<'e> {
+    /// `owner`: `agent` or `channel`.
+    pub(crate) kind: &'static str,
+    /// `run`, `node`, `role`: an agent's.
+    pub(crate) run: Option<&'e str>,
+    pub(crate) node: Option<&'e str>,
+    pub(crate) role: Option<&'e str>,
+    /// `channel`: a channel session's.
+    pub(crate) channel: Option<&'e str>,
+}
+
+impl<'e> OwnerColumns<'e> {
+    fn of(owner: &'e SessionOwner) -> Self {
+        match owner {
+            SessionOwner::Agent { run, node, role } => OwnerColumns {
+                kind: "agent",
+                run: Some(run.as_str()),
+                node: Some(node.as_str()),
+                role: Some(role.as_str()),
+                channel: None,
+            },
+            SessionOwner::Channel { channel } => OwnerColumns {
+                kind: "channel",
+                run: None,
+                node: None,
+                role: None,
+                channel: Some(channel.as_str()),
+            },
+        }
+    }
+}
+
+/// Which streamed text of a turn a delta extends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Streamed {
+    /// The assistant's text: the turn's `turn_messages` row of role `assistant`.
+    Assistant,
+    /// The thinking text: the turn's `turn_thoughts` row.
+    Thoughts,
+}
+
+/// One change to one session's tables (the session is the event's). Numbers are as stored.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum RowChange<'e> {
+    /// `sessions`: inserts the session, or restarts the recorded one: its owner, status
+    /// `running`, no error, `updated_ms` = `ts`, `last_seq` = `seq`. `created_ms` is `ts`
+    /// when inserted and stays when restarted.
+    StartSession {
+        owner: OwnerColumns<'e>,
+        ts: i64,
+        seq: i64,
+    },
+    /// `sessions`: sets the status and the error of a recorded session (none: nothing).
+    SetStatus {
+        status: SessionStatus,
+        error: Option<&'e str>,
+    },
+    /// `turns`: inserts the turn as `running` with this attempt and `started_ms` = `ts`, or
+    /// resets the recorded one to that, clearing its finish time, tokens, message and
+    /// error.
+    StartTurn { turn: i64, attempt: i64, ts: i64 },
+    /// Deletes what an earlier model call of the turn streamed: its `assistant` row of
+    /// `turn_messages`, its `turn_thoughts` row and its `turn_tools` rows. Its user messages
+    /// stay.
+    ClearTurn { turn: i64 },
+    /// `turn_messages` (`assistant`) or `turn_thoughts`: appends `text` to the turn's row,
+    /// inserting it when there is none.
+    AppendText {
+        to: Streamed,
+        turn: i64,
+        text: &'e str,
+    },
+    /// `turn_messages`: inserts `texts` in order as `user` messages of `turn` or, when
+    /// `None`, of the turn after the session's latest `turns` row (1 when it has none).
+    AddUserTexts {
+        turn: Option<i64>,
+        texts: &'e [String],
+    },
+    /// `turn_tools`: inserts the call as `running` (name, input JSON, `started_ms` = `ts`),
+    /// or restarts the recorded one: name, input, status and start replaced, output and
+    /// duration cleared.
+    StartTool {
+        turn: i64,
+        call_id: &'e str,
+        name: &'e str,
+        input: String,
+        ts: i64,
+    },
+    /// `turn_tools`: records the call's output, status and duration; a call whose start was
+    /// not recorded is inserted with this name, no input and `started_ms`.
+    CompleteTool {
+        turn: i64,
+        call_id: &'e str,
+        name: &'e str,
+        output: &'e str,
+        status: ToolStatus,
+        started_ms: i64,
+        duration_ms: i64,
+    },
+    /// `turns`: marks the turn `completed` at `ts` with the tokens and the assistant message
+    /// JSON, clearing its error. A turn that was not started is inserted with `started_ms`
+    /// = `ts` and the attempt of the session's latest turn (0 when it has none).
+    CompleteTurn {
+        turn: i64,
+        ts: i64,
+        prompt_tokens: i64,
+        completion_tokens: i64,
+        message: String,
+    },
+    /// `turns`: marks the turn `failed` at `ts` with the error (tokens and message stay); a
+    /// turn that was not started is inserted as for [`RowChange::CompleteTurn`].
+    FailTurn { turn: i64, ts: i64, error: &'e str },
+    /// `sessions`: records the session's last event, `last_seq` = `seq` and `updated_ms` =
+    /// `ts` (once per session and batch, after its events).
+    Touch { seq: i64, ts: i64 },
+}
+
+/// A statement parameter, as both backends bind it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SqlValue<'a> {
+    /// An integer (`BIGINT`).
+    Int(i64),
+    /// Text, or NULL.
+    Text(Option<&'a str>),
+}
+
+impl<'a> From<i64> for SqlValue<'a> {
+    fn from(v: i64) -> Self {
+        SqlValue::Int(v)
+    }
+}
+
+impl<'a> From<&'a str> for SqlValue<'a> {
+    fn from(v: &'a str) -> Self {
+        SqlValue::Text(Some(v))
+    }
+}
+
+impl<'a> From<Option<&'a str>> for SqlValue<'a> {
+    fn from(v: Option<&'a str>) -> Self {
+        SqlValue::Text(v)
+    }
+}
+
+/// One statement of a [`RowChange`]: its SQL and parameters (`?1` is `params[0]`).
+#[derive(Debug, PartialEq)]
+pub(crate) struct Statement<'a> {
+    /// The SQL, in the dialect both backends speak.
+    pub(crate) sql: &'static str,
+    /// The parameters.
+    pub(crate) params: Vec<SqlValue<'a>>,
+}
+
+macro_rules! statement {
+    ($sql:expr, $($param:expr),+ $(,)?) => {
+        Statement {
+            sql: $sql,
+            params: vec![$(SqlValue::from($param)),+],
+        }
+    };
+}
+
+/// The attempt of a turn that completes or fails without having started: its session's
+/// latest turn's (`?1` is the session).
+macro_rules! latest_attempt {
+    () => {
+        "COALESCE((SELECT attempt FROM turns WHERE session = ?1 ORDER BY turn DESC LIMIT 1), 0)"
+    };
+}
+
+const START_SESSION: &str = "INSERT INTO sessions (id, owner, run, node, role, channel, status,
+                                       error, created_ms, updated_ms, last_seq)
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'running', NULL, ?7, ?7, ?8)
+     ON CONFLICT (id) DO UPDATE SET
+        owner = excluded.owner, run = excluded.run, node = excluded.node,
+        role = excluded.role, channel = excluded.channel, status = 'running',
+        error = NULL, updated_ms = excluded.updated_ms, last_seq = excluded.last_seq";
+
+const SET_STATUS: &str = "UPDATE sessions SET status = ?2, error = ?3 WHERE id = ?1";
+
+const START_TURN: &str = "INSERT INTO turns (session, turn, attempt, status, started_ms)
+     VALUES (?1, ?2, ?3, 'running', ?4)
+     ON CONFLICT (session, turn) DO UPDATE SET
+        attempt = excluded.attempt, status = 'running', started_ms = excluded.started_ms,
+        finished_ms = NULL, prompt_tokens = NULL, completion_tokens = NULL, message = NULL,
+        error = NULL";
+
+const CLEAR_TURN: [&str; 3] = [
+    "DELETE FROM turn_messages WHERE session = ?1 AND turn = ?2 AND role = 'assistant'",
+    "DELETE FROM turn_thoughts WHERE session = ?1 AND turn = ?2",
+    "DELETE FROM turn_tools WHERE session = ?1 AND turn = ?2",
+];
+
+const APPEND_ASSISTANT: &str = "INSERT INTO turn_messages (session, turn, role, text)
+     VALUES (?1, ?2, 'assistant', ?3)
+     ON CONFLICT (session, turn) WHERE role = 'assistant'
+     DO UPDATE SET text = turn_messages.text || excluded.text";
+
+const APPEND_THOUGHTS: &str = "INSERT INTO turn_thoughts (session, turn, text) VALUES (?1, ?2, ?3)
+     ON CONFLICT (session, turn) DO UPDATE SET text = turn_thoughts.text || excluded.text";
+
+const ADD_USER_TEXT: &str = "INSERT INTO turn_messages (session, turn, role, text)
+     VALUES (?1, ?2, 'user', ?3)";
+
+const ADD_NEXT_USER_TEXT: &str = "INSERT INTO turn_messages (session, turn, role, text)
+     SELECT ?1, COALESCE(MAX(turn), 0) + 1, 'user', CAST(?2 AS TEXT) FROM turns
+     WHERE session = ?1";
+
+const START_TOOL: &str = "INSERT INTO turn_tools (session, turn, call_id, name, input, status,
+                                        started_ms)
+     VALUES (?1, ?2, ?3, ?4, ?5, 'running', ?6)
+     ON CONFLICT (session, turn, call_id) DO UPDATE SET
+        name = excluded.name, input = excluded.input, output = NULL, status = 'running',
+        started_ms = excluded.started_ms, duration_ms = NULL";
+
+const COMPLETE_TOOL: &str = "INSERT INTO turn_tools (session, turn, call_id, name, input, output,
+                                        status, started_ms, duration_ms)
+     VALUES (?1, ?2, ?3, ?4, NULL, ?5, ?6, ?7, ?8)
+     ON CONFLICT (session, turn, call_id) DO UPDATE SET
+        output = excluded.output, status = excluded.status, duration_ms = excluded.duration_ms";
+
+const COMPLETE_TURN: &str = concat!(
+    "INSERT INTO turns (session, turn, attempt, status, started_ms, finished_ms, prompt_tokens,
+                        completion_tokens, message)
+     VALUES (?1, ?2, ",
+    latest_attempt!(),
+    ", 'completed', ?3, ?3, ?4, ?5, ?6)
+     ON CONFLICT (session, turn) DO UPDATE SET
+        status = 'completed', finished_ms = excluded.finished_ms,
+        prompt_tokens = excluded.prompt_tokens, completion_tokens = excluded.completion_tokens,
+        message = excluded.message, error = NULL"
+);
+
+const FAIL_TURN: &str = concat!(
+    "INSERT INTO turns (session, turn, attempt, status, started_ms, finished_ms, error)
+     VALUES (?1, ?2, ",
+    latest_attempt!(),
+    ", 'failed', ?3, ?3, ?4)
+     ON CONFLICT (session, turn) DO UPDATE SET
+        status = 'failed', finished_ms = excluded.finished_ms, error = excluded.error"
+);
+
+const TOUCH: &str = "UPDATE sessions SET last_seq = ?2, updated_ms = ?3 WHERE id = ?1";
+
+impl<'e> RowChange<'e> {
+    /// The statements making this change to session `id`'s tables, in order.
+    pub(crate) fn statements<'s>(&'s self, id: &'s str) -> Vec<Statement<'s>> {
+        match *self {
+            RowChange::StartSession { owner, ts, seq } => vec![statement!(
+                START_SESSION,
+                id,
+                owner.kind,
+                owner.run,
+                owner.node,
+                owner.role,
+                owner.channel,
+                ts,
+                seq
+            )],
+            RowChange::SetStatus { status, error } => {
+                vec![statement!(SET_STATUS, id, status.as_str(), error)]
+            }
+            RowChange::StartTurn { turn, attempt, ts } => {
+                vec![statement!(START_TURN, id, turn, attempt, ts)]
+            }
+            RowChange::ClearTurn { turn } => CLEAR_TURN
+                .iter()
+                .map(|sql| statement!(sql, id, turn))
+                .collect(),
+            RowChange::AppendText { to, turn, text } => {
+                let sql = match to {
+                    Streamed::Assistant => APPEND_ASSISTANT,
+                    Streamed::Thoughts => APPEND_THOUGHTS,
+                };
+                vec![statement!(sql, id, turn, text)]
+            }
+            RowChange::AddUserTexts { turn, texts } => texts
+                .iter()
+                .map(|text| match turn {
+                    Some(turn) => statement!(ADD_USER_TEXT, id, turn, text.as_str()),
+                    None => statement!(ADD_NEXT_USER_TEXT, id, text.as_str()),
+                })
+                .collect(),
+            RowChange::StartTool {
+                turn,
+                call_id,
+                name,
+                ref input,
+                ts,
+            } => vec![statement!(
+                START_TOOL,
+                id,
+                turn,
+                call_id,
+                name,
+                input.as_str(),
+                ts
+            )],
+            RowChange::CompleteTool {
+                turn,
+                call_id,
+                name,
+                output,
+                status,
+                started_ms,
+                duration_ms,
+            } => vec![statement!(
+                COMPLETE_TOOL,
+                id,
+                turn,
+                call_id,
+                name,
+                output,
+                status.as_str(),
+                started_ms,
+                duration_ms
+            )],
+            RowChange::CompleteTurn {
+                turn,
+                ts,
+                prompt_tokens,
+                completion_tokens,
+                ref message,
+            } => vec![statement!(
+                COMPLETE_TURN,
+                id,
+                turn,
+                ts,
+                prompt_tokens,
+                completion_tokens,
+                message.as_str()
+            )],
+            RowChange::FailTurn { turn, ts, error } => {
+                vec![statement!(FAIL_TURN, id, turn, ts, error)]
+            }
+            RowChange::Touch { seq, ts } => vec![statement!(TOUCH, id, seq, ts)],
+        }
+    }
+}
+
+/// The changes one session event makes to its session's tables, in order; `seq` and `ts`
+/// are the event's. Events that live in the stream only (progress, notes, prompts,
+/// compactions) make none.
+pub(crate) fn plan(event: &SessionEvent, seq: u64, ts: i64) -> impl Iterator<Item = RowChange<'_>> {
+    let (first, then) = match event {
+        SessionEvent::TurnStarted { turn, attempt } => (
+            Some(RowChange::StartTurn {
+                turn: i64::from(*turn),
+                attempt: i64::from(*attempt),
+                ts,
+            }),
+            // A model call started again: what the earlier call streamed is gone.
+            Some(RowChange::ClearTurn {
+                turn: i64::from(*turn),
+            }),
+        ),
+        other => (change(other, seq, ts), None),
+    };
+    first.into_iter().chain(then)
+}
+
+/// The one change an event other than `turnStarted` makes, if any.
+fn change(event: &SessionEvent, seq: u64, ts: i64) -> Option<RowChange<'_>> {
+    let append = |to, turn: &u32, text| RowChange::AppendText {
+        to,
+        turn: i64::from(*turn),
+        text,
+    };
+    Some(match event {
+        SessionEvent::SessionStarted { owner } => RowChange::StartSession {
+            owner: OwnerColumns::of(owner),
+            ts,
+            seq: to_i64(seq),
+        },
+        SessionEvent::MessageDelta { turn, text } => append(Streamed::Assistant, turn, text),
+        SessionEvent::ThoughtDelta { turn, text } => append(Streamed::Thoughts, turn, text),
+        // The user speaks before the next model call: it belongs to the next turn.
+        SessionEvent::UserMessage { text } => RowChange::AddUserTexts {
+            turn: None,
+            texts: std::slice::from_ref(text),
+        },
+        SessionEvent::MessagesReceived { turn, texts } => RowChange::AddUserTexts {
+            turn: Some(i64::from(*turn)),
+            texts,
+        },
+        SessionEvent::ToolStarted {
+            turn,
+            call_id,
+            name,
+            input,
+        } => RowChange::StartTool {
+            turn: i64::from(*turn),
+            call_id,
+            name,
+            input: input.to_string(),
+            ts,
+        },
+        SessionEvent::ToolCompleted {
+            turn,
+            call_id,
+            name,
+            output,
+            status,
+            duration_ms,
+        } => RowChange::CompleteTool {
+            turn: i64::from(*turn),
+            call_id,
+            name,
+            output,
+            status: *status,
+            started_ms: ts.saturating_sub(to_i64(*duration_ms)),
+            duration_ms: to_i64(*duration_ms),
+        },
+        SessionEvent::TurnCompleted {
+            turn,
+            message,
+            usage,
+        } => RowChange::CompleteTurn {
+            turn: i64::from(*turn),
+            ts,
+            prompt_tokens: to_i64(usage.prompt_tokens),
+            completion_tokens: to_i64(usage.completion_tokens),
+            message: message.to_string(),
+        },
+        SessionEvent::TurnFailed { turn, error } => RowChange::FailTurn {
+            turn: i64::from(*turn),
+            ts,
+            error,
+        },
+        SessionEvent::SessionCompleted { .. } => RowChange::SetStatus {
+            status: SessionStatus::Completed,
+            error: None,
+        },
+        SessionEvent::SessionError { error } => RowChange::SetStatus {
+            status: SessionStatus::Error,
+            error: Some(error),
+        },
+        // Progress lives in the stream only: the tool's row gets its outcome on completion.
+        SessionEvent::TurnStarted { .. }
+        | SessionEvent::PromptSet { .. }
+        | SessionEvent::ContextCompacted { .. }
+        | SessionEvent::Note { .. }
+        | SessionEvent::ToolProgress { .. }
+        | SessionEvent::TurnProgress { .. } => return None,
+    })
+}
+
+/// A stored value no trellis writes: the column (its index in the backend's query) and
+/// what is wrong with it.
+#[derive(Debug)]
+pub(crate) struct BadValue {
+    /// The column's index in the query that read it.
+    pub(crate) column: usize,
+    /// What is wrong.
+    pub(crate) detail: String,
+}
+
+fn bad(column: usize, detail: String) -> BadValue {
+    BadValue { column, detail }
+}
+
+/// The `sessions` columns every backend reads, in [`SessionRow`]'s order.
+pub(crate) const SESSION_COLUMNS: &str =
+    "id, owner, run, node, role, channel, status, error, created_ms, updated_ms, last_seq";
+
+/// A `sessions` row as read by [`SESSION_COLUMNS`].
+pub(crate) struct SessionRow {
+    pub(crate) id: String,
+    pub(crate) owner: String,
+    pub(crate) run: Option<String>,
+    pub(crate) node: Option<String>,
+    pub(crate) role: Option<String>,
+    pub(crate) channel: Option<String>,
+    pub(crate) status: String,
+    pub(crate) error: Option<String>,
+    pub(crate) created_ms: i64,
+    pub(crate) updated_ms: i64,
+    pub(crate) last_seq: i64,
+}
+
+impl SessionRow {
+    /// The session's record.
+    pub(crate) fn into_record(self) -> Result<SessionRecord, BadValue> {
+        let owner = match self.owner.as_str() {
+            "agent" => SessionOwner::Agent {
+                run: RunId::from_string(self.run.unwrap_or_default()),
+                node: NodeId::new(self.node.unwrap_or_default()),
+                role: self.role.unwrap_or_default(),
+            },
+            "channel" => SessionOwner::Channel {
+                channel: self.channel.unwrap_or_default(),
+            },
+            other => return Err(bad(1, format!("unknown session owner '{other}'"))),
+        };
+        Ok(SessionRecord {
+            id: SessionId::from_string(self.id),
+            owner,
+            status: SessionStatus::parse(&self.status)
+                .ok_or_else(|| bad(6, format!("unknown session status '{}'", self.status)))?,
+            error: self.error,
+            created_ms: self.created_ms,
+            updated_ms: self.updated_ms,
+            last_seq: u64::try_from(self.last_seq).unwrap_or(0),
+        })
+    }
+}
+
+/// A `turns` row as read by `turn, attempt, status, started_ms, finished_ms, prompt_tokens,
+/// completion_tokens, message, error`.
+pub(crate) struct TurnRow {
+    pub(crate) turn: u32,
+    pub(crate) attempt: u32,
+    pub(crate) status: String,
+    pub(crate) started_ms: Option<i64>,
+    pub(crate) finished_ms: Option<i64>,
+    pub(crate) prompt_tokens: Option<i64>,
+    pub(crate) completion_tokens: Option<i64>,
+    pub(crate) message: Option<String>,
+    pub(crate) error: Option<String>,
+}
+
+/// A `turn_tools` row as read by `turn, call_id, name, input, output, status, started_ms,
+/// duration_ms`.
+pub(crate) struct ToolRow {
+    pub(crate) turn: u32,
+    pub(crate) call_id: String,
+    pub(crate) name: String,
+    pub(crate) input: Option<String>,
+    pub(crate) output: Option<String>,
+    pub(crate) status: String,
+    pub(crate) started_ms: i64,
+    pub(crate) duration_ms: Option<i64>,
+}
+
+/// A session's turns, built from its rows of the four turn tables (read in one snapshot,
+/// `turn_messages` and `turn_tools` in `id` order).
+#[derive(Default)]
+pub(crate) struct Turns(BTreeMap<u32, TurnRecord>);
+
+impl Turns {
+    fn entry(&mut self, turn: u32) -> &mut TurnRecord {
+        self.0
+            .entry(turn)
+            .or_insert_with(|| TurnRecord::pending(turn))
+    }
+
+    /// A `turns` row.
+    pub(crate) fn turn(&mut self, r: TurnRow) -> Result<(), BadValue> {
+        let status = TurnStatus::parse(&r.status)
+            .ok_or_else(|| bad(2, format!("unknown turn status '{}'", r.status)))?;
+        let record = TurnRecord {
+            attempt: r.attempt,
+            status,
+            started_ms: r.started_ms,
+            finished_ms: r.finished_ms,
+            usage: TurnUsage {
+                prompt_tokens: count(r.prompt_tokens),
+                completion_tokens: count(r.completion_tokens),
+            },
+            message: json(7, r.message)?,
+            error: r.error,
+            ..TurnRecord::pending(r.turn)
+        };
+        self.0.insert(r.turn, record);
+        Ok(())
+    }
+
+    /// A `turn_messages` row: the assistant's text, or a user message.
+    pub(crate) fn message(&mut self, turn: u32, role: &str, text: String) {
+        let entry = self.entry(turn);
+        if role == "assistant" {
+            entry.text = text;
+        } else {
+            entry.user_texts.push(text);
+        }
+    }
+
+    /// A `turn_thoughts` row.
+    pub(crate) fn thoughts(&mut self, turn: u32, text: String) {
+        self.entry(turn).thoughts = text;
+    }
+
+    /// A `turn_tools` row.
+    pub(crate) fn tool(&mut self, r: ToolRow) -> Result<(), BadValue> {
+        let tool = TurnToolRecord {
+            input: json(3, r.input)?.unwrap_or(Value::Null),
+            output: r.output,
+            status: parse_tool_status(&r.status)
+                .ok_or_else(|| bad(5, format!("unknown tool status '{}'", r.status)))?,
+            started_ms: r.started_ms,
+            duration_ms: r.duration_ms.map(|d| u64::try_from(d).unwrap_or(0)),
+            call_id: r.call_id,
+            name: r.name,
+        };
+        self.entry(r.turn).tools.push(tool);
+        Ok(())
+    }
+
+    /// The turns in order.
+    pub(crate) fn finish(self) -> Vec<TurnRecord> {
+        self.0.into_values().collect()
+    }
+}
+
+/// Parses a stored tool status: `Some(None)` for `running`, `None` when unknown.
+fn parse_tool_status(s: &str) -> Option<Option<ToolStatus>> {
+    if s == "running" {
+        return Some(None);
+    }
+    ToolStatus::parse(s).map(Some)
+}
+
+fn json(column: usize, text: Option<String>) -> Result<Option<Value>, BadValue> {
+    text.map(|t| serde_json::from_str(&t).map_err(|e| bad(column, e.to_string())))
+        .transpose()
+}
+
+fn count(n: Option<i64>) -> u64 {
+    n.and_then(|n| u64::try_from(n).ok()).unwrap_or(0)
+}
