@@ -14,9 +14,14 @@
 //! Errors are [`PgError`]s inside [`crate::Error::Postgres`]; every one names the setting,
 //! `[store] url`, with the password redacted ([`redact`]).
 
+mod client_sessions;
+mod dag_checkpoints;
 mod error;
 mod exec;
+mod pipeline;
 mod schema;
+mod sessions;
+mod streams;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,0 +1,152 @@
+//! Front-end clients' sessions on PostgreSQL: [`ClientSessionStore`] for [`PgStore`].
+//!
+//! As on SQLite, a turn is numbered after its session's last one inside the transaction
+//! that inserts it. Several servers may add turns to one session at once, so that
+//! transaction first takes an advisory lock on the session (the two-key form, beside the
+//! migrations' one-key lock): the second waits, then numbers its turn after the first's.
+//! Text is bound as it is: a value holding a NUL character, which PostgreSQL text cannot
+//! keep, is refused by the server and nothing of the call is written.
+
+use tokio_postgres::Row;
+use trellis_protocol::RunId;
+use trellis_protocol::records::{ClientSession, ClientTurn};
+
+use super::{JobError, PgStore};
+use crate::ClientSessionStore;
+use crate::error::Result;
+use crate::schema::now_ms;
+
+/// The first key of the advisory lock a turn's transaction takes on its session (the
+/// second is the session id's hash): `"clnt"` as a big-endian integer.
+const TURN_LOCK: i32 = 0x636c_6e74;
+
+const SESSION_COLUMNS: &str = "id, client, cwd, title, config, created_ms, updated_ms";
+
+fn session_row(r: &Row) -> Result<ClientSession, JobError> {
+    Ok(ClientSession {
+        id: r.try_get(0)?,
+        client: r.try_get(1)?,
+        cwd: r.try_get(2)?,
+        title: r.try_get(3)?,
+        config: r.try_get(4)?,
+        created_ms: r.try_get(5)?,
+        updated_ms: r.try_get(6)?,
+    })
+}
+
+fn turn_row(r: &Row) -> Result<ClientTurn, JobError> {
+    let turn: i64 = r.try_get(1)?;
+    Ok(ClientTurn {
+        session: r.try_get(0)?,
+        turn: u32::try_from(turn).unwrap_or(u32::MAX),
+        run: RunId::from_string(r.try_get::<_, String>(2)?),
+        request: r.try_get(3)?,
+        workflow: r.try_get(4)?,
+        plan: r.try_get(5)?,
+        created_ms: r.try_get(6)?,
+    })
+}
+
+impl ClientSessionStore for PgStore {
+    fn put_client_session(&self, s: ClientSession) -> Result<ClientSession> {
+        self.write(async move |c| {
+            let sql = format!(
+                "INSERT INTO client_sessions (id, client, cwd, title, config, created_ms,
+                                              updated_ms)
+                 VALUES ($1, $2, $3, $4, $5, $6, $6)
+                 ON CONFLICT (id) DO UPDATE SET title = excluded.title,
+                    config = excluded.config, updated_ms = excluded.updated_ms
+                 RETURNING {SESSION_COLUMNS}"
+            );
+            let row = c
+                .query_one(
+                    &sql,
+                    &[&s.id, &s.client, &s.cwd, &s.title, &s.config, &now_ms()],
+                )
+                .await?;
+            session_row(&row)
+        })
+    }
+
+    fn add_client_turn(&self, t: ClientTurn) -> Result<u32> {
+        self.write(async move |c| {
+            let now = now_ms();
+            let tx = c.transaction().await?;
+            tx.execute(
+                "SELECT pg_advisory_xact_lock($1, hashtext($2))",
+                &[&TURN_LOCK, &t.session],
+            )
+            .await?;
+            let turn: i64 = tx
+                .query_one(
+                    "SELECT COALESCE(MAX(turn), 0) + 1 FROM client_turns WHERE session = $1",
+                    &[&t.session],
+                )
+                .await?
+                .try_get(0)?;
+            tx.execute(
+                "INSERT INTO client_turns (session, turn, run, request, workflow, plan,
+                                           created_ms)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                &[
+                    &t.session,
+                    &turn,
+                    &t.run.as_str(),
+                    &t.request,
+                    &t.workflow,
+                    &t.plan,
+                    &now,
+                ],
+            )
+            .await?;
+            tx.execute(
+                "UPDATE client_sessions SET updated_ms = $2 WHERE id = $1",
+                &[&t.session, &now],
+            )
+            .await?;
+            tx.commit().await?;
+            Ok(u32::try_from(turn).unwrap_or(u32::MAX))
+        })
+    }
+
+    fn client_sessions(&self, client: &str) -> Result<Vec<ClientSession>> {
+        let client = client.to_owned();
+        self.read(async move |c| {
+            let sql = format!(
+                "SELECT {SESSION_COLUMNS} FROM client_sessions WHERE client = $1
+                 ORDER BY updated_ms DESC, id"
+            );
+            c.query(&sql, &[&client])
+                .await?
+                .iter()
+                .map(session_row)
+                .collect()
+        })
+    }
+
+    fn client_session(&self, id: &str) -> Result<Option<ClientSession>> {
+        let id = id.to_owned();
+        self.read(async move |c| {
+            let sql = format!("SELECT {SESSION_COLUMNS} FROM client_sessions WHERE id = $1");
+            c.query_opt(&sql, &[&id])
+                .await?
+                .map(|r| session_row(&r))
+                .transpose()
+        })
+    }
+
+    fn client_turns(&self, session: &str) -> Result<Vec<ClientTurn>> {
+        let session = session.to_owned();
+        self.read(async move |c| {
+            c.query(
+                "SELECT session, turn, run, request, workflow, plan, created_ms
+                 FROM client_turns WHERE session = $1 ORDER BY turn",
+                &[&session],
+            )
+            .await?
+            .iter()
+            .map(turn_row)
+            .collect()
+        })
+    }
+}
