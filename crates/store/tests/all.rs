@@ -11,6 +11,7 @@ mod suite {
     mod atomicity;
     mod claims;
     mod client_sessions;
+    mod dag_checkpoints;
     mod domains;
     mod fixtures;
     mod group_commit;
@@ -23,12 +24,15 @@ mod suite {
     #[cfg(feature = "postgres")]
     mod pg_schema;
     #[cfg(feature = "postgres")]
+    mod pg_streams;
+    #[cfg(feature = "postgres")]
     mod pg_support;
     mod roundtrip;
     mod runs;
     mod sessions;
     mod size;
     mod stream_prop;
+    mod stream_speed;
     mod streams;
     mod toolgraph;
     mod usage;

@@ -181,27 +181,3 @@ fn speculations_list_the_last_n_oldest_first() {
     assert_eq!(last[0].tools, ["read_file", "parse"]);
     assert_eq!(store.speculations(100).unwrap().len(), 4);
 }
-
-#[test]
-fn dag_checkpoints_are_saved_replaced_kept_across_processes_and_removed() {
-    let dir = tempfile::tempdir().unwrap();
-    let store =
-        trellis_store::SqliteStore::open_workspace(dir.path(), StoreOptions::default()).unwrap();
-    assert_eq!(store.dag_checkpoint("run:node:call_1").unwrap(), None);
-    store
-        .save_dag_checkpoint("run:node:call_1", r#"{"done":1}"#.into())
-        .unwrap();
-    store
-        .save_dag_checkpoint("run:node:call_1", r#"{"done":2}"#.into())
-        .unwrap();
-    store.flush().unwrap();
-    drop(store);
-    let store =
-        trellis_store::SqliteStore::open_workspace(dir.path(), StoreOptions::default()).unwrap();
-    assert_eq!(
-        store.dag_checkpoint("run:node:call_1").unwrap().as_deref(),
-        Some(r#"{"done":2}"#)
-    );
-    store.remove_dag_checkpoint("run:node:call_1").unwrap();
-    assert_eq!(store.dag_checkpoint("run:node:call_1").unwrap(), None);
-}
