@@ -169,21 +169,11 @@ impl<'a> From<Option<&'a str>> for SqlValue<'a> {
     }
 }
 
-/// One statement of a [`RowChange`]: its SQL and parameters (`?1` is `params[0]`).
-#[derive(Debug, PartialEq)]
-pub(crate) struct Statement<'a> {
-    /// The SQL, in the dialect both backends speak.
-    pub(crate) sql: &'static str,
-    /// The parameters.
-    pub(crate) params: Vec<SqlValue<'a>>,
-}
-
-macro_rules! statement {
-    ($sql:expr, $($param:expr),+ $(,)?) => {
-        Statement {
-            sql: $sql,
-            params: vec![$(SqlValue::from($param)),+],
-        }
+/// Runs one statement of a [`RowChange`]: `$run(sql, params)`, `?1` being `params[0]`;
+/// the parameters live on the stack for the call.
+macro_rules! run {
+    ($run:ident, $sql:expr, $($param:expr),+ $(,)?) => {
+        $run($sql, &[$(SqlValue::from($param)),+])
     };
 }
 
@@ -270,10 +260,17 @@ const FAIL_TURN: &str = concat!(
 const TOUCH: &str = "UPDATE sessions SET last_seq = ?2, updated_ms = ?3 WHERE id = ?1";
 
 impl<'e> RowChange<'e> {
-    /// The statements making this change to session `id`'s tables, in order.
-    pub(crate) fn statements<'s>(&'s self, id: &'s str) -> Vec<Statement<'s>> {
+    /// Hands the statements making this change to session `id`'s tables, in order, to
+    /// `run` (its SQL, in the dialect both backends speak, and its parameters); stops at the
+    /// first error `run` answers.
+    pub(crate) fn statements<'s, E>(
+        &'s self,
+        id: &'s str,
+        mut run: impl FnMut(&'static str, &[SqlValue<'s>]) -> Result<(), E>,
+    ) -> Result<(), E> {
         match *self {
-            RowChange::StartSession { owner, ts, seq } => vec![statement!(
+            RowChange::StartSession { owner, ts, seq } => run!(
+                run,
                 START_SESSION,
                 id,
                 owner.kind,
@@ -283,46 +280,36 @@ impl<'e> RowChange<'e> {
                 owner.channel,
                 ts,
                 seq
-            )],
+            ),
             RowChange::SetStatus { status, error } => {
-                vec![statement!(SET_STATUS, id, status.as_str(), error)]
+                run!(run, SET_STATUS, id, status.as_str(), error)
             }
             RowChange::StartTurn { turn, attempt, ts } => {
-                vec![statement!(START_TURN, id, turn, attempt, ts)]
+                run!(run, START_TURN, id, turn, attempt, ts)
             }
             RowChange::ClearTurn { turn } => CLEAR_TURN
                 .iter()
-                .map(|sql| statement!(sql, id, turn))
-                .collect(),
+                .try_for_each(|sql| run!(run, sql, id, turn)),
             RowChange::AppendText { to, turn, text } => {
                 let sql = match to {
                     Streamed::Assistant => APPEND_ASSISTANT,
                     Streamed::Thoughts => APPEND_THOUGHTS,
                 };
-                vec![statement!(sql, id, turn, text)]
+                run!(run, sql, id, turn, text)
             }
-            RowChange::AddUserTexts { turn, texts } => texts
-                .iter()
-                .map(|text| match turn {
-                    Some(turn) => statement!(ADD_USER_TEXT, id, turn, text.as_str()),
-                    None => statement!(ADD_NEXT_USER_TEXT, id, text.as_str()),
+            RowChange::AddUserTexts { turn, texts } => {
+                texts.iter().try_for_each(|text| match turn {
+                    Some(turn) => run!(run, ADD_USER_TEXT, id, turn, text.as_str()),
+                    None => run!(run, ADD_NEXT_USER_TEXT, id, text.as_str()),
                 })
-                .collect(),
+            }
             RowChange::StartTool {
                 turn,
                 call_id,
                 name,
                 ref input,
                 ts,
-            } => vec![statement!(
-                START_TOOL,
-                id,
-                turn,
-                call_id,
-                name,
-                input.as_str(),
-                ts
-            )],
+            } => run!(run, START_TOOL, id, turn, call_id, name, input.as_str(), ts),
             RowChange::CompleteTool {
                 turn,
                 call_id,
@@ -331,7 +318,8 @@ impl<'e> RowChange<'e> {
                 status,
                 started_ms,
                 duration_ms,
-            } => vec![statement!(
+            } => run!(
+                run,
                 COMPLETE_TOOL,
                 id,
                 turn,
@@ -341,14 +329,15 @@ impl<'e> RowChange<'e> {
                 status.as_str(),
                 started_ms,
                 duration_ms
-            )],
+            ),
             RowChange::CompleteTurn {
                 turn,
                 ts,
                 prompt_tokens,
                 completion_tokens,
                 ref message,
-            } => vec![statement!(
+            } => run!(
+                run,
                 COMPLETE_TURN,
                 id,
                 turn,
@@ -356,11 +345,11 @@ impl<'e> RowChange<'e> {
                 prompt_tokens,
                 completion_tokens,
                 message.as_str()
-            )],
+            ),
             RowChange::FailTurn { turn, ts, error } => {
-                vec![statement!(FAIL_TURN, id, turn, ts, error)]
+                run!(run, FAIL_TURN, id, turn, ts, error)
             }
-            RowChange::Touch { seq, ts } => vec![statement!(TOUCH, id, seq, ts)],
+            RowChange::Touch { seq, ts } => run!(run, TOUCH, id, seq, ts),
         }
     }
 }

@@ -28,11 +28,11 @@ pub(crate) fn apply(
     session: &SessionId,
     change: &RowChange<'_>,
 ) -> rusqlite::Result<()> {
-    for st in change.statements(session.as_str()) {
-        conn.prepare_cached(st.sql)?
-            .execute(rusqlite::params_from_iter(&st.params))?;
-    }
-    Ok(())
+    change.statements(session.as_str(), |sql, params| {
+        conn.prepare_cached(sql)?
+            .execute(rusqlite::params_from_iter(params))
+            .map(drop)
+    })
 }
 
 impl rusqlite::ToSql for SqlValue<'_> {

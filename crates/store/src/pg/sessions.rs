@@ -59,9 +59,10 @@ fn bind(value: SqlValue<'_>) -> Param<'_> {
 
 /// Adds the statements applying `change` to `session`'s tables to `p`.
 pub(super) fn push_change<'a>(p: &mut Pipeline<'a>, session: &'a str, change: &'a RowChange<'a>) {
-    for st in change.statements(session) {
-        p.push(dollars(st.sql), st.params.into_iter().map(bind).collect());
-    }
+    let Ok(()) = change.statements(session, |sql, params| {
+        p.push(dollars(sql), params.iter().map(|v| bind(*v)).collect());
+        Ok::<(), std::convert::Infallible>(())
+    });
 }
 
 /// A stored value no trellis writes, as the store's error.
