@@ -104,10 +104,21 @@ fn traffic() -> Vec<Vec<ServiceEvent>> {
     batches
 }
 
-/// Stores `traffic()` with at most `window` batches in flight; answers events per second.
-fn append_rate(store: &dyn StreamStore, window: usize) -> f64 {
+/// This process's CPU time so far (all threads, user and system), in clock ticks (1/100 s
+/// on Linux): less sensitive than the wall time to the machine's other load.
+fn cpu_ticks() -> u64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
+    let after = &stat[stat.rfind(')').unwrap() + 2..];
+    let f: Vec<&str> = after.split(' ').collect();
+    f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
+}
+
+/// Stores `traffic()` with at most `window` batches in flight; answers events per second and
+/// the CPU ticks it took.
+fn append_rate(store: &dyn StreamStore, window: usize) -> (f64, u64) {
     let batches = traffic();
     let events: usize = batches.iter().map(Vec::len).sum();
+    let cpu = cpu_ticks();
     let started = Instant::now();
     let mut in_flight = std::collections::VecDeque::<trellis_graph::Commit>::new();
     for batch in batches {
@@ -119,16 +130,20 @@ fn append_rate(store: &dyn StreamStore, window: usize) -> f64 {
     for commit in in_flight {
         block_on(commit).unwrap();
     }
-    events as f64 / started.elapsed().as_secs_f64()
+    let wall = started.elapsed().as_secs_f64();
+    (events as f64 / wall, cpu_ticks() - cpu)
 }
 
-fn report(what: &str, mut rates: Vec<f64>) {
+fn report(what: &str, rounds: Vec<(f64, u64)>) {
+    let (mut rates, mut ticks): (Vec<f64>, Vec<u64>) = rounds.into_iter().unzip();
     rates.sort_by(f64::total_cmp);
+    ticks.sort_unstable();
     let all: Vec<String> = rates.iter().map(|r| format!("{r:.0}")).collect();
     eprintln!(
-        "{what}: median {:.0} events/s (rounds: {})",
+        "{what}: median {:.0} events/s (rounds: {}), median CPU {} ticks (rounds: {ticks:?})",
         rates[rates.len() / 2],
-        all.join(", ")
+        all.join(", "),
+        ticks[ticks.len() / 2],
     );
 }
 
