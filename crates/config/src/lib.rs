@@ -36,6 +36,7 @@ pub const SECTIONS: &[&str] = &[
     "mcp",     // trellis-mcp: MCP servers whose tools agents use
     "lsp",     // trellis-lsp: language server commands
     "sources", // trellis-sources: web search, documentation sites, OSV advisories
+    "store",   // trellis-store: a PostgreSQL server instead of the workspace's SQLite file
 ];
 
 /// Where to look for configuration.

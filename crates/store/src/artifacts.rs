@@ -71,8 +71,14 @@ pub(crate) fn set_status(conn: &Connection, change: &StatusChange) -> rusqlite::
     Ok(if n == 0 { 0 } else { change.id })
 }
 
-const COLUMNS: &str =
+/// The columns an [`Artifact`] is read from, in the row mappers' order (both backends).
+pub(crate) const COLUMNS: &str =
     "id, run, node, kind, version, content, status, feedback, created_ms, updated_ms";
+
+/// A stored status (both backends); the error says what was found.
+pub(crate) fn parse_status(status: &str) -> Result<ArtifactStatus, String> {
+    ArtifactStatus::parse(status).ok_or_else(|| format!("unknown artifact status '{status}'"))
+}
 
 fn artifact_row(r: &Row<'_>) -> rusqlite::Result<Artifact> {
     let status: String = r.get(6)?;
@@ -84,12 +90,8 @@ fn artifact_row(r: &Row<'_>) -> rusqlite::Result<Artifact> {
         version: r.get(4)?,
         content: r.get(5)?,
         rendered: None,
-        status: ArtifactStatus::parse(&status).ok_or_else(|| {
-            rusqlite::Error::FromSqlConversionFailure(
-                6,
-                Type::Text,
-                format!("unknown artifact status '{status}'").into(),
-            )
+        status: parse_status(&status).map_err(|detail| {
+            rusqlite::Error::FromSqlConversionFailure(6, Type::Text, detail.into())
         })?,
         feedback: r.get(7)?,
         created_ms: r.get(8)?,
@@ -119,7 +121,8 @@ impl Reader {
     }
 }
 
-fn not_found(id: i64) -> Error {
+/// The error for an artifact id that has no row (both backends).
+pub(crate) fn not_found(id: i64) -> Error {
     Error::NotFound {
         what: "artifact",
         id: id.to_string(),

@@ -22,6 +22,7 @@
 //! the on-disk format forever: a new one gets a new format byte.
 
 use serde::Serialize;
+use trellis_graph::{Batch, JournalError};
 use trellis_protocol::{Event, EventKind, RunId, SubmissionId};
 
 const RAW: u8 = 0;
@@ -101,6 +102,37 @@ pub(crate) fn encode(events: &[Event]) -> Result<Vec<u8>, serde_json::Error> {
         blob.extend_from_slice(&json);
     }
     Ok(blob)
+}
+
+/// Encodes a batch's events on the appending caller's thread (every backend's
+/// [`Journal::append`](trellis_graph::Journal::append)), so the writer spends its time in the
+/// database; an event that cannot be encoded fails the batch.
+pub(crate) fn encode_batch(batch: &Batch) -> Result<Vec<u8>, JournalError> {
+    encode(&batch.events).map_err(|e| {
+        JournalError::Backend(format!(
+            "cannot encode the events of run {}: {e}",
+            batch.run
+        ))
+    })
+}
+
+/// The events with `from <= seq <= to` of a run's stored batches, given as `(first_seq,
+/// last_seq, blob)` rows in key order (every backend's read of an event log). A blob that
+/// does not decode is answered with `corrupt(first_seq, detail)`.
+pub(crate) fn decode_rows<E>(
+    run: &RunId,
+    rows: impl IntoIterator<Item = (u64, u64, Vec<u8>)>,
+    from: u64,
+    to: u64,
+    corrupt: impl Fn(u64, String) -> E,
+) -> Result<Vec<Event>, E> {
+    let mut out = Vec::new();
+    for (first_seq, last_seq, data) in rows {
+        let batch =
+            decode(run, first_seq, last_seq, &data).map_err(|detail| corrupt(first_seq, detail))?;
+        out.extend(batch.into_iter().filter(|e| e.seq >= from && e.seq <= to));
+    }
+    Ok(out)
 }
 
 /// The events' causes as `(cause, count)` runs, or `None` when no event has one.

@@ -10,6 +10,15 @@ use trellis_graph::JournalError;
 /// Errors raised by the store.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// `[store] password_env` names a variable that is unset or empty.
+    #[error(
+        "[store] password_env = \"{var}\": the environment variable {var} is not set (or empty); \
+         export the database password in it, or remove password_env"
+    )]
+    PasswordEnv {
+        /// The variable.
+        var: String,
+    },
     /// The `.trellis/` directory could not be created.
     #[error("cannot create the store directory {path}: {source}; check permissions and free space")]
     CreateDir {

@@ -104,6 +104,7 @@ mod backend;
 mod claim;
 mod client_sessions;
 mod codec;
+mod config;
 mod dag_checkpoints;
 mod error;
 mod ops;
@@ -122,7 +123,6 @@ mod writer;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::sync::mpsc::{self, Sender};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -137,6 +137,7 @@ pub use artifacts::{ArtifactStore, NewArtifact};
 pub use backend::{Backend, Store};
 pub use claim::hostname;
 pub use client_sessions::ClientSessionStore;
+pub use config::StoreConfig;
 pub use dag_checkpoints::DagCheckpointStore;
 pub use error::{Error, Result};
 pub use review::{NewReviewComment, ReviewCommentRecord, ReviewStore};
@@ -411,18 +412,7 @@ impl Backend for SqliteStore {
 
     /// The writer's counters.
     fn stats(&self) -> StoreStats {
-        let c = &self.counters;
-        StoreStats {
-            commits: c.commits.load(Ordering::Relaxed),
-            synced_commits: c.synced_commits.load(Ordering::Relaxed),
-            failed_commits: c.failed_commits.load(Ordering::Relaxed),
-            batches: c.batches.load(Ordering::Relaxed),
-            events: c.events.load(Ordering::Relaxed),
-            bytes_written: c.bytes.load(Ordering::Relaxed),
-            largest_group: c.largest_group.load(Ordering::Relaxed),
-            stream_batches: c.stream_batches.load(Ordering::Relaxed),
-            stream_events: c.stream_events.load(Ordering::Relaxed),
-        }
+        self.counters.stats()
     }
 
     /// Bytes the store occupies: the database file plus its write-ahead log.

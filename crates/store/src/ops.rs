@@ -61,10 +61,7 @@ pub(crate) fn append(
     };
     let key = event_key(rk, first.seq).ok_or_else(|| Error::Limit {
         path: path.to_owned(),
-        detail: format!(
-            "run {} reached seq {} (at most 2^32 - 1 per run)",
-            batch.run, first.seq
-        ),
+        detail: seq_limit(&batch.run, first.seq),
     })?;
     conn.prepare_cached("INSERT INTO events (key, last_seq, data) VALUES (?1, ?2, ?3)")
         .and_then(|mut st| st.execute(params![key, to_i64(last.seq), blob]))
@@ -96,14 +93,8 @@ pub(crate) fn claim(
             },
         )
         .optional()?;
-    if let Some(holder) = holder
-        && !holder.same_process(me)
-        && crate::claim::is_alive(&holder, &me.host)
-    {
-        return Ok(Err(JournalError::Busy {
-            run: run.to_string(),
-            owner: holder.label(),
-        }));
+    if let Some(busy) = refusal(run, holder.as_ref(), me) {
+        return Ok(Err(busy));
     }
     let now = now_ms();
     conn.execute(
@@ -156,16 +147,47 @@ pub(crate) fn take_commands(conn: &Connection, run: &RunId) -> rusqlite::Result<
             Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?))
         })?
         .collect::<rusqlite::Result<Vec<_>>>()?;
-    let mut out = Vec::with_capacity(rows.len());
+    let (ids, out) = parse_commands(rows);
     let now = now_ms();
     let mut mark = conn.prepare_cached("UPDATE commands SET taken_at = ?2 WHERE id = ?1")?;
-    for (id, body) in rows {
-        if let Ok(cmd) = serde_json::from_str::<Command>(&body) {
-            mark.execute(params![id, now])?;
-            out.push(cmd);
-        }
+    for id in ids {
+        mark.execute(params![id, now])?;
     }
     Ok(out)
+}
+
+/// A command as the inbox stores it: its JSON (every backend's enqueue).
+pub(crate) fn command_body(command: &Command) -> Result<String> {
+    serde_json::to_string(command).map_err(|source| Error::Encode {
+        what: "command",
+        source,
+    })
+}
+
+/// Why `me` may not claim `run` from its current `holder`: [`JournalError::Busy`] when a live
+/// other process holds it (every backend's claim rule).
+pub(crate) fn refusal(run: &RunId, holder: Option<&Owner>, me: &Owner) -> Option<JournalError> {
+    let holder = holder?;
+    (!holder.same_process(me) && crate::claim::is_alive(holder, &me.host)).then(|| {
+        JournalError::Busy {
+            run: run.to_string(),
+            owner: holder.label(),
+        }
+    })
+}
+
+/// The commands of pending `(id, body)` rows, in the rows' order, with the ids to mark
+/// taken: bodies this binary cannot parse (a newer trellis's command) are left out, to stay
+/// pending for a process that can (every backend's take).
+pub(crate) fn parse_commands(rows: Vec<(i64, String)>) -> (Vec<i64>, Vec<Command>) {
+    rows.into_iter()
+        .filter_map(|(id, body)| Some((id, serde_json::from_str::<Command>(&body).ok()?)))
+        .unzip()
+}
+
+/// Why a batch starting at `seq` cannot be stored: event keys hold seqs below 2^32.
+pub(crate) fn seq_limit(run: &RunId, seq: u64) -> String {
+    format!("run {run} reached seq {seq} (at most 2^32 - 1 per run)")
 }
 
 /// The `events` rowid of a run's batch: `(rk << 32) | first_seq`.

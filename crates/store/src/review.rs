@@ -184,8 +184,31 @@ fn comment_row(r: &Row<'_>) -> rusqlite::Result<ReviewCommentRecord> {
     })
 }
 
-const CHANGE_SET_COLUMNS: &str =
+/// The columns a [`ChangeSetRecord`] is read from, in the row mappers' order (both
+/// backends).
+pub(crate) const CHANGE_SET_COLUMNS: &str =
     "run_id, repo, branch, base_commit, worktree, state, review, created_at, updated_at";
+
+/// The change set, among `all` (newest first), of the only run whose id starts with
+/// `id_or_prefix`, after no run had that exact id (both backends): [`Error::RunNotFound`]
+/// for none (or an empty prefix), [`Error::AmbiguousRun`] for several.
+pub(crate) fn by_prefix(id_or_prefix: &str, all: Vec<ChangeSetRecord>) -> Result<ChangeSetRecord> {
+    let matches: Vec<ChangeSetRecord> = all
+        .into_iter()
+        .filter(|c| !id_or_prefix.is_empty() && c.run_id.as_str().starts_with(id_or_prefix))
+        .collect();
+    match matches.len() {
+        1 => matches
+            .into_iter()
+            .next()
+            .ok_or_else(|| Error::RunNotFound(id_or_prefix.to_owned())),
+        0 => Err(Error::RunNotFound(id_or_prefix.to_owned())),
+        _ => Err(Error::AmbiguousRun {
+            prefix: id_or_prefix.to_owned(),
+            candidates: matches.into_iter().map(|c| c.run_id.to_string()).collect(),
+        }),
+    }
+}
 
 fn change_set_row(r: &Row<'_>) -> rusqlite::Result<ChangeSetRecord> {
     Ok(ChangeSetRecord {
@@ -223,24 +246,9 @@ impl Reader {
             .and_then(|mut st| st.query_row([id_or_prefix], change_set_row).optional())
             .map_err(self.sqlite())
         })?;
-        if let Some(rec) = exact {
-            return Ok(rec);
-        }
-        let matches: Vec<ChangeSetRecord> = self
-            .change_sets()?
-            .into_iter()
-            .filter(|c| !id_or_prefix.is_empty() && c.run_id.as_str().starts_with(id_or_prefix))
-            .collect();
-        match matches.len() {
-            1 => matches
-                .into_iter()
-                .next()
-                .ok_or_else(|| Error::RunNotFound(id_or_prefix.to_owned())),
-            0 => Err(Error::RunNotFound(id_or_prefix.to_owned())),
-            _ => Err(Error::AmbiguousRun {
-                prefix: id_or_prefix.to_owned(),
-                candidates: matches.into_iter().map(|c| c.run_id.to_string()).collect(),
-            }),
+        match exact {
+            Some(rec) => Ok(rec),
+            None => by_prefix(id_or_prefix, self.change_sets()?),
         }
     }
 

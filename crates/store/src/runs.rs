@@ -20,11 +20,13 @@ use crate::{Msg, SqliteStore};
 /// How many candidates an ambiguous-prefix error lists.
 const MAX_CANDIDATES: usize = 10;
 
-const RUN_COLUMNS: &str = "r.id, r.graph, r.status, r.step, r.last_seq, r.terminal, \
+/// The columns of a run's record ([`RunRow`]), for every backend's SQL.
+pub(crate) const RUN_COLUMNS: &str = "r.id, r.graph, r.status, r.step, r.last_seq, r.terminal, \
      r.error, r.fork_run, r.fork_seq, r.created_ts, r.updated_ts, o.pid, o.host, o.start_time, \
      o.claimed_at, o.heartbeat";
 
-const RUN_FROM: &str = "runs r LEFT JOIN run_owners o ON o.run_id = r.id";
+/// Where [`RUN_COLUMNS`] come from: a run and its claim.
+pub(crate) const RUN_FROM: &str = "runs r LEFT JOIN run_owners o ON o.run_id = r.id";
 
 /// The graphs of a stored run ([`RunStore::graphs`]).
 #[derive(Clone, Debug, PartialEq)]
@@ -65,7 +67,7 @@ pub struct ContinuedGraph {
 /// Runs and their event logs: listing and resolving runs, reading a run's events, the graphs
 /// it runs with and the points it can be forked from, queueing commands for the process
 /// that executes it, breaking a stale claim. The engine's own writes (batches, claims,
-/// taking commands) go through [`Journal`], which [`SqliteStore`](crate::SqliteStore) implements beside this trait.
+/// taking commands) go through [`Journal`], which every backend implements beside this trait.
 ///
 /// [`RunStore::started`], [`RunStore::graphs`] and [`RunStore::checkpoints`] are provided:
 /// they read the run's record and events through the required methods, so every backend
@@ -188,10 +190,7 @@ pub trait RunStore: Send + Sync {
 
 impl RunStore for SqliteStore {
     fn enqueue_command(&self, run: &RunId, command: &Command) -> Result<i64> {
-        let body = serde_json::to_string(command).map_err(|source| Error::Encode {
-            what: "command",
-            source,
-        })?;
+        let body = crate::ops::command_body(command)?;
         self.request(|reply| Msg::Enqueue(run.clone(), body, reply))?
     }
 
@@ -224,12 +223,9 @@ impl Journal for SqliteStore {
         match &self.tx {
             // If the writer is gone the message (and its ack) is dropped: the commit
             // resolves to `JournalError::Closed`.
-            Some(tx) => match codec::encode(&batch.events) {
+            Some(tx) => match codec::encode_batch(&batch) {
                 Ok(blob) => drop(tx.send(Msg::Append(batch, blob, ack))),
-                Err(e) => drop(ack.send(Err(JournalError::Backend(format!(
-                    "cannot encode the events of run {}: {e}",
-                    batch.run
-                ))))),
+                Err(e) => drop(ack.send(Err(e))),
             },
             None => drop(ack.send(Err(JournalError::Closed))),
         }
@@ -293,42 +289,22 @@ impl Reader {
 
     /// Resolves an id or a unique prefix of one.
     pub(crate) fn resolve(&self, id_or_prefix: &str) -> Result<RunRecord> {
-        if id_or_prefix.is_empty() {
-            return Err(Error::RunNotFound(String::new()));
-        }
-        if let Some(rec) = self.run(id_or_prefix)? {
-            return Ok(rec);
-        }
-        // Ids compare bytewise, so the prefix's matches are the range [prefix, prefix+U+10FFFF).
-        let upper = format!("{id_or_prefix}\u{10FFFF}");
-        let ids: Vec<String> = self.with(|c| {
-            c.prepare_cached("SELECT id FROM runs WHERE id >= ?1 AND id < ?2 ORDER BY id LIMIT ?3")
-                .and_then(|mut st| {
-                    st.query_map(
-                        params![id_or_prefix, upper, MAX_CANDIDATES as i64 + 1],
-                        |r| r.get(0),
-                    )?
-                    .collect()
+        resolve(
+            id_or_prefix,
+            |id| self.run(id),
+            |lo, hi, limit| {
+                self.with(|c| {
+                    c.prepare_cached(
+                        "SELECT id FROM runs WHERE id >= ?1 AND id < ?2 ORDER BY id LIMIT ?3",
+                    )
+                    .and_then(|mut st| {
+                        st.query_map(params![lo, hi, limit], |r| r.get(0))?
+                            .collect()
+                    })
+                    .map_err(self.sqlite())
                 })
-                .map_err(self.sqlite())
-        })?;
-        match ids.as_slice() {
-            [] => Err(Error::RunNotFound(id_or_prefix.to_owned())),
-            [one] => self
-                .run(one)?
-                .ok_or_else(|| Error::RunNotFound(id_or_prefix.to_owned())),
-            _ => {
-                let mut candidates = ids;
-                if candidates.len() > MAX_CANDIDATES {
-                    candidates.truncate(MAX_CANDIDATES);
-                    candidates.push("…".to_owned());
-                }
-                Err(Error::AmbiguousRun {
-                    prefix: id_or_prefix.to_owned(),
-                    candidates,
-                })
-            }
-        }
+            },
+        )
     }
 
     /// Runs newest first.
@@ -379,19 +355,13 @@ impl Reader {
             .map_err(self.sqlite())
         })?;
         let Some(rows) = rows else { return Ok(None) };
-        let mut out = Vec::new();
-        for (first_seq, last_seq, data) in rows {
-            let batch = codec::decode(run, first_seq, last_seq, &data).map_err(|detail| {
-                Error::Corrupt {
-                    path: self.path().to_owned(),
-                    run: run.to_string(),
-                    first_seq,
-                    detail,
-                }
-            })?;
-            out.extend(batch.into_iter().filter(|e| e.seq >= from && e.seq <= to));
-        }
-        Ok(Some(out))
+        codec::decode_rows(run, rows, from, to, |first_seq, detail| Error::Corrupt {
+            path: self.path().to_owned(),
+            run: run.to_string(),
+            first_seq,
+            detail,
+        })
+        .map(Some)
     }
 
     /// Whether the run has commands nobody has taken yet.
@@ -406,52 +376,165 @@ impl Reader {
     }
 
     fn record(&self, r: &Row<'_>) -> rusqlite::Result<RunRecord> {
-        let status: String = r.get(2)?;
-        let status = RunStatus::parse(&status).ok_or_else(|| {
-            rusqlite::Error::FromSqlConversionFailure(
-                2,
-                rusqlite::types::Type::Text,
-                format!("unknown run status '{status}'").into(),
-            )
-        })?;
-        let fork = match (r.get::<_, Option<String>>(7)?, r.get::<_, Option<i64>>(8)?) {
+        RunRow::read(r)?.into_record(self.host()).map_err(|detail| {
+            rusqlite::Error::FromSqlConversionFailure(2, rusqlite::types::Type::Text, detail.into())
+        })
+    }
+}
+
+/// A result row of either backend's driver, read by column index.
+pub(crate) trait Columns {
+    /// The driver's error.
+    type Error;
+    /// A text column.
+    fn text(&self, i: usize) -> Result<String, Self::Error>;
+    /// A text column that may be NULL.
+    fn text_opt(&self, i: usize) -> Result<Option<String>, Self::Error>;
+    /// An integer column.
+    fn int(&self, i: usize) -> Result<i64, Self::Error>;
+    /// An integer column that may be NULL.
+    fn int_opt(&self, i: usize) -> Result<Option<i64>, Self::Error>;
+}
+
+impl Columns for Row<'_> {
+    type Error = rusqlite::Error;
+
+    fn text(&self, i: usize) -> rusqlite::Result<String> {
+        self.get(i)
+    }
+
+    fn text_opt(&self, i: usize) -> rusqlite::Result<Option<String>> {
+        self.get(i)
+    }
+
+    fn int(&self, i: usize) -> rusqlite::Result<i64> {
+        self.get(i)
+    }
+
+    fn int_opt(&self, i: usize) -> rusqlite::Result<Option<i64>> {
+        self.get(i)
+    }
+}
+
+/// A `runs` row joined with its claim, the columns of [`RUN_COLUMNS`] as every backend reads
+/// them ([`RunRow::read`]); [`RunRow::into_record`] makes the record.
+pub(crate) struct RunRow {
+    id: String,
+    graph: String,
+    status: String,
+    step: i64,
+    last_seq: i64,
+    terminal: Option<String>,
+    error: Option<String>,
+    fork_run: Option<String>,
+    fork_seq: Option<i64>,
+    created_ts: i64,
+    updated_ts: i64,
+    pid: Option<i64>,
+    host: Option<String>,
+    start_time: Option<i64>,
+    claimed_at: Option<i64>,
+    heartbeat: Option<i64>,
+}
+
+impl RunRow {
+    /// Reads the columns of [`RUN_COLUMNS`], in order.
+    pub(crate) fn read<C: Columns>(r: &C) -> Result<RunRow, C::Error> {
+        Ok(RunRow {
+            id: r.text(0)?,
+            graph: r.text(1)?,
+            status: r.text(2)?,
+            step: r.int(3)?,
+            last_seq: r.int(4)?,
+            terminal: r.text_opt(5)?,
+            error: r.text_opt(6)?,
+            fork_run: r.text_opt(7)?,
+            fork_seq: r.int_opt(8)?,
+            created_ts: r.int(9)?,
+            updated_ts: r.int(10)?,
+            pid: r.int_opt(11)?,
+            host: r.text_opt(12)?,
+            start_time: r.int_opt(13)?,
+            claimed_at: r.int_opt(14)?,
+            heartbeat: r.int_opt(15)?,
+        })
+    }
+
+    /// The run's record; whether its owner is alive is judged from `local_host` (see
+    /// `claim::is_alive`). Fails with what is wrong when the status is not one this binary
+    /// knows.
+    pub(crate) fn into_record(self, local_host: &str) -> Result<RunRecord, String> {
+        let status = RunStatus::parse(&self.status)
+            .ok_or_else(|| format!("run {}: unknown run status '{}'", self.id, self.status))?;
+        let fork = match (self.fork_run, self.fork_seq) {
             (Some(run), Some(seq)) => Some(ForkRef {
                 run: RunId::from_string(run),
                 seq: seq as u64,
             }),
             _ => None,
         };
-        let owner = match (
-            r.get::<_, Option<i64>>(11)?,
-            r.get::<_, Option<String>>(12)?,
-        ) {
+        let owner = match (self.pid, self.host) {
             (Some(pid), Some(host)) => Some(Owner {
                 pid: u32::try_from(pid).unwrap_or(0),
                 host,
-                start_time: r.get::<_, Option<i64>>(13)?.map(|t| t as u64),
+                start_time: self.start_time.map(|t| t as u64),
             }),
             _ => None,
         };
         let owner_alive = owner
             .as_ref()
-            .is_some_and(|o| crate::claim::is_alive(o, self.host()));
+            .is_some_and(|o| crate::claim::is_alive(o, local_host));
         Ok(RunRecord {
-            id: RunId::from_string(r.get::<_, String>(0)?),
+            id: RunId::from_string(self.id),
             summary: RunSummary {
-                graph: r.get(1)?,
+                graph: self.graph,
                 status,
-                step: r.get::<_, i64>(3)? as u64,
-                last_seq: r.get::<_, i64>(4)? as u64,
-                terminal: r.get::<_, Option<String>>(5)?.map(NodeId::new),
-                error: r.get(6)?,
+                step: self.step as u64,
+                last_seq: self.last_seq as u64,
+                terminal: self.terminal.map(NodeId::new),
+                error: self.error,
                 fork,
-                created_ts: r.get(9)?,
-                updated_ts: r.get(10)?,
+                created_ts: self.created_ts,
+                updated_ts: self.updated_ts,
             },
             owner,
-            claimed_at: r.get(14)?,
-            heartbeat: r.get(15)?,
+            claimed_at: self.claimed_at,
+            heartbeat: self.heartbeat,
             owner_alive,
         })
+    }
+}
+
+/// Resolves an id or a unique prefix of one, for every backend: `exact(id)` reads a run by
+/// its id, `range(lo, hi, limit)` answers at most `limit` ids in `[lo, hi)`, in order (ids
+/// compare bytewise).
+pub(crate) fn resolve(
+    id_or_prefix: &str,
+    exact: impl Fn(&str) -> Result<Option<RunRecord>>,
+    range: impl FnOnce(&str, &str, i64) -> Result<Vec<String>>,
+) -> Result<RunRecord> {
+    if id_or_prefix.is_empty() {
+        return Err(Error::RunNotFound(String::new()));
+    }
+    if let Some(rec) = exact(id_or_prefix)? {
+        return Ok(rec);
+    }
+    // Ids compare bytewise, so the prefix's matches are the range [prefix, prefix+U+10FFFF).
+    let upper = format!("{id_or_prefix}\u{10FFFF}");
+    let ids = range(id_or_prefix, &upper, MAX_CANDIDATES as i64 + 1)?;
+    match ids.as_slice() {
+        [] => Err(Error::RunNotFound(id_or_prefix.to_owned())),
+        [one] => exact(one)?.ok_or_else(|| Error::RunNotFound(id_or_prefix.to_owned())),
+        _ => {
+            let mut candidates = ids;
+            if candidates.len() > MAX_CANDIDATES {
+                candidates.truncate(MAX_CANDIDATES);
+                candidates.push("…".to_owned());
+            }
+            Err(Error::AmbiguousRun {
+                prefix: id_or_prefix.to_owned(),
+                candidates,
+            })
+        }
     }
 }

@@ -107,6 +107,32 @@ pub struct NewToolExecution {
     pub confidence: fn(i64, i64) -> f64,
 }
 
+impl NewToolExecution {
+    /// The stored `tools` column: the calls' tools in order, as a JSON list (both backends).
+    pub(crate) fn tools_json(&self) -> serde_json::Result<String> {
+        let tools: Vec<&str> = self.calls.iter().map(|c| c.tool.as_str()).collect();
+        serde_json::to_string(&tools)
+    }
+
+    /// The stored `success` flag: whether every call succeeded.
+    pub(crate) fn success(&self) -> bool {
+        self.calls.iter().all(|c| c.ok)
+    }
+}
+
+/// An embedding as the `embedding` column stores it: its floats, little-endian (both
+/// backends).
+pub(crate) fn vector_bytes(vector: &[f32]) -> Vec<u8> {
+    vector.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+/// An embedding of its stored bytes (a trailing partial float is dropped).
+pub(crate) fn vector_of_bytes(blob: &[u8]) -> Vec<f32> {
+    blob.chunks_exact(4)
+        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .collect()
+}
+
 /// What a speculative execution turned out to be.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -129,7 +155,8 @@ impl SpeculationOutcome {
         }
     }
 
-    fn parse(s: &str) -> Option<Self> {
+    /// The outcome of its stored name (both backends).
+    pub(crate) fn parse(s: &str) -> Option<Self> {
         match s {
             "used" => Some(SpeculationOutcome::Used),
             "wasted" => Some(SpeculationOutcome::Wasted),
@@ -207,8 +234,7 @@ pub(crate) fn set_embeddings(
             embedder = excluded.embedder",
     )?;
     for c in cached {
-        let blob: Vec<u8> = c.vector.iter().flat_map(|x| x.to_le_bytes()).collect();
-        st.execute(params![c.tool, blob, c.embedder, now])?;
+        st.execute(params![c.tool, vector_bytes(&c.vector), c.embedder, now])?;
     }
     Ok(0)
 }
@@ -243,11 +269,10 @@ pub(crate) fn record_executions(
         "UPDATE tool_dependency SET confidence = ?3 WHERE from_tool = ?1 AND to_tool = ?2",
     )?;
     for e in executions {
-        let tools: Vec<&str> = e.calls.iter().map(|c| c.tool.as_str()).collect();
-        let tools = serde_json::to_string(&tools)
+        let tools = e
+            .tools_json()
             .map_err(|err| rusqlite::Error::ToSqlConversionFailure(Box::new(err)))?;
-        let success = e.calls.iter().all(|c| c.ok);
-        exec.execute(params![e.context, tools, success, now])?;
+        exec.execute(params![e.context, tools, e.success(), now])?;
         last = conn.last_insert_rowid();
         for c in &e.calls {
             node.execute(params![c.tool, i64::from(c.ok), now])?;
@@ -322,6 +347,9 @@ fn speculation_row(r: &Row<'_>) -> rusqlite::Result<SpeculationRecord> {
 impl Reader {
     fn tool_graph(&self) -> Result<ToolGraphSnapshot> {
         self.with(|c| {
+            // One read transaction: the nodes and the edges of one snapshot, not of two
+            // commits of a learning process (rolled back when dropped; it wrote nothing).
+            let c = c.unchecked_transaction().map_err(self.sqlite())?;
             let nodes = c
                 .prepare_cached(
                     "SELECT tool, server, description, calls, successes, updated_ms
@@ -349,14 +377,10 @@ impl Reader {
             .and_then(|mut st| {
                 st.query_map([], |r| {
                     let blob: Vec<u8> = r.get(2)?;
-                    let vector = blob
-                        .chunks_exact(4)
-                        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-                        .collect();
                     Ok(CachedEmbedding {
                         tool: r.get(0)?,
                         embedder: r.get(1)?,
-                        vector,
+                        vector: vector_of_bytes(&blob),
                     })
                 })?
                 .collect()

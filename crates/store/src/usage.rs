@@ -120,12 +120,14 @@ pub(crate) fn write_model_call(conn: &Connection, r: &ModelCallRecord) -> rusqli
     Ok(conn.last_insert_rowid())
 }
 
-/// SQLite integers are signed; token counts never come near the limit.
-fn to_sql(n: u64) -> i64 {
+/// A token count as the databases store it: their integers are signed (both backends); token
+/// counts never come near the limit.
+pub(crate) fn to_sql(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 
-fn from_sql(n: i64) -> u64 {
+/// A stored count or sum as the records hold it (a negative one, which no write makes, as 0).
+pub(crate) fn from_sql(n: i64) -> u64 {
     u64::try_from(n).unwrap_or(0)
 }
 

@@ -67,6 +67,23 @@ pub(crate) struct Counters {
     pub(crate) stream_events: AtomicU64,
 }
 
+impl Counters {
+    /// The counters now, as the store reports them.
+    pub(crate) fn stats(&self) -> crate::StoreStats {
+        crate::StoreStats {
+            commits: self.commits.load(Ordering::Relaxed),
+            synced_commits: self.synced_commits.load(Ordering::Relaxed),
+            failed_commits: self.failed_commits.load(Ordering::Relaxed),
+            batches: self.batches.load(Ordering::Relaxed),
+            events: self.events.load(Ordering::Relaxed),
+            bytes_written: self.bytes.load(Ordering::Relaxed),
+            largest_group: self.largest_group.load(Ordering::Relaxed),
+            stream_batches: self.stream_batches.load(Ordering::Relaxed),
+            stream_events: self.stream_events.load(Ordering::Relaxed),
+        }
+    }
+}
+
 /// A message's answer, held until the group's fate is known.
 enum Ack {
     Commit(

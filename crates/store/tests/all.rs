@@ -7,6 +7,9 @@ mod suite {
     // First: the `both!` macro the domain modules use.
     #[macro_use]
     mod backends;
+    // Then `two!` and the run journal's test helpers.
+    #[macro_use]
+    mod run_support;
     mod artifacts;
     mod atomicity;
     mod claims;
@@ -16,17 +19,23 @@ mod suite {
     mod fixtures;
     mod group_commit;
     mod inbox;
+    mod journal;
     mod migrations;
     #[cfg(feature = "postgres")]
     mod pg_connect;
     #[cfg(feature = "postgres")]
+    mod pg_crud;
+    #[cfg(feature = "postgres")]
     mod pg_exec;
+    #[cfg(feature = "postgres")]
+    mod pg_runs;
     #[cfg(feature = "postgres")]
     mod pg_schema;
     #[cfg(feature = "postgres")]
     mod pg_streams;
     #[cfg(feature = "postgres")]
     mod pg_support;
+    mod review;
     mod roundtrip;
     mod runs;
     mod sessions;

@@ -96,6 +96,46 @@ pub enum PgError {
         #[source]
         source: tokio_postgres::Error,
     },
+    /// A write transaction failed to begin or to commit; nothing of it was written (every
+    /// write it held fails with this).
+    #[error(
+        "PostgreSQL store [store] url = \"{url}\": the write transaction failed ({detail}); \
+         nothing of it was written"
+    )]
+    Transaction {
+        /// The setting, redacted.
+        url: String,
+        /// What the client or the server said.
+        detail: String,
+        /// The client's error, for its SQLSTATE code.
+        #[source]
+        source: tokio_postgres::Error,
+    },
+    /// A value exceeds what the store's layout can hold (the SQLite backend's
+    /// [`crate::Error::Limit`]).
+    #[error("PostgreSQL store [store] url = \"{url}\": {detail}")]
+    Limit {
+        /// The setting, redacted.
+        url: String,
+        /// What overflowed.
+        detail: String,
+    },
+    /// A stored event blob could not be decoded (the SQLite backend's
+    /// [`crate::Error::Corrupt`]).
+    #[error(
+        "PostgreSQL store [store] url = \"{url}\": the events of run {run} from seq \
+         {first_seq} are corrupt ({detail}); restore the database from a backup or delete the run"
+    )]
+    Corrupt {
+        /// The setting, redacted.
+        url: String,
+        /// The run.
+        run: String,
+        /// First seq of the damaged batch.
+        first_seq: u64,
+        /// What was wrong.
+        detail: String,
+    },
     /// The store's thread could not be started.
     #[error("cannot start the PostgreSQL store's thread for [store] url = \"{url}\": {source}")]
     Thread {
@@ -118,6 +158,15 @@ pub enum PgError {
 impl PgError {
     pub(crate) fn query(url: &str, source: tokio_postgres::Error) -> Self {
         PgError::Query {
+            url: url.to_owned(),
+            detail: describe(&source),
+            source,
+        }
+    }
+
+    /// A write transaction that failed to begin or commit.
+    pub(crate) fn transaction(url: &str, source: tokio_postgres::Error) -> Self {
+        PgError::Transaction {
             url: url.to_owned(),
             detail: describe(&source),
             source,
@@ -155,7 +204,7 @@ impl PgError {
     pub fn is_retryable(&self) -> bool {
         match self {
             PgError::Connect { .. } => true,
-            PgError::Query { source, .. } => {
+            PgError::Query { source, .. } | PgError::Transaction { source, .. } => {
                 source.is_closed()
                     || source.code().is_some_and(|c| {
                         *c == SqlState::T_R_SERIALIZATION_FAILURE

@@ -11,7 +11,10 @@
 //!
 //! * the **write** lane: one connection, one job at a time in the order they were sent (the
 //!   SQLite writer's order). This is where a group-committing writer goes: a job that drains
-//!   the queued writes into one transaction.
+//!   the queued writes into one transaction. [`Executor::post`] and [`Executor::post_write`]
+//!   send a job without waiting for it, and every job sent to the lane gets a **ticket**, its
+//!   number in the lane's order, so a writer can tell whether a job it queued is still the
+//!   lane's last ([`Executor::last_write_ticket`]) and may still take writes sent after it.
 //! * the **read** lane: a few connections (`PgOptions::readers`), each taking the next
 //!   queued job, so reads run side by side; their sessions are
 //!   `default_transaction_read_only`, so a bug there cannot write behind the writer's back.
@@ -27,8 +30,8 @@ use std::cell::RefCell;
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
-use std::sync::Arc;
 use std::sync::mpsc::{self, SyncSender};
+use std::sync::{Arc, PoisonError};
 use std::thread::JoinHandle;
 
 use tokio::sync::Mutex;
@@ -61,6 +64,9 @@ pub(crate) enum Lane {
 pub(crate) struct Executor {
     url: Arc<str>,
     write: Option<UnboundedSender<Job>>,
+    /// The tickets handed out on the write lane so far, locked while a job is sent so tickets
+    /// follow the lane's order.
+    write_tickets: std::sync::Mutex<u64>,
     read: Option<UnboundedSender<Job>>,
     thread: Option<JoinHandle<()>>,
 }
@@ -140,6 +146,7 @@ impl Executor {
         let mut exec = Executor {
             url,
             write: Some(write),
+            write_tickets: std::sync::Mutex::new(0),
             read: Some(read),
             thread: Some(thread),
         };
@@ -166,21 +173,85 @@ impl Executor {
         let (reply, answer) = mpsc::sync_channel(1);
         let url = self.url.clone();
         let job: Job = Box::new(move |conn| Box::pin(run(f, conn, reply, url)));
-        let closed = || {
-            crate::Error::from(PgError::Closed {
-                url: self.url.to_string(),
+        self.send(lane, job)?;
+        answer.recv().map_err(|_| self.closed())?
+    }
+
+    /// Queues `f` on `lane` and returns at once, without waiting for the job: for callers
+    /// that must not block (an agent's async task recording a tool call). What the job
+    /// answers, a failure too, is dropped; on the write lane it still runs after every
+    /// write sent before and before every one sent after. Fails only when the executor is
+    /// closed.
+    pub(crate) fn post<F>(&self, lane: Lane, f: F) -> crate::Result<()>
+    where
+        F: AsyncFnOnce(&mut Client) -> Result<(), super::JobError> + Send + 'static,
+    {
+        // The answer goes to a receiver already dropped (`run` ignores that).
+        let (reply, _) = mpsc::sync_channel(1);
+        let url = self.url.clone();
+        let job: Job = Box::new(move |conn| Box::pin(run(f, conn, reply, url)));
+        self.send(lane, job).map(drop)
+    }
+
+    /// Queues `f` on the write lane and returns at once, like [`Executor::post`], for a job
+    /// that answers its callers itself (the run journal's group commit): `f` gets the lane's
+    /// connection or the error opening it, and a job never sent (the executor being closed)
+    /// is dropped unrun. Answers the job's ticket.
+    pub(crate) fn post_write<F>(&self, f: F) -> crate::Result<u64>
+    where
+        F: AsyncFnOnce(Result<&mut Client, crate::Error>) + Send + 'static,
+    {
+        let job: Job = Box::new(move |conn| {
+            Box::pin(async move {
+                match conn {
+                    Ok(mut client) => {
+                        f(Ok(&mut client)).await;
+                        Some(client)
+                    }
+                    Err(e) => {
+                        f(Err(e.into())).await;
+                        None
+                    }
+                }
             })
-        };
+        });
+        self.send(Lane::Write, job)
+    }
+
+    /// The ticket of the last job sent to the write lane (0 before the first): a job whose
+    /// ticket this is has no job behind it yet.
+    pub(crate) fn last_write_ticket(&self) -> u64 {
+        *self
+            .write_tickets
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Sends `job` to `lane`; answers its ticket on the write lane (0 on the read lane).
+    fn send(&self, lane: Lane, job: Job) -> crate::Result<u64> {
         let queue = match lane {
             Lane::Write => &self.write,
             Lane::Read => &self.read,
         };
-        queue
-            .as_ref()
-            .ok_or_else(closed)?
-            .send(job)
-            .map_err(|_| closed())?;
-        answer.recv().map_err(|_| closed())?
+        let queue = queue.as_ref().ok_or_else(|| self.closed())?;
+        if lane == Lane::Read {
+            queue.send(job).map_err(|_| self.closed())?;
+            return Ok(0);
+        }
+        let mut tickets = self
+            .write_tickets
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        queue.send(job).map_err(|_| self.closed())?;
+        *tickets += 1;
+        Ok(*tickets)
+    }
+
+    fn closed(&self) -> crate::Error {
+        PgError::Closed {
+            url: self.url.to_string(),
+        }
+        .into()
     }
 
     /// Queues `f` on `lane` and returns at once, without waiting for it: for writes whose

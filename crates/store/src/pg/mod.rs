@@ -4,7 +4,9 @@
 //! one machine. This module is its foundation: [`PgStore::connect`] parses the URL, connects,
 //! and brings the database to [`crate::SCHEMA_VERSION`] through migrations that mirror the
 //! SQLite ones (the same versions and names; `schema` says how each type translates). The
-//! domain traits are not implemented here yet.
+//! run journal — [`crate::RunStore`] and the engine's [`trellis_graph::Journal`] — is
+//! implemented: reads in `runs`, appends with group commit in `journal`, claims and the
+//! command inbox in `ops`.
 //!
 //! The client is tokio-postgres (see docs/architecture.md), driven by a thread of its own
 //! (`exec`): [`PgStore::read`] and [`PgStore::write`] run an async closure with a connection
@@ -14,14 +16,22 @@
 //! Errors are [`PgError`]s inside [`crate::Error::Postgres`]; every one names the setting,
 //! `[store] url`, with the password redacted ([`redact`]).
 
+mod artifacts;
 mod client_sessions;
 mod dag_checkpoints;
 mod error;
 mod exec;
+mod journal;
+mod ops;
 mod pipeline;
+mod review;
+mod runs;
 mod schema;
 mod sessions;
 mod streams;
+mod toolgraph;
+mod usage;
+mod values;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -79,6 +89,17 @@ pub enum JobError {
     Store(crate::Error),
 }
 
+impl JobError {
+    /// The store's error: a client error as [`PgError::Query`] naming `url` (the redacted
+    /// `[store] url`).
+    pub(crate) fn into_error(self, url: &str) -> crate::Error {
+        match self {
+            JobError::Pg(source) => PgError::query(url, source).into(),
+            JobError::Store(e) => e,
+        }
+    }
+}
+
 impl From<tokio_postgres::Error> for JobError {
     fn from(e: tokio_postgres::Error) -> Self {
         JobError::Pg(e)
@@ -97,6 +118,8 @@ pub struct PgStore {
     exec: Executor,
     url: Arc<str>,
     version: i64,
+    /// The run journal's writes: the open group of batches, claims' owner, counters.
+    journal: journal::JournalState,
 }
 
 impl PgStore {
@@ -140,6 +163,7 @@ impl PgStore {
             exec,
             url: shown,
             version,
+            journal: journal::JournalState::new(options.synchronous),
         })
     }
 
@@ -172,6 +196,17 @@ impl PgStore {
         F: AsyncFnOnce(&mut Client) -> Result<T, JobError> + Send + 'static,
     {
         self.exec.call(Lane::Write, f)
+    }
+
+    /// Queues `f` on the writing connection and returns at once, without waiting for it (the
+    /// `*_nowait` methods): it runs after every write sent before, and what it answers — a
+    /// failure too — is dropped. Fails only when the store is closed. `f` must not call the
+    /// store.
+    pub fn queue_write<F>(&self, f: F) -> crate::Result<()>
+    where
+        F: AsyncFnOnce(&mut Client) -> Result<(), JobError> + Send + 'static,
+    {
+        self.exec.post(Lane::Write, f)
     }
 }
 

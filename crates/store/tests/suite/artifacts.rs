@@ -1,12 +1,10 @@
-//! Artifacts: versions per run and kind, status changes with feedback.
+//! Artifacts: versions per run and kind, status changes with feedback — on both backends.
 
 use trellis_protocol::{ArtifactStatus, NodeId, RunId};
 use trellis_store::prelude::*;
 use trellis_store::{Error, NewArtifact};
 
-use super::fixtures::store;
-
-fn new(run: &RunId, kind: &str, content: &str) -> NewArtifact {
+pub fn new(run: &RunId, kind: &str, content: &str) -> NewArtifact {
     NewArtifact {
         run: run.clone(),
         node: Some(NodeId::new("scoping")),
@@ -16,9 +14,7 @@ fn new(run: &RunId, kind: &str, content: &str) -> NewArtifact {
     }
 }
 
-#[test]
-fn versions_count_per_run_and_kind() {
-    let (_dir, store) = store();
+fn versions_count_per_run_and_kind(store: &dyn ArtifactStore) {
     let run = RunId::from_string("run-a");
     let other = RunId::from_string("run-b");
     let scope1 = store.put_artifact(new(&run, "scope_card", "v1")).unwrap();
@@ -64,10 +60,9 @@ fn versions_count_per_run_and_kind() {
         (None, ArtifactStatus::Draft)
     );
 }
+both!(versions_count_per_run_and_kind);
 
-#[test]
-fn status_changes_carry_feedback_and_unknown_ids_are_not_found() {
-    let (_dir, store) = store();
+fn status_changes_carry_feedback_and_unknown_ids_are_not_found(store: &dyn ArtifactStore) {
     let run = RunId::from_string("run-a");
     let a = store.put_artifact(new(&run, "plan", "p1")).unwrap();
     let changed = store
@@ -114,3 +109,4 @@ fn status_changes_carry_feedback_and_unknown_ids_are_not_found() {
     let err = store.artifact(0).unwrap_err();
     assert!(matches!(err, Error::NotFound { .. }));
 }
+both!(status_changes_carry_feedback_and_unknown_ids_are_not_found);

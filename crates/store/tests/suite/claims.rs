@@ -2,25 +2,12 @@
 
 use std::process::{Child, Command};
 
-use rusqlite::{Connection, params};
-use trellis_graph::{Journal, JournalError};
+use trellis_graph::JournalError;
 use trellis_protocol::RunId;
-use trellis_store::prelude::*;
-use trellis_store::{SqliteStore, hostname};
+use trellis_store::hostname;
 
-use super::fixtures::{batch, block_on, store};
-
-/// Writes a claim as if process `pid` on this host had taken it.
-fn claim_as(store: &SqliteStore, run: &RunId, pid: u32) {
-    Connection::open(store.db_path())
-        .unwrap()
-        .execute(
-            "INSERT OR REPLACE INTO run_owners (run_id, pid, host, start_time, claimed_at, heartbeat)
-             VALUES (?1, ?2, ?3, NULL, 0, 0)",
-            params![run.as_str(), pid, hostname()],
-        )
-        .unwrap();
-}
+use super::fixtures::{batch, block_on};
+use super::run_support::Backdoor;
 
 struct Sleeper(Child);
 
@@ -44,14 +31,13 @@ impl Drop for Sleeper {
     }
 }
 
-#[test]
-fn live_owner_refuses_and_dead_owner_is_taken_over() {
-    let (_dir, store) = store();
+both!(live_owner_refuses_and_dead_owner_is_taken_over);
+fn live_owner_refuses_and_dead_owner_is_taken_over<S: Backdoor + ?Sized>(store: &S) {
     // Claims work before the run's first batch exists.
     let run = RunId::new();
     let child = Sleeper::spawn();
     let pid = child.0.id();
-    claim_as(&store, &run, pid);
+    store.claim_as(&run, pid);
     match store.claim(&run) {
         Err(JournalError::Busy { run: r, owner }) => {
             assert_eq!(r, run.to_string());
@@ -65,31 +51,45 @@ fn live_owner_refuses_and_dead_owner_is_taken_over() {
 
     block_on(store.append(batch(&run, 1, 1))).unwrap();
     let rec = store.get_run(run.as_str()).unwrap();
-    assert_eq!(rec.owner.as_ref(), Some(store.owner()));
+    assert_eq!(rec.owner, Some(store.me()));
     assert!(rec.owner_alive);
     assert!(rec.heartbeat.unwrap() >= rec.claimed_at.unwrap());
 
     // Re-claiming our own run is fine; releasing clears it.
     store.claim(&run).unwrap();
     store.release(&run);
-    store.flush().unwrap(); // release is queued, not waited for
+    store.flush_writes(); // release is queued, not waited for
     let rec = store.get_run(run.as_str()).unwrap();
     assert!(rec.owner.is_none() && !rec.owner_alive);
 }
 
-#[test]
-fn release_leaves_other_owners_alone_but_break_claim_does_not() {
-    let (_dir, store) = store();
+both!(release_leaves_other_owners_alone_but_break_claim_does_not);
+fn release_leaves_other_owners_alone_but_break_claim_does_not<S: Backdoor + ?Sized>(store: &S) {
     let run = RunId::new();
     let child = Sleeper::spawn();
-    claim_as(&store, &run, child.0.id());
+    store.claim_as(&run, child.0.id());
     block_on(store.append(batch(&run, 1, 1))).unwrap();
     store.release(&run);
-    store.flush().unwrap();
+    store.flush_writes();
     let rec = store.get_run(run.as_str()).unwrap();
     assert_eq!(rec.owner.map(|o| o.pid), Some(child.0.id()));
     assert!(rec.owner_alive);
     store.break_claim(&run).unwrap();
     assert!(store.get_run(run.as_str()).unwrap().owner.is_none());
     store.claim(&run).unwrap();
+}
+
+both!(a_new_run_is_claimed_without_waiting);
+fn a_new_run_is_claimed_without_waiting<S: Backdoor + ?Sized>(store: &S) {
+    let run = RunId::new();
+    store.claim_new(&run).unwrap();
+    // The claim is queued ahead of the run's first batch.
+    block_on(store.append(batch(&run, 1, 2))).unwrap();
+    let rec = store.get_run(run.as_str()).unwrap();
+    assert_eq!(rec.owner, Some(store.me()));
+    assert!(rec.owner_alive);
+    assert!(rec.heartbeat.unwrap() >= rec.claimed_at.unwrap());
+    store.release(&run);
+    store.flush_writes();
+    assert!(store.get_run(run.as_str()).unwrap().owner.is_none());
 }

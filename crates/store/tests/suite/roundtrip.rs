@@ -10,7 +10,8 @@ use trellis_protocol::{
 };
 use trellis_store::prelude::*;
 
-use super::fixtures::{T0, block_on, ev, realistic_run, store, summary};
+use super::fixtures::{T0, block_on, ev, realistic_run, summary};
+use super::run_support::Backdoor;
 
 /// One event of every kind, every optional field set.
 fn every_kind(run: &RunId) -> Vec<Event> {
@@ -138,9 +139,8 @@ fn every_kind(run: &RunId) -> Vec<Event> {
         .collect()
 }
 
-#[test]
-fn every_field_of_every_kind_survives() {
-    let (_dir, store) = store();
+two!(every_field_of_every_kind_survives);
+fn every_field_of_every_kind_survives<S: RunStore + Journal>(store: &S, other: &S) {
     let run = RunId::new();
     let events = every_kind(&run);
     // Split into three batches to cover multi-row loads.
@@ -162,14 +162,16 @@ fn every_field_of_every_kind_survives() {
     );
     assert_eq!(store.events(&run, 14, None).unwrap(), events[13..].to_vec());
 
-    // A second store on the same file (another process, say) reads the same.
-    let other = trellis_store::SqliteStore::open(store.db_path(), Default::default()).unwrap();
+    // A second store on the same database (another process, say) reads the same.
     assert_eq!(other.load(&run).unwrap(), events);
+    assert_eq!(
+        other.events(&run, 5, Some(8)).unwrap(),
+        events[4..8].to_vec()
+    );
 }
 
-#[test]
-fn runs_row_follows_the_last_summary() {
-    let (_dir, store) = store();
+both!(runs_row_follows_the_last_summary);
+fn runs_row_follows_the_last_summary<S: RunStore + Journal + ?Sized>(store: &S) {
     let run = RunId::new();
     let batches = realistic_run(&run);
     let all: Vec<Event> = batches
@@ -221,9 +223,8 @@ fn runs_row_follows_the_last_summary() {
     }
 }
 
-#[test]
-fn unknown_runs_are_not_found() {
-    let (_dir, store) = store();
+both!(unknown_runs_are_not_found);
+fn unknown_runs_are_not_found<S: RunStore + Journal + ?Sized>(store: &S) {
     let ghost = RunId::from_string("nope");
     assert!(matches!(
         store.load(&ghost),
@@ -236,9 +237,8 @@ fn unknown_runs_are_not_found() {
     assert!(store.checkpoints(&ghost).is_err());
 }
 
-#[test]
-fn summary_only_batches_update_the_row() {
-    let (_dir, store) = store();
+both!(summary_only_batches_update_the_row);
+fn summary_only_batches_update_the_row<S: RunStore + Journal + ?Sized>(store: &S) {
     let run = RunId::new();
     let b = Batch {
         run: run.clone(),
@@ -263,9 +263,8 @@ fn summary_only_batches_update_the_row() {
     assert_eq!(store.load(&run).unwrap().len(), 1);
 }
 
-#[test]
-fn causes_survive_the_store() {
-    let (_dir, store) = store();
+two!(causes_survive_the_store);
+fn causes_survive_the_store<S: RunStore + Journal>(store: &S, other: &S) {
     let run = RunId::new();
     let (a, b) = (
         SubmissionId::from_string("sub-a"),
@@ -297,15 +296,13 @@ fn causes_survive_the_store() {
         store.events(&run, 4, Some(8)).unwrap(),
         events[3..8].to_vec()
     );
-    let other = trellis_store::SqliteStore::open(store.db_path(), Default::default()).unwrap();
     assert_eq!(other.load(&run).unwrap(), events);
 }
 
+two!(rows_written_before_causes_still_load);
 /// A row written before events had causes (the blob of a three-part payload, stored raw)
 /// still loads, with no causes.
-#[test]
-fn rows_written_before_causes_still_load() {
-    let (_dir, store) = store();
+fn rows_written_before_causes_still_load<S: Backdoor>(store: &S, reopened: &S) {
     let run = RunId::new();
     let events = vec![
         ev(&run, 1, EventKind::StepStarted { step: 1 }),
@@ -334,11 +331,6 @@ fn rows_written_before_causes_still_load() {
         )
         .as_bytes(),
     );
-    let changed = rusqlite::Connection::open(store.db_path())
-        .unwrap()
-        .execute("UPDATE events SET data = ?1", [&old])
-        .unwrap();
-    assert_eq!(changed, 1);
-    let reopened = trellis_store::SqliteStore::open(store.db_path(), Default::default()).unwrap();
+    assert_eq!(store.set_event_blobs(&old), 1);
     assert_eq!(reopened.load(&run).unwrap(), events);
 }

@@ -5,9 +5,9 @@ use trellis_protocol::{RunId, RunStatus};
 use trellis_store::prelude::*;
 use trellis_store::{Error, RunFilter};
 
-use super::fixtures::{batch, block_on, store};
+use super::fixtures::{batch, block_on};
 
-fn add(store: &trellis_store::SqliteStore, id: &str, status: RunStatus, created: i64) {
+fn add<S: Journal + ?Sized>(store: &S, id: &str, status: RunStatus, created: i64) {
     let run = RunId::from_string(id);
     let mut b = batch(&run, 1, 1);
     b.summary.status = status;
@@ -15,23 +15,22 @@ fn add(store: &trellis_store::SqliteStore, id: &str, status: RunStatus, created:
     block_on(store.append(b)).unwrap();
 }
 
-#[test]
-fn prefixes_resolve_when_unique() {
-    let (_dir, store) = store();
+both!(prefixes_resolve_when_unique);
+fn prefixes_resolve_when_unique<S: RunStore + Journal + ?Sized>(store: &S) {
     add(
-        &store,
+        store,
         "0199aa00000000000000000000000001",
         RunStatus::Running,
         1,
     );
     add(
-        &store,
+        store,
         "0199aa00000000000000000000000002",
         RunStatus::Running,
         2,
     );
     add(
-        &store,
+        store,
         "0199bb00000000000000000000000003",
         RunStatus::Running,
         3,
@@ -73,13 +72,12 @@ fn prefixes_resolve_when_unique() {
     }
 }
 
-#[test]
-fn list_is_newest_first_and_filters() {
-    let (_dir, store) = store();
-    add(&store, "a", RunStatus::Succeeded, 10);
-    add(&store, "b", RunStatus::Running, 30);
-    add(&store, "c", RunStatus::Failed, 20);
-    add(&store, "d", RunStatus::Running, 40);
+both!(list_is_newest_first_and_filters);
+fn list_is_newest_first_and_filters<S: RunStore + Journal + ?Sized>(store: &S) {
+    add(store, "a", RunStatus::Succeeded, 10);
+    add(store, "b", RunStatus::Running, 30);
+    add(store, "c", RunStatus::Failed, 20);
+    add(store, "d", RunStatus::Running, 40);
     let ids = |f: RunFilter| -> Vec<String> {
         store
             .list_runs(&f)
@@ -140,7 +138,7 @@ fn open_existing_creates_nothing_and_opens_what_is_there() {
 
 /// A run whose graph continued (`runContinued`) after `before` other events: its first
 /// graph, then `next`, then `after` more events; the summary names the graph it runs with.
-fn continued_run(store: &trellis_store::SqliteStore, before: u64, after: u64) -> RunId {
+fn continued_run<S: Journal + ?Sized>(store: &S, before: u64, after: u64) -> RunId {
     use serde_json::json;
     use std::sync::Arc;
     use trellis_graph::Batch;
@@ -186,12 +184,15 @@ fn continued_run(store: &trellis_store::SqliteStore, before: u64, after: u64) ->
     run
 }
 
-#[test]
-fn graphs_name_the_first_graph_and_the_one_the_run_continued_with() {
-    let (_dir, store) = store();
+both!(graphs_name_the_first_graph_and_the_one_the_run_continued_with);
+fn graphs_name_the_first_graph_and_the_one_the_run_continued_with<
+    S: RunStore + Journal + ?Sized,
+>(
+    store: &S,
+) {
     // Early (as planning does), and past the first chunk of events read.
     for before in [3, 200] {
-        let run = continued_run(&store, before, 500);
+        let run = continued_run(store, before, 500);
         let g = store.graphs(&run).unwrap();
         assert_eq!(
             (g.graph.as_str(), g.fingerprint.as_str()),

@@ -1,22 +1,23 @@
 //! The tool knowledge graph's tables: executions bump node and edge counts in one
 //! transaction with the caller's confidence formula, descriptions and embeddings are kept
-//! apart from the counts, speculation outcomes list the newest N oldest first.
+//! apart from the counts, speculation outcomes list the newest N oldest first — on both
+//! backends.
 
 use trellis_store::prelude::*;
 use trellis_store::{
     CachedEmbedding, CallOutcome, EdgeObservation, NewSpeculation, NewToolExecution,
-    SpeculationOutcome, StoreOptions, ToolNodeUpsert,
+    SpeculationOutcome, StoreOptions, ToolGraphSnapshot, ToolNodeUpsert,
 };
 
-use super::fixtures::store;
+use super::backends::sqlite;
 
 /// A formula whose value the test can predict: the success share plus a thousandth per
 /// observation.
-fn share(observed: i64, successes: i64) -> f64 {
+pub fn share(observed: i64, successes: i64) -> f64 {
     successes as f64 / observed as f64 + observed as f64 / 1000.0
 }
 
-fn exec(calls: &[(&str, bool)]) -> NewToolExecution {
+pub fn exec(calls: &[(&str, bool)]) -> NewToolExecution {
     let calls: Vec<CallOutcome> = calls
         .iter()
         .map(|(t, ok)| CallOutcome {
@@ -40,9 +41,11 @@ fn exec(calls: &[(&str, bool)]) -> NewToolExecution {
     }
 }
 
-#[test]
-fn executions_bump_counts_and_apply_the_confidence_formula() {
-    let (dir, store) = store();
+/// Learns from three executions and refreshes a description; answers the graph, for the
+/// reopening tests.
+pub fn executions_bump_counts_and_apply_the_confidence_formula(
+    store: &dyn ToolGraphStore,
+) -> ToolGraphSnapshot {
     store
         .upsert_tool_nodes(vec![ToolNodeUpsert {
             tool: "read_file".into(),
@@ -82,7 +85,7 @@ fn executions_bump_counts_and_apply_the_confidence_formula() {
     assert!((e.confidence - share(3, 2)).abs() < 1e-12);
     assert_eq!(snap.edges.len(), 2);
 
-    // Refreshing a description keeps the counts; everything survives reopening.
+    // Refreshing a description keeps the counts.
     store
         .upsert_tool_nodes(vec![ToolNodeUpsert {
             tool: "read_file".into(),
@@ -90,9 +93,6 @@ fn executions_bump_counts_and_apply_the_confidence_formula() {
             description: "Read a text file".into(),
         }])
         .unwrap();
-    drop(store);
-    let store =
-        trellis_store::SqliteStore::open_workspace(dir.path(), StoreOptions::default()).unwrap();
     let snap = store.tool_graph().unwrap();
     let read = snap.nodes.iter().find(|n| n.tool == "read_file").unwrap();
     assert_eq!(
@@ -100,11 +100,21 @@ fn executions_bump_counts_and_apply_the_confidence_formula() {
         (3, "Read a text file")
     );
     assert_eq!(snap.edges.len(), 2);
+    snap
 }
+both!(executions_bump_counts_and_apply_the_confidence_formula);
 
 #[test]
-fn embeddings_are_cached_with_their_embedder_key() {
-    let (_dir, store) = store();
+fn the_tool_graph_survives_reopening() {
+    let (dir, store) = sqlite();
+    let snap = executions_bump_counts_and_apply_the_confidence_formula(&store);
+    drop(store);
+    let store =
+        trellis_store::SqliteStore::open_workspace(dir.path(), StoreOptions::default()).unwrap();
+    assert_eq!(store.tool_graph().unwrap(), snap);
+}
+
+fn embeddings_are_cached_with_their_embedder_key(store: &dyn ToolGraphStore) {
     let cached = |tool: &str, key: &str, vector: Vec<f32>| CachedEmbedding {
         tool: tool.into(),
         embedder: key.into(),
@@ -145,10 +155,9 @@ fn embeddings_are_cached_with_their_embedder_key() {
     let snap = store.tool_graph().unwrap();
     assert_eq!(snap.nodes[1].description, "Read");
 }
+both!(embeddings_are_cached_with_their_embedder_key);
 
-#[test]
-fn speculations_list_the_last_n_oldest_first() {
-    let (_dir, store) = store();
+fn speculations_list_the_last_n_oldest_first(store: &dyn ToolGraphStore) {
     let outcomes = [
         SpeculationOutcome::Used,
         SpeculationOutcome::Wasted,
@@ -180,4 +189,172 @@ fn speculations_list_the_last_n_oldest_first() {
     );
     assert_eq!(last[0].tools, ["read_file", "parse"]);
     assert_eq!(store.speculations(100).unwrap().len(), 4);
+    assert!(store.speculations(0).unwrap().is_empty());
 }
+both!(speculations_list_the_last_n_oldest_first);
+
+fn node<'a>(snap: &'a ToolGraphSnapshot, tool: &str) -> &'a trellis_store::ToolNodeRecord {
+    snap.nodes.iter().find(|n| n.tool == tool).unwrap()
+}
+
+fn upsert(tool: &str, description: &str) -> ToolNodeUpsert {
+    ToolNodeUpsert {
+        tool: tool.into(),
+        server: None,
+        description: description.into(),
+    }
+}
+
+/// Lets the millisecond clock move on, so a new `updated_ms` shows.
+fn tick() {
+    std::thread::sleep(std::time::Duration::from_millis(5));
+}
+
+/// A list naming a tool twice ends as if applied entry by entry: the last description or
+/// embedding stays, and `updated_ms` moves when any entry changed the tool on the way.
+fn lists_naming_a_tool_twice_apply_in_order(store: &dyn ToolGraphStore) {
+    store.upsert_tool_nodes(vec![upsert("a", "x")]).unwrap();
+    let t0 = node(&store.tool_graph().unwrap(), "a").updated_ms;
+    tick();
+    store
+        .upsert_tool_nodes(vec![upsert("a", "x"), upsert("a", "x")])
+        .unwrap();
+    let same = store.tool_graph().unwrap();
+    assert_eq!((node(&same, "a").updated_ms, same.nodes.len()), (t0, 1));
+    tick();
+    store
+        .upsert_tool_nodes(vec![upsert("a", "y"), upsert("b", "b"), upsert("a", "x")])
+        .unwrap();
+    let snap = store.tool_graph().unwrap();
+    let a = node(&snap, "a");
+    assert_eq!(a.description, "x");
+    assert!(a.updated_ms > t0, "{} > {t0}", a.updated_ms);
+    let t1 = a.updated_ms;
+    tick();
+    store.upsert_tool_nodes(vec![upsert("a", "x")]).unwrap();
+    assert_eq!(node(&store.tool_graph().unwrap(), "a").updated_ms, t1);
+    store.upsert_tool_nodes(Vec::new()).unwrap();
+
+    let cached = |key: &str, x: f32| CachedEmbedding {
+        tool: "a".into(),
+        embedder: key.into(),
+        vector: vec![x, -x],
+    };
+    store
+        .set_tool_embeddings(vec![cached("m1", 1.0), cached("m2", 2.0)])
+        .unwrap();
+    assert_eq!(store.tool_embeddings().unwrap(), [cached("m2", 2.0)]);
+    store.set_tool_embeddings(Vec::new()).unwrap();
+}
+both!(lists_naming_a_tool_twice_apply_in_order);
+
+/// Ten times the observations plus the successes: unlike [`share`], easy to tell apart.
+fn tens(observed: i64, successes: i64) -> f64 {
+    (observed * 10 + successes) as f64
+}
+
+/// One batch: a tool called twice in one execution counts twice, an edge observed by two
+/// executions gets the last one's formula applied to its final counts; no executions is
+/// id 0.
+fn a_batch_counts_every_call_and_takes_the_last_formula(store: &dyn ToolGraphStore) {
+    assert_eq!(store.record_tool_executions(Vec::new()).unwrap(), 0);
+    let first = store
+        .record_tool_execution(exec(&[("a", true), ("b", true)]))
+        .unwrap();
+    let mut second = exec(&[("a", true), ("b", false)]);
+    second.confidence = tens;
+    let last = store
+        .record_tool_executions(vec![
+            exec(&[("a", false), ("a", true)]),
+            second,
+            exec(&[("c", true)]),
+        ])
+        .unwrap();
+    assert_eq!(last, first + 3);
+    let snap = store.tool_graph().unwrap();
+    let counts: Vec<(&str, i64, i64, &str)> = snap
+        .nodes
+        .iter()
+        .map(|n| {
+            (
+                n.tool.as_str(),
+                n.calls,
+                n.successes,
+                n.description.as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(counts, [("a", 4, 3, ""), ("b", 2, 1, ""), ("c", 1, 1, "")]);
+    let edges: Vec<(&str, &str, i64, i64, f64)> = snap
+        .edges
+        .iter()
+        .map(|e| {
+            let (f, t) = (e.from.as_str(), e.to.as_str());
+            (f, t, e.observed_count, e.success_count, e.confidence)
+        })
+        .collect();
+    assert_eq!(
+        edges,
+        [("a", "a", 1, 0, share(1, 0)), ("a", "b", 2, 1, tens(2, 1)),]
+    );
+}
+both!(a_batch_counts_every_call_and_takes_the_last_formula);
+
+/// A NaN confidence is refused (SQLite stores a NaN as NULL, which the column refuses),
+/// and the whole batch with it: nothing of it is counted.
+fn a_nan_confidence_fails_the_whole_write(store: &dyn ToolGraphStore) {
+    store
+        .record_tool_execution(exec(&[("a", true), ("b", true)]))
+        .unwrap();
+    let before = store.tool_graph().unwrap();
+    let mut nan = exec(&[("b", true), ("c", true)]);
+    nan.confidence = |_, _| f64::NAN;
+    let err = store
+        .record_tool_executions(vec![exec(&[("a", true), ("b", true)]), nan])
+        .unwrap_err();
+    assert!(!err.to_string().is_empty());
+    assert_eq!(store.tool_graph().unwrap(), before);
+    assert!(
+        store
+            .record_speculation(NewSpeculation {
+                context: "c".into(),
+                tools: vec!["a".into()],
+                confidence: f64::NAN,
+                outcome: SpeculationOutcome::Wasted,
+            })
+            .is_err()
+    );
+    assert!(store.speculations(10).unwrap().is_empty());
+    // The store goes on.
+    let id = store
+        .record_tool_execution(exec(&[("a", true), ("b", true)]))
+        .unwrap();
+    assert!(id > 0);
+}
+both!(a_nan_confidence_fails_the_whole_write);
+
+/// The graph is read from one snapshot: while executions `x → y` are learned one
+/// transaction at a time, every read finds `x`'s calls equal to the edge's observations.
+fn the_graph_is_read_from_one_snapshot(store: &dyn ToolGraphStore) {
+    const LEARNED: usize = 60;
+    std::thread::scope(|s| {
+        let learner = s.spawn(|| {
+            for _ in 0..LEARNED {
+                store
+                    .record_tool_execution(exec(&[("x", true), ("y", true)]))
+                    .unwrap();
+            }
+        });
+        let mut reads = 0;
+        while !learner.is_finished() || reads == 0 {
+            let snap = store.tool_graph().unwrap();
+            let calls = snap.nodes.first().map_or(0, |n| n.calls);
+            let observed = snap.edges.first().map_or(0, |e| e.observed_count);
+            assert_eq!(calls, observed, "{snap:?}");
+            reads += 1;
+        }
+        learner.join().unwrap();
+    });
+    assert_eq!(store.tool_graph().unwrap().nodes[0].calls, LEARNED as i64);
+}
+both!(the_graph_is_read_from_one_snapshot);
