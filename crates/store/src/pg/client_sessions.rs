@@ -8,6 +8,7 @@
 //! keep, is refused by the server and nothing of the call is written.
 
 use tokio_postgres::Row;
+use tokio_postgres::types::{ToSql, Type};
 use trellis_protocol::RunId;
 use trellis_protocol::records::{ClientSession, ClientTurn};
 
@@ -47,65 +48,69 @@ fn turn_row(r: &Row) -> Result<ClientTurn, JobError> {
     })
 }
 
+const UPSERT_SQL: &str = "INSERT INTO client_sessions (id, client, cwd, title, config, created_ms,
+                                  updated_ms)
+     VALUES ($1, $2, $3, $4, $5, $6, $6)
+     ON CONFLICT (id) DO UPDATE SET title = excluded.title, config = excluded.config,
+        updated_ms = excluded.updated_ms
+     RETURNING id, client, cwd, title, config, created_ms, updated_ms";
+
+/// Numbers the turn after its session's last and inserts it; answers its number.
+const INSERT_TURN_SQL: &str =
+    "INSERT INTO client_turns (session, turn, run, request, workflow, plan,
+                                   created_ms)
+     SELECT $1, COALESCE(MAX(turn), 0) + 1, $2, $3, $4, $5, $6 FROM client_turns
+     WHERE session = $1
+     RETURNING turn";
+
 impl ClientSessionStore for PgStore {
     fn put_client_session(&self, s: ClientSession) -> Result<ClientSession> {
         self.write(async move |c| {
-            let sql = format!(
-                "INSERT INTO client_sessions (id, client, cwd, title, config, created_ms,
-                                              updated_ms)
-                 VALUES ($1, $2, $3, $4, $5, $6, $6)
-                 ON CONFLICT (id) DO UPDATE SET title = excluded.title,
-                    config = excluded.config, updated_ms = excluded.updated_ms
-                 RETURNING {SESSION_COLUMNS}"
-            );
-            let row = c
-                .query_one(
-                    &sql,
-                    &[&s.id, &s.client, &s.cwd, &s.title, &s.config, &now_ms()],
-                )
-                .await?;
-            session_row(&row)
+            let now = now_ms();
+            let params: [(&(dyn ToSql + Sync), Type); 6] = [
+                (&s.id, Type::TEXT),
+                (&s.client, Type::TEXT),
+                (&s.cwd, Type::TEXT),
+                (&s.title, Type::TEXT),
+                (&s.config, Type::TEXT),
+                (&now, Type::INT8),
+            ];
+            session_row(&c.query_typed_one(UPSERT_SQL, &params).await?)
         })
     }
 
     fn add_client_turn(&self, t: ClientTurn) -> Result<u32> {
         self.write(async move |c| {
             let now = now_ms();
-            let tx = c.transaction().await?;
-            tx.execute(
-                "SELECT pg_advisory_xact_lock($1, hashtext($2))",
-                &[&TURN_LOCK, &t.session],
-            )
-            .await?;
-            let turn: i64 = tx
-                .query_one(
-                    "SELECT COALESCE(MAX(turn), 0) + 1 FROM client_turns WHERE session = $1",
-                    &[&t.session],
-                )
-                .await?
-                .try_get(0)?;
-            tx.execute(
-                "INSERT INTO client_turns (session, turn, run, request, workflow, plan,
-                                           created_ms)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7)",
-                &[
-                    &t.session,
-                    &turn,
-                    &t.run.as_str(),
-                    &t.request,
-                    &t.workflow,
-                    &t.plan,
-                    &now,
-                ],
-            )
-            .await?;
-            tx.execute(
-                "UPDATE client_sessions SET updated_ms = $2 WHERE id = $1",
-                &[&t.session, &now],
-            )
-            .await?;
-            tx.commit().await?;
-            Ok(u32::try_from(turn).unwrap_or(u32::MAX))
+            let lock: [(&(dyn ToSql + Sync), Type); 2] =
+                [(&TURN_LOCK, Type::INT4), (&t.session, Type::TEXT)];
+            let turn: [(&(dyn ToSql + Sync), Type); 6] = [
+                (&t.session, Type::TEXT),
+                (&t.run.as_str(), Type::TEXT),
+                (&t.request, Type::TEXT),
+                (&t.workflow, Type::TEXT),
+                (&t.plan, Type::TEXT),
+                (&now, Type::INT8),
+            ];
+            let touch: [(&(dyn ToSql + Sync), Type); 2] =
+                [(&t.session, Type::TEXT), (&now, Type::INT8)];
+            // One round trip; a failing statement makes the `COMMIT` a rollback.
+            let (begun, locked, inserted, touched, ended) = futures::join!(
+                c.batch_execute("BEGIN"),
+                c.execute_typed("SELECT pg_advisory_xact_lock($1, hashtext($2))", &lock),
+                c.query_typed_one(INSERT_TURN_SQL, &turn),
+                c.execute_typed(
+                    "UPDATE client_sessions SET updated_ms = $2 WHERE id = $1",
+                    &touch
+                ),
+                c.batch_execute("COMMIT"),
+            );
+            begun?;
+            locked?;
+            let n: i64 = inserted?.try_get(0)?;
+            touched?;
+            ended?;
+            Ok(u32::try_from(n).unwrap_or(u32::MAX))
         })
     }
 
@@ -116,7 +121,7 @@ impl ClientSessionStore for PgStore {
                 "SELECT {SESSION_COLUMNS} FROM client_sessions WHERE client = $1
                  ORDER BY updated_ms DESC, id"
             );
-            c.query(&sql, &[&client])
+            c.query_typed(&sql, &[(&client, Type::TEXT)])
                 .await?
                 .iter()
                 .map(session_row)
@@ -128,7 +133,7 @@ impl ClientSessionStore for PgStore {
         let id = id.to_owned();
         self.read(async move |c| {
             let sql = format!("SELECT {SESSION_COLUMNS} FROM client_sessions WHERE id = $1");
-            c.query_opt(&sql, &[&id])
+            c.query_typed_opt(&sql, &[(&id, Type::TEXT)])
                 .await?
                 .map(|r| session_row(&r))
                 .transpose()
@@ -138,10 +143,10 @@ impl ClientSessionStore for PgStore {
     fn client_turns(&self, session: &str) -> Result<Vec<ClientTurn>> {
         let session = session.to_owned();
         self.read(async move |c| {
-            c.query(
+            c.query_typed(
                 "SELECT session, turn, run, request, workflow, plan, created_ms
                  FROM client_turns WHERE session = $1 ORDER BY turn",
-                &[&session],
+                &[(&session, Type::TEXT)],
             )
             .await?
             .iter()

@@ -1,5 +1,7 @@
 //! Checkpoints of tool DAG executions on PostgreSQL: [`DagCheckpointStore`] for [`PgStore`].
 
+use tokio_postgres::types::{ToSql, Type};
+
 use super::PgStore;
 use crate::DagCheckpointStore;
 use crate::error::Result;
@@ -9,11 +11,14 @@ impl DagCheckpointStore for PgStore {
     fn save_dag_checkpoint(&self, id: &str, state: String) -> Result<()> {
         let id = id.to_owned();
         self.write(async move |c| {
-            c.execute(
+            let now = now_ms();
+            let params: [(&(dyn ToSql + Sync), Type); 3] =
+                [(&id, Type::TEXT), (&state, Type::TEXT), (&now, Type::INT8)];
+            c.execute_typed(
                 "INSERT INTO dag_checkpoints (id, state, updated_ms) VALUES ($1, $2, $3)
                  ON CONFLICT (id) DO UPDATE SET state = excluded.state,
                                                 updated_ms = excluded.updated_ms",
-                &[&id, &state, &now_ms()],
+                &params,
             )
             .await?;
             Ok(())
@@ -24,7 +29,10 @@ impl DagCheckpointStore for PgStore {
         let id = id.to_owned();
         self.read(async move |c| {
             let row = c
-                .query_opt("SELECT state FROM dag_checkpoints WHERE id = $1", &[&id])
+                .query_typed_opt(
+                    "SELECT state FROM dag_checkpoints WHERE id = $1",
+                    &[(&id, Type::TEXT)],
+                )
                 .await?;
             Ok(row.map(|r| r.try_get(0)).transpose()?)
         })
@@ -33,8 +41,11 @@ impl DagCheckpointStore for PgStore {
     fn remove_dag_checkpoint(&self, id: &str) -> Result<()> {
         let id = id.to_owned();
         self.write(async move |c| {
-            c.execute("DELETE FROM dag_checkpoints WHERE id = $1", &[&id])
-                .await?;
+            c.execute_typed(
+                "DELETE FROM dag_checkpoints WHERE id = $1",
+                &[(&id, Type::TEXT)],
+            )
+            .await?;
             Ok(())
         })
     }

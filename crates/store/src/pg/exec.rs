@@ -254,44 +254,6 @@ impl Executor {
         .into()
     }
 
-    /// Queues `f` on `lane` and returns at once, without waiting for it: for writes whose
-    /// caller is answered later (an append answered through its `Commit`). The job keeps its
-    /// place in the lane's order; once it ran, `then` gets its answer on the executor's
-    /// thread (so `then` must not block). When the store is closed the job is not queued and
-    /// this answers [`PgError::Closed`]; `then` is then dropped uncalled, as it is when the
-    /// job panics.
-    pub(crate) fn queue_then<T, F, A>(&self, lane: Lane, f: F, then: A) -> crate::Result<()>
-    where
-        T: Send + 'static,
-        F: AsyncFnOnce(&mut Client) -> Result<T, super::JobError> + Send + 'static,
-        A: FnOnce(crate::Result<T>) + Send + 'static,
-    {
-        let url = self.url.clone();
-        let job: Job = Box::new(move |conn| {
-            Box::pin(async move {
-                // `run` answers through a channel; with room for its one answer it never
-                // blocks.
-                let (reply, answer) = mpsc::sync_channel(1);
-                let client = run(f, conn, reply, url).await;
-                if let Ok(out) = answer.try_recv() {
-                    then(out);
-                }
-                client
-            })
-        });
-        let queue = match lane {
-            Lane::Write => &self.write,
-            Lane::Read => &self.read,
-        };
-        match queue.as_ref().map(|q| q.send(job)) {
-            Some(Ok(())) => Ok(()),
-            _ => Err(PgError::Closed {
-                url: self.url.to_string(),
-            }
-            .into()),
-        }
-    }
-
     /// Closes the queues and waits for the thread to finish the queued jobs.
     fn stop(&mut self) {
         drop(self.write.take());
@@ -325,10 +287,7 @@ where
             return None;
         }
     };
-    let out = f(&mut client).await.map_err(|e| match e {
-        super::JobError::Pg(source) => PgError::query(&url, source).into(),
-        super::JobError::Store(e) => e,
-    });
+    let out = f(&mut client).await.map_err(|e| e.into_error(&url));
     // A caller that stopped waiting is no failure of the job.
     let _ = reply.send(out);
     Some(client)

@@ -1,27 +1,33 @@
-//! Statements sent together: a [`Pipeline`] runs a list of statements on one connection, in
+//! Statements sent together: a [`Pipeline`] runs a list of statements on one connection in
 //! order, sending each before the previous one answered.
 //!
 //! tokio-postgres sends a request when its future is first polled and pipelines the requests
-//! of futures polled together, so the server runs them in the order they were first polled.
-//! [`Pipeline::run`] polls in list order: a write of N statements costs two round trips — one
-//! preparing its distinct statements, one running them — where awaiting each costs 2N (a
-//! statement given as text is prepared, then run). Inside a transaction a failing statement
-//! aborts it, and every later one fails too; [`Pipeline::run`] answers the first failure.
+//! of futures polled together: the server runs them in the order they were first polled.
+//! [`in_order`] polls in list order, and each statement goes out typed
+//! (`execute_typed`: parsed, bound and run in one message, no statement prepared), so a
+//! write of N statements costs one round trip where awaiting each costs N. Inside a
+//! transaction a failing statement aborts it and every later one fails too;
+//! [`Pipeline::run`] answers the first failure.
 
 use std::borrow::Cow;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::Poll;
 
-use tokio_postgres::types::ToSql;
-use tokio_postgres::{Statement, Transaction};
+use tokio_postgres::Client;
+use tokio_postgres::types::{ToSql, Type};
 
-/// A statement's parameter, owned by the pipeline or borrowed for its life.
-pub(crate) type Param<'a> = Box<dyn ToSql + Sync + 'a>;
+/// A statement's parameter and its type, owned by the pipeline or borrowed for its life.
+pub(crate) type Param<'a> = (Box<dyn ToSql + Sync + 'a>, Type);
 
-/// `value` as a [`Param`].
-pub(crate) fn param<'a>(value: impl ToSql + Sync + 'a) -> Param<'a> {
-    Box::new(value)
+/// A `BIGINT` parameter.
+pub(crate) fn int<'a>(v: i64) -> Param<'a> {
+    (Box::new(v), Type::INT8)
+}
+
+/// A `TEXT` parameter (NULL when `None`).
+pub(crate) fn text<'a>(v: Option<Cow<'a, str>>) -> Param<'a> {
+    (Box::new(v), Type::TEXT)
 }
 
 /// Statements to run in order, with their parameters.
@@ -41,48 +47,19 @@ impl<'a> Pipeline<'a> {
         self.statements.len()
     }
 
-    /// Runs the statements in order inside `tx`; answers the index of the first one that
-    /// failed (preparing or running) and its error.
-    pub(crate) async fn run(
-        &self,
-        tx: &Transaction<'_>,
-    ) -> Result<(), (usize, tokio_postgres::Error)> {
-        // Each distinct text is prepared once.
-        let mut texts: Vec<&str> = Vec::new();
-        let mut text_of = Vec::with_capacity(self.statements.len());
-        for (sql, _) in &self.statements {
-            let i = match texts.iter().position(|t| t == sql) {
-                Some(i) => i,
-                None => {
-                    texts.push(sql);
-                    texts.len() - 1
-                }
-            };
-            text_of.push(i);
-        }
-        let mut prepared: Vec<Statement> = Vec::with_capacity(texts.len());
-        for (i, p) in in_order(texts.iter().map(|t| tx.prepare(t)))
-            .await
-            .into_iter()
-            .enumerate()
-        {
-            match p {
-                Ok(statement) => prepared.push(statement),
-                Err(e) => {
-                    let first_use = text_of.iter().position(|t| *t == i).unwrap_or(0);
-                    return Err((first_use, e));
-                }
-            }
-        }
-        let params: Vec<Vec<&(dyn ToSql + Sync)>> = self
+    /// Runs the statements in order on `client` (sent behind whatever was sent before);
+    /// answers the index of the first one that failed, and its error.
+    pub(crate) async fn run(&self, client: &Client) -> Result<(), (usize, tokio_postgres::Error)> {
+        let params: Vec<Vec<(&(dyn ToSql + Sync), Type)>> = self
             .statements
             .iter()
-            .map(|(_, ps)| ps.iter().map(|p| &**p as &(dyn ToSql + Sync)).collect())
+            .map(|(_, ps)| ps.iter().map(|(v, t)| (&**v, t.clone())).collect())
             .collect();
-        let runs = text_of
+        let runs = self
+            .statements
             .iter()
             .zip(&params)
-            .map(|(t, ps)| tx.execute(&prepared[*t], ps));
+            .map(|((sql, _), ps)| client.execute_typed(sql, ps));
         match in_order(runs)
             .await
             .into_iter()
@@ -97,7 +74,7 @@ impl<'a> Pipeline<'a> {
 
 /// Awaits `futures` together, polling them in order (so the requests they send go out in
 /// order); answers their outputs in order.
-async fn in_order<F: Future>(futures: impl IntoIterator<Item = F>) -> Vec<F::Output> {
+pub(crate) async fn in_order<F: Future>(futures: impl IntoIterator<Item = F>) -> Vec<F::Output> {
     let mut futures: Vec<Pin<Box<F>>> = futures.into_iter().map(Box::pin).collect();
     let mut outputs: Vec<Option<F::Output>> = futures.iter().map(|_| None).collect();
     std::future::poll_fn(|cx| {

@@ -9,40 +9,29 @@
 //! may carry one (a tool printing a binary file): refusing it would fail the whole batch and
 //! lose every event in it. So the event itself is stored exactly (its body is JSON, where a
 //! NUL is the escape `\u0000`), and only its copy in the session tables has each NUL replaced
-//! by U+FFFD (the replacement character): [`SessionStore::turns`] and
-//! [`SessionStore::sessions`] answer `\u{FFFD}` where SQLite answers `\0`, and the stream
-//! ([`crate::StreamStore::stream_events`]) answers the text as appended. Ids are not
-//! replaced but refused: a batch whose stream id (a session id) or submission id holds a NUL
-//! fails with [`crate::Error::BadStreamEvent`] before it is sent.
+//! by U+FFFD, the replacement character (as a run's summary does, `super::runs::text`):
+//! [`SessionStore::turns`] and [`SessionStore::sessions`] answer `\u{FFFD}` where SQLite
+//! answers `\0`, and the stream ([`crate::StreamStore::stream_events`]) answers the text as
+//! appended. Ids are not replaced but refused: a batch whose stream id (a session id) or
+//! submission id holds a NUL fails with [`crate::Error::BadStreamEvent`] before it is sent,
+//! and reading such an id finds nothing, as on SQLite where nothing was appended to it.
+//!
+//! Reads are typed statements (`query_typed`: one round trip each); a session's turns are
+//! read in one snapshot, its four queries and their transaction sent together.
 
-use std::borrow::Cow;
-
-use tokio_postgres::{IsolationLevel, Row};
+use tokio_postgres::types::{ToSql, Type};
+use tokio_postgres::{Client, Row};
 use trellis_protocol::SessionId;
 use trellis_protocol::records::{SessionFilter, SessionRecord, TurnRecord};
 
-use super::pipeline::{Param, Pipeline, param};
+use super::pipeline::{Param, Pipeline, int, text};
+use super::runs::{self, storable};
 use super::{JobError, PgStore};
 use crate::SessionStore;
 use crate::error::{Error, Result};
 use crate::session_rows::{
     BadValue, RowChange, SESSION_COLUMNS, SessionRow, SqlValue, ToolRow, TurnRow, Turns,
 };
-
-/// `text` as PostgreSQL can hold it: each NUL replaced by U+FFFD (see the module docs).
-pub(crate) fn nul_free(text: &str) -> Cow<'_, str> {
-    if text.contains('\0') {
-        Cow::Owned(text.replace('\0', "\u{FFFD}"))
-    } else {
-        Cow::Borrowed(text)
-    }
-}
-
-/// Whether `id` can be stored at all: one holding a NUL is refused when appended, so reads
-/// of it find nothing (as on SQLite, where nothing was appended to it either).
-pub(crate) fn storable(id: &str) -> bool {
-    !id.contains('\0')
-}
 
 /// A shared statement's SQL as PostgreSQL writes it: `$N` for `?N`.
 fn dollars(sql: &str) -> String {
@@ -52,8 +41,8 @@ fn dollars(sql: &str) -> String {
 /// A shared statement's parameter, its text as PostgreSQL can hold it.
 fn bind(value: SqlValue<'_>) -> Param<'_> {
     match value {
-        SqlValue::Int(v) => param(v),
-        SqlValue::Text(s) => param(s.map(nul_free)),
+        SqlValue::Int(v) => int(v),
+        SqlValue::Text(s) => text(s.map(runs::text)),
     }
 }
 
@@ -107,41 +96,34 @@ fn session_row(r: &Row, url: &str) -> Result<SessionRecord, JobError> {
     .map_err(|e| damaged(url, "a sessions row", e))
 }
 
-/// A session's turns, read in one snapshot (the four queries sent together).
-async fn read_turns(
-    c: &mut tokio_postgres::Client,
-    id: &str,
-    url: &str,
-) -> Result<Vec<TurnRecord>, JobError> {
-    let tx = c
-        .build_transaction()
-        .isolation_level(IsolationLevel::RepeatableRead)
-        .read_only(true)
-        .start()
-        .await?;
-    let id: &[&(dyn tokio_postgres::types::ToSql + Sync)] = &[&id];
-    let (turn_rows, messages, thoughts, tools) = tokio::try_join!(
-        tx.query(
-            "SELECT turn, attempt, status, started_ms, finished_ms, prompt_tokens,
-                    completion_tokens, message, error
-             FROM turns WHERE session = $1",
-            id,
-        ),
-        tx.query(
-            "SELECT turn, role, text FROM turn_messages WHERE session = $1 ORDER BY id",
-            id,
-        ),
-        tx.query(
-            "SELECT turn, text FROM turn_thoughts WHERE session = $1",
-            id
-        ),
-        tx.query(
-            "SELECT turn, call_id, name, input, output, status, started_ms, duration_ms
-             FROM turn_tools WHERE session = $1 ORDER BY id",
-            id,
-        ),
-    )?;
-    tx.commit().await?;
+const TURNS_SQL: &str = "SELECT turn, attempt, status, started_ms, finished_ms, prompt_tokens,
+            completion_tokens, message, error
+     FROM turns WHERE session = $1";
+
+const MESSAGES_SQL: &str =
+    "SELECT turn, role, text FROM turn_messages WHERE session = $1 ORDER BY id";
+
+const THOUGHTS_SQL: &str = "SELECT turn, text FROM turn_thoughts WHERE session = $1";
+
+const TOOLS_SQL: &str = "SELECT turn, call_id, name, input, output, status, started_ms, duration_ms
+     FROM turn_tools WHERE session = $1 ORDER BY id";
+
+/// A session's turns, read in one snapshot: the transaction and its four queries are sent
+/// together (one round trip).
+async fn read_turns(c: &Client, id: &str, url: &str) -> Result<Vec<TurnRecord>, JobError> {
+    let p: &[(&(dyn ToSql + Sync), Type)] = &[(&id, Type::TEXT)];
+    let (begun, turn_rows, messages, thoughts, tools, ended) = futures::join!(
+        c.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"),
+        c.query_typed(TURNS_SQL, p),
+        c.query_typed(MESSAGES_SQL, p),
+        c.query_typed(THOUGHTS_SQL, p),
+        c.query_typed(TOOLS_SQL, p),
+        // After a failed query this ends the aborted transaction (a rollback).
+        c.batch_execute("COMMIT"),
+    );
+    begun?;
+    let (turn_rows, messages, thoughts, tools) = (turn_rows?, messages?, thoughts?, tools?);
+    ended?;
     let mut turns = Turns::default();
     for r in &turn_rows {
         let row = TurnRow {
@@ -190,43 +172,34 @@ async fn read_turns(
 
 impl SessionStore for PgStore {
     fn sessions(&self, filter: &SessionFilter) -> Result<Vec<SessionRecord>> {
-        let run = filter.run.as_ref().map(|r| r.as_str());
-        if !run
-            .into_iter()
-            .chain(filter.channel.as_deref())
-            .all(storable)
-        {
+        let run = filter.run.as_ref().map(|r| r.as_str().to_owned());
+        let channel = filter.channel.clone();
+        if !run.iter().chain(&channel).all(|s| storable(s)) {
             return Ok(Vec::new());
         }
-        let mut clauses = Vec::new();
-        let mut values: Vec<Option<String>> = Vec::new();
-        if let Some(run) = &filter.run {
-            values.push(Some(run.as_str().to_owned()));
-            clauses.push(format!("run = ${}", values.len()));
-        }
-        if let Some(channel) = &filter.channel {
-            values.push(Some(channel.clone()));
-            clauses.push(format!("channel = ${}", values.len()));
-        }
-        let filter_sql = if clauses.is_empty() {
-            String::new()
-        } else {
-            format!("WHERE {}", clauses.join(" AND "))
-        };
         let limit = filter.limit.map(|l| i64::try_from(l).unwrap_or(i64::MAX));
-        let sql = format!(
-            "SELECT {SESSION_COLUMNS} FROM sessions {filter_sql}
-             ORDER BY created_ms DESC, id DESC LIMIT ${}",
-            values.len() + 1
-        );
         let url = self.url.clone();
         self.read(async move |c| {
-            let mut params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = Vec::new();
-            for v in &values {
-                params.push(v);
+            let mut clauses = Vec::new();
+            let mut params: Vec<(&(dyn ToSql + Sync), Type)> = Vec::new();
+            for (column, value) in [("run", &run), ("channel", &channel)] {
+                if let Some(v) = value {
+                    params.push((v, Type::TEXT));
+                    clauses.push(format!("{column} = ${}", params.len()));
+                }
             }
-            params.push(&limit);
-            let rows = c.query(&sql, &params).await?;
+            params.push((&limit, Type::INT8));
+            let filter_sql = if clauses.is_empty() {
+                String::new()
+            } else {
+                format!("WHERE {}", clauses.join(" AND "))
+            };
+            let sql = format!(
+                "SELECT {SESSION_COLUMNS} FROM sessions {filter_sql}
+                 ORDER BY created_ms DESC, id DESC LIMIT ${}",
+                params.len()
+            );
+            let rows = c.query_typed(&sql, &params).await?;
             rows.iter().map(|r| session_row(r, &url)).collect()
         })
     }
@@ -234,16 +207,16 @@ impl SessionStore for PgStore {
     fn session(&self, id: &SessionId) -> Result<SessionRecord> {
         let key = id.as_str().to_owned();
         let url = self.url.clone();
-        let found = if !storable(&key) {
-            None
-        } else {
+        let found = if storable(&key) {
             self.read(async move |c| {
                 let sql = format!("SELECT {SESSION_COLUMNS} FROM sessions WHERE id = $1");
-                c.query_opt(&sql, &[&key])
+                c.query_typed_opt(&sql, &[(&key, Type::TEXT)])
                     .await?
                     .map(|r| session_row(&r, &url))
                     .transpose()
             })?
+        } else {
+            None
         };
         found.ok_or_else(|| Error::NotFound {
             what: "session",

@@ -29,13 +29,15 @@ use std::sync::Arc;
 
 use tokio_postgres::Client;
 use tokio_postgres::error::SqlState;
+use tokio_postgres::types::{ToSql, Type};
 use trellis_graph::{Commit, JournalError};
-use trellis_protocol::{Event, RunId, ServiceEvent, StreamId, SubmissionId};
+use trellis_protocol::{ServiceEvent, StreamId, SubmissionId};
 
-use super::exec::Lane;
-use super::pipeline::{Pipeline, param};
-use super::sessions::{self, storable};
-use super::{JobError, PgStore};
+use super::error::PgError;
+use super::journal::CommitCount;
+use super::pipeline::{Pipeline, int, text};
+use super::runs::{self, storable};
+use super::{JobError, PgStore, sessions};
 use crate::StreamStore;
 use crate::error::{Error, Result};
 use crate::ops::to_i64;
@@ -65,44 +67,36 @@ fn check_ids(batch: &[Encoded]) -> Result<()> {
 }
 
 /// The last stored seq of each of `keys`' streams (0 when empty).
-async fn last_seqs(
-    tx: &tokio_postgres::Transaction<'_>,
-    keys: &[&str],
-) -> Result<Vec<(String, u64)>, tokio_postgres::Error> {
-    let rows = tx
-        .query(
-            "SELECT k, (SELECT seq FROM stream_events WHERE stream = k ORDER BY seq DESC LIMIT 1)
-             FROM unnest($1::text[]) AS k",
-            &[&keys],
-        )
-        .await?;
-    rows.iter()
-        .map(|r| {
-            let last: Option<i64> = r.try_get(1)?;
-            Ok((
-                r.try_get(0)?,
-                last.map_or(0, |s| u64::try_from(s).unwrap_or(0)),
-            ))
-        })
-        .collect()
+const LAST_SEQS_SQL: &str =
+    "SELECT k, (SELECT seq FROM stream_events WHERE stream = k ORDER BY seq DESC LIMIT 1)
+     FROM unnest($1::text[]) AS k";
+
+/// The last stored seq of a service stream.
+const LAST_SEQ_SQL: &str =
+    "SELECT seq FROM stream_events WHERE stream = $1 ORDER BY seq DESC LIMIT 1";
+
+const INSERT_SQL: &str = "INSERT INTO stream_events (stream, seq, ts, submission, data)
+     VALUES ($1, $2, $3, $4, $5)";
+
+const READ_SQL: &str = "SELECT seq, ts, submission, data FROM stream_events
+     WHERE stream = $1 AND seq >= $2 ORDER BY seq LIMIT $3";
+
+/// A stored seq (never negative).
+fn seq(v: Option<i64>) -> u64 {
+    v.map_or(0, |s| u64::try_from(s).unwrap_or(0))
 }
 
 /// The last stored seq of a service stream (0 when empty).
 async fn last_seq(c: &Client, key: &str) -> Result<u64, tokio_postgres::Error> {
     let row = c
-        .query_opt(
-            "SELECT seq FROM stream_events WHERE stream = $1 ORDER BY seq DESC LIMIT 1",
-            &[&key],
-        )
+        .query_typed_opt(LAST_SEQ_SQL, &[(&key, Type::TEXT)])
         .await?;
-    Ok(match row {
-        Some(r) => u64::try_from(r.try_get::<_, i64>(0)?).unwrap_or(0),
-        None => 0,
-    })
+    Ok(seq(row.map(|r| r.try_get(0)).transpose()?))
 }
 
-/// Writes one batch in a transaction of its own (the write lane's job).
-async fn append(c: &mut Client, batch: &[Encoded], url: &str) -> Result<(), JobError> {
+/// Writes one batch in a transaction of its own (the write lane's job): its `BEGIN` and the
+/// read of its streams' last seqs sent together, then its statements, then `COMMIT`.
+async fn append(c: &Client, batch: &[Encoded], url: &str) -> Result<(), JobError> {
     let location = Path::new(url);
     let mut keys: Vec<&str> = Vec::new();
     for enc in batch {
@@ -110,11 +104,26 @@ async fn append(c: &mut Client, batch: &[Encoded], url: &str) -> Result<(), JobE
             keys.push(&enc.key);
         }
     }
-    let tx = c.transaction().await?;
-    let stored = last_seqs(&tx, &keys).await?;
-    check_seqs(batch, location, |key| {
-        Ok(stored.iter().find(|(k, _)| k == key).map_or(0, |(_, s)| *s))
-    })?;
+    let lasts: [(&(dyn ToSql + Sync), Type); 1] = [(&keys, Type::TEXT_ARRAY)];
+    let (begun, rows) = futures::join!(
+        c.batch_execute("BEGIN"),
+        c.query_typed(LAST_SEQS_SQL, &lasts)
+    );
+    begun.map_err(|e| Error::from(PgError::transaction(url, e)))?;
+    let checked = rows.map_err(JobError::from).and_then(|rows| {
+        let stored = rows
+            .iter()
+            .map(|r| Ok((r.try_get::<_, String>(0)?, seq(r.try_get(1)?))))
+            .collect::<Result<Vec<_>, tokio_postgres::Error>>()?;
+        check_seqs(batch, location, |key| {
+            Ok(stored.iter().find(|(k, _)| k == key).map_or(0, |(_, s)| *s))
+        })
+        .map_err(JobError::from)
+    });
+    if let Err(e) = checked {
+        c.batch_execute("ROLLBACK").await?;
+        return Err(e);
+    }
     let writes: Vec<Write<'_>> = writes(batch).collect();
     let mut p = Pipeline::default();
     // The event each `stream_events` insert writes, by its index in the pipeline.
@@ -124,28 +133,28 @@ async fn append(c: &mut Client, batch: &[Encoded], url: &str) -> Result<(), JobE
             Write::Event(enc) => {
                 let e = &enc.event;
                 inserts.push((p.len(), enc));
+                let submission = e.submission.as_ref().map(|s| s.as_str().into());
                 p.push(
-                    "INSERT INTO stream_events (stream, seq, ts, submission, data)
-                     VALUES ($1, $2, $3, $4, $5)",
+                    INSERT_SQL,
                     vec![
-                        param(enc.key.as_str()),
-                        param(to_i64(e.seq)),
-                        param(e.ts),
-                        param(e.submission.as_ref().map(SubmissionId::as_str)),
-                        param(enc.data.as_str()),
+                        text(Some(enc.key.as_str().into())),
+                        int(to_i64(e.seq)),
+                        int(e.ts),
+                        text(submission),
+                        text(Some(enc.data.as_str().into())),
                     ],
                 );
             }
             Write::Session(id, change) => sessions::push_change(&mut p, id.as_str(), change),
         }
     }
-    let failed = p.run(&tx).await.err();
-    drop(p);
-    let Some((at, e)) = failed else {
-        tx.commit().await?;
-        return Ok(());
+    let Err((at, e)) = p.run(c).await else {
+        return c
+            .batch_execute("COMMIT")
+            .await
+            .map_err(|e| Error::from(PgError::transaction(url, e)).into());
     };
-    tx.rollback().await?;
+    c.batch_execute("ROLLBACK").await?;
     // Another process appended the same seq first (see the module docs).
     match inserts.iter().find(|(i, _)| *i == at) {
         Some((_, enc)) if e.code() == Some(&SqlState::UNIQUE_VIOLATION) => {
@@ -160,43 +169,30 @@ async fn append(c: &mut Client, batch: &[Encoded], url: &str) -> Result<(), JobE
     }
 }
 
-/// A run's events with `from <= seq <= to`, in seq order (none when the run is unknown).
-async fn run_events(
-    c: &Client,
-    run: &RunId,
-    from: u64,
-    to: u64,
-    url: &str,
-) -> Result<Vec<Event>, JobError> {
-    // Keys run from `rk << 32 | 0`; a batch starting before `from` may reach into it.
-    let rows = c
-        .query(
-            "SELECT e.key & 4294967295, e.last_seq, e.data
-             FROM runs r JOIN events e ON e.key BETWEEN r.rk << 32 AND (r.rk << 32) | $2
-             WHERE r.id = $1 AND e.last_seq >= $3 ORDER BY e.key",
-            &[
-                &run.as_str(),
-                &i64::from(u32::try_from(to).unwrap_or(u32::MAX)),
-                &to_i64(from),
-            ],
-        )
-        .await?;
-    let mut out = Vec::new();
-    for r in &rows {
-        let first_seq = u64::try_from(r.try_get::<_, i64>(0)?).unwrap_or(0);
-        let last_seq = u64::try_from(r.try_get::<_, i64>(1)?).unwrap_or(0);
-        let batch =
-            crate::codec::decode(run, first_seq, last_seq, r.try_get(2)?).map_err(|detail| {
-                Error::Corrupt {
-                    path: Path::new(url).to_owned(),
-                    run: run.to_string(),
-                    first_seq,
-                    detail,
-                }
-            })?;
-        out.extend(batch.into_iter().filter(|e| e.seq >= from && e.seq <= to));
+/// The write lane's job for one batch: writes it, counts it, answers its commit.
+async fn append_job(
+    conn: Result<&mut Client, crate::Error>,
+    batch: Vec<Encoded>,
+    url: Arc<str>,
+    count: CommitCount,
+    ack: tokio::sync::oneshot::Sender<Result<(), JournalError>>,
+) {
+    let written = match conn {
+        Ok(c) => append(c, &batch, &url)
+            .await
+            .map_err(|e| e.into_error(&url)),
+        Err(e) => Err(e),
+    };
+    match &written {
+        Ok(()) => count.stream_batch(batch.len()),
+        // No connection, or a transaction that could not begin or commit (a refused batch
+        // is rolled back, as a savepoint is on SQLite: no failed commit).
+        Err(crate::Error::Postgres(
+            PgError::Transaction { .. } | PgError::Connect { .. } | PgError::Closed { .. },
+        )) => count.failed(),
+        Err(_) => {}
     }
-    Ok(out)
+    let _ = ack.send(written.map_err(JournalError::from));
 }
 
 impl StreamStore for PgStore {
@@ -209,14 +205,13 @@ impl StreamStore for PgStore {
                 return commit;
             }
         };
-        let url: Arc<str> = self.url.clone();
+        let url = self.url.clone();
+        let count = self.journal.commit_count(true);
         // When the store is closed the job and `ack` are dropped: the commit resolves to
         // `JournalError::Closed`.
-        let _ = self.exec.queue_then(
-            Lane::Write,
-            async move |c| append(c, &batch, &url).await,
-            move |r: Result<()>| drop(ack.send(r.map_err(JournalError::from))),
-        );
+        let _ = self
+            .exec
+            .post_write(async move |conn| append_job(conn, batch, url, count, ack).await);
         commit
     }
 
@@ -229,24 +224,23 @@ impl StreamStore for PgStore {
         let Some(Range { from, to, limit }) = Range::after(after_seq, limit) else {
             return Ok(Vec::new());
         };
-        if !storable(&stream.key()) {
+        if let StreamId::Run(run) = stream {
+            let events = self.read_events(run, from, to)?.unwrap_or_default();
+            return Ok(events.into_iter().map(run_service_event).collect());
+        }
+        let key = stream.key();
+        if !storable(&key) {
             return Ok(Vec::new());
         }
-        let stream = stream.clone();
-        let url = self.url.clone();
+        let (stream, url) = (stream.clone(), self.url.clone());
         self.read(async move |c| {
-            if let StreamId::Run(run) = &stream {
-                let events = run_events(c, run, from, to, &url).await?;
-                return Ok(events.into_iter().map(run_service_event).collect());
-            }
-            let key = stream.key();
-            let rows = c
-                .query(
-                    "SELECT seq, ts, submission, data FROM stream_events
-                     WHERE stream = $1 AND seq >= $2 ORDER BY seq LIMIT $3",
-                    &[&key, &to_i64(from), &limit.map(to_i64)],
-                )
-                .await?;
+            let (from, limit) = (to_i64(from), limit.map(to_i64));
+            let params: [(&(dyn ToSql + Sync), Type); 3] = [
+                (&key, Type::TEXT),
+                (&from, Type::INT8),
+                (&limit, Type::INT8),
+            ];
+            let rows = c.query_typed(READ_SQL, &params).await?;
             let location = Path::new(&*url);
             let mut out = Vec::with_capacity(rows.len());
             for r in &rows {
@@ -265,21 +259,25 @@ impl StreamStore for PgStore {
     }
 
     fn stream_last_seq(&self, stream: &StreamId) -> Result<u64> {
-        if !storable(&stream.key()) {
+        let key = match stream {
+            StreamId::Run(run) if runs::storable(run.as_str()) => run.as_str().to_owned(),
+            _ => stream.key(),
+        };
+        if !storable(&key) {
             return Ok(0);
         }
-        let stream = stream.clone();
-        self.read(async move |c| match &stream {
-            StreamId::Run(run) => {
-                let row = c
-                    .query_opt("SELECT last_seq FROM runs WHERE id = $1", &[&run.as_str()])
-                    .await?;
-                Ok(match row {
-                    Some(r) => u64::try_from(r.try_get::<_, i64>(0)?).unwrap_or(0),
-                    None => 0,
-                })
+        let is_run = matches!(stream, StreamId::Run(_));
+        self.read(async move |c| {
+            if !is_run {
+                return Ok(last_seq(c, &key).await?);
             }
-            _ => Ok(last_seq(c, &stream.key()).await?),
+            let row = c
+                .query_typed_opt(
+                    "SELECT last_seq FROM runs WHERE id = $1",
+                    &[(&key, Type::TEXT)],
+                )
+                .await?;
+            Ok(seq(row.map(|r| r.try_get(0)).transpose()?))
         })
     }
 }
