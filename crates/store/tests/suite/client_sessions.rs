@@ -1,6 +1,5 @@
 //! Client sessions (an editor's ACP sessions): recorded, listed newest first, their turns
-//! numbered, all of it still there after the store is reopened (on PostgreSQL: seen by
-//! another process, in `pg_streams`).
+//! numbered, seen by another process, all of it still there after the store is reopened.
 
 use trellis_protocol::RunId;
 use trellis_store::prelude::*;
@@ -31,7 +30,7 @@ fn turn(session: &str, run: &str, request: &str) -> ClientTurn {
 }
 
 /// Records two sessions and two turns of the first, then renames it.
-pub fn record(store: &dyn ClientSessionStore) {
+fn record(store: &dyn ClientSessionStore) {
     let a = store.put_client_session(session("ses-a", "/w")).unwrap();
     assert!(a.created_ms > 0);
     assert_eq!(a.created_ms, a.updated_ms);
@@ -60,7 +59,7 @@ pub fn record(store: &dyn ClientSessionStore) {
 }
 
 /// Reads back what [`record`] recorded.
-pub fn read_back(store: &dyn ClientSessionStore) {
+fn read_back(store: &dyn ClientSessionStore) {
     let list = store.client_sessions("acp").unwrap();
     let ids: Vec<&str> = list.iter().map(|s| s.id.as_str()).collect();
     assert_eq!(
@@ -86,6 +85,15 @@ fn sessions_and_turns_read_back(store: &dyn ClientSessionStore) {
     read_back(store);
 }
 both!(sessions_and_turns_read_back);
+
+fn sessions_and_turns_are_seen_by_another_store(
+    a: &dyn ClientSessionStore,
+    b: &dyn ClientSessionStore,
+) {
+    record(a);
+    read_back(b);
+}
+two!(sessions_and_turns_are_seen_by_another_store);
 
 #[test]
 fn sessions_and_turns_survive_reopening() {

@@ -7,7 +7,7 @@ use trellis_store::{SqliteStore, StoreOptions};
 const ID: &str = "run:node:call_1";
 
 /// Saves a checkpoint twice: the second replaces the first.
-pub fn save(store: &dyn DagCheckpointStore) {
+fn save(store: &dyn DagCheckpointStore) {
     assert_eq!(store.dag_checkpoint(ID).unwrap(), None);
     store
         .save_dag_checkpoint(ID, r#"{"done":1}"#.into())
@@ -18,7 +18,7 @@ pub fn save(store: &dyn DagCheckpointStore) {
 }
 
 /// Reads back what [`save`] saved, then removes it.
-pub fn read_and_remove(store: &dyn DagCheckpointStore) {
+fn read_and_remove(store: &dyn DagCheckpointStore) {
     assert_eq!(
         store.dag_checkpoint(ID).unwrap().as_deref(),
         Some(r#"{"done":2}"#)
@@ -36,8 +36,17 @@ fn dag_checkpoints_are_saved_replaced_and_removed(store: &dyn DagCheckpointStore
 }
 both!(dag_checkpoints_are_saved_replaced_and_removed);
 
+fn dag_checkpoints_are_seen_by_another_store(
+    a: &dyn DagCheckpointStore,
+    b: &dyn DagCheckpointStore,
+) {
+    save(a);
+    read_and_remove(b);
+}
+two!(dag_checkpoints_are_seen_by_another_store);
+
 #[test]
-fn dag_checkpoints_are_kept_across_processes() {
+fn dag_checkpoints_are_kept_across_reopening() {
     let dir = tempfile::tempdir().unwrap();
     let store = SqliteStore::open_workspace(dir.path(), StoreOptions::default()).unwrap();
     save(&store);

@@ -9,8 +9,7 @@ use std::time::{Duration, Instant};
 
 use trellis_graph::Commit;
 use trellis_protocol::{
-    RunId, ServiceEventBody, SessionEvent, SessionId, SessionOwner, StreamId, SubmissionId,
-    WorkspaceEvent,
+    RunId, ServiceEventBody, SessionEvent, SessionId, StreamId, SubmissionId, WorkspaceEvent,
 };
 use trellis_store::pg::PgStore;
 use trellis_store::prelude::*;
@@ -18,6 +17,7 @@ use trellis_store::{ClientSession, ClientTurn, Error};
 
 use super::fixtures::{block_on, session_batch, sev};
 use super::pg_support::{cluster, connect};
+use super::streams::started;
 
 /// A transaction of `store`'s (its own connection) holding what `sql` locks until
 /// [`Held::release`].
@@ -86,24 +86,6 @@ fn pending(commit: &mut std::pin::Pin<&mut Commit>) -> bool {
         .is_pending()
 }
 
-fn started(text: &str) -> Vec<SessionEvent> {
-    vec![
-        SessionEvent::SessionStarted {
-            owner: SessionOwner::Channel {
-                channel: "general".into(),
-            },
-        },
-        SessionEvent::TurnStarted {
-            turn: 1,
-            attempt: 0,
-        },
-        SessionEvent::MessageDelta {
-            turn: 1,
-            text: text.into(),
-        },
-    ]
-}
-
 #[test]
 fn two_stores_racing_for_the_same_seqs_do_not_both_succeed() {
     let cluster = cluster();
@@ -146,38 +128,6 @@ fn two_stores_racing_for_the_same_seqs_do_not_both_succeed() {
     }];
     block_on(loser.append_stream(session_batch(&id, 4, again))).unwrap();
     assert_eq!(a.turns(&id).unwrap()[0].text, format!("{winner} and more"));
-}
-
-#[test]
-fn a_second_store_sees_and_continues_what_the_first_wrote() {
-    let cluster = cluster();
-    let db = cluster.database();
-    let (a, b) = (connect(&db), connect(&db));
-    let id = SessionId::from_string("ses-shared");
-    let stream = StreamId::Session(id.clone());
-    block_on(a.append_stream(session_batch(&id, 1, started("hello")))).unwrap();
-    assert_eq!(b.stream_last_seq(&stream).unwrap(), 3);
-    assert_eq!(b.turns(&id).unwrap()[0].text, "hello");
-    let more = |text: &str| {
-        vec![SessionEvent::MessageDelta {
-            turn: 1,
-            text: text.into(),
-        }]
-    };
-    block_on(b.append_stream(session_batch(&id, 4, more(", world")))).unwrap();
-    // A's seq 4 comes too late: refused by the seq check, as within one process.
-    let err = block_on(a.append_stream(session_batch(&id, 4, more(" late"))))
-        .unwrap_err()
-        .to_string();
-    assert!(err.contains("got seq 4 after seq 4"), "{err}");
-    assert_eq!(a.turns(&id).unwrap()[0].text, "hello, world");
-    assert_eq!(a.stream_events(&stream, 0, None).unwrap().len(), 4);
-
-    // Client sessions and DAG checkpoints too.
-    super::client_sessions::record(&a);
-    super::client_sessions::read_back(&b);
-    super::dag_checkpoints::save(&a);
-    super::dag_checkpoints::read_and_remove(&b);
 }
 
 #[test]

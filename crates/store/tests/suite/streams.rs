@@ -14,6 +14,7 @@ use trellis_store::{SessionFilter, SqliteStore, StoreOptions};
 
 use super::fixtures::{batch, block_on, session_batch, sev, store};
 use super::group_commit::hold_write_lock;
+use super::run_support::{Backdoor, Hold};
 
 fn note(text: &str) -> ServiceEventBody {
     ServiceEventBody::Session(SessionEvent::Note { text: text.into() })
@@ -31,7 +32,9 @@ fn seqs(events: &[ServiceEvent]) -> Vec<u64> {
     events.iter().map(|e| e.seq).collect()
 }
 
-fn mixed_batches_read_back_per_stream_after_a_seq_and_up_to_a_limit(store: &dyn StreamStore) {
+fn mixed_batches_read_back_per_stream_after_a_seq_and_up_to_a_limit(
+    store: &(impl StreamStore + ?Sized),
+) {
     let a = StreamId::Session(SessionId::from_string("run-1:plan"));
     let b = StreamId::Session(SessionId::from_string("ses-b"));
     let ws = StreamId::Workspace;
@@ -81,21 +84,18 @@ fn mixed_batches_read_back_per_stream_after_a_seq_and_up_to_a_limit(store: &dyn 
 }
 both!(mixed_batches_read_back_per_stream_after_a_seq_and_up_to_a_limit);
 
-/// The SQLite writer counts stream batches and events apart from run batches, and refused
-/// batches not at all.
-#[test]
-fn sqlite_counts_stream_batches_apart() {
-    let (_dir, store) = store();
-    run_streams_and_mismatched_bodies_are_refused(&store);
-    assert_eq!(store.stats().stream_batches, 0);
-    mixed_batches_read_back_per_stream_after_a_seq_and_up_to_a_limit(&store);
-    let stats = store.stats();
+/// The writer counts stream batches and events apart from run batches, and refused batches
+/// not at all.
+fn stream_batches_are_counted_apart<S: StreamStore + Backdoor + ?Sized>(store: &S) {
+    run_streams_and_mismatched_bodies_are_refused(store);
+    assert_eq!(store.journal_counters().stream_batches, 0);
+    mixed_batches_read_back_per_stream_after_a_seq_and_up_to_a_limit(store);
+    let stats = store.journal_counters();
     assert_eq!((stats.stream_batches, stats.stream_events), (3, 18));
     assert_eq!(stats.batches, 0, "run batches are counted apart");
 }
+both!(stream_batches_are_counted_apart);
 
-/// SQLite only until `PgStore` is a `Journal` (the run log is another domain's); then
-/// `both!`.
 fn a_run_stream_is_its_event_log<S: StreamStore + Journal + ?Sized>(store: &S) {
     let run = RunId::new();
     block_on(store.append(batch(&run, 1, 3))).unwrap();
@@ -120,16 +120,9 @@ fn a_run_stream_is_its_event_log<S: StreamStore + Journal + ?Sized>(store: &S) {
     assert_eq!(store.stream_last_seq(&unknown).unwrap(), 0);
     assert!(store.stream_events(&unknown, 0, None).unwrap().is_empty());
 }
+both!(a_run_stream_is_its_event_log);
 
-mod a_run_stream_is_its_event_log {
-    #[test]
-    fn sqlite() {
-        let (_dir, store) = super::store();
-        super::a_run_stream_is_its_event_log(&store);
-    }
-}
-
-fn run_streams_and_mismatched_bodies_are_refused(store: &dyn StreamStore) {
+fn run_streams_and_mismatched_bodies_are_refused(store: &(impl StreamStore + ?Sized)) {
     let run = StreamId::Run(RunId::new());
     let err = block_on(store.append_stream(vec![sev(
         &run,
@@ -237,12 +230,20 @@ fn check_good_and_bad_batches<S: StreamStore + SessionStore + ?Sized>(store: &S,
     assert_eq!(store.session(&id).unwrap().last_seq, 4);
 }
 
-fn duplicate_and_gapped_batches_fail_alone<S: StreamStore + SessionStore + ?Sized>(store: &S) {
+/// Bad batches queued behind a busy writer fail alone: on SQLite inside one group commit, on
+/// PostgreSQL each in its transaction.
+fn duplicate_and_gapped_batches_fail_alone<S: StreamStore + SessionStore + Backdoor + ?Sized>(
+    store: &S,
+    hold: Hold<'_>,
+) {
     start_session_s(store);
+    let release = hold();
     let queued = queue_good_and_bad_batches(store);
+    release();
     check_good_and_bad_batches(store, queued);
+    assert_eq!(store.journal_counters().stream_batches, 4);
 }
-both!(duplicate_and_gapped_batches_fail_alone);
+held!(duplicate_and_gapped_batches_fail_alone);
 
 #[test]
 fn duplicate_and_gapped_batches_fail_alone_inside_one_group_commit() {
@@ -259,6 +260,49 @@ fn duplicate_and_gapped_batches_fail_alone_inside_one_group_commit() {
     );
     assert_eq!(stats.stream_batches, 4, "{stats:?}");
 }
+
+/// A session's first events, seqs 1 to 3: its start, a turn, a delta.
+pub fn started(text: &str) -> Vec<SessionEvent> {
+    vec![
+        SessionEvent::SessionStarted {
+            owner: SessionOwner::Channel {
+                channel: "general".into(),
+            },
+        },
+        SessionEvent::TurnStarted {
+            turn: 1,
+            attempt: 0,
+        },
+        SessionEvent::MessageDelta {
+            turn: 1,
+            text: text.into(),
+        },
+    ]
+}
+
+/// Two processes on one store: each sees what the other appended, continues the stream after
+/// it, and is refused a seq the other took.
+fn a_second_store_sees_and_continues_what_the_first_wrote<S>(a: &S, b: &S)
+where
+    S: StreamStore + SessionStore + Backdoor + ?Sized,
+{
+    let id = SessionId::from_string("ses-shared");
+    let stream = StreamId::Session(id.clone());
+    block_on(a.append_stream(session_batch(&id, 1, started("hello")))).unwrap();
+    assert_eq!(b.stream_last_seq(&stream).unwrap(), 3);
+    assert_eq!(b.turns(&id).unwrap()[0].text, "hello");
+    block_on(b.append_stream(session_batch(&id, 4, vec![delta(", world")]))).unwrap();
+    // A's seq 4 comes too late: refused by the seq check, as within one process.
+    let err = block_on(a.append_stream(session_batch(&id, 4, vec![delta(" late")])))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("got seq 4 after seq 4"), "{err}");
+    assert_eq!(a.turns(&id).unwrap()[0].text, "hello, world");
+    assert_eq!(a.stream_events(&stream, 0, None).unwrap().len(), 4);
+    assert_eq!(a.session(&id).unwrap().last_seq, 4);
+    assert_eq!(a.journal_counters().stream_batches, 1);
+}
+two!(a_second_store_sees_and_continues_what_the_first_wrote);
 
 #[test]
 fn reopening_the_store_keeps_streams_sessions_and_artifacts() {
