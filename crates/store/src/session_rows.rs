@@ -8,8 +8,9 @@
 //! SQLite in `crate::sessions::apply`, PostgreSQL in `crate::pg::sessions`. So which event
 //! changes which row, and how, is written once.
 //!
-//! Reading: a backend reads the rows with its driver and hands them to [`SessionRow`] and
-//! [`Turns`], which build the records and reject values no trellis writes.
+//! Reading: a backend runs [`TURNS_SQL`] (and selects [`SESSION_COLUMNS`]) with its driver
+//! and hands the rows, as [`Columns`], to [`session_record`] and [`Turns`], which build the
+//! records and reject values no trellis writes.
 
 use std::collections::BTreeMap;
 
@@ -22,6 +23,7 @@ use trellis_protocol::{
 };
 
 use crate::ops::to_i64;
+use crate::runs::Columns;
 
 /// The owner columns of a `sessions` row.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -471,85 +473,64 @@ pub(crate) struct BadValue {
     pub(crate) detail: String,
 }
 
-fn bad(column: usize, detail: String) -> BadValue {
-    BadValue { column, detail }
+/// Why a row could not be read: the driver failed, or the row holds a [`BadValue`].
+#[derive(Debug)]
+pub(crate) enum ReadError<E> {
+    /// The driver's error.
+    Driver(E),
+    /// A value no trellis writes.
+    Bad(BadValue),
 }
 
-/// The `sessions` columns every backend reads, in [`SessionRow`]'s order.
+fn bad<E>(column: usize, detail: String) -> ReadError<E> {
+    ReadError::Bad(BadValue { column, detail })
+}
+
+/// The `sessions` columns every backend reads, in the order [`session_record`] takes them.
 pub(crate) const SESSION_COLUMNS: &str =
     "id, owner, run, node, role, channel, status, error, created_ms, updated_ms, last_seq";
 
-/// A `sessions` row as read by [`SESSION_COLUMNS`].
-pub(crate) struct SessionRow {
-    pub(crate) id: String,
-    pub(crate) owner: String,
-    pub(crate) run: Option<String>,
-    pub(crate) node: Option<String>,
-    pub(crate) role: Option<String>,
-    pub(crate) channel: Option<String>,
-    pub(crate) status: String,
-    pub(crate) error: Option<String>,
-    pub(crate) created_ms: i64,
-    pub(crate) updated_ms: i64,
-    pub(crate) last_seq: i64,
+/// A session's rows of the four turn tables, in the order [`Turns`] takes them (`?1` is the
+/// session; PostgreSQL writes it `$1`).
+pub(crate) const TURNS_SQL: [&str; 4] = [
+    "SELECT turn, attempt, status, started_ms, finished_ms, prompt_tokens, completion_tokens,
+            message, error
+     FROM turns WHERE session = ?1",
+    "SELECT turn, role, text FROM turn_messages WHERE session = ?1 ORDER BY id",
+    "SELECT turn, text FROM turn_thoughts WHERE session = ?1",
+    "SELECT turn, call_id, name, input, output, status, started_ms, duration_ms
+     FROM turn_tools WHERE session = ?1 ORDER BY id",
+];
+
+/// A row of [`SESSION_COLUMNS`] as its record.
+pub(crate) fn session_record<C: Columns>(r: &C) -> Result<SessionRecord, ReadError<C::Error>> {
+    let d = ReadError::Driver;
+    let owner = match r.text(1).map_err(d)?.as_str() {
+        "agent" => SessionOwner::Agent {
+            run: RunId::from_string(r.text_opt(2).map_err(d)?.unwrap_or_default()),
+            node: NodeId::new(r.text_opt(3).map_err(d)?.unwrap_or_default()),
+            role: r.text_opt(4).map_err(d)?.unwrap_or_default(),
+        },
+        "channel" => SessionOwner::Channel {
+            channel: r.text_opt(5).map_err(d)?.unwrap_or_default(),
+        },
+        other => return Err(bad(1, format!("unknown session owner '{other}'"))),
+    };
+    let status = r.text(6).map_err(d)?;
+    Ok(SessionRecord {
+        id: SessionId::from_string(r.text(0).map_err(d)?),
+        owner,
+        status: SessionStatus::parse(&status)
+            .ok_or_else(|| bad(6, format!("unknown session status '{status}'")))?,
+        error: r.text_opt(7).map_err(d)?,
+        created_ms: r.int(8).map_err(d)?,
+        updated_ms: r.int(9).map_err(d)?,
+        last_seq: u64::try_from(r.int(10).map_err(d)?).unwrap_or(0),
+    })
 }
 
-impl SessionRow {
-    /// The session's record.
-    pub(crate) fn into_record(self) -> Result<SessionRecord, BadValue> {
-        let owner = match self.owner.as_str() {
-            "agent" => SessionOwner::Agent {
-                run: RunId::from_string(self.run.unwrap_or_default()),
-                node: NodeId::new(self.node.unwrap_or_default()),
-                role: self.role.unwrap_or_default(),
-            },
-            "channel" => SessionOwner::Channel {
-                channel: self.channel.unwrap_or_default(),
-            },
-            other => return Err(bad(1, format!("unknown session owner '{other}'"))),
-        };
-        Ok(SessionRecord {
-            id: SessionId::from_string(self.id),
-            owner,
-            status: SessionStatus::parse(&self.status)
-                .ok_or_else(|| bad(6, format!("unknown session status '{}'", self.status)))?,
-            error: self.error,
-            created_ms: self.created_ms,
-            updated_ms: self.updated_ms,
-            last_seq: u64::try_from(self.last_seq).unwrap_or(0),
-        })
-    }
-}
-
-/// A `turns` row as read by `turn, attempt, status, started_ms, finished_ms, prompt_tokens,
-/// completion_tokens, message, error`.
-pub(crate) struct TurnRow {
-    pub(crate) turn: u32,
-    pub(crate) attempt: u32,
-    pub(crate) status: String,
-    pub(crate) started_ms: Option<i64>,
-    pub(crate) finished_ms: Option<i64>,
-    pub(crate) prompt_tokens: Option<i64>,
-    pub(crate) completion_tokens: Option<i64>,
-    pub(crate) message: Option<String>,
-    pub(crate) error: Option<String>,
-}
-
-/// A `turn_tools` row as read by `turn, call_id, name, input, output, status, started_ms,
-/// duration_ms`.
-pub(crate) struct ToolRow {
-    pub(crate) turn: u32,
-    pub(crate) call_id: String,
-    pub(crate) name: String,
-    pub(crate) input: Option<String>,
-    pub(crate) output: Option<String>,
-    pub(crate) status: String,
-    pub(crate) started_ms: i64,
-    pub(crate) duration_ms: Option<i64>,
-}
-
-/// A session's turns, built from its rows of the four turn tables (read in one snapshot,
-/// `turn_messages` and `turn_tools` in `id` order).
+/// A session's turns, built from its rows of the four turn tables ([`TURNS_SQL`], read in
+/// one snapshot).
 #[derive(Default)]
 pub(crate) struct Turns(BTreeMap<u32, TurnRecord>);
 
@@ -560,55 +541,81 @@ impl Turns {
             .or_insert_with(|| TurnRecord::pending(turn))
     }
 
+    /// A row answered by `TURNS_SQL[query]`.
+    pub(crate) fn add<C: Columns>(
+        &mut self,
+        query: usize,
+        r: &C,
+    ) -> Result<(), ReadError<C::Error>> {
+        match query {
+            0 => self.turn(r),
+            1 => self.message(r),
+            2 => self.thoughts(r),
+            _ => self.tool(r),
+        }
+    }
+
     /// A `turns` row.
-    pub(crate) fn turn(&mut self, r: TurnRow) -> Result<(), BadValue> {
-        let status = TurnStatus::parse(&r.status)
-            .ok_or_else(|| bad(2, format!("unknown turn status '{}'", r.status)))?;
+    fn turn<C: Columns>(&mut self, r: &C) -> Result<(), ReadError<C::Error>> {
+        let d = ReadError::Driver;
+        let turn = small(r, 0)?;
+        let status = r.text(2).map_err(d)?;
         let record = TurnRecord {
-            attempt: r.attempt,
-            status,
-            started_ms: r.started_ms,
-            finished_ms: r.finished_ms,
+            attempt: small(r, 1)?,
+            status: TurnStatus::parse(&status)
+                .ok_or_else(|| bad(2, format!("unknown turn status '{status}'")))?,
+            started_ms: r.int_opt(3).map_err(d)?,
+            finished_ms: r.int_opt(4).map_err(d)?,
             usage: TurnUsage {
-                prompt_tokens: count(r.prompt_tokens),
-                completion_tokens: count(r.completion_tokens),
+                prompt_tokens: count(r.int_opt(5).map_err(d)?),
+                completion_tokens: count(r.int_opt(6).map_err(d)?),
             },
-            message: json(7, r.message)?,
-            error: r.error,
-            ..TurnRecord::pending(r.turn)
+            message: json(r, 7)?,
+            error: r.text_opt(8).map_err(d)?,
+            ..TurnRecord::pending(turn)
         };
-        self.0.insert(r.turn, record);
+        self.0.insert(turn, record);
         Ok(())
     }
 
     /// A `turn_messages` row: the assistant's text, or a user message.
-    pub(crate) fn message(&mut self, turn: u32, role: &str, text: String) {
-        let entry = self.entry(turn);
+    fn message<C: Columns>(&mut self, r: &C) -> Result<(), ReadError<C::Error>> {
+        let d = ReadError::Driver;
+        let (role, text) = (r.text(1).map_err(d)?, r.text(2).map_err(d)?);
+        let entry = self.entry(small(r, 0)?);
         if role == "assistant" {
             entry.text = text;
         } else {
             entry.user_texts.push(text);
         }
+        Ok(())
     }
 
     /// A `turn_thoughts` row.
-    pub(crate) fn thoughts(&mut self, turn: u32, text: String) {
-        self.entry(turn).thoughts = text;
+    fn thoughts<C: Columns>(&mut self, r: &C) -> Result<(), ReadError<C::Error>> {
+        let text = r.text(1).map_err(ReadError::Driver)?;
+        self.entry(small(r, 0)?).thoughts = text;
+        Ok(())
     }
 
     /// A `turn_tools` row.
-    pub(crate) fn tool(&mut self, r: ToolRow) -> Result<(), BadValue> {
+    fn tool<C: Columns>(&mut self, r: &C) -> Result<(), ReadError<C::Error>> {
+        let d = ReadError::Driver;
+        let status = r.text(5).map_err(d)?;
         let tool = TurnToolRecord {
-            input: json(3, r.input)?.unwrap_or(Value::Null),
-            output: r.output,
-            status: parse_tool_status(&r.status)
-                .ok_or_else(|| bad(5, format!("unknown tool status '{}'", r.status)))?,
-            started_ms: r.started_ms,
-            duration_ms: r.duration_ms.map(|d| u64::try_from(d).unwrap_or(0)),
-            call_id: r.call_id,
-            name: r.name,
+            call_id: r.text(1).map_err(d)?,
+            name: r.text(2).map_err(d)?,
+            input: json(r, 3)?.unwrap_or(Value::Null),
+            output: r.text_opt(4).map_err(d)?,
+            status: parse_tool_status(&status)
+                .ok_or_else(|| bad(5, format!("unknown tool status '{status}'")))?,
+            started_ms: r.int(6).map_err(d)?,
+            duration_ms: r
+                .int_opt(7)
+                .map_err(d)?
+                .map(|n| u64::try_from(n).unwrap_or(0)),
         };
-        self.entry(r.turn).tools.push(tool);
+        self.entry(small(r, 0)?).tools.push(tool);
         Ok(())
     }
 
@@ -626,8 +633,16 @@ fn parse_tool_status(s: &str) -> Option<Option<ToolStatus>> {
     ToolStatus::parse(s).map(Some)
 }
 
-fn json(column: usize, text: Option<String>) -> Result<Option<Value>, BadValue> {
-    text.map(|t| serde_json::from_str(&t).map_err(|e| bad(column, e.to_string())))
+/// A turn number or an attempt.
+fn small<C: Columns>(r: &C, column: usize) -> Result<u32, ReadError<C::Error>> {
+    let n = r.int(column).map_err(ReadError::Driver)?;
+    u32::try_from(n).map_err(|_| bad(column, format!("{n} is not a turn number or attempt")))
+}
+
+fn json<C: Columns>(r: &C, column: usize) -> Result<Option<Value>, ReadError<C::Error>> {
+    r.text_opt(column)
+        .map_err(ReadError::Driver)?
+        .map(|t| serde_json::from_str(&t).map_err(|e| bad(column, e.to_string())))
         .transpose()
 }
 

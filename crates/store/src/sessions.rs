@@ -19,7 +19,7 @@ use crate::SqliteStore;
 use crate::error::{Error, Result};
 use crate::read::Reader;
 use crate::session_rows::{
-    BadValue, RowChange, SESSION_COLUMNS, SessionRow, SqlValue, ToolRow, TurnRow, Turns,
+    ReadError, RowChange, SESSION_COLUMNS, SqlValue, TURNS_SQL, Turns, session_record,
 };
 
 /// Applies one change of `session`'s tables (the writer, inside the batch's savepoint).
@@ -46,26 +46,17 @@ impl rusqlite::ToSql for SqlValue<'_> {
 }
 
 /// A shared builder's complaint as rusqlite's.
-fn bad_value(e: BadValue) -> rusqlite::Error {
-    rusqlite::Error::FromSqlConversionFailure(e.column, Type::Text, e.detail.into())
+fn read_error(e: ReadError<rusqlite::Error>) -> rusqlite::Error {
+    match e {
+        ReadError::Driver(e) => e,
+        ReadError::Bad(b) => {
+            rusqlite::Error::FromSqlConversionFailure(b.column, Type::Text, b.detail.into())
+        }
+    }
 }
 
 fn session_row(r: &Row<'_>) -> rusqlite::Result<SessionRecord> {
-    SessionRow {
-        id: r.get(0)?,
-        owner: r.get(1)?,
-        run: r.get(2)?,
-        node: r.get(3)?,
-        role: r.get(4)?,
-        channel: r.get(5)?,
-        status: r.get(6)?,
-        error: r.get(7)?,
-        created_ms: r.get(8)?,
-        updated_ms: r.get(9)?,
-        last_seq: r.get(10)?,
-    }
-    .into_record()
-    .map_err(bad_value)
+    session_record(r).map_err(read_error)
 }
 
 impl Reader {
@@ -122,65 +113,11 @@ fn read_turns(c: &Connection, id: &str) -> rusqlite::Result<Vec<TurnRecord>> {
     // One snapshot: the writer may commit between the queries.
     let tx = c.unchecked_transaction()?;
     let mut turns = Turns::default();
-    {
-        let mut st = tx.prepare_cached(
-            "SELECT turn, attempt, status, started_ms, finished_ms, prompt_tokens,
-                    completion_tokens, message, error
-             FROM turns WHERE session = ?1",
-        )?;
+    for (query, sql) in TURNS_SQL.into_iter().enumerate() {
+        let mut st = tx.prepare_cached(sql)?;
         let mut rows = st.query([id])?;
         while let Some(r) = rows.next()? {
-            turns
-                .turn(TurnRow {
-                    turn: r.get(0)?,
-                    attempt: r.get(1)?,
-                    status: r.get(2)?,
-                    started_ms: r.get(3)?,
-                    finished_ms: r.get(4)?,
-                    prompt_tokens: r.get(5)?,
-                    completion_tokens: r.get(6)?,
-                    message: r.get(7)?,
-                    error: r.get(8)?,
-                })
-                .map_err(bad_value)?;
-        }
-    }
-    {
-        let mut st = tx.prepare_cached(
-            "SELECT turn, role, text FROM turn_messages WHERE session = ?1 ORDER BY id",
-        )?;
-        let mut rows = st.query([id])?;
-        while let Some(r) = rows.next()? {
-            turns.message(r.get(0)?, r.get_ref(1)?.as_str()?, r.get(2)?);
-        }
-    }
-    {
-        let mut st =
-            tx.prepare_cached("SELECT turn, text FROM turn_thoughts WHERE session = ?1")?;
-        let mut rows = st.query([id])?;
-        while let Some(r) = rows.next()? {
-            turns.thoughts(r.get(0)?, r.get(1)?);
-        }
-    }
-    {
-        let mut st = tx.prepare_cached(
-            "SELECT turn, call_id, name, input, output, status, started_ms, duration_ms
-             FROM turn_tools WHERE session = ?1 ORDER BY id",
-        )?;
-        let mut rows = st.query([id])?;
-        while let Some(r) = rows.next()? {
-            turns
-                .tool(ToolRow {
-                    turn: r.get(0)?,
-                    call_id: r.get(1)?,
-                    name: r.get(2)?,
-                    input: r.get(3)?,
-                    output: r.get(4)?,
-                    status: r.get(5)?,
-                    started_ms: r.get(6)?,
-                    duration_ms: r.get(7)?,
-                })
-                .map_err(bad_value)?;
+            turns.add(query, r).map_err(read_error)?;
         }
     }
     Ok(turns.finish())

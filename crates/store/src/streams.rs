@@ -15,7 +15,7 @@ use std::path::Path;
 use rusqlite::{Connection, OptionalExtension, params};
 use trellis_graph::{Commit, JournalError};
 use trellis_protocol::{
-    Event, ServiceEvent, ServiceEventBody, SessionEvent, SessionId, StreamId, SubmissionId,
+    Event, RunId, ServiceEvent, ServiceEventBody, SessionEvent, SessionId, StreamId, SubmissionId,
     WorkspaceEvent,
 };
 
@@ -206,29 +206,30 @@ fn last_seq(conn: &Connection, key: &str) -> rusqlite::Result<u64> {
     .map(|s| s.map_or(0, |s| u64::try_from(s).unwrap_or(0)))
 }
 
-/// The seqs a read of a stream after a seq covers ([`StreamStore::stream_events`]).
-pub(crate) struct Range {
-    /// The first seq.
-    pub(crate) from: u64,
-    /// For a run's stream, the last seq: its seqs are contiguous, so `limit` events after
-    /// `after_seq` end at `after_seq + limit`.
-    pub(crate) to: u64,
-    /// The most events to read (`None`: all).
-    pub(crate) limit: Option<u64>,
-}
-
-impl Range {
-    /// The read after `after_seq` of at most `limit` events; `None` when that is nothing.
-    pub(crate) fn after(after_seq: u64, limit: Option<usize>) -> Option<Range> {
-        let limit = limit.map(|l| u64::try_from(l).unwrap_or(u64::MAX));
-        if limit == Some(0) {
-            return None;
+/// A read of `stream` after `after_seq`, at most `limit` events, whatever the backend
+/// ([`StreamStore::stream_events`]): a run's stream from `run_events(run, from, to)` (its
+/// events with `from <= seq <= to`, `None` for an unknown run), a service stream from
+/// `service(key, from, limit)` (its stored events from seq `from`, at most `limit`).
+pub(crate) fn read_stream(
+    stream: &StreamId,
+    after_seq: u64,
+    limit: Option<usize>,
+    run_events: impl FnOnce(&RunId, u64, u64) -> Result<Option<Vec<Event>>>,
+    service: impl FnOnce(String, u64, Option<u64>) -> Result<Vec<ServiceEvent>>,
+) -> Result<Vec<ServiceEvent>> {
+    let limit = limit.map(|l| u64::try_from(l).unwrap_or(u64::MAX));
+    if limit == Some(0) {
+        return Ok(Vec::new());
+    }
+    let from = after_seq.saturating_add(1);
+    match stream {
+        StreamId::Run(run) => {
+            // A run's seqs are contiguous, so `limit` events end at `after_seq + limit`.
+            let to = limit.map_or(u64::MAX, |l| after_seq.saturating_add(l));
+            let events = run_events(run, from, to)?.unwrap_or_default();
+            Ok(events.into_iter().map(run_service_event).collect())
         }
-        Some(Range {
-            from: after_seq.saturating_add(1),
-            to: limit.map_or(u64::MAX, |l| after_seq.saturating_add(l)),
-            limit,
-        })
+        _ => service(stream.key(), from, limit),
     }
 }
 
@@ -267,7 +268,7 @@ pub(crate) fn stored_event(
 }
 
 /// A run's graph event as an event of its stream.
-pub(crate) fn run_service_event(event: Event) -> ServiceEvent {
+fn run_service_event(event: Event) -> ServiceEvent {
     ServiceEvent {
         stream: StreamId::Run(event.run),
         seq: event.seq,
@@ -285,32 +286,27 @@ impl Reader {
         after_seq: u64,
         limit: Option<usize>,
     ) -> Result<Vec<ServiceEvent>> {
-        let Some(Range { from, to, limit }) = Range::after(after_seq, limit) else {
-            return Ok(Vec::new());
-        };
-        if let StreamId::Run(run) = stream {
-            let events = self.events(run, from, to)?.unwrap_or_default();
-            return Ok(events.into_iter().map(run_service_event).collect());
-        }
-        let key = stream.key();
-        let rows: Vec<(i64, i64, Option<String>, String)> = self.with(|c| {
-            c.prepare_cached(
-                "SELECT seq, ts, submission, data FROM stream_events
-                 WHERE stream = ?1 AND seq >= ?2 ORDER BY seq LIMIT ?3",
-            )
-            .and_then(|mut st| {
-                st.query_map(params![key, to_i64(from), limit.map_or(-1, to_i64)], |r| {
-                    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
-                })?
+        let run_events = |run: &RunId, from, to| self.events(run, from, to);
+        read_stream(stream, after_seq, limit, run_events, |key, from, limit| {
+            let rows: Vec<(i64, i64, Option<String>, String)> = self.with(|c| {
+                c.prepare_cached(
+                    "SELECT seq, ts, submission, data FROM stream_events
+                     WHERE stream = ?1 AND seq >= ?2 ORDER BY seq LIMIT ?3",
+                )
+                .and_then(|mut st| {
+                    st.query_map(params![key, to_i64(from), limit.map_or(-1, to_i64)], |r| {
+                        Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+                    })?
+                    .collect()
+                })
+                .map_err(self.sqlite())
+            })?;
+            rows.into_iter()
+                .map(|(seq, ts, submission, data)| {
+                    stored_event(stream, &key, self.path(), seq, ts, submission, &data)
+                })
                 .collect()
-            })
-            .map_err(self.sqlite())
-        })?;
-        rows.into_iter()
-            .map(|(seq, ts, submission, data)| {
-                stored_event(stream, &key, self.path(), seq, ts, submission, &data)
-            })
-            .collect()
+        })
     }
 
     /// The last seq of `stream` (0 when empty; for a run, its last seq).

@@ -9,11 +9,11 @@
 
 use tokio_postgres::Row;
 use tokio_postgres::types::{ToSql, Type};
-use trellis_protocol::RunId;
 use trellis_protocol::records::{ClientSession, ClientTurn};
 
 use super::{JobError, PgStore};
 use crate::ClientSessionStore;
+use crate::client_sessions::{SESSION_COLUMNS, TURN_COLUMNS, session_row, turn_row};
 use crate::error::Result;
 use crate::schema::now_ms;
 
@@ -21,39 +21,20 @@ use crate::schema::now_ms;
 /// second is the session id's hash): `"clnt"` as a big-endian integer.
 const TURN_LOCK: i32 = 0x636c_6e74;
 
-const SESSION_COLUMNS: &str = "id, client, cwd, title, config, created_ms, updated_ms";
-
-fn session_row(r: &Row) -> Result<ClientSession, JobError> {
-    Ok(ClientSession {
-        id: r.try_get(0)?,
-        client: r.try_get(1)?,
-        cwd: r.try_get(2)?,
-        title: r.try_get(3)?,
-        config: r.try_get(4)?,
-        created_ms: r.try_get(5)?,
-        updated_ms: r.try_get(6)?,
-    })
-}
-
-fn turn_row(r: &Row) -> Result<ClientTurn, JobError> {
-    let turn: i64 = r.try_get(1)?;
-    Ok(ClientTurn {
-        session: r.try_get(0)?,
-        turn: u32::try_from(turn).unwrap_or(u32::MAX),
-        run: RunId::from_string(r.try_get::<_, String>(2)?),
-        request: r.try_get(3)?,
-        workflow: r.try_get(4)?,
-        plan: r.try_get(5)?,
-        created_ms: r.try_get(6)?,
-    })
-}
-
 const UPSERT_SQL: &str = "INSERT INTO client_sessions (id, client, cwd, title, config, created_ms,
                                   updated_ms)
      VALUES ($1, $2, $3, $4, $5, $6, $6)
      ON CONFLICT (id) DO UPDATE SET title = excluded.title, config = excluded.config,
         updated_ms = excluded.updated_ms
      RETURNING id, client, cwd, title, config, created_ms, updated_ms";
+
+fn session(r: &Row) -> Result<ClientSession, JobError> {
+    Ok(session_row(r)?)
+}
+
+fn turn(r: &Row) -> Result<ClientTurn, JobError> {
+    Ok(turn_row(r)?)
+}
 
 /// Numbers the turn after its session's last and inserts it; answers its number.
 const INSERT_TURN_SQL: &str =
@@ -75,7 +56,7 @@ impl ClientSessionStore for PgStore {
                 (&s.config, Type::TEXT),
                 (&now, Type::INT8),
             ];
-            session_row(&c.query_typed_one(UPSERT_SQL, &params).await?)
+            session(&c.query_typed_one(UPSERT_SQL, &params).await?)
         })
     }
 
@@ -124,7 +105,7 @@ impl ClientSessionStore for PgStore {
             c.query_typed(&sql, &[(&client, Type::TEXT)])
                 .await?
                 .iter()
-                .map(session_row)
+                .map(session)
                 .collect()
         })
     }
@@ -135,7 +116,7 @@ impl ClientSessionStore for PgStore {
             let sql = format!("SELECT {SESSION_COLUMNS} FROM client_sessions WHERE id = $1");
             c.query_typed_opt(&sql, &[(&id, Type::TEXT)])
                 .await?
-                .map(|r| session_row(&r))
+                .map(|r| session(&r))
                 .transpose()
         })
     }
@@ -143,15 +124,13 @@ impl ClientSessionStore for PgStore {
     fn client_turns(&self, session: &str) -> Result<Vec<ClientTurn>> {
         let session = session.to_owned();
         self.read(async move |c| {
-            c.query_typed(
-                "SELECT session, turn, run, request, workflow, plan, created_ms
-                 FROM client_turns WHERE session = $1 ORDER BY turn",
-                &[(&session, Type::TEXT)],
-            )
-            .await?
-            .iter()
-            .map(turn_row)
-            .collect()
+            let sql =
+                format!("SELECT {TURN_COLUMNS} FROM client_turns WHERE session = $1 ORDER BY turn");
+            c.query_typed(&sql, &[(&session, Type::TEXT)])
+                .await?
+                .iter()
+                .map(turn)
+                .collect()
         })
     }
 }

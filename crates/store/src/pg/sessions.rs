@@ -30,7 +30,7 @@ use super::{JobError, PgStore};
 use crate::SessionStore;
 use crate::error::{Error, Result};
 use crate::session_rows::{
-    BadValue, RowChange, SESSION_COLUMNS, SessionRow, SqlValue, ToolRow, TurnRow, Turns,
+    ReadError, RowChange, SESSION_COLUMNS, SqlValue, TURNS_SQL, Turns, session_record,
 };
 
 /// A shared statement's SQL as PostgreSQL writes it: `$N` for `?N`.
@@ -54,118 +54,47 @@ pub(super) fn push_change<'a>(p: &mut Pipeline<'a>, session: &'a str, change: &'
     });
 }
 
-/// A stored value no trellis writes, as the store's error.
-fn damaged(url: &str, what: &str, e: BadValue) -> JobError {
-    JobError::Store(Error::Damaged(format!(
-        "PostgreSQL store [store] url = \"{url}\": {what} holds a value this trellis cannot \
-         read (column {}: {}); the database was written by a newer trellis or another program",
-        e.column, e.detail
-    )))
-}
-
-/// A BIGINT column holding a turn number or an attempt.
-fn small(r: &Row, column: usize, url: &str, what: &str) -> Result<u32, JobError> {
-    let n: i64 = r.try_get(column)?;
-    u32::try_from(n).map_err(|_| {
-        damaged(
-            url,
-            what,
-            BadValue {
-                column,
-                detail: format!("{n} is not a turn number"),
-            },
-        )
-    })
+/// A row no trellis writes, as the store's error; `what` names the row.
+fn read_error(url: &str, what: &str, e: ReadError<tokio_postgres::Error>) -> JobError {
+    match e {
+        ReadError::Driver(e) => JobError::Pg(e),
+        ReadError::Bad(b) => JobError::Store(Error::Damaged(format!(
+            "PostgreSQL store [store] url = \"{url}\": {what} holds a value this trellis \
+             cannot read (column {}: {}); the database was written by a newer trellis or \
+             another program",
+            b.column, b.detail
+        ))),
+    }
 }
 
 fn session_row(r: &Row, url: &str) -> Result<SessionRecord, JobError> {
-    SessionRow {
-        id: r.try_get(0)?,
-        owner: r.try_get(1)?,
-        run: r.try_get(2)?,
-        node: r.try_get(3)?,
-        role: r.try_get(4)?,
-        channel: r.try_get(5)?,
-        status: r.try_get(6)?,
-        error: r.try_get(7)?,
-        created_ms: r.try_get(8)?,
-        updated_ms: r.try_get(9)?,
-        last_seq: r.try_get(10)?,
-    }
-    .into_record()
-    .map_err(|e| damaged(url, "a sessions row", e))
+    session_record(r).map_err(|e| read_error(url, "a sessions row", e))
 }
-
-const TURNS_SQL: &str = "SELECT turn, attempt, status, started_ms, finished_ms, prompt_tokens,
-            completion_tokens, message, error
-     FROM turns WHERE session = $1";
-
-const MESSAGES_SQL: &str =
-    "SELECT turn, role, text FROM turn_messages WHERE session = $1 ORDER BY id";
-
-const THOUGHTS_SQL: &str = "SELECT turn, text FROM turn_thoughts WHERE session = $1";
-
-const TOOLS_SQL: &str = "SELECT turn, call_id, name, input, output, status, started_ms, duration_ms
-     FROM turn_tools WHERE session = $1 ORDER BY id";
 
 /// A session's turns, read in one snapshot: the transaction and its four queries are sent
 /// together (one round trip).
 async fn read_turns(c: &Client, id: &str, url: &str) -> Result<Vec<TurnRecord>, JobError> {
     let p: &[(&(dyn ToSql + Sync), Type)] = &[(&id, Type::TEXT)];
+    let [turns_sql, messages_sql, thoughts_sql, tools_sql] = TURNS_SQL.map(dollars);
     let (begun, turn_rows, messages, thoughts, tools, ended) = futures::join!(
         c.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"),
-        c.query_typed(TURNS_SQL, p),
-        c.query_typed(MESSAGES_SQL, p),
-        c.query_typed(THOUGHTS_SQL, p),
-        c.query_typed(TOOLS_SQL, p),
+        c.query_typed(&turns_sql, p),
+        c.query_typed(&messages_sql, p),
+        c.query_typed(&thoughts_sql, p),
+        c.query_typed(&tools_sql, p),
         // After a failed query this ends the aborted transaction (a rollback).
         c.batch_execute("COMMIT"),
     );
     begun?;
-    let (turn_rows, messages, thoughts, tools) = (turn_rows?, messages?, thoughts?, tools?);
+    let answers = [turn_rows?, messages?, thoughts?, tools?];
     ended?;
     let mut turns = Turns::default();
-    for r in &turn_rows {
-        let row = TurnRow {
-            turn: small(r, 0, url, "a turns row")?,
-            attempt: small(r, 1, url, "a turns row")?,
-            status: r.try_get(2)?,
-            started_ms: r.try_get(3)?,
-            finished_ms: r.try_get(4)?,
-            prompt_tokens: r.try_get(5)?,
-            completion_tokens: r.try_get(6)?,
-            message: r.try_get(7)?,
-            error: r.try_get(8)?,
-        };
-        turns
-            .turn(row)
-            .map_err(|e| damaged(url, "a turns row", e))?;
-    }
-    for r in &messages {
-        let role: &str = r.try_get(1)?;
-        turns.message(
-            small(r, 0, url, "a turn_messages row")?,
-            role,
-            r.try_get(2)?,
-        );
-    }
-    for r in &thoughts {
-        turns.thoughts(small(r, 0, url, "a turn_thoughts row")?, r.try_get(1)?);
-    }
-    for r in &tools {
-        let row = ToolRow {
-            turn: small(r, 0, url, "a turn_tools row")?,
-            call_id: r.try_get(1)?,
-            name: r.try_get(2)?,
-            input: r.try_get(3)?,
-            output: r.try_get(4)?,
-            status: r.try_get(5)?,
-            started_ms: r.try_get(6)?,
-            duration_ms: r.try_get(7)?,
-        };
-        turns
-            .tool(row)
-            .map_err(|e| damaged(url, "a turn_tools row", e))?;
+    for (query, rows) in answers.iter().enumerate() {
+        for r in rows {
+            turns
+                .add(query, r)
+                .map_err(|e| read_error(url, "a turn row", e))?;
+        }
     }
     Ok(turns.finish())
 }

@@ -31,7 +31,7 @@ use tokio_postgres::Client;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::{ToSql, Type};
 use trellis_graph::{Commit, JournalError};
-use trellis_protocol::{ServiceEvent, StreamId, SubmissionId};
+use trellis_protocol::{RunId, ServiceEvent, StreamId, SubmissionId};
 
 use super::error::PgError;
 use super::journal::CommitCount;
@@ -41,9 +41,7 @@ use super::{JobError, PgStore, sessions};
 use crate::StreamStore;
 use crate::error::{Error, Result};
 use crate::ops::to_i64;
-use crate::streams::{
-    Encoded, Range, Write, check_seqs, encode, run_service_event, stored_event, writes,
-};
+use crate::streams::{Encoded, Write, check_seqs, encode, read_stream, stored_event, writes};
 
 /// Refuses a batch whose ids PostgreSQL text cannot hold (a NUL; see `super::sessions`).
 fn check_ids(batch: &[Encoded]) -> Result<()> {
@@ -221,40 +219,35 @@ impl StreamStore for PgStore {
         after_seq: u64,
         limit: Option<usize>,
     ) -> Result<Vec<ServiceEvent>> {
-        let Some(Range { from, to, limit }) = Range::after(after_seq, limit) else {
-            return Ok(Vec::new());
-        };
-        if let StreamId::Run(run) = stream {
-            let events = self.read_events(run, from, to)?.unwrap_or_default();
-            return Ok(events.into_iter().map(run_service_event).collect());
-        }
-        let key = stream.key();
-        if !storable(&key) {
-            return Ok(Vec::new());
-        }
-        let (stream, url) = (stream.clone(), self.url.clone());
-        self.read(async move |c| {
-            let (from, limit) = (to_i64(from), limit.map(to_i64));
-            let params: [(&(dyn ToSql + Sync), Type); 3] = [
-                (&key, Type::TEXT),
-                (&from, Type::INT8),
-                (&limit, Type::INT8),
-            ];
-            let rows = c.query_typed(READ_SQL, &params).await?;
-            let location = Path::new(&*url);
-            let mut out = Vec::with_capacity(rows.len());
-            for r in &rows {
-                out.push(stored_event(
-                    &stream,
-                    &key,
-                    location,
-                    r.try_get(0)?,
-                    r.try_get(1)?,
-                    r.try_get(2)?,
-                    r.try_get(3)?,
-                )?);
+        let run_events = |run: &RunId, from, to| self.read_events(run, from, to);
+        read_stream(stream, after_seq, limit, run_events, |key, from, limit| {
+            if !storable(&key) {
+                return Ok(Vec::new());
             }
-            Ok(out)
+            let (stream, url) = (stream.clone(), self.url.clone());
+            self.read(async move |c| {
+                let (from, limit) = (to_i64(from), limit.map(to_i64));
+                let params: [(&(dyn ToSql + Sync), Type); 3] = [
+                    (&key, Type::TEXT),
+                    (&from, Type::INT8),
+                    (&limit, Type::INT8),
+                ];
+                let rows = c.query_typed(READ_SQL, &params).await?;
+                let location = Path::new(&*url);
+                let mut out = Vec::with_capacity(rows.len());
+                for r in &rows {
+                    out.push(stored_event(
+                        &stream,
+                        &key,
+                        location,
+                        r.try_get(0)?,
+                        r.try_get(1)?,
+                        r.try_get(2)?,
+                        r.try_get(3)?,
+                    )?);
+                }
+                Ok(out)
+            })
         })
     }
 
