@@ -134,7 +134,7 @@ pub trait SessionStore: Send + Sync {
     fn session(&self, id: &SessionId) -> Result<SessionRecord>;
 
     /// A session's turns in order (empty for an unknown session). A turn with user messages
-    /// whose model call has not started is [`TurnStatus::Pending`]; a tool call whose
+    /// whose model call has not started is [`crate::TurnStatus::Pending`]; a tool call whose
     /// process died before it completed keeps the status `None` ("running").
     fn turns(&self, session: &SessionId) -> Result<Vec<TurnRecord>>;
 }

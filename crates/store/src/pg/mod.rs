@@ -6,7 +6,10 @@
 //! SQLite ones (the same versions and names; `schema` says how each type translates). The
 //! run journal — [`crate::RunStore`] and the engine's [`trellis_graph::Journal`] — is
 //! implemented: reads in `runs`, appends with group commit in `journal`, claims and the
-//! command inbox in `ops`.
+//! command inbox in `ops`. So are the service's streams ([`crate::StreamStore`], `streams`:
+//! a batch per transaction, its statements sent together by `pipeline`) and the sessions
+//! materialised from them ([`crate::SessionStore`], `sessions`), client sessions and DAG
+//! checkpoints.
 //!
 //! The client is tokio-postgres (see docs/architecture.md), driven by a thread of its own
 //! (`exec`): [`PgStore::read`] and [`PgStore::write`] run an async closure with a connection
