@@ -6,12 +6,13 @@
 //!
 //! Writes go through the writer thread as [`Record`]s; reads use the reader pool.
 
-use rusqlite::{Connection, OptionalExtension, Row, params};
+use rusqlite::{Connection, OptionalExtension, params};
 use trellis_protocol::RunId;
 use trellis_protocol::records::{ClientSession, ClientTurn};
 
 use crate::error::Result;
 use crate::read::Reader;
+use crate::runs::Columns;
 use crate::schema::now_ms;
 use crate::{Msg, Record, SqliteStore};
 
@@ -51,29 +52,36 @@ pub(crate) fn insert_turn(conn: &Connection, t: &ClientTurn) -> rusqlite::Result
     Ok(turn)
 }
 
-const SESSION_COLUMNS: &str = "id, client, cwd, title, config, created_ms, updated_ms";
+/// The `client_sessions` columns every backend reads, in the order [`session_row`] takes
+/// them.
+pub(crate) const SESSION_COLUMNS: &str = "id, client, cwd, title, config, created_ms, updated_ms";
 
-fn session_row(r: &Row<'_>) -> rusqlite::Result<ClientSession> {
+/// The `client_turns` columns every backend reads, in the order [`turn_row`] takes them.
+pub(crate) const TURN_COLUMNS: &str = "session, turn, run, request, workflow, plan, created_ms";
+
+/// A row of [`SESSION_COLUMNS`] as its record (every backend's).
+pub(crate) fn session_row<C: Columns>(r: &C) -> Result<ClientSession, C::Error> {
     Ok(ClientSession {
-        id: r.get(0)?,
-        client: r.get(1)?,
-        cwd: r.get(2)?,
-        title: r.get(3)?,
-        config: r.get(4)?,
-        created_ms: r.get(5)?,
-        updated_ms: r.get(6)?,
+        id: r.text(0)?,
+        client: r.text(1)?,
+        cwd: r.text(2)?,
+        title: r.text_opt(3)?,
+        config: r.text(4)?,
+        created_ms: r.int(5)?,
+        updated_ms: r.int(6)?,
     })
 }
 
-fn turn_row(r: &Row<'_>) -> rusqlite::Result<ClientTurn> {
+/// A row of [`TURN_COLUMNS`] as its record (every backend's).
+pub(crate) fn turn_row<C: Columns>(r: &C) -> Result<ClientTurn, C::Error> {
     Ok(ClientTurn {
-        session: r.get(0)?,
-        turn: r.get(1)?,
-        run: RunId::from_string(r.get::<_, String>(2)?),
-        request: r.get(3)?,
-        workflow: r.get(4)?,
-        plan: r.get(5)?,
-        created_ms: r.get(6)?,
+        session: r.text(0)?,
+        turn: u32::try_from(r.int(1)?).unwrap_or(u32::MAX),
+        run: RunId::from_string(r.text(2)?),
+        request: r.text(3)?,
+        workflow: r.text_opt(4)?,
+        plan: r.text(5)?,
+        created_ms: r.int(6)?,
     })
 }
 
@@ -84,7 +92,7 @@ impl Reader {
                 "SELECT {SESSION_COLUMNS} FROM client_sessions WHERE client = ?1
                  ORDER BY updated_ms DESC, id"
             ))
-            .and_then(|mut st| st.query_map([client], session_row)?.collect())
+            .and_then(|mut st| st.query_map([client], |r| session_row(r))?.collect())
             .map_err(self.sqlite())
         })
     }
@@ -94,18 +102,17 @@ impl Reader {
             c.prepare_cached(&format!(
                 "SELECT {SESSION_COLUMNS} FROM client_sessions WHERE id = ?1"
             ))
-            .and_then(|mut st| st.query_row([id], session_row).optional())
+            .and_then(|mut st| st.query_row([id], |r| session_row(r)).optional())
             .map_err(self.sqlite())
         })
     }
 
     fn client_turns(&self, session: &str) -> Result<Vec<ClientTurn>> {
         self.with(|c| {
-            c.prepare_cached(
-                "SELECT session, turn, run, request, workflow, plan, created_ms
-                 FROM client_turns WHERE session = ?1 ORDER BY turn",
-            )
-            .and_then(|mut st| st.query_map([session], turn_row)?.collect())
+            c.prepare_cached(&format!(
+                "SELECT {TURN_COLUMNS} FROM client_turns WHERE session = ?1 ORDER BY turn"
+            ))
+            .and_then(|mut st| st.query_map([session], |r| turn_row(r))?.collect())
             .map_err(self.sqlite())
         })
     }

@@ -144,7 +144,7 @@ pub enum Error {
          before it was lost — nothing of its batch was written"
     )]
     StreamSeq {
-        /// The database file.
+        /// The database file (PostgreSQL: the redacted `[store] url`).
         path: PathBuf,
         /// The stream (its text form).
         stream: String,
@@ -167,7 +167,7 @@ pub enum Error {
          ({detail}); upgrade trellis or restore the file from a backup"
     )]
     CorruptStream {
-        /// The database file.
+        /// The database file (PostgreSQL: the redacted `[store] url`).
         path: PathBuf,
         /// The stream (its text form).
         stream: String,

@@ -22,7 +22,7 @@
 //! | change sets, their apply/undo/redo operations, reviewers' comments | [`ReviewStore`] | `change_sets`, `change_ops`, `review_comments` | `review` |
 //! | runs' versioned artifacts | [`ArtifactStore`] | `artifacts` | `artifacts` |
 //! | session and workspace streams (a run's stream is its event log) | [`StreamStore`] | `stream_events` | `streams` |
-//! | agent and channel sessions, materialised from their streams | [`SessionStore`] | `sessions`, `turns`, `turn_messages`, `turn_thoughts`, `turn_tools` | `sessions` |
+//! | agent and channel sessions, materialised from their streams | [`SessionStore`] | `sessions`, `turns`, `turn_messages`, `turn_thoughts`, `turn_tools` | `sessions`, `session_rows` (what each session event writes, and the records read back: every backend's) |
 //! | front-end clients' sessions | [`ClientSessionStore`] | `client_sessions`, `client_turns` | `client_sessions` |
 //! | tool DAG executions' checkpoints | [`DagCheckpointStore`] | `dag_checkpoints` | `dag_checkpoints` |
 //! | the tool knowledge graph | [`ToolGraphStore`] | `tool_nodes`, `tool_dependency`, `tool_executions`, `speculations` | `toolgraph` |
@@ -114,6 +114,7 @@ mod read;
 mod review;
 mod runs;
 mod schema;
+mod session_rows;
 mod sessions;
 mod streams;
 mod toolgraph;

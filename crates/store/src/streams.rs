@@ -6,20 +6,23 @@
 //! writer thread, which checks that every event follows its stream's last one, inserts the
 //! events and materialises session events into the session tables (see [`crate::sessions`])
 //! inside the batch's savepoint — so a batch is applied entirely or not at all, and the
-//! tables never disagree with the log.
+//! tables never disagree with the log. What a batch must satisfy ([`check_seqs`]) and what
+//! storing it writes, in which order ([`writes`]), is shared with the PostgreSQL backend,
+//! which runs the same writes in a transaction of its own (`crate::pg`).
 
 use std::path::Path;
 
 use rusqlite::{Connection, OptionalExtension, params};
 use trellis_graph::{Commit, JournalError};
 use trellis_protocol::{
-    Event, ServiceEvent, ServiceEventBody, SessionEvent, SessionId, StreamId, SubmissionId,
+    Event, RunId, ServiceEvent, ServiceEventBody, SessionEvent, SessionId, StreamId, SubmissionId,
     WorkspaceEvent,
 };
 
 use crate::error::{Error, Result};
 use crate::ops::to_i64;
 use crate::read::Reader;
+use crate::session_rows::{RowChange, plan as sessions_plan};
 use crate::sessions;
 use crate::{Msg, SqliteStore};
 
@@ -73,6 +76,92 @@ pub(crate) fn encode(events: Vec<ServiceEvent>) -> Result<Vec<Encoded>> {
         .collect()
 }
 
+/// Checks that every event of `batch` follows its stream's last one: `stored` answers a
+/// stream's last stored seq (0 when empty); it is asked once per stream, when the batch first
+/// reaches it. Fails with [`Error::StreamSeq`] naming `location` (the database file, or the
+/// redacted `[store] url`) at the first event that does not follow.
+pub(crate) fn check_seqs(
+    batch: &[Encoded],
+    location: &Path,
+    mut stored: impl FnMut(&str) -> Result<u64>,
+) -> Result<()> {
+    // The last seq of each stream the batch touched so far (a batch spans few streams).
+    let mut last: Vec<(&str, u64)> = Vec::new();
+    for enc in batch {
+        let slot = match last.iter().position(|(k, _)| *k == enc.key) {
+            Some(i) => i,
+            None => {
+                last.push((&enc.key, stored(&enc.key)?));
+                last.len() - 1
+            }
+        };
+        let prev = last[slot].1;
+        let seq = enc.event.seq;
+        if seq != prev.saturating_add(1) {
+            return Err(Error::StreamSeq {
+                path: location.to_owned(),
+                stream: enc.key.clone(),
+                seq,
+                last: prev,
+            });
+        }
+        last[slot].1 = seq;
+    }
+    Ok(())
+}
+
+/// One write of a service stream batch.
+pub(crate) enum Write<'b> {
+    /// Insert the event into `stream_events`.
+    Event(&'b Encoded),
+    /// Apply a change to the session tables of a session.
+    Session(&'b SessionId, RowChange<'b>),
+}
+
+/// What storing a checked batch writes, in order, whatever the backend: each event, then
+/// the changes it makes to its session's tables ([`crate::session_rows::plan`]); last, for
+/// each session the batch reached, its last event ([`RowChange::Touch`]).
+pub(crate) fn writes(batch: &[Encoded]) -> impl Iterator<Item = Write<'_>> {
+    // Per session: the batch's last seq and timestamp, written once at the end.
+    let mut touched: Vec<(&SessionId, u64, i64)> = Vec::new();
+    for (id, _, e) in batch.iter().filter_map(Encoded::session) {
+        match touched.iter_mut().find(|(s, _, _)| *s == id) {
+            Some(t) => (t.1, t.2) = (e.seq, e.ts),
+            None => touched.push((id, e.seq, e.ts)),
+        }
+    }
+    let touches = touched.into_iter().map(|(id, seq, ts)| {
+        Write::Session(
+            id,
+            RowChange::Touch {
+                seq: to_i64(seq),
+                ts,
+            },
+        )
+    });
+    batch
+        .iter()
+        .flat_map(|enc| {
+            let changes = enc.session().into_iter().flat_map(|(id, body, e)| {
+                sessions_plan(body, e.seq, e.ts).map(move |c| Write::Session(id, c))
+            });
+            std::iter::once(Write::Event(enc)).chain(changes)
+        })
+        .chain(touches)
+}
+
+impl Encoded {
+    /// The session and the body of a session event.
+    fn session(&self) -> Option<(&SessionId, &SessionEvent, &ServiceEvent)> {
+        match (&self.event.stream, &self.event.event) {
+            (StreamId::Session(id), ServiceEventBody::Session(body)) => {
+                Some((id, body, &self.event))
+            }
+            _ => None,
+        }
+    }
+}
+
 /// Writes one batch inside the writer's savepoint: every event must follow its stream's last
 /// one; session events are materialised as they are inserted.
 pub(crate) fn append(conn: &Connection, batch: &[Encoded], path: &Path) -> Result<()> {
@@ -80,54 +169,29 @@ pub(crate) fn append(conn: &Connection, batch: &[Encoded], path: &Path) -> Resul
         path: path.to_owned(),
         source,
     };
-    // The last seq of each stream the batch touched so far (a batch spans few streams).
-    let mut last: Vec<(&str, u64)> = Vec::new();
-    // Per session: the batch's last seq and timestamp, written once at the end.
-    let mut touched: Vec<(&SessionId, u64, i64)> = Vec::new();
+    check_seqs(batch, path, |key| last_seq(conn, key).map_err(sqlite))?;
     let mut insert = conn
         .prepare_cached(
             "INSERT INTO stream_events (stream, seq, ts, submission, data)
              VALUES (?1, ?2, ?3, ?4, ?5)",
         )
         .map_err(sqlite)?;
-    for enc in batch {
-        let e = &enc.event;
-        let slot = match last.iter().position(|(k, _)| *k == enc.key) {
-            Some(i) => i,
-            None => {
-                last.push((&enc.key, last_seq(conn, &enc.key).map_err(sqlite)?));
-                last.len() - 1
+    for write in writes(batch) {
+        match write {
+            Write::Event(enc) => {
+                let e = &enc.event;
+                insert
+                    .execute(params![
+                        enc.key,
+                        to_i64(e.seq),
+                        e.ts,
+                        e.submission.as_ref().map(SubmissionId::as_str),
+                        enc.data
+                    ])
+                    .map_err(sqlite)?;
             }
-        };
-        let prev = last[slot].1;
-        if e.seq != prev.saturating_add(1) {
-            return Err(Error::StreamSeq {
-                path: path.to_owned(),
-                stream: enc.key.clone(),
-                seq: e.seq,
-                last: prev,
-            });
+            Write::Session(id, change) => sessions::apply(conn, id, &change).map_err(sqlite)?,
         }
-        last[slot].1 = e.seq;
-        insert
-            .execute(params![
-                enc.key,
-                to_i64(e.seq),
-                e.ts,
-                e.submission.as_ref().map(SubmissionId::as_str),
-                enc.data
-            ])
-            .map_err(sqlite)?;
-        if let (StreamId::Session(id), ServiceEventBody::Session(body)) = (&e.stream, &e.event) {
-            sessions::materialise(conn, id, body, e.seq, e.ts).map_err(sqlite)?;
-            match touched.iter_mut().find(|(s, _, _)| *s == id) {
-                Some(t) => (t.1, t.2) = (e.seq, e.ts),
-                None => touched.push((id, e.seq, e.ts)),
-            }
-        }
-    }
-    for (id, seq, ts) in touched {
-        sessions::touch(conn, id, seq, ts).map_err(sqlite)?;
     }
     Ok(())
 }
@@ -140,6 +204,67 @@ fn last_seq(conn: &Connection, key: &str) -> rusqlite::Result<u64> {
     .query_row([key], |r| r.get::<_, i64>(0))
     .optional()
     .map(|s| s.map_or(0, |s| u64::try_from(s).unwrap_or(0)))
+}
+
+/// A read of `stream` after `after_seq`, at most `limit` events, whatever the backend
+/// ([`StreamStore::stream_events`]): a run's stream from `run_events(run, from, to)` (its
+/// events with `from <= seq <= to`, `None` for an unknown run), a service stream from
+/// `service(key, from, limit)` (its stored events from seq `from`, at most `limit`).
+pub(crate) fn read_stream(
+    stream: &StreamId,
+    after_seq: u64,
+    limit: Option<usize>,
+    run_events: impl FnOnce(&RunId, u64, u64) -> Result<Option<Vec<Event>>>,
+    service: impl FnOnce(String, u64, Option<u64>) -> Result<Vec<ServiceEvent>>,
+) -> Result<Vec<ServiceEvent>> {
+    let limit = limit.map(|l| u64::try_from(l).unwrap_or(u64::MAX));
+    if limit == Some(0) {
+        return Ok(Vec::new());
+    }
+    let from = after_seq.saturating_add(1);
+    match stream {
+        StreamId::Run(run) => {
+            // A run's seqs are contiguous, so `limit` events end at `after_seq + limit`.
+            let to = limit.map_or(u64::MAX, |l| after_seq.saturating_add(l));
+            let events = run_events(run, from, to)?.unwrap_or_default();
+            Ok(events.into_iter().map(run_service_event).collect())
+        }
+        _ => service(stream.key(), from, limit),
+    }
+}
+
+/// A stored event of the service stream `stream` (whose text form is `key`), from its
+/// `stream_events` row; [`Error::CorruptStream`] naming `location` when its body does not
+/// decode.
+pub(crate) fn stored_event(
+    stream: &StreamId,
+    key: &str,
+    location: &Path,
+    seq: i64,
+    ts: i64,
+    submission: Option<String>,
+    data: &str,
+) -> Result<ServiceEvent> {
+    let seq = u64::try_from(seq).unwrap_or(0);
+    let body = match stream {
+        StreamId::Workspace => {
+            serde_json::from_str::<WorkspaceEvent>(data).map(ServiceEventBody::Workspace)
+        }
+        _ => serde_json::from_str::<SessionEvent>(data).map(ServiceEventBody::Session),
+    }
+    .map_err(|e| Error::CorruptStream {
+        path: location.to_owned(),
+        stream: key.to_owned(),
+        seq,
+        detail: e.to_string(),
+    })?;
+    Ok(ServiceEvent {
+        stream: stream.clone(),
+        seq,
+        ts,
+        submission: submission.map(SubmissionId::from_string),
+        event: body,
+    })
 }
 
 /// A run's graph event as an event of its stream.
@@ -161,54 +286,27 @@ impl Reader {
         after_seq: u64,
         limit: Option<usize>,
     ) -> Result<Vec<ServiceEvent>> {
-        let from = after_seq.saturating_add(1);
-        let limit = limit.map(|l| u64::try_from(l).unwrap_or(u64::MAX));
-        if limit == Some(0) {
-            return Ok(Vec::new());
-        }
-        if let StreamId::Run(run) = stream {
-            // A run's seqs are contiguous, so `limit` events end at `after_seq + limit`.
-            let to = limit.map_or(u64::MAX, |l| after_seq.saturating_add(l));
-            let events = self.events(run, from, to)?.unwrap_or_default();
-            return Ok(events.into_iter().map(run_service_event).collect());
-        }
-        let key = stream.key();
-        let rows: Vec<(i64, i64, Option<String>, String)> = self.with(|c| {
-            c.prepare_cached(
-                "SELECT seq, ts, submission, data FROM stream_events
-                 WHERE stream = ?1 AND seq >= ?2 ORDER BY seq LIMIT ?3",
-            )
-            .and_then(|mut st| {
-                st.query_map(params![key, to_i64(from), limit.map_or(-1, to_i64)], |r| {
-                    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
-                })?
-                .collect()
-            })
-            .map_err(self.sqlite())
-        })?;
-        rows.into_iter()
-            .map(|(seq, ts, submission, data)| {
-                let seq = u64::try_from(seq).unwrap_or(0);
-                let body = match stream {
-                    StreamId::Workspace => serde_json::from_str::<WorkspaceEvent>(&data)
-                        .map(ServiceEventBody::Workspace),
-                    _ => serde_json::from_str::<SessionEvent>(&data).map(ServiceEventBody::Session),
-                }
-                .map_err(|e| Error::CorruptStream {
-                    path: self.path().to_owned(),
-                    stream: key.clone(),
-                    seq,
-                    detail: e.to_string(),
-                })?;
-                Ok(ServiceEvent {
-                    stream: stream.clone(),
-                    seq,
-                    ts,
-                    submission: submission.map(SubmissionId::from_string),
-                    event: body,
+        let run_events = |run: &RunId, from, to| self.events(run, from, to);
+        read_stream(stream, after_seq, limit, run_events, |key, from, limit| {
+            let rows: Vec<(i64, i64, Option<String>, String)> = self.with(|c| {
+                c.prepare_cached(
+                    "SELECT seq, ts, submission, data FROM stream_events
+                     WHERE stream = ?1 AND seq >= ?2 ORDER BY seq LIMIT ?3",
+                )
+                .and_then(|mut st| {
+                    st.query_map(params![key, to_i64(from), limit.map_or(-1, to_i64)], |r| {
+                        Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+                    })?
+                    .collect()
                 })
-            })
-            .collect()
+                .map_err(self.sqlite())
+            })?;
+            rows.into_iter()
+                .map(|(seq, ts, submission, data)| {
+                    stored_event(stream, &key, self.path(), seq, ts, submission, &data)
+                })
+                .collect()
+        })
     }
 
     /// The last seq of `stream` (0 when empty; for a run, its last seq).

@@ -14,6 +14,7 @@ mod suite {
     mod atomicity;
     mod claims;
     mod client_sessions;
+    mod dag_checkpoints;
     mod domains;
     mod fixtures;
     mod group_commit;
@@ -31,6 +32,8 @@ mod suite {
     #[cfg(feature = "postgres")]
     mod pg_schema;
     #[cfg(feature = "postgres")]
+    mod pg_streams;
+    #[cfg(feature = "postgres")]
     mod pg_support;
     mod review;
     mod roundtrip;
@@ -38,6 +41,7 @@ mod suite {
     mod sessions;
     mod size;
     mod stream_prop;
+    mod stream_speed;
     mod streams;
     mod toolgraph;
     mod usage;

@@ -287,10 +287,7 @@ where
             return None;
         }
     };
-    let out = f(&mut client).await.map_err(|e| match e {
-        super::JobError::Pg(source) => PgError::query(&url, source).into(),
-        super::JobError::Store(e) => e,
-    });
+    let out = f(&mut client).await.map_err(|e| e.into_error(&url));
     // A caller that stopped waiting is no failure of the job.
     let _ = reply.send(out);
     Some(client)

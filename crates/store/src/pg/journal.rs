@@ -114,6 +114,19 @@ impl CommitCount {
             self.counters.synced_commits.fetch_add(1, Ordering::Relaxed);
         }
     }
+
+    /// Counts one committed transaction holding a service stream batch of `events` events.
+    pub(crate) fn stream_batch(&self, events: usize) {
+        self.commit();
+        let c = &self.counters;
+        c.stream_batches.fetch_add(1, Ordering::Relaxed);
+        c.stream_events.fetch_add(events as u64, Ordering::Relaxed);
+    }
+
+    /// Counts a transaction that failed to begin or commit.
+    pub(crate) fn failed(&self) {
+        self.counters.failed_commits.fetch_add(1, Ordering::Relaxed);
+    }
 }
 
 /// What a group's job needs besides its batches.

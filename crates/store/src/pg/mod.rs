@@ -6,7 +6,11 @@
 //! SQLite ones (the same versions and names; `schema` says how each type translates). The
 //! run journal — [`crate::RunStore`] and the engine's [`trellis_graph::Journal`] — is
 //! implemented: reads in `runs`, appends with group commit in `journal`, claims and the
-//! command inbox in `ops`.
+//! command inbox in `ops`. So are the service's streams ([`crate::StreamStore`], `streams`:
+//! a batch per transaction, its statements sent together by `pipeline`) and the sessions
+//! materialised from them ([`crate::SessionStore`], `sessions`), client sessions and DAG
+//! checkpoints, usage, review, artifacts and the tool knowledge graph: [`PgStore`] is a
+//! [`crate::Backend`] (`backend`), opened by `Store::open_configured` for `[store] url`.
 //!
 //! The client is tokio-postgres (see docs/architecture.md), driven by a thread of its own
 //! (`exec`): [`PgStore::read`] and [`PgStore::write`] run an async closure with a connection
@@ -17,13 +21,19 @@
 //! `[store] url`, with the password redacted ([`redact`]).
 
 mod artifacts;
+mod backend;
+mod client_sessions;
+mod dag_checkpoints;
 mod error;
 mod exec;
 mod journal;
 mod ops;
+mod pipeline;
 mod review;
 mod runs;
 mod schema;
+mod sessions;
+mod streams;
 mod toolgraph;
 mod usage;
 mod values;
@@ -82,6 +92,17 @@ pub enum JobError {
     Pg(tokio_postgres::Error),
     /// The job's own failure (a row it cannot decode, say).
     Store(crate::Error),
+}
+
+impl JobError {
+    /// The store's error: a client error as [`PgError::Query`] naming `url` (the redacted
+    /// `[store] url`).
+    pub(crate) fn into_error(self, url: &str) -> crate::Error {
+        match self {
+            JobError::Pg(source) => PgError::query(url, source).into(),
+            JobError::Store(e) => e,
+        }
+    }
 }
 
 impl From<tokio_postgres::Error> for JobError {

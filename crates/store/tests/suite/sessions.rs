@@ -5,14 +5,17 @@ use trellis_protocol::{
     NodeId, RunId, SessionEvent, SessionId, SessionOwner, ToolStatus, TurnUsage,
 };
 use trellis_store::prelude::*;
-use trellis_store::{
-    Error, SessionFilter, SessionStatus, SqliteStore, TurnRecord, TurnStatus, TurnToolRecord,
-};
+use trellis_store::{Error, SessionFilter, SessionStatus, TurnRecord, TurnStatus, TurnToolRecord};
 
-use super::fixtures::{T0, block_on, session_batch, store};
+use super::fixtures::{T0, block_on, session_batch};
+
+/// What the session tests need of a store: appending session events and reading the
+/// sessions back.
+pub trait Sessions: StreamStore + SessionStore {}
+impl<S: StreamStore + SessionStore + ?Sized> Sessions for S {}
 
 /// Appends `events` to `session` as one batch after its last seq.
-fn push(store: &SqliteStore, session: &SessionId, events: Vec<SessionEvent>) {
+pub fn push(store: &(impl Sessions + ?Sized), session: &SessionId, events: Vec<SessionEvent>) {
     let next = store
         .stream_last_seq(&trellis_protocol::StreamId::Session(session.clone()))
         .unwrap()
@@ -56,14 +59,12 @@ fn tool_started(turn: u32, call: &str) -> SessionEvent {
     }
 }
 
-#[test]
-fn an_agent_session_with_two_turns_reads_back_as_it_streamed() {
-    let (_dir, store) = store();
+fn an_agent_session_with_two_turns_reads_back_as_it_streamed(store: &(impl Sessions + ?Sized)) {
     let id = SessionId::from_string("run-1:code");
     let message1 = json!({"role": "assistant", "content": "Let me look.", "tool_calls": []});
     // seq 1..=6
     push(
-        &store,
+        store,
         &id,
         vec![
             SessionEvent::SessionStarted {
@@ -84,7 +85,7 @@ fn an_agent_session_with_two_turns_reads_back_as_it_streamed() {
     );
     // seq 7..=12: deltas across batches append to the same rows.
     push(
-        &store,
+        store,
         &id,
         vec![
             delta(1, " look."),
@@ -114,7 +115,7 @@ fn an_agent_session_with_two_turns_reads_back_as_it_streamed() {
     );
     // seq 13..=16: turn 2 fails; tool b never completes (its process died).
     push(
-        &store,
+        store,
         &id,
         vec![
             SessionEvent::TurnStarted {
@@ -194,7 +195,7 @@ fn an_agent_session_with_two_turns_reads_back_as_it_streamed() {
     assert_eq!(session.last_seq, 16);
 
     push(
-        &store,
+        store,
         &id,
         vec![SessionEvent::SessionError {
             error: "budget exhausted".into(),
@@ -218,13 +219,12 @@ fn an_agent_session_with_two_turns_reads_back_as_it_streamed() {
     assert_eq!(json["owner"]["kind"], "agent");
     assert_eq!(json["lastSeq"], 17);
 }
+both!(an_agent_session_with_two_turns_reads_back_as_it_streamed);
 
-#[test]
-fn a_channel_session_attaches_user_messages_to_the_next_turn() {
-    let (_dir, store) = store();
+fn a_channel_session_attaches_user_messages_to_the_next_turn(store: &(impl Sessions + ?Sized)) {
     let id = SessionId::from_string("ses-chat");
     push(
-        &store,
+        store,
         &id,
         vec![
             SessionEvent::SessionStarted {
@@ -244,7 +244,7 @@ fn a_channel_session_attaches_user_messages_to_the_next_turn() {
     assert_eq!(turns[0].user_texts, ["what does the store do?"]);
 
     push(
-        &store,
+        store,
         &id,
         vec![
             SessionEvent::TurnStarted {
@@ -279,13 +279,12 @@ fn a_channel_session_attaches_user_messages_to_the_next_turn() {
     assert_eq!(session.status, SessionStatus::Completed);
     assert_eq!(session.error, None);
 }
+both!(a_channel_session_attaches_user_messages_to_the_next_turn);
 
-#[test]
-fn a_restarted_turn_and_a_restarted_session_start_clean() {
-    let (_dir, store) = store();
+fn a_restarted_turn_and_a_restarted_session_start_clean(store: &(impl Sessions + ?Sized)) {
     let id = SessionId::from_string("run-1:plan");
     push(
-        &store,
+        store,
         &id,
         vec![
             SessionEvent::SessionStarted {
@@ -309,7 +308,7 @@ fn a_restarted_turn_and_a_restarted_session_start_clean() {
     );
     // The run is resumed: the session starts again and the model call is made again.
     push(
-        &store,
+        store,
         &id,
         vec![
             SessionEvent::SessionStarted {
@@ -338,13 +337,12 @@ fn a_restarted_turn_and_a_restarted_session_start_clean() {
     assert_eq!(session.created_ms, ts(1), "created once");
     assert_eq!(session.last_seq, 10);
 }
+both!(a_restarted_turn_and_a_restarted_session_start_clean);
 
-#[test]
-fn completions_without_a_start_are_recorded() {
-    let (_dir, store) = store();
+fn completions_without_a_start_are_recorded(store: &(impl Sessions + ?Sized)) {
     let id = SessionId::from_string("ses-x");
     push(
-        &store,
+        store,
         &id,
         vec![
             SessionEvent::SessionStarted {
@@ -381,13 +379,12 @@ fn completions_without_a_start_are_recorded() {
     assert_eq!(t.tools[0].input, serde_json::Value::Null);
     assert_eq!(t.usage.prompt_tokens, 5);
 }
+both!(completions_without_a_start_are_recorded);
 
-#[test]
-fn sessions_filter_by_run_and_channel_newest_first() {
-    let (_dir, store) = store();
+fn sessions_filter_by_run_and_channel_newest_first(store: &(impl Sessions + ?Sized)) {
     let start = |id: &str, owner: SessionOwner| {
         let id = SessionId::from_string(id);
-        push(&store, &id, vec![SessionEvent::SessionStarted { owner }]);
+        push(store, &id, vec![SessionEvent::SessionStarted { owner }]);
     };
     // Each session's first event has seq 1, so equal timestamps; ids break ties.
     start("r1:a", agent("r1", "a"));
@@ -457,10 +454,9 @@ fn sessions_filter_by_run_and_channel_newest_first() {
     .unwrap();
     assert_eq!(ids(run("r1")), ["a-late", "r1:b", "r1:a"]);
 }
+both!(sessions_filter_by_run_and_channel_newest_first);
 
-#[test]
-fn unknown_sessions_are_not_found_by_name() {
-    let (_dir, store) = store();
+fn unknown_sessions_are_not_found_by_name(store: &(impl Sessions + ?Sized)) {
     let id = SessionId::from_string("ses-missing");
     let err = store.session(&id).unwrap_err();
     assert!(
@@ -475,4 +471,73 @@ fn unknown_sessions_are_not_found_by_name() {
     );
     assert!(err.to_string().contains("ses-missing"), "{err}");
     assert!(store.turns(&id).unwrap().is_empty());
+}
+both!(unknown_sessions_are_not_found_by_name);
+
+/// Appends a session whose texts hold NUL characters and checks what is read back: the
+/// stream as appended, the session tables with each text as `kept` keeps it.
+pub fn nul_characters(store: &(impl Sessions + ?Sized), kept: fn(&str) -> String) {
+    let id = SessionId::from_string("ses-nul");
+    let events = vec![
+        SessionEvent::SessionStarted {
+            owner: agent("r\0un", "node"),
+        },
+        SessionEvent::UserMessage {
+            text: "a\0b".into(),
+        },
+        SessionEvent::TurnStarted {
+            turn: 1,
+            attempt: 1,
+        },
+        delta(1, "x\0"),
+        delta(1, "\0y"),
+        thought(1, "\0t"),
+        SessionEvent::ToolStarted {
+            turn: 1,
+            call_id: "c\0".into(),
+            name: "sh\0".into(),
+            input: json!({"cmd": "cat \0"}),
+        },
+        SessionEvent::ToolCompleted {
+            turn: 1,
+            call_id: "c\0".into(),
+            name: "sh\0".into(),
+            output: "bin\0ary".into(),
+            status: ToolStatus::Ok,
+            duration_ms: 1,
+        },
+        SessionEvent::TurnFailed {
+            turn: 1,
+            error: "e\0".into(),
+        },
+        SessionEvent::SessionError {
+            error: "s\0".into(),
+        },
+    ];
+    let appended = session_batch(&id, 1, events);
+    block_on(store.append_stream(appended.clone())).unwrap();
+    let stream = trellis_protocol::StreamId::Session(id.clone());
+    assert_eq!(store.stream_events(&stream, 0, None).unwrap(), appended);
+
+    let session = store.session(&id).unwrap();
+    assert_eq!(session.owner, agent(&kept("r\0un"), "node"));
+    assert_eq!(session.error, Some(kept("s\0")));
+    let turns = store.turns(&id).unwrap();
+    assert_eq!(turns.len(), 1);
+    let t = &turns[0];
+    assert_eq!(t.user_texts, [kept("a\0b")]);
+    assert_eq!(t.text, kept("x\0\0y"));
+    assert_eq!(t.thoughts, kept("\0t"));
+    assert_eq!(t.error, Some(kept("e\0")));
+    assert_eq!(t.tools.len(), 1);
+    let tool = &t.tools[0];
+    assert_eq!((&tool.call_id, &tool.name), (&kept("c\0"), &kept("sh\0")));
+    assert_eq!(tool.input, json!({"cmd": "cat \0"}), "JSON escapes it");
+    assert_eq!(tool.output, Some(kept("bin\0ary")));
+}
+
+#[test]
+fn sqlite_keeps_nul_characters_everywhere() {
+    let (_dir, store) = super::backends::sqlite();
+    nul_characters(&store, str::to_owned);
 }

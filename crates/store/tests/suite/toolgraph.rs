@@ -193,40 +193,16 @@ fn speculations_list_the_last_n_oldest_first(store: &dyn ToolGraphStore) {
 }
 both!(speculations_list_the_last_n_oldest_first);
 
-#[test]
-fn dag_checkpoints_are_saved_replaced_kept_across_processes_and_removed() {
-    let dir = tempfile::tempdir().unwrap();
-    let store =
-        trellis_store::SqliteStore::open_workspace(dir.path(), StoreOptions::default()).unwrap();
-    assert_eq!(store.dag_checkpoint("run:node:call_1").unwrap(), None);
-    store
-        .save_dag_checkpoint("run:node:call_1", r#"{"done":1}"#.into())
-        .unwrap();
-    store
-        .save_dag_checkpoint("run:node:call_1", r#"{"done":2}"#.into())
-        .unwrap();
-    store.flush().unwrap();
-    drop(store);
-    let store =
-        trellis_store::SqliteStore::open_workspace(dir.path(), StoreOptions::default()).unwrap();
-    assert_eq!(
-        store.dag_checkpoint("run:node:call_1").unwrap().as_deref(),
-        Some(r#"{"done":2}"#)
-    );
-    store.remove_dag_checkpoint("run:node:call_1").unwrap();
-    assert_eq!(store.dag_checkpoint("run:node:call_1").unwrap(), None);
-}
-
-fn node<'a>(snap: &'a ToolGraphSnapshot, tool: &str) -> &'a trellis_store::ToolNodeRecord {
-    snap.nodes.iter().find(|n| n.tool == tool).unwrap()
-}
-
 fn upsert(tool: &str, description: &str) -> ToolNodeUpsert {
     ToolNodeUpsert {
         tool: tool.into(),
         server: None,
         description: description.into(),
     }
+}
+
+fn node<'a>(snap: &'a ToolGraphSnapshot, tool: &str) -> &'a trellis_store::ToolNodeRecord {
+    snap.nodes.iter().find(|n| n.tool == tool).unwrap()
 }
 
 /// Lets the millisecond clock move on, so a new `updated_ms` shows.
