@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use trellis_acp::{AcpAgent, AcpOptions, OpenService};
-use trellis_store::{Store, StoreOptions};
+use trellis_store::StoreOptions;
 
 /// `trellis acp` arguments.
 #[derive(Debug, clap::Args)]
@@ -31,11 +31,9 @@ pub fn acp(
         .build()?;
     let overrides = overrides.to_vec();
     let open: OpenService = Arc::new(move |root| {
-        let store = match &db {
-            Some(path) => Store::open(path, store_options),
-            None => Store::open_workspace(root, store_options),
-        }
-        .map_err(|e| e.to_string())?;
+        let store =
+            crate::workspace::open_store(root, &overrides, db.as_deref(), store_options, false)
+                .map_err(|e| format!("{e:#}"))?;
         crate::workspace::open_service(root, &overrides, &[], store).map_err(|e| format!("{e:#}"))
     });
     let options = AcpOptions {

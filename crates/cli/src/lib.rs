@@ -209,8 +209,10 @@ pub fn run(mut cli: Cli) -> anyhow::Result<ExitCode> {
     let store = if needs_existing_store(&cli.command) {
         match open_existing_store(&cli) {
             Ok(store) => store,
-            Err(trellis_store::Error::NoStore(_)) => return no_store(&cli),
-            Err(e) => return Err(e.into()),
+            Err(e) if matches!(e.downcast_ref(), Some(trellis_store::Error::NoStore(_))) => {
+                return no_store(&cli);
+            }
+            Err(e) => return Err(e),
         }
     } else {
         open_store(&cli)?
@@ -285,22 +287,25 @@ fn store_options(cli: &Cli) -> StoreOptions {
 }
 
 fn open_store(cli: &Cli) -> anyhow::Result<Arc<Store>> {
-    let options = store_options(cli);
-    Ok(match &cli.db {
-        Some(path) => Store::open(path, options)?,
-        None => Store::open_workspace(cli.repo(), options)?,
-    })
+    let repo = cli.repo();
+    workspace::open_store(
+        &repo,
+        &cli.config,
+        cli.db.as_deref(),
+        store_options(cli),
+        false,
+    )
 }
 
-fn open_existing_store(cli: &Cli) -> Result<Arc<Store>, trellis_store::Error> {
-    let path = match &cli.db {
-        Some(path) => path.clone(),
-        None => cli
-            .repo()
-            .join(trellis_store::STORE_DIR)
-            .join(trellis_store::DB_FILE),
-    };
-    Store::open_existing(path, store_options(cli))
+fn open_existing_store(cli: &Cli) -> anyhow::Result<Arc<Store>> {
+    let repo = cli.repo();
+    workspace::open_store(
+        &repo,
+        &cli.config,
+        cli.db.as_deref(),
+        store_options(cli),
+        true,
+    )
 }
 
 /// What a command that needs an existing store says when there is none: `runs list` lists

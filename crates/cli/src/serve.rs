@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use anyhow::{Context, bail};
 use clap::Args;
 use trellis_server::{AppState, Limits, Settings, TokenFile, Workspace};
-use trellis_store::{Store, StoreOptions};
+use trellis_store::StoreOptions;
 
 /// `trellis serve` options.
 #[derive(Debug, Args)]
@@ -77,7 +77,7 @@ pub fn serve(
         let ids = trellis_server::workspace_ids(&canonical);
         let mut workspaces = Vec::new();
         for (id, root) in ids.into_iter().zip(canonical) {
-            let store = Store::open_workspace(&root, store_options)
+            let store = crate::workspace::open_store(&root, overrides, None, store_options, false)
                 .with_context(|| format!("workspace {}", root.display()))?;
             let service = crate::workspace::open_service(&root, overrides, &[], store)?;
             workspaces.push(Workspace { id, root, service });

@@ -7,7 +7,29 @@ use std::sync::Arc;
 use trellis_config::{Config, LoadOptions};
 use trellis_core::service::{Service, ServiceOptions};
 use trellis_core::{Records, Runtime};
-use trellis_store::Store;
+use trellis_store::{Store, StoreConfig, StoreOptions};
+
+/// Opens the store of `repo`: the database file `db` when given, else what the `[store]`
+/// section names — a PostgreSQL server (`url`) or the workspace's SQLite file
+/// (docs/configuration.md, "Store"). With `existing`, a SQLite file is opened only if it is
+/// there (`trellis_store::Error::NoStore` otherwise).
+pub fn open_store(
+    repo: &Path,
+    overrides: &[String],
+    db: Option<&Path>,
+    options: StoreOptions,
+    existing: bool,
+) -> anyhow::Result<Arc<Store>> {
+    if let Some(path) = db {
+        return Ok(if existing {
+            Store::open_existing(path, options)?
+        } else {
+            Store::open(path, options)?
+        });
+    }
+    let config: StoreConfig = load_config(repo, overrides)?.section_serde("store")?;
+    Ok(Store::open_configured(repo, &config, options, existing)?)
+}
 
 /// Loads the layered configuration for `repo` with `-c` overrides.
 pub fn load_config(repo: &Path, overrides: &[String]) -> anyhow::Result<Config> {

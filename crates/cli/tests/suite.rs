@@ -8,6 +8,7 @@ mod mcp_checkers;
 mod mock;
 mod models;
 mod output;
+mod postgres;
 mod review;
 mod runs;
 mod search;

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use trellis_graph::Journal;
 
 use crate::prelude::*;
-use crate::{Owner, Result, SqliteStore, StoreOptions, StoreStats};
+use crate::{Owner, Result, SqliteStore, StoreConfig, StoreOptions, StoreStats};
 
 /// A store backend: the engine's [`Journal`], every domain trait, and the lifecycle.
 /// [`SqliteStore`] (one file per workspace) is the default.
@@ -65,6 +65,54 @@ impl dyn Backend {
     /// ([`SqliteStore::open_existing`]).
     pub fn open_existing(path: impl AsRef<Path>, options: StoreOptions) -> Result<Arc<Store>> {
         Ok(Arc::new(SqliteStore::open_existing(path, options)?))
+    }
+
+    /// Opens the store the `[store]` section names for `workspace`: the PostgreSQL server of
+    /// `url` (connected and migrated, the password from `password_env`), else the
+    /// workspace's SQLite file — created if needed, or with `existing` only if it is there
+    /// ([`crate::Error::NoStore`] otherwise).
+    pub fn open_configured(
+        workspace: impl AsRef<Path>,
+        config: &StoreConfig,
+        options: StoreOptions,
+        existing: bool,
+    ) -> Result<Arc<Store>> {
+        match &config.url {
+            Some(url) => Self::connect(url, config.password()?.as_deref(), options),
+            None if existing => Self::open_existing(
+                workspace
+                    .as_ref()
+                    .join(crate::STORE_DIR)
+                    .join(crate::DB_FILE),
+                options,
+            ),
+            None => Self::open_workspace(workspace, options),
+        }
+    }
+
+    /// Connects to the PostgreSQL server of `url` and migrates its database
+    /// ([`crate::pg::PgStore::connect_with_password`]).
+    #[cfg(feature = "postgres")]
+    pub fn connect(url: &str, password: Option<&str>, options: StoreOptions) -> Result<Arc<Store>> {
+        let options = crate::pg::PgOptions {
+            synchronous: options.synchronous,
+            ..crate::pg::PgOptions::default()
+        };
+        Ok(Arc::new(crate::pg::PgStore::connect_with_password(
+            url, password, options,
+        )?))
+    }
+
+    /// Without the feature `postgres` a `[store] url` cannot be served: the error says so.
+    #[cfg(not(feature = "postgres"))]
+    pub fn connect(
+        url: &str,
+        _password: Option<&str>,
+        _options: StoreOptions,
+    ) -> Result<Arc<Store>> {
+        Err(crate::Error::NoPostgres {
+            url: url.split('@').next_back().unwrap_or_default().to_owned(),
+        })
     }
 
     /// Opens (creating if needed) the SQLite database file at `path` and migrates it

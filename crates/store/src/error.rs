@@ -10,6 +10,16 @@ use trellis_graph::JournalError;
 /// Errors raised by the store.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// `[store] url` names a PostgreSQL server but this binary was built without it.
+    #[error(
+        "[store] url names a PostgreSQL server (…@{url}), but this trellis was built without \
+         PostgreSQL (cargo feature `postgres`); build it with the feature, or remove the setting \
+         to use the workspace's SQLite file"
+    )]
+    NoPostgres {
+        /// The URL after its user info.
+        url: String,
+    },
     /// `[store] password_env` names a variable that is unset or empty.
     #[error(
         "[store] password_env = \"{var}\": the environment variable {var} is not set (or empty); \

@@ -56,7 +56,7 @@ impl ArtifactStore for PgStore {
                         (&run, Type::TEXT),
                         (&new.node.as_ref().map(NodeId::as_str), Type::TEXT),
                         (&new.kind, Type::TEXT),
-                        (&new.content, Type::TEXT),
+                        (&super::runs::text(&new.content), Type::TEXT),
                         (&new.status.as_str(), Type::TEXT),
                         (&now_ms(), Type::INT8),
                     ],
@@ -92,7 +92,7 @@ impl ArtifactStore for PgStore {
         status: ArtifactStatus,
         feedback: Option<&str>,
     ) -> Result<Artifact> {
-        let feedback = feedback.map(str::to_owned);
+        let feedback = feedback.map(|f| super::runs::text(f).into_owned());
         self.write(async move |c| {
             let sql = format!(
                 "UPDATE artifacts SET status = $2, feedback = $3, updated_ms = $4 WHERE id = $1

@@ -133,6 +133,17 @@ impl PgStore {
     /// [`PgError::BadUrl`], [`PgError::Connect`], [`PgError::Auth`], [`PgError::NoDatabase`],
     /// [`PgError::NewerSchema`] or [`PgError::Migration`], each naming the setting.
     pub fn connect(url: &str, options: PgOptions) -> crate::Result<PgStore> {
+        Self::connect_with_password(url, None, options)
+    }
+
+    /// [`PgStore::connect`] with the password given apart from the URL (read from the
+    /// environment variable `[store] password_env` names); it takes the place of one in the
+    /// URL.
+    pub fn connect_with_password(
+        url: &str,
+        password: Option<&str>,
+        options: PgOptions,
+    ) -> crate::Result<PgStore> {
         let shown: Arc<str> = redact(url).into();
         let bad = |detail: String| PgError::BadUrl {
             url: shown.to_string(),
@@ -150,6 +161,9 @@ impl PgStore {
                     .into(),
             )
             .into());
+        }
+        if let Some(password) = password {
+            config.password(password);
         }
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(options.connect_timeout);

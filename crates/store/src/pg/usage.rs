@@ -97,6 +97,8 @@ async fn insert_tool_call(
     r: &ToolCallRecord,
 ) -> Result<i64, tokio_postgres::Error> {
     let run = r.run_id.as_ref().map(RunId::as_str);
+    // A tool's output may carry NUL, which PostgreSQL text refuses: replaced, not lost.
+    let summary = super::runs::text(&r.summary);
     let row = c
         .query_typed_one(
             "INSERT INTO tool_calls (run_id, node_id, tool, args, decision, is_error, summary,
@@ -109,7 +111,7 @@ async fn insert_tool_call(
                 (&r.args, Type::TEXT),
                 (&r.decision, Type::TEXT),
                 (&r.is_error, Type::BOOL),
-                (&r.summary, Type::TEXT),
+                (&summary, Type::TEXT),
                 (&r.duration_ms, Type::INT8),
                 (&r.started_at, Type::INT8),
             ],
