@@ -11,7 +11,7 @@ use trellis_protocol::RunId;
 use trellis_store::{ModelCallRecord, UsageStore};
 
 /// Persists every call of one run into the store's `model_calls` table (queued; the
-/// store's writer group-commits it, [`trellis_store::Store::flush`] waits for it).
+/// store's writer group-commits it, [`trellis_store::Backend::flush`] waits for it).
 pub struct StoreUsageSink {
     store: Arc<dyn UsageStore>,
     run: RunId,

@@ -559,7 +559,7 @@ mod tests {
     }
 
     /// A file exactly as a version-3 trellis left it (the old migrations only), opened by
-    /// this binary through [`crate::Store::open`]: its runs, events, tool calls, change sets
+    /// this binary through [`crate::SqliteStore::open`]: its runs, events, tool calls, change sets
     /// and model calls read back unchanged, and the new tables work.
     #[test]
     fn a_version_3_store_opens_with_its_data_and_gains_the_stream_tables() {

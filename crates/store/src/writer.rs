@@ -53,7 +53,7 @@ impl Msg {
     }
 }
 
-/// Counters shared with [`crate::Store::stats`].
+/// Counters shared with [`crate::Backend::stats`].
 #[derive(Default)]
 pub(crate) struct Counters {
     pub(crate) commits: AtomicU64,
