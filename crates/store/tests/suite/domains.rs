@@ -1,23 +1,58 @@
 //! Every domain trait is object-safe, `Send` and `Sync`: a feature holds the store as the one
-//! trait it persists through (`Arc<dyn ToolGraphStore>`, `&dyn ReviewStore`, …), and each
-//! answers through the trait object as `SqliteStore` does.
+//! trait it persists through (`Arc<dyn ToolGraphStore>`, `&dyn ReviewStore`, …), converted
+//! from the `Arc<Store>` the `[store]` section opened, and each answers through the trait
+//! object — on SQLite and on PostgreSQL.
 
 use std::sync::Arc;
 
 use trellis_protocol::{RunId, StreamId};
 use trellis_store::{
     ArtifactStore, ClientSessionStore, DagCheckpointStore, ReviewStore, RunFilter, RunStore,
-    SessionFilter, SessionStore, StreamStore, ToolGraphStore, UsageStore,
+    SessionFilter, SessionStore, Store, StoreConfig, StreamStore, ToolGraphStore, UsageStore,
 };
-
-use super::fixtures::store;
 
 fn shared<T: Send + Sync + ?Sized>(_: &T) {}
 
 #[test]
-fn every_domain_trait_is_a_shareable_trait_object() {
-    let (_dir, store) = store();
-    let store = Arc::new(store);
+fn every_domain_trait_is_a_shareable_trait_object_on_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = StoreConfig::default();
+    let store = Store::open_configured(dir.path(), &config, Default::default(), false).unwrap();
+    assert!(
+        store.location().ends_with("trellis.db"),
+        "{}",
+        store.location()
+    );
+    every_domain_answers(store);
+}
+
+#[cfg(feature = "postgres")]
+#[test]
+fn every_domain_trait_is_a_shareable_trait_object_on_postgres() {
+    let cluster = trellis_test_pg::Cluster::shared();
+    let db = cluster.database();
+    let bare = db
+        .url()
+        .replacen(&format!(":{}@", trellis_test_pg::PASSWORD), "@", 1);
+    let config = StoreConfig {
+        url: Some(bare),
+        password_env: Some("TRELLIS_NOT_READ_HERE".into()),
+    };
+    // The password as `password_env`'s variable would give it.
+    let password = config
+        .password_from(|_| Some(trellis_test_pg::PASSWORD.to_owned()))
+        .unwrap();
+    let url = config.url.as_deref().unwrap();
+    let store = Store::connect(url, password.as_deref(), Default::default()).unwrap();
+    assert!(
+        store.location().starts_with("postgres://"),
+        "{}",
+        store.location()
+    );
+    every_domain_answers(store);
+}
+
+fn every_domain_answers(store: Arc<Store>) {
     let run = RunId::from_string("run-none");
 
     let runs: Arc<dyn RunStore> = store.clone();
