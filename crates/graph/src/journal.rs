@@ -34,6 +34,18 @@ pub enum JournalError {
     /// The journal was shut down before the batch was committed.
     #[error("journal closed before the batch was committed")]
     Closed,
+    /// The batch's run was claimed with a lease that another worker has taken since (it
+    /// expired): the batch wrote nothing, and the run must stop here.
+    #[error(
+        "run {run}: the lease of worker {worker} was taken by another worker; \
+         the batch was not written and the run must stop here"
+    )]
+    LeaseLost {
+        /// The run.
+        run: String,
+        /// The worker whose lease was taken.
+        worker: String,
+    },
 }
 
 /// How long the engine waits for commits.

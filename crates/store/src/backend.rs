@@ -21,6 +21,7 @@ pub trait Backend:
     + ClientSessionStore
     + DagCheckpointStore
     + ToolGraphStore
+    + LeaseStore
     + std::fmt::Debug
     + Send
     + Sync

@@ -20,6 +20,12 @@ pub enum Error {
         /// The URL after its user info.
         url: String,
     },
+    /// Leases of runs (`trellis worker`) asked of a SQLite store.
+    #[error(
+        "leases of runs (trellis worker) need a PostgreSQL store ([store] url); on one machine \
+         the workspace's SQLite file hands a crashed process's runs over without them"
+    )]
+    LeasesNeedPostgres,
     /// `[store] password_env` names a variable that is unset or empty.
     #[error(
         "[store] password_env = \"{var}\": the environment variable {var} is not set (or empty); \

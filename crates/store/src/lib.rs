@@ -24,6 +24,7 @@
 //! | session and workspace streams (a run's stream is its event log) | [`StreamStore`] | `stream_events` | `streams` |
 //! | agent and channel sessions, materialised from their streams | [`SessionStore`] | `sessions`, `turns`, `turn_messages`, `turn_thoughts`, `turn_tools` | `sessions`, `session_rows` (what each session event writes, and the records read back: every backend's) |
 //! | front-end clients' sessions | [`ClientSessionStore`] | `client_sessions`, `client_turns` | `client_sessions` |
+//! | runs' leases for workers (PostgreSQL) | [`LeaseStore`] | `run_leases` | `lease` |
 //! | tool DAG executions' checkpoints | [`DagCheckpointStore`] | `dag_checkpoints` | `dag_checkpoints` |
 //! | the tool knowledge graph | [`ToolGraphStore`] | `tool_nodes`, `tool_dependency`, `tool_executions`, `speculations` | `toolgraph` |
 //!
@@ -107,6 +108,7 @@ mod codec;
 mod config;
 mod dag_checkpoints;
 mod error;
+mod lease;
 mod ops;
 #[cfg(feature = "postgres")]
 pub mod pg;
@@ -140,6 +142,7 @@ pub use client_sessions::ClientSessionStore;
 pub use config::StoreConfig;
 pub use dag_checkpoints::DagCheckpointStore;
 pub use error::{Error, Result};
+pub use lease::{Lease, LeaseStore};
 pub use review::{NewReviewComment, ReviewCommentRecord, ReviewStore};
 pub use runs::{ContinuedGraph, RunGraphs, RunStore};
 pub use schema::LATEST_VERSION as SCHEMA_VERSION;
@@ -165,8 +168,8 @@ use writer::{Counters, Writer};
 /// `use trellis_store::prelude::*;`.
 pub mod prelude {
     pub use crate::{
-        ArtifactStore, Backend, ClientSessionStore, DagCheckpointStore, ReviewStore, RunStore,
-        SessionStore, StreamStore, ToolGraphStore, UsageStore,
+        ArtifactStore, Backend, ClientSessionStore, DagCheckpointStore, LeaseStore, ReviewStore,
+        RunStore, SessionStore, StreamStore, ToolGraphStore, UsageStore,
     };
 }
 

@@ -371,10 +371,30 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         ) WITHOUT ROWID;
     "#,
     },
+    Migration {
+        version: 9,
+        name: "run_leases",
+        sql: r#"
+        -- Leases of runs for workers (crate::lease): who holds the run, a token raised at
+        -- every claim (the fence of its writes), until when (ms of the database's clock),
+        -- whether a worker may claim it, and since when it waits (oldest first). The
+        -- PostgreSQL backend serves them; the table is here so one schema version means the
+        -- same tables in both backends.
+        CREATE TABLE run_leases (
+            run_id      TEXT    PRIMARY KEY,
+            owner       TEXT,
+            token       INTEGER NOT NULL DEFAULT 0,
+            expires_at  INTEGER,
+            runnable    INTEGER NOT NULL DEFAULT 0,
+            queued_at   INTEGER NOT NULL
+        ) WITHOUT ROWID;
+        CREATE INDEX run_leases_queue ON run_leases (queued_at) WHERE runnable = 1;
+    "#,
+    },
 ];
 
 /// The newest schema version this binary knows.
-pub const LATEST_VERSION: i64 = 8;
+pub const LATEST_VERSION: i64 = 9;
 
 const CREATE_TABLE: &str = "CREATE TABLE IF NOT EXISTS schema_migrations (
     version     INTEGER PRIMARY KEY,
@@ -543,7 +563,8 @@ mod tests {
                 "client_sessions",
                 "review_comments",
                 "tool_graph",
-                "dag_checkpoints"
+                "dag_checkpoints",
+                "run_leases"
             ]
         );
         let summary: String = conn

@@ -28,6 +28,8 @@ mod suite {
     #[cfg(feature = "postgres")]
     mod pg_exec;
     #[cfg(feature = "postgres")]
+    mod pg_leases;
+    #[cfg(feature = "postgres")]
     mod pg_runs;
     #[cfg(feature = "postgres")]
     mod pg_schema;

@@ -25,8 +25,17 @@
 //! retry has the same outcome. A [`Commit`] resolves once its transaction committed; a
 //! transaction that cannot begin or commit fails every batch in it
 //! ([`PgError::Transaction`]).
+//!
+//! # Fencing
+//!
+//! A batch of a run this store claimed with a lease ([`crate::LeaseStore`]) is written under
+//! that lease: its transaction first locks the run's `run_leases` row `FOR SHARE` (a claim
+//! of it waits until the transaction ends) and checks that the token and the worker are
+//! still the ones claimed. When another worker took the lease, the batch writes nothing and
+//! fails with [`JournalError::LeaseLost`], as do its run's later batches in the group; the
+//! other batches commit. Groups without a leased run pay nothing for it.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -74,13 +83,19 @@ const INSERT_EVENTS: &str = "INSERT INTO events (key, last_seq, data)
 const HEARTBEAT: &str =
     "UPDATE run_owners SET heartbeat = $2 WHERE run_id = $1 AND pid = $3 AND host = $4";
 
-/// The journal's state in a [`PgStore`]: who claims, how commits are counted, the open group.
+/// The leases this store claimed, by run: the token and the worker its batches are fenced
+/// with.
+type Leases = Arc<Mutex<HashMap<RunId, (i64, String)>>>;
+
+/// The journal's state in a [`PgStore`]: who claims, how commits are counted, the open group,
+/// the leases held.
 pub(crate) struct JournalState {
     /// This process, as its claims name it.
     pub(crate) me: Owner,
     synchronous: Synchronous,
     counters: Arc<Counters>,
     open: Mutex<Option<Open>>,
+    leases: Leases,
 }
 
 /// The group batches may still join: its job's ticket on the write lane, and its batches
@@ -132,6 +147,7 @@ impl CommitCount {
 /// What a group's job needs besides its batches.
 struct Context {
     me: Owner,
+    leases: Leases,
     url: Arc<str>,
     counters: Arc<Counters>,
     synced: bool,
@@ -149,6 +165,25 @@ impl JournalState {
             synchronous,
             counters: Arc::new(Counters::default()),
             open: Mutex::new(None),
+            leases: Arc::default(),
+        }
+    }
+
+    /// Fences the run's later batches with `lease` (claimed by this store).
+    pub(crate) fn hold(&self, lease: &crate::Lease) {
+        let entry = (lease.token, lease.worker.clone());
+        lock(&self.leases).insert(lease.run.clone(), entry);
+    }
+
+    /// Stops fencing the run's batches with `lease` (released), unless a later claim
+    /// replaced it.
+    pub(crate) fn forget(&self, lease: &crate::Lease) {
+        let mut leases = lock(&self.leases);
+        if leases
+            .get(&lease.run)
+            .is_some_and(|(t, _)| *t == lease.token)
+        {
+            leases.remove(&lease.run);
         }
     }
 
@@ -175,6 +210,7 @@ impl JournalState {
         let group: Arc<Group> = Arc::new(Mutex::new(Some(vec![item])));
         let ctx = Context {
             me: self.me.clone(),
+            leases: self.leases.clone(),
             url: url.clone(),
             counters: self.counters.clone(),
             synced: self.synchronous == Synchronous::Full,
@@ -218,15 +254,27 @@ async fn commit_group(conn: Result<&mut Client, crate::Error>, items: Vec<Item>,
             }
         }
     }
-    let first = if todo.is_empty() {
-        Ok(Written::Committed)
-    } else {
-        write_all(client, &todo, &ctx.me).await
-    };
+    // Batches of runs claimed with a lease: the transaction begins by locking their leases,
+    // and those whose lease was taken fail without writing.
+    let fences = fences(&todo, ctx);
+    let mut begun = false;
+    let mut first = Ok(Written::Committed);
+    if !fences.is_empty() {
+        match begin_fenced(client, &fences).await {
+            Ok(lost) => {
+                begun = true;
+                fail_lost(&mut todo, &lost, &mut acks, &mut failed_runs);
+            }
+            Err(e) => first = Err(e),
+        }
+    }
+    if first.is_ok() && (begun || !todo.is_empty()) {
+        first = write_all(client, &todo, &ctx.me, begun).await;
+    }
     let outcome = match first {
         // A batch failed: write again, each batch in a savepoint.
         Ok(Written::BatchFailed) => {
-            write_each(client, todo, ctx, &mut acks, &mut failed_runs).await
+            write_each(client, todo, ctx, &fences, &mut acks, &mut failed_runs).await
         }
         written => {
             acks.extend(todo.into_iter().map(|item| (item, Ok(()))));
@@ -271,6 +319,107 @@ fn clone_error(e: &JournalError) -> JournalError {
         },
         JournalError::Backend(detail) => JournalError::Backend(detail.clone()),
         JournalError::Closed => JournalError::Closed,
+        JournalError::LeaseLost { run, worker } => JournalError::LeaseLost {
+            run: run.clone(),
+            worker: worker.clone(),
+        },
+    }
+}
+
+/// A lease a batch is written under: its run, token and worker.
+type Fence = (RunId, i64, String);
+
+/// The leases of this store that fence `items`' runs.
+fn fences(items: &[Item], ctx: &Context) -> Vec<Fence> {
+    let leases = lock(&ctx.leases);
+    if leases.is_empty() {
+        return Vec::new();
+    }
+    let mut runs: Vec<&RunId> = items.iter().map(|i| &i.batch.run).collect();
+    runs.sort();
+    runs.dedup();
+    runs.into_iter()
+        .filter_map(|run| {
+            let (token, worker) = leases.get(run)?;
+            Some((run.clone(), *token, worker.clone()))
+        })
+        .collect()
+}
+
+/// Locks the leases of `fences` (`FOR SHARE`, in run order: a claim of them waits until the
+/// transaction ends) and answers those whose token is no longer ours, with their worker.
+async fn lost_leases(
+    client: &Client,
+    fences: &[Fence],
+) -> Result<HashMap<RunId, String>, tokio_postgres::Error> {
+    let runs: Vec<&str> = fences.iter().map(|(run, _, _)| run.as_str()).collect();
+    let rows = client
+        .query_typed(
+            "SELECT run_id, token, owner FROM run_leases WHERE run_id = ANY($1)
+             ORDER BY run_id FOR SHARE",
+            &[(&runs, Type::TEXT_ARRAY)],
+        )
+        .await?;
+    let mut held = HashMap::new();
+    for row in rows {
+        let (run, token, owner): (String, i64, Option<String>) =
+            (row.try_get(0)?, row.try_get(1)?, row.try_get(2)?);
+        held.insert(run, (token, owner));
+    }
+    Ok(fences
+        .iter()
+        .filter(|(run, token, worker)| {
+            held.get(run.as_str())
+                .is_none_or(|(t, owner)| t != token || owner.as_deref() != Some(worker))
+        })
+        .map(|(run, _, worker)| (run.clone(), worker.clone()))
+        .collect())
+}
+
+/// Begins the transaction and locks the leases of `fences`; answers the lost ones. A
+/// transaction that began but could not lock is rolled back.
+async fn begin_fenced(
+    client: &Client,
+    fences: &[Fence],
+) -> Result<HashMap<RunId, String>, tokio_postgres::Error> {
+    let (begun, lost) = futures::join!(client.batch_execute("BEGIN"), lost_leases(client, fences));
+    match begun.and(lost) {
+        Ok(lost) => Ok(lost),
+        Err(e) => {
+            if !e.is_closed() {
+                let _ = client.batch_execute("ROLLBACK").await;
+            }
+            Err(e)
+        }
+    }
+}
+
+fn lease_lost(run: &RunId, worker: &str) -> JournalError {
+    JournalError::LeaseLost {
+        run: run.to_string(),
+        worker: worker.to_owned(),
+    }
+}
+
+/// Moves the batches of runs whose lease was lost from `todo` to `acks`, failed.
+fn fail_lost(
+    todo: &mut Vec<Item>,
+    lost: &HashMap<RunId, String>,
+    acks: &mut Vec<(Item, Result<(), JournalError>)>,
+    failed_runs: &mut HashSet<RunId>,
+) {
+    if lost.is_empty() {
+        return;
+    }
+    let (gone, kept): (Vec<Item>, Vec<Item>) = std::mem::take(todo)
+        .into_iter()
+        .partition(|item| lost.contains_key(&item.batch.run));
+    *todo = kept;
+    for item in gone {
+        let worker = lost.get(&item.batch.run).map_or("", String::as_str);
+        let e = lease_lost(&item.batch.run, worker);
+        failed_runs.insert(item.batch.run.clone());
+        acks.push((item, Err(e)));
     }
 }
 
@@ -307,7 +456,8 @@ enum Written {
     BatchFailed,
 }
 
-/// Writes every batch in one transaction, its `BEGIN` and their statements pipelined; answers
+/// Writes every batch in one transaction (already `begun`, or its `BEGIN` pipelined with their
+/// statements); answers
 /// the error of a transaction that could not begin, roll back or commit. (The transaction is
 /// not a `tokio_postgres::Transaction`, whose `BEGIN` is a round trip of its own: every way
 /// out of this function ends it, and a job that panics loses its connection.)
@@ -315,10 +465,18 @@ async fn write_all(
     client: &mut Client,
     items: &[Item],
     me: &Owner,
+    begun: bool,
 ) -> Result<Written, tokio_postgres::Error> {
     let client = &*client;
+    let begin = async {
+        if begun {
+            Ok(())
+        } else {
+            client.batch_execute("BEGIN").await
+        }
+    };
     let (begun, results) = futures::join!(
-        client.batch_execute("BEGIN"),
+        begin,
         futures::future::join_all(items.iter().map(|i| write(client, i, me))),
     );
     match begun.and(results.into_iter().collect::<Result<(), _>>()) {
@@ -335,13 +493,14 @@ async fn write_all(
     }
 }
 
-/// Writes the batches one at a time, each in a savepoint, in one transaction: a failing batch
-/// is rolled back alone and fails its run's later batches. Pushes each batch's answer onto
+/// Writes the batches one at a time, each in a savepoint, in one transaction (fenced by
+/// `fences` first): a failing batch is rolled back alone and fails its run's later batches. Pushes each batch's answer onto
 /// `acks`; answers the error of a transaction that could not begin or commit.
 async fn write_each(
     client: &mut Client,
-    items: Vec<Item>,
+    mut items: Vec<Item>,
     ctx: &Context,
+    fences: &[Fence],
     acks: &mut Vec<(Item, Result<(), JournalError>)>,
     failed_runs: &mut HashSet<RunId>,
 ) -> Result<(), tokio_postgres::Error> {
@@ -353,6 +512,16 @@ async fn write_each(
             return Err(e);
         }
     };
+    // The first transaction's locks are gone with its rollback: lock the leases again.
+    if !fences.is_empty() {
+        match lost_leases(tx.client(), fences).await {
+            Ok(lost) => fail_lost(&mut items, &lost, acks, failed_runs),
+            Err(e) => {
+                acks.extend(items.into_iter().map(|item| (item, Ok(()))));
+                return Err(e);
+            }
+        }
+    }
     let mut broken = None;
     for item in items {
         if broken.is_some() {

@@ -6,7 +6,8 @@
 //! SQLite ones (the same versions and names; `schema` says how each type translates). The
 //! run journal — [`crate::RunStore`] and the engine's [`trellis_graph::Journal`] — is
 //! implemented: reads in `runs`, appends with group commit in `journal`, claims and the
-//! command inbox in `ops`. So are the service's streams ([`crate::StreamStore`], `streams`:
+//! command inbox in `ops`, workers' leases of runs ([`crate::LeaseStore`]) in `lease`, which
+//! fence the journal's writes. So are the service's streams ([`crate::StreamStore`], `streams`:
 //! a batch per transaction, its statements sent together by `pipeline`) and the sessions
 //! materialised from them ([`crate::SessionStore`], `sessions`), client sessions and DAG
 //! checkpoints, usage, review, artifacts and the tool knowledge graph: [`PgStore`] is a
@@ -27,6 +28,7 @@ mod dag_checkpoints;
 mod error;
 mod exec;
 mod journal;
+mod lease;
 mod ops;
 mod pipeline;
 mod review;

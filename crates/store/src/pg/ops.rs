@@ -1,8 +1,8 @@
 //! Claims, releases and the command inbox on PostgreSQL: the SQL of `crate::ops` for the
 //! write lane, where many processes share the tables.
 //!
-//! * **Claims.** A claim is one row of `run_owners` per run (where a lease with its expiry and
-//!   token will live). Claiming locks the run's row (`FOR UPDATE`) before judging its holder
+//! * **Claims.** A claim is one row of `run_owners` per run (a worker's lease, with its expiry
+//!   and token, is a row of `run_leases`: `lease`). Claiming locks the run's row (`FOR UPDATE`) before judging its holder
 //!   with the SQLite backend's rule (`crate::ops::refusal`: a live other process keeps it),
 //!   and inserts with `ON CONFLICT DO NOTHING` when there is none, looking again if another
 //!   process inserted first: two processes claiming at once cannot both win. Unlike SQLite's

@@ -13,8 +13,8 @@
 //!
 //! * `INTEGER` → `BIGINT` (times in ms, seqs, counts, sizes), `REAL` → `DOUBLE PRECISION`,
 //!   `BLOB` → `BYTEA`; `WITHOUT ROWID` is dropped (a PostgreSQL table is a heap either way).
-//! * The three 0/1 flags (`tool_calls.is_error`, `model_calls.reported`,
-//!   `tool_executions.success`) → `BOOLEAN`: the SQLite code binds Rust `bool`s there
+//! * The four 0/1 flags (`tool_calls.is_error`, `model_calls.reported`,
+//!   `tool_executions.success`, `run_leases.runnable`) → `BOOLEAN`: the SQLite code binds Rust `bool`s there
 //!   (rusqlite stores them as 0/1) and tokio-postgres binds `bool` to `BOOLEAN` only; the
 //!   SQL that does arithmetic on them (`SUM(reported = 0)`) is rewritten either way.
 //! * Every `TEXT` column is `COLLATE "C"`: SQLite compares text bytewise, and the store
@@ -48,7 +48,7 @@ pub(crate) struct Migration {
 }
 
 /// The newest schema version this binary knows (the SQLite list's: [`crate::SCHEMA_VERSION`]).
-pub(crate) const LATEST_VERSION: i64 = 8;
+pub(crate) const LATEST_VERSION: i64 = 9;
 
 /// The advisory lock key every migrating transaction takes: `"trellis\0"` as a big-endian
 /// integer.
@@ -351,6 +351,21 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
             state       TEXT COLLATE "C" NOT NULL,
             updated_ms  BIGINT NOT NULL
         );
+    "#,
+    },
+    Migration {
+        version: 9,
+        name: "run_leases",
+        sql: r#"
+        CREATE TABLE run_leases (
+            run_id      TEXT COLLATE "C" PRIMARY KEY,
+            owner       TEXT COLLATE "C",
+            token       BIGINT NOT NULL DEFAULT 0,
+            expires_at  BIGINT,
+            runnable    BOOLEAN NOT NULL DEFAULT false,
+            queued_at   BIGINT NOT NULL
+        );
+        CREATE INDEX run_leases_queue ON run_leases (queued_at) WHERE runnable;
     "#,
     },
 ];

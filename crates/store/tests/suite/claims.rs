@@ -93,3 +93,20 @@ fn a_new_run_is_claimed_without_waiting<S: Backdoor + ?Sized>(store: &S) {
     store.flush_writes();
     assert!(store.get_run(run.as_str()).unwrap().owner.is_none());
 }
+
+/// Leases of runs need PostgreSQL: a SQLite store says so rather than pretending.
+#[test]
+fn sqlite_leases_say_they_need_postgres() {
+    use trellis_store::LeaseStore;
+    let (_dir, store) = super::backends::sqlite();
+    let run = trellis_protocol::RunId::new();
+    let ttl = std::time::Duration::from_secs(1);
+    let err = store.claim_lease("w", ttl).unwrap_err();
+    assert!(
+        matches!(err, trellis_store::Error::LeasesNeedPostgres),
+        "{err}"
+    );
+    assert!(err.to_string().contains("PostgreSQL"), "{err}");
+    assert!(store.set_runnable(&run, true).is_err());
+    assert!(store.claim_run_lease(&run, "w", ttl).is_err());
+}

@@ -13,10 +13,11 @@ use trellis_test_pg::PASSWORD;
 use super::pg_support::{cluster, connect, connect_error, recorded, rows};
 
 /// The 0/1 flags the PostgreSQL schema declares `BOOLEAN` (pg/schema.rs).
-const FLAGS: [(&str, &str); 3] = [
+const FLAGS: [(&str, &str); 4] = [
     ("tool_calls", "is_error"),
     ("model_calls", "reported"),
     ("tool_executions", "success"),
+    ("run_leases", "runnable"),
 ];
 
 /// A column as both schemas describe it.
