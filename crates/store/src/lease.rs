@@ -65,18 +65,14 @@ pub trait LeaseStore {
     /// expired; `None` when another worker holds it.
     fn claim_run_lease(&self, run: &RunId, worker: &str, ttl: Duration) -> Result<Option<Lease>>;
 
-    /// Extends `lease` to `ttl` from now while its token is still the run's; `false` when
-    /// another worker took it (the run must stop: its writes fail from now on).
+    /// Extends `lease` to `ttl` from now while its token is still the run's — expired or
+    /// not, as long as no other worker claimed it; `false` when another worker took it (the
+    /// run must stop: its appends fail with [`trellis_graph::JournalError::LeaseLost`]).
     fn renew_lease(&self, lease: &Lease, ttl: Duration) -> Result<bool>;
 
     /// Frees `lease` at once, if it is still ours (`false` otherwise). The run stays
     /// runnable or not as it was.
     fn release_lease(&self, lease: &Lease) -> Result<bool>;
-}
-
-/// `ttl` in whole ms, at least 1.
-pub(crate) fn ttl_ms(ttl: Duration) -> i64 {
-    i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX).max(1)
 }
 
 impl LeaseStore for crate::SqliteStore {

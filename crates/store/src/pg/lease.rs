@@ -15,10 +15,18 @@ use trellis_protocol::RunId;
 
 use super::PgStore;
 use crate::Result;
-use crate::lease::{Lease, LeaseStore, ttl_ms};
+use crate::lease::{Lease, LeaseStore};
 
 /// The server's clock in ms since the epoch.
 const NOW_MS: &str = "(extract(epoch FROM now()) * 1000)::bigint";
+
+/// The longest ttl taken (about 31 700 years), so that an expiry never overflows.
+const MAX_TTL_MS: i64 = 1_000_000_000_000_000;
+
+/// `ttl` in whole ms, from 1 to [`MAX_TTL_MS`].
+fn ttl_ms(ttl: Duration) -> i64 {
+    i64::try_from(ttl.as_millis()).map_or(MAX_TTL_MS, |ms| ms.clamp(1, MAX_TTL_MS))
+}
 
 /// Claims the oldest runnable run whose lease is free or expired: `$1` worker, `$2` ttl (ms).
 fn claim_next_sql() -> String {

@@ -15,6 +15,7 @@ use trellis_store::pg::PgStore;
 
 use super::fixtures::{batch, block_on};
 use super::pg_support::{cluster, connect, rows};
+use super::run_support::hold_lane;
 
 const SHORT: Duration = Duration::from_millis(300);
 const LONG: Duration = Duration::from_secs(60);
@@ -169,4 +170,33 @@ fn a_cut_connection_keeps_the_lease_until_it_expires() {
     });
     assert_eq!(renewed, Some(true));
     block_on(a.append(batch(&run, 1, 1))).unwrap();
+}
+
+#[test]
+fn a_group_fails_the_batches_of_a_lost_lease_and_commits_the_others() {
+    let cluster = cluster();
+    let db = cluster.database();
+    let (a, b) = (Arc::new(connect(&db)), connect(&db));
+    let run = runnable(&a, 1).remove(0);
+    let first = a.claim_lease("a", SHORT).unwrap().unwrap();
+    block_on(a.append(batch(&run, 1, 1))).unwrap();
+    let (other, broken) = (RunId::new(), RunId::new());
+    block_on(a.append(batch(&broken, 1, 1))).unwrap();
+    std::thread::sleep(SHORT + Duration::from_millis(100));
+    assert!(b.claim_lease("b", LONG).unwrap().is_some());
+    assert_eq!(events(&a), 2);
+
+    // One group: the lost run's batch, a batch that fails (its key exists: the savepoint
+    // retry, which locks the leases again) and a good one.
+    let release = hold_lane(&a);
+    let lost = a.append(batch(&run, 2, 1));
+    let failing = a.append(batch(&broken, 1, 1));
+    let good = a.append(batch(&other, 1, 1));
+    release();
+    let err = block_on(lost).unwrap_err();
+    assert!(matches!(err, JournalError::LeaseLost { .. }), "{err}");
+    assert!(block_on(failing).is_err());
+    block_on(good).unwrap();
+    assert_eq!(events(&a), 3, "only the good batch was written");
+    assert!(!a.renew_lease(&first, SHORT).unwrap());
 }
