@@ -187,7 +187,9 @@ pub fn run(mut cli: Cli) -> anyhow::Result<ExitCode> {
     if let Commands::Mcp(cmd) = &cli.command
         && cmd.gateway
     {
-        return rt.block_on(mcp::gateway(cmd, &repo, &cli.config, || open_store(&cli)));
+        return rt.block_on(mcp::gateway(cmd, &repo, &cli.config, || {
+            open_store(&cli, false)
+        }));
     }
     if let Commands::Mcp(cmd) = cli.command {
         return rt.block_on(mcp::execute(cmd, &repo, &cli.config));
@@ -197,7 +199,7 @@ pub fn run(mut cli: Cli) -> anyhow::Result<ExitCode> {
     {
         // Before the store is created: a directory that is not a repository gets nothing.
         trellis_tools::worktree::repo_root(&repo)?;
-        let store = open_store(&cli)?;
+        let store = open_store(&cli, false)?;
         return rt.block_on(session::run(args, &repo, &cli.config, store));
     }
     // Workflow commands need no store; dispatch them before one is created.
@@ -207,7 +209,7 @@ pub fn run(mut cli: Cli) -> anyhow::Result<ExitCode> {
         _ => {}
     }
     let store = if needs_existing_store(&cli.command) {
-        match open_existing_store(&cli) {
+        match open_store(&cli, true) {
             Ok(store) => store,
             Err(e) if matches!(e.downcast_ref(), Some(trellis_store::Error::NoStore(_))) => {
                 return no_store(&cli);
@@ -215,7 +217,7 @@ pub fn run(mut cli: Cli) -> anyhow::Result<ExitCode> {
             Err(e) => return Err(e),
         }
     } else {
-        open_store(&cli)?
+        open_store(&cli, false)?
     };
     match cli.command {
         Commands::Runs(cmd) => {
@@ -286,26 +288,12 @@ fn store_options(cli: &Cli) -> StoreOptions {
     }
 }
 
-fn open_store(cli: &Cli) -> anyhow::Result<Arc<Store>> {
+/// The workspace's store as `--db` or the `[store]` section name it; with `existing`, a
+/// SQLite file only if it is there.
+fn open_store(cli: &Cli, existing: bool) -> anyhow::Result<Arc<Store>> {
     let repo = cli.repo();
-    workspace::open_store(
-        &repo,
-        &cli.config,
-        cli.db.as_deref(),
-        store_options(cli),
-        false,
-    )
-}
-
-fn open_existing_store(cli: &Cli) -> anyhow::Result<Arc<Store>> {
-    let repo = cli.repo();
-    workspace::open_store(
-        &repo,
-        &cli.config,
-        cli.db.as_deref(),
-        store_options(cli),
-        true,
-    )
+    let options = store_options(cli);
+    workspace::open_store(&repo, &cli.config, cli.db.as_deref(), options, existing)
 }
 
 /// What a command that needs an existing store says when there is none: `runs list` lists
