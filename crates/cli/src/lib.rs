@@ -24,6 +24,7 @@ mod session;
 mod steer;
 mod tools;
 mod usage;
+mod worker;
 mod workflows;
 mod workspace;
 
@@ -117,6 +118,10 @@ pub enum Commands {
     /// Serve the HTTP + WebSocket API (and web UI) for one or more workspaces (`--repo DIR`,
     /// repeatable) on loopback, with token authentication.
     Serve(serve::ServeArgs),
+    /// Execute the runs of a workspace whose records are on a PostgreSQL server
+    /// (`[store] url`): claim runnable runs with a lease, run them, hand them back; beside
+    /// other workers and `trellis serve --workers` (docs/deploy.md).
+    Worker(worker::WorkerArgs),
     /// Be an Agent Client Protocol (v1) agent on stdin/stdout, for editors such as Zed
     /// (`docs/acp.md`).
     Acp(acp::AcpArgs),
@@ -244,6 +249,7 @@ pub fn run(mut cli: Cli) -> anyhow::Result<ExitCode> {
             code
         }),
         Commands::Sandbox(cmd) => rt.block_on(review::sandbox(cmd, &repo, &cli.config, store)),
+        Commands::Worker(args) => rt.block_on(worker::work(&args, &repo, &cli.config, store)),
         Commands::Tools(cmd) => tools::execute(cmd, &trellis_core::Records::new(store)),
         Commands::Index(_)
         | Commands::Search(_)

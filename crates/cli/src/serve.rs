@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, bail};
 use clap::Args;
+use trellis_core::service::{Dispatch, ServiceOptions};
 use trellis_server::{AppState, Limits, Settings, TokenFile, Workspace};
 use trellis_store::StoreOptions;
 
@@ -25,6 +26,11 @@ pub struct ServeArgs {
     /// Do not resume the runs a previous server left running (crash, kill, stop).
     #[arg(long)]
     pub no_resume: bool,
+    /// Execute no runs here: runs started, answered or steered through this server are
+    /// handed to `trellis worker` processes through the workspace's PostgreSQL store
+    /// (`[store] url`; docs/deploy.md). Any number of such servers can share one database.
+    #[arg(long)]
+    pub workers: bool,
     /// Largest request body, in bytes.
     #[arg(long, default_value_t = 1 << 20, value_name = "BYTES")]
     pub max_body: usize,
@@ -79,7 +85,24 @@ pub fn serve(
         for (id, root) in ids.into_iter().zip(canonical) {
             let store = crate::workspace::open_store(&root, overrides, None, store_options, false)
                 .with_context(|| format!("workspace {}", root.display()))?;
-            let service = crate::workspace::open_service(&root, overrides, &[], store)?;
+            let workers = args.workers || crate::workspace::runs_on_workers(&root, overrides)?;
+            if workers && !store.keeps_leases() {
+                bail!(
+                    "--workers: workspace {} keeps its records in SQLite; workers share a \
+                     PostgreSQL store: set [store] url (docs/configuration.md, \"Store\")",
+                    root.display()
+                );
+            }
+            let options = ServiceOptions {
+                dispatch: if workers {
+                    Dispatch::Workers
+                } else {
+                    Dispatch::Here
+                },
+                ..ServiceOptions::default()
+            };
+            let service =
+                crate::workspace::open_service_with(&root, overrides, &[], store, options)?;
             workspaces.push(Workspace { id, root, service });
         }
         let listener = tokio::net::TcpListener::bind(args.bind)
@@ -123,7 +146,7 @@ pub fn serve(
         crate::display::announce(&banner);
         // Before accepting requests (they queue on the bound listener), so that a client
         // never sees a run of a dead server as live-but-stalled.
-        if !args.no_resume {
+        if !args.no_resume && !args.workers {
             for (ws, run, result) in state.resume_interrupted().await {
                 match result {
                     Ok(()) => crate::display::announce(&[format!("resumed run {run} ({ws})")]),
@@ -132,7 +155,11 @@ pub fn serve(
             }
         }
         trellis_server::serve(listener, state, shutdown_signal()).await?;
-        eprintln!("stopped; live runs are resumable (`trellis runs resume RUN`)");
+        if args.workers {
+            eprintln!("stopped");
+        } else {
+            eprintln!("stopped; live runs are resumable (`trellis runs resume RUN`)");
+        }
         Ok(ExitCode::SUCCESS)
     })
 }

@@ -353,6 +353,9 @@ pub async fn run(
     overrides: &[String],
     store: Arc<Store>,
 ) -> anyhow::Result<ExitCode> {
+    if args.queue || (!args.plan_only && crate::workspace::runs_on_workers(repo, overrides)?) {
+        return queue(args, repo, overrides, store).await;
+    }
     let service = open_service(repo, overrides, &args.dirs.dirs, store)?;
     if !args.json {
         let profile = service.profile_for_role("orchestrator");
@@ -409,4 +412,63 @@ pub async fn run(
         );
     }
     drive_run(service, live, run, term).await
+}
+
+/// `trellis run --queue`: records the run for the workers and prints where it is.
+async fn queue(
+    args: &crate::workflows::RunArgs,
+    repo: &Path,
+    overrides: &[String],
+    store: Arc<Store>,
+) -> anyhow::Result<ExitCode> {
+    if args.yes || args.no_input {
+        anyhow::bail!(
+            "[store] workers = true: the run executes on a `trellis worker`, where its \
+             questions and approvals wait for answers (`trellis runs answer | approve`); \
+             drop --yes / --no-input"
+        );
+    }
+    if !store.keeps_leases() {
+        anyhow::bail!(
+            "--queue hands the run to `trellis worker` processes, which need a PostgreSQL \
+             store: set [store] url (docs/configuration.md, \"Store\"), or run it here without --queue"
+        );
+    }
+    let service = crate::workspace::open_service_with(
+        repo,
+        overrides,
+        &args.dirs.dirs,
+        store,
+        trellis_core::service::ServiceOptions {
+            dispatch: trellis_core::service::Dispatch::Workers,
+            ..Default::default()
+        },
+    )?;
+    let started = service
+        .call(Op::StartRun {
+            request: args.request.clone(),
+            repo: None,
+            workflow: args.workflow.clone(),
+            include: args.include.clone(),
+            skip: args.skip.clone(),
+            input: InputMode::Interrupts,
+            budgets: None,
+            plan_only: false,
+        })
+        .await;
+    service.shutdown().await;
+    let started = started?;
+    if args.json {
+        println!("{started}");
+    } else {
+        let run = started["run"].as_str().unwrap_or_default();
+        println!("run {run} queued for the workers");
+        println!(
+            "worktree {} (branch {})",
+            started["worktree"].as_str().unwrap_or_default(),
+            started["branch"].as_str().unwrap_or_default()
+        );
+        println!("follow it: trellis runs events {run} --follow");
+    }
+    Ok(ExitCode::SUCCESS)
 }

@@ -36,6 +36,11 @@ pub async fn steer(
                 run.short()
             ),
             "resumed" => println!("run {} resumed here to apply it", run.short()),
+            "queued" => println!(
+                "queued for the workers: the worker executing run {} applies it before its next \
+                 step, or a worker resumes the run with it",
+                run.short()
+            ),
             _ => println!("done"),
         }
     }

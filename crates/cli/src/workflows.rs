@@ -76,6 +76,12 @@ pub struct RunArgs {
     /// Do not start the review at the end (use `trellis review RUN` later).
     #[arg(long)]
     pub(crate) no_review: bool,
+    /// Record the run for `trellis worker` processes (a PostgreSQL store, `[store] url`)
+    /// and return once it is recorded: a worker plans and runs it, and its questions and
+    /// approvals wait for answers (`trellis runs answer | approve`, the web UI). Follow it
+    /// with `trellis runs events RUN --follow`.
+    #[arg(long, conflicts_with_all = ["yes", "no_input", "plan_only"])]
+    pub(crate) queue: bool,
     /// Print JSON (no progress).
     #[arg(long)]
     pub(crate) json: bool,

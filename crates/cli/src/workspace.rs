@@ -5,7 +5,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use trellis_config::{Config, LoadOptions};
-use trellis_core::service::{Service, ServiceOptions};
+use trellis_core::service::{Dispatch, Service, ServiceOptions};
 use trellis_core::{Records, Runtime};
 use trellis_store::{Store, StoreConfig, StoreOptions};
 
@@ -27,8 +27,18 @@ pub fn open_store(
             Store::open(path, options)?
         });
     }
-    let config: StoreConfig = load_config(repo, overrides)?.section_serde("store")?;
+    let config = store_config(repo, overrides)?;
     Ok(Store::open_configured(repo, &config, options, existing)?)
+}
+
+/// The `[store]` section of `repo`'s configuration.
+fn store_config(repo: &Path, overrides: &[String]) -> anyhow::Result<StoreConfig> {
+    Ok(load_config(repo, overrides)?.section_serde("store")?)
+}
+
+/// Whether the workspace's runs execute on `trellis worker` processes (`[store] workers`).
+pub fn runs_on_workers(repo: &Path, overrides: &[String]) -> anyhow::Result<bool> {
+    Ok(store_config(repo, overrides)?.workers)
 }
 
 /// Loads the layered configuration for `repo` with `-c` overrides.
@@ -56,8 +66,29 @@ pub fn open_service(
     dirs: &[std::path::PathBuf],
     store: Arc<Store>,
 ) -> anyhow::Result<Arc<Service>> {
+    let dispatch = if runs_on_workers(repo, overrides)? {
+        Dispatch::Workers
+    } else {
+        Dispatch::Here
+    };
+    let options = ServiceOptions {
+        dispatch,
+        ..ServiceOptions::default()
+    };
+    open_service_with(repo, overrides, dirs, store, options)
+}
+
+/// [`open_service`] with explicit service settings (`trellis serve --workers`,
+/// `trellis worker`).
+pub fn open_service_with(
+    repo: &Path,
+    overrides: &[String],
+    dirs: &[std::path::PathBuf],
+    store: Arc<Store>,
+    options: ServiceOptions,
+) -> anyhow::Result<Arc<Service>> {
     let runtime = open_runtime(repo, overrides, dirs, store)?;
-    Ok(Service::start(runtime, ServiceOptions::default()))
+    Ok(Service::start(runtime, options))
 }
 
 /// A workspace whose store is open, as the `runs` commands use it: they read its

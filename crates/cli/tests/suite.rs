@@ -18,5 +18,6 @@ mod steering;
 mod task_tree;
 mod three_phase;
 mod tools;
+mod workers;
 mod workflows;
 mod workspace;

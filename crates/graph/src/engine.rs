@@ -17,7 +17,7 @@ use trellis_protocol::{Command, Event, EventKind, NodeState, RunId, RunStatus, S
 
 use self::core::RunCore;
 use self::live::Live;
-use crate::journal::{Durability, Journal};
+use crate::journal::{Commit, Durability, Journal};
 pub(crate) use crate::outcome::{NodeView, RunOutcome};
 use crate::spec::Graph;
 use crate::{Error, Result};
@@ -138,6 +138,23 @@ impl Engine {
         cause: Option<SubmissionId>,
     ) -> Result<RunHandle> {
         Ok(self.spawn(self.prepare(run, graph, input, cause)?))
+    }
+
+    /// Records a new run of `graph` — its `runStarted`, its entry made ready — without
+    /// executing anything, and gives up its claim: another process resumes it
+    /// ([`Engine::resume_by`]; a `trellis worker` takes runs created so by a server). The
+    /// returned commit resolves when the run is durable.
+    pub fn create_as_by(
+        &self,
+        run: RunId,
+        graph: Arc<Graph>,
+        input: Value,
+        cause: Option<SubmissionId>,
+    ) -> Result<Commit> {
+        let mut live = self.prepare(run.clone(), graph, input, cause)?;
+        let commit = live.record();
+        self.journal.release(&run);
+        Ok(commit)
     }
 
     /// Runs a new run of `graph` to its outcome on the calling task (no task hand-off, so a

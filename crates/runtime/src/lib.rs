@@ -264,15 +264,42 @@ impl Runtime {
         overrides: &Overrides,
         options: RunOptions,
     ) -> Result<(RunHandle, Arc<RunContext>)> {
+        let (run, ctx, graph) = self.new_planning_run(request, overrides, options)?;
+        let cause = ctx.options.cause.clone();
+        let handle = Engine::new(self.store.clone()).start_as_by(run, graph, Value::Null, cause)?;
+        Ok((handle, ctx))
+    }
+
+    /// Like [`Runtime::start_planning`], without executing the run: it is recorded
+    /// ([`Engine::create_as_by`]) for a `trellis worker` to resume. Answers its id, its
+    /// worktree and the commit of its first batch.
+    pub fn create_planning(
+        self: &Arc<Self>,
+        request: &str,
+        overrides: &Overrides,
+        options: RunOptions,
+    ) -> Result<(RunId, RunWorktree, trellis_graph::Commit)> {
+        let (run, ctx, graph) = self.new_planning_run(request, overrides, options)?;
+        let cause = ctx.options.cause.clone();
+        let commit =
+            Engine::new(self.store.clone()).create_as_by(run.clone(), graph, Value::Null, cause)?;
+        Ok((run, ctx.worktree.clone(), commit))
+    }
+
+    /// A new run's id, worktree and context, and its planning graph.
+    fn new_planning_run(
+        self: &Arc<Self>,
+        request: &str,
+        overrides: &Overrides,
+        options: RunOptions,
+    ) -> Result<(RunId, Arc<RunContext>, Arc<trellis_graph::Graph>)> {
         let (run, ctx) = self.new_run(options, None)?;
         let params = planning::PlanningParams {
             request: request.to_owned(),
             overrides: overrides.clone(),
         };
         let graph = Arc::new(planning::planning_graph(&params, Some(&ctx))?);
-        let cause = ctx.options.cause.clone();
-        let handle = Engine::new(self.store.clone()).start_as_by(run, graph, Value::Null, cause)?;
-        Ok((handle, ctx))
+        Ok((run, ctx, graph))
     }
 
     /// Creates the run's worktree and starts `plan` as a new run (the plan decided

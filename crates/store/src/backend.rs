@@ -78,6 +78,9 @@ impl dyn Backend {
         options: StoreOptions,
         existing: bool,
     ) -> Result<Arc<Store>> {
+        if config.workers && config.url.is_none() {
+            return Err(crate::Error::WorkersNeedPostgres);
+        }
         match &config.url {
             Some(url) => Self::connect(url, config.password()?.as_deref(), options),
             None if existing => Self::open_existing(

@@ -18,6 +18,11 @@ pub struct StoreConfig {
     pub url: Option<String>,
     /// The environment variable holding the server's password.
     pub password_env: Option<String>,
+    /// Runs execute on `trellis worker` processes (team scale; needs `url`): every command
+    /// of the workspace that starts, resumes or steers a run queues it for the workers
+    /// instead of executing it in its own process.
+    #[serde(default)]
+    pub workers: bool,
 }
 
 impl StoreConfig {
@@ -61,8 +66,8 @@ mod tests {
     #[test]
     fn a_missing_or_empty_variable_is_named_and_its_value_never_printed() {
         let c = StoreConfig {
-            url: None,
             password_env: Some("PG_PW".into()),
+            ..StoreConfig::default()
         };
         for lookup in [None, Some(String::new())] {
             let e = c.password_from(|_| lookup.clone());

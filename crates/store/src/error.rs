@@ -26,6 +26,12 @@ pub enum Error {
          the workspace's SQLite file hands a crashed process's runs over without them"
     )]
     LeasesNeedPostgres,
+    /// `[store] workers = true` without `url`.
+    #[error(
+        "[store] workers = true: runs execute on `trellis worker` processes, which share a \
+         PostgreSQL store; set [store] url too (docs/deploy.md)"
+    )]
+    WorkersNeedPostgres,
     /// `[store] password_env` names a variable that is unset or empty.
     #[error(
         "[store] password_env = \"{var}\": the environment variable {var} is not set (or empty); \

@@ -52,6 +52,12 @@ pub struct Lease {
 
 /// Leases of runs: claim, renew, release, and which runs may be claimed.
 pub trait LeaseStore {
+    /// Whether this backend keeps leases (PostgreSQL); the others answer every call with
+    /// [`crate::Error::LeasesNeedPostgres`].
+    fn keeps_leases(&self) -> bool {
+        true
+    }
+
     /// Marks `run` runnable (a worker may claim it) or not. Marking a run runnable that was
     /// not queues it behind the runs already runnable.
     fn set_runnable(&self, run: &RunId, runnable: bool) -> Result<()>;
@@ -76,6 +82,10 @@ pub trait LeaseStore {
 }
 
 impl LeaseStore for crate::SqliteStore {
+    fn keeps_leases(&self) -> bool {
+        false
+    }
+
     fn set_runnable(&self, _run: &RunId, _runnable: bool) -> Result<()> {
         Err(crate::Error::LeasesNeedPostgres)
     }

@@ -81,6 +81,9 @@ pub trait RunStore: Send + Sync {
     /// known to be gone).
     fn break_claim(&self, run: &RunId) -> Result<()>;
 
+    /// Whether `run` has queued commands nobody has taken yet.
+    fn has_commands(&self, run: &RunId) -> Result<bool>;
+
     /// Runs newest first.
     fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunRecord>>;
 
@@ -189,6 +192,10 @@ pub trait RunStore: Send + Sync {
 }
 
 impl RunStore for SqliteStore {
+    fn has_commands(&self, run: &RunId) -> Result<bool> {
+        self.reader.has_pending_commands(run)
+    }
+
     fn enqueue_command(&self, run: &RunId, command: &Command) -> Result<i64> {
         let body = crate::ops::command_body(command)?;
         self.request(|reply| Msg::Enqueue(run.clone(), body, reply))?

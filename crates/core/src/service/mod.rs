@@ -20,6 +20,7 @@ mod reads;
 mod review;
 mod runs;
 mod sessions;
+mod worker;
 mod workspace;
 
 use std::collections::HashMap;
@@ -35,6 +36,7 @@ pub use bus::{Bus, DEFAULT_DELTA_FLUSH, LiveEvent, RecordOptions, Subscription};
 pub use drive::{DriveEnd, Followed, RunFrontEnd};
 pub use orphans::ResumedOrphan;
 pub use sessions::SessionHub;
+pub use worker::{WorkerEvent, WorkerOptions};
 pub use workspace::{McpServerConfig, workflow_names_in};
 
 use trellis_runtime::Runtime;
@@ -153,6 +155,8 @@ pub struct ServiceOptions {
     /// How often a subscription to a stream re-reads the store when nothing arrives live
     /// (runs executing in another process).
     pub poll: Duration,
+    /// Where the runs this service starts, resumes and steers execute.
+    pub dispatch: Dispatch,
 }
 
 impl Default for ServiceOptions {
@@ -160,8 +164,22 @@ impl Default for ServiceOptions {
         Self {
             record: RecordOptions::default(),
             poll: Duration::from_millis(250),
+            dispatch: Dispatch::Here,
         }
     }
+}
+
+/// Where a service's runs execute.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Dispatch {
+    /// In this process (one machine; the default).
+    #[default]
+    Here,
+    /// On `trellis worker` processes sharing the PostgreSQL store (team scale): a started
+    /// run is recorded and marked runnable, and a command for a run that does not execute
+    /// here is queued in the run's inbox and the run marked runnable, so the worker that
+    /// runs it takes the command, or a worker claims the run and resumes it with it.
+    Workers,
 }
 
 /// The runtime service of one workspace.

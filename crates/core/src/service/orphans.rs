@@ -22,7 +22,12 @@ impl Service {
     /// one is at a terminal). Demonstration graphs are left alone: they have no stored plan
     /// to rebuild their handlers from (`trellis runs resume` continues them). Errors listing
     /// the runs are the store's; a run that cannot be resumed is reported, not fatal.
+    /// A service whose runs execute on workers ([`super::Dispatch::Workers`]) resumes
+    /// nothing: the workers take over the runs of a dead worker.
     pub async fn resume_orphaned_runs(&self) -> trellis_runtime::Result<Vec<ResumedOrphan>> {
+        if self.options.dispatch == super::Dispatch::Workers {
+            return Ok(Vec::new());
+        }
         let filter = RunFilter {
             status: Some(RunStatus::Running),
             limit: None,

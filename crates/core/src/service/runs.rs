@@ -14,7 +14,7 @@ use trellis_protocol::{
     NodeId, NodeMessage, NodeState, RunId, SubmissionId, WorkspaceEvent,
 };
 
-use super::{OpError, OpResult, Service, lock};
+use super::{Dispatch, OpError, OpResult, Service, lock};
 use trellis_runtime::RunOptions;
 
 /// The arguments of a start-run op.
@@ -35,12 +35,22 @@ pub(crate) struct LiveRun {
     /// Becomes true when the run stops executing here.
     pub done: watch::Receiver<bool>,
     engine: RunStopper,
+    /// Set when the run stops because another worker took it over: nothing more is
+    /// recorded or published about it here.
+    quiet: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl LiveRun {
     /// Stops the run's driver where it is (it stays resumable from the store); see
     /// [`LiveRun::stopped`].
     pub fn stop(&self) {
+        self.engine.stop();
+    }
+
+    /// Stops the run's driver for good in this process, recording and publishing nothing
+    /// more about it (its lease went to another worker).
+    pub fn stop_quietly(&self) {
+        self.quiet.store(true, std::sync::atomic::Ordering::SeqCst);
         self.engine.stop();
     }
 
@@ -97,6 +107,11 @@ impl Service {
                 .map_err(|e| OpError::new(e.to_string()))?;
         }
         let options = self.options(&sub, args.input, args.budgets);
+        if self.options.dispatch == Dispatch::Workers {
+            return self
+                .create_for_workers(sub, args.request, overrides, options)
+                .await;
+        }
         // MCP servers start now; the run waits for them at most `mcp.startup_wait_secs`.
         self.runtime.mcp().ready_for_run().await;
         // Creating the worktree runs git and waits for the store: off the async workers,
@@ -129,6 +144,68 @@ impl Service {
         // right away finds it.
         let _ = committed.await;
         Ok(out)
+    }
+
+    /// Records a new run for a `trellis worker` to execute ([`Dispatch::Workers`]): its
+    /// worktree and first batch, then marks it runnable. Answers as a start does.
+    async fn create_for_workers(
+        self: &Arc<Self>,
+        sub: SubmissionId,
+        request: String,
+        overrides: trellis_agents::Overrides,
+        options: RunOptions,
+    ) -> OpResult {
+        let (rt, text) = (self.runtime.clone(), request.clone());
+        let (run, worktree, commit) =
+            tokio::task::spawn_blocking(move || rt.create_planning(&text, &overrides, options))
+                .await
+                .map_err(|e| OpError::internal(format!("internal error: {e}")))??;
+        commit
+            .await
+            .map_err(|e| OpError::internal(format!("run {run} could not be recorded: {e}")))?;
+        let store = self.runtime.store().clone();
+        let id = run.clone();
+        super::blocking(move || Ok(store.set_runnable(&id, true)?)).await?;
+        self.bus.workspace(
+            Some(sub),
+            WorkspaceEvent::RunCreated {
+                run: run.clone(),
+                workflow: trellis_runtime::planning::PLANNING_GRAPH.to_owned(),
+                request,
+            },
+        );
+        Ok(json!({
+            "run": run,
+            "worktree": worktree.path,
+            "branch": worktree.branch,
+            "planning": trellis_runtime::planning::ORCHESTRATE,
+            "delivered": "queued",
+        }))
+    }
+
+    /// Hands `commands` to whichever worker runs `run` ([`Dispatch::Workers`]): queued in
+    /// its inbox, then the run marked runnable (in that order: a worker that parks the run
+    /// in between sees the commands and marks it runnable again).
+    async fn queue_for_workers(&self, run: &RunId, commands: Vec<Command>) -> OpResult {
+        let store = self.runtime.store().clone();
+        let id = run.clone();
+        super::blocking(move || {
+            let rec = store.get_run(id.as_str())?;
+            let revise = commands.iter().any(|c| matches!(c, Command::Revise { .. }));
+            if rec.summary.status.is_final() && !revise {
+                return Err(OpError::conflict(format!(
+                    "run {id} already {}; nothing can change it (request changes to run a stage again)",
+                    rec.summary.status
+                )));
+            }
+            for c in &commands {
+                store.enqueue_command(&id, c)?;
+            }
+            store.set_runnable(&id, true)?;
+            Ok(())
+        })
+        .await?;
+        Ok(json!({ "run": run, "delivered": "queued" }))
     }
 
     /// Forks the workflow run `parent` at checkpoint `seq` (`trellis runs fork`) and starts
@@ -201,6 +278,11 @@ impl Service {
                 "run {run} is already executing in this service"
             )));
         }
+        if self.options.dispatch == Dispatch::Workers {
+            let commands = commands_of(answers, messages);
+            self.queue_for_workers(&run, commands).await?;
+            return Ok(json!({ "run": run, "resumed": "queued" }));
+        }
         let rec = self.runtime.store().get_run(run.as_str())?;
         if rec.owner_alive {
             return Err(OpError::conflict(format!(
@@ -208,22 +290,12 @@ impl Service {
                 rec.owner.map(|o| o.label()).unwrap_or_default()
             )));
         }
-        let mut commands: Vec<Command> = answers
-            .into_iter()
-            .map(|a| Command::Answer {
-                node: a.node,
-                answer: a.answer,
-            })
-            .collect();
-        commands.extend(messages.into_iter().map(|m| Command::SendMessage {
-            node: m.node,
-            message: Message::user(m.text),
-        }));
+        let commands = commands_of(answers, messages);
         self.resume_here(&sub, &run, commands, input).await?;
         Ok(json!({ "run": run, "resumed": true }))
     }
 
-    async fn resume_here(
+    pub(super) async fn resume_here(
         self: &Arc<Self>,
         sub: &SubmissionId,
         run: &RunId,
@@ -266,6 +338,9 @@ impl Service {
                     .map_err(|why| OpError::conflict(format!("{name} refused: {why}")))?;
             }
             return Ok(json!({ "run": run, "delivered": "live" }));
+        }
+        if self.options.dispatch == Dispatch::Workers {
+            return self.queue_for_workers(run, commands).await;
         }
         let rec = self.runtime.store().get_run(run.as_str())?;
         if rec.owner_alive {
@@ -494,6 +569,19 @@ impl Service {
         }
         self.deliver(sub, &run, Command::Cancel { reason }).await
     }
+}
+
+/// The commands of a resume: answers first, then messages.
+fn commands_of(answers: Vec<NodeAnswer>, messages: Vec<NodeMessage>) -> Vec<Command> {
+    let answers = answers.into_iter().map(|a| Command::Answer {
+        node: a.node,
+        answer: a.answer,
+    });
+    let messages = messages.into_iter().map(|m| Command::SendMessage {
+        node: m.node,
+        message: Message::user(m.text),
+    });
+    answers.chain(messages).collect()
 }
 
 /// Nodes waiting on an approval or review (of `node`, or of `artifact`, or all).

@@ -171,6 +171,15 @@ impl Live {
         self.unpublished.push_back((events, commit));
     }
 
+    /// Flushes what was recorded and hands over its commit, for a run that is recorded and
+    /// not driven ([`super::Engine::create_as_by`]).
+    pub(super) fn record(&mut self) -> Commit {
+        self.flush();
+        self.unpublished
+            .pop_front()
+            .map_or_else(|| Commit::done(Ok(())), |(_, commit)| commit)
+    }
+
     /// Waits until every flushed batch is durable, publishing each as it commits.
     pub(super) async fn settle(&mut self) -> Result<()> {
         while let Some((events, commit)) = self.unpublished.pop_front() {

@@ -213,3 +213,57 @@ async fn a_log_with_an_invalid_transition_is_rejected() {
         "node code_generation#1: invalid node transition READY → COMPLETED"
     );
 }
+
+/// A run recorded without being driven (a server hands it to a worker) executes nothing;
+/// resumed — by another engine over the same journal, as a worker would — it ends exactly
+/// as a run started and driven at once.
+#[tokio::test]
+async fn a_created_run_executes_nothing_until_resumed_and_then_ends_as_a_started_one() {
+    let ws = trellis_test_support::TempWorkspace::new("graph-create").unwrap();
+    let log = ws.path().join("exec.log");
+    let g = demo(
+        "crashtest",
+        json!({"sleep_us": 0, "log": log.to_str().unwrap()}),
+    );
+    let (engine, journal) = mem();
+    let reference = engine.run(g.clone(), json!({})).await.unwrap();
+
+    let lines = || {
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .lines()
+            .count()
+    };
+    let by_reference = lines();
+    assert!(by_reference > 0);
+
+    let run = trellis_protocol::RunId::new();
+    engine
+        .create_as_by(run.clone(), g.clone(), json!({}), None)
+        .unwrap()
+        .await
+        .unwrap();
+    let recorded = journal.load(&run).unwrap();
+    assert!(matches!(recorded[0].kind, EventKind::RunStarted { .. }));
+    assert!(
+        !recorded
+            .iter()
+            .any(|e| matches!(e.kind, EventKind::StepStarted { .. })),
+        "nothing ran: {recorded:#?}"
+    );
+    assert_eq!(lines(), by_reference, "no handler ran");
+    assert_eq!(
+        engine.inspect(g.clone(), &run).unwrap().status,
+        RunStatus::Running
+    );
+
+    let worker = Engine::new(journal.clone());
+    let out = super::common::resume_to_end(&worker, g, &run, Vec::new()).await;
+    assert_eq!(out.status, RunStatus::Succeeded);
+    assert_eq!(key(&out), key(&reference));
+    assert_eq!(
+        lines(),
+        2 * by_reference,
+        "every node ran once, as in the reference"
+    );
+}

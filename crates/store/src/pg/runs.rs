@@ -193,6 +193,10 @@ impl PgStore {
 }
 
 impl RunStore for PgStore {
+    fn has_commands(&self, run: &RunId) -> Result<bool> {
+        self.has_pending_commands(run)
+    }
+
     fn enqueue_command(&self, run: &RunId, command: &Command) -> Result<i64> {
         let body = crate::ops::command_body(command)?;
         let (run, counters) = (run.to_string(), self.journal.commit_count(true));

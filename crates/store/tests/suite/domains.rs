@@ -37,6 +37,7 @@ fn every_domain_trait_is_a_shareable_trait_object_on_postgres() {
     let config = StoreConfig {
         url: Some(bare),
         password_env: Some("TRELLIS_NOT_READ_HERE".into()),
+        ..StoreConfig::default()
     };
     // The password as `password_env`'s variable would give it.
     let password = config

@@ -31,6 +31,8 @@ impl Service {
         let commands = handle.commands();
         let engine = handle.stopper();
         let (done_tx, done) = watch::channel(false);
+        let quiet = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let lost = quiet.clone();
         let me = self.clone();
         let id = run.clone();
         // Registered before the task starts, so that a command sent right after the start
@@ -53,7 +55,8 @@ impl Service {
             let outcome = handle.wait().await;
             ended.cancel();
             let _ = forward.await;
-            me.record_end(&id, &ctx, &outcome).await;
+            let lost = lost.load(std::sync::atomic::Ordering::SeqCst);
+            me.record_end(&id, &ctx, &outcome, lost).await;
             let _ = done_tx.send(true);
         });
         // A run that starts after a shutdown took the live runs stops at once (the shutdown
@@ -67,19 +70,34 @@ impl Service {
                 commands,
                 done,
                 engine,
+                quiet,
             },
         );
         first_rx
     }
 
     /// Records that the run stopped executing here: an ended run's agent worktrees are
-    /// dropped, the run leaves the live runs, and `RunStopped` is published.
+    /// dropped, the run leaves the live runs, and `RunStopped` is published — unless the
+    /// run was `lost` to another worker (or its journal said so): then it only leaves the
+    /// live runs.
     async fn record_end(
         &self,
         id: &RunId,
         ctx: &RunContext,
         outcome: &Result<RunOutcome, trellis_graph::Error>,
+        lost: bool,
     ) {
+        let fenced = matches!(
+            outcome,
+            Err(trellis_graph::Error::Journal(
+                trellis_graph::JournalError::LeaseLost { .. }
+            ))
+        );
+        if lost || fenced {
+            // Another worker took the run over: this process writes nothing more about it.
+            lock(&self.runs).remove(id);
+            return;
+        }
         let (status, error) = match outcome {
             Ok(o) => (o.status, o.error.clone()),
             // Stopped by a shutdown: the stored run is still running, and resumable.
