@@ -15,5 +15,6 @@ mod service_bench;
 mod stage_tools;
 mod staged;
 mod task_tree;
+mod team;
 mod three_phase;
 mod toolknow;

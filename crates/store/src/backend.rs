@@ -44,6 +44,15 @@ pub trait Backend:
 
     /// Reclaims free space (after committing everything sent before).
     fn vacuum(&self) -> Result<()>;
+
+    /// Notifications of what other processes commit, when the backend has them
+    /// (PostgreSQL's `LISTEN`/`NOTIFY`): from now on, for each stream an append committed
+    /// to, `<key> <seq>` — the stream's key ([`trellis_protocol::StreamId`]'s text:
+    /// `run:<id>`, `session:<id>`, `workspace`) and the last seq appended — and `*` when
+    /// notifications may have been missed. `None` (SQLite): readers poll.
+    fn watch(&self) -> Option<tokio::sync::broadcast::Receiver<Arc<str>>> {
+        None
+    }
 }
 
 /// The durable store of a workspace, whatever its backend: what the runtime, the service

@@ -30,6 +30,8 @@ mod suite {
     #[cfg(feature = "postgres")]
     mod pg_leases;
     #[cfg(feature = "postgres")]
+    mod pg_notify;
+    #[cfg(feature = "postgres")]
     mod pg_runs;
     #[cfg(feature = "postgres")]
     mod pg_schema;

@@ -198,13 +198,18 @@ impl Bus {
         // Subscribe before reading the store: whatever commits after the read is in the
         // receiver, whatever committed before is in the read; the overlap is skipped by seq.
         let rx = self.live.subscribe();
+        // Likewise the store's notifications (other processes' commits), when it has them.
+        let watch = self.store.watch();
         Subscription {
+            key: stream.key(),
             stream,
             last: since,
             backlog: VecDeque::new(),
             rx,
+            watch,
             store: self.store.clone(),
             poll,
+            next_poll: None,
             primed: false,
         }
     }
@@ -212,14 +217,44 @@ impl Bus {
 
 /// One subscriber's view of a stream: the stored events after `since`, then the live ones,
 /// with no gap and no duplicate.
+///
+/// Events committed by other processes (a run executing on a worker, another server's
+/// session) are read from the store: at once when the store notifies their commit
+/// ([`trellis_store::Backend::watch`], PostgreSQL), and in any case every `poll` — counted
+/// from the last read, so events of other streams arriving live never put it off.
 pub struct Subscription {
     stream: StreamId,
+    /// The stream's key, as the store's notifications name it.
+    key: String,
     last: u64,
     backlog: VecDeque<ServiceEvent>,
     rx: broadcast::Receiver<Arc<LiveEvent>>,
+    watch: Option<broadcast::Receiver<Arc<str>>>,
     store: Arc<Store>,
     poll: Option<Duration>,
+    /// When the store is read next if nothing else made it.
+    next_poll: Option<tokio::time::Instant>,
     primed: bool,
+}
+
+/// What woke a waiting subscription.
+enum Woken {
+    Live(Result<Arc<LiveEvent>, broadcast::error::RecvError>),
+    /// The store has news for this stream (or may have).
+    Stored,
+    /// A notification about another stream.
+    Other,
+    Polled,
+}
+
+/// The next notification of `watch`; never, without one.
+async fn notice(
+    watch: &mut Option<broadcast::Receiver<Arc<str>>>,
+) -> Result<Arc<str>, broadcast::error::RecvError> {
+    match watch {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
+    }
 }
 
 impl Subscription {
@@ -236,7 +271,41 @@ impl Subscription {
     fn refill(&mut self) -> trellis_store::Result<()> {
         let events = self.store.stream_events(&self.stream, self.last, None)?;
         self.backlog.extend(events);
+        self.next_poll = self.poll.map(|p| tokio::time::Instant::now() + p);
         Ok(())
+    }
+
+    /// Whether notification `n` (`<key> <seq>`, or `*`) may tell of events this
+    /// subscription has not returned.
+    fn news(&self, n: &str) -> bool {
+        match n.rsplit_once(' ') {
+            Some((key, seq)) => key == self.key && seq.parse().map_or(true, |s: u64| s > self.last),
+            None => n == "*",
+        }
+    }
+
+    /// Waits for a live event, a notification or the next poll.
+    async fn wait(&mut self) -> Woken {
+        let poll_at = self.next_poll;
+        tokio::select! {
+            biased;
+            r = self.rx.recv() => Woken::Live(r),
+            n = notice(&mut self.watch) => match n {
+                Ok(n) if self.news(&n) => Woken::Stored,
+                Ok(_) => Woken::Other,
+                Err(broadcast::error::RecvError::Lagged(_)) => Woken::Stored,
+                Err(broadcast::error::RecvError::Closed) => {
+                    self.watch = None;
+                    Woken::Other
+                }
+            },
+            () = async {
+                match poll_at {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            } => Woken::Polled,
+        }
     }
 
     /// The next event; `Ok(None)` when the service shut down.
@@ -253,12 +322,14 @@ impl Subscription {
                 self.last = e.seq;
                 return Ok(Some(e));
             }
-            let received = match self.poll {
-                Some(every) => tokio::time::timeout(every, self.rx.recv()).await.ok(),
-                None => Some(self.rx.recv().await),
+            let received = match self.wait().await {
+                Woken::Live(r) => Some(r),
+                // Committed by another process, or nothing live for a while: someone else
+                // may be writing this stream.
+                Woken::Stored | Woken::Polled => None,
+                Woken::Other => continue,
             };
             match received {
-                // Nothing live for a while: someone else may be writing this stream.
                 None => self.refill()?,
                 Some(Ok(e)) => {
                     if e.stream != self.stream || e.seq <= self.last {

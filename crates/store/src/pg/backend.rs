@@ -7,6 +7,10 @@ use crate::{Owner, Result, StoreStats};
 use super::PgStore;
 
 impl Backend for PgStore {
+    fn watch(&self) -> Option<tokio::sync::broadcast::Receiver<std::sync::Arc<str>>> {
+        Some(self.exec.watch())
+    }
+
     fn location(&self) -> String {
         self.url().to_owned()
     }

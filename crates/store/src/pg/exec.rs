@@ -34,8 +34,8 @@ use std::sync::mpsc::{self, SyncSender};
 use std::sync::{Arc, PoisonError};
 use std::thread::JoinHandle;
 
-use tokio::sync::Mutex;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
+use tokio::sync::{Mutex, broadcast};
 use tokio_postgres::{Client, Config, NoTls};
 
 use super::error::PgError;
@@ -69,6 +69,11 @@ pub(crate) struct Executor {
     write_tickets: std::sync::Mutex<u64>,
     read: Option<UnboundedSender<Job>>,
     thread: Option<JoinHandle<()>>,
+    /// Asks the thread to start listening for notifications (sent once, by the first
+    /// [`Executor::watch`]).
+    listen: Option<UnboundedSender<()>>,
+    listening: std::sync::atomic::AtomicBool,
+    notices: broadcast::Sender<Arc<str>>,
 }
 
 /// Opens connections for the lanes.
@@ -128,6 +133,12 @@ impl Executor {
         let (ready_tx, ready_rx) = mpsc::sync_channel(1);
         let (write, write_rx) = unbounded_channel();
         let (read, read_rx) = unbounded_channel();
+        let (listen, listen_rx) = unbounded_channel();
+        let (notices, _) = broadcast::channel(NOTICES);
+        let listener = Listener {
+            start: listen_rx,
+            notices: notices.clone(),
+        };
         let connector = Connector {
             config,
             database,
@@ -138,7 +149,7 @@ impl Executor {
         let readers = options.readers.max(1);
         let thread = std::thread::Builder::new()
             .name("trellis-store-pg".into())
-            .spawn(move || serve(connector, readers, write_rx, read_rx, ready_tx))
+            .spawn(move || serve(connector, readers, write_rx, read_rx, listener, ready_tx))
             .map_err(|source| PgError::Thread {
                 url: url.to_string(),
                 source,
@@ -149,6 +160,9 @@ impl Executor {
             write_tickets: std::sync::Mutex::new(0),
             read: Some(read),
             thread: Some(thread),
+            listen: Some(listen),
+            listening: std::sync::atomic::AtomicBool::new(false),
+            notices,
         };
         match ready_rx.recv() {
             Ok(Ok(version)) => Ok((exec, version)),
@@ -218,6 +232,23 @@ impl Executor {
         self.send(Lane::Write, job)
     }
 
+    /// The notifications of the database's `trellis` channel from now on: the key of each
+    /// stream a transaction of any process appended to (`run:<id>`, `session:<id>`,
+    /// `workspace`), once it committed, and `*` when the listening connection was lost and
+    /// opened again (anything may have changed meanwhile). The first call opens the
+    /// listening connection.
+    pub(crate) fn watch(&self) -> broadcast::Receiver<Arc<str>> {
+        let rx = self.notices.subscribe();
+        if !self
+            .listening
+            .swap(true, std::sync::atomic::Ordering::SeqCst)
+            && let Some(listen) = &self.listen
+        {
+            let _ = listen.send(());
+        }
+        rx
+    }
+
     /// The ticket of the last job sent to the write lane (0 before the first): a job whose
     /// ticket this is has no job behind it yet.
     pub(crate) fn last_write_ticket(&self) -> u64 {
@@ -258,6 +289,7 @@ impl Executor {
     fn stop(&mut self) {
         drop(self.write.take());
         drop(self.read.take());
+        drop(self.listen.take());
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }
@@ -300,6 +332,7 @@ fn serve(
     readers: usize,
     write_rx: UnboundedReceiver<Job>,
     read_rx: UnboundedReceiver<Job>,
+    listener: Listener,
     ready: SyncSender<Result<i64, PgError>>,
 ) {
     let runtime = match tokio::runtime::Builder::new_current_thread()
@@ -349,9 +382,12 @@ fn serve(
                 None,
             )));
         }
+        let listening = tokio::task::spawn_local(listener.run(connector.clone()));
         for task in lanes {
             let _ = task.await;
         }
+        listening.abort();
+        let _ = listening.await;
         // Every client is dropped now: let the sockets say goodbye.
         let sockets = connector.sockets.take();
         for socket in sockets {
@@ -378,5 +414,64 @@ async fn lane(
         };
         // A job that panics loses its connection; its caller sees the reply dropped.
         client = tokio::task::spawn_local(job(conn)).await.ok().flatten();
+    }
+}
+
+/// How many notifications a slow watcher may fall behind before it is told it lagged (it
+/// then re-reads what it follows).
+const NOTICES: usize = 4096;
+
+/// How long the listener waits before it connects again after losing its connection.
+const RELISTEN: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// The `LISTEN trellis` connection, opened when the first watcher asks
+/// ([`Executor::watch`]); its notifications go to every watcher.
+struct Listener {
+    start: UnboundedReceiver<()>,
+    notices: broadcast::Sender<Arc<str>>,
+}
+
+impl Listener {
+    async fn run(mut self, connector: Rc<Connector>) {
+        if self.start.recv().await.is_none() {
+            return;
+        }
+        loop {
+            // Lost (the server restarted or cut it off) or never opened: try again.
+            let _ = self.listen(&connector).await;
+            // Whatever committed while nobody listened is unknown: watchers re-read.
+            let _ = self.notices.send(Arc::from("*"));
+            tokio::time::sleep(RELISTEN).await;
+        }
+    }
+
+    /// Listens on one connection until it is lost.
+    async fn listen(&self, connector: &Connector) -> Result<(), tokio_postgres::Error> {
+        let (client, mut connection) = connector.config.connect(NoTls).await?;
+        let notices = self.notices.clone();
+        let messages = tokio::task::spawn_local(async move {
+            let mut stream = futures::stream::poll_fn(move |cx| connection.poll_message(cx));
+            while let Some(message) = futures::StreamExt::next(&mut stream).await {
+                match message {
+                    Ok(tokio_postgres::AsyncMessage::Notification(n)) => {
+                        let _ = notices.send(Arc::from(n.payload()));
+                    }
+                    Ok(_) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            Ok(())
+        });
+        client
+            .batch_execute(&format!("LISTEN {}", super::notify::CHANNEL))
+            .await?;
+        // Listening from here on: what committed before is in what watchers read.
+        let _ = self.notices.send(Arc::from("*"));
+        let ended = messages.await;
+        drop(client);
+        match ended {
+            Ok(result) => result,
+            Err(_) => Ok(()),
+        }
     }
 }

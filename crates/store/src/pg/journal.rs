@@ -611,12 +611,16 @@ async fn write(tx: &Client, item: &Item, me: &Owner) -> Result<(), tokio_postgre
         ];
         tx.execute_typed(INSERT_EVENTS, &params).await
     };
-    let (upserted, inserted, beat) = futures::join!(
+    // Delivered when the transaction commits (one per run and transaction).
+    let key = super::notify::payload(&format!("run:{id}"), s.last_seq);
+    let notice: [(&(dyn ToSql + Sync), Type); 1] = [(&key, Type::TEXT)];
+    let (upserted, inserted, beat, notified) = futures::join!(
         tx.execute_typed(UPSERT_RUN, &summary),
         events,
         tx.execute_typed(HEARTBEAT, &heartbeat),
+        tx.execute_typed(super::notify::NOTIFY_SQL, &notice),
     );
-    upserted.and(inserted).and(beat).map(drop)
+    upserted.and(inserted).and(beat).and(notified).map(drop)
 }
 
 impl Journal for PgStore {

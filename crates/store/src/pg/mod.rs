@@ -29,6 +29,7 @@ mod error;
 mod exec;
 mod journal;
 mod lease;
+mod notify;
 mod ops;
 mod pipeline;
 mod review;

@@ -146,6 +146,17 @@ async fn append(c: &Client, batch: &[Encoded], url: &str) -> Result<(), JobError
             Write::Session(id, change) => sessions::push_change(&mut p, id.as_str(), change),
         }
     }
+    // Delivered when the transaction commits: each stream with its new last seq.
+    for key in &keys {
+        let last = batch
+            .iter()
+            .filter(|enc| enc.key == *key)
+            .map(|enc| enc.event.seq)
+            .max()
+            .unwrap_or_default();
+        let payload = super::notify::payload(key, last);
+        p.push(super::notify::NOTIFY_SQL, vec![text(Some(payload.into()))]);
+    }
     let Err((at, e)) = p.run(c).await else {
         return c
             .batch_execute("COMMIT")
