@@ -26,6 +26,18 @@ pub enum Error {
          the workspace's SQLite file hands a crashed process's runs over without them"
     )]
     LeasesNeedPostgres,
+    /// An append for a run whose lease this store held was refused: another worker took
+    /// the lease (see [`trellis_graph::JournalError::LeaseLost`]).
+    #[error(
+        "run {run}: the lease of worker {worker} was taken by another worker; \
+         nothing was written and the run must stop here"
+    )]
+    LeaseLost {
+        /// The run.
+        run: String,
+        /// The worker whose lease was taken.
+        worker: String,
+    },
     /// `[store] workers = true` without `url`.
     #[error(
         "[store] workers = true: runs execute on `trellis worker` processes, which share a \
@@ -275,6 +287,7 @@ impl From<Error> for JournalError {
         match e {
             Error::RunNotFound(id) => JournalError::RunNotFound(id),
             Error::Closed(_) => JournalError::Closed,
+            Error::LeaseLost { run, worker } => JournalError::LeaseLost { run, worker },
             other => JournalError::Backend(other.to_string()),
         }
     }

@@ -42,6 +42,10 @@ struct Worker {
 
 impl Worker {
     fn start(ws: &TempWorkspace, name: &str) -> Self {
+        Self::start_polling(ws, name, "50")
+    }
+
+    fn start_polling(ws: &TempWorkspace, name: &str, poll_ms: &str) -> Self {
         let mut child = args(
             isolated(ws.path()),
             &[
@@ -51,7 +55,7 @@ impl Worker {
                 "--lease-secs",
                 "2",
                 "--poll-ms",
-                "50",
+                poll_ms,
             ],
         )
         .stdout(Stdio::piped())
@@ -466,6 +470,29 @@ fn runs_survive_workers_killed_at_random_moments() {
         w.signal("-TERM");
         assert!(w.child.wait().unwrap().success());
     }
+}
+
+/// A waiting worker claims a run as soon as it is queued (the store's notification), not
+/// at its next poll.
+#[test]
+fn a_queued_run_wakes_a_waiting_worker() {
+    let (url, _seen) = serve(|body| sse(&answer(body)));
+    let cluster = Cluster::shared();
+    let db = cluster.database();
+    let ws = workspace(&url, &db.url());
+    let mut a = Worker::start_polling(&ws, "worker-a", "30000");
+    a.wait_for("worker worker-a: executing", 30);
+    // Past the worker's first look for work.
+    std::thread::sleep(Duration::from_millis(500));
+    let queued = Instant::now();
+    let run = queue(&ws);
+    a.wait_for(&format!("run {run}: claimed"), 10);
+    assert!(
+        queued.elapsed() < Duration::from_secs(10),
+        "claimed at the poll, not at the notification"
+    );
+    a.signal("-9");
+    let _ = a.child.wait();
 }
 
 #[test]

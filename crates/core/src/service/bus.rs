@@ -505,6 +505,18 @@ impl Recorder {
         if self.options.persist {
             let mut attempt = 0;
             while let Err(e) = self.store.append_stream(events.clone()).await {
+                if let trellis_graph::JournalError::LeaseLost { run, .. } = &e {
+                    // Another worker took over this run: its agents' events are not this
+                    // process's to write any more; the others are written.
+                    let prefix = format!("{run}:");
+                    events.retain(|ev| {
+                        !matches!(&ev.stream, StreamId::Session(s) if s.as_str().starts_with(&prefix))
+                    });
+                    if events.is_empty() {
+                        return;
+                    }
+                    continue;
+                }
                 // Another process appended to one of these streams (the workspace stream is
                 // shared by every process of the workspace): number them again after what
                 // the store holds now, once.

@@ -151,6 +151,23 @@ impl std::fmt::Display for WorkerEvent {
 
 type Report<'a> = &'a (dyn Fn(WorkerEvent) + Send + Sync);
 
+/// Waits for the store's next notification: whether it may mean a runnable run (never
+/// returns without notifications).
+async fn runnable(wake: &mut Option<tokio::sync::broadcast::Receiver<Arc<str>>>) -> bool {
+    use tokio::sync::broadcast::error::RecvError;
+    match wake {
+        Some(rx) => match rx.recv().await {
+            Ok(n) => &*n == "runnable" || &*n == "*",
+            Err(RecvError::Lagged(_)) => true,
+            Err(RecvError::Closed) => {
+                *wake = None;
+                false
+            }
+        },
+        None => std::future::pending().await,
+    }
+}
+
 impl Service {
     /// Works as a worker until `stop` is cancelled and the drain is over — at the latest
     /// [`WorkerOptions::drain`] later, or as soon as `now` is cancelled (see the module's
@@ -166,6 +183,8 @@ impl Service {
         if !self.runtime.store().keeps_leases() {
             return Err(trellis_store::Error::LeasesNeedPostgres.into());
         }
+        // Woken at once when a run is marked runnable anywhere (else at the next poll).
+        let mut wake = self.runtime.store().watch();
         let mut held: HashMap<RunId, Lease> = HashMap::new();
         let renew_every = options.lease / 3;
         let mut renew_at = Instant::now() + renew_every;
@@ -205,10 +224,19 @@ impl Service {
             } else {
                 self.claim_more(&mut held, &options, report).await;
             }
-            tokio::select! {
-                () = tokio::time::sleep(options.poll) => {}
-                () = stop.cancelled(), if draining.is_none() => {}
-                () = now.cancelled(), if draining.is_some() => {}
+            let sleep = tokio::time::sleep(options.poll);
+            tokio::pin!(sleep);
+            loop {
+                tokio::select! {
+                    () = &mut sleep => break,
+                    () = stop.cancelled(), if draining.is_none() => break,
+                    () = now.cancelled(), if draining.is_some() => break,
+                    n = runnable(&mut wake) => {
+                        if n && draining.is_none() && held.len() < options.runs {
+                            break;
+                        }
+                    }
+                }
             }
         }
         Ok(())

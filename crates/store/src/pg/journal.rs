@@ -170,6 +170,24 @@ impl JournalState {
     }
 
     /// Fences the run's later batches with `lease` (claimed by this store).
+    /// The leases this store holds among `runs`' (sorted, each once), as fences.
+    pub(crate) fn fences_of<'a>(&self, runs: impl Iterator<Item = &'a str>) -> Vec<Fence> {
+        let leases = lock(&self.leases);
+        if leases.is_empty() {
+            return Vec::new();
+        }
+        let mut fences: Vec<Fence> = runs
+            .filter_map(|run| {
+                let run = RunId::from_string(run.to_owned());
+                let (token, worker) = leases.get(&run)?;
+                Some((run.clone(), *token, worker.clone()))
+            })
+            .collect();
+        fences.sort();
+        fences.dedup();
+        fences
+    }
+
     pub(crate) fn hold(&self, lease: &crate::Lease) {
         let entry = (lease.token, lease.worker.clone());
         lock(&self.leases).insert(lease.run.clone(), entry);
@@ -327,7 +345,7 @@ fn clone_error(e: &JournalError) -> JournalError {
 }
 
 /// A lease a batch is written under: its run, token and worker.
-type Fence = (RunId, i64, String);
+pub(super) type Fence = (RunId, i64, String);
 
 /// The leases of this store that fence `items`' runs.
 fn fences(items: &[Item], ctx: &Context) -> Vec<Fence> {
@@ -348,7 +366,7 @@ fn fences(items: &[Item], ctx: &Context) -> Vec<Fence> {
 
 /// Locks the leases of `fences` (`FOR SHARE`, in run order: a claim of them waits until the
 /// transaction ends) and answers those whose token is no longer ours, with their worker.
-async fn lost_leases(
+pub(super) async fn lost_leases(
     client: &Client,
     fences: &[Fence],
 ) -> Result<HashMap<RunId, String>, tokio_postgres::Error> {

@@ -129,6 +129,12 @@ impl LeaseStore for PgStore {
             )
             .await?;
             count.commit();
+            if runnable {
+                // Wakes the workers waiting for work (`super::notify`).
+                let payload = super::notify::RUNNABLE;
+                c.execute_typed(super::notify::NOTIFY_SQL, &[(&payload, Type::TEXT)])
+                    .await?;
+            }
             Ok(())
         })
     }

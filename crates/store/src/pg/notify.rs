@@ -13,6 +13,10 @@
 //! opened on the first watch (`super::exec`); when that connection is lost they get `*` and
 //! re-read everything they follow.
 
+/// Sent when a run was marked runnable ([`crate::LeaseStore::set_runnable`]): a worker
+/// waiting for work claims at once.
+pub(crate) const RUNNABLE: &str = "runnable";
+
 /// The channel.
 pub(crate) const CHANNEL: &str = "trellis";
 

@@ -34,7 +34,7 @@ use trellis_graph::{Commit, JournalError};
 use trellis_protocol::{RunId, ServiceEvent, StreamId, SubmissionId};
 
 use super::error::PgError;
-use super::journal::CommitCount;
+use super::journal::{CommitCount, Fence, lost_leases};
 use super::pipeline::{Pipeline, int, text};
 use super::runs::{self, storable};
 use super::{JobError, PgStore, sessions};
@@ -94,7 +94,12 @@ async fn last_seq(c: &Client, key: &str) -> Result<u64, tokio_postgres::Error> {
 
 /// Writes one batch in a transaction of its own (the write lane's job): its `BEGIN` and the
 /// read of its streams' last seqs sent together, then its statements, then `COMMIT`.
-async fn append(c: &Client, batch: &[Encoded], url: &str) -> Result<(), JobError> {
+async fn append(
+    c: &Client,
+    batch: &[Encoded],
+    url: &str,
+    fences: &[Fence],
+) -> Result<(), JobError> {
     let location = Path::new(url);
     let mut keys: Vec<&str> = Vec::new();
     for enc in batch {
@@ -108,6 +113,22 @@ async fn append(c: &Client, batch: &[Encoded], url: &str) -> Result<(), JobError
         c.query_typed(LAST_SEQS_SQL, &lasts)
     );
     begun.map_err(|e| Error::from(PgError::transaction(url, e)))?;
+    if !fences.is_empty() {
+        let lost = match lost_leases(c, fences).await {
+            Ok(lost) => lost,
+            Err(e) => {
+                c.batch_execute("ROLLBACK").await?;
+                return Err(e.into());
+            }
+        };
+        if let Some((run, worker)) = lost.into_iter().next() {
+            c.batch_execute("ROLLBACK").await?;
+            return Err(JobError::Store(Error::LeaseLost {
+                run: run.to_string(),
+                worker,
+            }));
+        }
+    }
     let checked = rows.map_err(JobError::from).and_then(|rows| {
         let stored = rows
             .iter()
@@ -178,16 +199,24 @@ async fn append(c: &Client, batch: &[Encoded], url: &str) -> Result<(), JobError
     }
 }
 
+/// The run of an agent node's session stream (`session:<run>:<node>`).
+fn node_session_run(key: &str) -> Option<&str> {
+    key.strip_prefix("session:")?
+        .split_once(':')
+        .map(|(run, _)| run)
+}
+
 /// The write lane's job for one batch: writes it, counts it, answers its commit.
 async fn append_job(
     conn: Result<&mut Client, crate::Error>,
     batch: Vec<Encoded>,
     url: Arc<str>,
+    fences: Vec<Fence>,
     count: CommitCount,
     ack: tokio::sync::oneshot::Sender<Result<(), JournalError>>,
 ) {
     let written = match conn {
-        Ok(c) => append(c, &batch, &url)
+        Ok(c) => append(c, &batch, &url, &fences)
             .await
             .map_err(|e| e.into_error(&url)),
         Err(e) => Err(e),
@@ -216,11 +245,16 @@ impl StreamStore for PgStore {
         };
         let url = self.url.clone();
         let count = self.journal.commit_count(true);
+        // An agent's session of a run this store holds a lease on is fenced like the run's
+        // journal: a worker whose lease was taken writes no more of its turns.
+        let fences = self
+            .journal
+            .fences_of(batch.iter().filter_map(|enc| node_session_run(&enc.key)));
         // When the store is closed the job and `ack` are dropped: the commit resolves to
         // `JournalError::Closed`.
-        let _ = self
-            .exec
-            .post_write(async move |conn| append_job(conn, batch, url, count, ack).await);
+        let _ = self.exec.post_write(async move |conn| {
+            append_job(conn, batch, url, fences, count, ack).await;
+        });
         commit
     }
 

@@ -200,3 +200,61 @@ fn a_group_fails_the_batches_of_a_lost_lease_and_commits_the_others() {
     assert_eq!(events(&a), 3, "only the good batch was written");
     assert!(!a.renew_lease(&first, SHORT).unwrap());
 }
+
+/// An agent's session of a leased run is fenced like the run's journal: once another
+/// worker took the lease, the first one's session events are refused whole and nothing of
+/// them is written; streams of no leased run (the workspace stream) are not fenced.
+#[test]
+fn the_sessions_of_a_lost_run_are_fenced_too() {
+    use trellis_protocol::{NodeId, ServiceEventBody, SessionEvent, SessionId, StreamId};
+    use trellis_store::StreamStore;
+
+    let cluster = cluster();
+    let db = cluster.database();
+    let (a, b) = (connect(&db), connect(&db));
+    let run = runnable(&a, 1).remove(0);
+    let session = SessionId::for_node(&run, &NodeId::new("analysis"));
+    let note = |seq: u64, text: &str| {
+        super::fixtures::session_batch(
+            &session,
+            seq,
+            vec![SessionEvent::Note { text: text.into() }],
+        )
+    };
+    let stream_rows = || {
+        rows(&a, "SELECT count(*)::text FROM stream_events")[0][0]
+            .parse::<i64>()
+            .unwrap()
+    };
+
+    let first = a.claim_lease("a", SHORT).unwrap().unwrap();
+    block_on(a.append_stream(note(1, "held"))).unwrap();
+    assert_eq!(stream_rows(), 1);
+    std::thread::sleep(SHORT + Duration::from_millis(100));
+    let second = b.claim_lease("b", LONG).unwrap().unwrap();
+    assert_eq!(second.token, first.token + 1);
+
+    let err = block_on(a.append_stream(note(2, "too late"))).unwrap_err();
+    assert!(
+        matches!(&err, JournalError::LeaseLost { run: r, worker } if r == run.as_str() && worker == "a"),
+        "{err}"
+    );
+    assert_eq!(
+        stream_rows(),
+        1,
+        "nothing of the fenced session batch was written"
+    );
+    let workspace = super::fixtures::sev(
+        &StreamId::Workspace,
+        1,
+        ServiceEventBody::Workspace(trellis_protocol::WorkspaceEvent::OpFailed {
+            op: "prune".into(),
+            error: "x".into(),
+            kind: None,
+        }),
+    );
+    block_on(a.append_stream(vec![workspace])).unwrap();
+    // The new holder writes the session on.
+    block_on(b.append_stream(note(2, "continued"))).unwrap();
+    assert_eq!(stream_rows(), 3);
+}
