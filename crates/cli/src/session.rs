@@ -424,7 +424,8 @@ async fn queue(
     if args.yes || args.no_input {
         anyhow::bail!(
             "[store] workers = true: the run executes on a `trellis worker`, where its \
-             questions and approvals wait for answers (`trellis runs answer | approve`); \
+             questions and approvals wait for answers (`trellis runs resume RUN --answer \
+             NODE=VALUE`); \
              drop --yes / --no-input"
         );
     }

@@ -78,7 +78,7 @@ pub struct RunArgs {
     pub(crate) no_review: bool,
     /// Record the run for `trellis worker` processes (a PostgreSQL store, `[store] url`)
     /// and return once it is recorded: a worker plans and runs it, and its questions and
-    /// approvals wait for answers (`trellis runs answer | approve`, the web UI). Follow it
+    /// approvals wait for answers (`trellis runs resume RUN --answer NODE=VALUE`, the web UI). Follow it
     /// with `trellis runs events RUN --follow`.
     #[arg(long, conflicts_with_all = ["yes", "no_input", "plan_only"])]
     pub(crate) queue: bool,

@@ -16,6 +16,7 @@ mod serve;
 mod staged;
 mod steering;
 mod task_tree;
+mod team;
 mod three_phase;
 mod tools;
 mod workers;

@@ -16,23 +16,23 @@ use super::common::{args, trellis};
 use super::mock::*;
 
 /// How long anything may take on a loaded machine before the test gives up.
-const PATIENCE: Duration = Duration::from_secs(120);
+pub(super) const PATIENCE: Duration = Duration::from_secs(120);
 /// Every model response is this late, so that the run lasts a few seconds.
 const PACE: Duration = Duration::from_millis(250);
 /// Files the analysis agent reads, one per turn, before it answers.
 const AGENT_READS: usize = 10;
 
 /// `trellis serve` on a free loopback port; killed (SIGKILL) and reaped when dropped.
-struct Server {
+pub(super) struct Server {
     child: Child,
-    port: u16,
+    pub(super) port: u16,
     lines: mpsc::Receiver<String>,
     printed: String,
     stderr: PathBuf,
 }
 
 impl Server {
-    fn start(repo: &Path, home: &Path, token_file: &Path, extra: &[&str]) -> Self {
+    pub(super) fn start(repo: &Path, home: &Path, token_file: &Path, extra: &[&str]) -> Self {
         static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let stderr = home.join(format!("serve-{n}.stderr"));
@@ -70,7 +70,7 @@ impl Server {
     }
 
     /// The next line printed that satisfies `until` (earlier lines are kept in `printed`).
-    fn wait_line(&mut self, until: impl Fn(&str) -> bool) -> String {
+    pub(super) fn wait_line(&mut self, until: impl Fn(&str) -> bool) -> String {
         let deadline = Instant::now() + PATIENCE;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
@@ -91,7 +91,7 @@ impl Server {
         }
     }
 
-    fn stderr_text(&self) -> String {
+    pub(super) fn stderr_text(&self) -> String {
         std::fs::read_to_string(&self.stderr).unwrap_or_default()
     }
 
@@ -100,12 +100,18 @@ impl Server {
     }
 
     /// `method path` with the right `Host` and `token`.
-    fn http(&self, method: &str, path: &str, token: Option<&str>, body: Option<&Value>) -> Reply {
+    pub(super) fn http(
+        &self,
+        method: &str,
+        path: &str,
+        token: Option<&str>,
+        body: Option<&Value>,
+    ) -> Reply {
         http(self.port, &self.host(), method, path, token, body)
     }
 
     /// SIGKILL, and reap.
-    fn kill(&mut self) {
+    pub(super) fn kill(&mut self) {
         self.child.kill().unwrap();
         self.child.wait().unwrap();
     }
@@ -171,9 +177,9 @@ fn env(mut c: Command, home: &Path) -> Command {
     c
 }
 
-struct Reply {
-    status: u16,
-    body: Value,
+pub(super) struct Reply {
+    pub(super) status: u16,
+    pub(super) body: Value,
 }
 
 /// One HTTP/1.1 request on its own connection (`Connection: close`).
@@ -236,7 +242,18 @@ fn follow(
     since: u64,
     tx: mpsc::Sender<Value>,
 ) -> std::thread::JoinHandle<()> {
-    let tcp = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    try_follow(port, token, stream, since, tx).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// [`follow`], answering why when the server cannot be reached or refuses the upgrade.
+pub(super) fn try_follow(
+    port: u16,
+    token: &str,
+    stream: &str,
+    since: u64,
+    tx: mpsc::Sender<Value>,
+) -> Result<std::thread::JoinHandle<()>, String> {
+    let tcp = TcpStream::connect(("127.0.0.1", port)).map_err(|e| format!("connect: {e}"))?;
     tcp.set_read_timeout(Some(PATIENCE)).unwrap();
     let mut req = format!("ws://127.0.0.1:{port}/api/events?stream={stream}&since={since}")
         .into_client_request()
@@ -245,14 +262,16 @@ fn follow(
         .insert("authorization", format!("Bearer {token}").parse().unwrap());
     let (mut ws, _) = match tungstenite::client(req, tcp) {
         Ok(c) => c,
-        Err(tungstenite::HandshakeError::Failure(tungstenite::Error::Http(res))) => panic!(
-            "upgrade refused: {} {}",
-            res.status(),
-            String::from_utf8_lossy(res.body().as_deref().unwrap_or_default())
-        ),
-        Err(e) => panic!("upgrade: {e}"),
+        Err(tungstenite::HandshakeError::Failure(tungstenite::Error::Http(res))) => {
+            return Err(format!(
+                "upgrade refused: {} {}",
+                res.status(),
+                String::from_utf8_lossy(res.body().as_deref().unwrap_or_default())
+            ));
+        }
+        Err(e) => return Err(format!("upgrade: {e}")),
     };
-    std::thread::spawn(move || {
+    Ok(std::thread::spawn(move || {
         loop {
             match ws.read() {
                 Ok(Message::Text(t)) => {
@@ -265,10 +284,10 @@ fn follow(
                 Ok(_) => {}
             }
         }
-    })
+    }))
 }
 
-fn seqs(frames: &[Value]) -> Vec<u64> {
+pub(super) fn seqs(frames: &[Value]) -> Vec<u64> {
     frames.iter().map(|f| f["seq"].as_u64().unwrap()).collect()
 }
 
@@ -300,7 +319,7 @@ fn paced(body: &Value) -> String {
     }
 }
 
-fn is_end(frame: &Value) -> bool {
+pub(super) fn is_end(frame: &Value) -> bool {
     matches!(
         frame["name"].as_str(),
         Some("workflow:completed" | "workflow:error" | "workflow:cancelled")

@@ -21,7 +21,7 @@ fn is_agent(body: &Value) -> bool {
 
 /// The inventory example on the mock model at `url`, its records in database `db_url`; its
 /// analysis agent may run shell commands.
-fn workspace(url: &str, db_url: &str) -> TempWorkspace {
+pub(super) fn workspace(url: &str, db_url: &str) -> TempWorkspace {
     let config = format!("{}\n[store]\nurl = \"{db_url}\"\n", mock_config(url));
     let ws = trellis_test_support::example_repo("inventory", &config).unwrap();
     std::fs::create_dir_all(ws.path().join(".trellis/agents")).unwrap();
@@ -34,18 +34,18 @@ fn workspace(url: &str, db_url: &str) -> TempWorkspace {
 }
 
 /// A worker process, its output lines arriving on a channel.
-struct Worker {
-    child: Child,
+pub(super) struct Worker {
+    pub(super) child: Child,
     lines: mpsc::Receiver<String>,
     printed: Vec<String>,
 }
 
 impl Worker {
-    fn start(ws: &TempWorkspace, name: &str) -> Self {
+    pub(super) fn start(ws: &TempWorkspace, name: &str) -> Self {
         Self::start_polling(ws, name, "50")
     }
 
-    fn start_polling(ws: &TempWorkspace, name: &str, poll_ms: &str) -> Self {
+    pub(super) fn start_polling(ws: &TempWorkspace, name: &str, poll_ms: &str) -> Self {
         let mut child = args(
             isolated(ws.path()),
             &[
@@ -78,7 +78,7 @@ impl Worker {
     }
 
     /// Waits (at most `secs`) for a printed line holding `want`; the line.
-    fn wait_for(&mut self, want: &str, secs: u64) -> String {
+    pub(super) fn wait_for(&mut self, want: &str, secs: u64) -> String {
         let deadline = Instant::now() + Duration::from_secs(secs);
         loop {
             if let Some(l) = self.printed.iter().find(|l| l.contains(want)) {
@@ -95,7 +95,14 @@ impl Worker {
         }
     }
 
-    fn signal(&self, signal: &str) {
+    /// Keeps what the worker printed so far (so that it never blocks on a full pipe).
+    pub(super) fn drain(&mut self) {
+        while let Ok(line) = self.lines.try_recv() {
+            self.printed.push(line);
+        }
+    }
+
+    pub(super) fn signal(&self, signal: &str) {
         std::process::Command::new("kill")
             .args([signal, &self.child.id().to_string()])
             .status()
@@ -176,7 +183,7 @@ fn wait_agent_calls(seen: &Seen, n: usize) {
 }
 
 /// The nodes that completed in `run`, in order (each once, if no completed node re-ran).
-fn completed(ws: &TempWorkspace, run: &str) -> Vec<String> {
+pub(super) fn completed(ws: &TempWorkspace, run: &str) -> Vec<String> {
     ok(args(
         isolated(ws.path()),
         &["runs", "events", run, "--json"],
@@ -188,7 +195,7 @@ fn completed(ws: &TempWorkspace, run: &str) -> Vec<String> {
     .collect()
 }
 
-fn assert_each_once(nodes: &[String]) {
+pub(super) fn assert_each_once(nodes: &[String]) {
     let mut unique = nodes.to_vec();
     unique.sort();
     unique.dedup();
@@ -443,9 +450,7 @@ fn runs_survive_workers_killed_at_random_moments() {
             "{ended} of {RUNS} runs ended:\n{listed:#}"
         );
         for w in &mut workers {
-            while let Ok(line) = w.lines.try_recv() {
-                w.printed.push(line);
-            }
+            w.drain();
         }
         std::thread::sleep(Duration::from_millis(200));
     }
@@ -470,6 +475,55 @@ fn runs_survive_workers_killed_at_random_moments() {
         w.signal("-TERM");
         assert!(w.child.wait().unwrap().success());
     }
+}
+
+/// An approval the run waits for, given from the command line of another process of the
+/// team: queued in the run's inbox; a worker resumes the run with it, and the command
+/// follows the run to its end.
+#[test]
+fn an_approval_from_the_command_line_resumes_the_run_on_a_worker() {
+    let (url, seen) = serve(|body| {
+        if !is_agent(body) {
+            return sse(&answer(body));
+        }
+        match tool_results(body) {
+            // An approval gate: the network command is `ask` by policy.
+            0 => tool_sse(
+                "call_net",
+                "shell",
+                &json!({ "command": "curl -s http://127.0.0.1:9/stock" }).to_string(),
+            ),
+            _ => sse(&answer(body)),
+        }
+    });
+    let cluster = Cluster::shared();
+    let db = cluster.database();
+    let ws = workspace(&url, &db.url());
+    let run = queue(&ws);
+    let mut a = Worker::start(&ws, "worker-a");
+    a.wait_for(&format!("run {run}: stopped here (waitingInput)"), 60);
+    assert_eq!(agent_calls(&seen), 1);
+
+    let resumed = ok(args(
+        isolated(ws.path()),
+        &[
+            "-c",
+            "store.workers=true",
+            "runs",
+            "resume",
+            &run,
+            "--answer",
+            "architectural_analysis=yes",
+            "--json",
+        ],
+    ));
+    assert!(resumed.contains("succeeded"), "{resumed}");
+    let claims = a.wait_for(&format!("run {run}: claimed (lease token 2)"), 10);
+    assert!(claims.contains("1 queued command"), "{claims}");
+    wait_status(&ws, &run, "succeeded");
+    assert_eq!(agent_calls(&seen), 2);
+    a.signal("-TERM");
+    assert!(a.child.wait().unwrap().success());
 }
 
 /// A waiting worker claims a run as soon as it is queued (the store's notification), not
