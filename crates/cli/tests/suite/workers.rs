@@ -154,20 +154,22 @@ fn agent_calls(seen: &Seen) -> usize {
     seen.lock().unwrap().iter().filter(|b| is_agent(b)).count()
 }
 
-/// Queues the discussion run; its id.
+/// Queues the discussion run (without its documentation stage); its id.
 fn queue(ws: &TempWorkspace) -> String {
-    let queued = ok(args(
-        isolated(ws.path()),
-        &[
-            "run",
-            "Discuss the stock decision",
-            "--workflow",
-            "architecture_discussion",
-            "--skip",
-            "decision_documentation",
-            "--queue",
-        ],
-    ));
+    queue_with(ws, &["--skip", "decision_documentation"])
+}
+
+/// Queues the discussion run with `flags`; its id.
+fn queue_with(ws: &TempWorkspace, flags: &[&str]) -> String {
+    let mut a = vec![
+        "run",
+        "Discuss the stock decision",
+        "--workflow",
+        "architecture_discussion",
+        "--queue",
+    ];
+    a.extend_from_slice(flags);
+    let queued = ok(args(isolated(ws.path()), &a));
     assert!(queued.contains("queued for the workers"), "{queued}");
     run_id(&queued)
 }
@@ -522,6 +524,84 @@ fn an_approval_from_the_command_line_resumes_the_run_on_a_worker() {
     assert!(claims.contains("1 queued command"), "{claims}");
     wait_status(&ws, &run, "succeeded");
     assert_eq!(agent_calls(&seen), 2);
+    a.signal("-TERM");
+    assert!(a.child.wait().unwrap().success());
+}
+
+/// Pruning a running agent from another process of the team: the worker that runs it
+/// prunes it and rolls its worktree back.
+#[test]
+fn pruning_an_agent_running_on_a_worker_rolls_its_edits_back_there() {
+    let doc_agent = |body: &Value| {
+        body["messages"][0]["content"]
+            .as_str()
+            .is_some_and(|s| s.contains("technical writer"))
+    };
+    let (url, _seen) = serve(move |body| {
+        if !is_agent(body) || !doc_agent(body) {
+            return sse(&answer(body));
+        }
+        match tool_results(body) {
+            0 => tool_sse(
+                "call_write",
+                "write_file",
+                &json!({ "path": "docs/adr/0002-draft.md", "content": "# draft\n" }).to_string(),
+            ),
+            _ => {
+                std::thread::sleep(Duration::from_secs(5));
+                sse(&answer(body))
+            }
+        }
+    });
+    let cluster = Cluster::shared();
+    let db = cluster.database();
+    let ws = workspace(&url, &db.url());
+    let run = queue_with(&ws, &["--include", "decision_documentation"]);
+    let mut a = Worker::start(&ws, "worker-a");
+    a.wait_for(&format!("run {run}: claimed"), 30);
+    let nodes = trellis_tools::worktree::NodeWorktrees::open(
+        ws.path(),
+        &trellis_protocol::RunId::from_string(&run),
+    )
+    .unwrap();
+    // The agent's edit, in its own worktree.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let draft = loop {
+        if let Some(own) = nodes.get("decision_documentation").unwrap() {
+            let draft = own.path.join("docs/adr/0002-draft.md");
+            if draft.exists() {
+                break (own, draft);
+            }
+        }
+        assert!(Instant::now() < deadline, "the agent wrote nothing");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let (own, draft) = draft;
+    let pruned = ok(args(
+        isolated(ws.path()),
+        &[
+            "-c",
+            "store.workers=true",
+            "runs",
+            "prune",
+            &run,
+            "decision_documentation",
+        ],
+    ));
+    assert!(pruned.contains("queued for the workers"), "{pruned}");
+    let show = wait_status(&ws, &run, "succeeded");
+    let node = show["outcome"]["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["id"] == "decision_documentation")
+        .cloned()
+        .unwrap();
+    assert_eq!(node["state"], "PRUNED", "{node}");
+    assert!(
+        !draft.exists() && !own.path.exists(),
+        "the pruned agent's worktree is still there"
+    );
     a.signal("-TERM");
     assert!(a.child.wait().unwrap().success());
 }
