@@ -1,4 +1,5 @@
 mod agentrun;
+mod bench_workers;
 mod coder;
 mod common;
 mod crash;
