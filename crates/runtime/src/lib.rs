@@ -270,20 +270,27 @@ impl Runtime {
         Ok((handle, ctx))
     }
 
-    /// Like [`Runtime::start_planning`], without executing the run: it is recorded
-    /// ([`Engine::create_as_by`]) for a `trellis worker` to resume. Answers its id, its
-    /// worktree and the commit of its first batch.
+    /// Like [`Runtime::start_planning`], without executing the run: its worktree is
+    /// created and the run recorded ([`Engine::create_as_by`], attributed to `cause`) for a
+    /// `trellis worker` to resume — with no run context (ledger, agent worktrees, tools):
+    /// the worker builds it. Answers its id, its worktree and the commit of its first batch.
     pub fn create_planning(
         self: &Arc<Self>,
         request: &str,
         overrides: &Overrides,
-        options: RunOptions,
+        cause: Option<trellis_protocol::SubmissionId>,
     ) -> Result<(RunId, RunWorktree, trellis_graph::Commit)> {
-        let (run, ctx, graph) = self.new_planning_run(request, overrides, options)?;
-        let cause = ctx.options.cause.clone();
+        let run = RunId::new();
+        let worktree = self.new_worktree(&run)?;
+        let params = planning::PlanningParams {
+            request: request.to_owned(),
+            overrides: overrides.clone(),
+        };
+        // The same graph as the worker's but for its handlers (not part of the fingerprint).
+        let graph = Arc::new(planning::planning_graph(&params, None)?);
         let commit =
             Engine::new(self.store.clone()).create_as_by(run.clone(), graph, Value::Null, cause)?;
-        Ok((run, ctx.worktree.clone(), commit))
+        Ok((run, worktree, commit))
     }
 
     /// A new run's id, worktree and context, and its planning graph.
@@ -329,11 +336,17 @@ impl Runtime {
         plan: Option<&Plan>,
     ) -> Result<(RunId, Arc<RunContext>)> {
         let run = RunId::new();
-        // Serialised with every other worktree change in the repository (`RepoLock`).
-        let worktree = RunWorktree::create(&self.repo, &run)?;
-        self.store.put_change_set(worktree.record(now_ms()))?;
+        let worktree = self.new_worktree(&run)?;
         let ctx = self.context(run.clone(), worktree, options, plan)?;
         Ok((run, ctx))
+    }
+
+    /// A new run's worktree and branch, its change set recorded.
+    fn new_worktree(&self, run: &RunId) -> Result<RunWorktree> {
+        // Serialised with every other worktree change in the repository (`RepoLock`).
+        let worktree = RunWorktree::create(&self.repo, run)?;
+        self.store.put_change_set(worktree.record(now_ms()))?;
+        Ok(worktree)
     }
 
     /// Resumes a stored workflow run (after a crash, Ctrl-C, or to answer its interrupts).

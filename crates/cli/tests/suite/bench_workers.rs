@@ -20,7 +20,7 @@ use serde_json::json;
 
 use super::mock::*;
 use super::serve::Server;
-use super::workers::{Worker, workspace};
+use super::workers::{Worker, example};
 
 /// Clock ticks per second of `/proc/<pid>/stat` (`getconf CLK_TCK`, 100 on Linux).
 const TICKS: f64 = 100.0;
@@ -105,10 +105,9 @@ fn drive(server: &Server, token: &str, runs: usize) -> Duration {
 }
 
 fn measure(workers: usize, runs: usize, url: &str, db: Option<(&str, u32)>) -> Measured {
-    let ws = match db {
-        Some((db_url, _)) => workspace(url, db_url),
-        None => trellis_test_support::example_repo("inventory", &mock_config(url)).unwrap(),
-    };
+    // The same workspace either way (its analysis agent may run the shell, so each run
+    // also makes and drops the agent's own worktree).
+    let ws = example(url, db.map(|(db_url, _)| db_url));
     let home = tempfile::tempdir().unwrap();
     let token_file = home.path().join("cfg/serve-token");
     let extra: &[&str] = if db.is_some() { &["--workers"] } else { &[] };

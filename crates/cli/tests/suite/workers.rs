@@ -22,7 +22,14 @@ fn is_agent(body: &Value) -> bool {
 /// The inventory example on the mock model at `url`, its records in database `db_url`; its
 /// analysis agent may run shell commands.
 pub(super) fn workspace(url: &str, db_url: &str) -> TempWorkspace {
-    let config = format!("{}\n[store]\nurl = \"{db_url}\"\n", mock_config(url));
+    example(url, Some(db_url))
+}
+
+/// The inventory example of [`workspace`], its records in `db_url` or, without one, in its
+/// SQLite file.
+pub(super) fn example(url: &str, db_url: Option<&str>) -> TempWorkspace {
+    let store = db_url.map_or(String::new(), |db| format!("\n[store]\nurl = \"{db}\"\n"));
+    let config = format!("{}{store}", mock_config(url));
     let ws = trellis_test_support::example_repo("inventory", &config).unwrap();
     std::fs::create_dir_all(ws.path().join(".trellis/agents")).unwrap();
     std::fs::write(

@@ -106,12 +106,17 @@ impl Service {
                 .get(w)
                 .map_err(|e| OpError::new(e.to_string()))?;
         }
-        let options = self.options(&sub, args.input, args.budgets);
         if self.options.dispatch == Dispatch::Workers {
-            return self
-                .create_for_workers(sub, args.request, overrides, options)
-                .await;
+            if args.budgets.is_some() {
+                return Err(OpError::new(
+                    "a run's own budgets do not reach the workers yet: set [budgets] in the \
+                     configuration the workers read (docs/configuration.md), or start the run \
+                     without `budgets`",
+                ));
+            }
+            return self.create_for_workers(sub, args.request, overrides).await;
         }
+        let options = self.options(&sub, args.input, args.budgets);
         // MCP servers start now; the run waits for them at most `mcp.startup_wait_secs`.
         self.runtime.mcp().ready_for_run().await;
         // Creating the worktree runs git and waits for the store: off the async workers,
@@ -153,11 +158,10 @@ impl Service {
         sub: SubmissionId,
         request: String,
         overrides: trellis_agents::Overrides,
-        options: RunOptions,
     ) -> OpResult {
-        let (rt, text) = (self.runtime.clone(), request.clone());
+        let (rt, text, cause) = (self.runtime.clone(), request.clone(), Some(sub.clone()));
         let (run, worktree, commit) =
-            tokio::task::spawn_blocking(move || rt.create_planning(&text, &overrides, options))
+            tokio::task::spawn_blocking(move || rt.create_planning(&text, &overrides, cause))
                 .await
                 .map_err(|e| OpError::internal(format!("internal error: {e}")))??;
         commit
