@@ -80,3 +80,84 @@ pub fn system(body: &Value) -> String {
         .unwrap_or_default()
         .to_owned()
 }
+
+/// Whether a request is an agent's turn (not a structured answer: the orchestrator's
+/// choice, retrieval queries).
+pub fn is_agent(body: &Value) -> bool {
+    body["response_format"].is_null()
+}
+
+/// A responder: an agent that makes `calls` — `(call id, tool, arguments)` — one a turn,
+/// then answers; every other request is answered as [`answer`] does.
+pub fn scripted_agent(
+    calls: Vec<(&'static str, &'static str, Value)>,
+) -> impl Fn(&Value) -> String + Send + 'static {
+    move |body| {
+        if !is_agent(body) {
+            return sse(&answer(body));
+        }
+        match calls.get(tool_results(body)) {
+            Some((id, tool, args)) => tool_sse(id, tool, &args.to_string()),
+            None => sse(&answer(body)),
+        }
+    }
+}
+
+/// The agents' request bodies seen so far.
+pub fn agent_bodies(seen: &Seen) -> Vec<Value> {
+    seen.lock()
+        .unwrap()
+        .iter()
+        .filter(|b| is_agent(b))
+        .cloned()
+        .collect()
+}
+
+/// The content of tool result `id` in a request body ("" when there is none).
+pub fn tool_result(body: &Value, id: &str) -> String {
+    body["messages"]
+        .as_array()
+        .and_then(|m| {
+            m.iter()
+                .find(|m| m["role"] == "tool" && m["tool_call_id"] == id)
+        })
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// A responder: an agent whose first turn takes 3 s (a test acts meanwhile) and reads a
+/// file, then answers; every other request is answered as [`answer`] does.
+pub fn slow_first_turn() -> impl Fn(&Value) -> String + Send + 'static {
+    let agent = scripted_agent(vec![(
+        "call_read",
+        "read_file",
+        json!({ "path": "inventory.py" }),
+    )]);
+    move |body| {
+        if is_agent(body) && tool_results(body) == 0 {
+            std::thread::sleep(std::time::Duration::from_secs(3));
+        }
+        agent(body)
+    }
+}
+
+/// After a process died while the agent's second turn ran `call_sleep` (its first read a
+/// file as `call_read`), and the run was resumed to its end: one more model call was made,
+/// not three — the completed turns were not asked again — and its conversation, rebuilt
+/// from the record, holds the file read and the shell call reported as interrupted. The
+/// agents' request bodies.
+pub fn assert_resumed_from_recorded_turns(seen: &Seen) -> Vec<Value> {
+    let bodies = agent_bodies(seen);
+    assert_eq!(bodies.len(), 3, "{bodies:#?}");
+    let last = &bodies[2];
+    assert!(
+        tool_result(last, "call_read").contains("class Inventory"),
+        "{last:#?}"
+    );
+    assert!(
+        tool_result(last, "call_sleep").starts_with("interrupted:"),
+        "{last:#?}"
+    );
+    bodies
+}

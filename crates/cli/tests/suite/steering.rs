@@ -24,10 +24,6 @@ fn example(url: &str) -> TempWorkspace {
     ws
 }
 
-fn is_agent(body: &Value) -> bool {
-    body["response_format"].is_null()
-}
-
 /// Reads `child`'s stdout until a line satisfies `until`; returns everything read.
 fn read_until(out: &mut impl BufRead, until: impl Fn(&str) -> bool) -> String {
     let mut printed = String::new();
@@ -48,24 +44,10 @@ fn read_until(out: &mut impl BufRead, until: impl Fn(&str) -> bool) -> String {
 fn a_run_killed_mid_tool_call_resumes_from_its_recorded_turns() {
     // Agent turn 1 reads a file, turn 2 starts a long shell command (killed in flight),
     // turn 3 reports.
-    let (url, seen) = serve(|body| {
-        if !is_agent(body) {
-            return sse(&answer(body));
-        }
-        match tool_results(body) {
-            0 => tool_sse(
-                "call_read",
-                "read_file",
-                &json!({ "path": "inventory.py" }).to_string(),
-            ),
-            1 => tool_sse(
-                "call_sleep",
-                "shell",
-                &json!({ "command": "sleep 30" }).to_string(),
-            ),
-            _ => sse(&answer(body)),
-        }
-    });
+    let (url, seen) = serve(scripted_agent(vec![
+        ("call_read", "read_file", json!({ "path": "inventory.py" })),
+        ("call_sleep", "shell", json!({ "command": "sleep 30" })),
+    ]));
     let ws = example(&url);
     // The tool call line is printed once its start is recorded.
     let (mut child, _out, printed) = start(
@@ -80,31 +62,15 @@ fn a_run_killed_mid_tool_call_resumes_from_its_recorded_turns() {
         .status()
         .unwrap();
     let _ = child.wait();
-    let agent_calls = |seen: &Seen| seen.lock().unwrap().iter().filter(|b| is_agent(b)).count();
-    assert_eq!(agent_calls(&seen), 2, "two agent turns before the kill");
+    assert_eq!(
+        agent_bodies(&seen).len(),
+        2,
+        "two agent turns before the kill"
+    );
 
     let resumed = ok(args(isolated(ws.path()), &["runs", "resume", &run]));
     assert!(resumed.contains("succeeded at DONE"), "{resumed}");
-    let bodies: Vec<Value> = seen
-        .lock()
-        .unwrap()
-        .iter()
-        .filter(|b| is_agent(b))
-        .cloned()
-        .collect();
-    // One more model call: the two completed turns were not asked again …
-    assert_eq!(bodies.len(), 3, "{bodies:#?}");
-    let last = bodies[2]["messages"].as_array().unwrap();
-    // … their conversation was rebuilt from the record: the file read before the kill,
-    // and the shell call reported as interrupted.
-    let tool = |id: &str| {
-        last.iter()
-            .find(|m| m["role"] == "tool" && m["tool_call_id"] == id)
-            .map(|m| m["content"].as_str().unwrap_or_default().to_owned())
-            .unwrap_or_default()
-    };
-    assert!(tool("call_read").contains("class Inventory"), "{last:#?}");
-    assert!(tool("call_sleep").starts_with("interrupted:"), "{last:#?}");
+    let bodies = assert_resumed_from_recorded_turns(&seen);
     // The prompt of the resumed request is the one the first process sent.
     assert_eq!(bodies[2]["messages"][0], bodies[0]["messages"][0]);
     // read_file ran once, in the first process.
@@ -303,23 +269,8 @@ fn start(
 
 #[test]
 fn a_message_from_another_process_reaches_the_running_agent() {
-    let (url, seen) = serve(|body| {
-        if !is_agent(body) {
-            return sse(&answer(body));
-        }
-        match tool_results(body) {
-            0 => {
-                // Slow first turn: the test sends its message meanwhile.
-                std::thread::sleep(Duration::from_secs(3));
-                tool_sse(
-                    "call_read",
-                    "read_file",
-                    &json!({ "path": "inventory.py" }).to_string(),
-                )
-            }
-            _ => sse(&answer(body)),
-        }
-    });
+    // Slow first turn: the test sends its message meanwhile.
+    let (url, seen) = serve(slow_first_turn());
     let ws = example(&url);
     let (mut child, mut out, printed) = start(
         &ws,

@@ -30,9 +30,8 @@ const READS: usize = 3;
 
 fn paced(body: &Value) -> String {
     std::thread::sleep(PACE);
-    let agent = body["response_format"].is_null();
     let reads = tool_results(body);
-    if agent && reads < READS {
+    if is_agent(body) && reads < READS {
         tool_sse(
             &format!("call_{reads}"),
             "read_file",

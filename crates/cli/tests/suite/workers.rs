@@ -15,10 +15,6 @@ use trellis_test_support::TempWorkspace;
 use super::common::*;
 use super::mock::*;
 
-fn is_agent(body: &Value) -> bool {
-    body["response_format"].is_null()
-}
-
 /// The inventory example on the mock model at `url`, its records in database `db_url`; its
 /// analysis agent may run shell commands.
 pub(super) fn workspace(url: &str, db_url: &str) -> TempWorkspace {
@@ -137,28 +133,14 @@ fn wait_status(ws: &TempWorkspace, run: &str, status: &str) -> Value {
 /// The mock model: agent turn 1 reads a file, turn 2 starts a long shell command (its
 /// worker is stopped meanwhile), turn 3 reports.
 fn three_turns() -> (Wire, Seen) {
-    serve(|body| {
-        if !is_agent(body) {
-            return sse(&answer(body));
-        }
-        match tool_results(body) {
-            0 => tool_sse(
-                "call_read",
-                "read_file",
-                &json!({ "path": "inventory.py" }).to_string(),
-            ),
-            1 => tool_sse(
-                "call_sleep",
-                "shell",
-                &json!({ "command": "sleep 20" }).to_string(),
-            ),
-            _ => sse(&answer(body)),
-        }
-    })
+    serve(scripted_agent(vec![
+        ("call_read", "read_file", json!({ "path": "inventory.py" })),
+        ("call_sleep", "shell", json!({ "command": "sleep 20" })),
+    ]))
 }
 
 fn agent_calls(seen: &Seen) -> usize {
-    seen.lock().unwrap().iter().filter(|b| is_agent(b)).count()
+    agent_bodies(seen).len()
 }
 
 /// Queues the discussion run (without its documentation stage); its id.
@@ -248,26 +230,7 @@ fn a_killed_worker_s_run_is_resumed_by_another_worker_from_its_recorded_turns() 
     let show = wait_status(&ws, &run, "succeeded");
     b.wait_for(&format!("run {run}: stopped here (succeeded)"), 10);
 
-    let bodies: Vec<Value> = seen
-        .lock()
-        .unwrap()
-        .iter()
-        .filter(|v| is_agent(v))
-        .cloned()
-        .collect();
-    // One more model call: the two completed turns were not asked again; the file read
-    // before the kill is in the rebuilt conversation and the shell call is reported as
-    // interrupted.
-    assert_eq!(bodies.len(), 3, "{bodies:#?}");
-    let last = bodies[2]["messages"].as_array().unwrap();
-    let tool = |id: &str| {
-        last.iter()
-            .find(|m| m["role"] == "tool" && m["tool_call_id"] == id)
-            .map(|m| m["content"].as_str().unwrap_or_default().to_owned())
-            .unwrap_or_default()
-    };
-    assert!(tool("call_read").contains("class Inventory"), "{last:#?}");
-    assert!(tool("call_sleep").starts_with("interrupted:"), "{last:#?}");
+    assert_resumed_from_recorded_turns(&seen);
     assert_each_once(&completed(&ws, &run));
     assert!(show["outcome"]["nodes"].as_array().is_some());
     // Parked once finished, lease released.
@@ -344,23 +307,8 @@ fn last_user_text(body: &Value) -> String {
 
 #[test]
 fn a_message_from_another_process_reaches_the_agent_running_on_a_worker() {
-    let (url, seen) = serve(|body| {
-        if !is_agent(body) {
-            return sse(&answer(body));
-        }
-        match tool_results(body) {
-            0 => {
-                // Slow first turn: the test sends its message meanwhile.
-                std::thread::sleep(Duration::from_secs(3));
-                tool_sse(
-                    "call_read",
-                    "read_file",
-                    &json!({ "path": "inventory.py" }).to_string(),
-                )
-            }
-            _ => sse(&answer(body)),
-        }
-    });
+    // Slow first turn: the test sends its message meanwhile.
+    let (url, seen) = serve(slow_first_turn());
     let cluster = Cluster::shared();
     let db = cluster.database();
     let ws = workspace(&url, &db.url());
@@ -385,13 +333,7 @@ fn a_message_from_another_process_reaches_the_agent_running_on_a_worker() {
     ));
     assert!(sent.contains("queued for the workers"), "{sent}");
     wait_status(&ws, &run, "succeeded");
-    let agent: Vec<Value> = seen
-        .lock()
-        .unwrap()
-        .iter()
-        .filter(|b| is_agent(b))
-        .cloned()
-        .collect();
+    let agent = agent_bodies(&seen);
     assert_eq!(agent.len(), 2);
     assert!(!last_user_text(&agent[0]).contains("Focus on reserve()."));
     assert!(
@@ -412,19 +354,14 @@ fn runs_survive_workers_killed_at_random_moments() {
     const RUNS: usize = 10;
     const KILLS: usize = 4;
     // Every model call takes a moment, so kills land inside runs.
-    let (url, _seen) = serve(|body| {
+    let agent = scripted_agent(vec![(
+        "call_read",
+        "read_file",
+        json!({ "path": "inventory.py" }),
+    )]);
+    let (url, _seen) = serve(move |body| {
         std::thread::sleep(Duration::from_millis(150));
-        if !is_agent(body) {
-            return sse(&answer(body));
-        }
-        match tool_results(body) {
-            0 => tool_sse(
-                "call_read",
-                "read_file",
-                &json!({ "path": "inventory.py" }).to_string(),
-            ),
-            _ => sse(&answer(body)),
-        }
+        agent(body)
     });
     let cluster = Cluster::shared();
     let db = cluster.database();
@@ -491,20 +428,12 @@ fn runs_survive_workers_killed_at_random_moments() {
 /// follows the run to its end.
 #[test]
 fn an_approval_from_the_command_line_resumes_the_run_on_a_worker() {
-    let (url, seen) = serve(|body| {
-        if !is_agent(body) {
-            return sse(&answer(body));
-        }
-        match tool_results(body) {
-            // An approval gate: the network command is `ask` by policy.
-            0 => tool_sse(
-                "call_net",
-                "shell",
-                &json!({ "command": "curl -s http://127.0.0.1:9/stock" }).to_string(),
-            ),
-            _ => sse(&answer(body)),
-        }
-    });
+    // An approval gate: the network command is `ask` by policy.
+    let (url, seen) = serve(scripted_agent(vec![(
+        "call_net",
+        "shell",
+        json!({ "command": "curl -s http://127.0.0.1:9/stock" }),
+    )]));
     let cluster = Cluster::shared();
     let db = cluster.database();
     let ws = workspace(&url, &db.url());
