@@ -543,10 +543,11 @@ fn pruning_an_agent_running_on_a_worker_rolls_its_edits_back_there() {
 }
 
 /// A waiting worker claims a run as soon as it is queued (the store's notification), not
-/// at its next poll.
+/// at its next poll; and it renews its lease in time however long its poll.
 #[test]
-fn a_queued_run_wakes_a_waiting_worker() {
-    let (url, _seen) = serve(|body| sse(&answer(body)));
+fn a_queued_run_wakes_a_waiting_worker_which_keeps_its_lease() {
+    // The agent's first turn (3 s) outlasts the lease (2 s).
+    let (url, _seen) = serve(slow_first_turn());
     let cluster = Cluster::shared();
     let db = cluster.database();
     let ws = workspace(&url, &db.url());
@@ -561,6 +562,12 @@ fn a_queued_run_wakes_a_waiting_worker() {
         queued.elapsed() < Duration::from_secs(10),
         "claimed at the poll, not at the notification"
     );
+    std::thread::sleep(Duration::from_millis(2500));
+    let live = db.psql(&format!(
+        "SELECT owner, token, expires_at > (extract(epoch FROM now()) * 1000)::bigint
+         FROM run_leases WHERE run_id = '{run}'"
+    ));
+    assert_eq!(live.trim(), "worker-a|1|t", "the lease was renewed");
     a.signal("-9");
     let _ = a.child.wait();
 }

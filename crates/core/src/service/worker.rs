@@ -224,7 +224,11 @@ impl Service {
             } else {
                 self.claim_more(&mut held, &options, report).await;
             }
-            let sleep = tokio::time::sleep(options.poll);
+            // Never past the next heartbeat, however long the poll.
+            let wait = options
+                .poll
+                .min(renew_at.saturating_duration_since(Instant::now()));
+            let sleep = tokio::time::sleep(wait);
             tokio::pin!(sleep);
             loop {
                 tokio::select! {
