@@ -144,6 +144,13 @@ pub trait Journal: Send + Sync + 'static {
     fn has_inbox(&self) -> bool {
         false
     }
+
+    /// A signal that fires when another process queued commands for `run`, so that the
+    /// engine takes them at once rather than at its next poll of the inbox; `None` (the
+    /// default): the inbox is only polled.
+    fn inbox_signal(&self, _run: &RunId) -> Option<Arc<tokio::sync::Notify>> {
+        None
+    }
 }
 
 /// Keeps every event in memory (the analogue of LangGraph's `InMemorySaver`): runs can be

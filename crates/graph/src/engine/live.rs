@@ -61,6 +61,8 @@ pub(crate) struct Live {
     pub(super) inflight: FuturesUnordered<BoxFuture<'static, Done>>,
     pub(super) running: FxHashMap<usize, Running>,
     pub(super) next_inbox: Instant,
+    /// Fires when another process queued commands for the run ([`Journal::inbox_signal`]).
+    inbox_signal: Option<Arc<tokio::sync::Notify>>,
     /// Timestamp given to recorded events, read from the clock at every point where the
     /// driver resumes work (step start, a handler finishing, a command, end of step) rather
     /// than once per event.
@@ -89,6 +91,7 @@ impl Live {
         let (events, _) = broadcast::channel(config.broadcast_capacity.max(1));
         let (cmd_tx, cmd_rx) = mpsc::unbounded_channel();
         let next_inbox = Instant::now() + config.inbox_poll;
+        let inbox_signal = journal.inbox_signal(&core.run);
         // A run of quick steps records ~7 events per node before its first flush.
         let buffer = Vec::with_capacity((core.graph.nodes.len() * 8).clamp(64, 1024));
         Self {
@@ -103,6 +106,7 @@ impl Live {
             inflight: FuturesUnordered::new(),
             running: FxHashMap::default(),
             next_inbox,
+            inbox_signal,
             now: now_ms(),
             queue: VecDeque::new(),
             cause,
@@ -208,6 +212,7 @@ impl Live {
                 }
             }
             _ = tokio::time::sleep_until(inbox_at), if has_inbox => self.poll_inbox()?,
+            () = signalled(self.inbox_signal.as_deref()), if has_inbox => self.poll_inbox()?,
         }
         Ok(None)
     }
@@ -784,5 +789,13 @@ fn panic_text(p: Box<dyn std::any::Any + Send>) -> String {
         s.clone()
     } else {
         "unknown panic payload".into()
+    }
+}
+
+/// Resolves when `signal` fires; never without one.
+async fn signalled(signal: Option<&tokio::sync::Notify>) {
+    match signal {
+        Some(n) => n.notified().await,
+        None => std::future::pending().await,
     }
 }

@@ -27,15 +27,16 @@
 //! it would wait for is the one it occupies.
 
 use std::cell::RefCell;
+use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::mpsc::{self, SyncSender};
-use std::sync::{Arc, PoisonError};
+use std::sync::{Arc, PoisonError, Weak};
 use std::thread::JoinHandle;
 
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
-use tokio::sync::{Mutex, broadcast};
+use tokio::sync::{Mutex, Notify, broadcast};
 use tokio_postgres::{Client, Config, NoTls};
 
 use super::error::PgError;
@@ -74,7 +75,13 @@ pub(crate) struct Executor {
     listen: Option<UnboundedSender<()>>,
     listening: std::sync::atomic::AtomicBool,
     notices: broadcast::Sender<Arc<str>>,
+    signals: InboxSignals,
 }
+
+/// The inbox signals of the runs executing in this process, by run id
+/// ([`Executor::inbox_signal`]); the listener fires one when its run's `inbox:<run>`
+/// notification arrives.
+type InboxSignals = Arc<std::sync::Mutex<HashMap<String, Weak<Notify>>>>;
 
 /// Opens connections for the lanes.
 struct Connector {
@@ -135,9 +142,11 @@ impl Executor {
         let (read, read_rx) = unbounded_channel();
         let (listen, listen_rx) = unbounded_channel();
         let (notices, _) = broadcast::channel(NOTICES);
+        let signals = InboxSignals::default();
         let listener = Listener {
             start: listen_rx,
             notices: notices.clone(),
+            signals: signals.clone(),
         };
         let connector = Connector {
             config,
@@ -163,6 +172,7 @@ impl Executor {
             listen: Some(listen),
             listening: std::sync::atomic::AtomicBool::new(false),
             notices,
+            signals,
         };
         match ready_rx.recv() {
             Ok(Ok(version)) => Ok((exec, version)),
@@ -247,6 +257,26 @@ impl Executor {
             let _ = listen.send(());
         }
         rx
+    }
+
+    /// The signal fired when commands are queued for `run` (by any process: its
+    /// `inbox:<run>` notification); starts listening. Signals of runs nobody holds any
+    /// more are forgotten.
+    pub(crate) fn inbox_signal(&self, run: &str) -> Arc<Notify> {
+        let signal = {
+            let mut signals = self.signals.lock().unwrap_or_else(PoisonError::into_inner);
+            signals.retain(|_, s| s.strong_count() > 0);
+            match signals.get(run).and_then(Weak::upgrade) {
+                Some(s) => s,
+                None => {
+                    let s = Arc::new(Notify::new());
+                    signals.insert(run.to_owned(), Arc::downgrade(&s));
+                    s
+                }
+            }
+        };
+        drop(self.watch());
+        signal
     }
 
     /// The ticket of the last job sent to the write lane (0 before the first): a job whose
@@ -429,6 +459,7 @@ const RELISTEN: std::time::Duration = std::time::Duration::from_millis(500);
 struct Listener {
     start: UnboundedReceiver<()>,
     notices: broadcast::Sender<Arc<str>>,
+    signals: InboxSignals,
 }
 
 impl Listener {
@@ -439,21 +470,41 @@ impl Listener {
         loop {
             // Lost (the server restarted or cut it off) or never opened: try again.
             let _ = self.listen(&connector).await;
-            // Whatever committed while nobody listened is unknown: watchers re-read.
+            // Whatever committed while nobody listened is unknown: watchers re-read, and
+            // every run here looks at its inbox.
             let _ = self.notices.send(Arc::from("*"));
+            self.fire_all();
             tokio::time::sleep(RELISTEN).await;
+        }
+    }
+
+    /// Fires every inbox signal (notifications may have been missed).
+    fn fire_all(&self) {
+        let signals = self.signals.lock().unwrap_or_else(PoisonError::into_inner);
+        for s in signals.values().filter_map(Weak::upgrade) {
+            s.notify_one();
         }
     }
 
     /// Listens on one connection until it is lost.
     async fn listen(&self, connector: &Connector) -> Result<(), tokio_postgres::Error> {
         let (client, mut connection) = connector.config.connect(NoTls).await?;
-        let notices = self.notices.clone();
+        let (notices, signals) = (self.notices.clone(), self.signals.clone());
         let messages = tokio::task::spawn_local(async move {
             let mut stream = futures::stream::poll_fn(move |cx| connection.poll_message(cx));
             while let Some(message) = futures::StreamExt::next(&mut stream).await {
                 match message {
                     Ok(tokio_postgres::AsyncMessage::Notification(n)) => {
+                        if let Some(run) = n.payload().strip_prefix(super::notify::INBOX) {
+                            let signal = signals
+                                .lock()
+                                .unwrap_or_else(PoisonError::into_inner)
+                                .get(run)
+                                .and_then(Weak::upgrade);
+                            if let Some(s) = signal {
+                                s.notify_one();
+                            }
+                        }
                         let _ = notices.send(Arc::from(n.payload()));
                     }
                     Ok(_) => {}
@@ -467,6 +518,7 @@ impl Listener {
             .await?;
         // Listening from here on: what committed before is in what watchers read.
         let _ = self.notices.send(Arc::from("*"));
+        self.fire_all();
         let ended = messages.await;
         drop(client);
         match ended {

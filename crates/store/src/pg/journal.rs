@@ -714,6 +714,10 @@ impl Journal for PgStore {
     fn has_inbox(&self) -> bool {
         true
     }
+
+    fn inbox_signal(&self, run: &RunId) -> Option<Arc<tokio::sync::Notify>> {
+        Some(self.exec.inbox_signal(run.as_str()))
+    }
 }
 
 impl PgStore {

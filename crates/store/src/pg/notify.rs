@@ -17,6 +17,11 @@
 /// waiting for work claims at once.
 pub(crate) const RUNNABLE: &str = "runnable";
 
+/// The prefix of the notification sent when a command is queued for a run
+/// (`inbox:<run>`): the engine executing it takes it at once
+/// ([`trellis_graph::Journal::inbox_signal`]).
+pub(crate) const INBOX: &str = "inbox:";
+
 /// The channel.
 pub(crate) const CHANNEL: &str = "trellis";
 

@@ -137,7 +137,11 @@ pub(crate) async fn enqueue(client: &Client, run: &str, body: &str) -> Result<i6
         [(&run, Type::TEXT), (&now, Type::INT8), (&body, Type::TEXT)];
     let row = client
         .query_typed_one(
-            "INSERT INTO commands (run_id, created_at, body) VALUES ($1, $2, $3) RETURNING id",
+            // The engine executing the run is told at once (`super::notify::INBOX`).
+            "WITH queued AS (
+                 INSERT INTO commands (run_id, created_at, body) VALUES ($1, $2, $3)
+                 RETURNING id)
+             SELECT id, pg_notify('trellis', 'inbox:' || $1) FROM queued",
             &params,
         )
         .await?;

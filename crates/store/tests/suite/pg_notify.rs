@@ -79,3 +79,35 @@ fn another_store_s_commits_are_announced_with_their_stream_and_last_seq() {
     assert!(appended);
     assert_eq!(next(&mut rx), format!("run:{run} 4"));
 }
+
+/// A command queued by another store fires the inbox signal of the run's engine here (so
+/// it is taken at once, not at the next poll of the inbox); another run's signal stays
+/// quiet.
+#[test]
+fn a_command_queued_elsewhere_fires_the_run_s_inbox_signal() {
+    let cluster = cluster();
+    let db = cluster.database();
+    let (server, worker) = (connect(&db), connect(&db));
+    let (run, other) = (RunId::new(), RunId::new());
+    let signal = worker.inbox_signal(&run).expect("PostgreSQL stores signal");
+    let quiet = worker.inbox_signal(&other).unwrap();
+    // The signal fires once listening begins (commands queued before may have been
+    // missed): take that one first.
+    block_on(async { tokio::time::timeout(Duration::from_secs(10), signal.notified()).await })
+        .expect("no first signal");
+    block_on(async { tokio::time::timeout(Duration::from_secs(10), quiet.notified()).await })
+        .expect("no first signal");
+
+    let command = trellis_protocol::Command::Cancel { reason: None };
+    server.enqueue_command(&run, &command).unwrap();
+    block_on(async { tokio::time::timeout(Duration::from_secs(10), signal.notified()).await })
+        .expect("the queued command did not signal the run's engine");
+    assert!(
+        block_on(async {
+            tokio::time::timeout(Duration::from_millis(300), quiet.notified()).await
+        })
+        .is_err(),
+        "another run was signalled"
+    );
+    assert_eq!(worker.take_commands(&run).unwrap(), vec![command]);
+}
