@@ -86,13 +86,6 @@ pub fn serve(
             let store = crate::workspace::open_store(&root, overrides, None, store_options, false)
                 .with_context(|| format!("workspace {}", root.display()))?;
             let workers = args.workers || crate::workspace::runs_on_workers(&root, overrides)?;
-            if workers && !store.keeps_leases() {
-                bail!(
-                    "--workers: workspace {} keeps its records in SQLite; workers share a \
-                     PostgreSQL store: set [store] url (docs/configuration.md, \"Store\")",
-                    root.display()
-                );
-            }
             let options = ServiceOptions {
                 dispatch: if workers {
                     Dispatch::Workers

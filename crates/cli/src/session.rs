@@ -429,12 +429,6 @@ async fn queue(
              drop --yes / --no-input"
         );
     }
-    if !store.keeps_leases() {
-        anyhow::bail!(
-            "--queue hands the run to `trellis worker` processes, which need a PostgreSQL \
-             store: set [store] url (docs/configuration.md, \"Store\"), or run it here without --queue"
-        );
-    }
     let service = crate::workspace::open_service_with(
         repo,
         overrides,

@@ -50,12 +50,6 @@ pub async fn work(
     overrides: &[String],
     store: Arc<Store>,
 ) -> anyhow::Result<ExitCode> {
-    if !store.keeps_leases() {
-        bail!(
-            "trellis worker takes runs from a PostgreSQL store shared with the servers and \
-             other workers: set [store] url (docs/configuration.md, \"Store\"; docs/deploy.md)"
-        );
-    }
     let defaults = WorkerOptions::default();
     let options = WorkerOptions {
         name: args.name.clone().unwrap_or(defaults.name),

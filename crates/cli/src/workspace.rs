@@ -87,6 +87,13 @@ pub fn open_service_with(
     store: Arc<Store>,
     options: ServiceOptions,
 ) -> anyhow::Result<Arc<Service>> {
+    if options.dispatch == Dispatch::Workers && !store.keeps_leases() {
+        anyhow::bail!(
+            "runs handed to workers (`[store] workers`, `trellis serve --workers`, \
+             `trellis run --queue`) need a PostgreSQL store shared with them: set [store] url \
+             (docs/configuration.md, \"Store\"; docs/deploy.md)"
+        );
+    }
     let runtime = open_runtime(repo, overrides, dirs, store)?;
     Ok(Service::start(runtime, options))
 }

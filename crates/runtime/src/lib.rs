@@ -264,7 +264,12 @@ impl Runtime {
         overrides: &Overrides,
         options: RunOptions,
     ) -> Result<(RunHandle, Arc<RunContext>)> {
-        let (run, ctx, graph) = self.new_planning_run(request, overrides, options)?;
+        let (run, ctx) = self.new_run(options, None)?;
+        let params = planning::PlanningParams {
+            request: request.to_owned(),
+            overrides: overrides.clone(),
+        };
+        let graph = Arc::new(planning::planning_graph(&params, Some(&ctx))?);
         let cause = ctx.options.cause.clone();
         let handle = Engine::new(self.store.clone()).start_as_by(run, graph, Value::Null, cause)?;
         Ok((handle, ctx))
@@ -291,22 +296,6 @@ impl Runtime {
         let commit =
             Engine::new(self.store.clone()).create_as_by(run.clone(), graph, Value::Null, cause)?;
         Ok((run, worktree, commit))
-    }
-
-    /// A new run's id, worktree and context, and its planning graph.
-    fn new_planning_run(
-        self: &Arc<Self>,
-        request: &str,
-        overrides: &Overrides,
-        options: RunOptions,
-    ) -> Result<(RunId, Arc<RunContext>, Arc<trellis_graph::Graph>)> {
-        let (run, ctx) = self.new_run(options, None)?;
-        let params = planning::PlanningParams {
-            request: request.to_owned(),
-            overrides: overrides.clone(),
-        };
-        let graph = Arc::new(planning::planning_graph(&params, Some(&ctx))?);
-        Ok((run, ctx, graph))
     }
 
     /// Creates the run's worktree and starts `plan` as a new run (the plan decided

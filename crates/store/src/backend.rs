@@ -46,11 +46,9 @@ pub trait Backend:
     fn vacuum(&self) -> Result<()>;
 
     /// Notifications of what other processes commit, when the backend has them
-    /// (PostgreSQL's `LISTEN`/`NOTIFY`): from now on, for each stream an append committed
-    /// to, `<key> <seq>` — the stream's key ([`trellis_protocol::StreamId`]'s text:
-    /// `run:<id>`, `session:<id>`, `workspace`) and the last seq appended; `runnable` when
-    /// a run was marked runnable; and `*` when notifications may have been missed. `None`
-    /// (SQLite): readers poll.
+    /// (PostgreSQL's `LISTEN`/`NOTIFY`), from now on; read each with
+    /// [`crate::Notice::parse`].
+    /// `None` (SQLite): readers poll.
     fn watch(&self) -> Option<tokio::sync::broadcast::Receiver<Arc<str>>> {
         None
     }

@@ -109,6 +109,7 @@ mod config;
 mod dag_checkpoints;
 mod error;
 mod lease;
+mod notice;
 mod ops;
 #[cfg(feature = "postgres")]
 pub mod pg;
@@ -143,6 +144,7 @@ pub use config::StoreConfig;
 pub use dag_checkpoints::DagCheckpointStore;
 pub use error::{Error, Result};
 pub use lease::{Lease, LeaseStore};
+pub use notice::Notice;
 pub use review::{NewReviewComment, ReviewCommentRecord, ReviewStore};
 pub use runs::{ContinuedGraph, RunGraphs, RunStore};
 pub use schema::LATEST_VERSION as SCHEMA_VERSION;

@@ -113,6 +113,14 @@ impl Worker {
     }
 }
 
+impl Drop for Worker {
+    /// A test that fails half-way leaves no worker behind.
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// Waits (at most 90 s) until `run` is recorded with `status`.
 fn wait_status(ws: &TempWorkspace, run: &str, status: &str) -> Value {
     let deadline = Instant::now() + Duration::from_secs(90);

@@ -278,9 +278,12 @@ impl Subscription {
     /// Whether notification `n` (`<key> <seq>`, or `*`) may tell of events this
     /// subscription has not returned.
     fn news(&self, n: &str) -> bool {
-        match n.rsplit_once(' ') {
-            Some((key, seq)) => key == self.key && seq.parse().map_or(true, |s: u64| s > self.last),
-            None => n == "*",
+        match trellis_store::Notice::parse(n) {
+            Some(trellis_store::Notice::Appended { key, seq }) => {
+                key == self.key && seq > self.last
+            }
+            Some(trellis_store::Notice::Missed) => true,
+            _ => false,
         }
     }
 

@@ -107,6 +107,7 @@ impl Service {
                 .map_err(|e| OpError::new(e.to_string()))?;
         }
         if self.options.dispatch == Dispatch::Workers {
+            self.check_workers_store()?;
             if args.budgets.is_some() {
                 return Err(OpError::new(
                     "a run's own budgets do not reach the workers yet: set [budgets] in the \
@@ -187,10 +188,21 @@ impl Service {
         }))
     }
 
+    /// Refuses, before anything is written, to hand runs to workers without a store that
+    /// keeps leases (PostgreSQL).
+    fn check_workers_store(&self) -> Result<(), OpError> {
+        if self.runtime.store().keeps_leases() {
+            Ok(())
+        } else {
+            Err(trellis_store::Error::LeasesNeedPostgres.into())
+        }
+    }
+
     /// Hands `commands` to whichever worker runs `run` ([`Dispatch::Workers`]): queued in
     /// its inbox, then the run marked runnable (in that order: a worker that parks the run
     /// in between sees the commands and marks it runnable again).
     async fn queue_for_workers(&self, run: &RunId, commands: Vec<Command>) -> OpResult {
+        self.check_workers_store()?;
         let store = self.runtime.store().clone();
         let id = run.clone();
         super::blocking(move || {

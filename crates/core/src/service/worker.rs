@@ -157,7 +157,10 @@ async fn runnable(wake: &mut Option<tokio::sync::broadcast::Receiver<Arc<str>>>)
     use tokio::sync::broadcast::error::RecvError;
     match wake {
         Some(rx) => match rx.recv().await {
-            Ok(n) => &*n == "runnable" || &*n == "*",
+            Ok(n) => matches!(
+                trellis_store::Notice::parse(&n),
+                Some(trellis_store::Notice::Runnable | trellis_store::Notice::Missed)
+            ),
             Err(RecvError::Lagged(_)) => true,
             Err(RecvError::Closed) => {
                 *wake = None;

@@ -472,7 +472,7 @@ impl Listener {
             let _ = self.listen(&connector).await;
             // Whatever committed while nobody listened is unknown: watchers re-read, and
             // every run here looks at its inbox.
-            let _ = self.notices.send(Arc::from("*"));
+            let _ = self.notices.send(Arc::from(crate::Notice::Missed.text()));
             self.fire_all();
             tokio::time::sleep(RELISTEN).await;
         }
@@ -495,7 +495,8 @@ impl Listener {
             while let Some(message) = futures::StreamExt::next(&mut stream).await {
                 match message {
                     Ok(tokio_postgres::AsyncMessage::Notification(n)) => {
-                        if let Some(run) = n.payload().strip_prefix(super::notify::INBOX) {
+                        if let Some(crate::Notice::Queued(run)) = crate::Notice::parse(n.payload())
+                        {
                             let signal = signals
                                 .lock()
                                 .unwrap_or_else(PoisonError::into_inner)
@@ -517,7 +518,7 @@ impl Listener {
             .batch_execute(&format!("LISTEN {}", super::notify::CHANNEL))
             .await?;
         // Listening from here on: what committed before is in what watchers read.
-        let _ = self.notices.send(Arc::from("*"));
+        let _ = self.notices.send(Arc::from(crate::Notice::Missed.text()));
         self.fire_all();
         let ended = messages.await;
         drop(client);

@@ -630,7 +630,11 @@ async fn write(tx: &Client, item: &Item, me: &Owner) -> Result<(), tokio_postgre
         tx.execute_typed(INSERT_EVENTS, &params).await
     };
     // Delivered when the transaction commits (one per run and transaction).
-    let key = super::notify::payload(&format!("run:{id}"), s.last_seq);
+    let key = crate::Notice::Appended {
+        key: &format!("run:{id}"),
+        seq: s.last_seq,
+    }
+    .text();
     let notice: [(&(dyn ToSql + Sync), Type); 1] = [(&key, Type::TEXT)];
     let (upserted, inserted, beat, notified) = futures::join!(
         tx.execute_typed(UPSERT_RUN, &summary),

@@ -131,7 +131,7 @@ impl LeaseStore for PgStore {
             count.commit();
             if runnable {
                 // Wakes the workers waiting for work (`super::notify`).
-                let payload = super::notify::RUNNABLE;
+                let payload = crate::Notice::Runnable.text();
                 c.execute_typed(super::notify::NOTIFY_SQL, &[(&payload, Type::TEXT)])
                     .await?;
             }

@@ -13,22 +13,8 @@
 //! opened on the first watch (`super::exec`); when that connection is lost they get `*` and
 //! re-read everything they follow.
 
-/// Sent when a run was marked runnable ([`crate::LeaseStore::set_runnable`]): a worker
-/// waiting for work claims at once.
-pub(crate) const RUNNABLE: &str = "runnable";
-
-/// The prefix of the notification sent when a command is queued for a run
-/// (`inbox:<run>`): the engine executing it takes it at once
-/// ([`trellis_graph::Journal::inbox_signal`]).
-pub(crate) const INBOX: &str = "inbox:";
-
 /// The channel.
 pub(crate) const CHANNEL: &str = "trellis";
 
 /// Notifies the channel of one stream key (`$1`).
 pub(crate) const NOTIFY_SQL: &str = "SELECT pg_notify('trellis', $1)";
-
-/// The payload for an append to stream `key` up to `seq`.
-pub(crate) fn payload(key: &str, seq: u64) -> String {
-    format!("{key} {seq}")
-}

@@ -133,15 +133,20 @@ pub(crate) async fn release(
 /// Queues a command (its JSON body); returns its id.
 pub(crate) async fn enqueue(client: &Client, run: &str, body: &str) -> Result<i64, Error> {
     let now = now_ms();
-    let params: [(&(dyn ToSql + Sync), Type); 3] =
-        [(&run, Type::TEXT), (&now, Type::INT8), (&body, Type::TEXT)];
+    // The engine executing the run is told at once (`crate::Notice::Queued`).
+    let notice = crate::Notice::Queued(run).text();
+    let params: [(&(dyn ToSql + Sync), Type); 4] = [
+        (&run, Type::TEXT),
+        (&now, Type::INT8),
+        (&body, Type::TEXT),
+        (&notice, Type::TEXT),
+    ];
     let row = client
         .query_typed_one(
-            // The engine executing the run is told at once (`super::notify::INBOX`).
             "WITH queued AS (
                  INSERT INTO commands (run_id, created_at, body) VALUES ($1, $2, $3)
                  RETURNING id)
-             SELECT id, pg_notify('trellis', 'inbox:' || $1) FROM queued",
+             SELECT id, pg_notify('trellis', $4) FROM queued",
             &params,
         )
         .await?;

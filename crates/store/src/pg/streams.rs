@@ -175,7 +175,7 @@ async fn append(
             .map(|enc| enc.event.seq)
             .max()
             .unwrap_or_default();
-        let payload = super::notify::payload(key, last);
+        let payload = crate::Notice::Appended { key, seq: last }.text();
         p.push(super::notify::NOTIFY_SQL, vec![text(Some(payload.into()))]);
     }
     let Err((at, e)) = p.run(c).await else {
