@@ -406,7 +406,7 @@ pub async fn run(
     let run = RunId::from_string(started["run"].as_str().unwrap_or_default());
     if !args.json {
         println!(
-            "worktree {} (branch {})",
+            "worktree {} (branch {}), created when an agent first edits",
             started["worktree"].as_str().unwrap_or_default(),
             started["branch"].as_str().unwrap_or_default()
         );
@@ -459,8 +459,7 @@ async fn queue(
         let run = started["run"].as_str().unwrap_or_default();
         println!("run {run} queued for the workers");
         println!(
-            "worktree {} (branch {})",
-            started["worktree"].as_str().unwrap_or_default(),
+            "branch {}, created on the worker when an agent first edits",
             started["branch"].as_str().unwrap_or_default()
         );
         println!("follow it: trellis runs events {run} --follow");

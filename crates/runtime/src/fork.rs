@@ -21,10 +21,10 @@ use trellis_graph::{Engine, RunHandle};
 use trellis_protocol::{Command, EventKind, RunId};
 use trellis_store::Store;
 use trellis_tools::git::Git;
-use trellis_tools::worktree::RunWorktree;
 
 use crate::planning::{PlanningParams, Stage};
-use crate::{Error, Result, RunContext, RunOptions, Runtime, now_ms};
+use crate::space::ForkPoint;
+use crate::{Error, Result, RunContext, RunOptions, Runtime};
 use trellis_store::RunGraphs;
 
 impl Runtime {
@@ -50,14 +50,28 @@ impl Runtime {
             Stage::Planned { plan, .. } => Some(plan),
             Stage::Planning(_) => None,
         };
-        let record = self.store.change_set(parent.as_str())?;
-        let at = fork_point(&*self.store, &self.repo, parent, seq)?
-            .unwrap_or_else(|| record.base_commit.clone());
+        // A parent that never wrote has no worktree: the fork snapshots the working state
+        // when it first needs one, as a new run does.
+        let start = match self.store.change_set_of(parent)? {
+            Some(record) => Some(ForkPoint {
+                at: fork_point(&*self.store, &self.repo, parent, seq)?
+                    .unwrap_or_else(|| record.base_commit.clone()),
+                base: record.base_commit,
+            }),
+            None => {
+                check_checkpoint(&*self.store, parent, seq)?;
+                None
+            }
+        };
         let run = RunId::new();
-        let mut worktree = RunWorktree::create_at(&self.repo, &run, &at)?;
-        worktree.base = record.base_commit.clone();
-        self.store.put_change_set(worktree.record(now_ms()))?;
-        let ctx = self.context(run.clone(), worktree, options, plan)?;
+        // A fork of a run that wrote carries its work up to the checkpoint: its worktree
+        // and change set exist from the start, for the review.
+        let inherits = start.is_some();
+        let space = self.space(&run, start);
+        if inherits {
+            space.ensure()?;
+        }
+        let ctx = self.context(run.clone(), space, options, plan)?;
         let graph = Arc::new(crate::planning::workflow_graph(
             &stage,
             ctx.as_ref(),
@@ -90,13 +104,7 @@ fn continued_by(store: &Store, run: &RunId, seq: u64, graphs: &RunGraphs) -> Res
 /// when no agent had merged anything by then. Refuses a `seq` that is not a checkpoint of
 /// `run`'s own log (before anything is created).
 fn fork_point(store: &Store, repo: &Path, run: &RunId, seq: u64) -> Result<Option<String>> {
-    let own = store.events(run, 1, None)?;
-    if !own.iter().any(|e| e.seq == seq && e.kind.is_checkpoint()) {
-        return Err(Error::Resume(format!(
-            "event {seq} of run {run} is not a checkpoint (a runStarted or stepCompleted event; \
-             `trellis runs show` lists them)"
-        )));
-    }
+    let own = check_checkpoint(store, run, seq)?;
     let (mut events, mut upto, mut run) = (own, seq, run.clone());
     loop {
         let heads = run_heads(&events, upto);
@@ -111,6 +119,18 @@ fn fork_point(store: &Store, repo: &Path, run: &RunId, seq: u64) -> Result<Optio
             None => return Ok(None),
         }
     }
+}
+
+/// `run`'s own log, after refusing a `seq` that is not one of its checkpoints.
+fn check_checkpoint(store: &Store, run: &RunId, seq: u64) -> Result<Vec<trellis_protocol::Event>> {
+    let own = store.events(run, 1, None)?;
+    if !own.iter().any(|e| e.seq == seq && e.kind.is_checkpoint()) {
+        return Err(Error::Resume(format!(
+            "event {seq} of run {run} is not a checkpoint (a runStarted or stepCompleted event; \
+             `trellis runs show` lists them)"
+        )));
+    }
+    Ok(own)
 }
 
 /// The `run_head`s of the node outputs a fork at `seq` keeps (up to it, and after it until

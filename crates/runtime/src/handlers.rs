@@ -14,7 +14,6 @@ use trellis_agents::{AgentReport, RoleSpec, SessionSink};
 use trellis_graph::{NodeContext, NodeError, NodeHandler, NodeOutput};
 use trellis_llm::CallScope;
 use trellis_protocol::{RunId, SessionEvent};
-use trellis_tools::worktree::RunWorktree;
 use trellis_tools::{Interaction, NonInteractive, Registry, ToolEnv, Workspace};
 use trellis_workflow::{AgentSpec, Plan, StageContext, StageHandlers};
 
@@ -28,8 +27,8 @@ pub struct RunContext {
     pub runtime: Arc<Runtime>,
     /// The run.
     pub run: RunId,
-    /// Its worktree and branch.
-    pub worktree: RunWorktree,
+    /// Its worktree and branch, created when the run first needs them.
+    pub space: crate::RunSpace,
     /// Tools, with every role's allow list; calls are recorded in the store. Replaced once
     /// when a run that started planning continues with its workflow (the plan grants tools).
     registry: std::sync::RwLock<Arc<Registry>>,
@@ -82,17 +81,18 @@ impl RunContext {
     pub(crate) fn new(
         runtime: Arc<Runtime>,
         run: RunId,
-        worktree: RunWorktree,
+        space: crate::RunSpace,
         nodes: crate::nodes::NodeSpaces,
         registry: Arc<Registry>,
         ledger: Arc<trellis_llm::BudgetLedger>,
         options: RunOptions,
     ) -> Arc<Self> {
-        let test_command = testcmd::detect(&worktree.path, runtime.agents.test_command.as_deref());
+        let test_command =
+            testcmd::detect(&space.read_root(), runtime.agents.test_command.as_deref());
         Arc::new_cyclic(|me| Self {
             runtime,
             run,
-            worktree,
+            space,
             registry: std::sync::RwLock::new(registry),
             ledger,
             options,
@@ -122,12 +122,12 @@ impl RunContext {
         node: &str,
         interaction: Arc<dyn Interaction>,
     ) -> Result<ToolEnv, NodeError> {
-        let workspace =
-            Workspace::new(&self.worktree.path, &self.runtime.tools.secrets).map_err(node_error)?;
+        let workspace = Workspace::new(self.space.read_root(), &self.runtime.tools.secrets)
+            .map_err(node_error)?;
         let mut env = ToolEnv::new(workspace, self.runtime.tools.clone(), interaction);
         env.run = Some(self.run.clone());
         env.node = Some(node.to_owned());
-        env.base_commit = Some(self.worktree.base.clone());
+        env.base_commit = self.space.get().map(|wt| wt.base);
         if self.runtime.tools.speculation.enabled {
             env.advisor = Some(self.runtime.tool_knowledge.clone());
         }
@@ -363,7 +363,7 @@ impl RunContext {
             report.failure = true;
             report.output = format!(
                 "{}\n\n{}",
-                c.message(&self.worktree.branch),
+                c.message(&self.space.branch()),
                 report.output.trim()
             );
         }

@@ -25,6 +25,7 @@ pub mod merge;
 pub mod nodes;
 pub mod planning;
 pub mod sessions;
+mod space;
 pub mod stage_tools;
 pub mod stages;
 mod task_tools;
@@ -55,6 +56,7 @@ use trellis_workflow::{Catalog, Plan, assemble, compile};
 pub use error::{Error, Result};
 pub use handlers::RunContext;
 use sessions::Sessions;
+pub use space::RunSpace;
 
 /// Options of a run.
 #[derive(Clone, Default)]
@@ -275,18 +277,17 @@ impl Runtime {
         Ok((handle, ctx))
     }
 
-    /// Like [`Runtime::start_planning`], without executing the run: its worktree is
-    /// created and the run recorded ([`Engine::create_as_by`], attributed to `cause`) for a
-    /// `trellis worker` to resume — with no run context (ledger, agent worktrees, tools):
-    /// the worker builds it. Answers its id, its worktree and the commit of its first batch.
+    /// Like [`Runtime::start_planning`], without executing the run: the run is recorded
+    /// ([`Engine::create_as_by`], attributed to `cause`) for a `trellis worker` to resume —
+    /// with no run context (ledger, agent worktrees, tools) and no worktree: the worker
+    /// builds them. Answers its id and the commit of its first batch.
     pub fn create_planning(
         self: &Arc<Self>,
         request: &str,
         overrides: &Overrides,
         cause: Option<trellis_protocol::SubmissionId>,
-    ) -> Result<(RunId, RunWorktree, trellis_graph::Commit)> {
+    ) -> Result<(RunId, trellis_graph::Commit)> {
         let run = RunId::new();
-        let worktree = self.new_worktree(&run)?;
         let params = planning::PlanningParams {
             request: request.to_owned(),
             overrides: overrides.clone(),
@@ -295,7 +296,7 @@ impl Runtime {
         let graph = Arc::new(planning::planning_graph(&params, None)?);
         let commit =
             Engine::new(self.store.clone()).create_as_by(run.clone(), graph, Value::Null, cause)?;
-        Ok((run, worktree, commit))
+        Ok((run, commit))
     }
 
     /// Creates the run's worktree and starts `plan` as a new run (the plan decided
@@ -318,24 +319,21 @@ impl Runtime {
         Ok((handle, ctx))
     }
 
-    /// A new run's id, worktree and branch (its change set recorded) and its context.
+    /// A new run's id and its context (its worktree created when first needed: [`space`]).
     fn new_run(
         self: &Arc<Self>,
         options: RunOptions,
         plan: Option<&Plan>,
     ) -> Result<(RunId, Arc<RunContext>)> {
         let run = RunId::new();
-        let worktree = self.new_worktree(&run)?;
-        let ctx = self.context(run.clone(), worktree, options, plan)?;
+        let space = self.space(&run, None);
+        let ctx = self.context(run.clone(), space, options, plan)?;
         Ok((run, ctx))
     }
 
-    /// A new run's worktree and branch, its change set recorded.
-    fn new_worktree(&self, run: &RunId) -> Result<RunWorktree> {
-        // Serialised with every other worktree change in the repository (`RepoLock`).
-        let worktree = RunWorktree::create(&self.repo, run)?;
-        self.store.put_change_set(worktree.record(now_ms()))?;
-        Ok(worktree)
+    /// Run `run`'s worktree, not created yet.
+    fn space(&self, run: &RunId, fork: Option<space::ForkPoint>) -> RunSpace {
+        RunSpace::lazy(self.repo.clone(), run.clone(), self.store.clone(), fork)
     }
 
     /// Resumes a stored workflow run (after a crash, Ctrl-C, or to answer its interrupts).
@@ -346,19 +344,25 @@ impl Runtime {
         options: RunOptions,
     ) -> Result<(RunHandle, Arc<RunContext>)> {
         let stage = self.stage(run)?;
-        let record = self.store.change_set(run.as_str())?;
-        let worktree = RunWorktree::from_record(&record);
-        if !worktree.path.exists() {
-            return Err(Error::Resume(format!(
-                "the worktree of run {run} ({}) is gone; the run cannot continue",
-                worktree.path.display()
-            )));
-        }
+        // A run that has not written yet has no worktree (and no change set) to go back to.
+        let space = match self.store.change_set_of(run)? {
+            Some(record) => {
+                let worktree = RunWorktree::from_record(&record);
+                if !worktree.path.exists() {
+                    return Err(Error::Resume(format!(
+                        "the worktree of run {run} ({}) is gone; the run cannot continue",
+                        worktree.path.display()
+                    )));
+                }
+                RunSpace::made(self.repo.clone(), self.store.clone(), worktree)
+            }
+            None => self.space(run, None),
+        };
         let plan = match &stage {
             planning::Stage::Planned { plan, .. } => Some(plan),
             planning::Stage::Planning(_) => None,
         };
-        let ctx = self.context(run.clone(), worktree, options, plan)?;
+        let ctx = self.context(run.clone(), space, options, plan)?;
         let graph = Arc::new(planning::workflow_graph(&stage, ctx.as_ref(), Some(&ctx))?);
         let cause = ctx.options.cause.clone();
         let handle = Engine::new(self.store.clone()).resume_by(graph, run, commands, cause)?;
@@ -383,7 +387,7 @@ impl Runtime {
     fn context(
         self: &Arc<Self>,
         run: RunId,
-        worktree: RunWorktree,
+        space: RunSpace,
         options: RunOptions,
         plan: Option<&Plan>,
     ) -> Result<Arc<RunContext>> {
@@ -400,11 +404,11 @@ impl Runtime {
             }
         }
         let ledger = trellis_agents::usage::run_ledger(self.store.clone(), &run, budget)?;
-        let nodes = nodes::NodeSpaces::open(&worktree.repo, &run, &worktree.branch)?;
+        let nodes = nodes::NodeSpaces::open(&self.repo, &run, &space.branch())?;
         Ok(RunContext::new(
             self.clone(),
             run,
-            worktree,
+            space,
             nodes,
             registry,
             ledger,

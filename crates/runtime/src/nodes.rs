@@ -117,10 +117,11 @@ fn text(e: impl std::fmt::Display) -> String {
 }
 
 impl NodeSpaces {
-    /// The node worktrees of the run whose branch is `run_branch`.
+    /// The node worktrees of the run whose branch is `run_branch`, in the repository whose
+    /// top-level directory is `repo` (no git process).
     pub fn open(repo: &std::path::Path, run: &RunId, run_branch: &str) -> crate::Result<Self> {
         Ok(Self {
-            nodes: NodeWorktrees::open(repo, run)?,
+            nodes: NodeWorktrees::at_root(repo, run)?,
             run_branch: run_branch.to_owned(),
             lock: Arc::default(),
         })

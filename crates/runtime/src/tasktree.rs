@@ -303,7 +303,7 @@ impl RunContext {
             .cloned()
             .unwrap_or(Value::Null);
         let files: Vec<String> = strings(&implemented, "files_changed");
-        let root = self.worktree.path.clone();
+        let root = self.space.read_root();
         let mut verified = Vec::new();
         let mut issues = Vec::new();
         for f in &files {

@@ -60,6 +60,10 @@ pub trait ReviewStore: Send + Sync {
     /// The change set of the run `id_or_prefix` (an id or a unique prefix).
     fn change_set(&self, id_or_prefix: &str) -> Result<ChangeSetRecord>;
 
+    /// The change set of `run` (its exact id), if it has one: a run has none until its
+    /// worktree is created (it has not written).
+    fn change_set_of(&self, run: &RunId) -> Result<Option<ChangeSetRecord>>;
+
     /// Every change set, newest first.
     fn change_sets(&self) -> Result<Vec<ChangeSetRecord>>;
 
@@ -84,6 +88,10 @@ impl ReviewStore for SqliteStore {
 
     fn change_set(&self, id_or_prefix: &str) -> Result<ChangeSetRecord> {
         self.reader.change_set(id_or_prefix)
+    }
+
+    fn change_set_of(&self, run: &RunId) -> Result<Option<ChangeSetRecord>> {
+        self.reader.change_set_of(run.as_str())
     }
 
     fn change_sets(&self) -> Result<Vec<ChangeSetRecord>> {
@@ -239,17 +247,21 @@ impl Reader {
     /// The change set of the run whose id is `id_or_prefix` or, failing that, the only one
     /// whose run id starts with it.
     pub(crate) fn change_set(&self, id_or_prefix: &str) -> Result<ChangeSetRecord> {
-        let exact = self.with(|c| {
-            c.prepare_cached(&format!(
-                "SELECT {CHANGE_SET_COLUMNS} FROM change_sets WHERE run_id = ?1"
-            ))
-            .and_then(|mut st| st.query_row([id_or_prefix], change_set_row).optional())
-            .map_err(self.sqlite())
-        })?;
-        match exact {
+        match self.change_set_of(id_or_prefix)? {
             Some(rec) => Ok(rec),
             None => by_prefix(id_or_prefix, self.change_sets()?),
         }
+    }
+
+    /// The change set of the run whose id is `id`, if any.
+    pub(crate) fn change_set_of(&self, id: &str) -> Result<Option<ChangeSetRecord>> {
+        self.with(|c| {
+            c.prepare_cached(&format!(
+                "SELECT {CHANGE_SET_COLUMNS} FROM change_sets WHERE run_id = ?1"
+            ))
+            .and_then(|mut st| st.query_row([id], change_set_row).optional())
+            .map_err(self.sqlite())
+        })
     }
 
     /// The run's change operations in order.

@@ -92,7 +92,7 @@ impl RunWorktree {
         let repo = repo_root(repo)?;
         let state = trellis_dir(&repo)?;
         let git = Git::new(&repo);
-        let branch = format!("{BRANCH_PREFIX}{run}");
+        let branch = Self::branch_for(run);
         if git.resolve(&format!("refs/heads/{branch}"))?.is_some() {
             return Err(Error::Failed(format!("branch {branch} already exists")));
         }
@@ -105,13 +105,13 @@ impl RunWorktree {
     /// checkpoint it forks.
     pub fn create_at(repo: &Path, run: &RunId, commit: &str) -> Result<Self> {
         let repo = repo_root(repo)?;
-        let state = trellis_dir(&repo)?;
+        trellis_dir(&repo)?;
         let git = Git::new(&repo);
-        let branch = format!("{BRANCH_PREFIX}{run}");
+        let branch = Self::branch_for(run);
         let base = git
             .resolve(commit)?
             .ok_or_else(|| Error::Failed(format!("no commit `{commit}` in {}", repo.display())))?;
-        let path = state.join("worktrees").join(run.as_str());
+        let path = Self::path_for(&repo, run);
         let lock = RepoLock::acquire(&repo)?;
         if git.resolve(&format!("refs/heads/{branch}"))?.is_some() {
             return Err(Error::Failed(format!("branch {branch} already exists")));
@@ -126,6 +126,17 @@ impl RunWorktree {
         })
     }
 
+    /// Where run `run`'s worktree is (or is created) in the repository whose top-level
+    /// directory is `repo`: `<repo>/.trellis/worktrees/<run>`.
+    pub fn path_for(repo: &Path, run: &RunId) -> PathBuf {
+        repo.join(".trellis").join("worktrees").join(run.as_str())
+    }
+
+    /// The run branch of `run`: `trellis/run-<run>`.
+    pub fn branch_for(run: &RunId) -> String {
+        format!("{BRANCH_PREFIX}{run}")
+    }
+
     /// The worktree of a recorded change set.
     pub fn from_record(rec: &ChangeSetRecord) -> Self {
         let repo = PathBuf::from(&rec.repo);
@@ -134,7 +145,7 @@ impl RunWorktree {
                 .worktree
                 .as_ref()
                 .map(PathBuf::from)
-                .unwrap_or_else(|| repo.join(".trellis/worktrees").join(rec.run_id.as_str())),
+                .unwrap_or_else(|| Self::path_for(&repo, &rec.run_id)),
             repo,
             run: rec.run_id.clone(),
             branch: rec.branch.clone(),

@@ -35,8 +35,15 @@ impl Service {
         run: &str,
         action: ReviewAction,
     ) -> OpResult {
-        // Change sets exist for runs and for sandbox worktrees (which have no run log).
-        let run = self.runtime.store().change_set(run)?.run_id;
+        // Change sets exist for runs that wrote and for sandbox worktrees (which have no
+        // run log); a run that never wrote has none (`RunSpace`).
+        let run = match self.runtime.store().change_set(run) {
+            Ok(rec) => rec.run_id,
+            Err(e) => match self.run_id(run) {
+                Ok(id) => return unchanged(&id, &action, self.runtime.store().as_ref()),
+                Err(_) => return Err(e.into()),
+            },
+        };
         if !matches!(action, ReviewAction::Show) && self.is_live(&run) {
             return Err(OpError::conflict(format!(
                 "run {run} is still executing; review its change set when it has stopped"
@@ -154,6 +161,32 @@ impl Service {
         )?;
         Ok(())
     }
+}
+
+/// The review of a run that changed nothing (no agent of it edited, so it has no worktree
+/// and no change set): shown empty; nothing to apply, reject or undo.
+fn unchanged(run: &RunId, action: &ReviewAction, store: &Store) -> OpResult {
+    if !matches!(action, ReviewAction::Show) {
+        return Err(OpError::conflict(format!(
+            "run {run} changed no files (none of its agents edited), so there is nothing to \
+             apply, select, reject or undo"
+        )));
+    }
+    let empty = review::ChangeSet {
+        run: run.clone(),
+        base: String::new(),
+        head: String::new(),
+        files: Vec::new(),
+    };
+    Ok(json!({
+        "run": run,
+        "state": "unchanged",
+        "review": null,
+        "comments": review::comments(store, run)?,
+        "agentReview": agent_review(store, run)?,
+        "changeSet": empty,
+        "selection": Selection::default(),
+    }))
 }
 
 /// The review agent's latest verdict (`complete_review`), with its status.

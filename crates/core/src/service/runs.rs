@@ -120,9 +120,9 @@ impl Service {
         let options = self.options(&sub, args.input, args.budgets);
         // MCP servers start now; the run waits for them at most `mcp.startup_wait_secs`.
         self.runtime.mcp().ready_for_run().await;
-        // Creating the worktree runs git and waits for the store: off the async workers,
-        // so that streaming runs are not stalled by runs starting. The run's first node
-        // plans: the op answers with its id at once.
+        // Recording the run waits for the store: off the async workers, so that streaming
+        // runs are not stalled by runs starting (its worktree waits for its first writer:
+        // `RunSpace`). The run's first node plans: the op answers with its id at once.
         let (handle, ctx) = {
             let rt = self.runtime.clone();
             let request = args.request.clone();
@@ -141,8 +141,8 @@ impl Service {
         );
         let out = json!({
             "run": run,
-            "worktree": ctx.worktree.path,
-            "branch": ctx.worktree.branch,
+            "worktree": ctx.space.path(),
+            "branch": ctx.space.branch(),
             "planning": trellis_runtime::planning::ORCHESTRATE,
         });
         let committed = self.track(handle, ctx);
@@ -161,7 +161,7 @@ impl Service {
         overrides: trellis_agents::Overrides,
     ) -> OpResult {
         let (rt, text, cause) = (self.runtime.clone(), request.clone(), Some(sub.clone()));
-        let (run, worktree, commit) =
+        let (run, commit) =
             tokio::task::spawn_blocking(move || rt.create_planning(&text, &overrides, cause))
                 .await
                 .map_err(|e| OpError::internal(format!("internal error: {e}")))??;
@@ -179,10 +179,11 @@ impl Service {
                 request,
             },
         );
+        // The worktree is the worker's, created where it runs when an agent first writes.
         Ok(json!({
             "run": run,
-            "worktree": worktree.path,
-            "branch": worktree.branch,
+            "worktree": null,
+            "branch": trellis_tools::worktree::RunWorktree::branch_for(&run),
             "planning": trellis_runtime::planning::ORCHESTRATE,
             "delivered": "queued",
         }))

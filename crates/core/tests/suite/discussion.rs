@@ -277,3 +277,83 @@ async fn analysis_only(
     .await
     .unwrap()
 }
+
+/// A run whose agents only read does no repository work: no worktree, no run branch, no
+/// change set. The first agent that can write creates them,
+/// from the user's working state at that moment (an uncommitted file included).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_of_readers_creates_no_worktree_and_its_first_writer_creates_it() {
+    let ws =
+        inventory("[index.embedding]\nbackend = \"none\"\n[agents.retrieval]\ndisabled = true\n");
+    let repo = path_of(&ws);
+    let script = ScriptedProvider::new([
+        report(false, "read the files: stock is kept in memory"),
+        report(false, "stock is still kept in memory"),
+        tool(
+            "write_file",
+            json!({ "path": "docs/adr/0002-persist-stock.md", "content": "# ADR 0002\n" }),
+        ),
+        report(false, "recorded ADR 0002"),
+    ]);
+    let rt = runtime(&repo, &script);
+    let branch_exists = |run: &trellis_protocol::RunId| {
+        std::process::Command::new("git")
+            .args(["rev-parse", "--verify", "--quiet"])
+            .arg(format!("refs/heads/trellis/run-{run}"))
+            .current_dir(&repo)
+            .status()
+            .unwrap()
+            .success()
+    };
+
+    let (orchestration, plan) = analysis_only(&rt).await;
+    let (handle, ctx) = rt
+        .start(&plan, &orchestration, options(InputMode::Interrupts))
+        .unwrap();
+    let run = handle.id().clone();
+    let out = handle.wait().await.unwrap();
+    assert_eq!(out.status, RunStatus::Succeeded, "{:?}", out.error);
+    rt.store().flush().unwrap();
+    assert!(ctx.space.get().is_none());
+    assert!(!ctx.space.path().exists(), "{}", ctx.space.path().display());
+    assert!(!branch_exists(&run));
+    assert!(rt.store().change_set_of(&run).unwrap().is_none());
+
+    // The user's uncommitted file is in the base the writer's worktree starts from.
+    std::fs::write(repo.join("NOTES.md"), "uncommitted\n").unwrap();
+    let overrides = Overrides {
+        workflow: Some("architecture_discussion".into()),
+        include: vec!["decision_documentation".into()],
+        ..Overrides::default()
+    };
+    let (orchestration, plan) = rt
+        .plan(
+            "Discuss the stock API",
+            &overrides,
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    let (handle, ctx) = rt
+        .start(&plan, &orchestration, options(InputMode::Interrupts))
+        .unwrap();
+    let run = handle.id().clone();
+    let out = handle.wait().await.unwrap();
+    assert_eq!(out.status, RunStatus::Succeeded, "{:?}", out.error);
+    rt.store().flush().unwrap();
+    let wt = ctx
+        .space
+        .get()
+        .expect("the writer created the run's worktree");
+    assert!(branch_exists(&run));
+    let rec = rt.store().change_set_of(&run).unwrap().unwrap();
+    assert_eq!(rec.base_commit, wt.base);
+    assert_eq!(
+        std::fs::read_to_string(wt.path.join("NOTES.md")).unwrap(),
+        "uncommitted\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(wt.path.join("docs/adr/0002-persist-stock.md")).unwrap(),
+        "# ADR 0002\n"
+    );
+}

@@ -189,7 +189,7 @@ async fn tests_fail_twice_adaptive_retrieval_then_code_retries_and_review_applie
         &Git::new(&repo),
         &run,
         &rec.base_commit,
-        &ctx.worktree.head().unwrap(),
+        &ctx.space.get().unwrap().head().unwrap(),
     )
     .unwrap();
     let files: Vec<&str> = set.files.iter().map(|f| f.path.as_str()).collect();

@@ -355,7 +355,10 @@ async fn pruning_a_running_agent_removes_its_worktree_and_branch() {
         .unwrap();
     let run = RunId::from_string(out["run"].as_str().unwrap());
     let worktree = std::path::PathBuf::from(out["worktree"].as_str().unwrap());
-    let before = tree(&worktree);
+    // The run's worktree is created when the agent that edits starts, from the user's
+    // working state.
+    let mut before = tree(&repo);
+    before.retain(|(path, _)| !path.starts_with(".trellis"));
     tokio::task::spawn_blocking(move || asked_rx.recv_timeout(Duration::from_secs(60)))
         .await
         .unwrap()
@@ -807,5 +810,48 @@ async fn client_sessions_and_their_turns_are_recorded_by_ops() {
             "recordClientTurn",
             "recordClientSession"
         ]
+    );
+}
+
+/// A run whose agents only read has no change set: its review shows no files (so front-ends
+/// and `trellis eval` read "changed nothing"), and approving or rejecting it is refused with
+/// that reason; an unknown run is still not found.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_that_wrote_nothing_reviews_as_unchanged() {
+    let (_ws, svc) = answering();
+    let run = start(
+        &svc,
+        discussion("Why is stock in memory?", &[], &["decision_documentation"]),
+    )
+    .await;
+    assert_eq!(stopped(&svc, &run).await.status, RunStatus::Succeeded);
+    let review = |action| {
+        svc.call(Op::Review {
+            run: run.to_string(),
+            action,
+        })
+    };
+    let shown = review(trellis_protocol::ReviewAction::Show).await.unwrap();
+    assert_eq!(shown["state"], "unchanged");
+    assert_eq!(shown["changeSet"]["files"], json!([]));
+    let refused = review(trellis_protocol::ReviewAction::Apply { accept: None })
+        .await
+        .unwrap_err();
+    assert!(
+        refused.message.contains("changed no files"),
+        "{}",
+        refused.message
+    );
+    let unknown = svc
+        .call(Op::Review {
+            run: "ffffffff".into(),
+            action: trellis_protocol::ReviewAction::Show,
+        })
+        .await
+        .unwrap_err();
+    assert!(
+        unknown.message.contains("no run matches"),
+        "{}",
+        unknown.message
     );
 }

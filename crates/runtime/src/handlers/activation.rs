@@ -52,6 +52,17 @@ impl GrantedTools {
             name == "shell" || trellis_tools::registry::WRITE_TOOLS.contains(&name.as_str())
         })
     }
+
+    /// Whether the activation needs the run's worktree ([`crate::RunSpace`]): its tools can
+    /// change files, or one of them is not known to only read, or looks at the run's
+    /// changes (git). Agents that only read files read the repository until the run writes.
+    fn needs_run_worktree(&self, registry: &Registry) -> bool {
+        self.can_write()
+            || self
+                .tools
+                .iter()
+                .any(|(name, _)| !registry.read_only(name) || name.starts_with("git_"))
+    }
 }
 
 impl RunContext {
@@ -86,9 +97,12 @@ impl RunContext {
                 },
             )
             .map_err(node_error)?;
+        let granted = GrantedTools::of(&registry, &stage_name, &agent.agent, &role);
+        if granted.needs_run_worktree(&registry) || role.run_tests {
+            self.ensure_worktree().await?;
+        }
         let (interaction, gate) = self.interaction();
         let env = self.env(&node, interaction)?;
-        let granted = GrantedTools::of(&registry, &stage_name, &agent.agent, &role);
         let messages = self.activation_messages(&role, &granted.tools, &stage, &ctx);
         let max_turns = role
             .max_turns

@@ -305,7 +305,7 @@ pub(crate) fn adaptive(me: Option<Arc<RunContext>>, plan: &Plan) -> Arc<dyn Node
                             retry_ctx,
                             &failure,
                             round,
-                            &me.worktree.path,
+                            &me.space.read_root(),
                             ctx.cancel.clone(),
                         )
                         .await

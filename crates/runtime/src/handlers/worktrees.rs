@@ -24,6 +24,21 @@ impl RunContext {
         Ok(env)
     }
 
+    /// The run's worktree, created now if the run has none yet ([`crate::RunSpace`]).
+    pub(crate) async fn ensure_worktree(&self) -> Result<(), NodeError> {
+        if self.space.get().is_some() {
+            return Ok(());
+        }
+        let me = self
+            .me
+            .upgrade()
+            .ok_or_else(|| NodeError::new("the run's context is gone"))?;
+        tokio::task::spawn_blocking(move || me.space.ensure().map(drop))
+            .await
+            .map_err(|e| NodeError::new(e.to_string()))?
+            .map_err(|e| NodeError::new(format!("cannot create the run's worktree: {e}")))
+    }
+
     /// The worktree of an editing activation of `node` (see
     /// [`NodeSpaces::checkout`](crate::nodes::NodeSpaces::checkout)).
     pub(crate) async fn node_worktree(&self, node: &str) -> Result<NodeWorktree, NodeError> {
@@ -92,6 +107,10 @@ impl RunContext {
 
     /// Removes the run's node worktrees and branches (the run ended).
     pub async fn drop_node_worktrees(&self) -> Result<(), String> {
+        // Node worktrees branch from the run's: a run without one has none.
+        if self.space.get().is_none() {
+            return Ok(());
+        }
         let nodes = self.nodes.clone();
         tokio::task::spawn_blocking(move || nodes.cleanup())
             .await

@@ -17,6 +17,16 @@ use crate::review::{CHANGE_SET_COLUMNS, by_prefix};
 use crate::schema::now_ms;
 use crate::{NewReviewComment, ReviewCommentRecord, ReviewStore};
 
+impl PgStore {
+    fn change_set_exact(&self, id: String) -> Result<Option<ChangeSetRecord>> {
+        self.read(async move |c| {
+            let sql = format!("SELECT {CHANGE_SET_COLUMNS} FROM change_sets WHERE run_id = $1");
+            let row = c.query_typed_opt(&sql, &[(&id, Type::TEXT)]).await?;
+            Ok(row.as_ref().map(change_set_row).transpose()?)
+        })
+    }
+}
+
 impl ReviewStore for PgStore {
     fn put_change_set(&self, r: ChangeSetRecord) -> Result<()> {
         self.write(async move |c| {
@@ -47,16 +57,14 @@ impl ReviewStore for PgStore {
     }
 
     fn change_set(&self, id_or_prefix: &str) -> Result<ChangeSetRecord> {
-        let id = id_or_prefix.to_owned();
-        let exact = self.read(async move |c| {
-            let sql = format!("SELECT {CHANGE_SET_COLUMNS} FROM change_sets WHERE run_id = $1");
-            let row = c.query_typed_opt(&sql, &[(&id, Type::TEXT)]).await?;
-            Ok(row.as_ref().map(change_set_row).transpose()?)
-        })?;
-        match exact {
+        match self.change_set_exact(id_or_prefix.to_owned())? {
             Some(rec) => Ok(rec),
             None => by_prefix(id_or_prefix, self.change_sets()?),
         }
+    }
+
+    fn change_set_of(&self, run: &RunId) -> Result<Option<ChangeSetRecord>> {
+        self.change_set_exact(run.to_string())
     }
 
     fn change_sets(&self) -> Result<Vec<ChangeSetRecord>> {

@@ -72,8 +72,8 @@ use serde::{Deserialize, Serialize};
 use trellis_protocol::RunId;
 
 use super::{
-    BRANCH_PREFIX, RepoLock, add_worktree, commit_all, delete_branch, ensure_on_branch,
-    remove_worktree, repo_root, trellis_dir,
+    RepoLock, add_worktree, commit_all, delete_branch, ensure_on_branch, remove_worktree,
+    repo_root, trellis_dir,
 };
 use crate::error::{Error, Result};
 use crate::git::Git;
@@ -231,11 +231,16 @@ impl NodeWorktrees {
     /// The node worktrees of `run` in the repository containing `repo` (nothing is created
     /// yet).
     pub fn open(repo: &Path, run: &RunId) -> Result<Self> {
-        let repo = repo_root(repo)?;
+        Self::at_root(&repo_root(repo)?, run)
+    }
+
+    /// [`NodeWorktrees::open`] for `root`, the repository's top-level directory already
+    /// found ([`repo_root`]): no git process.
+    pub fn at_root(root: &Path, run: &RunId) -> Result<Self> {
         check_run_id(run)?;
-        let dir = trellis_dir(&repo)?.join("nodes").join(run.as_str());
+        let dir = trellis_dir(root)?.join("nodes").join(run.as_str());
         Ok(Self {
-            repo,
+            repo: root.to_owned(),
             run: run.clone(),
             dir,
         })
@@ -253,7 +258,7 @@ impl NodeWorktrees {
 
     /// The run branch (`trellis/run-<run>`, owned by [`super::RunWorktree`]).
     pub fn run_branch(&self) -> String {
-        format!("{BRANCH_PREFIX}{}", self.run)
+        super::RunWorktree::branch_for(&self.run)
     }
 
     /// The branch a node gets.
