@@ -1,5 +1,6 @@
 mod agentrun;
 mod bench_workers;
+mod clones;
 mod coder;
 mod common;
 mod crash;

@@ -106,6 +106,8 @@ pub struct Runtime {
     /// Tools registered in every run after the others, replacing any of the same name
     /// (embedders' own tools; tests wrap built-in ones to observe or interrupt their calls).
     pub(crate) extra_tools: Vec<Arc<dyn trellis_tools::Tool>>,
+    /// The git remote runs' branches travel through (`[repository] remote`).
+    pub(crate) remote: Option<trellis_tools::worktree::remote::Remote>,
 }
 
 /// The workflows of `repo` (built-in, `.trellis/workflows`, `dirs`), each
@@ -153,6 +155,11 @@ impl Runtime {
         &self.mcp
     }
 
+    /// The git remote runs' branches travel through (`[repository] remote`), if any.
+    pub fn remote(&self) -> Option<&trellis_tools::worktree::remote::Remote> {
+        self.remote.as_ref()
+    }
+
     /// The `[tools]` section.
     pub fn tools(&self) -> &Arc<ToolsConfig> {
         &self.tools
@@ -196,6 +203,8 @@ impl Runtime {
         context.validate()?;
         let index: IndexConfig = config.section_serde("index")?;
         let sources: trellis_sources::SourcesConfig = config.section(trellis_sources::SECTION)?;
+        let repository: trellis_tools::worktree::remote::RepositoryConfig =
+            config.section_serde("repository")?;
         let mcp: trellis_mcp::McpConfig = config.section_serde("mcp")?;
         let mcp = trellis_mcp::McpHub::new(&repo, &mcp)?;
         let lsp: trellis_lsp::LspConfig = config.section_serde("lsp")?;
@@ -223,6 +232,7 @@ impl Runtime {
             lsp,
             tool_knowledge,
             extra_tools: Vec::new(),
+            remote: repository.remote(),
         })
     }
 
@@ -333,7 +343,13 @@ impl Runtime {
 
     /// Run `run`'s worktree, not created yet.
     fn space(&self, run: &RunId, fork: Option<space::ForkPoint>) -> RunSpace {
-        RunSpace::lazy(self.repo.clone(), run.clone(), self.store.clone(), fork)
+        RunSpace::lazy(
+            self.repo.clone(),
+            run.clone(),
+            self.store.clone(),
+            fork,
+            self.remote.clone(),
+        )
     }
 
     /// Resumes a stored workflow run (after a crash, Ctrl-C, or to answer its interrupts).
@@ -346,6 +362,12 @@ impl Runtime {
         let stage = self.stage(run)?;
         // A run that has not written yet has no worktree (and no change set) to go back to.
         let space = match self.store.change_set_of(run)? {
+            // Perhaps written in another clone: its worktree here at the remote's tip.
+            Some(_) if self.remote.is_some() => {
+                let space = self.space(run, None);
+                space.ensure()?;
+                space
+            }
             Some(record) => {
                 let worktree = RunWorktree::from_record(&record);
                 if !worktree.path.exists() {

@@ -40,10 +40,13 @@ impl RunContext {
         f: impl FnOnce(&crate::nodes::NodeSpaces) -> Result<T, String> + Send + 'static,
     ) -> Result<T, NodeError> {
         let nodes = self.nodes.clone();
-        tokio::task::spawn_blocking(move || f(&nodes))
+        let out = tokio::task::spawn_blocking(move || f(&nodes))
             .await
             .map_err(node_error)?
-            .map_err(NodeError::new)
+            .map_err(NodeError::new)?;
+        // A merge moved the run branch: the remote follows (`[repository] remote`).
+        self.publish().await?;
+        Ok(out)
     }
 
     /// A `merge` node: merges the branch of the node it `merges` (a fan-out item's work

@@ -134,10 +134,12 @@ impl NodeSpaces {
     /// The worktree `node`'s activation edits: its own from an earlier activation (brought
     /// forward to the run branch's tip when everything it committed is merged), else a new
     /// one from the run branch.
-    pub fn checkout(&self, node: &str) -> Result<NodeWorktree, String> {
+    /// Whether it was created now (the node had none).
+    pub fn checkout(&self, node: &str) -> Result<(NodeWorktree, bool), String> {
         let _one = self.guard();
         let Some(wt) = self.nodes.get(node).map_err(text)? else {
-            return self.nodes.create(node, &self.run_branch).map_err(text);
+            let wt = self.nodes.create(node, &self.run_branch).map_err(text)?;
+            return Ok((wt, true));
         };
         let git = Git::new(&wt.path);
         let merged = git
@@ -151,7 +153,7 @@ impl NodeSpaces {
                 .try_run(&["merge", "--ff-only", "--quiet", &self.run_branch])
                 .map_err(text)?;
         }
-        Ok(wt)
+        Ok((wt, false))
     }
 
     /// Commits the node's work (`summary` in the message) and, when `merge`, merges its

@@ -8,13 +8,20 @@
 //! user's working state at that moment becomes the run's base (a fork starts at its
 //! checkpoint's commit instead), and the change set is recorded. A run that never wrote has
 //! no change set: its review shows nothing to apply.
+//!
+//! With a git remote (`[repository] remote`, team scale) the run's branch and its node
+//! branches are pushed whenever they move ([`RunSpace::publish`]), and a process resuming a
+//! run another clone wrote (a worker taking over a dead worker's run) makes its worktree at
+//! the branch's tip on the remote ([`trellis_tools::worktree::remote`]).
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use trellis_protocol::RunId;
 use trellis_store::Store;
+use trellis_tools::git::Git;
 use trellis_tools::worktree::RunWorktree;
+use trellis_tools::worktree::remote::Remote;
 
 use crate::{Result, now_ms};
 
@@ -32,7 +39,11 @@ pub struct RunSpace {
     run: RunId,
     store: Arc<Store>,
     fork: Option<ForkPoint>,
+    /// The git remote the run's branches travel through (`[repository] remote`).
+    remote: Option<Remote>,
     made: Mutex<Option<RunWorktree>>,
+    /// The run branch's tip on the remote as this process last fetched or pushed it.
+    published: Mutex<Option<String>>,
 }
 
 impl RunSpace {
@@ -42,13 +53,16 @@ impl RunSpace {
         run: RunId,
         store: Arc<Store>,
         fork: Option<ForkPoint>,
+        remote: Option<Remote>,
     ) -> Self {
         Self {
             repo,
             run,
             store,
             fork,
+            remote,
             made: Mutex::new(None),
+            published: Mutex::new(None),
         }
     }
 
@@ -59,8 +73,23 @@ impl RunSpace {
             run: worktree.run.clone(),
             store,
             fork: None,
+            remote: None,
             made: Mutex::new(Some(worktree)),
+            published: Mutex::new(None),
         }
+    }
+
+    /// Pushes the run's branch and node branches to the remote, if one is configured and
+    /// the run has a worktree (blocking: runs git). Refused when another process moved the
+    /// remote branch since this one last fetched or pushed it (it took the run over).
+    pub fn publish(&self) -> Result<()> {
+        let (Some(remote), Some(wt)) = (&self.remote, self.get()) else {
+            return Ok(());
+        };
+        let mut published = self.published.lock().unwrap_or_else(|p| p.into_inner());
+        let tip = remote.publish(&Git::new(&wt.repo), &self.run, published.as_deref())?;
+        *published = Some(tip);
+        Ok(())
     }
 
     fn slot(&self) -> std::sync::MutexGuard<'_, Option<RunWorktree>> {
@@ -103,6 +132,8 @@ impl RunSpace {
             return Ok(wt.clone());
         }
         let wt = match self.store.change_set_of(&self.run)? {
+            // Written in another clone: its branch comes from the remote.
+            Some(rec) if self.remote.is_some() => self.adopt(&rec.base_commit)?,
             // Recorded meanwhile by another handle of the run.
             Some(rec) => RunWorktree::from_record(&rec),
             None => {
@@ -123,6 +154,10 @@ impl RunSpace {
                     },
                     None => RunWorktree::create(&self.repo, &self.run)?,
                 };
+                if let Some(remote) = &self.remote {
+                    let tip = remote.publish(&Git::new(&self.repo), &self.run, None)?;
+                    *self.published.lock().unwrap_or_else(|p| p.into_inner()) = Some(tip);
+                }
                 self.store.put_change_set(wt.record(now_ms()))?;
                 wt
             }
@@ -131,8 +166,29 @@ impl RunSpace {
         Ok(wt)
     }
 
+    /// The run's worktree here at its branch's tip on the remote (the work of the clone that
+    /// ran it before).
+    fn adopt(&self, base: &str) -> Result<RunWorktree> {
+        let remote = self.remote.as_ref().ok_or_else(|| {
+            crate::Error::Resume("a run's branch is adopted only through a remote".into())
+        })?;
+        let git = Git::new(&self.repo);
+        let tip = remote.fetch(&git, &self.run)?.ok_or_else(|| {
+            crate::Error::Resume(format!(
+                "run {} has a change set but its branch {} is not on the remote `{}` \
+                 ([repository] remote); the run cannot continue here",
+                self.run,
+                self.branch(),
+                remote.url
+            ))
+        })?;
+        let wt = RunWorktree::adopt(&self.repo, &self.run, base, &tip)?;
+        *self.published.lock().unwrap_or_else(|p| p.into_inner()) = Some(tip);
+        Ok(wt)
+    }
+
     fn branch_exists(&self) -> Result<bool> {
-        let git = trellis_tools::git::Git::new(&self.repo);
+        let git = Git::new(&self.repo);
         Ok(git
             .resolve(&format!("refs/heads/{}", self.branch()))?
             .is_some())

@@ -27,6 +27,7 @@ use crate::git::Git;
 
 pub mod lock;
 pub mod nodes;
+pub mod remote;
 
 pub use lock::RepoLock;
 pub use nodes::{NodeWorktree, NodeWorktrees};
@@ -135,6 +136,44 @@ impl RunWorktree {
     /// The run branch of `run`: `trellis/run-<run>`.
     pub fn branch_for(run: &RunId) -> String {
         format!("{BRANCH_PREFIX}{run}")
+    }
+
+    /// The run's worktree in the repository `repo` (top-level directory) at commit `tip` of
+    /// its branch, its base `base`: created, or (left here earlier) reset to `tip` with
+    /// everything not committed removed — a run continued from another clone's work
+    /// ([`remote`]).
+    pub fn adopt(repo: &Path, run: &RunId, base: &str, tip: &str) -> Result<Self> {
+        trellis_dir(repo)?;
+        let git = Git::new(repo);
+        let wt = Self {
+            repo: repo.to_owned(),
+            run: run.clone(),
+            branch: Self::branch_for(run),
+            base: base.to_owned(),
+            path: Self::path_for(repo, run),
+        };
+        let lock = RepoLock::acquire(repo)?;
+        if wt.path.exists() {
+            let here = Git::new(&wt.path);
+            ensure_on_branch(&here, &wt.branch, "reset")?;
+            here.run(&["reset", "--quiet", "--hard", tip])?;
+            here.run(&["clean", "--quiet", "-fdx"])?;
+        } else if git.resolve(&format!("refs/heads/{}", wt.branch))?.is_some() {
+            git.run(&["branch", "--quiet", "--force", &wt.branch, tip])?;
+            if let Some(dir) = wt.path.parent() {
+                std::fs::create_dir_all(dir).map_err(Error::io("cannot create", dir))?;
+            }
+            git.run(&[
+                OsStr::new("worktree"),
+                OsStr::new("add"),
+                OsStr::new("--quiet"),
+                wt.path.as_os_str(),
+                OsStr::new(&wt.branch),
+            ])?;
+        } else {
+            add_worktree(&lock, &git, Some(&wt.branch), &wt.path, tip)?;
+        }
+        Ok(wt)
     }
 
     /// The worktree of a recorded change set.

@@ -278,6 +278,16 @@ fn a_message_from_another_process_reaches_the_running_agent() {
         |l| l.contains("architectural_analysis#1") && l.contains("RUNNING"),
     );
     let run = run_id(&printed);
+    // Sent while the first turn's call is under way (the agent's worktree is made before
+    // it: the node is RUNNING earlier).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while agent_bodies(&seen).is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the agent never called"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
     let sent = ok(args(
         isolated(ws.path()),
         &[

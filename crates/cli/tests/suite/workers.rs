@@ -49,8 +49,13 @@ impl Worker {
     }
 
     pub(super) fn start_polling(ws: &TempWorkspace, name: &str, poll_ms: &str) -> Self {
+        Self::start_in(ws.path(), name, poll_ms)
+    }
+
+    /// A worker in the repository `dir` (its own clone).
+    pub(super) fn start_in(dir: &std::path::Path, name: &str, poll_ms: &str) -> Self {
         let mut child = args(
-            isolated(ws.path()),
+            isolated(dir),
             &[
                 "worker",
                 "--name",
@@ -122,7 +127,7 @@ impl Drop for Worker {
 }
 
 /// Waits (at most 90 s) until `run` is recorded with `status`.
-fn wait_status(ws: &TempWorkspace, run: &str, status: &str) -> Value {
+pub(super) fn wait_status(ws: &TempWorkspace, run: &str, status: &str) -> Value {
     let deadline = Instant::now() + Duration::from_secs(90);
     loop {
         let show = json(args(isolated(ws.path()), &["runs", "show", run, "--json"]));

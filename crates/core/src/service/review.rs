@@ -13,17 +13,38 @@ use trellis_tools::review::{
     self, ChangeSet, FileSelection, ReviewComment, ReviewOutcome, Selection,
 };
 use trellis_tools::worktree::RunWorktree;
+use trellis_tools::worktree::remote::Remote;
 
 use super::{OpError, OpResult, Service, blocking, lock};
 
-/// Loads the run's change set (finishing any interrupted apply first).
-pub fn load_change_set(store: &Store, run: &str) -> Result<(ChangeSetRecord, ChangeSet), OpError> {
-    let rec = store
+/// Loads the run's change set (finishing any interrupted apply first). With a git remote
+/// (`remote`, `[repository] remote`) the run's branch is fetched from it — a worker in
+/// another clone may have written it — and the change set is this workspace's (`repo`) to
+/// apply and undo.
+pub(crate) fn load_change_set(
+    store: &Store,
+    run: &str,
+    repo: &Path,
+    remote: Option<&Remote>,
+) -> Result<(ChangeSetRecord, ChangeSet), OpError> {
+    let mut rec = store
         .change_set(run)
         .map_err(|e| OpError::not_found(format!("no change set for run `{run}`: {e}")))?;
+    let head = match remote {
+        Some(remote) => {
+            rec.repo = repo.to_string_lossy().into_owned();
+            let here = RunWorktree::path_for(repo, &rec.run_id);
+            rec.worktree = Some(here.to_string_lossy().into_owned());
+            let git = Git::new(repo);
+            match remote.fetch(&git, &rec.run_id)? {
+                Some(tip) => tip,
+                // Not pushed (yet): the branch here, if this clone has it.
+                None => RunWorktree::from_record(&rec).head()?,
+            }
+        }
+        None => RunWorktree::from_record(&rec).head()?,
+    };
     review::recover(store, Path::new(&rec.repo))?;
-    let wt = RunWorktree::from_record(&rec);
-    let head = wt.head()?;
     let set = review::load(&Git::new(&rec.repo), &rec.run_id, &rec.base_commit, &head)?;
     Ok((rec, set))
 }
@@ -51,7 +72,12 @@ impl Service {
         }
         let store = self.runtime.store().clone();
         let key = run.to_string();
-        let (rec, set) = blocking(move || load_change_set(&*store, &key)).await?;
+        let (repo, remote) = (
+            self.runtime.repo().to_owned(),
+            self.runtime.remote().cloned(),
+        );
+        let (rec, set) =
+            blocking(move || load_change_set(&*store, &key, &repo, remote.as_ref())).await?;
         let selection = lock(&self.selections)
             .get(&run)
             .cloned()

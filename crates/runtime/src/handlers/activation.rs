@@ -114,9 +114,10 @@ impl RunContext {
         // The activation's calls, learned by the tool knowledge graph when it ends.
         let calls = CallLog::default();
         let sink = logged_sink(opened.sink, &calls);
-        let (env, node_wt) = self
+        let (env, node_wt, fresh) = self
             .activation_workspace(env, workdir, granted.can_write(), &node)
             .await?;
+
         let context = self
             .activation_context(&role, &node, &stage_name, &agent.agent, &registry, &granted)
             .await;
@@ -140,13 +141,34 @@ impl RunContext {
             cancel: ctx.cancel.clone(),
             probe: self.probe(&role, &env),
         };
-        let resume = Resume::choose(
+        let mut resume = Resume::choose(
             ctx.attempt,
             ctx.resume
                 .as_ref()
                 .map(|r| (r.scratch.clone(), r.answer.clone())),
             opened.recorded,
         );
+        // This attempt ran before in a worktree this clone does not have (the run moved
+        // from another worker's clone, `[repository] remote`): replaying its tool calls
+        // would claim edits that are not here, so it starts over.
+        let ran_elsewhere = match &resume {
+            Resume::Recorded(events) => events
+                .iter()
+                .any(|e| matches!(e, SessionEvent::ToolCompleted { .. })),
+            Resume::Interrupt { .. } => true,
+            Resume::Fresh => false,
+        };
+        if fresh && ran_elsewhere {
+            emit(
+                sink.as_ref(),
+                SessionEvent::Note {
+                    text: "this agent's earlier work in this attempt was done in another \
+                           clone and is not here: the attempt starts over"
+                        .into(),
+                },
+            );
+            resume = Resume::Fresh;
+        }
         let outcome = run.run(resume).await;
         self.learn_calls(&stage_name, &role.name, &calls).await;
         match outcome {
@@ -257,14 +279,14 @@ impl RunContext {
         workdir: Option<PathBuf>,
         can_write: bool,
         node: &str,
-    ) -> Result<(ToolEnv, Option<NodeWorktree>), NodeError> {
+    ) -> Result<(ToolEnv, Option<NodeWorktree>, bool), NodeError> {
         Ok(match workdir {
-            Some(dir) => (self.env_in(&env, &dir)?, None),
+            Some(dir) => (self.env_in(&env, &dir)?, None, false),
             None if can_write => {
-                let wt = self.node_worktree(node).await?;
-                (self.env_in(&env, &wt.path)?, Some(wt))
+                let (wt, fresh) = self.node_worktree(node).await?;
+                (self.env_in(&env, &wt.path)?, Some(wt), fresh)
             }
-            None => (env, None),
+            None => (env, None, false),
         })
     }
 

@@ -39,9 +39,29 @@ impl RunContext {
             .map_err(|e| NodeError::new(format!("cannot create the run's worktree: {e}")))
     }
 
+    /// Pushes the run's branches to the remote, when one is configured
+    /// ([`crate::RunSpace::publish`]).
+    pub(crate) async fn publish(&self) -> Result<(), NodeError> {
+        if self.runtime.remote.is_none() || self.space.get().is_none() {
+            return Ok(());
+        }
+        let me = self
+            .me
+            .upgrade()
+            .ok_or_else(|| NodeError::new("the run's context is gone"))?;
+        tokio::task::spawn_blocking(move || me.space.publish())
+            .await
+            .map_err(|e| NodeError::new(e.to_string()))?
+            .map_err(|e| NodeError::new(e.to_string()))
+    }
+
     /// The worktree of an editing activation of `node` (see
     /// [`NodeSpaces::checkout`](crate::nodes::NodeSpaces::checkout)).
-    pub(crate) async fn node_worktree(&self, node: &str) -> Result<NodeWorktree, NodeError> {
+    /// Whether it was created now (the node had none here).
+    pub(crate) async fn node_worktree(
+        &self,
+        node: &str,
+    ) -> Result<(NodeWorktree, bool), NodeError> {
         let (nodes, node) = (self.nodes.clone(), node.to_owned());
         tokio::task::spawn_blocking(move || nodes.checkout(&node))
             .await
@@ -60,10 +80,12 @@ impl RunContext {
     ) -> Result<Landed, NodeError> {
         let nodes = self.nodes.clone();
         let (wt, summary, cancel) = (wt.clone(), summary.to_owned(), cancel.clone());
-        tokio::task::spawn_blocking(move || nodes.land(&wt, &summary, merge, &cancel))
+        let landed = tokio::task::spawn_blocking(move || nodes.land(&wt, &summary, merge, &cancel))
             .await
             .map_err(|e| NodeError::new(e.to_string()))?
-            .map_err(NodeError::new)
+            .map_err(NodeError::new)?;
+        self.publish().await?;
+        Ok(landed)
     }
 
     /// Undoes what a pruned agent node did: its merges into the run branch are undone, its
@@ -76,7 +98,10 @@ impl RunContext {
             .unwrap_or_else(|e| Err(e.to_string()));
         let (restored, undone) = match pruned {
             Ok(None) => return None,
-            Ok(Some((report, files))) => (Ok(files), report.undone.len()),
+            Ok(Some((report, files))) => match self.publish().await {
+                Ok(()) => (Ok(files), report.undone.len()),
+                Err(e) => (Err(e.to_string()), report.undone.len()),
+            },
             Err(e) => (Err(e), 0),
         };
         if let Some(hub) = &self.options.sessions {
@@ -114,6 +139,8 @@ impl RunContext {
         let nodes = self.nodes.clone();
         tokio::task::spawn_blocking(move || nodes.cleanup())
             .await
-            .unwrap_or_else(|e| Err(e.to_string()))
+            .unwrap_or_else(|e| Err(e.to_string()))?;
+        // The run's final branch, and its node branches gone from the remote too.
+        self.publish().await.map_err(|e| e.to_string())
     }
 }

@@ -122,3 +122,78 @@ fn a_clean_repo_uses_head_as_base_and_an_unborn_repo_works() {
     );
     assert_eq!(git(empty.path(), &["status", "--porcelain"]), "?? x.txt\n");
 }
+
+/// Run branches through a remote: a second clone adopts the run at the remote's tip and
+/// pushes on from it; the first clone, whose knowledge of the remote is now stale (it lost
+/// the run), is refused and the remote keeps the second clone's work.
+#[test]
+fn a_run_branch_travels_through_the_remote_and_a_stale_clone_cannot_overwrite_it() {
+    use trellis_tools::git::Git;
+    use trellis_tools::worktree::remote::RepositoryConfig;
+
+    let origin = repo(&[("a.txt", "one\n")]);
+    let root = tempfile::tempdir().unwrap();
+    let bare = root.path().join("remote.git");
+    git(
+        root.path(),
+        &[
+            "clone",
+            "--quiet",
+            "--bare",
+            origin.path().to_str().unwrap(),
+            "remote.git",
+        ],
+    );
+    for name in ["b", "c"] {
+        git(
+            root.path(),
+            &["clone", "--quiet", bare.to_str().unwrap(), name],
+        );
+    }
+    let (b, c) = (root.path().join("b"), root.path().join("c"));
+    let remote = RepositoryConfig {
+        remote: Some(bare.to_string_lossy().into_owned()),
+    }
+    .remote()
+    .unwrap();
+    let run = RunId::new();
+    let branch = RunWorktree::branch_for(&run);
+
+    // Clone b creates and publishes the run's branch; the remote must not have had it.
+    let wb = RunWorktree::create(&b, &run).unwrap();
+    let first = remote.publish(&Git::new(&b), &run, None).unwrap();
+    std::fs::write(wb.path.join("a.txt"), "two\n").unwrap();
+    wb.commit("s1", "two").unwrap();
+    // Expecting no branch on the remote where there is one: refused.
+    assert!(remote.publish(&Git::new(&b), &run, None).is_err());
+
+    // Clone c takes the run over from the remote's tip and pushes its own commit.
+    let tip = remote.fetch(&Git::new(&c), &run).unwrap().unwrap();
+    assert_eq!(tip, first);
+    assert_eq!(remote.fetch(&Git::new(&c), &RunId::new()).unwrap(), None);
+    let wc = RunWorktree::adopt(&c, &run, &wb.base, &tip).unwrap();
+    std::fs::write(wc.path.join("a.txt"), "three\n").unwrap();
+    let ours = wc.commit("s1", "three").unwrap().unwrap();
+    assert_eq!(
+        remote.publish(&Git::new(&c), &run, Some(&tip)).unwrap(),
+        ours
+    );
+
+    // Clone b still thinks the remote is at `first`: refused, the remote keeps c's commit.
+    let err = remote
+        .publish(&Git::new(&b), &run, Some(&first))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("another process moved it"), "{err}");
+    assert_eq!(git(&bare, &["rev-parse", &branch]).trim(), ours);
+
+    // Adopting again where a stale worktree of the run exists resets it to the tip.
+    std::fs::write(wb.path.join("junk.txt"), "left over\n").unwrap();
+    assert_eq!(remote.fetch(&Git::new(&b), &run).unwrap().unwrap(), ours);
+    let again = RunWorktree::adopt(&b, &run, &wb.base, &ours).unwrap();
+    assert_eq!(
+        std::fs::read_to_string(again.path.join("a.txt")).unwrap(),
+        "three\n"
+    );
+    assert!(!again.path.join("junk.txt").exists());
+}
