@@ -5,7 +5,7 @@
 //! scripts/bench-serve            # the LangGraph API server anchor, then this; one table
 //! cargo run --release -p trellis-server --example serve_bench -- \
 //!     [--runs 50] [--clients-per-run 1,2] [--rounds 3] [--warmup 5] \
-//!     [--query-chunks 2] [--agent-chunks 16] [--chunk-ms 4] \
+//!     [--query-chunks 2] [--agent-chunks 16] [--chunk-ms 4] [--workload discussion|g1] \
 //!     [--json FILE] [--anchor LANGGRAPH_JSON]
 //! ```
 //!
@@ -34,7 +34,8 @@ use workload::{Pacing, Round, Server, Stats};
 fn usage() -> ! {
     eprintln!(
         "usage: serve_bench [--runs N] [--clients-per-run N[,M…]] [--rounds N] [--warmup N] \
-         [--query-chunks N] [--agent-chunks N] [--chunk-ms MS] [--json FILE] [--anchor FILE]"
+         [--query-chunks N] [--agent-chunks N] [--chunk-ms MS] [--workload discussion|g1] \
+         [--json FILE] [--anchor FILE]"
     );
     std::process::exit(2)
 }
@@ -62,6 +63,7 @@ fn args() -> Args {
             query_chunks: 2,
             agent_chunks: 16,
             chunk: Duration::from_millis(4),
+            workload: workload::Workload::Discussion,
         },
         json: None,
         anchor: None,
@@ -81,6 +83,9 @@ fn args() -> Args {
             "--chunk-ms" => {
                 let ms: f64 = value().parse().unwrap_or_else(|_| usage());
                 a.pacing.chunk = Duration::from_secs_f64(ms / 1e3);
+            }
+            "--workload" => {
+                a.pacing.workload = workload::Workload::parse(&value()).unwrap_or_else(|| usage());
             }
             "--json" => a.json = Some(value()),
             "--anchor" => a.anchor = Some(value()),
@@ -315,6 +320,7 @@ fn configurations(a: &Args) -> anyhow::Result<Vec<Value>> {
             .args(["--warmup", &a.warmup.to_string()])
             .args(["--query-chunks", &a.pacing.query_chunks.to_string()])
             .args(["--agent-chunks", &a.pacing.agent_chunks.to_string()])
+            .args(["--workload", a.pacing.workload.name()])
             .args([
                 "--chunk-ms",
                 &(a.pacing.chunk.as_secs_f64() * 1e3).to_string(),
@@ -515,7 +521,7 @@ fn main() -> anyhow::Result<()> {
             "load_avg_end": load_end,
         },
         "workload": {
-            "workflow": format!("{} (decision_documentation skipped, input approve)", workload::WORKFLOW),
+            "workflow": p.workload.describe(),
             "server_worker_threads": 2,
             "query_chunks": p.query_chunks,
             "agent_chunks": p.agent_chunks,
@@ -536,15 +542,18 @@ fn main() -> anyhow::Result<()> {
     };
     println!(
         "Trellis: `{}`, {date}, commit {}; {} runs per round, {} rounds after a {}-run warm-up; \
-         model per run: queries {} × {:.0} ms + report {} × {:.0} ms = {:.0} ms; load average {:?} → {:?}; \
-         {}, {} CPUs, Linux {}.",
+         {}; model per run: {} queries call(s) × {} × {:.0} ms + {} report call(s) × {} × {:.0} ms \
+         = {:.0} ms; load average {:?} → {:?}; {}, {} CPUs, Linux {}.",
         out["command"].as_str().unwrap_or("?"),
         out["commit"].as_str().unwrap_or("?"),
         a.runs,
         a.rounds,
         a.warmup,
+        p.workload.describe(),
+        p.workload.calls().0,
         p.query_chunks,
         p.chunk.as_secs_f64() * 1e3,
+        p.workload.calls().1,
         p.agent_chunks,
         p.chunk.as_secs_f64() * 1e3,
         p.per_run().as_secs_f64() * 1e3,

@@ -7,14 +7,25 @@ use std::time::Duration;
 #[allow(dead_code)]
 mod workload;
 
-use workload::{Pacing, Server};
+use workload::{Pacing, Server, Workload};
 
 #[test]
 fn serve_bench_round_delivers_every_event_to_every_client() {
+    round_of(Workload::Discussion);
+}
+
+/// The G1 workload: nine one-agent stages per run, every event delivered too.
+#[test]
+fn serve_bench_g1_round_delivers_every_event_to_every_client() {
+    round_of(Workload::G1);
+}
+
+fn round_of(workload: Workload) {
     let server = Server::start(Pacing {
         query_chunks: 1,
         agent_chunks: 3,
         chunk: Duration::from_millis(1),
+        workload,
     })
     .unwrap();
     let r = server.round(2, 2).unwrap();
@@ -26,8 +37,13 @@ fn serve_bench_round_delivers_every_event_to_every_client() {
     assert_eq!(r.untapped, 0, "every frame has its publish time");
     assert_eq!(r.latency_all.n as u64, r.frames);
     assert_eq!(r.latency_live.n as u64 + r.replayed, r.frames);
-    assert_eq!((r.model_calls.0, r.model_calls.1), (2, 2));
-    assert_eq!(r.model_calls.2, Duration::from_millis(2 * 4));
+    let (queries, reports) = workload.calls();
+    assert_eq!(
+        (r.model_calls.0, r.model_calls.1),
+        (2 * queries as u64, 2 * reports as u64)
+    );
+    let deltas = u32::try_from(2 * (queries + 3 * reports)).unwrap();
+    assert_eq!(r.model_calls.2, Duration::from_millis(1) * deltas);
     assert!(r.wall > Duration::ZERO && r.client.process_cpu > Duration::ZERO);
     server.shutdown();
 }

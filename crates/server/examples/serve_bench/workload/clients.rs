@@ -14,14 +14,12 @@ pub(super) async fn connect(addr: SocketAddr) -> anyhow::Result<Socket> {
 }
 
 /// `POST /api/workflows` over a fresh connection (HTTP/1.1, `Connection: close`): the run id.
-pub(super) async fn start_run(addr: SocketAddr, i: usize) -> anyhow::Result<String> {
-    let body = json!({
-        "request": format!("Why is stock kept in memory? (question {i})"),
-        "workflow": WORKFLOW,
-        "skip": ["decision_documentation"],
-        "input": "approve",
-    })
-    .to_string();
+pub(super) async fn start_run(
+    addr: SocketAddr,
+    workload: Workload,
+    i: usize,
+) -> anyhow::Result<String> {
+    let body = workload.body(i).to_string();
     let req = format!(
         "POST /api/workflows HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {TOKEN}\r\n\
          Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
@@ -224,6 +222,7 @@ pub(super) async fn tap(
 /// The round, on the client thread.
 pub(super) async fn client_round(
     addr: SocketAddr,
+    workload: Workload,
     runs: usize,
     per_run: usize,
     live: broadcast::Receiver<Arc<LiveEvent>>,
@@ -245,7 +244,7 @@ pub(super) async fn client_round(
         let mine: Vec<Socket> = sockets.drain(..per_run).collect();
         tasks.push(tokio::spawn(async move {
             let submitted = Instant::now();
-            let run = start_run(addr, i).await;
+            let run = start_run(addr, workload, i).await;
             let created = Instant::now();
             let run = match run {
                 Ok(r) => r,

@@ -51,24 +51,121 @@ test_command = "python3 -B -m unittest -q"
 /// The access token of the benchmark's server.
 pub const TOKEN: &str = "serve-bench-0123456789abcdef0123";
 
-/// The workflow every run uses.
-pub const WORKFLOW: &str = "architecture_discussion";
+/// What every run is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Workload {
+    /// `architecture_discussion` without its documentation stage: BM25 retrieval (one
+    /// queries call) and the analysis agent (one report call), no git work (its agent only
+    /// reads).
+    Discussion,
+    /// The trivial G1 graph of the LangGraph server anchor in Trellis's terms: nine stages in
+    /// a row (`.trellis/workflows/g1.yaml`), each a tool-less agent making one report call;
+    /// no retrieval, no git work.
+    G1,
+}
+
+/// The G1 workflow: nine one-agent stages in a row, as the anchor's nine node steps.
+const G1_YAML: &str = "metadata:\n  name: \"g1\"\n  description: \"Nine one-agent steps in a row (the serve benchmark's G1)\"\nstages:\n";
+
+/// The G1 steps' role: no tools, one report.
+const G1_ROLE: &str =
+    "name: g1_step\nmodel_role: planner\nrole: You report.\nobjective: Report.\ntools: []\n";
+
+impl Workload {
+    /// From the `--workload` flag.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "discussion" => Some(Self::Discussion),
+            "g1" => Some(Self::G1),
+            _ => None,
+        }
+    }
+
+    /// The `--workload` flag's value.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Discussion => "discussion",
+            Self::G1 => "g1",
+        }
+    }
+
+    /// What a run is, for the JSON.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Self::Discussion => {
+                "architecture_discussion (decision_documentation skipped, input approve)"
+            }
+            Self::G1 => "g1 (nine one-agent stages in a row, input approve)",
+        }
+    }
+
+    /// Model calls per run: (retrieval queries, agent reports).
+    pub fn calls(self) -> (usize, usize) {
+        match self {
+            Self::Discussion => (1, 1),
+            Self::G1 => (0, 9),
+        }
+    }
+
+    /// The body of `POST /api/workflows` of run `i`.
+    pub(super) fn body(self, i: usize) -> Value {
+        match self {
+            Self::Discussion => json!({
+                "request": format!("Why is stock kept in memory? (question {i})"),
+                "workflow": "architecture_discussion",
+                "skip": ["decision_documentation"],
+                "input": "approve",
+            }),
+            Self::G1 => json!({
+                "request": format!("Run G1 (run {i})"),
+                "workflow": "g1",
+                "input": "approve",
+            }),
+        }
+    }
+
+    /// Writes what the workload needs into the workspace at `root`.
+    fn install(self, root: &std::path::Path) -> std::io::Result<()> {
+        if self == Self::G1 {
+            let mut yaml = G1_YAML.to_owned();
+            for step in 1..=9 {
+                let next = if step == 9 {
+                    "\"DONE\"".to_owned()
+                } else {
+                    (step + 1).to_string()
+                };
+                yaml.push_str(&format!(
+                    "  - stage_id: {step}\n    name: \"step_{step}\"\n    parallel_agents:\n      - agent: \"g1_step\"\n    routing:\n      next_stage_on_success: {next}\n      next_stage_on_failure: \"ABORT\"\n      max_attempts: 1\n"
+                ));
+            }
+            std::fs::create_dir_all(root.join(".trellis/workflows"))?;
+            std::fs::write(root.join(".trellis/workflows/g1.yaml"), yaml)?;
+            std::fs::create_dir_all(root.join(".trellis/agents"))?;
+            std::fs::write(root.join(".trellis/agents/g1_step.yaml"), G1_ROLE)?;
+        }
+        Ok(())
+    }
+}
 
 /// The model's pacing.
 #[derive(Clone, Copy, Debug)]
 pub struct Pacing {
     /// Text deltas of the retrieval queries call.
     pub query_chunks: usize,
-    /// Text deltas of the analysis agent's report call.
+    /// Text deltas of an agent's report call.
     pub agent_chunks: usize,
     /// Time between two deltas of a call (from the call's start).
     pub chunk: Duration,
+    /// What every run is.
+    pub workload: Workload,
 }
 
 impl Pacing {
-    /// Model time of one run (one queries call, one report call).
+    /// Model time of one run (its calls' deltas × the pace).
     pub fn per_run(&self) -> Duration {
-        self.chunk * u32::try_from(self.query_chunks + self.agent_chunks).unwrap_or(u32::MAX)
+        let (queries, reports) = self.workload.calls();
+        let deltas = queries * self.query_chunks + reports * self.agent_chunks;
+        self.chunk * u32::try_from(deltas).unwrap_or(u32::MAX)
     }
 }
 
@@ -94,6 +191,7 @@ pub struct Server {
     pub addr: SocketAddr,
     /// What the model was asked.
     pub counters: Arc<ModelCounters>,
+    workload: Workload,
     stop: CancellationToken,
     served: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
 }
@@ -130,6 +228,7 @@ impl Server {
             .build()?;
         let ws = trellis_test_support::example_repo("inventory", CONFIG)?;
         let root = ws.path().canonicalize()?;
+        pacing.workload.install(&root)?;
         let store = Store::open_workspace(&root, StoreOptions::default())?;
         let runtime = Runtime::open(&root, &[], &[], store)?;
         let counters = Arc::new(ModelCounters::default());
@@ -164,6 +263,7 @@ impl Server {
             service,
             addr,
             counters,
+            workload: pacing.workload,
             stop,
             served: Some(served),
         })
@@ -171,6 +271,7 @@ impl Server {
 
     /// One round: `runs` concurrent runs, `clients_per_run` WebSocket clients each.
     pub fn round(&self, runs: usize, clients_per_run: usize) -> anyhow::Result<Round> {
+        let workload = self.workload;
         let addr = self.addr;
         let live = self.service.live();
         let peak_reset = usage::reset_peak_rss();
@@ -190,7 +291,7 @@ impl Server {
                 let rt = tokio::runtime::Builder::new_current_thread()
                     .enable_all()
                     .build()?;
-                rt.block_on(client_round(addr, runs, clients_per_run, live))
+                rt.block_on(client_round(addr, workload, runs, clients_per_run, live))
             })?
             .join()
             .map_err(|_| anyhow::anyhow!("the client thread panicked"))??;
