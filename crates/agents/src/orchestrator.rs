@@ -268,6 +268,31 @@ pub struct Overrides {
     pub skip: Vec<String>,
 }
 
+/// The case-insensitive regex of an `applicable_patterns` entry (`None`: it does not
+/// compile), compiled once per process: every run's planning asks, and compiling the
+/// workflows' patterns each time was a tenth of the CPU of a small run
+/// (docs/benchmarks.md).
+fn pattern(p: &str) -> Option<regex::Regex> {
+    /// Patterns kept (the workflows' own: a few dozen).
+    const KEEP: usize = 512;
+    static COMPILED: std::sync::LazyLock<
+        std::sync::Mutex<std::collections::HashMap<String, Option<regex::Regex>>>,
+    > = std::sync::LazyLock::new(Default::default);
+    let mut compiled = COMPILED.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(r) = compiled.get(p) {
+        return r.clone();
+    }
+    let r = regex::RegexBuilder::new(p)
+        .case_insensitive(true)
+        .build()
+        .ok();
+    if compiled.len() >= KEEP {
+        compiled.clear();
+    }
+    compiled.insert(p.to_owned(), r.clone());
+    r
+}
+
 /// The prior of each workflow for `request`: 1 per matching `applicable_patterns` regex plus
 /// a small share for words of the name and description found in the request.
 pub fn prior(workflows: &[&Workflow], request: &str) -> Vec<(String, f32)> {
@@ -283,11 +308,7 @@ pub fn prior(workflows: &[&Workflow], request: &str) -> Vec<(String, f32)> {
             let mut score = 0.0f32;
             if let Some(sc) = &m.selection_criteria {
                 for p in &sc.applicable_patterns {
-                    if regex::RegexBuilder::new(p)
-                        .case_insensitive(true)
-                        .build()
-                        .is_ok_and(|r| r.is_match(request))
-                    {
+                    if pattern(p).is_some_and(|r| r.is_match(request)) {
                         score += 1.0;
                     }
                 }

@@ -6,6 +6,7 @@
 //! actually be opened, so a symlink inside the workspace pointing at `/etc` is refused too.
 
 use std::path::{Component, Path, PathBuf};
+use std::sync::{Arc, LazyLock, Mutex};
 
 use globset::{Glob, GlobSet, GlobSetBuilder};
 
@@ -46,8 +47,54 @@ pub const DEFAULT_SECRET_GLOBS: &[&str] = &[
 #[derive(Clone, Debug)]
 pub struct Workspace {
     root: PathBuf,
+    matchers: Arc<Matchers>,
+}
+
+/// The compiled secret patterns of one [`SecretsConfig`].
+#[derive(Debug)]
+struct Matchers {
     secrets: GlobSet,
     exempt: GlobSet,
+}
+
+impl Matchers {
+    fn compile(secrets: &SecretsConfig) -> Result<Self> {
+        let mut patterns: Vec<&str> = Vec::new();
+        if secrets.use_defaults {
+            patterns.extend(DEFAULT_SECRET_GLOBS);
+        }
+        patterns.extend(secrets.globs.iter().map(String::as_str));
+        Ok(Self {
+            secrets: glob_set(&patterns)?,
+            exempt: glob_set(
+                &secrets
+                    .exempt
+                    .iter()
+                    .map(String::as_str)
+                    .collect::<Vec<_>>(),
+            )?,
+        })
+    }
+
+    /// The compiled patterns of `secrets`, compiled once per process: a workspace is made
+    /// for every agent activation, and compiling the default patterns' regexes took a
+    /// quarter of the CPU of a run of nine tool-less agents (docs/benchmarks.md).
+    fn of(secrets: &SecretsConfig) -> Result<Arc<Self>> {
+        /// Distinct configurations kept (a process has one or two).
+        const KEEP: usize = 8;
+        static COMPILED: LazyLock<Mutex<Vec<(SecretsConfig, Arc<Matchers>)>>> =
+            LazyLock::new(Mutex::default);
+        let mut compiled = COMPILED.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((_, m)) = compiled.iter().find(|(c, _)| c == secrets) {
+            return Ok(m.clone());
+        }
+        let m = Arc::new(Self::compile(secrets)?);
+        if compiled.len() == KEEP {
+            compiled.remove(0);
+        }
+        compiled.push((secrets.clone(), m.clone()));
+        Ok(m)
+    }
 }
 
 /// A path inside the workspace, resolved.
@@ -66,21 +113,9 @@ impl Workspace {
         let root = root
             .canonicalize()
             .map_err(Error::io("cannot open the workspace", root))?;
-        let mut patterns: Vec<&str> = Vec::new();
-        if secrets.use_defaults {
-            patterns.extend(DEFAULT_SECRET_GLOBS);
-        }
-        patterns.extend(secrets.globs.iter().map(String::as_str));
         Ok(Self {
             root,
-            secrets: glob_set(&patterns)?,
-            exempt: glob_set(
-                &secrets
-                    .exempt
-                    .iter()
-                    .map(String::as_str)
-                    .collect::<Vec<_>>(),
-            )?,
+            matchers: Matchers::of(secrets)?,
         })
     }
 
@@ -170,7 +205,7 @@ impl Workspace {
 
     /// Whether the workspace-relative path `rel` is a secret file.
     pub fn is_secret(&self, rel: &str) -> bool {
-        self.secrets.is_match(rel) && !self.exempt.is_match(rel)
+        self.matchers.secrets.is_match(rel) && !self.matchers.exempt.is_match(rel)
     }
 
     /// Whether a word of a shell command names a secret file (by path or by file name).
