@@ -275,9 +275,9 @@ pub struct Overrides {
 fn pattern(p: &str) -> Option<regex::Regex> {
     /// Patterns kept (the workflows' own: a few dozen).
     const KEEP: usize = 512;
-    static COMPILED: std::sync::LazyLock<
-        std::sync::Mutex<std::collections::HashMap<String, Option<regex::Regex>>>,
-    > = std::sync::LazyLock::new(Default::default);
+    type Compiled = std::collections::HashMap<String, Option<regex::Regex>>;
+    static COMPILED: std::sync::LazyLock<std::sync::Mutex<Compiled>> =
+        std::sync::LazyLock::new(Default::default);
     let mut compiled = COMPILED.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(r) = compiled.get(p) {
         return r.clone();

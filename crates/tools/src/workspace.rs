@@ -82,8 +82,8 @@ impl Matchers {
     fn of(secrets: &SecretsConfig) -> Result<Arc<Self>> {
         /// Distinct configurations kept (a process has one or two).
         const KEEP: usize = 8;
-        static COMPILED: LazyLock<Mutex<Vec<(SecretsConfig, Arc<Matchers>)>>> =
-            LazyLock::new(Mutex::default);
+        type Compiled = Vec<(SecretsConfig, Arc<Matchers>)>;
+        static COMPILED: LazyLock<Mutex<Compiled>> = LazyLock::new(Mutex::default);
         let mut compiled = COMPILED.lock().unwrap_or_else(|p| p.into_inner());
         if let Some((_, m)) = compiled.iter().find(|(c, _)| c == secrets) {
             return Ok(m.clone());
