@@ -276,11 +276,12 @@ impl Runtime {
         overrides: &Overrides,
         options: RunOptions,
     ) -> Result<(RunHandle, Arc<RunContext>)> {
-        let (run, ctx) = self.new_run(options, None)?;
         let params = planning::PlanningParams {
             request: request.to_owned(),
             overrides: overrides.clone(),
+            budgets: options.budgets.clone(),
         };
+        let (run, ctx) = self.new_run(options, None)?;
         let graph = Arc::new(planning::planning_graph(&params, Some(&ctx))?);
         let cause = ctx.options.cause.clone();
         let handle = Engine::new(self.store.clone()).start_as_by(run, graph, Value::Null, cause)?;
@@ -295,12 +296,14 @@ impl Runtime {
         self: &Arc<Self>,
         request: &str,
         overrides: &Overrides,
+        budgets: Option<Budgets>,
         cause: Option<trellis_protocol::SubmissionId>,
     ) -> Result<(RunId, trellis_graph::Commit)> {
         let run = RunId::new();
         let params = planning::PlanningParams {
             request: request.to_owned(),
             overrides: overrides.clone(),
+            budgets,
         };
         // The same graph as the worker's but for its handlers (not part of the fingerprint).
         let graph = Arc::new(planning::planning_graph(&params, None)?);
@@ -357,9 +360,15 @@ impl Runtime {
         self: &Arc<Self>,
         run: &RunId,
         commands: Vec<Command>,
-        options: RunOptions,
+        mut options: RunOptions,
     ) -> Result<(RunHandle, Arc<RunContext>)> {
-        let stage = self.stage(run)?;
+        let graphs = self.store.graphs(run)?;
+        let stage = planning::Stage::of(run, &graphs)?;
+        // The budgets the run was started with, wherever it started.
+        if options.budgets.is_none() {
+            options.budgets =
+                planning::PlanningParams::from_params(&graphs.params).and_then(|p| p.budgets);
+        }
         // A run that has not written yet has no worktree (and no change set) to go back to.
         let space = match self.store.change_set_of(run)? {
             // Perhaps written in another clone: its worktree here at the remote's tip.

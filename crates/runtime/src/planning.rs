@@ -35,13 +35,17 @@ pub use trellis_workflow::ORCHESTRATE;
 
 /// What the planning node decides from: the request and what the user fixed. Recorded as
 /// the planning graph's parameters (`{"planning": {…}}`).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct PlanningParams {
     /// The user's request.
     pub request: String,
     /// `--workflow`, `--include`, `--skip`.
     #[serde(flatten)]
     pub overrides: Overrides,
+    /// The run's own budgets (the start op's `budgets`), if any: whichever process executes
+    /// the run — a worker, a resume after a crash — applies them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budgets: Option<trellis_protocol::Budgets>,
 }
 
 impl PlanningParams {

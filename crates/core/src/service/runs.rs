@@ -108,14 +108,9 @@ impl Service {
         }
         if self.options.dispatch == Dispatch::Workers {
             self.check_workers_store()?;
-            if args.budgets.is_some() {
-                return Err(OpError::new(
-                    "a run's own budgets do not reach the workers yet: set [budgets] in the \
-                     configuration the workers read (docs/configuration.md), or start the run \
-                     without `budgets`",
-                ));
-            }
-            return self.create_for_workers(sub, args.request, overrides).await;
+            return self
+                .create_for_workers(sub, args.request, overrides, args.budgets)
+                .await;
         }
         let options = self.options(&sub, args.input, args.budgets);
         // MCP servers start now; the run waits for them at most `mcp.startup_wait_secs`.
@@ -159,12 +154,14 @@ impl Service {
         sub: SubmissionId,
         request: String,
         overrides: trellis_agents::Overrides,
+        budgets: Option<Budgets>,
     ) -> OpResult {
         let (rt, text, cause) = (self.runtime.clone(), request.clone(), Some(sub.clone()));
-        let (run, commit) =
-            tokio::task::spawn_blocking(move || rt.create_planning(&text, &overrides, cause))
-                .await
-                .map_err(|e| OpError::internal(format!("internal error: {e}")))??;
+        let (run, commit) = tokio::task::spawn_blocking(move || {
+            rt.create_planning(&text, &overrides, budgets, cause)
+        })
+        .await
+        .map_err(|e| OpError::internal(format!("internal error: {e}")))??;
         commit
             .await
             .map_err(|e| OpError::internal(format!("run {run} could not be recorded: {e}")))?;

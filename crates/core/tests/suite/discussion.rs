@@ -357,3 +357,56 @@ async fn a_run_of_readers_creates_no_worktree_and_its_first_writer_creates_it() 
         "# ADR 0002\n"
     );
 }
+
+/// A run's own budgets (the start op's) are recorded with it: the process that executes it
+/// later — a `trellis worker`, a resume after a crash — applies them without being told.
+/// Recorded with 50 tokens, the analysis agent's call waits for a grant; recorded without,
+/// the same run goes through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_recorded_with_its_own_budget_is_held_to_it_where_it_resumes() {
+    let ws =
+        inventory("[index.embedding]\nbackend = \"none\"\n[agents.retrieval]\ndisabled = true\n");
+    let repo = path_of(&ws);
+    let script = ScriptedProvider::new([report(false, "analysed")]);
+    let rt = runtime(&repo, &script);
+    let recorded = |tokens: Option<u64>| {
+        let (run, commit) = rt
+            .create_planning(
+                "Discuss the stock decision",
+                &Overrides {
+                    workflow: Some("architecture_discussion".into()),
+                    skip: vec!["decision_documentation".into()],
+                    ..Overrides::default()
+                },
+                tokens.map(|t| trellis_protocol::Budgets {
+                    tokens: Some(t),
+                    cost_usd: None,
+                }),
+                None,
+            )
+            .unwrap();
+        (run, commit)
+    };
+    // Resumed with no budgets of its own: the recorded 50 tokens hold.
+    let (run, commit) = recorded(Some(50));
+    commit.await.unwrap();
+    let (handle, _ctx) = rt
+        .resume(&run, Vec::new(), options(InputMode::Interrupts))
+        .unwrap();
+    let out = handle.wait().await.unwrap();
+    assert_eq!(out.status, RunStatus::WaitingInput, "{:?}", out.error);
+    assert!(
+        out.waiting[0].1.prompt.contains("budget"),
+        "{}",
+        out.waiting[0].1.prompt
+    );
+    assert!(script.requests().is_empty(), "the refused call was made");
+    let (run, commit) = recorded(None);
+    commit.await.unwrap();
+    let (handle, _ctx) = rt
+        .resume(&run, Vec::new(), options(InputMode::Interrupts))
+        .unwrap();
+    let out = handle.wait().await.unwrap();
+    assert_eq!(out.status, RunStatus::Succeeded, "{:?}", out.error);
+    assert_eq!(script.requests().len(), 1);
+}
