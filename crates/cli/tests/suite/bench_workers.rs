@@ -163,7 +163,13 @@ struct Frontend {
     skip: usize,
     /// A header being read (type byte and length).
     header: Vec<u8>,
+    /// The body of a `Parse` or `Query` message being read (its SQL is counted).
+    sql: Option<Vec<u8>>,
 }
+
+/// How often each SQL text was sent (`Parse` and `Query` messages), all connections.
+static SQL: std::sync::LazyLock<std::sync::Mutex<std::collections::HashMap<String, u64>>> =
+    std::sync::LazyLock::new(Default::default);
 
 impl Frontend {
     /// Feeds bytes sent by the client; the statements (`E`, `Q`) among the messages done.
@@ -172,8 +178,22 @@ impl Frontend {
         while !bytes.is_empty() {
             if self.skip > 0 {
                 let n = self.skip.min(bytes.len());
+                if let Some(sql) = &mut self.sql {
+                    sql.extend_from_slice(&bytes[..n]);
+                }
                 self.skip -= n;
                 bytes = &bytes[n..];
+                if self.skip == 0
+                    && let Some(body) = self.sql.take()
+                {
+                    // `Parse`: name NUL query NUL …; `Query`: query NUL.
+                    let text = String::from_utf8_lossy(&body);
+                    let mut parts = text.split('\0');
+                    let first = parts.next().unwrap_or_default();
+                    let query = parts.next().filter(|q| !q.is_empty()).unwrap_or(first);
+                    let key: String = query.split_whitespace().collect::<Vec<_>>().join(" ");
+                    *SQL.lock().unwrap().entry(key).or_default() += 1;
+                }
                 continue;
             }
             let want = if self.started { 5 } else { 4 };
@@ -187,6 +207,9 @@ impl Frontend {
             let len = u32::from_be_bytes(self.header[len_at..want].try_into().unwrap()) as usize;
             if self.started && matches!(self.header[0], b'E' | b'Q') {
                 statements += 1;
+            }
+            if self.started && matches!(self.header[0], b'P' | b'Q') {
+                self.sql = Some(Vec::new());
             }
             self.skip = len.saturating_sub(4);
             self.started = true;
@@ -350,6 +373,14 @@ fn bench_workers() {
             format!("serve --workers + {workers} worker(s), PostgreSQL"),
             m,
         ));
+    }
+    let mut sql: Vec<(String, u64)> = SQL.lock().unwrap().clone().into_iter().collect();
+    sql.sort_by_key(|b| std::cmp::Reverse(b.1));
+    let all: u64 = sql.iter().map(|(_, n)| n).sum();
+    println!("\nSQL sent, all PostgreSQL rows ({all} statements; the 12 most frequent):\n");
+    for (text, n) in sql.iter().take(12) {
+        let short: String = text.chars().take(110).collect();
+        println!("{n:>8}  {short}");
     }
     println!("\n{runs} runs each (architecture_discussion, mock model answering at once)\n");
     println!(

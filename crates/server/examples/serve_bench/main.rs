@@ -6,8 +6,14 @@
 //! cargo run --release -p trellis-server --example serve_bench -- \
 //!     [--runs 50] [--clients-per-run 1,2] [--rounds 3] [--warmup 5] \
 //!     [--query-chunks 2] [--agent-chunks 16] [--chunk-ms 4] [--workload discussion|g1] \
-//!     [--json FILE] [--anchor LANGGRAPH_JSON]
+//!     [--pg] [--json FILE] [--anchor LANGGRAPH_JSON]
 //! ```
+//!
+//! `--pg`: over a throwaway PostgreSQL cluster (Debian's server binaries, `scripts/setup`),
+//! a fresh database per configuration; the runs execute in one server and the WebSocket
+//! clients follow them from a second server of the workspace (its own connection, its events
+//! from the database's notifications): commit → client is then the latency to a client of
+//! another server. Both servers live in this process, so the two `Instant`s compare.
 //!
 //! Per clients-per-run value, a fresh process (this program again, so that each
 //! configuration's RSS is its own) with a fresh server ([`workload::Server`]): an unreported
@@ -35,7 +41,7 @@ fn usage() -> ! {
     eprintln!(
         "usage: serve_bench [--runs N] [--clients-per-run N[,M…]] [--rounds N] [--warmup N] \
          [--query-chunks N] [--agent-chunks N] [--chunk-ms MS] [--workload discussion|g1] \
-         [--json FILE] [--anchor FILE]"
+         [--pg] [--json FILE] [--anchor FILE]"
     );
     std::process::exit(2)
 }
@@ -49,6 +55,11 @@ struct Args {
     pacing: Pacing,
     json: Option<String>,
     anchor: Option<String>,
+    /// Over PostgreSQL, the clients following the runs from a second server (`--pg`: a
+    /// throwaway cluster of the benchmark's own).
+    pg: bool,
+    /// The database of one configuration (internal, with `--child`; or any given).
+    pg_url: Option<String>,
     /// Internal: run the one configuration in this process and write its JSON here.
     child: Option<String>,
 }
@@ -67,6 +78,8 @@ fn args() -> Args {
         },
         json: None,
         anchor: None,
+        pg: false,
+        pg_url: None,
         child: None,
     };
     let mut it = std::env::args().skip(1);
@@ -87,6 +100,8 @@ fn args() -> Args {
             "--workload" => {
                 a.pacing.workload = workload::Workload::parse(&value()).unwrap_or_else(|| usage());
             }
+            "--pg" => a.pg = true,
+            "--pg-url" => a.pg_url = Some(value()),
             "--json" => a.json = Some(value()),
             "--anchor" => a.anchor = Some(value()),
             "--child" => a.child = Some(value()),
@@ -216,7 +231,7 @@ fn run_times(r: &Round) -> Vec<(f64, Option<f64>, Option<f64>)> {
 
 /// One configuration in this process: a fresh server, the warm-up, the rounds.
 fn configuration(a: &Args, per_run: usize) -> anyhow::Result<Value> {
-    let server = Server::start(a.pacing)?;
+    let server = Server::start_on(a.pacing, a.pg_url.as_deref())?;
     if a.warmup > 0 {
         let w = server.round(a.warmup, per_run)?;
         eprintln!(
@@ -311,7 +326,13 @@ fn configuration(a: &Args, per_run: usize) -> anyhow::Result<Value> {
 fn configurations(a: &Args) -> anyhow::Result<Vec<Value>> {
     let me = std::env::current_exe()?;
     let mut out = Vec::new();
+    let cluster = (a.pg && a.pg_url.is_none())
+        .then(|| trellis_test_pg::Cluster::start(trellis_test_pg::Durability::Durable));
     for &k in &a.per_run {
+        // A fresh database per configuration.
+        let db = cluster.as_ref().map(trellis_test_pg::Cluster::database);
+        let url = db.as_ref().map(|d| d.url()).or_else(|| a.pg_url.clone());
+        let pg: Vec<String> = url.map(|u| vec!["--pg-url".into(), u]).unwrap_or_default();
         let tmp = std::env::temp_dir().join(format!("serve-bench-{}-{k}.json", std::process::id()));
         let status = std::process::Command::new(&me)
             .args(["--runs", &a.runs.to_string()])
@@ -321,6 +342,7 @@ fn configurations(a: &Args) -> anyhow::Result<Vec<Value>> {
             .args(["--query-chunks", &a.pacing.query_chunks.to_string()])
             .args(["--agent-chunks", &a.pacing.agent_chunks.to_string()])
             .args(["--workload", a.pacing.workload.name()])
+            .args(&pg)
             .args([
                 "--chunk-ms",
                 &(a.pacing.chunk.as_secs_f64() * 1e3).to_string(),
@@ -522,6 +544,11 @@ fn main() -> anyhow::Result<()> {
         },
         "workload": {
             "workflow": p.workload.describe(),
+            "store": if a.pg || a.pg_url.is_some() {
+                "PostgreSQL (a throwaway cluster on loopback, fsync on); the runs execute in one server, the clients follow them from a second server of the same process over its own connection"
+            } else {
+                "SQLite (the workspace's file)"
+            },
             "server_worker_threads": 2,
             "query_chunks": p.query_chunks,
             "agent_chunks": p.agent_chunks,

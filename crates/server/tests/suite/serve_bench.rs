@@ -20,14 +20,31 @@ fn serve_bench_g1_round_delivers_every_event_to_every_client() {
     round_of(Workload::G1);
 }
 
+/// Over PostgreSQL: the runs execute in one server, the clients follow them from a second
+/// one (events through the database), each client seeing every event once, in order.
+#[test]
+fn serve_bench_round_over_postgresql_delivers_through_another_server() {
+    let cluster = trellis_test_pg::Cluster::shared();
+    let db = cluster.database();
+    round_on(Workload::G1, Some(&db.url()));
+}
+
 fn round_of(workload: Workload) {
-    let server = Server::start(Pacing {
-        query_chunks: 1,
-        agent_chunks: 3,
-        chunk: Duration::from_millis(1),
-        workload,
-    })
+    round_on(workload, None);
+}
+
+fn round_on(workload: Workload, db: Option<&str>) {
+    let server = Server::start_on(
+        Pacing {
+            query_chunks: 1,
+            agent_chunks: 3,
+            chunk: Duration::from_millis(1),
+            workload,
+        },
+        db,
+    )
     .unwrap();
+    assert_eq!(server.follow_addr() != server.addr, db.is_some());
     let r = server.round(2, 2).unwrap();
     assert!(r.failures.is_empty(), "{:?}", r.failures);
     assert_eq!(r.runs_ok, 2);

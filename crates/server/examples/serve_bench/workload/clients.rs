@@ -222,6 +222,7 @@ pub(super) async fn tap(
 /// The round, on the client thread.
 pub(super) async fn client_round(
     addr: SocketAddr,
+    follow_at: SocketAddr,
     workload: Workload,
     runs: usize,
     per_run: usize,
@@ -233,7 +234,7 @@ pub(super) async fn client_round(
     // Connect every client first (untimed).
     let mut sockets = Vec::with_capacity(runs * per_run);
     for _ in 0..runs * per_run {
-        sockets.push(connect(addr).await?);
+        sockets.push(connect(follow_at).await?);
     }
     let thread0 = usage::thread_cpu_time();
     let cpu0 = usage::cpu_time();

@@ -189,11 +189,40 @@ pub struct Server {
     pub service: Arc<Service>,
     /// Where it listens.
     pub addr: SocketAddr,
+    /// A second server over the same PostgreSQL database, executing nothing, which the
+    /// clients follow the runs from ([`Server::start_on`]).
+    other: Option<(Arc<Service>, SocketAddr)>,
     /// What the model was asked.
     pub counters: Arc<ModelCounters>,
     workload: Workload,
     stop: CancellationToken,
-    served: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
+    served: Vec<tokio::task::JoinHandle<std::io::Result<()>>>,
+}
+
+/// Serves `service` (the workspace at `root`) on a free 127.0.0.1 port until `stop`.
+async fn serve_on(
+    root: &std::path::Path,
+    service: Arc<Service>,
+    stop: CancellationToken,
+) -> anyhow::Result<(SocketAddr, tokio::task::JoinHandle<std::io::Result<()>>)> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    let state = AppState::new(
+        vec![Workspace {
+            id: "inventory".into(),
+            root: root.to_owned(),
+            service,
+        }],
+        ServerSettings {
+            token: Token::new(TOKEN),
+            allowed_hosts: trellis_server::loopback_hosts(addr.port()),
+            limits: Limits::default(),
+        },
+    )?;
+    let served = tokio::spawn(trellis_server::serve(listener, state, async move {
+        stop.cancelled().await;
+    }));
+    Ok((addr, served))
 }
 
 pub(super) fn model(pacing: Pacing, counters: Arc<ModelCounters>) -> PacedModel {
@@ -219,8 +248,13 @@ pub(super) fn model(pacing: Pacing, counters: Arc<ModelCounters>) -> PacedModel 
 }
 
 impl Server {
-    /// A fresh workspace, store and service, served on a free 127.0.0.1 port.
-    pub fn start(pacing: Pacing) -> anyhow::Result<Self> {
+    /// A fresh workspace, store and service, served on a free 127.0.0.1 port; over the
+    /// workspace's SQLite file, or over the PostgreSQL database `db` when given, with a second server
+    /// of the workspace over its own connection to it (as another machine's `trellis serve`
+    /// would be), on a port of its own and on the same runtime: the runs execute in the
+    /// first, the clients follow them from the second, whose events come through the
+    /// database (committed there, then its notification).
+    pub fn start_on(pacing: Pacing, db: Option<&str>) -> anyhow::Result<Self> {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .thread_name("server")
@@ -229,50 +263,59 @@ impl Server {
         let ws = trellis_test_support::example_repo("inventory", CONFIG)?;
         let root = ws.path().canonicalize()?;
         pacing.workload.install(&root)?;
-        let store = Store::open_workspace(&root, StoreOptions::default())?;
-        let runtime = Runtime::open(&root, &[], &[], store)?;
+        let open = || -> anyhow::Result<Arc<Store>> {
+            Ok(match db {
+                Some(url) => Store::connect(url, None, StoreOptions::default())?,
+                None => Store::open_workspace(&root, StoreOptions::default())?,
+            })
+        };
+        let runtime = Runtime::open(&root, &[], &[], open()?)?;
         let counters = Arc::new(ModelCounters::default());
         let model = model(pacing, counters.clone());
         runtime.models().install("local", Arc::new(model));
+        let other = match db {
+            Some(_) => Some(Runtime::open(&root, &[], &[], open()?)?),
+            None => None,
+        };
         let stop = CancellationToken::new();
-        let (service, addr, served) = rt.block_on(async {
+        let (service, addr, other, served) = rt.block_on(async {
             let service = Service::start(Arc::new(runtime), ServiceOptions::default());
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-            let addr = listener.local_addr()?;
-            let state = AppState::new(
-                vec![Workspace {
-                    id: "inventory".into(),
-                    root: root.clone(),
-                    service: service.clone(),
-                }],
-                ServerSettings {
-                    token: Token::new(TOKEN),
-                    allowed_hosts: trellis_server::loopback_hosts(addr.port()),
-                    limits: Limits::default(),
-                },
-            )?;
-            let signal = stop.clone();
-            let served = tokio::spawn(trellis_server::serve(listener, state, async move {
-                signal.cancelled().await;
-            }));
-            anyhow::Ok((service, addr, served))
+            let (addr, served) = serve_on(&root, service.clone(), stop.clone()).await?;
+            let mut all = vec![served];
+            let other = match other {
+                Some(runtime) => {
+                    let follower = Service::start(Arc::new(runtime), ServiceOptions::default());
+                    let (at, served) = serve_on(&root, follower.clone(), stop.clone()).await?;
+                    all.push(served);
+                    Some((follower, at))
+                }
+                None => None,
+            };
+            anyhow::Ok((service, addr, other, all))
         })?;
         Ok(Self {
             rt,
             ws: Some(ws),
             service,
             addr,
+            other,
             counters,
             workload: pacing.workload,
             stop,
-            served: Some(served),
+            served,
         })
+    }
+
+    /// Where the clients follow the runs: the second server when there is one.
+    pub fn follow_addr(&self) -> SocketAddr {
+        self.other.as_ref().map_or(self.addr, |(_, a)| *a)
     }
 
     /// One round: `runs` concurrent runs, `clients_per_run` WebSocket clients each.
     pub fn round(&self, runs: usize, clients_per_run: usize) -> anyhow::Result<Round> {
         let workload = self.workload;
         let addr = self.addr;
+        let follow = self.follow_addr();
         let live = self.service.live();
         let peak_reset = usage::reset_peak_rss();
         let rss_before_kib = usage::rss_kib();
@@ -291,7 +334,14 @@ impl Server {
                 let rt = tokio::runtime::Builder::new_current_thread()
                     .enable_all()
                     .build()?;
-                rt.block_on(client_round(addr, workload, runs, clients_per_run, live))
+                rt.block_on(client_round(
+                    addr,
+                    follow,
+                    workload,
+                    runs,
+                    clients_per_run,
+                    live,
+                ))
             })?
             .join()
             .map_err(|_| anyhow::anyhow!("the client thread panicked"))??;
@@ -348,9 +398,10 @@ impl Server {
     /// Stops the server and its service, and removes the workspace.
     pub fn shutdown(mut self) {
         self.stop.cancel();
-        if let Some(served) = self.served.take() {
+        for served in std::mem::take(&mut self.served) {
             let _ = self.rt.block_on(served);
         }
+        drop(self.other.take());
         drop(self.ws.take());
     }
 }
