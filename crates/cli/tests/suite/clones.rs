@@ -4,31 +4,17 @@
 //! clone, which continues from the branch the first one pushed; the server reviews, applies
 //! and undoes the run's work, none of which was written in its own repository.
 
-use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use trellis_test_pg::Cluster;
+use trellis_test_support::git;
 
 use super::common::*;
 use super::mock::*;
 use super::workers::{Worker, assert_each_once, completed, wait_status, workspace};
-
-fn git(dir: &Path, a: &[&str]) -> String {
-    let out = std::process::Command::new("git")
-        .args(a)
-        .current_dir(dir)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {a:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
-}
 
 /// The analysis agent writes `ANALYSIS.md` with the shell, the documentation agent
 /// `DECISION.md` with `write_file`; the documentation agent's first two requests (before
@@ -152,7 +138,7 @@ fn continue_in_another_clone(done: usize) {
     b.signal("-9");
     let _ = b.child.wait();
     assert_eq!(
-        git(&remote, &["show", &format!("{branch}:ANALYSIS.md")]),
+        git(&remote, &["show", &format!("{branch}:ANALYSIS.md")]).trim(),
         "analysed",
         "worker B pushed the analysis's work"
     );
@@ -164,7 +150,10 @@ fn continue_in_another_clone(done: usize) {
     c.wait_for(&format!("run {run}: stopped here (succeeded)"), 10);
     assert_each_once(&completed(&ws, &run));
     for (file, text) in [("ANALYSIS.md", "analysed"), ("DECISION.md", "decided")] {
-        assert_eq!(git(&remote, &["show", &format!("{branch}:{file}")]), text);
+        assert_eq!(
+            git(&remote, &["show", &format!("{branch}:{file}")]).trim(),
+            text
+        );
     }
     assert!(clones[1].join(".trellis/worktrees").join(&run).exists());
     assert_eq!(

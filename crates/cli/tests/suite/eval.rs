@@ -7,25 +7,13 @@ use std::process::Command;
 
 use serde_json::{Value, json};
 
+use trellis_test_support::git;
+
 use super::common::*;
 use super::mock::*;
 
 const CALC: &str = "def add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n";
 const VISIBLE: &str = "import unittest\n\nimport calc\n\n\nclass CalcTest(unittest.TestCase):\n    def test_sub(self):\n        self.assertEqual(calc.sub(5, 3), 2)\n";
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
-}
 
 /// A new test file `test_hidden.py` as a diff (the task's hidden test).
 fn hidden(name: &str, body: &str) -> String {
@@ -69,7 +57,7 @@ fn tasks(dir: &Path) -> std::path::PathBuf {
             "calc",
         ],
     );
-    let base = git(&repo, &["rev-parse", "HEAD"]);
+    let base = git(&repo, &["rev-parse", "HEAD"]).trim().to_owned();
     let env = json!({"language": "python", "setup": ["mkdir -p \"$TRELLIS_EVAL_ENV/made\""],
         // The assignment reaches the agents (the task's environment): mini's fix uses it.
         "test_command": "CALC_FIX='a + b' test -d \"$TRELLIS_EVAL_ENV/made\" && python3 -B -m unittest {tests}", "env_key": "calc-1"});
