@@ -3,7 +3,9 @@
 //! Why the CLI rather than libgit2: the user's own git decides what "the working tree"
 //! means (ignore rules, attributes, filters, sparse checkouts, index extensions, new
 //! repository formats) and it is already installed wherever a repository is; it also costs
-//! nothing to build. Every call disables hooks, signing and line-ending conversion (so
+//! nothing to build. Measured against libgit2 for a run's worktree (`bench/git-inprocess`,
+//! docs/benchmarks.md): faster only on repositories of a few files, where starting processes
+//! is the cost. Every call disables hooks, signing and line-ending conversion (so
 //! blobs hold the exact bytes of the files), never prompts, and drops `GIT_DIR`-style
 //! variables inherited from a surrounding git process.
 
