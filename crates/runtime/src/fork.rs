@@ -54,8 +54,14 @@ impl Runtime {
         // when it first needs one, as a new run does.
         let start = match self.store.change_set_of(parent)? {
             Some(record) => Some(ForkPoint {
-                at: fork_point(&*self.store, &self.repo, parent, seq)?
-                    .unwrap_or_else(|| record.base_commit.clone()),
+                // Written in another clone (`[repository] remote`): its commits come first.
+                at: {
+                    if let Some(remote) = &self.remote {
+                        remote.fetch(&Git::new(&self.repo), parent)?;
+                    }
+                    fork_point(&*self.store, &self.repo, parent, seq)?
+                        .unwrap_or_else(|| record.base_commit.clone())
+                },
                 base: record.base_commit,
             }),
             None => {

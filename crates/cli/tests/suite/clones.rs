@@ -165,8 +165,26 @@ fn continue_in_another_clone(done: usize) {
         "the node branches left the remote with the run's node worktrees"
     );
 
-    // The server's workspace wrote nothing of the run, and reviews, applies and undoes it.
+    // The server's workspace wrote nothing of the run; a fork of it there, at its last
+    // step, starts from the remote's branch (fetched first).
     assert!(!ws.path().join(".trellis/worktrees").join(&run).exists());
+    let steps =
+        json(args(isolated(ws.path()), &["runs", "show", &run, "--json"]))["outcome"]["steps"]
+            .as_u64()
+            .unwrap();
+    let fork = run_id(&ok(args(
+        isolated(ws.path()),
+        &["runs", "fork", &run, "--at", &format!("step:{steps}")],
+    )));
+    assert_eq!(
+        git(
+            ws.path(),
+            &["show", &format!("trellis/run-{fork}:DECISION.md")]
+        )
+        .trim(),
+        "decided"
+    );
+    // It reviews, applies and undoes the run.
     let shown = json(args(isolated(ws.path()), &["review", &run, "--json"]));
     let mut files: Vec<&str> = shown["files"]
         .as_array()
