@@ -1,4 +1,5 @@
 mod block_grammar;
+mod client_sessions;
 mod common;
 mod context;
 mod discussion;
