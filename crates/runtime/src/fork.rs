@@ -53,17 +53,17 @@ impl Runtime {
         // A parent that never wrote has no worktree: the fork snapshots the working state
         // when it first needs one, as a new run does.
         let start = match self.store.change_set_of(parent)? {
-            Some(record) => Some(ForkPoint {
+            Some(record) => {
                 // Written in another clone (`[repository] remote`): its commits come first.
-                at: {
-                    if let Some(remote) = &self.remote {
-                        remote.fetch(&Git::new(&self.repo), parent)?;
-                    }
-                    fork_point(&*self.store, &self.repo, parent, seq)?
-                        .unwrap_or_else(|| record.base_commit.clone())
-                },
-                base: record.base_commit,
-            }),
+                if let Some(remote) = &self.remote {
+                    remote.fetch(&Git::new(&self.repo), parent)?;
+                }
+                let at = fork_point(&*self.store, &self.repo, parent, seq)?;
+                Some(ForkPoint {
+                    at: at.unwrap_or_else(|| record.base_commit.clone()),
+                    base: record.base_commit,
+                })
+            }
             None => {
                 check_checkpoint(&*self.store, parent, seq)?;
                 None
