@@ -37,6 +37,7 @@ mod indent;
 mod merge;
 mod record;
 mod report;
+mod repro;
 mod sample;
 mod speculate;
 mod state;
@@ -74,7 +75,7 @@ pub use blocks::grammar::{grammar as block_grammar, shown as shown_lines};
 pub use calls::{EXECUTE_DAG, ExecuteDagInput, REPLAN_DAG, execute_dag_spec, replan_dag_spec};
 pub use inbox::Inbox;
 pub use record::INTERRUPTED_TOOL;
-pub use sample::{TestOutcome, TestProbe};
+pub use sample::{ScriptLanguage, ScriptRun, TestOutcome, TestProbe};
 pub use toolset::{SEARCH_TOOLS, search_tools_spec};
 
 /// Where one session's events go (an agent activation's, or a retrieval node's notes).

@@ -31,7 +31,7 @@ pub mod usage;
 
 pub use agent::{
     AgentOutcome, AgentReport, AgentRun, EXECUTE_DAG, INTERRUPTED_TOOL, Inbox, REPLAN_DAG, Resume,
-    SEARCH_TOOLS, SessionSink, SinkFactory, TestOutcome, TestProbe,
+    SEARCH_TOOLS, ScriptLanguage, ScriptRun, SessionSink, SinkFactory, TestOutcome, TestProbe,
 };
 pub use compress::{Compressed, FieldRepair, FieldRepairMethod, compress_field};
 pub use config::{AgentsConfig, RetrievalAgentConfig};

@@ -150,6 +150,14 @@ pub struct RoleSpec {
     /// Agentless).
     #[serde(default)]
     pub test_samples: bool,
+    /// With `samples`: at the first drawing, ask the model for a few short scripts that show
+    /// the problem the task describes (in the project's language, Python or JavaScript), keep
+    /// those that fail on the files as they are for a reason other than being broken
+    /// themselves, run each different change the answers make against them in a scratch copy,
+    /// and rank a change more scripts pass with first (after the tests' regressions); when no
+    /// answer passes a kept script, draw once more (reproduction tests, as in Agentless).
+    #[serde(default)]
+    pub reproduce: bool,
     /// With `edit_format: blocks`: hold each answer to the block grammar until a change
     /// applies (off by default: on iterate-b it resolved fewer tasks than free answers,
     /// docs/eval.md; only a model that can be constrained — the embedded one — is held): a
@@ -225,6 +233,7 @@ impl Default for RoleSpec {
             samples: default_samples(),
             sample_temperature: default_sample_temperature(),
             test_samples: false,
+            reproduce: false,
             block_grammar: false,
             focus: false,
             answer: AnswerFormat::Report,
@@ -398,6 +407,12 @@ fn problem(spec: &RoleSpec) -> Option<String> {
              more, or remove test_samples"
                 .into(),
         )
+    } else if spec.reproduce && spec.samples < 2 {
+        Some(
+            "`reproduce: true` ranks the answers `samples` draws: set `samples` to 2 or more, \
+             or remove reproduce"
+                .into(),
+        )
     } else if blocks && spec.answer == AnswerFormat::Prose {
         Some(
             "`answer: prose` is for roles that report in words; an `edit_format: blocks` role \
@@ -491,6 +506,7 @@ mod tests {
         };
         assert!(err("samples: 3\n").contains("needs `edit_format: blocks`"));
         assert!(err("edit_format: blocks\ntest_samples: true\n").contains("2 or more"));
+        assert!(err("edit_format: blocks\nreproduce: true\n").contains("2 or more"));
         assert!(err("focus: true\n").contains("set `edit_format: blocks`"));
         assert!(err("edit_format: blocks\nsamples: 0\n").contains("between 1 and 16"));
         assert!(err("frequency_penalty: 3\n").contains("between -2 and 2"));

@@ -10,6 +10,7 @@ mod foresight;
 mod orchestrate;
 pub(crate) mod parallel;
 mod prose;
+mod repro;
 pub(crate) mod retrieval;
 mod retrieval_adaptive;
 mod retrieval_judge;

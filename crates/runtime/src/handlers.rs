@@ -137,10 +137,14 @@ impl RunContext {
         Ok(env)
     }
 
-    /// The project's tests for a role that tests its drawn answers (`test_samples`), when
-    /// the project has a test command.
+    /// The project's tests for a role that tests its drawn answers (`test_samples`) or checks
+    /// them against scripts that show the problem (`reproduce`), when the project has a test
+    /// command.
     fn probe(&self, role: &RoleSpec, env: &ToolEnv) -> Option<Arc<dyn trellis_agents::TestProbe>> {
-        let command = self.test_command.clone().filter(|_| role.test_samples)?;
+        let command = self
+            .test_command
+            .clone()
+            .filter(|_| role.test_samples || role.reproduce)?;
         Some(Arc::new(testcmd::ScratchProbe {
             registry: self.registry(),
             env: env.clone(),
@@ -152,6 +156,10 @@ impl RunContext {
                 .min(testcmd::PROBE_TIMEOUT)
                 .as_secs(),
             secrets: self.runtime.tools.secrets.clone(),
+            scripts: role
+                .reproduce
+                .then(|| testcmd::script_language(env.workspace.root()))
+                .flatten(),
         }))
     }
 

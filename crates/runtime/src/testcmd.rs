@@ -31,6 +31,37 @@ fn python_has_pytest() -> bool {
         .is_ok_and(|s| s.success())
 }
 
+/// Whether the files at the top of `dir` make it a Python project.
+fn is_python(dir: &Path) -> bool {
+    [
+        "pyproject.toml",
+        "setup.py",
+        "setup.cfg",
+        "pytest.ini",
+        "tox.ini",
+    ]
+    .iter()
+    .any(|f| dir.join(f).exists())
+        || std::fs::read_dir(dir).is_ok_and(|entries| {
+            entries.flatten().any(|e| {
+                let n = e.file_name().to_string_lossy().into_owned();
+                (n.starts_with("test_") && n.ends_with(".py")) || n == "tests"
+            })
+        })
+}
+
+/// The language of the scripts that show a problem (role setting `reproduce`) for the
+/// project at `dir`: Python for a Python project, JavaScript for one with a `package.json`.
+pub fn script_language(dir: &Path) -> Option<trellis_agents::ScriptLanguage> {
+    if is_python(dir) {
+        Some(trellis_agents::ScriptLanguage::Python)
+    } else if dir.join("package.json").exists() {
+        Some(trellis_agents::ScriptLanguage::JavaScript)
+    } else {
+        None
+    }
+}
+
 /// The configured command, else one detected from the files at the top of `dir`.
 pub fn detect(dir: &Path, configured: Option<&str>) -> Option<TestCommand> {
     if let Some(c) = configured.filter(|c| !c.trim().is_empty()) {
@@ -60,21 +91,7 @@ pub fn detect(dir: &Path, configured: Option<&str>) -> Option<TestCommand> {
     {
         return found("npm test --silent", "package.json scripts.test");
     }
-    let python = [
-        "pyproject.toml",
-        "setup.py",
-        "setup.cfg",
-        "pytest.ini",
-        "tox.ini",
-    ]
-    .iter()
-    .any(|f| has(f))
-        || std::fs::read_dir(dir).is_ok_and(|entries| {
-            entries.flatten().any(|e| {
-                let n = e.file_name().to_string_lossy().into_owned();
-                (n.starts_with("test_") && n.ends_with(".py")) || n == "tests"
-            })
-        });
+    let python = is_python(dir);
     // `-B`: no bytecode files. Agents edit fast: a same-size edit within the second of the
     // previous run would otherwise be served from a stale `.pyc`.
     // `--continue-on-collection-errors`: a module that cannot be imported (an old project's
@@ -245,6 +262,46 @@ pub struct ScratchProbe {
     pub timeout_secs: u64,
     /// The secret patterns of the copy's workspace (the run's).
     pub secrets: trellis_tools::SecretsConfig,
+    /// The language of the scripts that show the problem (`reproduce`), if the project has
+    /// one ([`script_language`]).
+    pub scripts: Option<trellis_agents::ScriptLanguage>,
+}
+
+impl ScratchProbe {
+    /// `command` run in a scratch copy of the workspace with each `(path, text)` of `files`
+    /// written over it; `None` when the copy could not be made, or the command was killed (the
+    /// time limit) or refused: not a verdict on the files.
+    async fn in_copy(
+        &self,
+        files: Vec<(String, String)>,
+        command: &TestCommand,
+        cancel: CancellationToken,
+    ) -> Option<TestRun> {
+        let root = self.env.workspace.root().to_path_buf();
+        let scratch = tempfile::Builder::new()
+            .prefix("trellis-probe-")
+            .tempdir()
+            .ok()?;
+        let dir = scratch.path().to_path_buf();
+        let copied = tokio::task::spawn_blocking(move || -> std::io::Result<()> {
+            copy_for_tests(&root, &dir, true)?;
+            for (path, text) in files {
+                std::fs::write(dir.join(path), text)?;
+            }
+            Ok(())
+        })
+        .await;
+        if !matches!(copied, Ok(Ok(()))) {
+            return None;
+        }
+        let mut env = self.env.clone();
+        env.workspace = trellis_tools::Workspace::new(scratch.path(), &self.secrets).ok()?;
+        // The project's own command: `ask` is taken as approved; `deny` still applies.
+        env.interaction = std::sync::Arc::new(trellis_tools::NonInteractive { approve: true });
+        let run = run(&self.registry, &env, command, self.timeout_secs, cancel).await;
+        run.exit_code?;
+        Some(run)
+    }
 }
 
 impl trellis_agents::TestProbe for ScratchProbe {
@@ -254,37 +311,7 @@ impl trellis_agents::TestProbe for ScratchProbe {
         cancel: CancellationToken,
     ) -> futures::future::BoxFuture<'_, Option<trellis_agents::TestOutcome>> {
         Box::pin(async move {
-            let root = self.env.workspace.root().to_path_buf();
-            let scratch = tempfile::Builder::new()
-                .prefix("trellis-probe-")
-                .tempdir()
-                .ok()?;
-            let dir = scratch.path().to_path_buf();
-            let copied = tokio::task::spawn_blocking(move || -> std::io::Result<()> {
-                copy_for_tests(&root, &dir, true)?;
-                for (path, text) in files {
-                    std::fs::write(dir.join(path), text)?;
-                }
-                Ok(())
-            })
-            .await;
-            if !matches!(copied, Ok(Ok(()))) {
-                return None;
-            }
-            let mut env = self.env.clone();
-            env.workspace = trellis_tools::Workspace::new(scratch.path(), &self.secrets).ok()?;
-            // The project's own command: `ask` is taken as approved; `deny` still applies.
-            env.interaction = std::sync::Arc::new(trellis_tools::NonInteractive { approve: true });
-            let run = run(
-                &self.registry,
-                &env,
-                &self.command,
-                self.timeout_secs,
-                cancel,
-            )
-            .await;
-            // Killed (the time limit) or refused: not a verdict on the files.
-            run.exit_code?;
+            let run = self.in_copy(files, &self.command, cancel).await?;
             Some(trellis_agents::TestOutcome {
                 passed: run.passed,
                 failures: run.failures.iter().filter_map(|l| failure_key(l)).collect(),
@@ -294,6 +321,31 @@ impl trellis_agents::TestProbe for ScratchProbe {
 
     fn command(&self) -> String {
         self.command.command.clone()
+    }
+
+    fn script_language(&self) -> Option<trellis_agents::ScriptLanguage> {
+        self.scripts
+    }
+
+    fn run_script(
+        &self,
+        mut files: Vec<(String, String)>,
+        script: String,
+        cancel: CancellationToken,
+    ) -> futures::future::BoxFuture<'_, Option<trellis_agents::ScriptRun>> {
+        Box::pin(async move {
+            let lang = self.scripts?;
+            files.push((lang.file().to_owned(), script));
+            let command = TestCommand {
+                command: lang.command(),
+                source: "a script that shows the problem".into(),
+            };
+            let run = self.in_copy(files, &command, cancel).await?;
+            Some(trellis_agents::ScriptRun {
+                passed: run.passed,
+                output: run.output,
+            })
+        })
     }
 }
 
@@ -337,6 +389,7 @@ mod probe_tests {
             },
             timeout_secs: 30,
             secrets: Default::default(),
+            scripts: Some(trellis_agents::ScriptLanguage::Python),
         };
         let before = probe.run(Vec::new(), CancellationToken::new()).await;
         assert_eq!(
@@ -350,9 +403,45 @@ mod probe_tests {
             )
             .await;
         assert!(after.is_some_and(|o| o.passed && o.failures.is_empty()));
+        // A script that shows the problem: run by python3 from the copy's root, importing
+        // the copy's module, with the change or without it.
+        let script = "import a\nassert a.x == 2, a.x\n".to_owned();
+        let now = probe
+            .run_script(Vec::new(), script.clone(), CancellationToken::new())
+            .await
+            .unwrap_or_else(|| panic!("the script ran"));
+        assert!(
+            !now.passed && now.output.contains("AssertionError: 1"),
+            "{now:?}"
+        );
+        let fixed = probe
+            .run_script(
+                vec![("a.py".into(), "x = 2\n".into())],
+                script,
+                CancellationToken::new(),
+            )
+            .await;
+        assert!(fixed.is_some_and(|r| r.passed));
         assert_eq!(
             std::fs::read_to_string(ws.path().join("a.py")).unwrap_or_default(),
             "x = 1\n"
+        );
+        assert!(!ws.path().join(".trellis-repro.py").exists());
+    }
+
+    #[test]
+    fn scripts_are_written_in_the_projects_language() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(script_language(dir.path()), None);
+        std::fs::write(dir.path().join("package.json"), "{}").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            script_language(dir.path()),
+            Some(trellis_agents::ScriptLanguage::JavaScript)
+        );
+        std::fs::write(dir.path().join("pyproject.toml"), "").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            script_language(dir.path()),
+            Some(trellis_agents::ScriptLanguage::Python)
         );
     }
 

@@ -19,6 +19,8 @@ use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 use trellis_llm::{ChatRequest, Completion, Message, Usage};
 
+use super::repro::MORE_DRAWINGS;
+pub use super::repro::{ScriptLanguage, ScriptRun};
 use super::{AgentRun, Saved};
 use crate::error::{Error, Result};
 use crate::roles::EditFormat;
@@ -76,6 +78,25 @@ pub trait TestProbe: Send + Sync {
 
     /// The command, as the notes name it.
     fn command(&self) -> String;
+
+    /// The language of the scripts a `reproduce` role writes for this project; `None` (the
+    /// default): none are written.
+    fn script_language(&self) -> Option<ScriptLanguage> {
+        None
+    }
+
+    /// Runs `script` (written to [`ScriptLanguage::file`]) in a scratch copy of the workspace
+    /// with each `(path, text)` of `files` in place; `None` when it could not be run (no
+    /// script language, killed by the time limit).
+    fn run_script(
+        &self,
+        files: Vec<(String, String)>,
+        script: String,
+        cancel: CancellationToken,
+    ) -> BoxFuture<'_, Option<ScriptRun>> {
+        let _ = (files, script, cancel);
+        Box::pin(async { None })
+    }
 }
 
 /// What one answer's blocks come to, for choosing between answers.
@@ -92,13 +113,16 @@ pub(crate) struct Candidate {
     pub broken: Option<usize>,
     /// Failing tests the change makes pass (`test_samples`).
     pub fixed: usize,
+    /// How many of the scripts that show the problem pass with the change (`reproduce`;
+    /// `None` when not run).
+    pub reproduced: Option<usize>,
     /// The change replaces whole definitions the answer wrote without blocks
     /// ([`super::defs`]): it ranks after a change written as the blocks asked for.
     pub whole: bool,
 }
 
 impl Candidate {
-    fn clean(&self) -> bool {
+    pub(super) fn clean(&self) -> bool {
         !self.change.is_empty() && self.problems.is_empty()
     }
 
@@ -119,8 +143,9 @@ impl Candidate {
 }
 
 /// The index of the candidate to keep: a clean one (every block applies) before others,
-/// then the fewest test failures added and the most failing tests made to pass (when
-/// tested), then the change most candidates make, then one written as blocks over whole
+/// then the fewest test failures added, the most scripts that show the problem passed
+/// (`reproduce`) and the most failing tests made to pass (when tested), then the change most
+/// candidates make, then one written as blocks over whole
 /// definitions written without them, then the most applicable blocks, then the earliest.
 pub(crate) fn choose(candidates: &[Candidate]) -> usize {
     let votes = |c: &Candidate| {
@@ -136,6 +161,7 @@ pub(crate) fn choose(candidates: &[Candidate]) -> usize {
             (
                 c.clean(),
                 std::cmp::Reverse(c.broken.unwrap_or(0)),
+                c.reproduced.unwrap_or(0),
                 c.fixed,
                 votes(c),
                 !c.whole,
@@ -219,6 +245,7 @@ impl AgentRun {
             edits,
             broken: None,
             fixed: 0,
+            reproduced: None,
             whole: found.whole,
         }
     }
@@ -236,29 +263,35 @@ impl AgentRun {
         if !first.tool_calls.is_empty() {
             return Ok(first);
         }
+        let mut usage = Usage::default();
         let mut answers = vec![first];
-        for k in 1..self.role.samples {
-            let request = ChatRequest {
-                temperature: Some(self.role.sample_temperature),
-                seed: Some(turn.wrapping_mul(1_000).wrapping_add(k)),
-                ..request.clone()
-            };
-            match self.turn(request, turn, false).await {
-                Ok(c) => answers.push(c),
-                Err(trellis_llm::Error::Cancelled) => return Err(Error::Cancelled),
-                Err(e) => {
-                    self.note(
-                        st,
-                        format!("sample {} of {}: {e}", k + 1, self.role.samples),
-                    );
-                    break;
-                }
-            }
-        }
+        self.draw(st, &request, turn, 1..self.role.samples, &mut answers)
+            .await?;
         let mut candidates: Vec<Candidate> = answers
             .iter()
             .map(|a| self.candidate(&st.messages, &a.text, turn))
             .collect();
+        let scripts = self.reproductions(st, &request, turn, &mut usage).await?;
+        if !scripts.is_empty() {
+            self.reproduce(st, &scripts, &mut candidates).await?;
+            let n = self.role.samples;
+            for more in 1..=MORE_DRAWINGS {
+                if candidates.iter().any(|c| c.reproduced.unwrap_or(0) > 0) {
+                    break;
+                }
+                self.note(
+                    st,
+                    "no drawn answer passes a script that shows the problem: drawing again",
+                );
+                let from = answers.len();
+                self.draw(st, &request, turn, more * n..(more + 1) * n, &mut answers)
+                    .await?;
+                for a in &answers[from..] {
+                    candidates.push(self.candidate(&st.messages, &a.text, turn));
+                }
+                self.reproduce(st, &scripts, &mut candidates).await?;
+            }
+        }
         self.test_candidates(st, &mut candidates).await?;
         let kept = choose(&candidates);
         let clean = candidates.iter().filter(|c| c.clean()).count();
@@ -291,13 +324,42 @@ impl AgentRun {
             };
             self.note(st, format!("answer {} (not kept):\n{text}{cut}", i + 1));
         }
-        let mut usage = Usage::default();
         for a in &answers {
             usage.add(&a.usage);
         }
         let mut chosen = answers.swap_remove(kept);
         chosen.usage = usage;
         Ok(chosen)
+    }
+
+    /// Draws the answers of seeds `seeds` (sample numbers of this turn: the first drawing's
+    /// are `1..samples`, its greedy answer being 0) at the role's sample temperature onto
+    /// `answers`. An answer the model cannot give (a budget, an error) ends the drawing with
+    /// the answers at hand.
+    async fn draw(
+        &self,
+        st: &mut Saved,
+        request: &ChatRequest,
+        turn: u32,
+        seeds: std::ops::Range<u32>,
+        answers: &mut Vec<Completion>,
+    ) -> Result<()> {
+        for k in seeds {
+            let request = ChatRequest {
+                temperature: Some(self.role.sample_temperature),
+                seed: Some(turn.wrapping_mul(1_000).wrapping_add(k)),
+                ..request.clone()
+            };
+            match self.turn(request, turn, false).await {
+                Ok(c) => answers.push(c),
+                Err(trellis_llm::Error::Cancelled) => return Err(Error::Cancelled),
+                Err(e) => {
+                    self.note(st, format!("sample {}: {e}", k + 1));
+                    break;
+                }
+            }
+        }
+        Ok(())
     }
 
     /// With `test_samples` and a probe: each different change whose blocks all apply, run
@@ -369,7 +431,10 @@ impl AgentRun {
 
     /// The workspace files `edits` change, with the edits made (each `old` replaced once, in
     /// order); a file that cannot be read is left out.
-    fn changed_files(&self, edits: &[(String, String, String)]) -> Vec<(String, String)> {
+    pub(super) fn changed_files(
+        &self,
+        edits: &[(String, String, String)],
+    ) -> Vec<(String, String)> {
         let mut files: Vec<(String, String)> = Vec::new();
         for (path, old, new) in edits {
             let at = files.iter().position(|(p, _)| p == path);

@@ -45,6 +45,10 @@ pub(in crate::agent) struct Saved {
     /// Turns of this activation drawn again so far.
     #[serde(default)]
     pub(in crate::agent) redraws: u32,
+    /// The scripts that show the problem (`reproduce`): `None` until the first drawing asks
+    /// for them, then the ones kept (failing on the files as they were).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(in crate::agent) repros: Option<Vec<String>>,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]

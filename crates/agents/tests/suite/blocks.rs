@@ -61,6 +61,26 @@ pub(crate) async fn run_spec(
     block_grammar: bool,
     focus: bool,
 ) -> Ran {
+    let test_samples = probe.is_some();
+    run_configured(answers, probe, focus, |role| trellis_agents::RoleSpec {
+        samples,
+        test_samples,
+        block_grammar,
+        focus,
+        reproduce: false,
+        ..role
+    })
+    .await
+}
+
+/// `answers` to the built-in fixer as `configure` changes it, given `probe`; a `focus` run
+/// also shows `pkg/util.py` ([`OTHER`]).
+pub(crate) async fn run_configured(
+    answers: Vec<&str>,
+    probe: Option<Arc<dyn trellis_agents::TestProbe>>,
+    focus: bool,
+    configure: impl FnOnce(trellis_agents::RoleSpec) -> trellis_agents::RoleSpec,
+) -> Ran {
     let ws = TempWorkspace::new("blocks").unwrap();
     std::fs::create_dir_all(ws.path().join("pkg")).unwrap();
     std::fs::write(ws.path().join("pkg/math.py"), SOURCE).unwrap();
@@ -71,13 +91,7 @@ pub(crate) async fn run_spec(
         .unwrap()
         .clone();
     assert_eq!(role.edit_format, EditFormat::Blocks);
-    let role = trellis_agents::RoleSpec {
-        samples,
-        test_samples: probe.is_some(),
-        block_grammar,
-        focus,
-        ..role
-    };
+    let role = configure(role);
     let mut registry = Registry::builtin(&BTreeMap::new());
     registry.allow(&role.name, role.tools.iter().map(String::as_str));
     let scripted = ScriptedProvider::new(
@@ -247,7 +261,7 @@ async fn a_block_written_twice_is_applied_once() {
     assert!(!ran.report.report.failure);
 }
 
-const FIX: &str = "pkg/math.py\n<<<<<<< SEARCH\n    if val > 2 ** len_:\n=======\n    if val >= 2 ** len_:\n>>>>>>> REPLACE";
+pub(crate) const FIX: &str = "pkg/math.py\n<<<<<<< SEARCH\n    if val > 2 ** len_:\n=======\n    if val >= 2 ** len_:\n>>>>>>> REPLACE";
 
 #[tokio::test]
 async fn several_samples_keep_the_answer_whose_blocks_apply_and_most_agree_on() {

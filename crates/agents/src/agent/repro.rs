@@ -1,0 +1,356 @@
+//! Scripts that show the problem, to tell the drawn answers apart (role setting `reproduce`).
+//!
+//! The drawn answers of a small model rarely agree, and the project's tests tell few of them
+//! apart (a fix's tests are the ones the project does not have yet), so the answer kept is
+//! mostly the earliest that applies (docs/eval.md). Agentless ranks its candidate patches by
+//! reproduction tests it generates first; a `reproduce` role does the same: at its first
+//! drawing it asks the model, in the same conversation, for a few short scripts that show the
+//! problem the task describes and check the result the task asks for. A script is kept when
+//! it fails on the files as they are for a reason other than being broken itself (a syntax
+//! error, an import or name that does not exist). Each different change whose blocks all
+//! apply is then run against the kept scripts in a scratch copy ([`TestProbe::run_script`]),
+//! and a change more scripts pass with ranks first. When scripts were kept and no answer of a
+//! drawing passes any, the turn draws once more.
+
+use trellis_llm::{ChatRequest, Message, Usage};
+
+use super::defs::fenced;
+use super::sample::{Candidate, normal};
+use super::{AgentRun, Saved};
+use crate::error::{Error, Result};
+
+/// How many scripts the role asks for (the first greedy, the others sampled).
+const SCRIPTS: u32 = 3;
+
+/// A script answer's length cap, in tokens.
+const SCRIPT_TOKENS: u32 = 512;
+
+/// How many more drawings a turn makes when no answer passes a kept script.
+pub(super) const MORE_DRAWINGS: u32 = 1;
+
+/// How much of a kept script's output on the files as they are its note shows.
+const OUTPUT_CHARS: usize = 600;
+
+/// The language a project's reproduction scripts are written in, and how the probe runs one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ScriptLanguage {
+    /// Run as `python3 -B .trellis-repro.py` from the copy's root.
+    Python,
+    /// Run as `node .trellis-repro.cjs` from the copy's root (CommonJS: `require`).
+    JavaScript,
+}
+
+impl ScriptLanguage {
+    /// The language's name in the request.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Python => "Python",
+            Self::JavaScript => "JavaScript (Node.js, CommonJS `require`)",
+        }
+    }
+
+    /// The fence tag the request asks for.
+    fn tag(self) -> &'static str {
+        match self {
+            Self::Python => "python",
+            Self::JavaScript => "javascript",
+        }
+    }
+
+    /// The fence tags an answer's script may carry (or none).
+    fn tags(self) -> &'static [&'static str] {
+        match self {
+            Self::Python => &["", "python", "py", "python3"],
+            Self::JavaScript => &["", "javascript", "js", "node", "cjs"],
+        }
+    }
+
+    /// The file a script is written to, at the copy's root.
+    pub fn file(self) -> &'static str {
+        match self {
+            Self::Python => ".trellis-repro.py",
+            Self::JavaScript => ".trellis-repro.cjs",
+        }
+    }
+
+    /// The command that runs the script, from the copy's root.
+    pub fn command(self) -> String {
+        match self {
+            Self::Python => format!("python3 -B {}", self.file()),
+            Self::JavaScript => format!("node {}", self.file()),
+        }
+    }
+
+    /// Whether a failed run's output shows the script itself is broken — it does not parse,
+    /// or uses a module or name that does not exist — rather than the problem it shows.
+    pub fn script_broken(self, output: &str) -> bool {
+        let broken: &[&str] = match self {
+            Self::Python => &[
+                "SyntaxError",
+                "IndentationError",
+                "TabError",
+                "ModuleNotFoundError",
+                "ImportError",
+                "NameError",
+            ],
+            Self::JavaScript => &["SyntaxError", "ReferenceError", "Cannot find module"],
+        };
+        output
+            .lines()
+            .any(|l| broken.iter().any(|b| l.trim_start().starts_with(b)))
+            || (self == Self::JavaScript && output.contains("MODULE_NOT_FOUND"))
+    }
+}
+
+/// What running a script said.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ScriptRun {
+    /// Whether it exited 0 in time.
+    pub passed: bool,
+    /// The end of its output (stdout and stderr).
+    pub output: String,
+}
+
+/// The request for the scripts, after the conversation.
+fn request_text(lang: ScriptLanguage) -> String {
+    format!(
+        "Do not fix anything yet. First write a short {} script that shows the problem the \
+         task describes: it uses the project's code the way the task and the code above do \
+         (import it as the code above is imported), and checks the result the task asks for \
+         with assertions, so that it fails now and passes once the problem is fixed. Only the \
+         standard library and the project's own code; no test framework. Answer with the \
+         script alone, in one ```{} fence.",
+        lang.name(),
+        lang.tag()
+    )
+}
+
+/// The script an answer holds: its first closed fence with one of `lang`'s tags, not empty.
+pub(crate) fn script_of(text: &str, lang: ScriptLanguage) -> Option<String> {
+    let lines: Vec<&str> = text.lines().collect();
+    fenced(&lines)
+        .into_iter()
+        .find(|f| {
+            let tag = lines[f.open]
+                .trim_start()
+                .trim_start_matches(['`', '~'])
+                .trim()
+                .to_ascii_lowercase();
+            lang.tags().contains(&tag.as_str())
+        })
+        .map(|f| f.body.join("\n") + "\n")
+        .filter(|s| !s.trim().is_empty())
+}
+
+impl AgentRun {
+    /// The kept scripts of this activation: drawn and checked at its first drawing (a role
+    /// with `reproduce` and a probe that knows the project's script language), then reused.
+    /// The calls' usage is added to `usage`.
+    pub(super) async fn reproductions(
+        &self,
+        st: &mut Saved,
+        request: &ChatRequest,
+        turn: u32,
+        usage: &mut Usage,
+    ) -> Result<Vec<String>> {
+        if let Some(kept) = &st.repros {
+            return Ok(kept.clone());
+        }
+        let Some(probe) = self.probe.as_ref().filter(|_| self.role.reproduce) else {
+            return Ok(Vec::new());
+        };
+        st.repros = Some(Vec::new());
+        let Some(lang) = probe.script_language() else {
+            self.note(
+                st,
+                "no script language is known for this project: its answers are not checked \
+                 against scripts that show the problem",
+            );
+            return Ok(Vec::new());
+        };
+        let mut messages = request.messages.clone();
+        messages.push(Message::user(request_text(lang)));
+        let mut scripts: Vec<String> = Vec::new();
+        let mut said: Vec<String> = Vec::new();
+        for k in 0..SCRIPTS {
+            let ask = ChatRequest {
+                max_tokens: Some(SCRIPT_TOKENS),
+                temperature: (k > 0).then_some(self.role.sample_temperature),
+                seed: Some(turn.wrapping_mul(1_000).wrapping_add(500 + k)),
+                ..ChatRequest::new(messages.clone())
+            };
+            let answer = match self.turn(ask, turn, false).await {
+                Ok(c) => c,
+                Err(trellis_llm::Error::Cancelled) => return Err(Error::Cancelled),
+                Err(e) => {
+                    said.push(format!("script {}: {e}", k + 1));
+                    break;
+                }
+            };
+            usage.add(&answer.usage);
+            match script_of(&answer.text, lang) {
+                Some(s) if !scripts.iter().any(|o| normal(o) == normal(&s)) => scripts.push(s),
+                Some(_) => said.push(format!("script {}: the same as another", k + 1)),
+                None => said.push(format!("script {}: no {} fence", k + 1, lang.tag())),
+            }
+        }
+        let mut kept = Vec::new();
+        for (i, script) in scripts.iter().enumerate() {
+            if self.cancel.is_cancelled() {
+                return Err(Error::Cancelled);
+            }
+            let head = format!("script ({} lines)", script.lines().count());
+            match probe
+                .run_script(Vec::new(), script.clone(), self.cancel.clone())
+                .await
+            {
+                None => said.push(format!("{head} {}: did not finish", i + 1)),
+                Some(run) if run.passed => {
+                    said.push(format!("{head} {}: passes as the files are", i + 1))
+                }
+                Some(run) if lang.script_broken(&run.output) => said.push(format!(
+                    "{head} {}: broken ({})",
+                    i + 1,
+                    last_line(&run.output)
+                )),
+                Some(run) => {
+                    let out: String = tail_chars(&run.output, OUTPUT_CHARS);
+                    self.note(
+                        st,
+                        format!(
+                            "kept a script that shows the problem (it fails as the files \
+                             are):\n{script}\nits output:\n{out}"
+                        ),
+                    );
+                    said.push(format!("{head} {}: fails as the files are (kept)", i + 1));
+                    kept.push(script.clone());
+                }
+            }
+        }
+        self.note(
+            st,
+            format!(
+                "asked for {SCRIPTS} scripts that show the problem (`{}`): kept {}. {}",
+                lang.command(),
+                kept.len(),
+                said.join("; ")
+            ),
+        );
+        st.repros = Some(kept.clone());
+        Ok(kept)
+    }
+
+    /// Runs each different clean change of `candidates` not yet checked against the kept
+    /// `scripts`, its count of scripts passed in `reproduced`.
+    pub(super) async fn reproduce(
+        &self,
+        st: &mut Saved,
+        scripts: &[String],
+        candidates: &mut [Candidate],
+    ) -> Result<()> {
+        let Some(probe) = self.probe.as_ref() else {
+            return Ok(());
+        };
+        let mut said = Vec::new();
+        for i in 0..candidates.len() {
+            if !candidates[i].clean() || candidates[i].reproduced.is_some() {
+                continue;
+            }
+            let files = self.changed_files(&candidates[i].edits);
+            let mut passed = 0;
+            for script in scripts {
+                if self.cancel.is_cancelled() {
+                    return Err(Error::Cancelled);
+                }
+                let run = probe
+                    .run_script(files.clone(), script.clone(), self.cancel.clone())
+                    .await;
+                passed += usize::from(run.is_some_and(|r| r.passed));
+            }
+            let change = candidates[i].change.clone();
+            for c in candidates.iter_mut().filter(|c| c.change == change) {
+                c.reproduced = Some(passed);
+            }
+            said.push(format!("answer {}: {passed}", i + 1));
+        }
+        if !said.is_empty() {
+            self.note(
+                st,
+                format!(
+                    "the scripts that show the problem, passed of {}: {}",
+                    scripts.len(),
+                    said.join("; ")
+                ),
+            );
+        }
+        Ok(())
+    }
+}
+
+/// The last non-empty line of `text`, at most 160 characters.
+fn last_line(text: &str) -> String {
+    let line = text
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("");
+    line.trim().chars().take(160).collect()
+}
+
+/// The last `max` characters of `text`.
+fn tail_chars(text: &str, max: usize) -> String {
+    let n = text.chars().count();
+    text.chars().skip(n.saturating_sub(max)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_script_is_the_first_fence_of_the_language() {
+        let text =
+            "Here:\n```python\nfrom a import f\nassert f() == 2\n```\nand\n```python\nx\n```";
+        assert_eq!(
+            script_of(text, ScriptLanguage::Python).as_deref(),
+            Some("from a import f\nassert f() == 2\n")
+        );
+        assert_eq!(
+            script_of("```\nprint(1)\n```", ScriptLanguage::Python).as_deref(),
+            Some("print(1)\n")
+        );
+        assert_eq!(script_of("```js\nx()\n```", ScriptLanguage::Python), None);
+        assert_eq!(script_of("no fence at all", ScriptLanguage::Python), None);
+        // Unclosed: cut by the token cap, not whole.
+        assert_eq!(
+            script_of("```python\nassert f(", ScriptLanguage::Python),
+            None
+        );
+        assert_eq!(
+            script_of(
+                "```javascript\nconst y = require('./');\n```",
+                ScriptLanguage::JavaScript
+            )
+            .as_deref(),
+            Some("const y = require('./');\n")
+        );
+    }
+
+    #[test]
+    fn a_script_that_does_not_parse_or_import_is_broken_and_a_failed_assertion_is_not() {
+        let py = ScriptLanguage::Python;
+        let tb = |last: &str| {
+            format!("Traceback (most recent call last):\n  File \"x\", line 1\n{last}\n")
+        };
+        assert!(py.script_broken(&tb("ModuleNotFoundError: No module named 'foo'")));
+        assert!(py.script_broken(&tb("SyntaxError: invalid syntax")));
+        assert!(py.script_broken(&tb("NameError: name 'f' is not defined")));
+        assert!(!py.script_broken(&tb("AssertionError")));
+        assert!(!py.script_broken(&tb("ValueError: month must be in 1..12")));
+        let js = ScriptLanguage::JavaScript;
+        assert!(
+            js.script_broken("Error: Cannot find module 'js-yaml'\n  code: 'MODULE_NOT_FOUND'")
+        );
+        assert!(!js.script_broken("AssertionError [ERR_ASSERTION]: false == true"));
+    }
+}
