@@ -6,8 +6,9 @@
 //! reproduction tests it generates first; a `reproduce` role does the same: at its first
 //! drawing it asks the model, in the same conversation, for a few short scripts that show the
 //! problem the task describes and check the result the task asks for. A script is kept when
-//! it fails on the files as they are for a reason other than being broken itself (a syntax
-//! error, an import or name that does not exist). Each different change whose blocks all
+//! one of its assertions fails on the files as they are (a script that fails on anything else —
+//! it does not parse, imports what does not exist, calls the project's code wrongly — shows
+//! nothing about the problem). Each different change whose blocks all
 //! apply is then run against the kept scripts in a scratch copy ([`TestProbe::run_script`]),
 //! and a change more scripts pass with ranks first. When scripts were kept and no answer of a
 //! drawing passes any, the turn draws once more.
@@ -81,24 +82,16 @@ impl ScriptLanguage {
         }
     }
 
-    /// Whether a failed run's output shows the script itself is broken — it does not parse,
-    /// or uses a module or name that does not exist — rather than the problem it shows.
-    pub fn script_broken(self, output: &str) -> bool {
-        let broken: &[&str] = match self {
-            Self::Python => &[
-                "SyntaxError",
-                "IndentationError",
-                "TabError",
-                "ModuleNotFoundError",
-                "ImportError",
-                "NameError",
-            ],
-            Self::JavaScript => &["SyntaxError", "ReferenceError", "Cannot find module"],
-        };
-        output
-            .lines()
-            .any(|l| broken.iter().any(|b| l.trim_start().starts_with(b)))
-            || (self == Self::JavaScript && output.contains("MODULE_NOT_FOUND"))
+    /// Whether a failed run's output shows it failed on one of its assertions — the check
+    /// of the result the task asks for — rather than on anything else: a script that does
+    /// not parse, imports what does not exist, or calls the project's code wrongly (a
+    /// `TypeError` of its own making) shows nothing about the problem.
+    pub fn failed_on_assertion(self, output: &str) -> bool {
+        output.lines().any(|l| {
+            let l = l.trim_start();
+            l.starts_with("AssertionError")
+                || (self == Self::JavaScript && l.contains("ERR_ASSERTION"))
+        })
     }
 }
 
@@ -208,8 +201,8 @@ impl AgentRun {
                 Some(run) if run.passed => {
                     said.push(format!("{head} {}: passes as the files are", i + 1))
                 }
-                Some(run) if lang.script_broken(&run.output) => said.push(format!(
-                    "{head} {}: broken ({})",
+                Some(run) if !lang.failed_on_assertion(&run.output) => said.push(format!(
+                    "{head} {}: fails, not on an assertion ({})",
                     i + 1,
                     last_line(&run.output)
                 )),
@@ -218,11 +211,14 @@ impl AgentRun {
                     self.note(
                         st,
                         format!(
-                            "kept a script that shows the problem (it fails as the files \
-                             are):\n{script}\nits output:\n{out}"
+                            "kept a script that shows the problem (an assertion fails as the \
+                             files are):\n{script}\nits output:\n{out}"
                         ),
                     );
-                    said.push(format!("{head} {}: fails as the files are (kept)", i + 1));
+                    said.push(format!(
+                        "{head} {}: an assertion fails as the files are (kept)",
+                        i + 1
+                    ));
                     kept.push(script.clone());
                 }
             }
@@ -337,20 +333,23 @@ mod tests {
     }
 
     #[test]
-    fn a_script_that_does_not_parse_or_import_is_broken_and_a_failed_assertion_is_not() {
+    fn only_a_failed_assertion_shows_the_problem() {
         let py = ScriptLanguage::Python;
         let tb = |last: &str| {
             format!("Traceback (most recent call last):\n  File \"x\", line 1\n{last}\n")
         };
-        assert!(py.script_broken(&tb("ModuleNotFoundError: No module named 'foo'")));
-        assert!(py.script_broken(&tb("SyntaxError: invalid syntax")));
-        assert!(py.script_broken(&tb("NameError: name 'f' is not defined")));
-        assert!(!py.script_broken(&tb("AssertionError")));
-        assert!(!py.script_broken(&tb("ValueError: month must be in 1..12")));
+        assert!(py.failed_on_assertion(&tb("AssertionError")));
+        assert!(py.failed_on_assertion(&tb("AssertionError: 4 fits in 2 bits")));
+        assert!(!py.failed_on_assertion(&tb("ModuleNotFoundError: No module named 'foo'")));
+        assert!(!py.failed_on_assertion(&tb("SyntaxError: invalid syntax")));
+        assert!(!py.failed_on_assertion(&tb(
+            "TypeError: Context.__init__() missing 1 required positional argument: 'command'"
+        )));
         let js = ScriptLanguage::JavaScript;
-        assert!(
-            js.script_broken("Error: Cannot find module 'js-yaml'\n  code: 'MODULE_NOT_FOUND'")
-        );
-        assert!(!js.script_broken("AssertionError [ERR_ASSERTION]: false == true"));
+        assert!(js.failed_on_assertion("AssertionError [ERR_ASSERTION]: false == true"));
+        assert!(js.failed_on_assertion("  code: 'ERR_ASSERTION',"));
+        assert!(!js.failed_on_assertion(
+            "Error: Cannot find module 'js-yaml'\n  code: 'MODULE_NOT_FOUND'"
+        ));
     }
 }
