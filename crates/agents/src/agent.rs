@@ -35,6 +35,7 @@ mod foresight;
 pub(crate) mod inbox;
 mod indent;
 mod merge;
+mod probe;
 mod record;
 mod report;
 mod repro;

@@ -16,6 +16,7 @@
 use trellis_llm::{ChatRequest, Message, Usage};
 
 use super::defs::fenced;
+use super::probe::ScriptLanguage;
 use super::sample::{Candidate, normal};
 use super::{AgentRun, Saved};
 use crate::error::{Error, Result};
@@ -26,83 +27,8 @@ const SCRIPTS: u32 = 3;
 /// A script answer's length cap, in tokens.
 const SCRIPT_TOKENS: u32 = 512;
 
-/// How many more drawings a turn makes when no answer passes a kept script.
-pub(super) const MORE_DRAWINGS: u32 = 1;
-
 /// How much of a kept script's output on the files as they are its note shows.
 const OUTPUT_CHARS: usize = 600;
-
-/// The language a project's reproduction scripts are written in, and how the probe runs one.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ScriptLanguage {
-    /// Run as `python3 -B .trellis-repro.py` from the copy's root.
-    Python,
-    /// Run as `node .trellis-repro.cjs` from the copy's root (CommonJS: `require`).
-    JavaScript,
-}
-
-impl ScriptLanguage {
-    /// The language's name in the request.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Python => "Python",
-            Self::JavaScript => "JavaScript (Node.js, CommonJS `require`)",
-        }
-    }
-
-    /// The fence tag the request asks for.
-    fn tag(self) -> &'static str {
-        match self {
-            Self::Python => "python",
-            Self::JavaScript => "javascript",
-        }
-    }
-
-    /// The fence tags an answer's script may carry (or none).
-    fn tags(self) -> &'static [&'static str] {
-        match self {
-            Self::Python => &["", "python", "py", "python3"],
-            Self::JavaScript => &["", "javascript", "js", "node", "cjs"],
-        }
-    }
-
-    /// The file a script is written to, at the copy's root.
-    pub fn file(self) -> &'static str {
-        match self {
-            Self::Python => ".trellis-repro.py",
-            Self::JavaScript => ".trellis-repro.cjs",
-        }
-    }
-
-    /// The command that runs the script, from the copy's root.
-    pub fn command(self) -> String {
-        match self {
-            Self::Python => format!("python3 -B {}", self.file()),
-            Self::JavaScript => format!("node {}", self.file()),
-        }
-    }
-
-    /// Whether a failed run's output shows it failed on one of its assertions — the check
-    /// of the result the task asks for — rather than on anything else: a script that does
-    /// not parse, imports what does not exist, or calls the project's code wrongly (a
-    /// `TypeError` of its own making) shows nothing about the problem.
-    pub fn failed_on_assertion(self, output: &str) -> bool {
-        output.lines().any(|l| {
-            let l = l.trim_start();
-            l.starts_with("AssertionError")
-                || (self == Self::JavaScript && l.contains("ERR_ASSERTION"))
-        })
-    }
-}
-
-/// What running a script said.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ScriptRun {
-    /// Whether it exited 0 in time.
-    pub passed: bool,
-    /// The end of its output (stdout and stderr).
-    pub output: String,
-}
 
 /// The request for the scripts, after the conversation.
 fn request_text(lang: ScriptLanguage) -> String {
@@ -163,7 +89,8 @@ impl AgentRun {
         };
         let mut messages = request.messages.clone();
         messages.push(Message::user(request_text(lang)));
-        let mut scripts: Vec<String> = Vec::new();
+        // Each script with the number of the answer that wrote it.
+        let mut scripts: Vec<(u32, String)> = Vec::new();
         let mut said: Vec<String> = Vec::new();
         for k in 0..SCRIPTS {
             let ask = ChatRequest {
@@ -182,28 +109,27 @@ impl AgentRun {
             };
             usage.add(&answer.usage);
             match script_of(&answer.text, lang) {
-                Some(s) if !scripts.iter().any(|o| normal(o) == normal(&s)) => scripts.push(s),
+                Some(s) if !scripts.iter().any(|(_, o)| normal(o) == normal(&s)) => {
+                    scripts.push((k + 1, s))
+                }
                 Some(_) => said.push(format!("script {}: the same as another", k + 1)),
                 None => said.push(format!("script {}: no {} fence", k + 1, lang.tag())),
             }
         }
         let mut kept = Vec::new();
-        for (i, script) in scripts.iter().enumerate() {
+        for (n, script) in &scripts {
             if self.cancel.is_cancelled() {
                 return Err(Error::Cancelled);
             }
-            let head = format!("script ({} lines)", script.lines().count());
+            let head = format!("script {n} ({} lines)", script.lines().count());
             match probe
                 .run_script(Vec::new(), script.clone(), self.cancel.clone())
                 .await
             {
-                None => said.push(format!("{head} {}: did not finish", i + 1)),
-                Some(run) if run.passed => {
-                    said.push(format!("{head} {}: passes as the files are", i + 1))
-                }
+                None => said.push(format!("{head}: did not finish")),
+                Some(run) if run.passed => said.push(format!("{head}: passes as the files are")),
                 Some(run) if !lang.failed_on_assertion(&run.output) => said.push(format!(
-                    "{head} {}: fails, not on an assertion ({})",
-                    i + 1,
+                    "{head}: fails, not on an assertion ({})",
                     last_line(&run.output)
                 )),
                 Some(run) => {
@@ -216,8 +142,7 @@ impl AgentRun {
                         ),
                     );
                     said.push(format!(
-                        "{head} {}: an assertion fails as the files are (kept)",
-                        i + 1
+                        "{head}: an assertion fails as the files are (kept)"
                     ));
                     kept.push(script.clone());
                 }
@@ -283,12 +208,18 @@ impl AgentRun {
     }
 }
 
-/// The last non-empty line of `text`, at most 160 characters.
+/// What a failed script died of: the last line of `text` naming an error (`NameError: …`,
+/// Node's `TypeError: …` above its stack), else its last non-empty line; at most 160
+/// characters.
 fn last_line(text: &str) -> String {
-    let line = text
-        .lines()
-        .rev()
-        .find(|l| !l.trim().is_empty())
+    let names_error = |l: &&str| {
+        let word = l.trim_start().split([':', ' ', '[']).next().unwrap_or("");
+        word.ends_with("Error") || word.ends_with("Exception")
+    };
+    let lines = || text.lines().rev().filter(|l| !l.trim().is_empty());
+    let line = lines()
+        .find(names_error)
+        .or_else(|| lines().next())
         .unwrap_or("");
     line.trim().chars().take(160).collect()
 }
@@ -329,6 +260,21 @@ mod tests {
             )
             .as_deref(),
             Some("const y = require('./');\n")
+        );
+    }
+
+    #[test]
+    fn a_failed_script_is_told_by_its_last_line() {
+        assert_eq!(
+            last_line(
+                "x.cjs:3\nTypeError: yaml.load is not a function\n    at x.cjs:3\n\nNode.js v20.20.2\n"
+            ),
+            "TypeError: yaml.load is not a function"
+        );
+        assert_eq!(last_line("Killed\n"), "Killed");
+        assert_eq!(
+            last_line("Traceback\nNameError: name 'f' is not defined\n\n"),
+            "NameError: name 'f' is not defined"
         );
     }
 

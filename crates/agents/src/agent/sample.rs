@@ -13,14 +13,9 @@
 //! tests in a scratch copy — as Agentless filters its candidates by the regression tests — and
 //! a change that breaks tests the files as they are pass ranks after one that breaks none.
 
-use std::collections::BTreeSet;
-
-use futures::future::BoxFuture;
-use tokio_util::sync::CancellationToken;
 use trellis_llm::{ChatRequest, Completion, Message, Usage};
 
-use super::repro::MORE_DRAWINGS;
-pub use super::repro::{ScriptLanguage, ScriptRun};
+pub use super::probe::{ScriptLanguage, ScriptRun, TestOutcome, TestProbe};
 use super::{AgentRun, Saved};
 use crate::error::{Error, Result};
 use crate::roles::EditFormat;
@@ -29,75 +24,11 @@ use crate::roles::EditFormat;
 /// told what went wrong instead.
 pub(crate) const MAX_REDRAWS: u32 = 2;
 
+/// How many more drawings a turn makes when no answer passes a kept script.
+pub(super) const MORE_DRAWINGS: u32 = 1;
+
 /// How much of an answer not kept its note shows.
 const NOT_KEPT_CHARS: usize = 2_000;
-
-/// What the project's tests said of a set of files.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct TestOutcome {
-    /// Whether the test command passed.
-    pub passed: bool,
-    /// The failures it printed (a failing test's name, an error line), one per entry.
-    pub failures: BTreeSet<String>,
-}
-
-impl TestOutcome {
-    /// How many failures `self` has that `before` did not: 0 when it passes; at least 1 when
-    /// it fails and `before` passed.
-    pub fn new_failures(&self, before: &TestOutcome) -> usize {
-        if self.passed {
-            return 0;
-        }
-        let new = self.failures.difference(&before.failures).count();
-        if before.passed { new.max(1) } else { new }
-    }
-
-    /// How many of `before`'s failures `self` no longer has: all of them (at least 1) when
-    /// it passes and `before` did not.
-    pub fn fixed(&self, before: &TestOutcome) -> usize {
-        if before.passed {
-            return 0;
-        }
-        if self.passed {
-            return before.failures.len().max(1);
-        }
-        before.failures.difference(&self.failures).count()
-    }
-}
-
-/// Runs the project's tests with some files' text replaced, never touching the workspace
-/// (the runtime's runs them in a scratch copy of it): what `test_samples` ranks answers by.
-pub trait TestProbe: Send + Sync {
-    /// The test command's outcome with each `(path, text)` of `files` in place of the
-    /// workspace's file; `None` when the tests could not be run at all.
-    fn run(
-        &self,
-        files: Vec<(String, String)>,
-        cancel: CancellationToken,
-    ) -> BoxFuture<'_, Option<TestOutcome>>;
-
-    /// The command, as the notes name it.
-    fn command(&self) -> String;
-
-    /// The language of the scripts a `reproduce` role writes for this project; `None` (the
-    /// default): none are written.
-    fn script_language(&self) -> Option<ScriptLanguage> {
-        None
-    }
-
-    /// Runs `script` (written to [`ScriptLanguage::file`]) in a scratch copy of the workspace
-    /// with each `(path, text)` of `files` in place; `None` when it could not be run (no
-    /// script language, killed by the time limit).
-    fn run_script(
-        &self,
-        files: Vec<(String, String)>,
-        script: String,
-        cancel: CancellationToken,
-    ) -> BoxFuture<'_, Option<ScriptRun>> {
-        let _ = (files, script, cancel);
-        Box::pin(async { None })
-    }
-}
 
 /// What one answer's blocks come to, for choosing between answers.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -130,8 +130,10 @@ async fn the_change_the_kept_scripts_pass_with_is_kept_over_the_majority() {
         notes.iter().any(|n| n.starts_with(
             "asked for 3 scripts that show the problem (`python3 -B .trellis-repro.py`): kept 1."
         ) && n.contains(
-            "fails, not on an assertion (ModuleNotFoundError: No module named 'nosuch')"
-        ) && n.contains("the same as another")),
+            "script 2 (2 lines): fails, not on an assertion (ModuleNotFoundError: No module \
+             named 'nosuch')"
+        ) && n.contains("script 3: the same as another")
+            && n.contains("script 1 (7 lines): an assertion fails as the files are (kept)")),
         "{notes:?}"
     );
     assert!(
