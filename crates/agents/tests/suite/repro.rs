@@ -17,9 +17,12 @@ const BROKEN: &str = "```python\nimport nosuch\nassert nosuch.bits(4, 2)\n```";
 
 /// Runs scripts as a project would: a script importing `nosuch` is broken; the others pass
 /// when the files given hold `val >= 2`.
+/// The files a script ran with, and the script.
+type ScriptCall = (Vec<(String, String)>, String);
+
 #[derive(Default)]
 struct Scripts {
-    runs: Mutex<Vec<(Vec<(String, String)>, String)>>,
+    runs: Mutex<Vec<ScriptCall>>,
 }
 
 impl TestProbe for Scripts {
