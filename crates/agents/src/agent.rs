@@ -75,8 +75,8 @@ use events::{Finished, completed, status_of, tool_completed, tool_started, turn_
 pub use blocks::grammar::{grammar as block_grammar, shown as shown_lines};
 pub use calls::{EXECUTE_DAG, ExecuteDagInput, REPLAN_DAG, execute_dag_spec, replan_dag_spec};
 pub use inbox::Inbox;
+pub use probe::{ScriptLanguage, ScriptRun, TestOutcome, TestProbe};
 pub use record::INTERRUPTED_TOOL;
-pub use sample::{ScriptLanguage, ScriptRun, TestOutcome, TestProbe};
 pub use toolset::{SEARCH_TOOLS, search_tools_spec};
 
 /// Where one session's events go (an agent activation's, or a retrieval node's notes).

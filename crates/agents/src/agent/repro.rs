@@ -130,7 +130,7 @@ impl AgentRun {
                 Some(run) if run.passed => said.push(format!("{head}: passes as the files are")),
                 Some(run) if !lang.failed_on_assertion(&run.output) => said.push(format!(
                     "{head}: fails, not on an assertion ({})",
-                    last_line(&run.output)
+                    died_of(&run.output)
                 )),
                 Some(run) => {
                     let out: String = tail_chars(&run.output, OUTPUT_CHARS);
@@ -211,7 +211,7 @@ impl AgentRun {
 /// What a failed script died of: the last line of `text` naming an error (`NameError: …`,
 /// Node's `TypeError: …` above its stack), else its last non-empty line; at most 160
 /// characters.
-fn last_line(text: &str) -> String {
+fn died_of(text: &str) -> String {
     let names_error = |l: &&str| {
         let word = l.trim_start().split([':', ' ', '[']).next().unwrap_or("");
         word.ends_with("Error") || word.ends_with("Exception")
@@ -264,16 +264,16 @@ mod tests {
     }
 
     #[test]
-    fn a_failed_script_is_told_by_its_last_line() {
+    fn a_failed_script_is_told_by_its_died_of() {
         assert_eq!(
-            last_line(
+            died_of(
                 "x.cjs:3\nTypeError: yaml.load is not a function\n    at x.cjs:3\n\nNode.js v20.20.2\n"
             ),
             "TypeError: yaml.load is not a function"
         );
-        assert_eq!(last_line("Killed\n"), "Killed");
+        assert_eq!(died_of("Killed\n"), "Killed");
         assert_eq!(
-            last_line("Traceback\nNameError: name 'f' is not defined\n\n"),
+            died_of("Traceback\nNameError: name 'f' is not defined\n\n"),
             "NameError: name 'f' is not defined"
         );
     }

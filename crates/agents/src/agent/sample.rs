@@ -8,14 +8,13 @@
 //! the earliest on a tie — so the greedy answer wins unless others agree on something
 //! better. A local model reads the prompt once: every answer shares it (prefix reuse).
 //!
-//! With `test_samples` and a [`TestProbe`] (the runtime's, when the project has a test
+//! With `test_samples` and a [`TestProbe`](super::TestProbe) (the runtime's, when the project has a test
 //! command), each different change whose blocks all apply is also run against the project's
 //! tests in a scratch copy — as Agentless filters its candidates by the regression tests — and
 //! a change that breaks tests the files as they are pass ranks after one that breaks none.
 
 use trellis_llm::{ChatRequest, Completion, Message, Usage};
 
-pub use super::probe::{ScriptLanguage, ScriptRun, TestOutcome, TestProbe};
 use super::{AgentRun, Saved};
 use crate::error::{Error, Result};
 use crate::roles::EditFormat;
@@ -389,6 +388,7 @@ impl AgentRun {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::agent::probe::TestOutcome;
 
     fn change(new: &str) -> Candidate {
         Candidate {

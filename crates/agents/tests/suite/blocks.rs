@@ -145,6 +145,17 @@ pub(crate) async fn run_configured(
     }
 }
 
+/// The notes of a session's events, in order.
+pub(crate) fn notes(events: &[SessionEvent]) -> Vec<String> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            SessionEvent::Note { text } => Some(text.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
 pub(crate) fn edits(events: &[SessionEvent]) -> Vec<(String, ToolStatus)> {
     events
         .iter()

@@ -1,21 +1,11 @@
 //! A `focus` role names the retrieved excerpt to change, is shown it again, and writes it
 //! whole with the change made: the fence replaces the excerpt's lines.
 
-use trellis_protocol::{SessionEvent, ToolStatus};
+use trellis_protocol::ToolStatus;
 
-use super::blocks::{SOURCE, edits, run_spec};
+use super::blocks::{SOURCE, edits, notes, run_spec};
 
 const FIXED: &str = "```python\ndef bits(val, len_):\n    if val >= 2 ** len_:\n        raise ValueError(val)\n    return val\n```\nThe bound is off by one.";
-
-fn notes(events: &[SessionEvent]) -> Vec<String> {
-    events
-        .iter()
-        .filter_map(|e| match e {
-            SessionEvent::Note { text } => Some(text.clone()),
-            _ => None,
-        })
-        .collect()
-}
 
 #[tokio::test]
 async fn the_named_excerpt_is_shown_again_and_its_rewrite_replaces_it() {

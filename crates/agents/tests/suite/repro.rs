@@ -5,9 +5,8 @@
 use std::sync::{Arc, Mutex};
 
 use trellis_agents::{ScriptLanguage, ScriptRun, TestOutcome, TestProbe};
-use trellis_protocol::SessionEvent;
 
-use super::blocks::{FIX, Ran, SOURCE, run_configured};
+use super::blocks::{FIX, Ran, SOURCE, notes, run_configured};
 
 /// A script that shows the problem: it passes when `pkg/math.py` holds the fix.
 const SHOWS: &str = "```python\nfrom pkg.math import bits\ntry:\n    bits(4, 2)\nexcept ValueError:\n    pass\nelse:\n    raise AssertionError('4 fits in 2 bits')\n```";
@@ -80,16 +79,6 @@ async fn run(answers: Vec<&str>, samples: u32, probe: Arc<Scripts>) -> Ran {
         }
     })
     .await
-}
-
-fn notes(events: &[SessionEvent]) -> Vec<String> {
-    events
-        .iter()
-        .filter_map(|e| match e {
-            SessionEvent::Note { text } => Some(text.clone()),
-            _ => None,
-        })
-        .collect()
 }
 
 #[tokio::test]
