@@ -281,9 +281,9 @@ pub async fn normalise_compressing<T>(
     cancel: &CancellationToken,
 ) -> Result<(Normalised<T>, Vec<FieldRepair>)>
 where
-    T: DeserializeOwned + JsonSchema,
+    T: DeserializeOwned + JsonSchema + 'static,
 {
-    let schema = trellis_llm::structured::schema_of::<T>();
+    let schema = trellis_llm::structured::shared_schema_of::<T>();
     let (n, repairs) =
         normalise_value_compressing(text, &schema, options, provider, cancel).await?;
     match serde_json::from_value::<T>(n.value) {

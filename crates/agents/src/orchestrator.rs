@@ -272,10 +272,12 @@ pub struct Overrides {
 /// compile), compiled once per process: every run's planning asks, and compiling the
 /// workflows' patterns each time was a tenth of the CPU of a small run
 /// (docs/benchmarks.md).
-fn pattern(p: &str) -> Option<regex::Regex> {
+fn pattern(p: &str) -> Option<std::sync::Arc<regex::Regex>> {
     /// Patterns kept (the workflows' own: a few dozen).
     const KEEP: usize = 512;
-    type Compiled = std::collections::HashMap<String, Option<regex::Regex>>;
+    // Shared, not cloned: a cloned `Regex` starts with an empty match cache, which it
+    // allocates again at its first match (most of what this function cost per run).
+    type Compiled = std::collections::HashMap<String, Option<std::sync::Arc<regex::Regex>>>;
     static COMPILED: std::sync::LazyLock<std::sync::Mutex<Compiled>> =
         std::sync::LazyLock::new(Default::default);
     let mut compiled = COMPILED.lock().unwrap_or_else(|e| e.into_inner());
@@ -285,7 +287,8 @@ fn pattern(p: &str) -> Option<regex::Regex> {
     let r = regex::RegexBuilder::new(p)
         .case_insensitive(true)
         .build()
-        .ok();
+        .ok()
+        .map(std::sync::Arc::new);
     if compiled.len() >= KEEP {
         compiled.clear();
     }

@@ -131,6 +131,10 @@ fn prompt_with(role: &RoleSpec, tools: &[(String, String)], output: Option<&str>
 
 /// How the final answer must look.
 pub fn output_instruction() -> String {
+    OUTPUT_INSTRUCTION.clone()
+}
+
+static OUTPUT_INSTRUCTION: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     format!(
         "When you are done (no more tool calls), answer with only a JSON object — no prose, no \
          markdown fence — matching this JSON Schema:\n{}\n`output` is your result for the user \
@@ -138,7 +142,7 @@ pub fn output_instruction() -> String {
          found, one per entry.",
         to_canonical_string(&schema_of::<StageReport>()).unwrap_or_default()
     )
-}
+});
 
 /// The stage's `failure_criteria` in words. The workflow's keys are the engine's, not the
 /// model's: `agent_defined: true` means the agent's own report decides, which a
@@ -418,7 +422,7 @@ pub fn earlier_stages(stage_results: Option<&Value>, current: &str) -> String {
             continue;
         }
         let failed = r.get("failure").and_then(Value::as_bool).unwrap_or(false);
-        let out = r.get("output").cloned().unwrap_or(Value::Null);
+        let out = r.get("output").unwrap_or(&Value::Null);
         let text = out
             .get("output")
             .or_else(|| out.get("reason"))

@@ -19,7 +19,7 @@ use crate::provider::ModelProvider;
 use crate::types::{ChatRequest, Completion, Message, ResponseFormat};
 use crate::{Error, Result};
 
-pub use crate::normalise::schema_of;
+pub use crate::normalise::{schema_of, shared_schema_of};
 
 /// How a remote provider asks for structured output.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -38,7 +38,7 @@ pub enum StructuredMode {
 }
 
 /// The [`ResponseFormat`] for `T`, named after the type.
-pub fn response_format<T: JsonSchema>() -> ResponseFormat {
+pub fn response_format<T: JsonSchema + 'static>() -> ResponseFormat {
     let name: String = T::schema_name()
         .chars()
         .map(|c| {
@@ -102,7 +102,7 @@ pub async fn complete_structured<T>(
     cancel: CancellationToken,
 ) -> Result<StructuredAnswer<T>>
 where
-    T: DeserializeOwned + JsonSchema,
+    T: DeserializeOwned + JsonSchema + 'static,
 {
     request.response_format = Some(response_format::<T>());
     complete_structured_as(provider, request, options, cancel).await
@@ -118,7 +118,7 @@ pub async fn complete_structured_as<T>(
     cancel: CancellationToken,
 ) -> Result<StructuredAnswer<T>>
 where
-    T: DeserializeOwned + JsonSchema,
+    T: DeserializeOwned + JsonSchema + 'static,
 {
     if request.response_format.is_none() {
         request.response_format = Some(response_format::<T>());

@@ -108,6 +108,9 @@ pub struct Runtime {
     pub(crate) extra_tools: Vec<Arc<dyn trellis_tools::Tool>>,
     /// The git remote runs' branches travel through (`[repository] remote`).
     pub(crate) remote: Option<trellis_tools::worktree::remote::Remote>,
+    /// The tools and allow lists every run starts from ([`Runtime::registry_for`]), made at
+    /// the first run: rebuilding them was ~2 % of `trellis serve`'s CPU per G1 run.
+    pub(crate) base_registry: std::sync::OnceLock<Registry>,
 }
 
 /// The workflows of `repo` (built-in, `.trellis/workflows`, `dirs`), each
@@ -232,6 +235,7 @@ impl Runtime {
             lsp,
             tool_knowledge,
             extra_tools: Vec::new(),
+            base_registry: std::sync::OnceLock::new(),
             remote: repository.remote(),
         })
     }
@@ -450,17 +454,23 @@ impl Runtime {
     /// The tools of a run of `plan` (before planning: those no plan grants), every role's
     /// allow list set, calls recorded in the store.
     pub(crate) fn registry_for(&self, plan: Option<&Plan>) -> Arc<Registry> {
-        let mut registry = Registry::builtin(&self.tools.roles);
-        for (role, _) in self.roles.iter() {
-            if !self.tools.roles.contains_key(&role.name) {
-                registry.allow(&role.name, role.tools.iter().map(String::as_str));
-            }
-        }
-        registry.allow(testcmd::TEST_RUNNER, ["shell"]);
-        // The task tools `rag_search` and `write_todos`: roles that list them get them.
-        for tool in task_tools::tools(self.repo.clone(), self.index.clone()) {
-            registry.register(tool);
-        }
+        let mut registry = self
+            .base_registry
+            .get_or_init(|| {
+                let mut registry = Registry::builtin(&self.tools.roles);
+                for (role, _) in self.roles.iter() {
+                    if !self.tools.roles.contains_key(&role.name) {
+                        registry.allow(&role.name, role.tools.iter().map(String::as_str));
+                    }
+                }
+                registry.allow(testcmd::TEST_RUNNER, ["shell"]);
+                // The task tools `rag_search` and `write_todos`: roles that list them get them.
+                for tool in task_tools::tools(self.repo.clone(), self.index.clone()) {
+                    registry.register(tool);
+                }
+                registry
+            })
+            .clone();
         if let Some(plan) = plan {
             self.grant_lsp_tools(&mut registry, plan);
         }

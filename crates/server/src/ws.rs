@@ -208,7 +208,15 @@ async fn connection(state: AppState, socket: WebSocket, initial: Option<Target>,
                     () = conn.end.cancelled() => break,
                     _ = ping.tick() => Message::Ping(Default::default()),
                 };
-                if sink.send(msg).await.is_err() {
+                // Everything queued goes out with one flush: a busy connection (many runs'
+                // events) writes a batch of frames per system call, not one each.
+                let mut sent = sink.feed(msg).await;
+                while sent.is_ok()
+                    && let Ok(more) = rx.try_recv()
+                {
+                    sent = sink.feed(more).await;
+                }
+                if sent.is_err() || sink.flush().await.is_err() {
                     conn.end.cancel();
                     return;
                 }

@@ -11,7 +11,7 @@ use rusqlite::Connection;
 use crate::error::{Error, Result};
 
 /// Connections kept for reuse; more may be open at once, the extras are closed after use.
-const POOL_SIZE: usize = 4;
+const POOL_SIZE: usize = 16;
 
 /// A pool of read connections to one file.
 pub(crate) struct Reader {

@@ -8,15 +8,20 @@ mod patch;
 mod search;
 mod shell;
 
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use crate::tool::{Tool, typed};
 
 pub use patch::{PatchFile, parse_patch};
 pub use shell::{ShellOutcome, run_shell, scrubbed_env};
 
-/// Every built-in tool.
+/// Every built-in tool. They hold no state, so they (and their specs, whose JSON schemas
+/// take a while to derive) are made once per process and shared.
 pub fn all() -> Vec<Arc<dyn Tool>> {
+    ALL.clone()
+}
+
+static ALL: LazyLock<Vec<Arc<dyn Tool>>> = LazyLock::new(|| {
     vec![
         typed(files::ReadFile),
         typed(files::ListDirectory),
@@ -33,4 +38,4 @@ pub fn all() -> Vec<Arc<dyn Tool>> {
         typed(interact::TakeNote),
         typed(interact::AskQuestions),
     ]
-}
+});

@@ -125,11 +125,15 @@ impl AgentRun {
         if !config.enabled || !config.from_task {
             return Foresight::default();
         }
+        // No tools, nothing to foresee (and no catalog to build for it).
+        let tools = self.tools.specs_for(self.allow_list());
+        if tools.is_empty() {
+            return Foresight::default();
+        }
         let intent = task_text(messages);
         if intent.trim().is_empty() {
             return Foresight::default();
         }
-        let tools = self.tools.specs_for(self.allow_list());
         let Some(s) = advisor.suggest(&intent, &tools) else {
             return Foresight::default();
         };

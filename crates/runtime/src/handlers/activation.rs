@@ -32,7 +32,7 @@ impl GrantedTools {
     /// of its own.
     fn of(registry: &Registry, stage: &str, agent: &str, role: &RoleSpec) -> Self {
         let scope = tool_scope(stage, agent);
-        let scope = registry.roles().contains(&scope).then_some(scope);
+        let scope = registry.has_role(&scope).then_some(scope);
         let tools = registry
             .specs_for(scope.as_deref().unwrap_or(&role.name))
             .into_iter()
