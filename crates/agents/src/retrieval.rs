@@ -20,6 +20,7 @@ mod failure;
 mod judge;
 mod maps;
 mod pack;
+mod pool;
 mod prompts;
 mod queries;
 mod source;
@@ -41,6 +42,7 @@ use trellis_llm::ModelProvider;
 use trellis_workflow::{Plan, StageContext};
 
 pub use failure::{FailureAnalysis, FailureRef, analyse_failure};
+pub use pool::IndexPool;
 pub use queries::identifiers;
 pub use source::{Source, SourceError, SourceRequest};
 pub use strategy::RetrievalStrategyConfig;
@@ -51,11 +53,12 @@ pub use types::{
 
 use pack::RankedList;
 pub(crate) use pack::fence_lang;
+use pool::Back;
 use prompts::{
     adaptive_fallback, adaptive_prompt, identifier_query, upfront_fallback, upfront_prompt,
 };
 use queries::Generated;
-use source::{IndexPool, IndexSource, STAGE_AWARE_AVOID};
+use source::{IndexSource, STAGE_AWARE_AVOID};
 use strategy::IndexLevel;
 
 /// The source name of regions read from the worktree because a failure names them.
@@ -148,9 +151,20 @@ impl RetrievalAgent {
             index_config,
             embedder,
         );
+        Self::with_pool(repo, Arc::new(pool), provider, options)
+    }
+
+    /// An agent for the repository at `repo` whose index handles come from `pool` (shared
+    /// with other agents of the same repository, e.g. every run of a workspace).
+    pub fn with_pool(
+        repo: &Path,
+        pool: Arc<IndexPool>,
+        provider: Arc<dyn ModelProvider>,
+        options: RetrievalOptions,
+    ) -> Self {
         RetrievalAgent {
             repo: repo.to_path_buf(),
-            pool: Arc::new(pool),
+            pool,
             provider,
             options,
             plugins: Vec::new(),
@@ -210,17 +224,24 @@ impl RetrievalAgent {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
         let task = tokio::task::spawn_blocking(move || {
-            let (mut ix, _) = pool.take()?;
             let progress = progress.as_deref().map(|p| p as &(dyn Fn(Progress) + Sync));
-            let result = ix.update(&UpdateOptions {
-                scope,
-                embed,
-                progress,
-                cancel: Some(&flag),
-                ..UpdateOptions::default()
-            });
-            let closed = ix.close_writer();
-            pool.reset(ix);
+            let (result, closed) = pool.with(|ix| {
+                let result = ix.update(&UpdateOptions {
+                    scope,
+                    embed,
+                    progress,
+                    cancel: Some(&flag),
+                    ..UpdateOptions::default()
+                });
+                let closed = ix.close_writer();
+                // The pool serves every run of the workspace: an update that changed
+                // nothing leaves the other handles as they are.
+                let wrote = result.as_ref().map_or(true, |s| {
+                    s.files_indexed + s.files_removed + s.chunks_written > 0 || s.embedded > 0
+                });
+                let back = if wrote { Back::Fresh } else { Back::Kept };
+                ((result, closed), back)
+            })?;
             let stats = result?;
             closed?;
             Ok::<_, trellis_index::Error>(stats)
@@ -631,12 +652,7 @@ impl RetrievalAgent {
         f: impl FnOnce(&trellis_index::Index) -> trellis_index::Result<T> + Send + 'static,
     ) -> std::result::Result<T, String> {
         let pool = self.pool.clone();
-        let run = tokio::task::spawn_blocking(move || {
-            let (ix, generation) = pool.take()?;
-            let out = f(&ix);
-            pool.give(ix, generation);
-            out
-        });
+        let run = tokio::task::spawn_blocking(move || pool.with(|ix| (f(ix), Back::Kept))?);
         match run.await {
             Ok(Ok(v)) => Ok(v),
             Ok(Err(e)) => Err(e.to_string()),

@@ -53,6 +53,8 @@ pub struct Index {
     pub(crate) bm25: Bm25,
     pub(crate) embedder: Option<Box<dyn Embedder>>,
     vectors: RwLock<Option<Arc<VectorIndex>>>,
+    /// The metadata's `data_version` when this handle was opened ([`Index::is_stale`]).
+    opened_version: i64,
     /// The rerank endpoint client (built on first use from `config.rerank`), or why not.
     reranker: OnceLock<std::result::Result<Option<RemoteReranker>, String>>,
 }
@@ -104,6 +106,7 @@ impl Index {
             Err(e) => return Err(e),
         };
         let excludes = Excludes::new(&config)?;
+        let opened_version = meta.data_version()?;
         Ok(Index {
             root,
             dir,
@@ -113,8 +116,19 @@ impl Index {
             bm25,
             embedder: None,
             vectors: RwLock::new(None),
+            opened_version,
             reranker: OnceLock::new(),
         })
+    }
+
+    /// Whether another handle or process has written the index since this handle was opened
+    /// (its full-text reader and vector cache would not show those writes; its own writes
+    /// it shows). Kept handles are checked before reuse; an unreadable version counts as
+    /// stale.
+    pub fn is_stale(&self) -> bool {
+        self.meta
+            .data_version()
+            .map_or(true, |v| v != self.opened_version)
     }
 
     /// The workspace root.

@@ -485,6 +485,14 @@ impl Meta {
             .optional()?)
     }
 
+    /// SQLite's `data_version` of this connection: it changes when another connection (another
+    /// handle, another process) commits to the database, not with this one's own commits.
+    pub fn data_version(&self) -> Result<i64> {
+        Ok(self
+            .conn
+            .query_row("PRAGMA data_version", [], |r| r.get(0))?)
+    }
+
     /// Summary counts.
     pub fn counts(&self) -> Result<Counts> {
         let one = |sql: &str| -> Result<u64> {

@@ -111,6 +111,9 @@ pub struct Runtime {
     /// The tools and allow lists every run starts from ([`Runtime::registry_for`]), made at
     /// the first run: rebuilding them was ~2 % of `trellis serve`'s CPU per G1 run.
     pub(crate) base_registry: std::sync::OnceLock<Registry>,
+    /// The index handles (and the embedding model) every run's retrieval shares, made at
+    /// the first retrieval.
+    pub(crate) index_pool: tokio::sync::OnceCell<Arc<trellis_agents::retrieval::IndexPool>>,
 }
 
 /// The workflows of `repo` (built-in, `.trellis/workflows`, `dirs`), each
@@ -236,6 +239,7 @@ impl Runtime {
             tool_knowledge,
             extra_tools: Vec::new(),
             base_registry: std::sync::OnceLock::new(),
+            index_pool: tokio::sync::OnceCell::new(),
             remote: repository.remote(),
         })
     }

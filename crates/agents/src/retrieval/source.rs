@@ -8,143 +8,18 @@
 //! source that cannot be searched now (not configured, network denied) says why in
 //! [`Source::unavailable`]; the agent reports the reason and does not call it.
 
-use std::collections::HashMap;
-use std::path::PathBuf;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
+use trellis_index::RetrievalRequest;
 use trellis_index::retrieve::is_test_path;
 use trellis_index::strategy::{ContextSource, RetrievalScope};
-use trellis_index::{Embedder, Index, IndexConfig, RetrievalRequest};
 
 use super::PackedItem;
+use super::pool::{Back, IndexPool};
 
 pub use trellis_index::source::{Source, SourceError, SourceRequest};
-
-/// Hands an [`Embedder`] shared by the agent to index handles (which own a `Box`), caching
-/// query embeddings so that a query searched by several sources is embedded once.
-struct SharedEmbedder {
-    inner: Arc<dyn Embedder>,
-    queries: Arc<Mutex<HashMap<String, Vec<f32>>>>,
-}
-
-/// Query embeddings kept per agent.
-const QUERY_CACHE: usize = 512;
-
-impl Embedder for SharedEmbedder {
-    fn id(&self) -> String {
-        self.inner.id()
-    }
-
-    fn dim(&self) -> usize {
-        self.inner.dim()
-    }
-
-    fn embed(&self, texts: &[&str]) -> trellis_index::Result<Vec<Vec<f32>>> {
-        // Single texts are queries (index updates embed in batches).
-        let [text] = texts else {
-            return self.inner.embed(texts);
-        };
-        if let Some(v) = lock(&self.queries).get(*text) {
-            return Ok(vec![v.clone()]);
-        }
-        let out = self.inner.embed(texts)?;
-        if let Some(v) = out.first() {
-            let mut cache = lock(&self.queries);
-            if cache.len() >= QUERY_CACHE {
-                cache.clear();
-            }
-            cache.insert((*text).to_owned(), v.clone());
-        }
-        Ok(out)
-    }
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-/// Handles kept open for reuse (each caches the vector matrix once loaded).
-const MAX_IDLE_HANDLES: usize = 6;
-
-/// Open handles on the workspace index. [`Index`] is `Send` but not `Sync`, so every
-/// concurrently running source borrows a handle of its own; handles return to the pool when
-/// done and are dropped when the index was updated since they were opened.
-pub(crate) struct IndexPool {
-    repo: PathBuf,
-    dir: Option<PathBuf>,
-    config: IndexConfig,
-    embedder: Option<Arc<dyn Embedder>>,
-    query_cache: Arc<Mutex<HashMap<String, Vec<f32>>>>,
-    idle: Mutex<(u64, Vec<Index>)>,
-}
-
-impl IndexPool {
-    pub(crate) fn new(
-        repo: PathBuf,
-        dir: Option<PathBuf>,
-        config: IndexConfig,
-        embedder: Option<Arc<dyn Embedder>>,
-    ) -> Self {
-        IndexPool {
-            repo,
-            dir,
-            config,
-            embedder,
-            query_cache: Arc::default(),
-            idle: Mutex::new((0, Vec::new())),
-        }
-    }
-
-    pub(crate) fn has_embedder(&self) -> bool {
-        self.embedder.is_some()
-    }
-
-    /// The shared embedder, if any.
-    pub(crate) fn embedder(&self) -> Option<Arc<dyn Embedder>> {
-        self.embedder.clone()
-    }
-
-    /// An idle handle, or a newly opened one, with its generation.
-    pub(crate) fn take(&self) -> trellis_index::Result<(Index, u64)> {
-        let generation = {
-            let mut idle = lock(&self.idle);
-            if let Some(ix) = idle.1.pop() {
-                return Ok((ix, idle.0));
-            }
-            idle.0
-        };
-        let mut ix = match &self.dir {
-            Some(dir) => Index::open_at(&self.repo, dir, self.config.clone())?,
-            None => Index::open(&self.repo, self.config.clone())?,
-        };
-        if let Some(e) = &self.embedder {
-            ix.set_embedder(Box::new(SharedEmbedder {
-                inner: e.clone(),
-                queries: self.query_cache.clone(),
-            }));
-        }
-        Ok((ix, generation))
-    }
-
-    /// Returns a handle taken at `generation`.
-    pub(crate) fn give(&self, ix: Index, generation: u64) {
-        let mut idle = lock(&self.idle);
-        if idle.0 == generation && idle.1.len() < MAX_IDLE_HANDLES {
-            idle.1.push(ix);
-        }
-    }
-
-    /// After an update: drops every idle handle (their readers and vector caches are stale)
-    /// and keeps `fresh`, the handle that did the update.
-    pub(crate) fn reset(&self, fresh: Index) {
-        let mut idle = lock(&self.idle);
-        idle.0 += 1;
-        idle.1.clear();
-        idle.1.push(fresh);
-    }
-}
 
 /// A source served by the workspace index ([`Index::retrieve`] with a one-source scope:
 /// hybrid search, hint weighting, `avoid` filtering, dedup and grounding against the repo).
@@ -206,51 +81,51 @@ impl Source for IndexSource {
         Box::pin(async move {
             let task = tokio::task::spawn_blocking(move || {
                 let scope = one_source(&request.scope, &request.spec);
-                let (ix, generation) = pool.take()?;
-                let mut out = Vec::with_capacity(request.queries.len());
-                let mut result = Ok(());
-                for q in &request.queries {
-                    if cancel.is_cancelled() {
-                        break;
-                    }
-                    let pack = ix.retrieve(&RetrievalRequest {
-                        query: q.clone(),
-                        scope: &scope,
-                        stage: None,
-                        // Everything found; the agent packs per stage. Twice the limit:
-                        // test files and the rest are counted apart ([`per_kind`]).
-                        budget_tokens: Some(usize::MAX / 4),
-                        candidates: Some(request.limit * 2),
-                    });
-                    match pack {
-                        Ok(p) => out.push(
-                            per_kind(p.items, request.limit, |it| {
-                                is_test_path(&it.attribution.path)
-                            })
-                            .into_iter()
-                            .map(|it| PackedItem {
-                                source: name.clone(),
-                                path: it.attribution.path,
-                                start_line: it.attribution.start_line,
-                                end_line: it.attribution.end_line,
-                                symbol: it.attribution.symbol,
-                                section: it.attribution.section,
-                                kind: it.kind.as_str().to_owned(),
-                                text: it.text,
-                                tokens: it.tokens,
-                                score: it.score,
-                                note: None,
-                            })
-                            .collect(),
-                        ),
-                        Err(e) => {
-                            result = Err(e);
+                pool.with(|ix| {
+                    let mut out = Vec::with_capacity(request.queries.len());
+                    let mut result = Ok(());
+                    for q in &request.queries {
+                        if cancel.is_cancelled() {
                             break;
                         }
+                        let pack = ix.retrieve(&RetrievalRequest {
+                            query: q.clone(),
+                            scope: &scope,
+                            stage: None,
+                            // Everything found; the agent packs per stage. Twice the limit:
+                            // test files and the rest are counted apart ([`per_kind`]).
+                            budget_tokens: Some(usize::MAX / 4),
+                            candidates: Some(request.limit * 2),
+                        });
+                        match pack {
+                            Ok(p) => out.push(
+                                per_kind(p.items, request.limit, |it| {
+                                    is_test_path(&it.attribution.path)
+                                })
+                                .into_iter()
+                                .map(|it| PackedItem {
+                                    source: name.clone(),
+                                    path: it.attribution.path,
+                                    start_line: it.attribution.start_line,
+                                    end_line: it.attribution.end_line,
+                                    symbol: it.attribution.symbol,
+                                    section: it.attribution.section,
+                                    kind: it.kind.as_str().to_owned(),
+                                    text: it.text,
+                                    tokens: it.tokens,
+                                    score: it.score,
+                                    note: None,
+                                })
+                                .collect(),
+                            ),
+                            Err(e) => {
+                                result = Err(e);
+                                break;
+                            }
+                        }
                     }
-                }
-                pool.give(ix, generation);
-                result.map(|()| out)
+                    (result.map(|()| out), Back::Kept)
+                })?
             });
             match task.await {
                 Ok(r) => r.map_err(|e| Box::new(e) as SourceError),

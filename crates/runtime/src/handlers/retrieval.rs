@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use trellis_agents::retrieval::{RetrievalStrategyConfig, strategy_of};
+use trellis_agents::retrieval::{IndexPool, RetrievalStrategyConfig, strategy_of};
 use trellis_agents::{RetrievalAgent, RetrievalOptions, SessionSink, StagePack};
 use trellis_graph::{NodeContext, NodeError, NodeHandler, NodeOutput};
 use trellis_llm::CallScope;
@@ -23,6 +23,7 @@ use trellis_protocol::{NodeId, SessionEvent};
 use trellis_workflow::{Plan, StageContext};
 
 use super::RunContext;
+use crate::Runtime;
 use crate::code_intel::LspSource;
 use crate::text::clip;
 
@@ -125,22 +126,9 @@ impl RunContext {
                     Ok(p) => p.context_window().await.map(|w| w.tokens as usize / 4),
                     Err(_) => None,
                 };
-                let embedder = match tokio::task::spawn_blocking({
-                    let config = rt.index.embedding.clone();
-                    move || trellis_index::embed::from_config(&config, true)
-                })
-                .await
-                {
-                    Ok(Ok(e)) => e.map(Arc::from),
-                    Ok(Err(e)) => {
-                        tracing::warn!("embeddings unavailable, BM25 only: {e}");
-                        None
-                    }
-                    Err(e) => return Err(e.to_string()),
-                };
-                let agent =
-                    RetrievalAgent::new(&rt.repo, rt.index.clone(), embedder, provider, options)
-                        .with_source(Arc::new(LspSource::new(rt.code_intel())));
+                let pool = rt.index_pool().await?;
+                let agent = RetrievalAgent::with_pool(&rt.repo, pool, provider, options)
+                    .with_source(Arc::new(LspSource::new(rt.code_intel())));
                 // Web search, documentation sites, OSV advisories (`[sources]`); those not
                 // configured are reported as such by the packs.
                 let local_docs = agent.index_source(trellis_sources::DOCS_SOURCE);
@@ -340,4 +328,35 @@ pub(crate) fn adaptive(me: Option<Arc<RunContext>>, plan: &Plan) -> Arc<dyn Node
                 .result(result))
         }
     })
+}
+
+impl Runtime {
+    /// The index handles every run's retrieval shares, with the embedding model of `[index]`
+    /// loaded once (BM25 only when it cannot be: a warning says why).
+    pub(crate) async fn index_pool(&self) -> Result<Arc<IndexPool>, String> {
+        self.index_pool
+            .get_or_try_init(|| async {
+                let embedder = match tokio::task::spawn_blocking({
+                    let config = self.index.embedding.clone();
+                    move || trellis_index::embed::from_config(&config, true)
+                })
+                .await
+                {
+                    Ok(Ok(e)) => e.map(Arc::from),
+                    Ok(Err(e)) => {
+                        tracing::warn!("embeddings unavailable, BM25 only: {e}");
+                        None
+                    }
+                    Err(e) => return Err(e.to_string()),
+                };
+                Ok(Arc::new(IndexPool::new(
+                    self.repo.clone(),
+                    None,
+                    self.index.clone(),
+                    embedder,
+                )))
+            })
+            .await
+            .cloned()
+    }
 }
