@@ -197,7 +197,13 @@ impl Runtime {
         let repo = trellis_tools::worktree::repo_root(repo)?;
         let config = Config::load(&LoadOptions::discover(&repo, overrides.to_vec()))?;
         let models = Arc::new(ModelRegistry::from_config(&config)?);
-        let tools: ToolsConfig = config.section_serde("tools")?;
+        let mut tools: ToolsConfig = config.section_serde("tools")?;
+        tools.sandbox = config.section(trellis_sandbox::SECTION)?;
+        if tools.sandbox.mode == trellis_sandbox::Mode::Off {
+            // Printed on every run (and recorded with every command's result).
+            eprintln!("warning: {}", trellis_sandbox::OFF_WARNING);
+            tracing::warn!("{}", trellis_sandbox::OFF_WARNING);
+        }
         let agents: AgentsConfig = config.section("agents")?;
         let context: trellis_agents::ContextConfig = config.section("context")?;
         context.validate()?;

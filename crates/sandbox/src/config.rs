@@ -143,7 +143,9 @@ impl Default for SandboxConfig {
 
 impl SandboxConfig {
     /// The preset of a command run by `role` in `workflow` (either may be unknown).
+    /// A role scoped to a stage (`coder@implement`) matches its role's entry.
     pub fn preset_for(&self, workflow: Option<&str>, role: Option<&str>) -> Preset {
+        let role = role.map(|r| r.split('@').next().unwrap_or(r));
         role.and_then(|r| self.roles.get(r))
             .or_else(|| workflow.and_then(|w| self.workflows.get(w)))
             .copied()

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use crate::tool::{Tool, typed};
 
 pub use patch::{PatchFile, parse_patch};
-pub use shell::{ShellOutcome, run_shell, scrubbed_env};
+pub use shell::{ShellOutcome, run_shell, run_shell_sandboxed, scrubbed_env};
 
 /// Every built-in tool.
 pub fn all() -> Vec<Arc<dyn Tool>> {
