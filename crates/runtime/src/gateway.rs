@@ -119,7 +119,8 @@ impl Gateway {
         let config = Config::load(&LoadOptions::discover(&root, overrides.to_vec()))?;
         let mut tools: ToolsConfig = config.section_serde("tools")?;
         tools.sandbox = config.section(trellis_sandbox::SECTION)?;
-        let mcp: McpConfig = config.section_serde("mcp")?;
+        let mut mcp: McpConfig = config.section_serde("mcp")?;
+        mcp.set_sandbox_mode(tools.sandbox.mode);
         let index: trellis_index::IndexConfig = config.section_serde("index")?;
         let mut gateway = Self::new(&root, tools, mcp, Some(store))?;
         // The index's embedder ranks the tools by meaning with BM25 (`index.embedding`).

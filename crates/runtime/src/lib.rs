@@ -211,7 +211,8 @@ impl Runtime {
         let sources: trellis_sources::SourcesConfig = config.section(trellis_sources::SECTION)?;
         let repository: trellis_tools::worktree::remote::RepositoryConfig =
             config.section_serde("repository")?;
-        let mcp: trellis_mcp::McpConfig = config.section_serde("mcp")?;
+        let mut mcp: trellis_mcp::McpConfig = config.section_serde("mcp")?;
+        mcp.set_sandbox_mode(tools.sandbox.mode);
         let mcp = trellis_mcp::McpHub::new(&repo, &mcp)?;
         let lsp: trellis_lsp::LspConfig = config.section_serde("lsp")?;
         let lsp = Arc::new(trellis_lsp::LspPool::new(&repo, &lsp));

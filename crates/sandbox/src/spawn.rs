@@ -292,7 +292,11 @@ impl Hook {
         // SAFETY (every call below): plain system calls with integer arguments or
         // pointers to memory owned by `self`, which outlives the call.
         unsafe {
-            check(libc::c_long::from(libc::setsid()))?;
+            // A process group leader already (a caller that asked for one) cannot start a
+            // session: it stays the leader of its own group, which is what is killed.
+            if libc::setsid() < 0 && *libc::__errno_location() != libc::EPERM {
+                return Err(std::io::Error::last_os_error());
+            }
             if let Some(fd) = self.cgroup_fd {
                 let zero = b"0";
                 check(libc::write(fd, zero.as_ptr().cast(), zero.len()) as libc::c_long)?;

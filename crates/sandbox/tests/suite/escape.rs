@@ -255,7 +255,7 @@ fn other_processes_cannot_be_signalled_or_traced() {
     let pid = victim.id();
     let dead = |_: &super::fixture::Ran| {
         std::thread::sleep(Duration::from_millis(50));
-        matches!(victim_status(pid), None)
+        victim_status(pid).is_none()
     };
     for sandbox in Fixture::sandboxes() {
         let ran = run(
