@@ -49,30 +49,55 @@ impl PidsCgroup {
 
 impl Drop for PidsCgroup {
     fn drop(&mut self) {
-        // Whatever is left (a background process that left the session) is killed, so the
-        // directory can be removed.
-        for _ in 0..50 {
-            let procs = std::fs::read_to_string(self.dir.join("cgroup.procs")).unwrap_or_default();
-            let pids: Vec<i32> = procs
-                .lines()
-                .filter_map(|l| l.trim().parse().ok())
-                .collect();
-            if pids.is_empty() && std::fs::remove_dir(&self.dir).is_ok() {
-                return;
-            }
-            for pid in pids {
-                if let Some(pid) = rustix_pid(pid) {
-                    let _ = kill(pid);
-                }
-            }
-            std::thread::sleep(std::time::Duration::from_millis(10));
+        // Removed off the command's path: an exited command's processes linger in the
+        // cgroup for a few milliseconds while its namespaces are torn down.
+        let dir = std::mem::take(&mut self.dir);
+        match reaper() {
+            Some(tx) if tx.send(dir.clone()).is_ok() => {}
+            _ => remove(&dir),
         }
-        tracing::warn!(dir = %self.dir.display(), "could not remove a sandbox pids cgroup");
     }
 }
 
-fn rustix_pid(pid: i32) -> Option<i32> {
-    (pid > 1).then_some(pid)
+/// The thread that removes finished commands' cgroups.
+fn reaper() -> Option<std::sync::mpsc::Sender<PathBuf>> {
+    static REAPER: std::sync::OnceLock<Option<std::sync::Mutex<std::sync::mpsc::Sender<PathBuf>>>> =
+        std::sync::OnceLock::new();
+    REAPER
+        .get_or_init(|| {
+            let (tx, rx) = std::sync::mpsc::channel::<PathBuf>();
+            std::thread::Builder::new()
+                .name("trellis-sandbox-cgroups".into())
+                .spawn(move || {
+                    for dir in rx {
+                        remove(&dir);
+                    }
+                })
+                .ok()
+                .map(|_| std::sync::Mutex::new(tx))
+        })
+        .as_ref()
+        .and_then(|m| m.lock().ok().map(|tx| tx.clone()))
+}
+
+/// Removes a cgroup, killing whatever is left in it (a background process that left the
+/// session) so the directory can go.
+fn remove(dir: &Path) {
+    let mut pause = std::time::Duration::from_micros(100);
+    for _ in 0..40 {
+        if std::fs::remove_dir(dir).is_ok() {
+            return;
+        }
+        let procs = std::fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default();
+        for pid in procs.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
+            if pid > 1 {
+                let _ = kill(pid);
+            }
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(std::time::Duration::from_millis(20));
+    }
+    tracing::warn!(dir = %dir.display(), "could not remove a sandbox pids cgroup");
 }
 
 #[allow(unsafe_code)]
