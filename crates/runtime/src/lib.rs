@@ -443,15 +443,9 @@ impl Runtime {
         }
         let ledger = trellis_agents::usage::run_ledger(self.store.clone(), &run, budget)?;
         let nodes = nodes::NodeSpaces::open(&self.repo, &run, &space.branch())?;
-        Ok(RunContext::new(
-            self.clone(),
-            run,
-            space,
-            nodes,
-            registry,
-            ledger,
-            options,
-        ))
+        let ctx = RunContext::new(self.clone(), run, space, nodes, registry, ledger, options);
+        ctx.set_workflow(plan.map(|p| p.workflow.clone()));
+        Ok(ctx)
     }
 
     /// The tools of a run of `plan` (before planning: those no plan grants), every role's

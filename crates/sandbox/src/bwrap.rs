@@ -130,3 +130,45 @@ impl Bwrap {
         a
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deeper_mounts_land_on_top_of_the_hidden_home() {
+        let policy = SandboxPolicy {
+            writable: vec!["/home/u/src/repo".into()],
+            protected: vec!["/home/u/src/repo/.git/hooks".into()],
+            home: Some("/home/u".into()),
+            home_read: vec!["/home/u/.rustup".into()],
+            hidden: vec!["/home/u/.config/trellis".into()],
+            network: false,
+            pids_max: 10,
+        };
+        let b = Bwrap {
+            program: "bwrap".into(),
+            proc: false,
+        };
+        let args: Vec<String> = b
+            .args(&policy, Path::new("/home/u/src/repo"), Some(7))
+            .into_iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        let at = |needle: &[&str]| {
+            args.windows(needle.len())
+                .position(|w| w == needle)
+                .unwrap_or_else(|| panic!("{needle:?} not in {args:?}"))
+        };
+        let home = at(&["--tmpfs", "/home/u"]);
+        let repo = at(&["--bind", "/home/u/src/repo", "/home/u/src/repo"]);
+        let hooks = at(&["--ro-bind", "/home/u/src/repo/.git/hooks"]);
+        assert!(home < repo && repo < hooks, "{args:?}");
+        at(&["--tmpfs", "/home/u/.config/trellis"]);
+        at(&["--ro-bind", "/proc", "/proc"]);
+        at(&["--unshare-net"]);
+        at(&["--cap-drop", "ALL"]);
+        at(&["--seccomp", "7"]);
+        assert_eq!(args.last().map(String::as_str), Some("--"));
+    }
+}

@@ -152,3 +152,39 @@ impl SandboxConfig {
             .unwrap_or(self.preset)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_roles_preset_wins_over_its_workflows_then_the_default() {
+        let mut c = SandboxConfig::default();
+        assert_eq!(c.preset_for(None, None), Preset::WorkspaceWrite);
+        c.workflows.insert("discuss".into(), Preset::ReadOnly);
+        c.roles
+            .insert("tester".into(), Preset::WorkspaceWriteNetwork);
+        assert_eq!(
+            c.preset_for(Some("discuss"), Some("coder")),
+            Preset::ReadOnly
+        );
+        assert_eq!(
+            c.preset_for(Some("discuss"), Some("tester@run_tests")),
+            Preset::WorkspaceWriteNetwork
+        );
+        assert_eq!(c.preset_for(Some("other"), None), Preset::WorkspaceWrite);
+        assert!("workspace-write-net".parse::<Preset>().is_err());
+    }
+
+    #[test]
+    fn the_off_mode_and_unknown_keys_come_from_toml() {
+        let c: SandboxConfig = serde_json::from_value(serde_json::json!({
+            "mode": "off", "roles": {"tester": "workspace-write-network"}
+        }))
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(c.mode, Mode::Off);
+        assert!(
+            serde_json::from_value::<SandboxConfig>(serde_json::json!({"mdoe": "off"})).is_err()
+        );
+    }
+}

@@ -53,3 +53,16 @@ pub enum Error {
 
 /// The crate's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn refusals_name_the_cause_and_the_setting() {
+        let e = super::Error::Unavailable {
+            cause: "bubblewrap: bwrap is not on PATH; Landlock: none".into(),
+        };
+        let text = e.to_string();
+        assert!(text.contains("bwrap is not on PATH"), "{text}");
+        assert!(text.contains("[sandbox] mode"), "{text}");
+    }
+}
