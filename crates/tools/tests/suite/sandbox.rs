@@ -89,3 +89,19 @@ async fn inside_the_sandbox_a_local_script_no_longer_asks() {
     assert!(r.is_error, "{}", r.content);
     assert!(!ws.path().join("out.txt").exists());
 }
+
+#[tokio::test]
+async fn a_build_directory_outside_the_worktree_is_not_passed_in() {
+    let ws = repo(&[("a.txt", "a\n")]);
+    let t = Tools::new(ws.path(), config(Mode::Auto), auto());
+    // This process may name a shared CARGO_TARGET_DIR (the test runner does): inside the
+    // sandbox it would be read-only, so the command does not get it.
+    let r = t
+        .call(
+            "shell",
+            json!({ "command": "echo target=${CARGO_TARGET_DIR:-none} tmp=$TMPDIR" }),
+        )
+        .await;
+    assert!(r.content.contains("target=none"), "{}", r.content);
+    assert!(r.content.contains("tmp=/tmp"), "{}", r.content);
+}
