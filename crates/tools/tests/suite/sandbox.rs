@@ -105,3 +105,21 @@ async fn a_build_directory_outside_the_worktree_is_not_passed_in() {
     assert!(r.content.contains("target=none"), "{}", r.content);
     assert!(r.content.contains("tmp=/tmp"), "{}", r.content);
 }
+
+#[tokio::test]
+async fn the_landlock_backend_refuses_the_same_write() {
+    let ws = repo(&[("a.txt", "a\n")]);
+    let outside = tempfile::tempdir_in("/var/tmp").unwrap();
+    let target = outside.path().join("escaped");
+    let t = Tools::new(ws.path(), config(Mode::Landlock), auto());
+    let r = t
+        .call(
+            "shell",
+            json!({ "command": format!("echo x > {}; echo y > inside.txt", target.display()) }),
+        )
+        .await;
+    assert!(!target.exists(), "{}", r.content);
+    assert!(r.content.contains("Permission denied"), "{}", r.content);
+    assert_eq!(r.data.as_ref().unwrap()["sandbox"], "landlock");
+    assert!(ws.path().join("inside.txt").exists(), "{}", r.content);
+}
