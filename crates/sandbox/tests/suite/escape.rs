@@ -339,3 +339,60 @@ fn a_fork_bomb_hits_the_pids_limit() {
         assert!(started.elapsed() < Duration::from_secs(30), "{ran:?}");
     }
 }
+
+#[test]
+fn a_command_dies_with_its_parent() {
+    // PR_SET_PDEATHSIG (the Landlock backend's hook) fires when the thread that spawned the
+    // command exits: spawn from a thread that then ends. bubblewrap's `--die-with-parent`
+    // is not covered here: it asks for the signal itself once running, and whether the
+    // thread's exit reaches its sandbox was not reliable in this setup (a parent *process*
+    // that exits does take it down; docs/security.md).
+    let f = Fixture::new();
+    let spawn = |sandbox: Sandbox, marker: std::path::PathBuf| {
+        let policy = f.policy(Preset::WorkspaceWrite);
+        let cwd = f.worktree.clone();
+        let home = f.home.clone();
+        std::thread::spawn(move || {
+            let spec = trellis_sandbox::CommandSpec {
+                program: "bash".into(),
+                args: vec![
+                    "-c".into(),
+                    format!("sleep 2; touch {}", marker.display()).into(),
+                ],
+                cwd,
+                env: super::fixture::env(&home),
+            };
+            let mut w = sandbox.wrap(&spec, &policy).unwrap();
+            let child = w
+                .command
+                .stdin(std::process::Stdio::null())
+                .spawn()
+                .unwrap();
+            (child, w.guard)
+        })
+        .join()
+        .unwrap()
+    };
+    let landlock = Sandbox::new(trellis_sandbox::Mode::Landlock).unwrap();
+    for sandbox in [landlock, Sandbox::off()] {
+        let name = sandbox.backend().name();
+        let marker = f.worktree.join(format!("survived-{name}"));
+        let (mut child, guard) = spawn(sandbox, marker.clone());
+        std::thread::sleep(Duration::from_millis(2500));
+        let status = child.try_wait().unwrap();
+        let _ = child.kill();
+        let _ = child.wait();
+        drop(guard);
+        if name == "off" {
+            assert!(
+                marker.exists(),
+                "unsandboxed, the command outlives its thread"
+            );
+        } else {
+            assert!(
+                !marker.exists(),
+                "{name}: the command outlived its parent ({status:?})"
+            );
+        }
+    }
+}
