@@ -624,8 +624,10 @@ pub async fn sandbox(
             let rec = store.change_set(&run)?;
             let wt = RunWorktree::from_record(&rec);
             // Section `tools` of the layered configuration (defaults when absent).
-            let config: ToolsConfig =
-                crate::workspace::load_config(repo, overrides)?.section_serde("tools")?;
+            let loaded = crate::workspace::load_config(repo, overrides)?;
+            let mut config: ToolsConfig = loaded.section_serde("tools")?;
+            // The OS sandbox's own top-level section (`[sandbox]`, docs/security.md).
+            config.sandbox = loaded.section(trellis_sandbox::SECTION)?;
             let config = Arc::new(config);
             let ws = Workspace::new(&wt.path, &config.secrets)?;
             let mut env = ToolEnv::new(

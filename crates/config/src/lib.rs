@@ -38,6 +38,7 @@ pub const SECTIONS: &[&str] = &[
     "sources",    // trellis-sources: web search, documentation sites, OSV advisories
     "store",      // trellis-store: a PostgreSQL server instead of the workspace's SQLite file
     "repository", // trellis-tools: the git remote runs' branches travel through (team scale)
+    "sandbox",    // trellis-sandbox: the OS sandbox of every command agents run
 ];
 
 /// Where to look for configuration.

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use crate::task::{Task, quote};
-use crate::workdir::{ENV_VAR, must, sh, tail};
+use crate::workdir::{ENV_VAR, must, sh, sh_sandboxed, tail};
 use crate::{Error, Result};
 
 /// One test command's outcome.
@@ -113,7 +113,8 @@ async fn run(task: &Task, dir: &Path, env: &Path, timeout: Duration) -> Result<V
         let var = var.clone();
         async move {
             let started = Instant::now();
-            let out = sh(&command, dir, &var, timeout).await?;
+            // The task's tests run model-written code: inside the sandbox.
+            let out = sh_sandboxed(&command, dir, env, &var, timeout).await?;
             Ok::<_, Error>(TestRun {
                 exit_code: out.exit_code,
                 timed_out: out.timed_out,

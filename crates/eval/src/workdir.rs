@@ -45,6 +45,47 @@ pub async fn sh(
     .map_err(|e| Error::Failed(format!("`{command}`: {e}")))
 }
 
+/// Runs a task's test command (model-written code and the task's tests) like [`sh`], but
+/// inside the OS sandbox (trellis-sandbox, `[sandbox] mode = "auto"`): the checkout `cwd`
+/// writable, the task's environment `env_dir` readable, the home directory hidden, no
+/// network, the environment scrubbed of secrets (plus `extra`). Refused with the cause when
+/// no sandbox can be set up.
+pub async fn sh_sandboxed(
+    command: &str,
+    cwd: &Path,
+    env_dir: &Path,
+    extra: &[(&str, String)],
+    timeout: Duration,
+) -> Result<ShellOutcome> {
+    let config = ShellConfig {
+        max_output_bytes: 64 * 1024,
+        ..ShellConfig::default()
+    };
+    let mut env = trellis_tools::builtin::scrubbed_env(&config, std::env::vars());
+    env.extend(extra.iter().map(|(k, v)| ((*k).to_owned(), v.clone())));
+    let sandbox = trellis_sandbox::Sandbox::new(trellis_sandbox::Mode::Auto)
+        .map_err(|e| Error::Failed(format!("`{command}`: {e}")))?;
+    let mut policy = trellis_sandbox::SandboxPolicy::for_worktree(
+        cwd,
+        trellis_sandbox::Preset::WorkspaceWrite,
+        &trellis_sandbox::SandboxConfig::default(),
+        trellis_sandbox::home_dir().as_deref(),
+        trellis_sandbox::trellis_config_dir().as_deref(),
+    );
+    policy.home_read.push(env_dir.to_path_buf());
+    trellis_tools::builtin::run_shell_sandboxed(
+        command,
+        cwd,
+        env,
+        &config,
+        timeout,
+        &CancellationToken::new(),
+        (&sandbox, &policy),
+    )
+    .await
+    .map_err(|e| Error::Failed(format!("`{command}`: {e}")))
+}
+
 /// [`sh`] that must exit 0; the error names the command and shows its output's end.
 pub async fn must(
     command: &str,

@@ -78,6 +78,14 @@ pub struct ServerConfig {
     /// destructive (the default) → `destructive`, open-world → `network`, else
     /// `writes_workspace`.
     pub approval: Option<Action>,
+    /// Run this stdio server inside the OS sandbox with this preset (`read-only`,
+    /// `workspace-write`, `workspace-write-network`; the workspace is the repository); by
+    /// default servers run unsandboxed, as configured by the user (docs/security.md).
+    pub sandbox: Option<trellis_sandbox::Preset>,
+    /// `[sandbox] mode`, copied here by whoever loads the configuration
+    /// ([`McpConfig::set_sandbox_mode`]).
+    #[serde(skip)]
+    pub sandbox_mode: trellis_sandbox::Mode,
 }
 
 impl Default for McpConfig {
@@ -109,11 +117,20 @@ impl Default for ServerConfig {
             disabled_tools: Vec::new(),
             roles: Vec::new(),
             approval: None,
+            sandbox: None,
+            sandbox_mode: trellis_sandbox::Mode::Auto,
         }
     }
 }
 
 impl McpConfig {
+    /// Sets `[sandbox] mode` (the top-level section) on every server.
+    pub fn set_sandbox_mode(&mut self, mode: trellis_sandbox::Mode) {
+        for s in self.servers.values_mut() {
+            s.sandbox_mode = mode;
+        }
+    }
+
     /// Checks every server; the error names `mcp.servers.NAME.field` and the fix.
     pub fn validate(&self) -> Result<()> {
         for (name, s) in &self.servers {

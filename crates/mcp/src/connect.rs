@@ -171,23 +171,22 @@ pub(crate) async fn connect(
             "mcp.servers.{name}: neither command nor url"
         )));
     };
-    let mut cmd = tokio::process::Command::new(program);
-    cmd.args(&config.args)
-        .env_clear()
-        .current_dir(match &config.cwd {
-            Some(dir) => workspace.join(dir),
-            None => workspace.to_path_buf(),
-        })
-        .kill_on_drop(true);
+    let cwd = match &config.cwd {
+        Some(dir) => workspace.join(dir),
+        None => workspace.to_path_buf(),
+    };
+    let mut env: Vec<(std::ffi::OsString, std::ffi::OsString)> = Vec::new();
     for var in BASE_ENV {
         if let Some(v) = std::env::var_os(var) {
-            cmd.env(var, v);
+            env.push((var.into(), v));
         }
     }
     for var in &config.env_vars {
-        cmd.env(var, env_value(name, var)?);
+        env.push((var.into(), env_value(name, var)?.into()));
     }
-    cmd.envs(&config.env);
+    env.extend(config.env.iter().map(|(k, v)| (k.into(), v.into())));
+    let (mut cmd, guard) = sandboxed(name, config, program, &cwd, env, workspace)?;
+    cmd.kill_on_drop(true);
     let mut wrapped = process_wrap::tokio::CommandWrap::from(cmd);
     // npx, uvx and shells start the real server as their child: a process group lets the
     // whole tree be killed.
@@ -203,6 +202,9 @@ pub(crate) async fn connect(
         let tail = stderr.clone();
         let server = name.to_owned();
         tokio::spawn(async move {
+            // The sandbox's pids cgroup and descriptors live as long as the server: its
+            // stderr closes when it exits.
+            let _guard = guard;
             let mut lines = tokio::io::BufReader::new(err).lines();
             while let Ok(Some(line)) = lines.next_line().await {
                 tracing::debug!(server = %server, "stderr: {line}");
@@ -229,6 +231,53 @@ impl Handler {
             progress,
         }
     }
+}
+
+/// The server's command: inside the OS sandbox when its configuration opts in (`sandbox =
+/// "<preset>"`, the workspace as the worktree), else as it is. The guard lives as long as
+/// the server.
+fn sandboxed(
+    name: &str,
+    config: &ServerConfig,
+    program: &str,
+    cwd: &Path,
+    env: Vec<(std::ffi::OsString, std::ffi::OsString)>,
+    workspace: &Path,
+) -> Result<(tokio::process::Command, Option<trellis_sandbox::Guard>)> {
+    let Some(preset) = config.sandbox else {
+        let mut cmd = tokio::process::Command::new(program);
+        cmd.args(&config.args)
+            .env_clear()
+            .envs(env)
+            .current_dir(cwd);
+        return Ok((cmd, None));
+    };
+    let start_error = |message: String| Error::Start {
+        server: name.to_owned(),
+        message,
+    };
+    let sandbox = trellis_sandbox::Sandbox::new(config.sandbox_mode)
+        .map_err(|e| start_error(e.to_string()))?;
+    let policy = trellis_sandbox::SandboxPolicy::for_worktree(
+        workspace,
+        preset,
+        &trellis_sandbox::SandboxConfig::default(),
+        trellis_sandbox::home_dir().as_deref(),
+        trellis_sandbox::trellis_config_dir().as_deref(),
+    );
+    let spec = trellis_sandbox::CommandSpec {
+        program: program.into(),
+        args: config.args.iter().map(Into::into).collect(),
+        cwd: cwd.to_path_buf(),
+        env,
+    };
+    let wrapped = sandbox
+        .wrap(&spec, &policy)
+        .map_err(|e| start_error(e.to_string()))?;
+    Ok((
+        tokio::process::Command::from(wrapped.command),
+        Some(wrapped.guard),
+    ))
 }
 
 fn env_value(server: &str, var: &str) -> Result<String> {

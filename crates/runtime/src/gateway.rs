@@ -117,8 +117,10 @@ impl Gateway {
     pub fn open(repo: &Path, overrides: &[String], store: Arc<Store>) -> Result<Self> {
         let root = trellis_tools::worktree::repo_root(repo).unwrap_or_else(|_| repo.to_path_buf());
         let config = Config::load(&LoadOptions::discover(&root, overrides.to_vec()))?;
-        let tools: ToolsConfig = config.section_serde("tools")?;
-        let mcp: McpConfig = config.section_serde("mcp")?;
+        let mut tools: ToolsConfig = config.section_serde("tools")?;
+        tools.sandbox = config.section(trellis_sandbox::SECTION)?;
+        let mut mcp: McpConfig = config.section_serde("mcp")?;
+        mcp.set_sandbox_mode(tools.sandbox.mode);
         let index: trellis_index::IndexConfig = config.section_serde("index")?;
         let mut gateway = Self::new(&root, tools, mcp, Some(store))?;
         // The index's embedder ranks the tools by meaning with BM25 (`index.embedding`).

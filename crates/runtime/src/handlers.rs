@@ -32,6 +32,8 @@ pub struct RunContext {
     /// Tools, with every role's allow list; calls are recorded in the store. Replaced once
     /// when a run that started planning continues with its workflow (the plan grants tools).
     registry: std::sync::RwLock<Arc<Registry>>,
+    /// The run's workflow once planned (the sandbox's per-workflow preset).
+    workflow: std::sync::RwLock<Option<String>>,
     /// Budgets of the run.
     pub ledger: Arc<trellis_llm::BudgetLedger>,
     /// Input mode and progress sink.
@@ -94,6 +96,7 @@ impl RunContext {
             run,
             space,
             registry: std::sync::RwLock::new(registry),
+            workflow: std::sync::RwLock::new(None),
             ledger,
             options,
             test_command,
@@ -117,6 +120,11 @@ impl RunContext {
         *self.registry.write().unwrap_or_else(|p| p.into_inner()) = registry;
     }
 
+    /// Names the run's workflow (its commands' sandbox preset may depend on it).
+    pub(crate) fn set_workflow(&self, workflow: Option<String>) {
+        *self.workflow.write().unwrap_or_else(|p| p.into_inner()) = workflow;
+    }
+
     pub(crate) fn env(
         &self,
         node: &str,
@@ -128,6 +136,11 @@ impl RunContext {
         env.run = Some(self.run.clone());
         env.node = Some(node.to_owned());
         env.base_commit = self.space.get().map(|wt| wt.base);
+        env.workflow = self
+            .workflow
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
         if self.runtime.tools.speculation.enabled {
             env.advisor = Some(self.runtime.tool_knowledge.clone());
         }

@@ -203,7 +203,13 @@ impl Runtime {
         let repo = trellis_tools::worktree::repo_root(repo)?;
         let config = Config::load(&LoadOptions::discover(&repo, overrides.to_vec()))?;
         let models = Arc::new(ModelRegistry::from_config(&config)?);
-        let tools: ToolsConfig = config.section_serde("tools")?;
+        let mut tools: ToolsConfig = config.section_serde("tools")?;
+        tools.sandbox = config.section(trellis_sandbox::SECTION)?;
+        if tools.sandbox.mode == trellis_sandbox::Mode::Off {
+            // Printed on every run (and recorded with every command's result).
+            eprintln!("warning: {}", trellis_sandbox::OFF_WARNING);
+            tracing::warn!("{}", trellis_sandbox::OFF_WARNING);
+        }
         let agents: AgentsConfig = config.section("agents")?;
         let context: trellis_agents::ContextConfig = config.section("context")?;
         context.validate()?;
@@ -211,7 +217,8 @@ impl Runtime {
         let sources: trellis_sources::SourcesConfig = config.section(trellis_sources::SECTION)?;
         let repository: trellis_tools::worktree::remote::RepositoryConfig =
             config.section_serde("repository")?;
-        let mcp: trellis_mcp::McpConfig = config.section_serde("mcp")?;
+        let mut mcp: trellis_mcp::McpConfig = config.section_serde("mcp")?;
+        mcp.set_sandbox_mode(tools.sandbox.mode);
         let mcp = trellis_mcp::McpHub::new(&repo, &mcp)?;
         let lsp: trellis_lsp::LspConfig = config.section_serde("lsp")?;
         let lsp = Arc::new(trellis_lsp::LspPool::new(&repo, &lsp));
@@ -444,15 +451,9 @@ impl Runtime {
         }
         let ledger = trellis_agents::usage::run_ledger(self.store.clone(), &run, budget)?;
         let nodes = nodes::NodeSpaces::open(&self.repo, &run, &space.branch())?;
-        Ok(RunContext::new(
-            self.clone(),
-            run,
-            space,
-            nodes,
-            registry,
-            ledger,
-            options,
-        ))
+        let ctx = RunContext::new(self.clone(), run, space, nodes, registry, ledger, options);
+        ctx.set_workflow(plan.map(|p| p.workflow.clone()));
+        Ok(ctx)
     }
 
     /// The tools of a run of `plan` (before planning: those no plan grants), every role's

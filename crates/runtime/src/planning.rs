@@ -216,6 +216,7 @@ impl Continuation for ToWorkflow {
             // Building the tool registry and compiling the workflow are blocking work.
             tokio::task::spawn_blocking(move || {
                 ctx.set_registry(ctx.runtime.registry_for(Some(&planned.plan)));
+                ctx.set_workflow(Some(planned.plan.workflow.clone()));
                 let graph = after_planning(compile(&planned.plan, ctx.as_ref())?)?;
                 Ok::<_, Error>(Some((
                     Arc::new(graph),

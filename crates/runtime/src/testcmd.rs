@@ -296,6 +296,15 @@ impl ScratchProbe {
         }
         let mut env = self.env.clone();
         env.workspace = trellis_tools::Workspace::new(scratch.path(), &self.secrets).ok()?;
+        // The copy links the workspace's build and dependency directories: the sandbox
+        // lets the tests write those (a build's output), nothing else of the workspace.
+        let mut config = (*env.config).clone();
+        let root = self.env.workspace.root();
+        config
+            .sandbox
+            .writable
+            .extend(LINKED.iter().map(|l| root.join(l)).filter(|p| p.is_dir()));
+        env.config = std::sync::Arc::new(config);
         // The project's own command: `ask` is taken as approved; `deny` still applies.
         env.interaction = std::sync::Arc::new(trellis_tools::NonInteractive { approve: true });
         let run = run(&self.registry, &env, command, self.timeout_secs, cancel).await;

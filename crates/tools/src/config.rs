@@ -45,6 +45,10 @@ pub struct ToolsConfig {
     pub speculation: SpeculationConfig,
     /// `trellis mcp --gateway`: the configured MCP servers' tools for an MCP client.
     pub gateway: GatewayConfig,
+    /// The OS sandbox of commands: the top-level `[sandbox]` section (trellis-sandbox),
+    /// copied here by whoever loads the configuration, so every tool environment has it.
+    #[serde(skip)]
+    pub sandbox: trellis_sandbox::SandboxConfig,
 }
 
 /// The `tools.gateway` section: what `trellis mcp --gateway` offers an MCP client.

@@ -29,6 +29,8 @@ pub struct ToolEnv {
     pub node: Option<String>,
     /// The base commit of the run's worktree, for `git_diff` against the run's start.
     pub base_commit: Option<String>,
+    /// The workflow of the run, if any (the sandbox's per-workflow preset).
+    pub workflow: Option<String>,
     /// Notes taken with `take_note`.
     pub notes: Arc<Mutex<Vec<Note>>>,
     /// The tool knowledge graph's advice (speculation), if the runtime has one.
@@ -62,6 +64,7 @@ impl ToolEnv {
             run: None,
             node: None,
             base_commit: None,
+            workflow: None,
             notes: Arc::default(),
             advisor: None,
             checkpoints: Arc::new(crate::dag::MemoryCheckpoints::default()),
@@ -137,6 +140,8 @@ pub struct ToolContext {
     pub tool: String,
     /// The call's arguments (for approval requests).
     pub args: Value,
+    /// The role making the call, when the registry knows it (the sandbox's per-role preset).
+    pub role: Option<String>,
     decision: Mutex<Decision>,
     progress: Option<ProgressFn>,
 }
@@ -149,9 +154,17 @@ impl ToolContext {
             cancel,
             tool: tool.to_owned(),
             args,
+            role: None,
             decision: Mutex::new(Decision::Auto),
             progress: None,
         }
+    }
+
+    /// Names the role making the call.
+    #[must_use]
+    pub fn with_role(mut self, role: &str) -> Self {
+        self.role = Some(role.to_owned());
+        self
     }
 
     /// Sends this call's progress reports to `progress`.

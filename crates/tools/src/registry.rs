@@ -267,7 +267,9 @@ impl Registry {
     ) -> ToolResult {
         let started_at = now_ms();
         let clock = Instant::now();
-        let ctx = ToolContext::new(env.clone(), tool, args.clone(), cancel).with_progress(progress);
+        let ctx = ToolContext::new(env.clone(), tool, args.clone(), cancel)
+            .with_progress(progress)
+            .with_role(role);
         let outcome = match self.tool(tool) {
             None => Err(Error::UnknownTool(tool.to_owned())),
             Some(_) if !self.allows(role, tool) => Err(Error::NotAllowed {

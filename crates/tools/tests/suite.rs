@@ -4,6 +4,7 @@ mod edit;
 mod nodes;
 mod review;
 mod safety;
+mod sandbox;
 mod shell;
 mod support;
 mod worktree;

@@ -1,4 +1,5 @@
 mod client;
 mod filesystem;
 mod git;
+mod sandbox;
 mod support;

@@ -1,5 +1,6 @@
-//! `shell`: one command line in the workspace, under the policy, with a timeout, an output
-//! cap and a scrubbed environment; the whole process group dies on timeout or cancel.
+//! `shell`: one command line in the workspace, under the policy, inside the OS sandbox
+//! (trellis-sandbox: `[sandbox]`), with a timeout, an output cap and a scrubbed environment;
+//! the whole process group dies on timeout or cancel.
 
 use std::collections::VecDeque;
 use std::path::Path;
@@ -16,6 +17,7 @@ use crate::context::ToolContext;
 use crate::error::{Error, Result};
 use crate::policy::{self, CommandClass};
 use crate::tool::TypedTool;
+use trellis_sandbox::{CommandSpec, Sandbox, SandboxPolicy};
 
 /// Environment variables passed to commands unless configured otherwise.
 pub const ENV_ALLOW: &[&str] = &[
@@ -115,6 +117,8 @@ pub struct ShellOutcome {
     pub duration_ms: u64,
     /// The command's class under the policy.
     pub class: Option<CommandClass>,
+    /// The sandbox it ran in (`bwrap`, `landlock`, or `off`: unsandboxed).
+    pub sandbox: String,
 }
 
 /// Kills a process group when dropped (or asked), so no exit path leaves it running.
@@ -200,8 +204,8 @@ async fn read_capped(mut r: impl AsyncRead + Unpin, max: usize) -> String {
 }
 
 /// Runs `command` with `config.shell -c` in `cwd`, with exactly the environment `env`, in
-/// its own process group; kills the group on timeout, on cancellation, and after the
-/// command exits (so background children do not outlive the call).
+/// its own process group, unsandboxed (the harness's own setup steps); see
+/// [`run_shell_sandboxed`].
 pub async fn run_shell(
     command: &str,
     cwd: &Path,
@@ -210,20 +214,56 @@ pub async fn run_shell(
     timeout: Duration,
     cancel: &CancellationToken,
 ) -> Result<ShellOutcome> {
+    let off = Sandbox::off();
+    run_shell_sandboxed(
+        command,
+        cwd,
+        env,
+        config,
+        timeout,
+        cancel,
+        (&off, &SandboxPolicy::default()),
+    )
+    .await
+}
+
+/// Runs `command` with `config.shell -c` in `cwd` inside `sandbox` under its policy, with
+/// exactly the environment `env`, in a new session (its own process group); kills the
+/// group on timeout, on cancellation, and after the command exits (so background children
+/// do not outlive the call). A command the sandbox cannot wrap is an error naming why.
+pub async fn run_shell_sandboxed(
+    command: &str,
+    cwd: &Path,
+    env: Vec<(String, String)>,
+    config: &ShellConfig,
+    timeout: Duration,
+    cancel: &CancellationToken,
+    (sandbox, policy): (&Sandbox, &SandboxPolicy),
+) -> Result<ShellOutcome> {
     let started = Instant::now();
-    let mut child = tokio::process::Command::new(&config.shell)
-        .arg("-c")
-        .arg(command)
-        .current_dir(cwd)
-        .env_clear()
-        .envs(env)
+    let spec = CommandSpec {
+        program: config.shell.clone().into(),
+        args: vec!["-c".into(), command.into()],
+        cwd: cwd.to_path_buf(),
+        env: env.into_iter().map(|(k, v)| (k.into(), v.into())).collect(),
+    };
+    let wrapped = sandbox
+        .wrap(&spec, policy)
+        .map_err(|e| Error::Failed(e.to_string()))?;
+    let backend = wrapped.backend;
+    let _guard = wrapped.guard;
+    let mut child = tokio::process::Command::from(wrapped.command)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .process_group(0)
         .kill_on_drop(true)
         .spawn()
-        .map_err(|e| Error::Failed(format!("cannot start `{}`: {e}", config.shell)))?;
+        .map_err(|e| {
+            Error::Failed(format!(
+                "cannot start `{}` ({backend} sandbox): {e}",
+                config.shell
+            ))
+        })?;
     let mut guard = GroupGuard(child.id().and_then(|id| i32::try_from(id).ok()));
     let max = config.max_output_bytes;
     let out = child
@@ -269,6 +309,7 @@ pub async fn run_shell(
         timed_out,
         duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
         class: None,
+        sandbox: backend.to_owned(),
     })
 }
 
@@ -306,7 +347,16 @@ impl TypedTool for Shell {
 
     async fn run(&self, ctx: &ToolContext, input: ShellInput) -> Result<ShellOutcome> {
         let cfg = &ctx.config().shell;
-        let verdict = policy::evaluate(&input.command, &ctx.config().policy, ctx.workspace());
+        let mut verdict = policy::evaluate(&input.command, &ctx.config().policy, ctx.workspace());
+        // Inside the sandbox an unrecognised command (a local script, an interpreter) can
+        // write only what the sandbox lets it: the worktree. It is decided as a write to the
+        // workspace; network and destructive commands still ask or are denied.
+        if ctx.config().sandbox.mode != trellis_sandbox::Mode::Off
+            && verdict.class == CommandClass::Unknown
+        {
+            verdict.action =
+                policy::class_action(&ctx.config().policy, CommandClass::WritesWorkspace);
+        }
         let reason = if verdict.reasons.is_empty() {
             format!("`{}` is {}", input.command, verdict.class)
         } else {
@@ -321,14 +371,16 @@ impl TypedTool for Shell {
             .timeout_secs
             .unwrap_or(cfg.timeout_secs)
             .clamp(1, cfg.max_timeout_secs.max(1));
-        let env = scrubbed_env(cfg, std::env::vars());
-        let mut out = run_shell(
+        let (sandbox, policy) = command_sandbox(ctx)?;
+        let env = sandbox_env(scrubbed_env(cfg, std::env::vars()), &sandbox, &policy);
+        let mut out = run_shell_sandboxed(
             &input.command,
             &cwd.abs,
             env,
             cfg,
             Duration::from_secs(secs),
             &ctx.cancel,
+            (&sandbox, &policy),
         )
         .await?;
         out.class = Some(verdict.class);
@@ -336,14 +388,20 @@ impl TypedTool for Shell {
     }
 
     fn render(&self, o: &ShellOutcome) -> String {
-        let mut s = match (o.timed_out, o.exit_code) {
+        let mut s = String::new();
+        if o.sandbox == "off" {
+            s.push_str("warning: ");
+            s.push_str(trellis_sandbox::OFF_WARNING);
+            s.push('\n');
+        }
+        s.push_str(&match (o.timed_out, o.exit_code) {
             (true, _) => format!(
                 "timed out after {} ms; the command and its children were killed\n",
                 o.duration_ms
             ),
             (false, Some(c)) => format!("exit code {c}\n"),
             (false, None) => "killed by a signal\n".to_owned(),
-        };
+        });
         if !o.stdout.is_empty() {
             s.push_str("--- stdout ---\n");
             s.push_str(&o.stdout);
@@ -357,4 +415,50 @@ impl TypedTool for Shell {
         }
         s
     }
+}
+
+/// The environment inside the sandbox: a build directory or temporary directory named by the
+/// environment that the command could not write (`CARGO_TARGET_DIR` of the user's shell,
+/// `TMPDIR`) is left out, so the tools fall back to the worktree's `target/` and the
+/// sandbox's private tmp instead of failing.
+fn sandbox_env(
+    env: Vec<(String, String)>,
+    sandbox: &Sandbox,
+    policy: &SandboxPolicy,
+) -> Vec<(String, String)> {
+    if sandbox.is_off() {
+        return env;
+    }
+    let writable = |v: &str| {
+        let p = std::path::Path::new(v);
+        p.is_absolute() && policy.writable.iter().any(|w| p.starts_with(w))
+    };
+    env.into_iter()
+        .filter(|(k, v)| match k.as_str() {
+            "CARGO_TARGET_DIR" => writable(v),
+            "TMPDIR" | "TMP" | "TEMP" => false,
+            _ => true,
+        })
+        .collect()
+}
+
+/// The sandbox and policy of a command run by this call: `[sandbox] mode`, the preset of
+/// the call's workflow and role, the workspace writable, the home directory and Trellis's
+/// configuration hidden. Refused (an error naming the cause and the setting) when the
+/// sandbox cannot be set up.
+fn command_sandbox(ctx: &ToolContext) -> Result<(Sandbox, SandboxPolicy)> {
+    let cfg = &ctx.config().sandbox;
+    let sandbox = Sandbox::new(cfg.mode).map_err(|e| Error::Failed(e.to_string()))?;
+    if sandbox.is_off() {
+        tracing::warn!("{}", trellis_sandbox::OFF_WARNING);
+    }
+    let preset = cfg.preset_for(ctx.env.workflow.as_deref(), ctx.role.as_deref());
+    let policy = SandboxPolicy::for_worktree(
+        ctx.workspace().root(),
+        preset,
+        cfg,
+        trellis_sandbox::home_dir().as_deref(),
+        trellis_sandbox::trellis_config_dir().as_deref(),
+    );
+    Ok((sandbox, policy))
 }

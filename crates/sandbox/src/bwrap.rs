@@ -1,0 +1,174 @@
+//! The bubblewrap backend: the argv that puts a command in new PID, IPC and (unless the
+//! policy grants it) network namespaces, on a read-only view of the system with the
+//! writable paths bound read-write, a private `/tmp`, the home directory replaced by an
+//! empty tmpfs with the readable paths bound back read-only, all capabilities dropped, a
+//! new session, and death with its parent; plus the preflight that finds out whether
+//! bubblewrap runs here (and whether it may mount `/proc`, which nested containers refuse).
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use crate::policy::SandboxPolicy;
+
+/// What the preflight found out about bubblewrap on this machine.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Bwrap {
+    /// The `bwrap` executable.
+    pub program: PathBuf,
+    /// Whether a fresh `/proc` can be mounted (`--proc /proc`); else the host's is bound.
+    pub proc: bool,
+}
+
+/// Finds `bwrap` on `PATH` and tries it: first with a fresh `/proc`, then (containers that
+/// refuse to mount procfs) with the host's bound read-only. The error says what failed.
+pub fn preflight() -> Result<Bwrap, String> {
+    let program = find_on_path("bwrap").ok_or_else(|| "bwrap is not on PATH".to_owned())?;
+    let mut last = String::new();
+    for proc in [true, false] {
+        let b = Bwrap {
+            program: program.clone(),
+            proc,
+        };
+        let policy = SandboxPolicy::default();
+        let mut args = b.args(&policy, Path::new("/"), None);
+        args.push("true".into());
+        match Command::new(&b.program)
+            .args(&args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .output()
+        {
+            Ok(out) if out.status.success() => return Ok(b),
+            Ok(out) => {
+                last = format!(
+                    "`bwrap` failed ({}): {}",
+                    out.status,
+                    String::from_utf8_lossy(&out.stderr).trim()
+                );
+            }
+            Err(e) => last = format!("cannot start `{}`: {e}", program.display()),
+        }
+    }
+    Err(last)
+}
+
+fn find_on_path(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+}
+
+impl Bwrap {
+    /// bubblewrap's arguments up to and including `--`, for a command in `cwd` under
+    /// `policy` (canonical paths), with the seccomp program readable on `seccomp_fd`.
+    pub fn args(
+        &self,
+        policy: &SandboxPolicy,
+        cwd: &Path,
+        seccomp_fd: Option<i32>,
+    ) -> Vec<OsString> {
+        let mut a: Vec<OsString> = Vec::new();
+        let mut push = |items: &[&str]| a.extend(items.iter().map(OsString::from));
+        push(&[
+            "--new-session",
+            "--die-with-parent",
+            "--unshare-pid",
+            "--unshare-ipc",
+            "--unshare-uts",
+            "--unshare-cgroup-try",
+            "--cap-drop",
+            "ALL",
+            "--ro-bind",
+            "/",
+            "/",
+            "--dev",
+            "/dev",
+            "--tmpfs",
+            "/tmp",
+            "--tmpfs",
+            "/dev/shm",
+        ]);
+        if self.proc {
+            push(&["--proc", "/proc"]);
+        } else {
+            push(&["--ro-bind", "/proc", "/proc"]);
+        }
+        if !policy.network {
+            push(&["--unshare-net"]);
+        }
+        let mut binds: Vec<(&Path, &'static str)> = Vec::new();
+        if let Some(home) = &policy.home {
+            binds.push((home, "--tmpfs"));
+            binds.extend(policy.home_read.iter().map(|p| (p.as_path(), "--ro-bind")));
+        }
+        binds.extend(policy.hidden.iter().map(|p| (p.as_path(), "--tmpfs")));
+        binds.extend(policy.writable.iter().map(|p| (p.as_path(), "--bind")));
+        binds.extend(policy.protected.iter().map(|p| (p.as_path(), "--ro-bind")));
+        // Shallower mounts first, so a deeper one (the worktree under the hidden home, a
+        // protected `.git/hooks` in the worktree) lands on top; stable for equal depth.
+        binds.sort_by_key(|(p, _)| p.components().count());
+        for (path, how) in binds {
+            a.push(how.into());
+            if how != "--tmpfs" {
+                a.push(path.into());
+            }
+            a.push(path.into());
+        }
+        if let Some(fd) = seccomp_fd {
+            a.push("--seccomp".into());
+            a.push(fd.to_string().into());
+        }
+        a.push("--setenv".into());
+        a.push("TMPDIR".into());
+        a.push("/tmp".into());
+        a.push("--chdir".into());
+        a.push(cwd.into());
+        a.push("--".into());
+        a
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deeper_mounts_land_on_top_of_the_hidden_home() {
+        let policy = SandboxPolicy {
+            writable: vec!["/home/u/src/repo".into()],
+            protected: vec!["/home/u/src/repo/.git/hooks".into()],
+            home: Some("/home/u".into()),
+            home_read: vec!["/home/u/.rustup".into()],
+            hidden: vec!["/home/u/.config/trellis".into()],
+            network: false,
+            pids_max: 10,
+        };
+        let b = Bwrap {
+            program: "bwrap".into(),
+            proc: false,
+        };
+        let args: Vec<String> = b
+            .args(&policy, Path::new("/home/u/src/repo"), Some(7))
+            .into_iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        let at = |needle: &[&str]| {
+            args.windows(needle.len())
+                .position(|w| w == needle)
+                .unwrap_or_else(|| panic!("{needle:?} not in {args:?}"))
+        };
+        let home = at(&["--tmpfs", "/home/u"]);
+        let repo = at(&["--bind", "/home/u/src/repo", "/home/u/src/repo"]);
+        let hooks = at(&["--ro-bind", "/home/u/src/repo/.git/hooks"]);
+        assert!(home < repo && repo < hooks, "{args:?}");
+        at(&["--tmpfs", "/home/u/.config/trellis"]);
+        at(&["--ro-bind", "/proc", "/proc"]);
+        at(&["--unshare-net"]);
+        at(&["--cap-drop", "ALL"]);
+        at(&["--seccomp", "7"]);
+        assert_eq!(args.last().map(String::as_str), Some("--"));
+    }
+}

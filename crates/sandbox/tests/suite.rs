@@ -1,0 +1,3 @@
+mod escape;
+mod fixture;
+mod work;
