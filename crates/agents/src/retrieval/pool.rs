@@ -60,7 +60,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 const MAX_IDLE_HANDLES: usize = 6;
 
 /// Handles open at once, busy or idle; more takers wait for one to come back.
-pub const MAX_OPEN_HANDLES: usize = 6;
+pub(crate) const MAX_OPEN_HANDLES: usize = 6;
 
 #[derive(Default)]
 struct Handles {
@@ -71,7 +71,9 @@ struct Handles {
     open: usize,
 }
 
-/// Open handles on one workspace index ([module docs](self)).
+/// Open handles on one workspace index, shared by every retrieval of the workspace: kept
+/// for reuse, at most six at once (a taker waits for one), and dropped
+/// rather than reused when another handle or process has written the index behind them.
 pub struct IndexPool {
     repo: PathBuf,
     dir: Option<PathBuf>,
