@@ -11,6 +11,7 @@ mod nodes;
 mod planning;
 mod records;
 mod routing;
+mod sandbox_preset;
 mod service;
 mod service_bench;
 mod stage_tools;
