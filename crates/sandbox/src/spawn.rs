@@ -174,7 +174,6 @@ impl Sandbox {
                 hook.pdeathsig = true;
                 let mut c = Command::new(&spec.program);
                 c.args(&spec.args);
-                c.env("TMPDIR", tmp.path());
                 guard.fds.push(fd);
                 guard.tmp = Some(tmp);
                 c
@@ -184,9 +183,10 @@ impl Sandbox {
         cmd.envs(
             spec.env
                 .iter()
-                .filter(|(k, _)| !(matches!(self.backend, Backend::Landlock) && k == "TMPDIR"))
+                .filter(|(k, v)| self.is_off() || passes(k, v, &policy))
                 .map(|(k, v)| (k, v)),
         );
+        // bubblewrap sets its own `/tmp` (`--setenv`); the fallback its private directory.
         if let Some(tmp) = &guard.tmp {
             cmd.env("TMPDIR", tmp.path());
         }
@@ -196,6 +196,20 @@ impl Sandbox {
             guard,
             backend: self.backend.name(),
         })
+    }
+}
+
+/// Whether a variable of the caller's environment is passed into the sandbox: not the
+/// temporary directories (the sandbox has its own), nor a `CARGO_TARGET_DIR` the command
+/// could not write (cargo then builds in the worktree's `target/` instead of failing).
+fn passes(key: &std::ffi::OsStr, value: &std::ffi::OsStr, policy: &SandboxPolicy) -> bool {
+    match key.to_str() {
+        Some("TMPDIR" | "TMP" | "TEMP") => false,
+        Some("CARGO_TARGET_DIR") => {
+            let dir = Path::new(value);
+            dir.is_absolute() && policy.writable.iter().any(|w| dir.starts_with(w))
+        }
+        _ => true,
     }
 }
 

@@ -147,3 +147,21 @@ pub fn is_queries(r: &ChatRequest) -> bool {
         .as_ref()
         .is_some_and(|f| f.schema["properties"].get("queries").is_some())
 }
+
+/// The discussion workflow without its documentation stage, planned for `rt`.
+pub async fn analysis_only(
+    rt: &trellis_core::Runtime,
+) -> (trellis_agents::Orchestration, trellis_workflow::Plan) {
+    let overrides = trellis_agents::Overrides {
+        workflow: Some("architecture_discussion".into()),
+        skip: vec!["decision_documentation".into()],
+        ..trellis_agents::Overrides::default()
+    };
+    rt.plan(
+        "Discuss the stock API",
+        &overrides,
+        tokio_util::sync::CancellationToken::new(),
+    )
+    .await
+    .unwrap()
+}

@@ -261,23 +261,6 @@ async fn a_call_over_budget_is_not_made_and_a_grant_resumes_it() {
 }
 
 /// The discussion workflow without its optional stage (no orchestrator call).
-async fn analysis_only(
-    rt: &trellis_core::Runtime,
-) -> (trellis_agents::Orchestration, trellis_workflow::Plan) {
-    let overrides = Overrides {
-        workflow: Some("architecture_discussion".into()),
-        skip: vec!["decision_documentation".into()],
-        ..Overrides::default()
-    };
-    rt.plan(
-        "Discuss the stock API",
-        &overrides,
-        CancellationToken::new(),
-    )
-    .await
-    .unwrap()
-}
-
 /// A run whose agents only read does no repository work: no worktree, no run branch, no
 /// change set. The first agent that can write creates them,
 /// from the user's working state at that moment (an uncommitted file included).

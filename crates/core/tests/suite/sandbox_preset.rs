@@ -3,8 +3,6 @@
 //! command cannot write the run's worktree; without it (workspace-write) the same command does.
 
 use serde_json::json;
-use tokio_util::sync::CancellationToken;
-use trellis_agents::Overrides;
 use trellis_core::InputMode;
 use trellis_protocol::RunStatus;
 use trellis_test_support::scripted::ScriptedProvider;
@@ -33,19 +31,7 @@ async fn write_in_a_discussion(config: &str) -> (bool, String) {
         report(false, "tried to write a file"),
     ]);
     let rt = runtime(&repo, &script);
-    let overrides = Overrides {
-        workflow: Some("architecture_discussion".into()),
-        skip: vec!["decision_documentation".into()],
-        ..Overrides::default()
-    };
-    let (orchestration, plan) = rt
-        .plan(
-            "Discuss the stock API",
-            &overrides,
-            CancellationToken::new(),
-        )
-        .await
-        .unwrap();
+    let (orchestration, plan) = analysis_only(&rt).await;
     let (handle, ctx) = rt
         .start(&plan, &orchestration, options(InputMode::Approve))
         .unwrap();

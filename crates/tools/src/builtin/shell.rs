@@ -372,7 +372,7 @@ impl TypedTool for Shell {
             .unwrap_or(cfg.timeout_secs)
             .clamp(1, cfg.max_timeout_secs.max(1));
         let (sandbox, policy) = command_sandbox(ctx)?;
-        let env = sandbox_env(scrubbed_env(cfg, std::env::vars()), &sandbox, &policy);
+        let env = scrubbed_env(cfg, std::env::vars());
         let mut out = run_shell_sandboxed(
             &input.command,
             &cwd.abs,
@@ -415,31 +415,6 @@ impl TypedTool for Shell {
         }
         s
     }
-}
-
-/// The environment inside the sandbox: a build directory or temporary directory named by the
-/// environment that the command could not write (`CARGO_TARGET_DIR` of the user's shell,
-/// `TMPDIR`) is left out, so the tools fall back to the worktree's `target/` and the
-/// sandbox's private tmp instead of failing.
-fn sandbox_env(
-    env: Vec<(String, String)>,
-    sandbox: &Sandbox,
-    policy: &SandboxPolicy,
-) -> Vec<(String, String)> {
-    if sandbox.is_off() {
-        return env;
-    }
-    let writable = |v: &str| {
-        let p = std::path::Path::new(v);
-        p.is_absolute() && policy.writable.iter().any(|w| p.starts_with(w))
-    };
-    env.into_iter()
-        .filter(|(k, v)| match k.as_str() {
-            "CARGO_TARGET_DIR" => writable(v),
-            "TMPDIR" | "TMP" | "TEMP" => false,
-            _ => true,
-        })
-        .collect()
 }
 
 /// The sandbox and policy of a command run by this call: `[sandbox] mode`, the preset of
