@@ -18,7 +18,7 @@ use trellis_tools::review::{
     self, ChangeSet, FileChange, FileSelection, LineKind, ReviewComment, ReviewOutcome, Selection,
 };
 use trellis_tools::worktree::RunWorktree;
-use trellis_tools::{NonInteractive, Registry, ToolEnv, ToolsConfig, Workspace};
+use trellis_tools::{NonInteractive, Registry, ToolEnv, Workspace};
 
 /// `trellis review` arguments.
 #[derive(Debug, Args)]
@@ -625,10 +625,7 @@ pub async fn sandbox(
             let wt = RunWorktree::from_record(&rec);
             // Section `tools` of the layered configuration (defaults when absent).
             let loaded = crate::workspace::load_config(repo, overrides)?;
-            let mut config: ToolsConfig = loaded.section_serde("tools")?;
-            // The OS sandbox's own top-level section (`[sandbox]`, docs/security.md).
-            config.sandbox = loaded.section(trellis_sandbox::SECTION)?;
-            let config = Arc::new(config);
+            let config = Arc::new(trellis_core::tools_config(&loaded)?);
             let ws = Workspace::new(&wt.path, &config.secrets)?;
             let mut env = ToolEnv::new(
                 ws,

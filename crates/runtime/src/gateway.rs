@@ -117,8 +117,7 @@ impl Gateway {
     pub fn open(repo: &Path, overrides: &[String], store: Arc<Store>) -> Result<Self> {
         let root = trellis_tools::worktree::repo_root(repo).unwrap_or_else(|_| repo.to_path_buf());
         let config = Config::load(&LoadOptions::discover(&root, overrides.to_vec()))?;
-        let mut tools: ToolsConfig = config.section_serde("tools")?;
-        tools.sandbox = config.section(trellis_sandbox::SECTION)?;
+        let tools = crate::tools_config(&config)?;
         let mut mcp: McpConfig = config.section_serde("mcp")?;
         mcp.set_sandbox_mode(tools.sandbox.mode);
         let index: trellis_index::IndexConfig = config.section_serde("index")?;

@@ -126,6 +126,14 @@ pub fn discover_workflows(repo: Option<&Path>, dirs: &[PathBuf]) -> Catalog {
     )
 }
 
+/// The `[tools]` section of `config`, with the top-level `[sandbox]` section the tools run
+/// their commands under.
+pub fn tools_config(config: &Config) -> Result<ToolsConfig> {
+    let mut tools: ToolsConfig = config.section_serde("tools")?;
+    tools.sandbox = config.section(trellis_sandbox::SECTION)?;
+    Ok(tools)
+}
+
 /// The input of a workflow run: the task and the orchestrator's decisions.
 pub fn run_input(plan: &Plan, orchestration: &Orchestration) -> Value {
     json!({
@@ -203,8 +211,7 @@ impl Runtime {
         let repo = trellis_tools::worktree::repo_root(repo)?;
         let config = Config::load(&LoadOptions::discover(&repo, overrides.to_vec()))?;
         let models = Arc::new(ModelRegistry::from_config(&config)?);
-        let mut tools: ToolsConfig = config.section_serde("tools")?;
-        tools.sandbox = config.section(trellis_sandbox::SECTION)?;
+        let tools = tools_config(&config)?;
         if tools.sandbox.mode == trellis_sandbox::Mode::Off {
             // Printed on every run (and recorded with every command's result).
             eprintln!("warning: {}", trellis_sandbox::OFF_WARNING);
