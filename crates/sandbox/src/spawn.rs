@@ -2,7 +2,7 @@
 //! [`Sandbox::wrap`], which turns a command into one that runs inside it.
 //!
 //! Everything the child does between `fork` and `exec` is prepared before the fork — the
-//! seccomp program, the Landlock ruleset's descriptor, the cgroup's `cgroup.procs`
+//! seccomp program, the Landlock ruleset's descriptor, the pids cgroup's
 //! descriptor — so the `pre_exec` hook only makes system calls (async-signal-safe: no
 //! allocation, no locks), as a forked child of a multi-threaded process must.
 
@@ -142,6 +142,9 @@ impl Sandbox {
             guard.cgroup = PidsCgroup::create(policy.pids_max);
         }
         let mut hook = Hook {
+            // Both backends: bubblewrap's own `--die-with-parent` is set only once it runs,
+            // so a parent that exits right after the spawn would leave it behind.
+            pdeathsig: (!self.is_off()).then(std::process::id),
             cgroup_fd: guard.cgroup.as_ref().map(PidsCgroup::procs_fd),
             nproc: (!self.is_off() && guard.cgroup.is_none() && policy.pids_max > 0)
                 .then(|| pids::nproc_limit(policy.pids_max)),
@@ -154,6 +157,13 @@ impl Sandbox {
                 c
             }
             Backend::Bwrap(b) => {
+                if b.scope && !policy.network {
+                    let fd = ll::scope_only()?.ok_or_else(|| {
+                        Error::Landlock("the kernel's Landlock lost its scopes".into())
+                    })?;
+                    hook.landlock_fd = Some(fd.as_raw_fd());
+                    guard.fds.push(fd);
+                }
                 let program = seccomp::program(policy.network)?;
                 let (reader, mut writer) = std::io::pipe()?;
                 writer.write_all(&seccomp::bytes(&program))?;
@@ -171,7 +181,6 @@ impl Sandbox {
                 let fd = ll::ruleset(&policy, tmp.path())?;
                 hook.landlock_fd = Some(fd.as_raw_fd());
                 hook.seccomp = Some(seccomp::program(policy.network)?);
-                hook.pdeathsig = true;
                 let mut c = Command::new(&spec.program);
                 c.args(&spec.args);
                 guard.fds.push(fd);
@@ -275,18 +284,28 @@ impl Drop for PrivateTmp {
 
 /// What the child does between fork and exec; every field is ready before the fork.
 #[derive(Default)]
-struct Hook {
+pub(crate) struct Hook {
     cgroup_fd: Option<i32>,
     nproc: Option<u64>,
     inherit_fd: Option<i32>,
     landlock_fd: Option<i32>,
     seccomp: Option<seccompiler::BpfProgram>,
-    pdeathsig: bool,
+    /// `PR_SET_PDEATHSIG` (SIGKILL), and the pid of the parent process that must still be
+    /// there once it is set (else the parent died in between and the signal never comes).
+    pdeathsig: Option<u32>,
 }
 
 impl Hook {
+    /// Only enters the Landlock domain of the ruleset `fd` (and a new session).
+    pub(crate) fn scoped(fd: i32) -> Self {
+        Self {
+            landlock_fd: Some(fd),
+            ..Self::default()
+        }
+    }
+
     #[allow(unsafe_code)]
-    fn install(self, cmd: &mut Command) {
+    pub(crate) fn install(self, cmd: &mut Command) {
         // SAFETY: the closure only makes system calls on values prepared before the fork
         // (raw descriptors, a built BPF program); it allocates nothing and takes no lock.
         unsafe {
@@ -328,11 +347,14 @@ impl Hook {
             if let Some(fd) = self.inherit_fd {
                 check(libc::c_long::from(libc::fcntl(fd, libc::F_SETFD, 0)))?;
             }
-            if self.pdeathsig {
+            if let Some(parent) = self.pdeathsig {
                 check(libc::c_long::from(libc::prctl(
                     libc::PR_SET_PDEATHSIG,
                     libc::SIGKILL,
                 )))?;
+                if u32::try_from(libc::getppid()).ok() != Some(parent) {
+                    return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+                }
             }
             if let Some(fd) = self.landlock_fd {
                 check(libc::c_long::from(libc::prctl(

@@ -1,3 +1,4 @@
 mod escape;
 mod fixture;
+mod pids;
 mod work;

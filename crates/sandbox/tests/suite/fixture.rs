@@ -154,3 +154,24 @@ pub fn run(sandbox: &Sandbox, policy: &SandboxPolicy, cwd: &Path, home: &Path, l
         ),
     }
 }
+
+/// A command line that tries to start `n` children sleeping 3 s and prints `started K`: the
+/// ones the kernel allowed (Python's fork fails at once where bash retries for seconds).
+pub fn fork_children(n: u32) -> String {
+    format!(
+        "python3 -c \"import os, time\nk = 0\nfor _ in range({n}):\n    try:\n        pid = os.fork()\n    \
+         except OSError:\n        continue\n    if pid == 0:\n        time.sleep(3)\n        os._exit(0)\n    \
+         k += 1\nprint('started', k)\""
+    )
+}
+
+/// The `K` of a [`fork_children`] run's `started K`.
+pub fn started(ran: &Ran) -> Option<u32> {
+    ran.out
+        .split("started ")
+        .nth(1)?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
