@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
-use trellis_mcp::{McpConfig, McpHub, ServerState};
+use trellis_mcp::{McpHub, ServerState};
 
 use crate::workspace::load_config;
 
@@ -60,7 +60,7 @@ pub async fn execute(args: McpArgs, repo: &Path, overrides: &[String]) -> anyhow
         return serve(repo, overrides, &args).await;
     };
     let config = load_config(repo, overrides)?;
-    let mcp: McpConfig = config.section_serde("mcp")?;
+    let mcp = trellis_core::mcp_config(&config)?;
     let repo = trellis_tools::worktree::repo_root(repo).unwrap_or_else(|_| repo.to_path_buf());
     let hub = McpHub::new(&repo, &mcp)?;
     if hub.is_empty() {
@@ -138,7 +138,7 @@ pub async fn gateway(
     store: impl FnOnce() -> anyhow::Result<Arc<trellis_store::Store>>,
 ) -> anyhow::Result<ExitCode> {
     // Before the store is created: a workspace without servers gets nothing.
-    let mcp: McpConfig = load_config(repo, overrides)?.section_serde("mcp")?;
+    let mcp = trellis_core::mcp_config(&load_config(repo, overrides)?)?;
     if mcp.servers.is_empty() {
         anyhow::bail!(trellis_core::gateway::NO_SERVERS);
     }

@@ -118,8 +118,7 @@ impl Gateway {
         let root = trellis_tools::worktree::repo_root(repo).unwrap_or_else(|_| repo.to_path_buf());
         let config = Config::load(&LoadOptions::discover(&root, overrides.to_vec()))?;
         let tools = crate::tools_config(&config)?;
-        let mut mcp: McpConfig = config.section_serde("mcp")?;
-        mcp.set_sandbox_mode(tools.sandbox.mode);
+        let mcp = crate::mcp_config(&config)?;
         let index: trellis_index::IndexConfig = config.section_serde("index")?;
         let mut gateway = Self::new(&root, tools, mcp, Some(store))?;
         // The index's embedder ranks the tools by meaning with BM25 (`index.embedding`).

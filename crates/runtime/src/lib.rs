@@ -134,6 +134,15 @@ pub fn tools_config(config: &Config) -> Result<ToolsConfig> {
     Ok(tools)
 }
 
+/// The `[mcp]` section with `[sandbox] mode` applied to the servers that opt into the
+/// sandbox: the one reading for the runtime, the gateway and `trellis mcp list`.
+pub fn mcp_config(config: &Config) -> Result<trellis_mcp::McpConfig> {
+    let sandbox: trellis_sandbox::SandboxConfig = config.section(trellis_sandbox::SECTION)?;
+    let mut mcp: trellis_mcp::McpConfig = config.section_serde("mcp")?;
+    mcp.set_sandbox_mode(sandbox.mode);
+    Ok(mcp)
+}
+
 /// The input of a workflow run: the task and the orchestrator's decisions.
 pub fn run_input(plan: &Plan, orchestration: &Orchestration) -> Value {
     json!({
@@ -224,9 +233,7 @@ impl Runtime {
         let sources: trellis_sources::SourcesConfig = config.section(trellis_sources::SECTION)?;
         let repository: trellis_tools::worktree::remote::RepositoryConfig =
             config.section_serde("repository")?;
-        let mut mcp: trellis_mcp::McpConfig = config.section_serde("mcp")?;
-        mcp.set_sandbox_mode(tools.sandbox.mode);
-        let mcp = trellis_mcp::McpHub::new(&repo, &mcp)?;
+        let mcp = trellis_mcp::McpHub::new(&repo, &mcp_config(&config)?)?;
         let lsp: trellis_lsp::LspConfig = config.section_serde("lsp")?;
         let lsp = Arc::new(trellis_lsp::LspPool::new(&repo, &lsp));
         let mut role_dirs = vec![repo.join(".trellis").join("agents")];

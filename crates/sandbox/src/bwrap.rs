@@ -131,6 +131,7 @@ impl Bwrap {
             binds.extend(policy.home_read.iter().map(|p| (p.as_path(), "--ro-bind")));
         }
         binds.extend(policy.hidden.iter().map(|p| (p.as_path(), "--tmpfs")));
+        binds.extend(policy.readable.iter().map(|p| (p.as_path(), "--ro-bind")));
         binds.extend(policy.writable.iter().map(|p| (p.as_path(), "--bind")));
         binds.extend(policy.protected.iter().map(|p| (p.as_path(), "--ro-bind")));
         // Shallower mounts first, so a deeper one (the worktree under the hidden home, a
@@ -165,6 +166,7 @@ mod tests {
     fn deeper_mounts_land_on_top_of_the_hidden_home() {
         let policy = SandboxPolicy {
             writable: vec!["/home/u/src/repo".into()],
+            readable: vec!["/home/u/src/other".into()],
             protected: vec!["/home/u/src/repo/.git/hooks".into()],
             home: Some("/home/u".into()),
             home_read: vec!["/home/u/.rustup".into()],
@@ -192,6 +194,7 @@ mod tests {
         let hooks = at(&["--ro-bind", "/home/u/src/repo/.git/hooks"]);
         assert!(home < repo && repo < hooks, "{args:?}");
         at(&["--tmpfs", "/home/u/.config/trellis"]);
+        assert!(home < at(&["--ro-bind", "/home/u/src/other"]), "{args:?}");
         at(&["--ro-bind", "/proc", "/proc"]);
         at(&["--unshare-net"]);
         at(&["--cap-drop", "ALL"]);

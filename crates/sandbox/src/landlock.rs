@@ -86,6 +86,7 @@ pub fn ruleset(policy: &SandboxPolicy, tmp: &Path) -> Result<OwnedFd> {
     let mut grants: Vec<(PathBuf, landlock::BitFlags<AccessFs>)> = Vec::new();
     readable_except(Path::new("/"), &hidden, &mut grants, read);
     grants.extend(policy.home_read.iter().map(|p| (p.clone(), read)));
+    grants.extend(policy.readable.iter().map(|p| (p.clone(), read)));
     grants.extend(policy.writable.iter().map(|p| (p.clone(), all)));
     grants.push((tmp.to_path_buf(), all));
     grants.extend(

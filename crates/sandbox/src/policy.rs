@@ -11,6 +11,10 @@ use crate::config::{Preset, SandboxConfig};
 pub struct SandboxPolicy {
     /// Directories (or files) the command may write, besides its private tmp.
     pub writable: Vec<PathBuf>,
+    /// Directories (or files) the command may read although they lie under a hidden or
+    /// private path (the worktree of a read-only command under the home directory or
+    /// `/tmp`); the rest of the system is readable anyway.
+    pub readable: Vec<PathBuf>,
     /// Paths inside writable ones that stay read-only (a repository's `.git/hooks` and
     /// `.git/config`: writing them would run code as the user later).
     pub protected: Vec<PathBuf>,
@@ -44,12 +48,18 @@ impl SandboxPolicy {
             home: home.map(Path::to_path_buf),
             ..Self::default()
         };
+        let git = git_paths(worktree);
+        // The repository's git dir readable wherever it is (a repository under the home
+        // directory is hidden, one under `/tmp` private): what is written lands on top.
+        policy.readable.extend(git.common.iter().cloned());
         if preset.writes() {
             policy.writable.push(worktree.to_path_buf());
             policy.writable.extend(config.writable.iter().cloned());
-            let git = git_paths(worktree);
             policy.writable.extend(git.writable);
             policy.protected.extend(git.protected);
+        } else {
+            policy.readable.push(worktree.to_path_buf());
+            policy.readable.extend(git.writable);
         }
         if let Some(home) = home {
             policy.home_read = config
@@ -75,6 +85,7 @@ impl SandboxPolicy {
         };
         Self {
             writable: canon(&self.writable),
+            readable: canon(&self.readable),
             protected: canon(&self.protected),
             home: self
                 .home
@@ -90,16 +101,20 @@ impl SandboxPolicy {
 
 /// The git metadata of a worktree a command may write, and what stays read-only.
 struct GitPaths {
+    /// A linked worktree's common dir (the repository's `.git`, outside the worktree).
+    common: Option<PathBuf>,
     writable: Vec<PathBuf>,
     protected: Vec<PathBuf>,
 }
 
-/// A linked worktree (`.git` is a file `gitdir: X`) writes its own git dir `X` and the
-/// common dir's objects, refs and logs; a plain repository's `.git` is inside the worktree.
-/// Either way the common dir's `hooks` and `config` stay read-only.
+/// A linked worktree (`.git` is a file `gitdir: X`) writes its own git dir `X`, the common
+/// dir's objects and the directory of its branch's ref and reflog; a plain repository's
+/// `.git` is inside the worktree. Either way the common dir's `hooks` and `config` stay
+/// read-only.
 fn git_paths(worktree: &Path) -> GitPaths {
     let dot_git = worktree.join(".git");
     let mut out = GitPaths {
+        common: None,
         writable: Vec::new(),
         protected: Vec::new(),
     };
@@ -113,10 +128,19 @@ fn git_paths(worktree: &Path) -> GitPaths {
         out.writable.push(gitdir.clone());
         let common = std::fs::read_to_string(gitdir.join("commondir"))
             .map(|c| gitdir.join(c.trim()))
-            .unwrap_or(gitdir);
-        for sub in ["objects", "refs", "logs"] {
-            out.writable.push(common.join(sub));
+            .unwrap_or_else(|_| gitdir.clone());
+        out.writable.push(common.join("objects"));
+        // Of the shared refs only the directory of the worktree's own branch (and its
+        // reflog's): a command commits on its branch but cannot move the user's branches
+        // or tags (`git stash`, whose ref is shared, fails too).
+        if let Some(dir) = branch_dir(&gitdir) {
+            for base in ["refs", "logs/refs"] {
+                let d = common.join(base).join(&dir);
+                let _ = std::fs::create_dir_all(&d);
+                out.writable.push(d);
+            }
         }
+        out.common = Some(common.clone());
         common
     } else {
         return out;
@@ -129,4 +153,16 @@ fn git_paths(worktree: &Path) -> GitPaths {
     out.protected.push(hooks);
     out.protected.push(common.join("config"));
     out
+}
+
+/// The directory of the branch a linked worktree has checked out, relative to `refs/`
+/// (`heads/trellis` for `refs/heads/trellis/run-1`); `None` when its HEAD is detached.
+fn branch_dir(gitdir: &Path) -> Option<PathBuf> {
+    let head = std::fs::read_to_string(gitdir.join("HEAD")).ok()?;
+    let name = head.strip_prefix("ref:")?.trim().strip_prefix("refs/")?;
+    let dir = Path::new(name).parent()?;
+    // Nothing that climbs out of `refs/`.
+    dir.components()
+        .all(|c| matches!(c, std::path::Component::Normal(_)))
+        .then(|| dir.to_path_buf())
 }

@@ -310,3 +310,36 @@ fn mcp_gateway_without_servers_says_how_to_add_one() {
         "no store is created for nothing"
     );
 }
+
+#[test]
+fn mcp_list_starts_sandboxed_servers_under_the_configured_sandbox_mode() {
+    // A server that opts into the read-only sandbox and writes a file in the repository
+    // when it starts: refused under the sandbox (the default mode), written with
+    // `[sandbox] mode = "off"` — so `trellis mcp list` reads the mode as runs do.
+    let config = format!(
+        "{}\n[mcp.servers.writer]\ncommand = \"sh\"\nargs = [\"-c\", \"touch started-unsandboxed; exit 1\"]\n\
+         sandbox = \"read-only\"\nmax_restarts = 0\n",
+        mock_config("http://127.0.0.1:9/v1")
+    );
+    let ws = trellis_test_support::example_repo("inventory", &config).unwrap();
+    let marker = ws.path().join("started-unsandboxed");
+    let out = args(isolated(ws.path()), &["mcp", "list", "--wait", "20"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(
+        !marker.exists(),
+        "the sandboxed server wrote the repository"
+    );
+    let out = args(
+        isolated(ws.path()),
+        &["-c", "sandbox.mode=off", "mcp", "list", "--wait", "20"],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(
+        marker.exists(),
+        "with mode off the server ran unsandboxed: {out:?}"
+    );
+}

@@ -153,6 +153,38 @@ fn git_hooks_and_config_are_read_only() {
 }
 
 #[test]
+fn the_users_branches_and_tags_cannot_be_moved_from_a_run_worktree() {
+    // The run's worktree commits on its own branch (suite::work), but the repository's
+    // other refs are out of reach: moving `main`, tagging.
+    let f = Fixture::new();
+    let main = || {
+        std::process::Command::new("git")
+            .args(["rev-parse", "main"])
+            .current_dir(&f.repo)
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default()
+    };
+    let before = main();
+    let commit = "git -c user.name=a -c user.email=a@a commit -q --allow-empty -m moved";
+    check(
+        &f,
+        &format!("{commit} && git update-ref refs/heads/main HEAD"),
+        |_| main() != before,
+        || {
+            std::process::Command::new("git")
+                .args(["update-ref", "refs/heads/main", before.trim()])
+                .current_dir(&f.repo)
+                .status()
+                .unwrap();
+        },
+        true,
+    );
+    let tag = f.repo.join(".git/refs/tags/v-evil");
+    check(&f, "git tag v-evil", exists(&tag), remove(&tag), true);
+}
+
+#[test]
 fn a_plain_repositorys_hooks_are_read_only_under_bubblewrap() {
     // A worktree that is the repository itself (its `.git` inside the writable tree).
     let f = Fixture::new();

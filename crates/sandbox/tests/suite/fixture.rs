@@ -42,6 +42,16 @@ impl Fixture {
     /// Outside /tmp (the sandbox's /tmp is private, which would hide the files for another
     /// reason than the one tested).
     pub fn new() -> Self {
+        Self::make(false)
+    }
+
+    /// The repository under the (hidden) home directory, its branches packed: where most
+    /// users keep theirs.
+    pub fn under_home() -> Self {
+        Self::make(true)
+    }
+
+    fn make(repo_under_home: bool) -> Self {
         let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
         let root = dir.path().canonicalize().unwrap();
         let home = root.join("home");
@@ -50,7 +60,11 @@ impl Fixture {
         let config_dir = home.join(".config/trellis");
         std::fs::create_dir_all(&config_dir).unwrap();
         std::fs::write(config_dir.join("serve-token"), TOKEN).unwrap();
-        let repo = root.join("repo");
+        let repo = if repo_under_home {
+            home.join("src/repo")
+        } else {
+            root.join("repo")
+        };
         std::fs::create_dir_all(&repo).unwrap();
         git(&repo, &["init", "-q"]);
         std::fs::write(repo.join("a.txt"), "a\n").unwrap();
@@ -68,6 +82,9 @@ impl Fixture {
                 worktree.to_str().unwrap(),
             ],
         );
+        if repo_under_home {
+            git(&repo, &["pack-refs", "--all"]);
+        }
         let outside = root.join("outside");
         std::fs::create_dir_all(&outside).unwrap();
         std::fs::write(outside.join("victim"), "original\n").unwrap();

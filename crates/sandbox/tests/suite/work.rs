@@ -124,3 +124,37 @@ fn the_read_only_preset_writes_only_tmp() {
         assert!(!f.worktree.join("b.txt").exists(), "{ran:?}");
     }
 }
+
+#[test]
+fn a_repository_under_the_home_directory_works_under_every_preset() {
+    // The home directory is hidden, but the worktree and the repository's git dir (packed
+    // branches included) are there: git reads and, with a writing preset, commits.
+    let f = Fixture::under_home();
+    for sandbox in Fixture::sandboxes() {
+        let name = sandbox.backend().name();
+        let ran = run(
+            &sandbox,
+            &f.policy(Preset::ReadOnly),
+            &f.worktree,
+            &real_home(),
+            "cat a.txt && git status --short && git branch --list main && echo x > b.txt",
+        );
+        assert!(ran.out.starts_with("a\n"), "{name}: {ran:?}");
+        assert!(ran.out.contains("main"), "{name}: {ran:?}");
+        assert!(!f.worktree.join("b.txt").exists(), "{name}: {ran:?}");
+        let ran = run(
+            &sandbox,
+            &f.policy(Preset::WorkspaceWrite),
+            &f.worktree,
+            &real_home(),
+            &format!(
+                "echo {name} > {name}.txt && git add -A && \
+                 git -c user.name=a -c user.email=a@a commit -qm c-{name} && \
+                 git log --oneline | head -1 && git branch --list main"
+            ),
+        );
+        assert_eq!(ran.code, Some(0), "{name}: {ran:?}");
+        assert!(ran.out.contains(&format!("c-{name}")), "{name}: {ran:?}");
+        assert!(ran.out.contains("main"), "{name}: {ran:?}");
+    }
+}
