@@ -67,6 +67,7 @@ impl Reader {
         let conn = Connection::open(&self.path).map_err(open)?;
         conn.busy_timeout(self.busy_timeout).map_err(open)?;
         conn.set_prepared_statement_cache_capacity(crate::STATEMENT_CACHE);
+        crate::stable_plans(&conn).map_err(open)?;
         // Reads only: a bug here must not write behind the writer thread's back.
         conn.pragma_update(None, "query_only", true).map_err(open)?;
         Ok(conn)
@@ -75,5 +76,48 @@ impl Reader {
     /// The host this process runs on (claims taken on it can be checked for liveness).
     pub(crate) fn host(&self) -> &str {
         &self.host
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use rusqlite::StatementStatus;
+
+    use super::*;
+
+    /// A cached statement with a bound `LIMIT` keeps its plan across executions: SQLite
+    /// would otherwise parse and plan it again after every bind (see `stable_plans`).
+    #[test]
+    fn a_cached_statement_is_not_prepared_again_for_new_values() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.db");
+        let setup = Connection::open(&path).unwrap();
+        setup
+            .execute_batch(
+                "CREATE TABLE t (k TEXT, seq INTEGER, PRIMARY KEY (k, seq));
+                 INSERT INTO t VALUES ('a', 1), ('a', 2), ('a', 3);",
+            )
+            .unwrap();
+        let reader = Reader::new(path, std::time::Duration::from_secs(1), String::new());
+        let reprepared = reader
+            .with(|c| {
+                let mut st = c
+                    .prepare_cached("SELECT seq FROM t WHERE k = ?1 AND seq >= ?2 LIMIT ?3")
+                    .unwrap();
+                for limit in [1_i64, 2, -1, 3] {
+                    let n = st
+                        .query_map(rusqlite::params!["a", limit.max(1), limit], |r| {
+                            r.get::<_, i64>(0)
+                        })
+                        .unwrap()
+                        .count();
+                    assert!(n > 0);
+                }
+                Ok(st.get_status(StatementStatus::RePrepare))
+            })
+            .unwrap();
+        assert_eq!(reprepared, 0);
     }
 }

@@ -98,18 +98,80 @@ enum Msg {
     Flush(oneshot::Sender<()>),
 }
 
+/// Subscriptions to one stream share its own channel, so a subscriber wakes for its stream's
+/// events only (with one workspace-wide channel, each of N subscribers woke for, cloned and
+/// dropped every event of every stream).
+const STREAM_CAPACITY: usize = 1024;
+
+/// Where committed events go: the listeners of everything ([`Bus::live`]) and each
+/// stream's subscribers.
+#[derive(Clone)]
+struct Fanout {
+    all: broadcast::Sender<Arc<LiveEvent>>,
+    streams: Arc<std::sync::Mutex<HashMap<StreamId, broadcast::Sender<Arc<LiveEvent>>>>>,
+}
+
+impl Fanout {
+    fn new() -> Self {
+        Self {
+            all: broadcast::channel(LIVE_CAPACITY).0,
+            streams: Arc::default(),
+        }
+    }
+
+    fn streams(
+        &self,
+    ) -> std::sync::MutexGuard<'_, HashMap<StreamId, broadcast::Sender<Arc<LiveEvent>>>> {
+        self.streams
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Publishes committed `events`, all stamped `published`.
+    fn send(&self, events: impl IntoIterator<Item = ServiceEvent>, published: Instant) {
+        let mut streams = self.streams();
+        for inner in events {
+            let event = Arc::new(LiveEvent { inner, published });
+            let gone = streams
+                .get(&event.stream)
+                .is_some_and(|tx| tx.send(event.clone()).is_err());
+            if gone {
+                // Its last subscriber left.
+                streams.remove(&event.stream);
+            }
+            let _ = self.all.send(event);
+        }
+    }
+
+    /// A receiver of `stream`'s events from now on.
+    fn subscribe(&self, stream: &StreamId) -> broadcast::Receiver<Arc<LiveEvent>> {
+        let mut streams = self.streams();
+        if streams.len() >= STREAM_CAPACITY && streams.len().is_power_of_two() {
+            // Streams whose subscribers left before another event came.
+            streams.retain(|_, tx| tx.receiver_count() > 0);
+        }
+        streams
+            .entry(stream.clone())
+            .or_insert_with(|| broadcast::channel(STREAM_CAPACITY).0)
+            .subscribe()
+    }
+}
+
 /// The live side: every committed event of every stream, in commit order per stream.
 #[derive(Clone)]
 pub struct Bus {
-    live: broadcast::Sender<Arc<LiveEvent>>,
+    live: Fanout,
     recorder: mpsc::UnboundedSender<Msg>,
     store: Arc<Store>,
+    /// Hashes of the session streams this process ever recorded an event of (8 bytes
+    /// each; a collision only costs a needless flush).
+    touched: Arc<std::sync::Mutex<std::collections::HashSet<u64>>>,
 }
 
 impl Bus {
     /// Starts the recorder task on the current tokio runtime.
     pub fn start(store: Arc<Store>, options: RecordOptions) -> Self {
-        let (live, _) = broadcast::channel(LIVE_CAPACITY);
+        let live = Fanout::new();
         let (tx, rx) = mpsc::unbounded_channel();
         let task = Recorder {
             store: store.clone(),
@@ -123,7 +185,25 @@ impl Bus {
             live,
             recorder: tx,
             store,
+            touched: Arc::default(),
         }
+    }
+
+    fn stream_hash(stream: &StreamId) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        stream.hash(&mut h);
+        h.finish()
+    }
+
+    /// Whether events of `stream` recorded by this process may still be on their way to
+    /// the store: `false` means the store already holds everything this process recorded
+    /// of it (nothing, for a session it never touched), so reading it needs no
+    /// [`Bus::flush`] — which waits for the recorder's next commit.
+    pub fn may_hold(&self, stream: &StreamId) -> bool {
+        self.touched
+            .lock()
+            .map_or(true, |t| t.contains(&Self::stream_hash(stream)))
     }
 
     /// Records an event of a session or the workspace stream (numbered, persisted, then
@@ -134,6 +214,11 @@ impl Bus {
         submission: Option<SubmissionId>,
         body: ServiceEventBody,
     ) {
+        if matches!(stream, StreamId::Session(_))
+            && let Ok(mut t) = self.touched.lock()
+        {
+            t.insert(Self::stream_hash(&stream));
+        }
         let _ = self.recorder.send(Msg::Event {
             stream,
             submission,
@@ -180,15 +265,12 @@ impl Bus {
     /// Publishes events that are already committed (a batch of a run's graph events); they
     /// carry the instant of this call as [`LiveEvent::published_at`].
     pub fn publish(&self, events: impl IntoIterator<Item = ServiceEvent>) {
-        let published = Instant::now();
-        for inner in events {
-            let _ = self.live.send(Arc::new(LiveEvent { inner, published }));
-        }
+        self.live.send(events, Instant::now());
     }
 
     /// Every live event from now on (no replay).
     pub fn live(&self) -> broadcast::Receiver<Arc<LiveEvent>> {
-        self.live.subscribe()
+        self.live.all.subscribe()
     }
 
     /// The stored events of `stream` after `since`, then the live ones. `poll` is how often
@@ -197,7 +279,7 @@ impl Bus {
     pub fn subscribe(&self, stream: StreamId, since: u64, poll: Option<Duration>) -> Subscription {
         // Subscribe before reading the store: whatever commits after the read is in the
         // receiver, whatever committed before is in the read; the overlap is skipped by seq.
-        let rx = self.live.subscribe();
+        let rx = self.live.subscribe(&stream);
         // Likewise the store's notifications (other processes' commits), when it has them.
         let watch = self.store.watch();
         Subscription {
@@ -364,7 +446,7 @@ struct Pending {
 
 struct Recorder {
     store: Arc<Store>,
-    live: broadcast::Sender<Arc<LiveEvent>>,
+    live: Fanout,
     options: RecordOptions,
     /// Next seq per stream (loaded from the store on first use).
     next: HashMap<StreamId, u64>,
@@ -536,10 +618,7 @@ impl Recorder {
                 }
             }
         }
-        let published = Instant::now();
-        for inner in events {
-            let _ = self.live.send(Arc::new(LiveEvent { inner, published }));
-        }
+        self.live.send(events, Instant::now());
     }
 
     /// Takes the next seq of `stream` (read from the store on first use).

@@ -48,8 +48,12 @@ impl SessionHub {
         cause: Option<SubmissionId>,
     ) -> trellis_store::Result<OpenedSession> {
         let id = SessionId::for_node(run, node);
-        // Everything recorded so far must be readable before the history is read.
-        self.bus.flush().await;
+        // Everything this process recorded of the session must be readable before its
+        // history is read; a session it never touched (every first activation of a node)
+        // is complete in the store already.
+        if self.bus.may_hold(&StreamId::Session(id.clone())) {
+            self.bus.flush().await;
+        }
         let history = self.history(&id)?;
         if history.is_empty() {
             let owner = SessionOwner::Agent {
@@ -164,5 +168,36 @@ mod tests {
         assert!(unfinished_activation(&h, 3).is_empty());
         assert_eq!(next_turn(&h), 3);
         assert_eq!(next_turn(&[]), 1);
+    }
+
+    /// A node's first activation reads its session without waiting for the recorder (the
+    /// process never recorded anything of it); a second activation right after the first
+    /// still sees what the first recorded, although it may not be committed yet.
+    #[tokio::test]
+    async fn a_reopened_session_sees_what_this_process_just_recorded() {
+        let dir = tempfile::tempdir().expect("test");
+        let store = Store::open_workspace(dir.path(), trellis_store::StoreOptions::default())
+            .expect("test");
+        let bus = Bus::start(store.clone(), crate::service::bus::RecordOptions::default());
+        let hub = SessionHub::new(bus.clone(), store);
+        let (run, node) = (RunId::from_string("r1"), NodeId::from("n"));
+        let stream = StreamId::Session(SessionId::for_node(&run, &node));
+        assert!(!bus.may_hold(&stream));
+        let first = hub
+            .open_agent_session(&run, &node, "coder", 1, None)
+            .await
+            .expect("test");
+        assert_eq!(first.first_turn, 1);
+        assert!(bus.may_hold(&stream));
+        for turn in 1..=3 {
+            (first.sink)(SessionEvent::TurnStarted { turn, attempt: 1 });
+        }
+        let again = hub
+            .open_agent_session(&run, &node, "coder", 2, None)
+            .await
+            .expect("test");
+        assert_eq!(again.first_turn, 4);
+        let other = StreamId::Session(SessionId::for_node(&run, &NodeId::from("m")));
+        assert!(!bus.may_hold(&other));
     }
 }

@@ -206,6 +206,13 @@ fn round_json(r: &Round) -> Value {
             "paced_ms_per_run": r3(paced.as_secs_f64() * 1e3 / r.runs as f64),
         },
         "other_cpu_cores_busy": r.machine.other_cores_busy.map(r3),
+        "store_per_run": {
+            "commits": r3(r.machine.writes.commits as f64 / r.runs as f64),
+            "synced_commits": r3(r.machine.writes.synced_commits as f64 / r.runs as f64),
+            "run_event_batches": r3(r.machine.writes.batches as f64 / r.runs as f64),
+            "stream_batches": r3(r.machine.writes.stream_batches as f64 / r.runs as f64),
+            "run_event_bytes": r3(r.machine.writes.bytes as f64 / r.runs as f64),
+        },
         "load_avg_before": r.machine.load_before,
         "load_avg_after": r.machine.load_after,
     })
@@ -252,7 +259,8 @@ fn configuration(a: &Args, per_run: usize) -> anyhow::Result<Value> {
             "{} runs × {per_run} clients, round {}: {}/{} ok in {:.3} s = {:.1} runs/s, \
              {:.0} events/s, commit → client p50 {:.3} p99 {:.3} max {:.3} ms (n {}, {} replayed), \
              {:.1} runs in flight (max {}), server CPU {:.2} s + git {:.2} s, clients {:.2} s, \
-             other processes {:.2} cores, load {:?}",
+             other processes {:.2} cores, load {:?}; store per run: {:.1} commits ({:.1} synced), \
+             {:.1} run batches, {:.1} stream batches",
             a.runs,
             i + 1,
             r.runs_ok,
@@ -272,6 +280,10 @@ fn configuration(a: &Args, per_run: usize) -> anyhow::Result<Value> {
             r.client.client_cpu.as_secs_f64(),
             r.machine.other_cores_busy.unwrap_or(f64::NAN),
             r.machine.load_before,
+            r.machine.writes.commits as f64 / r.runs as f64,
+            r.machine.writes.synced_commits as f64 / r.runs as f64,
+            r.machine.writes.batches as f64 / r.runs as f64,
+            r.machine.writes.stream_batches as f64 / r.runs as f64,
         );
         for f in r.failures.iter().take(5) {
             eprintln!("  failed: {f}");

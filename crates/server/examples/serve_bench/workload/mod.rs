@@ -194,6 +194,8 @@ pub struct Server {
     other: Option<(Arc<Service>, SocketAddr)>,
     /// What the model was asked.
     pub counters: Arc<ModelCounters>,
+    /// The executing server's store (its writer's counters).
+    store: Arc<Store>,
     workload: Workload,
     stop: CancellationToken,
     served: Vec<tokio::task::JoinHandle<std::io::Result<()>>>,
@@ -269,7 +271,8 @@ impl Server {
                 None => Store::open_workspace(&root, StoreOptions::default())?,
             })
         };
-        let runtime = Runtime::open(&root, &[], &[], open()?)?;
+        let store = open()?;
+        let runtime = Runtime::open(&root, &[], &[], store.clone())?;
         let counters = Arc::new(ModelCounters::default());
         let model = model(pacing, counters.clone());
         runtime.models().install("local", Arc::new(model));
@@ -300,6 +303,7 @@ impl Server {
             addr,
             other,
             counters,
+            store,
             workload: pacing.workload,
             stop,
             served,
@@ -322,6 +326,7 @@ impl Server {
         let load_before = loadavg();
         let stat0 = proc_stat_busy();
         let own0 = usage::cpu_time() + usage::children_cpu_time();
+        let store0 = self.store.stats();
         let at0 = Instant::now();
         let calls0 = (
             self.counters.query_calls.load(Ordering::Relaxed),
@@ -363,6 +368,14 @@ impl Server {
                 format!("{:?}", self.service.run_record(run)?.summary.status),
             );
         }
+        let store1 = self.store.stats();
+        let writes = StoreWrites {
+            commits: store1.commits - store0.commits,
+            synced_commits: store1.synced_commits - store0.synced_commits,
+            batches: store1.batches - store0.batches,
+            stream_batches: store1.stream_batches - store0.stream_batches,
+            bytes: store1.bytes_written - store0.bytes_written,
+        };
         let model_calls = (
             self.counters.query_calls.load(Ordering::Relaxed) - calls0.0,
             self.counters.agent_calls.load(Ordering::Relaxed) - calls0.1,
@@ -391,6 +404,7 @@ impl Server {
                 load_before,
                 load_after,
                 other_cores_busy: other_busy,
+                writes,
             },
         ))
     }

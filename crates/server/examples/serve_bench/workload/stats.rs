@@ -54,6 +54,21 @@ impl Stats {
 }
 
 /// The machine around a round.
+/// What the store's writer committed during a round (its counters' difference).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct StoreWrites {
+    /// Transactions.
+    pub commits: u64,
+    /// Of those, with an fsync (`synchronous = FULL`).
+    pub synced_commits: u64,
+    /// Run event batches.
+    pub batches: u64,
+    /// Session and workspace stream batches.
+    pub stream_batches: u64,
+    /// Run event bytes.
+    pub bytes: u64,
+}
+
 #[derive(Clone, Debug)]
 pub struct RoundMachine {
     /// `VmRSS` before the round, KiB.
@@ -69,6 +84,8 @@ pub struct RoundMachine {
     /// Other processes' CPU use during the round, in cores (`/proc/stat` busy time minus this
     /// process and its children).
     pub other_cores_busy: Option<f64>,
+    /// What the store's writer committed.
+    pub writes: StoreWrites,
 }
 
 /// One measured round.
