@@ -16,6 +16,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::sync::{broadcast, mpsc, oneshot};
+
+use super::fanout::Fanout;
 use trellis_protocol::{
     ServiceEvent, ServiceEventBody, SessionEvent, StreamId, SubmissionId, now_ms,
 };
@@ -24,10 +26,6 @@ use trellis_store::Store;
 /// How long streamed deltas of a session wait to be merged with the next ones before they
 /// are stored and published (they are flushed at once by any other event of the session).
 pub const DEFAULT_DELTA_FLUSH: Duration = Duration::from_millis(40);
-
-/// Capacity of the live broadcast, in events. A subscriber that falls further behind
-/// re-reads the store, so nothing is lost.
-const LIVE_CAPACITY: usize = 16_384;
 
 /// Recorder settings.
 #[derive(Clone, Copy, Debug)]
@@ -57,6 +55,10 @@ pub struct LiveEvent {
 }
 
 impl LiveEvent {
+    pub(crate) fn new(inner: ServiceEvent, published: Instant) -> Self {
+        Self { inner, published }
+    }
+
     /// The event.
     pub fn as_event(&self) -> &ServiceEvent {
         &self.inner
@@ -98,65 +100,6 @@ enum Msg {
     Flush(oneshot::Sender<()>),
 }
 
-/// Subscriptions to one stream share its own channel, so a subscriber wakes for its stream's
-/// events only (with one workspace-wide channel, each of N subscribers woke for, cloned and
-/// dropped every event of every stream).
-const STREAM_CAPACITY: usize = 1024;
-
-/// Where committed events go: the listeners of everything ([`Bus::live`]) and each
-/// stream's subscribers.
-#[derive(Clone)]
-struct Fanout {
-    all: broadcast::Sender<Arc<LiveEvent>>,
-    streams: Arc<std::sync::Mutex<HashMap<StreamId, broadcast::Sender<Arc<LiveEvent>>>>>,
-}
-
-impl Fanout {
-    fn new() -> Self {
-        Self {
-            all: broadcast::channel(LIVE_CAPACITY).0,
-            streams: Arc::default(),
-        }
-    }
-
-    fn streams(
-        &self,
-    ) -> std::sync::MutexGuard<'_, HashMap<StreamId, broadcast::Sender<Arc<LiveEvent>>>> {
-        self.streams
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    /// Publishes committed `events`, all stamped `published`.
-    fn send(&self, events: impl IntoIterator<Item = ServiceEvent>, published: Instant) {
-        let mut streams = self.streams();
-        for inner in events {
-            let event = Arc::new(LiveEvent { inner, published });
-            let gone = streams
-                .get(&event.stream)
-                .is_some_and(|tx| tx.send(event.clone()).is_err());
-            if gone {
-                // Its last subscriber left.
-                streams.remove(&event.stream);
-            }
-            let _ = self.all.send(event);
-        }
-    }
-
-    /// A receiver of `stream`'s events from now on.
-    fn subscribe(&self, stream: &StreamId) -> broadcast::Receiver<Arc<LiveEvent>> {
-        let mut streams = self.streams();
-        if streams.len() >= STREAM_CAPACITY && streams.len().is_power_of_two() {
-            // Streams whose subscribers left before another event came.
-            streams.retain(|_, tx| tx.receiver_count() > 0);
-        }
-        streams
-            .entry(stream.clone())
-            .or_insert_with(|| broadcast::channel(STREAM_CAPACITY).0)
-            .subscribe()
-    }
-}
-
 /// The live side: every committed event of every stream, in commit order per stream.
 #[derive(Clone)]
 pub struct Bus {
@@ -171,7 +114,7 @@ pub struct Bus {
 impl Bus {
     /// Starts the recorder task on the current tokio runtime.
     pub fn start(store: Arc<Store>, options: RecordOptions) -> Self {
-        let live = Fanout::new();
+        let live = Fanout::default();
         let (tx, rx) = mpsc::unbounded_channel();
         let task = Recorder {
             store: store.clone(),
@@ -270,7 +213,7 @@ impl Bus {
 
     /// Every live event from now on (no replay).
     pub fn live(&self) -> broadcast::Receiver<Arc<LiveEvent>> {
-        self.live.all.subscribe()
+        self.live.all()
     }
 
     /// The stored events of `stream` after `since`, then the live ones. `poll` is how often
@@ -279,20 +222,26 @@ impl Bus {
     pub fn subscribe(&self, stream: StreamId, since: u64, poll: Option<Duration>) -> Subscription {
         // Subscribe before reading the store: whatever commits after the read is in the
         // receiver, whatever committed before is in the read; the overlap is skipped by seq.
-        let rx = self.live.subscribe(&stream);
+        // When the events after `since` are all still held in memory, they come from there
+        // instead of the store.
+        let (rx, recent) = self.live.subscribe(&stream, since);
+        let primed = recent.is_some();
         // Likewise the store's notifications (other processes' commits), when it has them.
         let watch = self.store.watch();
         Subscription {
             key: stream.key(),
             stream,
             last: since,
-            backlog: VecDeque::new(),
+            primed,
+            backlog: recent.map(VecDeque::from).unwrap_or_default(),
             rx,
             watch,
             store: self.store.clone(),
             poll,
-            next_poll: None,
-            primed: false,
+            // As after a read of the store (`refill`), when memory stood in for it.
+            next_poll: poll
+                .filter(|_| primed)
+                .map(|p| tokio::time::Instant::now() + p),
         }
     }
 }

@@ -15,6 +15,7 @@ mod channel;
 mod clients;
 mod discussion;
 mod drive;
+mod fanout;
 mod orphans;
 mod reads;
 mod review;
