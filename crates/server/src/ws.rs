@@ -18,7 +18,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::sync::{Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
-use trellis_core::service::Service;
+use trellis_core::service::{Delivered, Service};
 use trellis_protocol::{EventFrame, Op, ServiceEvent, StreamId};
 
 use crate::AppState;
@@ -364,17 +364,23 @@ fn subscribe(conn: &Conn, subs: &mut HashMap<String, CancellationToken>, t: Targ
         loop {
             let next = tokio::select! {
                 () = stop.cancelled() => return,
-                n = sub.next() => n,
+                n = sub.next_delivered() => n,
             };
             match next {
                 Ok(Some(e)) => {
-                    let text = match serde_json::to_string(&EventFrame::new(&t.workspace, &e)) {
-                        Ok(t) => t,
-                        Err(err) => {
-                            tracing::error!("encoding an event frame: {err}");
-                            continue;
-                        }
+                    let encode = |ev: &ServiceEvent| {
+                        serde_json::to_string(&EventFrame::new(&t.workspace, ev))
+                            .map_err(|err| tracing::error!("encoding an event frame: {err}"))
+                            .ok()
                     };
+                    // A live event is encoded once for all its subscribers.
+                    let text = match &e {
+                        Delivered::Live(live) => {
+                            live.frame(&t.workspace, encode).map(|f| f.to_string())
+                        }
+                        Delivered::Stored(ev) => encode(ev),
+                    };
+                    let Some(text) = text else { continue };
                     if !conn.send(text) {
                         return;
                     }

@@ -48,15 +48,45 @@ impl Default for RecordOptions {
 
 /// A committed event as the live broadcast carries it: the event (its fields are reachable
 /// through `Deref`) and the instant the service started publishing it.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 pub struct LiveEvent {
     inner: ServiceEvent,
     published: Instant,
+    /// The event's frame as the first subscriber encoded it (for the workspace named
+    /// first), so the others send the same text without encoding it again.
+    frame: std::sync::OnceLock<(String, Arc<str>)>,
+}
+
+impl PartialEq for LiveEvent {
+    fn eq(&self, other: &Self) -> bool {
+        self.inner == other.inner && self.published == other.published
+    }
 }
 
 impl LiveEvent {
     pub(crate) fn new(inner: ServiceEvent, published: Instant) -> Self {
-        Self { inner, published }
+        Self {
+            inner,
+            published,
+            frame: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// The event's frame for `workspace`: `encode`d once, then shared by every subscriber
+    /// (`None` when it does not encode).
+    pub fn frame(
+        &self,
+        workspace: &str,
+        encode: impl FnOnce(&ServiceEvent) -> Option<String>,
+    ) -> Option<Arc<str>> {
+        if let Some((w, text)) = self.frame.get()
+            && w == workspace
+        {
+            return Some(text.clone());
+        }
+        let text: Arc<str> = encode(&self.inner)?.into();
+        let _ = self.frame.set((workspace.to_owned(), text.clone()));
+        Some(text)
     }
 
     /// The event.
@@ -233,7 +263,9 @@ impl Bus {
             stream,
             last: since,
             primed,
-            backlog: recent.map(VecDeque::from).unwrap_or_default(),
+            backlog: recent
+                .map(|held| held.into_iter().map(Delivered::Live).collect())
+                .unwrap_or_default(),
             rx,
             watch,
             store: self.store.clone(),
@@ -258,7 +290,7 @@ pub struct Subscription {
     /// The stream's key, as the store's notifications name it.
     key: String,
     last: u64,
-    backlog: VecDeque<ServiceEvent>,
+    backlog: VecDeque<Delivered>,
     rx: broadcast::Receiver<Arc<LiveEvent>>,
     watch: Option<broadcast::Receiver<Arc<str>>>,
     store: Arc<Store>,
@@ -301,7 +333,8 @@ impl Subscription {
 
     fn refill(&mut self) -> trellis_store::Result<()> {
         let events = self.store.stream_events(&self.stream, self.last, None)?;
-        self.backlog.extend(events);
+        self.backlog
+            .extend(events.into_iter().map(Delivered::Stored));
         self.next_poll = self.poll.map(|p| tokio::time::Instant::now() + p);
         Ok(())
     }
@@ -344,6 +377,12 @@ impl Subscription {
 
     /// The next event; `Ok(None)` when the service shut down.
     pub async fn next(&mut self) -> trellis_store::Result<Option<ServiceEvent>> {
+        Ok(self.next_delivered().await?.map(Delivered::into_event))
+    }
+
+    /// The next event as delivered, shared with the stream's other subscribers when it
+    /// came live (no copy); `Ok(None)` when the service shut down.
+    pub async fn next_delivered(&mut self) -> trellis_store::Result<Option<Delivered>> {
         if !self.primed {
             self.primed = true;
             self.refill()?;
@@ -371,15 +410,49 @@ impl Subscription {
                     }
                     if e.seq == self.last + 1 {
                         self.last = e.seq;
-                        return Ok(Some(e.to_event()));
+                        return Ok(Some(Delivered::Live(e)));
                     }
                     // A gap (events committed by another writer): the store has them.
                     self.refill()?;
-                    self.backlog.push_back(e.to_event());
+                    self.backlog.push_back(Delivered::Live(e));
                 }
                 Some(Err(broadcast::error::RecvError::Lagged(_))) => self.refill()?,
                 Some(Err(broadcast::error::RecvError::Closed)) => return Ok(None),
             }
+        }
+    }
+}
+
+/// An event a [`Subscription`] delivers: shared with the other subscribers of its stream
+/// when it was published live or is still held in memory, else read from the store.
+// Stored events are moved straight out of the store's read (boxing them would allocate per
+// event to save space in a value that lives one step).
+#[allow(clippy::large_enum_variant)]
+#[derive(Clone, Debug)]
+pub enum Delivered {
+    /// Published by this process.
+    Live(Arc<LiveEvent>),
+    /// Read from the store.
+    Stored(ServiceEvent),
+}
+
+impl std::ops::Deref for Delivered {
+    type Target = ServiceEvent;
+
+    fn deref(&self) -> &ServiceEvent {
+        match self {
+            Delivered::Live(e) => e,
+            Delivered::Stored(e) => e,
+        }
+    }
+}
+
+impl Delivered {
+    /// The event, owned.
+    pub fn into_event(self) -> ServiceEvent {
+        match self {
+            Delivered::Live(e) => e.to_event(),
+            Delivered::Stored(e) => e,
         }
     }
 }
@@ -655,6 +728,35 @@ mod tests {
             total: Some(10.0),
             message: None,
         }
+    }
+
+    #[test]
+    fn a_live_events_frame_is_encoded_once_per_workspace() {
+        let event = LiveEvent::new(
+            ServiceEvent {
+                stream: StreamId::Workspace,
+                seq: 1,
+                ts: 0,
+                submission: None,
+                event: ServiceEventBody::Workspace(trellis_protocol::WorkspaceEvent::OpCompleted {
+                    op: "x".into(),
+                    result: serde_json::Value::Null,
+                }),
+            },
+            Instant::now(),
+        );
+        let calls = std::cell::Cell::new(0);
+        let encode = |e: &ServiceEvent| {
+            calls.set(calls.get() + 1);
+            Some(format!("frame {}", e.seq))
+        };
+        let a = event.frame("ws", encode);
+        let b = event.frame("ws", encode);
+        assert_eq!(calls.get(), 1);
+        assert!(a.zip(b).is_some_and(|(a, b)| Arc::ptr_eq(&a, &b)));
+        // Another workspace's frame is encoded for it.
+        assert_eq!(event.frame("other", encode).as_deref(), Some("frame 1"));
+        assert_eq!(calls.get(), 2);
     }
 
     #[test]

@@ -55,13 +55,13 @@ impl Feed {
     }
 
     /// Every event after `since` when all of them are held (`None`: read the store).
-    fn after(&self, since: u64) -> Option<Vec<ServiceEvent>> {
+    fn after(&self, since: u64) -> Option<Vec<Arc<LiveEvent>>> {
         let first = self.recent.front()?;
         (first.seq <= since + 1).then(|| {
             self.recent
                 .iter()
                 .filter(|e| e.seq > since)
-                .map(|e| e.to_event())
+                .cloned()
                 .collect()
         })
     }
@@ -71,11 +71,25 @@ impl Feed {
 struct Feeds {
     streams: HashMap<StreamId, Feed>,
     clock: u64,
+    /// How many streams make the next [`Feeds::trim`].
+    trim_at: usize,
 }
 
 impl Feeds {
-    /// Forgets the least recently published half of the streams that have no subscribers.
+    /// Forgets the least recently published half of the streams that have no subscribers
+    /// (also those whose subscribers all left since their last event).
     fn trim(&mut self) {
+        for f in self.streams.values_mut() {
+            if f.tx.as_ref().is_some_and(|tx| tx.receiver_count() == 0) {
+                f.tx = None;
+            }
+        }
+        self.trim_idle();
+        // Many subscribed streams: trim again only once as many more came.
+        self.trim_at = (2 * self.streams.len()).max(2 * KEPT_STREAMS);
+    }
+
+    fn trim_idle(&mut self) {
         let mut idle: Vec<u64> = self
             .streams
             .values()
@@ -139,7 +153,7 @@ impl Fanout {
             }
             let _ = self.all.send(event);
         }
-        if feeds.streams.len() > 2 * KEPT_STREAMS {
+        if feeds.streams.len() > feeds.trim_at.max(2 * KEPT_STREAMS) {
             feeds.trim();
         }
     }
@@ -152,7 +166,7 @@ impl Fanout {
         since: u64,
     ) -> (
         broadcast::Receiver<Arc<LiveEvent>>,
-        Option<Vec<ServiceEvent>>,
+        Option<Vec<Arc<LiveEvent>>>,
     ) {
         let mut feeds = self.feeds();
         let feed = feeds.streams.entry(stream.clone()).or_default();
@@ -187,7 +201,7 @@ mod tests {
         }
     }
 
-    fn seqs(events: &[ServiceEvent]) -> Vec<u64> {
+    fn seqs(events: &[Arc<LiveEvent>]) -> Vec<u64> {
         events.iter().map(|e| e.seq).collect()
     }
 
@@ -242,6 +256,7 @@ mod tests {
             fanout.subscribe(&s, n - 1).1.as_deref().map(seqs),
             Some(vec![n])
         );
+        let (_listening, _) = fanout.subscribe(&s, n);
         for i in 0..(3 * KEPT_STREAMS) {
             fanout.send(
                 [event(
@@ -254,5 +269,18 @@ mod tests {
         assert!(fanout.feeds().streams.len() <= 2 * KEPT_STREAMS + 1);
         // The subscribed stream stays, however old.
         assert!(fanout.feeds().streams.contains_key(&s));
+    }
+
+    #[test]
+    fn streams_whose_subscribers_left_are_forgotten_too() {
+        let fanout = Fanout::default();
+        for i in 0..(3 * KEPT_STREAMS) {
+            let stream = StreamId::Run(RunId::from_string(format!("r{i}")));
+            // Subscribed, published, then the subscriber leaves before the next event.
+            let (rx, _) = fanout.subscribe(&stream, 0);
+            fanout.send([event(&stream, 1)], Instant::now());
+            drop(rx);
+        }
+        assert!(fanout.feeds().streams.len() <= 2 * KEPT_STREAMS + 1);
     }
 }
