@@ -10,6 +10,17 @@ fn real_home() -> std::path::PathBuf {
     trellis_sandbox::home_dir().unwrap()
 }
 
+/// Runs `line` in the fixture's worktree under `preset`, with the real home directory in
+/// the environment (where the toolchains are).
+fn work(
+    f: &Fixture,
+    sandbox: &trellis_sandbox::Sandbox,
+    preset: Preset,
+    line: &str,
+) -> super::fixture::Ran {
+    run(sandbox, &f.policy(preset), &f.worktree, &real_home(), line)
+}
+
 #[test]
 fn python_unittest_passes() {
     let f = Fixture::new();
@@ -20,11 +31,10 @@ fn python_unittest_passes() {
     )
     .unwrap();
     for sandbox in Fixture::sandboxes() {
-        let ran = run(
+        let ran = work(
+            &f,
             &sandbox,
-            &f.policy(Preset::WorkspaceWrite),
-            &f.worktree,
-            &real_home(),
+            Preset::WorkspaceWrite,
             "python3 -m unittest discover -v 2>&1",
         );
         assert_eq!(ran.code, Some(0), "{}: {ran:?}", sandbox.backend().name());
@@ -74,13 +84,7 @@ fn npm_test_passes() {
     )
     .unwrap();
     for sandbox in Fixture::sandboxes() {
-        let ran = run(
-            &sandbox,
-            &f.policy(Preset::WorkspaceWrite),
-            &f.worktree,
-            &real_home(),
-            "npm test 2>&1",
-        );
+        let ran = work(&f, &sandbox, Preset::WorkspaceWrite, "npm test 2>&1");
         assert_eq!(ran.code, Some(0), "{}: {ran:?}", sandbox.backend().name());
         assert!(ran.out.contains("npm ok"), "{ran:?}");
     }
@@ -90,11 +94,10 @@ fn npm_test_passes() {
 fn git_works_in_the_worktree() {
     let f = Fixture::new();
     for (i, sandbox) in Fixture::sandboxes().into_iter().enumerate() {
-        let ran = run(
+        let ran = work(
+            &f,
             &sandbox,
-            &f.policy(Preset::WorkspaceWrite),
-            &f.worktree,
-            &real_home(),
+            Preset::WorkspaceWrite,
             &format!(
                 "echo {i} > f{i}.txt && git status --short && git add -A && \
                       git -c user.name=a -c user.email=a@a commit -qm c{i} && git log --oneline | head -1"
@@ -132,21 +135,19 @@ fn a_repository_under_the_home_directory_works_under_every_preset() {
     let f = Fixture::under_home();
     for sandbox in Fixture::sandboxes() {
         let name = sandbox.backend().name();
-        let ran = run(
+        let ran = work(
+            &f,
             &sandbox,
-            &f.policy(Preset::ReadOnly),
-            &f.worktree,
-            &real_home(),
+            Preset::ReadOnly,
             "cat a.txt && git status --short && git branch --list main && echo x > b.txt",
         );
         assert!(ran.out.starts_with("a\n"), "{name}: {ran:?}");
         assert!(ran.out.contains("main"), "{name}: {ran:?}");
         assert!(!f.worktree.join("b.txt").exists(), "{name}: {ran:?}");
-        let ran = run(
+        let ran = work(
+            &f,
             &sandbox,
-            &f.policy(Preset::WorkspaceWrite),
-            &f.worktree,
-            &real_home(),
+            Preset::WorkspaceWrite,
             &format!(
                 "echo {name} > {name}.txt && git add -A && \
                  git -c user.name=a -c user.email=a@a commit -qm c-{name} && \
