@@ -12,9 +12,9 @@ use std::process::{Command, Stdio};
 
 use std::os::fd::AsRawFd;
 
+use crate::hook::Hook;
 use crate::landlock;
 use crate::policy::SandboxPolicy;
-use crate::spawn::Hook;
 
 /// What the preflight found out about bubblewrap on this machine.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -16,6 +16,7 @@
 pub mod bwrap;
 pub mod config;
 mod error;
+mod hook;
 pub mod landlock;
 mod pids;
 pub mod policy;

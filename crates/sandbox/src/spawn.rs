@@ -9,7 +9,6 @@
 use std::ffi::OsString;
 use std::io::Write;
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
@@ -17,6 +16,7 @@ use std::sync::OnceLock;
 use crate::bwrap::{self, Bwrap};
 use crate::config::Mode;
 use crate::error::{Error, Result};
+use crate::hook::Hook;
 use crate::landlock as ll;
 use crate::pids::{self, PidsCgroup};
 use crate::policy::SandboxPolicy;
@@ -279,98 +279,5 @@ impl PrivateTmp {
 impl Drop for PrivateTmp {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// What the child does between fork and exec; every field is ready before the fork.
-#[derive(Default)]
-pub(crate) struct Hook {
-    cgroup_fd: Option<i32>,
-    nproc: Option<u64>,
-    inherit_fd: Option<i32>,
-    landlock_fd: Option<i32>,
-    seccomp: Option<seccompiler::BpfProgram>,
-    /// `PR_SET_PDEATHSIG` (SIGKILL), and the pid of the parent process that must still be
-    /// there once it is set (else the parent died in between and the signal never comes).
-    pdeathsig: Option<u32>,
-}
-
-impl Hook {
-    /// Only enters the Landlock domain of the ruleset `fd` (and a new session).
-    pub(crate) fn scoped(fd: i32) -> Self {
-        Self {
-            landlock_fd: Some(fd),
-            ..Self::default()
-        }
-    }
-
-    #[allow(unsafe_code)]
-    pub(crate) fn install(self, cmd: &mut Command) {
-        // SAFETY: the closure only makes system calls on values prepared before the fork
-        // (raw descriptors, a built BPF program); it allocates nothing and takes no lock.
-        unsafe {
-            cmd.pre_exec(move || self.run());
-        }
-    }
-
-    #[allow(unsafe_code)]
-    fn run(&self) -> std::io::Result<()> {
-        let check = |rc: libc::c_long| {
-            if rc < 0 {
-                Err(std::io::Error::last_os_error())
-            } else {
-                Ok(())
-            }
-        };
-        // SAFETY (every call below): plain system calls with integer arguments or
-        // pointers to memory owned by `self`, which outlives the call.
-        unsafe {
-            // A process group leader already (a caller that asked for one) cannot start a
-            // session: it stays the leader of its own group, which is what is killed.
-            if libc::setsid() < 0 && *libc::__errno_location() != libc::EPERM {
-                return Err(std::io::Error::last_os_error());
-            }
-            if let Some(fd) = self.cgroup_fd {
-                let zero = b"0";
-                check(libc::write(fd, zero.as_ptr().cast(), zero.len()) as libc::c_long)?;
-            }
-            if let Some(n) = self.nproc {
-                let lim = libc::rlimit {
-                    rlim_cur: n,
-                    rlim_max: n,
-                };
-                check(libc::c_long::from(libc::setrlimit(
-                    libc::RLIMIT_NPROC,
-                    &lim,
-                )))?;
-            }
-            if let Some(fd) = self.inherit_fd {
-                check(libc::c_long::from(libc::fcntl(fd, libc::F_SETFD, 0)))?;
-            }
-            if let Some(parent) = self.pdeathsig {
-                check(libc::c_long::from(libc::prctl(
-                    libc::PR_SET_PDEATHSIG,
-                    libc::SIGKILL,
-                )))?;
-                if u32::try_from(libc::getppid()).ok() != Some(parent) {
-                    return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
-                }
-            }
-            if let Some(fd) = self.landlock_fd {
-                check(libc::c_long::from(libc::prctl(
-                    libc::PR_SET_NO_NEW_PRIVS,
-                    1,
-                    0,
-                    0,
-                    0,
-                )))?;
-                check(libc::syscall(libc::SYS_landlock_restrict_self, fd, 0u32))?;
-            }
-        }
-        if let Some(program) = &self.seccomp {
-            seccompiler::apply_filter(program)
-                .map_err(|_| std::io::Error::from_raw_os_error(libc::EPERM))?;
-        }
-        Ok(())
     }
 }

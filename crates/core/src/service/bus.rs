@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{broadcast, mpsc, oneshot};
 
-use super::fanout::Fanout;
+use super::fanout::{Fanout, LiveEvent};
 use trellis_protocol::{
     ServiceEvent, ServiceEventBody, SessionEvent, StreamId, SubmissionId, now_ms,
 };
@@ -43,77 +43,6 @@ impl Default for RecordOptions {
             persist: true,
             delta_flush: DEFAULT_DELTA_FLUSH,
         }
-    }
-}
-
-/// A committed event as the live broadcast carries it: the event (its fields are reachable
-/// through `Deref`) and the instant the service started publishing it.
-#[derive(Clone, Debug)]
-pub struct LiveEvent {
-    inner: ServiceEvent,
-    published: Instant,
-    /// The event's frame as the first subscriber encoded it (for the workspace named
-    /// first), so the others send the same text without encoding it again.
-    frame: std::sync::OnceLock<(String, Arc<str>)>,
-}
-
-impl PartialEq for LiveEvent {
-    fn eq(&self, other: &Self) -> bool {
-        self.inner == other.inner && self.published == other.published
-    }
-}
-
-impl LiveEvent {
-    pub(crate) fn new(inner: ServiceEvent, published: Instant) -> Self {
-        Self {
-            inner,
-            published,
-            frame: std::sync::OnceLock::new(),
-        }
-    }
-
-    /// The event's frame for `workspace`: `encode`d once, then shared by every subscriber
-    /// (`None` when it does not encode).
-    pub fn frame(
-        &self,
-        workspace: &str,
-        encode: impl FnOnce(&ServiceEvent) -> Option<String>,
-    ) -> Option<Arc<str>> {
-        if let Some((w, text)) = self.frame.get()
-            && w == workspace
-        {
-            return Some(text.clone());
-        }
-        let text: Arc<str> = encode(&self.inner)?.into();
-        let _ = self.frame.set((workspace.to_owned(), text.clone()));
-        Some(text)
-    }
-
-    /// The event.
-    pub fn as_event(&self) -> &ServiceEvent {
-        &self.inner
-    }
-
-    /// A copy of the event.
-    pub fn to_event(&self) -> ServiceEvent {
-        self.inner.clone()
-    }
-
-    /// When the service handed the event to the broadcast, right after learning that it was
-    /// committed: for session and workspace events, when the store's commit of the
-    /// recorder's batch resolved; for run events, when [`Bus::publish`] was called with the
-    /// engine's committed batch. Receipt minus this instant is the delivery latency
-    /// (every event of a batch carries the instant of its batch).
-    pub fn published_at(&self) -> Instant {
-        self.published
-    }
-}
-
-impl std::ops::Deref for LiveEvent {
-    type Target = ServiceEvent;
-
-    fn deref(&self) -> &ServiceEvent {
-        &self.inner
     }
 }
 

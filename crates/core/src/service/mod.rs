@@ -33,8 +33,9 @@ use tokio::sync::{broadcast, oneshot};
 use tokio_util::sync::CancellationToken;
 use trellis_protocol::{Op, RunId, SessionId, StreamId, SubmissionId, WorkspaceEvent};
 
-pub use bus::{Bus, DEFAULT_DELTA_FLUSH, Delivered, LiveEvent, RecordOptions, Subscription};
+pub use bus::{Bus, DEFAULT_DELTA_FLUSH, Delivered, RecordOptions, Subscription};
 pub use drive::{DriveEnd, Followed, RunFrontEnd};
+pub use fanout::LiveEvent;
 pub use orphans::ResumedOrphan;
 pub use sessions::SessionHub;
 pub use worker::{WorkerEvent, WorkerOptions};
