@@ -16,12 +16,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::sync::{broadcast, mpsc, oneshot};
-
-use super::fanout::{Fanout, LiveEvent};
 use trellis_protocol::{
     ServiceEvent, ServiceEventBody, SessionEvent, StreamId, SubmissionId, now_ms,
 };
 use trellis_store::Store;
+
+use super::fanout::{Fanout, LiveEvent};
 
 /// How long streamed deltas of a session wait to be merged with the next ones before they
 /// are stored and published (they are flushed at once by any other event of the session).
