@@ -1,1 +1,3 @@
-
+mod agent;
+mod client;
+mod ui;

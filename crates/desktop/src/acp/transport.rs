@@ -166,7 +166,15 @@ impl Transport {
                 Err(_) => true,
             };
             futures::future::ready(keep.then_some(line))
-        });
+        })
+        // The SDK keeps a connection whose incoming side ended open while it can still
+        // write; an agent that closed its stdout is gone, so end the connection with why.
+        .chain(futures::stream::once(async {
+            Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                "the agent closed its stdout",
+            ))
+        }));
         let outgoing = futures::sink::unfold(writer, |mut w, line: String| async move {
             w.write_all(line.as_bytes()).await?;
             w.write_all(b"\n").await?;

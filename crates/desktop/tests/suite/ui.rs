@@ -1,0 +1,1 @@
+//! The window under iced_test's simulator.
