@@ -107,7 +107,10 @@ impl Session {
             }
             Update::MessageText(t) => match self.transcript.last_mut() {
                 Some(Entry::Message(s)) => s.push_str(&t),
-                _ => self.transcript.push(Entry::Message(t)),
+                // A new paragraph after a tool call needs no blank line of its own.
+                _ => self
+                    .transcript
+                    .push(Entry::Message(t.trim_start_matches('\n').to_owned())),
             },
             Update::ThoughtText(t) => match self.transcript.last_mut() {
                 Some(Entry::Thought(s)) => s.push_str(&t),

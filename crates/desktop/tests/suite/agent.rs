@@ -155,6 +155,12 @@ fn agent(log: Shared, script: Script) -> impl ConnectTo<agent_client_protocol::C
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_request(
+            async move |_r: acp::ResumeSessionRequest, responder, _cx| {
+                responder.respond(acp::ResumeSessionResponse::new().config_options(options()))
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
             async move |r: acp::PromptRequest, responder, cx| {
                 let text = r
                     .prompt

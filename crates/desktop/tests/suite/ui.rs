@@ -1,1 +1,301 @@
-//! The window under iced_test's simulator.
+//! The window under iced_test's simulator (tiny-skia, headless) against the scripted agent:
+//! clicks and typing become messages, the app's update sends them to the agent, and the
+//! agent's events come back into the app — as the real window runs, without a display.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use futures::channel::mpsc::UnboundedReceiver;
+use iced::keyboard::{Key, Modifiers, key::Named};
+use iced::{Task, Theme};
+use iced_test::{Simulator, selector, simulator};
+use trellis_desktop::acp::review::ReviewReply;
+use trellis_desktop::acp::{Event, Update};
+use trellis_desktop::app::{App, Message, PROMPT_ID, Status};
+
+use super::agent::{self, Script, Shared, next};
+
+struct Ui {
+    rt: tokio::runtime::Runtime,
+    app: App,
+    events: UnboundedReceiver<Event>,
+    log: Shared,
+    agent: tokio::task::JoinHandle<()>,
+    _dir: tempfile::TempDir,
+}
+
+impl Ui {
+    /// A window over a small workspace, connected to a scripted agent.
+    fn start(script: Script) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("src")).unwrap();
+        std::fs::write(
+            dir.path().join("src/lib.rs"),
+            "//! Stock.\npub fn stock() -> u32 {\n    42\n}\n",
+        )
+        .unwrap();
+        std::fs::write(dir.path().join("a.md"), "# Title\nold one\n").unwrap();
+        let rt = agent::runtime();
+        let (handle, events, log, agent) = agent::start(&rt, script);
+        let app = App::new(handle, dir.path().to_owned());
+        let mut ui = Self {
+            rt,
+            app,
+            events,
+            log,
+            agent,
+            _dir: dir,
+        };
+        ui.pump(|e| matches!(e, Event::Connected(_)));
+        ui
+    }
+
+    /// Feeds the agent's events to the app until `stop` accepts one.
+    fn pump(&mut self, stop: impl Fn(&Event) -> bool) {
+        loop {
+            let e = next(&self.rt, &mut self.events);
+            let done = stop(&e);
+            let _ = self.app.update(Message::Acp(e));
+            if done {
+                return;
+            }
+        }
+    }
+
+    /// Runs `f` on a simulator of the current view, then updates the app with the messages
+    /// the interaction produced.
+    fn interact(&mut self, f: impl FnOnce(&mut Simulator<'_, Message>)) {
+        let messages: Vec<Message> = {
+            let mut ui = simulator(self.app.view());
+            f(&mut ui);
+            ui.into_messages().collect()
+        };
+        for m in messages {
+            let _ = self.app.update(m);
+        }
+    }
+
+    /// Whether the view shows exactly `text` somewhere.
+    fn shows(&self, text: &str) -> bool {
+        let mut ui = simulator(self.app.view());
+        ui.find(text).is_ok()
+    }
+
+    fn new_session(&mut self) {
+        self.interact(|ui| {
+            ui.click("New session").unwrap();
+        });
+        self.pump(|e| matches!(e, Event::SessionOpened(_)));
+    }
+}
+
+#[test]
+fn a_prompt_streams_into_the_panel_and_a_permission_is_granted() {
+    let mut ui = Ui::start(Script::default());
+    assert!(ui.shows("Scripted Trellis 9.9.9"));
+    ui.new_session();
+    ui.interact(|ui| {
+        ui.click(selector::id(PROMPT_ID)).unwrap();
+        ui.typewrite("Where does the stock live?");
+        ui.tap_key(Key::Named(Named::Enter));
+    });
+    assert_eq!(ui.app.prompt, "", "the prompt was sent and the box cleared");
+    ui.pump(|e| matches!(e, Event::Permission(_)));
+    assert_eq!(
+        ui.log.lock().unwrap().prompts,
+        ["Where does the stock live?"]
+    );
+    // The streamed chunks are one text, the plan and tool call are shown with their states.
+    assert!(ui.shows("Stock lives in memory."));
+    assert!(ui.shows("Choosing a workflow…"));
+    assert!(ui.shows("Research the stock"));
+    assert!(ui.shows("Write the answer"));
+    assert!(ui.shows("read src/lib.rs"));
+    assert!(ui.shows("Context: 1234 / 8192 tokens"));
+    assert!(ui.shows("Permission: Apply the changes to your files: a.md, b.md"));
+    assert!(
+        ui.shows("Where does the stock live?"),
+        "the title and the user's entry"
+    );
+
+    ui.interact(|ui| {
+        ui.click("1. Apply to my files").unwrap();
+    });
+    ui.pump(|e| matches!(e, Event::TurnEnded { .. }));
+    assert_eq!(ui.log.lock().unwrap().answers, ["allow_once"]);
+    assert!(ui.shows("Applied the run's changes."));
+    assert!(!ui.shows("Permission: Apply the changes to your files: a.md, b.md"));
+
+    // A tool call's location opens the file at its line.
+    ui.interact(|ui| {
+        ui.click("src/lib.rs:2").unwrap();
+    });
+    let open = ui.app.files.open.as_ref().expect("the file is open");
+    assert!(open.path.ends_with("src/lib.rs"));
+    assert_eq!(open.line, Some(2));
+    assert_eq!(
+        open.content.cursor().position.line,
+        1,
+        "the cursor is on line 2"
+    );
+}
+
+#[test]
+fn a_hunk_is_rejected_and_the_rest_applied_then_undone() {
+    let mut ui = Ui::start(Script::default());
+    ui.new_session();
+    let _ = ui.app.update(Message::PromptChanged("Document it".into()));
+    let _ = ui.app.update(Message::Send);
+    ui.pump(|e| matches!(e, Event::Permission(_)));
+    ui.interact(|ui| {
+        ui.click("Review hunks…").unwrap();
+    });
+    let mut shown = false;
+    let mut ended = false;
+    while !(shown && ended) {
+        let e = next(&ui.rt, &mut ui.events);
+        shown |= matches!(
+            e,
+            Event::Review {
+                reply: ReviewReply::Shown { .. },
+                ..
+            }
+        );
+        ended |= matches!(e, Event::TurnEnded { .. });
+        let _ = ui.app.update(Message::Acp(e));
+    }
+    assert_eq!(
+        ui.log.lock().unwrap().answers,
+        ["reject_once"],
+        "kept in the worktree"
+    );
+    assert!(ui.shows("a.md (modified, +2 −2)"));
+    assert!(ui.shows("Change set of run run-0001 — pending · 3 of 3 hunks accepted"));
+
+    ui.interact(|ui| {
+        ui.click(selector::id("reject-0-1")).unwrap();
+    });
+    assert!(ui.shows("Change set of run run-0001 — pending · 2 of 3 hunks accepted"));
+    ui.interact(|ui| {
+        ui.click("Apply accepted").unwrap();
+    });
+    ui.pump(|e| matches!(e, Event::Review { .. }));
+    {
+        let log = ui.log.lock().unwrap();
+        assert_eq!(log.reviews[0]["action"], "show");
+        assert_eq!(log.reviews[0]["run"], "run-0001");
+        assert_eq!(log.reviews[1]["action"], "apply");
+        assert_eq!(
+            log.reviews[1]["accept"],
+            serde_json::json!([{"file": "a.md", "hunks": [0]}, {"file": "b.md"}])
+        );
+    }
+    assert!(ui.shows("Applied to a.md, b.md; Undo reverses it."));
+
+    ui.interact(|ui| {
+        ui.click("Undo").unwrap();
+    });
+    ui.pump(|e| matches!(e, Event::Review { .. }));
+    assert_eq!(ui.log.lock().unwrap().reviews[2]["action"], "undo");
+    assert!(ui.shows("Undone: a.md, b.md restored; Undo again re-applies."));
+}
+
+#[test]
+fn hunks_are_reviewed_from_the_keyboard() {
+    let mut ui = Ui::start(Script::default());
+    ui.new_session();
+    let _ = ui.app.update(Message::OpenReview);
+    ui.pump(|e| matches!(e, Event::Review { .. }));
+    let key = |c: &str, m| Message::Key(Key::Character(c.into()), m);
+    // Down to the second hunk, reject it (the cursor moves on), reject b.md's, apply.
+    let _ = ui
+        .app
+        .update(Message::Key(Key::Named(Named::ArrowDown), Modifiers::ALT));
+    let _ = ui.app.update(key("x", Modifiers::ALT));
+    let _ = ui.app.update(key("x", Modifiers::ALT));
+    let _ = ui.app.update(key("a", Modifiers::CTRL | Modifiers::SHIFT));
+    ui.pump(|e| matches!(e, Event::Review { .. }));
+    assert_eq!(
+        ui.log.lock().unwrap().reviews[1]["accept"],
+        serde_json::json!([{"file": "a.md", "hunks": [0]}])
+    );
+    let dark = ui.app.dark;
+    let _ = ui.app.update(key("t", Modifiers::CTRL));
+    assert_ne!(ui.app.dark, dark, "Ctrl+T toggles the theme");
+}
+
+#[test]
+fn the_agent_dying_mid_turn_shows_why_and_reconnecting_resumes_the_session() {
+    let script = Script {
+        stall: true,
+        ..Script::default()
+    };
+    let mut ui = Ui::start(script);
+    ui.new_session();
+    let _ = ui.app.update(Message::PromptChanged("go".into()));
+    let _ = ui.app.update(Message::Send);
+    ui.pump(|e| {
+        matches!(
+            e,
+            Event::Update {
+                update: Update::MessageText(_),
+                ..
+            }
+        )
+    });
+    let _ = ui
+        .app
+        .update(Message::PromptChanged("my next question".into()));
+    ui.agent.abort();
+    ui.pump(|e| matches!(e, Event::Disconnected(_)));
+    assert!(ui.shows("The agent is not running."));
+    assert!(!ui.app.session().unwrap().running);
+    assert_eq!(ui.app.prompt, "my next question", "nothing typed is lost");
+
+    // Reconnect starts a new agent; the open session is resumed, its transcript kept.
+    let slot: Arc<Mutex<Option<(UnboundedReceiver<Event>, Shared)>>> = Arc::default();
+    let s = slot.clone();
+    let second = Arc::new(agent::runtime());
+    let keep = second.clone();
+    let connector = move || {
+        let (h, events, log, _task) = agent::start(&keep, Script::default());
+        *s.lock().unwrap() = Some((events, log));
+        (h, Task::none())
+    };
+    ui.app = std::mem::replace(
+        &mut ui.app,
+        App::new(trellis_desktop::acp::Handle::detached().0, PathBuf::new()),
+    )
+    .with_connector(Box::new(connector));
+    ui.interact(|ui| {
+        ui.click(selector::id("reconnect")).unwrap();
+    });
+    let (events, log) = slot.lock().unwrap().take().expect("reconnected");
+    ui.events = events;
+    ui.pump(|e| matches!(e, Event::SessionOpened(o) if o.how == "resume"));
+    assert!(matches!(ui.app.status, Status::Connected(_)));
+    assert!(ui.shows("Stock lives"), "the transcript survived");
+    let _ = ui.app.update(Message::Send);
+    ui.pump(|e| matches!(e, Event::Permission(_)));
+    assert_eq!(
+        log.lock().unwrap().prompts,
+        ["my next question"],
+        "the kept prompt went to the new agent"
+    );
+}
+
+#[test]
+fn the_review_view_matches_its_snapshot() {
+    let mut ui = Ui::start(Script::default());
+    ui.new_session();
+    let _ = ui.app.update(Message::OpenReview);
+    ui.pump(|e| matches!(e, Event::Review { .. }));
+    let _ = ui.app.update(Message::SetHunk {
+        file: 0,
+        hunk: 1,
+        accept: false,
+    });
+    let mut sim = simulator(ui.app.view());
+    let snap = sim.snapshot(&Theme::Dark).unwrap();
+    assert!(snap.matches_hash("tests/snapshots/review").unwrap());
+}
