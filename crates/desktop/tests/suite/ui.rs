@@ -253,7 +253,8 @@ fn the_agent_dying_mid_turn_shows_why_and_reconnecting_resumes_the_session() {
     assert_eq!(ui.app.prompt, "my next question", "nothing typed is lost");
 
     // Reconnect starts a new agent; the open session is resumed, its transcript kept.
-    let slot: Arc<Mutex<Option<(UnboundedReceiver<Event>, Shared)>>> = Arc::default();
+    type Reconnected = Option<(UnboundedReceiver<Event>, Shared)>;
+    let slot: Arc<Mutex<Reconnected>> = Arc::default();
     let s = slot.clone();
     let second = Arc::new(agent::runtime());
     let keep = second.clone();
