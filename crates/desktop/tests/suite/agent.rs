@@ -67,6 +67,8 @@ impl JsonRpcRequest for ReviewRequest {
 
 pub const SESSION: &str = "sess-0001";
 pub const RUN: &str = "run-0001";
+/// The session `session/list` shows besides.
+pub const EARLIER: &str = "sess-0000";
 
 fn text(s: &str) -> acp::ContentChunk {
     acp::ContentChunk::new(s.into())
@@ -151,6 +153,27 @@ fn agent(log: Shared, script: Script) -> impl ConnectTo<agent_client_protocol::C
         .on_receive_request(
             async move |_r: acp::NewSessionRequest, responder, _cx| {
                 responder.respond(acp::NewSessionResponse::new(SESSION).config_options(options()))
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |_r: acp::ListSessionsRequest, responder, _cx| {
+                let earlier =
+                    acp::SessionInfo::new(EARLIER, "/repo").title("Persist the stock".to_owned());
+                responder.respond(acp::ListSessionsResponse::new(vec![earlier]))
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            // The replay comes before the answer, as `trellis acp` does it.
+            async move |r: acp::LoadSessionRequest, responder, cx| {
+                use acp::SessionUpdate as U;
+                let send = |u: U| {
+                    cx.send_notification(acp::SessionNotification::new(r.session_id.clone(), u))
+                };
+                send(U::UserMessageChunk(text("Persist the stock")))?;
+                send(U::AgentMessageChunk(text("Recorded ADR 0002.")))?;
+                responder.respond(acp::LoadSessionResponse::new().config_options(options()))
             },
             agent_client_protocol::on_receive_request!(),
         )

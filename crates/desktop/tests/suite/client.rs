@@ -268,7 +268,7 @@ fn a_real_agent_process_that_exits_is_explained_with_its_stderr() {
     let script = dir.path().join("fake-trellis");
     std::fs::write(
         &script,
-        "#!/bin/sh\necho 'garbage out'\necho 'boom: no workspace here' >&2\nexit 3\n",
+        "#!/bin/sh\nread -r request\necho 'garbage out'\necho 'boom: no workspace here' >&2\nexit 3\n",
     )
     .unwrap();
     use std::os::unix::fs::PermissionsExt;

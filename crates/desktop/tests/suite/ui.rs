@@ -141,6 +141,21 @@ fn a_prompt_streams_into_the_panel_and_a_permission_is_granted() {
 }
 
 #[test]
+fn a_listed_session_loads_with_its_conversation_replayed() {
+    let mut ui = Ui::start(Script::default());
+    ui.pump(|e| matches!(e, Event::Sessions(_)));
+    assert!(ui.shows("Persist the stock"));
+    ui.interact(|ui| {
+        ui.click("Persist the stock").unwrap();
+    });
+    ui.pump(|e| matches!(e, Event::SessionOpened(o) if o.how == "load"));
+    let s = ui.app.session().expect("the loaded session is shown");
+    assert_eq!(s.id.to_string(), super::agent::EARLIER);
+    assert!(ui.shows("Recorded ADR 0002."));
+    assert!(ui.shows("Autonomy:"));
+}
+
+#[test]
 fn a_hunk_is_rejected_and_the_rest_applied_then_undone() {
     let mut ui = Ui::start(Script::default());
     ui.new_session();
@@ -299,4 +314,45 @@ fn the_review_view_matches_its_snapshot() {
     let mut sim = simulator(ui.app.view());
     let snap = sim.snapshot(&Theme::Dark).unwrap();
     assert!(snap.matches_hash("tests/snapshots/review").unwrap());
+}
+
+/// Writes the documentation's screenshots (`docs/ui/desktop-*.png`) from the simulator
+/// (tiny-skia): `cargo test -p trellis-desktop --test all screenshots -- --ignored`.
+#[test]
+#[ignore = "writes docs/ui/desktop-*.png"]
+fn screenshots() {
+    let docs = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../docs/ui");
+    let shot = |app: &App, name: &str, theme: Theme| {
+        let path = docs.join(format!("{name}.png"));
+        // `matches_image` writes the file when it is missing (and names it by renderer).
+        let written = docs.join(format!("{name}-tiny-skia.png"));
+        let _ = std::fs::remove_file(&written);
+        let mut sim = Simulator::with_size(iced::Settings::default(), (1400.0, 860.0), app.view());
+        let snap = sim.snapshot(&theme).unwrap();
+        assert!(snap.matches_image(&path).unwrap());
+        std::fs::rename(&written, &path).unwrap();
+    };
+    let mut ui = Ui::start(Script::default());
+    ui.new_session();
+    let _ = ui
+        .app
+        .update(Message::PromptChanged("Where does the stock live?".into()));
+    let _ = ui.app.update(Message::Send);
+    ui.pump(|e| matches!(e, Event::Permission(_)));
+    let _ = ui
+        .app
+        .update(Message::OpenFile("src/lib.rs".into(), Some(2)));
+    shot(&ui.app, "desktop-agent", Theme::Dark);
+    ui.interact(|ui| {
+        ui.click("Review hunks…").unwrap();
+    });
+    ui.pump(|e| matches!(e, Event::Review { .. }));
+    let _ = ui.app.update(Message::SetHunk {
+        file: 0,
+        hunk: 1,
+        accept: false,
+    });
+    shot(&ui.app, "desktop-review", Theme::Dark);
+    ui.app.dark = false;
+    shot(&ui.app, "desktop-review-light", Theme::Light);
 }
