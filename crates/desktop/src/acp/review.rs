@@ -79,7 +79,7 @@ pub enum LineKind {
 /// What a `_trellis/review` request answered.
 #[derive(Clone, Debug, PartialEq)]
 pub enum ReviewReply {
-    /// `show`: the change set and its state (`pending`, `applied`, `undone`, …).
+    /// `show`: the change set and its state (`open`, `applied`, `undone`, …).
     Shown {
         /// The run.
         run: String,

@@ -15,7 +15,7 @@ pub struct Review {
     pub session: SessionId,
     /// The run.
     pub run: String,
-    /// Its state (`pending`, `applied`, `undone`, `rejected`, …).
+    /// Its state (`open`, `applied`, `undone`, `rejected`, …).
     pub state: String,
     /// The change set.
     pub change_set: ChangeSet,
@@ -132,7 +132,11 @@ impl Review {
     /// The review view.
     pub fn view(&self, dark: bool) -> Element<'_, Message> {
         let (yes, all) = self.counts();
-        let pending = self.state == "pending" || self.state.is_empty();
+        // `open` (or `changes_requested`) until applied, rejected or undone.
+        let pending = !matches!(
+            self.state.as_str(),
+            "applied" | "undone" | "rejected" | "unchanged"
+        );
         let head = row![
             text(format!(
                 "Change set of run {} — {} · {yes} of {all} hunks accepted",
@@ -284,7 +288,7 @@ mod tests {
 
     #[test]
     fn accepted_hunks_become_the_apply_selection() {
-        let mut r = Review::new(SessionId::new("s"), "r".into(), "pending".into(), set());
+        let mut r = Review::new(SessionId::new("s"), "r".into(), "open".into(), set());
         assert_eq!(r.counts(), (4, 4));
         r.set(0, 1, false);
         r.set(2, 0, false);

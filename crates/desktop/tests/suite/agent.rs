@@ -123,7 +123,7 @@ pub fn change_set() -> Value {
 fn review_answer(p: &ReviewParams) -> Value {
     match &p.action {
         ReviewAction::Show => {
-            json!({"run": RUN, "state": "pending", "changeSet": change_set(), "selection": {}})
+            json!({"run": RUN, "state": "open", "changeSet": change_set(), "selection": {}})
         }
         ReviewAction::Apply { accept } => {
             let files: Vec<Value> = accept

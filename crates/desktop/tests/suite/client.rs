@@ -133,7 +133,7 @@ fn review_show_apply_and_undo_go_through_the_extension_method() {
     else {
         panic!("not shown");
     };
-    assert_eq!(state, "pending");
+    assert_eq!(state, "open");
     assert_eq!(change_set.files.len(), 2);
     assert_eq!(change_set.files[0].hunks.len(), 2);
     assert_eq!(change_set.files[0].hunks[1].lines[2].text, "new two");

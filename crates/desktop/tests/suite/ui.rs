@@ -185,12 +185,12 @@ fn a_hunk_is_rejected_and_the_rest_applied_then_undone() {
         "kept in the worktree"
     );
     assert!(ui.shows("a.md (modified, +2 −2)"));
-    assert!(ui.shows("Change set of run run-0001 — pending · 3 of 3 hunks accepted"));
+    assert!(ui.shows("Change set of run run-0001 — open · 3 of 3 hunks accepted"));
 
     ui.interact(|ui| {
         ui.click(selector::id("reject-0-1")).unwrap();
     });
-    assert!(ui.shows("Change set of run run-0001 — pending · 2 of 3 hunks accepted"));
+    assert!(ui.shows("Change set of run run-0001 — open · 2 of 3 hunks accepted"));
     ui.interact(|ui| {
         ui.click("Apply accepted").unwrap();
     });
