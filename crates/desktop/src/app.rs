@@ -89,6 +89,8 @@ pub enum Message {
     },
     /// Light ↔ dark.
     ToggleTheme,
+    /// Attach the open file to prompts, or not.
+    ToggleAttach(bool),
     /// Text scale up (+1) or down (-1) by 10 %.
     Scale(i32),
     /// Expand or collapse a directory of the file tree.
@@ -147,6 +149,8 @@ pub struct App {
     pub dark: bool,
     /// Text scale (1.0 = 100 %).
     pub scale: f32,
+    /// Prompts carry a link to the open file (the agent reads it through the client).
+    pub attach_open: bool,
     connector: Option<Connector>,
 }
 
@@ -167,6 +171,7 @@ impl App {
             notices: Vec::new(),
             dark: true,
             scale: 1.0,
+            attach_open: true,
             connector: None,
         }
     }
@@ -299,6 +304,7 @@ impl App {
                 }
             }
             Message::ToggleTheme => self.dark = !self.dark,
+            Message::ToggleAttach(on) => self.attach_open = on,
             Message::Scale(by) => {
                 self.scale = (self.scale + 0.1 * by as f32).clamp(0.5, 3.0);
             }
@@ -338,7 +344,15 @@ impl App {
         }
         s.begin_turn(&text);
         self.prompt.clear();
-        self.send(Command::Prompt { session, text });
+        let links = match (&self.files.open, self.attach_open) {
+            (Some(o), true) => vec![o.path.clone()],
+            _ => Vec::new(),
+        };
+        self.send(Command::Prompt {
+            session,
+            text,
+            links,
+        });
     }
 
     fn request_review(&mut self, session: SessionId, run: Option<String>, action: ReviewAction) {

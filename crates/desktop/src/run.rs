@@ -21,10 +21,15 @@ pub struct Options {
 }
 
 /// Starts the agent on `rt` and turns its events into messages.
-fn start(rt: &tokio::runtime::Handle, agent: &AgentCommand) -> (acp::Handle, Task<Message>) {
+fn start(
+    rt: &tokio::runtime::Handle,
+    agent: &AgentCommand,
+    root: &std::path::Path,
+) -> (acp::Handle, Task<Message>) {
     let _guard = rt.enter();
     match Transport::spawn(agent) {
         Ok(t) => {
+            let t = t.serve_files(root.to_owned());
             let (handle, events) = acp::connect(rt, t);
             (handle, Task::run(events, Message::Acp))
         }
@@ -55,10 +60,10 @@ pub fn run(options: Options) -> Result<()> {
             let (h, _) = acp::Handle::detached();
             return (App::new(h, PathBuf::from(".")), Task::none());
         };
-        let (h, events) = start(&handle, &options.agent);
-        let (rt2, agent) = (handle.clone(), options.agent.clone());
-        let mut app =
-            App::new(h, options.root.clone()).with_connector(Box::new(move || start(&rt2, &agent)));
+        let (h, events) = start(&handle, &options.agent, &options.root);
+        let (rt2, agent, root) = (handle.clone(), options.agent.clone(), options.root.clone());
+        let mut app = App::new(h, options.root.clone())
+            .with_connector(Box::new(move || start(&rt2, &agent, &root)));
         let first = if options.new_session {
             app.update(Message::NewSession)
         } else {

@@ -1,3 +1,5 @@
 mod agent;
 mod client;
+mod real;
 mod ui;
+mod window;

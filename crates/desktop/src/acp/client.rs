@@ -47,12 +47,15 @@ pub enum Command {
         /// The session.
         id: SessionId,
     },
-    /// `session/prompt` with one text block.
+    /// `session/prompt` with a text block and links to files (`resource_link`, `file://`).
     Prompt {
         /// The session.
         session: SessionId,
         /// The text.
         text: String,
+        /// Files the prompt refers to (the open file): the agent reads them through the
+        /// client when it may (`fs/read_text_file`).
+        links: Vec<PathBuf>,
     },
     /// `session/cancel`.
     Cancel {
@@ -155,7 +158,9 @@ async fn run(
         child,
         stderr,
         name,
+        files,
     } = transport;
+    let serving = files.is_some();
     let lines = Transport::lines(reader, writer, events.clone());
     let pending: Pending = Arc::default();
     let next = Arc::new(AtomicU64::new(1));
@@ -190,11 +195,21 @@ async fn run(
             },
             agent_client_protocol::on_receive_request!(),
         )
+        .on_receive_request(
+            async move |r: acp::ReadTextFileRequest, responder, _cx| {
+                responder.respond_with_result(read_text_file(files.as_deref(), &r))
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
         .connect_with(lines, async move |cx: ConnectionTo<Agent>| {
-            let init = acp::InitializeRequest::new(ProtocolVersion::V1).client_info(
-                acp::Implementation::new("trellis-desktop", env!("CARGO_PKG_VERSION"))
-                    .title("Trellis Desktop"),
-            );
+            let caps = acp::ClientCapabilities::new()
+                .fs(acp::FileSystemCapabilities::new().read_text_file(serving));
+            let init = acp::InitializeRequest::new(ProtocolVersion::V1)
+                .client_capabilities(caps)
+                .client_info(
+                    acp::Implementation::new("trellis-desktop", env!("CARGO_PKG_VERSION"))
+                        .title("Trellis Desktop"),
+                );
             match cx.send_request(init).block_task().await {
                 Ok(r) => emit(&main_events, Event::Connected(AgentInfo::from_response(&r))),
                 Err(e) => {
@@ -376,22 +391,11 @@ async fn execute(
                 session: id,
                 update: Update::Other("closed".into()),
             }),
-        Command::Prompt { session, text } => {
-            let r = cx
-                .send_request(acp::PromptRequest::new(session.clone(), vec![text.into()]))
-                .block_task()
-                .await;
-            for id in withdraw(pending, &session) {
-                emit(events, Event::PermissionGone(id));
-            }
-            r.map(|r| Event::TurnEnded {
-                session,
-                stop: serde_json::to_value(r.stop_reason)
-                    .ok()
-                    .and_then(|v| v.as_str().map(str::to_owned))
-                    .unwrap_or_default(),
-            })
-        }
+        Command::Prompt {
+            session,
+            text,
+            links,
+        } => prompt(cx, session, text, &links, events, pending).await,
         Command::SetConfig {
             session,
             option,
@@ -421,6 +425,43 @@ async fn execute(
     }
 }
 
+/// `session/prompt`: the text and links to files; when the turn ends, its permission
+/// requests still waiting are withdrawn.
+async fn prompt(
+    cx: &ConnectionTo<Agent>,
+    session: SessionId,
+    text: String,
+    links: &[PathBuf],
+    events: &UnboundedSender<Event>,
+    pending: &Pending,
+) -> Result<Event, agent_client_protocol::Error> {
+    let mut blocks: Vec<acp::ContentBlock> = vec![text.into()];
+    blocks.extend(links.iter().map(|p| {
+        let name = p.file_name().map_or_else(
+            || p.display().to_string(),
+            |n| n.to_string_lossy().into_owned(),
+        );
+        acp::ContentBlock::ResourceLink(acp::ResourceLink::new(
+            name,
+            format!("file://{}", p.display()),
+        ))
+    }));
+    let r = cx
+        .send_request(acp::PromptRequest::new(session.clone(), blocks))
+        .block_task()
+        .await;
+    for id in withdraw(pending, &session) {
+        emit(events, Event::PermissionGone(id));
+    }
+    r.map(|r| Event::TurnEnded {
+        session,
+        stop: serde_json::to_value(r.stop_reason)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_default(),
+    })
+}
+
 async fn review(
     cx: &ConnectionTo<Agent>,
     session: SessionId,
@@ -440,4 +481,37 @@ async fn review(
         agent_client_protocol::Error::invalid_params().data(serde_json::Value::String(m))
     })?;
     Ok(Event::Review { session, reply })
+}
+
+/// `fs/read_text_file`: a file under `root` (the lines asked for), refused outside it.
+fn read_text_file(
+    root: Option<&std::path::Path>,
+    r: &acp::ReadTextFileRequest,
+) -> Result<acp::ReadTextFileResponse, agent_client_protocol::Error> {
+    let refuse = |why: String| agent_client_protocol::Error::invalid_params().data(why);
+    let Some(root) = root else {
+        return Err(agent_client_protocol::Error::method_not_found());
+    };
+    let path = r
+        .path
+        .canonicalize()
+        .map_err(|e| refuse(format!("{}: {e}", r.path.display())))?;
+    let root = root.canonicalize().unwrap_or_else(|_| root.to_owned());
+    if !path.starts_with(&root) {
+        return Err(refuse(format!(
+            "{} is outside the workspace {}",
+            path.display(),
+            root.display()
+        )));
+    }
+    let text =
+        std::fs::read_to_string(&path).map_err(|e| refuse(format!("{}: {e}", path.display())))?;
+    let skip = r.line.map_or(0, |l| l.saturating_sub(1) as usize);
+    let take = r.limit.map_or(usize::MAX, |l| l as usize);
+    let content = if skip == 0 && take == usize::MAX {
+        text
+    } else {
+        text.split_inclusive('\n').skip(skip).take(take).collect()
+    };
+    Ok(acp::ReadTextFileResponse::new(content))
 }

@@ -58,6 +58,8 @@ pub struct Transport {
     pub(crate) stderr: Arc<Mutex<VecDeque<String>>>,
     /// What the agent is, for messages ("`trellis acp`").
     pub(crate) name: String,
+    /// Files under this directory are served to the agent (`fs/read_text_file`).
+    pub(crate) files: Option<PathBuf>,
 }
 
 impl std::fmt::Debug for Transport {
@@ -81,7 +83,15 @@ impl Transport {
             child: None,
             stderr: Arc::default(),
             name: name.into(),
+            files: None,
         }
+    }
+
+    /// Lets the agent read the files under `root` through the client (`fs/read_text_file`,
+    /// advertised in `initialize`): what an editor does for the files it has open.
+    pub fn serve_files(mut self, root: PathBuf) -> Self {
+        self.files = Some(root);
+        self
     }
 
     /// Starts `cmd.program acp cmd.args…` with piped stdio. Must be called inside a tokio
@@ -127,6 +137,7 @@ impl Transport {
             child: Some(child),
             stderr,
             name: format!("{} acp", cmd.program.display()),
+            files: None,
         })
     }
 

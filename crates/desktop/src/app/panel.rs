@@ -2,7 +2,7 @@
 //! calls), usage, the permission prompts and the prompt box.
 
 use iced::widget::{
-    Column, button, column, container, pick_list, row, rule, scrollable, space, text, text_input,
+    Column, button, checkbox, column, container, pick_list, row, rule, scrollable, text, text_input,
 };
 use iced::{Color, Element, Fill, Font, font};
 
@@ -188,7 +188,8 @@ fn tool(t: &ToolCallView, dark: bool) -> Element<'_, Message> {
 }
 
 fn ask(a: &PermissionAsk, review: bool) -> Element<'_, Message> {
-    let mut buttons = row![].spacing(6);
+    // One option a line: the agent's labels are long ("Apply, and from now on without asking").
+    let mut buttons = Column::new().spacing(4);
     for (i, o) in a.options.iter().enumerate() {
         let style = if o.kind.starts_with("allow") {
             button::success
@@ -248,8 +249,21 @@ fn prompt_box<'a>(app: &'a App, s: Option<&'a Session>) -> Element<'a, Message> 
     } else {
         button("Send").on_press_maybe(can_send.then_some(Message::Send))
     };
-    row![input, action, space::horizontal().width(0)]
-        .spacing(6)
-        .align_y(iced::Center)
-        .into()
+    let prompt = row![input, action].spacing(6).align_y(iced::Center);
+    match &app.files.open {
+        Some(o) => {
+            let rel = o.path.strip_prefix(&app.root).unwrap_or(&o.path);
+            column![
+                checkbox(app.attach_open)
+                    .label(format!("Attach {}", rel.display()))
+                    .on_toggle(Message::ToggleAttach)
+                    .text_size(12)
+                    .size(14),
+                prompt
+            ]
+            .spacing(4)
+            .into()
+        }
+        None => prompt.into(),
+    }
 }

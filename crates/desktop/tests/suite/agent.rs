@@ -28,6 +28,10 @@ pub struct Log {
     /// `_trellis/review` params, as JSON.
     pub reviews: Vec<Value>,
     pub cancels: usize,
+    /// What reading the prompt's linked files gave.
+    pub reads: Vec<String>,
+    /// `session/set_config_option`: (option, value).
+    pub config: Vec<(String, String)>,
 }
 
 pub type Shared = Arc<Mutex<Log>>;
@@ -142,7 +146,7 @@ fn review_answer(p: &ReviewParams) -> Value {
 
 /// The agent side, as an SDK builder.
 fn agent(log: Shared, script: Script) -> impl ConnectTo<agent_client_protocol::Client> {
-    let (l1, l2, l3) = (log.clone(), log.clone(), log);
+    let (l1, l2, l3, l4) = (log.clone(), log.clone(), log.clone(), log);
     Agent
         .v1()
         .name("scripted")
@@ -153,6 +157,26 @@ fn agent(log: Shared, script: Script) -> impl ConnectTo<agent_client_protocol::C
         .on_receive_request(
             async move |_r: acp::NewSessionRequest, responder, _cx| {
                 responder.respond(acp::NewSessionResponse::new(SESSION).config_options(options()))
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |r: acp::SetSessionConfigOptionRequest, responder, _cx| {
+                let value = serde_json::to_value(&r.value).unwrap();
+                let value = value
+                    .as_str()
+                    .or(value["value"].as_str())
+                    .unwrap_or_default()
+                    .to_owned();
+                l4.lock()
+                    .unwrap()
+                    .config
+                    .push((r.config_id.to_string(), value.clone()));
+                let mut opts = options();
+                if let acp::SessionConfigKind::Select(s) = &mut opts[0].kind {
+                    s.current_value = value.into();
+                }
+                responder.respond(acp::SetSessionConfigOptionResponse::new(opts))
             },
             agent_client_protocol::on_receive_request!(),
         )
@@ -194,9 +218,18 @@ fn agent(log: Shared, script: Script) -> impl ConnectTo<agent_client_protocol::C
                     })
                     .collect::<String>();
                 l1.lock().unwrap().prompts.push(text);
+                let links: Vec<String> = r
+                    .prompt
+                    .iter()
+                    .filter_map(|b| match b {
+                        acp::ContentBlock::ResourceLink(l) => Some(l.uri.clone()),
+                        _ => None,
+                    })
+                    .collect();
                 let (log, conn) = (l1.clone(), cx.clone());
                 // The turn runs off the dispatch loop: it waits for a permission answer.
                 cx.spawn(async move {
+                    read_links(&conn, &r.session_id, &links, &log).await?;
                     let stop = turn(&conn, r.session_id.clone(), &log, script).await?;
                     responder.respond(acp::PromptResponse::new(stop))
                 })
@@ -221,6 +254,37 @@ fn agent(log: Shared, script: Script) -> impl ConnectTo<agent_client_protocol::C
             },
             agent_client_protocol::on_receive_notification!(),
         )
+}
+
+/// Reads each linked file's first line through the client, as `trellis acp` reads the
+/// editor's buffers, and says it.
+async fn read_links(
+    cx: &agent_client_protocol::v1::ConnectionTo<agent_client_protocol::Client>,
+    session: &acp::SessionId,
+    links: &[String],
+    log: &Shared,
+) -> Result<(), Error> {
+    for uri in links {
+        let path = uri.strip_prefix("file://").unwrap_or(uri);
+        let read = cx
+            .send_request(
+                acp::ReadTextFileRequest::new(session.clone(), path)
+                    .line(1)
+                    .limit(1),
+            )
+            .block_task()
+            .await;
+        let said = match read {
+            Ok(r) => format!("Read {path}: {}", r.content.trim_end()),
+            Err(e) => format!("Could not read {path}: {e}"),
+        };
+        log.lock().unwrap().reads.push(said.clone());
+        cx.send_notification(acp::SessionNotification::new(
+            session.clone(),
+            acp::SessionUpdate::AgentThoughtChunk(text(&said)),
+        ))?;
+    }
+    Ok(())
 }
 
 async fn turn(
@@ -295,15 +359,24 @@ async fn turn(
 
 /// A scripted agent on `rt` and a client connected to it: the client's handle and events,
 /// the agent's log, and the agent task (abort it to kill the agent).
-pub fn start(
-    rt: &tokio::runtime::Runtime,
-    script: Script,
-) -> (
+pub fn start(rt: &tokio::runtime::Runtime, script: Script) -> Started {
+    start_serving(rt, script, None)
+}
+
+/// What [`start`] gives: the client's handle and events, the agent's log, the agent task.
+pub type Started = (
     Handle,
     UnboundedReceiver<Event>,
     Shared,
     tokio::task::JoinHandle<()>,
-) {
+);
+
+/// [`start`], the client serving the files under `files` to the agent.
+pub fn start_serving(
+    rt: &tokio::runtime::Runtime,
+    script: Script,
+    files: Option<std::path::PathBuf>,
+) -> Started {
     let log = Shared::default();
     let (client_io, agent_io) = tokio::io::duplex(1 << 16);
     let (agent_read, agent_write) = tokio::io::split(agent_io);
@@ -334,7 +407,10 @@ pub fn start(
             .connect_to(ByteStreams::new(out.compat_write(), agent_read.compat()))
             .await;
     });
-    let transport = Transport::streams(client_read, client_write, "scripted agent");
+    let mut transport = Transport::streams(client_read, client_write, "scripted agent");
+    if let Some(root) = files {
+        transport = transport.serve_files(root);
+    }
     let (handle, events) = connect(rt.handle(), transport);
     (handle, events, log, task)
 }

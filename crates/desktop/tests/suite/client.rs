@@ -57,6 +57,7 @@ fn a_turn_streams_and_a_permission_is_answered() {
     h.send(Command::Prompt {
         session: session(),
         text: "Where does the stock live?".into(),
+        links: Vec::new(),
     })
     .unwrap();
     let seen = until(&rt, &mut ev, |e| matches!(e, Event::Permission(_)));
@@ -189,6 +190,7 @@ fn cancel_reaches_the_agent() {
     h.send(Command::Prompt {
         session: session(),
         text: "go".into(),
+        links: Vec::new(),
     })
     .unwrap();
     until(&rt, &mut ev, |e| {
@@ -240,6 +242,7 @@ fn an_agent_that_dies_mid_turn_is_a_disconnect() {
     h.send(Command::Prompt {
         session: session(),
         text: "go".into(),
+        links: Vec::new(),
     })
     .unwrap();
     until(&rt, &mut ev, |e| {

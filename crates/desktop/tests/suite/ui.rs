@@ -36,7 +36,8 @@ impl Ui {
         .unwrap();
         std::fs::write(dir.path().join("a.md"), "# Title\nold one\n").unwrap();
         let rt = agent::runtime();
-        let (handle, events, log, agent) = agent::start(&rt, script);
+        let (handle, events, log, agent) =
+            agent::start_serving(&rt, script, Some(dir.path().to_owned()));
         let app = App::new(handle, dir.path().to_owned());
         let mut ui = Self {
             rt,
@@ -213,6 +214,67 @@ fn a_hunk_is_rejected_and_the_rest_applied_then_undone() {
     ui.pump(|e| matches!(e, Event::Review { .. }));
     assert_eq!(ui.log.lock().unwrap().reviews[2]["action"], "undo");
     assert!(ui.shows("Undone: a.md, b.md restored; Undo again re-applies."));
+}
+
+#[test]
+fn the_open_file_goes_with_the_prompt_and_the_agent_reads_it_through_the_client() {
+    let mut ui = Ui::start(Script::default());
+    ui.new_session();
+    ui.interact(|ui| {
+        ui.click("▸ src/").unwrap();
+    });
+    ui.interact(|ui| {
+        ui.click("    lib.rs").unwrap();
+    });
+    assert!(ui.shows("Attach src/lib.rs"));
+    let _ = ui
+        .app
+        .update(Message::PromptChanged("Explain this file".into()));
+    let _ = ui.app.update(Message::Send);
+    ui.pump(|e| matches!(e, Event::Permission(_)));
+    let reads = ui.log.lock().unwrap().reads.clone();
+    assert_eq!(reads.len(), 1, "{reads:?}");
+    assert!(reads[0].ends_with("src/lib.rs: //! Stock."), "{reads:?}");
+    let ask = ui.app.asks[0].id;
+    let _ = ui.app.update(Message::Answer { ask, option: None });
+    ui.pump(|e| matches!(e, Event::TurnEnded { .. }));
+    // Without an open file the prompt carries no link.
+    ui.app.files.open = None;
+    let _ = ui.app.update(Message::PromptChanged("again".into()));
+    let _ = ui.app.update(Message::Send);
+    ui.pump(|e| matches!(e, Event::Permission(_)));
+    assert_eq!(ui.log.lock().unwrap().reads.len(), 1);
+}
+
+#[test]
+fn the_autonomy_is_chosen_from_the_session_options() {
+    let mut ui = Ui::start(Script::default());
+    ui.new_session();
+    // The pick list draws its values itself (no text widgets to find): choose as it would.
+    let option = ui.app.session().unwrap().options[0].clone();
+    assert_eq!(
+        (option.id.as_str(), option.current.as_str()),
+        ("autonomy", "ask")
+    );
+    let value = option.choices[1].clone();
+    let _ = ui.app.update(Message::SetOption {
+        option: option.id,
+        value,
+    });
+    ui.pump(|e| {
+        matches!(
+            e,
+            Event::Update {
+                update: Update::ConfigOptions(_),
+                ..
+            }
+        )
+    });
+    assert_eq!(
+        ui.log.lock().unwrap().config,
+        [("autonomy".to_owned(), "auto-edit".to_owned())]
+    );
+    assert_eq!(ui.app.session().unwrap().options[0].current, "auto-edit");
 }
 
 #[test]
