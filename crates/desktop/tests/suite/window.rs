@@ -167,4 +167,29 @@ fn the_binary_opens_its_window_on_xvfb() {
         app.0.try_wait().unwrap().is_none(),
         "the window is still open"
     );
+
+    // Idle: no redraw loop. CPU time over 3 s, and the resident memory.
+    let pid = app.0.id();
+    let (cpu0, t0) = (cpu_ticks(pid), Instant::now());
+    std::thread::sleep(Duration::from_secs(3));
+    let ticks = cpu_ticks(pid) - cpu0;
+    // Clock ticks are 100 per second on Linux.
+    let busy = ticks as f64 / 100.0 / t0.elapsed().as_secs_f64() * 100.0;
+    let rss = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap()
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .map(str::to_owned)
+        .unwrap_or_default();
+    eprintln!("idle: {busy:.1} % CPU over 3 s; {rss}");
+    assert!(busy < 10.0, "the idle window used {busy:.1} % CPU");
+}
+
+/// User + system CPU ticks of `pid` (`/proc/<pid>/stat` fields 14 and 15).
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // The fields after the command (which may hold spaces) in parentheses.
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
 }
