@@ -449,14 +449,7 @@ impl App {
                 }
             }
             Event::Review { session, reply } => self.on_review(session, reply),
-            Event::Failed { message, .. } => {
-                if let Some(s) = self.current.clone().and_then(|id| self.session_mut(&id))
-                    && message.starts_with("session/prompt")
-                {
-                    s.running = false;
-                }
-                self.notices.push(message);
-            }
+            Event::Failed { message, .. } => self.notices.push(message),
             Event::Malformed(m) => self.notices.push(m),
             Event::Disconnected(why) => {
                 for s in &mut self.sessions {

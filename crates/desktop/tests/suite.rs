@@ -1,4 +1,5 @@
 mod agent;
+mod binary;
 mod client;
 mod real;
 mod ui;

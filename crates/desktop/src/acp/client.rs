@@ -453,6 +453,16 @@ async fn prompt(
     for id in withdraw(pending, &session) {
         emit(events, Event::PermissionGone(id));
     }
+    if r.is_err() {
+        // The turn is over for the window too (the failure follows as `Failed`).
+        emit(
+            events,
+            Event::TurnEnded {
+                session: session.clone(),
+                stop: "failed".into(),
+            },
+        );
+    }
     r.map(|r| Event::TurnEnded {
         session,
         stop: serde_json::to_value(r.stop_reason)

@@ -26,7 +26,7 @@ pub enum Event {
         /// What changed.
         update: Update,
     },
-    /// The agent asks for a permission; answer with [`super::Handle::answer`].
+    /// The agent asks for a permission; answer with [`super::Command::Answer`].
     Permission(PermissionAsk),
     /// The agent withdrew a permission request (the turn was cancelled, or it answered
     /// itself); the request id.

@@ -209,6 +209,11 @@ fn agent(log: Shared, script: Script) -> impl ConnectTo<agent_client_protocol::C
         )
         .on_receive_request(
             async move |r: acp::PromptRequest, responder, cx| {
+                if ![SESSION, EARLIER].contains(&r.session_id.0.as_ref()) {
+                    return responder.respond_with_result(Err(
+                        Error::invalid_params().data(format!("no session {}", r.session_id))
+                    ));
+                }
                 let text = r
                     .prompt
                     .iter()

@@ -115,6 +115,31 @@ fn a_turn_streams_and_a_permission_is_answered() {
 }
 
 #[test]
+fn a_refused_prompt_ends_the_turn_and_says_why() {
+    let rt = agent::runtime();
+    let (h, mut ev, _log, _agent) = agent::start(&rt, Script::default());
+    assert!(matches!(next(&rt, &mut ev), Event::Connected(_)));
+    h.send(Command::Prompt {
+        session: SessionId::new("nope"),
+        text: "hello".into(),
+        links: Vec::new(),
+    })
+    .unwrap();
+    let Event::TurnEnded { session, stop } = next(&rt, &mut ev) else {
+        panic!("the turn did not end");
+    };
+    assert_eq!(
+        (session.to_string().as_str(), stop.as_str()),
+        ("nope", "failed")
+    );
+    let Event::Failed { context, message } = next(&rt, &mut ev) else {
+        panic!("no failure");
+    };
+    assert_eq!(context, "session/prompt");
+    assert!(message.contains("no session nope"), "{message}");
+}
+
+#[test]
 fn review_show_apply_and_undo_go_through_the_extension_method() {
     let rt = agent::runtime();
     let (h, mut ev, log, _agent) = agent::start(&rt, Script::default());
