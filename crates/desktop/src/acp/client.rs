@@ -159,6 +159,7 @@ async fn run(
         stderr,
         name,
         files,
+        stderr_task,
     } = transport;
     let serving = files.is_some();
     let lines = Transport::lines(reader, writer, events.clone());
@@ -242,7 +243,7 @@ async fn run(
     }
     emit(
         &events,
-        Event::Disconnected(farewell(&name, result.err(), child, &stderr).await),
+        Event::Disconnected(farewell(&name, result.err(), child, stderr_task, &stderr).await),
     );
 }
 
@@ -251,6 +252,7 @@ async fn farewell(
     name: &str,
     error: Option<agent_client_protocol::Error>,
     child: Option<tokio::process::Child>,
+    stderr_task: Option<tokio::task::JoinHandle<()>>,
     stderr: &Mutex<std::collections::VecDeque<String>>,
 ) -> String {
     let mut why = format!("The connection to `{name}` closed");
@@ -266,6 +268,10 @@ async fn farewell(
     }
     if let Some(e) = error {
         why.push_str(&format!(": {e}"));
+    }
+    // Its stderr closes with it: read to the end before quoting it.
+    if let Some(task) = stderr_task {
+        let _ = tokio::time::timeout(Duration::from_secs(1), task).await;
     }
     let tail = Transport::stderr_tail(stderr);
     if !tail.is_empty() {

@@ -60,6 +60,8 @@ pub struct Transport {
     pub(crate) name: String,
     /// Files under this directory are served to the agent (`fs/read_text_file`).
     pub(crate) files: Option<PathBuf>,
+    /// The task reading the agent's stderr (it ends when the agent does).
+    pub(crate) stderr_task: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl std::fmt::Debug for Transport {
@@ -84,6 +86,7 @@ impl Transport {
             stderr: Arc::default(),
             name: name.into(),
             files: None,
+            stderr_task: None,
         }
     }
 
@@ -116,7 +119,7 @@ impl Transport {
             return Err(Error::Pipes(cmd.program.clone()));
         };
         let stderr: Arc<Mutex<VecDeque<String>>> = Arc::default();
-        if let Some(err) = child.stderr.take() {
+        let stderr_task = child.stderr.take().map(|err| {
             let tail = stderr.clone();
             tokio::spawn(async move {
                 let mut lines = BufReader::new(err).lines();
@@ -129,8 +132,8 @@ impl Transport {
                         t.push_back(line);
                     }
                 }
-            });
-        }
+            })
+        });
         Ok(Self {
             reader: Box::new(stdout),
             writer: Box::new(stdin),
@@ -138,6 +141,7 @@ impl Transport {
             stderr,
             name: format!("{} acp", cmd.program.display()),
             files: None,
+            stderr_task,
         })
     }
 
