@@ -72,6 +72,8 @@ pub enum Message {
     },
     /// Move the review cursor by this many hunks.
     MoveHunk(i32),
+    /// The diff was scrolled: its offset and visible height.
+    ReviewScrolled(f32, f32),
     /// Accept (true) or reject the hunk under the review cursor.
     MarkHunk(bool),
     /// Apply the accepted hunks.
@@ -274,6 +276,11 @@ impl App {
             Message::SetHunk { file, hunk, accept } => {
                 if let Some(r) = &mut self.review {
                     r.set(file, hunk, accept);
+                }
+            }
+            Message::ReviewScrolled(top, height) => {
+                if let Some(r) = &mut self.review {
+                    r.scroll = (top, height);
                 }
             }
             Message::MoveHunk(by) => {

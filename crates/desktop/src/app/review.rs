@@ -1,8 +1,8 @@
 //! Batched review of a run's change set: every hunk accepted or rejected, then apply the
 //! accepted ones in one `_trellis/review apply`; undo (and redo) the apply.
 
-use iced::widget::{Column, button, column, container, row, rule, scrollable, text};
-use iced::{Color, Element, Fill, Font};
+use iced::widget::{Column, button, column, container, row, rule, scrollable, space, text};
+use iced::{Color, Element, Fill, Font, Length};
 
 use super::Message;
 use crate::acp::SessionId;
@@ -25,6 +25,26 @@ pub struct Review {
     pub cursor: (usize, usize),
     /// What the last action did.
     pub note: String,
+    /// The diff's scroll position and visible height (from the scrollable), to build only
+    /// the hunks near the view.
+    pub scroll: (f32, f32),
+}
+
+/// Fixed heights (logical pixels) of the diff's parts, so hunks out of view can stand in as
+/// empty space of the same height: a file's title, a hunk's header, one diff line.
+const TITLE_H: f32 = 24.0;
+const HEADER_H: f32 = 34.0;
+const LINE_H: f32 = 18.0;
+/// Spacing between the diff's items, and inside a hunk; a hunk's padding.
+const GAP: f32 = 10.0;
+const INNER_GAP: f32 = 4.0;
+const PAD: f32 = 8.0;
+/// Hunks this far outside the visible part are still built (smooth scrolling).
+const MARGIN: f32 = 1500.0;
+
+/// The height of a hunk of `lines` lines.
+fn hunk_height(lines: usize) -> f32 {
+    2.0 * PAD + HEADER_H + INNER_GAP + LINE_H * lines as f32
 }
 
 /// The widget id of a hunk's accept (`accept`) or reject (`reject`) button's container.
@@ -48,6 +68,7 @@ impl Review {
             accepted,
             cursor: (0, 0),
             note: String::new(),
+            scroll: (0.0, 2000.0),
         }
     }
 
@@ -155,17 +176,37 @@ impl Review {
                 .style(button::secondary),
         ]
         .spacing(8);
-        let mut body = Column::new().spacing(10);
+        // Only what is near the visible part is built; the rest is space of its height.
+        let (top, height) = self.scroll;
+        let (from, to) = (top - MARGIN, top + height + MARGIN);
+        let mut body = Column::new().spacing(GAP);
+        let mut y = 0.0;
+        let mut near = |h: f32| {
+            let seen = y + h >= from && y <= to;
+            y += h + GAP;
+            seen
+        };
         for (fi, f) in self.change_set.files.iter().enumerate() {
-            body = body.push(
-                text(format!(
-                    "{} ({}, +{} −{})",
-                    f.path, f.status, f.additions, f.deletions
-                ))
-                .font(Font::MONOSPACE)
-                .size(15),
-            );
+            body = body.push(if near(TITLE_H) {
+                container(
+                    text(format!(
+                        "{} ({}, +{} −{})",
+                        f.path, f.status, f.additions, f.deletions
+                    ))
+                    .font(Font::MONOSPACE)
+                    .size(15),
+                )
+                .height(TITLE_H)
+                .into()
+            } else {
+                Element::from(space().height(TITLE_H))
+            });
             for (hi, h) in f.hunks.iter().enumerate() {
+                let size = hunk_height(h.lines.len());
+                if !near(size) {
+                    body = body.push(space().height(size));
+                    continue;
+                }
                 let accepted = self
                     .accepted
                     .get(fi)
@@ -179,7 +220,9 @@ impl Review {
             head,
             (!self.note.is_empty()).then(|| text(&self.note)),
             rule::horizontal(1),
-            scrollable(body.padding([0, 12])).height(Fill),
+            scrollable(body.padding([0, 12]))
+                .on_scroll(|v| Message::ReviewScrolled(v.absolute_offset().y, v.bounds().height))
+                .height(Fill),
         ]
         .spacing(8)
         .into()
@@ -218,7 +261,7 @@ impl Review {
             if let Some(c) = color {
                 t = t.color(c);
             }
-            lines = lines.push(t);
+            lines = lines.push(container(t).height(LINE_H));
         }
         let mark = |what: &str, label: &'static str, accept: bool| {
             let b = button(label).on_press_maybe(pending.then_some(Message::SetHunk {
@@ -250,10 +293,13 @@ impl Review {
             mark("accept", "Accept", true),
             mark("reject", "Reject", false),
         ]
-        .spacing(6);
-        container(column![header, lines].spacing(4))
-            .padding(8)
+        .spacing(6)
+        .height(HEADER_H)
+        .align_y(iced::Center);
+        container(column![header, lines].spacing(INNER_GAP))
+            .padding(PAD)
             .width(Fill)
+            .height(Length::Fixed(hunk_height(h.lines.len())))
             .style(container::bordered_box)
             .into()
     }

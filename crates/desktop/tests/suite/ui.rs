@@ -418,3 +418,55 @@ fn screenshots() {
     ui.app.dark = false;
     shot(&ui.app, "desktop-review-light", Theme::Light);
 }
+
+#[test]
+fn a_long_diff_builds_only_the_hunks_near_the_view() {
+    use trellis_desktop::acp::review::{ChangeSet, FileChange, Hunk, HunkLine, LineKind};
+    use trellis_desktop::app::Review;
+    let line = |kind| HunkLine {
+        kind,
+        text: "x".into(),
+    };
+    let files = (0..100)
+        .map(|f| FileChange {
+            path: format!("f{f}.rs"),
+            status: "modified".into(),
+            additions: 10,
+            deletions: 10,
+            hunks: (0..10)
+                .map(|index| Hunk {
+                    index,
+                    old_start: 1,
+                    new_start: 1,
+                    lines: vec![
+                        line(LineKind::Context),
+                        line(LineKind::Removed),
+                        line(LineKind::Added),
+                    ],
+                })
+                .collect(),
+        })
+        .collect();
+    let (handle, _commands) = trellis_desktop::acp::Handle::detached();
+    let mut app = App::new(handle, PathBuf::from("/nonexistent"));
+    app.review = Some(Review::new(
+        trellis_desktop::acp::SessionId::new("s"),
+        "r".into(),
+        "open".into(),
+        ChangeSet {
+            run: "r".into(),
+            files,
+        },
+    ));
+    let built = |app: &App, id: &str| {
+        simulator(app.view())
+            .find(selector::id(id.to_owned()))
+            .is_ok()
+    };
+    assert!(built(&app, "reject-0-0"));
+    assert!(!built(&app, "reject-90-0"), "far below the view: not built");
+    // A file is its title and ten hunks of three lines: 24 + 10 + 10 × (108 + 10) pixels.
+    let _ = app.update(Message::ReviewScrolled(90.0 * 1214.0, 800.0));
+    assert!(built(&app, "reject-90-0"));
+    assert!(!built(&app, "reject-0-0"), "far above the view: not built");
+}
