@@ -74,6 +74,17 @@ pub enum Message {
     MoveHunk(i32),
     /// The diff was scrolled: its offset and visible height.
     ReviewScrolled(f32, f32),
+    /// A hunk's comment changed.
+    Comment {
+        /// File index in the change set.
+        file: usize,
+        /// Hunk index in the file.
+        hunk: usize,
+        /// The comment.
+        text: String,
+    },
+    /// Reject the change set with the comments, and ask for a new one with them (a prompt).
+    RequestChanges,
     /// Accept (true) or reject the hunk under the review cursor.
     MarkHunk(bool),
     /// Apply the accepted hunks.
@@ -278,6 +289,12 @@ impl App {
                     r.set(file, hunk, accept);
                 }
             }
+            Message::Comment { file, hunk, text } => {
+                if let Some(r) = &mut self.review {
+                    r.comments.insert((file, hunk), text);
+                }
+            }
+            Message::RequestChanges => self.request_changes(),
             Message::ReviewScrolled(top, height) => {
                 if let Some(r) = &mut self.review {
                     r.scroll = (top, height);
@@ -399,6 +416,41 @@ impl App {
                 accept: Some(accept),
             },
         );
+    }
+
+    /// "Request changes": the change set is rejected with the comments as the reason
+    /// (recorded with it), and the comments go to the session as a new prompt.
+    fn request_changes(&mut self) {
+        let Some(r) = &self.review else {
+            return;
+        };
+        if !r.has_comments() {
+            return;
+        }
+        let (session, run, text) = (r.session.clone(), r.run.clone(), r.request_text());
+        if self.sessions.iter().any(|s| s.id == session && s.running) {
+            self.notices.push(
+                "A turn is running in this session: cancel it or wait, then request changes."
+                    .into(),
+            );
+            return;
+        }
+        self.request_review(
+            session.clone(),
+            Some(run),
+            ReviewAction::Reject {
+                comment: Some(text.clone()),
+            },
+        );
+        if let Some(r) = &mut self.review {
+            r.note =
+                "Changes requested: the change set is rejected and the comments sent as a prompt."
+                    .into();
+            r.comments.clear();
+        }
+        self.current = Some(session);
+        self.prompt = text;
+        self.send_prompt();
     }
 
     fn reconnect(&mut self) -> Task<Message> {

@@ -1,7 +1,11 @@
 //! Batched review of a run's change set: every hunk accepted or rejected, then apply the
 //! accepted ones in one `_trellis/review apply`; undo (and redo) the apply.
 
-use iced::widget::{Column, button, column, container, row, rule, scrollable, space, text};
+use std::collections::BTreeMap;
+
+use iced::widget::{
+    Column, button, column, container, row, rule, scrollable, space, text, text_input,
+};
 use iced::{Color, Element, Fill, Font, Length};
 
 use super::Message;
@@ -28,6 +32,13 @@ pub struct Review {
     /// The diff's scroll position and visible height (from the scrollable), to build only
     /// the hunks near the view.
     pub scroll: (f32, f32),
+    /// Comments per hunk, (file, hunk) → text: a request for changes.
+    pub comments: BTreeMap<(usize, usize), String>,
+}
+
+/// The widget id of a hunk's comment box.
+pub fn comment_id(file: usize, hunk: usize) -> String {
+    format!("comment-{file}-{hunk}")
 }
 
 /// Fixed heights (logical pixels) of the diff's parts, so hunks out of view can stand in as
@@ -35,6 +46,7 @@ pub struct Review {
 const TITLE_H: f32 = 24.0;
 const HEADER_H: f32 = 34.0;
 const LINE_H: f32 = 18.0;
+const COMMENT_H: f32 = 32.0;
 /// Spacing between the diff's items, and inside a hunk; a hunk's padding.
 const GAP: f32 = 10.0;
 const INNER_GAP: f32 = 4.0;
@@ -42,9 +54,9 @@ const PAD: f32 = 8.0;
 /// Hunks this far outside the visible part are still built (smooth scrolling).
 const MARGIN: f32 = 1500.0;
 
-/// The height of a hunk of `lines` lines.
+/// The height of a hunk of `lines` lines (with its comment box).
 fn hunk_height(lines: usize) -> f32 {
-    2.0 * PAD + HEADER_H + INNER_GAP + LINE_H * lines as f32
+    2.0 * PAD + HEADER_H + 2.0 * INNER_GAP + LINE_H * lines as f32 + COMMENT_H
 }
 
 /// The widget id of a hunk's accept (`accept`) or reject (`reject`) button's container.
@@ -69,6 +81,7 @@ impl Review {
             cursor: (0, 0),
             note: String::new(),
             scroll: (0.0, 2000.0),
+            comments: BTreeMap::new(),
         }
     }
 
@@ -150,6 +163,45 @@ impl Review {
         (yes, all)
     }
 
+    /// Whether any hunk has a comment.
+    pub fn has_comments(&self) -> bool {
+        self.comments.values().any(|c| !c.trim().is_empty())
+    }
+
+    /// The comments as a request for changes: per hunk its file, line and changed lines,
+    /// then the comment.
+    pub fn request_text(&self) -> String {
+        let mut out = format!(
+            "Changes requested on the change set of run {} (rejected; redo it with these):\n",
+            self.run
+        );
+        for ((fi, hi), comment) in &self.comments {
+            let comment = comment.trim();
+            let (Some(f), false) = (self.change_set.files.get(*fi), comment.is_empty()) else {
+                continue;
+            };
+            let Some(h) = f.hunks.get(*hi) else {
+                continue;
+            };
+            out.push_str(&format!(
+                "\n- {}:{} (hunk {}): {comment}\n",
+                f.path,
+                h.new_start,
+                hi + 1
+            ));
+            for l in h
+                .lines
+                .iter()
+                .filter(|l| l.kind != LineKind::Context)
+                .take(4)
+            {
+                let sign = if l.kind == LineKind::Added { '+' } else { '-' };
+                out.push_str(&format!("  {sign} {}\n", l.text));
+            }
+        }
+        out
+    }
+
     /// The review view.
     pub fn view(&self, dark: bool) -> Element<'_, Message> {
         let (yes, all) = self.counts();
@@ -170,6 +222,9 @@ impl Review {
                 .style(button::success),
             button("Undo").on_press_maybe(
                 matches!(self.state.as_str(), "applied" | "undone").then_some(Message::UndoReview)
+            ),
+            button("Request changes").on_press_maybe(
+                (pending && self.has_comments()).then_some(Message::RequestChanges)
             ),
             button("Close")
                 .on_press(Message::CloseReview)
@@ -296,7 +351,19 @@ impl Review {
         .spacing(6)
         .height(HEADER_H)
         .align_y(iced::Center);
-        container(column![header, lines].spacing(INNER_GAP))
+        let comment = text_input(
+            "Comment on this hunk (Request changes sends the comments)",
+            self.comments.get(&(fi, hi)).map_or("", String::as_str),
+        )
+        .id(comment_id(fi, hi))
+        .on_input(move |text| Message::Comment {
+            file: fi,
+            hunk: hi,
+            text,
+        })
+        .size(13)
+        .padding(6);
+        container(column![header, lines, comment].spacing(INNER_GAP))
             .padding(PAD)
             .width(Fill)
             .height(Length::Fixed(hunk_height(h.lines.len())))

@@ -465,8 +465,38 @@ fn a_long_diff_builds_only_the_hunks_near_the_view() {
     };
     assert!(built(&app, "reject-0-0"));
     assert!(!built(&app, "reject-90-0"), "far below the view: not built");
-    // A file is its title and ten hunks of three lines: 24 + 10 + 10 × (108 + 10) pixels.
-    let _ = app.update(Message::ReviewScrolled(90.0 * 1214.0, 800.0));
+    // A file is its title and ten hunks of three lines and a comment box:
+    // 24 + 10 + 10 × (16 + 34 + 8 + 54 + 32 + 10) pixels.
+    let _ = app.update(Message::ReviewScrolled(90.0 * 1574.0, 800.0));
     assert!(built(&app, "reject-90-0"));
     assert!(!built(&app, "reject-0-0"), "far above the view: not built");
+}
+
+#[test]
+fn hunk_comments_become_a_request_for_changes() {
+    let mut ui = Ui::start(Script::default());
+    ui.new_session();
+    let _ = ui.app.update(Message::OpenReview);
+    ui.pump(|e| matches!(e, Event::Review { .. }));
+    ui.interact(|ui| {
+        ui.click(selector::id("comment-0-1")).unwrap();
+        ui.typewrite("keep the old wording here");
+    });
+    ui.interact(|ui| {
+        ui.click("Request changes").unwrap();
+    });
+    ui.pump(|e| matches!(e, Event::Permission(_)));
+    let log = ui.log.lock().unwrap();
+    assert_eq!(log.reviews[1]["action"], "reject", "{:?}", log.reviews);
+    let reason = log.reviews[1]["comment"].as_str().unwrap();
+    assert!(
+        reason.contains("- a.md:11 (hunk 2): keep the old wording here"),
+        "{reason}"
+    );
+    assert!(reason.contains("  - old two\n  + new two"), "{reason}");
+    assert_eq!(
+        log.prompts,
+        [reason.trim()],
+        "the same text went to the session as a prompt"
+    );
 }
