@@ -15,7 +15,7 @@ use std::path::PathBuf;
 use iced::{Task, Theme, keyboard};
 
 pub use self::files::Files;
-pub use self::keys::SHORTCUTS;
+pub use self::keys::{SHORTCUTS, shortcut};
 pub use self::review::Review;
 pub use self::session::{Entry, Session};
 use crate::acp::review::{ReviewAction, ReviewReply};
@@ -85,6 +85,8 @@ pub enum Message {
     },
     /// Reject the change set with the comments, and ask for a new one with them (a prompt).
     RequestChanges,
+    /// Put the keyboard in the comment box of the hunk under the review cursor.
+    FocusComment,
     /// Accept (true) or reject the hunk under the review cursor.
     MarkHunk(bool),
     /// Apply the accepted hunks.
@@ -278,46 +280,18 @@ impl App {
                 self.asks.retain(|a| a.id != ask);
                 self.send(Command::Answer { ask, option });
             }
-            Message::ReviewHunks { ask } => self.review_hunks(ask),
-            Message::OpenReview => {
-                if let Some(id) = self.current.clone() {
-                    self.request_review(id, None, ReviewAction::Show);
-                }
-            }
-            Message::SetHunk { file, hunk, accept } => {
-                if let Some(r) = &mut self.review {
-                    r.set(file, hunk, accept);
-                }
-            }
-            Message::Comment { file, hunk, text } => {
-                if let Some(r) = &mut self.review {
-                    r.comments.insert((file, hunk), text);
-                }
-            }
-            Message::RequestChanges => self.request_changes(),
-            Message::ReviewScrolled(top, height) => {
-                if let Some(r) = &mut self.review {
-                    r.scroll = (top, height);
-                }
-            }
-            Message::MoveHunk(by) => {
-                if let Some(r) = &mut self.review {
-                    r.move_cursor(by);
-                }
-            }
-            Message::MarkHunk(accept) => {
-                if let Some(r) = &mut self.review {
-                    r.mark(accept);
-                }
-            }
-            Message::ApplyReview => self.apply_review(),
-            Message::UndoReview => {
-                if let Some(r) = &self.review {
-                    let (session, run) = (r.session.clone(), Some(r.run.clone()));
-                    self.request_review(session, run, ReviewAction::Undo);
-                }
-            }
-            Message::CloseReview => self.review = None,
+            m @ (Message::ReviewHunks { .. }
+            | Message::OpenReview
+            | Message::SetHunk { .. }
+            | Message::Comment { .. }
+            | Message::RequestChanges
+            | Message::FocusComment
+            | Message::ReviewScrolled(..)
+            | Message::MoveHunk(_)
+            | Message::MarkHunk(_)
+            | Message::ApplyReview
+            | Message::UndoReview
+            | Message::CloseReview) => return self.update_review(m),
             Message::SetOption { option, value } => {
                 if let Some(id) = self.current.clone() {
                     self.send(Command::SetConfig {
@@ -346,6 +320,60 @@ impl App {
             }
             Message::DismissNotices => self.notices.clear(),
             Message::Reconnect => return self.reconnect(),
+        }
+        Task::none()
+    }
+
+    /// The review's messages.
+    fn update_review(&mut self, message: Message) -> Task<Message> {
+        match message {
+            Message::ReviewHunks { ask } => self.review_hunks(ask),
+            Message::OpenReview => {
+                if let Some(id) = self.current.clone() {
+                    self.request_review(id, None, ReviewAction::Show);
+                }
+            }
+            Message::SetHunk { file, hunk, accept } => {
+                if let Some(r) = &mut self.review {
+                    r.set(file, hunk, accept);
+                }
+            }
+            Message::Comment { file, hunk, text } => {
+                if let Some(r) = &mut self.review {
+                    r.comments.insert((file, hunk), text);
+                }
+            }
+            Message::RequestChanges => self.request_changes(),
+            Message::FocusComment => {
+                if let Some(r) = &self.review {
+                    let (f, h) = r.cursor;
+                    return iced::widget::operation::focus(review::comment_id(f, h));
+                }
+            }
+            Message::ReviewScrolled(top, height) => {
+                if let Some(r) = &mut self.review {
+                    r.scroll = (top, height);
+                }
+            }
+            Message::MoveHunk(by) => {
+                if let Some(r) = &mut self.review {
+                    r.move_cursor(by);
+                }
+            }
+            Message::MarkHunk(accept) => {
+                if let Some(r) = &mut self.review {
+                    r.mark(accept);
+                }
+            }
+            Message::ApplyReview => self.apply_review(),
+            Message::UndoReview => {
+                if let Some(r) = &self.review {
+                    let (session, run) = (r.session.clone(), Some(r.run.clone()));
+                    self.request_review(session, run, ReviewAction::Undo);
+                }
+            }
+            Message::CloseReview => self.review = None,
+            _ => {}
         }
         Task::none()
     }

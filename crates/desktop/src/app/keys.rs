@@ -24,6 +24,11 @@ pub const SHORTCUTS: &[(&str, &str)] = &[
     ("Ctrl+R", "review the session's latest change set"),
     ("Alt+Down / Alt+Up", "next / previous hunk"),
     ("Alt+A / Alt+X", "accept / reject the hunk under the cursor"),
+    (
+        "Alt+C",
+        "comment on the hunk under the cursor (type, then Request changes: Ctrl+Shift+C)",
+    ),
+    ("Ctrl+Shift+C", "request changes with the comments"),
     ("Ctrl+Shift+A", "apply the accepted hunks"),
     ("Ctrl+Z", "undo the last apply (again: redo)"),
     ("Ctrl+T", "light / dark theme"),
@@ -41,6 +46,7 @@ pub fn shortcut(app: &App, key: &Key, m: Modifiers) -> Option<Message> {
     if m.command() && m.shift() {
         return match ch {
             Some("a") => Some(Message::ApplyReview),
+            Some("c") => Some(Message::RequestChanges),
             Some("r") => Some(Message::Reconnect),
             _ => None,
         };
@@ -86,6 +92,7 @@ pub fn shortcut(app: &App, key: &Key, m: Modifiers) -> Option<Message> {
         return match ch {
             Some("a") => Some(Message::MarkHunk(true)),
             Some("x") => Some(Message::MarkHunk(false)),
+            Some("c") => Some(Message::FocusComment),
             _ => None,
         };
     }

@@ -296,6 +296,18 @@ fn hunks_are_reviewed_from_the_keyboard() {
         ui.log.lock().unwrap().reviews[1]["accept"],
         serde_json::json!([{"file": "a.md", "hunks": [0]}])
     );
+    assert!(matches!(
+        trellis_desktop::app::shortcut(&ui.app, &Key::Character("c".into()), Modifiers::ALT),
+        Some(Message::FocusComment)
+    ));
+    assert!(matches!(
+        trellis_desktop::app::shortcut(
+            &ui.app,
+            &Key::Character("C".into()),
+            Modifiers::CTRL | Modifiers::SHIFT
+        ),
+        Some(Message::RequestChanges)
+    ));
     let dark = ui.app.dark;
     let _ = ui.app.update(key("t", Modifiers::CTRL));
     assert_ne!(ui.app.dark, dark, "Ctrl+T toggles the theme");
