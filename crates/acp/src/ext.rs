@@ -1,6 +1,6 @@
 //! The `_trellis/...` extension methods: graph control from the editor — list a run's graph,
-//! message a node, prune a node — each one op of the runtime service (or a read of the
-//! store). Advertised under `agentCapabilities._meta["trellis.dev/extensions"]`.
+//! message a node, prune a node — and review of a run's change set (show, select hunks,
+//! apply, reject, undo), each one op of the runtime service (or a read of the store). Advertised under `agentCapabilities._meta["trellis.dev/extensions"]`.
 
 use std::sync::Arc;
 
@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 use trellis_core::service::Service;
 use trellis_protocol::acp::{
     GRAPH_METHOD, GraphParams, MESSAGE_METHOD, MessageNodeParams, PRUNE_METHOD, PruneNodeParams,
+    REVIEW_METHOD, ReviewParams,
 };
 use trellis_protocol::{Op, RunId};
 
@@ -19,7 +20,7 @@ use crate::{AcpAgent, internal, invalid_params};
 pub const META_KEY: &str = "trellis.dev/extensions";
 
 /// The extension methods, as advertised.
-pub const METHODS: [&str; 3] = [GRAPH_METHOD, MESSAGE_METHOD, PRUNE_METHOD];
+pub const METHODS: [&str; 4] = [GRAPH_METHOD, MESSAGE_METHOD, PRUNE_METHOD, REVIEW_METHOD];
 
 /// A `_trellis/...` request.
 #[derive(Clone, Debug)]
@@ -30,6 +31,8 @@ pub enum TrellisRequest {
     Message(MessageNodeParams),
     /// `_trellis/prune`.
     Prune(PruneNodeParams),
+    /// `_trellis/review`.
+    Review(ReviewParams),
 }
 
 fn parse<T: DeserializeOwned>(params: &Value) -> Result<T, Error> {
@@ -46,6 +49,7 @@ impl JsonRpcMessage for TrellisRequest {
             Self::Graph(_) => GRAPH_METHOD,
             Self::Message(_) => MESSAGE_METHOD,
             Self::Prune(_) => PRUNE_METHOD,
+            Self::Review(_) => REVIEW_METHOD,
         }
     }
 
@@ -54,6 +58,7 @@ impl JsonRpcMessage for TrellisRequest {
             Self::Graph(p) => UntypedMessage::new(GRAPH_METHOD, p),
             Self::Message(p) => UntypedMessage::new(MESSAGE_METHOD, p),
             Self::Prune(p) => UntypedMessage::new(PRUNE_METHOD, p),
+            Self::Review(p) => UntypedMessage::new(REVIEW_METHOD, p),
         }
     }
 
@@ -62,6 +67,7 @@ impl JsonRpcMessage for TrellisRequest {
             GRAPH_METHOD => parse(params).map(Self::Graph),
             MESSAGE_METHOD => parse(params).map(Self::Message),
             PRUNE_METHOD => parse(params).map(Self::Prune),
+            REVIEW_METHOD => parse(params).map(Self::Review),
             _ => Err(Error::method_not_found()),
         }
     }
@@ -173,6 +179,18 @@ impl AcpAgent {
                         node: p.node,
                         subtree: p.subtree,
                         reason: p.reason.or_else(|| Some("pruned from the editor".into())),
+                    })
+                    .await
+                    .map_err(op_error)
+            }
+            TrellisRequest::Review(p) => {
+                let run = self
+                    .session_run(&service, &p.session_id, p.run.as_deref())
+                    .await?;
+                service
+                    .call(Op::Review {
+                        run: run.to_string(),
+                        action: p.action,
                     })
                     .await
                     .map_err(op_error)

@@ -172,3 +172,77 @@ async fn the_change_set_is_applied_only_when_accepted_and_undo_reverses_it() {
     assert!(kinds.contains(&"current_mode_update"), "{kinds:?}");
     assert!(kinds.contains(&"config_option_update"), "{kinds:?}");
 }
+
+/// `_trellis/review`: a change set kept in the run's worktree (`reject_once`) is shown with
+/// its hunks, applied (the accepted files) and undone from the editor, one review op each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_kept_change_set_is_reviewed_applied_and_undone_through_the_extension_method() {
+    use agent_client_protocol::UntypedMessage;
+    let f = fixture_with(writing_script());
+    let (root, service) = (f.root.clone(), f.service.clone());
+    let agent = AcpAgent::with_service(service, AcpOptions::default());
+    let updates: Updates = Arc::default();
+    let adr = root.join(ADR);
+    with_timeout(
+        recording(&updates)
+            .on_receive_request(
+                async move |_req: acp::RequestPermissionRequest, responder, _cx| {
+                    responder.respond(selected("reject_once"))
+                },
+                agent_client_protocol::on_receive_request!(),
+            )
+            .connect_with(agent.connection(), async |cx| {
+                let sid = open_session(&cx, &root).await?;
+                let review = async |params: Value| {
+                    let mut p = json!({"sessionId": sid.0.as_ref()});
+                    p.as_object_mut()
+                        .unwrap()
+                        .extend(params.as_object().unwrap().clone());
+                    cx.send_request(UntypedMessage::new("_trellis/review", p).unwrap())
+                        .block_task()
+                        .await
+                };
+                let stop = prompt(&cx, &sid, "Record the decision").await?.stop_reason;
+                assert_eq!(stop, acp::StopReason::EndTurn);
+                assert!(!adr.exists(), "kept in the run's worktree");
+
+                let shown = review(json!({"action": "show"})).await?;
+                assert_eq!(shown["state"], "open", "{shown}");
+                let files = shown["changeSet"]["files"].as_array().unwrap();
+                assert_eq!(files.len(), 1, "{shown}");
+                assert_eq!(files[0]["path"], ADR);
+                assert_eq!(files[0]["hunks"][0]["index"], 0);
+
+                let applied =
+                    review(json!({"action": "apply", "accept": [{"file": ADR, "hunks": [0]}]}))
+                        .await?;
+                assert_eq!(applied["outcome"], "applied", "{applied}");
+                assert!(adr.exists(), "applied");
+                let undone = review(json!({"action": "undo"})).await?;
+                assert_eq!(undone["outcome"], "undone", "{undone}");
+                assert!(!adr.exists(), "undone");
+
+                let e = cx
+                    .send_request(
+                        UntypedMessage::new(
+                            "_trellis/review",
+                            json!({"sessionId": "nope", "action": "show"}),
+                        )
+                        .unwrap(),
+                    )
+                    .block_task()
+                    .await
+                    .unwrap_err();
+                assert_eq!(i32::from(e.code), -32002, "{e:?}");
+                let e = review(json!({"action": "explode"})).await.unwrap_err();
+                assert_eq!(
+                    e.code,
+                    agent_client_protocol::ErrorCode::INVALID_PARAMS,
+                    "{e:?}"
+                );
+                Ok(())
+            }),
+    )
+    .await
+    .unwrap();
+}

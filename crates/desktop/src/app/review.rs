@@ -1,0 +1,424 @@
+//! Batched review of a run's change set: every hunk accepted or rejected, then apply the
+//! accepted ones in one `_trellis/review apply`; undo (and redo) the apply.
+
+use std::collections::BTreeMap;
+
+use iced::widget::{
+    Column, button, column, container, row, rule, scrollable, space, text, text_input,
+};
+use iced::{Color, Element, Fill, Font, Length};
+
+use super::Message;
+use crate::acp::SessionId;
+use crate::acp::review::{ChangeSet, FileHunks, LineKind};
+
+/// The change set under review and the choice per hunk.
+#[derive(Clone, Debug)]
+pub struct Review {
+    /// The session it belongs to.
+    pub session: SessionId,
+    /// The run.
+    pub run: String,
+    /// Its state (`open`, `applied`, `undone`, `rejected`, …).
+    pub state: String,
+    /// The change set.
+    pub change_set: ChangeSet,
+    /// Per file, per hunk: accepted.
+    pub accepted: Vec<Vec<bool>>,
+    /// The hunk under the keyboard cursor: (file, hunk).
+    pub cursor: (usize, usize),
+    /// What the last action did.
+    pub note: String,
+    /// The diff's scroll position and visible height (from the scrollable), to build only
+    /// the hunks near the view.
+    pub scroll: (f32, f32),
+    /// Comments per hunk, (file, hunk) → text: a request for changes.
+    pub comments: BTreeMap<(usize, usize), String>,
+}
+
+/// The widget id of a hunk's comment box.
+pub fn comment_id(file: usize, hunk: usize) -> String {
+    format!("comment-{file}-{hunk}")
+}
+
+/// Fixed heights (logical pixels) of the diff's parts, so hunks out of view can stand in as
+/// empty space of the same height: a file's title, a hunk's header, one diff line.
+const TITLE_H: f32 = 24.0;
+const HEADER_H: f32 = 34.0;
+const LINE_H: f32 = 18.0;
+const COMMENT_H: f32 = 32.0;
+/// Spacing between the diff's items, and inside a hunk; a hunk's padding.
+const GAP: f32 = 10.0;
+const INNER_GAP: f32 = 4.0;
+const PAD: f32 = 8.0;
+/// Hunks this far outside the visible part are still built (smooth scrolling).
+const MARGIN: f32 = 1500.0;
+
+/// The height of a hunk of `lines` lines (with its comment box).
+fn hunk_height(lines: usize) -> f32 {
+    2.0 * PAD + HEADER_H + 2.0 * INNER_GAP + LINE_H * lines as f32 + COMMENT_H
+}
+
+/// The widget id of a hunk's accept (`accept`) or reject (`reject`) button's container.
+pub fn hunk_button_id(what: &str, file: usize, hunk: usize) -> String {
+    format!("{what}-{file}-{hunk}")
+}
+
+impl Review {
+    /// Every hunk accepted to begin with.
+    pub fn new(session: SessionId, run: String, state: String, change_set: ChangeSet) -> Self {
+        let accepted = change_set
+            .files
+            .iter()
+            .map(|f| vec![true; f.hunks.len()])
+            .collect();
+        Self {
+            session,
+            run,
+            state,
+            change_set,
+            accepted,
+            cursor: (0, 0),
+            note: String::new(),
+            scroll: (0.0, 2000.0),
+            comments: BTreeMap::new(),
+        }
+    }
+
+    /// Accepts or rejects one hunk.
+    pub fn set(&mut self, file: usize, hunk: usize, accept: bool) {
+        if let Some(h) = self.accepted.get_mut(file).and_then(|f| f.get_mut(hunk)) {
+            *h = accept;
+            self.cursor = (file, hunk);
+        }
+    }
+
+    /// All hunks in order, as (file, hunk).
+    fn positions(&self) -> Vec<(usize, usize)> {
+        self.accepted
+            .iter()
+            .enumerate()
+            .flat_map(|(f, hs)| (0..hs.len()).map(move |h| (f, h)))
+            .collect()
+    }
+
+    /// Moves the cursor `by` hunks (clamped).
+    pub fn move_cursor(&mut self, by: i32) {
+        let all = self.positions();
+        let Some(at) = all.iter().position(|p| *p == self.cursor) else {
+            if let Some(first) = all.first() {
+                self.cursor = *first;
+            }
+            return;
+        };
+        let to = (at as i64 + i64::from(by)).clamp(0, all.len() as i64 - 1);
+        if let Some(p) = all.get(to as usize) {
+            self.cursor = *p;
+        }
+    }
+
+    /// Accepts or rejects the hunk under the cursor and moves on.
+    pub fn mark(&mut self, accept: bool) {
+        let (f, h) = self.cursor;
+        self.set(f, h, accept);
+        self.move_cursor(1);
+    }
+
+    /// The accepted hunks, as `apply`'s `accept`: a file with every hunk accepted whole,
+    /// one with none left out (rejected).
+    pub fn accepted(&self) -> Vec<FileHunks> {
+        self.change_set
+            .files
+            .iter()
+            .zip(&self.accepted)
+            .filter_map(|(f, acc)| {
+                let chosen: Vec<usize> = f
+                    .hunks
+                    .iter()
+                    .zip(acc)
+                    .filter(|(_, a)| **a)
+                    .map(|(h, _)| h.index)
+                    .collect();
+                if acc.iter().all(|a| *a) {
+                    Some(FileHunks {
+                        file: f.path.clone(),
+                        hunks: None,
+                    })
+                } else if chosen.is_empty() {
+                    None
+                } else {
+                    Some(FileHunks {
+                        file: f.path.clone(),
+                        hunks: Some(chosen),
+                    })
+                }
+            })
+            .collect()
+    }
+
+    /// Counts: (accepted, all).
+    pub fn counts(&self) -> (usize, usize) {
+        let all = self.accepted.iter().map(Vec::len).sum();
+        let yes = self.accepted.iter().flatten().filter(|a| **a).count();
+        (yes, all)
+    }
+
+    /// Whether any hunk has a comment.
+    pub fn has_comments(&self) -> bool {
+        self.comments.values().any(|c| !c.trim().is_empty())
+    }
+
+    /// The comments as a request for changes: per hunk its file, line and changed lines,
+    /// then the comment.
+    pub fn request_text(&self) -> String {
+        let mut out = format!(
+            "Changes requested on the change set of run {} (rejected; redo it with these):\n",
+            self.run
+        );
+        for ((fi, hi), comment) in &self.comments {
+            let comment = comment.trim();
+            let (Some(f), false) = (self.change_set.files.get(*fi), comment.is_empty()) else {
+                continue;
+            };
+            let Some(h) = f.hunks.get(*hi) else {
+                continue;
+            };
+            out.push_str(&format!(
+                "\n- {}:{} (hunk {}): {comment}\n",
+                f.path,
+                h.new_start,
+                hi + 1
+            ));
+            for l in h
+                .lines
+                .iter()
+                .filter(|l| l.kind != LineKind::Context)
+                .take(4)
+            {
+                let sign = if l.kind == LineKind::Added { '+' } else { '-' };
+                out.push_str(&format!("  {sign} {}\n", l.text));
+            }
+        }
+        out
+    }
+
+    /// The review view.
+    pub fn view(&self, dark: bool) -> Element<'_, Message> {
+        let (yes, all) = self.counts();
+        // `open` (or `changes_requested`) until applied, rejected or undone.
+        let pending = !matches!(
+            self.state.as_str(),
+            "applied" | "undone" | "rejected" | "unchanged"
+        );
+        let head = row![
+            text(format!(
+                "Change set of run {} — {} · {yes} of {all} hunks accepted",
+                super::session::short(&self.run),
+                self.state
+            ))
+            .width(Fill),
+            button("Apply accepted")
+                .on_press_maybe(pending.then_some(Message::ApplyReview))
+                .style(button::success),
+            button("Undo").on_press_maybe(
+                matches!(self.state.as_str(), "applied" | "undone").then_some(Message::UndoReview)
+            ),
+            button("Request changes").on_press_maybe(
+                (pending && self.has_comments()).then_some(Message::RequestChanges)
+            ),
+            button("Close")
+                .on_press(Message::CloseReview)
+                .style(button::secondary),
+        ]
+        .spacing(8);
+        // Only what is near the visible part is built; the rest is space of its height.
+        let (top, height) = self.scroll;
+        let (from, to) = (top - MARGIN, top + height + MARGIN);
+        let mut body = Column::new().spacing(GAP);
+        let mut y = 0.0;
+        let mut near = |h: f32| {
+            let seen = y + h >= from && y <= to;
+            y += h + GAP;
+            seen
+        };
+        for (fi, f) in self.change_set.files.iter().enumerate() {
+            body = body.push(if near(TITLE_H) {
+                container(
+                    text(format!(
+                        "{} ({}, +{} −{})",
+                        f.path, f.status, f.additions, f.deletions
+                    ))
+                    .font(Font::MONOSPACE)
+                    .size(15),
+                )
+                .height(TITLE_H)
+                .into()
+            } else {
+                Element::from(space().height(TITLE_H))
+            });
+            for (hi, h) in f.hunks.iter().enumerate() {
+                let size = hunk_height(h.lines.len());
+                if !near(size) {
+                    body = body.push(space().height(size));
+                    continue;
+                }
+                let accepted = self
+                    .accepted
+                    .get(fi)
+                    .and_then(|a| a.get(hi))
+                    .copied()
+                    .unwrap_or(true);
+                body = body.push(self.hunk_view(fi, hi, h, accepted, pending, dark));
+            }
+        }
+        column![
+            head,
+            (!self.note.is_empty()).then(|| text(&self.note)),
+            rule::horizontal(1),
+            scrollable(body.padding([0, 12]))
+                .on_scroll(|v| Message::ReviewScrolled(v.absolute_offset().y, v.bounds().height))
+                .height(Fill),
+        ]
+        .spacing(8)
+        .into()
+    }
+
+    fn hunk_view<'a>(
+        &self,
+        fi: usize,
+        hi: usize,
+        h: &'a crate::acp::review::Hunk,
+        accepted: bool,
+        pending: bool,
+        dark: bool,
+    ) -> Element<'a, Message> {
+        let (add, del) = if dark {
+            (
+                Color::from_rgb(0.45, 0.85, 0.5),
+                Color::from_rgb(0.95, 0.45, 0.45),
+            )
+        } else {
+            (
+                Color::from_rgb(0.1, 0.5, 0.15),
+                Color::from_rgb(0.7, 0.1, 0.1),
+            )
+        };
+        let mut lines = Column::new();
+        for l in &h.lines {
+            let (sign, color) = match l.kind {
+                LineKind::Added => ('+', Some(add)),
+                LineKind::Removed => ('-', Some(del)),
+                LineKind::Context => (' ', None),
+            };
+            let mut t = text(format!("{sign} {}", l.text))
+                .font(Font::MONOSPACE)
+                .size(13);
+            if let Some(c) = color {
+                t = t.color(c);
+            }
+            lines = lines.push(container(t).height(LINE_H));
+        }
+        let mark = |what: &str, label: &'static str, accept: bool| {
+            let b = button(label).on_press_maybe(pending.then_some(Message::SetHunk {
+                file: fi,
+                hunk: hi,
+                accept,
+            }));
+            let b = if accept == accepted {
+                b.style(if accept {
+                    button::success
+                } else {
+                    button::danger
+                })
+            } else {
+                b.style(button::secondary)
+            };
+            container(b).id(hunk_button_id(what, fi, hi))
+        };
+        let cursor = if self.cursor == (fi, hi) { "▶ " } else { "" };
+        let header = row![
+            text(format!(
+                "{cursor}hunk {} · @@ -{} +{} @@ · {}",
+                hi + 1,
+                h.old_start,
+                h.new_start,
+                if accepted { "accepted" } else { "rejected" }
+            ))
+            .width(Fill),
+            mark("accept", "Accept", true),
+            mark("reject", "Reject", false),
+        ]
+        .spacing(6)
+        .height(HEADER_H)
+        .align_y(iced::Center);
+        let comment = text_input(
+            "Comment on this hunk (Request changes sends the comments)",
+            self.comments.get(&(fi, hi)).map_or("", String::as_str),
+        )
+        .id(comment_id(fi, hi))
+        .on_input(move |text| Message::Comment {
+            file: fi,
+            hunk: hi,
+            text,
+        })
+        .size(13)
+        .padding(6);
+        container(column![header, lines, comment].spacing(INNER_GAP))
+            .padding(PAD)
+            .width(Fill)
+            .height(Length::Fixed(hunk_height(h.lines.len())))
+            .style(container::bordered_box)
+            .into()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use crate::acp::review::{FileChange, Hunk};
+
+    fn set() -> ChangeSet {
+        let hunk = |index| Hunk {
+            index,
+            old_start: 1,
+            new_start: 1,
+            lines: Vec::new(),
+        };
+        let file = |path: &str, n| FileChange {
+            path: path.into(),
+            status: "modified".into(),
+            additions: 1,
+            deletions: 1,
+            hunks: (0..n).map(hunk).collect(),
+        };
+        ChangeSet {
+            run: "r".into(),
+            files: vec![file("a.md", 2), file("b.md", 1), file("c.md", 1)],
+        }
+    }
+
+    #[test]
+    fn accepted_hunks_become_the_apply_selection() {
+        let mut r = Review::new(SessionId::new("s"), "r".into(), "open".into(), set());
+        assert_eq!(r.counts(), (4, 4));
+        r.set(0, 1, false);
+        r.set(2, 0, false);
+        let a = r.accepted();
+        assert_eq!(a.len(), 2, "{a:?}");
+        assert_eq!(a[0].file, "a.md");
+        assert_eq!(a[0].hunks, Some(vec![0]));
+        assert_eq!(a[1].file, "b.md");
+        assert_eq!(a[1].hunks, None);
+        // The keyboard cursor walks the hunks across files.
+        r.cursor = (0, 0);
+        r.move_cursor(2);
+        assert_eq!(r.cursor, (1, 0));
+        r.mark(false);
+        assert_eq!(r.cursor, (2, 0));
+        r.move_cursor(10);
+        assert_eq!(r.cursor, (2, 0));
+        assert_eq!(r.counts(), (1, 4));
+    }
+}

@@ -1,0 +1,6 @@
+mod agent;
+mod binary;
+mod client;
+mod real;
+mod ui;
+mod window;
