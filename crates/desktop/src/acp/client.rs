@@ -340,14 +340,7 @@ async fn execute(
             .send_request(acp::NewSessionRequest::new(cwd.clone()))
             .block_task()
             .await
-            .map(|r| {
-                Event::SessionOpened(SessionOpened {
-                    id: r.session_id,
-                    cwd,
-                    options: config_options(r.config_options.as_ref()),
-                    how: "new",
-                })
-            }),
+            .map(|r| opened(r.session_id, cwd, r.config_options.as_ref(), "new")),
         Command::ListSessions => cx
             .send_request(acp::ListSessionsRequest::new())
             .block_task()
@@ -369,26 +362,12 @@ async fn execute(
             .send_request(acp::LoadSessionRequest::new(id.clone(), cwd.clone()))
             .block_task()
             .await
-            .map(|r| {
-                Event::SessionOpened(SessionOpened {
-                    id,
-                    cwd,
-                    options: config_options(r.config_options.as_ref()),
-                    how: "load",
-                })
-            }),
+            .map(|r| opened(id, cwd, r.config_options.as_ref(), "load")),
         Command::ResumeSession { id, cwd } => cx
             .send_request(acp::ResumeSessionRequest::new(id.clone(), cwd.clone()))
             .block_task()
             .await
-            .map(|r| {
-                Event::SessionOpened(SessionOpened {
-                    id,
-                    cwd,
-                    options: config_options(r.config_options.as_ref()),
-                    how: "resume",
-                })
-            }),
+            .map(|r| opened(id, cwd, r.config_options.as_ref(), "resume")),
         Command::CloseSession { id } => cx
             .send_request(acp::CloseSessionRequest::new(id.clone()))
             .block_task()
@@ -530,4 +509,19 @@ fn read_text_file(
         text.split_inclusive('\n').skip(skip).take(take).collect()
     };
     Ok(acp::ReadTextFileResponse::new(content))
+}
+
+/// The event of a session opened `how` (`new`, `load`, `resume`).
+fn opened(
+    id: acp::SessionId,
+    cwd: PathBuf,
+    options: Option<&Vec<acp::SessionConfigOption>>,
+    how: &'static str,
+) -> Event {
+    Event::SessionOpened(SessionOpened {
+        id,
+        cwd,
+        options: config_options(options),
+        how,
+    })
 }

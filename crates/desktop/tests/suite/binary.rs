@@ -4,14 +4,13 @@
 //! -p trellis` makes it; `cargo nextest run --workspace` builds it with the workspace).
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
-use futures::StreamExt;
-use futures::channel::mpsc::UnboundedReceiver;
 use serde_json::{Value, json};
 use trellis_desktop::acp::review::ReviewReply;
 use trellis_desktop::acp::{AgentCommand, Event, Transport, connect};
 use trellis_desktop::app::{App, Message};
+
+use super::drive::{pump, until_permission};
 use trellis_test_support::wire::{self, Reply, text_sse, tool_sse};
 
 const ADR: &str = "docs/adr/0002-persist-stock.md";
@@ -61,32 +60,6 @@ fn answer(body: &Value) -> String {
     }
 }
 
-fn pump(
-    rt: &tokio::runtime::Runtime,
-    app: &mut App,
-    events: &mut UnboundedReceiver<Event>,
-    stop: impl Fn(&Event) -> bool,
-) {
-    loop {
-        let e = rt.block_on(async {
-            tokio::time::timeout(Duration::from_secs(120), events.next())
-                .await
-                .expect("no event within 120 s")
-                .expect("the event stream ended")
-        });
-        match &e {
-            Event::Failed { message, .. } => panic!("a request failed: {message}"),
-            Event::Disconnected(why) => panic!("the agent went away: {why}"),
-            _ => {}
-        }
-        let done = stop(&e);
-        let _ = app.update(Message::Acp(e));
-        if done {
-            return;
-        }
-    }
-}
-
 #[test]
 fn the_trellis_acp_binary_streams_a_turn_and_its_change_set_is_applied_and_undone() {
     let bin = trellis_bin();
@@ -124,20 +97,15 @@ fn the_trellis_acp_binary_streams_a_turn_and_its_change_set_is_applied_and_undon
     };
     let (handle, mut events) = connect(rt.handle(), transport);
     let mut app = App::new(handle, root.clone());
-    pump(&rt, &mut app, &mut events, |e| {
-        matches!(e, Event::Connected(_))
-    });
-    let _ = app.update(Message::NewSession);
-    pump(&rt, &mut app, &mut events, |e| {
-        matches!(e, Event::SessionOpened(_))
-    });
-    let _ = app.update(Message::PromptChanged(
-        "Record the decision to persist stock".into(),
-    ));
-    let _ = app.update(Message::Send);
-    pump(&rt, &mut app, &mut events, |e| {
-        matches!(e, Event::Permission(_))
-    });
+    until_permission(
+        &rt,
+        &mut app,
+        &mut events,
+        |app| {
+            let _ = app.update(Message::NewSession);
+        },
+        "Record the decision to persist stock",
+    );
     let s = app.session().unwrap();
     assert!(!s.plan.is_empty(), "the plan streamed");
     assert!(s.usage.is_some(), "usage streamed");

@@ -203,22 +203,22 @@ fn review_show_apply_and_undo_go_through_the_extension_method() {
     assert_eq!(sent[2]["action"], "undo");
 }
 
-#[test]
-fn cancel_reaches_the_agent() {
-    let rt = agent::runtime();
+/// An agent that streams the start of its answer and then stalls, the prompt sent and that
+/// start seen.
+fn stalled_turn(rt: &tokio::runtime::Runtime) -> agent::Started {
     let script = Script {
         stall: true,
         ..Script::default()
     };
-    let (h, mut ev, log, _agent) = agent::start(&rt, script);
-    assert!(matches!(next(&rt, &mut ev), Event::Connected(_)));
+    let (h, mut ev, log, agent) = agent::start(rt, script);
+    assert!(matches!(next(rt, &mut ev), Event::Connected(_)));
     h.send(Command::Prompt {
         session: session(),
         text: "go".into(),
         links: Vec::new(),
     })
     .unwrap();
-    until(&rt, &mut ev, |e| {
+    until(rt, &mut ev, |e| {
         matches!(
             e,
             Event::Update {
@@ -227,6 +227,13 @@ fn cancel_reaches_the_agent() {
             }
         )
     });
+    (h, ev, log, agent)
+}
+
+#[test]
+fn cancel_reaches_the_agent() {
+    let rt = agent::runtime();
+    let (h, _ev, log, _agent) = stalled_turn(&rt);
     h.send(Command::Cancel { session: session() }).unwrap();
     for _ in 0..100 {
         if log.lock().unwrap().cancels == 1 {
@@ -258,27 +265,7 @@ fn a_line_that_is_not_json_is_reported_and_the_connection_goes_on() {
 #[test]
 fn an_agent_that_dies_mid_turn_is_a_disconnect() {
     let rt = agent::runtime();
-    let script = Script {
-        stall: true,
-        ..Script::default()
-    };
-    let (h, mut ev, _log, agent) = agent::start(&rt, script);
-    assert!(matches!(next(&rt, &mut ev), Event::Connected(_)));
-    h.send(Command::Prompt {
-        session: session(),
-        text: "go".into(),
-        links: Vec::new(),
-    })
-    .unwrap();
-    until(&rt, &mut ev, |e| {
-        matches!(
-            e,
-            Event::Update {
-                update: Update::MessageText(_),
-                ..
-            }
-        )
-    });
+    let (h, mut ev, _log, agent) = stalled_turn(&rt);
     agent.abort();
     let seen = until(&rt, &mut ev, |e| matches!(e, Event::Disconnected(_)));
     let Some(Event::Disconnected(why)) = seen.last() else {

@@ -5,11 +5,8 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
 
 use agent_client_protocol::{ByteStreams, ConnectTo};
-use futures::StreamExt;
-use futures::channel::mpsc::UnboundedReceiver;
 use serde_json::json;
 use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
 use trellis_acp::{AcpAgent, AcpOptions};
@@ -18,6 +15,8 @@ use trellis_core::service::{Service, ServiceOptions};
 use trellis_desktop::acp::review::ReviewReply;
 use trellis_desktop::acp::{Event, Transport, connect};
 use trellis_desktop::app::{App, Message};
+
+use super::drive::{pump, until_permission};
 use trellis_llm::Role;
 use trellis_store::{Store, StoreOptions};
 use trellis_test_support::scripted::{ScriptedProvider, Turn};
@@ -78,30 +77,6 @@ fn script(arch: String) -> ScriptedProvider {
     })
 }
 
-fn pump(
-    rt: &tokio::runtime::Runtime,
-    app: &mut App,
-    events: &mut UnboundedReceiver<Event>,
-    stop: impl Fn(&Event) -> bool,
-) {
-    loop {
-        let e = rt.block_on(async {
-            tokio::time::timeout(Duration::from_secs(120), events.next())
-                .await
-                .expect("no event within 120 s")
-                .expect("the event stream ended")
-        });
-        if let Event::Failed { message, .. } = &e {
-            panic!("a request failed: {message}");
-        }
-        let done = stop(&e);
-        let _ = app.update(Message::Acp(e));
-        if done {
-            return;
-        }
-    }
-}
-
 fn click(
     app: &mut App,
     what: impl iced_test::Selector<
@@ -160,20 +135,13 @@ fn the_real_agent_streams_a_turn_and_a_hunk_is_rejected_the_rest_applied_then_un
         Transport::streams(client_read, client_write, "trellis acp (in process)"),
     );
     let mut app = App::new(handle, root.clone());
-    pump(&rt, &mut app, &mut events, |e| {
-        matches!(e, Event::Connected(_))
-    });
-    click(&mut app, "New session");
-    pump(&rt, &mut app, &mut events, |e| {
-        matches!(e, Event::SessionOpened(_))
-    });
-    let _ = app.update(Message::PromptChanged(
-        "Record the decision to persist stock".into(),
-    ));
-    let _ = app.update(Message::Send);
-    pump(&rt, &mut app, &mut events, |e| {
-        matches!(e, Event::Permission(_))
-    });
+    until_permission(
+        &rt,
+        &mut app,
+        &mut events,
+        |app| click(app, "New session"),
+        "Record the decision to persist stock",
+    );
 
     // The turn streamed: the plan, the agents' thoughts and text, the tool calls.
     let s = app.session().unwrap();
