@@ -1,4 +1,4 @@
-//! Where committed events go: the listeners of everything ([`super::bus::Bus::live`]) and
+//! Where committed events go: the listeners of everything ([`super::Bus::live`]) and
 //! each stream's subscribers through a channel of its own, so a subscriber wakes for its
 //! stream's events only (with one workspace-wide channel each of N subscribers woke for,
 //! cloned and dropped every event of every stream). Each stream's latest events are also
@@ -67,9 +67,9 @@ impl LiveEvent {
 
     /// When the service handed the event to the broadcast, right after learning that it was
     /// committed: for session and workspace events, when the store's commit of the
-    /// recorder's batch resolved; for run events, when [`Bus::publish`] was called with the
-    /// engine's committed batch. Receipt minus this instant is the delivery latency
-    /// (every event of a batch carries the instant of its batch).
+    /// recorder's batch resolved; for run events, when [`Bus::publish`](super::Bus::publish)
+    /// was called with the engine's committed batch. Receipt minus this instant is the
+    /// delivery latency (every event of a batch carries the instant of its batch).
     pub fn published_at(&self) -> Instant {
         self.published
     }
