@@ -85,6 +85,16 @@ fn activations_in(events: Vec<trellis_protocol::Event>) -> Vec<String> {
         .collect()
 }
 
+/// Overrides the discussion's analysis agent in `repo` with one that may run the shell.
+pub fn shell_capable_analysis(repo: &Path) {
+    std::fs::create_dir_all(repo.join(".trellis/agents")).unwrap();
+    std::fs::write(
+        repo.join(".trellis/agents/analysis_agent.yaml"),
+        "name: analysis_agent\nrole: You analyse.\nobjective: Analyse.\ntools: [shell, read_file]\n",
+    )
+    .unwrap();
+}
+
 pub fn path_of(ws: &TempWorkspace) -> PathBuf {
     ws.path().canonicalize().unwrap()
 }

@@ -159,11 +159,7 @@ async fn an_approval_interrupt_pauses_and_the_answer_resumes_the_agent() {
     );
 
     // Now with a role that may use the shell: the network command needs approval.
-    std::fs::write(
-        repo.join(".trellis/agents/analysis_agent.yaml"),
-        "name: analysis_agent\nrole: You analyse.\nobjective: Analyse.\ntools: [shell, read_file]\n",
-    )
-    .unwrap();
+    shell_capable_analysis(&repo);
     let script = ScriptedProvider::new([
         tool(
             "shell",

@@ -17,12 +17,7 @@ const BASE: &str = "[index.embedding]\nbackend = \"none\"\n[agents.retrieval]\nd
 async fn write_in_a_discussion(config: &str) -> (bool, String) {
     let ws = inventory(config);
     let repo = path_of(&ws);
-    std::fs::create_dir_all(repo.join(".trellis/agents")).unwrap();
-    std::fs::write(
-        repo.join(".trellis/agents/analysis_agent.yaml"),
-        "name: analysis_agent\nrole: You analyse.\nobjective: Analyse.\ntools: [shell, read_file]\n",
-    )
-    .unwrap();
+    shell_capable_analysis(&repo);
     let script = ScriptedProvider::new([
         tool(
             "shell",
