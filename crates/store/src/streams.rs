@@ -11,6 +11,7 @@
 //! which runs the same writes in a transaction of its own (`crate::pg`).
 
 use std::path::Path;
+use std::sync::Arc;
 
 use rusqlite::{Connection, OptionalExtension, params};
 use trellis_graph::{Commit, JournalError};
@@ -28,8 +29,8 @@ use crate::{Msg, SqliteStore};
 
 /// A service event ready for the writer: the event and its body's compact JSON.
 pub(crate) struct Encoded {
-    /// The event.
-    pub(crate) event: ServiceEvent,
+    /// The event (shared with the caller, who publishes it once committed).
+    pub(crate) event: Arc<ServiceEvent>,
     /// `event.stream`'s text form.
     pub(crate) key: String,
     /// The body's JSON.
@@ -38,7 +39,7 @@ pub(crate) struct Encoded {
 
 /// Checks that `events` belong on service streams (not run streams, and each body matches
 /// its stream's kind) and encodes their bodies.
-pub(crate) fn encode(events: Vec<ServiceEvent>) -> Result<Vec<Encoded>> {
+pub(crate) fn encode(events: Vec<Arc<ServiceEvent>>) -> Result<Vec<Encoded>> {
     events
         .into_iter()
         .map(|event| {
@@ -335,7 +336,13 @@ pub trait StreamStore: Send + Sync {
     /// with a duplicate or a gap fails alone, rolled back through its savepoint, and leaves
     /// the other batches of its transaction untouched. Events of a run's stream are refused:
     /// a run's log is written by its engine through [`trellis_graph::Journal::append`].
-    fn append_stream(&self, events: Vec<ServiceEvent>) -> Commit;
+    fn append_stream(&self, events: Vec<ServiceEvent>) -> Commit {
+        self.append_shared(events.into_iter().map(Arc::new).collect())
+    }
+
+    /// [`StreamStore::append_stream`] of events the caller keeps sharing (to publish them
+    /// once committed) instead of copying them.
+    fn append_shared(&self, events: Vec<Arc<ServiceEvent>>) -> Commit;
 
     /// The events of `stream` with a seq above `after_seq` (0: from the start), at most
     /// `limit` of them, in seq order. A run's stream is its graph event log, each event
@@ -353,7 +360,7 @@ pub trait StreamStore: Send + Sync {
 }
 
 impl StreamStore for SqliteStore {
-    fn append_stream(&self, events: Vec<ServiceEvent>) -> Commit {
+    fn append_shared(&self, events: Vec<Arc<ServiceEvent>>) -> Commit {
         let (ack, commit) = Commit::pending();
         match (&self.tx, encode(events)) {
             (Some(tx), Ok(batch)) => drop(tx.send(Msg::Stream(batch, ack))),

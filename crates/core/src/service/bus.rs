@@ -166,7 +166,7 @@ impl Bus {
 
     /// Publishes events that are already committed (a batch of a run's graph events); they
     /// carry the instant of this call as [`LiveEvent::published_at`].
-    pub fn publish(&self, events: impl IntoIterator<Item = ServiceEvent>) {
+    pub fn publish(&self, events: impl IntoIterator<Item = impl Into<Arc<ServiceEvent>>>) {
         self.live.send(events, Instant::now());
     }
 
@@ -408,6 +408,8 @@ impl Recorder {
     async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Msg>) {
         let mut out: Vec<ServiceEvent> = Vec::new();
         let mut flushes: Vec<oneshot::Sender<()>> = Vec::new();
+        // Reused: a batch may hold thousands of messages.
+        let mut batch: Vec<Msg> = Vec::new();
         loop {
             // Wait for work, or for the oldest held delta to be due.
             let first = match self.pending.iter().map(|p| p.since).min() {
@@ -427,14 +429,14 @@ impl Recorder {
                 self.commit(&mut out).await;
                 return;
             };
-            let mut batch: Vec<Msg> = first.into_iter().collect();
+            batch.extend(first);
             while batch.len() < 4096 {
                 match rx.try_recv() {
                     Ok(m) => batch.push(m),
                     Err(_) => break,
                 }
             }
-            for m in batch {
+            for m in batch.drain(..) {
                 match m {
                     Msg::Flush(tx) => {
                         self.drain_pending(&mut out, None);
@@ -537,10 +539,11 @@ impl Recorder {
         if out.is_empty() {
             return;
         }
-        let mut events = std::mem::take(out);
+        // Shared by the store's writer and the live side: not copied.
+        let mut events: Vec<Arc<ServiceEvent>> = out.drain(..).map(Arc::new).collect();
         if self.options.persist {
             let mut attempt = 0;
-            while let Err(e) = self.store.append_stream(events.clone()).await {
+            while let Err(e) = self.store.append_shared(events.clone()).await {
                 if let trellis_graph::JournalError::LeaseLost { run, .. } = &e {
                     // Another worker took over this run: its agents' events are not this
                     // process's to write any more; the others are written.
@@ -565,7 +568,8 @@ impl Recorder {
                     return;
                 }
                 for ev in &mut events {
-                    ev.seq = self.next_seq(&ev.stream);
+                    let seq = self.next_seq(&ev.stream);
+                    Arc::make_mut(ev).seq = seq;
                 }
             }
         }

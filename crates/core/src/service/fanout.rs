@@ -16,7 +16,7 @@ use trellis_protocol::{ServiceEvent, StreamId};
 /// through `Deref`) and the instant the service started publishing it.
 #[derive(Clone, Debug)]
 pub struct LiveEvent {
-    inner: ServiceEvent,
+    inner: Arc<ServiceEvent>,
     published: Instant,
     /// The event's frame as the first subscriber encoded it (for the workspace named
     /// first), so the others send the same text without encoding it again.
@@ -30,9 +30,9 @@ impl PartialEq for LiveEvent {
 }
 
 impl LiveEvent {
-    pub(crate) fn new(inner: ServiceEvent, published: Instant) -> Self {
+    pub(crate) fn new(inner: impl Into<Arc<ServiceEvent>>, published: Instant) -> Self {
         Self {
-            inner,
+            inner: inner.into(),
             published,
             frame: std::sync::OnceLock::new(),
         }
@@ -62,7 +62,7 @@ impl LiveEvent {
 
     /// A copy of the event.
     pub fn to_event(&self) -> ServiceEvent {
-        self.inner.clone()
+        ServiceEvent::clone(&self.inner)
     }
 
     /// When the service handed the event to the broadcast, right after learning that it was
@@ -203,7 +203,11 @@ impl Fanout {
     }
 
     /// Publishes committed `events`, all stamped `published`.
-    pub(crate) fn send(&self, events: impl IntoIterator<Item = ServiceEvent>, published: Instant) {
+    pub(crate) fn send(
+        &self,
+        events: impl IntoIterator<Item = impl Into<Arc<ServiceEvent>>>,
+        published: Instant,
+    ) {
         let mut feeds = self.feeds();
         feeds.clock += 1;
         let clock = feeds.clock;

@@ -314,8 +314,12 @@ impl RunContext {
 
     /// Teaches the tool knowledge graph the activation's calls, under `stage/role`.
     async fn learn_calls(&self, stage: &str, role: &str, calls: &CallLog) {
-        let knowledge = self.runtime.tool_knowledge.clone();
         let learned = calls.take();
+        if learned.is_empty() {
+            // Nothing to learn (ToolKnowledge::learn would return at once): no thread hop.
+            return;
+        }
+        let knowledge = self.runtime.tool_knowledge.clone();
         let context = format!("{stage}/{role}");
         // Learning writes to the store: off the async workers.
         let _ = tokio::task::spawn_blocking(move || knowledge.learn(&context, learned)).await;

@@ -234,7 +234,7 @@ async fn append_job(
 }
 
 impl StreamStore for PgStore {
-    fn append_stream(&self, events: Vec<ServiceEvent>) -> Commit {
+    fn append_shared(&self, events: Vec<Arc<ServiceEvent>>) -> Commit {
         let (ack, commit) = Commit::pending();
         let batch = match encode(events).and_then(|b| check_ids(&b).map(|()| b)) {
             Ok(batch) => batch,
