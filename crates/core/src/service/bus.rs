@@ -57,6 +57,11 @@ enum Msg {
         ts: i64,
     },
     Flush(oneshot::Sender<()>),
+    /// The store holds `stream` up to seq `last`, as just read by the sender.
+    Stored {
+        stream: StreamId,
+        last: u64,
+    },
 }
 
 /// The live side: every committed event of every stream, in commit order per stream.
@@ -154,6 +159,18 @@ impl Bus {
             submission,
             ServiceEventBody::Workspace(event),
         );
+    }
+
+    /// Tells the recorder that the store holds `stream` up to seq `last` (read after
+    /// everything this process recorded of it was stored, see [`Bus::may_hold`]), so that
+    /// it numbers the stream's next event `last + 1` without reading the store. Ignored when
+    /// the recorder numbers the stream already. A wrong `last` costs one failed commit: the
+    /// recorder then reads the store's last seq and numbers the events again.
+    pub fn stored_up_to(&self, stream: &StreamId, last: u64) {
+        let _ = self.recorder.send(Msg::Stored {
+            stream: stream.clone(),
+            last,
+        });
     }
 
     /// Resolves once everything recorded before the call is stored and published.
@@ -442,6 +459,9 @@ impl Recorder {
                         self.drain_pending(&mut out, None);
                         flushes.push(tx);
                     }
+                    Msg::Stored { stream, last } => {
+                        self.next.entry(stream).or_insert(last.saturating_add(1));
+                    }
                     Msg::Event {
                         stream,
                         submission,
@@ -690,6 +710,44 @@ mod tests {
         // Another workspace's frame is encoded for it.
         assert_eq!(event.frame("other", encode).as_deref(), Some("frame 1"));
         assert_eq!(calls.get(), 2);
+    }
+
+    /// A stream's last stored seq told to the recorder numbers its next event without a
+    /// read of the store; a wrong one costs a failed batch, then the store's count wins.
+    #[tokio::test]
+    async fn a_told_last_seq_numbers_the_next_event_and_a_wrong_one_is_corrected() {
+        let stream = StreamId::Session(trellis_protocol::SessionId::for_node(
+            &trellis_protocol::RunId::from_string("r1"),
+            &trellis_protocol::NodeId::from("n"),
+        ));
+        let event = || {
+            ServiceEventBody::Session(SessionEvent::TurnStarted {
+                turn: 1,
+                attempt: 1,
+            })
+        };
+        for persist in [false, true] {
+            let dir = tempfile::tempdir().expect("test");
+            let store = Store::open_workspace(dir.path(), trellis_store::StoreOptions::default())
+                .expect("test");
+            let options = RecordOptions {
+                persist,
+                ..RecordOptions::default()
+            };
+            let bus = Bus::start(store.clone(), options);
+            let mut live = bus.live();
+            bus.stored_up_to(&stream, 5);
+            bus.record(stream.clone(), None, event());
+            bus.flush().await;
+            let seq = live.recv().await.expect("test").seq;
+            if persist {
+                // The store holds nothing of the stream: numbered again from 1.
+                assert_eq!(seq, 1);
+                assert_eq!(store.stream_last_seq(&stream).expect("test"), 1);
+            } else {
+                assert_eq!(seq, 6, "the told seq numbers the event");
+            }
+        }
     }
 
     #[test]

@@ -28,15 +28,23 @@ impl SessionHub {
 
     /// Every stored event of a session.
     pub fn history(&self, id: &SessionId) -> trellis_store::Result<Vec<SessionEvent>> {
-        Ok(self
+        self.stored(id).map(|(events, _)| events)
+    }
+
+    /// The session's stored events and the seq of the last one (0: none).
+    fn stored(&self, id: &SessionId) -> trellis_store::Result<(Vec<SessionEvent>, u64)> {
+        let stored = self
             .store
-            .stream_events(&StreamId::Session(id.clone()), 0, None)?
+            .stream_events(&StreamId::Session(id.clone()), 0, None)?;
+        let last = stored.last().map_or(0, |e| e.seq);
+        let events = stored
             .into_iter()
             .filter_map(|e| match e.event {
                 trellis_protocol::ServiceEventBody::Session(s) => Some(s),
                 _ => None,
             })
-            .collect())
+            .collect();
+        Ok((events, last))
     }
 
     async fn open_agent_session(
@@ -54,7 +62,10 @@ impl SessionHub {
         if self.bus.may_hold(&StreamId::Session(id.clone())) {
             self.bus.flush().await;
         }
-        let history = self.history(&id)?;
+        let (history, last) = self.stored(&id)?;
+        // The recorder numbers the session's next events from there without reading the
+        // store again (the run's claim keeps other processes off the session).
+        self.bus.stored_up_to(&StreamId::Session(id.clone()), last);
         if history.is_empty() {
             let owner = SessionOwner::Agent {
                 run: run.clone(),
