@@ -355,12 +355,14 @@ fn subscribe(conn: &Conn, subs: &mut HashMap<String, CancellationToken>, t: Targ
     }
     let stop = conn.end.child_token();
     subs.insert(key.clone(), stop.clone());
+    // Registered before the acknowledgement: every event committed after the client reads
+    // `subscribed` reaches it live, none waits for the task below to start.
+    let mut sub = t.service.subscribe(t.stream.clone(), since);
     if !conn.send_json(&json!({ "type": "subscribed", "stream": key, "since": since })) {
         return;
     }
     let conn = conn.clone();
     tokio::spawn(async move {
-        let mut sub = t.service.subscribe(t.stream, since);
         loop {
             let next = tokio::select! {
                 () = stop.cancelled() => return,

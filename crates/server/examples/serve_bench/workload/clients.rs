@@ -75,7 +75,9 @@ pub struct Received {
 pub struct Client {
     /// The run.
     pub run: String,
-    /// When it sent its subscribe frame.
+    /// When the server acknowledged its subscription (the `subscribed` frame; events
+    /// published before are replays, as for the anchor's readers before their stream's
+    /// response headers); until then, when it sent its subscribe frame.
     pub subscribed_at: Instant,
     /// Every event frame of the run, in order of receipt.
     pub frames: Vec<Received>,
@@ -169,6 +171,11 @@ pub(super) async fn follow(mut ws: Socket, run: String) -> Client {
                         c.last_name = name.to_owned();
                         return None;
                     }
+                }
+                // From here on the server delivers the stream live (the anchor's readers
+                // count likewise from their stream's response headers).
+                "subscribed" if f.stream.as_deref() == Some(stream.as_str()) => {
+                    c.subscribed_at = at;
                 }
                 "error" => return Some(format!("error frame: {text}")),
                 _ => {}
