@@ -10,8 +10,11 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 /// mimalloc's `arena_eager_commit` option (index in mimalloc 3's `mi_option_e`).
 const ARENA_EAGER_COMMIT: libmimalloc_sys::mi_option_t = 4;
 
+/// mimalloc's `allow_thp` option (index in mimalloc 3's `mi_option_e`).
+const ALLOW_THP: libmimalloc_sys::mi_option_t = 43;
+
 fn main() -> std::process::ExitCode {
-    commit_allocator_memory_on_demand();
+    configure_allocator();
     end_quietly_on_a_closed_pipe();
     trellis_cli::main(trellis_cli::Cli::parse())
 }
@@ -50,13 +53,23 @@ fn is_closed_pipe_panic(message: &str) -> bool {
 /// on Linux this runs as a constructor ordered after std's (`.init_array.00099`) and before
 /// mimalloc's own (priority 101). A value set through MIMALLOC_ARENA_EAGER_COMMIT (anything
 /// but the default) is kept.
+///
+/// Likewise transparent huge pages are turned off (`allow_thp` = 0, which mimalloc applies
+/// with `prctl(PR_SET_THP_DISABLE)` when it starts; child processes inherit it): mimalloc
+/// advises its arenas for huge pages, so a growing heap faulted in 2 MiB pages, each zeroed
+/// whole — a `trellis serve` discussion run took 12–16 ms of CPU with them, 6.2–6.4 ms
+/// without (docs/benchmarks.md, "Team scale"). MIMALLOC_ALLOW_THP set to anything but the
+/// default is kept too.
 #[allow(unsafe_code)]
-extern "C" fn commit_allocator_memory_on_demand() {
+extern "C" fn configure_allocator() {
     // SAFETY: option accessors of the allocator this binary links; they take and return
     // plain integers and allocate nothing.
     unsafe {
         if libmimalloc_sys::mi_option_get(ARENA_EAGER_COMMIT) == 2 {
             libmimalloc_sys::mi_option_set(ARENA_EAGER_COMMIT, 0);
+        }
+        if libmimalloc_sys::mi_option_get(ALLOW_THP) == 1 {
+            libmimalloc_sys::mi_option_set(ALLOW_THP, 0);
         }
     }
 }
@@ -65,4 +78,4 @@ extern "C" fn commit_allocator_memory_on_demand() {
 #[allow(unsafe_code)]
 #[used]
 #[unsafe(link_section = ".init_array.00100")]
-static BEFORE_MIMALLOC_INIT: extern "C" fn() = commit_allocator_memory_on_demand;
+static BEFORE_MIMALLOC_INIT: extern "C" fn() = configure_allocator;

@@ -1,4 +1,5 @@
 mod agentrun;
+mod allocator;
 mod bench_workers;
 mod clones;
 mod coder;

@@ -33,7 +33,8 @@
 mod workload;
 
 /// The allocator of the `trellis` binary (crates/cli/src/main.rs), so that the server measured
-/// here allocates as `trellis serve` does (glibc malloc took ~12 % more CPU per run).
+/// here allocates as `trellis serve` does (glibc malloc took ~12 % more CPU per run); its
+/// options as the binary sets them are passed to each configuration's process.
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
@@ -352,6 +353,10 @@ fn configurations(a: &Args) -> anyhow::Result<Vec<Value>> {
         let pg: Vec<String> = url.map(|u| vec!["--pg-url".into(), u]).unwrap_or_default();
         let tmp = std::env::temp_dir().join(format!("serve-bench-{}-{k}.json", std::process::id()));
         let status = std::process::Command::new(&me)
+            // The allocator settings the `trellis` binary makes before mimalloc starts
+            // (crates/cli/src/main.rs): arenas committed on demand, no transparent huge pages.
+            .env("MIMALLOC_ARENA_EAGER_COMMIT", "0")
+            .env("MIMALLOC_ALLOW_THP", "0")
             .args(["--runs", &a.runs.to_string()])
             .args(["--clients-per-run", &k.to_string()])
             .args(["--rounds", &a.rounds.to_string()])
