@@ -85,7 +85,7 @@ impl Records {
 
     /// Resolves a run id or unique prefix.
     pub fn run_id(&self, id_or_prefix: &str) -> Result<RunId> {
-        Ok(self.run_record(id_or_prefix)?.id)
+        Ok(self.store.run_id(id_or_prefix)?)
     }
 
     /// The record of run `id_or_prefix` (a full id or a unique prefix).

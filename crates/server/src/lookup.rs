@@ -53,15 +53,15 @@ impl AppState {
         check_id("run", id)?;
         let mut found = None;
         for w in &self.0.workspaces {
-            match w.service.run_record(id) {
-                Ok(rec) => {
+            match w.service.run_id(id) {
+                Ok(run) => {
                     if found.is_some() {
                         return Err(ApiError::invalid(format!(
                             "run prefix `{id}` matches runs in several workspaces; give more of \
                              the id"
                         )));
                     }
-                    found = Some((w, rec.id));
+                    found = Some((w, run));
                 }
                 Err(e) if e.kind == OpErrorKind::NotFound => {}
                 Err(e) => return Err(e.into()),

@@ -91,6 +91,11 @@ pub trait RunStore: Send + Sync {
     /// with it.
     fn get_run(&self, id_or_prefix: &str) -> Result<RunRecord>;
 
+    /// [`RunStore::get_run`]'s id alone, where a backend can answer it without the record.
+    fn run_id(&self, id_or_prefix: &str) -> Result<RunId> {
+        self.get_run(id_or_prefix).map(|r| r.id)
+    }
+
     /// The run's events with `from_seq <= seq <= to_seq` (`None`: to the end), in seq order.
     fn events(&self, run: &RunId, from_seq: u64, to_seq: Option<u64>) -> Result<Vec<Event>>;
 
@@ -217,6 +222,10 @@ impl RunStore for SqliteStore {
         self.reader.resolve(id_or_prefix)
     }
 
+    fn run_id(&self, id_or_prefix: &str) -> Result<RunId> {
+        self.reader.resolve_id(id_or_prefix)
+    }
+
     fn events(&self, run: &RunId, from_seq: u64, to_seq: Option<u64>) -> Result<Vec<Event>> {
         self.reader
             .events(run, from_seq, to_seq.unwrap_or(u64::MAX))?
@@ -299,19 +308,33 @@ impl Reader {
         resolve(
             id_or_prefix,
             |id| self.run(id),
-            |lo, hi, limit| {
-                self.with(|c| {
-                    c.prepare_cached(
-                        "SELECT id FROM runs WHERE id >= ?1 AND id < ?2 ORDER BY id LIMIT ?3",
-                    )
-                    .and_then(|mut st| {
-                        st.query_map(params![lo, hi, limit], |r| r.get(0))?
-                            .collect()
-                    })
-                    .map_err(self.sqlite())
-                })
-            },
+            |lo, hi, n| self.ids(lo, hi, n),
         )
+    }
+
+    /// Resolves an id or a unique prefix of one to the id alone (no record is read).
+    pub(crate) fn resolve_id(&self, id_or_prefix: &str) -> Result<RunId> {
+        let exact = |id: &str| {
+            self.with(|c| {
+                c.prepare_cached("SELECT id FROM runs WHERE id = ?1")
+                    .and_then(|mut st| st.query_row([id], |r| r.get::<_, String>(0)).optional())
+                    .map_err(self.sqlite())
+            })
+            .map(|id| id.map(RunId::from_string))
+        };
+        resolve(id_or_prefix, exact, |lo, hi, n| self.ids(lo, hi, n))
+    }
+
+    /// At most `limit` run ids in `[lo, hi)`, in order.
+    fn ids(&self, lo: &str, hi: &str, limit: i64) -> Result<Vec<String>> {
+        self.with(|c| {
+            c.prepare_cached("SELECT id FROM runs WHERE id >= ?1 AND id < ?2 ORDER BY id LIMIT ?3")
+                .and_then(|mut st| {
+                    st.query_map(params![lo, hi, limit], |r| r.get(0))?
+                        .collect()
+                })
+                .map_err(self.sqlite())
+        })
     }
 
     /// Runs newest first.
@@ -512,14 +535,14 @@ impl RunRow {
     }
 }
 
-/// Resolves an id or a unique prefix of one, for every backend: `exact(id)` reads a run by
-/// its id, `range(lo, hi, limit)` answers at most `limit` ids in `[lo, hi)`, in order (ids
-/// compare bytewise).
-pub(crate) fn resolve(
+/// Resolves an id or a unique prefix of one, for every backend: `exact(id)` reads a run (its
+/// record, or only its id) by its id, `range(lo, hi, limit)` answers at most `limit` ids in
+/// `[lo, hi)`, in order (ids compare bytewise).
+pub(crate) fn resolve<T>(
     id_or_prefix: &str,
-    exact: impl Fn(&str) -> Result<Option<RunRecord>>,
+    exact: impl Fn(&str) -> Result<Option<T>>,
     range: impl FnOnce(&str, &str, i64) -> Result<Vec<String>>,
-) -> Result<RunRecord> {
+) -> Result<T> {
     if id_or_prefix.is_empty() {
         return Err(Error::RunNotFound(String::new()));
     }

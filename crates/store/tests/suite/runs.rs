@@ -70,6 +70,26 @@ fn prefixes_resolve_when_unique<S: RunStore + Journal + ?Sized>(store: &S) {
         assert!(matches!(err, Error::RunNotFound(_)), "{err:?}");
         assert!(err.to_string().contains("trellis runs list"));
     }
+
+    // The id alone resolves the same way.
+    assert_eq!(
+        store.run_id("0199b").unwrap().as_str(),
+        "0199bb00000000000000000000000003"
+    );
+    assert_eq!(
+        store
+            .run_id("0199aa00000000000000000000000002")
+            .unwrap()
+            .as_str(),
+        "0199aa00000000000000000000000002"
+    );
+    assert!(matches!(
+        store.run_id("0199aa"),
+        Err(Error::AmbiguousRun { .. })
+    ));
+    for unknown in ["0199c", "", "zz"] {
+        assert!(matches!(store.run_id(unknown), Err(Error::RunNotFound(_))));
+    }
 }
 
 both!(list_is_newest_first_and_filters);
