@@ -11,7 +11,7 @@
 //!                                                                            + live, deduped)
 //! ```
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -22,6 +22,7 @@ use trellis_protocol::{
 use trellis_store::Store;
 
 use super::fanout::{Fanout, LiveEvent};
+use super::subscription::{Delivered, Subscription};
 
 /// How long streamed deltas of a session wait to be merged with the next ones before they
 /// are stored and published (they are flushed at once by any other event of the session).
@@ -70,9 +71,20 @@ pub struct Bus {
     live: Fanout,
     recorder: mpsc::UnboundedSender<Msg>,
     store: Arc<Store>,
-    /// Hashes of the session streams this process ever recorded an event of (8 bytes
-    /// each; a collision only costs a needless flush).
-    touched: Arc<std::sync::Mutex<std::collections::HashSet<u64>>>,
+    /// The session streams this process recorded events of that may not be stored yet.
+    touched: Arc<std::sync::Mutex<Touched>>,
+}
+
+/// Above this many entries, the recorder forgets the session streams whose events are all
+/// stored, and the next seqs it holds (read from the store again when needed).
+const FORGET_AT: usize = 4096;
+
+/// Hashes of the session streams this process recorded an event of (8 bytes each; a
+/// collision only costs a needless flush), and how many session events it recorded.
+#[derive(Default)]
+struct Touched {
+    streams: std::collections::HashSet<u64>,
+    recorded: u64,
 }
 
 impl Bus {
@@ -80,19 +92,22 @@ impl Bus {
     pub fn start(store: Arc<Store>, options: RecordOptions) -> Self {
         let live = Fanout::default();
         let (tx, rx) = mpsc::unbounded_channel();
+        let touched: Arc<std::sync::Mutex<Touched>> = Arc::default();
         let task = Recorder {
             store: store.clone(),
             live: live.clone(),
             options,
             next: HashMap::new(),
             pending: Vec::new(),
+            touched: touched.clone(),
+            received: 0,
         };
         tokio::spawn(task.run(rx));
         Self {
             live,
             recorder: tx,
             store,
-            touched: Arc::default(),
+            touched,
         }
     }
 
@@ -110,7 +125,7 @@ impl Bus {
     pub fn may_hold(&self, stream: &StreamId) -> bool {
         self.touched
             .lock()
-            .map_or(true, |t| t.contains(&Self::stream_hash(stream)))
+            .map_or(true, |t| t.streams.contains(&Self::stream_hash(stream)))
     }
 
     /// Records an event of a session or the workspace stream (numbered, persisted, then
@@ -124,7 +139,10 @@ impl Bus {
         if matches!(stream, StreamId::Session(_))
             && let Ok(mut t) = self.touched.lock()
         {
-            t.insert(Self::stream_hash(&stream));
+            t.streams.insert(Self::stream_hash(&stream));
+            // Counted before it is sent: the recorder forgets only when it has stored as
+            // many as were recorded.
+            t.recorded += 1;
         }
         let _ = self.recorder.send(Msg::Event {
             stream,
@@ -224,185 +242,6 @@ impl Bus {
     }
 }
 
-/// One subscriber's view of a stream: the stored events after `since`, then the live ones,
-/// with no gap and no duplicate.
-///
-/// Events committed by other processes (a run executing on a worker, another server's
-/// session) are read from the store: at once when the store notifies their commit
-/// ([`trellis_store::Backend::watch`], PostgreSQL), and in any case every `poll` — counted
-/// from the last read, so events of other streams arriving live never put it off.
-pub struct Subscription {
-    stream: StreamId,
-    /// The stream's key, as the store's notifications name it.
-    key: String,
-    last: u64,
-    backlog: VecDeque<Delivered>,
-    rx: broadcast::Receiver<Arc<LiveEvent>>,
-    watch: Option<broadcast::Receiver<Arc<str>>>,
-    store: Arc<Store>,
-    poll: Option<Duration>,
-    /// When the store is read next if nothing else made it.
-    next_poll: Option<tokio::time::Instant>,
-    primed: bool,
-}
-
-/// What woke a waiting subscription.
-enum Woken {
-    Live(Result<Arc<LiveEvent>, broadcast::error::RecvError>),
-    /// The store has news for this stream (or may have).
-    Stored,
-    /// A notification about another stream.
-    Other,
-    Polled,
-}
-
-/// The next notification of `watch`; never, without one.
-async fn notice(
-    watch: &mut Option<broadcast::Receiver<Arc<str>>>,
-) -> Result<Arc<str>, broadcast::error::RecvError> {
-    match watch {
-        Some(rx) => rx.recv().await,
-        None => std::future::pending().await,
-    }
-}
-
-impl Subscription {
-    /// The stream.
-    pub fn stream(&self) -> &StreamId {
-        &self.stream
-    }
-
-    /// The seq of the last event returned (or the `since` it started from).
-    pub fn last_seq(&self) -> u64 {
-        self.last
-    }
-
-    fn refill(&mut self) -> trellis_store::Result<()> {
-        let events = self.store.stream_events(&self.stream, self.last, None)?;
-        self.backlog
-            .extend(events.into_iter().map(Delivered::Stored));
-        self.next_poll = self.poll.map(|p| tokio::time::Instant::now() + p);
-        Ok(())
-    }
-
-    /// Whether notification `n` (`<key> <seq>`, or `*`) may tell of events this
-    /// subscription has not returned.
-    fn news(&self, n: &str) -> bool {
-        match trellis_store::Notice::parse(n) {
-            Some(trellis_store::Notice::Appended { key, seq }) => {
-                key == self.key && seq > self.last
-            }
-            Some(trellis_store::Notice::Missed) => true,
-            _ => false,
-        }
-    }
-
-    /// Waits for a live event, a notification or the next poll.
-    async fn wait(&mut self) -> Woken {
-        let poll_at = self.next_poll;
-        tokio::select! {
-            biased;
-            r = self.rx.recv() => Woken::Live(r),
-            n = notice(&mut self.watch) => match n {
-                Ok(n) if self.news(&n) => Woken::Stored,
-                Ok(_) => Woken::Other,
-                Err(broadcast::error::RecvError::Lagged(_)) => Woken::Stored,
-                Err(broadcast::error::RecvError::Closed) => {
-                    self.watch = None;
-                    Woken::Other
-                }
-            },
-            () = async {
-                match poll_at {
-                    Some(at) => tokio::time::sleep_until(at).await,
-                    None => std::future::pending().await,
-                }
-            } => Woken::Polled,
-        }
-    }
-
-    /// The next event; `Ok(None)` when the service shut down.
-    pub async fn next(&mut self) -> trellis_store::Result<Option<ServiceEvent>> {
-        Ok(self.next_delivered().await?.map(Delivered::into_event))
-    }
-
-    /// The next event as delivered, shared with the stream's other subscribers when it
-    /// came live (no copy); `Ok(None)` when the service shut down.
-    pub async fn next_delivered(&mut self) -> trellis_store::Result<Option<Delivered>> {
-        if !self.primed {
-            self.primed = true;
-            self.refill()?;
-        }
-        loop {
-            if let Some(e) = self.backlog.pop_front() {
-                if e.seq <= self.last {
-                    continue;
-                }
-                self.last = e.seq;
-                return Ok(Some(e));
-            }
-            let received = match self.wait().await {
-                Woken::Live(r) => Some(r),
-                // Committed by another process, or nothing live for a while: someone else
-                // may be writing this stream.
-                Woken::Stored | Woken::Polled => None,
-                Woken::Other => continue,
-            };
-            match received {
-                None => self.refill()?,
-                Some(Ok(e)) => {
-                    if e.stream != self.stream || e.seq <= self.last {
-                        continue;
-                    }
-                    if e.seq == self.last + 1 {
-                        self.last = e.seq;
-                        return Ok(Some(Delivered::Live(e)));
-                    }
-                    // A gap (events committed by another writer): the store has them.
-                    self.refill()?;
-                    self.backlog.push_back(Delivered::Live(e));
-                }
-                Some(Err(broadcast::error::RecvError::Lagged(_))) => self.refill()?,
-                Some(Err(broadcast::error::RecvError::Closed)) => return Ok(None),
-            }
-        }
-    }
-}
-
-/// An event a [`Subscription`] delivers: shared with the other subscribers of its stream
-/// when it was published live or is still held in memory, else read from the store.
-// Stored events are moved straight out of the store's read (boxing them would allocate per
-// event to save space in a value that lives one step).
-#[allow(clippy::large_enum_variant)]
-#[derive(Clone, Debug)]
-pub enum Delivered {
-    /// Published by this process.
-    Live(Arc<LiveEvent>),
-    /// Read from the store.
-    Stored(ServiceEvent),
-}
-
-impl std::ops::Deref for Delivered {
-    type Target = ServiceEvent;
-
-    fn deref(&self) -> &ServiceEvent {
-        match self {
-            Delivered::Live(e) => e,
-            Delivered::Stored(e) => e,
-        }
-    }
-}
-
-impl Delivered {
-    /// The event, owned.
-    pub fn into_event(self) -> ServiceEvent {
-        match self {
-            Delivered::Live(e) => e.to_event(),
-            Delivered::Stored(e) => e,
-        }
-    }
-}
-
 /// A delta held back to be merged with the next ones.
 struct Pending {
     stream: StreamId,
@@ -419,6 +258,10 @@ struct Recorder {
     /// Next seq per stream (loaded from the store on first use).
     next: HashMap<StreamId, u64>,
     pending: Vec<Pending>,
+    /// The bus's record of what may not be stored yet.
+    touched: Arc<std::sync::Mutex<Touched>>,
+    /// Session events received so far.
+    received: u64,
 }
 
 impl Recorder {
@@ -467,7 +310,12 @@ impl Recorder {
                         submission,
                         body,
                         ts,
-                    } => self.accept(&mut out, stream, submission, body, ts),
+                    } => {
+                        if matches!(stream, StreamId::Session(_)) {
+                            self.received += 1;
+                        }
+                        self.accept(&mut out, stream, submission, body, ts);
+                    }
                 }
             }
             let now = Instant::now();
@@ -484,6 +332,27 @@ impl Recorder {
             for tx in flushes.drain(..) {
                 let _ = tx.send(());
             }
+            self.forget_stored();
+        }
+    }
+
+    /// Keeps a long-running process's memory bounded: once everything received is stored
+    /// (no delta held), the session streams touched and the next seqs held can go — a
+    /// session opened later reads its history without waiting for a flush, and a stream's
+    /// next seq is read from the store again (or told by the session hub).
+    fn forget_stored(&mut self) {
+        if !self.pending.is_empty() {
+            return;
+        }
+        if let Ok(mut t) = self.touched.lock()
+            && t.streams.len() > FORGET_AT
+            && t.recorded == self.received
+        {
+            t.streams = std::collections::HashSet::new();
+        }
+        // Without persistence the numbering lives only here.
+        if self.options.persist && self.next.len() > FORGET_AT {
+            self.next = HashMap::new();
         }
     }
 
@@ -748,6 +617,40 @@ mod tests {
                 assert_eq!(seq, 6, "the told seq numbers the event");
             }
         }
+    }
+
+    /// A long-running process keeps no trace of every session it ever recorded: past the
+    /// bound, once everything is stored, the streams are forgotten and a forgotten stream's
+    /// next event is numbered on from the store.
+    #[tokio::test]
+    async fn stored_sessions_are_forgotten_past_the_bound_and_numbered_on_from_the_store() {
+        let dir = tempfile::tempdir().expect("test");
+        let store = Store::open_workspace(dir.path(), trellis_store::StoreOptions::default())
+            .expect("test");
+        let bus = Bus::start(store.clone(), RecordOptions::default());
+        let run = trellis_protocol::RunId::from_string("r1");
+        let stream = |i: usize| {
+            let node = trellis_protocol::NodeId::from(format!("n{i}").as_str());
+            StreamId::Session(trellis_protocol::SessionId::for_node(&run, &node))
+        };
+        let event = || {
+            ServiceEventBody::Session(SessionEvent::TurnStarted {
+                turn: 1,
+                attempt: 1,
+            })
+        };
+        for i in 0..=FORGET_AT {
+            bus.record(stream(i), None, event());
+        }
+        // The recorder forgets after the batch that answered the flush: wait for the next.
+        bus.flush().await;
+        bus.flush().await;
+        assert!(!bus.may_hold(&stream(0)), "stored streams are forgotten");
+        bus.record(stream(0), None, event());
+        assert!(bus.may_hold(&stream(0)));
+        bus.flush().await;
+        assert_eq!(store.stream_last_seq(&stream(0)).expect("test"), 2);
+        assert_eq!(store.stream_last_seq(&stream(FORGET_AT)).expect("test"), 1);
     }
 
     #[test]

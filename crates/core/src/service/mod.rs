@@ -21,6 +21,7 @@ mod reads;
 mod review;
 mod runs;
 mod sessions;
+mod subscription;
 mod worker;
 mod workspace;
 
@@ -33,11 +34,12 @@ use tokio::sync::{broadcast, oneshot};
 use tokio_util::sync::CancellationToken;
 use trellis_protocol::{Op, RunId, SessionId, StreamId, SubmissionId, WorkspaceEvent};
 
-pub use bus::{Bus, DEFAULT_DELTA_FLUSH, Delivered, RecordOptions, Subscription};
+pub use bus::{Bus, DEFAULT_DELTA_FLUSH, RecordOptions};
 pub use drive::{DriveEnd, Followed, RunFrontEnd};
 pub use fanout::LiveEvent;
 pub use orphans::ResumedOrphan;
 pub use sessions::SessionHub;
+pub use subscription::{Delivered, Subscription};
 pub use worker::{WorkerEvent, WorkerOptions};
 pub use workspace::{McpServerConfig, workflow_names_in};
 
