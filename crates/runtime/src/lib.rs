@@ -21,6 +21,7 @@ mod error;
 mod fork;
 pub mod gateway;
 mod handlers;
+pub mod instructions;
 pub mod merge;
 pub mod nodes;
 pub mod planning;
