@@ -21,6 +21,7 @@ mod task_tree;
 mod team;
 mod three_phase;
 mod tools;
+mod trace;
 mod workers;
 mod workflows;
 mod workspace;

@@ -78,6 +78,20 @@ pub(crate) fn node_span_id(run: &RunId, node: &NodeId, attempt: u32) -> (TraceId
     (trace, SpanId::of(trace, &["node", node.as_str(), &attempt]))
 }
 
+/// A span of GenAI operation `op` (`gen_ai.operation.name`), named `op` or `op what`.
+pub(crate) fn gen_ai_span(
+    (trace, id, parent): (TraceId, SpanId, Option<SpanId>),
+    op: &'static str,
+    what: Option<&str>,
+    kind: SpanKind,
+    at_ms: i64,
+) -> Span {
+    let name = what.map_or_else(|| op.to_owned(), |w| format!("{op} {w}"));
+    let mut span = open_span(trace, id, parent, name, kind, at_ms);
+    span.attributes.set(semconv::GEN_AI_OPERATION_NAME, op);
+    span
+}
+
 pub(crate) fn open_span(
     trace: TraceId,
     id: SpanId,
@@ -189,16 +203,13 @@ impl Mapper {
     fn run_span(&mut self, run: &RunId, at_ms: i64) -> &mut Span {
         self.runs.entry(run.clone()).or_insert_with(|| {
             let (trace, id) = run_span_id(run);
-            let mut span = open_span(
-                trace,
-                id,
+            let mut span = gen_ai_span(
+                (trace, id, None),
+                op::INVOKE_WORKFLOW,
                 None,
-                op::INVOKE_WORKFLOW.to_owned(),
                 SpanKind::Internal,
                 at_ms,
             );
-            span.attributes
-                .set(semconv::GEN_AI_OPERATION_NAME, op::INVOKE_WORKFLOW);
             span.attributes.set(trellis::RUN_ID, run.as_str());
             span
         })
@@ -366,11 +377,10 @@ impl Mapper {
         }
         let mut span = self.runs.remove(run).unwrap_or_else(|| {
             let (trace, id) = run_span_id(run);
-            open_span(
-                trace,
-                id,
+            gen_ai_span(
+                (trace, id, None),
+                op::INVOKE_WORKFLOW,
                 None,
-                op::INVOKE_WORKFLOW.into(),
                 SpanKind::Internal,
                 at,
             )
@@ -408,16 +418,13 @@ impl Mapper {
             .unwrap_or(run_span);
         let key = call.id.to_string();
         let id = SpanId::of(trace, &["call", &key]);
-        let mut span = open_span(
-            trace,
-            id,
-            Some(parent),
-            format!("{} {}", op::CHAT, call.model),
+        let mut span = gen_ai_span(
+            (trace, id, Some(parent)),
+            op::CHAT,
+            Some(&call.model),
             SpanKind::Client,
             call.at,
         );
-        span.attributes
-            .set(semconv::GEN_AI_OPERATION_NAME, op::CHAT);
         calls::describe(&mut span.attributes, call);
         span.attributes
             .set(semconv::GEN_AI_USAGE_INPUT_TOKENS, call.prompt_tokens);

@@ -4,7 +4,7 @@ use trellis_protocol::{
     NodeId, RunId, SessionEvent, SessionId, SessionOwner, ToolStatus, TurnUsage,
 };
 
-use super::{Mapper, event, node_span_id, open_span};
+use super::{Mapper, event, gen_ai_span, node_span_id};
 use crate::semconv::{self, op, tool_type, trellis};
 use crate::span::{Span, SpanId, SpanKind, Status, TraceId};
 
@@ -81,16 +81,13 @@ impl Mapper {
                 .as_ref()
                 .map(|(run, node)| node_span_id(run, node, meta.attempt).1);
             let role = meta.role.clone().unwrap_or_else(|| "channel".to_owned());
-            let mut span = open_span(
-                meta.trace,
-                meta.agent_span_id(id),
-                parent,
-                format!("{} {role}", op::INVOKE_AGENT),
+            let mut span = gen_ai_span(
+                (meta.trace, meta.agent_span_id(id), parent),
+                op::INVOKE_AGENT,
+                Some(&role),
                 SpanKind::Internal,
                 at,
             );
-            span.attributes
-                .set(semconv::GEN_AI_OPERATION_NAME, op::INVOKE_AGENT);
             span.attributes.set(semconv::GEN_AI_AGENT_NAME, role);
             span.attributes.set(semconv::GEN_AI_AGENT_ID, id.as_str());
             span.attributes
@@ -284,16 +281,14 @@ impl Mapper {
         let parent = self.agent_span(id, at).id;
         let meta = self.meta(id).clone();
         let turn_text = turn.to_string();
-        let mut span = open_span(
-            meta.trace,
-            SpanId::of(meta.trace, &["turn", id.as_str(), &turn_text]),
-            Some(parent),
-            op::CHAT.to_owned(),
+        let turn_id = SpanId::of(meta.trace, &["turn", id.as_str(), &turn_text]);
+        let mut span = gen_ai_span(
+            (meta.trace, turn_id, Some(parent)),
+            op::CHAT,
+            None,
             SpanKind::Client,
             at,
         );
-        span.attributes
-            .set(semconv::GEN_AI_OPERATION_NAME, op::CHAT);
         span.attributes
             .set(semconv::GEN_AI_CONVERSATION_ID, id.as_str());
         span.attributes.set(trellis::SESSION_ID, id.as_str());
@@ -318,16 +313,14 @@ impl Mapper {
     fn tool_span(&mut self, id: &SessionId, at: i64, turn: u32, call_id: &str, name: &str) -> Span {
         let parent = self.agent_span(id, at).id;
         let trace = self.meta(id).trace;
-        let mut span = open_span(
-            trace,
-            SpanId::of(trace, &["tool", id.as_str(), call_id]),
-            Some(parent),
-            format!("{} {name}", op::EXECUTE_TOOL),
+        let tool_id = SpanId::of(trace, &["tool", id.as_str(), call_id]);
+        let mut span = gen_ai_span(
+            (trace, tool_id, Some(parent)),
+            op::EXECUTE_TOOL,
+            Some(name),
             SpanKind::Internal,
             at,
         );
-        span.attributes
-            .set(semconv::GEN_AI_OPERATION_NAME, op::EXECUTE_TOOL);
         span.attributes.set(semconv::GEN_AI_TOOL_NAME, name);
         span.attributes.set(semconv::GEN_AI_TOOL_CALL_ID, call_id);
         span.attributes
