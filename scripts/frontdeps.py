@@ -32,8 +32,9 @@ from pathlib import Path
 FRONT_ENDS = ["trellis-server", "trellis-acp", "trellis-mcp-server"]
 SERVICE = {"trellis-core", "trellis-protocol", "trellis-config"}
 OWN = {
-    # Bearer tokens and allowed hosts of a served front-end.
-    "trellis-server": {"trellis-access"},
+    # Bearer tokens and allowed hosts of a served front-end; the run counters of `/metrics`
+    # (trellis-telemetry without its `otlp` feature: a mapping of wire types, on protocol).
+    "trellis-server": {"trellis-access", "trellis-telemetry"},
 }
 PENDING: dict[str, set[str]] = {}
 
@@ -43,8 +44,10 @@ READERS = [
     "crates/cli/src/usage.rs",
     "crates/cli/src/steer.rs",
     "crates/cli/src/tools.rs",
+    "crates/cli/src/trace.rs",
 ]
-READER_CRATES = {"trellis_core", "trellis_protocol"}
+# trellis_telemetry maps wire types (stored events) to spans; it depends on protocol alone.
+READER_CRATES = {"trellis_core", "trellis_protocol", "trellis_telemetry"}
 # What the readers may name inside trellis_core: the reader and the service.
 READER_CORE = {"Records", "records", "service"}
 

@@ -22,7 +22,9 @@ mod runs;
 mod serve;
 mod session;
 mod steer;
+mod telemetry;
 mod tools;
+mod trace;
 mod usage;
 mod worker;
 mod workflows;
@@ -205,7 +207,11 @@ pub fn run(mut cli: Cli) -> anyhow::Result<ExitCode> {
         // Before the store is created: a directory that is not a repository gets nothing.
         trellis_tools::worktree::repo_root(&repo)?;
         let store = open_store(&cli, false)?;
-        return rt.block_on(session::run(args, &repo, &cli.config, store));
+        return rt.block_on(async {
+            let code = session::run(args, &repo, &cli.config, store).await;
+            telemetry::flush().await;
+            code
+        });
     }
     // Workflow commands need no store; dispatch them before one is created.
     match cli.command {
@@ -224,6 +230,19 @@ pub fn run(mut cli: Cli) -> anyhow::Result<ExitCode> {
     } else {
         open_store(&cli, false)?
     };
+    let code = command(cli, &repo, store, &rt);
+    rt.block_on(telemetry::flush());
+    code
+}
+
+/// Executes a command that uses the store (the runtime service's commands among them).
+fn command(
+    cli: Cli,
+    repo: &Path,
+    store: Arc<Store>,
+    rt: &tokio::runtime::Runtime,
+) -> anyhow::Result<ExitCode> {
+    let repo = repo.to_path_buf();
     match cli.command {
         Commands::Runs(cmd) => {
             let ws = workspace::Workspace::new(&repo, &cli.config, store);

@@ -1,6 +1,6 @@
-//! `trellis runs list | show | events | usage | resume | fork | cancel`.
+//! `trellis runs list | show | events | usage | trace | resume | fork | cancel`.
 //!
-//! The read commands (`list`, `show`, `events`, `usage`) read the workspace's
+//! The read commands (`list`, `show`, `events`, `usage`, `trace`) read the workspace's
 //! [`Records`](trellis_core::Records) and nothing else: no configuration, models or service
 //! (`scripts/frontdeps.py` checks this module's imports). The commands that act on a run go
 //! through the runtime service, or, for a demonstration run, to the engine in `crate::demo`.
@@ -99,6 +99,22 @@ pub enum RunsCommand {
         /// Print JSON.
         #[arg(long)]
         json: bool,
+    },
+    /// Export a stored run's spans (the run, node activations, agents, model and tool
+    /// calls) as OTLP/JSON for an OpenTelemetry backend, or as a Chrome trace for Perfetto.
+    Trace {
+        /// Run id or a unique prefix of it.
+        run: String,
+        /// What to write.
+        #[arg(long, value_enum, default_value_t)]
+        format: crate::trace::TraceFormat,
+        /// Write to this file instead of stdout.
+        #[arg(long, short)]
+        output: Option<std::path::PathBuf>,
+        /// Include prompts, answers, tool arguments and results (off: they may hold code and
+        /// secrets).
+        #[arg(long)]
+        content: bool,
     },
     /// Continue a run that crashed, was interrupted or waits for input. Nodes that were
     /// running when its process stopped run again; completed ones never do.
@@ -202,6 +218,12 @@ pub async fn execute(cmd: RunsCommand, ws: &Workspace<'_>) -> anyhow::Result<Exi
             json,
         } => events(&records, &run, from, to, follow, json).await,
         RunsCommand::Usage { run, json } => crate::usage::usage(&records, &run, json),
+        RunsCommand::Trace {
+            run,
+            format,
+            output,
+            content,
+        } => crate::trace::trace(&records, &run, format, output, content),
         RunsCommand::Resume {
             run,
             answer,

@@ -148,6 +148,7 @@ pub fn serve(
             }
         }
         trellis_server::serve(listener, state, shutdown_signal()).await?;
+        crate::telemetry::flush().await;
         if args.workers {
             eprintln!("stopped");
         } else {

@@ -95,7 +95,9 @@ pub fn open_service_with(
         );
     }
     let runtime = open_runtime(repo, overrides, dirs, store)?;
-    Ok(Service::start(runtime, options))
+    let service = Service::start(runtime, options);
+    crate::telemetry::start(&load_config(repo, overrides)?, &service)?;
+    Ok(service)
 }
 
 /// A workspace whose store is open, as the `runs` commands use it: they read its

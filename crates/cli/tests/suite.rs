@@ -22,6 +22,7 @@ mod task_tree;
 mod team;
 mod three_phase;
 mod tools;
+mod trace;
 mod workers;
 mod workflows;
 mod workspace;

@@ -39,6 +39,7 @@ pub const SECTIONS: &[&str] = &[
     "store",      // trellis-store: a PostgreSQL server instead of the workspace's SQLite file
     "repository", // trellis-tools: the git remote runs' branches travel through (team scale)
     "sandbox",    // trellis-sandbox: the OS sandbox of every command agents run
+    "telemetry",  // trellis-telemetry: OpenTelemetry export of runs' spans (OTLP)
 ];
 
 /// Where to look for configuration.

@@ -257,6 +257,21 @@ impl Records {
         Ok(self.store.stream_events(stream, since, limit)?)
     }
 
+    /// A run's stored streams, each in its own order: its graph log, then its agents'
+    /// sessions, oldest first (what `trellis runs trace` maps to spans).
+    pub fn run_streams(&self, run: &RunId) -> Result<Vec<Vec<ServiceEvent>>> {
+        let mut streams = vec![self.stream_events(&StreamId::Run(run.clone()), 0, None)?];
+        let mut sessions = self.sessions(&SessionFilter {
+            run: Some(run.clone()),
+            ..SessionFilter::default()
+        })?;
+        sessions.sort_by(|a, b| (a.created_ms, &a.id).cmp(&(b.created_ms, &b.id)));
+        for s in sessions {
+            streams.push(self.stream_events(&StreamId::Session(s.id), 0, None)?);
+        }
+        Ok(streams)
+    }
+
     /// The last seq of `stream` (0 when it has no events).
     pub fn stream_head(&self, stream: &StreamId) -> Result<u64> {
         Ok(self.store.stream_last_seq(stream)?)

@@ -102,6 +102,8 @@ pub enum Error {
 pub(crate) struct Inner {
     pub workspaces: Vec<Workspace>,
     pub settings: Settings,
+    /// The served workspaces' run counters (`GET /metrics`), kept from their live events.
+    pub metrics: Arc<trellis_telemetry::metrics::Metrics>,
     /// Cancelled when the server shuts down (closes WebSocket connections).
     pub shutdown: CancellationToken,
 }
@@ -122,10 +124,16 @@ impl AppState {
                 return Err(Error::DuplicateWorkspace(w.id.clone()));
             }
         }
+        let shutdown = CancellationToken::new();
+        let metrics = Arc::new(trellis_telemetry::metrics::Metrics::default());
+        for w in &workspaces {
+            tokio::spawn(count(w.service.live(), metrics.clone(), shutdown.clone()));
+        }
         Ok(Self(Arc::new(Inner {
             workspaces,
             settings,
-            shutdown: CancellationToken::new(),
+            metrics,
+            shutdown,
         })))
     }
 
@@ -277,4 +285,24 @@ pub async fn serve(
         tracing::warn!("requests still in progress after {DRAIN_TIMEOUT:?}; closing them");
     }
     Ok(())
+}
+
+/// Counts a workspace's live events into `metrics` until the server shuts down.
+async fn count(
+    mut live: tokio::sync::broadcast::Receiver<Arc<trellis_core::service::LiveEvent>>,
+    metrics: Arc<trellis_telemetry::metrics::Metrics>,
+    shutdown: CancellationToken,
+) {
+    use tokio::sync::broadcast::error::RecvError;
+    loop {
+        tokio::select! {
+            ev = live.recv() => match ev {
+                Ok(ev) => metrics.observe(&ev),
+                // Missed events are not counted; the counters go on.
+                Err(RecvError::Lagged(_)) => {}
+                Err(RecvError::Closed) => return,
+            },
+            () = shutdown.cancelled() => return,
+        }
+    }
 }

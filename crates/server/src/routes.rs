@@ -116,6 +116,8 @@ pub(crate) fn table() -> Vec<Route> {
         route("GET", "/api/health", "Liveness (no token needed)", get(health))
             .answer("`{ok: true, version}`"),
         route("GET", "/api/openapi.json", "This document (no token needed)", get(openapi)),
+        route("GET", "/metrics", "Prometheus metrics of the served workspaces' runs (token needed; docs/observability.md)", get(metrics))
+            .answer("the Prometheus text format: `trellis_runs_total`, `trellis_runs_active`, `trellis_model_calls_total`, `trellis_gen_ai_tokens_total`, `trellis_tool_calls_total`"),
         route("GET", "/api/workspaces", "The served workspaces", get(catalog::workspaces))
             .answer("`[{id, root}]`"),
         route("GET", "/api/catalog/workflows", "The workflows a run can use", get(catalog::workflows))
@@ -276,6 +278,18 @@ async fn openapi() -> Json<Value> {
 
 async fn health() -> Json<Value> {
     Json(json!({ "ok": true, "version": env!("CARGO_PKG_VERSION") }))
+}
+
+/// The run counters in the Prometheus text format.
+async fn metrics(axum::extract::State(state): axum::extract::State<AppState>) -> Response {
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        state.0.metrics.prometheus(),
+    )
+        .into_response()
 }
 
 /// Unknown API routes are 404; other GETs are the web UI's client-side routes (`/runs/…`).

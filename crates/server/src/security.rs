@@ -37,6 +37,8 @@ fn is_public(method: &Method, path: &str) -> bool {
     }
     match path {
         "/api/health" | "/api/openapi.json" => true,
+        // Not under /api/, and it says what runs did: the token, as for the API.
+        "/metrics" => false,
         p => !(p.starts_with("/api/") || p.starts_with("/ws/") || p == "/api"),
     }
 }

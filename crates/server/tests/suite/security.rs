@@ -294,3 +294,51 @@ async fn bundles_are_sent_compressed_when_the_browser_accepts_it() {
     let (coding, _, _) = fetch("/runs/x".into(), Some("identity")).await;
     assert_eq!(coding, None);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_need_the_token_and_count_a_finished_run() {
+    use http_body_util::BodyExt;
+    use tower::ServiceExt;
+
+    let s = served();
+    let (status, _) = send(&s.app, bare("GET", "/metrics").body(Body::empty()).unwrap()).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "/metrics is not public");
+
+    let run = start_run(&s.app, "Let's discuss the decision to keep stock in memory").await;
+    finished(&s, &run).await;
+    let mut text = String::new();
+    for _ in 0..50 {
+        let res = s
+            .app
+            .clone()
+            .oneshot(request("GET", "/metrics", None))
+            .await
+            .unwrap();
+        assert_eq!(res.status(), StatusCode::OK);
+        assert!(
+            res.headers()[header::CONTENT_TYPE]
+                .to_str()
+                .unwrap()
+                .starts_with("text/plain; version=0.0.4")
+        );
+        text = String::from_utf8(res.into_body().collect().await.unwrap().to_bytes().to_vec())
+            .unwrap();
+        if text.contains("trellis_runs_total{outcome=\"succeeded\"} 1") {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(
+        text.contains("trellis_runs_total{outcome=\"succeeded\"} 1"),
+        "{text}"
+    );
+    assert!(
+        text.contains("trellis_runs_active{status=\"running\"} 0"),
+        "{text}"
+    );
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("trellis_model_calls_total{") && l.contains("outcome=\"ok\"")),
+        "{text}"
+    );
+}

@@ -1,0 +1,6 @@
+mod chrome;
+mod fixture;
+mod live;
+mod metrics;
+mod otlp;
+mod spans;
