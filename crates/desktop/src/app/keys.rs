@@ -21,11 +21,11 @@ pub const SHORTCUTS: &[(&str, &str)] = &[
         "Ctrl+1 … Ctrl+4",
         "answer the oldest permission request with option 1 … 4",
     ),
+    ("Ctrl+R", "review the session's latest change set"),
     (
         "Alt+Q",
         "answer the oldest question (the keyboard goes to its box; Enter sends)",
     ),
-    ("Ctrl+R", "review the session's latest change set"),
     ("Alt+Down / Alt+Up", "next / previous hunk"),
     ("Alt+A / Alt+X", "accept / reject the hunk under the cursor"),
     (

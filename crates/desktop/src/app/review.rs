@@ -90,7 +90,7 @@ const GAP: f32 = 10.0;
 const INNER_GAP: f32 = 4.0;
 const PAD: f32 = 8.0;
 /// Hunks this far outside the visible part are still built (smooth scrolling).
-const MARGIN: f32 = 1500.0;
+const MARGIN: f32 = 400.0;
 
 /// The height of a hunk of `lines` lines (with its comment box).
 fn hunk_height(lines: usize) -> f32 {
@@ -434,7 +434,10 @@ impl Review {
                 .width(Fill)
                 .id(line_id(fi, hi, li));
             if here && li == chosen {
-                line = line.style(container::secondary);
+                line = line.style(|t: &iced::Theme| {
+                    container::Style::default()
+                        .background(t.extended_palette().background.strong.color)
+                });
             }
             lines = lines.push(mouse_area(line).on_press(Message::SelectLine {
                 file: fi,
