@@ -182,7 +182,9 @@ impl AcpAgent {
     }
 
     /// A `_trellis/...` extension request, off the dispatch loop (graph control may come
-    /// while a turn runs).
+    /// while a turn runs; a request for changes waits on permission requests like a
+    /// prompt). `$/cancel_request` for a request for changes cancels its revision like
+    /// `session/cancel`.
     pub(crate) fn on_extension(
         self: &Arc<Self>,
         req: TrellisRequest,
@@ -190,6 +192,27 @@ impl AcpAgent {
         cx: ConnectionTo<Client>,
     ) -> Result<(), Error> {
         let agent = self.clone();
-        respond_later(&cx, responder, async move { agent.extension(req).await })
+        let conn = cx.clone();
+        let cancellation = responder.cancellation();
+        let session = match &req {
+            TrellisRequest::RequestChanges(p) => Some(acp::SessionId::new(p.session_id.clone())),
+            _ => None,
+        };
+        respond_later(&cx, responder, async move {
+            // Only a request for changes stops for `$/cancel_request`; the others answer.
+            let watch = async {
+                let Some(s) = &session else {
+                    return std::future::pending::<()>().await;
+                };
+                cancellation.cancelled().await;
+                agent.cancel(s);
+                std::future::pending::<()>().await;
+            };
+            tokio::select! {
+                biased;
+                r = agent.extension(req, conn) => r,
+                () = watch => Err(Error::request_cancelled()),
+            }
+        })
     }
 }

@@ -1,16 +1,18 @@
 //! The `_trellis/...` extension methods: graph control from the editor — list a run's graph,
 //! message a node, prune a node — and review of a run's change set (show, select hunks,
-//! apply, reject, undo), each one op of the runtime service (or a read of the store). Advertised under `agentCapabilities._meta["trellis.dev/extensions"]`.
+//! apply, reject, undo) and requests for changes, each one op of the runtime service (or a
+//! read of the store). Advertised under `agentCapabilities._meta["trellis.dev/extensions"]`.
 
 use std::sync::Arc;
 
-use agent_client_protocol::{Error, JsonRpcMessage, JsonRpcRequest, UntypedMessage};
+use agent_client_protocol::v1::ConnectionTo;
+use agent_client_protocol::{Client, Error, JsonRpcMessage, JsonRpcRequest, UntypedMessage};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use trellis_core::service::Service;
 use trellis_protocol::acp::{
     GRAPH_METHOD, GraphParams, MESSAGE_METHOD, MessageNodeParams, PRUNE_METHOD, PruneNodeParams,
-    REVIEW_METHOD, ReviewParams,
+    REQUEST_CHANGES_METHOD, REVIEW_METHOD, RequestChangesParams, ReviewParams,
 };
 use trellis_protocol::{Op, RunId};
 
@@ -20,7 +22,13 @@ use crate::{AcpAgent, internal, invalid_params};
 pub const META_KEY: &str = "trellis.dev/extensions";
 
 /// The extension methods, as advertised.
-pub const METHODS: [&str; 4] = [GRAPH_METHOD, MESSAGE_METHOD, PRUNE_METHOD, REVIEW_METHOD];
+pub const METHODS: [&str; 5] = [
+    GRAPH_METHOD,
+    MESSAGE_METHOD,
+    PRUNE_METHOD,
+    REVIEW_METHOD,
+    REQUEST_CHANGES_METHOD,
+];
 
 /// A `_trellis/...` request.
 #[derive(Clone, Debug)]
@@ -33,6 +41,8 @@ pub enum TrellisRequest {
     Prune(PruneNodeParams),
     /// `_trellis/review`.
     Review(ReviewParams),
+    /// `_trellis/requestChanges`.
+    RequestChanges(RequestChangesParams),
 }
 
 fn parse<T: DeserializeOwned>(params: &Value) -> Result<T, Error> {
@@ -50,6 +60,7 @@ impl JsonRpcMessage for TrellisRequest {
             Self::Message(_) => MESSAGE_METHOD,
             Self::Prune(_) => PRUNE_METHOD,
             Self::Review(_) => REVIEW_METHOD,
+            Self::RequestChanges(_) => REQUEST_CHANGES_METHOD,
         }
     }
 
@@ -59,6 +70,7 @@ impl JsonRpcMessage for TrellisRequest {
             Self::Message(p) => UntypedMessage::new(MESSAGE_METHOD, p),
             Self::Prune(p) => UntypedMessage::new(PRUNE_METHOD, p),
             Self::Review(p) => UntypedMessage::new(REVIEW_METHOD, p),
+            Self::RequestChanges(p) => UntypedMessage::new(REQUEST_CHANGES_METHOD, p),
         }
     }
 
@@ -68,6 +80,7 @@ impl JsonRpcMessage for TrellisRequest {
             MESSAGE_METHOD => parse(params).map(Self::Message),
             PRUNE_METHOD => parse(params).map(Self::Prune),
             REVIEW_METHOD => parse(params).map(Self::Review),
+            REQUEST_CHANGES_METHOD => parse(params).map(Self::RequestChanges),
             _ => Err(Error::method_not_found()),
         }
     }
@@ -78,7 +91,7 @@ impl JsonRpcRequest for TrellisRequest {
 }
 
 /// An op's error as a JSON-RPC error: the caller's mistakes are invalid params.
-fn op_error(e: trellis_core::service::OpError) -> Error {
+pub(crate) fn op_error(e: trellis_core::service::OpError) -> Error {
     use trellis_protocol::OpErrorKind as K;
     match e.kind {
         K::Invalid | K::NotFound | K::Conflict => invalid_params(e.message),
@@ -88,7 +101,7 @@ fn op_error(e: trellis_core::service::OpError) -> Error {
 
 impl AcpAgent {
     /// The run a request means: `run` if it is one of the session's, else the latest.
-    async fn session_run(
+    pub(crate) async fn session_run(
         &self,
         service: &Arc<Service>,
         session: &str,
@@ -126,8 +139,16 @@ impl AcpAgent {
         })
     }
 
-    /// Answers a `_trellis/...` request.
-    pub(crate) async fn extension(&self, req: TrellisRequest) -> Result<Value, Error> {
+    /// Answers a `_trellis/...` request; `_trellis/requestChanges` follows the revision
+    /// through `conn` like a prompt turn.
+    pub(crate) async fn extension(
+        self: &Arc<Self>,
+        req: TrellisRequest,
+        conn: ConnectionTo<Client>,
+    ) -> Result<Value, Error> {
+        if let TrellisRequest::RequestChanges(p) = req {
+            return self.request_changes(p, conn).await;
+        }
         let service = self.open_service().await?;
         match req {
             TrellisRequest::Graph(p) => {
@@ -195,6 +216,7 @@ impl AcpAgent {
                     .await
                     .map_err(op_error)
             }
+            TrellisRequest::RequestChanges(_) => Err(Error::method_not_found()),
         }
     }
 }

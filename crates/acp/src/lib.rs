@@ -65,6 +65,9 @@ pub struct ClientCaps {
     pub write_text_file: bool,
     /// `terminal/*`.
     pub terminal: bool,
+    /// `_trellis/question` (in `_meta["trellis.dev/extensions"].methods`): a workflow's
+    /// questions are asked.
+    pub questions: bool,
 }
 
 /// One ACP session live in this process: a workspace directory and its turns. Its record
@@ -365,6 +368,15 @@ impl AcpAgent {
             read_text_file: caps.fs.read_text_file,
             write_text_file: caps.fs.write_text_file,
             terminal: caps.terminal,
+            questions: caps
+                .meta
+                .as_ref()
+                .and_then(|m| m.get(ext::META_KEY))
+                .and_then(|e| e["methods"].as_array())
+                .is_some_and(|m| {
+                    m.iter()
+                        .any(|m| m == trellis_protocol::acp::QUESTION_METHOD)
+                }),
         };
         // Only what is implemented: sessions recorded in the workspace store (load, list,
         // resume, close); embedded text resources in prompts; the client's MCP servers over

@@ -5,7 +5,9 @@ use std::path::{Path, PathBuf};
 
 use agent_client_protocol::v1::schema as acp;
 use serde_json::Value;
-use trellis_protocol::{EventKind, NodeState, SessionEvent, ToolStatus};
+use trellis_protocol::{
+    EventKind, NodeState, ServiceEvent, ServiceEventBody, SessionEvent, ToolStatus,
+};
 
 /// The planned stages of a run and how far each got: the ACP `plan` of a prompt turn.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -48,6 +50,17 @@ impl StagePlan {
             })
             .unwrap_or_default();
         Self { stages }
+    }
+
+    /// The planned stages of `plan` as a run's recorded `events` left them.
+    pub fn replayed(plan: &Value, events: &[ServiceEvent]) -> Self {
+        let mut out = Self::from_plan(plan);
+        for e in events {
+            if let ServiceEventBody::Run(kind) = &e.event {
+                out.apply(kind);
+            }
+        }
+        out
     }
 
     /// Whether the plan has no stage.

@@ -47,15 +47,10 @@ pub(crate) fn replay_turn(
         ),
     ));
     let plan_json: Value = serde_json::from_str(&turn.plan).unwrap_or(Value::Null);
-    let mut plan = StagePlan::from_plan(&plan_json);
     let run_events = service
         .stream_events(&StreamId::Run(turn.run.clone()), 0, None)
         .map_err(internal)?;
-    for e in &run_events {
-        if let ServiceEventBody::Run(kind) = &e.event {
-            plan.apply(kind);
-        }
-    }
+    let plan = StagePlan::replayed(&plan_json, &run_events);
     if !plan.is_empty() {
         out.push(acp::SessionUpdate::Plan(plan.to_acp()));
     }

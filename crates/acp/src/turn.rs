@@ -1,7 +1,10 @@
 //! A prompt turn: one Trellis request, from `startRun` to the run's stop, streamed as
-//! `session/update`s, with approvals asked through `session/request_permission`.
+//! `session/update`s, with approvals asked through `session/request_permission` and questions
+//! through `_trellis/question` (when the client takes it).
 
 pub(crate) mod change;
+mod question;
+mod revise;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -25,10 +28,6 @@ use crate::config::{Autonomy, SessionConfig};
 use crate::map::{StagePlan, session_updates, tool_kind, usage_update};
 use crate::{AcpAgent, invalid_params, lock};
 use change::{Offer, UNDO};
-
-/// The answer to a question when the editor cannot ask it (ACP v1 has no questions).
-const NO_QUESTIONS: &str = "(no answer: the editor cannot ask questions; decide yourself and \
-    state the assumption you made)";
 
 /// How long a run may be silent after it stopped executing before the turn ends without its
 /// `runStopped` announcement.
@@ -246,8 +245,9 @@ impl Turn {
         it: &Interrupt,
     ) -> Option<Answer> {
         if it.kind == InterruptKind::Question {
-            self.message(format!("\n{node} asks: {}\n{NO_QUESTIONS}\n", it.prompt));
-            return Some(Answer::text(NO_QUESTIONS));
+            return self
+                .question(agent.client_caps().questions, n, node, it)
+                .await;
         }
         let request = &it.data["request"];
         let tool = request["tool"].as_str().map(str::to_owned);

@@ -9,6 +9,7 @@
 
 mod client;
 mod event;
+pub mod question;
 pub mod review;
 mod transport;
 

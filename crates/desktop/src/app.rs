@@ -16,9 +16,10 @@ use iced::{Task, Theme, keyboard};
 
 pub use self::files::Files;
 pub use self::keys::{SHORTCUTS, shortcut};
+pub use self::panel::{LET_IT_DECIDE, answer_id};
 pub use self::review::Review;
 pub use self::session::{Entry, Session};
-use crate::acp::review::{ReviewAction, ReviewReply};
+use crate::acp::review::{REQUEST_CHANGES_METHOD, ReviewAction, ReviewReply};
 use crate::acp::{
     AgentInfo, Command, ConfigChoice, Event, Handle, PermissionAsk, SessionId, SessionSummary,
 };
@@ -54,6 +55,15 @@ pub enum Message {
         /// The option id.
         option: Option<String>,
     },
+    /// The answer typed for a question changed.
+    Draft {
+        /// The question.
+        ask: u64,
+        /// The text.
+        text: String,
+    },
+    /// Put the keyboard in the answer box of the oldest question.
+    FocusAnswer,
     /// Answer a change-set request "keep it" and review it hunk by hunk instead.
     ReviewHunks {
         /// The request.
@@ -74,7 +84,18 @@ pub enum Message {
     MoveHunk(i32),
     /// The diff was scrolled: its offset and visible height.
     ReviewScrolled(f32, f32),
-    /// A hunk's comment changed.
+    /// A diff line was chosen (clicked): comments go to it.
+    SelectLine {
+        /// File index in the change set.
+        file: usize,
+        /// Hunk index in the file.
+        hunk: usize,
+        /// Line index in the hunk.
+        line: usize,
+    },
+    /// Move the review's line cursor by this many lines.
+    MoveLine(i32),
+    /// The comment on a hunk's chosen line changed.
     Comment {
         /// File index in the change set.
         file: usize,
@@ -83,9 +104,10 @@ pub enum Message {
         /// The comment.
         text: String,
     },
-    /// Reject the change set with the comments, and ask for a new one with them (a prompt).
+    /// Request changes with the comments (`_trellis/requestChanges`): the stage that made
+    /// the change set runs again with them.
     RequestChanges,
-    /// Put the keyboard in the comment box of the hunk under the review cursor.
+    /// Put the keyboard in the comment box of the line under the review cursor.
     FocusComment,
     /// Accept (true) or reject the hunk under the review cursor.
     MarkHunk(bool),
@@ -152,8 +174,10 @@ pub struct App {
     pub current: Option<SessionId>,
     /// The prompt box.
     pub prompt: String,
-    /// Permission requests waiting for an answer.
+    /// Permission requests and questions waiting for an answer.
     pub asks: Vec<PermissionAsk>,
+    /// The answers typed for questions, by request.
+    pub drafts: std::collections::BTreeMap<u64, String>,
     /// The change set under review.
     pub review: Option<Review>,
     /// The file tree and the open file.
@@ -182,6 +206,7 @@ impl App {
             current: None,
             prompt: String::new(),
             asks: Vec::new(),
+            drafts: std::collections::BTreeMap::new(),
             review: None,
             notices: Vec::new(),
             dark: true,
@@ -278,12 +303,23 @@ impl App {
             }
             Message::Answer { ask, option } => {
                 self.asks.retain(|a| a.id != ask);
+                self.drafts.remove(&ask);
                 self.send(Command::Answer { ask, option });
+            }
+            Message::Draft { ask, text } => {
+                self.drafts.insert(ask, text);
+            }
+            Message::FocusAnswer => {
+                if let Some(a) = self.asks.iter().find(|a| a.question) {
+                    return iced::widget::operation::focus(panel::answer_id(a.id));
+                }
             }
             m @ (Message::ReviewHunks { .. }
             | Message::OpenReview
             | Message::SetHunk { .. }
             | Message::Comment { .. }
+            | Message::SelectLine { .. }
+            | Message::MoveLine(_)
             | Message::RequestChanges
             | Message::FocusComment
             | Message::ReviewScrolled(..)
@@ -340,7 +376,17 @@ impl App {
             }
             Message::Comment { file, hunk, text } => {
                 if let Some(r) = &mut self.review {
-                    r.comments.insert((file, hunk), text);
+                    r.comment(file, hunk, text);
+                }
+            }
+            Message::SelectLine { file, hunk, line } => {
+                if let Some(r) = &mut self.review {
+                    r.select_line(file, hunk, line);
+                }
+            }
+            Message::MoveLine(by) => {
+                if let Some(r) = &mut self.review {
+                    r.move_line(by);
                 }
             }
             Message::RequestChanges => self.request_changes(),
@@ -446,39 +492,46 @@ impl App {
         );
     }
 
-    /// "Request changes": the change set is rejected with the comments as the reason
-    /// (recorded with it), and the comments go to the session as a new prompt.
+    /// Whether the agent advertised extension method `method`.
+    fn offers(&self, method: &str) -> bool {
+        matches!(&self.status, Status::Connected(i) if i.extensions.iter().any(|m| m == method))
+    }
+
+    /// "Request changes": the runtime service's `requestChanges` op through
+    /// `_trellis/requestChanges` — the stage that made the change set runs again with the
+    /// line comments as feedback, streamed in the session like a prompt turn.
     fn request_changes(&mut self) {
         let Some(r) = &self.review else {
             return;
         };
-        if !r.has_comments() {
+        if !r.has_comments() || !self.offers(REQUEST_CHANGES_METHOD) {
             return;
         }
-        let (session, run, text) = (r.session.clone(), r.run.clone(), r.request_text());
-        if self.sessions.iter().any(|s| s.id == session && s.running) {
+        let (session, run, feedback) = (r.session.clone(), r.run.clone(), r.feedback());
+        let Some(s) = self.session_mut(&session) else {
+            return;
+        };
+        if s.running {
             self.notices.push(
                 "A turn is running in this session: cancel it or wait, then request changes."
                     .into(),
             );
             return;
         }
-        self.request_review(
-            session.clone(),
-            Some(run),
-            ReviewAction::Reject {
-                comment: Some(text.clone()),
-            },
-        );
+        s.begin_turn(&feedback);
+        self.send(Command::RequestChanges {
+            session: session.clone(),
+            run: Some(run),
+            feedback,
+        });
         if let Some(r) = &mut self.review {
-            r.note =
-                "Changes requested: the change set is rejected and the comments sent as a prompt."
-                    .into();
+            r.state = "revising".into();
+            r.note = "Changes requested: the stage runs again with the comments (in the agent \
+                      panel); its new change set comes as a permission request."
+                .into();
             r.comments.clear();
         }
         self.current = Some(session);
-        self.prompt = text;
-        self.send_prompt();
     }
 
     fn reconnect(&mut self) -> Task<Message> {
@@ -529,7 +582,10 @@ impl App {
                 }
             }
             Event::Permission(ask) => self.asks.push(ask),
-            Event::PermissionGone(id) => self.asks.retain(|a| a.id != id),
+            Event::PermissionGone(id) => {
+                self.asks.retain(|a| a.id != id);
+                self.drafts.remove(&id);
+            }
             Event::TurnEnded { session, stop } => {
                 if let Some(s) = self.session_mut(&session) {
                     s.end_turn(&stop);
@@ -556,7 +612,9 @@ impl App {
                 state,
                 change_set,
             } => {
-                self.review = Some(Review::new(session, run, state, change_set));
+                let mut r = Review::new(session, run, state, change_set);
+                r.can_request = self.offers(REQUEST_CHANGES_METHOD);
+                self.review = Some(r);
             }
             ReviewReply::Applied { outcome, files } => {
                 if let Some(r) = &mut self.review {

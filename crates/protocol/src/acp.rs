@@ -20,6 +20,48 @@ pub const PRUNE_METHOD: &str = "_trellis/prune";
 /// runs.
 pub const REVIEW_METHOD: &str = "_trellis/review";
 
+/// `_trellis/requestChanges`: the runtime service's `requestChanges` op for one of the
+/// session's runs — on a finished run's change set the stage that changed the files (or
+/// `node`) runs again with the feedback, on a waiting review the node gets it. The request
+/// lasts like a prompt turn: the revision streams as `session/update`s, its approvals and
+/// its new change set come as permission requests, and `session/cancel` stops it.
+pub const REQUEST_CHANGES_METHOD: &str = "_trellis/requestChanges";
+
+/// `_trellis/question`: the one extension method the agent calls on the client — a
+/// workflow's question (an interrupt of kind `question`) asked during a turn, answered with
+/// free text. Only for a client that lists it in `initialize` under
+/// `clientCapabilities._meta["trellis.dev/extensions"].methods`; other clients' turns answer
+/// questions with "decide yourself".
+pub const QUESTION_METHOD: &str = "_trellis/question";
+
+/// `_trellis/question` parameters.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct QuestionParams {
+    /// The ACP session.
+    pub session_id: String,
+    /// The tool call shown for the question in the session (`<node>/question-<n>`).
+    pub tool_call_id: String,
+    /// The node that asks.
+    pub node: NodeId,
+    /// The question.
+    pub question: String,
+}
+
+/// `_trellis/question` result: the answer, or the question dismissed (the turn ends
+/// cancelled and the run waits, resumable).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "outcome", rename_all = "camelCase")]
+pub enum QuestionResponse {
+    /// Answered.
+    Answered {
+        /// The answer.
+        answer: String,
+    },
+    /// Dismissed.
+    Cancelled,
+}
+
 /// `_trellis/graph` parameters.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -63,6 +105,26 @@ pub struct PruneNodeParams {
     /// Why, for the audit trail.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+}
+
+/// `_trellis/requestChanges` parameters (the `requestChanges` op's fields).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RequestChangesParams {
+    /// The ACP session.
+    pub session_id: String,
+    /// One of the session's runs; default: its latest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<String>,
+    /// The stage (node) to revise; default: the waiting node, else the last stage that
+    /// changed files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<NodeId>,
+    /// An artifact id, to request changes on it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub artifact: Option<i64>,
+    /// What to change (line comments as `file:line: comment`, one a line, for instance).
+    pub feedback: String,
 }
 
 /// `_trellis/review` parameters: the session, the run, and the review action's fields

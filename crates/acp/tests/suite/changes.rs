@@ -18,7 +18,8 @@ use super::common::*;
 const ADR: &str = "docs/adr/0002-persist-stock.md";
 
 /// The orchestrator includes the documentation stage; the documentation agent writes an
-/// ADR, then reports; the others report.
+/// ADR (`Accepted` when a review asked for it, else `Proposed`), then reports; the others
+/// report.
 fn writing_script() -> ScriptedProvider {
     ScriptedProvider::responding(|r| {
         let report = |output: &str| {
@@ -38,9 +39,14 @@ fn writing_script() -> ScriptedProvider {
         } else if r.tools.iter().any(|t| t.name == "write_file")
             && !r.messages.iter().any(|m| m.role == Role::Tool)
         {
+            let asked = r
+                .messages
+                .iter()
+                .any(|m| m.content.contains("Status must be Accepted"));
+            let status = if asked { "Accepted" } else { "Proposed" };
             Turn::ToolCall {
                 name: "write_file".into(),
-                arguments: json!({ "path": ADR, "content": "# ADR 0002: persist stock\n\nStatus: Proposed\n" }),
+                arguments: json!({ "path": ADR, "content": format!("# ADR 0002: persist stock\n\nStatus: {status}\n") }),
             }
         } else {
             report("recorded ADR 0002")
@@ -193,15 +199,7 @@ async fn a_kept_change_set_is_reviewed_applied_and_undone_through_the_extension_
             )
             .connect_with(agent.connection(), async |cx| {
                 let sid = open_session(&cx, &root).await?;
-                let review = async |params: Value| {
-                    let mut p = json!({"sessionId": sid.0.as_ref()});
-                    p.as_object_mut()
-                        .unwrap()
-                        .extend(params.as_object().unwrap().clone());
-                    cx.send_request(UntypedMessage::new("_trellis/review", p).unwrap())
-                        .block_task()
-                        .await
-                };
+                let review = async |params: Value| ext(&cx, "_trellis/review", &sid, params).await;
                 let stop = prompt(&cx, &sid, "Record the decision").await?.stop_reason;
                 assert_eq!(stop, acp::StopReason::EndTurn);
                 assert!(!adr.exists(), "kept in the run's worktree");
@@ -243,6 +241,62 @@ async fn a_kept_change_set_is_reviewed_applied_and_undone_through_the_extension_
                 Ok(())
             }),
     )
+    .await
+    .unwrap();
+}
+
+/// `_trellis/requestChanges`: the runtime service's request for changes on a kept change
+/// set — the stage that wrote it runs again with the feedback, followed as a turn of the
+/// session (streamed, its new change set asked as a permission), in the same run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_request_for_changes_runs_the_stage_again_as_a_turn_of_the_session() {
+    let f = fixture_with(writing_script());
+    let (root, service) = (f.root.clone(), f.service.clone());
+    let agent = AcpAgent::with_service(service, AcpOptions::default());
+    let (updates, asked): (Updates, Asked) = Default::default();
+    with_timeout(answering(&updates, &asked, "reject_once").connect_with(
+        agent.connection(),
+        async |cx| {
+            let sid = open_session(&cx, &root).await?;
+            let request_changes = async |feedback: &str| {
+                let p = json!({ "feedback": feedback });
+                ext(&cx, "_trellis/requestChanges", &sid, p).await
+            };
+            let stop = prompt(&cx, &sid, "Record the decision").await?.stop_reason;
+            assert_eq!(stop, acp::StopReason::EndTurn);
+            let run = turn_run(&updates);
+            assert_eq!(asked.lock().unwrap().len(), 1, "the change set, kept");
+            let before = updates.lock().unwrap().len();
+
+            let r = request_changes(&format!(
+                "- {ADR}:3 `+ Status: Proposed`: Status must be Accepted"
+            ))
+            .await?;
+            assert_eq!(r["run"], run.as_str(), "{r}");
+            assert_eq!(r["revising"], "decision_documentation", "{r}");
+            assert_eq!(r["stopReason"], "end_turn", "{r}");
+            // The revision streamed in the session, and its change set was offered.
+            let streamed = kinds(&updates).split_off(before);
+            assert!(streamed.iter().any(|k| k == "plan"), "{streamed:?}");
+            assert!(streamed.iter().any(|k| k == "tool_call"), "{streamed:?}");
+            let asked = asked.lock().unwrap().clone();
+            assert_eq!(asked.len(), 2, "the new change set is asked: {asked:?}");
+            assert_eq!(asked[1]["toolCall"]["toolCallId"], format!("{run}/apply"));
+            assert!(
+                asked[1].to_string().contains("Status: Accepted"),
+                "{}",
+                asked[1]
+            );
+
+            let e = request_changes(" ").await.unwrap_err();
+            assert_eq!(
+                e.code,
+                agent_client_protocol::ErrorCode::INVALID_PARAMS,
+                "{e:?}"
+            );
+            Ok(())
+        },
+    ))
     .await
     .unwrap();
 }

@@ -145,6 +145,43 @@ pub fn recording(updates: &Updates) -> v1::Builder<Client, impl HandleDispatchFr
     )
 }
 
+/// The permission requests a client received, as JSON.
+pub type Asked = Arc<Mutex<Vec<Value>>>;
+
+/// [`recording`], answering every permission request with option `option` and recording the
+/// requests in `asked`.
+pub fn answering(
+    updates: &Updates,
+    asked: &Asked,
+    option: &'static str,
+) -> v1::Builder<Client, impl HandleDispatchFrom<Agent> + use<>> {
+    let q = asked.clone();
+    recording(updates).on_receive_request(
+        async move |req: acp::RequestPermissionRequest, responder, _cx| {
+            q.lock().unwrap().push(serde_json::to_value(&req).unwrap());
+            responder.respond(selected(option))
+        },
+        agent_client_protocol::on_receive_request!(),
+    )
+}
+
+/// Extension method `method` of `session` with `params` (their `sessionId` added): its
+/// result.
+pub async fn ext(
+    cx: &ConnectionTo<Agent>,
+    method: &str,
+    session: &acp::SessionId,
+    params: Value,
+) -> Result<Value, agent_client_protocol::Error> {
+    let mut p = json!({"sessionId": session.0.as_ref()});
+    if let (Some(p), Value::Object(more)) = (p.as_object_mut(), params) {
+        p.extend(more);
+    }
+    cx.send_request(agent_client_protocol::UntypedMessage::new(method, p)?)
+        .block_task()
+        .await
+}
+
 /// `initialize`, then a new session in `cwd`: its id.
 pub async fn open_session(
     cx: &ConnectionTo<Agent>,

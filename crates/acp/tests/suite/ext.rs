@@ -51,7 +51,13 @@ async fn extension_methods_list_message_and_prune_nodes() {
                 let v = serde_json::to_value(&init).unwrap();
                 assert_eq!(
                     v["agentCapabilities"]["_meta"]["trellis.dev/extensions"]["methods"],
-                    json!(["_trellis/graph", "_trellis/message", "_trellis/prune", "_trellis/review"]),
+                    json!([
+                        "_trellis/graph",
+                        "_trellis/message",
+                        "_trellis/prune",
+                        "_trellis/review",
+                        "_trellis/requestChanges"
+                    ]),
                     "{v}"
                 );
                 let sid = new_session(&cx, &root).await?;

@@ -14,8 +14,11 @@ use futures::channel::mpsc::{UnboundedReceiver, UnboundedSender, unbounded};
 use tokio::sync::mpsc;
 
 use super::event::{AgentInfo, SessionOpened, SessionSummary, Update, config_options};
-use super::review::{REVIEW_METHOD, ReviewAction, ReviewParams, ReviewReply};
-use super::{Event, PermissionAsk, SessionId, Transport};
+use super::review::{
+    REQUEST_CHANGES_METHOD, REVIEW_METHOD, RequestChangesParams, ReviewAction, ReviewParams,
+    ReviewReply,
+};
+use super::{Event, PermissionAsk, SessionId, Transport, question};
 use crate::error::{Error, Result};
 
 /// Something for the agent to do.
@@ -62,11 +65,12 @@ pub enum Command {
         /// The session.
         session: SessionId,
     },
-    /// Answer permission request `ask` with an option id (`None`: cancelled).
+    /// Answer permission request `ask` with an option id, or question `ask` with a text
+    /// (`None`: cancelled).
     Answer {
         /// The request ([`PermissionAsk::id`]).
         ask: u64,
-        /// The chosen option's id.
+        /// The chosen option's id, or the answer's text.
         option: Option<String>,
     },
     /// `session/set_config_option`.
@@ -87,6 +91,16 @@ pub enum Command {
         /// What to do.
         action: ReviewAction,
     },
+    /// `_trellis/requestChanges`: the run's stage runs again with `feedback`; the request
+    /// lasts like a prompt turn (it streams, asks permissions, ends with a stop reason).
+    RequestChanges {
+        /// The session.
+        session: SessionId,
+        /// The run (default: the session's latest).
+        run: Option<String>,
+        /// What to change.
+        feedback: String,
+    },
 }
 
 impl Command {
@@ -103,6 +117,7 @@ impl Command {
             Self::Answer { .. } => "session/request_permission",
             Self::SetConfig { .. } => "session/set_config_option",
             Self::Review { .. } => REVIEW_METHOD,
+            Self::RequestChanges { .. } => REQUEST_CHANGES_METHOD,
         }
     }
 }
@@ -127,7 +142,36 @@ impl Handle {
     }
 }
 
-type Pending = Arc<Mutex<HashMap<u64, (SessionId, v1::Responder<acp::RequestPermissionResponse>)>>>;
+/// A request of the agent waiting for the window's answer.
+enum Parked {
+    /// `session/request_permission`.
+    Permission(v1::Responder<acp::RequestPermissionResponse>),
+    /// `_trellis/question`.
+    Question(v1::Responder<serde_json::Value>),
+}
+
+impl Parked {
+    /// Answers with an option id (a permission) or a text (a question); `None`: cancelled.
+    fn answer(self, with: Option<String>) {
+        let sent = match self {
+            Self::Permission(r) => {
+                let outcome = match with {
+                    Some(id) => acp::RequestPermissionOutcome::Selected(
+                        acp::SelectedPermissionOutcome::new(id),
+                    ),
+                    None => acp::RequestPermissionOutcome::Cancelled,
+                };
+                r.respond(acp::RequestPermissionResponse::new(outcome))
+            }
+            Self::Question(r) => r.respond(question::response(with)),
+        };
+        if let Err(e) = sent {
+            tracing::warn!("answering the agent's request: {e}");
+        }
+    }
+}
+
+type Pending = Arc<Mutex<HashMap<u64, (SessionId, Parked)>>>;
 
 /// Connects to the agent over `transport` on `runtime`: the handle to drive it and the stream
 /// of what happens. The first event is [`Event::Connected`] (or a failure and
@@ -166,6 +210,7 @@ async fn run(
     let pending: Pending = Arc::default();
     let next = Arc::new(AtomicU64::new(1));
     let (on_update, on_ask, asks) = (events.clone(), events.clone(), pending.clone());
+    let (on_question, questions, next_q) = (events.clone(), pending.clone(), next.clone());
     let main_events = events.clone();
     let main_pending = pending.clone();
     let result = Client
@@ -189,7 +234,7 @@ async fn run(
             async move |r: acp::RequestPermissionRequest, responder, _cx| {
                 let id = next.fetch_add(1, Ordering::Relaxed);
                 if let Ok(mut p) = asks.lock() {
-                    p.insert(id, (r.session_id.clone(), responder));
+                    p.insert(id, (r.session_id.clone(), Parked::Permission(responder)));
                 }
                 emit(&on_ask, Event::Permission(PermissionAsk::new(id, &r)));
                 Ok(())
@@ -202,9 +247,23 @@ async fn run(
             },
             agent_client_protocol::on_receive_request!(),
         )
+        .on_receive_request(
+            // The agent's other requests (last: this one takes any method).
+            async move |r: UntypedMessage, responder, _cx| {
+                park_question(&r, responder, &questions, &next_q, &on_question)
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
         .connect_with(lines, async move |cx: ConnectionTo<Agent>| {
+            // The workflow's questions come as `_trellis/question`.
+            let mut meta = serde_json::Map::new();
+            meta.insert(
+                super::EXTENSIONS_META.into(),
+                serde_json::json!({ "methods": [question::QUESTION_METHOD] }),
+            );
             let caps = acp::ClientCapabilities::new()
-                .fs(acp::FileSystemCapabilities::new().read_text_file(serving));
+                .fs(acp::FileSystemCapabilities::new().read_text_file(serving))
+                .meta(meta);
             let init = acp::InitializeRequest::new(ProtocolVersion::V1)
                 .client_capabilities(caps)
                 .client_info(
@@ -290,19 +349,38 @@ fn fail(events: &UnboundedSender<Event>, context: &str, e: &agent_client_protoco
     );
 }
 
-/// Answers permission request `ask`.
-fn answer(pending: &Pending, ask: u64, option: Option<String>) {
-    let Some((_, responder)) = pending.lock().ok().and_then(|mut p| p.remove(&ask)) else {
-        return;
-    };
-    let outcome = match option {
-        Some(id) => {
-            acp::RequestPermissionOutcome::Selected(acp::SelectedPermissionOutcome::new(id))
+/// The agent's request `r` beyond ACP's: a workflow's question (`_trellis/question`) is
+/// parked like a permission, to be answered with text; any other method is not found.
+fn park_question(
+    r: &UntypedMessage,
+    responder: v1::Responder<serde_json::Value>,
+    pending: &Pending,
+    next: &AtomicU64,
+    events: &UnboundedSender<Event>,
+) -> std::result::Result<(), agent_client_protocol::Error> {
+    if r.method() != question::QUESTION_METHOD {
+        return responder.respond_with_error(agent_client_protocol::Error::method_not_found());
+    }
+    let params: question::QuestionParams = match serde_json::from_value(r.params().clone()) {
+        Ok(p) => p,
+        Err(e) => {
+            let e = agent_client_protocol::Error::invalid_params().data(e.to_string());
+            return responder.respond_with_error(e);
         }
-        None => acp::RequestPermissionOutcome::Cancelled,
     };
-    if let Err(e) = responder.respond(acp::RequestPermissionResponse::new(outcome)) {
-        tracing::warn!("answering a permission request: {e}");
+    let id = next.fetch_add(1, Ordering::Relaxed);
+    let ask = PermissionAsk::question(id, &params);
+    if let Ok(mut p) = pending.lock() {
+        p.insert(id, (ask.session.clone(), Parked::Question(responder)));
+    }
+    emit(events, Event::Permission(ask));
+    Ok(())
+}
+
+/// Answers permission request (or question) `ask`.
+fn answer(pending: &Pending, ask: u64, option: Option<String>) {
+    if let Some((_, parked)) = pending.lock().ok().and_then(|mut p| p.remove(&ask)) {
+        parked.answer(option);
     }
 }
 
@@ -318,10 +396,8 @@ fn withdraw(pending: &Pending, session: &SessionId) -> Vec<u64> {
         .map(|(id, _)| *id)
         .collect();
     for id in &ids {
-        if let Some((_, r)) = p.remove(id) {
-            let _ = r.respond(acp::RequestPermissionResponse::new(
-                acp::RequestPermissionOutcome::Cancelled,
-            ));
+        if let Some((_, parked)) = p.remove(id) {
+            parked.answer(None);
         }
     }
     ids
@@ -402,6 +478,29 @@ async fn execute(
             run,
             action,
         } => review(cx, session, run, action).await,
+        Command::RequestChanges {
+            session,
+            run,
+            feedback,
+        } => {
+            let params = RequestChangesParams {
+                session_id: session.to_string(),
+                run,
+                node: None,
+                artifact: None,
+                feedback,
+            };
+            let r = match UntypedMessage::new(REQUEST_CHANGES_METHOD, params) {
+                Ok(m) => cx.send_request(m).block_task().await,
+                Err(e) => Err(e),
+            };
+            turn_over(
+                events,
+                pending,
+                session,
+                r.map(|v| v["stopReason"].as_str().unwrap_or("end_turn").to_owned()),
+            )
+        }
         Command::Answer { .. } | Command::Cancel { .. } => return,
     };
     match result {
@@ -435,10 +534,31 @@ async fn prompt(
         .send_request(acp::PromptRequest::new(session.clone(), blocks))
         .block_task()
         .await;
+    turn_over(
+        events,
+        pending,
+        session,
+        r.map(|r| {
+            serde_json::to_value(r.stop_reason)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned))
+                .unwrap_or_default()
+        }),
+    )
+}
+
+/// A turn (a prompt, or a request for changes) answered with its stop reason, or failed:
+/// its permission requests still waiting are withdrawn, and it ends.
+fn turn_over(
+    events: &UnboundedSender<Event>,
+    pending: &Pending,
+    session: SessionId,
+    stop: Result<String, agent_client_protocol::Error>,
+) -> Result<Event, agent_client_protocol::Error> {
     for id in withdraw(pending, &session) {
         emit(events, Event::PermissionGone(id));
     }
-    if r.is_err() {
+    if stop.is_err() {
         // The turn is over for the window too (the failure follows as `Failed`).
         emit(
             events,
@@ -448,13 +568,7 @@ async fn prompt(
             },
         );
     }
-    r.map(|r| Event::TurnEnded {
-        session,
-        stop: serde_json::to_value(r.stop_reason)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_owned))
-            .unwrap_or_default(),
-    })
+    stop.map(|stop| Event::TurnEnded { session, stop })
 }
 
 async fn review(

@@ -381,6 +381,8 @@ pub struct PermissionAsk {
     pub options: Vec<PermissionChoice>,
     /// The diffs shown with it.
     pub diffs: Vec<DiffView>,
+    /// A workflow's question (`_trellis/question`): answered with text, not an option.
+    pub question: bool,
 }
 
 impl PermissionAsk {
@@ -426,6 +428,7 @@ impl PermissionAsk {
                 })
                 .collect(),
             diffs: f.content.as_deref().map(diffs).unwrap_or_default(),
+            question: false,
         }
     }
 }

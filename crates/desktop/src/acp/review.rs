@@ -4,7 +4,9 @@
 
 use serde::Deserialize;
 use serde_json::Value;
-pub use trellis_protocol::acp::{REVIEW_METHOD, ReviewParams};
+pub use trellis_protocol::acp::{
+    REQUEST_CHANGES_METHOD, REVIEW_METHOD, RequestChangesParams, ReviewParams,
+};
 pub use trellis_protocol::{FileHunks, ReviewAction};
 
 /// A run's change set: what a reviewer sees.

@@ -22,11 +22,19 @@ pub const SHORTCUTS: &[(&str, &str)] = &[
         "answer the oldest permission request with option 1 … 4",
     ),
     ("Ctrl+R", "review the session's latest change set"),
+    (
+        "Alt+Q",
+        "answer the oldest question (the keyboard goes to its box; Enter sends)",
+    ),
     ("Alt+Down / Alt+Up", "next / previous hunk"),
     ("Alt+A / Alt+X", "accept / reject the hunk under the cursor"),
     (
+        "Alt+Shift+Down / Alt+Shift+Up",
+        "next / previous diff line (the one a comment goes to)",
+    ),
+    (
         "Alt+C",
-        "comment on the hunk under the cursor (type, then Request changes: Ctrl+Shift+C)",
+        "comment on the line under the cursor (type, then Request changes: Ctrl+Shift+C)",
     ),
     ("Ctrl+Shift+C", "request changes with the comments"),
     ("Ctrl+Shift+A", "apply the accepted hunks"),
@@ -81,6 +89,13 @@ pub fn shortcut(app: &App, key: &Key, m: Modifiers) -> Option<Message> {
             _ => None,
         };
     }
+    if m.alt() && m.shift() {
+        return match key.as_ref() {
+            Key::Named(Named::ArrowDown) => Some(Message::MoveLine(1)),
+            Key::Named(Named::ArrowUp) => Some(Message::MoveLine(-1)),
+            _ => None,
+        };
+    }
     if m.alt() {
         if let Key::Named(n) = key.as_ref() {
             return match n {
@@ -93,6 +108,7 @@ pub fn shortcut(app: &App, key: &Key, m: Modifiers) -> Option<Message> {
             Some("a") => Some(Message::MarkHunk(true)),
             Some("x") => Some(Message::MarkHunk(false)),
             Some("c") => Some(Message::FocusComment),
+            Some("q") => Some(Message::FocusAnswer),
             _ => None,
         };
     }

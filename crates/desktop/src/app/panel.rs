@@ -24,6 +24,15 @@ fn dim(dark: bool) -> Color {
     }
 }
 
+/// The widget id of question `ask`'s answer box.
+pub fn answer_id(ask: u64) -> String {
+    format!("answer-{ask}")
+}
+
+/// The answer "Let it decide" gives a question.
+pub const LET_IT_DECIDE: &str =
+    "(no answer from the user: decide yourself and state the assumption you made)";
+
 /// The widget id of the container around permission option `i` of request `ask`.
 pub fn option_id(ask: u64, i: usize) -> String {
     format!("ask-{ask}-{i}")
@@ -77,7 +86,11 @@ pub fn view(app: &App) -> Element<'_, Message> {
     let mut asks = Column::new().spacing(8);
     let review = matches!(&app.status, Status::Connected(i) if i.extensions.iter().any(|m| m == REVIEW_METHOD));
     for a in app.asks.iter().filter(|a| a.session == s.id) {
-        asks = asks.push(ask(a, review));
+        asks = asks.push(if a.question {
+            question(a, app.drafts.get(&a.id).map_or("", String::as_str))
+        } else {
+            ask(a, review)
+        });
     }
     let usage = match s.usage {
         Some((used, size)) => format!("Context: {used} / {size} tokens"),
@@ -229,6 +242,47 @@ fn ask(a: &PermissionAsk, review: bool) -> Element<'_, Message> {
         .width(Fill)
         .style(container::rounded_box)
         .into()
+}
+
+/// A workflow's question: an answer box (Enter sends), Answer, and Let it decide.
+fn question<'a>(a: &'a PermissionAsk, draft: &'a str) -> Element<'a, Message> {
+    let id = a.id;
+    let send = (!draft.trim().is_empty()).then(|| Message::Answer {
+        ask: id,
+        option: Some(draft.trim().to_owned()),
+    });
+    let mut input = text_input("Your answer (Enter sends)", draft)
+        .id(answer_id(id))
+        .on_input(move |text| Message::Draft { ask: id, text })
+        .size(13)
+        .padding(6);
+    if let Some(m) = send.clone() {
+        input = input.on_submit(m);
+    }
+    let buttons = row![
+        button(text("Answer").size(13))
+            .on_press_maybe(send)
+            .style(button::success),
+        button(text("Let it decide").size(13))
+            .on_press(Message::Answer {
+                ask: id,
+                option: Some(LET_IT_DECIDE.into()),
+            })
+            .style(button::secondary),
+    ]
+    .spacing(6);
+    container(
+        column![
+            text(format!("Question: {}", a.title)).font(BOLD),
+            input,
+            buttons
+        ]
+        .spacing(6),
+    )
+    .padding(8)
+    .width(Fill)
+    .style(container::rounded_box)
+    .into()
 }
 
 fn prompt_box<'a>(app: &'a App, s: Option<&'a Session>) -> Element<'a, Message> {

@@ -1,16 +1,17 @@
 //! Batched review of a run's change set: every hunk accepted or rejected, then apply the
-//! accepted ones in one `_trellis/review apply`; undo (and redo) the apply.
+//! accepted ones in one `_trellis/review apply`; undo (and redo) the apply; comments on
+//! single lines, sent as `file:line` feedback with `_trellis/requestChanges`.
 
 use std::collections::BTreeMap;
 
 use iced::widget::{
-    Column, button, column, container, row, rule, scrollable, space, text, text_input,
+    Column, button, column, container, mouse_area, row, rule, scrollable, space, text, text_input,
 };
 use iced::{Color, Element, Fill, Font, Length};
 
 use super::Message;
 use crate::acp::SessionId;
-use crate::acp::review::{ChangeSet, FileHunks, LineKind};
+use crate::acp::review::{ChangeSet, FileHunks, Hunk, LineKind};
 
 /// The change set under review and the choice per hunk.
 #[derive(Clone, Debug)]
@@ -27,13 +28,50 @@ pub struct Review {
     pub accepted: Vec<Vec<bool>>,
     /// The hunk under the keyboard cursor: (file, hunk).
     pub cursor: (usize, usize),
+    /// The line under the cursor, in the cursor's hunk (what a comment attaches to).
+    pub line: usize,
     /// What the last action did.
     pub note: String,
     /// The diff's scroll position and visible height (from the scrollable), to build only
     /// the hunks near the view.
     pub scroll: (f32, f32),
-    /// Comments per hunk, (file, hunk) → text: a request for changes.
-    pub comments: BTreeMap<(usize, usize), String>,
+    /// Comments per line, (file, hunk, line in the hunk) → text: a request for changes.
+    pub comments: BTreeMap<(usize, usize, usize), String>,
+    /// The agent takes requests for changes (`_trellis/requestChanges`).
+    pub can_request: bool,
+}
+
+/// Where line `at` of hunk `h` is: its line number in the new file (in the old one for a
+/// removed line), and whether it was removed.
+pub fn line_number(h: &Hunk, at: usize) -> (usize, bool) {
+    let (mut old, mut new) = (h.old_start, h.new_start);
+    for l in h.lines.iter().take(at) {
+        match l.kind {
+            LineKind::Context => {
+                old += 1;
+                new += 1;
+            }
+            LineKind::Removed => old += 1,
+            LineKind::Added => new += 1,
+        }
+    }
+    match h.lines.get(at).map(|l| l.kind) {
+        Some(LineKind::Removed) => (old, true),
+        _ => (new, false),
+    }
+}
+
+/// The first changed line of a hunk (where a comment goes when no line was chosen).
+fn first_change(h: &Hunk) -> usize {
+    h.lines
+        .iter()
+        .position(|l| l.kind != LineKind::Context)
+        .unwrap_or(0)
+}
+
+/// The widget id of a diff line (a click chooses it for a comment).
+pub fn line_id(file: usize, hunk: usize, line: usize) -> String {
+    format!("line-{file}-{hunk}-{line}")
 }
 
 /// The widget id of a hunk's comment box.
@@ -52,7 +90,7 @@ const GAP: f32 = 10.0;
 const INNER_GAP: f32 = 4.0;
 const PAD: f32 = 8.0;
 /// Hunks this far outside the visible part are still built (smooth scrolling).
-const MARGIN: f32 = 1500.0;
+const MARGIN: f32 = 400.0;
 
 /// The height of a hunk of `lines` lines (with its comment box).
 fn hunk_height(lines: usize) -> f32 {
@@ -78,10 +116,71 @@ impl Review {
             state,
             change_set,
             accepted,
+            line: 0,
             cursor: (0, 0),
             note: String::new(),
             scroll: (0.0, 2000.0),
             comments: BTreeMap::new(),
+            can_request: false,
+        }
+        .with_line_at_first_change()
+    }
+
+    fn hunk(&self, file: usize, hunk: usize) -> Option<&Hunk> {
+        self.change_set.files.get(file)?.hunks.get(hunk)
+    }
+
+    fn with_line_at_first_change(mut self) -> Self {
+        let (f, h) = self.cursor;
+        self.line = self.hunk(f, h).map_or(0, first_change);
+        self
+    }
+
+    /// The line a comment on hunk (`file`, `hunk`) attaches to: the chosen one in the
+    /// cursor's hunk, else the hunk's first change.
+    pub fn comment_line(&self, file: usize, hunk: usize) -> usize {
+        if self.cursor == (file, hunk) {
+            self.line
+        } else {
+            self.hunk(file, hunk).map_or(0, first_change)
+        }
+    }
+
+    /// Chooses line `line` of hunk (`file`, `hunk`) (the cursor moves there).
+    pub fn select_line(&mut self, file: usize, hunk: usize, line: usize) {
+        if self.hunk(file, hunk).is_some_and(|h| line < h.lines.len()) {
+            self.cursor = (file, hunk);
+            self.line = line;
+        }
+    }
+
+    /// Sets the comment on the line a comment on hunk (`file`, `hunk`) attaches to (empty:
+    /// no comment); the cursor moves there.
+    pub fn comment(&mut self, file: usize, hunk: usize, text: String) {
+        let line = self.comment_line(file, hunk);
+        self.select_line(file, hunk, line);
+        if text.trim().is_empty() {
+            self.comments.remove(&(file, hunk, line));
+        } else {
+            self.comments.insert((file, hunk, line), text);
+        }
+    }
+
+    /// Moves the line cursor `by` lines, within the hunk and on into the next or previous.
+    pub fn move_line(&mut self, by: i32) {
+        let (f, h) = self.cursor;
+        let len = self.hunk(f, h).map_or(0, |h| h.lines.len());
+        let to = self.line as i64 + i64::from(by);
+        if to >= 0 && (to as usize) < len {
+            self.line = to as usize;
+            return;
+        }
+        let before = self.cursor;
+        self.move_cursor(by.signum());
+        if self.cursor != before {
+            let (f, h) = self.cursor;
+            let len = self.hunk(f, h).map_or(0, |h| h.lines.len());
+            self.line = if by > 0 { 0 } else { len.saturating_sub(1) };
         }
     }
 
@@ -89,7 +188,15 @@ impl Review {
     pub fn set(&mut self, file: usize, hunk: usize, accept: bool) {
         if let Some(h) = self.accepted.get_mut(file).and_then(|f| f.get_mut(hunk)) {
             *h = accept;
-            self.cursor = (file, hunk);
+            self.put_cursor((file, hunk));
+        }
+    }
+
+    /// Puts the cursor on a hunk (its first change) unless it is there.
+    fn put_cursor(&mut self, at: (usize, usize)) {
+        if self.cursor != at {
+            self.cursor = at;
+            self.line = self.hunk(at.0, at.1).map_or(0, first_change);
         }
     }
 
@@ -107,13 +214,13 @@ impl Review {
         let all = self.positions();
         let Some(at) = all.iter().position(|p| *p == self.cursor) else {
             if let Some(first) = all.first() {
-                self.cursor = *first;
+                self.put_cursor(*first);
             }
             return;
         };
         let to = (at as i64 + i64::from(by)).clamp(0, all.len() as i64 - 1);
         if let Some(p) = all.get(to as usize) {
-            self.cursor = *p;
+            self.put_cursor(*p);
         }
     }
 
@@ -168,36 +275,33 @@ impl Review {
         self.comments.values().any(|c| !c.trim().is_empty())
     }
 
-    /// The comments as a request for changes: per hunk its file, line and changed lines,
-    /// then the comment.
-    pub fn request_text(&self) -> String {
-        let mut out = format!(
-            "Changes requested on the change set of run {} (rejected; redo it with these):\n",
-            self.run
-        );
-        for ((fi, hi), comment) in &self.comments {
+    /// The comments as a request for changes: one line each, `file:line` (`file:line
+    /// (old)` for a removed line), the line's text, the comment.
+    pub fn feedback(&self) -> String {
+        let mut out = format!("Review comments on the change set of run {}:\n", self.run);
+        for ((fi, hi, li), comment) in &self.comments {
             let comment = comment.trim();
-            let (Some(f), false) = (self.change_set.files.get(*fi), comment.is_empty()) else {
+            let Some(f) = self.change_set.files.get(*fi) else {
                 continue;
             };
-            let Some(h) = f.hunks.get(*hi) else {
+            let Some((h, l)) = f.hunks.get(*hi).and_then(|h| Some((h, h.lines.get(*li)?))) else {
                 continue;
             };
-            out.push_str(&format!(
-                "\n- {}:{} (hunk {}): {comment}\n",
-                f.path,
-                h.new_start,
-                hi + 1
-            ));
-            for l in h
-                .lines
-                .iter()
-                .filter(|l| l.kind != LineKind::Context)
-                .take(4)
-            {
-                let sign = if l.kind == LineKind::Added { '+' } else { '-' };
-                out.push_str(&format!("  {sign} {}\n", l.text));
+            if comment.is_empty() {
+                continue;
             }
+            let (n, removed) = line_number(h, *li);
+            let sign = match l.kind {
+                LineKind::Added => '+',
+                LineKind::Removed => '-',
+                LineKind::Context => ' ',
+            };
+            let old = if removed { " (old)" } else { "" };
+            out.push_str(&format!(
+                "- {}:{n}{old} `{sign} {}`: {comment}\n",
+                f.path,
+                l.text.trim_end()
+            ));
         }
         out
     }
@@ -208,7 +312,7 @@ impl Review {
         // `open` (or `changes_requested`) until applied, rejected or undone.
         let pending = !matches!(
             self.state.as_str(),
-            "applied" | "undone" | "rejected" | "unchanged"
+            "applied" | "undone" | "rejected" | "unchanged" | "revising"
         );
         let head = row![
             text(format!(
@@ -224,7 +328,8 @@ impl Review {
                 matches!(self.state.as_str(), "applied" | "undone").then_some(Message::UndoReview)
             ),
             button("Request changes").on_press_maybe(
-                (pending && self.has_comments()).then_some(Message::RequestChanges)
+                (pending && self.can_request && self.has_comments())
+                    .then_some(Message::RequestChanges)
             ),
             button("Close")
                 .on_press(Message::CloseReview)
@@ -287,7 +392,7 @@ impl Review {
         &self,
         fi: usize,
         hi: usize,
-        h: &'a crate::acp::review::Hunk,
+        h: &'a Hunk,
         accepted: bool,
         pending: bool,
         dark: bool,
@@ -303,20 +408,42 @@ impl Review {
                 Color::from_rgb(0.7, 0.1, 0.1),
             )
         };
+        let chosen = self.comment_line(fi, hi);
+        let here = self.cursor == (fi, hi);
         let mut lines = Column::new();
-        for l in &h.lines {
+        for (li, l) in h.lines.iter().enumerate() {
             let (sign, color) = match l.kind {
                 LineKind::Added => ('+', Some(add)),
                 LineKind::Removed => ('-', Some(del)),
                 LineKind::Context => (' ', None),
             };
-            let mut t = text(format!("{sign} {}", l.text))
+            // A commented line is marked in the gutter; the chosen one is highlighted.
+            let gutter = if self.comments.contains_key(&(fi, hi, li)) {
+                '*'
+            } else {
+                ' '
+            };
+            let mut t = text(format!("{gutter}{sign} {}", l.text))
                 .font(Font::MONOSPACE)
                 .size(13);
             if let Some(c) = color {
                 t = t.color(c);
             }
-            lines = lines.push(container(t).height(LINE_H));
+            let mut line = container(t)
+                .height(LINE_H)
+                .width(Fill)
+                .id(line_id(fi, hi, li));
+            if here && li == chosen {
+                line = line.style(|t: &iced::Theme| {
+                    container::Style::default()
+                        .background(t.extended_palette().background.strong.color)
+                });
+            }
+            lines = lines.push(mouse_area(line).on_press(Message::SelectLine {
+                file: fi,
+                hunk: hi,
+                line: li,
+            }));
         }
         let mark = |what: &str, label: &'static str, accept: bool| {
             let b = button(label).on_press_maybe(pending.then_some(Message::SetHunk {
@@ -351,9 +478,20 @@ impl Review {
         .spacing(6)
         .height(HEADER_H)
         .align_y(iced::Center);
+        let (n, removed) = line_number(h, chosen);
+        let place = format!(
+            "Comment on {}:{n}{} (click a line to choose it; Request changes sends the comments)",
+            self.change_set
+                .files
+                .get(fi)
+                .map_or("", |f| f.path.as_str()),
+            if removed { " (old)" } else { "" }
+        );
         let comment = text_input(
-            "Comment on this hunk (Request changes sends the comments)",
-            self.comments.get(&(fi, hi)).map_or("", String::as_str),
+            &place,
+            self.comments
+                .get(&(fi, hi, chosen))
+                .map_or("", String::as_str),
         )
         .id(comment_id(fi, hi))
         .on_input(move |text| Message::Comment {

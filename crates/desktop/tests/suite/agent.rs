@@ -1,7 +1,8 @@
 //! A scripted ACP agent (the SDK's agent side) over an in-memory pipe: it plays one turn —
 //! a thought, a plan, streamed answer text, a tool call, usage, then the change set's
-//! permission request — and answers `_trellis/review` from a fixed change set. It records
-//! what the client sent so tests can check it.
+//! permission request — and answers `_trellis/review` from a fixed change set; a
+//! `_trellis/requestChanges` plays the turn again (the revision). It records what the
+//! client sent so tests can check it.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -16,7 +17,10 @@ use futures::channel::mpsc::UnboundedReceiver;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
-use trellis_desktop::acp::review::{REVIEW_METHOD, ReviewAction, ReviewParams};
+use trellis_desktop::acp::question::{QUESTION_METHOD, QuestionParams};
+use trellis_desktop::acp::review::{
+    REQUEST_CHANGES_METHOD, REVIEW_METHOD, RequestChangesParams, ReviewAction, ReviewParams,
+};
 use trellis_desktop::acp::{Event, Handle, Transport, connect};
 
 /// What the client did, as the agent saw it.
@@ -27,11 +31,17 @@ pub struct Log {
     pub answers: Vec<String>,
     /// `_trellis/review` params, as JSON.
     pub reviews: Vec<Value>,
+    /// `_trellis/requestChanges` params.
+    pub changes: Vec<RequestChangesParams>,
     pub cancels: usize,
     /// What reading the prompt's linked files gave.
     pub reads: Vec<String>,
     /// `session/set_config_option`: (option, value).
     pub config: Vec<(String, String)>,
+    /// The extension methods the client listed in `initialize`.
+    pub client_methods: Vec<String>,
+    /// `_trellis/question` answers, as JSON.
+    pub questions: Vec<Value>,
 }
 
 pub type Shared = Arc<Mutex<Log>>;
@@ -43,29 +53,49 @@ pub struct Script {
     pub garbage_first: bool,
     /// Stall after the first answer chunk (the test kills the agent then).
     pub stall: bool,
+    /// Ask a question (`_trellis/question`, when the client takes it) before the change
+    /// set.
+    pub question: bool,
 }
 
+/// A `_trellis/review` or `_trellis/requestChanges` request.
 #[derive(Clone, Debug)]
-struct ReviewRequest(ReviewParams);
+enum ExtRequest {
+    Review(ReviewParams),
+    RequestChanges(RequestChangesParams),
+}
 
-impl JsonRpcMessage for ReviewRequest {
+impl JsonRpcMessage for ExtRequest {
     fn matches_method(method: &str) -> bool {
-        method == REVIEW_METHOD
+        [REVIEW_METHOD, REQUEST_CHANGES_METHOD].contains(&method)
     }
     fn method(&self) -> &str {
-        REVIEW_METHOD
+        match self {
+            Self::Review(_) => REVIEW_METHOD,
+            Self::RequestChanges(_) => REQUEST_CHANGES_METHOD,
+        }
     }
     fn to_untyped_message(&self) -> Result<UntypedMessage, Error> {
-        UntypedMessage::new(REVIEW_METHOD, &self.0)
+        match self {
+            Self::Review(p) => UntypedMessage::new(REVIEW_METHOD, p),
+            Self::RequestChanges(p) => UntypedMessage::new(REQUEST_CHANGES_METHOD, p),
+        }
     }
-    fn parse_message(_method: &str, params: &Value) -> Result<Self, Error> {
-        serde_json::from_value(params.clone())
-            .map(Self)
-            .map_err(|e| Error::invalid_params().data(e.to_string()))
+    fn parse_message(method: &str, params: &Value) -> Result<Self, Error> {
+        let bad = |e: serde_json::Error| Error::invalid_params().data(e.to_string());
+        if method == REVIEW_METHOD {
+            serde_json::from_value(params.clone())
+                .map(Self::Review)
+                .map_err(bad)
+        } else {
+            serde_json::from_value(params.clone())
+                .map(Self::RequestChanges)
+                .map_err(bad)
+        }
     }
 }
 
-impl JsonRpcRequest for ReviewRequest {
+impl JsonRpcRequest for ExtRequest {
     type Response = Value;
 }
 
@@ -82,7 +112,7 @@ fn initialize() -> acp::InitializeResponse {
     let mut meta = serde_json::Map::new();
     meta.insert(
         "trellis.dev/extensions".into(),
-        json!({ "methods": ["_trellis/graph", REVIEW_METHOD] }),
+        json!({ "methods": ["_trellis/graph", REVIEW_METHOD, REQUEST_CHANGES_METHOD] }),
     );
     acp::InitializeResponse::new(ProtocolVersion::V1)
         .agent_capabilities(
@@ -146,12 +176,25 @@ fn review_answer(p: &ReviewParams) -> Value {
 
 /// The agent side, as an SDK builder.
 fn agent(log: Shared, script: Script) -> impl ConnectTo<agent_client_protocol::Client> {
-    let (l1, l2, l3, l4) = (log.clone(), log.clone(), log.clone(), log);
+    let (l1, l2, l3, l4, l5) = (log.clone(), log.clone(), log.clone(), log.clone(), log);
     Agent
         .v1()
         .name("scripted")
         .on_receive_request(
-            async move |_r: acp::InitializeRequest, responder, _cx| responder.respond(initialize()),
+            async move |r: acp::InitializeRequest, responder, _cx| {
+                let methods = r
+                    .client_capabilities
+                    .meta
+                    .as_ref()
+                    .and_then(|m| m.get("trellis.dev/extensions"))
+                    .and_then(|e| e["methods"].as_array())
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|m| m.as_str().map(str::to_owned))
+                    .collect();
+                l5.lock().unwrap().client_methods = methods;
+                responder.respond(initialize())
+            },
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_request(
@@ -242,13 +285,27 @@ fn agent(log: Shared, script: Script) -> impl ConnectTo<agent_client_protocol::C
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_request(
-            async move |r: ReviewRequest, responder, _cx| {
-                let answer = review_answer(&r.0);
-                l2.lock()
-                    .unwrap()
-                    .reviews
-                    .push(serde_json::to_value(&r.0).unwrap());
-                responder.respond(answer)
+            async move |r: ExtRequest, responder, cx| match r {
+                ExtRequest::Review(p) => {
+                    let answer = review_answer(&p);
+                    l2.lock()
+                        .unwrap()
+                        .reviews
+                        .push(serde_json::to_value(&p).unwrap());
+                    responder.respond(answer)
+                }
+                // The revision streams and offers its change set like a turn.
+                ExtRequest::RequestChanges(p) => {
+                    let session = acp::SessionId::new(p.session_id.clone());
+                    l2.lock().unwrap().changes.push(p);
+                    let (log, conn) = (l2.clone(), cx.clone());
+                    cx.spawn(async move {
+                        let stop = turn(&conn, session, &log, script).await?;
+                        responder.respond(json!({
+                            "run": RUN, "revising": "write", "stopReason": stop
+                        }))
+                    })
+                }
             },
             agent_client_protocol::on_receive_request!(),
         )
@@ -322,6 +379,25 @@ async fn turn(
         acp::ToolCallUpdateFields::new().status(acp::ToolCallStatus::Completed),
     )))?;
     send(U::UsageUpdate(acp::UsageUpdate::new(1234, 8192)))?;
+    let can_ask = log
+        .lock()
+        .unwrap()
+        .client_methods
+        .iter()
+        .any(|m| m == QUESTION_METHOD);
+    if script.question && can_ask {
+        let q = QuestionParams {
+            session_id: session.to_string(),
+            tool_call_id: "write/question-1".into(),
+            node: "write".into(),
+            question: "Which status does the ADR get? [Proposed / Accepted]".into(),
+        };
+        let answer = cx
+            .send_request(UntypedMessage::new(QUESTION_METHOD, q)?)
+            .block_task()
+            .await?;
+        log.lock().unwrap().questions.push(answer);
+    }
     let options = vec![
         acp::PermissionOption::new(
             "allow_once",

@@ -485,30 +485,105 @@ fn a_long_diff_builds_only_the_hunks_near_the_view() {
 }
 
 #[test]
-fn hunk_comments_become_a_request_for_changes() {
+fn line_comments_become_a_request_for_changes_of_the_run() {
     let mut ui = Ui::start(Script::default());
     ui.new_session();
     let _ = ui.app.update(Message::OpenReview);
     ui.pump(|e| matches!(e, Event::Review { .. }));
+    // A click on the second hunk's added line (a.md:12) chooses it; the comment goes to it.
+    ui.interact(|ui| {
+        ui.click(selector::id("line-0-1-2")).unwrap();
+    });
+    let r = ui.app.review.as_ref().unwrap();
+    assert_eq!((r.cursor, r.comment_line(0, 1)), ((0, 1), 2));
     ui.interact(|ui| {
         ui.click(selector::id("comment-0-1")).unwrap();
         ui.typewrite("keep the old wording here");
     });
+    // From the keyboard: the cursor's line moves up to the removed line (old a.md:12).
+    let _ = ui.app.update(Message::Key(
+        Key::Named(Named::ArrowUp),
+        Modifiers::ALT | Modifiers::SHIFT,
+    ));
+    let _ = ui.app.update(Message::FocusComment);
+    let _ = ui.app.update(Message::Comment {
+        file: 0,
+        hunk: 1,
+        text: "why was this removed?".into(),
+    });
+    assert!(ui.shows("*+ new two"), "a commented line is marked");
+    assert!(ui.shows("*- old two"));
+    assert!(ui.shows(" + new one"), "the other lines are not");
     ui.interact(|ui| {
         ui.click("Request changes").unwrap();
     });
+    // The revision is a turn of the session: it streams and offers its change set again.
     ui.pump(|e| matches!(e, Event::Permission(_)));
-    let log = ui.log.lock().unwrap();
-    assert_eq!(log.reviews[1]["action"], "reject", "{:?}", log.reviews);
-    let reason = log.reviews[1]["comment"].as_str().unwrap();
-    assert!(
-        reason.contains("- a.md:11 (hunk 2): keep the old wording here"),
-        "{reason}"
-    );
-    assert!(reason.contains("  - old two\n  + new two"), "{reason}");
+    assert!(ui.app.session().unwrap().running);
+    {
+        let log = ui.log.lock().unwrap();
+        assert!(log.prompts.is_empty(), "no new prompt: {:?}", log.prompts);
+        assert_eq!(log.reviews.len(), 1, "no reject: {:?}", log.reviews);
+        assert_eq!(log.changes.len(), 1);
+        let c = &log.changes[0];
+        assert_eq!(c.run.as_deref(), Some("run-0001"));
+        assert_eq!(
+            c.feedback,
+            "Review comments on the change set of run run-0001:\n\
+             - a.md:12 (old) `- old two`: why was this removed?\n\
+             - a.md:12 `+ new two`: keep the old wording here\n"
+        );
+    }
+    assert!(ui.shows("Change set of run run-0001 — revising · 3 of 3 hunks accepted"));
+    let ask = ui.app.asks[0].id;
+    let _ = ui.app.update(Message::Answer {
+        ask,
+        option: Some("reject_once".into()),
+    });
+    ui.pump(|e| matches!(e, Event::TurnEnded { .. }));
+    assert!(!ui.app.session().unwrap().running, "the revision ended");
+}
+
+#[test]
+fn a_workflow_question_is_answered_in_the_panel() {
+    let mut ui = Ui::start(Script {
+        question: true,
+        ..Script::default()
+    });
     assert_eq!(
-        log.prompts,
-        [reason.trim()],
-        "the same text went to the session as a prompt"
+        ui.log.lock().unwrap().client_methods,
+        ["_trellis/question"],
+        "the client takes questions"
     );
+    ui.new_session();
+    let _ = ui
+        .app
+        .update(Message::PromptChanged("Record the decision".into()));
+    let _ = ui.app.update(Message::Send);
+    ui.pump(|e| matches!(e, Event::Permission(_)));
+    assert!(ui.shows("Question: write asks: Which status does the ADR get? [Proposed / Accepted]"));
+    assert!(ui.shows("Let it decide"));
+    // Alt+Q puts the keyboard in the answer box; typed, Enter sends it.
+    assert!(matches!(
+        trellis_desktop::app::shortcut(&ui.app, &Key::Character("q".into()), Modifiers::ALT),
+        Some(Message::FocusAnswer)
+    ));
+    let id = ui.app.asks[0].id;
+    let answer_box = || selector::id(trellis_desktop::app::answer_id(id));
+    ui.interact(|ui| {
+        ui.click(answer_box()).unwrap();
+        ui.typewrite("Accepted");
+    });
+    ui.interact(|ui| {
+        ui.click(answer_box()).unwrap();
+        ui.tap_key(Key::Named(Named::Enter));
+    });
+    assert!(ui.app.asks.is_empty(), "answered");
+    // The turn goes on to the change set.
+    ui.pump(|e| matches!(e, Event::Permission(_)));
+    assert_eq!(
+        ui.log.lock().unwrap().questions,
+        [serde_json::json!({"outcome": "answered", "answer": "Accepted"})]
+    );
+    assert!(ui.shows("Permission: Apply the changes to your files: a.md, b.md"));
 }

@@ -115,17 +115,21 @@ fn the_binary_opens_its_window_on_xvfb() {
 
     let started = Instant::now();
     let mut app = Reaped(
-        Command::new(env!("CARGO_BIN_EXE_trellis-desktop"))
-            .arg("--repo")
-            .arg(dir.path())
-            .arg("--agent")
-            .arg(&agent)
-            .env("DISPLAY", &display)
-            .env_remove("WAYLAND_DISPLAY")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
+        // `TRELLIS_DESKTOP_BIN` (a release build, to measure its first frame) or this build's.
+        Command::new(
+            std::env::var_os("TRELLIS_DESKTOP_BIN")
+                .unwrap_or_else(|| env!("CARGO_BIN_EXE_trellis-desktop").into()),
+        )
+        .arg("--repo")
+        .arg(dir.path())
+        .arg("--agent")
+        .arg(&agent)
+        .env("DISPLAY", &display)
+        .env_remove("WAYLAND_DISPLAY")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap(),
     );
     // Drawn: the screen has the window's many colours (text, buttons) instead of Xvfb's few.
     let mut drawn = None;

@@ -1,47 +1,59 @@
-//! Frame cost, headless: the CPU time the window spends per frame — `update`, `view`, layout,
-//! draw and tiny-skia rasterisation at 1400×860 — while a turn streams (one `session/update`
-//! a frame) and while a 10,000-line diff is scrolled. It leaves out presenting the frame to a
-//! window (softbuffer on X11), so a real frame costs at least this much.
-//!
-//! `cargo run -p trellis-desktop --example frames [--release]`
-
-#![allow(
-    clippy::print_stdout,
-    clippy::unwrap_used,
-    clippy::expect_used,
-    missing_docs
-)]
+//! The benchmark (tiny-skia's renderer; see `frames.rs`).
 
 use std::time::{Duration, Instant};
 
 use iced::advanced::renderer::Headless;
-use iced::{Font, Pixels, Point, Size, Theme, mouse};
+use iced::{Color, Font, Pixels, Point, Rectangle, Size, Theme, mouse};
 use iced_test::core::Event;
 use iced_test::core::clipboard;
 use iced_test::core::theme::Base;
 use iced_test::runtime::user_interface::{Cache, UserInterface};
+use iced_tiny_skia::Layer;
+use iced_tiny_skia::graphics::{Viewport, damage};
 use trellis_desktop::acp::review::{ChangeSet, FileChange, Hunk, HunkLine, LineKind};
 use trellis_desktop::acp::{self, Event as AcpEvent, SessionId, Update};
 use trellis_desktop::app::{App, Message, Review};
 
 const SIZE: Size = Size::new(1400.0, 860.0);
 
+/// How a frame's pixels are made.
+#[derive(Clone, Copy, PartialEq)]
+enum Raster {
+    /// Only what changed since the last frame (the window's compositor).
+    Damage,
+    /// The whole window.
+    Full,
+}
+
 struct Frames {
     renderer: iced::Renderer,
     cache: Cache,
+    raster: Raster,
+    /// The kept buffer and clip mask, and the last frame's layers (`Damage`).
+    pixmap: tiny_skia::Pixmap,
+    clip: tiny_skia::Mask,
+    last: Option<Vec<Layer>>,
     times: Vec<Duration>,
+    /// Per frame, the share of the window rasterised.
+    area: Vec<f32>,
 }
 
 impl Frames {
-    fn new() -> Self {
+    fn new(raster: Raster) -> Self {
         let renderer = iced_test::futures::futures::executor::block_on(
             <iced::Renderer as Headless>::new(Font::DEFAULT, Pixels(16.0), Some("tiny-skia")),
         )
         .expect("a tiny-skia renderer");
+        let (w, h) = (SIZE.width as u32, SIZE.height as u32);
         Self {
             renderer,
             cache: Cache::default(),
+            raster,
+            pixmap: tiny_skia::Pixmap::new(w, h).expect("a pixmap"),
+            clip: tiny_skia::Mask::new(w, h).expect("a mask"),
+            last: None,
             times: Vec::new(),
+            area: Vec::new(),
         }
     }
 
@@ -69,26 +81,72 @@ impl Frames {
             cursor,
         );
         self.cache = ui.into_cache();
-        let _ = self.renderer.screenshot(
-            Size::new(SIZE.width as u32, SIZE.height as u32),
-            1.0,
-            base.background_color,
-        );
+        match self.raster {
+            Raster::Full => {
+                let _ = self.renderer.screenshot(
+                    Size::new(SIZE.width as u32, SIZE.height as u32),
+                    1.0,
+                    base.background_color,
+                );
+                self.area.push(1.0);
+            }
+            Raster::Damage => self.present(base.background_color),
+        }
         self.times.push(started.elapsed());
         messages
     }
 
+    /// What `iced_tiny_skia::window::compositor::present` does with a buffer of age 1.
+    fn present(&mut self, background: Color) {
+        let window = Rectangle::with_size(SIZE);
+        let layers = self.renderer.layers();
+        let damage = match &self.last {
+            Some(last) => damage::diff(last, layers, |l| vec![l.bounds], Layer::damage),
+            None => vec![window],
+        };
+        if damage.is_empty() {
+            self.area.push(0.0);
+            return;
+        }
+        self.last = Some(layers.to_vec());
+        let damage = damage::group(damage, window);
+        self.area.push(
+            damage
+                .iter()
+                .filter_map(|d| d.intersection(&window))
+                .map(|d| d.width * d.height)
+                .sum::<f32>()
+                / (SIZE.width * SIZE.height),
+        );
+        let viewport =
+            Viewport::with_physical_size(Size::new(SIZE.width as u32, SIZE.height as u32), 1.0);
+        self.renderer.draw(
+            &mut self.pixmap.as_mut(),
+            &mut self.clip,
+            &viewport,
+            &damage,
+            background,
+        );
+    }
+
     fn report(&mut self, what: &str) {
         let mut t = std::mem::take(&mut self.times);
+        let area = std::mem::take(&mut self.area);
         t.sort();
         let p = |q: f64| t[((t.len() - 1) as f64 * q).round() as usize].as_secs_f64() * 1000.0;
+        let raster = match self.raster {
+            Raster::Damage => "window",
+            Raster::Full => "full",
+        };
         println!(
-            "{what}: {} frames, p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+            "{what} [{raster}]: {} frames, p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms; {:.0} % of the window rasterised on average",
             t.len(),
             p(0.5),
             p(0.99),
-            p(1.0)
+            p(1.0),
+            100.0 * area.iter().sum::<f32>() / area.len().max(1) as f32
         );
+        self.last = None;
     }
 }
 
@@ -175,8 +233,10 @@ fn scrolling(frames: &mut Frames) {
     frames.report("scrolling a 10,000-line diff (3 lines a frame, 100 frames)");
 }
 
-fn main() {
-    let mut frames = Frames::new();
-    streaming(&mut frames);
-    scrolling(&mut frames);
+pub fn main() {
+    for raster in [Raster::Damage, Raster::Full] {
+        let mut frames = Frames::new(raster);
+        streaming(&mut frames);
+        scrolling(&mut frames);
+    }
 }
