@@ -309,3 +309,26 @@ pub fn announce<S: AsRef<str>>(lines: &[S]) {
     }
     let _ = out.flush();
 }
+
+/// The `instructions` block of `runs show`: each file the run's agents were given, where it
+/// applies and the start of its SHA-256, then what could not be read.
+pub fn instructions(used: &trellis_protocol::records::InstructionsUsed) -> String {
+    let mut s = String::from("instructions\n");
+    for f in &used.files {
+        let applies = match f.applies_to.as_str() {
+            "user" => "yours, every repository".to_owned(),
+            "root" => "the whole repository".to_owned(),
+            dir => format!("paths under {dir}"),
+        };
+        s.push_str(&format!(
+            "  {}  ({applies})  sha256 {}{}\n",
+            f.path,
+            f.sha256.get(..12).unwrap_or(&f.sha256),
+            if f.cut { "  (first 32 KiB used)" } else { "" }
+        ));
+    }
+    for p in &used.problems {
+        s.push_str(&format!("  ! {p}\n"));
+    }
+    s
+}

@@ -26,20 +26,21 @@ pub use schema::nearest;
 
 /// The top-level sections and their owners. Adding a section is adding its name here.
 pub const SECTIONS: &[&str] = &[
-    "models",     // trellis-llm: model profiles
-    "roles",      // trellis-llm: role → profile assignment
-    "budgets",    // trellis-llm: token and cost budgets, prices
-    "tools",      // trellis-tools
-    "index",      // trellis-index
-    "agents",     // trellis-agents: test command, turn caps, role directories, retrieval agent
-    "context",    // trellis-agents: input caps, summarisation, tool-output handles
-    "mcp",        // trellis-mcp: MCP servers whose tools agents use
-    "lsp",        // trellis-lsp: language server commands
-    "sources",    // trellis-sources: web search, documentation sites, OSV advisories
-    "store",      // trellis-store: a PostgreSQL server instead of the workspace's SQLite file
-    "repository", // trellis-tools: the git remote runs' branches travel through (team scale)
-    "sandbox",    // trellis-sandbox: the OS sandbox of every command agents run
-    "telemetry",  // trellis-telemetry: OpenTelemetry export of runs' spans (OTLP)
+    "models",       // trellis-llm: model profiles
+    "roles",        // trellis-llm: role → profile assignment
+    "budgets",      // trellis-llm: token and cost budgets, prices
+    "tools",        // trellis-tools
+    "index",        // trellis-index
+    "agents",       // trellis-agents: test command, turn caps, role directories, retrieval agent
+    "context",      // trellis-agents: input caps, summarisation, tool-output handles
+    "mcp",          // trellis-mcp: MCP servers whose tools agents use
+    "lsp",          // trellis-lsp: language server commands
+    "sources",      // trellis-sources: web search, documentation sites, OSV advisories
+    "store",        // trellis-store: a PostgreSQL server instead of the workspace's SQLite file
+    "repository",   // trellis-tools: the git remote runs' branches travel through (team scale)
+    "sandbox",      // trellis-sandbox: the OS sandbox of every command agents run
+    "telemetry",    // trellis-telemetry: OpenTelemetry export of runs' spans (OTLP)
+    "instructions", // trellis-runtime: AGENTS.md and its stand-ins given to agents
 ];
 
 /// Where to look for configuration.

@@ -3,9 +3,16 @@
 //! input budget. Where a directory has no `AGENTS.md`, the first of `CLAUDE.md`, `.rules`,
 //! `.cursorrules` and `.clinerules` it has stands in (docs/conventions.md).
 
-use std::path::{Path, PathBuf};
+mod cache;
+mod commands;
+mod starter;
 
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+pub use cache::{DEFAULT_MAX_CHARS, InstructionsCache, InstructionsConfig, REWALK, SECTION};
 use sha2::{Digest, Sha256};
+pub use starter::starter;
 
 /// The file names read in each directory, in order of preference: the first one present is
 /// the directory's instructions.
@@ -152,6 +159,42 @@ impl Instructions {
         });
     }
 
+    /// What the run record keeps of these instructions: each file's path, scope and hash,
+    /// and the problems.
+    pub fn record(&self) -> trellis_protocol::records::InstructionsUsed {
+        use trellis_protocol::records::{InstructionFileRecord, InstructionsUsed};
+        InstructionsUsed {
+            files: self
+                .files
+                .iter()
+                .map(|f| InstructionFileRecord {
+                    path: f.path.display().to_string(),
+                    applies_to: match &f.scope {
+                        Scope::User => "user".into(),
+                        Scope::Root => "root".into(),
+                        Scope::Dir(d) => format!("{}/", d.display()),
+                    },
+                    sha256: f.sha256.clone(),
+                    cut: f.cut,
+                })
+                .collect(),
+            problems: self.problems.clone(),
+        }
+    }
+
+    /// The test command the repository root's file names, with that file's path.
+    pub fn test_command(&self) -> Option<(String, &Path)> {
+        self.files
+            .iter()
+            .filter(|f| f.scope == Scope::Root)
+            .find_map(|f| commands::test_command(&f.text).map(|c| (c, f.path.as_path())))
+    }
+
+    /// Whether nothing was found and nothing went wrong.
+    pub fn is_empty(&self) -> bool {
+        self.files.is_empty() && self.problems.is_empty()
+    }
+
     /// The files that apply to work on `paths` (relative to the root): the user's, the
     /// root's, and each nested one above one of `paths`, outermost first. With no paths, the
     /// user's and the root's.
@@ -209,6 +252,55 @@ impl Instructions {
             ));
         }
         out
+    }
+}
+
+/// The line before a prompt's instructions.
+pub const LEAD: &str = "\nThe project's instructions for agents follow; keep to them. Files in \
+                        subdirectories may add their own when you work there.\n";
+
+/// The nested files of a run's instructions, given with the first tool result that names a
+/// path below their directory ([`trellis_agents::PathNotes`]).
+pub struct NestedNotes {
+    found: Arc<Instructions>,
+    budget: usize,
+}
+
+impl NestedNotes {
+    /// The notes of `found`'s nested files, each in at most `budget` characters; `None`
+    /// when it has none.
+    pub fn new(
+        found: &Arc<Instructions>,
+        budget: usize,
+    ) -> Option<Arc<dyn trellis_agents::PathNotes>> {
+        found
+            .files
+            .iter()
+            .any(|f| matches!(f.scope, Scope::Dir(_)))
+            .then(|| {
+                Arc::new(Self {
+                    found: found.clone(),
+                    budget,
+                }) as Arc<dyn trellis_agents::PathNotes>
+            })
+    }
+}
+
+impl trellis_agents::PathNotes for NestedNotes {
+    fn notes_for(&self, path: &str) -> Vec<(String, String)> {
+        let path = Path::new(path);
+        self.found
+            .files
+            .iter()
+            .filter(|f| matches!(&f.scope, Scope::Dir(d) if path.starts_with(d)))
+            .map(|f| {
+                let text = format!(
+                    "[Instructions for this directory, adding to the project's:]\n{}",
+                    Instructions::render(&[f], self.budget)
+                );
+                (f.path.display().to_string(), text)
+            })
+            .collect()
     }
 }
 

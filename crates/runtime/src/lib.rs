@@ -115,6 +115,8 @@ pub struct Runtime {
     /// The index handles (and the embedding model) every run's retrieval shares, made at
     /// the first retrieval.
     pub(crate) index_pool: tokio::sync::OnceCell<Arc<trellis_agents::retrieval::IndexPool>>,
+    /// The project's instructions (`AGENTS.md` …, `[instructions]`), re-read when changed.
+    pub(crate) instructions: instructions::InstructionsCache,
 }
 
 /// The workflows of `repo` (built-in, `.trellis/workflows`, `dirs`), each
@@ -230,6 +232,11 @@ impl Runtime {
         let agents: AgentsConfig = config.section("agents")?;
         let context: trellis_agents::ContextConfig = config.section("context")?;
         context.validate()?;
+        let instructions = instructions::InstructionsCache::new(
+            &repo,
+            config.section(instructions::SECTION)?,
+            trellis_config::user_config_file().and_then(|f| f.parent().map(Path::to_path_buf)),
+        );
         let index: IndexConfig = config.section_serde("index")?;
         let sources: trellis_sources::SourcesConfig = config.section(trellis_sources::SECTION)?;
         let repository: trellis_tools::worktree::remote::RepositoryConfig =
@@ -263,6 +270,7 @@ impl Runtime {
             base_registry: std::sync::OnceLock::new(),
             index_pool: tokio::sync::OnceCell::new(),
             remote: repository.remote(),
+            instructions,
         })
     }
 
@@ -290,7 +298,15 @@ impl Runtime {
     ) -> Result<(Orchestration, Plan)> {
         let workflows: Vec<&trellis_workflow::Workflow> =
             self.catalog.entries().iter().map(|e| &e.workflow).collect();
-        let project = ProjectContext::detect(&self.repo, request);
+        let mut project = ProjectContext::detect(&self.repo, request);
+        let found = self.instructions.get();
+        let files = found.applicable(&[]);
+        if !files.is_empty() {
+            let window = provider.context_window().await.map(|w| w.tokens);
+            let limit = self.context.policy_for("orchestrator").limits(window).limit;
+            let budget = self.instructions.config().budget(Some(limit));
+            project.instructions = instructions::Instructions::render(&files, budget);
+        }
         let orchestration =
             orchestrate(provider, &workflows, request, project, overrides, cancel).await?;
         let workflow = &self.catalog.get(&orchestration.workflow)?.workflow;
@@ -468,6 +484,7 @@ impl Runtime {
         let nodes = nodes::NodeSpaces::open(&self.repo, &run, &space.branch())?;
         let ctx = RunContext::new(self.clone(), run, space, nodes, registry, ledger, options);
         ctx.set_workflow(plan.map(|p| p.workflow.clone()));
+        ctx.record_instructions()?;
         Ok(ctx)
     }
 

@@ -103,7 +103,17 @@ impl RunContext {
         }
         let (interaction, gate) = self.interaction();
         let env = self.env(&node, interaction)?;
-        let messages = self.activation_messages(&role, &granted.tools, &stage, &ctx);
+        let mut context = self
+            .activation_context(&role, &node, &stage_name, &agent.agent, &registry, &granted)
+            .await;
+        let window = provider.context_window().await.map(|w| w.tokens);
+        let budget = self
+            .runtime
+            .instructions
+            .config()
+            .budget(Some(context.limits(window).limit));
+        context.path_notes = crate::instructions::NestedNotes::new(&self.instructions, budget);
+        let messages = self.activation_messages(&role, &granted.tools, &stage, &ctx, budget);
         let max_turns = role
             .max_turns
             .min(self.runtime.agents.max_turns.unwrap_or(u32::MAX))
@@ -117,10 +127,6 @@ impl RunContext {
         let (env, node_wt, fresh) = self
             .activation_workspace(env, workdir, granted.can_write(), &node)
             .await?;
-
-        let context = self
-            .activation_context(&role, &node, &stage_name, &agent.agent, &registry, &granted)
-            .await;
         let run = AgentRun {
             node: node.clone(),
             role: role.clone(),
@@ -219,14 +225,16 @@ impl RunContext {
     }
 
     /// The activation's prompt: the role's system prompt with its tools, then the context
-    /// messages by kind (project, codebase, enriched context, earlier stages, the user's
-    /// messages, the task).
+    /// messages by kind (project — with the project's instructions in at most
+    /// `instructions_budget` characters —, codebase, enriched context, earlier stages, the
+    /// user's messages, the task).
     fn activation_messages(
         &self,
         role: &RoleSpec,
         tools: &[(String, String)],
         stage: &StageContext,
         ctx: &NodeContext,
+        instructions_budget: usize,
     ) -> Vec<Message> {
         let stage_name = &stage.stage_name;
         let task = ctx
@@ -239,7 +247,7 @@ impl RunContext {
         // runs reach the agent through its inbox (the node's mailbox) before its next call.
         let user_messages: Vec<String> = ctx.messages.iter().map(|m| m.text.clone()).collect();
         let parts = vec![
-            (ContextKind::Project, self.project_text()),
+            (ContextKind::Project, self.project_text(instructions_budget)),
             (
                 ContextKind::Codebase,
                 rendered_text(ctx.state.get_in("retrieval_context", stage_name)),
