@@ -326,6 +326,13 @@ pub fn instructions(used: &trellis_protocol::records::InstructionsUsed) -> Strin
             f.sha256.get(..12).unwrap_or(&f.sha256),
             if f.cut { "  (first 32 KiB used)" } else { "" }
         ));
+        for i in &f.included {
+            s.push_str(&format!(
+                "    includes {}  sha256 {}\n",
+                i.path,
+                i.sha256.get(..12).unwrap_or(&i.sha256)
+            ));
+        }
     }
     for p in &used.problems {
         s.push_str(&format!("  ! {p}\n"));

@@ -14,7 +14,9 @@ mod usage;
 
 pub use changes::{ChangeOpRecord, ChangeSetRecord, ToolCallRecord};
 pub use clients::{ClientSession, ClientTurn};
-pub use instructions::{INSTRUCTIONS_ARTIFACT, InstructionFileRecord, InstructionsUsed};
+pub use instructions::{
+    INSTRUCTIONS_ARTIFACT, IncludedRecord, InstructionFileRecord, InstructionsUsed,
+};
 pub use runs::{
     Checkpoint, NodeView, Owner, RunFilter, RunGraph, RunGroup, RunPlanned, RunRecord, RunState,
     RunSummary, RunView, files_changed,

@@ -138,16 +138,20 @@ impl RunContext {
         }) {
             return Ok(());
         }
+        // Said once per run (and again only when the files change): the run goes on
+        // without what could not be read.
         for problem in &used.problems {
+            eprintln!("warning: instructions: {problem}");
             tracing::warn!("instructions: {problem}");
         }
-        store.put_artifact(trellis_store::NewArtifact {
+        let artifact = store.put_artifact(trellis_store::NewArtifact {
             run: self.run.clone(),
             node: None,
             kind: INSTRUCTIONS_ARTIFACT.into(),
             content: serde_json::to_string_pretty(&used).unwrap_or_default(),
             status: trellis_protocol::ArtifactStatus::Approved,
         })?;
+        self.announce_artifact(&artifact);
         Ok(())
     }
 

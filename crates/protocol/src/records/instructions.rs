@@ -32,4 +32,17 @@ pub struct InstructionFileRecord {
     /// Whether only the file's first 32 KiB were used.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub cut: bool,
+    /// The files its `@path` lines included.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub included: Vec<IncludedRecord>,
+}
+
+/// A file an instructions file included with an `@path` line.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct IncludedRecord {
+    /// As the line named it.
+    pub path: String,
+    /// The SHA-256 of the whole file, hex.
+    pub sha256: String,
 }

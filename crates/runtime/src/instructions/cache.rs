@@ -128,7 +128,7 @@ impl InstructionsCache {
     }
 
     /// What tells a change: every candidate name at the root and in the user's directory
-    /// (present or not), and every nested file found.
+    /// (present or not), every nested file found, and every included one.
     fn stamps(&self, found: &Instructions, names: &[&str]) -> Vec<(PathBuf, Stamp)> {
         let mut paths: Vec<PathBuf> = names.iter().map(|n| self.root.join(n)).collect();
         if let Some(dir) = &self.user_dir {
@@ -140,6 +140,13 @@ impl InstructionsCache {
                 .iter()
                 .filter(|f| matches!(f.scope, Scope::Dir(_)))
                 .map(|f| self.root.join(&f.path)),
+        );
+        paths.extend(
+            found
+                .files
+                .iter()
+                .flat_map(|f| &f.included)
+                .map(|i| i.file.clone()),
         );
         paths
             .into_iter()
