@@ -6,6 +6,7 @@ mod coder;
 mod common;
 mod crash;
 mod eval;
+mod instructions;
 mod mcp;
 mod mcp_checkers;
 mod mock;
