@@ -339,3 +339,26 @@ pub fn instructions(used: &trellis_protocol::records::InstructionsUsed) -> Strin
     }
     s
 }
+
+/// The `hooks` block of `runs show`: each hook run (`hook:<event>`), its verdict, time and
+/// output's first line.
+pub fn hook_runs(calls: &[trellis_protocol::records::ToolCallRecord]) -> String {
+    let mut s = String::from("hooks\n");
+    for c in calls {
+        let args: serde_json::Value = serde_json::from_str(&c.args).unwrap_or_default();
+        let name = args["hook"].as_str().unwrap_or_default();
+        let tool = args["tool"]
+            .as_str()
+            .map(|t| format!(" ({t})"))
+            .unwrap_or_default();
+        s.push_str(&format!(
+            "  {:<18} {:<10} {:>6} ms  {}{tool}  {}\n",
+            c.tool,
+            c.decision,
+            c.duration_ms,
+            truncate(name, 40),
+            truncate(&c.summary, 80)
+        ));
+    }
+    s
+}

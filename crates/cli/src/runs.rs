@@ -510,6 +510,14 @@ fn show(records: &Records, run: &str, json: bool) -> anyhow::Result<ExitCode> {
     if let Some(used) = &instructions {
         print!("{}", crate::display::instructions(used));
     }
+    let hooks: Vec<_> = records
+        .tool_calls(&rec.id)?
+        .into_iter()
+        .filter(|c| c.tool.starts_with("hook:"))
+        .collect();
+    if !hooks.is_empty() {
+        print!("{}", crate::display::hook_runs(&hooks));
+    }
     let Some(o) = outcome else {
         return Ok(ExitCode::SUCCESS);
     };

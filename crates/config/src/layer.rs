@@ -98,13 +98,15 @@ pub(crate) fn merge(into: &mut toml::Table, origins: &mut BTreeMap<String, Origi
         let prefix = format!("{name}[");
         layer_origins = layer_origins
             .into_iter()
-            .map(|(k, o)| match k.strip_prefix(&prefix).and_then(|r| r.split_once(']')) {
-                Some((i, rest)) => match i.parse::<usize>() {
-                    Ok(i) => (format!("{prefix}{}]{rest}", i + offset), o),
-                    Err(_) => (k, o),
+            .map(
+                |(k, o)| match k.strip_prefix(&prefix).and_then(|r| r.split_once(']')) {
+                    Some((i, rest)) => match i.parse::<usize>() {
+                        Ok(i) => (format!("{prefix}{}]{rest}", i + offset), o),
+                        Err(_) => (k, o),
+                    },
+                    None => (k, o),
                 },
-                None => (k, o),
-            })
+            )
             .collect();
     }
     merge_tables(into, table);

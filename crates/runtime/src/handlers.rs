@@ -168,6 +168,14 @@ impl RunContext {
         *self.registry.write().unwrap_or_else(|p| p.into_inner()) = registry;
     }
 
+    /// The run's workflow, once planned.
+    pub fn workflow(&self) -> Option<String> {
+        self.workflow
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
     /// Names the run's workflow (its commands' sandbox preset may depend on it).
     pub(crate) fn set_workflow(&self, workflow: Option<String>) {
         *self.workflow.write().unwrap_or_else(|p| p.into_inner()) = workflow;

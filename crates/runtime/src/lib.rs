@@ -117,6 +117,8 @@ pub struct Runtime {
     pub(crate) index_pool: tokio::sync::OnceCell<Arc<trellis_agents::retrieval::IndexPool>>,
     /// The project's instructions (`AGENTS.md` …, `[instructions]`), re-read when changed.
     pub(crate) instructions: instructions::InstructionsCache,
+    /// The user's hooks (`[[hooks]]`), each run recorded with the run's tool calls.
+    pub(crate) hooks: Arc<trellis_tools::Hooks>,
 }
 
 /// The workflows of `repo` (built-in, `.trellis/workflows`, `dirs`), each
@@ -191,6 +193,11 @@ impl Runtime {
         &self.tools
     }
 
+    /// The user's hooks (`[[hooks]]`).
+    pub fn hooks(&self) -> &Arc<trellis_tools::Hooks> {
+        &self.hooks
+    }
+
     /// The `[context]` section: input caps, summarisation, tool-output handles.
     pub fn context_config(&self) -> &trellis_agents::ContextConfig {
         &self.context
@@ -232,6 +239,13 @@ impl Runtime {
         let agents: AgentsConfig = config.section("agents")?;
         let context: trellis_agents::ContextConfig = config.section("context")?;
         context.validate()?;
+        let hooks = Arc::new(trellis_tools::Hooks::new(
+            config.list(trellis_tools::hooks::SECTION)?,
+            &repo,
+            tools.shell.clone(),
+            tools.sandbox.clone(),
+            Some(Arc::new(trellis_tools::StoreSink(store.clone()))),
+        ));
         let instructions = instructions::InstructionsCache::new(
             &repo,
             config.section(instructions::SECTION)?,
@@ -271,6 +285,7 @@ impl Runtime {
             index_pool: tokio::sync::OnceCell::new(),
             remote: repository.remote(),
             instructions,
+            hooks,
         })
     }
 
@@ -520,7 +535,8 @@ impl Runtime {
             }
             registry = registry.with_source(Arc::new(self.mcp.clone()));
         }
-        Arc::new(registry.with_sink(Arc::new(trellis_tools::StoreSink(self.store.clone()))))
+        let registry = registry.with_sink(Arc::new(trellis_tools::StoreSink(self.store.clone())));
+        Arc::new(registry.with_hooks(self.hooks.clone()))
     }
 }
 
