@@ -126,3 +126,97 @@ fn hooks_deny_observe_and_end_with_a_real_run_and_are_recorded() {
         "{shown}"
     );
 }
+
+/// Hooks that write their event to `.trellis/<event>.json` (the sandbox off: they write
+/// under the repository's `.trellis/`).
+fn recording(url: &str) -> String {
+    let mut config = mock_config(url);
+    for event in ["needs_input", "stage_failed", "run_end"] {
+        config.push_str(&format!(
+            "\n[[hooks]]\nevent = \"{event}\"\ncommand = \"cat > \\\"$TRELLIS_REPO/.trellis/{event}.json\\\"\"\n"
+        ));
+    }
+    config.push_str("\n[sandbox]\nmode = \"off\"\n");
+    config
+}
+
+fn told(repo: &std::path::Path, event: &str) -> Value {
+    let text = std::fs::read_to_string(repo.join(format!(".trellis/{event}.json")))
+        .unwrap_or_else(|e| panic!("the {event} hook did not run: {e}"));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{event}: {e}: {text}"))
+}
+
+#[test]
+fn a_run_waiting_for_the_user_and_a_failed_stage_run_their_hooks() {
+    // The agent asks the user: the run waits (stdin is no terminal), needs_input is told.
+    let (url, _seen) = serve(scripted_agent(vec![(
+        "call_q",
+        "ask_questions",
+        json!({ "questions": [{ "question": "Which store should hold stock?" }] }),
+    )]));
+    // The analysis agent may ask (its role's tools, as a project would configure them).
+    let config = format!(
+        "{}\n[tools.roles]\nanalysis_agent = [\"read_file\", \"ask_questions\"]\n",
+        recording(&url)
+    );
+    let ws = trellis_test_support::example_repo("inventory", &config).unwrap();
+    let r = ws.path();
+    let out = ok(args(
+        isolated(r),
+        &[
+            "run",
+            "Let's discuss the decision to keep stock in memory",
+            "--workflow",
+            "architecture_discussion",
+        ],
+    ));
+    assert!(out.contains("waiting for input"), "{out}");
+    let asked = told(r, "needs_input");
+    assert_eq!(asked["event"], "needs_input");
+    assert!(
+        asked["interrupt"]
+            .to_string()
+            .contains("Which store should hold stock?"),
+        "{asked:#}"
+    );
+    assert!(
+        !r.join(".trellis/run_end.json").exists(),
+        "the run has not ended"
+    );
+
+    // Every agent call refused by the model server: the stage fails, then the run.
+    let (url, _seen) = trellis_test_support::wire::serve(|body| {
+        if is_agent(body) {
+            trellis_test_support::wire::Reply::json(
+                400,
+                &json!({ "error": { "message": "no such model" } }),
+            )
+        } else {
+            trellis_test_support::wire::Reply::sse(sse(&answer(body)))
+        }
+    });
+    let ws = trellis_test_support::example_repo("inventory", &recording(&url)).unwrap();
+    let r = ws.path();
+    let out = args(
+        isolated(r),
+        &[
+            "run",
+            "Let's discuss the decision to keep stock in memory",
+            "--workflow",
+            "architecture_discussion",
+            "--no-input",
+        ],
+    )
+    .output()
+    .unwrap();
+    assert!(!out.status.success());
+    let failed = told(r, "stage_failed");
+    assert_eq!(failed["stage"], "architectural_analysis", "{failed:#}");
+    assert!(
+        failed["error"].to_string().contains("400")
+            || failed["error"].to_string().contains("no such model"),
+        "{failed:#}"
+    );
+    let end = told(r, "run_end");
+    assert_eq!(end["status"], "failed", "{end:#}");
+}

@@ -35,8 +35,28 @@ fn spawn(ctx: &Arc<RunContext>, event: HookEvent, node: Option<String>, payload:
 /// The hooks of one committed batch: a node that asks the user, a stage (one of `stages`)
 /// that failed.
 pub(super) fn on_batch(ctx: &Arc<RunContext>, stages: &HashSet<String>, batch: &[Event]) {
+    // A failed node's output (its error, or its result's `reason`) comes before its
+    // transition in the same batch.
+    let mut errors: std::collections::HashMap<&str, String> = std::collections::HashMap::new();
     for e in batch {
         match &e.kind {
+            EventKind::NodeOutput {
+                node,
+                failure: true,
+                result,
+                error,
+                ..
+            } => {
+                let why = error.clone().or_else(|| {
+                    result
+                        .get("reason")
+                        .and_then(Value::as_str)
+                        .map(str::to_owned)
+                });
+                if let Some(why) = why {
+                    errors.insert(node.as_str(), why);
+                }
+            }
             EventKind::InterruptRaised {
                 node, interrupt, ..
             } => spawn(
@@ -55,7 +75,11 @@ pub(super) fn on_batch(ctx: &Arc<RunContext>, stages: &HashSet<String>, batch: &
                 ctx,
                 HookEvent::StageFailed,
                 Some(node.to_string()),
-                json!({ "stage": node, "attempt": attempt, "error": reason }),
+                json!({
+                    "stage": node,
+                    "attempt": attempt,
+                    "error": errors.get(node.as_str()).cloned().or_else(|| reason.clone()),
+                }),
             ),
             _ => {}
         }
