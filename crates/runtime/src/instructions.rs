@@ -319,7 +319,7 @@ pub struct NestedNotes {
 impl NestedNotes {
     /// The notes of `found`'s nested files, each in at most `budget` characters; `None`
     /// when it has none.
-    pub fn new(
+    pub fn of(
         found: &Arc<Instructions>,
         budget: usize,
     ) -> Option<Arc<dyn trellis_agents::PathNotes>> {
