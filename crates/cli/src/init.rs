@@ -25,7 +25,7 @@ pub fn execute(args: &InitArgs, repo: &Path, overrides: &[String]) -> anyhow::Re
     ))?;
     let section: InstructionsConfig = config.section(instructions::SECTION)?;
     let project = trellis_agents::ProjectContext::detect(&root, "");
-    let text = instructions::starter(&root, &project.languages);
+    let text = trellis_core::starter::starter(&root, &project.languages);
     if args.print {
         print!("{text}");
         return Ok(ExitCode::SUCCESS);

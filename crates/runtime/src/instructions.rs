@@ -6,14 +6,12 @@
 mod cache;
 mod commands;
 mod include;
-mod starter;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 pub use cache::{DEFAULT_MAX_CHARS, InstructionsCache, InstructionsConfig, REWALK, SECTION};
 use sha2::{Digest, Sha256};
-pub use starter::starter;
 
 /// The file names read in each directory, in order of preference: the first one present is
 /// the directory's instructions.

@@ -29,6 +29,7 @@ pub mod sessions;
 mod space;
 pub mod stage_tools;
 pub mod stages;
+pub mod starter;
 mod task_tools;
 pub mod tasktree;
 pub mod testcmd;

@@ -29,8 +29,7 @@ use trellis_store::ToolCallRecord;
 
 use crate::builtin::{run_shell_fed, scrubbed_env};
 use crate::config::ShellConfig;
-use crate::record::{ToolCallSink, summarize};
-use crate::registry::now_ms;
+use crate::record::{ToolCallSink, now_ms, summarize};
 
 /// The configuration list section (`[[hooks]]`).
 pub const SECTION: &str = "hooks";

@@ -12,7 +12,7 @@ use trellis_store::ToolCallRecord;
 
 use crate::context::{ProgressFn, ToolContext, ToolEnv};
 use crate::error::Error;
-use crate::record::{ToolCallSink, summarize};
+use crate::record::{ToolCallSink, now_ms, summarize};
 use crate::tool::{Tool, ToolSpec};
 
 /// Tools that only look: every role may use them.
@@ -404,11 +404,4 @@ fn allow_listed(allowed: &BTreeSet<String>, tool: &str) -> bool {
             .iter()
             .filter_map(|a| a.strip_suffix('*'))
             .any(|prefix| tool.starts_with(prefix))
-}
-
-pub(crate) fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-        .unwrap_or(0)
 }

@@ -41,13 +41,9 @@ fn hooks_deny_observe_and_end_with_a_real_run_and_are_recorded() {
     trellis_test_support::git(r, &["add", "-A"]);
     trellis_test_support::git(r, &["commit", "-qm", "hooks"]);
 
-    let mut cmd = args(
-        isolated(r),
+    let mut cmd = discussion_run(
+        r,
         &[
-            "run",
-            "Let's discuss the decision to keep stock in memory",
-            "--workflow",
-            "architecture_discussion",
             "--no-input",
             "--no-review",
             // The hooks write under .trellis/ of the repository.
@@ -161,15 +157,7 @@ fn a_run_waiting_for_the_user_and_a_failed_stage_run_their_hooks() {
     );
     let ws = trellis_test_support::example_repo("inventory", &config).unwrap();
     let r = ws.path();
-    let out = ok(args(
-        isolated(r),
-        &[
-            "run",
-            "Let's discuss the decision to keep stock in memory",
-            "--workflow",
-            "architecture_discussion",
-        ],
-    ));
+    let out = ok(discussion_run(r, &[]));
     assert!(out.contains("waiting for input"), "{out}");
     let asked = told(r, "needs_input");
     assert_eq!(asked["event"], "needs_input");
@@ -197,18 +185,7 @@ fn a_run_waiting_for_the_user_and_a_failed_stage_run_their_hooks() {
     });
     let ws = trellis_test_support::example_repo("inventory", &recording(&url)).unwrap();
     let r = ws.path();
-    let out = args(
-        isolated(r),
-        &[
-            "run",
-            "Let's discuss the decision to keep stock in memory",
-            "--workflow",
-            "architecture_discussion",
-            "--no-input",
-        ],
-    )
-    .output()
-    .unwrap();
+    let out = discussion_run(r, &["--no-input"]).output().unwrap();
     assert!(!out.status.success());
     let failed = told(r, "stage_failed");
     assert_eq!(failed["stage"], "architectural_analysis", "{failed:#}");

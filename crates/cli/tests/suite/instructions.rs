@@ -143,13 +143,9 @@ fn cut_and_unreadable_instructions_are_said_and_the_run_goes_on() {
         .map(|i| format!("rule {i}: be careful\n"))
         .collect();
     std::fs::write(r.join("AGENTS.md"), format!("@docs/gone.md\n{long}")).unwrap();
-    let mut cmd = args(
-        isolated(r),
+    let mut cmd = discussion_run(
+        r,
         &[
-            "run",
-            "Let's discuss the decision to keep stock in memory",
-            "--workflow",
-            "architecture_discussion",
             "--no-input",
             "--no-review",
             "-c",

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use super::Instructions;
+use crate::instructions::Instructions;
 
 /// The lint and format commands the manifests at the top of `dir` suggest.
 fn checks(dir: &Path) -> Vec<(&'static str, String)> {
@@ -131,7 +131,7 @@ mod tests {
         assert!(text.contains("- Lint: `cargo clippy --all-targets -- -D warnings`"));
         // The file it writes names its test command in a way the detection reads back.
         std::fs::write(r.join("AGENTS.md"), &text).expect("test");
-        let found = Instructions::discover(r, None, &super::super::DEFAULT_NAMES);
+        let found = Instructions::discover(r, None, &crate::instructions::DEFAULT_NAMES);
         assert_eq!(
             found.test_command().map(|(c, _)| c),
             Some("cargo test --quiet".into())
