@@ -15,12 +15,13 @@ use trellis_protocol::{RunStatus, ServiceEvent};
 use trellis_telemetry::config::{Export, Protocol};
 use trellis_telemetry::live::{LiveOptions, spawn};
 use trellis_telemetry::otlp;
+use trellis_telemetry::sdk::SdkSink;
 
 use super::fixture::{self, RUN, SECRET_PROMPT};
 
 /// A broadcast event as the service's `LiveEvent`: derefs to its `ServiceEvent`.
 #[derive(Debug)]
-struct Live(ServiceEvent);
+pub(super) struct Live(pub(super) ServiceEvent);
 
 impl Deref for Live {
     type Target = ServiceEvent;
@@ -40,7 +41,7 @@ fn broadcast_order() -> Vec<Arc<Live>> {
 async fn the_span_tree_reaches_the_sdks_in_memory_exporter() {
     let exporter = InMemorySpanExporter::default();
     let (tx, rx) = broadcast::channel(1024);
-    let pipeline = spawn(rx, exporter.clone(), LiveOptions::default());
+    let pipeline = spawn(rx, SdkSink::new(exporter.clone()), LiveOptions::default());
     for ev in broadcast_order() {
         tx.send(ev).unwrap();
     }
@@ -180,17 +181,7 @@ async fn a_loopback_receiver_decodes_the_otlp_http_protobuf() {
     names.sort();
     assert_eq!(
         names,
-        [
-            "chat",
-            "chat",
-            "execute_tool read_file",
-            "invoke_agent coder",
-            "invoke_workflow feature",
-            "node code",
-            "node plan",
-            "node review",
-            "node review"
-        ]
+        fixture::LIVE_SPAN_NAMES
     );
 }
 
