@@ -132,6 +132,7 @@ async fn main() -> anyhow::Result<()> {
     });
     let export = Export {
         url: format!("{}/v1/traces", receiver.url()),
+        metrics_url: None,
         protocol: Protocol::HttpProtobuf,
         capture_content: false,
         queue: 2048,

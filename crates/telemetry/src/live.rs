@@ -22,6 +22,7 @@ use tokio::time::Instant;
 use trellis_protocol::ServiceEvent;
 
 use crate::mapper::{Mapper, Options};
+use crate::metrics::Metrics;
 use crate::otlp::SpanSink;
 use crate::otlp_json::Resource;
 use crate::span::Span;
@@ -44,6 +45,8 @@ pub struct LiveOptions {
     pub pause: Duration,
     /// `service.name`.
     pub service_name: String,
+    /// How often the metrics are sent (and once more at shutdown).
+    pub metrics_interval: Duration,
 }
 
 impl Default for LiveOptions {
@@ -56,6 +59,7 @@ impl Default for LiveOptions {
             export_timeout: Duration::from_secs(5),
             pause: Duration::from_millis(2),
             service_name: "trellis".to_owned(),
+            metrics_interval: Duration::from_secs(60),
         }
     }
 }
@@ -157,8 +161,15 @@ async fn run<E, S>(
         options: options.clone(),
     };
     let mapper = Mapper::new(options.mapping);
-    let exporter = tokio::spawn(export_batches(rx, sink, options, held, stats));
-    map_events(events, batcher, stopped, mapper).await;
+    let metrics = Arc::new(Metrics::default());
+    let exporter = tokio::spawn(export_batches(
+        rx,
+        sink,
+        options,
+        held,
+        (stats, metrics.clone()),
+    ));
+    map_events(events, batcher, stopped, (mapper, &metrics)).await;
     let _ = exporter.await;
 }
 
@@ -246,7 +257,7 @@ async fn map_events<E>(
     mut events: broadcast::Receiver<Arc<E>>,
     mut batcher: Batcher,
     mut stopped: watch::Receiver<bool>,
-    mut mapper: Mapper,
+    (mut mapper, metrics): (Mapper, &Metrics),
 ) where
     E: Deref<Target = ServiceEvent> + Send + Sync + 'static,
 {
@@ -259,6 +270,7 @@ async fn map_events<E>(
             ev = events.recv() => match ev {
                 Ok(ev) => {
                     mapper.event(&ev);
+                    metrics.observe(&ev);
                     batcher.stats.mapped_events.fetch_add(1, Ordering::Relaxed);
                 }
                 Err(broadcast::error::RecvError::Lagged(n)) => {
@@ -273,7 +285,7 @@ async fn map_events<E>(
             _ = stopped.changed() => break,
         }
         let drained = loop {
-            let drained = drain(&mut events, &mut mapper, &batcher.stats);
+            let drained = drain(&mut events, (&mut mapper, metrics), &batcher.stats);
             batcher.take(&mut mapper);
             if drained != Drained::Burst {
                 break drained;
@@ -294,7 +306,7 @@ async fn map_events<E>(
         }
     }
     // What was broadcast before the stop.
-    while drain(&mut events, &mut mapper, &batcher.stats) == Drained::Burst {
+    while drain(&mut events, (&mut mapper, metrics), &batcher.stats) == Drained::Burst {
         batcher.take(&mut mapper);
     }
     batcher.take(&mut mapper);
@@ -313,7 +325,11 @@ enum Drained {
 }
 
 /// Maps the events already broadcast, [`BURST`] at most.
-fn drain<E>(events: &mut broadcast::Receiver<Arc<E>>, mapper: &mut Mapper, stats: &Stats) -> Drained
+fn drain<E>(
+    events: &mut broadcast::Receiver<Arc<E>>,
+    (mapper, metrics): (&mut Mapper, &Metrics),
+    stats: &Stats,
+) -> Drained
 where
     E: Deref<Target = ServiceEvent> + Send + Sync + 'static,
 {
@@ -325,6 +341,7 @@ where
         match events.try_recv() {
             Ok(ev) => {
                 mapper.event(&ev);
+                metrics.observe(&ev);
                 mapped += 1;
             }
             Err(broadcast::error::TryRecvError::Lagged(n)) => {
@@ -343,13 +360,26 @@ async fn export_batches<S: SpanSink>(
     mut sink: S,
     options: LiveOptions,
     held: Arc<AtomicUsize>,
-    stats: Arc<Stats>,
+    (stats, metrics): (Arc<Stats>, Arc<Metrics>),
 ) {
     let resource = Resource {
         service_name: options.service_name.clone(),
         ..Resource::default()
     };
-    while let Some(batch) = rx.recv().await {
+    let started = unix_nanos_now();
+    let mut tick = tokio::time::interval(options.metrics_interval);
+    tick.tick().await;
+    loop {
+        let batch = tokio::select! {
+            batch = rx.recv() => batch,
+            _ = tick.tick() => {
+                send_metrics(&mut sink, &resource, &metrics, started, &options).await;
+                continue;
+            }
+        };
+        let Some(batch) = batch else {
+            break;
+        };
         let n = batch.len();
         // Sent (or given up) from here on: no longer held.
         held.fetch_sub(n, Ordering::Relaxed);
@@ -363,4 +393,33 @@ async fn export_batches<S: SpanSink>(
             Err(_) => stats.failed_spans.fetch_add(n as u64, Ordering::Relaxed),
         };
     }
+    send_metrics(&mut sink, &resource, &metrics, started, &options).await;
+}
+
+/// Sends the metrics as they are now (a failure is only logged: the next send has them all).
+async fn send_metrics<S: SpanSink>(
+    sink: &mut S,
+    resource: &Resource,
+    metrics: &Metrics,
+    started: u64,
+    options: &LiveOptions,
+) {
+    let request = crate::otlp::metrics::export_request(
+        resource,
+        metrics.families(),
+        started,
+        unix_nanos_now(),
+    );
+    let sent = tokio::time::timeout(options.export_timeout, sink.export_metrics(request));
+    match sent.await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => tracing::debug!("telemetry: metrics not exported: {e}"),
+        Err(_) => tracing::debug!("telemetry: metrics export timed out"),
+    }
+}
+
+fn unix_nanos_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
 }

@@ -9,12 +9,15 @@
 #[cfg(feature = "grpc")]
 mod grpc;
 mod http;
+pub mod metrics;
 pub mod proto;
 
 use std::future::Future;
 use std::time::Duration;
 
 use crate::config::{Export, Protocol};
+use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
+
 use crate::otlp_json::Resource;
 use crate::span::Span;
 use crate::Result;
@@ -31,6 +34,16 @@ pub trait SpanSink: Send + 'static {
         resource: &Resource,
         spans: Vec<Span>,
     ) -> impl Future<Output = Result<()>> + Send;
+
+    /// Sends the process's metrics ([`metrics::export_request`]). A sink without a metrics
+    /// endpoint drops them.
+    fn export_metrics(
+        &mut self,
+        request: ExportMetricsServiceRequest,
+    ) -> impl Future<Output = Result<()>> + Send {
+        let _ = request;
+        std::future::ready(Ok(()))
+    }
 }
 
 /// The exporter of the configured protocol.
@@ -45,7 +58,11 @@ pub enum Exporter {
 /// Builds the exporter for `export`. `timeout` bounds one export (connect included).
 pub fn exporter(export: &Export, timeout: Duration) -> Result<Exporter> {
     match export.protocol {
-        Protocol::HttpProtobuf => Ok(Exporter::Http(HttpExporter::new(&export.url, timeout)?)),
+        Protocol::HttpProtobuf => Ok(Exporter::Http(HttpExporter::new(
+            &export.url,
+            export.metrics_url.as_deref(),
+            timeout,
+        )?)),
         #[cfg(feature = "grpc")]
         Protocol::Grpc => Ok(Exporter::Grpc(GrpcExporter::new(&export.url, timeout)?)),
         #[cfg(not(feature = "grpc"))]
@@ -64,6 +81,14 @@ impl SpanSink for Exporter {
             Exporter::Http(e) => e.export(resource, spans).await,
             #[cfg(feature = "grpc")]
             Exporter::Grpc(e) => e.export(resource, spans).await,
+        }
+    }
+
+    async fn export_metrics(&mut self, request: ExportMetricsServiceRequest) -> Result<()> {
+        match self {
+            Exporter::Http(e) => e.export_metrics(request).await,
+            #[cfg(feature = "grpc")]
+            Exporter::Grpc(e) => e.export_metrics(request).await,
         }
     }
 }

@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
+use opentelemetry_proto::tonic::collector::metrics::v1::metrics_service_client::MetricsServiceClient;
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_client::TraceServiceClient;
 use tonic::transport::{Channel, ClientTlsConfig, Endpoint};
 
@@ -13,6 +15,7 @@ use crate::{Error, Result};
 /// Sends each batch as one `Export` call; connects on first use (and again after a failure).
 pub struct GrpcExporter {
     client: TraceServiceClient<Channel>,
+    metrics: MetricsServiceClient<Channel>,
 }
 
 impl GrpcExporter {
@@ -31,8 +34,10 @@ impl GrpcExporter {
                 .tls_config(ClientTlsConfig::new().with_webpki_roots())
                 .map_err(error)?;
         }
+        let channel = endpoint.connect_lazy();
         Ok(Self {
-            client: TraceServiceClient::new(endpoint.connect_lazy()),
+            client: TraceServiceClient::new(channel.clone()),
+            metrics: MetricsServiceClient::new(channel),
         })
     }
 }
@@ -45,5 +50,13 @@ impl SpanSink for GrpcExporter {
             .await
             .map(|_| ())
             .map_err(|status| Error::Exporter(format!("grpc export: {status}")))
+    }
+
+    async fn export_metrics(&mut self, request: ExportMetricsServiceRequest) -> Result<()> {
+        self.metrics
+            .export(request)
+            .await
+            .map(|_| ())
+            .map_err(|status| Error::Exporter(format!("grpc metrics export: {status}")))
     }
 }

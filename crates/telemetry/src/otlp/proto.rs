@@ -19,15 +19,9 @@ const FLAGS_HAS_IS_REMOTE: u32 = 0x100;
 
 /// The request carrying `spans`, produced by `resource`, under the scope `trellis`.
 pub fn export_request(resource: &Resource, spans: Vec<Span>) -> ExportTraceServiceRequest {
-    let mut res = Attributes::default();
-    res.set(semconv::SERVICE_NAME, resource.service_name.as_str());
-    res.set(semconv::SERVICE_VERSION, resource.service_version.as_str());
     ExportTraceServiceRequest {
         resource_spans: vec![ResourceSpans {
-            resource: Some(ProtoResource {
-                attributes: key_values(res),
-                ..Default::default()
-            }),
+            resource: Some(self::resource(resource)),
             scope_spans: vec![ScopeSpans {
                 scope: Some(InstrumentationScope {
                     name: "trellis".to_owned(),
@@ -39,6 +33,17 @@ pub fn export_request(resource: &Resource, spans: Vec<Span>) -> ExportTraceServi
             }],
             schema_url: semconv::SCHEMA_URL.to_owned(),
         }],
+    }
+}
+
+/// The resource: `service.name` and `service.version`.
+pub(crate) fn resource(resource: &Resource) -> ProtoResource {
+    let mut res = Attributes::default();
+    res.set(semconv::SERVICE_NAME, resource.service_name.as_str());
+    res.set(semconv::SERVICE_VERSION, resource.service_version.as_str());
+    ProtoResource {
+        attributes: key_values(res),
+        ..Default::default()
     }
 }
 

@@ -52,6 +52,7 @@ async fn a_loopback_grpc_receiver_decodes_the_span_tree() {
 
     let export = Export {
         url: format!("http://{addr}"),
+        metrics_url: None,
         protocol: Protocol::Grpc,
         capture_content: false,
         queue: 64,

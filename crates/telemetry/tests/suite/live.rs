@@ -7,7 +7,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use opentelemetry::trace::{SpanKind, Status};
+use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use opentelemetry_proto::tonic::metrics::v1::{metric::Data, number_data_point};
 use opentelemetry_sdk::trace::InMemorySpanExporter;
 use prost::Message;
 use tokio::sync::broadcast;
@@ -105,6 +107,7 @@ async fn the_span_tree_reaches_the_sdks_in_memory_exporter() {
 
 fn export_to(url: String, protocol: Protocol) -> Export {
     Export {
+        metrics_url: Some(url.replace("/v1/traces", "/v1/metrics")),
         url,
         protocol,
         capture_content: false,
@@ -139,7 +142,30 @@ async fn a_loopback_receiver_decodes_the_otlp_http_protobuf() {
     assert_eq!(stats.snapshot().0, 9, "{:?}", stats.snapshot());
 
     let requests = server.requests();
+    let (metrics, requests): (Vec<_>, Vec<_>) =
+        requests.iter().partition(|r| r.target == "/v1/metrics");
     assert!(!requests.is_empty());
+    // The metrics, sent once at shutdown (the interval is a minute).
+    assert_eq!(metrics.len(), 1);
+    assert_eq!(metrics[0].header("content-type"), Some("application/x-protobuf"));
+    let counted = ExportMetricsServiceRequest::decode(metrics[0].body.as_slice()).unwrap();
+    let scope = &counted.resource_metrics[0].scope_metrics[0];
+    let tokens = scope
+        .metrics
+        .iter()
+        .find(|m| m.name == "trellis.gen_ai.tokens")
+        .unwrap();
+    let Some(Data::Sum(sum)) = &tokens.data else {
+        panic!("tokens are a sum: {tokens:?}");
+    };
+    assert!(sum.is_monotonic);
+    let input = sum
+        .data_points
+        .iter()
+        .find(|p| format!("{:?}", p.attributes).contains("\"input\""))
+        .unwrap();
+    assert_eq!(input.value, Some(number_data_point::Value::AsInt(2700)));
+    assert!(input.start_time_unix_nano <= input.time_unix_nano);
     let mut names = Vec::new();
     for r in &requests {
         assert_eq!(
