@@ -35,7 +35,10 @@ impl std::ops::Deref for Live {
 /// The process's CPU time so far.
 fn cpu() -> Duration {
     let t = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
-    Duration::new(t.tv_sec.unsigned_abs(), u32::try_from(t.tv_nsec).unwrap_or(0))
+    Duration::new(
+        t.tv_sec.unsigned_abs(),
+        u32::try_from(t.tv_nsec).unwrap_or(0),
+    )
 }
 
 /// The CPU time of the exporter's thread (`trellis-otlp`) so far, from Linux's schedstat.

@@ -351,7 +351,9 @@ where
             Err(broadcast::error::TryRecvError::Closed) => break Drained::Closed,
         }
     };
-    stats.mapped_events.fetch_add(mapped as u64, Ordering::Relaxed);
+    stats
+        .mapped_events
+        .fetch_add(mapped as u64, Ordering::Relaxed);
     drained
 }
 

@@ -97,7 +97,9 @@ impl Metrics {
                 points: c
                     .calls
                     .iter()
-                    .map(|((role, outcome), n)| labelled(&[("role", role), ("outcome", outcome)], *n))
+                    .map(|((role, outcome), n)| {
+                        labelled(&[("role", role), ("outcome", outcome)], *n)
+                    })
                     .collect(),
             },
             Family {

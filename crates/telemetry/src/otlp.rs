@@ -18,9 +18,9 @@ use std::time::Duration;
 use crate::config::{Export, Protocol};
 use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 
+use crate::Result;
 use crate::otlp_json::Resource;
 use crate::span::Span;
-use crate::Result;
 
 #[cfg(feature = "grpc")]
 pub use grpc::GrpcExporter;
@@ -52,7 +52,7 @@ pub enum Exporter {
     Http(HttpExporter),
     /// OTLP/gRPC.
     #[cfg(feature = "grpc")]
-    Grpc(GrpcExporter),
+    Grpc(Box<GrpcExporter>),
 }
 
 /// Builds the exporter for `export`. `timeout` bounds one export (connect included).
@@ -64,7 +64,10 @@ pub fn exporter(export: &Export, timeout: Duration) -> Result<Exporter> {
             timeout,
         )?)),
         #[cfg(feature = "grpc")]
-        Protocol::Grpc => Ok(Exporter::Grpc(GrpcExporter::new(&export.url, timeout)?)),
+        Protocol::Grpc => Ok(Exporter::Grpc(Box::new(GrpcExporter::new(
+            &export.url,
+            timeout,
+        )?))),
         #[cfg(not(feature = "grpc"))]
         Protocol::Grpc => Err(crate::Error::Exporter(format!(
             "OTLP/gRPC export to {} needs a build with the `grpc` feature (cargo install \

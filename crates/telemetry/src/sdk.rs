@@ -41,7 +41,10 @@ impl<X: SpanExporter + 'static> SpanSink for SdkSink<X> {
             self.exporter.set_resource(&sdk_resource(resource));
             self.resource_set = true;
         }
-        let batch = spans.into_iter().map(|s| span_data(s, &self.scope)).collect();
+        let batch = spans
+            .into_iter()
+            .map(|s| span_data(s, &self.scope))
+            .collect();
         self.exporter
             .export(batch)
             .await

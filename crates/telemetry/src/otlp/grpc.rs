@@ -22,9 +22,8 @@ impl GrpcExporter {
     /// An exporter calling the collector at `url` (`http://host:4317`; `https://` with the
     /// web PKI's roots); `timeout` bounds the connect and each call.
     pub fn new(url: &str, timeout: Duration) -> Result<Self> {
-        let error = |e: tonic::transport::Error| {
-            Error::Exporter(format!("grpc exporter for {url}: {e}"))
-        };
+        let error =
+            |e: tonic::transport::Error| Error::Exporter(format!("grpc exporter for {url}: {e}"));
         let mut endpoint = Endpoint::from_shared(url.to_owned())
             .map_err(error)?
             .connect_timeout(timeout)

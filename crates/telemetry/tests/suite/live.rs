@@ -15,7 +15,7 @@ use prost::Message;
 use tokio::sync::broadcast;
 use trellis_protocol::{RunStatus, ServiceEvent};
 use trellis_telemetry::config::{Export, Protocol};
-use trellis_telemetry::live::{LiveOptions, spawn};
+use trellis_telemetry::live::{LiveOptions, Stats, spawn};
 use trellis_telemetry::otlp;
 use trellis_telemetry::sdk::SdkSink;
 
@@ -105,7 +105,25 @@ async fn the_span_tree_reaches_the_sdks_in_memory_exporter() {
     }));
 }
 
-fn export_to(url: String, protocol: Protocol) -> Export {
+/// The scripted run exported to `export`'s collector through the live pipeline, flushed.
+pub(super) async fn export_scripted_run(export: &Export) -> Arc<Stats> {
+    let exporter = otlp::exporter(export, Duration::from_secs(5)).unwrap();
+    let (tx, rx) = broadcast::channel(1024);
+    let pipeline = spawn(
+        rx,
+        exporter,
+        LiveOptions {
+            service_name: export.service_name.clone(),
+            ..LiveOptions::default()
+        },
+    );
+    for ev in broadcast_order() {
+        tx.send(ev).unwrap();
+    }
+    pipeline.shutdown(Duration::from_secs(10)).await
+}
+
+pub(super) fn export_to(url: String, protocol: Protocol) -> Export {
     Export {
         metrics_url: Some(url.replace("/v1/traces", "/v1/metrics")),
         url,
@@ -125,20 +143,7 @@ async fn a_loopback_receiver_decodes_the_otlp_http_protobuf() {
         format!("{}/v1/traces", server.url()),
         Protocol::HttpProtobuf,
     );
-    let exporter = otlp::exporter(&export, Duration::from_secs(5)).unwrap();
-    let (tx, rx) = broadcast::channel(1024);
-    let pipeline = spawn(
-        rx,
-        exporter,
-        LiveOptions {
-            service_name: export.service_name.clone(),
-            ..LiveOptions::default()
-        },
-    );
-    for ev in broadcast_order() {
-        tx.send(ev).unwrap();
-    }
-    let stats = pipeline.shutdown(Duration::from_secs(10)).await;
+    let stats = export_scripted_run(&export).await;
     assert_eq!(stats.snapshot().0, 9, "{:?}", stats.snapshot());
 
     let requests = server.requests();
@@ -147,7 +152,10 @@ async fn a_loopback_receiver_decodes_the_otlp_http_protobuf() {
     assert!(!requests.is_empty());
     // The metrics, sent once at shutdown (the interval is a minute).
     assert_eq!(metrics.len(), 1);
-    assert_eq!(metrics[0].header("content-type"), Some("application/x-protobuf"));
+    assert_eq!(
+        metrics[0].header("content-type"),
+        Some("application/x-protobuf")
+    );
     let counted = ExportMetricsServiceRequest::decode(metrics[0].body.as_slice()).unwrap();
     let scope = &counted.resource_metrics[0].scope_metrics[0];
     let tokens = scope
@@ -205,10 +213,7 @@ async fn a_loopback_receiver_decodes_the_otlp_http_protobuf() {
         }
     }
     names.sort();
-    assert_eq!(
-        names,
-        fixture::LIVE_SPAN_NAMES
-    );
+    assert_eq!(names, fixture::LIVE_SPAN_NAMES);
 }
 
 #[tokio::test]
