@@ -94,21 +94,20 @@ impl Stats {
 /// A running pipeline; [`Pipeline::shutdown`] flushes it.
 pub struct Pipeline {
     stats: Arc<Stats>,
+    metrics: Arc<Metrics>,
     stop: watch::Sender<bool>,
     /// Closed when the pipeline's thread is done.
     done: oneshot::Receiver<()>,
 }
 
-/// How much lower the exporter thread's priority is than the process's.
-#[cfg(target_os = "linux")]
-const NICE_STEPS: i32 = 10;
 /// The most events mapped before the exporter task gets a turn.
 const BURST: usize = 512;
 
 /// Starts mapping `events` (a service's live broadcast) to spans and exporting them with
-/// `sink`, on a thread of its own at a lower CPU priority (Linux: 10 nice steps below the
-/// process): on a busy machine the runs go first and the export catches up after (or, past
-/// the broadcast's capacity, misses events — counted in [`Stats::lagged_events`]).
+/// `sink`, on a thread of its own (`trellis-otlp`, with its own current-thread runtime), off
+/// the service's runtime. It keeps the process's priority: a lowered thread misses more of
+/// a busy service's events and, starved, makes the flush at a command's exit slow
+/// (docs/benchmarks.md, "Telemetry").
 pub fn spawn<E, S>(events: broadcast::Receiver<Arc<E>>, sink: S, options: LiveOptions) -> Pipeline
 where
     E: Deref<Target = ServiceEvent> + Send + Sync + 'static,
@@ -118,13 +117,20 @@ where
     let (stop, stopped) = watch::channel(false);
     let (done_tx, done) = oneshot::channel();
     let thread_stats = stats.clone();
+    let metrics = Arc::new(Metrics::default());
+    let thread_metrics = metrics.clone();
     let thread_main = move || {
-        lower_priority();
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build();
         match runtime {
-            Ok(runtime) => runtime.block_on(run(events, sink, options, stopped, thread_stats)),
+            Ok(runtime) => runtime.block_on(run(
+                events,
+                sink,
+                options,
+                stopped,
+                (thread_stats, thread_metrics),
+            )),
             Err(e) => tracing::warn!("telemetry: no runtime for the exporter: {e}"),
         }
         let _ = done_tx.send(());
@@ -135,7 +141,12 @@ where
     {
         tracing::warn!("telemetry: the exporter's thread did not start: {e}");
     }
-    Pipeline { stats, stop, done }
+    Pipeline {
+        stats,
+        metrics,
+        stop,
+        done,
+    }
 }
 
 /// The pipeline's two tasks: mapping and batching, and sending.
@@ -144,7 +155,7 @@ async fn run<E, S>(
     sink: S,
     options: LiveOptions,
     stopped: watch::Receiver<bool>,
-    stats: Arc<Stats>,
+    (stats, metrics): (Arc<Stats>, Arc<Metrics>),
 ) where
     E: Deref<Target = ServiceEvent> + Send + Sync + 'static,
     S: SpanSink,
@@ -161,7 +172,6 @@ async fn run<E, S>(
         options: options.clone(),
     };
     let mapper = Mapper::new(options.mapping);
-    let metrics = Arc::new(Metrics::default());
     let exporter = tokio::spawn(export_batches(
         rx,
         sink,
@@ -173,32 +183,25 @@ async fn run<E, S>(
     let _ = exporter.await;
 }
 
-/// Lowers the calling thread's CPU priority by 10 nice steps (Linux: a thread's own nice
-/// value), so the service's threads come first.
-fn lower_priority() {
-    #[cfg(target_os = "linux")]
-    {
-        use rustix::process::{getpriority_process, setpriority_process};
-        let me = Some(rustix::thread::gettid());
-        let lowered = getpriority_process(me)
-            .and_then(|nice| setpriority_process(me, (nice + NICE_STEPS).min(19)));
-        if let Err(e) = lowered {
-            tracing::debug!("telemetry: the exporter's thread keeps its priority: {e}");
-        }
-    }
-}
-
 impl Pipeline {
     /// The pipeline's counters.
     pub fn stats(&self) -> Arc<Stats> {
         self.stats.clone()
     }
 
+    /// The metrics it exports (kept from the events; more can be counted into them, e.g.
+    /// [`Metrics::worker_event`]).
+    pub fn metrics(&self) -> Arc<Metrics> {
+        self.metrics.clone()
+    }
+
     /// Maps the events already broadcast, exports what is queued and stops, within
     /// `deadline` (a dead collector costs at most that). Spans still open — a run paused
     /// for input — are not exported: the process that resumes the run ends them.
     pub async fn shutdown(self, deadline: Duration) -> Arc<Stats> {
-        let Pipeline { stats, stop, done } = self;
+        let Pipeline {
+            stats, stop, done, ..
+        } = self;
         let _ = stop.send(true);
         let _ = tokio::time::timeout(deadline, done).await;
         stats

@@ -8,6 +8,7 @@
 //! | `trellis_model_calls_total` | counter | `role`, `outcome` (`ok`, `failed`) |
 //! | `trellis_gen_ai_tokens_total` | counter | `role`, `type` (`input`, `output`) |
 //! | `trellis_tool_calls_total` | counter | `tool`, `status` (`ok`, `error`, `denied`, …) |
+//! | `trellis_worker_events_total` | counter | `event` (`resumed`, `parked`, `handed_back`, `lease_lost`, `error`) |
 //!
 //! Events tell a turn's role (its session's owner) but not its model or cost, which the
 //! usage records hold (`trellis runs usage`); the counters start at zero with the process.
@@ -35,6 +36,7 @@ struct Counters {
     tokens: BTreeMap<(String, &'static str), u64>,
     tools: BTreeMap<(String, &'static str), u64>,
     roles: HashMap<SessionId, String>,
+    worker: BTreeMap<&'static str, u64>,
 }
 
 impl Metrics {
@@ -53,6 +55,14 @@ impl Metrics {
                 _ => {}
             }
         }
+    }
+
+    /// Counts a team-scale worker's event (`trellis worker`): `resumed` (it claimed a run and
+    /// resumed it), `parked`, `handed_back`, `lease_lost` (another worker took a run's lease
+    /// over: this one had been cut off), `error`.
+    pub fn worker_event(&self, event: &'static str) {
+        let mut c = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        *c.worker.entry(event).or_default() += 1;
     }
 
     /// Every metric now, in a fixed order.
@@ -122,6 +132,17 @@ impl Metrics {
                     .tools
                     .iter()
                     .map(|((tool, status), n)| labelled(&[("tool", tool), ("status", status)], *n))
+                    .collect(),
+            },
+            Family {
+                name: "trellis.worker.events",
+                kind: Kind::Counter,
+                help: "What a team-scale worker did with runs: resumed, parked, handed_back, lease_lost (taken over by another worker), error.",
+                unit: "{event}",
+                points: c
+                    .worker
+                    .iter()
+                    .map(|(event, n)| labelled(&[("event", event)], *n))
                     .collect(),
             },
         ]
