@@ -71,7 +71,7 @@ pub fn exporter(export: &Export, timeout: Duration) -> Result<Exporter> {
         #[cfg(not(feature = "grpc"))]
         Protocol::Grpc => Err(crate::Error::Exporter(format!(
             "OTLP/gRPC export to {} needs a build with the `grpc` feature (cargo install \
-             trellis --features grpc); this one speaks OTLP/HTTP (protocol = \
+             --path crates/cli --features grpc); this one speaks OTLP/HTTP (protocol = \
              \"http/protobuf\", port 4318)",
             export.url
         ))),
@@ -93,5 +93,26 @@ impl SpanSink for Exporter {
             #[cfg(feature = "grpc")]
             Exporter::Grpc(e) => e.export_metrics(request).await,
         }
+    }
+}
+
+#[cfg(all(test, not(feature = "grpc")))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grpc_without_the_feature_says_how_to_get_it() {
+        let export = Export {
+            url: "http://127.0.0.1:4317".to_owned(),
+            metrics_url: None,
+            protocol: Protocol::Grpc,
+            capture_content: false,
+            queue: 1,
+            service_name: "t".to_owned(),
+        };
+        let Err(e) = exporter(&export, Duration::from_secs(1)) else {
+            panic!("a build without grpc refuses it");
+        };
+        assert!(e.to_string().contains("--features grpc"), "{e}");
     }
 }
