@@ -30,6 +30,7 @@ fn hooks_deny_observe_and_end_with_a_real_run_and_are_recorded() {
         "{}\n\
          [[hooks]]\nevent = \"before_tool\"\nname = \"guard\"\ntools = [\"read_*\"]\ncommand = \"sh .hooks/guard.sh\"\n\n\
          [[hooks]]\nevent = \"before_tool\"\nname = \"slow\"\ntimeout_secs = 1\ncommand = \"sleep 30\"\n\n\
+         [[hooks]]\nevent = \"after_tool\"\nname = \"crash\"\ncommand = \"kill -SEGV $$\"\n\n\
          [[hooks]]\nevent = \"after_tool\"\nname = \"log\"\ncommand = \"cat >> \\\"$TRELLIS_REPO/.trellis/after.jsonl\\\"; echo >> \\\"$TRELLIS_REPO/.trellis/after.jsonl\\\"\"\n\n\
          [[hooks]]\nevent = \"run_end\"\nname = \"end\"\ncommand = \"cat > \\\"$TRELLIS_REPO/.trellis/end.json\\\"\"\n",
         mock_config(&url)
@@ -76,6 +77,16 @@ fn hooks_deny_observe_and_end_with_a_real_run_and_are_recorded() {
         1,
         "{stderr}"
     );
+
+    // A hook that crashes changes nothing and is said once too.
+    assert_eq!(
+        stderr
+            .matches("hook `crash` (after_tool #2 of [[hooks]]): was killed by a signal")
+            .count(),
+        1,
+        "{stderr}"
+    );
+    assert!(!tool_result(last, "call_2").contains("crash"), "{last:#}");
 
     // after_tool saw the allowed call's result; run_end was told the status.
     let after = std::fs::read_to_string(r.join(".trellis/after.jsonl")).unwrap();
