@@ -511,9 +511,18 @@ fn line_comments_become_a_request_for_changes_of_the_run() {
         hunk: 1,
         text: "why was this removed?".into(),
     });
-    assert!(ui.shows("*+ new two"), "a commented line is marked");
-    assert!(ui.shows("*- old two"));
-    assert!(ui.shows(" + new one"), "the other lines are not");
+    let r = ui.app.review.as_ref().unwrap();
+    assert_eq!(
+        r.line_label(0, 1, 2),
+        "*+ new two",
+        "a commented line is marked"
+    );
+    assert_eq!(r.line_label(0, 1, 1), "*- old two");
+    assert_eq!(
+        r.line_label(0, 0, 2),
+        " + new one",
+        "the other lines are not"
+    );
     ui.interact(|ui| {
         ui.click("Request changes").unwrap();
     });
