@@ -596,3 +596,27 @@ fn a_workflow_question_is_answered_in_the_panel() {
     );
     assert!(ui.shows("Permission: Apply the changes to your files: a.md, b.md"));
 }
+
+#[test]
+fn feedback_typed_with_a_rejection_goes_with_the_answer() {
+    let mut ui = Ui::start(Script::default());
+    ui.new_session();
+    let _ = ui
+        .app
+        .update(Message::PromptChanged("Where does the stock live?".into()));
+    let _ = ui.app.update(Message::Send);
+    ui.pump(|e| matches!(e, Event::Permission(_)));
+    let id = ui.app.asks[0].id;
+    let feedback = || selector::id(trellis_desktop::app::feedback_id(id));
+    ui.interact(|ui| {
+        ui.click(feedback()).unwrap();
+        ui.typewrite("keep the old title");
+    });
+    ui.interact(|ui| {
+        ui.click("2. Keep them in the run's worktree").unwrap();
+    });
+    ui.pump(|e| matches!(e, Event::TurnEnded { .. }));
+    let log = ui.log.lock().unwrap();
+    assert_eq!(log.answers, ["reject_once"]);
+    assert_eq!(log.feedback, [Some("keep the old title".to_owned())]);
+}
