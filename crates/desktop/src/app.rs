@@ -302,27 +302,7 @@ impl App {
                     self.send(Command::CloseSession { id });
                 }
             }
-            Message::Answer { ask, option } => {
-                // Text typed in a permission's feedback box goes with a reject option.
-                let rejects = self.asks.iter().any(|a| {
-                    a.id == ask
-                        && !a.question
-                        && a.options
-                            .iter()
-                            .any(|o| Some(&o.id) == option.as_ref() && o.kind.starts_with("reject"))
-                });
-                self.asks.retain(|a| a.id != ask);
-                let feedback = self
-                    .drafts
-                    .remove(&ask)
-                    .map(|t| t.trim().to_owned())
-                    .filter(|t| rejects && !t.is_empty());
-                self.send(Command::Answer {
-                    ask,
-                    option,
-                    feedback,
-                });
-            }
+            Message::Answer { ask, option } => self.answer(ask, option),
             Message::Draft { ask, text } => {
                 self.drafts.insert(ask, text);
             }
@@ -479,6 +459,30 @@ impl App {
             session,
             run,
             action,
+        });
+    }
+
+    /// Answers permission request (or question) `ask`; feedback typed for a permission goes
+    /// with a reject option.
+    fn answer(&mut self, ask: u64, option: Option<String>) {
+        // Text typed in a permission's feedback box goes with a reject option.
+        let rejects = self.asks.iter().any(|a| {
+            a.id == ask
+                && !a.question
+                && a.options
+                    .iter()
+                    .any(|o| Some(&o.id) == option.as_ref() && o.kind.starts_with("reject"))
+        });
+        self.asks.retain(|a| a.id != ask);
+        let feedback = self
+            .drafts
+            .remove(&ask)
+            .map(|t| t.trim().to_owned())
+            .filter(|t| rejects && !t.is_empty());
+        self.send(Command::Answer {
+            ask,
+            option,
+            feedback,
         });
     }
 
