@@ -82,6 +82,13 @@ impl Ui {
         ui.find(text).is_ok()
     }
 
+    /// Sends `prompt` and waits for the scripted turn's permission request.
+    fn prompt_until_permission(&mut self, prompt: &str) {
+        let _ = self.app.update(Message::PromptChanged(prompt.into()));
+        let _ = self.app.update(Message::Send);
+        self.pump(|e| matches!(e, Event::Permission(_)));
+    }
+
     fn new_session(&mut self) {
         self.interact(|ui| {
             ui.click("New session").unwrap();
@@ -408,11 +415,7 @@ fn screenshots() {
     };
     let mut ui = Ui::start(Script::default());
     ui.new_session();
-    let _ = ui
-        .app
-        .update(Message::PromptChanged("Where does the stock live?".into()));
-    let _ = ui.app.update(Message::Send);
-    ui.pump(|e| matches!(e, Event::Permission(_)));
+    ui.prompt_until_permission("Where does the stock live?");
     let _ = ui
         .app
         .update(Message::OpenFile("src/lib.rs".into(), Some(2)));
@@ -601,11 +604,7 @@ fn a_workflow_question_is_answered_in_the_panel() {
 fn feedback_typed_with_a_rejection_goes_with_the_answer() {
     let mut ui = Ui::start(Script::default());
     ui.new_session();
-    let _ = ui
-        .app
-        .update(Message::PromptChanged("Where does the stock live?".into()));
-    let _ = ui.app.update(Message::Send);
-    ui.pump(|e| matches!(e, Event::Permission(_)));
+    ui.prompt_until_permission("Where does the stock live?");
     let id = ui.app.asks[0].id;
     let feedback = || selector::id(trellis_desktop::app::feedback_id(id));
     ui.interact(|ui| {
