@@ -18,6 +18,7 @@ use serde_json::{Value, json};
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 use trellis_core::service::{DriveEnd, Followed, LiveEvent, OpError, RunFrontEnd, Service};
+use trellis_protocol::acp::FEEDBACK_META;
 use trellis_protocol::records::{ClientTurn, RunPlanned, RunState};
 use trellis_protocol::{
     Answer, InputMode, Interrupt, InterruptKind, NodeAnswer, NodeId, Op, RunId, RunStatus,
@@ -298,8 +299,18 @@ impl Turn {
             ),
         ];
         let outcome = self.ask_permission(&id, fields, options).await;
-        let chosen = match outcome {
-            acp::RequestPermissionOutcome::Selected(s) => s.option_id.0.to_string(),
+        let (chosen, feedback) = match outcome {
+            acp::RequestPermissionOutcome::Selected(s) => {
+                let feedback = s
+                    .meta
+                    .as_ref()
+                    .and_then(|m| m.get(FEEDBACK_META))
+                    .and_then(|v| v.as_str())
+                    .map(str::trim)
+                    .filter(|t| !t.is_empty())
+                    .map(str::to_owned);
+                (s.option_id.0.to_string(), feedback)
+            }
             _ => {
                 self.send(acp::SessionUpdate::ToolCallUpdate(
                     acp::ToolCallUpdate::new(
@@ -329,7 +340,7 @@ impl Turn {
         Some(if allow {
             Answer::approve()
         } else {
-            Answer::reject("rejected in the editor")
+            Answer::reject(feedback.unwrap_or_else(|| "rejected in the editor".into()))
         })
     }
 

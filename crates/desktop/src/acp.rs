@@ -25,5 +25,8 @@ pub use agent_client_protocol::v1::schema::SessionId;
 /// Tool call and plan states, as the protocol names them.
 pub use agent_client_protocol::v1::schema::{PlanEntryStatus, ToolCallStatus, ToolKind};
 
+/// The `_meta` key of a permission answer carrying the feedback typed with it.
+pub use trellis_protocol::acp::FEEDBACK_META;
+
 /// The `_meta` key under which `trellis acp` lists its extension methods in `initialize`.
 pub const EXTENSIONS_META: &str = "trellis.dev/extensions";

@@ -16,7 +16,7 @@ use iced::{Task, Theme, keyboard};
 
 pub use self::files::Files;
 pub use self::keys::{SHORTCUTS, shortcut};
-pub use self::panel::{LET_IT_DECIDE, answer_id};
+pub use self::panel::{LET_IT_DECIDE, answer_id, feedback_id};
 pub use self::review::Review;
 pub use self::session::{Entry, Session};
 use crate::acp::review::{REQUEST_CHANGES_METHOD, ReviewAction, ReviewReply};
@@ -55,14 +55,15 @@ pub enum Message {
         /// The option id.
         option: Option<String>,
     },
-    /// The answer typed for a question changed.
+    /// The answer typed for a question (or the feedback for a permission) changed.
     Draft {
-        /// The question.
+        /// The question or permission request.
         ask: u64,
         /// The text.
         text: String,
     },
-    /// Put the keyboard in the answer box of the oldest question.
+    /// Put the keyboard in the answer box of the oldest question (none: the feedback box of
+    /// the oldest permission request).
     FocusAnswer,
     /// Answer a change-set request "keep it" and review it hunk by hunk instead.
     ReviewHunks {
@@ -176,7 +177,7 @@ pub struct App {
     pub prompt: String,
     /// Permission requests and questions waiting for an answer.
     pub asks: Vec<PermissionAsk>,
-    /// The answers typed for questions, by request.
+    /// The answers typed for questions (and feedback for permissions), by request.
     pub drafts: std::collections::BTreeMap<u64, String>,
     /// The change set under review.
     pub review: Option<Review>,
@@ -301,17 +302,17 @@ impl App {
                     self.send(Command::CloseSession { id });
                 }
             }
-            Message::Answer { ask, option } => {
-                self.asks.retain(|a| a.id != ask);
-                self.drafts.remove(&ask);
-                self.send(Command::Answer { ask, option });
-            }
+            Message::Answer { ask, option } => self.answer(ask, option),
             Message::Draft { ask, text } => {
                 self.drafts.insert(ask, text);
             }
             Message::FocusAnswer => {
+                // The oldest question's answer box, else the oldest permission's feedback box.
                 if let Some(a) = self.asks.iter().find(|a| a.question) {
                     return iced::widget::operation::focus(panel::answer_id(a.id));
+                }
+                if let Some(a) = self.asks.first() {
+                    return iced::widget::operation::focus(panel::feedback_id(a.id));
                 }
             }
             m @ (Message::ReviewHunks { .. }
@@ -461,6 +462,30 @@ impl App {
         });
     }
 
+    /// Answers permission request (or question) `ask`; feedback typed for a permission goes
+    /// with a reject option.
+    fn answer(&mut self, ask: u64, option: Option<String>) {
+        // Text typed in a permission's feedback box goes with a reject option.
+        let rejects = self.asks.iter().any(|a| {
+            a.id == ask
+                && !a.question
+                && a.options
+                    .iter()
+                    .any(|o| Some(&o.id) == option.as_ref() && o.kind.starts_with("reject"))
+        });
+        self.asks.retain(|a| a.id != ask);
+        let feedback = self
+            .drafts
+            .remove(&ask)
+            .map(|t| t.trim().to_owned())
+            .filter(|t| rejects && !t.is_empty());
+        self.send(Command::Answer {
+            ask,
+            option,
+            feedback,
+        });
+    }
+
     /// "Review hunks…" on a change-set permission: keep the change set in the run's worktree
     /// (the agent's `reject_once`), then show it hunk by hunk.
     fn review_hunks(&mut self, ask: u64) {
@@ -473,7 +498,11 @@ impl App {
             .find(|o| o.kind == "reject_once")
             .map(|o| o.id.clone());
         self.asks.retain(|x| x.id != ask);
-        self.send(Command::Answer { ask, option: keep });
+        self.send(Command::Answer {
+            ask,
+            option: keep,
+            feedback: None,
+        });
         let run = a.change_set_run().map(str::to_owned);
         self.request_review(a.session, run, ReviewAction::Show);
     }

@@ -34,6 +34,12 @@ pub const REQUEST_CHANGES_METHOD: &str = "_trellis/requestChanges";
 /// questions with "decide yourself".
 pub const QUESTION_METHOD: &str = "_trellis/question";
 
+/// The `_meta` key of a `session/request_permission` answer (the selected outcome) that
+/// carries text the user typed with it: with a reject option, the rejection's comment — for a
+/// human-review gate, the feedback its stage is revised with. Without it a rejection says
+/// "rejected in the editor".
+pub const FEEDBACK_META: &str = "trellis.dev/feedback";
+
 /// `_trellis/question` parameters.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]

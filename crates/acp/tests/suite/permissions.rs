@@ -1,7 +1,8 @@
 //! Approvals: `session/request_permission` with the four options; "once" answers ask again,
 //! "always" answers are remembered per session (and only there); `session/cancel` while a
 //! permission request is pending ends the turn `cancelled` without waiting for the answer
-//! and leaves the run paused (resumable).
+//! and leaves the run paused (resumable); feedback typed with a rejection (the answer's
+//! `_meta`) is the rejection's comment.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -11,6 +12,7 @@ use agent_client_protocol::v1::schema as acp;
 use serde_json::{Value, json};
 use trellis_acp::{AcpAgent, AcpOptions};
 use trellis_llm::Role;
+use trellis_protocol::acp::FEEDBACK_META;
 use trellis_protocol::{RunId, RunStatus};
 use trellis_test_support::scripted::{ScriptedProvider, Turn};
 
@@ -43,6 +45,9 @@ fn shell_script() -> ScriptedProvider {
         }
     })
 }
+
+/// The feedback typed with a rejection (`_meta` of the answer).
+const FEEDBACK: &str = "read the stock from the cache instead";
 
 /// What the client answers to each permission request, in order: an option id, or
 /// `"cancel"` (send `session/cancel`, answer `cancelled` two seconds later).
@@ -98,6 +103,15 @@ async fn permissions_once_always_and_cancel_while_asking() {
                                 acp::RequestPermissionOutcome::Cancelled,
                             ))
                         })
+                    } else if let Some(option) = answer.strip_prefix("feedback:") {
+                        // An option with typed feedback in the answer's `_meta`.
+                        let mut meta = serde_json::Map::new();
+                        meta.insert(FEEDBACK_META.into(), json!(FEEDBACK));
+                        responder.respond(acp::RequestPermissionResponse::new(
+                            acp::RequestPermissionOutcome::Selected(
+                                acp::SelectedPermissionOutcome::new(option.to_owned()).meta(meta),
+                            ),
+                        ))
                     } else {
                         responder.respond(selected(answer))
                     }
@@ -111,7 +125,8 @@ async fn permissions_once_always_and_cancel_while_asking() {
                 let s1 = new_session(&cx, &root).await?;
                 let s2 = new_session(&cx, &root).await?;
                 let s3 = new_session(&cx, &root).await?;
-                let steps: [(&acp::SessionId, Option<&'static str>); 7] = [
+                let s4 = new_session(&cx, &root).await?;
+                let steps: [(&acp::SessionId, Option<&'static str>); 8] = [
                     (&s1, Some("allow_once")),
                     (&s1, Some("reject_once")),
                     (&s1, Some("allow_always")),
@@ -119,6 +134,7 @@ async fn permissions_once_always_and_cancel_while_asking() {
                     (&s2, Some("reject_always")), // another session asks again
                     (&s2, None),                  // remembered: rejected without asking
                     (&s3, Some("cancel")),
+                    (&s4, Some("feedback:reject_once")), // the typed text is the comment
                 ];
                 for (session, answer) in steps {
                     if let Some(answer) = answer {
@@ -161,6 +177,9 @@ async fn permissions_once_always_and_cancel_while_asking() {
     check(3, 0, false);
     check(4, 1, true);
     check(5, 0, true);
+    // A rejection with typed feedback: the feedback is the rejection's comment.
+    check(7, 1, false);
+    assert!(outcomes[7].2.contains(FEEDBACK), "{}", outcomes[7].2);
     // Cancelled while asking: `cancelled` at once (not after the client's late answer).
     let (stop, n, _, took) = &outcomes[6];
     assert_eq!(*stop, acp::StopReason::Cancelled);
@@ -212,8 +231,8 @@ async fn permissions_once_always_and_cancel_while_asking() {
             .any(|c| c.contains(r#""approvals":{"shell":false}"#)),
         "{configs:?}"
     );
-    // The cancelled turn's run (the only turn of its session) waits for its answer:
-    // resumable.
+    // The cancelled turn's run (the only turn of its session, like the feedback's) waits for
+    // its answer: resumable.
     let runs: Vec<RunId> = service
         .client_sessions("acp")
         .unwrap()
@@ -222,9 +241,12 @@ async fn permissions_once_always_and_cancel_while_asking() {
         .filter(|t| t.len() == 1)
         .map(|t| t[0].run.clone())
         .collect();
-    assert_eq!(runs.len(), 1);
-    let o = service.run_state(&runs[0]).unwrap();
-    assert_eq!(o.status, RunStatus::WaitingInput);
+    assert_eq!(runs.len(), 2);
+    let waiting = runs
+        .iter()
+        .filter(|r| service.run_state(r).unwrap().status == RunStatus::WaitingInput)
+        .count();
+    assert_eq!(waiting, 1);
 }
 
 fn a_push(answers: &Answers, answer: &'static str) {

@@ -18,7 +18,7 @@ use super::review::{
     REQUEST_CHANGES_METHOD, REVIEW_METHOD, RequestChangesParams, ReviewAction, ReviewParams,
     ReviewReply,
 };
-use super::{Event, PermissionAsk, SessionId, Transport, question};
+use super::{Event, FEEDBACK_META, PermissionAsk, SessionId, Transport, question};
 use crate::error::{Error, Result};
 
 /// Something for the agent to do.
@@ -72,6 +72,9 @@ pub enum Command {
         ask: u64,
         /// The chosen option's id, or the answer's text.
         option: Option<String>,
+        /// Text typed with a permission's option (a rejection's comment, a review gate's
+        /// feedback): sent in the answer's `_meta` ([`FEEDBACK_META`]).
+        feedback: Option<String>,
     },
     /// `session/set_config_option`.
     SetConfig {
@@ -151,14 +154,21 @@ enum Parked {
 }
 
 impl Parked {
-    /// Answers with an option id (a permission) or a text (a question); `None`: cancelled.
-    fn answer(self, with: Option<String>) {
+    /// Answers with an option id (a permission, with the feedback typed with it) or a text
+    /// (a question); `None`: cancelled.
+    fn answer(self, with: Option<String>, feedback: Option<String>) {
         let sent = match self {
             Self::Permission(r) => {
                 let outcome = match with {
-                    Some(id) => acp::RequestPermissionOutcome::Selected(
-                        acp::SelectedPermissionOutcome::new(id),
-                    ),
+                    Some(id) => {
+                        let mut selected = acp::SelectedPermissionOutcome::new(id);
+                        if let Some(f) = feedback {
+                            let mut meta = serde_json::Map::new();
+                            meta.insert(FEEDBACK_META.into(), f.into());
+                            selected = selected.meta(meta);
+                        }
+                        acp::RequestPermissionOutcome::Selected(selected)
+                    }
                     None => acp::RequestPermissionOutcome::Cancelled,
                 };
                 r.respond(acp::RequestPermissionResponse::new(outcome))
@@ -279,7 +289,11 @@ async fn run(
             }
             while let Some(cmd) = commands.recv().await {
                 match cmd {
-                    Command::Answer { ask, option } => answer(&main_pending, ask, option),
+                    Command::Answer {
+                        ask,
+                        option,
+                        feedback,
+                    } => answer(&main_pending, ask, option, feedback),
                     Command::Cancel { session } => {
                         if let Err(e) = cx.send_notification(acp::CancelNotification::new(session))
                         {
@@ -378,9 +392,9 @@ fn park_question(
 }
 
 /// Answers permission request (or question) `ask`.
-fn answer(pending: &Pending, ask: u64, option: Option<String>) {
+fn answer(pending: &Pending, ask: u64, option: Option<String>, feedback: Option<String>) {
     if let Some((_, parked)) = pending.lock().ok().and_then(|mut p| p.remove(&ask)) {
-        parked.answer(option);
+        parked.answer(option, feedback);
     }
 }
 
@@ -397,7 +411,7 @@ fn withdraw(pending: &Pending, session: &SessionId) -> Vec<u64> {
         .collect();
     for id in &ids {
         if let Some((_, parked)) = p.remove(id) {
-            parked.answer(None);
+            parked.answer(None, None);
         }
     }
     ids

@@ -24,7 +24,7 @@ pub const SHORTCUTS: &[(&str, &str)] = &[
     ("Ctrl+R", "review the session's latest change set"),
     (
         "Alt+Q",
-        "answer the oldest question (the keyboard goes to its box; Enter sends)",
+        "answer the oldest question (the keyboard goes to its box; Enter sends); with none, type feedback for the oldest permission request",
     ),
     ("Alt+Down / Alt+Up", "next / previous hunk"),
     ("Alt+A / Alt+X", "accept / reject the hunk under the cursor"),

@@ -29,6 +29,11 @@ pub fn answer_id(ask: u64) -> String {
     format!("answer-{ask}")
 }
 
+/// The widget id of permission request `ask`'s feedback box.
+pub fn feedback_id(ask: u64) -> String {
+    format!("feedback-{ask}")
+}
+
 /// The answer "Let it decide" gives a question.
 pub const LET_IT_DECIDE: &str =
     "(no answer from the user: decide yourself and state the assumption you made)";
@@ -89,7 +94,7 @@ pub fn view(app: &App) -> Element<'_, Message> {
         asks = asks.push(if a.question {
             question(a, app.drafts.get(&a.id).map_or("", String::as_str))
         } else {
-            ask(a, review)
+            ask(a, review, app.drafts.get(&a.id).map_or("", String::as_str))
         });
     }
     let usage = match s.usage {
@@ -200,7 +205,7 @@ fn tool(t: &ToolCallView, dark: bool) -> Element<'_, Message> {
         .into()
 }
 
-fn ask(a: &PermissionAsk, review: bool) -> Element<'_, Message> {
+fn ask<'a>(a: &'a PermissionAsk, review: bool, draft: &'a str) -> Element<'a, Message> {
     // One option a line: the agent's labels are long ("Apply, and from now on without asking").
     let mut buttons = Column::new().spacing(4);
     for (i, o) in a.options.iter().enumerate() {
@@ -236,6 +241,21 @@ fn ask(a: &PermissionAsk, review: bool) -> Element<'_, Message> {
     let mut col = column![text(format!("Permission: {}", a.title)).font(BOLD)].spacing(6);
     if !files.is_empty() {
         col = col.push(text(files.join("\n")).size(12).font(Font::MONOSPACE));
+    }
+    // What a rejection says (for a human-review gate: what to revise), typed before choosing
+    // a reject option.
+    if a.options.iter().any(|o| o.kind.starts_with("reject")) {
+        let id = a.id;
+        col = col.push(
+            text_input(
+                "Feedback sent with a reject option (for a review gate: what to revise)",
+                draft,
+            )
+            .id(feedback_id(id))
+            .on_input(move |text| Message::Draft { ask: id, text })
+            .size(13)
+            .padding(6),
+        );
     }
     container(col.push(buttons))
         .padding(8)

@@ -4,10 +4,12 @@
 
 use std::collections::BTreeMap;
 
+use iced::widget::text::LineHeight;
 use iced::widget::{
-    Column, button, column, container, mouse_area, row, rule, scrollable, space, text, text_input,
+    Column, button, column, container, mouse_area, rich_text, row, rule, scrollable, space, span,
+    text, text_input,
 };
-use iced::{Color, Element, Fill, Font, Length};
+use iced::{Color, Element, Fill, Font, Length, Padding};
 
 use super::Message;
 use crate::acp::SessionId;
@@ -61,12 +63,39 @@ pub fn line_number(h: &Hunk, at: usize) -> (usize, bool) {
     }
 }
 
+/// A diff line's sign: `+`, `-` or a space.
+fn sign(kind: LineKind) -> char {
+    match kind {
+        LineKind::Added => '+',
+        LineKind::Removed => '-',
+        LineKind::Context => ' ',
+    }
+}
+
 /// The first changed line of a hunk (where a comment goes when no line was chosen).
 fn first_change(h: &Hunk) -> usize {
     h.lines
         .iter()
         .position(|l| l.kind != LineKind::Context)
         .unwrap_or(0)
+}
+
+/// A diff line, as the link of its text: a click chooses it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct LineAt {
+    file: usize,
+    hunk: usize,
+    line: usize,
+}
+
+impl LineAt {
+    fn select(self) -> Message {
+        Message::SelectLine {
+            file: self.file,
+            hunk: self.hunk,
+            line: self.line,
+        }
+    }
 }
 
 /// The widget id of a diff line (a click chooses it for a comment).
@@ -89,6 +118,8 @@ const COMMENT_H: f32 = 32.0;
 const GAP: f32 = 10.0;
 const INNER_GAP: f32 = 4.0;
 const PAD: f32 = 8.0;
+/// The width of the diff lines' gutter (a click there chooses the line).
+const GUTTER_W: f32 = 14.0;
 /// Hunks this far outside the visible part are still built (smooth scrolling).
 const MARGIN: f32 = 400.0;
 
@@ -291,11 +322,7 @@ impl Review {
                 continue;
             }
             let (n, removed) = line_number(h, *li);
-            let sign = match l.kind {
-                LineKind::Added => '+',
-                LineKind::Removed => '-',
-                LineKind::Context => ' ',
-            };
+            let sign = sign(l.kind);
             let old = if removed { " (old)" } else { "" };
             out.push_str(&format!(
                 "- {}:{n}{old} `{sign} {}`: {comment}\n",
@@ -304,6 +331,21 @@ impl Review {
             ));
         }
         out
+    }
+
+    /// How line `line` of hunk (`file`, `hunk`) is shown: a gutter (`*` when it has a
+    /// comment), its sign (`+`, `-` or a space) and its text.
+    pub fn line_label(&self, file: usize, hunk: usize, line: usize) -> String {
+        let Some(l) = self.hunk(file, hunk).and_then(|h| h.lines.get(line)) else {
+            return String::new();
+        };
+        let sign = sign(l.kind);
+        let gutter = if self.comments.contains_key(&(file, hunk, line)) {
+            '*'
+        } else {
+            ' '
+        };
+        format!("{gutter}{sign} {}", l.text)
     }
 
     /// The review view.
@@ -397,54 +439,7 @@ impl Review {
         pending: bool,
         dark: bool,
     ) -> Element<'a, Message> {
-        let (add, del) = if dark {
-            (
-                Color::from_rgb(0.45, 0.85, 0.5),
-                Color::from_rgb(0.95, 0.45, 0.45),
-            )
-        } else {
-            (
-                Color::from_rgb(0.1, 0.5, 0.15),
-                Color::from_rgb(0.7, 0.1, 0.1),
-            )
-        };
-        let chosen = self.comment_line(fi, hi);
-        let here = self.cursor == (fi, hi);
-        let mut lines = Column::new();
-        for (li, l) in h.lines.iter().enumerate() {
-            let (sign, color) = match l.kind {
-                LineKind::Added => ('+', Some(add)),
-                LineKind::Removed => ('-', Some(del)),
-                LineKind::Context => (' ', None),
-            };
-            // A commented line is marked in the gutter; the chosen one is highlighted.
-            let gutter = if self.comments.contains_key(&(fi, hi, li)) {
-                '*'
-            } else {
-                ' '
-            };
-            let mut t = text(format!("{gutter}{sign} {}", l.text))
-                .font(Font::MONOSPACE)
-                .size(13);
-            if let Some(c) = color {
-                t = t.color(c);
-            }
-            let mut line = container(t)
-                .height(LINE_H)
-                .width(Fill)
-                .id(line_id(fi, hi, li));
-            if here && li == chosen {
-                line = line.style(|t: &iced::Theme| {
-                    container::Style::default()
-                        .background(t.extended_palette().background.strong.color)
-                });
-            }
-            lines = lines.push(mouse_area(line).on_press(Message::SelectLine {
-                file: fi,
-                hunk: hi,
-                line: li,
-            }));
-        }
+        let lines = self.hunk_lines(fi, hi, h, dark);
         let mark = |what: &str, label: &'static str, accept: bool| {
             let b = button(label).on_press_maybe(pending.then_some(Message::SetHunk {
                 file: fi,
@@ -478,35 +473,144 @@ impl Review {
         .spacing(6)
         .height(HEADER_H)
         .align_y(iced::Center);
-        let (n, removed) = line_number(h, chosen);
-        let place = format!(
-            "Comment on {}:{n}{} (click a line to choose it; Request changes sends the comments)",
-            self.change_set
-                .files
-                .get(fi)
-                .map_or("", |f| f.path.as_str()),
-            if removed { " (old)" } else { "" }
-        );
-        let comment = text_input(
-            &place,
-            self.comments
-                .get(&(fi, hi, chosen))
-                .map_or("", String::as_str),
-        )
-        .id(comment_id(fi, hi))
-        .on_input(move |text| Message::Comment {
-            file: fi,
-            hunk: hi,
-            text,
-        })
-        .size(13)
-        .padding(6);
-        container(column![header, lines, comment].spacing(INNER_GAP))
-            .padding(PAD)
-            .width(Fill)
-            .height(Length::Fixed(hunk_height(h.lines.len())))
-            .style(container::bordered_box)
+        let comment = self.comment_box(fi, hi, h);
+        // A rule above each hunk instead of a bordered box: a box is one anti-aliased quad
+        // of the hunk's size, filled again on every frame the diff scrolls.
+        column![
+            rule::horizontal(1),
+            container(column![header, lines, comment].spacing(INNER_GAP)).padding(Padding {
+                top: PAD - 1.0,
+                ..Padding::new(PAD)
+            }),
+        ]
+        .width(Fill)
+        .height(Length::Fixed(hunk_height(h.lines.len())))
+        .into()
+    }
+
+    /// A hunk's lines: one paragraph with a span per line and a gutter of click targets.
+    fn hunk_lines<'a>(
+        &self,
+        fi: usize,
+        hi: usize,
+        h: &'a Hunk,
+        dark: bool,
+    ) -> Element<'a, Message> {
+        let (add, del) = if dark {
+            (
+                Color::from_rgb(0.45, 0.85, 0.5),
+                Color::from_rgb(0.95, 0.45, 0.45),
+            )
+        } else {
+            (
+                Color::from_rgb(0.1, 0.5, 0.15),
+                Color::from_rgb(0.7, 0.1, 0.1),
+            )
+        };
+        let chosen = self.comment_line(fi, hi);
+        let here = self.cursor == (fi, hi);
+        // The lines are one paragraph (a span per line): laying out and drawing one text per
+        // hunk instead of one per line is what keeps scrolling a long diff within a frame
+        // (tiny-skia prepares the font's hinting once per paragraph, and each widget layer
+        // clears a window-sized clip mask, so no stacking either). A click on a line's text
+        // (a link) or on its gutter chooses it; the chosen line is highlighted in both.
+        let highlight = |t: &iced::Theme| t.extended_palette().background.strong.color;
+        let strong = highlight(&if dark {
+            iced::Theme::Dark
+        } else {
+            iced::Theme::Light
+        });
+        let mut spans = Vec::with_capacity(h.lines.len());
+        let mut gutter = Column::new().width(GUTTER_W);
+        for (li, l) in h.lines.iter().enumerate() {
+            let color = match l.kind {
+                LineKind::Added => Some(add),
+                LineKind::Removed => Some(del),
+                LineKind::Context => None,
+            };
+            let chosen_here = here && li == chosen;
+            let mut label = self.line_label(fi, hi, li);
+            if li + 1 < h.lines.len() {
+                label.push('\n');
+            }
+            let at = LineAt {
+                file: fi,
+                hunk: hi,
+                line: li,
+            };
+            spans.push(
+                span(label)
+                    .color_maybe(color)
+                    .link(at)
+                    .background_maybe(chosen_here.then_some(strong)),
+            );
+            let mut target = container(space())
+                .height(LINE_H)
+                .width(Fill)
+                .id(line_id(fi, hi, li));
+            if chosen_here {
+                target = target.style(move |t: &iced::Theme| {
+                    container::Style::default().background(highlight(t))
+                });
+            }
+            gutter = gutter.push(mouse_area(target).on_press(at.select()));
+        }
+        row![
+            gutter,
+            rich_text(spans)
+                .on_link_click(LineAt::select)
+                .font(Font::MONOSPACE)
+                .size(13)
+                .line_height(LineHeight::Absolute(LINE_H.into()))
+                .width(Fill),
+        ]
+        .height(LINE_H * h.lines.len() as f32)
+        .into()
+    }
+
+    /// The comment box of the cursor's hunk; in the other hunks, the count of comments.
+    fn comment_box<'a>(&self, fi: usize, hi: usize, h: &'a Hunk) -> Element<'a, Message> {
+        let here = self.cursor == (fi, hi);
+        let chosen = self.comment_line(fi, hi);
+        if here {
+            let (n, removed) = line_number(h, chosen);
+            let place = format!(
+                "Comment on {}:{n}{} (click a line to choose it; Request changes sends the comments)",
+                self.change_set
+                    .files
+                    .get(fi)
+                    .map_or("", |f| f.path.as_str()),
+                if removed { " (old)" } else { "" }
+            );
+            text_input(
+                &place,
+                self.comments
+                    .get(&(fi, hi, chosen))
+                    .map_or("", String::as_str),
+            )
+            .id(comment_id(fi, hi))
+            .on_input(move |text| Message::Comment {
+                file: fi,
+                hunk: hi,
+                text,
+            })
+            .size(13)
+            .padding(6)
             .into()
+        } else {
+            // Only the cursor's hunk has a comment box (a click on a line moves the cursor
+            // there): a box and its hint in every hunk would be drawn again on each frame
+            // of a scroll.
+            let n = self
+                .comments
+                .range((fi, hi, 0)..=(fi, hi, usize::MAX))
+                .count();
+            container((n > 0).then(|| {
+                text(format!("{n} line comment(s) — click a line to see or edit")).size(13)
+            }))
+            .height(COMMENT_H)
+            .into()
+        }
     }
 }
 

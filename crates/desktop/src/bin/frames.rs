@@ -11,7 +11,8 @@
 //!
 //! Both leave out sending the pixels to the X server (softbuffer's `PutImage`).
 //!
-//! `cargo run --release -p trellis-desktop --features bench --bin frames`
+//! `cargo run --release -p trellis-desktop --features bench --bin frames [window|full] [streaming|scrolling]`
+//! (everything by default).
 
 #![allow(
     clippy::print_stdout,

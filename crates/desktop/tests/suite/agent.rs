@@ -21,7 +21,7 @@ use trellis_desktop::acp::question::{QUESTION_METHOD, QuestionParams};
 use trellis_desktop::acp::review::{
     REQUEST_CHANGES_METHOD, REVIEW_METHOD, RequestChangesParams, ReviewAction, ReviewParams,
 };
-use trellis_desktop::acp::{Event, Handle, Transport, connect};
+use trellis_desktop::acp::{Event, FEEDBACK_META, Handle, Transport, connect};
 
 /// What the client did, as the agent saw it.
 #[derive(Debug, Default)]
@@ -29,6 +29,8 @@ pub struct Log {
     pub prompts: Vec<String>,
     /// Permission answers: the option id, or `cancelled`.
     pub answers: Vec<String>,
+    /// The feedback typed with each answer (`_meta`, [`FEEDBACK_META`]).
+    pub feedback: Vec<Option<String>>,
     /// `_trellis/review` params, as JSON.
     pub reviews: Vec<Value>,
     /// `_trellis/requestChanges` params.
@@ -424,11 +426,20 @@ async fn turn(
         ))
         .block_task()
         .await?;
-    let chosen = match answer.outcome {
-        acp::RequestPermissionOutcome::Selected(s) => s.option_id.to_string(),
-        _ => "cancelled".to_owned(),
+    let (chosen, feedback) = match answer.outcome {
+        acp::RequestPermissionOutcome::Selected(s) => {
+            let feedback = s
+                .meta
+                .and_then(|m| m.get(FEEDBACK_META)?.as_str().map(str::to_owned));
+            (s.option_id.to_string(), feedback)
+        }
+        _ => ("cancelled".to_owned(), None),
     };
-    log.lock().unwrap().answers.push(chosen.clone());
+    {
+        let mut log = log.lock().unwrap();
+        log.answers.push(chosen.clone());
+        log.feedback.push(feedback);
+    }
     let said = if chosen == "allow_once" {
         "\nApplied the run's changes."
     } else {

@@ -105,6 +105,7 @@ fn a_turn_streams_and_a_permission_is_answered() {
     h.send(Command::Answer {
         ask: ask.id,
         option: Some("allow_once".into()),
+        feedback: None,
     })
     .unwrap();
     let seen = until(&rt, &mut ev, |e| matches!(e, Event::TurnEnded { .. }));

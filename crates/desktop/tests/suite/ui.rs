@@ -82,6 +82,13 @@ impl Ui {
         ui.find(text).is_ok()
     }
 
+    /// Sends `prompt` and waits for the scripted turn's permission request.
+    fn prompt_until_permission(&mut self, prompt: &str) {
+        let _ = self.app.update(Message::PromptChanged(prompt.into()));
+        let _ = self.app.update(Message::Send);
+        self.pump(|e| matches!(e, Event::Permission(_)));
+    }
+
     fn new_session(&mut self) {
         self.interact(|ui| {
             ui.click("New session").unwrap();
@@ -408,11 +415,7 @@ fn screenshots() {
     };
     let mut ui = Ui::start(Script::default());
     ui.new_session();
-    let _ = ui
-        .app
-        .update(Message::PromptChanged("Where does the stock live?".into()));
-    let _ = ui.app.update(Message::Send);
-    ui.pump(|e| matches!(e, Event::Permission(_)));
+    ui.prompt_until_permission("Where does the stock live?");
     let _ = ui
         .app
         .update(Message::OpenFile("src/lib.rs".into(), Some(2)));
@@ -511,9 +514,18 @@ fn line_comments_become_a_request_for_changes_of_the_run() {
         hunk: 1,
         text: "why was this removed?".into(),
     });
-    assert!(ui.shows("*+ new two"), "a commented line is marked");
-    assert!(ui.shows("*- old two"));
-    assert!(ui.shows(" + new one"), "the other lines are not");
+    let r = ui.app.review.as_ref().unwrap();
+    assert_eq!(
+        r.line_label(0, 1, 2),
+        "*+ new two",
+        "a commented line is marked"
+    );
+    assert_eq!(r.line_label(0, 1, 1), "*- old two");
+    assert_eq!(
+        r.line_label(0, 0, 2),
+        " + new one",
+        "the other lines are not"
+    );
     ui.interact(|ui| {
         ui.click("Request changes").unwrap();
     });
@@ -586,4 +598,24 @@ fn a_workflow_question_is_answered_in_the_panel() {
         [serde_json::json!({"outcome": "answered", "answer": "Accepted"})]
     );
     assert!(ui.shows("Permission: Apply the changes to your files: a.md, b.md"));
+}
+
+#[test]
+fn feedback_typed_with_a_rejection_goes_with_the_answer() {
+    let mut ui = Ui::start(Script::default());
+    ui.new_session();
+    ui.prompt_until_permission("Where does the stock live?");
+    let id = ui.app.asks[0].id;
+    let feedback = || selector::id(trellis_desktop::app::feedback_id(id));
+    ui.interact(|ui| {
+        ui.click(feedback()).unwrap();
+        ui.typewrite("keep the old title");
+    });
+    ui.interact(|ui| {
+        ui.click("2. Keep them in the run's worktree").unwrap();
+    });
+    ui.pump(|e| matches!(e, Event::TurnEnded { .. }));
+    let log = ui.log.lock().unwrap();
+    assert_eq!(log.answers, ["reject_once"]);
+    assert_eq!(log.feedback, [Some("keep the old title".to_owned())]);
 }

@@ -233,10 +233,24 @@ fn scrolling(frames: &mut Frames) {
     frames.report("scrolling a 10,000-line diff (3 lines a frame, 100 frames)");
 }
 
+/// Arguments choose what runs (all by default): `window`, `full`, `streaming`, `scrolling`.
 pub fn main() {
-    for raster in [Raster::Damage, Raster::Full] {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let wanted = |what: &str, among: &[&str]| {
+        !args.iter().any(|a| among.contains(&a.as_str())) || args.iter().any(|a| a == what)
+    };
+    let modes = ["window", "full"];
+    let runs = ["streaming", "scrolling"];
+    for (raster, name) in [(Raster::Damage, "window"), (Raster::Full, "full")] {
+        if !wanted(name, &modes) {
+            continue;
+        }
         let mut frames = Frames::new(raster);
-        streaming(&mut frames);
-        scrolling(&mut frames);
+        if wanted("streaming", &runs) {
+            streaming(&mut frames);
+        }
+        if wanted("scrolling", &runs) {
+            scrolling(&mut frames);
+        }
     }
 }
