@@ -16,6 +16,7 @@ mod eval;
 mod follow;
 mod mcp;
 mod models;
+mod notify;
 mod retrieval;
 mod review;
 mod runs;
@@ -210,6 +211,7 @@ pub fn run(mut cli: Cli) -> anyhow::Result<ExitCode> {
         return rt.block_on(async {
             let code = session::run(args, &repo, &cli.config, store).await;
             telemetry::flush().await;
+            notify::flush().await;
             code
         });
     }
@@ -231,7 +233,10 @@ pub fn run(mut cli: Cli) -> anyhow::Result<ExitCode> {
         open_store(&cli, false)?
     };
     let code = command(cli, &repo, store, &rt);
-    rt.block_on(telemetry::flush());
+    rt.block_on(async {
+        telemetry::flush().await;
+        notify::flush().await;
+    });
     code
 }
 

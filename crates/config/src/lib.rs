@@ -40,6 +40,7 @@ pub const SECTIONS: &[&str] = &[
     "repository", // trellis-tools: the git remote runs' branches travel through (team scale)
     "sandbox",    // trellis-sandbox: the OS sandbox of every command agents run
     "telemetry",  // trellis-telemetry: OpenTelemetry export of runs' spans (OTLP)
+    "notify",     // trellis-notify: desktop and webhook notifications of runs
 ];
 
 /// Where to look for configuration.
