@@ -44,6 +44,12 @@ impl Detector {
         self.base_url = base_url;
     }
 
+    /// Names `run`'s workflow (for a front-end that learned it otherwise than from the events
+    /// the detector sees).
+    pub fn name_run(&mut self, run: &RunId, workflow: &str) {
+        self.workflows.set(run.clone(), workflow.to_owned());
+    }
+
     /// The notification `event` calls for, if any (and if not already produced).
     pub fn event(&mut self, event: &ServiceEvent) -> Option<Notification> {
         match (&event.stream, &event.event) {

@@ -4,25 +4,32 @@
 //! ([`config`]). A [`Notifier`] reads a service's live broadcast; it never holds a run up,
 //! and a channel's problem is reported once and costs only its own notifications.
 //! The web UI's browser notifications and ACP clients' `_trellis/notification` come from
-//! the same [`Detector`]. See docs/conventions.md, "Notifications".
+//! the same [`Detector`]. Without the `channels` feature (default on) only the section and
+//! the detector are built. See docs/conventions.md, "Notifications".
 
+#[cfg(feature = "channels")]
 mod channel;
 pub mod config;
+#[cfg(feature = "channels")]
 pub mod desktop;
 mod detect;
+#[cfg(feature = "channels")]
 mod error;
+#[cfg(feature = "channels")]
 mod notifier;
+#[cfg(feature = "channels")]
 pub mod webhook;
 
-use std::sync::Arc;
-
+#[cfg(feature = "channels")]
 pub use channel::{Deliver, Outlet, Stats};
 pub use config::NotifyConfig;
 pub use detect::{Detector, run_url};
+#[cfg(feature = "channels")]
 pub use error::{Error, Result};
+#[cfg(feature = "channels")]
 pub use notifier::{Notifier, outlets};
 pub use trellis_protocol::{Notification, NotificationKind};
 
 /// Where a channel's problems are told (stderr in the CLI): once per channel, with the
 /// setting to fix.
-pub type Reporter = Arc<dyn Fn(&str) + Send + Sync>;
+pub type Reporter = std::sync::Arc<dyn Fn(&str) + Send + Sync>;
