@@ -1,11 +1,11 @@
 //! Notifications for Trellis: when a run needs input, fails or finishes, the people who
-//! care are told — a desktop notification over the freedesktop session bus ([`desktop`]),
-//! signed JSON POSTs to webhooks with retries ([`webhook`]) — as configured in `[notify]`
-//! ([`config`]). A [`Notifier`] reads a service's live broadcast; it never holds a run up,
+//! care are told — a desktop notification over the freedesktop session bus (`desktop`),
+//! signed JSON POSTs to webhooks with retries (`webhook`) — as configured in `[notify]`
+//! ([`config`]). A `Notifier` reads a service's live broadcast; it never holds a run up,
 //! and a channel's problem is reported once and costs only its own notifications.
-//! The web UI's browser notifications and ACP clients' `_trellis/notification` come from
-//! the same [`Detector`]. Without the `channels` feature (default on) only the section and
-//! the detector are built. See docs/conventions.md, "Notifications".
+//! ACP clients' `_trellis/notification` come from the same [`Detector`] (the web UI applies
+//! its rule to the workspace stream). Without the `channels` feature (default on) only the
+//! section and the detector are built. See docs/conventions.md, "Notifications".
 
 #[cfg(feature = "channels")]
 mod channel;
