@@ -112,11 +112,14 @@ async fn an_unreachable_webhook_is_reported_once_and_never_waited_for() {
 }
 
 #[tokio::test]
-async fn a_secret_variable_that_is_unset_is_reported_and_its_webhook_left_out() {
+async fn misconfigured_webhooks_are_reported_with_their_setting_and_left_out() {
     let receiver = Server::scripted(vec![Response::json("{}")]);
     let problems = Problems::default();
     let (tx, notifier) = notifier(
-        serde_json::json!({"webhooks": [{"url": receiver.url(), "secret_env": "NOT_SET_HERE"}]}),
+        serde_json::json!({"webhooks": [
+            {"url": receiver.url(), "secret_env": "NOT_SET_HERE"},
+            {"url": "ftp://hooks.example/x"},
+        ]}),
         &[],
         &problems,
     );
@@ -125,10 +128,8 @@ async fn a_secret_variable_that_is_unset_is_reported_and_its_webhook_left_out() 
     notifier.shutdown(Duration::from_secs(5)).await;
     assert!(receiver.requests().is_empty());
     let lines = problems.lines();
-    assert_eq!(lines.len(), 1, "{lines:?}");
-    assert!(
-        lines[0].contains("notify.webhooks[0].secret_env"),
-        "{lines:?}"
-    );
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert!(lines[0].contains("notify.webhooks[0].secret_env"), "{lines:?}");
     assert!(lines[0].contains("NOT_SET_HERE"), "{lines:?}");
+    assert!(lines[1].contains("notify.webhooks[1].url"), "{lines:?}");
 }
