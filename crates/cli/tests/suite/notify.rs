@@ -92,3 +92,57 @@ fn an_unreachable_webhook_is_told_once_and_the_run_finishes() {
     assert_eq!(told.len(), 1, "told once: {stderr}");
     assert!(told[0].contains("2 attempts failed"), "{stderr}");
 }
+
+#[test]
+fn trellis_serve_links_its_notifications_to_the_run_in_the_web_ui() {
+    use std::time::Instant;
+
+    use super::serve::{PATIENCE, Server};
+
+    let receiver = trellis_test_http::Server::concurrent(|_| {
+        trellis_test_http::Response::json("{}")
+    });
+    let (url, _seen) = reading_agent();
+    let hook = format!(
+        "[[notify.webhooks]]\nurl = \"{}/trellis\"\nevents = [\"finished\"]\n",
+        receiver.url()
+    );
+    let ws = trellis_test_support::example_repo("inventory", &notifying_config(&url, &hook))
+        .unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let token_file = home.path().join("cfg/serve-token");
+    let server = Server::start(ws.path(), home.path(), &token_file, &[]);
+    let token = std::fs::read_to_string(&token_file)
+        .unwrap()
+        .trim()
+        .to_owned();
+    let created = server.http(
+        "POST",
+        "/api/workflows",
+        Some(&token),
+        Some(&json!({
+            "request": "Let's discuss the decision to keep stock in memory",
+            "workflow": "architecture_discussion",
+            "skip": ["decision_documentation"],
+            "input": "approve",
+        })),
+    );
+    assert_eq!(created.status, 201, "{}", created.body);
+    let run = created.body["run"].as_str().unwrap().to_owned();
+    let deadline = Instant::now() + PATIENCE;
+    while receiver.requests().is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "no notification; stderr:\n{}",
+            server.stderr_text()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let body = receiver.requests()[0].json();
+    assert_eq!(body["run"], run.as_str(), "{body}");
+    assert_eq!(
+        body["url"],
+        format!("http://127.0.0.1:{}/#/runs/{run}", server.port),
+        "{body}"
+    );
+}
