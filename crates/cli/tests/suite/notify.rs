@@ -99,16 +99,15 @@ fn trellis_serve_links_its_notifications_to_the_run_in_the_web_ui() {
 
     use super::serve::{PATIENCE, Server};
 
-    let receiver = trellis_test_http::Server::concurrent(|_| {
-        trellis_test_http::Response::json("{}")
-    });
+    let receiver =
+        trellis_test_http::Server::concurrent(|_| trellis_test_http::Response::json("{}"));
     let (url, _seen) = reading_agent();
     let hook = format!(
         "[[notify.webhooks]]\nurl = \"{}/trellis\"\nevents = [\"finished\"]\n",
         receiver.url()
     );
-    let ws = trellis_test_support::example_repo("inventory", &notifying_config(&url, &hook))
-        .unwrap();
+    let ws =
+        trellis_test_support::example_repo("inventory", &notifying_config(&url, &hook)).unwrap();
     let home = tempfile::tempdir().unwrap();
     let token_file = home.path().join("cfg/serve-token");
     let server = Server::start(ws.path(), home.path(), &token_file, &[]);

@@ -129,7 +129,10 @@ async fn misconfigured_webhooks_are_reported_with_their_setting_and_left_out() {
     assert!(receiver.requests().is_empty());
     let lines = problems.lines();
     assert_eq!(lines.len(), 2, "{lines:?}");
-    assert!(lines[0].contains("notify.webhooks[0].secret_env"), "{lines:?}");
+    assert!(
+        lines[0].contains("notify.webhooks[0].secret_env"),
+        "{lines:?}"
+    );
     assert!(lines[0].contains("NOT_SET_HERE"), "{lines:?}");
     assert!(lines[1].contains("notify.webhooks[1].url"), "{lines:?}");
 }
