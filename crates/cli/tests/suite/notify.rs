@@ -97,7 +97,7 @@ fn an_unreachable_webhook_is_told_once_and_the_run_finishes() {
 fn trellis_serve_links_its_notifications_to_the_run_in_the_web_ui() {
     use std::time::Instant;
 
-    use super::serve::{PATIENCE, Server};
+    use super::serve::{PATIENCE, Server, read_token};
 
     let receiver =
         trellis_test_http::Server::concurrent(|_| trellis_test_http::Response::json("{}"));
@@ -111,23 +111,7 @@ fn trellis_serve_links_its_notifications_to_the_run_in_the_web_ui() {
     let home = tempfile::tempdir().unwrap();
     let token_file = home.path().join("cfg/serve-token");
     let server = Server::start(ws.path(), home.path(), &token_file, &[]);
-    let token = std::fs::read_to_string(&token_file)
-        .unwrap()
-        .trim()
-        .to_owned();
-    let created = server.http(
-        "POST",
-        "/api/workflows",
-        Some(&token),
-        Some(&json!({
-            "request": "Let's discuss the decision to keep stock in memory",
-            "workflow": "architecture_discussion",
-            "skip": ["decision_documentation"],
-            "input": "approve",
-        })),
-    );
-    assert_eq!(created.status, 201, "{}", created.body);
-    let run = created.body["run"].as_str().unwrap().to_owned();
+    let run = server.start_discussion(&read_token(&token_file));
     let deadline = Instant::now() + PATIENCE;
     while receiver.requests().is_empty() {
         assert!(
