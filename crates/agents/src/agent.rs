@@ -35,6 +35,7 @@ mod foresight;
 pub(crate) mod inbox;
 mod indent;
 mod merge;
+mod notes;
 mod probe;
 mod record;
 mod report;
@@ -75,6 +76,7 @@ use events::{Finished, completed, status_of, tool_completed, tool_started, turn_
 pub use blocks::grammar::{grammar as block_grammar, shown as shown_lines};
 pub use calls::{EXECUTE_DAG, ExecuteDagInput, REPLAN_DAG, execute_dag_spec, replan_dag_spec};
 pub use inbox::Inbox;
+pub use notes::PathNotes;
 pub use probe::{ScriptLanguage, ScriptRun, TestOutcome, TestProbe};
 pub use record::INTERRUPTED_TOOL;
 pub use toolset::{SEARCH_TOOLS, search_tools_spec};
@@ -607,6 +609,11 @@ impl AgentRun {
                         self.remember(st, &call.name, args, f.data);
                     }
                     let content = self.shrink_output(st, turn, call, f.content);
+                    let content = if f.status == ToolStatus::Ok {
+                        self.with_path_notes(st, call, content)
+                    } else {
+                        content
+                    };
                     self.emit(
                         st,
                         completed(turn, call, content.clone(), f.status, f.duration_ms),
@@ -747,6 +754,11 @@ impl AgentRun {
             self.remember(st, &call.name, args, data);
         }
         let content = self.shrink_output(st, turn, call, content);
+        let content = if status == ToolStatus::Ok {
+            self.with_path_notes(st, call, content)
+        } else {
+            content
+        };
         self.emit(
             st,
             tool_completed(turn, call, content.clone(), status, clock),

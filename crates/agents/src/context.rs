@@ -159,6 +159,7 @@ impl ContextConfig {
             summarizer: None,
             outputs: None,
             tool_embedder: None,
+            path_notes: None,
         }
     }
 }
@@ -185,6 +186,9 @@ pub struct ContextPolicy {
     /// Embeds MCP tools and the task for the tool-schema budget's semantic ranking (fused
     /// with BM25 and the tool knowledge graph's PageRank); `None`: lexical only.
     pub tool_embedder: Option<Arc<dyn trellis_index::Embedder>>,
+    /// Notes given with a path the first time a tool touches it (the instructions of a
+    /// nested directory: `AGENTS.md` below the root).
+    pub path_notes: Option<Arc<dyn crate::agent::PathNotes>>,
 }
 
 impl Default for ContextPolicy {
@@ -198,6 +202,7 @@ impl Default for ContextPolicy {
             summarizer: None,
             outputs: None,
             tool_embedder: None,
+            path_notes: None,
         }
     }
 }

@@ -30,8 +30,9 @@ pub mod roles;
 pub mod usage;
 
 pub use agent::{
-    AgentOutcome, AgentReport, AgentRun, EXECUTE_DAG, INTERRUPTED_TOOL, Inbox, REPLAN_DAG, Resume,
-    SEARCH_TOOLS, ScriptLanguage, ScriptRun, SessionSink, SinkFactory, TestOutcome, TestProbe,
+    AgentOutcome, AgentReport, AgentRun, EXECUTE_DAG, INTERRUPTED_TOOL, Inbox, PathNotes,
+    REPLAN_DAG, Resume, SEARCH_TOOLS, ScriptLanguage, ScriptRun, SessionSink, SinkFactory,
+    TestOutcome, TestProbe,
 };
 pub use compress::{Compressed, FieldRepair, FieldRepairMethod, compress_field};
 pub use config::{AgentsConfig, RetrievalAgentConfig};

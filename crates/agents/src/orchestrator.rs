@@ -36,6 +36,10 @@ pub struct ProjectContext {
     /// Whether the request or the repository touches security-sensitive areas
     /// (authentication, tokens, cryptography, secrets, permissions).
     pub security_sensitive: bool,
+    /// The project's instructions for agents (`AGENTS.md` …), already cut to the
+    /// orchestrator's budget; empty when there are none.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub instructions: String,
 }
 
 const SENSITIVE: &[&str] = &[
@@ -426,7 +430,18 @@ fn prompt(
     }
     vec![
         Message::system(s),
-        Message::user(format!("## PROJECT CONTEXT\n{}", project.describe())),
+        Message::user(format!(
+            "## PROJECT CONTEXT\n{}{}",
+            project.describe(),
+            if project.instructions.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    "\nThe project's instructions for agents:\n{}",
+                    project.instructions.trim_end()
+                )
+            }
+        )),
         Message::user(w_text),
         Message::user(format!("## REQUEST\n{}", request.trim())),
     ]

@@ -309,3 +309,56 @@ pub fn announce<S: AsRef<str>>(lines: &[S]) {
     }
     let _ = out.flush();
 }
+
+/// The `instructions` block of `runs show`: each file the run's agents were given, where it
+/// applies and the start of its SHA-256, then what could not be read.
+pub fn instructions(used: &trellis_protocol::records::InstructionsUsed) -> String {
+    let mut s = String::from("instructions\n");
+    for f in &used.files {
+        let applies = match f.applies_to.as_str() {
+            "user" => "yours, every repository".to_owned(),
+            "root" => "the whole repository".to_owned(),
+            dir => format!("paths under {dir}"),
+        };
+        s.push_str(&format!(
+            "  {}  ({applies})  sha256 {}{}\n",
+            f.path,
+            f.sha256.get(..12).unwrap_or(&f.sha256),
+            if f.cut { "  (first 32 KiB used)" } else { "" }
+        ));
+        for i in &f.included {
+            s.push_str(&format!(
+                "    includes {}  sha256 {}\n",
+                i.path,
+                i.sha256.get(..12).unwrap_or(&i.sha256)
+            ));
+        }
+    }
+    for p in &used.problems {
+        s.push_str(&format!("  ! {p}\n"));
+    }
+    s
+}
+
+/// The `hooks` block of `runs show`: each hook run (`hook:<event>`), its verdict, time and
+/// output's first line.
+pub fn hook_runs(calls: &[trellis_protocol::records::ToolCallRecord]) -> String {
+    let mut s = String::from("hooks\n");
+    for c in calls {
+        let args: serde_json::Value = serde_json::from_str(&c.args).unwrap_or_default();
+        let name = args["hook"].as_str().unwrap_or_default();
+        let tool = args["tool"]
+            .as_str()
+            .map(|t| format!(" ({t})"))
+            .unwrap_or_default();
+        s.push_str(&format!(
+            "  {:<18} {:<10} {:>6} ms  {}{tool}  {}\n",
+            c.tool,
+            c.decision,
+            c.duration_ms,
+            truncate(name, 40),
+            truncate(&c.summary, 80)
+        ));
+    }
+    s
+}

@@ -14,6 +14,7 @@ mod display;
 mod drive;
 mod eval;
 mod follow;
+mod init;
 mod mcp;
 mod models;
 mod notify;
@@ -111,6 +112,9 @@ pub enum Commands {
     Map(retrieval::MapArgs),
     /// List, show and validate workflows (built-in, `.trellis/workflows`, `--workflows-dir`).
     Workflows(workflows::WorkflowsArgs),
+    /// Write a starter `AGENTS.md` (the project's instructions for agents) from what Trellis
+    /// detects in the repository; an existing instructions file is never overwritten.
+    Init(init::InitArgs),
     /// Run a request: the orchestrator picks a workflow, agents work in a git worktree, and
     /// the change ends in a batched review.
     Run(workflows::RunArgs),
@@ -215,8 +219,9 @@ pub fn run(mut cli: Cli) -> anyhow::Result<ExitCode> {
             code
         });
     }
-    // Workflow commands need no store; dispatch them before one is created.
+    // Workflow commands and `init` need no store; dispatch them before one is created.
     match cli.command {
+        Commands::Init(args) => return init::execute(&args, &repo, &cli.config),
         Commands::Workflows(args) => return workflows::workflows(args, &repo),
         Commands::Run(args) => return workflows::run(args, &repo),
         _ => {}
@@ -279,6 +284,7 @@ fn command(
         | Commands::Search(_)
         | Commands::Map(_)
         | Commands::Workflows(_)
+        | Commands::Init(_)
         | Commands::Run(_)
         | Commands::Models(_)
         | Commands::Eval(_)

@@ -460,8 +460,14 @@ fn show(records: &Records, run: &str, json: bool) -> anyhow::Result<ExitCode> {
             None
         }
     };
+    let instructions = instructions_used(records, &rec.id)?;
     if json {
-        let v = serde_json::json!({ "run": rec, "checkpoints": checkpoints, "outcome": outcome });
+        let v = serde_json::json!({
+            "run": rec,
+            "checkpoints": checkpoints,
+            "outcome": outcome,
+            "instructions": instructions,
+        });
         println!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(ExitCode::SUCCESS);
     }
@@ -501,6 +507,17 @@ fn show(records: &Records, run: &str, json: bool) -> anyhow::Result<ExitCode> {
         .map(|c| format!("{}(step {})", c.seq, c.step))
         .collect();
     println!("checkpoints  {}", truncate(&cps.join(" "), 200));
+    if let Some(used) = &instructions {
+        print!("{}", crate::display::instructions(used));
+    }
+    let hooks: Vec<_> = records
+        .tool_calls(&rec.id)?
+        .into_iter()
+        .filter(|c| c.tool.starts_with("hook:"))
+        .collect();
+    if !hooks.is_empty() {
+        print!("{}", crate::display::hook_runs(&hooks));
+    }
     let Some(o) = outcome else {
         return Ok(ExitCode::SUCCESS);
     };
@@ -552,6 +569,31 @@ fn show(records: &Records, run: &str, json: bool) -> anyhow::Result<ExitCode> {
         );
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The instructions the run's agents were given: the latest version of its
+/// `instructions` artifact (none when the repository has no instruction files).
+fn instructions_used(
+    records: &Records,
+    run: &trellis_protocol::RunId,
+) -> anyhow::Result<Option<trellis_protocol::records::InstructionsUsed>> {
+    use trellis_protocol::records::INSTRUCTIONS_ARTIFACT;
+    let Some(latest) = records
+        .artifacts(run)?
+        .into_iter()
+        .filter(|a| a.kind == INSTRUCTIONS_ARTIFACT)
+        .max_by_key(|a| a.version)
+    else {
+        return Ok(None);
+    };
+    Ok(Some(serde_json::from_str(&latest.content).map_err(
+        |e| {
+            anyhow::anyhow!(
+                "the run's instructions record (artifact {}) is not readable: {e}",
+                latest.id
+            )
+        },
+    )?))
 }
 
 async fn events(

@@ -155,6 +155,19 @@ impl RunFrontEnd for TerminalFront<'_> {
 /// the run was started or resumed.
 pub async fn drive_run(
     service: Arc<Service>,
+    live: broadcast::Receiver<Arc<LiveEvent>>,
+    run: RunId,
+    term: Terminal,
+) -> anyhow::Result<ExitCode> {
+    let code = follow_to_end(service.clone(), live, run, term).await;
+    // The process ends here: the service stops cleanly (the run's last hooks finish and
+    // are recorded, the store is flushed, MCP servers stop).
+    service.shutdown().await;
+    code
+}
+
+async fn follow_to_end(
+    service: Arc<Service>,
     mut live: broadcast::Receiver<Arc<LiveEvent>>,
     run: RunId,
     term: Terminal,

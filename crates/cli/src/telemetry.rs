@@ -49,6 +49,15 @@ pub fn start(config: &Config, service: &Service) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The metrics this process exports, when export is on (the first pipeline's).
+pub fn metrics() -> Option<std::sync::Arc<trellis_telemetry::metrics::Metrics>> {
+    PIPELINES
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .first()
+        .map(Pipeline::metrics)
+}
+
 /// Sends what the pipelines hold and stops them; says on stderr what could not be sent.
 pub async fn flush() {
     let pipelines = std::mem::take(&mut *PIPELINES.lock().unwrap_or_else(PoisonError::into_inner));

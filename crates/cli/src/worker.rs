@@ -85,7 +85,11 @@ pub async fn work(
             now.cancel();
         })
     };
+    let metrics = crate::telemetry::metrics();
     let report = move |e: trellis_core::service::WorkerEvent| {
+        if let (Some(metrics), Some(event)) = (&metrics, metric_name(&e)) {
+            metrics.worker_event(event);
+        }
         crate::display::announce(&[format!("worker {name}: {e}")]);
     };
     let worked = service.work(options, stop, now, &report).await;
@@ -94,4 +98,18 @@ pub async fn work(
     worked?;
     crate::display::announce(&[format!("worker {label}: stopped")]);
     Ok(ExitCode::SUCCESS)
+}
+
+/// The `event` label a worker event is counted under in the exported metrics
+/// (`trellis.worker.events`; docs/observability.md); `None` for a drain's progress.
+fn metric_name(e: &trellis_core::service::WorkerEvent) -> Option<&'static str> {
+    use trellis_core::service::WorkerEvent;
+    match e {
+        WorkerEvent::Resumed { .. } => Some("resumed"),
+        WorkerEvent::Parked { .. } => Some("parked"),
+        WorkerEvent::HandedBack { .. } => Some("handed_back"),
+        WorkerEvent::LeaseLost { .. } => Some("lease_lost"),
+        WorkerEvent::Error { .. } => Some("error"),
+        WorkerEvent::Draining { .. } | WorkerEvent::DrainTimedOut { .. } => None,
+    }
 }

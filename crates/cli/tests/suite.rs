@@ -6,6 +6,8 @@ mod coder;
 mod common;
 mod crash;
 mod eval;
+mod hooks;
+mod instructions;
 mod mcp;
 mod mcp_checkers;
 mod mock;

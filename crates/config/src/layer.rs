@@ -79,8 +79,38 @@ impl Layer {
 
 /// Merges `layer` over `into`: tables merge recursively, other values replace.
 pub(crate) fn merge(into: &mut toml::Table, origins: &mut BTreeMap<String, Origin>, layer: Layer) {
-    merge_tables(into, layer.table);
-    origins.extend(layer.origins);
+    let mut table = layer.table;
+    let mut layer_origins = layer.origins;
+    // A list section (`[[hooks]]`) adds the layer's entries after the earlier layers'; their
+    // origins are renumbered to the merged positions.
+    for name in crate::LIST_SECTIONS {
+        let Some(toml::Value::Array(earlier)) = into.get_mut(*name) else {
+            continue;
+        };
+        if !table.get(*name).is_some_and(toml::Value::is_array) {
+            continue;
+        }
+        let Some(toml::Value::Array(later)) = table.remove(*name) else {
+            continue;
+        };
+        let offset = earlier.len();
+        earlier.extend(later);
+        let prefix = format!("{name}[");
+        layer_origins = layer_origins
+            .into_iter()
+            .map(
+                |(k, o)| match k.strip_prefix(&prefix).and_then(|r| r.split_once(']')) {
+                    Some((i, rest)) => match i.parse::<usize>() {
+                        Ok(i) => (format!("{prefix}{}]{rest}", i + offset), o),
+                        Err(_) => (k, o),
+                    },
+                    None => (k, o),
+                },
+            )
+            .collect();
+    }
+    merge_tables(into, table);
+    origins.extend(layer_origins);
 }
 
 fn merge_tables(into: &mut toml::Table, from: toml::Table) {

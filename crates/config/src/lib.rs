@@ -26,22 +26,28 @@ pub use schema::nearest;
 
 /// The top-level sections and their owners. Adding a section is adding its name here.
 pub const SECTIONS: &[&str] = &[
-    "models",     // trellis-llm: model profiles
-    "roles",      // trellis-llm: role → profile assignment
-    "budgets",    // trellis-llm: token and cost budgets, prices
-    "tools",      // trellis-tools
-    "index",      // trellis-index
-    "agents",     // trellis-agents: test command, turn caps, role directories, retrieval agent
-    "context",    // trellis-agents: input caps, summarisation, tool-output handles
-    "mcp",        // trellis-mcp: MCP servers whose tools agents use
-    "lsp",        // trellis-lsp: language server commands
-    "sources",    // trellis-sources: web search, documentation sites, OSV advisories
-    "store",      // trellis-store: a PostgreSQL server instead of the workspace's SQLite file
-    "repository", // trellis-tools: the git remote runs' branches travel through (team scale)
-    "sandbox",    // trellis-sandbox: the OS sandbox of every command agents run
-    "telemetry",  // trellis-telemetry: OpenTelemetry export of runs' spans (OTLP)
-    "notify",     // trellis-notify: desktop and webhook notifications of runs
+    "models",       // trellis-llm: model profiles
+    "roles",        // trellis-llm: role → profile assignment
+    "budgets",      // trellis-llm: token and cost budgets, prices
+    "tools",        // trellis-tools
+    "index",        // trellis-index
+    "agents",       // trellis-agents: test command, turn caps, role directories, retrieval agent
+    "context",      // trellis-agents: input caps, summarisation, tool-output handles
+    "mcp",          // trellis-mcp: MCP servers whose tools agents use
+    "lsp",          // trellis-lsp: language server commands
+    "sources",      // trellis-sources: web search, documentation sites, OSV advisories
+    "store",        // trellis-store: a PostgreSQL server instead of the workspace's SQLite file
+    "repository",   // trellis-tools: the git remote runs' branches travel through (team scale)
+    "sandbox",      // trellis-sandbox: the OS sandbox of every command agents run
+    "telemetry",    // trellis-telemetry: OpenTelemetry export of runs' spans (OTLP)
+    "instructions", // trellis-runtime: AGENTS.md and its stand-ins given to agents
+    "hooks",        // trellis-tools: the user's commands around tool calls and runs (a list)
+    "notify",       // trellis-notify: desktop and webhook notifications of runs
 ];
+
+/// The top-level sections that are lists of tables (`[[hooks]]`): each layer's entries are
+/// added after the earlier layers' instead of replacing them.
+pub const LIST_SECTIONS: &[&str] = &["hooks"];
 
 /// Where to look for configuration.
 #[derive(Clone, Debug, Default)]
@@ -153,11 +159,23 @@ impl Config {
                     suggestion: schema::nearest(key, SECTIONS.iter().copied()),
                 });
             }
-            if !value.is_table() {
+            let list = LIST_SECTIONS.contains(&key.as_str());
+            let fits = if list {
+                value
+                    .as_array()
+                    .is_some_and(|a| a.iter().all(toml::Value::is_table))
+            } else {
+                value.is_table()
+            };
+            if !fits {
                 return Err(Error::Invalid {
                     key: key.clone(),
                     origin: config.origin_text(key),
-                    message: "a section must be a table".into(),
+                    message: if list {
+                        format!("`{key}` is a list of tables: write each entry as [[{key}]]")
+                    } else {
+                        "a section must be a table".into()
+                    },
                 });
             }
         }
@@ -219,6 +237,38 @@ impl Config {
             });
         }
         self.deserialize_section(name, value)
+    }
+
+    /// Reads list section `name` (`[[name]]` entries of every layer, in order) into `T`s:
+    /// each entry is checked like [`Config::section`] checks a section, and errors name the
+    /// entry (`hooks[1].event`) and where it was set.
+    pub fn list<T>(&self, name: &str) -> Result<Vec<T>>
+    where
+        T: DeserializeOwned + schemars::JsonSchema,
+    {
+        let Some(items) = self.merged.get(name).and_then(toml::Value::as_array) else {
+            return Ok(Vec::new());
+        };
+        let schema = schemars::schema_for!(T);
+        let mut out = Vec::with_capacity(items.len());
+        for (i, item) in items.iter().enumerate() {
+            let entry = format!("{name}[{i}]");
+            let json = serde_json::to_value(item).map_err(|e| Error::Invalid {
+                key: entry.clone(),
+                origin: self.origin_text(&entry),
+                message: e.to_string(),
+            })?;
+            if let Some(unknown) = schema::first_unknown_key(schema.as_value(), &json) {
+                let key = format!("{entry}.{}", unknown.path);
+                return Err(Error::UnknownKey {
+                    origin: self.origin_text(&key),
+                    key,
+                    suggestion: unknown.suggestion.map(|s| format!("{entry}.{s}")),
+                });
+            }
+            out.push(self.deserialize_section(&entry, item.clone())?);
+        }
+        Ok(out)
     }
 
     /// Reads section `name` into a `T` without a JSON Schema. Unknown keys are caught only

@@ -18,6 +18,6 @@ pub use records::Records;
 
 pub use trellis_runtime::{
     Error, InputMode, PlanOnly, Result, RunContext, RunOptions, Runtime, changed_files, code_intel,
-    discover_workflows, gateway, mcp_config, merge, nodes, now_ms, planning, run_input, sessions,
-    stage_tools, stages, tasktree, testcmd, toolknow, tools_config,
+    discover_workflows, gateway, instructions, mcp_config, merge, nodes, now_ms, planning,
+    run_input, sessions, stage_tools, stages, starter, tasktree, testcmd, toolknow, tools_config,
 };

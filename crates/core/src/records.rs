@@ -286,6 +286,15 @@ impl Records {
         Ok(artifacts)
     }
 
+    /// The run's tool calls in the order they started, the user's hooks' runs among them
+    /// (tool `hook:<event>`).
+    pub fn tool_calls(
+        &self,
+        run: &RunId,
+    ) -> Result<Vec<trellis_protocol::records::ToolCallRecord>> {
+        Ok(trellis_store::UsageStore::tool_calls(&*self.store, run)?)
+    }
+
     /// The run's model usage: in total, per stage and per agent.
     pub fn usage(&self, run: &RunId) -> Result<RunUsage> {
         Ok(self.store.run_usage(run)?)

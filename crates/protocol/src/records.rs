@@ -6,6 +6,7 @@
 
 mod changes;
 mod clients;
+mod instructions;
 mod runs;
 mod sessions;
 mod tools;
@@ -13,6 +14,9 @@ mod usage;
 
 pub use changes::{ChangeOpRecord, ChangeSetRecord, ToolCallRecord};
 pub use clients::{ClientSession, ClientTurn};
+pub use instructions::{
+    INSTRUCTIONS_ARTIFACT, IncludedRecord, InstructionFileRecord, InstructionsUsed,
+};
 pub use runs::{
     Checkpoint, NodeView, Owner, RunFilter, RunGraph, RunGroup, RunPlanned, RunRecord, RunState,
     RunSummary, RunView, files_changed,

@@ -40,6 +40,9 @@ pub struct RunContext {
     pub options: RunOptions,
     /// The project's test command, if any.
     pub test_command: Option<TestCommand>,
+    /// The project's instructions as read when the run (or this process's part of it)
+    /// started: every agent of the run is given the same.
+    pub instructions: Arc<crate::instructions::Instructions>,
     /// The worktrees of the agents that edit.
     pub(crate) nodes: Arc<crate::nodes::NodeSpaces>,
     /// The retrieval agent, built on first use.
@@ -89,8 +92,12 @@ impl RunContext {
         ledger: Arc<trellis_llm::BudgetLedger>,
         options: RunOptions,
     ) -> Arc<Self> {
-        let test_command =
-            testcmd::detect(&space.read_root(), runtime.agents.test_command.as_deref());
+        let instructions = runtime.instructions.get();
+        let test_command = testcmd::detect(
+            &space.read_root(),
+            runtime.agents.test_command.as_deref(),
+            &instructions,
+        );
         Arc::new_cyclic(|me| Self {
             runtime,
             run,
@@ -100,11 +107,52 @@ impl RunContext {
             ledger,
             options,
             test_command,
+            instructions,
             nodes: Arc::new(nodes),
             retrieval: tokio::sync::OnceCell::new(),
             tool_embedder: tokio::sync::OnceCell::new(),
             me: me.clone(),
         })
+    }
+
+    /// Stores the run's instructions as its `instructions` artifact (which files, their
+    /// hashes, what could not be read) unless the latest stored version says the same: a
+    /// resumed run whose files changed gets a new version.
+    pub(crate) fn record_instructions(&self) -> crate::Result<()> {
+        use trellis_protocol::records::{INSTRUCTIONS_ARTIFACT, InstructionsUsed};
+        if self.instructions.is_empty() {
+            return Ok(());
+        }
+        let used = self.instructions.record();
+        let store = &self.runtime.store;
+        let latest = store
+            .artifacts(&self.run)?
+            .into_iter()
+            .filter(|a| a.kind == INSTRUCTIONS_ARTIFACT)
+            .max_by_key(|a| a.version);
+        if latest.is_some_and(|a| {
+            serde_json::from_str::<InstructionsUsed>(&a.content)
+                .ok()
+                .as_ref()
+                == Some(&used)
+        }) {
+            return Ok(());
+        }
+        // Said once per run (and again only when the files change): the run goes on
+        // without what could not be read.
+        for problem in &used.problems {
+            eprintln!("warning: instructions: {problem}");
+            tracing::warn!("instructions: {problem}");
+        }
+        let artifact = store.put_artifact(trellis_store::NewArtifact {
+            run: self.run.clone(),
+            node: None,
+            kind: INSTRUCTIONS_ARTIFACT.into(),
+            content: serde_json::to_string_pretty(&used).unwrap_or_default(),
+            status: trellis_protocol::ArtifactStatus::Approved,
+        })?;
+        self.announce_artifact(&artifact);
+        Ok(())
     }
 
     /// The run's tools, with every role's allow list.
@@ -118,6 +166,14 @@ impl RunContext {
     /// Replaces the run's tools (the run continued with its planned workflow).
     pub(crate) fn set_registry(&self, registry: Arc<Registry>) {
         *self.registry.write().unwrap_or_else(|p| p.into_inner()) = registry;
+    }
+
+    /// The run's workflow, once planned.
+    pub fn workflow(&self) -> Option<String> {
+        self.workflow
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// Names the run's workflow (its commands' sandbox preset may depend on it).
@@ -176,7 +232,10 @@ impl RunContext {
         }))
     }
 
-    fn project_text(&self) -> String {
+    /// The PROJECT CONTEXT message: where the agent works, the test command, and the
+    /// project's instructions (the user's and the root's; nested ones come with the paths
+    /// they apply to) in at most `budget` characters.
+    fn project_text(&self, budget: usize) -> String {
         // Nothing of the run's identity (its branch is named after the run id): two runs of
         // one request send the model the same prompt.
         let mut s = String::from(
@@ -190,6 +249,11 @@ impl RunContext {
                 t.command, t.source
             )),
             None => s.push_str("No test command was found for this project.\n"),
+        }
+        let files = self.instructions.applicable(&[]);
+        if !files.is_empty() {
+            s.push_str(crate::instructions::LEAD);
+            s.push_str(&crate::instructions::Instructions::render(&files, budget));
         }
         s
     }

@@ -3,8 +3,14 @@
 //! input budget. Where a directory has no `AGENTS.md`, the first of `CLAUDE.md`, `.rules`,
 //! `.cursorrules` and `.clinerules` it has stands in (docs/conventions.md).
 
-use std::path::{Path, PathBuf};
+mod cache;
+mod commands;
+mod include;
 
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+pub use cache::{DEFAULT_MAX_CHARS, InstructionsCache, InstructionsConfig, REWALK, SECTION};
 use sha2::{Digest, Sha256};
 
 /// The file names read in each directory, in order of preference: the first one present is
@@ -48,6 +54,64 @@ pub struct InstructionFile {
     pub sha256: String,
     /// Whether the file was longer than what was read.
     pub cut: bool,
+    /// The files its `@path` lines included (their text is in `text`), with their hashes.
+    pub included: Vec<Included>,
+}
+
+/// A file included by an instructions file's `@path` line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Included {
+    /// As the line named it.
+    pub path: PathBuf,
+    /// The SHA-256 of the whole file, hex.
+    pub sha256: String,
+    /// The file read (canonical).
+    pub file: PathBuf,
+}
+
+/// A file as read: at most [`MAX_FILE_BYTES`] of its text, and the hash of all of it.
+struct Loaded {
+    text: String,
+    sha256: String,
+    cut: bool,
+}
+
+/// Reads `path` (named `shown` in problems): `None` with a problem noted when it cannot be
+/// read or is not UTF-8 text; a file over the size limit is cut with a problem noted.
+fn load(shown: &Path, path: &Path, problems: &mut Vec<String>) -> Option<Loaded> {
+    let bytes = match std::fs::read(path) {
+        Ok(b) => b,
+        Err(e) => {
+            problems.push(format!(
+                "{}: cannot be read ({e}); left out",
+                shown.display()
+            ));
+            return None;
+        }
+    };
+    let sha256 = hex(&Sha256::digest(&bytes));
+    let cut = bytes.len() > MAX_FILE_BYTES;
+    let kept = &bytes[..bytes.len().min(MAX_FILE_BYTES)];
+    let text = match std::str::from_utf8(kept) {
+        Ok(t) => t.to_owned(),
+        // Cut inside a character: keep the whole ones.
+        Err(e) if cut && e.error_len().is_none() => {
+            String::from_utf8_lossy(&kept[..e.valid_up_to()]).into_owned()
+        }
+        Err(_) => {
+            problems.push(format!("{}: not UTF-8 text; left out", shown.display()));
+            return None;
+        }
+    };
+    if cut {
+        problems.push(format!(
+            "{}: longer than {} KiB; only its first {} KiB are used",
+            shown.display(),
+            MAX_FILE_BYTES / 1024,
+            MAX_FILE_BYTES / 1024
+        ));
+    }
+    Some(Loaded { text, sha256, cut })
 }
 
 /// The instructions of a repository, and what could not be read.
@@ -68,7 +132,7 @@ impl Instructions {
         if let Some(dir) = user_dir
             && let Some(path) = first_present(dir, names)
         {
-            out.read(Scope::User, path.clone(), &path);
+            out.read(Scope::User, path.clone(), &path, root);
         }
         let walk = ignore::WalkBuilder::new(root)
             .hidden(true)
@@ -104,52 +168,79 @@ impl Instructions {
                 Ok(d) => Scope::Dir(d.to_path_buf()),
                 Err(_) => continue,
             };
-            out.read(scope, rel, &path);
+            out.read(scope, rel, &path, root);
         }
         out
     }
 
-    fn read(&mut self, scope: Scope, shown: PathBuf, path: &Path) {
-        let bytes = match std::fs::read(path) {
-            Ok(b) => b,
-            Err(e) => {
-                self.problems.push(format!(
-                    "{}: cannot be read ({e}); left out",
-                    shown.display()
-                ));
-                return;
-            }
+    fn read(&mut self, scope: Scope, shown: PathBuf, path: &Path, root: &Path) {
+        let Some(loaded) = load(&shown, path, &mut self.problems) else {
+            return;
         };
-        let sha256 = hex(&Sha256::digest(&bytes));
-        let cut = bytes.len() > MAX_FILE_BYTES;
-        let kept = &bytes[..bytes.len().min(MAX_FILE_BYTES)];
-        let text = match std::str::from_utf8(kept) {
-            Ok(t) => t.to_owned(),
-            // Cut inside a character: keep the whole ones.
-            Err(e) if cut && e.error_len().is_none() => {
-                String::from_utf8_lossy(&kept[..e.valid_up_to()]).into_owned()
-            }
-            Err(_) => {
-                self.problems
-                    .push(format!("{}: not UTF-8 text; left out", shown.display()));
-                return;
-            }
-        };
-        if cut {
-            self.problems.push(format!(
-                "{}: longer than {} KiB; only its first {} KiB are used",
-                shown.display(),
-                MAX_FILE_BYTES / 1024,
-                MAX_FILE_BYTES / 1024
-            ));
-        }
+        // The user's own file may include any file of theirs; a repository's only files of
+        // the repository (a cloned repository must not pull `~/.ssh` into a prompt).
+        let within = (scope != Scope::User).then_some(root);
+        let mut included = Vec::new();
+        let text = include::expand(
+            &loaded.text,
+            path,
+            &shown,
+            within,
+            &mut included,
+            &mut self.problems,
+        );
         self.files.push(InstructionFile {
             scope,
             path: shown,
             text,
-            sha256,
-            cut,
+            sha256: loaded.sha256,
+            cut: loaded.cut,
+            included,
         });
+    }
+
+    /// What the run record keeps of these instructions: each file's path, scope and hash,
+    /// and the problems.
+    pub fn record(&self) -> trellis_protocol::records::InstructionsUsed {
+        use trellis_protocol::records::{IncludedRecord, InstructionFileRecord, InstructionsUsed};
+        InstructionsUsed {
+            files: self
+                .files
+                .iter()
+                .map(|f| InstructionFileRecord {
+                    path: f.path.display().to_string(),
+                    applies_to: match &f.scope {
+                        Scope::User => "user".into(),
+                        Scope::Root => "root".into(),
+                        Scope::Dir(d) => format!("{}/", d.display()),
+                    },
+                    sha256: f.sha256.clone(),
+                    cut: f.cut,
+                    included: f
+                        .included
+                        .iter()
+                        .map(|i| IncludedRecord {
+                            path: i.path.display().to_string(),
+                            sha256: i.sha256.clone(),
+                        })
+                        .collect(),
+                })
+                .collect(),
+            problems: self.problems.clone(),
+        }
+    }
+
+    /// The test command the repository root's file names, with that file's path.
+    pub fn test_command(&self) -> Option<(String, &Path)> {
+        self.files
+            .iter()
+            .filter(|f| f.scope == Scope::Root)
+            .find_map(|f| commands::test_command(&f.text).map(|c| (c, f.path.as_path())))
+    }
+
+    /// Whether nothing was found and nothing went wrong.
+    pub fn is_empty(&self) -> bool {
+        self.files.is_empty() && self.problems.is_empty()
     }
 
     /// The files that apply to work on `paths` (relative to the root): the user's, the
@@ -209,6 +300,55 @@ impl Instructions {
             ));
         }
         out
+    }
+}
+
+/// The line before a prompt's instructions.
+pub const LEAD: &str = "\nThe project's instructions for agents follow; keep to them. Files in \
+                        subdirectories may add their own when you work there.\n";
+
+/// The nested files of a run's instructions, given with the first tool result that names a
+/// path below their directory ([`trellis_agents::PathNotes`]).
+pub struct NestedNotes {
+    found: Arc<Instructions>,
+    budget: usize,
+}
+
+impl NestedNotes {
+    /// The notes of `found`'s nested files, each in at most `budget` characters; `None`
+    /// when it has none.
+    pub fn of(
+        found: &Arc<Instructions>,
+        budget: usize,
+    ) -> Option<Arc<dyn trellis_agents::PathNotes>> {
+        found
+            .files
+            .iter()
+            .any(|f| matches!(f.scope, Scope::Dir(_)))
+            .then(|| {
+                Arc::new(Self {
+                    found: found.clone(),
+                    budget,
+                }) as Arc<dyn trellis_agents::PathNotes>
+            })
+    }
+}
+
+impl trellis_agents::PathNotes for NestedNotes {
+    fn notes_for(&self, path: &str) -> Vec<(String, String)> {
+        let path = Path::new(path);
+        self.found
+            .files
+            .iter()
+            .filter(|f| matches!(&f.scope, Scope::Dir(d) if path.starts_with(d)))
+            .map(|f| {
+                let text = format!(
+                    "[Instructions for this directory, adding to the project's:]\n{}",
+                    Instructions::render(&[f], self.budget)
+                );
+                (f.path.display().to_string(), text)
+            })
+            .collect()
     }
 }
 

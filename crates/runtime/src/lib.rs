@@ -29,6 +29,7 @@ pub mod sessions;
 mod space;
 pub mod stage_tools;
 pub mod stages;
+pub mod starter;
 mod task_tools;
 pub mod tasktree;
 pub mod testcmd;
@@ -115,6 +116,10 @@ pub struct Runtime {
     /// The index handles (and the embedding model) every run's retrieval shares, made at
     /// the first retrieval.
     pub(crate) index_pool: tokio::sync::OnceCell<Arc<trellis_agents::retrieval::IndexPool>>,
+    /// The project's instructions (`AGENTS.md` …, `[instructions]`), re-read when changed.
+    pub(crate) instructions: instructions::InstructionsCache,
+    /// The user's hooks (`[[hooks]]`), each run recorded with the run's tool calls.
+    pub(crate) hooks: Arc<trellis_tools::Hooks>,
 }
 
 /// The workflows of `repo` (built-in, `.trellis/workflows`, `dirs`), each
@@ -189,6 +194,11 @@ impl Runtime {
         &self.tools
     }
 
+    /// The user's hooks (`[[hooks]]`).
+    pub fn hooks(&self) -> &Arc<trellis_tools::Hooks> {
+        &self.hooks
+    }
+
     /// The `[context]` section: input caps, summarisation, tool-output handles.
     pub fn context_config(&self) -> &trellis_agents::ContextConfig {
         &self.context
@@ -230,6 +240,18 @@ impl Runtime {
         let agents: AgentsConfig = config.section("agents")?;
         let context: trellis_agents::ContextConfig = config.section("context")?;
         context.validate()?;
+        let hooks = Arc::new(trellis_tools::Hooks::new(
+            config.list(trellis_tools::hooks::SECTION)?,
+            &repo,
+            tools.shell.clone(),
+            tools.sandbox.clone(),
+            Some(Arc::new(trellis_tools::StoreSink(store.clone()))),
+        ));
+        let instructions = instructions::InstructionsCache::new(
+            &repo,
+            config.section(instructions::SECTION)?,
+            trellis_config::user_config_file().and_then(|f| f.parent().map(Path::to_path_buf)),
+        );
         let index: IndexConfig = config.section_serde("index")?;
         let sources: trellis_sources::SourcesConfig = config.section(trellis_sources::SECTION)?;
         let repository: trellis_tools::worktree::remote::RepositoryConfig =
@@ -263,6 +285,8 @@ impl Runtime {
             base_registry: std::sync::OnceLock::new(),
             index_pool: tokio::sync::OnceCell::new(),
             remote: repository.remote(),
+            instructions,
+            hooks,
         })
     }
 
@@ -290,7 +314,15 @@ impl Runtime {
     ) -> Result<(Orchestration, Plan)> {
         let workflows: Vec<&trellis_workflow::Workflow> =
             self.catalog.entries().iter().map(|e| &e.workflow).collect();
-        let project = ProjectContext::detect(&self.repo, request);
+        let mut project = ProjectContext::detect(&self.repo, request);
+        let found = self.instructions.get();
+        let files = found.applicable(&[]);
+        if !files.is_empty() {
+            let window = provider.context_window().await.map(|w| w.tokens);
+            let limit = self.context.policy_for("orchestrator").limits(window).limit;
+            let budget = self.instructions.config().budget(Some(limit));
+            project.instructions = instructions::Instructions::render(&files, budget);
+        }
         let orchestration =
             orchestrate(provider, &workflows, request, project, overrides, cancel).await?;
         let workflow = &self.catalog.get(&orchestration.workflow)?.workflow;
@@ -468,6 +500,7 @@ impl Runtime {
         let nodes = nodes::NodeSpaces::open(&self.repo, &run, &space.branch())?;
         let ctx = RunContext::new(self.clone(), run, space, nodes, registry, ledger, options);
         ctx.set_workflow(plan.map(|p| p.workflow.clone()));
+        ctx.record_instructions()?;
         Ok(ctx)
     }
 
@@ -503,7 +536,8 @@ impl Runtime {
             }
             registry = registry.with_source(Arc::new(self.mcp.clone()));
         }
-        Arc::new(registry.with_sink(Arc::new(trellis_tools::StoreSink(self.store.clone()))))
+        let registry = registry.with_sink(Arc::new(trellis_tools::StoreSink(self.store.clone())));
+        Arc::new(registry.with_hooks(self.hooks.clone()))
     }
 }
 

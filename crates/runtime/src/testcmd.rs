@@ -62,12 +62,23 @@ pub fn script_language(dir: &Path) -> Option<trellis_agents::ScriptLanguage> {
     }
 }
 
-/// The configured command, else one detected from the files at the top of `dir`.
-pub fn detect(dir: &Path, configured: Option<&str>) -> Option<TestCommand> {
+/// The configured command, else the one the project's instructions name (`AGENTS.md`:
+/// "run `make test`"), else one detected from the files at the top of `dir`.
+pub fn detect(
+    dir: &Path,
+    configured: Option<&str>,
+    instructions: &crate::instructions::Instructions,
+) -> Option<TestCommand> {
     if let Some(c) = configured.filter(|c| !c.trim().is_empty()) {
         return Some(TestCommand {
             command: c.trim().to_owned(),
             source: "agents.test_command".into(),
+        });
+    }
+    if let Some((command, file)) = instructions.test_command() {
+        return Some(TestCommand {
+            command,
+            source: file.display().to_string(),
         });
     }
     let has = |f: &str| dir.join(f).exists();

@@ -287,21 +287,42 @@ pub async fn serve(
     Ok(())
 }
 
-/// Counts a workspace's live events into `metrics` until the server shuts down.
+/// Counts a workspace's live events into `metrics` until the server shuts down: a burst at a
+/// time (whatever has been broadcast, under one lock), then a short pause, so a busy
+/// workspace's publisher does not wake this task for every event.
 async fn count(
     mut live: tokio::sync::broadcast::Receiver<Arc<trellis_core::service::LiveEvent>>,
     metrics: Arc<trellis_telemetry::metrics::Metrics>,
     shutdown: CancellationToken,
 ) {
-    use tokio::sync::broadcast::error::RecvError;
+    use tokio::sync::broadcast::error::{RecvError, TryRecvError};
+    const PAUSE: std::time::Duration = std::time::Duration::from_millis(5);
+    let mut burst = Vec::new();
     loop {
         tokio::select! {
             ev = live.recv() => match ev {
-                Ok(ev) => metrics.observe(&ev),
+                Ok(ev) => burst.push(ev),
                 // Missed events are not counted; the counters go on.
                 Err(RecvError::Lagged(_)) => {}
                 Err(RecvError::Closed) => return,
             },
+            () = shutdown.cancelled() => return,
+        }
+        let closed = loop {
+            match live.try_recv() {
+                Ok(ev) => burst.push(ev),
+                Err(TryRecvError::Lagged(_)) => {}
+                Err(TryRecvError::Empty) => break false,
+                Err(TryRecvError::Closed) => break true,
+            }
+        };
+        metrics.observe_all(burst.iter().map(|ev| &***ev));
+        burst.clear();
+        if closed {
+            return;
+        }
+        tokio::select! {
+            () = tokio::time::sleep(PAUSE) => {}
             () = shutdown.cancelled() => return,
         }
     }

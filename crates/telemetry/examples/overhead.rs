@@ -4,10 +4,15 @@
 //! carries them, into the live pipeline exporting over OTLP/HTTP protobuf to a loopback
 //! receiver — interleaved in blocks, in one process.
 //!
+//! Per mode: the wall time of a block of runs, and the process's CPU time from the block's
+//! start until the export has caught up with it (every event mapped, every span sent), so
+//! the work the exporter's low-priority thread does after the runs is counted too.
+//!
 //!     cargo run -p trellis-telemetry --example overhead -- [RUNS] [BLOCKS]
 #![allow(clippy::print_stdout)]
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
@@ -15,7 +20,7 @@ use tokio::sync::broadcast;
 use trellis_graph::{Engine, MemoryJournal, demo};
 use trellis_protocol::{ServiceEvent, ServiceEventBody, StreamId};
 use trellis_telemetry::config::{Export, Protocol};
-use trellis_telemetry::live::{LiveOptions, spawn};
+use trellis_telemetry::live::{LiveOptions, Stats, spawn};
 use trellis_telemetry::otlp;
 
 struct Live(ServiceEvent);
@@ -27,21 +32,74 @@ impl std::ops::Deref for Live {
     }
 }
 
+/// The process's CPU time so far.
+fn cpu() -> Duration {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
+    Duration::new(
+        t.tv_sec.unsigned_abs(),
+        u32::try_from(t.tv_nsec).unwrap_or(0),
+    )
+}
+
+/// The CPU time of the exporter's thread (`trellis-otlp`) so far, from Linux's schedstat.
+fn exporter_cpu() -> Duration {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return Duration::ZERO;
+    };
+    for task in tasks.flatten() {
+        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+        if comm.trim() == "trellis-otlp" {
+            let stat = std::fs::read_to_string(task.path().join("schedstat")).unwrap_or_default();
+            let ns = stat.split_whitespace().next().and_then(|n| n.parse().ok());
+            return Duration::from_nanos(ns.unwrap_or(0));
+        }
+    }
+    Duration::ZERO
+}
+
+/// Waits until the pipeline has read `sent` events and sent every span it holds.
+async fn caught_up(stats: &Stats, sent: u64) {
+    let read = || {
+        stats.mapped_events.load(Ordering::Relaxed) + stats.lagged_events.load(Ordering::Relaxed)
+    };
+    let done = || {
+        let (exported, dropped, failed, _) = stats.snapshot();
+        exported + dropped + failed
+    };
+    while read() < sent {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    // The last spans wait for their batch's linger (0.5 s), then one request.
+    let mut last = done();
+    loop {
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        let now = done();
+        if now == last {
+            return;
+        }
+        last = now;
+    }
+}
+
 /// `runs` G1 runs one after another; with `tx`, every event is broadcast as it is committed.
+/// Returns the wall time and how many events were broadcast.
 async fn block(
     engine: &Engine,
     graph: &Arc<trellis_graph::Graph>,
     runs: usize,
     tx: Option<&broadcast::Sender<Arc<Live>>>,
-) -> anyhow::Result<Duration> {
+) -> anyhow::Result<(Duration, u64)> {
     let started = Instant::now();
+    let mut sent = 0;
     for _ in 0..runs {
         let mut handle = engine.start(graph.clone(), json!({ "messages": ["add a feature"] }))?;
         let forward = tx.map(|tx| {
             let mut batches = handle.subscribe();
             let tx = tx.clone();
             tokio::spawn(async move {
+                let mut sent = 0;
                 while let Ok(batch) = batches.recv().await {
+                    sent += batch.len() as u64;
                     for ev in batch.iter() {
                         let _ = tx.send(Arc::new(Live(ServiceEvent {
                             stream: StreamId::Run(ev.run.clone()),
@@ -52,6 +110,7 @@ async fn block(
                         })));
                     }
                 }
+                sent
             })
         });
         let out = handle.wait().await?;
@@ -60,10 +119,10 @@ async fn block(
             "{out:?}"
         );
         if let Some(f) = forward {
-            let _ = f.await;
+            sent += f.await?;
         }
     }
-    Ok(started.elapsed())
+    Ok((started.elapsed(), sent))
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -76,12 +135,14 @@ async fn main() -> anyhow::Result<()> {
     });
     let export = Export {
         url: format!("{}/v1/traces", receiver.url()),
+        metrics_url: None,
         protocol: Protocol::HttpProtobuf,
         capture_content: false,
         queue: 2048,
         service_name: "trellis-bench".into(),
     };
-    let (tx, rx) = broadcast::channel(4096);
+    // The service's live broadcast holds 16 384 events (`crates/core` fanout).
+    let (tx, rx) = broadcast::channel(16_384);
     let pipeline = spawn(
         rx,
         otlp::exporter(&export, Duration::from_secs(5))?,
@@ -89,35 +150,60 @@ async fn main() -> anyhow::Result<()> {
     );
     // The broadcast alone, read by a task that maps nothing: what a service pays anyway
     // for its other subscribers, so the export's own cost is `on` minus `broadcast`.
-    let (bare_tx, mut bare_rx) = broadcast::channel::<Arc<Live>>(4096);
+    let (bare_tx, mut bare_rx) = broadcast::channel::<Arc<Live>>(16_384);
     let drain = tokio::spawn(async move { while bare_rx.recv().await.is_ok() {} });
+    // The same no-op subscriber beside the exporter, so `on` minus `broadcast` is the export.
+    let mut follower = tx.subscribe();
+    let follow = tokio::spawn(async move { while follower.recv().await.is_ok() {} });
     let engine = Engine::new(Arc::new(MemoryJournal::new()));
     let graph = Arc::new(demo::build("feature", &json!({ "sleep_us": 0 }))?);
+    let stats = pipeline.stats();
+    let mut broadcast_total = 0;
     block(&engine, &graph, runs / 4, None).await?;
-    block(&engine, &graph, runs / 4, Some(&tx)).await?;
+    broadcast_total += block(&engine, &graph, runs / 4, Some(&tx)).await?.1;
+    caught_up(&stats, broadcast_total).await;
     let per_run = |d: Duration| d.as_secs_f64() * 1e6 / runs as f64;
-    let (mut off, mut bare, mut on) = (Vec::new(), Vec::new(), Vec::new());
+    let mut modes: [(Vec<f64>, Vec<f64>); 3] = Default::default();
+    let exporter_cpu0 = exporter_cpu();
     for _ in 0..blocks {
-        off.push(per_run(block(&engine, &graph, runs, None).await?));
-        bare.push(per_run(block(&engine, &graph, runs, Some(&bare_tx)).await?));
-        on.push(per_run(block(&engine, &graph, runs, Some(&tx)).await?));
+        for (mode, (wall, cpu_time)) in modes.iter_mut().enumerate() {
+            let cpu0 = cpu();
+            let sender = [None, Some(&bare_tx), Some(&tx)][mode];
+            let (elapsed, sent) = block(&engine, &graph, runs, sender).await?;
+            if mode == 2 {
+                broadcast_total += sent;
+                caught_up(&stats, broadcast_total).await;
+            }
+            wall.push(per_run(elapsed));
+            cpu_time.push(per_run(cpu() - cpu0));
+        }
     }
+    let exporter_cpu_per_run = per_run(exporter_cpu() - exporter_cpu0) / blocks as f64;
     drop((tx, bare_tx));
-    let _ = drain.await;
+    let _ = (drain.await, follow.await);
     let stats = pipeline.shutdown(Duration::from_secs(10)).await;
     let median = |v: &mut Vec<f64>| {
         v.sort_by(f64::total_cmp);
         v[v.len() / 2]
     };
-    let (m_off, m_bare, m_on) = (median(&mut off), median(&mut bare), median(&mut on));
+    let [off, bare, on] = modes.map(|(mut w, mut c)| (median(&mut w), median(&mut c)));
     let (exported, dropped, failed, lagged) = stats.snapshot();
     println!(
-        "G1 in memory, {blocks} blocks of {runs} runs each way (median of blocks): no broadcast \
-         {m_off:.1} µs/run, broadcast read by a no-op subscriber {m_bare:.1} µs/run, export on \
-         {m_on:.1} µs/run; on/broadcast {:.3}, on/none {:.3}; spans exported {exported}, \
-         dropped {dropped}, failed {failed}, events missed {lagged}; {} export requests",
-        m_on / m_bare,
-        m_on / m_off,
+        "G1 in memory, {blocks} blocks of {runs} runs each way (median of blocks), wall / CPU \
+         µs per run: no broadcast {:.1} / {:.1}, broadcast read by a no-op subscriber {:.1} / \
+         {:.1}, export on {:.1} / {:.1}; wall on/broadcast {:.3}, on/none {:.3}; CPU \
+         on/broadcast {:.3}; the exporter thread's CPU {exporter_cpu_per_run:.1} µs per run; \
+         spans exported {exported}, dropped {dropped}, failed {failed}, events missed \
+         {lagged}; {} export requests",
+        off.0,
+        off.1,
+        bare.0,
+        bare.1,
+        on.0,
+        on.1,
+        on.0 / bare.0,
+        on.0 / off.0,
+        on.1 / bare.1,
         receiver.requests().len()
     );
     Ok(())

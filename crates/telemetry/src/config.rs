@@ -10,6 +10,8 @@ pub const SECTION: &str = "telemetry";
 pub const ENDPOINT_ENV: &str = "OTEL_EXPORTER_OTLP_ENDPOINT";
 /// The standard variable naming a collector for traces alone (a full URL, used as is).
 pub const TRACES_ENDPOINT_ENV: &str = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT";
+/// The standard variable naming a collector for metrics alone (a full URL, used as is).
+pub const METRICS_ENDPOINT_ENV: &str = "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT";
 /// The standard variable choosing the protocol (`http/protobuf`, `grpc`).
 pub const PROTOCOL_ENV: &str = "OTEL_EXPORTER_OTLP_PROTOCOL";
 
@@ -72,6 +74,9 @@ impl Protocol {
 pub struct Export {
     /// The URL spans are sent to: for HTTP the full `…/v1/traces` URL, for gRPC the server.
     pub url: String,
+    /// For HTTP, the full `…/v1/metrics` URL metrics are sent to; `None` when only a traces
+    /// endpoint was given (gRPC sends metrics to the server of `url`).
+    pub metrics_url: Option<String>,
     /// The protocol.
     pub protocol: Protocol,
     /// Whether spans carry content.
@@ -91,16 +96,29 @@ impl TelemetryConfig {
             .protocol
             .or_else(|| var(PROTOCOL_ENV).and_then(|p| Protocol::parse(&p)))
             .unwrap_or_default();
-        let base = |url: String| match protocol {
-            Protocol::HttpProtobuf => format!("{}/v1/traces", url.trim_end_matches('/')),
-            Protocol::Grpc => url,
+        let signal = |url: &str, path: &str| match protocol {
+            Protocol::HttpProtobuf => format!("{}/v1/{path}", url.trim_end_matches('/')),
+            Protocol::Grpc => url.to_owned(),
         };
-        let url = match &self.otlp_endpoint {
-            Some(url) if !url.trim().is_empty() => base(url.trim().to_owned()),
-            _ => var(TRACES_ENDPOINT_ENV).or_else(|| var(ENDPOINT_ENV).map(base))?,
+        let base = match &self.otlp_endpoint {
+            Some(url) if !url.trim().is_empty() => Some(url.trim().to_owned()),
+            _ => var(ENDPOINT_ENV),
+        };
+        let from_base = self
+            .otlp_endpoint
+            .as_ref()
+            .is_some_and(|u| !u.trim().is_empty());
+        let url = match (from_base, var(TRACES_ENDPOINT_ENV)) {
+            (false, Some(traces)) => traces,
+            _ => signal(base.as_deref()?, "traces"),
+        };
+        let metrics_url = match (from_base, var(METRICS_ENDPOINT_ENV)) {
+            (false, Some(metrics)) => Some(metrics),
+            _ => base.as_deref().map(|b| signal(b, "metrics")),
         };
         Some(Export {
             url,
+            metrics_url,
             protocol,
             capture_content: self.capture_content,
             queue: self.queue.unwrap_or(DEFAULT_QUEUE).max(1),
@@ -135,6 +153,10 @@ mod tests {
             .unwrap();
         assert_eq!(on.url, "http://collector:4318/v1/traces");
         assert_eq!(
+            on.metrics_url.as_deref(),
+            Some("http://collector:4318/v1/metrics")
+        );
+        assert_eq!(
             (on.protocol, on.queue),
             (Protocol::HttpProtobuf, DEFAULT_QUEUE)
         );
@@ -142,6 +164,7 @@ mod tests {
             .export(env(&[(TRACES_ENDPOINT_ENV, "http://c:4318/custom")]))
             .unwrap();
         assert_eq!(traces.url, "http://c:4318/custom");
+        assert_eq!(traces.metrics_url, None, "no metrics endpoint named");
     }
 
     #[test]

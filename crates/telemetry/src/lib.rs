@@ -6,7 +6,8 @@
 //! and the live broadcast of a running service ([`live`], with the `otlp` feature) map the
 //! same way, with the same span ids. The spans are written as an OTLP/JSON export request
 //! ([`otlp_json`]) or in the Chrome trace event format for Perfetto ([`chrome`]), or sent to
-//! a collector over OTLP ([`otlp`]). The `[telemetry]` section is [`config`]. See
+//! a collector over OTLP with the run counters of [`metrics`] ([`otlp`]: HTTP/protobuf with
+//! the `otlp` feature, gRPC too with `grpc`). The `[telemetry]` section is [`config`]. See
 //! `docs/observability.md`.
 
 pub mod chrome;

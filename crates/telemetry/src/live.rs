@@ -1,27 +1,31 @@
 //! The live exporter: a service's broadcast of committed events mapped to spans as they
-//! happen (the same [`Mapper`] as `trellis runs trace`) and sent to an SDK span exporter
-//! (OTLP over HTTP or gRPC, [`crate::otlp::exporter`]).
+//! happen (the same [`Mapper`] as `trellis runs trace`) and sent to a [`SpanSink`] (OTLP over
+//! HTTP or gRPC, [`crate::otlp::exporter`]; any SDK exporter through [`crate::sdk::SdkSink`]).
 //!
 //! Nothing here is on a run's path. The pipeline reads the broadcast, which never waits for
 //! a slow reader (a reader that falls behind loses the oldest events; they are counted in
-//! [`Stats::lagged_events`]); finished spans go into a bounded queue that one task empties
-//! in batches; while the collector is slow or down the queue fills, and spans that do not
-//! fit are dropped and counted ([`Stats::dropped_spans`]), as are the spans of a batch the
-//! collector refused or that timed out ([`Stats::failed_spans`]).
+//! [`Stats::lagged_events`]). It reads in bursts — whatever has been broadcast, then a short
+//! pause ([`LiveOptions::pause`]) — so a busy service's publisher is not made to wake it for
+//! every event. Finished spans wait in batches; at most [`LiveOptions::queue`] spans wait
+//! (besides the batch being sent), and while the collector is slow or down spans beyond that
+//! are dropped and counted ([`Stats::dropped_spans`]), as are the spans of a batch the
+//! collector refused or that timed out ([`Stats::failed_spans`]). A batch becomes one OTLP
+//! request, encoded and sent by a second task.
 
 use std::ops::Deref;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use opentelemetry_sdk::Resource;
-use opentelemetry_sdk::trace::{SpanData, SpanExporter};
-use tokio::sync::{broadcast, mpsc, watch};
-use tokio::task::JoinHandle;
+use tokio::sync::{broadcast, mpsc, oneshot, watch};
+use tokio::time::Instant;
 use trellis_protocol::ServiceEvent;
 
 use crate::mapper::{Mapper, Options};
-use crate::sdk::{scope, span_data};
+use crate::metrics::Metrics;
+use crate::otlp::SpanSink;
+use crate::otlp_json::Resource;
+use crate::span::Span;
 
 /// How the pipeline batches and bounds.
 #[derive(Clone, Debug)]
@@ -36,8 +40,13 @@ pub struct LiveOptions {
     pub linger: Duration,
     /// How long one export may take before its spans are given up.
     pub export_timeout: Duration,
+    /// After reading what had been broadcast, how long to wait before reading again (the
+    /// events of the pause are read as one burst).
+    pub pause: Duration,
     /// `service.name`.
     pub service_name: String,
+    /// How often the metrics are sent (and once more at shutdown).
+    pub metrics_interval: Duration,
 }
 
 impl Default for LiveOptions {
@@ -48,7 +57,9 @@ impl Default for LiveOptions {
             batch: 512,
             linger: Duration::from_millis(500),
             export_timeout: Duration::from_secs(5),
+            pause: Duration::from_millis(2),
             service_name: "trellis".to_owned(),
+            metrics_interval: Duration::from_secs(60),
         }
     }
 }
@@ -64,6 +75,8 @@ pub struct Stats {
     pub failed_spans: AtomicU64,
     /// Events the pipeline fell too far behind to read.
     pub lagged_events: AtomicU64,
+    /// Events read and mapped.
+    pub mapped_events: AtomicU64,
 }
 
 impl Stats {
@@ -81,39 +94,93 @@ impl Stats {
 /// A running pipeline; [`Pipeline::shutdown`] flushes it.
 pub struct Pipeline {
     stats: Arc<Stats>,
+    metrics: Arc<Metrics>,
     stop: watch::Sender<bool>,
-    mapper: JoinHandle<()>,
-    exporter: JoinHandle<()>,
+    /// Closed when the pipeline's thread is done.
+    done: oneshot::Receiver<()>,
 }
 
+/// The most events mapped before the exporter task gets a turn.
+const BURST: usize = 512;
+
 /// Starts mapping `events` (a service's live broadcast) to spans and exporting them with
-/// `exporter`. Call from inside a tokio runtime.
-pub fn spawn<E, X>(
-    events: broadcast::Receiver<Arc<E>>,
-    exporter: X,
-    options: LiveOptions,
-) -> Pipeline
+/// `sink`, on a thread of its own (`trellis-otlp`, with its own current-thread runtime), off
+/// the service's runtime. It keeps the process's priority: a lowered thread misses more of
+/// a busy service's events and, starved, makes the flush at a command's exit slow
+/// (docs/benchmarks.md, "Telemetry").
+pub fn spawn<E, S>(events: broadcast::Receiver<Arc<E>>, sink: S, options: LiveOptions) -> Pipeline
 where
     E: Deref<Target = ServiceEvent> + Send + Sync + 'static,
-    X: SpanExporter + 'static,
+    S: SpanSink,
 {
     let stats = Arc::new(Stats::default());
     let (stop, stopped) = watch::channel(false);
-    let (tx, rx) = mpsc::channel(options.queue.max(1));
-    let mapper = tokio::spawn(map_events(
-        events,
-        tx,
-        stopped,
-        Mapper::new(options.mapping),
-        stats.clone(),
-    ));
-    let exporter = tokio::spawn(export_spans(rx, exporter, options, stats.clone()));
+    let (done_tx, done) = oneshot::channel();
+    let thread_stats = stats.clone();
+    let metrics = Arc::new(Metrics::default());
+    let thread_metrics = metrics.clone();
+    let thread_main = move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build();
+        match runtime {
+            Ok(runtime) => runtime.block_on(run(
+                events,
+                sink,
+                options,
+                stopped,
+                (thread_stats, thread_metrics),
+            )),
+            Err(e) => tracing::warn!("telemetry: no runtime for the exporter: {e}"),
+        }
+        let _ = done_tx.send(());
+    };
+    if let Err(e) = std::thread::Builder::new()
+        .name("trellis-otlp".to_owned())
+        .spawn(thread_main)
+    {
+        tracing::warn!("telemetry: the exporter's thread did not start: {e}");
+    }
     Pipeline {
         stats,
+        metrics,
         stop,
-        mapper,
-        exporter,
+        done,
     }
+}
+
+/// The pipeline's two tasks: mapping and batching, and sending.
+async fn run<E, S>(
+    events: broadcast::Receiver<Arc<E>>,
+    sink: S,
+    options: LiveOptions,
+    stopped: watch::Receiver<bool>,
+    (stats, metrics): (Arc<Stats>, Arc<Metrics>),
+) where
+    E: Deref<Target = ServiceEvent> + Send + Sync + 'static,
+    S: SpanSink,
+{
+    let held = Arc::new(AtomicUsize::new(0));
+    // Unbounded: `held` bounds what it carries.
+    let (tx, rx) = mpsc::unbounded_channel();
+    let batcher = Batcher {
+        tx,
+        batch: Vec::new(),
+        since: None,
+        held: held.clone(),
+        stats: stats.clone(),
+        options: options.clone(),
+    };
+    let mapper = Mapper::new(options.mapping);
+    let exporter = tokio::spawn(export_batches(
+        rx,
+        sink,
+        options,
+        held,
+        (stats, metrics.clone()),
+    ));
+    map_events(events, batcher, stopped, (mapper, &metrics)).await;
+    let _ = exporter.await;
 }
 
 impl Pipeline {
@@ -122,117 +189,242 @@ impl Pipeline {
         self.stats.clone()
     }
 
+    /// The metrics it exports (kept from the events; more can be counted into them, e.g.
+    /// [`Metrics::worker_event`]).
+    pub fn metrics(&self) -> Arc<Metrics> {
+        self.metrics.clone()
+    }
+
     /// Maps the events already broadcast, exports what is queued and stops, within
     /// `deadline` (a dead collector costs at most that). Spans still open — a run paused
     /// for input — are not exported: the process that resumes the run ends them.
     pub async fn shutdown(self, deadline: Duration) -> Arc<Stats> {
         let Pipeline {
-            stats,
-            stop,
-            mapper,
-            exporter,
+            stats, stop, done, ..
         } = self;
         let _ = stop.send(true);
-        let both = async {
-            let _ = mapper.await;
-            let _ = exporter.await;
-        };
-        let _ = tokio::time::timeout(deadline, both).await;
+        let _ = tokio::time::timeout(deadline, done).await;
         stats
+    }
+}
+
+/// Finished spans waiting for their batch to fill or to linger long enough.
+struct Batcher {
+    tx: mpsc::UnboundedSender<Vec<Span>>,
+    batch: Vec<Span>,
+    /// When the oldest span of `batch` came.
+    since: Option<Instant>,
+    /// Spans batched or queued, not yet being sent.
+    held: Arc<AtomicUsize>,
+    stats: Arc<Stats>,
+    options: LiveOptions,
+}
+
+impl Batcher {
+    fn take(&mut self, mapper: &mut Mapper) {
+        for span in mapper.take_finished() {
+            if self.held.load(Ordering::Relaxed) >= self.options.queue {
+                self.stats.dropped_spans.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
+            self.held.fetch_add(1, Ordering::Relaxed);
+            self.since.get_or_insert_with(Instant::now);
+            self.batch.push(span);
+            if self.batch.len() >= self.options.batch {
+                self.send();
+            }
+        }
+    }
+
+    /// When the batch must go even if not full.
+    fn due(&self) -> Option<Instant> {
+        self.since.map(|t| t + self.options.linger)
+    }
+
+    fn send(&mut self) {
+        self.since = None;
+        if self.batch.is_empty() {
+            return;
+        }
+        let batch = std::mem::take(&mut self.batch);
+        if let Err(mpsc::error::SendError(lost)) = self.tx.send(batch) {
+            self.held.fetch_sub(lost.len(), Ordering::Relaxed);
+            self.stats
+                .failed_spans
+                .fetch_add(lost.len() as u64, Ordering::Relaxed);
+        }
     }
 }
 
 async fn map_events<E>(
     mut events: broadcast::Receiver<Arc<E>>,
-    tx: mpsc::Sender<SpanData>,
+    mut batcher: Batcher,
     mut stopped: watch::Receiver<bool>,
-    mut mapper: Mapper,
-    stats: Arc<Stats>,
+    (mut mapper, metrics): (Mapper, &Metrics),
 ) where
     E: Deref<Target = ServiceEvent> + Send + Sync + 'static,
 {
-    let scope = scope();
-    let feed = |ev: &ServiceEvent, mapper: &mut Mapper| {
-        mapper.event(ev);
-        for span in mapper.take_finished() {
-            if tx.try_send(span_data(span, &scope)).is_err() {
-                stats.dropped_spans.fetch_add(1, Ordering::Relaxed);
-            }
-        }
-    };
+    let pause = batcher.options.pause;
+    let far = Duration::from_secs(3600);
     loop {
+        let due = batcher.due();
+        // Wait for an event (one wake-up), then take every event already broadcast.
         tokio::select! {
             ev = events.recv() => match ev {
                 Ok(ev) => {
-                    let ev: &ServiceEvent = &ev;
-                    feed(ev, &mut mapper);
+                    mapper.event(&ev);
+                    metrics.observe(&ev);
+                    batcher.stats.mapped_events.fetch_add(1, Ordering::Relaxed);
                 }
                 Err(broadcast::error::RecvError::Lagged(n)) => {
-                    stats.lagged_events.fetch_add(n, Ordering::Relaxed);
+                    batcher.stats.lagged_events.fetch_add(n, Ordering::Relaxed);
                 }
-                Err(broadcast::error::RecvError::Closed) => return,
+                Err(broadcast::error::RecvError::Closed) => break,
             },
+            () = tokio::time::sleep_until(due.unwrap_or_else(|| Instant::now() + far)), if due.is_some() => {
+                batcher.send();
+                continue;
+            }
+            _ = stopped.changed() => break,
+        }
+        let drained = loop {
+            let drained = drain(&mut events, (&mut mapper, metrics), &batcher.stats);
+            batcher.take(&mut mapper);
+            if drained != Drained::Burst {
+                break drained;
+            }
+            // Let the exporter task take the batches filled so far.
+            tokio::task::yield_now().await;
+        };
+        if drained == Drained::Closed {
+            break;
+        }
+        if batcher.due().is_some_and(|d| d <= Instant::now()) {
+            batcher.send();
+        }
+        // Let the next burst gather; the publisher wakes nobody meanwhile.
+        tokio::select! {
+            () = tokio::time::sleep(pause) => {}
             _ = stopped.changed() => break,
         }
     }
     // What was broadcast before the stop.
-    while let Ok(ev) = events.try_recv() {
-        let ev: &ServiceEvent = &ev;
-        feed(ev, &mut mapper);
+    while drain(&mut events, (&mut mapper, metrics), &batcher.stats) == Drained::Burst {
+        batcher.take(&mut mapper);
     }
+    batcher.take(&mut mapper);
+    batcher.send();
 }
 
-async fn export_spans<X: SpanExporter>(
-    mut rx: mpsc::Receiver<SpanData>,
-    mut exporter: X,
+/// What [`drain`] found.
+#[derive(PartialEq)]
+enum Drained {
+    /// Nothing more is broadcast now.
+    Empty,
+    /// [`BURST`] events mapped, more may wait.
+    Burst,
+    /// The broadcast has closed.
+    Closed,
+}
+
+/// Maps the events already broadcast, [`BURST`] at most.
+fn drain<E>(
+    events: &mut broadcast::Receiver<Arc<E>>,
+    (mapper, metrics): (&mut Mapper, &Metrics),
+    stats: &Stats,
+) -> Drained
+where
+    E: Deref<Target = ServiceEvent> + Send + Sync + 'static,
+{
+    let mut mapped = 0;
+    let drained = loop {
+        if mapped == BURST {
+            break Drained::Burst;
+        }
+        match events.try_recv() {
+            Ok(ev) => {
+                mapper.event(&ev);
+                metrics.observe(&ev);
+                mapped += 1;
+            }
+            Err(broadcast::error::TryRecvError::Lagged(n)) => {
+                stats.lagged_events.fetch_add(n, Ordering::Relaxed);
+            }
+            Err(broadcast::error::TryRecvError::Empty) => break Drained::Empty,
+            Err(broadcast::error::TryRecvError::Closed) => break Drained::Closed,
+        }
+    };
+    stats
+        .mapped_events
+        .fetch_add(mapped as u64, Ordering::Relaxed);
+    drained
+}
+
+async fn export_batches<S: SpanSink>(
+    mut rx: mpsc::UnboundedReceiver<Vec<Span>>,
+    mut sink: S,
     options: LiveOptions,
-    stats: Arc<Stats>,
+    held: Arc<AtomicUsize>,
+    (stats, metrics): (Arc<Stats>, Arc<Metrics>),
 ) {
-    exporter.set_resource(
-        &Resource::builder_empty()
-            .with_service_name(options.service_name.clone())
-            .with_schema_url(
-                [opentelemetry::KeyValue::new(
-                    crate::semconv::SERVICE_VERSION,
-                    env!("CARGO_PKG_VERSION"),
-                )],
-                crate::semconv::SCHEMA_URL,
-            )
-            .build(),
-    );
-    let mut batch = Vec::with_capacity(options.batch);
+    let resource = Resource {
+        service_name: options.service_name.clone(),
+        ..Resource::default()
+    };
+    let started = unix_nanos_now();
+    let mut tick = tokio::time::interval(options.metrics_interval);
+    tick.tick().await;
     loop {
-        // Wait for a first span, then for the batch to fill or the linger to pass.
-        let Some(first) = rx.recv().await else {
+        let batch = tokio::select! {
+            batch = rx.recv() => batch,
+            _ = tick.tick() => {
+                send_metrics(&mut sink, &resource, &metrics, started, &options).await;
+                continue;
+            }
+        };
+        let Some(batch) = batch else {
             break;
         };
-        batch.push(first);
-        let until = tokio::time::Instant::now() + options.linger;
-        while batch.len() < options.batch {
-            match tokio::time::timeout_at(until, rx.recv()).await {
-                Ok(Some(span)) => batch.push(span),
-                Ok(None) | Err(_) => break,
+        let n = batch.len();
+        // Sent (or given up) from here on: no longer held.
+        held.fetch_sub(n, Ordering::Relaxed);
+        let sent = tokio::time::timeout(options.export_timeout, sink.export(&resource, batch));
+        match sent.await {
+            Ok(Ok(())) => stats.exported_spans.fetch_add(n as u64, Ordering::Relaxed),
+            Ok(Err(e)) => {
+                tracing::debug!("telemetry: a batch of {n} spans was not exported: {e}");
+                stats.failed_spans.fetch_add(n as u64, Ordering::Relaxed)
             }
-        }
-        send(&exporter, &mut batch, options.export_timeout, &stats).await;
+            Err(_) => stats.failed_spans.fetch_add(n as u64, Ordering::Relaxed),
+        };
     }
-    let _ = exporter.shutdown();
+    send_metrics(&mut sink, &resource, &metrics, started, &options).await;
 }
 
-async fn send<X: SpanExporter>(
-    exporter: &X,
-    batch: &mut Vec<SpanData>,
-    timeout: Duration,
-    stats: &Stats,
+/// Sends the metrics as they are now (a failure is only logged: the next send has them all).
+async fn send_metrics<S: SpanSink>(
+    sink: &mut S,
+    resource: &Resource,
+    metrics: &Metrics,
+    started: u64,
+    options: &LiveOptions,
 ) {
-    let n = batch.len() as u64;
-    let spans = std::mem::take(batch);
-    match tokio::time::timeout(timeout, exporter.export(spans)).await {
-        Ok(Ok(())) => stats.exported_spans.fetch_add(n, Ordering::Relaxed),
-        Ok(Err(e)) => {
-            tracing::debug!("telemetry: a batch of {n} spans was not exported: {e}");
-            stats.failed_spans.fetch_add(n, Ordering::Relaxed)
-        }
-        Err(_) => stats.failed_spans.fetch_add(n, Ordering::Relaxed),
-    };
+    let request = crate::otlp::metrics::export_request(
+        resource,
+        metrics.families(),
+        started,
+        unix_nanos_now(),
+    );
+    let sent = tokio::time::timeout(options.export_timeout, sink.export_metrics(request));
+    match sent.await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => tracing::debug!("telemetry: metrics not exported: {e}"),
+        Err(_) => tracing::debug!("telemetry: metrics export timed out"),
+    }
+}
+
+fn unix_nanos_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
 }

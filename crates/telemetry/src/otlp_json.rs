@@ -9,7 +9,7 @@
 use serde_json::{Map, Value as Json, json};
 
 use crate::semconv;
-use crate::span::{Attributes, Span, Status, Value};
+use crate::span::{Attributes, Span, Status, Value, unix_nanos};
 
 /// What produced the spans: the resource and instrumentation scope of the request.
 #[derive(Clone, Debug)]
@@ -100,11 +100,7 @@ fn any_value(v: &Value) -> Json {
     }
 }
 
-/// Milliseconds since the epoch as OTLP's decimal nanoseconds (negative times, which no
-/// event has, clamp to 0).
+/// Milliseconds since the epoch as OTLP/JSON's decimal nanoseconds.
 fn nanos(ms: i64) -> String {
-    u64::try_from(ms)
-        .unwrap_or(0)
-        .saturating_mul(1_000_000)
-        .to_string()
+    unix_nanos(ms).to_string()
 }

@@ -1,5 +1,6 @@
-//! Trellis's spans as the OpenTelemetry SDK's [`SpanData`], so any SDK exporter (OTLP over
-//! HTTP or gRPC, the in-memory one of tests) can send them.
+//! Trellis's spans as the OpenTelemetry SDK's [`SpanData`], so any SDK span exporter (the
+//! in-memory one of tests, a vendor's) can take the live pipeline's batches: [`SdkSink`].
+//! The OTLP exporters of [`crate::otlp`] do not go through it.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -8,9 +9,61 @@ use opentelemetry::trace::{
     TraceFlags, TraceId as OtelTraceId, TraceState,
 };
 use opentelemetry::{InstrumentationScope, KeyValue};
-use opentelemetry_sdk::trace::{SpanData, SpanEvents, SpanLinks};
+use opentelemetry_sdk::Resource;
+use opentelemetry_sdk::trace::{SpanData, SpanEvents, SpanExporter, SpanLinks};
 
+use crate::otlp::SpanSink;
+use crate::otlp_json::Resource as Producer;
 use crate::span::{Attributes, Span, SpanKind, Status, Value};
+use crate::{Error, Result};
+
+/// An SDK span exporter as the live pipeline's sink.
+pub struct SdkSink<X> {
+    exporter: X,
+    scope: InstrumentationScope,
+    resource_set: bool,
+}
+
+impl<X: SpanExporter + 'static> SdkSink<X> {
+    /// Sends the pipeline's batches to `exporter`.
+    pub fn new(exporter: X) -> Self {
+        Self {
+            exporter,
+            scope: scope(),
+            resource_set: false,
+        }
+    }
+}
+
+impl<X: SpanExporter + 'static> SpanSink for SdkSink<X> {
+    async fn export(&mut self, resource: &Producer, spans: Vec<Span>) -> Result<()> {
+        if !self.resource_set {
+            self.exporter.set_resource(&sdk_resource(resource));
+            self.resource_set = true;
+        }
+        let batch = spans
+            .into_iter()
+            .map(|s| span_data(s, &self.scope))
+            .collect();
+        self.exporter
+            .export(batch)
+            .await
+            .map_err(|e| Error::Exporter(e.to_string()))
+    }
+}
+
+fn sdk_resource(resource: &Producer) -> Resource {
+    Resource::builder_empty()
+        .with_service_name(resource.service_name.clone())
+        .with_schema_url(
+            [KeyValue::new(
+                crate::semconv::SERVICE_VERSION,
+                resource.service_version.clone(),
+            )],
+            crate::semconv::SCHEMA_URL,
+        )
+        .build()
+}
 
 /// The scope every span is reported under.
 pub fn scope() -> InstrumentationScope {

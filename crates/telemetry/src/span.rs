@@ -173,6 +173,21 @@ impl Attributes {
     }
 }
 
+impl IntoIterator for Attributes {
+    type Item = (&'static str, Value);
+    type IntoIter = std::vec::IntoIter<(&'static str, Value)>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.into_iter()
+    }
+}
+
+/// Milliseconds since the epoch as OTLP's nanoseconds (negative times, which no event has,
+/// clamp to 0).
+pub(crate) fn unix_nanos(ms: i64) -> u64 {
+    u64::try_from(ms).unwrap_or(0).saturating_mul(1_000_000)
+}
+
 /// Something that happened during a span (an interrupt, a command, a compaction).
 #[derive(Clone, Debug, PartialEq)]
 pub struct SpanEvent {

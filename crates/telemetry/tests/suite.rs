@@ -1,5 +1,7 @@
 mod chrome;
 mod fixture;
+#[cfg(feature = "grpc")]
+mod grpc;
 mod live;
 mod metrics;
 mod otlp;

@@ -13,7 +13,7 @@ use std::sync::{Arc, LazyLock};
 use crate::tool::{Tool, typed};
 
 pub use patch::{PatchFile, parse_patch};
-pub use shell::{ShellOutcome, run_shell, run_shell_sandboxed, scrubbed_env};
+pub use shell::{ShellOutcome, run_shell, run_shell_fed, run_shell_sandboxed, scrubbed_env};
 
 /// Every built-in tool. They hold no state, so they (and their specs, whose JSON schemas
 /// take a while to derive) are made once per process and shared.

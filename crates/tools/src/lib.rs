@@ -29,6 +29,7 @@ pub mod dag;
 pub mod error;
 pub mod fsutil;
 pub mod git;
+pub mod hooks;
 pub mod interaction;
 pub mod policy;
 pub mod record;
@@ -47,6 +48,7 @@ pub use config::{
 };
 pub use context::{Decision, Note, ProgressFn, ToolContext, ToolEnv, ToolProgress};
 pub use error::{Error, Result};
+pub use hooks::{HookConfig, HookEvent, HookScope, Hooks};
 pub use interaction::{
     Answer, ApprovalDecision, ApprovalRequest, Interaction, NonInteractive, Question,
     ScriptedInteraction,

@@ -12,7 +12,7 @@ use trellis_store::ToolCallRecord;
 
 use crate::context::{ProgressFn, ToolContext, ToolEnv};
 use crate::error::Error;
-use crate::record::{ToolCallSink, summarize};
+use crate::record::{ToolCallSink, now_ms, summarize};
 use crate::tool::{Tool, ToolSpec};
 
 /// Tools that only look: every role may use them.
@@ -79,6 +79,8 @@ pub struct Registry {
     /// Shared until changed, so that a run's registry made from a prepared one is cheap.
     roles: Arc<BTreeMap<String, BTreeSet<String>>>,
     sink: Option<Arc<dyn ToolCallSink>>,
+    /// The user's `before_tool` / `after_tool` hooks.
+    hooks: Option<Arc<crate::hooks::Hooks>>,
 }
 
 impl std::fmt::Debug for Registry {
@@ -187,6 +189,12 @@ impl Registry {
         self
     }
 
+    /// Runs the user's `before_tool` and `after_tool` hooks around every call.
+    pub fn with_hooks(mut self, hooks: Arc<crate::hooks::Hooks>) -> Self {
+        self.hooks = Some(hooks);
+        self
+    }
+
     /// Every tool's spec (registered ones, then the sources' current ones).
     pub fn specs(&self) -> Vec<ToolSpec> {
         let mut seen = BTreeSet::new();
@@ -276,7 +284,10 @@ impl Registry {
                 tool: tool.to_owned(),
                 role: role.to_owned(),
             }),
-            Some(t) => t.call(&ctx, args.clone()).await,
+            Some(t) => match self.hook_denial(env, tool, &args).await {
+                Some(denial) => Err(Error::Denied(denial)),
+                None => t.call(&ctx, args.clone()).await,
+            },
         };
         let result = match outcome {
             Ok(out) => ToolResult {
@@ -294,6 +305,7 @@ impl Registry {
                 is_error: true,
             },
         };
+        let result = self.after_hooks(env, &args, result).await;
         if let Some(sink) = &self.sink {
             sink.record(ToolCallRecord {
                 id: 0,
@@ -307,6 +319,69 @@ impl Registry {
                 duration_ms: i64::try_from(clock.elapsed().as_millis()).unwrap_or(i64::MAX),
                 started_at,
             });
+        }
+        result
+    }
+}
+
+impl Registry {
+    fn hook_scope<'a>(env: &'a ToolEnv, tool: &'a str) -> crate::hooks::HookScope<'a> {
+        crate::hooks::HookScope {
+            run: env.run.as_ref(),
+            node: env.node.as_deref(),
+            workflow: env.workflow.as_deref(),
+            tool: Some(tool),
+            cwd: env.workspace.root(),
+        }
+    }
+
+    /// Why the `before_tool` hooks deny the call, if one does.
+    async fn hook_denial(&self, env: &ToolEnv, tool: &str, args: &Value) -> Option<String> {
+        let hooks = self.hooks.as_ref()?;
+        if !hooks.any(crate::hooks::HookEvent::BeforeTool) {
+            return None;
+        }
+        let payload = serde_json::json!({ "tool": tool, "arguments": args, "node": env.node });
+        let objections = hooks
+            .run(
+                crate::hooks::HookEvent::BeforeTool,
+                Self::hook_scope(env, tool),
+                payload,
+                true,
+            )
+            .await;
+        objections
+            .into_iter()
+            .next()
+            .map(|o| format!("a before_tool hook refused the call: {o}"))
+    }
+
+    /// `result` with what the `after_tool` hooks objected added for the agent.
+    async fn after_hooks(&self, env: &ToolEnv, args: &Value, mut result: ToolResult) -> ToolResult {
+        let Some(hooks) = &self.hooks else {
+            return result;
+        };
+        if result.cancelled || !hooks.any(crate::hooks::HookEvent::AfterTool) {
+            return result;
+        }
+        let payload = serde_json::json!({
+            "tool": result.tool,
+            "arguments": args,
+            "node": env.node,
+            "isError": result.is_error,
+            "output": result.content.chars().take(4000).collect::<String>(),
+        });
+        let tool = result.tool.clone();
+        for o in hooks
+            .run(
+                crate::hooks::HookEvent::AfterTool,
+                Self::hook_scope(env, &tool),
+                payload,
+                false,
+            )
+            .await
+        {
+            result.content.push_str(&format!("\n[after_tool hook {o}]"));
         }
         result
     }
@@ -329,11 +404,4 @@ fn allow_listed(allowed: &BTreeSet<String>, tool: &str) -> bool {
             .iter()
             .filter_map(|a| a.strip_suffix('*'))
             .any(|prefix| tool.starts_with(prefix))
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-        .unwrap_or(0)
 }

@@ -49,6 +49,9 @@ pub(in crate::agent) struct Saved {
     /// for them, then the ones kept (failing on the files as they were).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(in crate::agent) repros: Option<Vec<String>>,
+    /// The path notes given so far ([`super::notes::PathNotes`]), by key.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(in crate::agent) noted: Vec<String>,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]

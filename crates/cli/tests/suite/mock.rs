@@ -56,6 +56,19 @@ pub fn tool_results(body: &Value) -> usize {
         .map_or(0, |m| m.iter().filter(|m| m["role"] == "tool").count())
 }
 
+/// The command `trellis run "Let's discuss the decision to keep stock in memory" --workflow
+/// architecture_discussion FLAGS…` in `repo`, without the user's configuration.
+pub fn discussion_run(repo: &std::path::Path, flags: &[&str]) -> std::process::Command {
+    let mut a = vec![
+        "run",
+        "Let's discuss the decision to keep stock in memory",
+        "--workflow",
+        "architecture_discussion",
+    ];
+    a.extend_from_slice(flags);
+    super::common::args(isolated(repo), &a)
+}
+
 /// `trellis run REQUEST --workflow architecture_discussion FLAGS…` to its end; its output.
 pub fn discuss(ws: &trellis_test_support::TempWorkspace, request: &str, flags: &[&str]) -> String {
     let mut a = vec!["run", request, "--workflow", "architecture_discussion"];

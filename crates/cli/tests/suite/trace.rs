@@ -6,6 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::trace::v1::Span;
 use serde_json::{Value, json};
@@ -210,9 +211,22 @@ fn a_real_run_exports_its_spans_live_to_an_otlp_http_receiver() {
     );
     let run = run_id(&out);
 
-    // What the receiver got: OTLP/HTTP protobuf bodies, decoded.
+    // What the receiver got: OTLP/HTTP protobuf bodies, decoded — the spans, and the run
+    // counters as OTel metrics once at exit.
+    let (metrics, traces): (Vec<_>, Vec<_>) = collector
+        .requests()
+        .into_iter()
+        .partition(|r| r.target == "/v1/metrics");
+    assert_eq!(metrics.len(), 1, "the metrics, sent once at exit");
+    let counted = ExportMetricsServiceRequest::decode(metrics[0].body.as_slice()).unwrap();
+    let counted: Vec<&str> = counted.resource_metrics[0].scope_metrics[0]
+        .metrics
+        .iter()
+        .map(|m| m.name.as_str())
+        .collect();
+    assert!(counted.contains(&"trellis.tool_calls"), "{counted:?}");
     let mut live: Vec<Span> = Vec::new();
-    for r in collector.requests() {
+    for r in &traces {
         assert_eq!(
             (r.method.as_str(), r.target.as_str()),
             ("POST", "/v1/traces")
@@ -239,7 +253,7 @@ fn a_real_run_exports_its_spans_live_to_an_otlp_http_receiver() {
     ] {
         assert!(names.contains(&expected), "{expected} in {names:?}");
     }
-    assert!(!String::from_utf8_lossy(&collector.requests()[0].body).contains("inventory.py"));
+    assert!(!String::from_utf8_lossy(&traces[0].body).contains("inventory.py"));
 
     // The same spans, ids and parents as the stored run's trace: one mapping.
     let stored: ExportTraceServiceRequest =

@@ -222,3 +222,65 @@ fn sections_without_a_schema_still_name_the_nearest_key() {
         Some(true)
     );
 }
+
+#[derive(Debug, Deserialize, JsonSchema, PartialEq)]
+#[serde(deny_unknown_fields)]
+struct Hook {
+    event: String,
+    command: String,
+}
+
+#[test]
+fn list_sections_add_up_across_layers_and_a_bad_entry_names_its_file_and_line() {
+    let ws = TempWorkspace::new("cfg-list").unwrap();
+    let user = write(
+        &ws,
+        "user.toml",
+        "[[hooks]]\nevent = \"run_end\"\ncommand = \"notify-send done\"\n",
+    );
+    let project = write(
+        &ws,
+        "project.toml",
+        "[[hooks]]\nevent = \"before_tool\"\ncommand = \"a\"\n\n[[hooks]]\nevent = \"after_tool\"\ncomand = \"b\"\n",
+    );
+    let cfg = Config::load(&LoadOptions {
+        user_file: Some(user.clone()),
+        project_file: Some(project.clone()),
+        overrides: vec![],
+    })
+    .unwrap();
+    match cfg.list::<Hook>("hooks") {
+        Err(Error::UnknownKey {
+            key,
+            origin,
+            suggestion,
+        }) => {
+            // The project's second entry is the merged list's third.
+            assert_eq!(key, "hooks[2].comand");
+            assert_eq!(origin, format!("{}:7", project.display()));
+            assert_eq!(suggestion.as_deref(), Some("hooks[2].command"));
+        }
+        other => panic!("{other:?}"),
+    }
+    std::fs::write(
+        &project,
+        "[[hooks]]\nevent = \"before_tool\"\ncommand = \"a\"\n",
+    )
+    .unwrap();
+    let cfg = Config::load(&LoadOptions {
+        user_file: Some(user),
+        project_file: Some(project),
+        overrides: vec![],
+    })
+    .unwrap();
+    let hooks: Vec<Hook> = cfg.list("hooks").unwrap();
+    assert_eq!(
+        hooks.iter().map(|h| h.command.as_str()).collect::<Vec<_>>(),
+        ["notify-send done", "a"]
+    );
+    // A table where a list belongs says how to write it.
+    let err = Config::from_toml(std::path::Path::new("c.toml"), "[hooks]\nevent = \"x\"\n")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("[[hooks]]"), "{err}");
+}

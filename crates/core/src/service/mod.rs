@@ -461,6 +461,8 @@ impl Service {
         for c in lock(&self.channels).values() {
             c.cancel();
         }
+        // The last runs' `run_end` hooks finish (each within its timeout) and are recorded.
+        self.runtime.hooks().settle().await;
         self.bus.flush().await;
         let _ = self.runtime.store().flush();
         // The MCP servers' child processes go with the service.

@@ -2,6 +2,7 @@
 //! this service, executing in another process (through the store's command inbox), or
 //! paused (resumed here with the command applied first).
 
+mod hooks;
 mod track;
 
 use std::sync::Arc;

@@ -103,7 +103,13 @@ impl RunContext {
         }
         let (interaction, gate) = self.interaction();
         let env = self.env(&node, interaction)?;
-        let messages = self.activation_messages(&role, &granted.tools, &stage, &ctx);
+        let mut context = self
+            .activation_context(&role, &node, &stage_name, &agent.agent, &registry, &granted)
+            .await;
+        let budget = self
+            .give_instructions(&mut context, provider.as_ref())
+            .await;
+        let messages = self.activation_messages(&role, &granted.tools, &stage, &ctx, budget);
         let max_turns = role
             .max_turns
             .min(self.runtime.agents.max_turns.unwrap_or(u32::MAX))
@@ -117,10 +123,6 @@ impl RunContext {
         let (env, node_wt, fresh) = self
             .activation_workspace(env, workdir, granted.can_write(), &node)
             .await?;
-
-        let context = self
-            .activation_context(&role, &node, &stage_name, &agent.agent, &registry, &granted)
-            .await;
         let run = AgentRun {
             node: node.clone(),
             role: role.clone(),
@@ -148,26 +150,8 @@ impl RunContext {
                 .map(|r| (r.scratch.clone(), r.answer.clone())),
             opened.recorded,
         );
-        // This attempt ran before in a worktree this clone does not have (the run moved
-        // from another worker's clone, `[repository] remote`): replaying its tool calls
-        // would claim edits that are not here, so it starts over.
-        let ran_elsewhere = match &resume {
-            Resume::Recorded(events) => events
-                .iter()
-                .any(|e| matches!(e, SessionEvent::ToolCompleted { .. })),
-            Resume::Interrupt { .. } => true,
-            Resume::Fresh => false,
-        };
-        if fresh && ran_elsewhere {
-            emit(
-                sink.as_ref(),
-                SessionEvent::Note {
-                    text: "this agent's earlier work in this attempt was done in another \
-                           clone and is not here: the attempt starts over"
-                        .into(),
-                },
-            );
-            resume = Resume::Fresh;
+        if fresh {
+            resume = started_over(resume, sink.as_ref());
         }
         let outcome = run.run(resume).await;
         self.learn_calls(&stage_name, &role.name, &calls).await;
@@ -219,14 +203,16 @@ impl RunContext {
     }
 
     /// The activation's prompt: the role's system prompt with its tools, then the context
-    /// messages by kind (project, codebase, enriched context, earlier stages, the user's
-    /// messages, the task).
+    /// messages by kind (project — with the project's instructions in at most
+    /// `instructions_budget` characters —, codebase, enriched context, earlier stages, the
+    /// user's messages, the task).
     fn activation_messages(
         &self,
         role: &RoleSpec,
         tools: &[(String, String)],
         stage: &StageContext,
         ctx: &NodeContext,
+        instructions_budget: usize,
     ) -> Vec<Message> {
         let stage_name = &stage.stage_name;
         let task = ctx
@@ -239,7 +225,7 @@ impl RunContext {
         // runs reach the agent through its inbox (the node's mailbox) before its next call.
         let user_messages: Vec<String> = ctx.messages.iter().map(|m| m.text.clone()).collect();
         let parts = vec![
-            (ContextKind::Project, self.project_text()),
+            (ContextKind::Project, self.project_text(instructions_budget)),
             (
                 ContextKind::Codebase,
                 rendered_text(ctx.state.get_in("retrieval_context", stage_name)),
@@ -312,6 +298,24 @@ impl RunContext {
         context
     }
 
+    /// The characters of project instructions the activation's prompt carries (a quarter
+    /// of its input limit, at most `[instructions] max_chars`); its nested instructions go
+    /// into `context` to come with the paths they apply to.
+    async fn give_instructions(
+        &self,
+        context: &mut trellis_agents::ContextPolicy,
+        provider: &dyn trellis_llm::ModelProvider,
+    ) -> usize {
+        let window = provider.context_window().await.map(|w| w.tokens);
+        let budget = self
+            .runtime
+            .instructions
+            .config()
+            .budget(Some(context.limits(window).limit));
+        context.path_notes = crate::instructions::NestedNotes::of(&self.instructions, budget);
+        budget
+    }
+
     /// Teaches the tool knowledge graph the activation's calls, under `stage/role`.
     async fn learn_calls(&self, stage: &str, role: &str, calls: &CallLog) {
         let learned = calls.take();
@@ -337,6 +341,32 @@ fn rendered_text(v: Option<&Value>) -> String {
             .unwrap_or_default(),
         None => String::new(),
     }
+}
+
+/// `resume` for an agent whose worktree was just made here: an attempt that ran before
+/// in a worktree this clone does not have (the run moved from another worker's clone,
+/// `[repository] remote`) starts over — replaying its tool calls would claim edits that are
+/// not here — with a note saying so.
+fn started_over(resume: Resume, sink: Option<&SessionSink>) -> Resume {
+    let ran_elsewhere = match &resume {
+        Resume::Recorded(events) => events
+            .iter()
+            .any(|e| matches!(e, SessionEvent::ToolCompleted { .. })),
+        Resume::Interrupt { .. } => true,
+        Resume::Fresh => false,
+    };
+    if !ran_elsewhere {
+        return resume;
+    }
+    emit(
+        sink,
+        SessionEvent::Note {
+            text: "this agent's earlier work in this attempt was done in another clone and \
+                   is not here: the attempt starts over"
+                .into(),
+        },
+    );
+    Resume::Fresh
 }
 
 /// The session's sink with every event also noted in the activation's call log.

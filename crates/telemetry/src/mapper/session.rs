@@ -168,24 +168,7 @@ impl Mapper {
                 }
                 self.tools.insert((id.clone(), call_id.clone()), span);
             }
-            SessionEvent::ToolCompleted {
-                turn,
-                call_id,
-                name,
-                output,
-                status,
-                duration_ms,
-            } => {
-                let output = capture.then_some(output.as_str());
-                self.end_tool(
-                    id,
-                    at,
-                    (*turn, call_id, name),
-                    output,
-                    *status,
-                    *duration_ms,
-                );
-            }
+            SessionEvent::ToolCompleted { .. } => self.end_tool(id, at, e),
             SessionEvent::ContextCompacted {
                 turn,
                 method,
@@ -251,28 +234,33 @@ impl Mapper {
     }
 
     /// Ends a tool call (`turn`, call id, tool), opening it first if its start was not seen.
-    fn end_tool(
-        &mut self,
-        id: &SessionId,
-        at: i64,
-        (turn, call_id, name): (u32, &str, &str),
-        output: Option<&str>,
-        status: ToolStatus,
-        duration_ms: u64,
-    ) {
-        let started = at - i64::try_from(duration_ms).unwrap_or(0);
-        let mut span = match self.tools.remove(&(id.clone(), call_id.to_owned())) {
+    /// Ends the span of the tool call `completed` (a `toolCompleted` event) names.
+    fn end_tool(&mut self, id: &SessionId, at: i64, completed: &SessionEvent) {
+        let SessionEvent::ToolCompleted {
+            turn,
+            call_id,
+            name,
+            output,
+            status,
+            duration_ms,
+        } = completed
+        else {
+            return;
+        };
+        let status = *status;
+        let started = at - i64::try_from(*duration_ms).unwrap_or(0);
+        let mut span = match self.tools.remove(&(id.clone(), call_id.clone())) {
             Some(span) => span,
-            None => self.tool_span(id, started, turn, call_id, name),
+            None => self.tool_span(id, started, *turn, call_id, name),
         };
         span.attributes.set(trellis::TOOL_STATUS, status.as_str());
         if status != ToolStatus::Ok {
             span.status = Status::Error(format!("tool call {}", status.as_str()));
             span.attributes.set(semconv::ERROR_TYPE, status.as_str());
         }
-        if let Some(output) = output {
+        if self.options.capture_content {
             span.attributes
-                .set(semconv::GEN_AI_TOOL_CALL_RESULT, output);
+                .set(semconv::GEN_AI_TOOL_CALL_RESULT, output.as_str());
         }
         self.end(span, at);
     }

@@ -14,6 +14,19 @@ pub const RUN: &str = "0191f0c4a2b37c5e8d9a0b1c2d3e4f50";
 pub const T0: i64 = 1_763_759_045_000;
 pub const SECRET_PROMPT: &str = "the system prompt that must not leak";
 pub const SECRET_ARGS: &str = "src/secret.rs";
+/// The names of the spans the live pipeline exports for the scripted run, sorted (live, a
+/// turn's model is not known: the turns are `chat`).
+pub const LIVE_SPAN_NAMES: [&str; 9] = [
+    "chat",
+    "chat",
+    "execute_tool read_file",
+    "invoke_agent coder",
+    "invoke_workflow feature",
+    "node code",
+    "node plan",
+    "node review",
+    "node review",
+];
 
 pub fn run_id() -> RunId {
     RunId::from_string(RUN)

@@ -7,20 +7,23 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use opentelemetry::trace::{SpanKind, Status};
+use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use opentelemetry_proto::tonic::metrics::v1::{metric::Data, number_data_point};
 use opentelemetry_sdk::trace::InMemorySpanExporter;
 use prost::Message;
 use tokio::sync::broadcast;
 use trellis_protocol::{RunStatus, ServiceEvent};
 use trellis_telemetry::config::{Export, Protocol};
-use trellis_telemetry::live::{LiveOptions, spawn};
+use trellis_telemetry::live::{LiveOptions, Stats, spawn};
 use trellis_telemetry::otlp;
+use trellis_telemetry::sdk::SdkSink;
 
 use super::fixture::{self, RUN, SECRET_PROMPT};
 
 /// A broadcast event as the service's `LiveEvent`: derefs to its `ServiceEvent`.
 #[derive(Debug)]
-struct Live(ServiceEvent);
+pub(super) struct Live(pub(super) ServiceEvent);
 
 impl Deref for Live {
     type Target = ServiceEvent;
@@ -40,7 +43,7 @@ fn broadcast_order() -> Vec<Arc<Live>> {
 async fn the_span_tree_reaches_the_sdks_in_memory_exporter() {
     let exporter = InMemorySpanExporter::default();
     let (tx, rx) = broadcast::channel(1024);
-    let pipeline = spawn(rx, exporter.clone(), LiveOptions::default());
+    let pipeline = spawn(rx, SdkSink::new(exporter.clone()), LiveOptions::default());
     for ev in broadcast_order() {
         tx.send(ev).unwrap();
     }
@@ -102,8 +105,27 @@ async fn the_span_tree_reaches_the_sdks_in_memory_exporter() {
     }));
 }
 
-fn export_to(url: String, protocol: Protocol) -> Export {
+/// The scripted run exported to `export`'s collector through the live pipeline, flushed.
+pub(super) async fn export_scripted_run(export: &Export) -> Arc<Stats> {
+    let exporter = otlp::exporter(export, Duration::from_secs(5)).unwrap();
+    let (tx, rx) = broadcast::channel(1024);
+    let pipeline = spawn(
+        rx,
+        exporter,
+        LiveOptions {
+            service_name: export.service_name.clone(),
+            ..LiveOptions::default()
+        },
+    );
+    for ev in broadcast_order() {
+        tx.send(ev).unwrap();
+    }
+    pipeline.shutdown(Duration::from_secs(10)).await
+}
+
+pub(super) fn export_to(url: String, protocol: Protocol) -> Export {
     Export {
+        metrics_url: Some(url.replace("/v1/traces", "/v1/metrics")),
         url,
         protocol,
         capture_content: false,
@@ -121,24 +143,37 @@ async fn a_loopback_receiver_decodes_the_otlp_http_protobuf() {
         format!("{}/v1/traces", server.url()),
         Protocol::HttpProtobuf,
     );
-    let exporter = otlp::exporter(&export, Duration::from_secs(5)).unwrap();
-    let (tx, rx) = broadcast::channel(1024);
-    let pipeline = spawn(
-        rx,
-        exporter,
-        LiveOptions {
-            service_name: export.service_name.clone(),
-            ..LiveOptions::default()
-        },
-    );
-    for ev in broadcast_order() {
-        tx.send(ev).unwrap();
-    }
-    let stats = pipeline.shutdown(Duration::from_secs(10)).await;
+    let stats = export_scripted_run(&export).await;
     assert_eq!(stats.snapshot().0, 9, "{:?}", stats.snapshot());
 
     let requests = server.requests();
+    let (metrics, requests): (Vec<_>, Vec<_>) =
+        requests.iter().partition(|r| r.target == "/v1/metrics");
     assert!(!requests.is_empty());
+    // The metrics, sent once at shutdown (the interval is a minute).
+    assert_eq!(metrics.len(), 1);
+    assert_eq!(
+        metrics[0].header("content-type"),
+        Some("application/x-protobuf")
+    );
+    let counted = ExportMetricsServiceRequest::decode(metrics[0].body.as_slice()).unwrap();
+    let scope = &counted.resource_metrics[0].scope_metrics[0];
+    let tokens = scope
+        .metrics
+        .iter()
+        .find(|m| m.name == "trellis.gen_ai.tokens")
+        .unwrap();
+    let Some(Data::Sum(sum)) = &tokens.data else {
+        panic!("tokens are a sum: {tokens:?}");
+    };
+    assert!(sum.is_monotonic);
+    let input = sum
+        .data_points
+        .iter()
+        .find(|p| format!("{:?}", p.attributes).contains("\"input\""))
+        .unwrap();
+    assert_eq!(input.value, Some(number_data_point::Value::AsInt(2700)));
+    assert!(input.start_time_unix_nano <= input.time_unix_nano);
     let mut names = Vec::new();
     for r in &requests {
         assert_eq!(
@@ -178,20 +213,7 @@ async fn a_loopback_receiver_decodes_the_otlp_http_protobuf() {
         }
     }
     names.sort();
-    assert_eq!(
-        names,
-        [
-            "chat",
-            "chat",
-            "execute_tool read_file",
-            "invoke_agent coder",
-            "invoke_workflow feature",
-            "node code",
-            "node plan",
-            "node review",
-            "node review"
-        ]
-    );
+    assert_eq!(names, fixture::LIVE_SPAN_NAMES);
 }
 
 #[tokio::test]

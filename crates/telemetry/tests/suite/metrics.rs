@@ -38,3 +38,19 @@ fn the_scripted_run_is_counted_by_outcome_role_and_tool() {
         assert!(text.lines().any(|l| l == line), "{line:?} in\n{text}");
     }
 }
+
+#[test]
+fn worker_events_are_counted_by_kind() {
+    let metrics = Metrics::default();
+    for event in ["resumed", "lease_lost", "resumed"] {
+        metrics.worker_event(event);
+    }
+    let text = metrics.prometheus();
+    for line in [
+        "# TYPE trellis_worker_events_total counter",
+        "trellis_worker_events_total{event=\"resumed\"} 2",
+        "trellis_worker_events_total{event=\"lease_lost\"} 1",
+    ] {
+        assert!(text.lines().any(|l| l == line), "{line:?} in\n{text}");
+    }
+}

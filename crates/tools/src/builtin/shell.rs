@@ -238,7 +238,30 @@ pub async fn run_shell_sandboxed(
     config: &ShellConfig,
     timeout: Duration,
     cancel: &CancellationToken,
+    sandboxed: (&Sandbox, &SandboxPolicy),
+) -> Result<ShellOutcome> {
+    run_shell_fed(
+        command,
+        cwd,
+        env,
+        config,
+        (timeout, cancel),
+        sandboxed,
+        None,
+    )
+    .await
+}
+
+/// [`run_shell_sandboxed`] with `stdin` written to the command's standard input (then
+/// closed; a command that does not read it is not waited for) — hooks get their event so.
+pub async fn run_shell_fed(
+    command: &str,
+    cwd: &Path,
+    env: Vec<(String, String)>,
+    config: &ShellConfig,
+    (timeout, cancel): (Duration, &CancellationToken),
     (sandbox, policy): (&Sandbox, &SandboxPolicy),
+    stdin: Option<Vec<u8>>,
 ) -> Result<ShellOutcome> {
     let started = Instant::now();
     let spec = CommandSpec {
@@ -253,7 +276,11 @@ pub async fn run_shell_sandboxed(
     let backend = wrapped.backend;
     let _guard = wrapped.guard;
     let mut child = tokio::process::Command::from(wrapped.command)
-        .stdin(Stdio::null())
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true)
@@ -265,6 +292,13 @@ pub async fn run_shell_sandboxed(
             ))
         })?;
     let mut guard = GroupGuard(child.id().and_then(|id| i32::try_from(id).ok()));
+    if let (Some(bytes), Some(mut pipe)) = (stdin, child.stdin.take()) {
+        // Written beside the wait: a large input to a command that reads it late (or not
+        // at all: a broken pipe is fine) never blocks the timeout.
+        tokio::spawn(async move {
+            let _ = tokio::io::AsyncWriteExt::write_all(&mut pipe, &bytes).await;
+        });
+    }
     let max = config.max_output_bytes;
     let out = child
         .stdout

@@ -83,7 +83,7 @@ impl Service {
     async fn record_end(
         &self,
         id: &RunId,
-        ctx: &RunContext,
+        ctx: &Arc<RunContext>,
         outcome: &Result<RunOutcome, trellis_graph::Error>,
         lost: bool,
     ) {
@@ -112,6 +112,7 @@ impl Service {
             tracing::warn!("run {id}: removing its node worktrees: {why}");
         }
         lock(&self.runs).remove(id);
+        super::hooks::on_end(ctx, status, error.as_deref());
         self.bus.workspace(
             None,
             WorkspaceEvent::RunStopped {
@@ -206,6 +207,7 @@ impl Forwarder {
                 tracing::error!("run {}: rolling back {node}: {why}", self.run);
             }
         }
+        super::hooks::on_batch(&self.ctx, stages, batch);
         self.bus.publish(batch.iter().map(|e| ServiceEvent {
             stream: StreamId::Run(self.run.clone()),
             seq: e.seq,
