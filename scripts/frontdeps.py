@@ -35,6 +35,9 @@ OWN = {
     # Bearer tokens and allowed hosts of a served front-end; the run counters of `/metrics`
     # (trellis-telemetry without its `otlp` feature: a mapping of wire types, on protocol).
     "trellis-server": {"trellis-access", "trellis-telemetry"},
+    # `_trellis/notification`: which events notify (trellis-notify without its `channels`
+    # feature: the detector over wire types, on protocol).
+    "trellis-acp": {"trellis-notify"},
 }
 PENDING: dict[str, set[str]] = {}
 

@@ -9,6 +9,7 @@ import { socket } from './ws';
 import { Toasts, toast, showError, Spinner } from './ui';
 import { workspaceRoot } from './citations';
 import { workspaces } from './state';
+import { notifyOn, toggleNotify } from './notify';
 import type { Workspace } from './state';
 import { RunsPage } from './views/Runs';
 import { RunPage } from './views/Run';
@@ -37,6 +38,16 @@ function ThemeToggle() {
   return (
     <button type="button" class="ghost" data-testid="theme-toggle" aria-label={`Theme: ${t}. Switch to ${next[t]}`} title={`Theme: ${t}`} onClick={() => (theme.value = next[t])}>
       {t === 'dark' ? '☾' : t === 'light' ? '☀' : '◐'} <span class="hide-sm">{t}</span>
+    </button>
+  );
+}
+
+function NotifyToggle() {
+  const on = useValue(notifyOn);
+  const label = on ? 'Notifications on: runs that need input, fail or finish. Turn off' : 'Notify me when a run needs input, fails or finishes';
+  return (
+    <button type="button" class="ghost" data-testid="notify-toggle" aria-pressed={on} aria-label={label} title={label} onClick={() => toggleNotify().catch(showError)}>
+      {on ? '🔔' : '🔕'} <span class="hide-sm">{on ? 'notifying' : 'notify'}</span>
     </button>
   );
 }
@@ -137,6 +148,7 @@ function App() {
         </nav>
         <span class="spacer" />
         <Connection />
+        <NotifyToggle />
         <ThemeToggle />
       </header>
       <div id="main" tabIndex={-1}>

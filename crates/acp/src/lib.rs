@@ -68,6 +68,9 @@ pub struct ClientCaps {
     /// `_trellis/question` (in `_meta["trellis.dev/extensions"].methods`): a workflow's
     /// questions are asked.
     pub questions: bool,
+    /// `_trellis/notification` (likewise): the client is told when a run of a session needs
+    /// input, fails or finishes.
+    pub notifications: bool,
 }
 
 /// One ACP session live in this process: a workspace directory and its turns. Its record
@@ -364,19 +367,19 @@ impl AcpAgent {
 
     fn initialize(&self, req: &acp::InitializeRequest) -> acp::InitializeResponse {
         let caps = &req.client_capabilities;
+        let takes = |method: &str| {
+            caps.meta
+                .as_ref()
+                .and_then(|m| m.get(ext::META_KEY))
+                .and_then(|e| e["methods"].as_array())
+                .is_some_and(|m| m.iter().any(|m| m == method))
+        };
         *lock(&self.client) = ClientCaps {
             read_text_file: caps.fs.read_text_file,
             write_text_file: caps.fs.write_text_file,
             terminal: caps.terminal,
-            questions: caps
-                .meta
-                .as_ref()
-                .and_then(|m| m.get(ext::META_KEY))
-                .and_then(|e| e["methods"].as_array())
-                .is_some_and(|m| {
-                    m.iter()
-                        .any(|m| m == trellis_protocol::acp::QUESTION_METHOD)
-                }),
+            questions: takes(trellis_protocol::acp::QUESTION_METHOD),
+            notifications: takes(trellis_protocol::acp::NOTIFICATION_METHOD),
         };
         // Only what is implemented: sessions recorded in the workspace store (load, list,
         // resume, close); embedded text resources in prompts; the client's MCP servers over

@@ -13,16 +13,17 @@ use std::time::Duration;
 
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema as acp;
-use agent_client_protocol::{Client, Error};
+use agent_client_protocol::{Client, Error, UntypedMessage};
 use serde_json::{Value, json};
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 use trellis_core::service::{DriveEnd, Followed, LiveEvent, OpError, RunFrontEnd, Service};
-use trellis_protocol::acp::FEEDBACK_META;
+use trellis_notify::Detector;
+use trellis_protocol::acp::{FEEDBACK_META, NOTIFICATION_METHOD, NotificationParams};
 use trellis_protocol::records::{ClientTurn, RunPlanned, RunState};
 use trellis_protocol::{
-    Answer, InputMode, Interrupt, InterruptKind, NodeAnswer, NodeId, Op, RunId, RunStatus,
-    ServiceEventBody, SessionEvent, SessionOwner, StreamId, WorkspaceEvent,
+    Answer, InputMode, Interrupt, InterruptKind, NodeAnswer, NodeId, Notification, Op, RunId,
+    RunStatus, ServiceEventBody, SessionEvent, SessionOwner, StreamId, WorkspaceEvent,
 };
 
 use crate::config::{Autonomy, SessionConfig};
@@ -167,6 +168,19 @@ impl Turn {
         ));
     }
 
+    /// `_trellis/notification` (only called for a client that takes it).
+    fn notify(&self, notification: Notification) {
+        let params = NotificationParams {
+            session_id: self.session.0.to_string(),
+            notification,
+        };
+        let sent = UntypedMessage::new(NOTIFICATION_METHOD, params)
+            .and_then(|m| self.conn.send_notification(m));
+        if let Err(e) = sent {
+            tracing::warn!("{NOTIFICATION_METHOD} not sent: {e}");
+        }
+    }
+
     fn thought(&self, text: impl Into<String>) {
         self.send(acp::SessionUpdate::AgentThoughtChunk(
             acp::ContentChunk::new(text.into().into()),
@@ -180,6 +194,7 @@ impl Turn {
         run: &RunId,
         plan: &mut StagePlan,
         windows: &mut HashMap<String, Option<u64>>,
+        notices: &mut Option<Detector>,
     ) -> Result<Stop, Error> {
         let prefix = format!("{run}:");
         loop {
@@ -203,6 +218,13 @@ impl Turn {
                     return Err(Error::internal_error().data("the runtime service stopped"));
                 }
             };
+            if let Some(notice) = notices
+                .as_mut()
+                .filter(|_| matches!(&e.stream, StreamId::Run(r) if r == run))
+                .and_then(|d| d.event(&e))
+            {
+                self.notify(notice);
+            }
             match (&e.stream, &e.event) {
                 (StreamId::Run(r), ServiceEventBody::Run(kind)) if r == run && plan.apply(kind) => {
                     self.send(acp::SessionUpdate::Plan(plan.to_acp()));
@@ -615,12 +637,17 @@ impl AcpAgent {
         input: InputMode,
         autonomy: Autonomy,
     ) -> Result<acp::StopReason, Error> {
+        let notices = match self.client_caps().notifications {
+            true => Some(self.notices(turn, run).await),
+            false => None,
+        };
         let mut front = TurnFront {
             agent: self,
             turn,
             plan,
             windows: HashMap::new(),
             asked: 0,
+            notices,
         };
         Ok(
             match turn.service.drive(run, live, input, &mut front).await? {
@@ -637,6 +664,19 @@ impl AcpAgent {
                 }
             },
         )
+    }
+
+    /// The detector of `run`'s notifications, its workflow named from the run's record (the
+    /// turn's planning read the events that name it)).
+    async fn notices(&self, turn: &Turn, run: &RunId) -> Detector {
+        let mut detector = Detector::default();
+        let (service, id) = (turn.service.clone(), run.to_string());
+        if let Ok(Ok(view)) = tokio::task::spawn_blocking(move || service.run_view(&id)).await
+            && let Some(workflow) = view.workflow
+        {
+            detector.name_run(run, &workflow);
+        }
+        detector
     }
 
     /// The run stopped for good: the turn's summary, then the change set offered to the
@@ -670,6 +710,8 @@ struct TurnFront<'a> {
     windows: HashMap<String, Option<u64>>,
     /// Questions asked so far in the turn (numbers the permission requests).
     asked: usize,
+    /// What becomes `_trellis/notification`s, for a client that takes them.
+    notices: Option<Detector>,
 }
 
 impl RunFrontEnd for TurnFront<'_> {
@@ -682,7 +724,13 @@ impl RunFrontEnd for TurnFront<'_> {
     ) -> Result<Followed, Error> {
         let stop = self
             .turn
-            .follow(live, run, &mut self.plan, &mut self.windows)
+            .follow(
+                live,
+                run,
+                &mut self.plan,
+                &mut self.windows,
+                &mut self.notices,
+            )
             .await?;
         Ok(match stop {
             Stop::Cancelled => Followed::Cancelled,

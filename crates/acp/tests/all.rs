@@ -14,6 +14,7 @@ mod suite {
     mod ext;
     mod feature;
     mod mcp;
+    mod notify;
     mod permissions;
     mod sessions;
     mod turns;

@@ -17,6 +17,7 @@ mod follow;
 mod init;
 mod mcp;
 mod models;
+mod notify;
 mod retrieval;
 mod review;
 mod runs;
@@ -214,6 +215,7 @@ pub fn run(mut cli: Cli) -> anyhow::Result<ExitCode> {
         return rt.block_on(async {
             let code = session::run(args, &repo, &cli.config, store).await;
             telemetry::flush().await;
+            notify::flush().await;
             code
         });
     }
@@ -236,7 +238,10 @@ pub fn run(mut cli: Cli) -> anyhow::Result<ExitCode> {
         open_store(&cli, false)?
     };
     let code = command(cli, &repo, store, &rt);
-    rt.block_on(telemetry::flush());
+    rt.block_on(async {
+        telemetry::flush().await;
+        notify::flush().await;
+    });
     code
 }
 

@@ -116,6 +116,7 @@ pub fn serve(
             .collect();
         let state = AppState::new(workspaces, settings)?;
         let base = format!("http://{addr}");
+        crate::notify::serving(&base);
         let mut banner = vec![
             format!("listening on {base}"),
             format!("workspaces: {}", names.join(", ")),
@@ -149,6 +150,7 @@ pub fn serve(
         }
         trellis_server::serve(listener, state, shutdown_signal()).await?;
         crate::telemetry::flush().await;
+        crate::notify::flush().await;
         if args.workers {
             eprintln!("stopped");
         } else {

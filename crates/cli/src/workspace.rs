@@ -96,7 +96,9 @@ pub fn open_service_with(
     }
     let runtime = open_runtime(repo, overrides, dirs, store)?;
     let service = Service::start(runtime, options);
-    crate::telemetry::start(&load_config(repo, overrides)?, &service)?;
+    let config = load_config(repo, overrides)?;
+    crate::telemetry::start(&config, &service)?;
+    crate::notify::start(&config, &service)?;
     Ok(service)
 }
 

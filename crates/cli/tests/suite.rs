@@ -12,6 +12,7 @@ mod mcp;
 mod mcp_checkers;
 mod mock;
 mod models;
+mod notify;
 mod output;
 mod postgres;
 mod review;

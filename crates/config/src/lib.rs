@@ -42,6 +42,7 @@ pub const SECTIONS: &[&str] = &[
     "telemetry",    // trellis-telemetry: OpenTelemetry export of runs' spans (OTLP)
     "instructions", // trellis-runtime: AGENTS.md and its stand-ins given to agents
     "hooks",        // trellis-tools: the user's commands around tool calls and runs (a list)
+    "notify",       // trellis-notify: desktop and webhook notifications of runs
 ];
 
 /// The top-level sections that are lists of tables (`[[hooks]]`): each layer's entries are

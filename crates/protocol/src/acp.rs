@@ -5,7 +5,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::{NodeId, ReviewAction};
+use crate::{NodeId, Notification, ReviewAction};
 
 /// `_trellis/graph`: the run's graph as it stands (nodes, states, attempts).
 pub const GRAPH_METHOD: &str = "_trellis/graph";
@@ -66,6 +66,25 @@ pub enum QuestionResponse {
     },
     /// Dismissed.
     Cancelled,
+}
+
+/// `_trellis/notification`: a notification (the agent tells the client) that a run of the
+/// session needs input, failed or finished — the same [`Notification`] as a `[notify]`
+/// webhook's body — for a client that lists it in `initialize` under
+/// `clientCapabilities._meta["trellis.dev/extensions"].methods` and wants to alert its user
+/// outside the thread (a window in the background). The session's updates say the same
+/// things in the thread; this is the signal to raise.
+pub const NOTIFICATION_METHOD: &str = "_trellis/notification";
+
+/// `_trellis/notification` parameters: the ACP session, and the notification's fields.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NotificationParams {
+    /// The ACP session.
+    pub session_id: String,
+    /// What happened.
+    #[serde(flatten)]
+    pub notification: Notification,
 }
 
 /// `_trellis/graph` parameters.

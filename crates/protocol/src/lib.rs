@@ -12,6 +12,7 @@ pub mod canonical;
 mod command;
 mod event;
 mod ids;
+mod notification;
 pub mod records;
 pub mod schema;
 mod service;
@@ -21,6 +22,7 @@ mod time;
 pub use command::{Answer, Command, EdgeSpec, InjectNode, Interrupt, InterruptKind, Message};
 pub use event::{Event, EventKind, ForkRef, RunStatus, TerminalKind};
 pub use ids::{ActivationId, NodeId, RunId, SessionId, SubmissionId};
+pub use notification::{Notification, NotificationKind};
 pub use service::{
     Artifact, ArtifactStatus, BadStreamId, Budgets, CompactionMethod, EventFrame, FileHunks,
     InputMode, NodeAnswer, NodeMessage, Op, OpErrorKind, ReviewAction, ServiceEvent,

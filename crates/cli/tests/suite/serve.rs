@@ -114,6 +114,24 @@ impl Server {
         http(self.port, &self.host(), method, path, token, body)
     }
 
+    /// Starts the discussion run (without its documentation stage, approvals granted) over
+    /// the API; its id.
+    pub(super) fn start_discussion(&self, token: &str) -> String {
+        let created = self.http(
+            "POST",
+            "/api/workflows",
+            Some(token),
+            Some(&json!({
+                "request": "Let's discuss the decision to keep stock in memory",
+                "workflow": "architecture_discussion",
+                "skip": ["decision_documentation"],
+                "input": "approve",
+            })),
+        );
+        assert_eq!(created.status, 201, "{}", created.body);
+        created.body["run"].as_str().unwrap().to_owned()
+    }
+
     /// SIGKILL, and reap.
     pub(super) fn kill(&mut self) {
         self.child.kill().unwrap();
@@ -166,6 +184,14 @@ impl Drop for Server {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// The access token `trellis serve` saved to `token_file`.
+pub(super) fn read_token(token_file: &Path) -> String {
+    std::fs::read_to_string(token_file)
+        .unwrap()
+        .trim()
+        .to_owned()
 }
 
 /// No user configuration, home or git identity from the machine running the tests.
@@ -346,24 +372,8 @@ fn a_run_survives_a_sigkilled_server_and_its_events_arrive_exactly_once() {
         let mode = std::fs::metadata(&token_file).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o600);
     }
-    let token = std::fs::read_to_string(&token_file)
-        .unwrap()
-        .trim()
-        .to_owned();
-
-    let created = first.http(
-        "POST",
-        "/api/workflows",
-        Some(&token),
-        Some(&json!({
-            "request": "Let's discuss the decision to keep stock in memory",
-            "workflow": "architecture_discussion",
-            "skip": ["decision_documentation"],
-            "input": "approve",
-        })),
-    );
-    assert_eq!(created.status, 201, "{}", created.body);
-    let run = created.body["run"].as_str().unwrap().to_owned();
+    let token = read_token(&token_file);
+    let run = first.start_discussion(&token);
     let stream = format!("run:{run}");
 
     // Follow the run from the start; kill the server once events have arrived and the

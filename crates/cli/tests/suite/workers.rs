@@ -613,3 +613,45 @@ fn a_worker_and_a_queued_run_need_a_postgresql_store() {
         "{err}"
     );
 }
+
+/// A run queued for the workers is notified by the worker that executes it, once: the
+/// process that queued it (its service dispatches to workers) notifies nothing.
+#[test]
+fn the_worker_that_executes_a_run_notifies_its_end_once() {
+    let receiver =
+        trellis_test_http::Server::concurrent(|_| trellis_test_http::Response::json("{}"));
+    let (url, _seen) = serve(scripted_agent(vec![(
+        "call_read",
+        "read_file",
+        json!({ "path": "inventory.py" }),
+    )]));
+    let cluster = Cluster::shared();
+    let db = cluster.database();
+    let ws = workspace(&url, &db.url());
+    let config = ws.path().join(".trellis/config.toml");
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    text.push_str(&format!(
+        "\n[[notify.webhooks]]\nurl = \"{}/hook\"\nevents = [\"finished\", \"failed\"]\n",
+        receiver.url()
+    ));
+    std::fs::write(&config, text).unwrap();
+    let mut worker = Worker::start(&ws, "worker-n");
+    let run = queue(&ws);
+    worker.wait_for(&format!("run {run}: claimed"), 30);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while receiver.requests().is_empty() {
+        assert!(Instant::now() < deadline, "no notification from the worker");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Anything sent twice would have arrived by now.
+    std::thread::sleep(Duration::from_millis(1500));
+    let posts = receiver.requests();
+    assert_eq!(posts.len(), 1, "{posts:?}");
+    let body = posts[0].json();
+    assert_eq!(
+        (&body["event"], &body["run"]),
+        (&json!("finished"), &json!(run))
+    );
+    worker.signal("-9");
+    let _ = worker.child.wait();
+}

@@ -1,0 +1,66 @@
+//! `_trellis/notification`: a client that takes it is told when a run of its session ends.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use agent_client_protocol::UntypedMessage;
+use agent_client_protocol::schema::ProtocolVersion;
+use agent_client_protocol::v1::schema as acp;
+use serde_json::{Value, json};
+use trellis_protocol::acp::NOTIFICATION_METHOD;
+
+use super::common::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_client_that_takes_notifications_is_told_its_run_finished() {
+    let f = fixture(Duration::ZERO);
+    let updates: Updates = Arc::default();
+    let told: Arc<Mutex<Vec<(String, Value)>>> = Arc::default();
+    let t = told.clone();
+    let root = f.root.clone();
+    let session = with_timeout(
+        recording(&updates)
+            .on_receive_notification(
+                async move |n: UntypedMessage, _cx| {
+                    t.lock()
+                        .unwrap()
+                        .push((n.method().to_owned(), n.params().clone()));
+                    Ok(())
+                },
+                agent_client_protocol::on_receive_notification!(),
+            )
+            .connect_with(agent(&f).connection(), async |cx| {
+                let mut meta = serde_json::Map::new();
+                meta.insert(
+                    "trellis.dev/extensions".into(),
+                    json!({"methods": [NOTIFICATION_METHOD]}),
+                );
+                cx.send_request(
+                    acp::InitializeRequest::new(ProtocolVersion::V1)
+                        .client_capabilities(acp::ClientCapabilities::new().meta(meta)),
+                )
+                .block_task()
+                .await?;
+                let session = new_session(&cx, &root).await?;
+                let r = prompt(&cx, &session, "Why is stock kept in memory?").await?;
+                assert_eq!(r.stop_reason, acp::StopReason::EndTurn);
+                Ok(session)
+            }),
+    )
+    .await
+    .unwrap();
+    let run = turn_run(&updates);
+    let told = told.lock().unwrap().clone();
+    let notices: Vec<&Value> = told
+        .iter()
+        .filter(|(m, _)| m == NOTIFICATION_METHOD)
+        .map(|(_, p)| p)
+        .collect();
+    assert_eq!(notices.len(), 1, "the run's end, once: {told:?}");
+    let n = notices[0];
+    assert_eq!(n["sessionId"], session.0.as_ref(), "{n}");
+    assert_eq!(n["run"], run.as_str(), "{n}");
+    assert_eq!(n["event"], "finished", "{n}");
+    assert_eq!(n["outcome"], "succeeded", "{n}");
+    assert!(n["workflow"].is_string(), "{n}");
+}

@@ -1,0 +1,4 @@
+mod common;
+mod desktop;
+mod detect;
+mod webhook;
