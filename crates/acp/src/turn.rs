@@ -3,6 +3,7 @@
 //! through `_trellis/question` (when the client takes it).
 
 pub(crate) mod change;
+mod notice;
 mod question;
 mod revise;
 
@@ -13,17 +14,17 @@ use std::time::Duration;
 
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema as acp;
-use agent_client_protocol::{Client, Error, UntypedMessage};
+use agent_client_protocol::{Client, Error};
 use serde_json::{Value, json};
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 use trellis_core::service::{DriveEnd, Followed, LiveEvent, OpError, RunFrontEnd, Service};
 use trellis_notify::Detector;
-use trellis_protocol::acp::{FEEDBACK_META, NOTIFICATION_METHOD, NotificationParams};
+use trellis_protocol::acp::FEEDBACK_META;
 use trellis_protocol::records::{ClientTurn, RunPlanned, RunState};
 use trellis_protocol::{
-    Answer, InputMode, Interrupt, InterruptKind, NodeAnswer, NodeId, Notification, Op, RunId,
-    RunStatus, ServiceEventBody, SessionEvent, SessionOwner, StreamId, WorkspaceEvent,
+    Answer, InputMode, Interrupt, InterruptKind, NodeAnswer, NodeId, Op, RunId, RunStatus,
+    ServiceEventBody, SessionEvent, SessionOwner, StreamId, WorkspaceEvent,
 };
 
 use crate::config::{Autonomy, SessionConfig};
@@ -166,19 +167,6 @@ impl Turn {
         self.send(acp::SessionUpdate::AgentMessageChunk(
             acp::ContentChunk::new(text.into().into()),
         ));
-    }
-
-    /// `_trellis/notification` (only called for a client that takes it).
-    fn notify(&self, notification: Notification) {
-        let params = NotificationParams {
-            session_id: self.session.0.to_string(),
-            notification,
-        };
-        let sent = UntypedMessage::new(NOTIFICATION_METHOD, params)
-            .and_then(|m| self.conn.send_notification(m));
-        if let Err(e) = sent {
-            tracing::warn!("{NOTIFICATION_METHOD} not sent: {e}");
-        }
     }
 
     fn thought(&self, text: impl Into<String>) {
@@ -664,19 +652,6 @@ impl AcpAgent {
                 }
             },
         )
-    }
-
-    /// The detector of `run`'s notifications, its workflow named from the run's record (the
-    /// turn's planning read the events that name it)).
-    async fn notices(&self, turn: &Turn, run: &RunId) -> Detector {
-        let mut detector = Detector::default();
-        let (service, id) = (turn.service.clone(), run.to_string());
-        if let Ok(Ok(view)) = tokio::task::spawn_blocking(move || service.run_view(&id)).await
-            && let Some(workflow) = view.workflow
-        {
-            detector.name_run(run, &workflow);
-        }
-        detector
     }
 
     /// The run stopped for good: the turn's summary, then the change set offered to the
