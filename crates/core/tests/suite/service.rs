@@ -296,7 +296,9 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     for e in std::fs::read_dir(dir).unwrap() {
         let p = e.unwrap().path();
         if p.is_dir() {
-            if p.file_name().is_some_and(|n| n == ".git") {
+            // Trellis's own state changes under a running service (the index's files come
+            // and go): only the user's files are compared.
+            if p.file_name().is_some_and(|n| n == ".git" || n == ".trellis") {
                 continue;
             }
             out.extend(walk(&p));
