@@ -298,7 +298,9 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
         if p.is_dir() {
             // Trellis's own state changes under a running service (the index's files come
             // and go): only the user's files are compared.
-            if p.file_name().is_some_and(|n| n == ".git" || n == ".trellis") {
+            if p.file_name()
+                .is_some_and(|n| n == ".git" || n == ".trellis")
+            {
                 continue;
             }
             out.extend(walk(&p));
