@@ -112,6 +112,39 @@ pub fn starter(dir: &Path, languages: &[(String, usize)]) -> String {
     s
 }
 
+/// What [`init`] did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Init {
+    /// Wrote the starter here.
+    Wrote(std::path::PathBuf),
+    /// The root already has this instructions file (one of `names`): nothing written.
+    Exists(String),
+}
+
+/// `trellis init`: writes the starter `AGENTS.md` at `root` unless the root already has
+/// one of `names` (`[instructions] names`: an `AGENTS.md`, or another tool's file a new
+/// `AGENTS.md` would hide). A file that appears meanwhile is not overwritten either.
+pub fn init(root: &Path, names: &[String]) -> std::io::Result<Init> {
+    if let Some(existing) = names.iter().find(|n| root.join(n).is_file()) {
+        return Ok(Init::Exists(existing.clone()));
+    }
+    let text = starter_for(root);
+    let path = root.join("AGENTS.md");
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&path)?;
+    std::io::Write::write_all(&mut file, text.as_bytes())?;
+    Ok(Init::Wrote(path))
+}
+
+/// The starter of the repository at `root`, its languages counted as the orchestrator's
+/// project context counts them.
+pub fn starter_for(root: &Path) -> String {
+    let project = trellis_agents::ProjectContext::detect(root, "");
+    starter(root, &project.languages)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
