@@ -35,6 +35,11 @@ fn spawn(ctx: &Arc<RunContext>, event: HookEvent, node: Option<String>, payload:
 /// The hooks of one committed batch: a node that asks the user, a stage (one of `stages`)
 /// that failed.
 pub(super) fn on_batch(ctx: &Arc<RunContext>, stages: &HashSet<String>, batch: &[Event]) {
+    let hooks = ctx.runtime.hooks();
+    if !hooks.any(HookEvent::NeedsInput) && !hooks.any(HookEvent::StageFailed) {
+        // Every batch of every run passes here: nothing to look for without such hooks.
+        return;
+    }
     // A failed node's output (its error, or its result's `reason`) comes before its
     // transition in the same batch.
     let mut errors: std::collections::HashMap<&str, String> = std::collections::HashMap::new();
