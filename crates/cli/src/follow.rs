@@ -27,11 +27,39 @@ pub async fn follow_run(
         service.wait_run(run).await;
         tokio::time::sleep(std::time::Duration::from_millis(500)).await;
     };
-    tokio::select! {
-        () = follow(live, run, quiet) => {}
-        () = stopped => {}
+    if service.is_live(run) {
+        tokio::select! {
+            () = follow(live, run, quiet) => {}
+            () = stopped => {}
+        }
+    } else {
+        // Executing elsewhere (a `trellis worker`): its graph progress comes from the
+        // store, until the workers are done with it.
+        let since = service
+            .run_record(run.as_str())
+            .map_or(0, |r| r.summary.last_seq);
+        let stored = service.subscribe(StreamId::Run(run.clone()), since);
+        tokio::select! {
+            () = follow_stored(stored, quiet) => {}
+            () = stopped => {}
+        }
     }
     service.wait_run(run).await;
+}
+
+/// Prints the graph progress of a run executing in another process, read from its stored
+/// stream (its agents' turns are not printed: `trellis runs events` and the web UI have
+/// them). Never ends by itself but on a failed read.
+async fn follow_stored(mut stored: trellis_core::service::Subscription, quiet: bool) {
+    let mut progress = Progress::default();
+    while let Ok(Some(e)) = stored.next().await {
+        if let ServiceEventBody::Run(kind) = &e.event
+            && !quiet
+        {
+            progress.event(kind);
+        }
+    }
+    std::future::pending::<()>().await;
 }
 
 /// Prints one run's events from the service's live broadcast (subscribed before the run was

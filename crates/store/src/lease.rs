@@ -79,6 +79,12 @@ pub trait LeaseStore {
     /// Frees `lease` at once, if it is still ours (`false` otherwise). The run stays
     /// runnable or not as it was.
     fn release_lease(&self, lease: &Lease) -> Result<bool>;
+
+    /// Whether `run` is with the workers: runnable (queued for a claim) or held by a lease
+    /// (executing, or its holder died and the lease has not been taken over yet). `false`
+    /// once a worker finished it or parked it waiting for input — what a process that handed
+    /// the run over waits for before it reads where the run stands.
+    fn with_workers(&self, run: &RunId) -> Result<bool>;
 }
 
 impl LeaseStore for crate::SqliteStore {
@@ -108,6 +114,10 @@ impl LeaseStore for crate::SqliteStore {
     }
 
     fn release_lease(&self, _lease: &Lease) -> Result<bool> {
+        Err(crate::Error::LeasesNeedPostgres)
+    }
+
+    fn with_workers(&self, _run: &RunId) -> Result<bool> {
         Err(crate::Error::LeasesNeedPostgres)
     }
 }

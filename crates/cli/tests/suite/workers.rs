@@ -441,12 +441,20 @@ fn runs_survive_workers_killed_at_random_moments() {
 /// follows the run to its end.
 #[test]
 fn an_approval_from_the_command_line_resumes_the_run_on_a_worker() {
-    // An approval gate: the network command is `ask` by policy.
-    let (url, seen) = serve(scripted_agent(vec![(
+    // An approval gate: the network command is `ask` by policy. The agent's turn after
+    // the approval takes 2 s, so the command must follow the run on the worker to its end
+    // (not read where it stands once the answer is queued).
+    let agent = scripted_agent(vec![(
         "call_net",
         "shell",
         json!({ "command": "curl -s http://127.0.0.1:9/stock" }),
-    )]));
+    )]);
+    let (url, seen) = serve(move |body| {
+        if is_agent(body) && tool_results(body) > 0 {
+            std::thread::sleep(Duration::from_secs(2));
+        }
+        agent(body)
+    });
     let cluster = Cluster::shared();
     let db = cluster.database();
     let ws = workspace(&url, &db.url());

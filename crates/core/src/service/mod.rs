@@ -434,11 +434,46 @@ impl Service {
     }
 
     /// Waits until `run` stops executing in this service (finished, paused on input, failed
-    /// or cancelled); returns at once when it does not execute here.
+    /// or cancelled). When it does not execute here: a service whose runs execute on
+    /// workers ([`Dispatch::Workers`]) waits until the workers are done with it (not
+    /// runnable, no lease: finished or parked waiting for input — [`Self::wait_workers`]);
+    /// any other returns at once.
     pub async fn wait_run(&self, run: &RunId) {
         let done = lock(&self.runs).get(run).map(|r| r.done.clone());
         if let Some(mut done) = done {
             let _ = done.wait_for(|d| *d).await;
+        } else if self.options.dispatch == Dispatch::Workers {
+            self.wait_workers(run).await;
+        }
+    }
+
+    /// Waits until the workers are done with `run` ([`trellis_store::LeaseStore::with_workers`]
+    /// is false), woken by the store's notifications of other processes' commits and
+    /// re-reading at least every [`ServiceOptions::poll`]. A failed read ends the wait (the
+    /// caller reads where the run stands next and reports what fails).
+    async fn wait_workers(&self, run: &RunId) {
+        let mut wake = self.runtime.store().watch();
+        loop {
+            let store = self.runtime.store().clone();
+            let id = run.clone();
+            let busy = blocking(move || Ok(store.with_workers(&id)?)).await;
+            if !matches!(busy, Ok(true)) {
+                return;
+            }
+            let poll = tokio::time::sleep(self.options.poll);
+            match wake.as_mut() {
+                Some(rx) => {
+                    tokio::select! {
+                        r = rx.recv() => {
+                            if matches!(r, Err(broadcast::error::RecvError::Closed)) {
+                                wake = None;
+                            }
+                        }
+                        () = poll => {}
+                    }
+                }
+                None => poll.await,
+            }
         }
     }
 

@@ -75,6 +75,10 @@ fn renew_sql() -> String {
 const RELEASE: &str = "UPDATE run_leases SET owner = NULL, expires_at = NULL
     WHERE run_id = $1 AND token = $2 AND owner = $3";
 
+/// Whether `$1` is runnable or held (see [`LeaseStore::with_workers`]).
+const WITH_WORKERS: &str =
+    "SELECT runnable OR owner IS NOT NULL FROM run_leases WHERE run_id = $1";
+
 fn lease(row: &Row, worker: &str) -> std::result::Result<Lease, tokio_postgres::Error> {
     Ok(Lease {
         run: RunId::from_string(row.try_get::<_, String>(0)?),
@@ -183,5 +187,18 @@ impl LeaseStore for PgStore {
         })?;
         self.journal.forget(lease);
         Ok(released)
+    }
+
+    fn with_workers(&self, run: &RunId) -> Result<bool> {
+        let run = run.to_string();
+        self.read(async move |c| {
+            let row = c
+                .query_typed_opt(WITH_WORKERS, &[(&run, Type::TEXT)])
+                .await?;
+            Ok(match row {
+                Some(row) => row.try_get::<_, bool>(0)?,
+                None => false,
+            })
+        })
     }
 }

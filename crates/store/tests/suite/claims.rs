@@ -109,4 +109,5 @@ fn sqlite_leases_say_they_need_postgres() {
     assert!(err.to_string().contains("PostgreSQL"), "{err}");
     assert!(store.set_runnable(&run, true).is_err());
     assert!(store.claim_run_lease(&run, "w", ttl).is_err());
+    assert!(store.with_workers(&run).is_err());
 }

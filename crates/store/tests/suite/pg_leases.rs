@@ -85,14 +85,18 @@ fn a_release_frees_the_run_at_once_and_not_runnable_runs_are_not_claimed() {
     let db = cluster.database();
     let (a, b) = (connect(&db), connect(&db));
     let run = runnable(&a, 1).remove(0);
+    assert!(b.with_workers(&run).unwrap(), "runnable: with the workers");
     let lease = a.claim_lease("a", LONG).unwrap().unwrap();
     assert_eq!(b.claim_lease("b", LONG).unwrap(), None);
     assert!(a.release_lease(&lease).unwrap());
     let taken = b.claim_lease("b", LONG).unwrap().unwrap();
     assert_eq!((&taken.run, taken.token), (&run, 2));
-    assert!(b.release_lease(&taken).unwrap());
-
     b.set_runnable(&run, false).unwrap();
+    assert!(a.with_workers(&run).unwrap(), "leased: with the workers");
+    assert!(b.release_lease(&taken).unwrap());
+    assert!(!a.with_workers(&run).unwrap(), "parked: the workers are done");
+    assert!(!a.with_workers(&RunId::new()).unwrap(), "never queued");
+
     assert_eq!(a.claim_lease("a", LONG).unwrap(), None);
     // A specific run is claimed runnable or not, and a run never seen gets a lease row.
     let named = a.claim_run_lease(&run, "a", LONG).unwrap().unwrap();
