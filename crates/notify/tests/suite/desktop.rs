@@ -1,6 +1,8 @@
 //! Desktop notifications on a private session bus (Debian's `dbus-daemon`, installed by
-//! scripts/setup.d/77-notify.sh) with a notification server of the test's own owning
-//! `org.freedesktop.Notifications` — what a desktop's daemon (dunst, xfce4-notifyd) does.
+//! scripts/setup.d/77-notify.sh): with a notification server of the test's own owning
+//! `org.freedesktop.Notifications` (every field the notifier sends), and with a real
+//! notification daemon from Debian (`dunst` on an Xvfb display, read back through its
+//! history with `dunstctl`).
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
@@ -166,4 +168,114 @@ async fn without_a_session_bus_desktop_notifications_are_skipped_with_one_line()
     let lines = problems.lines();
     assert_eq!(lines.len(), 1, "{lines:?}");
     assert!(lines[0].contains(BUS_ENV), "{lines:?}");
+}
+
+/// An X display of the test's own (`Xvfb -displayfd`), stopped when dropped.
+struct Display {
+    child: Child,
+    name: String,
+}
+
+impl Display {
+    fn start() -> Display {
+        let mut child = Command::new("Xvfb")
+            .args([
+                "-displayfd",
+                "1",
+                "-screen",
+                "0",
+                "640x480x24",
+                "-nolisten",
+                "tcp",
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("Xvfb (Debian package xvfb; scripts/setup.d/77-notify.sh)");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        Display {
+            child,
+            name: format!(":{}", line.trim()),
+        }
+    }
+}
+
+impl Drop for Display {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `dunstctl ARGS` on `bus`: its stdout.
+fn dunstctl(bus: &Bus, args: &[&str]) -> String {
+    let out = Command::new("dunstctl")
+        .args(args)
+        .env("DBUS_SESSION_BUS_ADDRESS", &bus.address)
+        .output()
+        .expect("dunstctl (Debian package dunst; scripts/setup.d/77-notify.sh)");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[tokio::test]
+async fn a_real_notification_daemon_shows_what_the_run_needs() {
+    let bus = Bus::start();
+    let display = Display::start();
+    let config = std::env::temp_dir().join(format!("trellis-dunstrc-{}", std::process::id()));
+    std::fs::write(&config, "[global]\n").unwrap();
+    let mut dunst = Command::new("dunst")
+        .arg("-config")
+        .arg(&config)
+        .env("DBUS_SESSION_BUS_ADDRESS", &bus.address)
+        .env("DISPLAY", &display.name)
+        .env_remove("WAYLAND_DISPLAY")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("dunst (Debian package dunst; scripts/setup.d/77-notify.sh)");
+    // dunst owns the name once it is up.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !dunstctl(&bus, &["is-paused"]).trim().starts_with("false") {
+        assert!(std::time::Instant::now() < deadline, "dunst did not start");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    let problems = Problems::default();
+    let (tx, notifier) = notifier(
+        serde_json::json!({"desktop": {"enabled": true}}),
+        &[(BUS_ENV, bus.address.as_str())],
+        &problems,
+    );
+    let run = RunId::from_string("run-dunst-0001");
+    tx.send(created(&run, "bugfix"));
+    tx.send(asked(&run, 4, "triage", 1, "Which crate?"));
+    notifier.shutdown(Duration::from_secs(10)).await;
+
+    // Shown notifications reach the history once closed.
+    dunstctl(&bus, &["close-all"]);
+    let history: serde_json::Value = serde_json::from_str(&dunstctl(&bus, &["history"])).unwrap();
+    let _ = dunst.kill();
+    let _ = dunst.wait();
+    let _ = std::fs::remove_file(&config);
+    let shown = history["data"][0].as_array().cloned().unwrap_or_default();
+    assert_eq!(shown.len(), 1, "{history}");
+    let field = |name: &str| {
+        shown[0][name]["data"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    assert_eq!(field("appname"), "Trellis");
+    assert_eq!(
+        field("summary"),
+        "Trellis: bugfix run run-dunst-0001 needs input"
+    );
+    assert!(
+        field("body").starts_with("triage asks: Which crate?"),
+        "{history}"
+    );
+    assert!(problems.lines().is_empty(), "{:?}", problems.lines());
 }
