@@ -25,7 +25,7 @@ const FIX: &str =
 /// The orchestrator leaves out the optional stages; the code agent fixes the bug, then
 /// reports; everyone else reports. With `ask`, the code agent first asks whether `commit`
 /// should subtract (`ask_questions`) and fixes the bug only when told yes.
-fn feature_script(ask: bool) -> ScriptedProvider {
+pub(super) fn feature_script(ask: bool) -> ScriptedProvider {
     ScriptedProvider::responding(move |r| {
         let report = |output: &str| {
             Turn::Json(json!({
@@ -73,7 +73,7 @@ fn feature_script(ask: bool) -> ScriptedProvider {
     })
 }
 
-const QUESTION: &str = "Should commit subtract the shipped units?";
+pub(super) const QUESTION: &str = "Should commit subtract the shipped units?";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_feature_run_edits_tests_and_applies_the_fix_when_accepted() {
