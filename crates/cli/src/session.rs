@@ -186,10 +186,17 @@ async fn follow_to_end(
     {
         DriveEnd::Ended(state) => state,
         DriveEnd::Cancelled => {
+            let elsewhere = service.dispatch() == trellis_core::service::Dispatch::Workers;
             service.shutdown().await;
-            eprintln!(
-                "\ninterrupted: completed stages are kept; continue with `trellis runs resume {run}` (review what exists with `trellis review {run}`)"
-            );
+            if elsewhere {
+                eprintln!(
+                    "\nstopped following: the run goes on where it executes (a worker); follow it with `trellis runs events {run} --follow`"
+                );
+            } else {
+                eprintln!(
+                    "\ninterrupted: completed stages are kept; continue with `trellis runs resume {run}` (review what exists with `trellis review {run}`)"
+                );
+            }
             return Ok(ExitCode::from(130));
         }
         DriveEnd::Paused(state) => {

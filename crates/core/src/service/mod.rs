@@ -428,6 +428,11 @@ impl Service {
         Ok(self.records.run_id(id_or_prefix)?)
     }
 
+    /// Where the runs this service starts and resumes execute.
+    pub fn dispatch(&self) -> Dispatch {
+        self.options.dispatch
+    }
+
     /// Whether `run` executes in this service now.
     pub fn is_live(&self, run: &RunId) -> bool {
         lock(&self.runs).contains_key(run)
