@@ -76,8 +76,7 @@ const RELEASE: &str = "UPDATE run_leases SET owner = NULL, expires_at = NULL
     WHERE run_id = $1 AND token = $2 AND owner = $3";
 
 /// Whether `$1` is runnable or held (see [`LeaseStore::with_workers`]).
-const WITH_WORKERS: &str =
-    "SELECT runnable OR owner IS NOT NULL FROM run_leases WHERE run_id = $1";
+const WITH_WORKERS: &str = "SELECT runnable OR owner IS NOT NULL FROM run_leases WHERE run_id = $1";
 
 fn lease(row: &Row, worker: &str) -> std::result::Result<Lease, tokio_postgres::Error> {
     Ok(Lease {

@@ -94,7 +94,10 @@ fn a_release_frees_the_run_at_once_and_not_runnable_runs_are_not_claimed() {
     b.set_runnable(&run, false).unwrap();
     assert!(a.with_workers(&run).unwrap(), "leased: with the workers");
     assert!(b.release_lease(&taken).unwrap());
-    assert!(!a.with_workers(&run).unwrap(), "parked: the workers are done");
+    assert!(
+        !a.with_workers(&run).unwrap(),
+        "parked: the workers are done"
+    );
     assert!(!a.with_workers(&RunId::new()).unwrap(), "never queued");
 
     assert_eq!(a.claim_lease("a", LONG).unwrap(), None);
