@@ -305,11 +305,16 @@ fn overhead_of_live_export_on_a_scripted_agent_run() {
         v.sort_by(f64::total_cmp);
         v[v.len() / 2]
     };
+    // Each on run against the off run just before it: a drift of the machine's load
+    // between pairs cancels out.
+    let mut paired: Vec<f64> = t_on.iter().zip(&t_off).map(|(on, off)| on / off).collect();
+    let paired = median(&mut paired);
     let (m_off, m_on) = (median(&mut t_off), median(&mut t_on));
     let spans: usize = collector.requests().len();
     println!(
         "live export overhead, scripted agent run ({n} runs each, interleaved): off median {m_off:.0} ms, \
-         on median {m_on:.0} ms, ratio {:.3} ({spans} export requests); off {t_off:.0?}, on {t_on:.0?}",
+         on median {m_on:.0} ms, ratio of medians {:.3}, median of paired ratios {paired:.3} \
+         ({spans} export requests); off {t_off:.0?}, on {t_on:.0?}",
         m_on / m_off
     );
     assert!(spans > 0, "export was on");
