@@ -191,6 +191,26 @@ pub async fn open_session(
     new_session(cx, cwd).await
 }
 
+/// `initialize` from a client that takes the Trellis extension `methods` (listed in its
+/// capabilities' `_meta`).
+pub async fn initialize_taking(
+    cx: &ConnectionTo<Agent>,
+    methods: &[&str],
+) -> Result<(), agent_client_protocol::Error> {
+    let mut meta = serde_json::Map::new();
+    meta.insert(
+        "trellis.dev/extensions".into(),
+        json!({ "methods": methods }),
+    );
+    cx.send_request(
+        acp::InitializeRequest::new(ProtocolVersion::V1)
+            .client_capabilities(acp::ClientCapabilities::new().meta(meta)),
+    )
+    .block_task()
+    .await?;
+    Ok(())
+}
+
 /// A new session in `cwd`: its id.
 pub async fn new_session(
     cx: &ConnectionTo<Agent>,

@@ -6,7 +6,6 @@
 
 use std::sync::{Arc, Mutex};
 
-use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema as acp;
 use agent_client_protocol::{Error, UntypedMessage};
 use serde_json::{Value, json};
@@ -178,17 +177,7 @@ async fn a_question_is_asked_through_the_extension_and_its_answer_reaches_the_ag
                 agent_client_protocol::on_receive_request!(),
             )
             .connect_with(agent.connection(), async |cx| {
-                let mut meta = serde_json::Map::new();
-                meta.insert(
-                    "trellis.dev/extensions".into(),
-                    json!({"methods": [QUESTION_METHOD]}),
-                );
-                cx.send_request(
-                    acp::InitializeRequest::new(ProtocolVersion::V1)
-                        .client_capabilities(acp::ClientCapabilities::new().meta(meta)),
-                )
-                .block_task()
-                .await?;
+                initialize_taking(&cx, &[QUESTION_METHOD]).await?;
                 let sid = new_session(&cx, &root).await?;
                 set_option(&cx, &sid, "workflow", "feature_with_iterative_testing").await?;
                 let r = prompt(&cx, &sid, "Fix the stock bookkeeping of commit").await?;

@@ -4,7 +4,6 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema as acp;
 use agent_client_protocol::{Error, UntypedMessage};
 use serde_json::{Value, json};
@@ -32,17 +31,7 @@ async fn a_client_that_takes_notifications_is_told_its_run_finished() {
                 agent_client_protocol::on_receive_notification!(),
             )
             .connect_with(agent(&f).connection(), async |cx| {
-                let mut meta = serde_json::Map::new();
-                meta.insert(
-                    "trellis.dev/extensions".into(),
-                    json!({"methods": [NOTIFICATION_METHOD]}),
-                );
-                cx.send_request(
-                    acp::InitializeRequest::new(ProtocolVersion::V1)
-                        .client_capabilities(acp::ClientCapabilities::new().meta(meta)),
-                )
-                .block_task()
-                .await?;
+                initialize_taking(&cx, &[NOTIFICATION_METHOD]).await?;
                 let session = new_session(&cx, &root).await?;
                 let r = prompt(&cx, &session, "Why is stock kept in memory?").await?;
                 assert_eq!(r.stop_reason, acp::StopReason::EndTurn);
@@ -101,17 +90,7 @@ async fn a_client_that_takes_notifications_is_told_its_run_needs_input() {
                 agent_client_protocol::on_receive_request!(),
             )
             .connect_with(agent.connection(), async |cx| {
-                let mut meta = serde_json::Map::new();
-                meta.insert(
-                    "trellis.dev/extensions".into(),
-                    json!({"methods": [QUESTION_METHOD, NOTIFICATION_METHOD]}),
-                );
-                cx.send_request(
-                    acp::InitializeRequest::new(ProtocolVersion::V1)
-                        .client_capabilities(acp::ClientCapabilities::new().meta(meta)),
-                )
-                .block_task()
-                .await?;
+                initialize_taking(&cx, &[QUESTION_METHOD, NOTIFICATION_METHOD]).await?;
                 let sid = new_session(&cx, &root).await?;
                 set_option(&cx, &sid, "workflow", "feature_with_iterative_testing").await?;
                 let r = prompt(&cx, &sid, "Fix the stock bookkeeping of commit").await?;
