@@ -75,12 +75,97 @@ pub fn detect(
             source: "agents.test_command".into(),
         });
     }
+    let mut passed_over = None;
     if let Some((command, file)) = instructions.test_command() {
-        return Some(TestCommand {
-            command,
-            source: file.display().to_string(),
+        match missing_program(&command, dir) {
+            None => {
+                return Some(TestCommand {
+                    command,
+                    source: file.display().to_string(),
+                });
+            }
+            // A command that cannot start here (a tool the file assumes, not installed)
+            // would fail every test run: the detected one is used, and the record says why.
+            Some(program) => {
+                passed_over = Some(format!(
+                    "{}'s `{command}` not used: `{program}` is not installed (not on PATH)",
+                    file.display()
+                ));
+            }
+        }
+    }
+    let detected = detect_from_files(dir);
+    match passed_over {
+        None => detected,
+        Some(why) => detected.map(|c| TestCommand {
+            source: format!("{}; {why}", c.source),
+            ..c
+        }),
+    }
+}
+
+/// A program `command` needs that is not installed: its first word after any `NAME=value`
+/// assignments when that is neither on `PATH` nor a file under `dir` (`./gradlew`), and for
+/// `make TARGET` the first word of each line of the target's recipe in `dir/Makefile` (a
+/// `make test` that runs `pixi run test-all`). `None` when all are there, or when a first
+/// word is something the shell runs itself (`cd`, `source`, a subshell) or a variable.
+fn missing_program(command: &str, dir: &Path) -> Option<String> {
+    let mut words = command
+        .split_whitespace()
+        .skip_while(|w| w.contains('=') && !w.starts_with('='));
+    let program = words.next()?;
+    if let Some(missing) = not_installed(program, dir) {
+        return Some(missing);
+    }
+    if program == "make"
+        && let Some(target) = words.next().filter(|t| !t.starts_with('-'))
+        && let Ok(makefile) = std::fs::read_to_string(dir.join("Makefile"))
+    {
+        return recipe(&makefile, target).iter().find_map(|line| {
+            line.split_whitespace()
+                .next()
+                .and_then(|p| not_installed(p, dir))
         });
     }
+    None
+}
+
+/// `program` when it is not installed (see [`missing_program`]).
+fn not_installed(program: &str, dir: &Path) -> Option<String> {
+    const SHELL: &[&str] = &[
+        "cd", "source", ".", "export", "set", "exec", "env", "time", "echo", "test", "[", "(", "{",
+        "!", "true", "false", "if", "for", "while",
+    ];
+    if SHELL.contains(&program) || program.starts_with(['(', '$', '"', '\'', '`']) {
+        return None;
+    }
+    let found = if program.contains('/') {
+        dir.join(program).exists()
+    } else {
+        trellis_sandbox::find_on_path(program).is_some()
+    };
+    (!found).then(|| program.to_owned())
+}
+
+/// The command lines of `target`'s recipe in `makefile` (the tab-indented lines after
+/// `target:`), without make's `@`, `-` and `+` prefixes.
+fn recipe<'a>(makefile: &'a str, target: &str) -> Vec<&'a str> {
+    let mut lines = makefile.lines().skip_while(|l| {
+        l.split_once(':')
+            .is_none_or(|(names, _)| !names.split_whitespace().any(|n| n == target))
+    });
+    if lines.next().is_none() {
+        return Vec::new();
+    }
+    lines
+        .take_while(|l| l.starts_with('\t'))
+        .map(|l| l.trim_start_matches(['\t', '@', '-', '+', ' ']))
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .collect()
+}
+
+/// The test command the files at the top of `dir` call for.
+fn detect_from_files(dir: &Path) -> Option<TestCommand> {
     let has = |f: &str| dir.join(f).exists();
     let found = |command: &str, source: &str| {
         Some(TestCommand {
@@ -482,5 +567,71 @@ mod probe_tests {
             "x = 1\n"
         );
         assert!(!to.path().join("src").is_symlink());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::instructions::{DEFAULT_NAMES, Instructions};
+
+    /// A Python project whose AGENTS.md names `command` as the way to run its tests.
+    fn project(command: &str) -> (tempfile::TempDir, Instructions) {
+        let repo = tempfile::tempdir().expect("test");
+        let r = repo.path();
+        std::fs::write(r.join("pyproject.toml"), "[project]\nname = \"p\"\n").expect("test");
+        std::fs::write(
+            r.join("AGENTS.md"),
+            format!("# Notes\n\n## Testing\n- Run the tests: `{command}`\n"),
+        )
+        .expect("test");
+        let found = Instructions::discover(r, None, &DEFAULT_NAMES);
+        (repo, found)
+    }
+
+    #[test]
+    fn the_instructions_test_command_is_used_when_its_program_is_installed() {
+        let (repo, found) = project("python3 -m pytest -x");
+        let c = detect(repo.path(), None, &found).expect("a command");
+        assert_eq!(c.command, "python3 -m pytest -x");
+        assert_eq!(c.source, "AGENTS.md");
+    }
+
+    #[test]
+    fn a_test_command_whose_program_is_not_installed_gives_way_to_the_detected_one() {
+        // The repository's own script, named but not there.
+        let (repo, found) = project("./run_tests.sh --all");
+        let c = detect(repo.path(), None, &found).expect("a command");
+        assert!(c.command.starts_with("python3 -B -m "), "{c:?}");
+        assert!(
+            c.source.ends_with(
+                "AGENTS.md's `./run_tests.sh --all` not used: `./run_tests.sh` is not \
+                 installed (not on PATH)"
+            ),
+            "{c:?}"
+        );
+        // A make target whose recipe runs a program that is not installed: the same.
+        let (repo, found) = project("make test");
+        std::fs::write(
+            repo.path().join("Makefile"),
+            "default: help\n\ntest:\n\t@echo testing\n\tpixi-not-installed-here run test-all\n\nlint:\n\truff .\n",
+        )
+        .expect("test");
+        let c = detect(repo.path(), None, &found).expect("a command");
+        assert!(
+            c.source
+                .contains("`pixi-not-installed-here` is not installed"),
+            "{c:?}"
+        );
+        // A script of the repository's own counts as installed.
+        let (repo, found) = project("./run_tests.sh --fast");
+        std::fs::write(repo.path().join("run_tests.sh"), "#!/bin/sh\n").expect("test");
+        let c = detect(repo.path(), None, &found).expect("a command");
+        assert_eq!(c.command, "./run_tests.sh --fast");
+        // Assignments before the program are skipped.
+        assert_eq!(
+            missing_program("CI=1 LANG=C ./nope.sh", repo.path()).as_deref(),
+            Some("./nope.sh")
+        );
     }
 }

@@ -77,11 +77,19 @@ pub fn preflight() -> Result<Bwrap, String> {
     Err(last)
 }
 
-fn find_on_path(name: &str) -> Option<PathBuf> {
+/// The executable file `name` in a folder of `PATH`, the first one found.
+pub fn find_on_path(name: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path)
         .map(|d| d.join(name))
-        .find(|p| p.is_file())
+        .find(|p| executable(p))
+}
+
+/// Whether `path` is a file someone may execute.
+fn executable(path: &std::path::Path) -> bool {
+    use std::os::unix::fs::PermissionsExt as _;
+    path.metadata()
+        .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
 impl Bwrap {

@@ -25,6 +25,7 @@ mod spawn;
 
 use std::path::PathBuf;
 
+pub use bwrap::find_on_path;
 pub use config::{DEFAULT_HOME_READ, Mode, Preset, SandboxConfig};
 pub use error::{Error, Result};
 pub use policy::SandboxPolicy;

@@ -20,6 +20,7 @@ const RUNNERS: &[&str] = &[
     "uv",
     "poetry",
     "pdm",
+    "pixi",
     "hatch",
     "tox",
     "nox",
