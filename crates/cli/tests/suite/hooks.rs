@@ -272,6 +272,15 @@ fn a_workflows_own_hooks_run_in_its_runs_only_after_the_configurations() {
          \x20   name: end\n\
          \x20   command: cat > \"$TRELLIS_REPO/.trellis/guarded_end.json\"\n",
     );
+    let shown = ok(args(
+        isolated(r),
+        &["workflows", "show", "guarded_discussion"],
+    ));
+    assert!(
+        shown.contains("hooks (after the configuration's [[hooks]]):")
+            && shown.contains("before_tool   guard  tools: read_*"),
+        "{shown}"
+    );
     let run_of = |workflow: &str| {
         let out = args(
             isolated(r),
