@@ -204,6 +204,17 @@ fn print_workflow(w: &Workflow) {
             println!("      include if: {}", g.trim().replace('\n', " "));
         }
     }
+    if !w.hooks.is_empty() {
+        println!("hooks (after the configuration's [[hooks]]):");
+        for h in &w.hooks {
+            let tools = if h.hook.tools.is_empty() {
+                String::new()
+            } else {
+                format!("  tools: {}", h.hook.tools.join(", "))
+            };
+            println!("  {:<13} {}{tools}", h.hook.event.as_str(), h.hook.label());
+        }
+    }
 }
 
 /// Runs `trellis run --plan-only --workflow NAME …` (no model, no store).

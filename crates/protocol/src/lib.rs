@@ -11,6 +11,7 @@ pub mod acp;
 pub mod canonical;
 mod command;
 mod event;
+pub mod hooks;
 mod ids;
 mod notification;
 pub mod records;
@@ -21,6 +22,7 @@ mod time;
 
 pub use command::{Answer, Command, EdgeSpec, InjectNode, Interrupt, InterruptKind, Message};
 pub use event::{Event, EventKind, ForkRef, RunStatus, TerminalKind};
+pub use hooks::{HookConfig, HookEvent, Preset, UnknownPreset};
 pub use ids::{ActivationId, NodeId, RunId, SessionId, SubmissionId};
 pub use notification::{Notification, NotificationKind};
 pub use service::{

@@ -163,6 +163,15 @@ impl RunContext {
             .clone()
     }
 
+    /// The run's hooks: the configuration's `[[hooks]]`, then its workflow's once planned
+    /// (those its tools run around every call).
+    pub fn hooks(&self) -> Arc<trellis_tools::Hooks> {
+        self.registry()
+            .hooks()
+            .cloned()
+            .unwrap_or_else(|| self.runtime.hooks.clone())
+    }
+
     /// Replaces the run's tools (the run continued with its planned workflow).
     pub(crate) fn set_registry(&self, registry: Arc<Registry>) {
         *self.registry.write().unwrap_or_else(|p| p.into_inner()) = registry;

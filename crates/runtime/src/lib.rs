@@ -194,7 +194,8 @@ impl Runtime {
         &self.tools
     }
 
-    /// The user's hooks (`[[hooks]]`).
+    /// The user's hooks (`[[hooks]]`); a run's are [`RunContext::hooks`] (with its
+    /// workflow's). Settling these settles every run's.
     pub fn hooks(&self) -> &Arc<trellis_tools::Hooks> {
         &self.hooks
     }
@@ -537,7 +538,22 @@ impl Runtime {
             registry = registry.with_source(Arc::new(self.mcp.clone()));
         }
         let registry = registry.with_sink(Arc::new(trellis_tools::StoreSink(self.store.clone())));
-        Arc::new(registry.with_hooks(self.hooks.clone()))
+        Arc::new(registry.with_hooks(self.hooks_for(plan)))
+    }
+
+    /// The hooks of a run of `plan`: the configuration's `[[hooks]]`, then its workflow's
+    /// own (`hooks:` in the workflow file), sharing the runtime's record and tasks.
+    fn hooks_for(&self, plan: Option<&Plan>) -> Arc<trellis_tools::Hooks> {
+        match plan {
+            Some(plan) if !plan.hooks.is_empty() => Arc::new(
+                self.hooks.with_workflow(
+                    plan.hooks
+                        .iter()
+                        .map(|h| (h.hook.clone(), h.source.clone())),
+                ),
+            ),
+            _ => self.hooks.clone(),
+        }
     }
 }
 

@@ -35,54 +35,9 @@ impl Mode {
     }
 }
 
-/// What a sandboxed command may do.
-#[derive(
-    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Deserialize, Serialize, JsonSchema,
-)]
-#[serde(rename_all = "kebab-case")]
-pub enum Preset {
-    /// Read the system and the worktree; write only a private tmp; no network.
-    ReadOnly,
-    /// Also write the run's worktree (and its git metadata, hooks and config excepted).
-    #[default]
-    WorkspaceWrite,
-    /// Workspace-write with the network.
-    WorkspaceWriteNetwork,
-}
-
-impl Preset {
-    /// The name used in configuration and records.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Preset::ReadOnly => "read-only",
-            Preset::WorkspaceWrite => "workspace-write",
-            Preset::WorkspaceWriteNetwork => "workspace-write-network",
-        }
-    }
-
-    /// Whether the worktree is writable.
-    pub fn writes(self) -> bool {
-        self != Preset::ReadOnly
-    }
-
-    /// Whether the network is reachable.
-    pub fn network(self) -> bool {
-        self == Preset::WorkspaceWriteNetwork
-    }
-}
-
-impl std::str::FromStr for Preset {
-    type Err = crate::Error;
-
-    fn from_str(s: &str) -> crate::Result<Self> {
-        match s {
-            "read-only" => Ok(Preset::ReadOnly),
-            "workspace-write" => Ok(Preset::WorkspaceWrite),
-            "workspace-write-network" => Ok(Preset::WorkspaceWriteNetwork),
-            other => Err(crate::Error::UnknownPreset(other.to_owned())),
-        }
-    }
-}
+/// What a sandboxed command may do (defined with the hooks' data in trellis-protocol, which
+/// a workflow file's hooks name).
+pub use trellis_protocol::Preset;
 
 /// Paths under the home directory that commands may read by default: toolchains and their
 /// package caches, and git's own configuration. Credentials files (`~/.cargo/credentials*`,

@@ -41,11 +41,6 @@ pub enum Error {
     /// The Landlock ruleset could not be built.
     #[error("cannot build the Landlock ruleset: {0}")]
     Landlock(String),
-    /// An unknown preset name.
-    #[error(
-        "unknown sandbox preset `{0}` (expected read-only, workspace-write or workspace-write-network)"
-    )]
-    UnknownPreset(String),
     /// Other I/O.
     #[error("sandbox: {0}")]
     Io(#[from] std::io::Error),

@@ -16,14 +16,14 @@
 
 use std::collections::HashSet;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use trellis_protocol::RunId;
+pub use trellis_protocol::hooks::{HookConfig, HookEvent};
 use trellis_sandbox::{Preset, Sandbox, SandboxConfig, SandboxPolicy};
 use trellis_store::ToolCallRecord;
 
@@ -33,87 +33,6 @@ use crate::record::{ToolCallSink, now_ms, summarize};
 
 /// The configuration list section (`[[hooks]]`).
 pub const SECTION: &str = "hooks";
-
-/// When a hook runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum HookEvent {
-    /// Before a tool call; a non-zero exit denies it.
-    BeforeTool,
-    /// After a tool call.
-    AfterTool,
-    /// A run waits for the user (an approval, a question, a gate).
-    NeedsInput,
-    /// A run ended (succeeded, failed or cancelled).
-    RunEnd,
-    /// A stage (workflow node) failed.
-    StageFailed,
-}
-
-impl HookEvent {
-    /// The configuration name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            HookEvent::BeforeTool => "before_tool",
-            HookEvent::AfterTool => "after_tool",
-            HookEvent::NeedsInput => "needs_input",
-            HookEvent::RunEnd => "run_end",
-            HookEvent::StageFailed => "stage_failed",
-        }
-    }
-}
-
-fn default_timeout() -> u64 {
-    30
-}
-
-/// One `[[hooks]]` entry.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct HookConfig {
-    /// When it runs.
-    pub event: HookEvent,
-    /// The command line (`shell -c`), run in the run's worktree (the repository before the
-    /// run has one).
-    pub command: String,
-    /// A name for records and messages (default: the command).
-    #[serde(default)]
-    pub name: Option<String>,
-    /// `before_tool` / `after_tool`: only calls of these tools (`prefix*` allowed); all when
-    /// empty.
-    #[serde(default)]
-    pub tools: Vec<String>,
-    /// Only runs of these workflows; all when empty.
-    #[serde(default)]
-    pub workflows: Vec<String>,
-    /// Seconds before the hook and its children are killed.
-    #[serde(default = "default_timeout")]
-    pub timeout_secs: u64,
-    /// The sandbox preset it runs under (default `workspace-write`; a hook that posts to a
-    /// chat needs `workspace-write-network`).
-    #[serde(default)]
-    pub preset: Option<Preset>,
-}
-
-impl HookConfig {
-    /// Its name in records and messages.
-    pub fn label(&self) -> &str {
-        self.name.as_deref().unwrap_or(&self.command)
-    }
-
-    fn applies(&self, event: HookEvent, tool: Option<&str>, workflow: Option<&str>) -> bool {
-        let listed = |list: &[String], name: Option<&str>| {
-            list.is_empty()
-                || name.is_some_and(|n| {
-                    list.iter().any(|l| match l.strip_suffix('*') {
-                        Some(prefix) => n.starts_with(prefix),
-                        None => l == n,
-                    })
-                })
-        };
-        self.event == event && listed(&self.tools, tool) && listed(&self.workflows, workflow)
-    }
-}
 
 /// What one hook run did.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -141,17 +60,34 @@ pub struct HookScope<'a> {
     pub cwd: &'a Path,
 }
 
-/// The configured hooks of a workspace.
-pub struct Hooks {
-    hooks: Vec<HookConfig>,
+/// A hook and where it was declared, for problems: `before_tool #1 of [[hooks]]`, or
+/// `workflow my_flow.yaml, hooks[0]`.
+#[derive(Clone, Debug)]
+struct Declared {
+    hook: HookConfig,
+    source: String,
+}
+
+/// What every [`Hooks`] of a workspace shares: where and how hooks run, the record, the
+/// breakages already said and the hooks started beside runs.
+struct Shared {
     repo: std::path::PathBuf,
     shell: ShellConfig,
     sandbox: SandboxConfig,
     sink: Option<Arc<dyn ToolCallSink>>,
-    /// (hook index, run) pairs whose breakage was reported.
-    reported: Mutex<HashSet<(usize, Option<RunId>)>>,
+    /// (hook source, run) pairs whose breakage was reported.
+    reported: Mutex<HashSet<(String, Option<RunId>)>>,
     /// Hooks started with [`Hooks::spawn`], waited for by [`Hooks::settle`].
     tasks: tokio_util::task::TaskTracker,
+    /// The longest `timeout_secs` of any hook that may have been started.
+    longest: AtomicU64,
+}
+
+/// The hooks of a workspace (`[[hooks]]`), or of one run: the workspace's followed by its
+/// workflow's ([`Hooks::with_workflow`]), sharing the workspace's record and tasks.
+pub struct Hooks {
+    hooks: Vec<Declared>,
+    shared: Arc<Shared>,
 }
 
 impl std::fmt::Debug for Hooks {
@@ -172,35 +108,66 @@ impl Hooks {
         sandbox: SandboxConfig,
         sink: Option<Arc<dyn ToolCallSink>>,
     ) -> Self {
+        let hooks: Vec<Declared> = hooks
+            .into_iter()
+            .enumerate()
+            .map(|(i, hook)| Declared {
+                source: format!("{} #{i} of [[hooks]]", hook.event.as_str()),
+                hook,
+            })
+            .collect();
+        let longest = hooks.iter().map(|h| h.hook.timeout_secs).max();
         Self {
             hooks,
-            repo: repo.to_path_buf(),
-            shell,
-            sandbox,
-            sink,
-            reported: Mutex::new(HashSet::new()),
-            tasks: tokio_util::task::TaskTracker::new(),
+            shared: Arc::new(Shared {
+                repo: repo.to_path_buf(),
+                shell,
+                sandbox,
+                sink,
+                reported: Mutex::new(HashSet::new()),
+                tasks: tokio_util::task::TaskTracker::new(),
+                longest: AtomicU64::new(longest.unwrap_or(0)),
+            }),
+        }
+    }
+
+    /// These hooks followed by a workflow's, each with where it was declared (`workflow
+    /// my_flow.yaml, hooks[0]`): the hooks of a run of that workflow. They share this
+    /// value's record, reported breakages and tasks ([`Hooks::settle`] waits for theirs).
+    pub fn with_workflow(&self, workflow: impl IntoIterator<Item = (HookConfig, String)>) -> Self {
+        let mut hooks = self.hooks.clone();
+        for (hook, source) in workflow {
+            self.shared
+                .longest
+                .fetch_max(hook.timeout_secs, Ordering::Relaxed);
+            hooks.push(Declared { hook, source });
+        }
+        Self {
+            hooks,
+            shared: self.shared.clone(),
         }
     }
 
     /// Runs `hooks` (a [`Hooks::run`]) in a task of its own: the caller does not wait;
     /// [`Hooks::settle`] does.
     pub fn spawn(&self, hooks: impl std::future::Future<Output = ()> + Send + 'static) {
-        self.tasks.spawn(hooks);
+        self.shared.tasks.spawn(hooks);
     }
 
-    /// Waits for the hooks started with [`Hooks::spawn`] — at most the longest hook's
-    /// timeout and 2 s more (a process about to exit lets its last hooks finish).
+    /// Waits for the hooks started with [`Hooks::spawn`] (of this value and of every one
+    /// made from it with [`Hooks::with_workflow`]) — at most the longest hook's timeout and
+    /// 2 s more (a process about to exit lets its last hooks finish).
     pub async fn settle(&self) {
-        let longest = self.hooks.iter().map(|h| h.timeout_secs).max().unwrap_or(0);
-        self.tasks.close();
-        let _ = tokio::time::timeout(Duration::from_secs(longest + 2), self.tasks.wait()).await;
-        self.tasks.reopen();
+        let longest = self.shared.longest.load(Ordering::Relaxed);
+        let tasks = &self.shared.tasks;
+        tasks.close();
+        let _ = tokio::time::timeout(Duration::from_secs(longest + 2), tasks.wait()).await;
+        tasks.reopen();
     }
 
     /// Whether any hook is configured for `event`.
     pub fn any(&self, event: HookEvent) -> bool {
-        self.hooks.iter().any(|h| h.event == event)
+        self.hooks.iter().any(|h| h.hook.event == event)
     }
 
     /// Runs every hook of `event` that applies to `scope`, in configuration order, with
@@ -224,11 +191,12 @@ impl Hooks {
             }
         }
         let input = payload.to_string().into_bytes();
-        for (i, hook) in self.hooks.iter().enumerate() {
+        for declared in &self.hooks {
+            let Declared { hook, source } = declared;
             if !hook.applies(event, scope.tool, scope.workflow) {
                 continue;
             }
-            let verdict = self.run_one(hook, &scope, input.clone()).await;
+            let verdict = self.run_one(declared, &scope, input.clone()).await;
             match verdict {
                 HookVerdict::Passed => {}
                 HookVerdict::Objected(message) => {
@@ -237,24 +205,24 @@ impl Hooks {
                         break;
                     }
                 }
-                HookVerdict::Broken(why) => self.report_once(i, scope.run, hook, &why),
+                HookVerdict::Broken(why) => self.report_once(source, scope.run, hook, &why),
             }
         }
         objections
     }
 
-    fn report_once(&self, index: usize, run: Option<&RunId>, hook: &HookConfig, why: &str) {
+    fn report_once(&self, source: &str, run: Option<&RunId>, hook: &HookConfig, why: &str) {
         let first = self
+            .shared
             .reported
             .lock()
-            .map(|mut r| r.insert((index, run.cloned())))
+            .map(|mut r| r.insert((source.to_owned(), run.cloned())))
             .unwrap_or(true);
         if first {
             let message = format!(
-                "hook `{}` ({} #{index} of [[hooks]]): {why}; it was skipped (fix its `command` or \
-                 raise its `timeout_secs`)",
+                "hook `{}` ({source}): {why}; it was skipped (fix its `command` or raise its \
+                 `timeout_secs`)",
                 hook.label(),
-                hook.event.as_str()
             );
             eprintln!("warning: {message}");
             tracing::warn!("{message}");
@@ -263,26 +231,28 @@ impl Hooks {
 
     async fn run_one(
         &self,
-        hook: &HookConfig,
+        declared: &Declared,
         scope: &HookScope<'_>,
         input: Vec<u8>,
     ) -> HookVerdict {
+        let hook = &declared.hook;
         let started_at = now_ms();
         let clock = Instant::now();
-        let mut env = scrubbed_env(&self.shell, std::env::vars());
+        let shared = &*self.shared;
+        let mut env = scrubbed_env(&shared.shell, std::env::vars());
         env.push(("TRELLIS_HOOK_EVENT".into(), hook.event.as_str().into()));
-        env.push(("TRELLIS_REPO".into(), self.repo.display().to_string()));
+        env.push(("TRELLIS_REPO".into(), shared.repo.display().to_string()));
         if let Some(run) = scope.run {
             env.push(("TRELLIS_RUN_ID".into(), run.as_str().to_owned()));
         }
-        let outcome = match Sandbox::new(self.sandbox.mode) {
+        let outcome = match Sandbox::new(shared.sandbox.mode) {
             Err(e) => Err(e.to_string()),
             Ok(sandbox) => {
                 let preset = hook.preset.unwrap_or(Preset::WorkspaceWrite);
                 let policy = SandboxPolicy::for_worktree(
                     scope.cwd,
                     preset,
-                    &self.sandbox,
+                    &shared.sandbox,
                     trellis_sandbox::home_dir().as_deref(),
                     trellis_sandbox::trellis_config_dir().as_deref(),
                 );
@@ -290,7 +260,7 @@ impl Hooks {
                     &hook.command,
                     scope.cwd,
                     env,
-                    &self.shell,
+                    &shared.shell,
                     (
                         Duration::from_secs(hook.timeout_secs.max(1)),
                         &CancellationToken::new(),
@@ -333,13 +303,18 @@ impl Hooks {
                 (verdict, output)
             }
         };
-        if let Some(sink) = &self.sink {
+        if let Some(sink) = &shared.sink {
             sink.record(ToolCallRecord {
                 id: 0,
                 run_id: scope.run.cloned(),
                 node_id: scope.node.map(str::to_owned),
                 tool: format!("hook:{}", hook.event.as_str()),
-                args: serde_json::json!({ "hook": hook.label(), "tool": scope.tool }).to_string(),
+                args: serde_json::json!({
+                    "hook": hook.label(),
+                    "tool": scope.tool,
+                    "source": declared.source,
+                })
+                .to_string(),
                 decision: match &verdict {
                     HookVerdict::Passed => "passed",
                     HookVerdict::Objected(_) => "objected",

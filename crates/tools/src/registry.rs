@@ -195,6 +195,11 @@ impl Registry {
         self
     }
 
+    /// The hooks run around every call ([`Registry::with_hooks`]), if any.
+    pub fn hooks(&self) -> Option<&Arc<crate::hooks::Hooks>> {
+        self.hooks.as_ref()
+    }
+
     /// Every tool's spec (registered ones, then the sources' current ones).
     pub fn specs(&self) -> Vec<ToolSpec> {
         let mut seen = BTreeSet::new();

@@ -1,6 +1,7 @@
 mod dag;
 mod dag_real;
 mod edit;
+mod hooks;
 mod nodes;
 mod review;
 mod safety;

@@ -12,7 +12,10 @@ use crate::schema::{
 };
 use crate::yaml::{Node, Pos, Yaml};
 
+mod hooks;
+
 const TOP: &[&str] = &[
+    "hooks",
     "metadata",
     "retrieval_strategy_config",
     "scheduling",
@@ -251,6 +254,7 @@ impl<'a> Decoder<'a> {
                 }
             }
         }
+        let hooks = top.get("hooks").map(|n| self.hooks(n)).unwrap_or_default();
         let stages = match self.required(&top, root.pos, "stages", "the workflow") {
             Some(Node {
                 value: Yaml::Seq(items),
@@ -284,6 +288,7 @@ impl<'a> Decoder<'a> {
             retrieval_strategy_config,
             scheduling,
             state,
+            hooks,
             stages,
         })
     }

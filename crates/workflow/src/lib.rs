@@ -34,6 +34,6 @@ pub use plan::{
 };
 pub use schema::{
     ARTIFACT_KINDS, AgentSpec, Aggregation, DETERMINISTIC_FUNCTIONS, Metadata, Routing,
-    SelectionCriteria, Spanned, Stage, StageId, StageKind, Target, Workflow,
+    SelectionCriteria, Spanned, Stage, StageId, StageKind, Target, Workflow, WorkflowHook,
 };
 pub use validate::{ConfigCheck, RESERVED_NAMES, load_str};

@@ -9,7 +9,7 @@ use serde_json::Value;
 use trellis_graph::{Scheduling, nearest};
 
 use crate::error::{Error, Result};
-use crate::schema::{AgentSpec, Aggregation, Stage, StageKind, Target, Workflow};
+use crate::schema::{AgentSpec, Aggregation, Stage, StageKind, Target, Workflow, WorkflowHook};
 
 /// Enrichments per stage before a failure follows `next_stage_on_failure`.
 pub const MAX_ENRICHMENTS: i64 = 2;
@@ -247,6 +247,9 @@ pub struct Plan {
     /// The workflow's `scheduling` (absent: lock-step).
     #[serde(default, skip_serializing_if = "crate::schema::is_steps")]
     pub scheduling: Scheduling,
+    /// The workflow's own hooks, run in the run after the configuration's `[[hooks]]`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hooks: Vec<WorkflowHook>,
 }
 
 impl Plan {
@@ -354,6 +357,7 @@ pub fn assemble(workflow: &Workflow, decisions: &Decisions, task: &str) -> Resul
         routing,
         scheduling: workflow.scheduling,
         state: workflow.state.clone(),
+        hooks: workflow.hooks.clone(),
     })
 }
 

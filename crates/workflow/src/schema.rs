@@ -1,5 +1,5 @@
 //! The workflow schema (docs/workflows.md, "Format"): `metadata`,
-//! `retrieval_strategy_config`, `stages`.
+//! `retrieval_strategy_config`, `hooks`, `stages`.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -7,6 +7,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize, Serializer};
 use serde_json::Value;
 use trellis_graph::{FailurePolicy, Scheduling};
+use trellis_protocol::HookConfig;
 
 use crate::yaml::Pos;
 
@@ -39,8 +40,22 @@ pub struct Workflow {
     /// `state`: run state beyond the standard channels (`task_tree`: the iterative task tree).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub state: Vec<String>,
+    /// `hooks`: the workflow's own hooks, run in its runs after the configuration's
+    /// `[[hooks]]` (docs/conventions.md, "Hooks").
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub hooks: Vec<WorkflowHook>,
     /// Stages in file order; the first one is the entry.
     pub stages: Vec<Stage>,
+}
+
+/// An item of a workflow's `hooks:` list: a hook with the keys of a `[[hooks]]` entry of
+/// the configuration (but `workflows`), and where it was declared.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkflowHook {
+    /// Where it is declared, as problems with it name it: `workflow FILE, hooks[N]`.
+    pub source: String,
+    /// The hook.
+    pub hook: HookConfig,
 }
 
 /// Whether `s` is the default, lock-step scheduling (left out of serialised workflows and

@@ -1,3 +1,4 @@
+mod hooks;
 mod kinds;
 mod load;
 mod plan;

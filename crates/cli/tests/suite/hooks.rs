@@ -208,3 +208,161 @@ fn a_run_waiting_for_the_user_and_a_failed_stage_run_their_hooks() {
     let end = told(r, "run_end");
     assert_eq!(end["status"], "failed", "{end:#}");
 }
+
+/// The built-in discussion workflow as the user workflow `guarded_discussion`
+/// (`.trellis/workflows/guarded_discussion.yaml`), with `hooks` (YAML) of its own.
+fn guarded_discussion(repo: &std::path::Path, hooks: &str) -> std::path::PathBuf {
+    let builtin = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../workflows/architecture_discussion.yaml"),
+    )
+    .unwrap();
+    let renamed = builtin.replace(
+        "  name: \"architecture_discussion\"",
+        "  name: \"guarded_discussion\"",
+    );
+    assert_ne!(renamed, builtin);
+    let with_hooks = renamed.replace("\nstages:\n", &format!("\n{hooks}\nstages:\n"));
+    assert_ne!(with_hooks, renamed);
+    let dir = repo.join(".trellis/workflows");
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("guarded_discussion.yaml");
+    std::fs::write(&file, with_hooks).unwrap();
+    file
+}
+
+#[test]
+fn a_workflows_own_hooks_run_in_its_runs_only_after_the_configurations() {
+    let reads = || {
+        scripted_agent(vec![
+            ("call_1", "read_file", json!({ "path": "inventory.py" })),
+            (
+                "call_2",
+                "read_file",
+                json!({ "path": "test_inventory.py" }),
+            ),
+        ])
+    };
+    // A configuration hook for every run, first; it notes its turn.
+    let config = |url: &str| {
+        format!(
+            "{}\n[[hooks]]\nevent = \"before_tool\"\nname = \"first\"\ntools = [\"read_*\"]\n\
+             command = \"echo config >> \\\"$TRELLIS_REPO/.trellis/order.txt\\\"\"\n",
+            mock_config(url)
+        )
+    };
+    let (url, seen) = serve(reads());
+    let ws = trellis_test_support::example_repo("inventory", &config(&url)).unwrap();
+    let r = ws.path();
+    std::fs::create_dir_all(r.join(".hooks")).unwrap();
+    std::fs::write(r.join(".hooks/guard.sh"), GUARD).unwrap();
+    trellis_test_support::git(r, &["add", "-A"]);
+    trellis_test_support::git(r, &["commit", "-qm", "hooks"]);
+    let file = guarded_discussion(
+        r,
+        "hooks:\n\
+         \x20 - event: before_tool\n\
+         \x20   name: guard\n\
+         \x20   tools: [\"read_*\"]\n\
+         \x20   command: echo workflow >> \"$TRELLIS_REPO/.trellis/order.txt\"; sh .hooks/guard.sh\n\
+         \x20 - event: after_tool\n\
+         \x20   name: crash\n\
+         \x20   command: kill -SEGV $$\n\
+         \x20 - event: run_end\n\
+         \x20   name: end\n\
+         \x20   command: cat > \"$TRELLIS_REPO/.trellis/guarded_end.json\"\n",
+    );
+    let shown = ok(args(
+        isolated(r),
+        &["workflows", "show", "guarded_discussion"],
+    ));
+    assert!(
+        shown.contains("hooks (after the configuration's [[hooks]]):")
+            && shown.contains("before_tool   guard  tools: read_*"),
+        "{shown}"
+    );
+    let run_of = |workflow: &str| {
+        let out = args(
+            isolated(r),
+            &[
+                "run",
+                "Let's discuss the decision to keep stock in memory",
+                "--workflow",
+                workflow,
+                "--skip",
+                "decision_documentation",
+                "--no-input",
+                "--no-review",
+                // The hooks write under .trellis/ of the repository.
+                "-c",
+                "sandbox.mode=\"off\"",
+            ],
+        )
+        .output()
+        .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{stderr}");
+        (run_id(&String::from_utf8_lossy(&out.stdout)), stderr)
+    };
+
+    // A run of the workflow: its guard denies the read, after the configuration's hook.
+    let (run, stderr) = run_of("guarded_discussion");
+    let bodies = agent_bodies(&seen);
+    let last = bodies.iter().max_by_key(|b| tool_results(b)).unwrap();
+    let denied = tool_result(last, "call_1");
+    assert!(
+        denied.contains("a before_tool hook refused the call: `guard`: inventory.py is off limits"),
+        "{denied}"
+    );
+    assert!(
+        tool_result(last, "call_2").contains("def test_"),
+        "{last:#}"
+    );
+    let order = std::fs::read_to_string(r.join(".trellis/order.txt")).unwrap();
+    assert!(order.starts_with("config\nworkflow\n"), "{order}");
+    // A broken workflow hook is said once, named by its file and place.
+    let said = format!(
+        "hook `crash` (workflow {}, hooks[1]): was killed by a signal",
+        file.display()
+    );
+    assert_eq!(stderr.matches(&said).count(), 1, "{stderr}");
+    let end: Value = serde_json::from_str(
+        &std::fs::read_to_string(r.join(".trellis/guarded_end.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(end["event"], "run_end");
+    assert_eq!(end["workflow"], "guarded_discussion");
+    // Recorded like the configuration's hooks.
+    let shown = ok(args(isolated(r), &["runs", "show", &run[..12]]));
+    let objected = shown
+        .lines()
+        .find(|l| l.contains("hook:before_tool") && l.contains("objected"))
+        .unwrap_or_else(|| panic!("{shown}"));
+    assert!(
+        objected.contains("guard (read_file)") && objected.contains("off limits"),
+        "{objected}"
+    );
+    assert!(
+        shown
+            .lines()
+            .any(|l| l.contains("hook:run_end") && l.contains("passed")),
+        "{shown}"
+    );
+
+    // A run of another workflow in the same repository: only the configuration's hook.
+    std::fs::remove_file(r.join(".trellis/order.txt")).unwrap();
+    std::fs::remove_file(r.join(".trellis/guarded_end.json")).unwrap();
+    let (url, seen) = serve(reads());
+    std::fs::write(r.join(".trellis/config.toml"), config(&url)).unwrap();
+    let (_, stderr) = run_of("architecture_discussion");
+    let bodies = agent_bodies(&seen);
+    let last = bodies.iter().max_by_key(|b| tool_results(b)).unwrap();
+    let read = tool_result(last, "call_1");
+    assert!(!read.contains("refused"), "{read}");
+    assert!(read.contains("class ") || read.contains("def "), "{read}");
+    let order = std::fs::read_to_string(r.join(".trellis/order.txt")).unwrap();
+    assert!(!order.contains("workflow"), "{order}");
+    assert!(order.starts_with("config\n"), "{order}");
+    assert!(!stderr.contains("crash"), "{stderr}");
+    assert!(!r.join(".trellis/guarded_end.json").exists());
+}

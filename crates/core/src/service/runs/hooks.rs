@@ -1,5 +1,6 @@
 //! The user's run-level hooks (`needs_input`, `stage_failed`, `run_end`; docs/conventions.md)
-//! for a run executing in this service: started from its committed batches and its end, in
+//! — the configuration's and the run's workflow's ([`RunContext::hooks`]) — for a run
+//! executing in this service: started from its committed batches and its end, in
 //! tasks of their own — a run never waits for them.
 
 use std::collections::HashSet;
@@ -12,7 +13,7 @@ use trellis_tools::{HookEvent, HookScope};
 
 /// Starts `event`'s hooks for the run of `ctx`, at `node`, with `payload`.
 fn spawn(ctx: &Arc<RunContext>, event: HookEvent, node: Option<String>, payload: Value) {
-    let hooks = ctx.runtime.hooks();
+    let hooks = ctx.hooks();
     if !hooks.any(event) {
         return;
     }
@@ -35,7 +36,7 @@ fn spawn(ctx: &Arc<RunContext>, event: HookEvent, node: Option<String>, payload:
 /// The hooks of one committed batch: a node that asks the user, a stage (one of `stages`)
 /// that failed.
 pub(super) fn on_batch(ctx: &Arc<RunContext>, stages: &HashSet<String>, batch: &[Event]) {
-    let hooks = ctx.runtime.hooks();
+    let hooks = ctx.hooks();
     if !hooks.any(HookEvent::NeedsInput) && !hooks.any(HookEvent::StageFailed) {
         // Every batch of every run passes here: nothing to look for without such hooks.
         return;
