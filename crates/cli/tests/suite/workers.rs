@@ -297,8 +297,7 @@ fn assert_worker_metrics(collector: &trellis_test_http::Server) {
     let last = collector
         .requests()
         .into_iter()
-        .filter(|r| r.target == "/v1/metrics")
-        .last()
+        .rfind(|r| r.target == "/v1/metrics")
         .expect("the metrics, sent at exit");
     let req = ExportMetricsServiceRequest::decode(last.body.as_slice()).unwrap();
     let metrics = &req.resource_metrics[0].scope_metrics[0].metrics;

@@ -436,7 +436,7 @@ impl Service {
     /// Waits until `run` stops executing in this service (finished, paused on input, failed
     /// or cancelled). When it does not execute here: a service whose runs execute on
     /// workers ([`Dispatch::Workers`]) waits until the workers are done with it (not
-    /// runnable, no lease: finished or parked waiting for input — [`Self::wait_workers`]);
+    /// runnable, no lease: finished or parked waiting for input — `wait_workers`);
     /// any other returns at once.
     pub async fn wait_run(&self, run: &RunId) {
         let done = lock(&self.runs).get(run).map(|r| r.done.clone());
