@@ -391,6 +391,7 @@ mod tests {
             SessionEvent::TurnStarted {
                 turn: 1,
                 attempt: 1,
+                model: None,
             },
             at(0),
         );

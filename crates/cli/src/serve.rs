@@ -115,6 +115,12 @@ pub fn serve(
             .map(|w| format!("{} ({})", w.id, w.root.display()))
             .collect();
         let state = AppState::new(workspaces, settings)?;
+        for w in state.workspaces() {
+            let config = crate::workspace::load_config(&w.root, overrides)?;
+            state
+                .metrics()
+                .set_prices(crate::telemetry::prices(&config));
+        }
         let base = format!("http://{addr}");
         crate::notify::serving(&base);
         let mut banner = vec![

@@ -4,12 +4,14 @@
 //! sends what is queued before the process exits (bounded: a dead collector costs at most
 //! [`FLUSH_DEADLINE`]).
 
+use std::collections::BTreeMap;
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use trellis_config::Config;
 use trellis_core::service::Service;
 use trellis_telemetry::live::{LiveOptions, Pipeline, spawn};
+use trellis_telemetry::metrics::Pricing;
 use trellis_telemetry::{Options, TelemetryConfig, config::SECTION, otlp};
 
 /// How long one export may take (connect included).
@@ -24,6 +26,7 @@ static PIPELINES: Mutex<Vec<Pipeline>> = Mutex::new(Vec::new());
 /// environment variables) name a collector; does nothing otherwise. Call inside the
 /// runtime the service runs on.
 pub fn start(config: &Config, service: &Service) -> anyhow::Result<()> {
+    let workspace = config;
     let config: TelemetryConfig = config.section(SECTION)?;
     let Some(export) = config.export(|var| std::env::var(var).ok()) else {
         return Ok(());
@@ -42,11 +45,44 @@ pub fn start(config: &Config, service: &Service) -> anyhow::Result<()> {
             ..LiveOptions::default()
         },
     );
+    pipeline.metrics().set_prices(prices(workspace));
     PIPELINES
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
         .push(pipeline);
     Ok(())
+}
+
+/// The prices of `config`'s model profiles by model name, for the cost metrics (a turn's
+/// event names its model, not its profile). A model that two profiles price differently is
+/// left unpriced rather than costed at a guess; a configuration the registry refuses prices
+/// nothing (the run says what is wrong with it).
+pub fn prices(config: &Config) -> Vec<(String, Pricing)> {
+    let Ok(registry) = trellis_llm::ModelRegistry::from_config(config) else {
+        return Vec::new();
+    };
+    let mut by_model: BTreeMap<String, Option<trellis_llm::Price>> = BTreeMap::new();
+    for profile in registry.summaries() {
+        let Some(price) = registry.price(&profile.name) else {
+            continue;
+        };
+        by_model
+            .entry(profile.model)
+            .and_modify(|seen| {
+                if *seen != Some(price) {
+                    *seen = None;
+                }
+            })
+            .or_insert(Some(price));
+    }
+    by_model
+        .into_iter()
+        .filter(|(model, _)| !model.is_empty())
+        .filter_map(|(model, price)| {
+            let price = price?;
+            Some((model, Pricing::new(move |p, c| price.cost(p, c))))
+        })
+        .collect()
 }
 
 /// The metrics this process exports, when export is on (the first pipeline's).

@@ -87,6 +87,13 @@ pub async fn work(
     };
     let metrics = crate::telemetry::metrics();
     let report = move |e: trellis_core::service::WorkerEvent| {
+        if let trellis_core::service::WorkerEvent::Queue { runnable } = e {
+            // A sample for the metrics, every poll: not a line to show.
+            if let Some(metrics) = &metrics {
+                metrics.worker_queue(runnable);
+            }
+            return;
+        }
         if let (Some(metrics), Some(event)) = (&metrics, metric_name(&e)) {
             metrics.worker_event(event);
         }
@@ -101,15 +108,19 @@ pub async fn work(
 }
 
 /// The `event` label a worker event is counted under in the exported metrics
-/// (`trellis.worker.events`; docs/observability.md); `None` for a drain's progress.
+/// (`trellis.worker.events`; docs/observability.md); `None` for a drain's progress and the
+/// queue's samples (`trellis.worker.queue`).
 fn metric_name(e: &trellis_core::service::WorkerEvent) -> Option<&'static str> {
     use trellis_core::service::WorkerEvent;
     match e {
         WorkerEvent::Resumed { .. } => Some("resumed"),
+        WorkerEvent::TookOver { .. } => Some("took_over"),
         WorkerEvent::Parked { .. } => Some("parked"),
         WorkerEvent::HandedBack { .. } => Some("handed_back"),
         WorkerEvent::LeaseLost { .. } => Some("lease_lost"),
         WorkerEvent::Error { .. } => Some("error"),
-        WorkerEvent::Draining { .. } | WorkerEvent::DrainTimedOut { .. } => None,
+        WorkerEvent::Draining { .. }
+        | WorkerEvent::DrainTimedOut { .. }
+        | WorkerEvent::Queue { .. } => None,
     }
 }

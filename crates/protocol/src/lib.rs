@@ -28,8 +28,8 @@ pub use notification::{Notification, NotificationKind};
 pub use service::{
     Artifact, ArtifactStatus, BadStreamId, Budgets, CompactionMethod, EventFrame, FileHunks,
     InputMode, NodeAnswer, NodeMessage, Op, OpErrorKind, ReviewAction, ServiceEvent,
-    ServiceEventBody, SessionEvent, SessionOwner, StreamId, TOPICS, ToolStatus, TurnUsage,
-    WorkspaceEvent,
+    ServiceEventBody, SessionEvent, SessionOwner, StreamId, TOPICS, ToolCompletion, ToolStatus,
+    TurnUsage, WorkspaceEvent,
 };
 pub use state::{InvalidTransition, NodeState};
 pub use time::{format_utc_ms, now_ms};

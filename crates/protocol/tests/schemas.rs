@@ -363,6 +363,7 @@ fn session_events() -> Vec<SessionEvent> {
         SessionEvent::TurnStarted {
             turn: 1,
             attempt: 0,
+            model: Some("gpt-4o-mini".into()),
         },
         SessionEvent::MessageDelta {
             turn: 1,
@@ -654,6 +655,35 @@ fn every_event_validates_as_a_frame() {
     assert_eq!(workspace.len(), 8, "a WorkspaceEvent variant has no sample");
     let missing: Vec<_> = TOPICS.iter().filter(|t| !topics.contains(*t)).collect();
     assert!(missing.is_empty(), "topics without a sample: {missing:?}");
+}
+
+#[test]
+fn a_turn_started_names_its_model_and_one_recorded_without_it_still_reads() {
+    let named = SessionEvent::TurnStarted {
+        turn: 2,
+        attempt: 1,
+        model: Some("gpt-4o-mini".into()),
+    };
+    let text = serde_json::to_string(&named).unwrap();
+    assert_eq!(
+        text,
+        r#"{"type":"turnStarted","turn":2,"attempt":1,"model":"gpt-4o-mini"}"#
+    );
+    let old: SessionEvent =
+        serde_json::from_str(r#"{"type":"turnStarted","turn":2,"attempt":1}"#).unwrap();
+    assert_eq!(
+        old,
+        SessionEvent::TurnStarted {
+            turn: 2,
+            attempt: 1,
+            model: None
+        }
+    );
+    assert_eq!(
+        serde_json::to_string(&old).unwrap(),
+        r#"{"type":"turnStarted","turn":2,"attempt":1}"#,
+        "no model, no field"
+    );
 }
 
 #[test]

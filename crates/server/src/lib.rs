@@ -142,6 +142,12 @@ impl AppState {
         &self.0.workspaces
     }
 
+    /// The counters `GET /metrics` serves (the caller prices the models with
+    /// [`trellis_telemetry::metrics::Metrics::set_prices`]).
+    pub fn metrics(&self) -> &Arc<trellis_telemetry::metrics::Metrics> {
+        &self.0.metrics
+    }
+
     /// Resumes, in their workspace's service, the workflow runs whose process stopped
     /// mid-run (status `running`, no live owner: a crash, a kill, a graceful stop). Returns
     /// each run tried with the outcome. Runs waiting for input stay paused until answered.

@@ -48,6 +48,9 @@ pub struct Lease {
     pub token: i64,
     /// When it expires unless renewed: ms since the epoch, of the database's clock.
     pub expires_at: i64,
+    /// The worker whose lease had expired when this claim took it over (a takeover: that
+    /// worker died or was cut off); `None` when the lease was free.
+    pub taken_over_from: Option<String>,
 }
 
 /// Leases of runs: claim, renew, release, and which runs may be claimed.
@@ -79,6 +82,10 @@ pub trait LeaseStore {
     /// Frees `lease` at once, if it is still ours (`false` otherwise). The run stays
     /// runnable or not as it was.
     fn release_lease(&self, lease: &Lease) -> Result<bool>;
+
+    /// How many runs a worker could claim now: runnable, their lease free or expired (the
+    /// workers' queue depth; a count over the runnable runs' index).
+    fn claimable_count(&self) -> Result<u64>;
 
     /// Whether `run` is with the workers: runnable (queued for a claim) or held by a lease
     /// (executing, or its holder died and the lease has not been taken over yet). `false`
@@ -114,6 +121,10 @@ impl LeaseStore for crate::SqliteStore {
     }
 
     fn release_lease(&self, _lease: &Lease) -> Result<bool> {
+        Err(crate::Error::LeasesNeedPostgres)
+    }
+
+    fn claimable_count(&self) -> Result<u64> {
         Err(crate::Error::LeasesNeedPostgres)
     }
 

@@ -361,7 +361,7 @@ impl<'e> RowChange<'e> {
 /// compactions) make none.
 pub(crate) fn plan(event: &SessionEvent, seq: u64, ts: i64) -> impl Iterator<Item = RowChange<'_>> {
     let (first, then) = match event {
-        SessionEvent::TurnStarted { turn, attempt } => (
+        SessionEvent::TurnStarted { turn, attempt, .. } => (
             Some(RowChange::StartTurn {
                 turn: i64::from(*turn),
                 attempt: i64::from(*attempt),
@@ -413,22 +413,18 @@ fn change(event: &SessionEvent, seq: u64, ts: i64) -> Option<RowChange<'_>> {
             input: input.to_string(),
             ts,
         },
-        SessionEvent::ToolCompleted {
-            turn,
-            call_id,
-            name,
-            output,
-            status,
-            duration_ms,
-        } => RowChange::CompleteTool {
-            turn: i64::from(*turn),
-            call_id,
-            name,
-            output,
-            status: *status,
-            started_ms: ts.saturating_sub(to_i64(*duration_ms)),
-            duration_ms: to_i64(*duration_ms),
-        },
+        SessionEvent::ToolCompleted { .. } => {
+            let done = event.tool_completion()?;
+            RowChange::CompleteTool {
+                turn: i64::from(done.turn),
+                call_id: done.call_id,
+                name: done.name,
+                output: done.output,
+                status: done.status,
+                started_ms: done.started_ms(ts),
+                duration_ms: to_i64(done.duration_ms),
+            }
+        }
         SessionEvent::TurnCompleted {
             turn,
             message,

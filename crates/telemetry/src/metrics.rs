@@ -6,16 +6,21 @@
 //! | `trellis_runs_total` | counter | `outcome` (`succeeded`, `failed`, `cancelled`) |
 //! | `trellis_runs_active` | gauge | `status` (`running`, `waiting_input`) |
 //! | `trellis_model_calls_total` | counter | `role`, `outcome` (`ok`, `failed`) |
-//! | `trellis_gen_ai_tokens_total` | counter | `role`, `type` (`input`, `output`) |
+//! | `trellis_gen_ai_tokens_total` | counter | `role`, `model`, `type` (`input`, `output`) |
+//! | `trellis_gen_ai_cost_usd_total` | counter | `role`, `model` (models with a price) |
 //! | `trellis_tool_calls_total` | counter | `tool`, `status` (`ok`, `error`, `denied`, …) |
-//! | `trellis_worker_events_total` | counter | `event` (`resumed`, `parked`, `handed_back`, `lease_lost`, `error`) |
+//! | `trellis_worker_events_total` | counter | `event` (`resumed`, `took_over`, `parked`, `handed_back`, `lease_lost`, `error`) |
+//! | `trellis_worker_queue` | gauge | — (runnable runs no worker holds, as this worker last saw them) |
 //!
-//! Events tell a turn's role (its session's owner) but not its model or cost, which the
-//! usage records hold (`trellis runs usage`); the counters start at zero with the process.
+//! Events tell a turn's role (its session's owner) and model (`turnStarted`; `unknown` in
+//! events recorded before turns named it). Its cost is its tokens at the model's price
+//! ([`Metrics::set_prices`]: the model profiles' `price`), as the usage records book
+//! it; a model without a price has no cost series. The counters start at zero with the
+//! process.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::fmt::Write;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use trellis_protocol::{
     EventKind, RunId, RunStatus, ServiceEvent, ServiceEventBody, SessionEvent, SessionId,
@@ -33,11 +38,51 @@ struct Counters {
     runs: BTreeMap<&'static str, u64>,
     active: HashMap<RunId, RunStatus>,
     calls: BTreeMap<(String, &'static str), u64>,
-    tokens: BTreeMap<(String, &'static str), u64>,
+    /// By role, model and type.
+    tokens: BTreeMap<(String, String, &'static str), u64>,
+    /// US dollars by role and model.
+    cost: BTreeMap<(String, String), f64>,
     tools: BTreeMap<(String, &'static str), u64>,
     roles: HashMap<SessionId, String>,
+    /// The model of each session's latest turn.
+    models: HashMap<SessionId, String>,
+    /// Runs that ended, oldest first, whose sessions' roles and models are still kept.
+    ended: VecDeque<RunId>,
+    prices: HashMap<String, Pricing>,
     worker: BTreeMap<&'static str, u64>,
+    /// Runnable runs no worker holds, when a worker sampled them.
+    queue: Option<u64>,
 }
+
+/// What a model's tokens cost: US dollars for `(prompt, completion)` tokens — its model
+/// profile's price (`trellis_llm::Price::cost`, as the usage records book a call).
+#[derive(Clone)]
+pub struct Pricing(Arc<dyn Fn(u64, u64) -> f64 + Send + Sync>);
+
+impl Pricing {
+    /// The pricing `cost` computes.
+    pub fn new(cost: impl Fn(u64, u64) -> f64 + Send + Sync + 'static) -> Self {
+        Self(Arc::new(cost))
+    }
+
+    fn cost(&self, prompt: u64, completion: u64) -> f64 {
+        (self.0)(prompt, completion)
+    }
+}
+
+impl std::fmt::Debug for Pricing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Pricing")
+    }
+}
+
+/// How many ended runs' sessions keep their roles and models: a session's last events (its
+/// last turn's completion) may be published after its run's end, since a session is a
+/// stream of its own, recorded apart from the run's graph log.
+const KEEP_ENDED: usize = 16;
+
+/// The label of a turn whose model its events do not name.
+const UNKNOWN_MODEL: &str = "unknown";
 
 impl Metrics {
     /// Counts `ev`.
@@ -57,97 +102,37 @@ impl Metrics {
         }
     }
 
+    /// Prices the tokens of `prices`' models from now on (by model name; the cost of other
+    /// models is not counted).
+    pub fn set_prices(&self, prices: impl IntoIterator<Item = (String, Pricing)>) {
+        let mut c = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        c.prices.extend(prices);
+    }
+
     /// Counts a team-scale worker's event (`trellis worker`): `resumed` (it claimed a run and
-    /// resumed it), `parked`, `handed_back`, `lease_lost` (another worker took a run's lease
-    /// over: this one had been cut off), `error`.
+    /// resumed it), `took_over` (its claim took over another worker's expired lease),
+    /// `parked`, `handed_back`, `lease_lost` (another worker took a run's lease over: this
+    /// one had been cut off), `error`.
     pub fn worker_event(&self, event: &'static str) {
         let mut c = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
         *c.worker.entry(event).or_default() += 1;
     }
 
+    /// Sets the worker's queue depth: the runnable runs no worker holds, as the worker saw
+    /// them when it last looked for work.
+    pub fn worker_queue(&self, runnable: u64) {
+        let mut c = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        c.queue = Some(runnable);
+    }
+
     /// Every metric now, in a fixed order.
     pub fn families(&self) -> Vec<Family> {
         let c = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
-        let labelled = |pairs: &[(&'static str, &str)], value: u64| Point {
-            labels: pairs.iter().map(|(k, v)| (*k, (*v).to_owned())).collect(),
-            value,
-        };
-        let active = [
-            (RunStatus::Running, "running"),
-            (RunStatus::WaitingInput, "waiting_input"),
-        ]
-        .map(|(status, label)| {
-            let n = c.active.values().filter(|s| **s == status).count() as u64;
-            labelled(&[("status", label)], n)
-        });
-        vec![
-            Family {
-                name: "trellis.runs",
-                unit: "{run}",
-                kind: Kind::Counter,
-                help: "Runs that ended, by outcome.",
-                points: c
-                    .runs
-                    .iter()
-                    .map(|(outcome, n)| labelled(&[("outcome", outcome)], *n))
-                    .collect(),
-            },
-            Family {
-                name: "trellis.runs.active",
-                unit: "{run}",
-                kind: Kind::Gauge,
-                help: "Runs seen running or waiting for input, not ended.",
-                points: active.into(),
-            },
-            Family {
-                name: "trellis.model_calls",
-                unit: "{call}",
-                kind: Kind::Counter,
-                help: "Model calls (turns), by agent role and outcome.",
-                points: c
-                    .calls
-                    .iter()
-                    .map(|((role, outcome), n)| {
-                        labelled(&[("role", role), ("outcome", outcome)], *n)
-                    })
-                    .collect(),
-            },
-            Family {
-                name: "trellis.gen_ai.tokens",
-                unit: "{token}",
-                kind: Kind::Counter,
-                help: "Tokens of completed model calls, by agent role and type.",
-                points: c
-                    .tokens
-                    .iter()
-                    .map(|((role, kind), n)| labelled(&[("role", role), ("type", kind)], *n))
-                    .collect(),
-            },
-            Family {
-                name: "trellis.tool_calls",
-                unit: "{call}",
-                kind: Kind::Counter,
-                help: "Tool calls, by tool and how they ended.",
-                points: c
-                    .tools
-                    .iter()
-                    .map(|((tool, status), n)| labelled(&[("tool", tool), ("status", status)], *n))
-                    .collect(),
-            },
-            Family {
-                name: "trellis.worker.events",
-                kind: Kind::Counter,
-                help: "What a team-scale worker did with runs: resumed, parked, handed_back, lease_lost (taken over by another worker), error.",
-                unit: "{event}",
-                points: c
-                    .worker
-                    .iter()
-                    .map(|(event, n)| labelled(&[("event", event)], *n))
-                    .collect(),
-            },
-        ]
+        let mut out = c.run_families();
+        out.extend(c.call_families());
+        out.extend(c.worker_families());
+        out
     }
-
     /// The counters in the Prometheus text format (version 0.0.4).
     pub fn prometheus(&self) -> String {
         let mut out = String::new();
@@ -165,7 +150,11 @@ impl Metrics {
                     .iter()
                     .map(|(k, v)| format!("{k}=\"{}\"", escape(v)))
                     .collect();
-                let _ = writeln!(out, "{name}{{{}}} {}", labels.join(","), point.value);
+                if labels.is_empty() {
+                    let _ = writeln!(out, "{name} {}", point.value);
+                } else {
+                    let _ = writeln!(out, "{name}{{{}}} {}", labels.join(","), point.value);
+                }
             }
         }
         out
@@ -213,10 +202,159 @@ pub struct Point {
     /// `(label, value)` pairs.
     pub labels: Vec<(&'static str, String)>,
     /// The value.
-    pub value: u64,
+    pub value: Number,
+}
+
+/// A point's value: a count, or an amount (US dollars).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Number {
+    /// A count.
+    Int(u64),
+    /// An amount.
+    Float(f64),
+}
+
+impl From<u64> for Number {
+    fn from(n: u64) -> Self {
+        Self::Int(n)
+    }
+}
+
+impl From<f64> for Number {
+    fn from(x: f64) -> Self {
+        Self::Float(x)
+    }
+}
+
+impl std::fmt::Display for Number {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Int(n) => write!(f, "{n}"),
+            Self::Float(x) => write!(f, "{x}"),
+        }
+    }
+}
+
+/// A point under `pairs`.
+fn labelled(pairs: &[(&'static str, &str)], value: impl Into<Number>) -> Point {
+    Point {
+        labels: pairs.iter().map(|(k, v)| (*k, (*v).to_owned())).collect(),
+        value: value.into(),
+    }
 }
 
 impl Counters {
+    /// `trellis.runs`, `trellis.runs.active`.
+    fn run_families(&self) -> Vec<Family> {
+        let active = [
+            (RunStatus::Running, "running"),
+            (RunStatus::WaitingInput, "waiting_input"),
+        ]
+        .map(|(status, label)| {
+            let n = self.active.values().filter(|s| **s == status).count() as u64;
+            labelled(&[("status", label)], n)
+        });
+        vec![
+            Family {
+                name: "trellis.runs",
+                unit: "{run}",
+                kind: Kind::Counter,
+                help: "Runs that ended, by outcome.",
+                points: self
+                    .runs
+                    .iter()
+                    .map(|(outcome, n)| labelled(&[("outcome", outcome)], *n))
+                    .collect(),
+            },
+            Family {
+                name: "trellis.runs.active",
+                unit: "{run}",
+                kind: Kind::Gauge,
+                help: "Runs seen running or waiting for input, not ended.",
+                points: active.into(),
+            },
+        ]
+    }
+
+    /// `trellis.model_calls`, `trellis.gen_ai.tokens`, `trellis.gen_ai.cost_usd`,
+    /// `trellis.tool_calls`.
+    fn call_families(&self) -> Vec<Family> {
+        vec![
+            Family {
+                name: "trellis.model_calls",
+                unit: "{call}",
+                kind: Kind::Counter,
+                help: "Model calls (turns), by agent role and outcome.",
+                points: self
+                    .calls
+                    .iter()
+                    .map(|((role, outcome), n)| {
+                        labelled(&[("role", role), ("outcome", outcome)], *n)
+                    })
+                    .collect(),
+            },
+            Family {
+                name: "trellis.gen_ai.tokens",
+                unit: "{token}",
+                kind: Kind::Counter,
+                help: "Tokens of completed model calls, by agent role, model and type.",
+                points: self
+                    .tokens
+                    .iter()
+                    .map(|((role, model, kind), n)| {
+                        labelled(&[("role", role), ("model", model), ("type", kind)], *n)
+                    })
+                    .collect(),
+            },
+            Family {
+                name: "trellis.gen_ai.cost_usd",
+                unit: "USD",
+                kind: Kind::Counter,
+                help: "Cost of completed model calls in US dollars, by agent role and model (models with a price).",
+                points: self
+                    .cost
+                    .iter()
+                    .map(|((role, model), usd)| labelled(&[("role", role), ("model", model)], *usd))
+                    .collect(),
+            },
+            Family {
+                name: "trellis.tool_calls",
+                unit: "{call}",
+                kind: Kind::Counter,
+                help: "Tool calls, by tool and how they ended.",
+                points: self
+                    .tools
+                    .iter()
+                    .map(|((tool, status), n)| labelled(&[("tool", tool), ("status", status)], *n))
+                    .collect(),
+            },
+        ]
+    }
+
+    /// `trellis.worker.events`, `trellis.worker.queue`.
+    fn worker_families(&self) -> Vec<Family> {
+        vec![
+            Family {
+                name: "trellis.worker.events",
+                kind: Kind::Counter,
+                help: "What a team-scale worker did with runs: resumed, took_over (another worker's expired lease), parked, handed_back, lease_lost (taken over by another worker), error.",
+                unit: "{event}",
+                points: self
+                    .worker
+                    .iter()
+                    .map(|(event, n)| labelled(&[("event", event)], *n))
+                    .collect(),
+            },
+            Family {
+                name: "trellis.worker.queue",
+                kind: Kind::Gauge,
+                help: "Runnable runs no worker holds, as this worker saw them when it last looked for work.",
+                unit: "{run}",
+                points: self.queue.map(|n| labelled(&[], n)).into_iter().collect(),
+            },
+        ]
+    }
+
     fn run_event(&mut self, run: &RunId, kind: &EventKind) {
         match kind {
             EventKind::RunStarted { .. } | EventKind::RunResumed { .. } => {
@@ -225,9 +363,17 @@ impl Counters {
             EventKind::RunStatusChanged { status, .. } if status.is_final() => {
                 self.active.remove(run);
                 *self.runs.entry(status.as_str()).or_default() += 1;
-                // The run's sessions will say no more.
-                let prefix = format!("{run}:");
-                self.roles.retain(|id, _| !id.as_str().starts_with(&prefix));
+                // The run's sessions will soon say no more: forget the sessions of the
+                // run that ended `KEEP_ENDED` ends ago.
+                self.ended.push_back(run.clone());
+                if self.ended.len() > KEEP_ENDED
+                    && let Some(old) = self.ended.pop_front()
+                {
+                    let prefix = format!("{old}:");
+                    self.roles.retain(|id, _| !id.as_str().starts_with(&prefix));
+                    self.models
+                        .retain(|id, _| !id.as_str().starts_with(&prefix));
+                }
             }
             EventKind::RunStatusChanged { status, .. } => {
                 self.active.insert(run.clone(), *status);
@@ -256,11 +402,32 @@ impl Counters {
                 };
                 self.roles.insert(id.clone(), role);
             }
+            SessionEvent::TurnStarted { model, .. } => match model {
+                Some(model) => {
+                    self.models.insert(id.clone(), model.clone());
+                }
+                None => {
+                    self.models.remove(id);
+                }
+            },
             SessionEvent::TurnCompleted { usage, .. } => {
                 let role = self.role(id);
+                let model = self
+                    .models
+                    .get(id)
+                    .map_or(UNKNOWN_MODEL, String::as_str)
+                    .to_owned();
                 *self.calls.entry((role.clone(), "ok")).or_default() += 1;
-                *self.tokens.entry((role.clone(), "input")).or_default() += usage.prompt_tokens;
-                *self.tokens.entry((role, "output")).or_default() += usage.completion_tokens;
+                let (input, output) = (usage.prompt_tokens, usage.completion_tokens);
+                for (kind, n) in [("input", input), ("output", output)] {
+                    *self
+                        .tokens
+                        .entry((role.clone(), model.clone(), kind))
+                        .or_default() += n;
+                }
+                if let Some(price) = self.prices.get(&model) {
+                    *self.cost.entry((role, model)).or_default() += price.cost(input, output);
+                }
             }
             SessionEvent::TurnFailed { .. } => {
                 let role = self.role(id);

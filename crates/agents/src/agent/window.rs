@@ -110,6 +110,7 @@ impl AgentRun {
             SessionEvent::TurnStarted {
                 turn,
                 attempt: self.attempt,
+                model: Some(self.provider.info().model.clone()).filter(|m| !m.is_empty()),
             },
         );
         Ok((request, turn))

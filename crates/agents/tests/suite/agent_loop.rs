@@ -432,7 +432,8 @@ async fn a_recorded_run_continues_without_repeating_completed_calls() {
         resumed.first(),
         Some(&SessionEvent::TurnStarted {
             turn: 3,
-            attempt: 1
+            attempt: 1,
+            model: Some("scripted".into()),
         })
     );
     // The record of the two processes is the record of the uninterrupted run.
@@ -581,7 +582,8 @@ async fn messages_sent_while_running_reach_the_next_model_call() {
         events[received + 1],
         SessionEvent::TurnStarted {
             turn: 8,
-            attempt: 1
+            attempt: 1,
+            model: Some("scripted".into()),
         }
     );
     assert!(matches!(

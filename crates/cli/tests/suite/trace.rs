@@ -202,7 +202,11 @@ fn a_real_run_exports_its_spans_live_to_an_otlp_http_receiver() {
 
     let collector = otlp_receiver();
     let (url, _seen) = reading_agent();
-    let config = exporting_config(&url, &collector);
+    // The mock model has a price: its tokens are costed in the metrics.
+    let config = format!(
+        "{}\n[models.profiles.mock.price]\ninput_per_mtok = 1000.0\noutput_per_mtok = 2000.0\n",
+        exporting_config(&url, &collector)
+    );
     let ws = trellis_test_support::example_repo("inventory", &config).unwrap();
     let out = discuss(
         &ws,
@@ -219,12 +223,10 @@ fn a_real_run_exports_its_spans_live_to_an_otlp_http_receiver() {
         .partition(|r| r.target == "/v1/metrics");
     assert_eq!(metrics.len(), 1, "the metrics, sent once at exit");
     let counted = ExportMetricsServiceRequest::decode(metrics[0].body.as_slice()).unwrap();
-    let counted: Vec<&str> = counted.resource_metrics[0].scope_metrics[0]
-        .metrics
-        .iter()
-        .map(|m| m.name.as_str())
-        .collect();
-    assert!(counted.contains(&"trellis.tool_calls"), "{counted:?}");
+    let counted = &counted.resource_metrics[0].scope_metrics[0].metrics;
+    let names: Vec<&str> = counted.iter().map(|m| m.name.as_str()).collect();
+    assert!(names.contains(&"trellis.tool_calls"), "{names:?}");
+    assert_counted_by_model(counted);
     let mut live: Vec<Span> = Vec::new();
     for r in &traces {
         assert_eq!(
@@ -249,10 +251,24 @@ fn a_real_run_exports_its_spans_live_to_an_otlp_http_receiver() {
     for expected in [
         "node architectural_analysis",
         "execute_tool read_file",
-        "chat",
+        "chat mock-model",
     ] {
         assert!(names.contains(&expected), "{expected} in {names:?}");
     }
+    // Live, a turn names its model (from its `turnStarted`).
+    let chat = live.iter().find(|s| s.name == "chat mock-model").unwrap();
+    let model = chat
+        .attributes
+        .iter()
+        .find(|kv| kv.key == "gen_ai.request.model")
+        .and_then(|kv| kv.value.as_ref())
+        .map(|v| format!("{v:?}"));
+    assert!(
+        model
+            .as_deref()
+            .is_some_and(|m| m.contains("\"mock-model\"")),
+        "{model:?}"
+    );
     assert!(!String::from_utf8_lossy(&traces[0].body).contains("inventory.py"));
 
     // The same spans, ids and parents as the stored run's trace: one mapping.
@@ -271,6 +287,33 @@ fn a_real_run_exports_its_spans_live_to_an_otlp_http_receiver() {
             s.name
         );
     }
+}
+
+/// The tokens of the exported metrics are by model, and the priced model's cost is counted.
+fn assert_counted_by_model(counted: &[opentelemetry_proto::tonic::metrics::v1::Metric]) {
+    use opentelemetry_proto::tonic::metrics::v1::{metric::Data, number_data_point::Value as N};
+    let sum = |name: &str| {
+        let metric = counted.iter().find(|m| m.name == name);
+        match metric.and_then(|m| m.data.as_ref()) {
+            Some(Data::Sum(sum)) => sum.data_points.clone(),
+            other => panic!("{name}: {other:?}"),
+        }
+    };
+    let tokens = sum("trellis.gen_ai.tokens");
+    assert!(!tokens.is_empty());
+    assert!(
+        tokens
+            .iter()
+            .all(|p| format!("{:?}", p.attributes).contains("\"mock-model\"")),
+        "{tokens:?}"
+    );
+    let cost = sum("trellis.gen_ai.cost_usd");
+    assert_eq!(cost.len(), 1, "{cost:?}");
+    assert!(format!("{:?}", cost[0].attributes).contains("\"mock-model\""));
+    assert!(
+        matches!(cost[0].value, Some(N::AsDouble(usd)) if usd > 0.0),
+        "{cost:?}"
+    );
 }
 
 /// The overhead benchmark of live export (docs/benchmarks.md, "Telemetry"): the scripted

@@ -54,8 +54,23 @@ impl Worker {
 
     /// A worker in the repository `dir` (its own clone).
     pub(super) fn start_in(dir: &std::path::Path, name: &str, poll_ms: &str) -> Self {
+        Self::start_with(dir, name, poll_ms, &[])
+    }
+
+    /// A worker exporting its spans and metrics over OTLP/HTTP to `collector`.
+    fn start_exporting(
+        ws: &TempWorkspace,
+        name: &str,
+        collector: &trellis_test_http::Server,
+    ) -> Self {
+        let endpoint = format!("telemetry.otlp_endpoint=\"{}\"", collector.url());
+        Self::start_with(ws.path(), name, "50", &["-c", &endpoint])
+    }
+
+    /// A worker in `dir`, with the global options `global` before the subcommand.
+    fn start_with(dir: &std::path::Path, name: &str, poll_ms: &str, global: &[&str]) -> Self {
         let mut child = args(
-            isolated(dir),
+            args(isolated(dir), global),
             &[
                 "worker",
                 "--name",
@@ -237,7 +252,16 @@ fn a_killed_worker_s_run_is_resumed_by_another_worker_from_its_recorded_turns() 
         "the dead worker's lease stays until it expires"
     );
 
-    let mut b = Worker::start(&ws, "worker-b");
+    // The worker that takes the run over exports its metrics (over OTLP: a worker serves no
+    // `/metrics`).
+    let collector = trellis_test_http::Server::concurrent(|_| {
+        trellis_test_http::Response::new(200, "application/x-protobuf", Vec::new())
+    });
+    let mut b = Worker::start_exporting(&ws, "worker-b", &collector);
+    b.wait_for(
+        &format!("run {run}: took over the expired lease of worker worker-a"),
+        30,
+    );
     let claimed = b.wait_for(&format!("run {run}: claimed"), 30);
     assert!(claimed.contains("lease token 2"), "{claimed}");
     let show = wait_status(&ws, &run, "succeeded");
@@ -260,6 +284,50 @@ fn a_killed_worker_s_run_is_resumed_by_another_worker_from_its_recorded_turns() 
     b.wait_for("stopping: no new runs", 10);
     b.wait_for("worker worker-b: stopped", 10);
     assert!(b.child.wait().unwrap().success());
+    assert_worker_metrics(&collector);
+}
+
+/// The worker's metrics as exported at its exit: one takeover, and the queue it saw last
+/// (empty: the one run is done).
+fn assert_worker_metrics(collector: &trellis_test_http::Server) {
+    use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
+    use opentelemetry_proto::tonic::metrics::v1::{metric::Data, number_data_point::Value as N};
+    use prost::Message;
+
+    let last = collector
+        .requests()
+        .into_iter()
+        .rfind(|r| r.target == "/v1/metrics")
+        .expect("the metrics, sent at exit");
+    let req = ExportMetricsServiceRequest::decode(last.body.as_slice()).unwrap();
+    let metrics = &req.resource_metrics[0].scope_metrics[0].metrics;
+    let metric = |name: &str| {
+        metrics
+            .iter()
+            .find(|m| m.name == name)
+            .unwrap_or_else(|| panic!("no {name} in {metrics:?}"))
+    };
+    let Some(Data::Sum(events)) = &metric("trellis.worker.events").data else {
+        panic!("worker events are a sum");
+    };
+    let took_over: Vec<_> = events
+        .data_points
+        .iter()
+        .filter(|p| format!("{:?}", p.attributes).contains("\"took_over\""))
+        .map(|p| p.value)
+        .collect();
+    assert_eq!(took_over, [Some(N::AsInt(1))], "{events:?}");
+    let Some(Data::Gauge(queue)) = &metric("trellis.worker.queue").data else {
+        panic!("the queue is a gauge");
+    };
+    assert_eq!(
+        queue
+            .data_points
+            .iter()
+            .map(|p| p.value)
+            .collect::<Vec<_>>(),
+        [Some(N::AsInt(0))]
+    );
 }
 
 #[test]

@@ -593,6 +593,7 @@ mod tests {
             ServiceEventBody::Session(SessionEvent::TurnStarted {
                 turn: 1,
                 attempt: 1,
+                model: None,
             })
         };
         for persist in [false, true] {
@@ -637,6 +638,7 @@ mod tests {
             ServiceEventBody::Session(SessionEvent::TurnStarted {
                 turn: 1,
                 attempt: 1,
+                model: None,
             })
         };
         for i in 0..=FORGET_AT {

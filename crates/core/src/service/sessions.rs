@@ -166,7 +166,11 @@ mod tests {
 
     #[test]
     fn unfinished_activation_is_the_tail_of_its_attempt() {
-        let started = |turn| SessionEvent::TurnStarted { turn, attempt: 1 };
+        let started = |turn| SessionEvent::TurnStarted {
+            turn,
+            attempt: 1,
+            model: None,
+        };
         let done = SessionEvent::SessionCompleted {
             output: serde_json::Value::Null,
         };
@@ -201,7 +205,11 @@ mod tests {
         assert_eq!(first.first_turn, 1);
         assert!(bus.may_hold(&stream));
         for turn in 1..=3 {
-            (first.sink)(SessionEvent::TurnStarted { turn, attempt: 1 });
+            (first.sink)(SessionEvent::TurnStarted {
+                turn,
+                attempt: 1,
+                model: None,
+            });
         }
         let again = hub
             .open_agent_session(&run, &node, "coder", 2, None)

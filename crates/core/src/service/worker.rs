@@ -8,7 +8,10 @@
 //!   are taken from its inbox and the run resumes here from its last recorded turn
 //!   ([`Service::resume_here`]): completed nodes never run again, and an agent that was cut
 //!   off mid-turn continues from its recorded turns. A run with nothing to do (it ended, or
-//!   waits for an answer that has not come) is parked: marked not runnable.
+//!   waits for an answer that has not come) is parked: marked not runnable. A claim that
+//!   took over another worker's expired lease is reported ([`WorkerEvent::TookOver`]), and
+//!   after claiming the worker reports how many runs still wait for a worker
+//!   ([`WorkerEvent::Queue`]: none when its last claim found nothing, else the store's count).
 //! - **Heartbeat.** Every third of the lease the worker renews every lease it holds. A lease
 //!   another worker has taken (this one was cut off for longer than the lease) stops the run
 //!   here at once; fencing already refuses its writes
@@ -75,6 +78,20 @@ pub enum WorkerEvent {
         /// Commands from the run's inbox applied first.
         commands: usize,
     },
+    /// The claim of `run` took over the expired lease of worker `from` (which died or was
+    /// cut off for longer than the lease); reported before the run is resumed or parked.
+    TookOver {
+        /// The run.
+        run: RunId,
+        /// The worker whose lease it was.
+        from: String,
+    },
+    /// How many runs wait for a worker (runnable, their lease free or expired), as this
+    /// worker saw them after its claims: a sample for the metrics, not a line to show.
+    Queue {
+        /// The runs.
+        runnable: u64,
+    },
     /// A claimed run had nothing to do (it ended, or waits for input): parked.
     Parked {
         /// The run.
@@ -124,6 +141,10 @@ impl std::fmt::Display for WorkerEvent {
                 f,
                 "run {run}: claimed (lease token {token}), resumed with {commands} queued command(s)"
             ),
+            Self::TookOver { run, from } => {
+                write!(f, "run {run}: took over the expired lease of worker {from}")
+            }
+            Self::Queue { runnable } => write!(f, "{runnable} run(s) wait for a worker"),
             Self::Parked { run, status } => {
                 write!(f, "run {run}: {status}, nothing to do: parked")
             }
@@ -225,7 +246,8 @@ impl Service {
                     break;
                 }
             } else {
-                self.claim_more(&mut held, &options, report).await;
+                let emptied = self.claim_more(&mut held, &options, report).await;
+                self.sample_queue(emptied, report).await;
             }
             // Never past the next heartbeat, however long the poll.
             let wait = options
@@ -249,28 +271,37 @@ impl Service {
         Ok(())
     }
 
-    /// Claims runnable runs while fewer than `options.runs` execute here.
+    /// Claims runnable runs while fewer than `options.runs` execute here; whether the last
+    /// claim found nothing to claim.
     async fn claim_more(
         self: &Arc<Self>,
         held: &mut HashMap<RunId, Lease>,
         options: &WorkerOptions,
         report: Report<'_>,
-    ) {
+    ) -> bool {
         while held.len() < options.runs {
             let store = self.runtime.store().clone();
             let (name, ttl) = (options.name.clone(), options.lease);
             let lease = match blocking(move || Ok(store.claim_lease(&name, ttl)?)).await {
                 Ok(Some(lease)) => lease,
-                Ok(None) => return,
+                Ok(None) => return true,
                 Err(e) => {
                     report(WorkerEvent::Error {
                         run: None,
                         message: format!("claiming a run: {}", e.message),
                     });
-                    return;
+                    return false;
                 }
             };
             let run = lease.run.clone();
+            if let Some(from) = &lease.taken_over_from
+                && *from != options.name
+            {
+                report(WorkerEvent::TookOver {
+                    run: run.clone(),
+                    from: from.clone(),
+                });
+            }
             match self.take_up(&lease).await {
                 Ok(Some(commands)) => {
                     report(WorkerEvent::Resumed {
@@ -287,6 +318,23 @@ impl Service {
                 }),
             }
         }
+        false
+    }
+
+    /// Reports the queue depth after a round of claims: none left when the last claim found
+    /// nothing (`emptied`), else the store's count (this worker is full, or a claim failed).
+    /// A failed count is not reported: the next round samples again.
+    async fn sample_queue(&self, emptied: bool, report: Report<'_>) {
+        let runnable = if emptied {
+            0
+        } else {
+            let store = self.runtime.store().clone();
+            match blocking(move || Ok(store.claimable_count()?)).await {
+                Ok(n) => n,
+                Err(_) => return,
+            }
+        };
+        report(WorkerEvent::Queue { runnable });
     }
 
     /// Resumes a claimed run here with the commands of its inbox (how many, answered), or

@@ -179,6 +179,10 @@ pub enum SessionEvent {
         /// The node's activation number (0 for channels).
         #[serde(default)]
         attempt: u32,
+        /// The model called: the name the agent's model profile resolved to, as its usage
+        /// record names it (absent in events recorded before it was added).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        model: Option<String>,
     },
     /// `turn:message_delta`: answer text.
     MessageDelta {
@@ -322,6 +326,31 @@ pub enum SessionEvent {
     },
 }
 
+/// A [`SessionEvent::ToolCompleted`], borrowed ([`SessionEvent::tool_completion`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ToolCompletion<'a> {
+    /// The turn that asked for the call.
+    pub turn: u32,
+    /// The call id.
+    pub call_id: &'a str,
+    /// The tool.
+    pub name: &'a str,
+    /// What went back to the model.
+    pub output: &'a str,
+    /// How it ended.
+    pub status: ToolStatus,
+    /// Wall time.
+    pub duration_ms: u64,
+}
+
+impl ToolCompletion<'_> {
+    /// When the call started, for a completion recorded at `at_ms`: `duration_ms` earlier
+    /// (saturating).
+    pub fn started_ms(&self, at_ms: i64) -> i64 {
+        at_ms.saturating_sub(i64::try_from(self.duration_ms).unwrap_or(i64::MAX))
+    }
+}
+
 impl SessionEvent {
     /// The wire name.
     pub fn name(&self) -> &'static str {
@@ -344,6 +373,30 @@ impl SessionEvent {
             SessionEvent::SessionCompleted { .. } => "sessionCompleted",
             SessionEvent::SessionError { .. } => "sessionError",
         }
+    }
+
+    /// A `toolCompleted` event's fields, borrowed; `None` for other events. The one reading
+    /// of the event that the store's rows and the telemetry spans share.
+    pub fn tool_completion(&self) -> Option<ToolCompletion<'_>> {
+        let SessionEvent::ToolCompleted {
+            turn,
+            call_id,
+            name,
+            output,
+            status,
+            duration_ms,
+        } = self
+        else {
+            return None;
+        };
+        Some(ToolCompletion {
+            turn: *turn,
+            call_id,
+            name,
+            output,
+            status: *status,
+            duration_ms: *duration_ms,
+        })
     }
 
     /// A `ToolProgress` report as one line for people (`3/5 (60%) · copying files`,

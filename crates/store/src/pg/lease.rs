@@ -29,27 +29,44 @@ fn ttl_ms(ttl: Duration) -> i64 {
 }
 
 /// Claims the oldest runnable run whose lease is free or expired: `$1` worker, `$2` ttl (ms).
+/// Answers the lease and the owner of the expired lease it took over (the row as the
+/// subquery locked it, before the update).
 fn claim_next_sql() -> String {
     format!(
         "UPDATE run_leases l SET owner = $1, token = l.token + 1, expires_at = {NOW_MS} + $2
-         WHERE l.run_id = (
-             SELECT run_id FROM run_leases
+         FROM (
+             SELECT run_id, owner FROM run_leases
              WHERE runnable AND (owner IS NULL OR expires_at <= {NOW_MS})
-             ORDER BY queued_at, run_id LIMIT 1 FOR UPDATE SKIP LOCKED)
-         RETURNING l.run_id, l.token, l.expires_at"
+             ORDER BY queued_at, run_id LIMIT 1 FOR UPDATE SKIP LOCKED) p
+         WHERE l.run_id = p.run_id
+         RETURNING l.run_id, l.token, l.expires_at, p.owner"
     )
 }
 
 /// Claims `$1` for `$2` for `$3` ms if its lease is free or expired; inserts its row (not
-/// runnable) when there is none.
+/// runnable) when there is none. Answers like [`claim_next_sql`], the previous owner as the
+/// statement's snapshot saw it (not locked: the upsert locks the row, and a `FOR UPDATE`
+/// in the `WITH` would find it already updated by this statement and see nothing). A
+/// concurrent claim makes the upsert's condition fail; only a release committed in
+/// between can leave the answer naming the owner that had just let the lease go.
 fn claim_run_sql() -> String {
     format!(
-        "INSERT INTO run_leases AS l (run_id, owner, token, expires_at, runnable, queued_at)
+        "WITH p AS (SELECT owner FROM run_leases WHERE run_id = $1)
+         INSERT INTO run_leases AS l (run_id, owner, token, expires_at, runnable, queued_at)
          VALUES ($1, $2, 1, {NOW_MS} + $3, false, {NOW_MS})
          ON CONFLICT (run_id) DO UPDATE
              SET owner = excluded.owner, token = l.token + 1, expires_at = excluded.expires_at
              WHERE l.owner IS NULL OR l.expires_at <= {NOW_MS}
-         RETURNING l.run_id, l.token, l.expires_at"
+         RETURNING l.run_id, l.token, l.expires_at, (SELECT owner FROM p)"
+    )
+}
+
+/// How many runs are runnable with a free or expired lease (see
+/// [`LeaseStore::claimable_count`]); reads the `run_leases_queue` partial index's rows.
+fn claimable_sql() -> String {
+    format!(
+        "SELECT count(*) FROM run_leases
+         WHERE runnable AND (owner IS NULL OR expires_at <= {NOW_MS})"
     )
 }
 
@@ -84,6 +101,7 @@ fn lease(row: &Row, worker: &str) -> std::result::Result<Lease, tokio_postgres::
         worker: worker.to_owned(),
         token: row.try_get(1)?,
         expires_at: row.try_get(2)?,
+        taken_over_from: row.try_get(3)?,
     })
 }
 
@@ -186,6 +204,13 @@ impl LeaseStore for PgStore {
         })?;
         self.journal.forget(lease);
         Ok(released)
+    }
+
+    fn claimable_count(&self) -> Result<u64> {
+        self.read(async move |c| {
+            let row = c.query_typed_one(&claimable_sql(), &[]).await?;
+            Ok(u64::try_from(row.try_get::<_, i64>(0)?).unwrap_or(0))
+        })
     }
 
     fn with_workers(&self, run: &RunId) -> Result<bool> {

@@ -110,4 +110,8 @@ fn sqlite_leases_say_they_need_postgres() {
     assert!(store.set_runnable(&run, true).is_err());
     assert!(store.claim_run_lease(&run, "w", ttl).is_err());
     assert!(store.with_workers(&run).is_err());
+    assert!(matches!(
+        store.claimable_count(),
+        Err(trellis_store::Error::LeasesNeedPostgres)
+    ));
 }

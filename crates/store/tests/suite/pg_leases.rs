@@ -80,6 +80,71 @@ fn one_worker_claims_a_run_and_another_takes_it_once_expired() {
 }
 
 #[test]
+fn the_queue_counts_claimable_runs_and_a_claim_names_the_expired_lease_it_took_over() {
+    let cluster = cluster();
+    let db = cluster.database();
+    let (a, b) = (connect(&db), connect(&db));
+    assert_eq!(a.claimable_count().unwrap(), 0, "an empty queue");
+    let runs = runnable(&a, 3);
+    let parked = RunId::new();
+    a.set_runnable(&parked, true).unwrap();
+    a.set_runnable(&parked, false).unwrap();
+    assert_eq!(
+        b.claimable_count().unwrap(),
+        3,
+        "runnable runs, not the parked one"
+    );
+
+    // A free lease is claimed, not taken over; a held one leaves the queue.
+    let first = a.claim_lease("a", SHORT).unwrap().unwrap();
+    assert_eq!(
+        (&first.run, first.taken_over_from.as_deref()),
+        (&runs[0], None)
+    );
+    let long = a.claim_lease("a", LONG).unwrap().unwrap();
+    assert_eq!(long.taken_over_from, None);
+    assert_eq!(b.claimable_count().unwrap(), 1);
+
+    // Expired: claimable again, and the claim that takes it names whose lease it was.
+    std::thread::sleep(SHORT + Duration::from_millis(100));
+    assert_eq!(
+        b.claimable_count().unwrap(),
+        2,
+        "an expired lease is claimable"
+    );
+    let taken = b.claim_lease("b", LONG).unwrap().unwrap();
+    assert_eq!(
+        (&taken.run, taken.token, taken.taken_over_from.as_deref()),
+        (&runs[0], 2, Some("a"))
+    );
+    let free = b.claim_lease("b", LONG).unwrap().unwrap();
+    assert_eq!(
+        (&free.run, free.taken_over_from.as_deref()),
+        (&runs[2], None)
+    );
+    assert_eq!(a.claimable_count().unwrap(), 0);
+
+    // A claim of a named run says the same.
+    let named = a.claim_run_lease(&parked, "a", SHORT).unwrap().unwrap();
+    assert_eq!(named.taken_over_from, None);
+    std::thread::sleep(SHORT + Duration::from_millis(100));
+    let again = b.claim_run_lease(&parked, "b", LONG).unwrap().unwrap();
+    assert_eq!(
+        (again.token, again.taken_over_from.as_deref()),
+        (named.token + 1, Some("a"))
+    );
+    // Released, then claimed: free, not a takeover.
+    assert!(b.release_lease(&again).unwrap());
+    let after = a.claim_run_lease(&parked, "a", LONG).unwrap().unwrap();
+    assert_eq!(after.taken_over_from, None);
+    let fresh = a
+        .claim_run_lease(&RunId::new(), "a", LONG)
+        .unwrap()
+        .unwrap();
+    assert_eq!((fresh.token, fresh.taken_over_from), (1, None));
+}
+
+#[test]
 fn a_release_frees_the_run_at_once_and_not_runnable_runs_are_not_claimed() {
     let cluster = cluster();
     let db = cluster.database();

@@ -77,6 +77,7 @@ fn an_agent_session_with_two_turns_reads_back_as_it_streamed(store: &(impl Sessi
             SessionEvent::TurnStarted {
                 turn: 1,
                 attempt: 1,
+                model: None,
             },
             thought(1, "The user wants"),
             thought(1, " a fix."),
@@ -121,6 +122,7 @@ fn an_agent_session_with_two_turns_reads_back_as_it_streamed(store: &(impl Sessi
             SessionEvent::TurnStarted {
                 turn: 2,
                 attempt: 1,
+                model: None,
             },
             delta(2, "Sure"),
             SessionEvent::TurnFailed {
@@ -250,6 +252,7 @@ fn a_channel_session_attaches_user_messages_to_the_next_turn(store: &(impl Sessi
             SessionEvent::TurnStarted {
                 turn: 1,
                 attempt: 0,
+                model: None,
             },
             delta(1, "It persists runs."),
             SessionEvent::TurnCompleted {
@@ -297,6 +300,7 @@ fn a_restarted_turn_and_a_restarted_session_start_clean(store: &(impl Sessions +
             SessionEvent::TurnStarted {
                 turn: 1,
                 attempt: 1,
+                model: None,
             },
             delta(1, "half an ans"),
             thought(1, "hmm"),
@@ -317,6 +321,7 @@ fn a_restarted_turn_and_a_restarted_session_start_clean(store: &(impl Sessions +
             SessionEvent::TurnStarted {
                 turn: 1,
                 attempt: 2,
+                model: None,
             },
             delta(1, "A whole answer."),
         ],
@@ -351,6 +356,7 @@ fn completions_without_a_start_are_recorded(store: &(impl Sessions + ?Sized)) {
             SessionEvent::TurnStarted {
                 turn: 1,
                 attempt: 3,
+                model: None,
             },
             SessionEvent::ToolCompleted {
                 turn: 2,
@@ -488,6 +494,7 @@ pub fn nul_characters(store: &(impl Sessions + ?Sized), kept: fn(&str) -> String
         SessionEvent::TurnStarted {
             turn: 1,
             attempt: 1,
+            model: None,
         },
         delta(1, "x\0"),
         delta(1, "\0y"),

@@ -33,7 +33,7 @@ fn session_event() -> impl Strategy<Value = SessionEvent> {
     prop_oneof![
         4 => (turn.clone(), text()).prop_map(|(turn, text)| SessionEvent::MessageDelta { turn, text }),
         2 => (turn.clone(), text()).prop_map(|(turn, text)| SessionEvent::ThoughtDelta { turn, text }),
-        1 => (turn.clone(), 0u32..3).prop_map(|(turn, attempt)| SessionEvent::TurnStarted { turn, attempt }),
+        1 => (turn.clone(), 0u32..3).prop_map(|(turn, attempt)| SessionEvent::TurnStarted { turn, attempt, model: None }),
         1 => (turn.clone(), "[ab]").prop_map(|(turn, call_id)| SessionEvent::ToolStarted {
             turn,
             call_id,

@@ -50,7 +50,11 @@ fn traffic() -> Vec<Vec<ServiceEvent>> {
                     SessionEvent::UserMessage {
                         text: "please go on with the next step of the plan".into(),
                     },
-                    SessionEvent::TurnStarted { turn, attempt: 1 },
+                    SessionEvent::TurnStarted {
+                        turn,
+                        attempt: 1,
+                        model: None,
+                    },
                     SessionEvent::ThoughtDelta {
                         turn,
                         text: "The user wants the next step; ".into(),

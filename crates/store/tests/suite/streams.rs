@@ -174,6 +174,7 @@ fn start_session_s(store: &(impl StreamStore + ?Sized)) {
     let turn = SessionEvent::TurnStarted {
         turn: 1,
         attempt: 0,
+        model: None,
     };
     block_on(store.append_stream(session_batch(&id, 1, vec![started, turn]))).unwrap();
 }
@@ -272,6 +273,7 @@ pub fn started(text: &str) -> Vec<SessionEvent> {
         SessionEvent::TurnStarted {
             turn: 1,
             attempt: 0,
+            model: None,
         },
         SessionEvent::MessageDelta {
             turn: 1,
@@ -322,6 +324,7 @@ fn reopening_the_store_keeps_streams_sessions_and_artifacts() {
             SessionEvent::TurnStarted {
                 turn: 1,
                 attempt: 1,
+                model: None,
             },
             SessionEvent::MessageDelta {
                 turn: 1,

@@ -140,11 +140,15 @@ impl Mapper {
                 }
                 self.agent_span(id, at);
             }
-            SessionEvent::TurnStarted { turn, attempt } => {
+            SessionEvent::TurnStarted {
+                turn,
+                attempt,
+                model,
+            } => {
                 if *attempt > 0 {
                     self.meta(id).attempt = *attempt;
                 }
-                self.start_turn(id, at, *turn);
+                self.start_turn(id, at, *turn, model.as_deref());
             }
             SessionEvent::TurnCompleted {
                 turn,
@@ -236,22 +240,13 @@ impl Mapper {
     /// Ends a tool call (`turn`, call id, tool), opening it first if its start was not seen.
     /// Ends the span of the tool call `completed` (a `toolCompleted` event) names.
     fn end_tool(&mut self, id: &SessionId, at: i64, completed: &SessionEvent) {
-        let SessionEvent::ToolCompleted {
-            turn,
-            call_id,
-            name,
-            output,
-            status,
-            duration_ms,
-        } = completed
-        else {
+        let Some(done) = completed.tool_completion() else {
             return;
         };
-        let status = *status;
-        let started = at - i64::try_from(*duration_ms).unwrap_or(0);
-        let mut span = match self.tools.remove(&(id.clone(), call_id.clone())) {
+        let status = done.status;
+        let mut span = match self.tools.remove(&(id.clone(), done.call_id.to_owned())) {
             Some(span) => span,
-            None => self.tool_span(id, started, *turn, call_id, name),
+            None => self.tool_span(id, done.started_ms(at), done.turn, done.call_id, done.name),
         };
         span.attributes.set(trellis::TOOL_STATUS, status.as_str());
         if status != ToolStatus::Ok {
@@ -260,12 +255,14 @@ impl Mapper {
         }
         if self.options.capture_content {
             span.attributes
-                .set(semconv::GEN_AI_TOOL_CALL_RESULT, output.as_str());
+                .set(semconv::GEN_AI_TOOL_CALL_RESULT, done.output);
         }
         self.end(span, at);
     }
 
-    fn start_turn(&mut self, id: &SessionId, at: i64, turn: u32) {
+    /// Opens turn `turn`'s model call span, `chat {model}` when the event names the model
+    /// (live; a stored call recorded for the turn names it too, [`Self::claim_call`]).
+    fn start_turn(&mut self, id: &SessionId, at: i64, turn: u32, model: Option<&str>) {
         let parent = self.agent_span(id, at).id;
         let meta = self.meta(id).clone();
         let turn_text = turn.to_string();
@@ -273,10 +270,13 @@ impl Mapper {
         let mut span = gen_ai_span(
             (meta.trace, turn_id, Some(parent)),
             op::CHAT,
-            None,
+            model,
             SpanKind::Client,
             at,
         );
+        if let Some(model) = model {
+            span.attributes.set(semconv::GEN_AI_REQUEST_MODEL, model);
+        }
         span.attributes
             .set(semconv::GEN_AI_CONVERSATION_ID, id.as_str());
         span.attributes.set(trellis::SESSION_ID, id.as_str());

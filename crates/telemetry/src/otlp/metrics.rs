@@ -8,7 +8,7 @@ use opentelemetry_proto::tonic::metrics::v1::{
 };
 
 use super::proto;
-use crate::metrics::{Family, Kind};
+use crate::metrics::{Family, Kind, Number};
 use crate::otlp_json::Resource;
 use crate::semconv;
 
@@ -42,9 +42,12 @@ pub fn export_request(
                         .collect(),
                     start_time_unix_nano: start_ns,
                     time_unix_nano: now_ns,
-                    value: Some(number_data_point::Value::AsInt(
-                        i64::try_from(p.value).unwrap_or(i64::MAX),
-                    )),
+                    value: Some(match p.value {
+                        Number::Int(n) => {
+                            number_data_point::Value::AsInt(i64::try_from(n).unwrap_or(i64::MAX))
+                        }
+                        Number::Float(x) => number_data_point::Value::AsDouble(x),
+                    }),
                     ..Default::default()
                 })
                 .collect();

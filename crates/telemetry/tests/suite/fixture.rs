@@ -15,10 +15,10 @@ pub const T0: i64 = 1_763_759_045_000;
 pub const SECRET_PROMPT: &str = "the system prompt that must not leak";
 pub const SECRET_ARGS: &str = "src/secret.rs";
 /// The names of the spans the live pipeline exports for the scripted run, sorted (live, a
-/// turn's model is not known: the turns are `chat`).
+/// turn's model is the one its `turnStarted` names).
 pub const LIVE_SPAN_NAMES: [&str; 9] = [
-    "chat",
-    "chat",
+    "chat coder-model",
+    "chat coder-model",
     "execute_tool read_file",
     "invoke_agent coder",
     "invoke_workflow feature",
@@ -148,6 +148,7 @@ pub fn code_session() -> Vec<ServiceEvent> {
             SessionEvent::TurnStarted {
                 turn: 1,
                 attempt: 1,
+                model: Some("coder-model".into()),
             },
         ),
         (
@@ -193,6 +194,7 @@ pub fn code_session() -> Vec<ServiceEvent> {
             SessionEvent::TurnStarted {
                 turn: 2,
                 attempt: 1,
+                model: Some("coder-model".into()),
             },
         ),
         (

@@ -78,9 +78,18 @@ async fn the_span_tree_reaches_the_sdks_in_memory_exporter() {
     assert_eq!(node.parent_span_id, run.span_context.span_id());
     let agent = find("invoke_agent coder");
     assert_eq!(agent.parent_span_id, node.span_context.span_id());
-    // Live, the model is not known (it is in the usage records): the turns are `chat`.
-    let turns: Vec<_> = spans.iter().filter(|s| s.name == "chat").collect();
+    // Live, a turn's model is the one its `turnStarted` names.
+    let turns: Vec<_> = spans
+        .iter()
+        .filter(|s| s.name == "chat coder-model")
+        .collect();
     assert_eq!(turns.len(), 2);
+    let model = turns[0]
+        .attributes
+        .iter()
+        .find(|kv| kv.key.as_str() == "gen_ai.request.model")
+        .map(|kv| kv.value.clone());
+    assert_eq!(model, Some(opentelemetry::Value::from("coder-model")));
     assert!(
         turns
             .iter()

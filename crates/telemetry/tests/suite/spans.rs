@@ -208,7 +208,7 @@ fn an_unfinished_run_ends_its_open_spans_at_the_last_event() {
 fn live_events_fed_one_by_one_give_the_stored_runs_spans() {
     // The live exporter's path: the same mapper, events as the broadcast delivers them
     // (streams interleaved), spans taken as they end. Without model-call records the turns
-    // are plain `chat`, otherwise the tree and ids are the same.
+    // are named after the model their `turnStarted` names; the tree and ids are the same.
     let stored = fixture::stored(Some(RunStatus::Succeeded));
     let mut all: Vec<_> = stored.streams.concat();
     all.sort_by_key(|e| e.ts);
@@ -235,4 +235,53 @@ fn live_events_fed_one_by_one_give_the_stored_runs_spans() {
             (a.id, a.parent, &a.name, a.start_ms, a.end_ms)
         );
     }
+}
+
+#[test]
+fn a_live_turn_names_its_model_and_an_old_turn_without_one_is_plain_chat() {
+    let stored = fixture::stored(Some(RunStatus::Succeeded));
+    let mut all: Vec<_> = stored.streams.concat();
+    all.sort_by_key(|e| e.ts);
+    let live = |events: &[trellis_protocol::ServiceEvent]| {
+        let mut mapper = Mapper::new(Options::default());
+        let mut spans = Vec::new();
+        for ev in events {
+            mapper.event(ev);
+            spans.extend(mapper.take_finished());
+        }
+        spans
+    };
+    let spans = live(&all);
+    let turns = named(&spans, "chat coder-model");
+    assert_eq!(turns.len(), 2, "{:?}", names(&spans));
+    for turn in &turns {
+        assert_eq!(
+            turn.attributes.get(semconv::GEN_AI_REQUEST_MODEL),
+            Some(&"coder-model".into())
+        );
+        assert_eq!(
+            turn.attributes.get(semconv::GEN_AI_OPERATION_NAME),
+            Some(&"chat".into())
+        );
+    }
+
+    // An event recorded before turns named their model decodes, and maps to `chat`.
+    let old: Vec<_> = all
+        .iter()
+        .map(|ev| {
+            let mut json = serde_json::to_value(ev).unwrap();
+            if json["event"]["type"] == "turnStarted" {
+                json["event"].as_object_mut().unwrap().remove("model");
+            }
+            serde_json::from_value(json).unwrap()
+        })
+        .collect();
+    let spans = live(&old);
+    let turns = named(&spans, "chat");
+    assert_eq!(turns.len(), 2, "{:?}", names(&spans));
+    assert!(
+        turns
+            .iter()
+            .all(|t| t.attributes.get(semconv::GEN_AI_REQUEST_MODEL).is_none())
+    );
 }
