@@ -8,7 +8,12 @@
 //! start until the export has caught up with it (every event mapped, every span sent), so
 //! the work the exporter's low-priority thread does after the runs is counted too.
 //!
-//!     cargo run -p trellis-telemetry --example overhead -- [RUNS] [BLOCKS]
+//! With the `trellis` binary's allocator (mimalloc: events are freed on whichever thread
+//! reads them last, here often the exporter's; glibc malloc makes such frees costly) and its
+//! settings (crates/cli/src/main.rs):
+//!
+//!     MIMALLOC_ARENA_EAGER_COMMIT=0 MIMALLOC_ALLOW_THP=0 \
+//!         cargo run --release -p trellis-telemetry --example overhead -- [RUNS] [BLOCKS]
 #![allow(clippy::print_stdout)]
 
 use std::sync::Arc;
@@ -22,6 +27,9 @@ use trellis_protocol::{ServiceEvent, ServiceEventBody, StreamId};
 use trellis_telemetry::config::{Export, Protocol};
 use trellis_telemetry::live::{LiveOptions, Stats, spawn};
 use trellis_telemetry::otlp;
+
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 struct Live(ServiceEvent);
 
