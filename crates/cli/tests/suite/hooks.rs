@@ -58,17 +58,7 @@ fn hooks_deny_observe_and_end_with_a_real_run_and_are_recorded() {
     let run = run_id(&String::from_utf8_lossy(&out.stdout));
 
     // The denial's message reached the agent; the other read went ahead.
-    let bodies = agent_bodies(&seen);
-    let last = bodies.iter().max_by_key(|b| tool_results(b)).unwrap();
-    let denied = tool_result(last, "call_1");
-    assert!(
-        denied.contains("a before_tool hook refused the call: `guard`: inventory.py is off limits"),
-        "{denied}"
-    );
-    assert!(
-        tool_result(last, "call_2").contains("def test_"),
-        "{last:#}"
-    );
+    let last = &assert_guarded(&seen);
     // The hanging hook was killed at 1 s each time and said once.
     assert_eq!(
         stderr
@@ -307,17 +297,7 @@ fn a_workflows_own_hooks_run_in_its_runs_only_after_the_configurations() {
 
     // A run of the workflow: its guard denies the read, after the configuration's hook.
     let (run, stderr) = run_of("guarded_discussion");
-    let bodies = agent_bodies(&seen);
-    let last = bodies.iter().max_by_key(|b| tool_results(b)).unwrap();
-    let denied = tool_result(last, "call_1");
-    assert!(
-        denied.contains("a before_tool hook refused the call: `guard`: inventory.py is off limits"),
-        "{denied}"
-    );
-    assert!(
-        tool_result(last, "call_2").contains("def test_"),
-        "{last:#}"
-    );
+    assert_guarded(&seen);
     let order = std::fs::read_to_string(r.join(".trellis/order.txt")).unwrap();
     assert!(order.starts_with("config\nworkflow\n"), "{order}");
     // A broken workflow hook is said once, named by its file and place.
@@ -365,4 +345,26 @@ fn a_workflows_own_hooks_run_in_its_runs_only_after_the_configurations() {
     assert!(order.starts_with("config\n"), "{order}");
     assert!(!stderr.contains("crash"), "{stderr}");
     assert!(!r.join(".trellis/guarded_end.json").exists());
+}
+
+/// The last agent request: the guard's denial of the first read reached the agent, and the
+/// second read went ahead. Returns that request.
+fn assert_guarded(seen: &Seen) -> Value {
+    let bodies = agent_bodies(seen);
+    let last = bodies
+        .iter()
+        .max_by_key(|b| tool_results(b))
+        .unwrap()
+        .clone();
+    let last = &last;
+    let denied = tool_result(last, "call_1");
+    assert!(
+        denied.contains("a before_tool hook refused the call: `guard`: inventory.py is off limits"),
+        "{denied}"
+    );
+    assert!(
+        tool_result(last, "call_2").contains("def test_"),
+        "{last:#}"
+    );
+    last.clone()
 }
