@@ -102,24 +102,11 @@ fn hooks_deny_observe_and_end_with_a_real_run_and_are_recorded() {
     // The run record has every hook run.
     let shown = ok(args(isolated(r), &["runs", "show", &run[..12]]));
     assert!(shown.contains("hook:before_tool"), "{shown}");
-    let objected = shown
-        .lines()
-        .find(|l| l.contains("objected"))
-        .unwrap_or_else(|| panic!("{shown}"));
-    assert!(
-        objected.contains("guard (read_file)") && objected.contains("off limits"),
-        "{objected}"
-    );
+    assert_recorded(&shown);
     assert!(
         shown
             .lines()
             .any(|l| l.contains("broken") && l.contains("slow")),
-        "{shown}"
-    );
-    assert!(
-        shown
-            .lines()
-            .any(|l| l.contains("hook:run_end") && l.contains("passed")),
         "{shown}"
     );
 }
@@ -314,20 +301,7 @@ fn a_workflows_own_hooks_run_in_its_runs_only_after_the_configurations() {
     assert_eq!(end["workflow"], "guarded_discussion");
     // Recorded like the configuration's hooks.
     let shown = ok(args(isolated(r), &["runs", "show", &run[..12]]));
-    let objected = shown
-        .lines()
-        .find(|l| l.contains("hook:before_tool") && l.contains("objected"))
-        .unwrap_or_else(|| panic!("{shown}"));
-    assert!(
-        objected.contains("guard (read_file)") && objected.contains("off limits"),
-        "{objected}"
-    );
-    assert!(
-        shown
-            .lines()
-            .any(|l| l.contains("hook:run_end") && l.contains("passed")),
-        "{shown}"
-    );
+    assert_recorded(&shown);
 
     // A run of another workflow in the same repository: only the configuration's hook.
     std::fs::remove_file(r.join(".trellis/order.txt")).unwrap();
@@ -367,4 +341,22 @@ fn assert_guarded(seen: &Seen) -> Value {
         "{last:#}"
     );
     last.clone()
+}
+
+/// `runs show` lists the guard's objection to the read and a `run_end` hook that passed.
+fn assert_recorded(shown: &str) {
+    let objected = shown
+        .lines()
+        .find(|l| l.contains("hook:before_tool") && l.contains("objected"))
+        .unwrap_or_else(|| panic!("{shown}"));
+    assert!(
+        objected.contains("guard (read_file)") && objected.contains("off limits"),
+        "{objected}"
+    );
+    assert!(
+        shown
+            .lines()
+            .any(|l| l.contains("hook:run_end") && l.contains("passed")),
+        "{shown}"
+    );
 }
