@@ -8,6 +8,10 @@
 //! start until the export has caught up with it (every event mapped, every span sent), so
 //! the work the exporter's low-priority thread does after the runs is counted too.
 //!
+//! The OTLP receiver is this example again, run as a child process (`overhead receive`), so
+//! the CPU time measured is what Trellis's process pays, not the collector's reading of the
+//! requests (which shares the machine's cores all the same: the wall times include it).
+//!
 //! With the `trellis` binary's allocator (mimalloc: events are freed on whichever thread
 //! reads them last, here often the exporter's; glibc malloc makes such frees costly) and its
 //! settings (crates/cli/src/main.rs):
@@ -16,10 +20,13 @@
 //!         cargo run --release -p trellis-telemetry --example overhead -- [RUNS] [BLOCKS]
 #![allow(clippy::print_stdout)]
 
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use anyhow::Context;
 use serde_json::json;
 use tokio::sync::broadcast;
 use trellis_graph::{Engine, MemoryJournal, demo};
@@ -39,6 +46,11 @@ impl std::ops::Deref for Live {
         &self.0
     }
 }
+
+/// How long a partly filled batch waits. Shorter than the pipeline's default (0.5 s) only
+/// so that each block's wait for the export to catch up is short: a block's spans fill
+/// 512-span batches either way, and a batch lingering is idle time, not work.
+const LINGER: Duration = Duration::from_millis(50);
 
 /// The process's CPU time so far.
 fn cpu() -> Duration {
@@ -77,10 +89,10 @@ async fn caught_up(stats: &Stats, sent: u64) {
     while read() < sent {
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
-    // The last spans wait for their batch's linger (0.5 s), then one request.
+    // The last spans wait for their batch's linger (`LINGER`), then one request.
     let mut last = done();
     loop {
-        tokio::time::sleep(Duration::from_millis(700)).await;
+        tokio::time::sleep(LINGER + Duration::from_millis(50)).await;
         let now = done();
         if now == last {
             return;
@@ -133,16 +145,95 @@ async fn block(
     Ok((started.elapsed(), sent))
 }
 
+/// `overhead receive`: a loopback OTLP/HTTP receiver that keeps connections open (as
+/// collectors do) and answers 200 to every request; prints its URL, and when its stdin
+/// closes, how many requests and bytes it read and its CPU time in µs.
+fn receive() -> anyhow::Result<()> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    println!("http://{}", listener.local_addr()?);
+    let requests = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let bytes = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let (r, b) = (requests.clone(), bytes.clone());
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let (r, b) = (r.clone(), b.clone());
+            std::thread::spawn(move || serve(stream, &r, &b));
+        }
+    });
+    let _ = std::io::stdin().read_to_end(&mut Vec::new());
+    println!(
+        "{} {} {}",
+        requests.load(Ordering::Relaxed),
+        bytes.load(Ordering::Relaxed),
+        cpu().as_micros()
+    );
+    Ok(())
+}
+
+/// Answers the requests of one connection until the client closes it.
+fn serve(
+    stream: std::net::TcpStream,
+    requests: &std::sync::atomic::AtomicU64,
+    bytes: &std::sync::atomic::AtomicU64,
+) {
+    let Ok(mut out) = stream.try_clone() else {
+        return;
+    };
+    let mut reader = BufReader::with_capacity(1 << 16, stream);
+    let mut body = Vec::new();
+    loop {
+        let mut len = 0usize;
+        let mut line = String::new();
+        loop {
+            line.clear();
+            match reader.read_line(&mut line) {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+            if let Some((key, value)) = line.split_once(':')
+                && key.trim().eq_ignore_ascii_case("content-length")
+            {
+                len = value.trim().parse().unwrap_or(0);
+            }
+            if line.trim_end().is_empty() {
+                break;
+            }
+        }
+        body.resize(len, 0);
+        if reader.read_exact(&mut body).is_err() {
+            return;
+        }
+        requests.fetch_add(1, Ordering::Relaxed);
+        bytes.fetch_add(len as u64, Ordering::Relaxed);
+        let answer = b"HTTP/1.1 200 OK\r\ncontent-type: application/x-protobuf\r\ncontent-length: 0\r\n\r\n";
+        if std::io::Write::write_all(&mut out, answer).is_err() {
+            return;
+        }
+    }
+}
+
+fn main() -> anyhow::Result<()> {
+    if std::env::args().nth(1).as_deref() == Some("receive") {
+        return receive();
+    }
+    bench()
+}
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
-async fn main() -> anyhow::Result<()> {
+async fn bench() -> anyhow::Result<()> {
     let mut args = std::env::args().skip(1);
     let runs: usize = args.next().map_or(Ok(200), |a| a.parse())?;
     let blocks: usize = args.next().map_or(Ok(10), |a| a.parse())?;
-    let receiver = trellis_test_http::Server::concurrent(|_| {
-        trellis_test_http::Response::new(200, "application/x-protobuf", Vec::new())
-    });
+    let mut receiver = Command::new(std::env::current_exe()?)
+        .arg("receive")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()?;
+    let mut said = BufReader::new(receiver.stdout.take().context("receiver's stdout")?);
+    let mut url = String::new();
+    said.read_line(&mut url)?;
     let export = Export {
-        url: format!("{}/v1/traces", receiver.url()),
+        url: format!("{}/v1/traces", url.trim()),
         metrics_url: None,
         protocol: Protocol::HttpProtobuf,
         capture_content: false,
@@ -154,7 +245,10 @@ async fn main() -> anyhow::Result<()> {
     let pipeline = spawn(
         rx,
         otlp::exporter(&export, Duration::from_secs(5))?,
-        LiveOptions::default(),
+        LiveOptions {
+            linger: LINGER,
+            ..LiveOptions::default()
+        },
     );
     // The broadcast alone, read by a task that maps nothing: what a service pays anyway
     // for its other subscribers, so the export's own cost is `on` minus `broadcast`.
@@ -202,16 +296,30 @@ async fn main() -> anyhow::Result<()> {
         .zip(&modes[1].0)
         .map(|(on, b)| on / b)
         .collect();
-    let paired = median(&mut paired);
+    let quartile = |v: &[f64], q: usize| v[(v.len() - 1) * q / 4];
+    let paired_median = median(&mut paired);
+    let paired = format!(
+        "{paired_median:.3}, quartiles {:.3}–{:.3}",
+        quartile(&paired, 1),
+        quartile(&paired, 3)
+    );
     let [off, bare, on] = modes.map(|(mut w, mut c)| (median(&mut w), median(&mut c)));
     let (exported, dropped, failed, lagged) = stats.snapshot();
+    drop(receiver.stdin.take());
+    let mut received = String::new();
+    said.read_line(&mut received)?;
+    let _ = receiver.wait();
+    let mut received = received.split_whitespace();
+    let requests = received.next().unwrap_or("?").to_owned();
+    let bytes: f64 = received.next().and_then(|b| b.parse().ok()).unwrap_or(0.0);
+    let receiver_cpu: f64 = received.next().and_then(|b| b.parse().ok()).unwrap_or(0.0);
     println!(
         "G1 in memory, {blocks} blocks of {runs} runs each way (median of blocks), wall / CPU \
          µs per run: no broadcast {:.1} / {:.1}, broadcast read by a no-op subscriber {:.1} / \
-         {:.1}, export on {:.1} / {:.1}; wall on/broadcast {:.3} (median of paired blocks {paired:.3}), on/none {:.3}; CPU \
+         {:.1}, export on {:.1} / {:.1}; wall on/broadcast {:.3} (median of paired blocks {paired}), on/none {:.3}; CPU \
          on/broadcast {:.3}; the exporter thread's CPU {exporter_cpu_per_run:.1} µs per run; \
          spans exported {exported}, dropped {dropped}, failed {failed}, events missed \
-         {lagged}; {} export requests",
+         {lagged}; {requests} export requests, {:.0} bytes per span; the receiver's CPU {:.1} µs per run exported",
         off.0,
         off.1,
         bare.0,
@@ -221,7 +329,10 @@ async fn main() -> anyhow::Result<()> {
         on.0 / bare.0,
         on.0 / off.0,
         on.1 / bare.1,
-        receiver.requests().len()
+        bytes / exported.max(1) as f64,
+        // The runs with export on: the warm-up's and the blocks'.
+        receiver_cpu / (runs / 4 + blocks * runs) as f64
     );
     Ok(())
 }
+

@@ -337,6 +337,8 @@ where
     E: Deref<Target = ServiceEvent> + Send + Sync + 'static,
 {
     let mut mapped = 0;
+    // The metrics' lock is taken once a burst, when the burst has an event.
+    let mut observer = None;
     let drained = loop {
         if mapped == BURST {
             break Drained::Burst;
@@ -344,7 +346,9 @@ where
         match events.try_recv() {
             Ok(ev) => {
                 mapper.event(&ev);
-                metrics.observe(&ev);
+                observer
+                    .get_or_insert_with(|| metrics.observer())
+                    .observe(&ev);
                 mapped += 1;
             }
             Err(broadcast::error::TryRecvError::Lagged(n)) => {

@@ -19,8 +19,9 @@
 mod calls;
 mod session;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 
+use rustc_hash::FxHashMap;
 use trellis_protocol::records::ModelCallRecord;
 use trellis_protocol::{
     EventKind, NodeId, NodeState, RunId, RunStatus, ServiceEvent, ServiceEventBody, SessionId,
@@ -40,20 +41,41 @@ pub struct Options {
     pub capture_content: bool,
 }
 
+/// An open span's key: its trace and id (ids are derived from what the span is, so an
+/// event finds its span without any id string being copied).
+type Key = (TraceId, SpanId);
+
 /// Maps events to spans (see the module docs).
+///
+/// What it keeps of a run that ended (its nodes' templates, its sessions' roles) is
+/// forgotten [`KEEP_ENDED`] run ends later, so a live exporter's memory stays bounded.
 #[derive(Debug, Default)]
 pub struct Mapper {
     options: Options,
-    runs: HashMap<RunId, Span>,
-    nodes: HashMap<(RunId, NodeId, u32), Span>,
-    node_meta: HashMap<(RunId, NodeId), NodeMeta>,
-    sessions: HashMap<SessionId, SessionMeta>,
-    agents: HashMap<(SessionId, u32), Span>,
-    turns: HashMap<(SessionId, u32), Span>,
-    tools: HashMap<(SessionId, String), Span>,
+    runs: FxHashMap<TraceId, Span>,
+    nodes: FxHashMap<Key, Span>,
+    run_meta: FxHashMap<TraceId, RunMeta>,
+    /// Runs that ended, oldest first, whose metadata is still kept.
+    ended: VecDeque<TraceId>,
+    sessions: FxHashMap<SessionId, SessionMeta>,
+    agents: FxHashMap<Key, Span>,
+    turns: FxHashMap<Key, Span>,
+    tools: FxHashMap<Key, Span>,
     calls: ModelCalls,
     finished: Vec<Span>,
     last_ms: i64,
+}
+
+/// How many ended runs keep their metadata: a session's last events may come after its
+/// run's end (a session is a stream of its own), and a live exporter's memory stays bounded.
+const KEEP_ENDED: usize = 256;
+
+/// What is known about a run's nodes and sessions.
+#[derive(Debug, Default)]
+struct RunMeta {
+    nodes: FxHashMap<NodeId, NodeMeta>,
+    /// Its agents' sessions (forgotten with it).
+    sessions: Vec<SessionId>,
 }
 
 /// What is known about a node before it runs.
@@ -74,8 +96,13 @@ pub(crate) fn run_span_id(run: &RunId) -> (TraceId, SpanId) {
 /// The span of activation `attempt` of `node`.
 pub(crate) fn node_span_id(run: &RunId, node: &NodeId, attempt: u32) -> (TraceId, SpanId) {
     let trace = TraceId::of(run.as_str());
-    let attempt = attempt.to_string();
-    (trace, SpanId::of(trace, &["node", node.as_str(), &attempt]))
+    (trace, node_span_in(trace, node, attempt))
+}
+
+/// The span of activation `attempt` of `node` in the run whose trace is `trace`.
+fn node_span_in(trace: TraceId, node: &NodeId, attempt: u32) -> SpanId {
+    let mut digits = itoa::Buffer::new();
+    SpanId::of(trace, &["node", node.as_str(), digits.format(attempt)])
 }
 
 /// A span of GenAI operation `op` (`gen_ai.operation.name`), named `op` or `op what`.
@@ -108,7 +135,8 @@ pub(crate) fn open_span(
         kind,
         start_ms: at_ms,
         end_ms: at_ms,
-        attributes: Attributes::default(),
+        // A node's span has 5–6 attributes, an agent's and a model call's up to 10.
+        attributes: Attributes::with_capacity(8),
         events: Vec::new(),
         status: Status::Unset,
     }
@@ -191,7 +219,7 @@ impl Mapper {
 
     fn workspace_event(&mut self, e: &WorkspaceEvent) {
         if let WorkspaceEvent::RunCreated { run, workflow, .. } = e
-            && let Some(span) = self.runs.get_mut(run)
+            && let Some(span) = self.runs.get_mut(&TraceId::of(run.as_str()))
         {
             span.attributes
                 .set(semconv::GEN_AI_WORKFLOW_NAME, workflow.as_str());
@@ -201,8 +229,8 @@ impl Mapper {
     /// The run's span, opened at `at_ms` if this mapper has not seen it start (a live
     /// exporter started after the run, or a run resumed here).
     fn run_span(&mut self, run: &RunId, at_ms: i64) -> &mut Span {
-        self.runs.entry(run.clone()).or_insert_with(|| {
-            let (trace, id) = run_span_id(run);
+        let (trace, id) = run_span_id(run);
+        self.runs.entry(trace).or_insert_with(|| {
             let mut span = gen_ai_span(
                 (trace, id, None),
                 op::INVOKE_WORKFLOW,
@@ -237,12 +265,10 @@ impl Mapper {
                 parent,
                 ..
             } => {
-                let meta = self
-                    .node_meta
-                    .entry((run.clone(), node.clone()))
-                    .or_default();
-                meta.template = Some(template.clone());
-                meta.parent = parent.clone();
+                if let Some(meta) = self.node_meta(TraceId::of(run.as_str()), node) {
+                    meta.template = Some(template.clone());
+                    meta.parent = parent.clone();
+                }
             }
             EventKind::NodeTransition {
                 node,
@@ -258,7 +284,7 @@ impl Mapper {
                 error,
                 ..
             } => {
-                if let Some(span) = self.nodes.get_mut(&(run.clone(), node.clone(), *attempt)) {
+                if let Some(span) = self.nodes.get_mut(&node_key(run, node, *attempt)) {
                     span.status = Status::Error(error.clone().unwrap_or_else(|| "failed".into()));
                     span.attributes.set(semconv::ERROR_TYPE, "node_failed");
                 }
@@ -270,7 +296,7 @@ impl Mapper {
                 ..
             } => {
                 let capture = self.options.capture_content;
-                if let Some(span) = self.nodes.get_mut(&(run.clone(), node.clone(), *attempt)) {
+                if let Some(span) = self.nodes.get_mut(&node_key(run, node, *attempt)) {
                     let mut ev = event(at, "graph:interrupt_raised");
                     let kind = serde_json::to_value(interrupt.kind)
                         .ok()
@@ -285,7 +311,7 @@ impl Mapper {
                 }
             }
             EventKind::InputReceived { node, attempt, .. } => {
-                if let Some(span) = self.nodes.get_mut(&(run.clone(), node.clone(), *attempt)) {
+                if let Some(span) = self.nodes.get_mut(&node_key(run, node, *attempt)) {
                     span.events.push(event(at, "graph:input_received"));
                 }
             }
@@ -315,12 +341,14 @@ impl Mapper {
         to: NodeState,
         reason: Option<&str>,
     ) {
-        let key = (run.clone(), node.clone(), attempt);
+        if to == NodeState::Ready {
+            return;
+        }
+        let key = node_key(run, node, attempt);
         match to {
             NodeState::Running if !self.nodes.contains_key(&key) => {
-                let (_, parent) = run_span_id(run);
-                self.run_span(run, at);
-                let (trace, id) = node_span_id(run, node, attempt);
+                let parent = self.run_span(run, at).id;
+                let (trace, id) = key;
                 let mut span = open_span(
                     trace,
                     id,
@@ -332,17 +360,15 @@ impl Mapper {
                 span.attributes.set(trellis::RUN_ID, run.as_str());
                 span.attributes.set(trellis::NODE_ID, node.as_str());
                 span.attributes.set(trellis::NODE_ATTEMPT, attempt);
-                let meta = self
-                    .node_meta
-                    .entry((run.clone(), node.clone()))
-                    .or_default();
-                if let Some(t) = &meta.template {
-                    span.attributes.set(trellis::NODE_TEMPLATE, t.as_str());
+                if let Some(meta) = self.node_meta(trace, node) {
+                    if let Some(t) = &meta.template {
+                        span.attributes.set(trellis::NODE_TEMPLATE, t.as_str());
+                    }
+                    if let Some(p) = &meta.parent {
+                        span.attributes.set(trellis::NODE_PARENT, p.as_str());
+                    }
+                    meta.starts.push((attempt, at));
                 }
-                if let Some(p) = &meta.parent {
-                    span.attributes.set(trellis::NODE_PARENT, p.as_str());
-                }
-                meta.starts.push((attempt, at));
                 self.nodes.insert(key, span);
             }
             NodeState::WaitingInput => {
@@ -354,7 +380,7 @@ impl Mapper {
                 let Some(mut span) = self.nodes.remove(&key) else {
                     return;
                 };
-                span.attributes.set(trellis::NODE_STATE, to.to_string());
+                span.attributes.set(trellis::NODE_STATE, to.as_str());
                 if to == NodeState::Failed && span.status == Status::Unset {
                     span.status = Status::Error(reason.unwrap_or("failed").to_owned());
                     span.attributes.set(semconv::ERROR_TYPE, "node_failed");
@@ -375,8 +401,8 @@ impl Mapper {
             self.run_span(run, at).events.push(event(at, name));
             return;
         }
-        let mut span = self.runs.remove(run).unwrap_or_else(|| {
-            let (trace, id) = run_span_id(run);
+        let (trace, id) = run_span_id(run);
+        let mut span = self.runs.remove(&trace).unwrap_or_else(|| {
             gen_ai_span(
                 (trace, id, None),
                 op::INVOKE_WORKFLOW,
@@ -392,11 +418,41 @@ impl Mapper {
         }
         self.end(span, at);
         // Activations the run left open end with it.
-        let left: Vec<_> = self.nodes.keys().filter(|k| &k.0 == run).cloned().collect();
+        let left: Vec<Key> = self.nodes.keys().filter(|k| k.0 == trace).copied().collect();
         for key in left {
             if let Some(mut node) = self.nodes.remove(&key) {
                 node.attributes.set(trellis::UNFINISHED, true);
                 self.end(node, at);
+            }
+        }
+        self.ended(trace);
+    }
+
+    /// What is known about `node` of the run whose trace is `trace`.
+    fn node_meta(&mut self, trace: TraceId, node: &NodeId) -> Option<&mut NodeMeta> {
+        let nodes = &mut self.run_meta.entry(trace).or_default().nodes;
+        if !nodes.contains_key(node) {
+            nodes.insert(node.clone(), NodeMeta::default());
+        }
+        nodes.get_mut(node)
+    }
+
+    /// Notes that the run whose trace is `trace` ended, and forgets the metadata of the run
+    /// that ended [`KEEP_ENDED`] run ends ago (unless it runs again).
+    fn ended(&mut self, trace: TraceId) {
+        self.ended.push_back(trace);
+        if self.ended.len() <= KEEP_ENDED {
+            return;
+        }
+        let Some(old) = self.ended.pop_front() else {
+            return;
+        };
+        if self.runs.contains_key(&old) || self.ended.contains(&old) {
+            return;
+        }
+        if let Some(meta) = self.run_meta.remove(&old) {
+            for session in &meta.sessions {
+                self.sessions.remove(session);
             }
         }
     }
@@ -411,7 +467,7 @@ impl Mapper {
             .as_ref()
             .and_then(|stage| {
                 let node = NodeId::new(stage.as_str());
-                let meta = self.node_meta.get(&(run.clone(), node.clone()))?;
+                let meta = self.run_meta.get(&trace)?.nodes.get(&node)?;
                 let (attempt, _) = meta.starts.iter().rev().find(|(_, s)| *s <= call.at)?;
                 Some(node_span_id(&run, &node, *attempt).1)
             })
@@ -437,6 +493,12 @@ impl Mapper {
         }
         span
     }
+}
+
+/// The key of activation `attempt` of `node` of `run`.
+fn node_key(run: &RunId, node: &NodeId, attempt: u32) -> Key {
+    let trace = TraceId::of(run.as_str());
+    (trace, node_span_in(trace, node, attempt))
 }
 
 /// A span event named `name` at `at_ms`.

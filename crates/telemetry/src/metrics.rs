@@ -20,7 +20,7 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::fmt::Write;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use trellis_protocol::{
     EventKind, RunId, RunStatus, ServiceEvent, ServiceEventBody, SessionEvent, SessionId,
@@ -52,6 +52,20 @@ struct Counters {
     worker: BTreeMap<&'static str, u64>,
     /// Runnable runs no worker holds, when a worker sampled them.
     queue: Option<u64>,
+}
+
+/// Counts events under the metrics' lock ([`Metrics::observer`]).
+pub struct Observer<'a>(MutexGuard<'a, Counters>);
+
+impl Observer<'_> {
+    /// Counts `ev`.
+    pub fn observe(&mut self, ev: &ServiceEvent) {
+        match (&ev.stream, &ev.event) {
+            (StreamId::Run(run), ServiceEventBody::Run(kind)) => self.0.run_event(run, kind),
+            (StreamId::Session(id), ServiceEventBody::Session(e)) => self.0.session_event(id, e),
+            _ => {}
+        }
+    }
 }
 
 /// What a model's tokens cost: US dollars for `(prompt, completion)` tokens — its model
@@ -92,14 +106,16 @@ impl Metrics {
 
     /// Counts `events`, under one lock.
     pub fn observe_all<'a>(&self, events: impl IntoIterator<Item = &'a ServiceEvent>) {
-        let mut c = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut observer = self.observer();
         for ev in events {
-            match (&ev.stream, &ev.event) {
-                (StreamId::Run(run), ServiceEventBody::Run(kind)) => c.run_event(run, kind),
-                (StreamId::Session(id), ServiceEventBody::Session(e)) => c.session_event(id, e),
-                _ => {}
-            }
+            observer.observe(ev);
         }
+    }
+
+    /// Counts events one by one under one lock, held until the observer is dropped (the
+    /// live pipeline's bursts).
+    pub fn observer(&self) -> Observer<'_> {
+        Observer(self.inner.lock().unwrap_or_else(PoisonError::into_inner))
     }
 
     /// Prices the tokens of `prices`' models from now on (by model name; the cost of other

@@ -29,11 +29,19 @@ impl Default for Resource {
     }
 }
 
+impl Resource {
+    /// The resource's attributes: `service.name`, `service.version`.
+    pub fn attributes(&self) -> Attributes {
+        let mut attrs = Attributes::default();
+        attrs.set(semconv::SERVICE_NAME, self.service_name.as_str());
+        attrs.set(semconv::SERVICE_VERSION, self.service_version.as_str());
+        attrs
+    }
+}
+
 /// The request carrying `spans`, all under one resource and one scope (`trellis`).
 pub fn export_request(resource: &Resource, spans: &[Span]) -> Json {
-    let mut res = Attributes::default();
-    res.set(semconv::SERVICE_NAME, resource.service_name.as_str());
-    res.set(semconv::SERVICE_VERSION, resource.service_version.as_str());
+    let res = resource.attributes();
     json!({
         "resourceSpans": [{
             "resource": { "attributes": attributes(&res) },

@@ -132,6 +132,11 @@ impl From<bool> for Value {
 pub struct Attributes(Vec<(&'static str, Value)>);
 
 impl Attributes {
+    /// No attributes yet, room for `n`.
+    pub fn with_capacity(n: usize) -> Self {
+        Self(Vec::with_capacity(n))
+    }
+
     /// Sets `key`.
     pub fn set(&mut self, key: &'static str, value: impl Into<Value>) {
         let value = value.into();

@@ -4,12 +4,12 @@ use trellis_protocol::{
     NodeId, RunId, SessionEvent, SessionId, SessionOwner, ToolStatus, TurnUsage,
 };
 
-use super::{Mapper, event, gen_ai_span, node_span_id};
+use super::{Key, Mapper, event, gen_ai_span, node_span_in};
 use crate::semconv::{self, op, tool_type, trellis};
 use crate::span::{Span, SpanId, SpanKind, Status, TraceId};
 
 /// Whose a session is, and which of its agent spans is current.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub(super) struct SessionMeta {
     trace: TraceId,
     /// The run and node of an agent session.
@@ -47,10 +47,64 @@ impl SessionMeta {
         }
     }
 
-    fn agent_span_id(&self, id: &SessionId) -> SpanId {
-        let attempt = self.attempt.to_string();
-        SpanId::of(self.trace, &["agent", id.as_str(), &attempt])
+}
+
+/// The key of the agent span of activation `attempt` of session `id` in `trace`.
+fn agent_key(trace: TraceId, id: &SessionId, attempt: u32) -> Key {
+    let mut digits = itoa::Buffer::new();
+    let attempt = digits.format(attempt);
+    (trace, SpanId::of(trace, &["agent", id.as_str(), attempt]))
+}
+
+/// The key of turn `turn` of session `id` in `trace`.
+fn turn_key(trace: TraceId, id: &SessionId, turn: u32) -> Key {
+    let mut digits = itoa::Buffer::new();
+    let turn = digits.format(turn);
+    (trace, SpanId::of(trace, &["turn", id.as_str(), turn]))
+}
+
+/// The key of tool call `call_id` of session `id` in `trace`.
+fn tool_key(trace: TraceId, id: &SessionId, call_id: &str) -> Key {
+    (trace, SpanId::of(trace, &["tool", id.as_str(), call_id]))
+}
+
+/// The agent span `key` of session `id` (as `meta` tells; guessed from the id if unknown),
+/// opened at `at`.
+fn open_agent(meta: Option<&SessionMeta>, id: &SessionId, key: Key, at: i64) -> Span {
+    let guessed;
+    let meta = match meta {
+        Some(meta) => meta,
+        None => {
+            guessed = SessionMeta::guess(id);
+            &guessed
+        }
+    };
+    let parent = meta
+        .node
+        .as_ref()
+        .map(|(_, node)| node_span_in(meta.trace, node, meta.attempt));
+    let role = match (&meta.role, &meta.node) {
+        (Some(role), _) => role.as_str(),
+        (None, Some(_)) => "agent",
+        (None, None) => "channel",
+    };
+    let mut span = gen_ai_span(
+        (key.0, key.1, parent),
+        op::INVOKE_AGENT,
+        Some(role),
+        SpanKind::Internal,
+        at,
+    );
+    span.attributes.set(semconv::GEN_AI_AGENT_NAME, role);
+    span.attributes.set(semconv::GEN_AI_AGENT_ID, id.as_str());
+    span.attributes
+        .set(semconv::GEN_AI_CONVERSATION_ID, id.as_str());
+    if let Some((run, node)) = &meta.node {
+        span.attributes.set(trellis::RUN_ID, run.as_str());
+        span.attributes.set(trellis::NODE_ID, node.as_str());
+        span.attributes.set(trellis::NODE_ATTEMPT, meta.attempt);
     }
+    span
 }
 
 /// `function`, `extension` (an MCP server's tool: `server__tool`) or `datastore` (retrieval).
@@ -65,46 +119,49 @@ fn tool_kind(name: &str) -> &'static str {
 }
 
 impl Mapper {
-    fn meta(&mut self, id: &SessionId) -> &mut SessionMeta {
-        self.sessions
-            .entry(id.clone())
-            .or_insert_with(|| SessionMeta::guess(id))
+    /// The trace and current attempt of session `id`, known from here on (guessed from its
+    /// id when its `sessionStarted` was not seen).
+    fn session(&mut self, id: &SessionId) -> (TraceId, u32) {
+        if let Some(meta) = self.sessions.get(id) {
+            return (meta.trace, meta.attempt);
+        }
+        let meta = SessionMeta::guess(id);
+        let known = (meta.trace, meta.attempt);
+        self.set_meta(id, meta);
+        known
+    }
+
+    /// What is known of session `id`, to change.
+    fn meta_mut(&mut self, id: &SessionId) -> Option<&mut SessionMeta> {
+        self.session(id);
+        self.sessions.get_mut(id)
+    }
+
+    /// Records whose session `id` is (an agent's is forgotten with its run).
+    fn set_meta(&mut self, id: &SessionId, meta: SessionMeta) {
+        if meta.node.is_some() {
+            let run = self.run_meta.entry(meta.trace).or_default();
+            if !run.sessions.contains(id) {
+                run.sessions.push(id.clone());
+            }
+        }
+        self.sessions.insert(id.clone(), meta);
     }
 
     /// The session's current agent span, opened at `at` if it is not open.
     fn agent_span(&mut self, id: &SessionId, at: i64) -> &mut Span {
-        let meta = self.meta(id).clone();
-        let key = (id.clone(), meta.attempt);
-        self.agents.entry(key).or_insert_with(|| {
-            let parent = meta
-                .node
-                .as_ref()
-                .map(|(run, node)| node_span_id(run, node, meta.attempt).1);
-            let role = meta.role.clone().unwrap_or_else(|| "channel".to_owned());
-            let mut span = gen_ai_span(
-                (meta.trace, meta.agent_span_id(id), parent),
-                op::INVOKE_AGENT,
-                Some(&role),
-                SpanKind::Internal,
-                at,
-            );
-            span.attributes.set(semconv::GEN_AI_AGENT_NAME, role);
-            span.attributes.set(semconv::GEN_AI_AGENT_ID, id.as_str());
-            span.attributes
-                .set(semconv::GEN_AI_CONVERSATION_ID, id.as_str());
-            if let Some((run, node)) = &meta.node {
-                span.attributes.set(trellis::RUN_ID, run.as_str());
-                span.attributes.set(trellis::NODE_ID, node.as_str());
-                span.attributes.set(trellis::NODE_ATTEMPT, meta.attempt);
-            }
-            span
-        })
+        let (trace, attempt) = self.session(id);
+        let key = agent_key(trace, id, attempt);
+        let meta = self.sessions.get(id);
+        self.agents
+            .entry(key)
+            .or_insert_with(|| open_agent(meta, id, key, at))
     }
 
     /// Ends the session's current agent span, failed with `error` when given.
     fn end_agent(&mut self, id: &SessionId, at: i64, error: Option<&str>) {
-        let attempt = self.meta(id).attempt;
-        if let Some(mut span) = self.agents.remove(&(id.clone(), attempt)) {
+        let (trace, attempt) = self.session(id);
+        if let Some(mut span) = self.agents.remove(&agent_key(trace, id, attempt)) {
             if let Some(e) = error {
                 span.status = Status::Error(e.to_owned());
                 span.attributes.set(semconv::ERROR_TYPE, "agent_failed");
@@ -123,10 +180,12 @@ impl Mapper {
                     }
                     SessionOwner::Channel { .. } => SessionMeta::channel(id),
                 };
-                self.sessions.insert(id.clone(), meta);
+                self.set_meta(id, meta);
             }
             SessionEvent::PromptSet { attempt, messages } => {
-                self.meta(id).attempt = *attempt;
+                if let Some(meta) = self.meta_mut(id) {
+                    meta.attempt = *attempt;
+                }
                 let span = self.agent_span(id, at);
                 if capture {
                     span.attributes
@@ -134,8 +193,9 @@ impl Mapper {
                 }
             }
             SessionEvent::UserMessage { .. } => {
-                let meta = self.meta(id);
-                if meta.node.is_none() {
+                if let Some(meta) = self.meta_mut(id)
+                    && meta.node.is_none()
+                {
                     meta.attempt += 1;
                 }
                 self.agent_span(id, at);
@@ -145,8 +205,10 @@ impl Mapper {
                 attempt,
                 model,
             } => {
-                if *attempt > 0 {
-                    self.meta(id).attempt = *attempt;
+                if *attempt > 0
+                    && let Some(meta) = self.meta_mut(id)
+                {
+                    meta.attempt = *attempt;
                 }
                 self.start_turn(id, at, *turn, model.as_deref());
             }
@@ -170,7 +232,7 @@ impl Mapper {
                     span.attributes
                         .set(semconv::GEN_AI_TOOL_CALL_ARGUMENTS, input.to_string());
                 }
-                self.tools.insert((id.clone(), call_id.clone()), span);
+                self.tools.insert((span.trace, span.id), span);
             }
             SessionEvent::ToolCompleted { .. } => self.end_tool(id, at, e),
             SessionEvent::ContextCompacted {
@@ -214,7 +276,8 @@ impl Mapper {
         turn: u32,
         outcome: Result<(&TurnUsage, Option<String>), &String>,
     ) {
-        let Some(mut span) = self.turns.remove(&(id.clone(), turn)) else {
+        let (trace, _) = self.session(id);
+        let Some(mut span) = self.turns.remove(&turn_key(trace, id, turn)) else {
             return;
         };
         match outcome {
@@ -244,7 +307,8 @@ impl Mapper {
             return;
         };
         let status = done.status;
-        let mut span = match self.tools.remove(&(id.clone(), done.call_id.to_owned())) {
+        let (trace, _) = self.session(id);
+        let mut span = match self.tools.remove(&tool_key(trace, id, done.call_id)) {
             Some(span) => span,
             None => self.tool_span(id, done.started_ms(at), done.turn, done.call_id, done.name),
         };
@@ -264,11 +328,10 @@ impl Mapper {
     /// (live; a stored call recorded for the turn names it too, [`Self::claim_call`]).
     fn start_turn(&mut self, id: &SessionId, at: i64, turn: u32, model: Option<&str>) {
         let parent = self.agent_span(id, at).id;
-        let meta = self.meta(id).clone();
-        let turn_text = turn.to_string();
-        let turn_id = SpanId::of(meta.trace, &["turn", id.as_str(), &turn_text]);
+        let (trace, _) = self.session(id);
+        let key = turn_key(trace, id, turn);
         let mut span = gen_ai_span(
-            (meta.trace, turn_id, Some(parent)),
+            (trace, key.1, Some(parent)),
             op::CHAT,
             model,
             SpanKind::Client,
@@ -281,12 +344,12 @@ impl Mapper {
             .set(semconv::GEN_AI_CONVERSATION_ID, id.as_str());
         span.attributes.set(trellis::SESSION_ID, id.as_str());
         span.attributes.set(trellis::TURN, turn);
-        self.turns.insert((id.clone(), turn), span);
+        self.turns.insert(key, span);
     }
 
     /// Names the turn's model from the call recorded for it (`chat gpt-4o`).
     fn claim_call(&mut self, id: &SessionId, span: &mut Span, at: i64) {
-        let Some((run, node)) = self.meta(id).node.clone() else {
+        let Some((run, node)) = self.sessions.get(id).and_then(|m| m.node.as_ref()) else {
             return;
         };
         if let Some(call) = self
@@ -300,8 +363,8 @@ impl Mapper {
 
     fn tool_span(&mut self, id: &SessionId, at: i64, turn: u32, call_id: &str, name: &str) -> Span {
         let parent = self.agent_span(id, at).id;
-        let trace = self.meta(id).trace;
-        let tool_id = SpanId::of(trace, &["tool", id.as_str(), call_id]);
+        let (trace, _) = self.session(id);
+        let (_, tool_id) = tool_key(trace, id, call_id);
         let mut span = gen_ai_span(
             (trace, tool_id, Some(parent)),
             op::EXECUTE_TOOL,

@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use bytes::{Bytes, BytesMut};
 use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 use prost::Message;
 
@@ -16,6 +17,9 @@ pub struct HttpExporter {
     client: reqwest::Client,
     url: String,
     metrics_url: Option<String>,
+    /// The request bodies' buffer: a body's memory is taken back for the next one once the
+    /// client has let go of it.
+    buf: BytesMut,
 }
 
 impl HttpExporter {
@@ -30,15 +34,16 @@ impl HttpExporter {
             client,
             url: url.to_owned(),
             metrics_url: metrics_url.map(str::to_owned),
+            buf: BytesMut::new(),
         })
     }
 
-    async fn post(&self, url: &str, body: Vec<u8>) -> Result<()> {
+    async fn post(&self, url: &str, body: impl Into<Bytes>) -> Result<()> {
         let response = self
             .client
             .post(url)
             .header(reqwest::header::CONTENT_TYPE, "application/x-protobuf")
-            .body(body)
+            .body(body.into())
             .send()
             .await
             .map_err(|e| Error::Exporter(format!("POST {url}: {e}")))?;
@@ -53,7 +58,11 @@ impl HttpExporter {
 
 impl SpanSink for HttpExporter {
     async fn export(&mut self, resource: &Resource, spans: Vec<Span>) -> Result<()> {
-        let body = proto::export_request(resource, spans).encode_to_vec();
+        self.buf.clear();
+        self.buf.reserve(proto::request_len(resource, &spans));
+        proto::encode_request(resource, &spans, &mut self.buf);
+        drop(spans);
+        let body = self.buf.split().freeze();
         self.post(&self.url, body).await
     }
 

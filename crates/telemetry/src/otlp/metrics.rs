@@ -7,10 +7,12 @@ use opentelemetry_proto::tonic::metrics::v1::{
     Gauge, Metric, NumberDataPoint, ResourceMetrics, ScopeMetrics, Sum, metric, number_data_point,
 };
 
-use super::proto;
+use opentelemetry_proto::tonic::resource::v1::Resource as ProtoResource;
+
 use crate::metrics::{Family, Kind, Number};
 use crate::otlp_json::Resource;
 use crate::semconv;
+use crate::span::Value;
 
 /// `AGGREGATION_TEMPORALITY_CUMULATIVE`.
 const CUMULATIVE: i32 = 2;
@@ -32,13 +34,7 @@ pub fn export_request(
                     attributes: p
                         .labels
                         .into_iter()
-                        .map(|(key, value)| KeyValue {
-                            key: key.to_owned(),
-                            value: Some(AnyValue {
-                                value: Some(any_value::Value::StringValue(value)),
-                            }),
-                            ..Default::default()
-                        })
+                        .map(|(key, value)| text(key, value))
                         .collect(),
                     start_time_unix_nano: start_ns,
                     time_unix_nano: now_ns,
@@ -70,7 +66,17 @@ pub fn export_request(
         .collect();
     ExportMetricsServiceRequest {
         resource_metrics: vec![ResourceMetrics {
-            resource: Some(proto::resource(resource)),
+            resource: Some(ProtoResource {
+                attributes: resource
+                    .attributes()
+                    .into_iter()
+                    .filter_map(|(key, value)| match value {
+                        Value::Str(s) => Some(text(key, s)),
+                        _ => None,
+                    })
+                    .collect(),
+                ..Default::default()
+            }),
             scope_metrics: vec![ScopeMetrics {
                 scope: Some(InstrumentationScope {
                     name: "trellis".to_owned(),
@@ -82,5 +88,16 @@ pub fn export_request(
             }],
             schema_url: semconv::SCHEMA_URL.to_owned(),
         }],
+    }
+}
+
+/// A text attribute.
+fn text(key: &str, value: String) -> KeyValue {
+    KeyValue {
+        key: key.to_owned(),
+        value: Some(AnyValue {
+            value: Some(any_value::Value::StringValue(value)),
+        }),
+        ..Default::default()
     }
 }

@@ -89,3 +89,49 @@ fn hex(s: &str) -> Vec<u8> {
         .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
         .collect()
 }
+
+#[test]
+fn the_protobuf_request_is_what_prost_writes_and_carries_what_the_json_does() {
+    use prost::Message;
+    use trellis_telemetry::otlp::proto;
+
+    let mut spans = run_spans(
+        fixture::stored(Some(RunStatus::Failed)),
+        Options {
+            capture_content: true,
+        },
+    );
+    // Every kind of attribute value, and a span event with attributes of its own.
+    spans[0].attributes.set("test.double", 0.25);
+    spans[0].attributes.set("test.negative", -3_i64);
+    spans[0].attributes.set("test.empty", "");
+    let mut event = trellis_telemetry::SpanEvent {
+        at_ms: spans[1].start_ms,
+        name: "graph:interrupt_raised".into(),
+        attributes: Default::default(),
+    };
+    event.attributes.set("trellis.interrupt.kind", "question");
+    spans[1].events.push(event);
+    assert!(
+        spans.iter().any(|s| s.status != trellis_telemetry::Status::Unset),
+        "no failed span"
+    );
+    let resource = Resource::default();
+    let mut bytes = Vec::new();
+    proto::encode_request(&resource, &spans, &mut bytes);
+    assert_eq!(bytes.len(), proto::request_len(&resource, &spans));
+
+    // prost reads it, and writes it back byte for byte: fields in tag order, defaults left
+    // out, lengths right.
+    let decoded = ExportTraceServiceRequest::decode(bytes.as_slice()).unwrap();
+    assert_eq!(decoded.encode_to_vec(), bytes);
+
+    // The same request as the OTLP/JSON writer's, read by the JSON mapping's reference.
+    let json = serde_json::to_string(&export_request(&resource, &spans)).unwrap();
+    let mut from_json: ExportTraceServiceRequest = serde_json::from_str(&json).unwrap();
+    // OTLP/JSON leaves out the span flags (the parent is not remote).
+    for span in &mut from_json.resource_spans[0].scope_spans[0].spans {
+        span.flags = 0x100;
+    }
+    assert_eq!(decoded, from_json);
+}
