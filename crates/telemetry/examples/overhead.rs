@@ -30,7 +30,7 @@ use anyhow::Context;
 use serde_json::json;
 use tokio::sync::broadcast;
 use trellis_graph::{Engine, MemoryJournal, demo};
-use trellis_protocol::{ServiceEvent, ServiceEventBody, StreamId};
+use trellis_protocol::ServiceEvent;
 use trellis_telemetry::config::{Export, Protocol};
 use trellis_telemetry::live::{LiveOptions, Stats, spawn};
 use trellis_telemetry::otlp;
@@ -121,13 +121,7 @@ async fn block(
                 while let Ok(batch) = batches.recv().await {
                     sent += batch.len() as u64;
                     for ev in batch.iter() {
-                        let _ = tx.send(Arc::new(Live(ServiceEvent {
-                            stream: StreamId::Run(ev.run.clone()),
-                            seq: ev.seq,
-                            ts: ev.ts,
-                            submission: None,
-                            event: ServiceEventBody::Run(ev.kind.clone()),
-                        })));
+                        let _ = tx.send(Arc::new(Live(ServiceEvent::from(ev))));
                     }
                 }
                 sent
@@ -205,7 +199,8 @@ fn serve(
         }
         requests.fetch_add(1, Ordering::Relaxed);
         bytes.fetch_add(len as u64, Ordering::Relaxed);
-        let answer = b"HTTP/1.1 200 OK\r\ncontent-type: application/x-protobuf\r\ncontent-length: 0\r\n\r\n";
+        let answer =
+            b"HTTP/1.1 200 OK\r\ncontent-type: application/x-protobuf\r\ncontent-length: 0\r\n\r\n";
         if std::io::Write::write_all(&mut out, answer).is_err() {
             return;
         }
@@ -335,4 +330,3 @@ async fn bench() -> anyhow::Result<()> {
     );
     Ok(())
 }
-

@@ -13,7 +13,7 @@ use std::time::Instant;
 
 use serde_json::json;
 use trellis_graph::{Engine, MemoryJournal, demo};
-use trellis_protocol::{ServiceEvent, ServiceEventBody, StreamId};
+use trellis_protocol::ServiceEvent;
 use trellis_telemetry::metrics::Metrics;
 use trellis_telemetry::otlp::proto;
 use trellis_telemetry::otlp_json::Resource;
@@ -33,13 +33,7 @@ async fn record(n: usize) -> anyhow::Result<Vec<Vec<ServiceEvent>>> {
         let events = tokio::spawn(async move {
             let mut events = Vec::new();
             while let Ok(batch) = batches.recv().await {
-                events.extend(batch.iter().map(|ev| ServiceEvent {
-                    stream: StreamId::Run(ev.run.clone()),
-                    seq: ev.seq,
-                    ts: ev.ts,
-                    submission: None,
-                    event: ServiceEventBody::Run(ev.kind.clone()),
-                }));
+                events.extend(batch.iter().map(ServiceEvent::from));
             }
             events
         });

@@ -15,8 +15,10 @@ pub const METRICS_ENDPOINT_ENV: &str = "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT";
 /// The standard variable choosing the protocol (`http/protobuf`, `grpc`).
 pub const PROTOCOL_ENV: &str = "OTEL_EXPORTER_OTLP_PROTOCOL";
 
-/// Spans held while a collector is slow, by default.
-pub const DEFAULT_QUEUE: usize = 2048;
+/// Spans held while a collector is slow, by default: about what the ~16 k events a
+/// service's broadcast holds make (2048 overflowed while back-to-back engine runs were
+/// mapped faster than one request of 512 spans was sent; docs/benchmarks.md, "Telemetry").
+pub const DEFAULT_QUEUE: usize = 8192;
 
 /// The `[telemetry]` section. Export is off unless an endpoint is configured here or in the
 /// standard OpenTelemetry variables.
@@ -32,7 +34,7 @@ pub struct TelemetryConfig {
     /// Put prompts, answers, tool arguments and results, and questions in the spans. Off by
     /// default: they may hold code and secrets.
     pub capture_content: bool,
-    /// Spans held while the collector is slow or down (default 2048); beyond that new spans
+    /// Spans held while the collector is slow or down (default 8192); beyond that new spans
     /// are dropped and counted, so a dead collector never holds a run up.
     pub queue: Option<usize>,
     /// The `service.name` of the spans (default `trellis`).

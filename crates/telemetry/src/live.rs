@@ -11,6 +11,12 @@
 //! are dropped and counted ([`Stats::dropped_spans`]), as are the spans of a batch the
 //! collector refused or that timed out ([`Stats::failed_spans`]). A batch becomes one OTLP
 //! request, encoded and sent by a second task.
+//!
+//! Where the work runs: the mapping task on the runtime that starts the pipeline (the
+//! service's), where the events were made, so that the events it is the last to hold are
+//! freed by the threads that allocated them (mimalloc frees another thread's memory at a
+//! higher cost: on the exporter's thread the engine's G1 runs took 2–3 % more wall time,
+//! docs/benchmarks.md, "Telemetry"); it yields every [`BURST`] events. Encoding and sending, on a thread of its own (`trellis-otlp`).
 
 use std::ops::Deref;
 use std::sync::Arc;
@@ -100,14 +106,15 @@ pub struct Pipeline {
     done: oneshot::Receiver<()>,
 }
 
-/// The most events mapped before the exporter task gets a turn.
+/// The most events mapped before the mapping task yields (on a service's runtime, up to
+/// ~0.2 ms of mapping and dropping events; 128 made the engine's G1 runs slower, not faster).
 const BURST: usize = 512;
 
-/// Starts mapping `events` (a service's live broadcast) to spans and exporting them with
-/// `sink`, on a thread of its own (`trellis-otlp`, with its own current-thread runtime), off
-/// the service's runtime. It keeps the process's priority: a lowered thread misses more of
-/// a busy service's events and, starved, makes the flush at a command's exit slow
-/// (docs/benchmarks.md, "Telemetry").
+/// Starts mapping `events` (a service's live broadcast) to spans — a task on the current
+/// runtime, or on the exporter's thread when called outside one — and exporting them with
+/// `sink` on a thread of its own (`trellis-otlp`, with its own current-thread runtime). The
+/// thread keeps the process's priority: a lowered thread, starved, made the flush at a
+/// command's exit slow (docs/benchmarks.md, "Telemetry").
 pub fn spawn<E, S>(events: broadcast::Receiver<Arc<E>>, sink: S, options: LiveOptions) -> Pipeline
 where
     E: Deref<Target = ServiceEvent> + Send + Sync + 'static,
@@ -119,6 +126,7 @@ where
     let thread_stats = stats.clone();
     let metrics = Arc::new(Metrics::default());
     let thread_metrics = metrics.clone();
+    let caller = tokio::runtime::Handle::try_current().ok();
     let thread_main = move || {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -130,6 +138,7 @@ where
                 options,
                 stopped,
                 (thread_stats, thread_metrics),
+                caller,
             )),
             Err(e) => tracing::warn!("telemetry: no runtime for the exporter: {e}"),
         }
@@ -149,13 +158,14 @@ where
     }
 }
 
-/// The pipeline's two tasks: mapping and batching, and sending.
+/// The pipeline's two tasks: mapping and batching (on `caller` when given), and sending.
 async fn run<E, S>(
     events: broadcast::Receiver<Arc<E>>,
     sink: S,
     options: LiveOptions,
     stopped: watch::Receiver<bool>,
     (stats, metrics): (Arc<Stats>, Arc<Metrics>),
+    caller: Option<tokio::runtime::Handle>,
 ) where
     E: Deref<Target = ServiceEvent> + Send + Sync + 'static,
     S: SpanSink,
@@ -179,7 +189,14 @@ async fn run<E, S>(
         held,
         (stats, metrics.clone()),
     ));
-    map_events(events, batcher, stopped, (mapper, &metrics)).await;
+    match caller {
+        Some(caller) => {
+            let _ = caller
+                .spawn(map_events(events, batcher, stopped, (mapper, metrics)))
+                .await;
+        }
+        None => map_events(events, batcher, stopped, (mapper, metrics)).await,
+    }
     let _ = exporter.await;
 }
 
@@ -260,7 +277,7 @@ async fn map_events<E>(
     mut events: broadcast::Receiver<Arc<E>>,
     mut batcher: Batcher,
     mut stopped: watch::Receiver<bool>,
-    (mut mapper, metrics): (Mapper, &Metrics),
+    (mut mapper, metrics): (Mapper, Arc<Metrics>),
 ) where
     E: Deref<Target = ServiceEvent> + Send + Sync + 'static,
 {
@@ -288,7 +305,7 @@ async fn map_events<E>(
             _ = stopped.changed() => break,
         }
         let drained = loop {
-            let drained = drain(&mut events, (&mut mapper, metrics), &batcher.stats);
+            let drained = drain(&mut events, (&mut mapper, &metrics), &batcher.stats);
             batcher.take(&mut mapper);
             if drained != Drained::Burst {
                 break drained;
@@ -309,7 +326,7 @@ async fn map_events<E>(
         }
     }
     // What was broadcast before the stop.
-    while drain(&mut events, (&mut mapper, metrics), &batcher.stats) == Drained::Burst {
+    while drain(&mut events, (&mut mapper, &metrics), &batcher.stats) == Drained::Burst {
         batcher.take(&mut mapper);
     }
     batcher.take(&mut mapper);

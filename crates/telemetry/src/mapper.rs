@@ -418,7 +418,12 @@ impl Mapper {
         }
         self.end(span, at);
         // Activations the run left open end with it.
-        let left: Vec<Key> = self.nodes.keys().filter(|k| k.0 == trace).copied().collect();
+        let left: Vec<Key> = self
+            .nodes
+            .keys()
+            .filter(|k| k.0 == trace)
+            .copied()
+            .collect();
         for key in left {
             if let Some(mut node) = self.nodes.remove(&key) {
                 node.attributes.set(trellis::UNFINISHED, true);

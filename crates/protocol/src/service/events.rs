@@ -24,6 +24,20 @@ pub struct ServiceEvent {
     pub event: ServiceEventBody,
 }
 
+impl From<&crate::Event> for ServiceEvent {
+    /// A run's committed event as a service publishes it (on the run's stream; the event's
+    /// cause is its submission).
+    fn from(e: &crate::Event) -> Self {
+        ServiceEvent {
+            stream: StreamId::Run(e.run.clone()),
+            seq: e.seq,
+            ts: e.ts,
+            submission: e.cause.clone(),
+            event: ServiceEventBody::Run(e.kind.clone()),
+        }
+    }
+}
+
 /// The payload of a [`ServiceEvent`]; which variant depends on the stream.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(untagged)]

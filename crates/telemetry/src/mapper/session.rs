@@ -46,7 +46,6 @@ impl SessionMeta {
             attempt: 0,
         }
     }
-
 }
 
 /// The key of the agent span of activation `attempt` of session `id` in `trace`.

@@ -73,7 +73,10 @@ fn span_len(s: &Span) -> usize {
         + fixed64_len(7, nanos(s.start_ms))
         + fixed64_len(8, nanos(s.end_ms))
         + attributes_len(9, &s.attributes)
-        + s.events.iter().map(|e| field(11, event_len(e))).sum::<usize>()
+        + s.events
+            .iter()
+            .map(|e| field(11, event_len(e)))
+            .sum::<usize>()
         + status_len(&s.status).map_or(0, |len| field(15, len))
         + key_len(16)
         + 4
@@ -119,7 +122,10 @@ fn status_len(status: &Status) -> Option<usize> {
 
 /// The length of `attrs` as repeated `KeyValue` field `tag`.
 fn attributes_len(tag: u32, attrs: &Attributes) -> usize {
-    attrs.iter().map(|(k, v)| field(tag, key_value_len(k, v))).sum()
+    attrs
+        .iter()
+        .map(|(k, v)| field(tag, key_value_len(k, v)))
+        .sum()
 }
 
 fn put_attributes(tag: u32, attrs: &Attributes, buf: &mut impl BufMut) {

@@ -113,7 +113,9 @@ fn the_protobuf_request_is_what_prost_writes_and_carries_what_the_json_does() {
     event.attributes.set("trellis.interrupt.kind", "question");
     spans[1].events.push(event);
     assert!(
-        spans.iter().any(|s| s.status != trellis_telemetry::Status::Unset),
+        spans
+            .iter()
+            .any(|s| s.status != trellis_telemetry::Status::Unset),
         "no failed span"
     );
     let resource = Resource::default();

@@ -208,13 +208,7 @@ impl Forwarder {
             }
         }
         super::hooks::on_batch(&self.ctx, stages, batch);
-        self.bus.publish(batch.iter().map(|e| ServiceEvent {
-            stream: StreamId::Run(self.run.clone()),
-            seq: e.seq,
-            ts: e.ts,
-            submission: e.cause.clone(),
-            event: ServiceEventBody::Run(e.kind.clone()),
-        }));
+        self.bus.publish(batch.iter().map(ServiceEvent::from));
         for change in stage_changes {
             self.bus.workspace(None, change);
         }
