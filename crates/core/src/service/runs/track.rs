@@ -8,8 +8,7 @@ use tokio::sync::{broadcast, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 use trellis_graph::{RunHandle, RunOutcome};
 use trellis_protocol::{
-    Event, EventKind, NodeState, RunId, RunStatus, ServiceEvent, ServiceEventBody, StreamId,
-    WorkspaceEvent,
+    Event, EventKind, NodeState, RunId, RunStatus, ServiceEvent, WorkspaceEvent,
 };
 
 use super::LiveRun;
