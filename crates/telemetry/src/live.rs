@@ -16,7 +16,7 @@
 //! service's), where the events were made, so that the events it is the last to hold are
 //! freed by the threads that allocated them (mimalloc frees another thread's memory at a
 //! higher cost: on the exporter's thread the engine's G1 runs took 2–3 % more wall time,
-//! docs/benchmarks.md, "Telemetry"); it yields every [`BURST`] events. Encoding and sending, on a thread of its own (`trellis-otlp`).
+//! docs/benchmarks.md, "Telemetry"); it yields every 512 events. Encoding and sending, on a thread of its own (`trellis-otlp`).
 
 use std::ops::Deref;
 use std::sync::Arc;
@@ -112,7 +112,8 @@ const BURST: usize = 512;
 
 /// Starts mapping `events` (a service's live broadcast) to spans — a task on the current
 /// runtime, or on the exporter's thread when called outside one — and exporting them with
-/// `sink` on a thread of its own (`trellis-otlp`, with its own current-thread runtime). The
+/// `sink` on a thread of its own (`trellis-otlp`, with its own current-thread runtime); the
+/// current runtime needs its timers (`enable_all`), as the pipeline pauses between bursts. The
 /// thread keeps the process's priority: a lowered thread, starved, made the flush at a
 /// command's exit slow (docs/benchmarks.md, "Telemetry").
 pub fn spawn<E, S>(events: broadcast::Receiver<Arc<E>>, sink: S, options: LiveOptions) -> Pipeline

@@ -48,7 +48,7 @@ type Key = (TraceId, SpanId);
 /// Maps events to spans (see the module docs).
 ///
 /// What it keeps of a run that ended (its nodes' templates, its sessions' roles) is
-/// forgotten [`KEEP_ENDED`] run ends later, so a live exporter's memory stays bounded.
+/// forgotten 256 run ends later, so a live exporter's memory stays bounded.
 #[derive(Debug, Default)]
 pub struct Mapper {
     options: Options,

@@ -2,9 +2,8 @@
 //! workspace's one HTTP client (reqwest on rustls with ring), or OTLP/gRPC (tonic, rustls with
 //! ring; the `grpc` feature). Neither pulls native-tls or OpenSSL.
 //!
-//! Spans go straight from Trellis's [`Span`]s into the OTLP protobuf messages, one request per
-//! batch ([`proto::export_request`]): no SDK span data in between, and each string moves
-//! into the message rather than being copied.
+//! Spans go straight from Trellis's [`Span`]s into the OTLP protobuf wire format, one request
+//! per batch ([`proto::encode_request`]): no SDK span data or message structs in between.
 
 #[cfg(feature = "grpc")]
 mod grpc;
