@@ -360,7 +360,16 @@ impl Mapper {
                 span.attributes.set(trellis::RUN_ID, run.as_str());
                 span.attributes.set(trellis::NODE_ID, node.as_str());
                 span.attributes.set(trellis::NODE_ATTEMPT, attempt);
-                if let Some(meta) = self.node_meta(trace, node) {
+                // A node's metadata is made here only to place recorded model calls later
+                // (`runs trace`); a live mapper has none and reads what `nodeAdded` left.
+                let meta = if self.calls.is_empty() {
+                    self.run_meta
+                        .get_mut(&trace)
+                        .and_then(|m| m.nodes.get_mut(node))
+                } else {
+                    self.node_meta(trace, node)
+                };
+                if let Some(meta) = meta {
                     if let Some(t) = &meta.template {
                         span.attributes.set(trellis::NODE_TEMPLATE, t.as_str());
                     }

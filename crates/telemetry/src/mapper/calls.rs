@@ -59,6 +59,11 @@ impl ModelCalls {
         None
     }
 
+    /// Whether no call was ever added (a live mapper's).
+    pub(super) fn is_empty(&self) -> bool {
+        self.pending.is_empty() && self.skipped.is_empty()
+    }
+
     /// Every call no turn claimed.
     pub(super) fn unclaimed(&mut self) -> Vec<ModelCallRecord> {
         let mut out = std::mem::take(&mut self.skipped);
